@@ -1,0 +1,75 @@
+"""Fixtures for the harness's own tests: an isolated compile cache and a small tuning project."""
+
+import textwrap
+
+import pytest
+
+#: A tiny kernel, y = a * x + b, whose ``mode`` param plants faults: 1 writes a wrong answer,
+#: 2 does not compile. ``vec`` and ``unroll`` only change the loop's shape.
+AXPB_C = """\
+#if mode == 2
+#error "mode 2 does not compile"
+#endif
+typedef TB_DTYPE real;
+void axpb(const real *x, real *y, int n, real a, real b)
+{
+    int i = 0;
+    for (; i + vec * unroll <= n; i += vec * unroll)
+        for (int j = 0; j < vec * unroll; ++j) y[i + j] = a * x[i + j] + b;
+    for (; i < n; ++i) y[i] = a * x[i] + b;
+#if mode == 1
+    y[n / 2] += 1;
+#endif
+}
+"""
+
+#: A suite over AXPB_C: 3 x 2 x 3 = 18 configs, of which vec * unroll <= 4 leaves 12 valid
+#: (6 per mode); two buckets over the one dim N.
+AXPB_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    (n,) = shape
+    return {"x": rng.random(n, dtype=np.float32).astype(dtype), "y": np.empty(n, dtype),
+            "n": np.int32(n), "a": np.float32(2.0), "b": np.float32(0.5)}
+
+axpb = Kernel(
+    "axpb",
+    buckets=Buckets(["N"], [
+        Bucket("small", N=(1, 4096), shapes=[(1000,)]),
+        Bucket("large", N=(4097, None), shapes=[(20000,), (50000,)]),
+    ]),
+    args=args, reference=lambda x, n, a, b: a * x.astype(np.float64) + b, outputs=["y"],
+    bytes=lambda shape, dtype: 2 * shape[0] * np.dtype(dtype).itemsize,
+    cpu=Variant(
+        source="kernels/axpb.c", entry="axpb",
+        heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0},
+        space=Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},
+                    constraints=[lambda vec, unroll: vec * unroll <= 4]),
+    ),
+)
+"""
+
+
+@pytest.fixture(autouse=True)
+def compile_cache(tmp_path_factory, monkeypatch):
+    """Every test compiles into its own cache, so none sees another's builds."""
+    path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def project(pytester):
+    """A small tuning project in pytester's directory; ``project(modes=...)`` writes it."""
+
+    def write(modes=(0,), suite=AXPB_SUITE):
+        (pytester.path / "kernels").mkdir(exist_ok=True)
+        (pytester.path / "kernels" / "axpb.c").write_text(AXPB_C)
+        (pytester.path / "suites").mkdir(exist_ok=True)
+        (pytester.path / "suites" / "test_axpb.py").write_text(
+            textwrap.dedent(suite).replace("MODES", repr(list(modes))))
+        return pytester.path
+
+    return write

@@ -1,0 +1,64 @@
+import math
+
+import pytest
+
+from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets
+
+
+def sr_buckets():
+    return Buckets("SR", [
+        Bucket("few_rows", S=(1, 7), R=(1, None), shapes=[(2, 4096)]),
+        Bucket("long_rows", S=(8, None), R=(4097, None), shapes=[(64, 16384)]),
+        Bucket("short_rows", S=(8, None), R=(1, 4096), shapes=[(4096, 256), (1024, 1024)],
+               shape_weights=[3, 1], weight=2),
+    ])
+
+
+def test_find_returns_the_bucket_holding_the_shape():
+    buckets = sr_buckets()
+    assert buckets.find((2, 4096)) == (buckets.get("few_rows"), True)
+    assert buckets.find((8, 4097))[0].name == "long_rows"
+    assert buckets.find((100000, 4096))[0].name == "short_rows"
+
+
+def test_a_shape_outside_every_bucket_gets_the_nearest_with_a_warning():
+    buckets = Buckets("SR", [
+        Bucket("a", S=(1, 8), R=(1, 1024), shapes=[(4, 512)]),
+        Bucket("b", S=(64, 128), R=(1, 1024), shapes=[(64, 512)]),
+    ])
+    with pytest.warns(ShapeOutsideBuckets, match=r"\(12, 100\).*'a'"):
+        bucket, inside = buckets.find((12, 100))  # 12/8 is 0.58 octaves from a, 64/12 is 2.4 from b
+    assert bucket.name == "a" and not inside
+    with pytest.warns(ShapeOutsideBuckets):
+        assert buckets.find((40, 100))[0].name == "b"
+
+
+def test_objective_is_the_weighted_geometric_mean_of_the_shape_times():
+    bucket = sr_buckets().get("short_rows")
+    times = {(4096, 256): 2.0, (1024, 1024): 8.0}
+    assert bucket.objective(times) == pytest.approx(math.exp(0.75 * math.log(2) + 0.25 * math.log(8)))
+    faster = {s: t / 1.5 for s, t in times.items()}
+    assert bucket.objective(times) / bucket.objective(faster) == pytest.approx(1.5)
+
+
+def test_description_round_trips():
+    bucket = sr_buckets().get("short_rows")
+    again = Bucket.from_description(bucket.describe())
+    assert again.describe() == bucket.describe()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Buckets("SR", [Bucket("a", S=(1, 8), R=(1, 8), shapes=[(2, 2)]),
+                            Bucket("b", S=(8, 9), R=(8, 9), shapes=[(8, 8)])]), "'a' and 'b' overlap"),
+    (lambda: Buckets("SR", [Bucket("a", S=(1, 8), R=(1, 8), shapes=[(9, 2)])]), r"shape \(9, 2\) lies outside"),
+    (lambda: Buckets("SR", [Bucket("a", S=(1, 8), shapes=[(2,)])]), "gives ranges for"),
+    (lambda: Bucket("a", S=(8, 1), shapes=[(2,)]), "dim 'S' range"),
+    (lambda: Bucket("a", S=(1, 8), shapes=[]), "no representative shape"),
+    (lambda: Bucket("a", S=(1, 8), shapes=[(2,)], weight=0), "weight must be > 0"),
+    (lambda: Bucket("a b", S=(1, 8), shapes=[(2,)]), "bucket name"),
+    (lambda: Buckets("SR", [Bucket("a", S=(1, 8), R=(1, 8), shapes=[(2, 2)]),
+                            Bucket("a", S=(9, 10), R=(1, 8), shapes=[(9, 2)])]), "used twice"),
+])
+def test_invalid_buckets_are_refused_with_the_bucket_named(make, message):
+    with pytest.raises(BucketError, match=message):
+        make()

@@ -1,0 +1,36 @@
+import json
+
+from tests.test_plugin import TUNE
+from tunebench.cli import main
+
+
+def test_best_answers_inside_and_outside_the_buckets(project, pytester, capsys, monkeypatch):
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+
+    assert main(["best", "axpb", "--shape", "30000", "--json"]) == 0
+    inside = json.loads(capsys.readouterr().out)
+    assert inside["bucket"] == "large" and inside["inside"] and inside["source"] in ("tuned", "heuristic")
+    assert set(inside["config"]) == {"vec", "unroll", "mode"}
+
+    assert main(["best", "axpb", "--shape", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "lies outside every bucket; using the nearest" in err
+    assert out.startswith("axpb float32 shape 0: bucket small (outside every bucket; nearest)")
+
+
+def test_best_reports_bad_input_with_a_clear_error(project, pytester, capsys, monkeypatch):
+    monkeypatch.chdir(project())
+    assert main(["best", "nosuchkernel", "--shape", "4"]) == 2
+    assert "kernel 'nosuchkernel': no records" in capsys.readouterr().err
+    assert main(["best", "axpb", "--shape", "4,5"]) == 2
+    assert "does not have dims N" in capsys.readouterr().err
+
+
+def test_best_without_records_gives_the_heuristic(project, capsys, monkeypatch):
+    monkeypatch.chdir(project())
+    assert main(["best", "axpb", "--shape", "100", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["source"] == "heuristic" and answer["config"] == {"vec": 2, "unroll": 1, "mode": 0}

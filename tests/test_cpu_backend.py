@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from tests.conftest import AXPB_C
+from tunebench.backends.base import CompileError
+from tunebench.backends.cpu import CpuBackend
+from tunebench.buckets import Bucket, Buckets
+from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.measure import MeasureSettings, measure
+from tunebench.space import Space
+
+
+@pytest.fixture
+def axpb(tmp_path):
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+
+    def args(shape, dtype, rng):
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0]), "a": np.float32(3.0), "b": np.float32(1.0)}
+
+    variant = Variant(source=tmp_path / "axpb.c", entry="axpb",
+                      space=Space({"vec": [1, 4], "unroll": [1, 2], "mode": [0, 1, 2]}),
+                      heuristic=lambda shape: {"vec": 4, "unroll": 1, "mode": 0})
+    kernel = Kernel("axpb_backend_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=args, reference=lambda x, n, a, b: 3.0 * x + 1.0, outputs=["y"], cpu=variant)
+    return kernel, variant
+
+
+def run_once(backend, kernel, variant, config, n=1000):
+    build = backend.build(kernel, variant, config, "float32")
+    args = kernel.build_args((n,), "float32")
+    runner = backend.load(build, kernel, variant, config, (n,), args)
+    runner.reset()
+    runner.call()
+    return runner.outputs()[0], kernel.expected(args)[0]
+
+
+def test_a_compiled_candidate_computes_the_kernel(axpb):
+    kernel, variant = axpb
+    got, want = run_once(CpuBackend(), kernel, variant, {"vec": 4, "unroll": 2, "mode": 0}, n=1003)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_each_config_gets_its_own_library_and_a_second_build_compiles_nothing(axpb, compile_cache):
+    kernel, variant = axpb
+    backend = CpuBackend()
+    a = backend.build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0}, "float32")
+    b = backend.build(kernel, variant, {"vec": 4, "unroll": 1, "mode": 0}, "float32")
+    assert a.handle != b.handle and not a.cached and a.compile_time_s > 0
+    assert (backend.cache.compiled, backend.cache.reused) == (2, 0)
+    again = CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0}, "float32")
+    assert again.cached and again.handle == a.handle
+    assert str(a.handle).startswith(str(compile_cache))
+
+
+def test_a_compile_error_carries_the_compiler_message_and_is_cached(axpb, compile_cache):
+    kernel, variant = axpb
+    backend = CpuBackend()
+    with pytest.raises(CompileError, match="mode 2 does not compile"):
+        backend.build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 2}, "float32")
+    with pytest.raises(CompileError, match="mode 2 does not compile"):
+        backend.build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 2}, "float32")
+    assert (backend.cache.compiled, backend.cache.reused) == (1, 1)
+    assert len(list(compile_cache.glob("*.err"))) == 1
+
+
+def test_measure_verifies_before_timing_and_keeps_every_sample(axpb):
+    kernel, variant = axpb
+    backend = CpuBackend()
+    settings = MeasureSettings(warmup_s=0.001, sample_s=0.01, min_samples=5, max_samples=50)
+    for mode, status in ((0, "ok"), (1, "wrong_result")):
+        config = {"vec": 4, "unroll": 1, "mode": mode}
+        args = kernel.build_args((1000,), "float32")
+        runner = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant,
+                              config, (1000,), args)
+        result = measure(runner, kernel.expected(args), kernel.outputs, (1e-5, 1e-6), settings)
+        assert result.status == status
+        if status == "ok":
+            assert 5 <= len(result.samples) <= 50 and all(s > 0 for s in result.samples)
+        else:
+            assert result.samples == [] and result.max_error == pytest.approx(1.0)
+
+
+def test_a_python_int_argument_is_refused_with_its_name(axpb):
+    kernel, _ = axpb
+    kernel.args = lambda shape, dtype, rng: {"x": np.zeros(4, np.float32), "y": np.zeros(4, np.float32),
+                                             "n": 4, "a": np.float32(1), "b": np.float32(0)}
+    with pytest.raises(KernelError, match="argument 'n' is a int"):
+        kernel.build_args((4,), "float32")
+
+
+def test_the_fingerprint_holds_the_thread_count(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    fp = CpuBackend().fingerprint()
+    assert fp["target"] == "cpu" and fp["threads"] == 1 and fp["name"]

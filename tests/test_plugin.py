@@ -1,0 +1,143 @@
+"""End to end: pytest --tune on a small suite with a real gcc-compiled kernel and real records."""
+
+import json
+
+import pytest
+from tinydb import TinyDB
+
+import tunebench
+
+TUNE = ("--tune", "--tune-target", "cpu", "-p", "no:cacheprovider",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+def records(path):
+    (file,) = (path / "records").glob("*.json")
+    return TinyDB(file)
+
+
+def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, pytester):
+    root = project()
+    result = pytester.runpytest("suites", *TUNE, "-v")
+    # 2 buckets x (5 valid candidates + the baseline); 1 invalid config per bucket deselected
+    result.assert_outcomes(passed=12, deselected=2)
+    result.stdout.fnmatch_lines([
+        "*suites/test_axpb.py::axpb::small-float32?baseline? PASSED*",
+        "*suites/test_axpb.py::axpb::large-float32?vec:4-unroll:1-mode:0? PASSED*",
+        "*tunebench: cpu*",
+        "*kernel*bucket*dtype*trials*new*desel*failed*best ms*rate*baseline ms*speedup*",
+        "*axpb*small*float32*5*5*1*0*GB/s*x*",
+        "*axpb*large*float32*5*10*1*0*GB/s*x*",
+        "*builds: 5 compiled, 5 from the compile cache*",
+    ])
+    db = records(root)
+    trials = db.table("trials").all()
+    assert len(trials) == 5 * 1 + 5 * 2  # the baseline config is a candidate too: its trials are shared
+    doc = trials[0]
+    for field in ("kernel", "source_hash", "bucket", "shape", "dtype", "config", "status", "stats",
+                  "samples", "compile_time_s", "fingerprint", "device", "git_commit", "git_dirty",
+                  "tunebench_version", "strategy", "timestamp"):
+        assert field in doc, field
+    assert set(doc["stats"]) == {"min", "median", "mean", "stdev", "n"}
+    assert doc["stats"]["n"] == len(doc["samples"]) >= 10
+    assert doc["fingerprint"]["threads"] >= 1 and doc["tunebench_version"] == tunebench.__version__
+    assert {t["bucket"] for t in db.table("tasks").all()} == {"small", "large"}
+
+
+def test_a_second_run_measures_nothing_new_and_compiles_nothing(project, pytester):
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    before = (root / "records").joinpath(next((root / "records").glob("*.json")).name).read_text()
+    again = pytester.runpytest("suites", *TUNE)
+    again.assert_outcomes(passed=12, deselected=2)
+    again.stdout.fnmatch_lines(["*axpb*small*float32*5*0*1*0*", "*builds: 0 compiled, 0 from the compile cache*"])
+    assert next((root / "records").glob("*.json")).read_text() == before
+
+
+def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
+    root = project(modes=(0, 1, 2))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    # small: 15 valid candidates (5 per mode) + the baseline; modes 1 and 2 fail
+    result.assert_outcomes(passed=6, failed=10, deselected=3 + 3 + 16)
+    result.stdout.fnmatch_lines([
+        "*wrong_result: output 'y': 1 of 1000 values off, largest error 1*",
+        "*compile_error: *mode 2 does not compile*",
+    ])
+    statuses = {t["config"]["mode"]: t["status"] for t in records(root).table("trials").all()}
+    assert statuses == {0: "ok", 1: "wrong_result", 2: "compile_error"}
+    wrong = next(t for t in records(root).table("trials").all() if t["status"] == "wrong_result")
+    assert wrong["max_error"] == pytest.approx(1.0) and wrong["samples"] == []
+
+
+def test_the_trial_budget_skips_unsampled_candidates_with_the_reason(project, pytester):
+    project()
+    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small", "-rs")
+    result.assert_outcomes(passed=3, skipped=3, deselected=1 + 7)
+    result.stdout.fnmatch_lines(["*not sampled: budget of 2 trials spent*"])
+
+
+def test_the_same_seed_samples_the_same_candidates(project, pytester):
+    root = project()
+
+    def sampled(seed):
+        for f in (root / "records").glob("*"):
+            f.unlink()
+        pytester.runpytest("suites", *TUNE, "--tune-trials", "3", "--tune-seed", str(seed), "-k", "small")
+        return sorted(json.dumps(t["config"]) for t in records(root).table("trials").all())
+
+    assert sampled(1) == sampled(1)
+    assert len(sampled(1)) in (3, 4)  # three candidates, and the baseline unless it was among them
+
+
+def test_without_tune_no_tuning_item_runs(project, pytester):
+    project()
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "records").exists()
+
+
+@pytest.mark.parametrize("space, message", [
+    ('{"vec": [], "unroll": (1, 2), "mode": [0]}', "param 'vec' has an empty value list"),
+    ('{"vec": [1], "unroll": (1, 2), "mode": [0]}, constraints=[lambda vex, unroll: vex > 1]',
+     "names unknown param 'vex'"),
+    ('{"vec": [1], "unroll": (1, 2), "mode": [0]}, constraints=[lambda vec: vec / 0]',
+     "raised ZeroDivisionError"),
+    ('{"vec": [1], "unroll": (1, 2), "mode": [0]}, constraints=[lambda vec: vec > 1]',
+     "no config satisfies the constraints"),
+])
+def test_an_invalid_space_fails_collection_naming_the_suite_and_param(project, pytester, space, message):
+    from tests.conftest import AXPB_SUITE
+    suite = AXPB_SUITE.replace(
+        'Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},\n'
+        '                    constraints=[lambda vec, unroll: vec * unroll <= 4])', f"Space({space})")
+    project(suite=suite)
+    result = pytester.runpytest("suites", *TUNE)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: *{message}*"])
+
+
+def test_a_corrupted_records_file_stops_the_run_and_is_kept(project, pytester):
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small and baseline")
+    path = next((root / "records").glob("*.json"))
+    path.write_text(path.read_text()[:-20])
+    broken = path.read_text()
+    result = pytester.runpytest("suites", *TUNE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{path.name}: corrupted records file*"])
+    assert path.read_text() == broken
+
+
+def test_best_applies_the_recorded_winner_and_falls_back_on_the_heuristic(project, pytester):
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    kernel = tunebench.kernel.REGISTRY["axpb"]
+    choice = tunebench.lookup(kernel, (2000,), records=root / "records")
+    assert choice.bucket == "small" and choice.inside
+    trials = records(root).table("trials").all()
+    medians = {json.dumps(t["config"]): t["stats"]["median"] for t in trials if t["shape"] == [1000]}
+    assert medians[json.dumps(choice.config)] == min(medians.values())
+    assert tunebench.best(kernel, (2000,), records=root / "records") == choice.config
+    with pytest.warns(tunebench.buckets.ShapeOutsideBuckets):
+        assert tunebench.lookup(kernel, (0,), records=root / "records").bucket == "small"
+    assert tunebench.best(kernel, (2000,), records=root / "elsewhere") == {"vec": 2, "unroll": 1, "mode": 0}

@@ -1,0 +1,62 @@
+import itertools
+
+import pytest
+
+from tunebench.space import Space, SpaceError, pow2
+
+
+def test_value_specs_lists_ranges_and_powers_of_two():
+    space = Space({"warp_num": pow2(1, 32), "tree_reduce_num": pow2(32, 1024), "unroll": (1, 4),
+                   "vec": [1, 2, 4], "tile": range(16, 65, 16)})
+    assert space.values["warp_num"] == (1, 2, 4, 8, 16, 32)
+    assert space.values["tree_reduce_num"] == (32, 64, 128, 256, 512, 1024)
+    assert space.values["unroll"] == (1, 2, 3, 4)
+    assert space.values["tile"] == (16, 32, 48, 64)
+    assert space.size == 6 * 6 * 4 * 3 * 4
+
+
+def test_pow2_rejects_a_range_without_powers_of_two():
+    with pytest.raises(SpaceError, match="no power of two"):
+        pow2(5, 7)
+
+
+def test_keyword_and_whole_config_constraints_split_the_product():
+    space = Space({"warp_num": pow2(1, 32), "tree_reduce_num": pow2(32, 1024), "vec": [1, 2, 4]},
+                  constraints=[lambda warp_num, tree_reduce_num: warp_num * 32 <= tree_reduce_num,
+                               lambda c: c["vec"] <= c["warp_num"]])
+    valid, invalid = space.enumerate()
+    expected = [k for k in itertools.product(*space.values.values())
+                if k[0] * 32 <= k[1] and k[2] <= k[0]]
+    assert valid == expected
+    assert len(valid) + len(invalid) == space.size
+    assert all(space.is_valid(k) for k in valid) and not any(space.is_valid(k) for k in invalid)
+
+
+def test_config_and_key_round_trip():
+    space = Space({"a": [1, 2], "b": ["x", "y"]})
+    assert space.config((2, "y")) == {"a": 2, "b": "y"}
+    assert space.key({"b": "x", "a": 1}) == (1, "x")
+    assert space.contains({"a": 1, "b": "x"}) and not space.contains({"a": 3, "b": "x"})
+
+
+@pytest.mark.parametrize("params, constraints, message", [
+    ({"warp_num": []}, [], "param 'warp_num' has an empty value list"),
+    ({"warp_num": (8, 4)}, [], r"param 'warp_num': range \(8, 4\) is empty"),
+    ({"warp_num": "1,2"}, [], "param 'warp_num': expected a list"),
+    ({"warp_num": [1, 2]}, [lambda warp_nm: warp_nm > 1], "names unknown param 'warp_nm'"),
+    ({"warp_num": [1, 2]}, [lambda c: c["tree"] > 1], "names unknown param 'tree'"),
+    ({"warp_num": [0, 2]}, [lambda warp_num: 64 // warp_num > 1],
+     r"raised ZeroDivisionError.*\{'warp_num': 0\}"),
+    ({"warp_num": [1, 2]}, [lambda warp_num: warp_num > 8], "no config satisfies the constraints"),
+    ({"warp_num": [1, 2]}, ["warp_num > 1"], "not callable"),
+    ({"warp num": [1, 2]}, [], "not a C identifier"),
+])
+def test_invalid_definitions_name_the_param_or_constraint(params, constraints, message):
+    with pytest.raises(SpaceError, match=message):
+        Space(params, constraints).validate()
+
+
+def test_a_constraint_error_names_its_source_line():
+    space = Space({"a": [1]}, [lambda a: a / 0])
+    with pytest.raises(SpaceError, match=r"constraint <lambda> at test_space.py:\d+"):
+        space.validate()

@@ -1,0 +1,100 @@
+"""The one small interface every target implements: build, load arguments, call, time, describe.
+
+Everything above a backend (measurement, sessions, records, the plugin) is target-independent:
+it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tunebench.kernel import Kernel, Variant
+
+if TYPE_CHECKING:
+    from tunebench.backends.cache import BuildCache
+
+
+class CompileError(RuntimeError):
+    """The compiler rejected a candidate; ``str()`` is an excerpt of its message."""
+
+
+class ResourceError(RuntimeError):
+    """A candidate that cannot launch on this device (too many threads, registers, shared memory)."""
+
+
+@dataclass
+class Build:
+    """A compiled candidate: ``handle`` is backend-specific (a library path, a module)."""
+
+    handle: Any
+    compile_time_s: float
+    cached: bool
+
+
+class Runner(ABC):
+    """One candidate loaded with one shape's arguments, ready to call."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Poison the outputs and restore in-place inputs, so a stale result can never pass."""
+
+    @abstractmethod
+    def call(self) -> None:
+        """One complete, synchronous call."""
+
+    @abstractmethod
+    def timed_call(self) -> float:
+        """One call, timed by the backend's clock; milliseconds."""
+
+    @abstractmethod
+    def outputs(self) -> list[np.ndarray]:
+        """The outputs as host arrays, in the order the kernel declares them."""
+
+    def close(self) -> None:
+        """Release what :meth:`Backend.load` took."""
+
+
+class Backend(ABC):
+    """A target: ``cpu`` (gcc + ctypes) or ``cuda`` (PyCUDA)."""
+
+    name: str
+    cache: BuildCache  # the on-disk compile cache, which counts compiles and reuses
+
+    @abstractmethod
+    def fingerprint(self) -> dict:
+        """What identifies the device: records are kept per fingerprint."""
+
+    @abstractmethod
+    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
+        """Compile (or fetch from the compile cache); raises :class:`CompileError`."""
+
+    @abstractmethod
+    def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
+             args: Mapping[str, Any]) -> Runner:
+        """Bind fresh arguments for one shape; raises :class:`ResourceError` if it cannot launch."""
+
+
+def poison(array: np.ndarray) -> None:
+    """Fill an output with a value no correct kernel writes everywhere: NaN, or a bit pattern."""
+    if np.issubdtype(array.dtype, np.floating):
+        array.fill(np.nan)
+    else:
+        array.view(np.uint8).fill(0xA5)
+
+
+def render(variant: Variant, config: Mapping, ctype: str) -> str:
+    """The template with the config's params and the dtype prepended as ``#define`` lines."""
+    defines = "".join(f"#define {name} {_c_value(value)}\n" for name, value in config.items())
+    return (f"{defines}#define TB_DTYPE {ctype}\n"
+            f"#line 1 \"{variant.path.name}\"\n{variant.template}")
+
+
+def _c_value(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)

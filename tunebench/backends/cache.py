@@ -1,0 +1,76 @@
+"""The on-disk compile cache, shared by the backends that run a compiler.
+
+An artefact is named by a hash of everything that shapes it (expanded source with its #defines,
+flags, compiler identity, target), so a second run compiles nothing and each variant gets its
+own file name: a shared library loaded twice from one path would not be loaded again. Compiler
+errors are cached too, next to where the artefact would be.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tunebench.backends.base import CompileError
+
+
+def default_root() -> Path:
+    """``$TUNEBENCH_CACHE``, else ``$XDG_CACHE_HOME/tunebench``, else ``~/.cache/tunebench``."""
+    if os.environ.get("TUNEBENCH_CACHE"):
+        return Path(os.environ["TUNEBENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunebench"
+
+
+def excerpt(message: str, lines: int = 12) -> str:
+    """The first lines of a compiler message that say what is wrong."""
+    wanted = [ln for ln in message.splitlines() if "error" in ln.lower()] or message.splitlines()
+    return "\n".join(wanted[:lines]).strip()
+
+
+class BuildCache:
+    """Artefacts under ``root``: ``<name>-<hash><suffix>``, beside them the source and any error."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or default_root()
+        self.compiled = 0  # compiler runs by this process, failed ones included
+        self.reused = 0  # artefacts (or cached errors) found on disk
+
+    def get(self, name: str, source: str, tag: str, suffixes: tuple[str, str],
+            compile_fn: Callable[[Path, Path], str | None]) -> tuple[Path, float, bool]:
+        """The artefact of ``source`` compiled as ``tag`` says (flags, compiler, target):
+        ``(path, compile seconds, cached)``. ``suffixes`` are the source's and the artefact's;
+        ``compile_fn(source_path, out_path)`` returns None, or the compiler's error text."""
+        key = hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
+        self.root.mkdir(parents=True, exist_ok=True)
+        src_suffix, out_suffix = suffixes
+        out = self.root / f"{name}-{key}{out_suffix}"
+        err = self.root / f"{name}-{key}.err"
+        if out.exists():
+            self.reused += 1
+            return out, 0.0, True
+        if err.exists():
+            self.reused += 1
+            raise CompileError(err.read_text())
+        stamp = f"{os.getpid()}-{time.monotonic_ns()}"
+        src = self.root / f"{name}-{key}{src_suffix}"
+        _write_atomic(src, source, stamp)
+        tmp = out.with_name(f"{out.stem}.{stamp}{out_suffix}")
+        start = time.perf_counter()
+        self.compiled += 1
+        failure = compile_fn(src, tmp)
+        seconds = time.perf_counter() - start
+        if failure is not None:
+            tmp.unlink(missing_ok=True)
+            _write_atomic(err, excerpt(failure), stamp)
+            raise CompileError(err.read_text())
+        os.replace(tmp, out)
+        return out, seconds, False
+
+
+def _write_atomic(path: Path, text: str, stamp: str) -> None:
+    tmp = path.with_name(f"{path.name}.{stamp}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,131 @@
+"""The CPU target: C templates compiled by gcc into shared libraries, called through ctypes.
+
+Each variant is its own uniquely named library (see the compile cache); arguments are passed as
+raw pointers and as the C types their numpy scalar dtypes name. Timing is a monotonic ns clock
+around one call. The OpenMP thread count is fixed before any kernel library loads and is part of
+the device fingerprint.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tunebench.backends.base import Backend, Build, CompileError, Runner, poison, render
+from tunebench.backends.cache import BuildCache
+from tunebench.kernel import Kernel, KernelError, Variant
+
+CC = os.environ.get("TUNEBENCH_CC", "gcc")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+CTYPES = {"float32": "float", "float64": "double"}
+SCALARS = {
+    np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+}
+
+
+@cache
+def compiler_version() -> str:
+    out = subprocess.run([CC, "-dumpfullversion"], capture_output=True, text=True, check=True)
+    return f"{CC} {out.stdout.strip()}"
+
+
+def thread_count() -> int:
+    """OMP_NUM_THREADS if set, else the cores this process may run on."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class CpuRunner(Runner):
+    def __init__(self, fn, kernel: Kernel, args: Mapping[str, Any]):
+        self._fn = fn
+        self._args = args
+        self._outputs = [args[n] for n in kernel.outputs]
+        self._pristine = {n: args[n].copy() for n in kernel.inplace}
+        self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
+                       else SCALARS[a.dtype](a.item()) for a in args.values()]
+
+    def reset(self) -> None:
+        for out in self._outputs:
+            poison(out)
+        self._restore()
+
+    def _restore(self) -> None:
+        for name, original in self._pristine.items():
+            np.copyto(self._args[name], original)
+
+    def call(self) -> None:
+        self._restore()
+        self._fn(*self._cargs)
+
+    def timed_call(self) -> float:
+        self._restore()
+        start = time.perf_counter_ns()
+        self._fn(*self._cargs)
+        return (time.perf_counter_ns() - start) / 1e6
+
+    def outputs(self) -> list[np.ndarray]:
+        return self._outputs
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def __init__(self, cache: BuildCache | None = None):
+        self.cache = cache or BuildCache()
+        self.threads = thread_count()
+        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+
+    def fingerprint(self) -> dict:
+        return {"target": "cpu", "name": cpu_model(), "machine": platform.machine(),
+                "threads": self.threads}
+
+    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
+        if dtype not in CTYPES:
+            raise CompileError(f"dtype {dtype} has no C type on the cpu target ({', '.join(CTYPES)})")
+        source = render(variant, config, CTYPES[dtype])
+
+        def compile_fn(src, out):
+            proc = subprocess.run([CC, *FLAGS, *variant.flags, "-o", str(out), str(src), "-lm"],
+                                  capture_output=True, text=True)
+            return None if proc.returncode == 0 else proc.stderr or f"{CC} exited {proc.returncode}"
+
+        tag = " ".join((compiler_version(), *FLAGS, *variant.flags))
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (".c", ".so"), compile_fn)
+        return Build(handle=path, compile_time_s=seconds, cached=cached)
+
+    def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
+             args: Mapping[str, Any]) -> Runner:
+        for name, value in args.items():
+            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+                raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
+            if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
+                raise KernelError(f"kernel {kernel.name!r}: scalar {name!r} has dtype {value.dtype}, "
+                                  f"which has no C type here")
+        try:
+            fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
+        except AttributeError:
+            raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
+                              f"{variant.entry!r}") from None
+        fn.restype = None
+        return CpuRunner(fn, kernel, args)

@@ -1,0 +1,173 @@
+"""The declaration of a kernel: what to compile, how to feed it, how to check it, today's rule.
+
+A :class:`Kernel` is target-independent (name, buckets, argument builder, reference, FLOP and
+byte counts); each target it runs on has a :class:`Variant` (source template, entry point, space,
+heuristic baseline). A module-level ``Kernel`` in a collected test module is a tuning suite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunebench.buckets import Buckets
+from tunebench.space import Space
+
+#: Default (rtol, atol) per dtype: |out - ref| <= atol + rtol * |ref| must hold everywhere.
+DEFAULT_TOLERANCE = {
+    "float64": (1e-9, 1e-12),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+}
+
+#: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.
+REGISTRY: dict[str, Kernel] = {}
+
+
+class KernelError(ValueError):
+    """An invalid kernel declaration or argument builder; the message names the kernel."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One target's implementation of a kernel.
+
+    - ``source``: the template, a path relative to the declaring file's folder or one of its
+      parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
+      prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>``.
+    - ``entry``: the function to call.
+    - ``space``: the candidate configs.
+    - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
+    - ``dtypes``: the dtypes tuned on this target.
+    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``.
+    - ``flags``: extra compiler flags.
+    """
+
+    source: str | Path
+    entry: str
+    space: Space
+    heuristic: Callable[[tuple], Mapping[str, Any]]
+    dtypes: tuple[str, ...] = ("float32",)
+    launch: Callable[[Mapping[str, Any], tuple], tuple] | None = None
+    flags: tuple[str, ...] = ()
+    origin: Path | None = field(default=None, compare=False)
+
+    @cached_property
+    def path(self) -> Path:
+        """The template file, looked up from the declaring file's folder upwards."""
+        p = Path(self.source)
+        if p.is_absolute():
+            found = p if p.exists() else None
+        else:
+            start = self.origin or Path.cwd()
+            found = next((d / p for d in (start, *start.parents) if (d / p).is_file()), None)
+        if found is None:
+            raise KernelError(f"source {str(self.source)!r} not found from {self.origin or Path.cwd()} upwards")
+        return found
+
+    @cached_property
+    def template(self) -> str:
+        return self.path.read_text()
+
+    @cached_property
+    def source_hash(self) -> str:
+        """A short hash of the template text: a record is reused only for the same source."""
+        return hashlib.sha256(self.template.encode()).hexdigest()[:16]
+
+    def baseline(self, shape: tuple) -> dict:
+        """The heuristic config for a shape, checked to have exactly the space's params."""
+        config = dict(self.heuristic(tuple(shape)))
+        if set(config) != set(self.space.names):
+            raise KernelError(
+                f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
+                f"the space has {sorted(self.space.names)}")
+        return config
+
+
+class Kernel:
+    """A kernel to tune, declared once for every target it has a variant for.
+
+    - ``args(shape, dtype, rng) -> dict``: the call's arguments in the entry point's order,
+      name -> numpy array or numpy scalar (``np.int32(S)``: the scalar's dtype is its C type).
+      Called afresh for each trial, so every candidate gets fresh output buffers.
+    - ``outputs``: the names of the arguments the kernel writes.
+    - ``reference(**inputs)``: numpy reference; returns the outputs (one array or a tuple in the
+      order of ``outputs``), ideally computed in float64.
+    - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
+    - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`.
+    - ``inplace``: inputs the kernel overwrites; restored before every call.
+    """
+
+    def __init__(self, name: str, *, buckets: Buckets, args: Callable[..., Mapping[str, Any]],
+                 reference: Callable[..., Any], outputs: Sequence[str],
+                 cpu: Variant | None = None, cuda: Variant | None = None,
+                 flops: Callable[[tuple], float] | None = None,
+                 bytes: Callable[[tuple, str], float] | None = None,  # noqa: A002 - the natural name
+                 tolerance: Mapping[str, tuple[float, float]] | None = None,
+                 inplace: Sequence[str] = ()):
+        if not name.isidentifier():
+            raise KernelError(f"kernel name {name!r} must be an identifier")
+        if cpu is None and cuda is None:
+            raise KernelError(f"kernel {name!r} has no variant (cpu= or cuda=)")
+        self.name = name
+        self.buckets = buckets
+        self.args = args
+        self.reference = reference
+        self.outputs = tuple(outputs)
+        if not self.outputs:
+            raise KernelError(f"kernel {name!r} declares no output")
+        origin = Path(sys._getframe(1).f_globals.get("__file__", Path.cwd() / "x")).resolve().parent
+        self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin)
+                         for t, v in (("cpu", cpu), ("cuda", cuda)) if v}
+        self.flops = flops
+        self.bytes = bytes
+        self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
+        self.inplace = tuple(inplace)
+        REGISTRY[name] = self
+
+    def __repr__(self):
+        return f"Kernel({self.name!r}, targets={list(self.variants)})"
+
+    def variant(self, target: str) -> Variant | None:
+        return self.variants.get(target)
+
+    def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
+        """Fresh arguments for one shape; the same values every call (seeded by kernel and shape)."""
+        seed = int.from_bytes(hashlib.sha256(f"{self.name}{shape}{dtype}".encode()).digest()[:8], "little")
+        args = dict(self.args(tuple(shape), dtype, np.random.default_rng(seed)))
+        for out in (*self.outputs, *self.inplace):
+            if not isinstance(args.get(out), np.ndarray):
+                raise KernelError(f"kernel {self.name!r}: argument {out!r} must be a numpy array")
+        for name, value in args.items():
+            if not isinstance(value, (np.ndarray, np.generic)):
+                raise KernelError(
+                    f"kernel {self.name!r}: argument {name!r} is a {type(value).__name__}; use a numpy "
+                    f"array or a numpy scalar such as np.int32(...) so that its C type is explicit")
+        return args
+
+    def expected(self, args: Mapping[str, Any]) -> list[np.ndarray]:
+        """The reference outputs for a set of arguments, in the order of ``outputs``."""
+        inputs = {k: v for k, v in args.items() if k not in self.outputs}
+        result = self.reference(**inputs)
+        result = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(result) != len(self.outputs):
+            raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "
+                              f"expected {len(self.outputs)} ({', '.join(self.outputs)})")
+        return [np.asarray(r) for r in result]
+
+    def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
+        """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""
+        if self.flops is not None:
+            return self.flops(shape) / (ms * 1e-3) / 1e9, "GFLOP/s"
+        if self.bytes is not None:
+            return self.bytes(shape, dtype) / (ms * 1e-3) / 1e9, "GB/s"
+        return None
+

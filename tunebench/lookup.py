@@ -1,0 +1,130 @@
+"""Applying results: the best recorded config for a shape, else today's heuristic.
+
+``best(kernel, shape)`` finds the bucket holding the shape (the nearest, with a warning, when it
+lies outside all of them), ranks every config recorded on that bucket for this device and the
+kernel's current source by the bucket objective, and returns the winner. The baseline (the
+heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
+the answer is the heuristic's config for the requested shape.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunebench.backends import create, resolve
+from tunebench.buckets import Bucket, Buckets
+from tunebench.kernel import REGISTRY, Kernel
+from tunebench.records import RecordStore, config_key, device_id
+
+
+@dataclass
+class Choice:
+    config: dict
+    source: str  # "tuned" or "heuristic"
+    kernel: str
+    shape: tuple
+    dtype: str
+    bucket: str
+    inside: bool  # whether the shape lies inside the bucket
+    device: str
+    objective_ms: float | None = None  # the chosen config's objective on the bucket
+    baseline_ms: float | None = None  # the baseline's objective on the same bucket
+
+    @property
+    def speedup(self) -> float | None:
+        if self.objective_ms and self.baseline_ms:
+            return self.baseline_ms / self.objective_ms
+        return None
+
+
+def load_suites(directory: str | Path) -> None:
+    """Import every ``test_*.py`` under ``directory`` so its kernels register themselves."""
+    for path in sorted(Path(directory).glob("**/test_*.py")):
+        name = f"tunebench_suite_{abs(hash(path.resolve()))}"
+        if name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+
+
+def _kernel(name: str, suites: str | Path | None) -> Kernel | None:
+    if name not in REGISTRY and suites is not None and Path(suites).is_dir():
+        load_suites(suites)
+    return REGISTRY.get(name)
+
+
+def this_device(target: str | None = None) -> str:
+    """The device id of this machine for a target (default: what ``--tune-target auto`` picks)."""
+    return device_id(create(target or resolve("auto")[0]).fingerprint())
+
+
+def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
+           dtype: str = "float32", records: str | Path = "records",
+           suites: str | Path | None = "suites") -> Choice:
+    """The best config for ``shape`` and how it was chosen; see the module docstring."""
+    decl = kernel if isinstance(kernel, Kernel) else _kernel(kernel, suites)
+    name = decl.name if decl else kernel
+    device = device or this_device()
+    path = Path(records) / f"{Path(device).stem}.json"
+    store = RecordStore(path) if path.exists() else None
+    tasks = store.tasks(kernel=name, dtype=dtype) if store else []
+    target = store.fingerprint["target"] if store and store.fingerprint else device.split("-", 1)[0]
+    variant = decl.variant(target) if decl else None
+    if decl is None and not tasks:
+        raise LookupError(f"kernel {name!r}: no records in {path} and no declaration found"
+                          f"{f' under {suites}' if suites else ''}")
+    buckets = decl.buckets if decl else Buckets(
+        tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
+    bucket, inside = buckets.find(shape)
+    shape = tuple(int(v) for v in shape)
+    choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype,
+                    bucket=bucket.name, inside=inside, device=Path(device).stem)
+
+    task = next((t for t in tasks if t["bucket"] == bucket.name), None)
+    source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
+    times = _times(store, name, dtype, bucket, source_hash) if store else {}
+    ranked = {key: bucket.objective(t) for key, t in times.items() if len(t) == len(bucket.shapes)}
+    baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
+                [b["config"] for b in task["baseline"]] if task else [])
+    got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
+    if baseline and all(v is not None for v in got.values()):
+        choice.baseline_ms = bucket.objective(got)
+    winner = min(ranked.items(), key=lambda kv: kv[1], default=None)
+    if winner and (choice.baseline_ms is None or winner[1] < choice.baseline_ms):
+        config = dict(winner[0])
+        if variant is not None and set(config) == set(variant.space.names):
+            config = {n: config[n] for n in variant.space.names}
+        choice.config, choice.source, choice.objective_ms = config, "tuned", winner[1]
+    elif variant is not None:
+        choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
+    else:
+        raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
+                          f"kernel's declaration is needed to apply it to {shape}: pass suites=")
+    return choice
+
+
+def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
+         dtype: str = "float32", records: str | Path = "records",
+         suites: str | Path | None = "suites") -> dict:
+    """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
+    machine's), else the kernel's heuristic for ``shape``."""
+    return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
+
+
+def _times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None):
+    """config key -> {shape: median ms} over the bucket's shapes, successful trials only."""
+    times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
+    shapes = set(bucket.shapes)
+    for doc in store.trials(kernel=kernel, dtype=dtype, status="ok"):
+        shape = tuple(doc["shape"])
+        if shape in shapes and (source_hash is None or doc["source_hash"] == source_hash):
+            times[config_key(doc["config"])][shape] = doc["stats"]["median"]
+    return times
+

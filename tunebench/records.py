@@ -1,0 +1,192 @@
+"""The record store: one TinyDB JSON file per device fingerprint under ``records/``.
+
+Tables: ``device`` (the fingerprint), ``tasks`` (one document per kernel, target, dtype and
+bucket, describing the bucket and its baseline) and ``trials`` (one document per measured config
+on one shape, whatever its status).
+
+Writes are atomic (temp file, fsync, rename) and made under an exclusive lock on a sidecar
+``.lock`` file, so concurrent writers lose nothing and a killed run leaves the previous complete
+file. A file that does not parse is an error naming it, and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from tinydb import TinyDB
+from tinydb.storages import Storage
+
+TABLES = ("device", "tasks", "trials")
+TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
+
+
+class RecordsError(RuntimeError):
+    """A records file that cannot be read or written; the message names the file."""
+
+
+def device_id(fingerprint: Mapping) -> str:
+    """A readable, stable file name for a fingerprint: ``cpu-amd-epyc-2t-1f3a9c``."""
+    label = "-".join(str(fingerprint[k]) for k in ("target", "name") if k in fingerprint)
+    if "threads" in fingerprint:
+        label += f"-{fingerprint['threads']}t"
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:6]
+    return f"{slug}-{digest}"
+
+
+def config_key(config: Mapping) -> tuple:
+    """A hashable, order-free form of a config."""
+    return tuple(sorted(config.items()))
+
+
+def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> tuple:
+    return kernel, source_hash, tuple(shape), dtype, config_key(config)
+
+
+def _dump(data: Mapping) -> str:
+    """TinyDB's JSON, one document per line so that committed records diff well."""
+    parts = []
+    for table, docs in data.items():
+        rows = ",\n".join(f"  {json.dumps(doc_id)}: {json.dumps(doc)}"
+                          for doc_id, doc in docs.items())
+        parts.append(f"{json.dumps(table)}: {{\n{rows}\n }}" if rows else f"{json.dumps(table)}: {{}}")
+    return "{" + ",\n".join(parts) + "}\n"
+
+
+def _validate(path: Path, data) -> None:
+    if not isinstance(data, dict):
+        raise RecordsError(f"{path}: not a tunebench records file (top level is not an object)")
+    for table, docs in data.items():
+        if not isinstance(docs, dict) or not all(isinstance(d, dict) for d in docs.values()):
+            raise RecordsError(f"{path}: table {table!r} is not a map of documents")
+    for doc_id, doc in data.get("trials", {}).items():
+        missing = [k for k in TRIAL_KEYS if k not in doc]
+        if missing:
+            raise RecordsError(f"{path}: trial {doc_id} lacks {', '.join(missing)}")
+
+
+class AtomicJSONStorage(Storage):
+    """TinyDB storage that validates on read and replaces the file atomically on write."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def read(self):
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        if not text.strip():
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise RecordsError(
+                f"{self.path}: corrupted records file ({e}); it is left untouched: "
+                f"restore it (git checkout) or move it away") from None
+        _validate(self.path, data)
+        return data
+
+    def write(self, data) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w") as f:
+            f.write(_dump(data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def close(self) -> None:
+        pass
+
+
+class RecordStore:
+    """The records of one device; opening validates the file and indexes its trials."""
+
+    def __init__(self, path: str | Path, fingerprint: Mapping | None = None):
+        self.path = Path(path)
+        self.device = self.path.stem
+        if fingerprint is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise RecordsError(f"{self.path}: no such records file")
+        self._db = TinyDB(self.path, storage=AtomicJSONStorage)
+        data = self._db.storage.read() or {}
+        self._index = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]): d
+                       for d in data.get("trials", {}).values()}
+        recorded = next(iter(data.get("device", {}).values()), None)
+        self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
+        self._device_written = recorded is not None
+
+    @classmethod
+    def for_device(cls, directory: str | Path, fingerprint: Mapping) -> RecordStore:
+        """The store of this device under ``directory``, created when it does not exist."""
+        return cls(Path(directory) / f"{device_id(fingerprint)}.json", fingerprint)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                for table in TABLES:  # another writer may have inserted since: recount ids
+                    self._db.table(table)._next_id = None
+                if not self._device_written:
+                    if self.fingerprint is None:
+                        raise RecordsError(f"{self.path}: opened read-only (no fingerprint given)")
+                    if not self._db.table("device").all():
+                        self._db.table("device").insert(self.fingerprint)
+                    self._device_written = True
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    # -- trials -------------------------------------------------------------------------------
+    def lookup(self, kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> dict | None:
+        """The recorded trial of this config on this shape, for this source, if any."""
+        return self._index.get(trial_key(kernel, source_hash, shape, dtype, config))
+
+    def add(self, doc: Mapping) -> None:
+        missing = [k for k in TRIAL_KEYS if k not in doc]
+        if missing:
+            raise RecordsError(f"{self.path}: refusing a trial without {', '.join(missing)}")
+        with self._locked():
+            self._db.table("trials").insert(dict(doc))
+        self._index[trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"],
+                              doc["config"])] = dict(doc)
+
+    def trials(self, **match) -> list[dict]:
+        """Every trial whose fields equal ``match`` (all trials without arguments)."""
+        return [dict(d) for d in self._db.table("trials").all()
+                if all(d.get(k) == v for k, v in match.items())]
+
+    # -- tasks --------------------------------------------------------------------------------
+    def put_task(self, doc: Mapping) -> None:
+        """Insert or replace the description of one (kernel, target, dtype, bucket); an
+        unchanged description writes nothing."""
+        ident = {k: doc[k] for k in ("kernel", "target", "dtype", "bucket")}
+        if self.tasks(**ident) == [dict(doc)]:
+            return
+        with self._locked():
+            table = self._db.table("tasks")
+            table.remove(lambda d: all(d.get(k) == v for k, v in ident.items()))
+            table.insert(dict(doc))
+
+    def tasks(self, **match) -> list[dict]:
+        return [dict(d) for d in self._db.table("tasks").all()
+                if all(d.get(k) == v for k, v in match.items())]
+
+
+def stores(directory: str | Path) -> list[RecordStore]:
+    """Every records file under ``directory``, opened read-only."""
+    return [RecordStore(p) for p in sorted(Path(directory).glob("*.json"))]

@@ -1,0 +1,215 @@
+"""The space of a kernel: named params with their values, and constraints between them.
+
+A config is one point of the space, a ``dict`` from param name to value. Inside tunebench a
+config also travels as a *key*: the tuple of its values in param order, which is hashable and
+cheap, so that spaces of tens of thousands of configs enumerate in well under a second.
+
+Constraints are Python callables, never strings to eval. A constraint names the params it reads
+by its argument names (``lambda warp_num, tree_reduce_num: warp_num * 32 <= tree_reduce_num``),
+or takes a single argument that is not a param name and receives the whole config
+(``lambda c: c["tile_m"] % c["mr"] == 0``). A single argument spelled almost like a param
+(``warp_nm``) is taken for a typo and refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+#: The largest cartesian product tunebench enumerates; beyond it collection would take minutes.
+MAX_PRODUCT = 2_000_000
+
+
+class SpaceError(ValueError):
+    """An invalid space definition; the message names the param or constraint at fault."""
+
+
+def pow2(lo: int, hi: int) -> tuple[int, ...]:
+    """Every power of two in ``[lo, hi]``: ``pow2(32, 1024)`` is ``(32, 64, ..., 1024)``."""
+    if lo < 1 or hi < lo:
+        raise SpaceError(f"pow2({lo}, {hi}): need 1 <= lo <= hi")
+    out, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            out.append(v)
+        v *= 2
+    if not out:
+        raise SpaceError(f"pow2({lo}, {hi}) holds no power of two")
+    return tuple(out)
+
+
+def _values(name: str, spec: Any) -> tuple:
+    """Normalise one param's spec: a value list, a ``range``, or an inclusive ``(lo, hi)`` pair."""
+    if isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int) for v in spec):
+        lo, hi = spec
+        if hi < lo:
+            raise SpaceError(f"param {name!r}: range ({lo}, {hi}) is empty (hi < lo)")
+        return tuple(range(lo, hi + 1))
+    if isinstance(spec, (str, bytes)) or not isinstance(spec, Iterable):
+        raise SpaceError(
+            f"param {name!r}: expected a list of values, a range or an inclusive (lo, hi) pair, "
+            f"got {spec!r}")
+    values = tuple(spec)
+    if not values:
+        raise SpaceError(f"param {name!r} has an empty value list")
+    if len(set(values)) != len(values):
+        raise SpaceError(f"param {name!r} lists a value twice: {values!r}")
+    return values
+
+
+class _ConfigView(Mapping):
+    """A read-only config handed to whole-config constraints; an unknown name is an error."""
+
+    __slots__ = ("_index", "_key")
+
+    def __init__(self, index: Mapping[str, int], key: tuple):
+        self._index, self._key = index, key
+
+    def __getitem__(self, name: str):
+        try:
+            return self._key[self._index[name]]
+        except KeyError:
+            raise _UnknownParam(name) from None
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self):
+        return len(self._index)
+
+
+class _UnknownParam(KeyError):
+    pass
+
+
+class Constraint:
+    """One constraint: the callable, the params it reads (``None``: the whole config) and a label."""
+
+    def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
+        if not callable(fn):
+            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated)")
+        self.fn = fn
+        code = getattr(fn, "__code__", None)
+        where = f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else ""
+        self.label = f"constraint {getattr(fn, '__name__', type(fn).__name__)}{where}"
+        try:
+            args = [p for p in inspect.signature(fn).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        except (TypeError, ValueError):
+            args = []
+        arg_names = [p.name for p in args]
+        typo = difflib.get_close_matches(arg_names[0], names, n=1, cutoff=0.8) if arg_names else []
+        if len(arg_names) == 1 and arg_names[0] not in names and not typo:
+            self.params = None  # whole-config constraint
+        else:
+            unknown = [a for a in arg_names if a not in names]
+            if unknown or not arg_names:
+                raise SpaceError(
+                    f"{self.label} names unknown param {unknown[0]!r}; params are {list(names)}"
+                    if unknown else f"{self.label} takes no argument")
+            self.params = tuple(arg_names)
+
+
+class Space:
+    """Named params with explicit values, and constraints between them.
+
+    ``Space({"warp_num": pow2(1, 32), "vec": [1, 2, 4], "unroll": (1, 4)}, constraints=[...])``:
+    a list or ``range`` gives the values as they are, ``(lo, hi)`` every integer from lo to hi,
+    ``pow2(lo, hi)`` the powers of two within. Definitions are checked by :meth:`validate`,
+    which the pytest plugin calls at collection so the error names the suite.
+    """
+
+    def __init__(self, params: Mapping[str, Any], constraints: Iterable[Callable[..., Any]] = ()):
+        self._spec = dict(params)
+        self._constraint_fns = list(constraints)
+        self._checked: tuple | None = None
+
+    # -- definition ---------------------------------------------------------------------------
+    def _check(self) -> tuple[tuple[str, ...], dict[str, tuple], list[Constraint]]:
+        if self._checked is None:
+            if not self._spec:
+                raise SpaceError("the space has no param")
+            for name in self._spec:
+                if not isinstance(name, str) or not name.isidentifier():
+                    raise SpaceError(f"param {name!r} is not a C identifier (it becomes a #define)")
+            values = {name: _values(name, spec) for name, spec in self._spec.items()}
+            names = tuple(values)
+            constraints = [Constraint(fn, names) for fn in self._constraint_fns]
+            self._checked = (names, values, constraints)
+        return self._checked
+
+    def validate(self) -> None:
+        """Raise :class:`SpaceError` for an empty value list, an unknown param in a constraint,
+        a constraint that raises, or a space with no valid config."""
+        self.enumerate()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._check()[0]
+
+    @property
+    def values(self) -> dict[str, tuple]:
+        return self._check()[1]
+
+    @property
+    def size(self) -> int:
+        """The size of the cartesian product, constraints not applied."""
+        n = 1
+        for v in self.values.values():
+            n *= len(v)
+        return n
+
+    # -- configs and keys ---------------------------------------------------------------------
+    def config(self, key: Sequence) -> dict:
+        return dict(zip(self.names, key))
+
+    def key(self, config: Mapping) -> tuple:
+        missing = [n for n in self.names if n not in config]
+        if missing:
+            raise SpaceError(f"config {dict(config)!r} lacks param {missing[0]!r}")
+        return tuple(config[n] for n in self.names)
+
+    def contains(self, config: Mapping) -> bool:
+        """Whether the config has exactly the space's params, each at one of its values."""
+        return set(config) == set(self.names) and all(
+            config[n] in self.values[n] for n in self.names)
+
+    def is_valid(self, key: tuple) -> bool:
+        """Whether every constraint holds for this key (the values must be in the space)."""
+        names, _, constraints = self._check()
+        index = {n: i for i, n in enumerate(names)}
+        return all(self._holds(c, index, key) for c in constraints)
+
+    @staticmethod
+    def _holds(c: Constraint, index: Mapping[str, int], key: tuple) -> bool:
+        try:
+            if c.params is None:
+                return bool(c.fn(_ConfigView(index, key)))
+            return bool(c.fn(*(key[index[p]] for p in c.params)))
+        except _UnknownParam as e:
+            raise SpaceError(
+                f"{c.label} names unknown param {e.args[0]!r}; params are {list(index)}") from None
+        except Exception as e:  # noqa: BLE001 - any error in user code is a definition error
+            raise SpaceError(
+                f"{c.label} raised {type(e).__name__}: {e} on config "
+                f"{dict(zip(index, key))!r}") from e
+
+    def enumerate(self) -> tuple[list[tuple], list[tuple]]:
+        """All keys of the product in declaration order, split into (valid, invalid)."""
+        names, values, constraints = self._check()
+        if self.size > MAX_PRODUCT:
+            raise SpaceError(
+                f"the product of the param values holds {self.size:,} configs, more than "
+                f"{MAX_PRODUCT:,}; narrow the ranges ({', '.join(f'{n}: {len(v)}' for n, v in values.items())})")
+        index = {n: i for i, n in enumerate(names)}
+        valid, invalid = [], []
+        for key in itertools.product(*values.values()):
+            (valid if all(self._holds(c, index, key) for c in constraints) else invalid).append(key)
+        if not valid:
+            raise SpaceError(
+                f"no config satisfies the constraints ({len(invalid):,} configs over params "
+                f"{', '.join(names)})")
+        return valid, invalid

@@ -1,0 +1,38 @@
+"""The terminal summary of a tuning run: per (kernel, bucket, dtype), tuned against the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+COLUMNS = ("kernel", "bucket", "dtype", "trials", "new", "desel", "failed", "best ms", "rate",
+           "baseline ms", "speedup", "best config", "baseline config")
+
+
+def config_text(config: Mapping) -> str:
+    return " ".join(f"{k}:{v}" for k, v in config.items())
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _rate(rate: tuple[float, str] | None) -> str:
+    return "-" if rate is None else f"{rate[0]:.4g} {rate[1]}"
+
+
+def table(rows: Sequence[Mapping]) -> list[str]:
+    """Aligned lines for rows with the keys the columns name (see :data:`COLUMNS`).
+
+    A row has: kernel, bucket, dtype, trials, new, deselected, failed, best_ms, best_rate
+    ((value, unit) or None), baseline_ms, speedup, best_config and baseline_config (text).
+    """
+    cells = [COLUMNS] + [(
+        r["kernel"], r["bucket"], r["dtype"], str(r["trials"]), str(r["new"]), str(r["deselected"]),
+        str(r["failed"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
+        "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+        r["best_config"], r["baseline_config"],
+    ) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    numeric = set(range(3, 11))
+    return ["  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                      for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells]
