@@ -52,6 +52,22 @@ axpb = Kernel(
 """
 
 
+#: A CUDA variant of the same kernel, to add to the suite where a test needs one.
+AXPB_CU = """\
+extern "C" __global__ void axpb(const TB_DTYPE *x, TB_DTYPE *y, int n, float a, float b)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + b;
+}
+"""
+AXPB_CUDA_VARIANT = """
+axpb.variants["cuda"] = Variant(
+    source="kernels/axpb.cu", entry="axpb", space=Space({"block": [64, 128, 256]}),
+    heuristic=lambda shape: {"block": 128}, origin=axpb.variants["cpu"].origin,
+    launch=lambda config, shape: (((shape[0] + config["block"] - 1) // config["block"],), (config["block"],)))
+"""
+
+
 @pytest.fixture(autouse=True)
 def compile_cache(tmp_path_factory, monkeypatch):
     """Every test compiles into its own cache, so none sees another's builds."""
@@ -64,9 +80,12 @@ def compile_cache(tmp_path_factory, monkeypatch):
 def project(pytester):
     """A small tuning project in pytester's directory; ``project(modes=...)`` writes it."""
 
-    def write(modes=(0,), suite=AXPB_SUITE):
+    def write(modes=(0,), suite=AXPB_SUITE, cuda=False):
         (pytester.path / "kernels").mkdir(exist_ok=True)
         (pytester.path / "kernels" / "axpb.c").write_text(AXPB_C)
+        (pytester.path / "kernels" / "axpb.cu").write_text(AXPB_CU)
+        if cuda:
+            suite += AXPB_CUDA_VARIANT
         (pytester.path / "suites").mkdir(exist_ok=True)
         (pytester.path / "suites" / "test_axpb.py").write_text(
             textwrap.dedent(suite).replace("MODES", repr(list(modes))))

@@ -67,7 +67,7 @@ def test_a_compile_error_carries_the_compiler_message_and_is_cached(axpb, compil
 def test_measure_verifies_before_timing_and_keeps_every_sample(axpb):
     kernel, variant = axpb
     backend = CpuBackend()
-    settings = MeasureSettings(warmup_s=0.001, sample_s=0.01, min_samples=5, max_samples=50)
+    settings = MeasureSettings(warmup_s=0.001, max_time_s=0.01, min_samples=5, max_samples=50)
     for mode, status in ((0, "ok"), (1, "wrong_result")):
         config = {"vec": 4, "unroll": 1, "mode": mode}
         args = kernel.build_args((1000,), "float32")

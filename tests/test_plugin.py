@@ -1,11 +1,13 @@
 """End to end: pytest --tune on a small suite with a real gcc-compiled kernel and real records."""
 
 import json
+import shutil
 
 import pytest
 from tinydb import TinyDB
 
 import tunebench
+from tunebench.backends import cuda_status
 
 TUNE = ("--tune", "--tune-target", "cpu", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
@@ -28,7 +30,7 @@ def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, 
         "*kernel*bucket*dtype*trials*new*desel*failed*best ms*rate*baseline ms*speedup*",
         "*axpb*small*float32*5*5*1*0*GB/s*x*",
         "*axpb*large*float32*5*10*1*0*GB/s*x*",
-        "*builds: 5 compiled, 5 from the compile cache*",
+        "*builds: 5 compiled, 10 from the compile cache*",
     ])
     db = records(root)
     trials = db.table("trials").all()
@@ -38,8 +40,8 @@ def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, 
                   "samples", "compile_time_s", "fingerprint", "device", "git_commit", "git_dirty",
                   "tunebench_version", "strategy", "timestamp"):
         assert field in doc, field
-    assert set(doc["stats"]) == {"min", "median", "mean", "stdev", "n"}
-    assert doc["stats"]["n"] == len(doc["samples"]) >= 10
+    assert set(doc["stats"]) == {"min", "median", "mean", "stdev", "n", "ci95"}
+    assert doc["stats"]["n"] == len(doc["samples"]) >= 5
     assert doc["fingerprint"]["threads"] >= 1 and doc["tunebench_version"] == tunebench.__version__
     assert {t["bucket"] for t in db.table("tasks").all()} == {"small", "large"}
 
@@ -80,13 +82,30 @@ def test_the_same_seed_samples_the_same_candidates(project, pytester):
     root = project()
 
     def sampled(seed):
-        for f in (root / "records").glob("*"):
-            f.unlink()
+        shutil.rmtree(root / "records", ignore_errors=True)
         pytester.runpytest("suites", *TUNE, "--tune-trials", "3", "--tune-seed", str(seed), "-k", "small")
         return sorted(json.dumps(t["config"]) for t in records(root).table("trials").all())
 
     assert sampled(1) == sampled(1)
     assert len(sampled(1)) in (3, 4)  # three candidates, and the baseline unless it was among them
+
+
+@pytest.mark.skipif(cuda_status()[0], reason="a usable GPU is present: auto picks cuda here")
+def test_auto_tunes_on_the_cpu_with_one_skip_line_for_cuda(project, pytester):
+    project(cuda=True)
+    result = pytester.runpytest("suites", "--tune", "-rs", "-p", "no:cacheprovider", "-k", "small or cuda")
+    result.assert_outcomes(passed=6, skipped=1, deselected=8)
+    result.stdout.fnmatch_lines(["SKIPPED ?1? *cuda target not used: *"])
+    assert sum("SKIPPED" in line for line in result.stdout.lines) == 1
+
+
+@pytest.mark.skipif(cuda_status()[0], reason="a usable GPU is present here")
+def test_asking_for_cuda_without_a_gpu_skips_with_the_reason(project, pytester):
+    project(cuda=True)
+    result = pytester.runpytest("suites", "--tune", "--tune-target", "cuda", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED ?1? *cuda target unavailable: *"])
+    assert not (pytester.path / "records").exists()
 
 
 def test_without_tune_no_tuning_item_runs(project, pytester):

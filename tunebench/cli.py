@@ -7,8 +7,9 @@ import json
 import sys
 import warnings
 
+from tunebench import compile_check
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
-from tunebench.lookup import lookup
+from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
 from tunebench.summary import config_text
 
@@ -49,6 +50,29 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compile_check(args: argparse.Namespace) -> int:
+    kernels = load_suites(args.suites)
+    try:
+        results = compile_check.check(kernels, args.target, archs=args.arch or compile_check.ARCHS,
+                                      sample=args.sample, seed=args.seed)
+    except FileNotFoundError as e:
+        print(f"tunebench compile-check: {e}", file=sys.stderr)
+        return 2
+    if not results:
+        print(f"tunebench compile-check: no kernel under {args.suites} has a {args.target} variant",
+              file=sys.stderr)
+        return 2
+    where = " ".join(args.arch or compile_check.ARCHS) if args.target == "cuda" else "host"
+    width = max(len(r.kernel) for r in results)
+    for r in results:
+        verdict = "ok" if r.ok else f"FAILED {len(r.failures)} of {r.builds} builds"
+        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  "
+              f"{r.configs} configs, {r.builds} builds  {verdict}  ({r.seconds:.1f} s)")
+        for failure in r.failures:
+            print("    " + failure.replace("\n", "\n    "))
+    return 0 if all(r.ok for r in results) else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunebench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -64,6 +88,17 @@ def parser() -> argparse.ArgumentParser:
                    help="device id (a records file name); default: this machine's")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(run=cmd_best)
+
+    c = sub.add_parser("compile-check", help="compile every kernel's heuristic and a sample of "
+                                             "candidates for a target (no device needed)")
+    c.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
+    c.add_argument("--suites", default="suites", help="where the suites are (default: suites)")
+    c.add_argument("--arch", action="append", metavar="SM",
+                   help=f"CUDA architecture, repeatable (default: {' '.join(compile_check.ARCHS)})")
+    c.add_argument("--sample", type=int, default=6, metavar="N",
+                   help="constraint-valid candidates per kernel besides the heuristic (default: 6)")
+    c.add_argument("--seed", type=int, default=0)
+    c.set_defaults(run=cmd_compile_check)
     return p
 
 
@@ -71,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (LookupError, RecordsError, BucketError, ValueError) as e:
+    except (LookupError, RecordsError, BucketError, ValueError, ImportError) as e:
         print(f"tunebench {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -47,8 +47,11 @@ class Variant:
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
     - ``dtypes``: the dtypes tuned on this target.
-    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``.
+    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``, each a tuple of up to three
+      ints; the template's entry point must be ``extern "C" __global__``.
     - ``flags``: extra compiler flags.
+    - ``buckets``: this target's own buckets, where its representative shapes must differ from
+      the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).
     """
 
     source: str | Path
@@ -58,6 +61,7 @@ class Variant:
     dtypes: tuple[str, ...] = ("float32",)
     launch: Callable[[Mapping[str, Any], tuple], tuple] | None = None
     flags: tuple[str, ...] = ()
+    buckets: Buckets | None = None
     origin: Path | None = field(default=None, compare=False)
 
     @cached_property
@@ -138,6 +142,11 @@ class Kernel:
 
     def variant(self, target: str) -> Variant | None:
         return self.variants.get(target)
+
+    def buckets_for(self, target: str) -> Buckets:
+        """The buckets tuned on a target: the variant's own, else the kernel's."""
+        variant = self.variants.get(target)
+        return variant.buckets if variant is not None and variant.buckets is not None else self.buckets
 
     def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
         """Fresh arguments for one shape; the same values every call (seeded by kernel and shape)."""

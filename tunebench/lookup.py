@@ -9,6 +9,7 @@ the answer is the heuristic's config for the requested shape.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 from collections import defaultdict
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunebench.backends import create, resolve
+from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import REGISTRY, Kernel
 from tunebench.records import RecordStore, config_key, device_id
@@ -42,16 +43,23 @@ class Choice:
         return None
 
 
-def load_suites(directory: str | Path) -> None:
-    """Import every ``test_*.py`` under ``directory`` so its kernels register themselves."""
+def load_suites(directory: str | Path) -> list[Kernel]:
+    """Import every ``test_*.py`` under ``directory`` (its kernels register themselves) and
+    return the kernels they declare at module level."""
+    kernels = []
     for path in sorted(Path(directory).glob("**/test_*.py")):
-        name = f"tunebench_suite_{abs(hash(path.resolve()))}"
-        if name in sys.modules:
-            continue
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        name = f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:  # noqa: BLE001 - any error in a suite is reported with its file
+                del sys.modules[name]
+                raise ImportError(f"{path}: {type(e).__name__}: {e}") from e
+        kernels += [v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)]
+    return list(dict.fromkeys(kernels))
 
 
 def _kernel(name: str, suites: str | Path | None) -> Kernel | None:
@@ -62,7 +70,7 @@ def _kernel(name: str, suites: str | Path | None) -> Kernel | None:
 
 def this_device(target: str | None = None) -> str:
     """The device id of this machine for a target (default: what ``--tune-target auto`` picks)."""
-    return device_id(create(target or resolve("auto")[0]).fingerprint())
+    return device_id(fingerprint(target or resolve("auto")[0]))
 
 
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
@@ -80,7 +88,7 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     if decl is None and not tasks:
         raise LookupError(f"kernel {name!r}: no records in {path} and no declaration found"
                           f"{f' under {suites}' if suites else ''}")
-    buckets = decl.buckets if decl else Buckets(
+    buckets = decl.buckets_for(target) if decl else Buckets(
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
     bucket, inside = buckets.find(shape)
     shape = tuple(int(v) for v in shape)
@@ -89,7 +97,7 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
 
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
-    times = _times(store, name, dtype, bucket, source_hash) if store else {}
+    times = shape_times(store, name, dtype, bucket, source_hash) if store else {}
     ranked = {key: bucket.objective(t) for key, t in times.items() if len(t) == len(bucket.shapes)}
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
@@ -118,7 +126,7 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
 
 
-def _times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None):
+def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None):
     """config key -> {shape: median ms} over the bucket's shapes, successful trials only."""
     times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
     shapes = set(bucket.shapes)

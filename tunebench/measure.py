@@ -1,7 +1,15 @@
-"""Measuring one trial: verify the candidate's output, warm up by time, then sample.
+"""Measuring one trial: verify the candidate's output, warm up, then sample adaptively.
 
-The runner is reset (outputs poisoned, in-place inputs restored) and called once; its outputs
-must match the reference within the dtype's tolerance before a single timed call is made.
+The runner is reset (outputs poisoned, guard zones armed, in-place inputs restored) and called
+once; its outputs must match the reference within the dtype's tolerance, and nothing may have
+been written past them, before a single timed call is made.
+
+Warm-up runs until a few calls in a row are within 10 % of the fastest seen, or for at most
+``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence interval of the median is narrower
+than ``rel_ci`` of it, or the time cap is reached, or the candidate is clearly worse than the
+incumbent (the best trial so far on the same shape): its lower bound above the incumbent's upper
+bound by ``early_stop_margin``. Such a trial is ``early_stopped`` and keeps its samples. With
+``repeats`` set, exactly that many samples are taken instead (the fixed protocol).
 """
 
 from __future__ import annotations
@@ -13,25 +21,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunebench.backends.base import Runner
+from tunebench.stats import median_ci
 
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How long to warm up and how many samples to take."""
-
-    warmup_s: float = 0.03  # the first calls on a CPU are several times slower
-    min_warmup_calls: int = 2
-    sample_s: float = 0.15  # sample for this long ...
-    min_samples: int = 10  # ... but take at least this many ...
-    max_samples: int = 500  # ... and at most this many
+    warmup_s: float = 0.05  # the longest warm-up; the first calls on a CPU are several times slower
+    warmup_stable: int = 3  # warm-up ends once this many calls in a row are near the fastest
+    min_samples: int = 5
+    max_samples: int = 300
+    max_time_s: float = 1.0  # sampling time cap per trial
+    rel_ci: float = 0.02  # stop once the median's confidence interval is this narrow, relative
+    confidence: float = 0.95
+    early_stop_margin: float = 0.05
+    repeats: int | None = None  # a fixed number of samples: no adaptive stop, no early stop
 
 
 @dataclass
 class Measurement:
-    status: str  # "ok" or "wrong_result"
+    status: str  # "ok", "early_stopped", "wrong_result" or "out_of_bounds"
     samples: list[float] = field(default_factory=list)  # ms, every one
     error: str | None = None
     max_error: float | None = None
+    warmup_calls: int = 0
+    seconds: float = 0.0  # wall time of warm-up and sampling, the part the protocol decides
 
 
 def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names: Sequence[str],
@@ -57,20 +70,48 @@ def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names
     return worst, reason
 
 
+def _warm_up(runner: Runner, settings: MeasureSettings) -> int:
+    start, calls, fastest, stable = time.perf_counter(), 0, float("inf"), 0
+    while time.perf_counter() - start < settings.warmup_s:
+        ms = runner.timed_call()
+        calls += 1
+        stable = stable + 1 if ms <= 1.1 * min(fastest, ms) else 0
+        fastest = min(fastest, ms)
+        if stable >= settings.warmup_stable:
+            break
+    return calls
+
+
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
-            tolerance: tuple[float, float], settings: MeasureSettings) -> Measurement:
+            tolerance: tuple[float, float], settings: MeasureSettings,
+            incumbent: float | None = None) -> Measurement:
+    """One trial; ``incumbent`` is the upper confidence bound of the best trial on this shape."""
     runner.reset()
     runner.call()
+    overrun = runner.overrun()
+    if overrun:
+        return Measurement("out_of_bounds", error=overrun)
     max_error, wrong = compare(runner.outputs(), expected, names, *tolerance)
     if wrong:
         return Measurement("wrong_result", error=wrong, max_error=max_error)
-    start, calls = time.perf_counter(), 0
-    while calls < settings.min_warmup_calls or time.perf_counter() - start < settings.warmup_s:
-        runner.call()
-        calls += 1
-    samples: list[float] = []
+    began = time.perf_counter()
+    result = Measurement("ok", max_error=max_error, warmup_calls=_warm_up(runner, settings))
+    samples = result.samples
     start = time.perf_counter()
-    while len(samples) < settings.max_samples and (
-            len(samples) < settings.min_samples or time.perf_counter() - start < settings.sample_s):
-        samples.append(runner.timed_call())
-    return Measurement("ok", samples=samples, max_error=max_error)
+    if settings.repeats is not None:
+        samples.extend(runner.timed_call() for _ in range(settings.repeats))
+    else:
+        while len(samples) < settings.min_samples or (
+                len(samples) < settings.max_samples and time.perf_counter() - start < settings.max_time_s):
+            samples.append(runner.timed_call())
+            n = len(samples)
+            if n < settings.min_samples or (n - settings.min_samples) % 5:
+                continue
+            lo, hi = median_ci(samples, settings.confidence)
+            if incumbent is not None and lo > incumbent * (1 + settings.early_stop_margin):
+                result.status = "early_stopped"
+                break
+            if hi - lo <= settings.rel_ci * sorted(samples)[n // 2]:
+                break
+    result.seconds = time.perf_counter() - began
+    return result

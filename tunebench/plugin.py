@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tunebench.backends import TARGETS, create, resolve
+from tunebench.backends import TARGETS, cuda_status, fingerprint, resolve
 from tunebench.kernel import Kernel, KernelError
+from tunebench.measure import MeasureSettings
 from tunebench.records import RecordsError, RecordStore
-from tunebench.session import Budget, Task, Tuner
+from tunebench.session import FIXED_REPEATS, Budget, Task, Tuner
+from tunebench.workers import Workers
 from tunebench.space import SpaceError
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
@@ -55,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tune-time", type=_positive(float), default=None, metavar="SECONDS",
                     help="budget: stop asking for candidates after SECONDS per kernel, dtype and "
                          "bucket; default: the tune_time ini value, else none")
+    group.addoption("--tune-timeout", type=_positive(float), default=10.0, metavar="SECONDS",
+                    help="kill a candidate that runs longer than SECONDS (loading, verifying and "
+                         "measuring it; compiling is not counted) and record it as timeout (default: 10)")
+    group.addoption("--tune-repeats", type=_positive(int), default=None, metavar="N",
+                    help="take exactly N samples per trial (a fixed protocol) instead of sampling "
+                         "adaptively with early stopping")
     group.addoption("--tune-seed", type=int, default=0, metavar="N",
                     help="seed of the strategies' random choices (default: 0)")
     parser.addini("tune_trials", "default of --tune-trials for this project", default="")
@@ -73,20 +81,33 @@ def pytest_configure(config: pytest.Config) -> None:
     strategy = config.getoption("tune_strategy")
     if strategy not in STRATEGIES:
         raise pytest.UsageError(f"--tune-strategy {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
-    target, why_not_cuda = resolve(config.getoption("tune_target"))
-    if why_not_cuda:
+    requested = config.getoption("tune_target")
+    target, why_not_cuda = resolve(requested)
+    if requested == "cuda":
+        ok, why_not_cuda = cuda_status()
+        if not ok:
+            config.stash[UNAVAILABLE]["cuda"] = f"cuda target unavailable: {why_not_cuda}"
+            return
+    elif why_not_cuda:
         config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}"
     records = config.getoption("records")
     records = Path(records) if records else config.rootpath / "records"
     try:
-        backend = create(target)
-        store = RecordStore.for_device(records, backend.fingerprint())
+        fp = fingerprint(target)
+        store = RecordStore.for_device(records, fp)
     except RecordsError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[TUNER] = Tuner(
-        backend, store, strategy=strategy,
+        target, fp, store, Workers(target, timeout=config.getoption("tune_timeout")), strategy=strategy,
         budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
-        seed=config.getoption("tune_seed"), root=config.rootpath)
+        seed=config.getoption("tune_seed"), root=config.rootpath,
+        settings=MeasureSettings(repeats=config.getoption("tune_repeats")))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    tuner = config.stash.get(TUNER, None)
+    if tuner is not None:
+        tuner.workers.close()
 
 
 def _budget(config: pytest.Config, name: str, kind):
@@ -124,26 +145,28 @@ class Suite(pytest.Collector):
         self.kernel = kernel
 
     def collect(self):
-        tuner = self.config.stash[TUNER]
-        if tuner is None:
+        if not self.config.getoption("tune"):
             return []  # tuning items exist only under --tune
         items = [Unavailable.from_parent(self, name=t, reason=why)
                  for t, why in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
-        target = tuner.backend.name
+        tuner = self.config.stash[TUNER]
+        if tuner is None:
+            return items
+        target = tuner.target
         variant = self.kernel.variant(target)
         if variant is None:
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
             valid, invalid = variant.space.enumerate()
-            for bucket in self.kernel.buckets:
+            for bucket in self.kernel.buckets_for(target):
                 for shape in bucket.shapes:
                     variant.baseline(shape)
         except (SpaceError, KernelError) as e:
             raise SuiteError(f"suite {self.nodeid}: {e}") from None
         names = variant.space.names
         for dtype in variant.dtypes:
-            for bucket in self.kernel.buckets:
+            for bucket in self.kernel.buckets_for(target):
                 task = tuner.task(self.kernel, variant, dtype, bucket)
                 prefix = f"{bucket.name}-{dtype}"
                 items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
@@ -177,9 +200,9 @@ class Trial(pytest.Item):
             pytest.skip(f"not sampled: {self.task.stop_reason}")
         if outcome.status == "pruned_resources":
             pytest.skip(f"pruned_resources: {outcome.error}")
-        if outcome.status != "ok":
+        if outcome.status not in ("ok", "early_stopped"):  # an early-stopped candidate works, slower
             raise CandidateFailed(f"{outcome.status}: {outcome.error}")
-        self.user_properties.append(("objective_ms", self.task.objective(outcome)))
+        self.user_properties.append(("objective_ms", self.task.estimate(outcome)))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (CandidateFailed, KernelError, RecordsError)):
@@ -232,8 +255,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         f"tunebench: {fp['target']} {fp.get('name', '')}, records in {tuner.store.path}")
     for line in table([t.summary_row() for t in ran]):
         terminalreporter.write_line(line)
-    cache = tuner.backend.cache
+    share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
+            f"would take" if tuner.fixed_s else ""
     terminalreporter.write_line(
-        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {cache.compiled} compiled, "
-        f"{cache.reused} from the compile cache; time = weighted geometric mean of the median "
-        f"times on the bucket's shapes")
+        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {tuner.workers.compiled} compiled, "
+        f"{tuner.workers.reused} from the compile cache; measuring new trials took "
+        f"{tuner.measure_s:.1f} s{share}")
+    terminalreporter.write_line(
+        "time: the weighted geometric mean of the median times on the bucket's shapes; early: "
+        "candidates stopped once clearly slower than the best so far")
+    for line in tuner.noisy:
+        terminalreporter.write_line(f"noisy: {line}", yellow=True)

@@ -122,12 +122,34 @@ class RecordStore:
         elif not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
-        data = self._db.storage.read() or {}
-        self._index = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]): d
-                       for d in data.get("trials", {}).values()}
+        data = self._reload()
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._device_written = recorded is not None
+
+    def _reload(self) -> dict:
+        """Read the file again and index its trials; returns its tables."""
+        data = self._db.storage.read() or {}
+        self._index = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]): d
+                       for d in data.get("trials", {}).values()}
+        return data
+
+    def _lock_file(self, name: str) -> Path:
+        locks = self.path.parent / ".locks"
+        locks.mkdir(exist_ok=True)
+        return locks / f"{self.path.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
+
+    @contextlib.contextmanager
+    def task_lock(self, task: str) -> Iterator[None]:
+        """Held while one task is tuned: another process tuning the same task (a pytest-xdist
+        worker, a second run) waits, then resumes from what this one recorded."""
+        with open(self._lock_file(task), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._reload()
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @classmethod
     def for_device(cls, directory: str | Path, fingerprint: Mapping) -> RecordStore:
@@ -136,7 +158,7 @@ class RecordStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        with open(self._lock_file("file"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 for table in TABLES:  # another writer may have inserted since: recount ids

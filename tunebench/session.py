@@ -2,8 +2,9 @@
 
 A :class:`Task` tunes one kernel on one bucket for one dtype: it measures the baseline (the
 heuristic config of every representative shape) first, then asks its strategy for candidates
-until the budget (trials, seconds) or the strategy ends. Every trial becomes a record at once;
-a trial already recorded for the same source, shape, dtype and config is reused, not measured.
+until the budget (trials, seconds) or the strategy ends. Trials run in worker processes (see
+:mod:`tunebench.workers`); every trial becomes a record at once, whatever its status; a trial
+already recorded for the same source, shape, dtype and config is reused, not measured.
 """
 
 from __future__ import annotations
@@ -11,29 +12,33 @@ from __future__ import annotations
 import datetime
 import random
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tunebench import __version__
-from tunebench.backends.base import Backend, Build, CompileError, ResourceError
 from tunebench.buckets import Bucket
 from tunebench.kernel import Kernel, Variant
-from tunebench.measure import MeasureSettings, measure
-from tunebench.records import RecordStore, config_key
-from tunebench.stats import summarize
+from tunebench.measure import MeasureSettings
+from tunebench.records import RecordStore
+from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import get as get_strategy
+from tunebench.strategies.base import search
 from tunebench.summary import config_text
+from tunebench.workers import TrialJob
 
-#: Statuses of a trial that did not give a time. ``pruned_resources`` is not a failure of the
-#: kernel: the candidate cannot launch on this device.
-FAILED = ("compile_error", "wrong_result", "runtime_error", "crashed", "timeout")
+#: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the
+#: candidate cannot launch on this device) and ``early_stopped`` is a slower candidate.
+FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout")
+#: A fixed protocol takes this many samples: what the summary's saved time is measured against.
+FIXED_REPEATS = 30
+#: Samples spread wider than this (10th to 90th percentile over the median) earn a warning.
+NOISY_SPREAD = 0.25
 
 
 @dataclass(frozen=True)
 class Budget:
-    """Per (kernel, dtype, bucket): at most ``trials`` candidates and ``seconds`` of wall time."""
+    """Per (kernel, dtype, bucket): at most ``trials`` candidates and ``seconds`` of trial time."""
 
     trials: int | None = None
     seconds: float | None = None
@@ -49,7 +54,7 @@ class Outcome:
 
     @property
     def status(self) -> str:
-        """``ok`` when every shape gave a time, else the first failing status."""
+        """``ok`` when every shape gave a time, else the first other status."""
         return next((t["status"] for t in self.trials.values() if t["status"] != "ok"), "ok")
 
     @property
@@ -58,7 +63,8 @@ class Outcome:
 
     @property
     def times(self) -> dict[tuple, float]:
-        return {s: t["stats"]["median"] for s, t in self.trials.items() if t["status"] == "ok"}
+        """Median ms per shape, wherever samples were taken (early-stopped trials too)."""
+        return {s: t["stats"]["median"] for s, t in self.trials.items() if t.get("stats")}
 
 
 def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
@@ -75,19 +81,24 @@ def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
 
 
 class Tuner:
-    """What every task of one tuning run shares: backend, records, settings, provenance."""
+    """What every task of one tuning run shares: the workers, the records, settings, provenance.
 
-    def __init__(self, backend: Backend, store: RecordStore, *, strategy: str = "random",
-                 budget: Budget = Budget(), seed: int = 0, settings: MeasureSettings = MeasureSettings(),
-                 root: Path | None = None):
-        self.backend = backend
+    ``workers`` runs a :class:`~tunebench.workers.TrialJob` and returns its result fields
+    (:class:`~tunebench.workers.Workers` for real hardware).
+    """
+
+    def __init__(self, target: str, fingerprint: dict, store: RecordStore, workers, *,
+                 strategy: str = "random", budget: Budget = Budget(), seed: int = 0,
+                 settings: MeasureSettings | None = None, root: Path | None = None):
+        self.target = target
+        self.fingerprint = fingerprint
         self.store = store
+        self.workers = workers
         self.strategy = strategy
         get_strategy(strategy)  # fail now on an unknown name
         self.budget = budget
         self.seed = seed
-        self.settings = settings
-        self.fingerprint = backend.fingerprint()
+        self.settings = settings or MeasureSettings()
         root = root or Path.cwd()
         try:
             records_rel = store.path.parent.resolve().relative_to(root.resolve())
@@ -95,6 +106,9 @@ class Tuner:
             records_rel = store.path.parent
         self.commit, self.dirty = git_state(root, records_rel)
         self.tasks: list[Task] = []
+        self.measure_s = 0.0  # time spent measuring new trials
+        self.fixed_s = 0.0  # what the fixed protocol would have spent on them
+        self.noisy: list[str] = []  # trials whose samples spread too wide
 
     def task(self, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket) -> Task:
         task = Task(self, kernel, variant, dtype, bucket)
@@ -113,9 +127,7 @@ class Task:
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
-        self.elapsed_s = 0.0
-        self._builds: dict[tuple, Build | CompileError] = {}
-        self._expected: dict[tuple, list] = {}
+        self.spent_s = 0.0  # trial time spent, the measure of the time budget
 
     @property
     def label(self) -> str:
@@ -133,46 +145,37 @@ class Task:
         if self.done:
             return
         try:
-            self._search()
+            with self.tuner.store.task_lock(self.label):
+                self._search()
         except Exception as e:
             self.failure = e
             self.stop_reason = f"the task failed: {e}"
             raise
 
     def _search(self) -> None:
-        start = time.monotonic()
         self.tuner.store.put_task(self._description())
         self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng)
+
+        def evaluate(key: tuple) -> float | None:
+            config = space.config(key)
+            self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
+            return self.estimate(self.outcomes[key])
+
         budget = self.tuner.budget
-        repeats = 0
-        while True:
-            if budget.trials is not None and len(self.outcomes) >= budget.trials:
-                self.stop_reason = f"budget of {budget.trials} trials spent"
-                break
-            if budget.seconds is not None and time.monotonic() - start >= budget.seconds:
-                self.stop_reason = f"budget of {budget.seconds:g} s spent"
-                break
-            key = strategy.ask()
-            if key is None:
-                self.stop_reason = f"strategy {self.tuner.strategy} has no candidate left"
-                break
-            if key in self.outcomes:  # a revisit costs nothing, but must not go on for ever
-                repeats += 1
-                if repeats > 10 * len(self.candidates) + 100:
-                    self.stop_reason = f"strategy {self.tuner.strategy} only revisits measured candidates"
-                    break
-            else:
-                config = space.config(key)
-                self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
-            strategy.tell(key, self.objective(self.outcomes[key]))
-        self.elapsed_s = time.monotonic() - start
+        self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
+                                  spent=lambda: self.spent_s)
+
+    def estimate(self, outcome: Outcome) -> float | None:
+        """The bucket objective from whatever samples there are (early-stopped ones too)."""
+        times = outcome.times
+        return self.bucket.objective(times) if len(times) == len(self.bucket.shapes) else None
 
     def objective(self, outcome: Outcome) -> float | None:
-        """The bucket objective of an outcome, None unless every shape gave a time."""
-        return self.bucket.objective(outcome.times) if outcome.status == "ok" else None
+        """The bucket objective of an outcome that may win: every shape measured to the end."""
+        return self.estimate(outcome) if outcome.status == "ok" else None
 
     def best(self) -> tuple[tuple | None, Outcome] | None:
         """(key, outcome) of the fastest outcome, the baseline (key None) included."""
@@ -184,6 +187,13 @@ class Task:
             return None
         _, key, outcome = min(ranked, key=lambda r: r[0])
         return key, outcome
+
+    def _incumbent(self, shape: tuple) -> float | None:
+        """The upper confidence bound of the fastest complete trial on ``shape`` so far."""
+        done = [o.trials[shape] for o in (self.baseline, *self.outcomes.values())
+                if o is not None and shape in o.trials and o.trials[shape]["status"] == "ok"]
+        best = min(done, key=lambda t: t["stats"]["median"], default=None)
+        return median_ci(best["samples"])[1] if best else None
 
     # -- one config on every shape ------------------------------------------------------------
     def _evaluate(self, configs: Mapping[tuple, dict]) -> Outcome:
@@ -197,45 +207,27 @@ class Task:
             trials[shape] = doc
         return Outcome(dict(configs), trials, new)
 
-    def _build(self, config: dict) -> Build:
-        key = config_key(config)
-        if key not in self._builds:
-            try:
-                self._builds[key] = self.tuner.backend.build(self.kernel, self.variant, config, self.dtype)
-            except CompileError as e:
-                self._builds[key] = e
-        build = self._builds[key]
-        if isinstance(build, CompileError):
-            raise build
-        return build
-
     def _measure(self, config: dict, shape: tuple) -> dict:
-        doc = self._document(config, shape)
-        try:
-            build = self._build(config)
-        except CompileError as e:
-            return {**doc, "status": "compile_error", "error": str(e)}
-        doc["compile_time_s"] = build.compile_time_s
-        args = self.kernel.build_args(shape, self.dtype)
-        if shape not in self._expected:
-            self._expected[shape] = self.kernel.expected(args)
-        try:
-            runner = self.tuner.backend.load(build, self.kernel, self.variant, config, shape, args)
-        except ResourceError as e:
-            return {**doc, "status": "pruned_resources", "error": str(e)}
-        try:
-            result = measure(runner, self._expected[shape], self.kernel.outputs,
-                             self.kernel.tolerance[self.dtype], self.tuner.settings)
-        finally:
-            runner.close()
-        doc.update(status=result.status, error=result.error, max_error=result.max_error,
-                   samples=result.samples, stats=summarize(result.samples) if result.samples else None)
+        t = self.tuner
+        result = t.workers.trial(TrialJob(self.kernel.name, config, shape, self.dtype, t.settings,
+                                          self._incumbent(shape)))
+        self.spent_s += result.pop("cost_s")
+        doc = {**self._document(config, shape), **result}
+        samples = doc["samples"]
+        if samples:
+            doc["stats"] = {**summarize(samples), "ci95": list(median_ci(samples))}
+            t.measure_s += doc["measure_s"]  # warm-up and sampling; verifying is the same either way
+            t.fixed_s += doc["measure_s"] + (FIXED_REPEATS - len(samples)) * doc["stats"]["median"] / 1e3
+            doc["spread"] = spread(samples)
+            if doc["spread"] > NOISY_SPREAD:
+                t.noisy.append(f"{self.label} [{config_text(config)}] on {shape}: samples spread "
+                               f"{doc['spread']:.0%} of the median")
         return doc
 
     def _document(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
         return {
-            "kernel": self.kernel.name, "target": t.backend.name, "device": t.store.device,
+            "kernel": self.kernel.name, "target": t.target, "device": t.store.device,
             "fingerprint": t.fingerprint, "source_hash": self.variant.source_hash,
             "bucket": self.bucket.name, "shape": list(shape), "dtype": self.dtype, "config": config,
             "baseline": config == self.variant.baseline(shape),
@@ -252,11 +244,12 @@ class Task:
                 "bytes": k.bytes(shape, self.dtype) if k.bytes else None}
 
     def _description(self) -> dict:
-        return {"kernel": self.kernel.name, "target": self.tuner.backend.name, "dtype": self.dtype,
-                "bucket": self.bucket.name, "dims": list(self.kernel.buckets.dims),
+        return {"kernel": self.kernel.name, "target": self.tuner.target, "dtype": self.dtype,
+                "bucket": self.bucket.name, "dims": list(self.kernel.buckets_for(self.tuner.target).dims),
                 "range": self.bucket.describe(), "source_hash": self.variant.source_hash,
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
+    # -- reporting ----------------------------------------------------------------------------
     def rate(self, outcome: Outcome) -> tuple[float, str] | None:
         """GFLOP/s or GB/s of an outcome over the bucket (weighted geometric mean over shapes)."""
         if outcome.status != "ok":
@@ -280,6 +273,7 @@ class Task:
             "trials": len(outcomes),
             "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0),
             "failed": sum(o.status in FAILED for o in outcomes),
+            "early": sum(o.status == "early_stopped" for o in outcomes),
             "deselected": self.deselected,
             "best_ms": best_ms, "best_rate": self.rate(best_outcome) if best_outcome else None,
             "baseline_ms": base_ms,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-COLUMNS = ("kernel", "bucket", "dtype", "trials", "new", "desel", "failed", "best ms", "rate",
+COLUMNS = ("kernel", "bucket", "dtype", "trials", "new", "desel", "failed", "early", "best ms", "rate",
            "baseline ms", "speedup", "best config", "baseline config")
 
 
@@ -23,16 +23,16 @@ def _rate(rate: tuple[float, str] | None) -> str:
 def table(rows: Sequence[Mapping]) -> list[str]:
     """Aligned lines for rows with the keys the columns name (see :data:`COLUMNS`).
 
-    A row has: kernel, bucket, dtype, trials, new, deselected, failed, best_ms, best_rate
+    A row has: kernel, bucket, dtype, trials, new, deselected, failed, early, best_ms, best_rate
     ((value, unit) or None), baseline_ms, speedup, best_config and baseline_config (text).
     """
     cells = [COLUMNS] + [(
         r["kernel"], r["bucket"], r["dtype"], str(r["trials"]), str(r["new"]), str(r["deselected"]),
-        str(r["failed"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
+        str(r["failed"]), str(r["early"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
         "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
         r["best_config"], r["baseline_config"],
     ) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
-    numeric = set(range(3, 11))
+    numeric = set(range(3, 12))
     return ["  ".join(c.rjust(w) if i in numeric else c.ljust(w)
                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells]

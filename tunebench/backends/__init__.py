@@ -2,28 +2,58 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import subprocess
+import sys
+from functools import cache
+
 from tunebench.backends.base import Backend, Build, CompileError, ResourceError, Runner
 
 TARGETS = ("auto", "cpu", "cuda")
 
 __all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "create",
-           "cuda_status", "resolve"]
+           "cuda_status", "fingerprint", "resolve"]
+
+#: Run in a child process, so that probing never initialises CUDA (or crashes) in this one:
+#: CUDA must first start in the worker process that measures.
+_PROBE = ("import json, pycuda.driver as d; from tunebench.backends.cuda import fingerprint_of; d.init(); "
+          "print(json.dumps(fingerprint_of(d, d.Device(0)) if d.Device.count() else None))")
+
+
+@cache
+def _cuda_probe() -> tuple[dict | None, str]:
+    """(fingerprint of device 0, "") where CUDA can be used, else (None, why). Never raises."""
+    if importlib.util.find_spec("pycuda") is None:
+        return None, "PyCUDA is not installed (pip install -e '.[cuda]' on a machine with a GPU)"
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"probing the CUDA driver failed ({e})"
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        return None, f"PyCUDA cannot use the CUDA driver ({lines[-1] if lines else proc.returncode})"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return (found, "") if found else (None, "the CUDA driver sees no device")
 
 
 def cuda_status() -> tuple[bool, str]:
-    """Whether a CUDA driver and device can be used here, and if not, why. Never raises."""
-    try:
-        import pycuda.driver as drv
-    except ImportError as e:  # pycuda missing, or present without libcuda.so.1
-        return False, f"PyCUDA cannot load the CUDA driver ({e})"
-    try:
-        drv.init()
-        count = drv.Device.count()
-    except Exception as e:  # noqa: BLE001 - any driver failure means no usable GPU
-        return False, f"the CUDA driver failed to start ({e})"
-    if count == 0:
-        return False, "the CUDA driver sees no device"
-    return True, f"{count} CUDA device(s)"
+    """Whether a CUDA driver and device can be used here, and if not, why."""
+    found, why = _cuda_probe()
+    return found is not None, why
+
+
+def fingerprint(target: str) -> dict:
+    """The device fingerprint of a target, taken without starting CUDA in this process."""
+    if target == "cpu":
+        from tunebench.backends.cpu import fingerprint as cpu_fingerprint
+        return cpu_fingerprint()
+    if target == "cuda":
+        found, why = _cuda_probe()
+        if found is None:
+            raise RuntimeError(f"cuda target unavailable: {why}")
+        return found
+    raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
 
 
 def resolve(target: str) -> tuple[str, str | None]:
@@ -39,4 +69,7 @@ def create(target: str) -> Backend:
     if target == "cpu":
         from tunebench.backends.cpu import CpuBackend
         return CpuBackend()
+    if target == "cuda":
+        from tunebench.backends.cuda import CudaBackend
+        return CudaBackend()
     raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")

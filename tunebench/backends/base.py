@@ -55,7 +55,11 @@ class Runner(ABC):
     def outputs(self) -> list[np.ndarray]:
         """The outputs as host arrays, in the order the kernel declares them."""
 
-    def close(self) -> None:
+    @abstractmethod
+    def overrun(self) -> str | None:
+        """Where the last calls wrote into the guard zones around the outputs, if they did."""
+
+    def close(self) -> None:  # noqa: B027 - most runners hold nothing to release
         """Release what :meth:`Backend.load` took."""
 
 
@@ -73,10 +77,30 @@ class Backend(ABC):
     def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
         """Compile (or fetch from the compile cache); raises :class:`CompileError`."""
 
+    def conditions(self) -> dict:
+        """What the device was doing while it was measured (clocks, temperature, governor)."""
+        return {}
+
     @abstractmethod
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any]) -> Runner:
         """Bind fresh arguments for one shape; raises :class:`ResourceError` if it cannot launch."""
+
+
+#: Bytes of guard zone before and after every output buffer, and the byte they are filled with.
+GUARD_BYTES = 4096
+GUARD_FILL = 0x5A
+
+
+def guard_damage(name: str, before: np.ndarray, after: np.ndarray) -> str | None:
+    """A message naming the output and how far from it a kernel wrote, if a guard changed."""
+    hit_before = np.flatnonzero(before != GUARD_FILL)
+    hit_after = np.flatnonzero(after != GUARD_FILL)
+    if hit_after.size:
+        return f"wrote past the end of output {name!r} (up to {int(hit_after[-1]) + 1} bytes beyond it)"
+    if hit_before.size:
+        return f"wrote before the start of output {name!r} (up to {len(before) - int(hit_before[0])} bytes)"
+    return None
 
 
 def poison(array: np.ndarray) -> None:

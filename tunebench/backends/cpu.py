@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tunebench.backends.base import Backend, Build, CompileError, Runner, poison, render
+from tunebench.backends.base import (GUARD_BYTES, GUARD_FILL, Backend, Build, CompileError, Runner,
+                                     guard_damage, poison, render)
 from tunebench.backends.cache import BuildCache
 from tunebench.kernel import Kernel, KernelError, Variant
 
@@ -56,19 +57,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def fingerprint() -> dict:
+    """CPU model, architecture and OpenMP thread count: what makes timings comparable."""
+    return {"target": "cpu", "name": cpu_model(), "machine": platform.machine(), "threads": thread_count()}
+
+
 class CpuRunner(Runner):
     def __init__(self, fn, kernel: Kernel, args: Mapping[str, Any]):
         self._fn = fn
-        self._args = args
-        self._outputs = [args[n] for n in kernel.outputs]
+        self._names = kernel.outputs
+        # every output lives inside a buffer with a guard zone on each side
+        self._guarded = [np.empty(args[n].nbytes + 2 * GUARD_BYTES, np.uint8) for n in kernel.outputs]
+        self._outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
+                         for g, n in zip(self._guarded, kernel.outputs)]
+        self._args = {**args, **dict(zip(kernel.outputs, self._outputs))}
         self._pristine = {n: args[n].copy() for n in kernel.inplace}
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
-                       else SCALARS[a.dtype](a.item()) for a in args.values()]
+                       else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 
     def reset(self) -> None:
-        for out in self._outputs:
+        for out, guarded in zip(self._outputs, self._guarded):
+            guarded[:GUARD_BYTES] = GUARD_FILL
+            guarded[-GUARD_BYTES:] = GUARD_FILL
             poison(out)
         self._restore()
+
+    def overrun(self) -> str | None:
+        return next((d for d in (guard_damage(n, g[:GUARD_BYTES], g[-GUARD_BYTES:])
+                                 for n, g in zip(self._names, self._guarded)) if d), None)
 
     def _restore(self) -> None:
         for name, original in self._pristine.items():
@@ -93,12 +109,24 @@ class CpuBackend(Backend):
 
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
-        self.threads = thread_count()
-        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+        os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
     def fingerprint(self) -> dict:
-        return {"target": "cpu", "name": cpu_model(), "machine": platform.machine(),
-                "threads": self.threads}
+        return fingerprint()
+
+    def conditions(self) -> dict:
+        """Threads, the frequency governor where readable, the clock now, the load average."""
+        found = {"threads": thread_count(), "loadavg_1m": os.getloadavg()[0]}
+        try:
+            found["governor"] = open("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read().strip()
+        except OSError:
+            pass
+        try:
+            mhz = [float(ln.split(":")[1]) for ln in open("/proc/cpuinfo") if ln.startswith("cpu MHz")]
+            found["mhz"] = round(sum(mhz) / len(mhz)) if mhz else None
+        except (OSError, ValueError):
+            pass
+        return found
 
     def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
         if dtype not in CTYPES:

@@ -1,17 +1,21 @@
-"""The contract every strategy meets: ``ask`` for the next candidate, ``tell`` it the result.
+"""The contract every strategy meets: ``ask`` for the next candidate, ``tell`` it the result,
+and :func:`search`, the one loop that drives a strategy under a budget.
 
-The tuning session owns the budget (trials and seconds), so every strategy honours it alike;
-a strategy only orders the search. It is built with the space, the candidates it may pick
-(valid configs as keys, see :mod:`tunebench.space`) and a seeded ``random.Random``, so the same
-seed gives the same trials. ``tell`` receives the objective in ms, or None for a candidate that
-failed (compile error, wrong result, ...): failures inform the search, they do not stop it.
+The budget (trials and seconds) is enforced by :func:`search`, so every strategy honours it
+alike; a strategy only orders the search. It is built with the space, the candidates it may pick
+(valid configs as keys, see :mod:`tunebench.space`), a seeded ``random.Random`` (the same seed
+gives the same trials) and ``warm``: results of the same kernel on other buckets or devices,
+``(key, score)`` pairs where score is the objective over that task's best (1.0 is its best),
+to seed the first trials or a model with. ``tell`` receives the objective in ms, or None for a
+candidate that failed (compile error, wrong result, ...): failures inform the search, they do
+not stop it.
 """
 
 from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from tunebench.space import Space
@@ -20,10 +24,12 @@ from tunebench.space import Space
 class Strategy(ABC):
     name: ClassVar[str]
 
-    def __init__(self, space: Space, candidates: Sequence[tuple], rng: random.Random):
+    def __init__(self, space: Space, candidates: Sequence[tuple], rng: random.Random,
+                 warm: Sequence[tuple[tuple, float]] = ()):
         self.space = space
         self.candidates = list(candidates)
         self.rng = rng
+        self.warm = list(warm)
 
     @abstractmethod
     def ask(self) -> tuple | None:
@@ -31,3 +37,29 @@ class Strategy(ABC):
 
     def tell(self, key: tuple, objective: float | None) -> None:  # noqa: B027 - optional hook
         """The result of a candidate that :meth:`ask` returned."""
+
+
+def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, trials: int | None = None,
+           seconds: float | None = None, spent: Callable[[], float] = lambda: 0.0) -> str:
+    """Ask, evaluate and tell until the budget or the strategy ends; returns why it ended.
+
+    ``evaluate(key)`` measures a candidate once (a revisit is told the remembered result and
+    costs nothing); ``spent()`` is the time the search has cost so far, in seconds.
+    """
+    seen: dict[tuple, float | None] = {}
+    revisits = 0
+    while True:
+        if trials is not None and len(seen) >= trials:
+            return f"budget of {trials} trials spent"
+        if seconds is not None and spent() >= seconds:
+            return f"budget of {seconds:g} s spent"
+        key = strategy.ask()
+        if key is None:
+            return f"strategy {strategy.name} has no candidate left"
+        if key in seen:
+            revisits += 1
+            if revisits > 10 * len(strategy.candidates) + 100:
+                return f"strategy {strategy.name} only revisits measured candidates"
+        else:
+            seen[key] = evaluate(key)
+        strategy.tell(key, seen[key])

@@ -1,0 +1,74 @@
+"""Adaptive measurement on a real gcc-compiled kernel: stopping rules, early stop, fixed protocol."""
+
+import numpy as np
+import pytest
+
+from tests.conftest import AXPB_C
+from tunebench.backends.cpu import CpuBackend
+from tunebench.buckets import Bucket, Buckets
+from tunebench.kernel import Kernel, Variant
+from tunebench.measure import MeasureSettings, measure
+from tunebench.space import Space
+from tunebench.stats import median_ci, spread
+
+
+@pytest.fixture
+def runner(tmp_path):
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    variant = Variant(source=tmp_path / "axpb.c", entry="axpb", space=Space({"vec": [4], "unroll": [1], "mode": [0]}),
+                      heuristic=lambda shape: {"vec": 4, "unroll": 1, "mode": 0})
+    kernel = Kernel("axpb_adaptive_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0]),
+                                                    "a": np.float32(2), "b": np.float32(1)},
+                    reference=lambda x, n, a, b: 2.0 * x + 1.0, outputs=["y"], cpu=variant)
+    backend = CpuBackend()
+    config = {"vec": 4, "unroll": 1, "mode": 0}
+    args = kernel.build_args((20000,), "float32")
+    loaded = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant, config, (20000,), args)
+
+    def run(settings, incumbent=None):
+        return measure(loaded, kernel.expected(args), kernel.outputs, (1e-5, 1e-6), settings, incumbent)
+    return run
+
+
+def test_the_fixed_protocol_takes_exactly_its_repeats(runner):
+    result = runner(MeasureSettings(repeats=30))
+    assert result.status == "ok" and len(result.samples) == 30
+
+
+def test_sampling_stops_at_the_minimum_once_the_interval_is_narrow_enough(runner):
+    result = runner(MeasureSettings(min_samples=5, rel_ci=100.0))
+    assert result.status == "ok" and len(result.samples) == 5
+
+
+def test_the_time_cap_bounds_sampling_but_never_the_minimum(runner):
+    result = runner(MeasureSettings(min_samples=7, max_time_s=0.0, rel_ci=0.0))
+    assert len(result.samples) == 7
+
+
+def test_a_candidate_clearly_slower_than_the_incumbent_stops_early_with_its_samples(runner):
+    result = runner(MeasureSettings(min_samples=5, rel_ci=0.0, max_time_s=5.0), incumbent=1e-9)
+    assert result.status == "early_stopped" and len(result.samples) == 5
+    unbeatable = runner(MeasureSettings(min_samples=5, rel_ci=100.0), incumbent=1e9)
+    assert unbeatable.status == "ok"
+
+
+def test_warm_up_ends_before_its_cap_once_calls_are_stable_and_is_counted(runner):
+    result = runner(MeasureSettings(warmup_s=5.0, warmup_stable=3, repeats=5))
+    assert 3 <= result.warmup_calls and result.seconds < 5.0
+
+
+def test_median_interval_covers_the_median_and_narrows_with_more_samples():
+    rng = np.random.default_rng(0)
+    few, many = rng.normal(10, 1, 20), rng.normal(10, 1, 2000)
+    lo, hi = median_ci(few)
+    assert lo <= np.median(few) <= hi
+    lo2, hi2 = median_ci(many)
+    assert hi2 - lo2 < (hi - lo) / 3
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few for an interval: the range
+
+
+def test_spread_is_the_10_to_90_percentile_range_over_the_median():
+    assert spread([1.0] * 10) == 0.0
+    assert spread(list(range(1, 12))) == pytest.approx((10 - 2) / 6)

@@ -1,0 +1,91 @@
+"""Faults are data: crashes, hangs, wrong answers, compile errors and stray writes are recorded
+with their status, and the tuning run goes on to find the good candidates' best."""
+
+import textwrap
+
+import pytest
+from tinydb import TinyDB
+
+from tests.test_plugin import TUNE
+
+#: ``fault`` plants one fault per value; ``passes`` makes the good candidates differ in speed.
+FAULTY_C = """\
+#include <stdlib.h>
+typedef TB_DTYPE real;
+#if fault == 4
+#error "fault 4 does not compile"
+#endif
+void faulty(const real *x, real *y, int n)
+{
+    volatile int spin = 1;
+    for (int p = 0; p < passes; ++p) {
+        for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+        __asm__ volatile("" ::: "memory");
+    }
+#if fault == 1
+    *(volatile int *)0 = 1;  /* segfault */
+#elif fault == 2
+    while (spin) {}  /* hang */
+#elif fault == 3
+    y[n / 2] += 1;  /* wrong answer */
+#elif fault == 5
+    y[n + 16] = 0;  /* out-of-bounds write */
+#elif fault == 6
+    abort();
+#endif
+}
+"""
+
+FAULTY_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+faulty = Kernel(
+    "faulty",
+    buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(200000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: 2.0 * x, outputs=["y"],
+    cpu=Variant(source="faulty.c", entry="faulty", heuristic=lambda shape: {"passes": 4, "fault": 0},
+                space=Space({"passes": [1, 4, 16], "fault": range(7)})),
+)
+"""
+
+EXPECTED = {0: {"ok", "early_stopped"}, 1: {"crashed"}, 2: {"timeout"}, 3: {"wrong_result"},
+            4: {"compile_error"}, 5: {"out_of_bounds"}, 6: {"crashed"}}
+
+
+def test_every_fault_is_recorded_with_its_status_and_the_best_good_candidate_wins(pytester):
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE))
+    result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
+    # 21 candidates + the baseline: the 3 good ones and the baseline pass, 18 faulty ones fail
+    result.assert_outcomes(passed=4, failed=18)
+    result.stdout.fnmatch_lines([
+        "*faulty*all*float32*21*21*0*18*passes:1 fault:0*passes:4 fault:0*",
+    ])
+    (path,) = (pytester.path / "records").glob("*.json")
+    trials = TinyDB(path).table("trials").all()
+    assert len(trials) == 21  # every candidate recorded once (the baseline is one of them)
+    by_fault = {}
+    for t in trials:
+        by_fault.setdefault(t["config"]["fault"], []).append(t)
+    for fault, statuses in EXPECTED.items():
+        assert {t["status"] for t in by_fault[fault]} <= statuses, fault
+    assert all("SIGSEGV" in t["error"] for t in by_fault[1])
+    assert all("SIGABRT" in t["error"] for t in by_fault[6])
+    assert all("timeout" in t["error"] for t in by_fault[2])
+    assert all("past the end of output 'y'" in t["error"] for t in by_fault[5])
+    assert all("fault 4 does not compile" in t["error"] for t in by_fault[4])
+
+
+@pytest.mark.parametrize("status", ["crashed", "timeout"])
+def test_a_fault_does_not_spoil_the_next_candidate(pytester, status):
+    """After a worker is killed, the next candidate runs in a fresh one and passes."""
+    fault = {"crashed": 1, "timeout": 2}[status]
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(7)', f'"passes": [1, 4], "fault": [{fault}, 0]'))
+    result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
+    # brute force: (1, fault) first, then (1, 0) in a fresh worker, (4, fault), (4, 0) and the baseline
+    result.assert_outcomes(passed=3, failed=2)

@@ -1,0 +1,109 @@
+"""Records are never lost or corrupted: many writers at once, and a tuning run killed with -9."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from tinydb import TinyDB
+
+from tests.test_plugin import TUNE
+from tests.test_records import FINGERPRINT, trial
+from tunebench.records import RecordsError, RecordStore
+
+WRITERS, EACH = 4, 25
+
+
+def _write(directory, writer):
+    store = RecordStore.for_device(directory, FINGERPRINT)
+    for i in range(EACH):
+        store.add(trial({"writer": writer, "i": i}))
+
+
+def test_several_processes_writing_at_once_lose_no_record(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=_write, args=(tmp_path, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    configs = {(t["config"]["writer"], t["config"]["i"]) for t in store.trials()}
+    assert len(store.trials()) == WRITERS * EACH and len(configs) == WRITERS * EACH
+
+
+def test_pytest_xdist_workers_tuning_at_once_lose_no_record(project, pytester):
+    root = project()
+    result = pytester.runpytest("suites", *TUNE, "-n", "2")
+    result.assert_outcomes(passed=12)  # the workers deselect; the controller does not count it
+    (path,) = (root / "records").glob("*.json")
+    trials = TinyDB(path).table("trials").all()
+    # both workers ran items of both tasks; a task is tuned by one of them at a time, and the
+    # other then resumes from its records: 5 configs x (1 + 2 shapes), none lost, none twice
+    assert len(trials) == 15
+    assert len({(tuple(t["shape"]), tuple(t["config"].values())) for t in trials}) == 15
+
+
+SLOW_C = """\
+#include <time.h>
+typedef TB_DTYPE real;
+void slow(const real *x, real *y, int n)
+{
+    struct timespec nap = {0, 2000000 * pause};  /* pause x 2 ms, so a tuning run lasts seconds */
+    nanosleep(&nap, 0);
+    for (int i = 0; i < n; ++i) y[i] = x[i] + 0 * tag;
+}
+"""
+
+SLOW_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+slow = Kernel(
+    "slow", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x, outputs=["y"],
+    cpu=Variant(source="slow.c", entry="slow", heuristic=lambda shape: {"pause": 1, "tag": 0},
+                space=Space({"pause": [1, 2], "tag": range(10)})),
+)
+"""
+
+
+def _trials(path):
+    try:
+        return len(RecordStore(path).trials())
+    except (RecordsError, FileNotFoundError):
+        return 0
+
+
+def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = pytester.path / "records"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        files = list(path.glob("*.json")) if path.exists() else []
+        if files and _trials(files[0]) >= 3:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the tuning run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker
+    proc.wait()
+    (file,) = path.glob("*.json")
+    kept = _trials(file)  # the file still opens: no partial write
+    assert kept >= 3
+
+    rerun = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stdout[-2000:]
+    total = _trials(file)
+    assert total == 20  # every candidate, each recorded once
+    new = int(next(ln for ln in rerun.stdout.splitlines() if ln.startswith("slow ")).split()[4])
+    assert new == total - kept  # the rerun measured only what the killed run had not recorded

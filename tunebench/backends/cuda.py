@@ -1,0 +1,239 @@
+"""The CUDA target: templates compiled as PyCUDA's SourceModule compiles them, timed with events.
+
+Compilation is ``pycuda.compiler.compile(..., no_extern_c=True)`` (SourceModule's own step), the
+cubin kept in the on-disk compile cache and loaded with ``module_from_buffer``. Inputs are copied
+to the device once per shape; every candidate gets freshly allocated outputs, poisoned with NaN
+before its verifying call, and in-place inputs are restored from a pristine device copy before
+every call. Each timed launch sits between two CUDA events, after a memset of a buffer twice the
+L2 size has evicted the kernel's data from L2. One CUDA context per process: the primary
+context of device 0.
+
+Before any measurement, a candidate whose block exceeds what its compiled function can launch
+(threads for its registers, static shared memory, grid and block limits) is refused with a
+:class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tunebench.backends.base import (GUARD_BYTES, GUARD_FILL, Backend, Build, CompileError, ResourceError,
+                                     Runner, guard_damage, render)
+from tunebench.backends.cache import BuildCache
+from tunebench.kernel import Kernel, KernelError, Variant
+
+#: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
+NVCC_OPTIONS = ("-O3",)
+CTYPES = {"float32": "float", "float16": "__half", "float64": "double"}
+#: 32-bit NaN patterns that poison outputs: float32 NaN, two float16 NaNs, a float64 NaN's
+#: high word (repeated, the float64 is still a NaN).
+NAN_WORD = {np.dtype(np.float32): 0x7FC00000, np.dtype(np.float16): 0x7E007E00,
+            np.dtype(np.float64): 0x7FF80000}
+
+
+def fingerprint_of(drv, device) -> dict:
+    attr = drv.device_attribute
+    major, minor = device.compute_capability()
+    return {"target": "cuda", "name": device.name(), "compute_capability": f"{major}.{minor}",
+            "driver": drv.get_driver_version(),
+            "sm_clock_mhz": device.get_attribute(attr.CLOCK_RATE) // 1000,
+            "memory_clock_mhz": device.get_attribute(attr.MEMORY_CLOCK_RATE) // 1000,
+            "memory_gib": round(device.total_memory() / 2**30, 1)}
+
+
+class CudaRunner(Runner):
+    def __init__(self, backend: CudaBackend, fn, grid, block, kernel: Kernel, args: Mapping[str, Any],
+                 inputs: dict):
+        self._backend, self._fn, self._grid, self._block = backend, fn, grid, block
+        drv = backend.drv
+        self._names = kernel.outputs
+        self._host_out = [np.empty_like(args[n]) for n in kernel.outputs]
+        # fresh per candidate, each output inside an allocation with a guard zone on either side
+        self._alloc = [drv.mem_alloc(a.nbytes + 2 * GUARD_BYTES) for a in self._host_out]
+        self._dev_out = [np.uintp(int(a) + GUARD_BYTES) for a in self._alloc]
+        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace]
+        out_index = {n: i for i, n in enumerate(kernel.outputs)}
+        self._call_args = [self._dev_out[out_index[n]] if n in out_index
+                           else inputs[n] if isinstance(v, np.ndarray) else v
+                           for n, v in args.items()]
+
+    def reset(self) -> None:
+        drv = self._backend.drv
+        for host, alloc, dev in zip(self._host_out, self._alloc, self._dev_out):
+            drv.memset_d8(alloc, GUARD_FILL, GUARD_BYTES)
+            drv.memset_d8(int(dev) + host.nbytes, GUARD_FILL, GUARD_BYTES)
+            if host.dtype in NAN_WORD:
+                drv.memset_d32(dev, NAN_WORD[host.dtype], host.nbytes // 4)
+            else:
+                drv.memset_d8(dev, 0xA5, host.nbytes)
+        drv.Context.synchronize()
+
+    def overrun(self) -> str | None:
+        drv = self._backend.drv
+        for name, host, alloc, dev in zip(self._names, self._host_out, self._alloc, self._dev_out):
+            before, after = np.empty(GUARD_BYTES, np.uint8), np.empty(GUARD_BYTES, np.uint8)
+            drv.memcpy_dtoh(before, alloc)
+            drv.memcpy_dtoh(after, int(dev) + host.nbytes)
+            damage = guard_damage(name, before, after)
+            if damage:
+                return damage
+        return None
+
+    def _restore(self) -> None:
+        for dev, pristine, nbytes in self._pristine:
+            self._backend.drv.memcpy_dtod(dev, pristine, nbytes)
+
+    def call(self) -> None:
+        self._restore()
+        self._fn(*self._call_args, grid=self._grid, block=self._block)
+        self._backend.drv.Context.synchronize()
+
+    def timed_call(self) -> float:
+        backend = self._backend
+        backend.flush_l2()
+        self._restore()
+        backend.start.record()
+        self._fn(*self._call_args, grid=self._grid, block=self._block)
+        backend.end.record()
+        backend.end.synchronize()
+        return backend.start.time_till(backend.end)
+
+    def outputs(self) -> list[np.ndarray]:
+        for host, dev in zip(self._host_out, self._dev_out):
+            self._backend.drv.memcpy_dtoh(host, dev)
+        return self._host_out
+
+    def close(self) -> None:
+        for alloc in self._alloc:
+            alloc.free()
+        self._alloc = []
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(self, cache: BuildCache | None = None):
+        import pycuda.driver as drv  # ImportError where there is no CUDA driver
+        self.drv = drv
+        self.cache = cache or BuildCache()
+        drv.init()
+        self.device = drv.Device(0)
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        atexit.register(self._release)
+        attr = drv.device_attribute
+        major, minor = self.device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self.limits = {
+            "threads": self.device.get_attribute(attr.MAX_THREADS_PER_BLOCK),
+            "shared": self.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK),
+            "block": tuple(self.device.get_attribute(a) for a in (
+                attr.MAX_BLOCK_DIM_X, attr.MAX_BLOCK_DIM_Y, attr.MAX_BLOCK_DIM_Z)),
+            "grid": tuple(self.device.get_attribute(a) for a in (
+                attr.MAX_GRID_DIM_X, attr.MAX_GRID_DIM_Y, attr.MAX_GRID_DIM_Z)),
+        }
+        l2 = self.device.get_attribute(attr.L2_CACHE_SIZE)
+        self._flush_words = max(2 * l2 // 4, 1)
+        self._flush = drv.mem_alloc(self._flush_words * 4)
+        self.start, self.end = drv.Event(), drv.Event()
+        self._modules: dict[str, Any] = {}
+        self._inputs: OrderedDict[tuple, dict] = OrderedDict()  # the last shapes' device inputs
+
+    def _release(self) -> None:
+        try:
+            self.context.pop()
+        except Exception:  # noqa: BLE001 - the process is exiting; nothing to save
+            pass
+
+    def fingerprint(self) -> dict:
+        return fingerprint_of(self.drv, self.device)
+
+    def conditions(self) -> dict:
+        """SM and memory clocks, temperature and power now, through NVML where it is installed."""
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByPciBusId(self.device.pci_bus_id())
+            return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                    "memory_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+                    "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                    "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000}
+        except Exception as e:  # noqa: BLE001 - conditions are informative; never fail a trial
+            return {"nvml": f"unavailable ({type(e).__name__})"}
+
+    def flush_l2(self) -> None:
+        self.drv.memset_d32(self._flush, 0, self._flush_words)
+
+    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
+        if dtype not in CTYPES:
+            raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
+        from pycuda.compiler import CompileError as NvccError
+        from pycuda.compiler import compile as source_module_compile
+        source = render(variant, config, CTYPES[dtype])
+        options = [*NVCC_OPTIONS, *variant.flags]
+
+        def compile_fn(_src, out):
+            try:
+                cubin = source_module_compile(source, no_extern_c=True, arch=self.arch,
+                                              options=options, cache_dir=False)
+            except NvccError as e:
+                return str(e)
+            out.write_bytes(cubin)
+            return None
+
+        tag = " ".join(("pycuda", self.arch, *options))
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", source, tag, (".cu", ".cubin"), compile_fn)
+        return Build(handle=path, compile_time_s=seconds, cached=cached)
+
+    def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
+             args: Mapping[str, Any]) -> Runner:
+        if variant.launch is None:
+            raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no launch= (config, shape) -> (grid, block)")
+        key = str(build.handle)
+        if key not in self._modules:
+            self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())
+        try:
+            fn = self._modules[key].get_function(variant.entry)
+        except self.drv.LogicError:
+            raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no extern \"C\" "
+                              f"__global__ {variant.entry!r}") from None
+        grid, block = (tuple(int(v) for v in dims) for dims in variant.launch(dict(config), tuple(shape)))
+        self.check_resources(fn, grid, block)
+        return CudaRunner(self, fn, grid, block, kernel, args, self._device_inputs(kernel, shape, args))
+
+    def check_resources(self, fn, grid: tuple, block: tuple) -> None:
+        """Refuse a launch the device or the compiled function cannot make."""
+        threads = math.prod(block)
+        regs = fn.num_regs
+        if threads > fn.max_threads_per_block:
+            raise ResourceError(f"block of {threads} threads, but with {regs} registers per thread "
+                                f"the function launches at most {fn.max_threads_per_block}")
+        if fn.shared_size_bytes > self.limits["shared"]:
+            raise ResourceError(f"{fn.shared_size_bytes} bytes of shared memory, the device allows "
+                                f"{self.limits['shared']} per block")
+        for what, dims, limit in (("block", block, self.limits["block"]), ("grid", grid, self.limits["grid"])):
+            if any(d < 1 or d > lim for d, lim in zip(dims, limit)):
+                raise ResourceError(f"{what} {dims} is outside the device's limits {limit}")
+
+    def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
+        """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""
+        key = (kernel.name, tuple(shape), next((str(a.dtype) for a in args.values()
+                                                 if isinstance(a, np.ndarray)), ""))
+        if key not in self._inputs:
+            while len(self._inputs) >= 2:
+                for buf in self._inputs.popitem(last=False)[1].values():
+                    buf.free()
+            bufs = {}
+            for name, value in args.items():
+                if isinstance(value, np.ndarray) and name not in kernel.outputs:
+                    bufs[name] = self.drv.to_device(np.ascontiguousarray(value))
+                    if name in kernel.inplace:
+                        bufs[f"{name}@pristine"] = self.drv.to_device(np.ascontiguousarray(value))
+            self._inputs[key] = bufs
+        return self._inputs[key]

@@ -1,0 +1,104 @@
+"""``tunebench compile-check``: every kernel template compiles, without the device to run it.
+
+For each kernel with a variant for the target, the heuristic config of every representative
+shape and a seeded sample of constraint-valid candidates are expanded exactly as for tuning and
+compiled: with nvcc to cubin for each CUDA architecture (the command PyCUDA's SourceModule runs;
+no driver needed), or with gcc for the CPU. Runs wherever the compiler exists, CI included.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tunebench.backends import cpu, cuda
+from tunebench.backends.base import render
+from tunebench.backends.cache import excerpt
+from tunebench.kernel import Kernel, Variant
+from tunebench.summary import config_text
+
+ARCHS = ("sm_80", "sm_90")
+
+
+@dataclass
+class KernelCheck:
+    kernel: str
+    dtypes: tuple[str, ...]
+    configs: int  # distinct configs compiled per dtype and architecture
+    builds: int = 0
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
+    """The heuristic config of every representative shape, then ``sample`` valid candidates."""
+    configs = [variant.baseline(s) for b in kernel.buckets_for(target) for s in b.shapes]
+    valid, _ = variant.space.enumerate()
+    picked = random.Random(f"{seed}:{kernel.name}").sample(valid, min(sample, len(valid)))
+    configs += [variant.space.config(k) for k in picked]
+    unique = {tuple(sorted(c.items())): c for c in configs}
+    return list(unique.values())
+
+
+def _compile(command: Sequence[str], source: str, suffix: str) -> str | None:
+    """None when ``command`` (with ``{src}`` and ``{out}``) compiles ``source``, else the message."""
+    with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
+        src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
+        src.write_text(source)
+        proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
+    return None if proc.returncode == 0 else excerpt(proc.stderr or proc.stdout or f"exit {proc.returncode}")
+
+
+def compiler(target: str) -> str:
+    """The compiler a target's check needs; raises FileNotFoundError naming it when absent."""
+    name = "nvcc" if target == "cuda" else cpu.CC
+    path = shutil.which(name) or (
+        str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
+        if name == "nvcc" and os.environ.get("CUDA_HOME") else None)
+    if path is None or not Path(path).exists():
+        raise FileNotFoundError(f"{name} is not on PATH: the {target} compile check needs it")
+    return path
+
+
+def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
+          sample: int = 6, seed: int = 0, jobs: int | None = None) -> list[KernelCheck]:
+    exe = compiler(target)
+    if target == "cuda":
+        ctypes, suffix = cuda.CTYPES, ".cu"
+        commands = {arch: [exe, "--cubin", f"-arch={arch}", *cuda.NVCC_OPTIONS, "-o", "{out}", "{src}"]
+                    for arch in archs}
+    else:
+        ctypes, suffix = cpu.CTYPES, ".c"
+        commands = {"host": [exe, *cpu.FLAGS, "-o", "{out}", "{src}", "-lm"]}
+    results = []
+    with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
+        for kernel in kernels:
+            variant = kernel.variant(target)
+            if variant is None:
+                continue
+            configs = configs_to_check(kernel, variant, target, sample, seed)
+            result = KernelCheck(kernel.name, variant.dtypes, len(configs))
+            start = time.perf_counter()
+            jobs_ = [(dtype, where, config, pool.submit(
+                _compile, [*command, *variant.flags], render(variant, config, ctypes[dtype]), suffix))
+                for dtype in variant.dtypes for where, command in commands.items() for config in configs]
+            for dtype, where, config, future in jobs_:
+                result.builds += 1
+                error = future.result()
+                if error:
+                    result.failures.append(f"{dtype} {where} [{config_text(config)}]: {error}")
+            result.seconds = time.perf_counter() - start
+            results.append(result)
+    return results
