@@ -30,7 +30,7 @@ def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, 
         "*kernel*bucket*dtype*trials*new*desel*failed*best ms*rate*baseline ms*speedup*",
         "*axpb*small*float32*5*5*1*0*GB/s*x*",
         "*axpb*large*float32*5*10*1*0*GB/s*x*",
-        "*builds: 5 compiled, 10 from the compile cache*",
+        "*builds: 5 compiled, * from the compile cache*",
     ])
     db = records(root)
     trials = db.table("trials").all()
@@ -65,8 +65,11 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
         "*wrong_result: output 'y': 1 of 1000 values off, largest error 1*",
         "*compile_error: *mode 2 does not compile*",
     ])
-    statuses = {t["config"]["mode"]: t["status"] for t in records(root).table("trials").all()}
-    assert statuses == {0: "ok", 1: "wrong_result", 2: "compile_error"}
+    statuses = {}
+    for t in records(root).table("trials").all():
+        statuses.setdefault(t["config"]["mode"], set()).add(t["status"])
+    assert statuses[0] <= {"ok", "early_stopped"} and "ok" in statuses[0]
+    assert statuses[1] == {"wrong_result"} and statuses[2] == {"compile_error"}
     wrong = next(t for t in records(root).table("trials").all() if t["status"] == "wrong_result")
     assert wrong["max_error"] == pytest.approx(1.0) and wrong["samples"] == []
 
@@ -108,10 +111,11 @@ def test_asking_for_cuda_without_a_gpu_skips_with_the_reason(project, pytester):
     assert not (pytester.path / "records").exists()
 
 
-def test_without_tune_no_tuning_item_runs(project, pytester):
+def test_without_tune_only_gate_items_run_and_they_skip_without_records(project, pytester):
     project()
-    result = pytester.runpytest("suites", "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
+    result.assert_outcomes(skipped=2)  # one gate item per bucket, no tuning item
+    result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on device cpu-*: run pytest --tune first*"])
     assert not (pytester.path / "records").exists()
 
 

@@ -63,6 +63,7 @@ class Variant:
     flags: tuple[str, ...] = ()
     buckets: Buckets | None = None
     origin: Path | None = field(default=None, compare=False)
+    text: str | None = None  # a recorded version of the template, used instead of the file
 
     @cached_property
     def path(self) -> Path:
@@ -79,7 +80,7 @@ class Variant:
 
     @cached_property
     def template(self) -> str:
-        return self.path.read_text()
+        return self.text if self.text is not None else self.path.read_text()
 
     @cached_property
     def source_hash(self) -> str:
@@ -108,6 +109,7 @@ class Kernel:
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`.
     - ``inplace``: inputs the kernel overwrites; restored before every call.
+    - ``marks``: pytest marks for the kernel's suite, e.g. ``pytest.mark.tunebench_gate(threshold=0.2)``.
     """
 
     def __init__(self, name: str, *, buckets: Buckets, args: Callable[..., Mapping[str, Any]],
@@ -116,7 +118,7 @@ class Kernel:
                  flops: Callable[[tuple], float] | None = None,
                  bytes: Callable[[tuple, str], float] | None = None,  # noqa: A002 - the natural name
                  tolerance: Mapping[str, tuple[float, float]] | None = None,
-                 inplace: Sequence[str] = ()):
+                 inplace: Sequence[str] = (), marks: Sequence[Any] = ()):
         if not name.isidentifier():
             raise KernelError(f"kernel name {name!r} must be an identifier")
         if cpu is None and cuda is None:
@@ -135,6 +137,7 @@ class Kernel:
         self.bytes = bytes
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
         self.inplace = tuple(inplace)
+        self.marks = tuple(marks)
         REGISTRY[name] = self
 
     def __repr__(self):

@@ -5,17 +5,18 @@ once; its outputs must match the reference within the dtype's tolerance, and not
 been written past them, before a single timed call is made.
 
 Warm-up runs until a few calls in a row are within 10 % of the fastest seen, or for at most
-``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence interval of the median is narrower
-than ``rel_ci`` of it, or the time cap is reached, or the candidate is clearly worse than the
-incumbent (the best trial so far on the same shape): its lower bound above the incumbent's upper
-bound by ``early_stop_margin``. Such a trial is ``early_stopped`` and keeps its samples. With
-``repeats`` set, exactly that many samples are taken instead (the fixed protocol).
+``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence
+interval of the median is narrower than ``rel_ci`` of it, or the time cap is reached, or the
+candidate is clearly worse than the incumbent (the best trial so far on the same shape): its
+lower bound above the incumbent's upper bound by ``early_stop_margin``. Such a trial is
+``early_stopped`` and keeps its samples. With ``repeats`` set, exactly that many samples are
+taken instead (the fixed protocol).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +71,22 @@ def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names
     return worst, reason
 
 
-def _warm_up(runner: Runner, settings: MeasureSettings) -> int:
+def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
+           tolerance: tuple[float, float]) -> Measurement | None:
+    """One call on fresh, poisoned outputs: None when it is right, else the failed measurement."""
+    runner.reset()
+    runner.call()
+    overrun = runner.overrun()
+    if overrun:
+        return Measurement("out_of_bounds", error=overrun)
+    max_error, wrong = compare(runner.outputs(), expected, names, *tolerance)
+    if wrong:
+        return Measurement("wrong_result", error=wrong, max_error=max_error)
+    return Measurement("ok", max_error=max_error)
+
+
+def warm_up(runner: Runner, settings: MeasureSettings) -> int:
+    """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed."""
     start, calls, fastest, stable = time.perf_counter(), 0, float("inf"), 0
     while time.perf_counter() - start < settings.warmup_s:
         ms = runner.timed_call()
@@ -86,16 +102,11 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
             tolerance: tuple[float, float], settings: MeasureSettings,
             incumbent: float | None = None) -> Measurement:
     """One trial; ``incumbent`` is the upper confidence bound of the best trial on this shape."""
-    runner.reset()
-    runner.call()
-    overrun = runner.overrun()
-    if overrun:
-        return Measurement("out_of_bounds", error=overrun)
-    max_error, wrong = compare(runner.outputs(), expected, names, *tolerance)
-    if wrong:
-        return Measurement("wrong_result", error=wrong, max_error=max_error)
+    result = verify(runner, expected, names, tolerance)
+    if result.status != "ok":
+        return result
     began = time.perf_counter()
-    result = Measurement("ok", max_error=max_error, warmup_calls=_warm_up(runner, settings))
+    result.warmup_calls = warm_up(runner, settings)
     samples = result.samples
     start = time.perf_counter()
     if settings.repeats is not None:
@@ -115,3 +126,14 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
                 break
     result.seconds = time.perf_counter() - began
     return result
+
+
+def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:
+    """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
+    in the machine's speed falls on all of them alike: round r's samples are a matched set."""
+    labels = list(runners)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            samples[label].append(runners[label].timed_call())
+    return samples

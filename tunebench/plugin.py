@@ -10,23 +10,18 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import time
 
 import pytest
 
-from tunebench.backends import TARGETS, cuda_status, fingerprint, resolve
-from tunebench.kernel import Kernel, KernelError
+from tunebench.backends import TARGETS
+from tunebench.items import GATE, GATE_RESULTS, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
+from tunebench.kernel import Kernel
 from tunebench.measure import MeasureSettings
-from tunebench.records import RecordsError, RecordStore
+from tunebench.records import RecordsError
 from tunebench.session import FIXED_REPEATS, Budget, Task, Tuner
-from tunebench.workers import Workers
-from tunebench.space import SpaceError
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
-
-TUNER = pytest.StashKey["Tuner | None"]()
-UNAVAILABLE = pytest.StashKey[dict]()  # target -> why it cannot run here
-SEEN = pytest.StashKey[dict]()  # kernel name -> Kernel, to collect each suite once
 
 
 def _positive(kind):
@@ -65,6 +60,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "adaptively with early stopping")
     group.addoption("--tune-seed", type=int, default=0, metavar="N",
                     help="seed of the strategies' random choices (default: 0)")
+    parser.addini("gate_threshold", "gate: a slowdown beyond this fraction is a regression (default 0.10)",
+                  default="0.10")
+    parser.addini("gate_rounds", "gate: interleaved rounds measured at first (default 30)", default="30")
+    parser.addini("gate_max_rounds", "gate: the most rounds for an ambiguous comparison (default 240)",
+                  default="240")
     parser.addini("tune_trials", "default of --tune-trials for this project", default="")
     parser.addini("tune_time", "default of --tune-time for this project", default="")
     group.addoption("--records", default=None, metavar="DIR",
@@ -73,41 +73,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "tunebench_gate(threshold=0.1, rounds=30, max_rounds=240): gate settings for the "
+                   "suites of a module (pytestmark) or of one kernel (Kernel(marks=[...]))")
     config.stash[TUNER] = None
+    config.stash[GATE] = None
+    config.stash[GATE_RESULTS] = []
     config.stash[UNAVAILABLE] = {}
     config.stash[SEEN] = {}
-    if not config.getoption("tune"):
-        return
-    strategy = config.getoption("tune_strategy")
-    if strategy not in STRATEGIES:
-        raise pytest.UsageError(f"--tune-strategy {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
-    requested = config.getoption("tune_target")
-    target, why_not_cuda = resolve(requested)
-    if requested == "cuda":
-        ok, why_not_cuda = cuda_status()
-        if not ok:
-            config.stash[UNAVAILABLE]["cuda"] = f"cuda target unavailable: {why_not_cuda}"
+    if config.getoption("tune"):
+        strategy = config.getoption("tune_strategy")
+        if strategy not in STRATEGIES:
+            raise pytest.UsageError(f"--tune-strategy {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
+        try:
+            found = measuring(config)
+        except RecordsError as e:
+            raise pytest.UsageError(str(e)) from None
+        if found is not None:
+            target, fp, store, workers = found
+            config.stash[TUNER] = Tuner(
+                target, fp, store, workers, strategy=strategy,
+                budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
+                seed=config.getoption("tune_seed"), root=config.rootpath,
+                settings=MeasureSettings(repeats=config.getoption("tune_repeats")))
+            config.stash[TUNER].progress = _progress(config)
+
+
+def _progress(config: pytest.Config):
+    """Per task, a line at most every two seconds and one at its end, through pytest's own
+    terminal (capture suspended), quiet under -q."""
+    last: dict = {}
+
+    def report(task: Task, line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        finished = len(task.outcomes) >= len(task.candidates) or (
+            task.tuner.budget.trials is not None and len(task.outcomes) >= task.tuner.budget.trials)
+        if reporter is None or config.get_verbosity() < 0 or (
+                not finished and time.monotonic() - last.get(task, 0.0) < 2.0):
             return
-    elif why_not_cuda:
-        config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}"
-    records = config.getoption("records")
-    records = Path(records) if records else config.rootpath / "records"
-    try:
-        fp = fingerprint(target)
-        store = RecordStore.for_device(records, fp)
-    except RecordsError as e:
-        raise pytest.UsageError(str(e)) from None
-    config.stash[TUNER] = Tuner(
-        target, fp, store, Workers(target, timeout=config.getoption("tune_timeout")), strategy=strategy,
-        budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
-        seed=config.getoption("tune_seed"), root=config.rootpath,
-        settings=MeasureSettings(repeats=config.getoption("tune_repeats")))
+        last[task] = time.monotonic()
+        with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+            reporter.write_line(line)
+    return report
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    tuner = config.stash.get(TUNER, None)
-    if tuner is not None:
-        tuner.workers.close()
+    for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
+        if run:
+            run.workers.close()
 
 
 def _budget(config: pytest.Config, name: str, kind):
@@ -133,100 +146,6 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     return Suite.from_parent(collector, name=obj.name, kernel=obj)
 
 
-class SuiteError(Exception):
-    """A suite that cannot be collected; shown without a traceback."""
-
-
-class Suite(pytest.Collector):
-    """One kernel's tuning items on the session's target."""
-
-    def __init__(self, *, kernel: Kernel, **kwargs):
-        super().__init__(**kwargs)
-        self.kernel = kernel
-
-    def collect(self):
-        if not self.config.getoption("tune"):
-            return []  # tuning items exist only under --tune
-        items = [Unavailable.from_parent(self, name=t, reason=why)
-                 for t, why in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
-        tuner = self.config.stash[TUNER]
-        if tuner is None:
-            return items
-        target = tuner.target
-        variant = self.kernel.variant(target)
-        if variant is None:
-            return items + [Unavailable.from_parent(
-                self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
-        try:
-            valid, invalid = variant.space.enumerate()
-            for bucket in self.kernel.buckets_for(target):
-                for shape in bucket.shapes:
-                    variant.baseline(shape)
-        except (SpaceError, KernelError) as e:
-            raise SuiteError(f"suite {self.nodeid}: {e}") from None
-        names = variant.space.names
-        for dtype in variant.dtypes:
-            for bucket in self.kernel.buckets_for(target):
-                task = tuner.task(self.kernel, variant, dtype, bucket)
-                prefix = f"{bucket.name}-{dtype}"
-                items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
-                for keys, ok in ((valid, True), (invalid, False)):
-                    items.extend(Trial.from_parent(
-                        self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(names, key))}]",
-                        task=task, key=key, valid=ok) for key in keys)
-        return items
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, SuiteError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-
-class CandidateFailed(Exception):
-    """A candidate whose trial failed: compile error, wrong result, ..."""
-
-
-class Trial(pytest.Item):
-    """One candidate config (``key``; None for the baseline) of one task."""
-
-    def __init__(self, *, task: Task, key: tuple | None, valid: bool = True, **kwargs):
-        super().__init__(**kwargs)
-        self.task, self.key, self.valid = task, key, valid
-
-    def runtest(self) -> None:
-        self.task.run()
-        outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
-        if outcome is None:
-            pytest.skip(f"not sampled: {self.task.stop_reason}")
-        if outcome.status == "pruned_resources":
-            pytest.skip(f"pruned_resources: {outcome.error}")
-        if outcome.status not in ("ok", "early_stopped"):  # an early-stopped candidate works, slower
-            raise CandidateFailed(f"{outcome.status}: {outcome.error}")
-        self.user_properties.append(("objective_ms", self.task.estimate(outcome)))
-
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, (CandidateFailed, KernelError, RecordsError)):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::{self.name}"
-
-
-class Unavailable(pytest.Item):
-    """Stands for a suite's variant that cannot run here, skipped with the reason."""
-
-    def __init__(self, *, reason: str, **kwargs):
-        super().__init__(**kwargs)
-        self.reason = reason
-
-    def runtest(self) -> None:
-        pytest.skip(self.reason)
-
-    def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::{self.name}"
-
-
 @pytest.hookimpl(tryfirst=True)  # before -k/-m, so every constraint violation is counted
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     invalid = [i for i in items if isinstance(i, Trial) and not i.valid]
@@ -243,7 +162,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             item.task.candidates.append(item.key)
 
 
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    run = config.stash.get(TUNER, None) or config.stash.get(GATE, None)
+    if run:
+        machine_info["tunebench"] = {"device": run.store.device, "fingerprint": run.fingerprint}
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    results = config.stash.get(GATE_RESULTS, [])
+    if results:
+        run = config.stash[GATE]
+        terminalreporter.section(f"tunebench gate: {run.store.device}, records in {run.store.path}")
+        for item, result in results:
+            terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}"
+                                        + (f"  {result.reason}" if result.reason else ""),
+                                        red=result.outcome == "fail", green=result.outcome == "pass")
     tuner = config.stash.get(TUNER, None)
     if tuner is None:
         return

@@ -1,8 +1,10 @@
 """The record store: one TinyDB JSON file per device fingerprint under ``records/``.
 
 Tables: ``device`` (the fingerprint), ``tasks`` (one document per kernel, target, dtype and
-bucket, describing the bucket and its baseline) and ``trials`` (one document per measured config
-on one shape, whatever its status).
+bucket, describing the bucket and its baseline), ``trials`` (one document per measured config
+on one shape, whatever its status), ``sources`` (every template version tuned, by source hash,
+so that a later source can be measured against it) and ``checks`` (interleaved comparisons of a
+task's best config: the confirmation at the end of tuning, and every gate run).
 
 Writes are atomic (temp file, fsync, rename) and made under an exclusive lock on a sidecar
 ``.lock`` file, so concurrent writers lose nothing and a killed run leaves the previous complete
@@ -23,7 +25,7 @@ from pathlib import Path
 from tinydb import TinyDB
 from tinydb.storages import Storage
 
-TABLES = ("device", "tasks", "trials")
+TABLES = ("device", "tasks", "trials", "sources", "checks")
 TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
 
 
@@ -117,9 +119,7 @@ class RecordStore:
     def __init__(self, path: str | Path, fingerprint: Mapping | None = None):
         self.path = Path(path)
         self.device = self.path.stem
-        if fingerprint is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        elif not self.path.exists():
+        if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
@@ -136,7 +136,7 @@ class RecordStore:
 
     def _lock_file(self, name: str) -> Path:
         locks = self.path.parent / ".locks"
-        locks.mkdir(exist_ok=True)
+        locks.mkdir(parents=True, exist_ok=True)
         return locks / f"{self.path.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
 
     @contextlib.contextmanager
@@ -190,6 +190,26 @@ class RecordStore:
     def trials(self, **match) -> list[dict]:
         """Every trial whose fields equal ``match`` (all trials without arguments)."""
         return [dict(d) for d in self._db.table("trials").all()
+                if all(d.get(k) == v for k, v in match.items())]
+
+    # -- sources and checks -------------------------------------------------------------------
+    def put_source(self, kernel: str, source_hash: str, text: str) -> None:
+        """Keep a template version once, so the gate can build it again after it changed."""
+        if self.source(source_hash) is None:
+            with self._locked():
+                self._db.table("sources").insert({"kernel": kernel, "source_hash": source_hash, "text": text})
+
+    def source(self, source_hash: str) -> str | None:
+        found = [d["text"] for d in self._db.table("sources").all() if d["source_hash"] == source_hash]
+        return found[0] if found else None
+
+    def add_check(self, doc: Mapping) -> None:
+        with self._locked():
+            self._db.table("checks").insert(dict(doc))
+
+    def checks(self, **match) -> list[dict]:
+        """Every check whose fields equal ``match``, oldest first."""
+        return [dict(d) for d in self._db.table("checks").all()
                 if all(d.get(k) == v for k, v in match.items())]
 
     # -- tasks --------------------------------------------------------------------------------

@@ -12,12 +12,13 @@ from __future__ import annotations
 import datetime
 import random
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
+from tunebench.gate import GateSettings, confirm, latest_confirmation
 from tunebench.kernel import Kernel, Variant
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore
@@ -70,6 +71,10 @@ class Outcome:
 def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
     """The commit checked out at ``root`` and whether anything but the records differs from it."""
     try:
+        records = records.resolve().relative_to(root.resolve())
+    except ValueError:
+        pass
+    try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
@@ -99,16 +104,12 @@ class Tuner:
         self.budget = budget
         self.seed = seed
         self.settings = settings or MeasureSettings()
-        root = root or Path.cwd()
-        try:
-            records_rel = store.path.parent.resolve().relative_to(root.resolve())
-        except ValueError:
-            records_rel = store.path.parent
-        self.commit, self.dirty = git_state(root, records_rel)
+        self.commit, self.dirty = git_state(root or Path.cwd(), store.path.parent)
         self.tasks: list[Task] = []
         self.measure_s = 0.0  # time spent measuring new trials
         self.fixed_s = 0.0  # what the fixed protocol would have spent on them
         self.noisy: list[str] = []  # trials whose samples spread too wide
+        self.progress: Callable[[Task, str], None] = lambda task, line: None  # told after each candidate
 
     def task(self, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket) -> Task:
         task = Task(self, kernel, variant, dtype, bucket)
@@ -154,6 +155,7 @@ class Task:
 
     def _search(self) -> None:
         self.tuner.store.put_task(self._description())
+        self.tuner.store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
@@ -162,11 +164,39 @@ class Task:
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
             self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
+            self.tuner.progress(self, self._progress_line())
             return self.estimate(self.outcomes[key])
 
         budget = self.tuner.budget
         self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
                                   spent=lambda: self.spent_s)
+        self._confirm()
+
+    def _confirm(self) -> None:
+        """Measure the best against the baseline interleaved, the reference of later gate runs,
+        unless the latest confirmation already holds this best for this source."""
+        found = self.best()
+        if found is None:
+            return
+        key, outcome = found
+        best = {s: outcome.configs[s] for s in self.bucket.shapes}
+        t = self.tuner
+        latest = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+        if latest and latest["source_hash"] == self.variant.source_hash and all(
+                e["best"] == best[tuple(e["shape"])] for e in latest["shapes"]):
+            return
+        confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket, best,
+                GateSettings(), t.commit)
+
+    def _progress_line(self) -> str:
+        trials = self.tuner.budget.trials
+        budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
+        best = self.best()
+        base = self.objective(self.baseline) if self.baseline else None
+        best_ms = self.objective(best[1]) if best else None
+        versus = f" ({base / best_ms:.2f}x the heuristic)" if base and best_ms else ""
+        return (f"tunebench {self.label}: {len(self.outcomes)}/{budget} trials, best "
+                + (f"{best_ms:.4g} ms{versus}" if best_ms else "none yet"))
 
     def estimate(self, outcome: Outcome) -> float | None:
         """The bucket objective from whatever samples there are (early-stopped ones too)."""

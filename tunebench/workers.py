@@ -10,6 +10,7 @@ an exit, a CUDA error that spoils its context) or is killed is replaced before t
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import multiprocessing
 import os
@@ -21,7 +22,7 @@ from typing import Any
 from tunebench.backends import create
 from tunebench.backends.base import CompileError, ResourceError
 from tunebench.kernel import REGISTRY, KernelError
-from tunebench.measure import MeasureSettings, measure
+from tunebench.measure import MeasureSettings, interleave, measure, verify, warm_up
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -35,6 +36,19 @@ class TrialJob:
     dtype: str
     settings: MeasureSettings
     incumbent: float | None = None  # upper confidence bound of the best trial on this shape
+
+
+@dataclass(frozen=True)
+class CompareJob:
+    """Configs (arms) measured interleaved on one shape: a timed call of each in turn, round
+    after round. An arm is (label, config, template text, or None for the template file)."""
+
+    kernel: str
+    shape: tuple
+    dtype: str
+    arms: tuple[tuple[str, dict, str | None], ...]
+    rounds: int
+    settings: MeasureSettings
 
 
 class WorkerError(RuntimeError):
@@ -54,11 +68,12 @@ def _serve(conn, target: str) -> None:
     expected: dict[tuple, Any] = {}
     while True:
         try:
-            job: TrialJob = conn.recv()
+            job: TrialJob | CompareJob = conn.recv()
         except (EOFError, KeyboardInterrupt):
             return
+        run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            conn.send(("result", _trial(backend, job, expected, conn)))
+            conn.send(("result", run(backend, job, expected, conn)))
         except (KernelError, WorkerError) as e:
             conn.send(("error", str(e)))
         except Exception as e:  # noqa: BLE001 - a failure inside the candidate's run, e.g. a CUDA error
@@ -66,33 +81,67 @@ def _serve(conn, target: str) -> None:
             os._exit(70)  # its context may be spoilt: the parent starts a fresh worker
 
 
-def _trial(backend, job: TrialJob, expected: dict, conn) -> dict:
-    kernel = REGISTRY.get(job.kernel)
+def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, expected: dict):
+    """The kernel, its variant, fresh arguments for the shape and the reference outputs."""
+    kernel = REGISTRY.get(kernel_name)
     if kernel is None:
-        raise WorkerError(f"kernel {job.kernel!r} is not declared in the worker")
-    variant = kernel.variant(backend.name)
+        raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
+    args = kernel.build_args(shape, dtype)
+    key = (kernel_name, shape, dtype)
+    if key not in expected:
+        expected.clear()  # one shape's reference at a time: they can be large
+        expected[key] = kernel.expected(args)
+    return kernel, kernel.variant(backend.name), args, expected[key]
+
+
+def _trial(backend, job: TrialJob, expected: dict, conn) -> dict:
+    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, expected)
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
     except CompileError as e:
         return {"status": "compile_error", "error": str(e)}
-    args = kernel.build_args(job.shape, job.dtype)
-    key = (job.kernel, job.shape, job.dtype)
-    if key not in expected:
-        expected.clear()  # one shape's reference at a time: they can be large
-        expected[key] = kernel.expected(args)
-    conn.send(("built", {"compile_time_s": build.compile_time_s, "cached": build.cached}))
+    conn.send(("built", [build.cached]))
     done = {"compile_time_s": build.compile_time_s}
     try:
         runner = backend.load(build, kernel, variant, job.config, job.shape, args)
     except ResourceError as e:
         return {**done, "status": "pruned_resources", "error": str(e)}
     try:
-        m = measure(runner, expected[key], kernel.outputs, kernel.tolerance[job.dtype], job.settings,
-                    job.incumbent)
+        m = measure(runner, reference, kernel.outputs, kernel.tolerance[job.dtype], job.settings, job.incumbent)
     finally:
         runner.close()
     return {**done, "status": m.status, "error": m.error, "max_error": m.max_error, "samples": m.samples,
             "warmup_calls": m.warmup_calls, "measure_s": m.seconds, "conditions": backend.conditions()}
+
+
+def _compare(backend, job: CompareJob, expected: dict, conn) -> dict:
+    """Every arm built, loaded and verified, then sampled interleaved; the first arm that fails
+    is the result (its status, error and label)."""
+    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, expected)
+    builds = {}
+    for label, config, text in job.arms:
+        arm_variant = dataclasses.replace(variant, text=text) if text is not None else variant
+        try:
+            builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
+        except CompileError as e:
+            return {"status": "compile_error", "arm": label, "error": str(e)}
+    conn.send(("built", [b.cached for _, _, b in builds.values()]))
+    runners = {}
+    try:
+        for label, (arm_variant, config, build) in builds.items():
+            try:
+                runners[label] = backend.load(build, kernel, arm_variant, config, job.shape,
+                                              kernel.build_args(job.shape, job.dtype))
+            except ResourceError as e:
+                return {"status": "pruned_resources", "arm": label, "error": str(e)}
+            failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])
+            if failed.status != "ok":
+                return {"status": failed.status, "arm": label, "error": failed.error}
+            warm_up(runners[label], job.settings)
+        return {"status": "ok", "samples": interleave(runners, job.rounds), "conditions": backend.conditions()}
+    finally:
+        for runner in runners.values():
+            runner.close()
 
 
 def _death(process) -> str:
@@ -135,8 +184,8 @@ class Workers:
         except (EOFError, ConnectionError):
             return "died", _death(self._process)
 
-    def trial(self, job: TrialJob) -> dict:
-        """The trial's result fields (status, samples, ...), whatever happened to the worker."""
+    def trial(self, job: TrialJob | CompareJob) -> dict:
+        """The job's result fields (status, samples, ...), whatever happened to the worker."""
         if self._process is None or not self._process.is_alive():
             if self._process is not None:
                 self.restarts += 1
@@ -145,8 +194,8 @@ class Workers:
         self._conn.send(job)
         kind, message = self._receive(PREPARE_TIMEOUT_S)
         if kind == "built":
-            self.compiled += not message["cached"]
-            self.reused += message["cached"]
+            self.compiled += message.count(False)
+            self.reused += message.count(True)
             kind, message = self._receive(self.timeout)
         result = self._outcome(kind, message)
         result["cost_s"] = time.monotonic() - began

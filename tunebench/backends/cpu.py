@@ -19,8 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from tunebench.backends.base import (GUARD_BYTES, GUARD_FILL, Backend, Build, CompileError, Runner,
-                                     guard_damage, poison, render)
+from tunebench.backends.base import (
+    GUARD_BYTES,
+    GUARD_FILL,
+    Backend,
+    Build,
+    CompileError,
+    Runner,
+    guard_damage,
+    poison,
+    render,
+)
 from tunebench.backends.cache import BuildCache
 from tunebench.kernel import Kernel, KernelError, Variant
 

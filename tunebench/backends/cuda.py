@@ -23,8 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from tunebench.backends.base import (GUARD_BYTES, GUARD_FILL, Backend, Build, CompileError, ResourceError,
-                                     Runner, guard_damage, render)
+from tunebench.backends.base import (
+    GUARD_BYTES,
+    GUARD_FILL,
+    Backend,
+    Build,
+    CompileError,
+    ResourceError,
+    Runner,
+    guard_damage,
+    render,
+)
 from tunebench.backends.cache import BuildCache
 from tunebench.kernel import Kernel, KernelError, Variant
 
@@ -194,7 +203,8 @@ class CudaBackend(Backend):
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any]) -> Runner:
         if variant.launch is None:
-            raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no launch= (config, shape) -> (grid, block)")
+            raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no "
+                              f"launch=(config, shape) -> (grid, block)")
         key = str(build.handle)
         if key not in self._modules:
             self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())

@@ -1,0 +1,132 @@
+"""The gate on the CPU target: two runs with nothing changed pass, a kernel made 15 % slower fails,
+a best config that fell behind the heuristic fails, and pytest-benchmark reads its measurements."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from tinydb import TinyDB
+
+from tests.test_plugin import TUNE
+from tunebench.gate import GateSettings, judge
+
+#: ITERS dependent multiply-adds per element (latency-bound), ``lanes`` independent chains at a
+#: time. EXTRA more multiply-adds by a runtime one and zero change the time and not the result.
+CHAIN_C = """\
+typedef TB_DTYPE real;
+#define ITERS 200
+#define EXTRA 0
+void chain(const real *x, real *y, int n)
+{
+    volatile real one_v = 1, zero_v = 0;
+    const real one = one_v, zero = zero_v;
+    for (int i = 0; i + lanes <= n; i += lanes) {
+        real acc[lanes];
+        for (int l = 0; l < lanes; ++l) acc[l] = x[i + l];
+        for (int k = 0; k < ITERS; ++k)
+            for (int l = 0; l < lanes; ++l) acc[l] = acc[l] * 0.999f + 0.001f;
+        for (int k = 0; k < EXTRA; ++k)
+            for (int l = 0; l < lanes; ++l) acc[l] = acc[l] * one + zero;
+        for (int l = 0; l < lanes; ++l) y[i + l] = acc[l];
+    }
+}
+"""
+
+CHAIN_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def reference(x, n):
+    y = x.astype(np.float64)
+    for _ in range(200):
+        y = y * 0.999 + 0.001
+    return y
+
+chain = Kernel(
+    "chain", buckets=Buckets(["N"], [Bucket("all", N=(8, None), shapes=[(2048,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=reference, outputs=["y"], tolerance={"float32": (1e-4, 1e-5)},
+    cpu=Variant(source="chain.c", entry="chain", heuristic=lambda shape: {"lanes": 1},
+                space=Space({"lanes": [1, 8]})),
+)
+"""
+
+
+@pytest.fixture
+def tuned(pytester):
+    pytester.path.joinpath("chain.c").write_text(CHAIN_C)
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    (check,) = TinyDB(path).table("checks").all()  # the confirmation: best against baseline
+    assert check["kind"] == "tune" and check["shapes"][0]["best"] == {"lanes": 8}
+    return pytester, path
+
+
+GATE = ("-p", "no:cacheprovider", "--tune-target", "cpu", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+def test_two_gate_runs_with_nothing_changed_pass(tuned):
+    pytester, path = tuned
+    for _ in range(2):
+        result = pytester.runpytest("test_chain.py", *GATE)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*tunebench gate:*", "PASS  chain::all-float32?gate?"])
+    gates = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert [g["outcome"] for g in gates] == ["pass", "pass"]
+    assert {v["what"] for v in gates[0]["verdicts"]} == {
+        "best/baseline", "best/baseline against the tuning-time ratio"}
+
+
+def test_a_kernel_made_15_percent_slower_fails(tuned):
+    pytester, path = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*regression: FAIL * best against the recorded source on (2048,): 1.1*",
+        "*the template changed since the record*",
+    ])
+    gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
+    verdict = next(v for v in gate["verdicts"] if v["what"] == "best against the recorded source")
+    assert verdict["outcome"] == "fail" and 1.10 < verdict["median"] < 1.25
+
+
+def test_a_best_config_now_slower_than_the_heuristic_fails(tuned):
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA (lanes > 1 ? 3000 : 0)"))
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*regression: FAIL * best/baseline on (2048,)*"])
+
+
+def test_gate_measurements_load_in_pytest_benchmark_compare(tuned):
+    pytester, _ = tuned
+    out = pytester.path / "gate.json"
+    pytester.runpytest("test_chain.py", *GATE, f"--benchmark-json={out}").assert_outcomes(passed=1)
+    data = json.loads(out.read_text())
+    assert data["machine_info"]["tunebench"]["device"].startswith("cpu-")
+    names = sorted(b["fullname"] for b in data["benchmarks"])
+    assert names == ["test_chain.py::chain::all-float32[gate]::baseline@2048",
+                     "test_chain.py::chain::all-float32[gate]::best@2048"]
+    assert all(b["stats"]["rounds"] >= 30 and b["extra_info"]["shape"] == [2048] for b in data["benchmarks"])
+    compare = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(out)],
+                             capture_output=True, text=True)
+    assert compare.returncode == 0, compare.stderr
+    assert "best@2048" in compare.stdout and "baseline@2048" in compare.stdout
+
+
+@pytest.mark.parametrize("ratios, final, outcome", [
+    ([1.00, 1.01, 0.99, 1.02, 1.00, 0.98, 1.01, 1.00, 0.99, 1.01], False, "pass"),
+    ([1.30, 1.31, 1.29, 1.32, 1.30, 1.28, 1.31, 1.30, 1.29, 1.31], False, "fail"),
+    ([1.05, 1.15, 1.08, 1.20, 1.02, 1.12, 1.09, 1.18, 1.06, 1.11], False, "ambiguous"),
+    ([1.05, 1.15, 1.08, 1.20, 1.02, 1.12, 1.09, 1.18, 1.06, 1.11], True, "pass"),  # median below 1.10
+    ([1.08, 1.15, 1.12, 1.20, 1.05, 1.14, 1.11, 1.18, 1.13, 1.16], True, "fail"),  # beyond, interval above 1
+])
+def test_the_verdict_follows_the_interval_of_the_median_ratio(ratios, final, outcome):
+    assert judge(ratios, "best/baseline", (8,), GateSettings(threshold=0.10), final).outcome == outcome

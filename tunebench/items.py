@@ -1,0 +1,198 @@
+"""The pytest nodes of tunebench, and the run contexts they find in the config's stash.
+
+A module-level :class:`~tunebench.Kernel` becomes a :class:`Suite` collector. With ``--tune`` it
+yields a :class:`Trial` per (dtype, bucket, candidate) plus one for the baseline; without, a
+:class:`Gate` per (dtype, bucket). A variant that cannot run here is one :class:`Unavailable`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunebench import benchmark_json
+from tunebench.backends import cuda_status, fingerprint, resolve
+from tunebench.buckets import Bucket
+from tunebench.gate import GateRun, GateSettings, gate
+from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.records import RecordsError, RecordStore
+from tunebench.session import Task, git_state
+from tunebench.space import SpaceError
+from tunebench.workers import Workers
+
+TUNER = pytest.StashKey["Tuner | None"]()
+GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
+GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
+UNAVAILABLE = pytest.StashKey[dict]()  # target -> why it cannot run here
+SEEN = pytest.StashKey[dict]()  # kernel name -> Kernel, to collect each suite once
+
+
+def measuring(config: pytest.Config):
+    """(target, fingerprint, record store, workers) for this run, or None (with the reason in
+    UNAVAILABLE) when the requested target cannot run here."""
+    requested = config.getoption("tune_target")
+    target, why_not_cuda = resolve(requested)
+    if requested == "cuda":
+        ok, why_not_cuda = cuda_status()
+        if not ok:
+            config.stash[UNAVAILABLE]["cuda"] = f"cuda target unavailable: {why_not_cuda}"
+            return None
+    elif why_not_cuda:
+        config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}"
+    records = config.getoption("records")
+    records = Path(records) if records else config.rootpath / "records"
+    fp = fingerprint(target)
+    store = RecordStore.for_device(records, fp)
+    return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"))
+
+
+def _gate_run(config: pytest.Config) -> GateRun | None:
+    """The gate's context, made when the first suite is collected without --tune (False: the
+    target cannot run here)."""
+    if config.stash[GATE] is None:
+        try:
+            found = measuring(config)
+        except RecordsError as e:
+            raise SuiteError(str(e)) from None
+        config.stash[GATE] = found and GateRun(*found, *git_state(config.rootpath, found[2].path.parent))
+    return config.stash[GATE] or None
+
+
+
+class ItemFailed(Exception):
+    """A failed candidate or gate: shown as its message, without a traceback."""
+
+
+class _Item(pytest.Item):
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.parent.name}::{self.name}"
+
+
+class SuiteError(Exception):
+    """A suite that cannot be collected; shown without a traceback."""
+
+
+class Suite(pytest.Collector):
+    """One kernel's tuning items on the session's target."""
+
+    def __init__(self, *, kernel: Kernel, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = kernel
+
+    def collect(self):
+        for mark in self.kernel.marks:
+            self.add_marker(mark)
+        tuning = self.config.getoption("tune")
+        run = self.config.stash[TUNER] if tuning else _gate_run(self.config)
+        items = [Unavailable.from_parent(self, name=t, reason=why)
+                 for t, why in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
+        if run is None:
+            return items
+        target = run.target
+        variant = self.kernel.variant(target)
+        if variant is None:
+            return items + [Unavailable.from_parent(
+                self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
+        try:
+            for bucket in self.kernel.buckets_for(target):
+                for shape in bucket.shapes:
+                    variant.baseline(shape)
+            if not tuning:
+                return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
+                                                 dtype=d, bucket=b)
+                                for d in variant.dtypes for b in self.kernel.buckets_for(target)]
+            valid, invalid = variant.space.enumerate()
+        except (SpaceError, KernelError) as e:
+            raise SuiteError(f"suite {self.nodeid}: {e}") from None
+        names = variant.space.names
+        for dtype in variant.dtypes:
+            for bucket in self.kernel.buckets_for(target):
+                task = run.task(self.kernel, variant, dtype, bucket)
+                prefix = f"{bucket.name}-{dtype}"
+                items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
+                for keys, ok in ((valid, True), (invalid, False)):
+                    items.extend(Trial.from_parent(
+                        self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(names, key))}]",
+                        task=task, key=key, valid=ok) for key in keys)
+        return items
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, SuiteError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class Trial(_Item):
+    """One candidate config (``key``; None for the baseline) of one task."""
+
+    def __init__(self, *, task: Task, key: tuple | None, valid: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.task, self.key, self.valid = task, key, valid
+
+    def runtest(self) -> None:
+        self.task.run()
+        outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
+        if outcome is None:
+            pytest.skip(f"not sampled: {self.task.stop_reason}")
+        if outcome.status == "pruned_resources":
+            pytest.skip(f"pruned_resources: {outcome.error}")
+        if outcome.status not in ("ok", "early_stopped"):  # an early-stopped candidate works, slower
+            raise ItemFailed(f"{outcome.status}: {outcome.error}")
+        self.user_properties.append(("objective_ms", self.task.estimate(outcome)))
+
+
+
+class Gate(_Item):
+    """The gate of one task: its recorded best re-measured against the baseline and the record."""
+
+    def __init__(self, *, run: GateRun, variant: Variant, dtype: str, bucket: Bucket, **kwargs):
+        super().__init__(**kwargs)
+        self.run, self.variant, self.dtype, self.bucket = run, variant, dtype, bucket
+
+    def settings(self) -> GateSettings:
+        """The ini file's gate settings, overridden by the closest tunebench_gate marker."""
+        ini = self.config.getini
+        try:
+            values = {"threshold": float(ini("gate_threshold")), "rounds": int(ini("gate_rounds")),
+                      "max_rounds": int(ini("gate_max_rounds"))}
+        except ValueError as e:
+            raise pytest.UsageError(f"gate ini options: {e}") from None
+        mark = self.get_closest_marker("tunebench_gate")
+        return GateSettings(**{**values, **(mark.kwargs if mark else {})})
+
+    def runtest(self) -> None:
+        kernel = self.parent.kernel
+        settings = self.settings()
+        result = gate(self.run.store, self.run.workers, kernel, self.variant, self.run.target, self.dtype,
+                      self.bucket, settings, self.run.commit)
+        self.config.stash[GATE_RESULTS].append((self, result))
+        for shape, samples in result.samples.items():
+            for label, values in samples.items():
+                benchmark_json.feed(self.config, f"{self.nodeid}::{label}@{'x'.join(map(str, shape))}",
+                                    group=f"{kernel.name}[{self.bucket.name}-{self.dtype}]", samples_ms=values,
+                                    extra_info={"config": result.configs[shape][label], "shape": list(shape),
+                                                "device": self.run.store.device, "outcome": result.outcome})
+        if result.outcome == "skip":
+            pytest.skip(result.reason)
+        report = [v.line(settings.threshold) for v in result.verdicts] + result.notes
+        self.add_report_section("call", "tunebench gate", "\n".join(report))
+        if result.outcome == "fail":
+            raise ItemFailed("\n".join([f"regression: {result.reason}", *report]))
+
+
+
+class Unavailable(_Item):
+    """Stands for a suite's variant that cannot run here, skipped with the reason."""
+
+    def __init__(self, *, reason: str, **kwargs):
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def runtest(self) -> None:
+        pytest.skip(self.reason)

@@ -1,0 +1,302 @@
+"""The reviewer's report: ``report.md``, a self-contained ``report.html`` and PNG plots, made from
+the record store alone (every task describes its bucket and baseline there).
+
+Per device: a table of tuned against heuristic per (kernel, bucket, dtype), the latest gate
+verdicts, and four figures: the speedup of each task, its time history across commits (gate runs
+and tuning confirmations, regressions marked), tuning convergence (best so far against trial)
+and the distribution of all its trials. ``compare`` adds what changed since a git revision.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import subprocess
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tunebench.buckets import Bucket  # noqa: E402
+from tunebench.lookup import shape_times  # noqa: E402
+from tunebench.records import RecordStore, config_key, stores  # noqa: E402
+from tunebench.summary import config_text  # noqa: E402
+
+
+@dataclass
+class TaskView:
+    """One (kernel, target, dtype, bucket) as the records tell it."""
+
+    kernel: str
+    target: str
+    dtype: str
+    bucket: Bucket
+    source_hash: str
+    objectives: dict[tuple, float]  # config key -> bucket objective, complete configs only
+    baseline_ms: float | None
+    trials: int
+    statuses: dict[str, int]
+    convergence: list[float]  # best objective so far after each complete config, in trial order
+    configs: dict[tuple, dict]  # config key -> the config as recorded, in its params' order
+    checks: list[dict] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel}[{self.bucket.name}-{self.dtype}]"
+
+    @property
+    def best(self) -> tuple[tuple, float] | None:
+        return min(self.objectives.items(), key=lambda kv: kv[1], default=None)
+
+    @property
+    def speedup(self) -> float | None:
+        best = self.best
+        return self.baseline_ms / best[1] if best and self.baseline_ms else None
+
+    @property
+    def last_gate(self) -> dict | None:
+        gates = [c for c in self.checks if c["kind"] == "gate"]
+        return gates[-1] if gates else None
+
+
+def task_views(store: RecordStore) -> list[TaskView]:
+    views = []
+    trials = store.trials()
+    for task in store.tasks():
+        bucket = Bucket.from_description(task["range"])
+        mine = [t for t in trials if t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"]
+                and t["source_hash"] == task["source_hash"] and tuple(t["shape"]) in set(bucket.shapes)]
+        times = shape_times(store, task["kernel"], task["dtype"], bucket, task["source_hash"])
+        objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
+        base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
+                for b in task["baseline"]}
+        statuses: dict[str, int] = defaultdict(int)
+        for t in mine:
+            statuses[t["status"]] += 1
+        views.append(TaskView(
+            task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"], objectives,
+            bucket.objective(base) if base and all(v is not None for v in base.values()) else None,
+            len({config_key(t["config"]) for t in mine}), dict(statuses), _convergence(mine, objectives),
+            {config_key(t["config"]): t["config"] for t in mine},
+            store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
+                         bucket=task["bucket"])))
+    return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
+
+
+def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[float]:
+    """Best objective so far, config after config, in the order their trials were recorded."""
+    order = list(dict.fromkeys(config_key(t["config"]) for t in trials))
+    best, out = math.inf, []
+    for key in order:
+        best = min(best, objectives.get(key, math.inf))
+        out.append(best)
+    return out
+
+
+def _check_ms(check: dict, bucket: Bucket) -> float | None:
+    """The best config's time in a check (bucket objective of its per-shape medians)."""
+    medians = {}
+    for entry in check["shapes"]:
+        samples = entry.get("samples", {}).get("best")
+        if not samples:
+            return None
+        medians[tuple(entry["shape"])] = sorted(samples)[len(samples) // 2]
+    return bucket.objective(medians) if len(medians) == len(bucket.shapes) else None
+
+
+# -- figures ----------------------------------------------------------------------------------
+def _grid(n: int, title: str):
+    cols = min(3, max(n, 1))
+    rows = math.ceil(max(n, 1) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
+    fig.suptitle(title)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, list(axes.flat)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
+    shown = [v for v in views if v.speedup]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(shown) + 1.5))
+    ax.barh([v.label for v in shown], [v.speedup for v in shown],
+            color=["tab:green" if v.speedup >= 1 else "tab:red" for v in shown])
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup of the tuned config over the heuristic (bucket objective)")
+    ax.set_title(f"tuned vs heuristic, {device}")
+    for i, v in enumerate(shown):
+        ax.text(v.speedup, i, f" {v.speedup:.2f}x", va="center")
+    return _save(fig, path)
+
+
+def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
+    fig, axes = _grid(len(views), f"time of the best config across commits, {device}")
+    for ax, v in zip(axes, views):
+        points = [(c, _check_ms(c, v.bucket)) for c in v.checks]
+        points = [(c, ms) for c, ms in points if ms is not None]
+        xs = range(len(points))
+        ax.plot(xs, [ms for _, ms in points], marker="o", color="tab:blue")
+        for x, (c, ms) in zip(xs, points):
+            if c.get("outcome") == "fail":
+                ax.plot(x, ms, marker="X", markersize=12, color="tab:red")
+        ax.set_xticks(list(xs), [f"{(c.get('git_commit') or '?')[:7]}\n{c['kind']}" for c, _ in points],
+                      fontsize=7)
+        ax.set_title(v.label, fontsize=9)
+        ax.set_ylabel("ms")
+    return _save(fig, path)
+
+
+def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
+    fig, axes = _grid(len(views), f"tuning convergence, {device}")
+    for ax, v in zip(axes, views):
+        finite = [ms if math.isfinite(ms) else None for ms in v.convergence]
+        ax.step(range(1, len(finite) + 1), finite, where="post")
+        if v.baseline_ms:
+            ax.axhline(v.baseline_ms, color="tab:orange", linestyle="--", label="heuristic")
+            ax.legend(fontsize=7)
+        ax.set_title(v.label, fontsize=9)
+        ax.set_xlabel("trial (config)")
+        ax.set_ylabel("best so far, ms")
+    return _save(fig, path)
+
+
+def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
+    fig, axes = _grid(len(views), f"all trials of each task, {device}")
+    for ax, v in zip(axes, views):
+        values = sorted(v.objectives.values())
+        if values:
+            ax.hist(values, bins=min(30, max(5, len(values) // 3)), color="tab:gray")
+            ax.axvline(values[0], color="tab:green", label="best")
+        if v.baseline_ms:
+            ax.axvline(v.baseline_ms, color="tab:orange", linestyle="--", label="heuristic")
+        ax.set_title(v.label, fontsize=9)
+        ax.set_xlabel("bucket objective, ms")
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+# -- the documents ----------------------------------------------------------------------------
+def _rows(views: list[TaskView]) -> list[list[str]]:
+    rows = []
+    for v in views:
+        best = v.best
+        gate = v.last_gate
+        rows.append([v.kernel, v.bucket.name, v.dtype, str(v.trials),
+                     f"{best[1]:.4g}" if best else "-", f"{v.baseline_ms:.4g}" if v.baseline_ms else "-",
+                     f"{v.speedup:.2f}x" if v.speedup else "-",
+                     config_text(v.configs[best[0]]) if best else "-",
+                     ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok") or "-",
+                     gate["outcome"] if gate else "-"])
+    return rows
+
+
+HEAD = ["kernel", "bucket", "dtype", "trials", "best ms", "heuristic ms", "speedup", "best config",
+        "other statuses", "last gate"]
+
+
+def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _changes(old: RecordStore, views: list[TaskView]) -> list[list[str]]:
+    before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old)}
+    rows = []
+    for v in views:
+        was = before.get((v.kernel, v.dtype, v.bucket.name))
+        now, then = v.best, was.best if was else None
+        if then is None:
+            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now[1]:.4g}" if now else "-", "new task"])
+            continue
+        if now is None:
+            continue
+        change = now[1] / then[1]
+        what = ("same config" if now[0] == then[0]
+                else f"{config_text(was.configs[then[0]])} -> {config_text(v.configs[now[0]])}")
+        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then[1]:.4g}", f"{now[1]:.4g} ({change:.2f}x)", what])
+    return rows
+
+
+def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
+    """The records file as it was at a git revision, or None where it did not exist."""
+    rel = path.resolve().relative_to(root.resolve())
+    proc = subprocess.run(["git", "show", f"{revision}:{rel.as_posix()}"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="tunebench-report-")) / path.name
+    tmp.write_text(proc.stdout)
+    return RecordStore(tmp)
+
+
+def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
+    """Write report.md, report.html and the PNG figures under ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    found = stores(records)
+    if not found:
+        raise FileNotFoundError(f"no records file under {records}")
+    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True,
+                               text=True).stdout.strip() or records)
+    md, body, written = ["# tunebench report", ""], ["<h1>tunebench report</h1>"], []
+    for store in found:
+        views = task_views(store)
+        device = store.device
+        fp = store.fingerprint or {}
+        md += [f"## {device}", "", f"{fp.get('target', '?')}: {fp.get('name', '?')} "
+               f"({', '.join(f'{k} {v}' for k, v in fp.items() if k not in ('target', 'name'))})", ""]
+        body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(fp.get('name', '?'))}</p>"]
+        rows = _rows(views)
+        md += ["Times are the bucket objective: the weighted geometric mean of the median times on "
+               "the bucket's representative shapes.", "", _markdown_table(HEAD, rows), ""]
+        body += [_html_table(HEAD, rows)]
+        failing = [v for v in views if v.last_gate and v.last_gate["outcome"] == "fail"]
+        if failing:
+            md += ["### Regressions (latest gate run)", ""] + [f"- **{v.label}**: {v.last_gate['reason']}"
+                                                              for v in failing] + [""]
+            body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
+                f"<li><b>{html.escape(v.label)}</b>: {html.escape(v.last_gate['reason'])}</li>"
+                for v in failing] + ["</ul>"]
+        if compare:
+            old = records_at(compare, store.path, root)
+            changes = _changes(old, views) if old else None
+            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now", "config"]
+            md += [f"### Changes since {compare}", ""]
+            body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
+            if changes is None:
+                md += [f"No records for {device} at {compare}.", ""]
+                body += [f"<p>No records for {html.escape(device)} at {html.escape(compare)}.</p>"]
+            else:
+                md += [_markdown_table(head, changes), ""]
+                body += [_html_table(head, changes)]
+        for kind, plot in (("speedup", plot_speedup), ("history", plot_history),
+                           ("convergence", plot_convergence), ("distribution", plot_distribution)):
+            png = plot(views, out / f"{device}-{kind}.png", device)
+            written.append(png)
+            md += [f"![{kind}]({png.name})", ""]
+            data = base64.b64encode(png.read_bytes()).decode()
+            body += [f'<h3>{kind}</h3><img alt="{kind}" src="data:image/png;base64,{data}">']
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.html").write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>tunebench report</title><style>"
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
+        "</style></head><body>" + "\n".join(body) + "</body></html>\n")
+    return [out / "report.md", out / "report.html", *written]
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+            + "</table>")
