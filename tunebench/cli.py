@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 
-from tunebench import compile_check
+from tunebench import compile_check, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
@@ -73,6 +74,17 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        written = report.write(Path(args.records), Path(args.out), compare=args.compare)
+    except FileNotFoundError as e:
+        print(f"tunebench report: {e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunebench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -99,6 +111,12 @@ def parser() -> argparse.ArgumentParser:
                    help="constraint-valid candidates per kernel besides the heuristic (default: 6)")
     c.add_argument("--seed", type=int, default=0)
     c.set_defaults(run=cmd_compile_check)
+
+    r = sub.add_parser("report", help="write report.md, report.html and PNG plots from the records")
+    r.add_argument("--records", default="records", help="record store directory (default: records)")
+    r.add_argument("--out", default="report", help="where to write (default: report)")
+    r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
+    r.set_defaults(run=cmd_report)
     return p
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import REGISTRY, Kernel
-from tunebench.records import RecordStore, config_key, device_id
+from tunebench.records import RecordStore, config_key, device_id, stores
 
 
 @dataclass
@@ -136,3 +136,22 @@ def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, sou
             times[config_key(doc["config"])][shape] = doc["stats"]["median"]
     return times
 
+
+
+def related_results(directory: str | Path, kernel: str, target: str, dtype: str, source_hash: str,
+                    skip: tuple[str, str]) -> list[tuple[dict, float]]:
+    """Warm-start data: every config recorded for the same kernel, target, dtype and source on
+    other buckets or devices under ``directory``, as (config, objective / that task's best).
+    ``skip`` is the (device, bucket) being tuned."""
+    found = []
+    for store in stores(directory):
+        for task in store.tasks(kernel=kernel, target=target, dtype=dtype):
+            if (store.device, task["bucket"]) == skip:
+                continue
+            bucket = Bucket.from_description(task["range"])
+            times = shape_times(store, kernel, dtype, bucket, source_hash)
+            ranked = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
+            if ranked:
+                best = min(ranked.values())
+                found += [(dict(k), v / best) for k, v in ranked.items()]
+    return found

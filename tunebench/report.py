@@ -154,6 +154,9 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
                 ax.plot(x, ms, marker="X", markersize=12, color="tab:red")
         ax.set_xticks(list(xs), [f"{(c.get('git_commit') or '?')[:7]}\n{c['kind']}" for c, _ in points],
                       fontsize=7)
+        if not points:
+            ax.text(0.5, 0.5, "no confirmation or gate run recorded", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8)
         ax.set_title(v.label, fontsize=9)
         ax.set_ylabel("ms")
     return _save(fig, path)

@@ -20,6 +20,7 @@ from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.gate import GateSettings, confirm, latest_confirmation
 from tunebench.kernel import Kernel, Variant
+from tunebench.lookup import related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore
 from tunebench.stats import median_ci, spread, summarize
@@ -159,7 +160,7 @@ class Task:
         self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
-        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng)
+        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm())
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
@@ -187,6 +188,14 @@ class Task:
             return
         confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket, best,
                 GateSettings(), t.commit)
+
+    def _warm(self) -> list[tuple[tuple, float]]:
+        """Results of this kernel on other buckets and devices, for the strategy to start from."""
+        t = self.tuner
+        space = self.variant.space
+        related = related_results(t.store.path.parent, self.kernel.name, t.target, self.dtype,
+                                  self.variant.source_hash, (t.store.device, self.bucket.name))
+        return [(space.key(c), score) for c, score in related if space.contains(c)]
 
     def _progress_line(self) -> str:
         trials = self.tuner.budget.trials

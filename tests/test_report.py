@@ -1,0 +1,52 @@
+"""tunebench report on records made by a real tune and gate: the three outputs and --compare."""
+
+import base64
+import re
+import subprocess
+
+from tests.test_gate import GATE
+from tests.test_plugin import TUNE
+from tunebench.cli import main
+
+
+def git(root, *args):
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project, pytester, capsys):
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    pytester.runpytest("suites", *GATE).assert_outcomes(passed=2)
+    capsys.readouterr()
+    out = root / "report"
+    assert main(["report", "--records", str(root / "records"), "--out", str(out)]) == 0
+    written = capsys.readouterr().out.split()
+    pngs = sorted(p.rsplit("-", 1)[-1] for p in written if p.endswith(".png"))
+    assert pngs == ["convergence.png", "distribution.png", "history.png", "speedup.png"]
+    md = (out / "report.md").read_text()
+    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x \| vec:\S+ unroll:\S+ mode:0 \| "
+                     r"[^|]* \| pass \|", md), md
+    assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
+    page = (out / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    assert "<td>axpb</td>" in page and "src=\"http" not in page  # one self-contained file
+
+
+def test_report_compare_shows_what_changed_since_a_revision(project, pytester, capsys):
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1").assert_outcomes(passed=4, skipped=8, deselected=2)
+    git(root, "init", "-q")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "records")
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "HEAD"]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert "### Changes since HEAD" in md
+    assert re.search(r"\| axpb \| small \| float32 \| [\d.]+ \| [\d.]+ \([\d.]+x\) \| ", md), md
+
+
+def test_report_without_records_is_a_clear_error(tmp_path, capsys):
+    assert main(["report", "--records", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert "no records file under" in capsys.readouterr().err
