@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from tunebench import Bucket, Buckets, Kernel, Space, Variant, pow2
+from reduction_family import cpu_space, cuda_variant, normalisation_buckets
+from tunebench import Kernel, Variant
 
 EPS = 1e-5
 
@@ -28,19 +29,14 @@ def heuristic(shape):
 
 layernorm = Kernel(
     "layernorm",
-    buckets=Buckets("SR", [
-        Bucket("few_rows", S=(1, 15), R=(1, None), shapes=[(4, 65536)]),
-        Bucket("wide", S=(16, None), R=(2049, None), shapes=[(256, 8192)]),
-        Bucket("narrow", S=(16, None), R=(1, 2048), shapes=[(4096, 512), (2048, 1024)], weight=2),
-    ]),
+    buckets=normalisation_buckets("cpu"),
     args=args, reference=reference, outputs=["y"],
     bytes=lambda shape, dtype: (2 * shape[0] * shape[1] + 2 * shape[1]) * np.dtype(dtype).itemsize,
-    tolerance={"float32": (1e-4, 1e-4)},
-    cpu=Variant(
-        source="kernels/layernorm.c", entry="layernorm", heuristic=heuristic,
-        space=Space(
-            {"vec": pow2(1, 16), "unroll": pow2(1, 8), "chunk": pow2(1, 16), "two_pass": [0, 1]},
-            constraints=[lambda vec, unroll: vec * unroll <= 64],
-        ),
-    ),
+    # float16: the output's rounding is at most 2**-11 (4.9e-4) of |y|, the float arithmetic
+    # adds ~1e-6; twice that margin, and atol for the values near zero
+    tolerance={"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3)},
+    cpu=Variant(source="kernels/layernorm.c", entry="layernorm", heuristic=heuristic,
+                space=cpu_space(two_pass=[0, 1])),
+    cuda=cuda_variant("kernels/layernorm.cu", "layernorm", normalisation_buckets("cuda"),
+                      dtypes=("float32", "float16")),
 )

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from tunebench import Bucket, Buckets, Kernel, Space, Variant, pow2
+from reduction_family import cpu_space, cuda_variant
+from tunebench import Bucket, Buckets, Kernel, Variant, pow2
 
 
 def args(shape, dtype, rng):
@@ -33,9 +34,17 @@ row_reduce = Kernel(
     tolerance={"float32": (2e-4, 1e-3)},
     cpu=Variant(
         source="kernels/row_reduce.c", entry="row_reduce", heuristic=heuristic,
-        space=Space(
-            {"vec": pow2(1, 16), "unroll": pow2(1, 8), "chunk": pow2(1, 16), "r_split": pow2(1, 8)},
-            constraints=[lambda vec, unroll: vec * unroll <= 64],
-        ),
+        space=cpu_space(r_split=pow2(1, 8)),
+    ),
+    cuda=cuda_variant(
+        "kernels/row_reduce.cu", "row_reduce",
+        # the largest shapes move 512 MB a call, enough for DRAM bandwidth on an H100 or H200;
+        # few_rows keeps at most 7 blocks busy (one per row): latency more than bandwidth
+        Buckets("SR", [
+            Bucket("few_rows", S=(1, 7), R=(1, None), shapes=[(4, 1048576)]),
+            Bucket("long_rows", S=(8, None), R=(4097, None), shapes=[(8192, 16384), (1024, 32768)]),
+            Bucket("short_rows", S=(8, None), R=(1, 4096), shapes=[(262144, 512), (32768, 4096)],
+                   weight=2),
+        ]),
     ),
 )

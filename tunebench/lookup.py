@@ -44,8 +44,8 @@ class Choice:
 
 
 def load_suites(directory: str | Path) -> list[Kernel]:
-    """Import every ``test_*.py`` under ``directory`` (its kernels register themselves) and
-    return the kernels they declare at module level."""
+    """Import every ``test_*.py`` under ``directory`` as pytest would (its folder first on the
+    import path, for the helpers beside it) and return the kernels they declare at module level."""
     kernels = []
     for path in sorted(Path(directory).glob("**/test_*.py")):
         name = f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
@@ -53,11 +53,14 @@ def load_suites(directory: str | Path) -> list[Kernel]:
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
+            sys.path.insert(0, str(path.parent))
             try:
                 spec.loader.exec_module(module)
             except Exception as e:  # noqa: BLE001 - any error in a suite is reported with its file
                 del sys.modules[name]
                 raise ImportError(f"{path}: {type(e).__name__}: {e}") from e
+            finally:
+                sys.path.remove(str(path.parent))
         kernels += [v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)]
     return list(dict.fromkeys(kernels))
 

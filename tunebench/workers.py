@@ -65,7 +65,7 @@ def _serve(conn, target: str) -> None:
         conn.send(("failed", f"cannot start the {target} target: {type(e).__name__}: {e}"))
         return
     conn.send(("ready", None))
-    expected: dict[tuple, Any] = {}
+    prepared: dict[tuple, Any] = {}  # the latest shape's arguments and reference
     while True:
         try:
             job: TrialJob | CompareJob = conn.recv()
@@ -73,7 +73,7 @@ def _serve(conn, target: str) -> None:
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            conn.send(("result", run(backend, job, expected, conn)))
+            conn.send(("result", run(backend, job, prepared, conn)))
         except (KernelError, WorkerError) as e:
             conn.send(("error", str(e)))
         except Exception as e:  # noqa: BLE001 - a failure inside the candidate's run, e.g. a CUDA error
@@ -81,21 +81,24 @@ def _serve(conn, target: str) -> None:
             os._exit(70)  # its context may be spoilt: the parent starts a fresh worker
 
 
-def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, expected: dict):
-    """The kernel, its variant, fresh arguments for the shape and the reference outputs."""
+def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: dict):
+    """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
+    once per shape (random inputs of a large shape take seconds); each runner gets its own copy
+    of the inputs and fresh outputs."""
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
-    args = kernel.build_args(shape, dtype)
     key = (kernel_name, shape, dtype)
-    if key not in expected:
-        expected.clear()  # one shape's reference at a time: they can be large
-        expected[key] = kernel.expected(args)
-    return kernel, kernel.variant(backend.name), args, expected[key]
+    if key not in cache:
+        cache.clear()  # one shape at a time: they can be large
+        args = kernel.build_args(shape, dtype)
+        cache[key] = (args, kernel.expected(args))
+    args, reference = cache[key]
+    return kernel, kernel.variant(backend.name), args, reference
 
 
-def _trial(backend, job: TrialJob, expected: dict, conn) -> dict:
-    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, expected)
+def _trial(backend, job: TrialJob, prepared: dict, conn) -> dict:
+    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
     except CompileError as e:
@@ -114,10 +117,10 @@ def _trial(backend, job: TrialJob, expected: dict, conn) -> dict:
             "warmup_calls": m.warmup_calls, "measure_s": m.seconds, "conditions": backend.conditions()}
 
 
-def _compare(backend, job: CompareJob, expected: dict, conn) -> dict:
+def _compare(backend, job: CompareJob, prepared: dict, conn) -> dict:
     """Every arm built, loaded and verified, then sampled interleaved; the first arm that fails
     is the result (its status, error and label)."""
-    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, expected)
+    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     builds = {}
     for label, config, text in job.arms:
         arm_variant = dataclasses.replace(variant, text=text) if text is not None else variant
@@ -130,8 +133,7 @@ def _compare(backend, job: CompareJob, expected: dict, conn) -> dict:
     try:
         for label, (arm_variant, config, build) in builds.items():
             try:
-                runners[label] = backend.load(build, kernel, arm_variant, config, job.shape,
-                                              kernel.build_args(job.shape, job.dtype))
+                runners[label] = backend.load(build, kernel, arm_variant, config, job.shape, args)
             except ResourceError as e:
                 return {"status": "pruned_resources", "arm": label, "error": str(e)}
             failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])

@@ -79,8 +79,10 @@ class CpuRunner(Runner):
         self._guarded = [np.empty(args[n].nbytes + 2 * GUARD_BYTES, np.uint8) for n in kernel.outputs]
         self._outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
                          for g, n in zip(self._guarded, kernel.outputs)]
-        self._args = {**args, **dict(zip(kernel.outputs, self._outputs))}
-        self._pristine = {n: args[n].copy() for n in kernel.inplace}
+        # inputs copied: arguments are shared between runners, and a kernel may scribble on them
+        self._args = {n: v.copy() if isinstance(v, np.ndarray) else v for n, v in args.items()}
+        self._args.update(zip(kernel.outputs, self._outputs))
+        self._pristine = {n: args[n] for n in kernel.inplace}
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
                        else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 

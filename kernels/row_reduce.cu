@@ -1,0 +1,131 @@
+/* Row reduction on the GPU: out[s] = sum over r of x[s, r], for an S x R row-major matrix
+ * ("SR" layout).
+ *
+ * Params, prepended as #defines by tunebench (the knobs of CINN's reduce schedule):
+ *   warp_num           warps per block: a block has warp_num * 32 threads
+ *   tree_reduce_num    threads that cooperate on one row (a power of two, 32 .. block size);
+ *                      a block holds warp_num * 32 / tree_reduce_num such row groups
+ *   spatial_inner_num  rows each row group reduces, their loads interleaved for more bytes in
+ *                      flight; rows per block = groups * spatial_inner_num
+ *   vec                elements per vector load (8 floats are two 16-byte loads); used when
+ *                      R % vec == 0 and x is aligned to it, else elements load one at a time
+ * TB_DTYPE is the element type; sums accumulate in float.
+ * Launch: ceil(S / rows per block) blocks of warp_num * 32 threads, no dynamic shared memory.
+ */
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+typedef TB_DTYPE real;
+
+constexpr int kThreads = warp_num * 32;
+constexpr int kTree = tree_reduce_num;
+constexpr int kRows = spatial_inner_num;               // rows per row group
+constexpr int kRowsPerBlock = kThreads / kTree * kRows;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerGroup = kTree / 32;
+constexpr int kUnroll = (4 + kRows - 1) / kRows;       // vectors per row in flight per iteration
+static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
+              "tree_reduce_num must be a multiple of 32 that divides warp_num * 32");
+
+/* V consecutive elements, aligned so that the load is one (or two) vector instructions */
+template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
+
+__device__ __forceinline__ float to_float(float a) { return a; }
+__device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
+__device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
+__device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+/* Sums v[i] over the kTree threads of each row group. Lane 0 of each warp publishes its warp's
+ * sum; each warp then reads its group's kWarpsPerGroup sums from consecutive words (no bank
+ * conflicts). red must not be written again before every thread has passed this call. */
+__device__ __forceinline__ void group_sum(float (&v)[kRows], float (*red)[kWarps])
+{
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) v[i] = warp_sum(v[i]);
+    if constexpr (kWarpsPerGroup > 1) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int first = warp / kWarpsPerGroup * kWarpsPerGroup;  // the group's first warp
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) red[i][warp] = v[i];
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+            v[i] = warp_sum(lane < kWarpsPerGroup ? red[i][first + lane] : 0.0f);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ float pack_sum(const Pack<V> &p)
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; ++j) s += to_float(p.v[j]);
+    return s;
+}
+
+/* The rows of one block, row0 onwards, read V elements at a time (R % V == 0). */
+template <int V>
+__device__ __forceinline__ void reduce_rows(const real *__restrict__ x, real *__restrict__ out,
+                                            int S, int R, long long row0, float (*red)[kWarps])
+{
+    const int group = threadIdx.x / kTree, lane = threadIdx.x % kTree;
+    const int packs = R / V;
+    const Pack<V> *rows[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+        // rows past S read row S - 1 (so loads need no predicate); their sums are dropped
+        const long long row = min(row0 + group * kRows + i, (long long)S - 1);
+        rows[i] = reinterpret_cast<const Pack<V> *>(x + row * R);
+    }
+    float acc[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) acc[i] = 0.0f;
+
+    int p = lane;
+    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
+        Pack<V> v[kUnroll][kRows];  // every load issued before the first add
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) v[u][i] = rows[i][p + u * kTree];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) acc[i] += pack_sum<V>(v[u][i]);
+    }
+    for (; p < packs; p += kTree)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) acc[i] += pack_sum<V>(rows[i][p]);
+
+    group_sum(acc, red);
+    if (lane == 0)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            const long long row = row0 + group * kRows + i;
+            if (row < S) store_float(out + row, acc[i]);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+row_reduce(const real *__restrict__ x, real *__restrict__ out, int S, int R)
+{
+    __shared__ float red[kRows][kWarps];
+    const bool vectorised = vec > 1 && R % vec == 0 && (uintptr_t)x % alignof(Pack<vec>) == 0;
+    const long long blocks = ((long long)S + kRowsPerBlock - 1) / kRowsPerBlock;
+    // one iteration per block for any grid the launch gives; the loop only guards a smaller grid
+    for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+        if (vectorised)
+            reduce_rows<vec>(x, out, S, R, b * kRowsPerBlock, red);
+        else
+            reduce_rows<1>(x, out, S, R, b * kRowsPerBlock, red);
+        if constexpr (kWarpsPerGroup > 1) __syncthreads();  // red is written again next round
+    }
+}

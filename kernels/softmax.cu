@@ -1,0 +1,240 @@
+/* Softmax over R on the GPU, for an S x R row-major matrix ("SR" layout):
+ *   y[s, r] = exp(x[s, r] - max_s) / sum over r of exp(x[s, r] - max_s)
+ *
+ * Params, prepended as #defines by tunebench (the knobs of CINN's reduce schedule):
+ *   warp_num           warps per block: a block has warp_num * 32 threads
+ *   tree_reduce_num    threads that cooperate on one row (a power of two, 32 .. block size);
+ *                      a block holds warp_num * 32 / tree_reduce_num such row groups
+ *   spatial_inner_num  rows each row group handles, their loads interleaved;
+ *                      rows per block = groups * spatial_inner_num
+ *   vec                elements per vector load/store (8 floats are two 16-byte accesses); used
+ *                      when R % vec == 0 and x, y are aligned to it, else one element at a time
+ * TB_DTYPE is the element type; the arithmetic is float.
+ *
+ * A row whose share per thread fits the register cache (kCacheFloats floats a thread) is read
+ * once: max, sum of exps, scaled write from registers. A longer row is read twice: max and sum
+ * in one pass (the sum rescaled whenever the max grows), then the writing pass, whose re-read
+ * mostly hits L2.
+ * Launch: ceil(S / rows per block) blocks of warp_num * 32 threads, no dynamic shared memory.
+ */
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+typedef TB_DTYPE real;
+
+constexpr int kThreads = warp_num * 32;
+constexpr int kTree = tree_reduce_num;
+constexpr int kRows = spatial_inner_num;               // rows per row group
+constexpr int kRowsPerBlock = kThreads / kTree * kRows;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerGroup = kTree / 32;
+constexpr int kUnroll = (4 + kRows - 1) / kRows;       // vectors per row in flight per iteration
+// floats of a row a thread may keep in registers: an eighth of what __launch_bounds__ leaves it
+// (8 in a 1024-thread block), at most 32; more spills or costs the occupancy of the other path
+constexpr int kCacheFloats = 65536 / kThreads / 8 < 32 ? 65536 / kThreads / 8 : 32;
+constexpr float kLog2e = 1.4426950408889634f;
+static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
+              "tree_reduce_num must be a multiple of 32 that divides warp_num * 32");
+
+/* V consecutive elements, aligned so that an access is one (or two) vector instructions */
+template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
+
+__device__ __forceinline__ float to_float(float a) { return a; }
+__device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
+__device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
+__device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
+
+/* e^(x - m) as 2^(x log2e - m log2e): one FMA and one MUFU.EX2 */
+__device__ __forceinline__ float exp_shifted(float x, float m_log2e)
+{
+    return exp2f(fmaf(x, kLog2e, -m_log2e));
+}
+
+struct Sum { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+
+/* Reduces v[i] over the kTree threads of each row group; every thread gets the result. Lane 0
+ * of each warp publishes its warp's value; each warp then reads its group's kWarpsPerGroup values
+ * from consecutive words (no bank conflicts). red must not be written again before every thread
+ * has passed this call, so successive reductions use different red arrays. */
+template <int N, class Op>
+__device__ __forceinline__ void group_reduce(float (&v)[N], float (*red)[kWarps], Op op, float identity)
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2)
+            v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], offset));
+    if constexpr (kWarpsPerGroup > 1) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int first = warp / kWarpsPerGroup * kWarpsPerGroup;  // the group's first warp
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < N; ++i) red[i][warp] = v[i];
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            float w = lane < kWarpsPerGroup ? red[i][first + lane] : identity;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2)
+                w = op(w, __shfl_xor_sync(0xffffffffu, w, offset));
+            v[i] = w;
+        }
+    }
+}
+
+/* The rows of one block, row0 onwards, accessed V elements at a time (R % V == 0). kCached:
+ * whether rows that fit may be kept in registers (the scalar fallback of a vec > 1 config does
+ * not: a second cached copy of the code would raise the register count of the whole kernel). */
+template <int V, bool kCached>
+__device__ __forceinline__ void softmax_rows(const real *__restrict__ x, real *__restrict__ y,
+                                             int S, int R, long long row0,
+                                             float (*red_max)[kWarps], float (*red_sum)[kWarps])
+{
+    const int group = threadIdx.x / kTree, lane = threadIdx.x % kTree;
+    const int packs = R / V;
+    const float neg_inf = -__int_as_float(0x7f800000);
+    const Pack<V> *in[kRows];
+    Pack<V> *out[kRows];
+    bool valid[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+        // rows past S work on row S - 1 (so loads need no predicate) and store nothing
+        const long long row = row0 + group * kRows + i;
+        const long long safe = min(row, (long long)S - 1);
+        in[i] = reinterpret_cast<const Pack<V> *>(x + safe * R);
+        out[i] = reinterpret_cast<Pack<V> *>(y + safe * R);
+        valid[i] = row < S;
+    }
+    float m[kRows], s[kRows];
+
+    constexpr int kCache = kCached ? kCacheFloats / (V * kRows) : 0;  // packs per row kept in registers
+    if constexpr (kCache > 0) if (packs <= kCache * kTree) {
+        float c[kRows][kCache][V];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) m[i] = neg_inf;
+#pragma unroll
+        for (int k = 0; k < kCache; ++k)
+            if (lane + k * kTree < packs)
+#pragma unroll
+                for (int i = 0; i < kRows; ++i) {
+                    const Pack<V> v = in[i][lane + k * kTree];
+#pragma unroll
+                    for (int j = 0; j < V; ++j) {
+                        c[i][k][j] = to_float(v.v[j]);
+                        m[i] = fmaxf(m[i], c[i][k][j]);
+                    }
+                }
+        group_reduce(m, red_max, Max(), neg_inf);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            s[i] = 0.0f;
+            const float m_log2e = m[i] * kLog2e;
+#pragma unroll
+            for (int k = 0; k < kCache; ++k)
+                if (lane + k * kTree < packs)
+#pragma unroll
+                    for (int j = 0; j < V; ++j) {
+                        c[i][k][j] = exp_shifted(c[i][k][j], m_log2e);
+                        s[i] += c[i][k][j];
+                    }
+        }
+        group_reduce(s, red_sum, Sum(), 0.0f);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            const float inv = 1.0f / s[i];
+            if (valid[i])
+#pragma unroll
+                for (int k = 0; k < kCache; ++k)
+                    if (lane + k * kTree < packs) {
+                        Pack<V> o;
+#pragma unroll
+                        for (int j = 0; j < V; ++j) store_float(&o.v[j], c[i][k][j] * inv);
+                        out[i][lane + k * kTree] = o;
+                    }
+        }
+        return;
+    }
+
+    // online max and sum in one read: when the max grows, the sum so far is rescaled
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) { m[i] = neg_inf; s[i] = 0.0f; }
+    auto update = [&](int i, const Pack<V> &v) {
+        float pm = to_float(v.v[0]);
+#pragma unroll
+        for (int j = 1; j < V; ++j) pm = fmaxf(pm, to_float(v.v[j]));
+        const float nm = fmaxf(m[i], pm), nm_log2e = nm * kLog2e;
+        float add = 0.0f;
+#pragma unroll
+        for (int j = 0; j < V; ++j) add += exp_shifted(to_float(v.v[j]), nm_log2e);
+        s[i] = s[i] * exp2f((m[i] - nm) * kLog2e) + add;  // m = -inf at first: 0 * 0
+        m[i] = nm;
+    };
+    int p = lane;
+    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
+        Pack<V> v[kUnroll][kRows];  // every load issued before the first use
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) update(i, v[u][i]);
+    }
+    for (; p < packs; p += kTree)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) update(i, in[i][p]);
+
+    float row_max[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) row_max[i] = m[i];
+    group_reduce(row_max, red_max, Max(), neg_inf);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)  // a thread without elements has m = -inf, s = 0: 0
+        s[i] *= exp2f((m[i] - row_max[i]) * kLog2e);
+    group_reduce(s, red_sum, Sum(), 0.0f);
+
+    float inv[kRows], m_log2e[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) { inv[i] = 1.0f / s[i]; m_log2e[i] = row_max[i] * kLog2e; }
+    auto write = [&](int i, const Pack<V> &v, int at) {
+        Pack<V> o;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+            store_float(&o.v[j], exp_shifted(to_float(v.v[j]), m_log2e[i]) * inv[i]);
+        if (valid[i]) out[i][at] = o;
+    };
+    p = lane;
+    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
+        Pack<V> v[kUnroll][kRows];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) write(i, v[u][i], p + u * kTree);
+    }
+    for (; p < packs; p += kTree)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) write(i, in[i][p], p);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+softmax(const real *__restrict__ x, real *__restrict__ y, int S, int R)
+{
+    __shared__ float red_max[kRows][kWarps], red_sum[kRows][kWarps];
+    const bool vectorised = vec > 1 && R % vec == 0 && (uintptr_t)x % alignof(Pack<vec>) == 0 &&
+                            (uintptr_t)y % alignof(Pack<vec>) == 0;
+    const long long blocks = ((long long)S + kRowsPerBlock - 1) / kRowsPerBlock;
+    // one iteration per block for any grid the launch gives; the loop only guards a smaller grid
+    for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+        if (vectorised)
+            softmax_rows<vec, true>(x, y, S, R, b * kRowsPerBlock, red_max, red_sum);
+        else
+            softmax_rows<1, vec == 1>(x, y, S, R, b * kRowsPerBlock, red_max, red_sum);
+        if constexpr (kWarpsPerGroup > 1) __syncthreads();  // red_* are written again next round
+    }
+}
