@@ -12,6 +12,8 @@ from tunebench import compile_check, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
+from tunebench.replay import BUDGETS, Replay, convergence, simulate
+from tunebench.strategies import get as get_strategy
 from tunebench.summary import config_text
 
 
@@ -85,6 +87,39 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    get_strategy(args.strategy)  # an unknown name fails before the file is read
+    select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
+    replay = Replay(args.file)
+    recording = replay.recording(**select)
+    traces = [simulate(args.file, args.strategy, args.budget, seed, **select) for seed in range(args.seeds)]
+    summary = convergence(traces, args.budget)
+    if args.json:
+        print(json.dumps({
+            "file": str(args.file), "device": replay.fingerprint["name"], "kernel": recording.kernel,
+            "dtype": recording.dtype, "bucket": recording.bucket.name, "candidates": len(recording.candidates),
+            "optimum_ms": recording.optimum, "strategy": args.strategy, "budget": args.budget,
+            "seeds": args.seeds, "runs": [{"seed": seed, "fractions": [round(f, 6) for f in trace]}
+                                          for seed, trace in enumerate(traces)],
+            "summary": summary}))
+        return 0
+    print(f"{args.file}: {recording.label()} on {replay.fingerprint['name']}, "
+          f"{len(recording.candidates)} candidates, optimum {recording.optimum:.4g} ms")
+    print(f"strategy {args.strategy}, budget {args.budget} trials, seeds 0..{args.seeds - 1}")
+    at = ", ".join(f"{f:.3f} after {b} trials" for b, f in summary["fraction_at"].items())
+    print(f"median fraction of the optimum: {at or f'(budget below {BUDGETS[0]} trials)'}")
+    for target, t in summary["trials_to"].items():
+        median = "not reached by half the seeds" if t["median"] is None else f"median {t['median']:g} trials"
+        print(f"to {target} of the optimum: {median} ({t['reached']} of {args.seeds} seeds reached it)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunebench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -117,6 +152,18 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)
+
+    rp = sub.add_parser("replay", help="run a strategy on a recorded tuning space (a Kernel Tuner cache "
+                                       "or a tunebench records file) over several seeds")
+    rp.add_argument("file", help="a Kernel Tuner cache file or a tunebench records file")
+    rp.add_argument("--strategy", default="bayes", help="search strategy (default: bayes)")
+    rp.add_argument("--budget", type=_positive, default=200, metavar="N", help="trials per seed (default: 200)")
+    rp.add_argument("--seeds", type=_positive, default=25, metavar="K", help="seeds 0..K-1 (default: 25)")
+    rp.add_argument("--kernel", help="a records file's task: its kernel")
+    rp.add_argument("--dtype", help="a records file's task: its dtype")
+    rp.add_argument("--bucket", help="a records file's task: its bucket")
+    rp.add_argument("--json", action="store_true", help="print one JSON object, every seed's trace included")
+    rp.set_defaults(run=cmd_replay)
     return p
 
 

@@ -7,6 +7,7 @@ yields a :class:`Trial` per (dtype, bucket, candidate) plus one for the baseline
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tunebench.buckets import Bucket
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.records import RecordsError, RecordStore
+from tunebench.replay import Replay, ReplayError
 from tunebench.session import Task, git_state
 from tunebench.space import SpaceError
 from tunebench.workers import Workers
@@ -26,12 +28,32 @@ GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: 
 GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
 UNAVAILABLE = pytest.StashKey[dict]()  # target -> why it cannot run here
 SEEN = pytest.StashKey[dict]()  # kernel name -> Kernel, to collect each suite once
+REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel Tuner cache
+
+
+def _replaying(config: pytest.Config, path: str):
+    """``--tune-target replay:PATH``: trials answered from a recorded space. A Kernel Tuner
+    cache is a suite of its own (target "replay"); a tunebench records file replays the suites
+    that recorded it, on their recorded target. Records go to a fresh folder unless --records."""
+    try:
+        replay = Replay(path, seed=config.getoption("tune_seed"))
+        try:
+            config.stash[REPLAYED] = replay.kernel()
+            target = "replay"
+        except ReplayError:
+            target = RecordStore(path).fingerprint["target"]
+    except (ReplayError, RecordsError) as e:
+        raise pytest.UsageError(f"--tune-target replay:{path}: {e}") from None
+    records = config.getoption("records") or tempfile.mkdtemp(prefix="tunebench-replay-")
+    return target, replay.fingerprint, RecordStore.for_device(records, replay.fingerprint), replay
 
 
 def measuring(config: pytest.Config):
     """(target, fingerprint, record store, workers) for this run, or None (with the reason in
     UNAVAILABLE) when the requested target cannot run here."""
     requested = config.getoption("tune_target")
+    if requested.startswith("replay:"):
+        return _replaying(config, requested.split(":", 1)[1])
     target, why_not_cuda = resolve(requested)
     if requested == "cuda":
         ok, why_not_cuda = cuda_status()

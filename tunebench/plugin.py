@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tunebench.backends import TARGETS
-from tunebench.items import GATE, GATE_RESULTS, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
+from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
 from tunebench.kernel import Kernel
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordsError
@@ -37,13 +37,20 @@ def _positive(kind):
     return parse
 
 
+def _target(text: str) -> str:
+    if text in TARGETS or (text.startswith("replay:") and len(text) > len("replay:")):
+        return text
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(TARGETS)} or replay:PATH, got {text!r}")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tunebench", "tunebench: kernel auto-tuning")
     group.addoption("--tune", action="store_true",
                     help="tune every suite: measure candidate configs and record every trial")
-    group.addoption("--tune-target", default="auto", choices=TARGETS,
+    group.addoption("--tune-target", default="auto", type=_target, metavar="{auto,cpu,cuda,replay:PATH}",
                     help="where kernels run: auto (cuda where a usable GPU is present, else cpu), "
-                         "cpu or cuda (default: auto)")
+                         "cpu, cuda, or replay:PATH (answers from a Kernel Tuner cache or a "
+                         "tunebench records file instead of hardware) (default: auto)")
     group.addoption("--tune-strategy", default="random", metavar="NAME",
                     help=f"search strategy: {', '.join(STRATEGIES)} (default: random)")
     group.addoption("--tune-trials", type=_positive(int), default=None, metavar="N",
@@ -81,6 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[GATE_RESULTS] = []
     config.stash[UNAVAILABLE] = {}
     config.stash[SEEN] = {}
+    config.stash[REPLAYED] = None
     if config.getoption("tune"):
         strategy = config.getoption("tune_strategy")
         if strategy not in STRATEGIES:
@@ -147,7 +155,11 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m, so every constraint violation is counted
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                   items: list[pytest.Item]) -> None:
+    replayed = config.stash[REPLAYED]
+    if replayed is not None:  # a replayed Kernel Tuner cache has no test module: a suite of the session
+        items[:0] = Suite.from_parent(session, name=replayed.name, kernel=replayed).collect()
     invalid = [i for i in items if isinstance(i, Trial) and not i.valid]
     if invalid:
         items[:] = [i for i in items if not (isinstance(i, Trial) and not i.valid)]

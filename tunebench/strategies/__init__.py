@@ -10,6 +10,9 @@ from tunebench.strategies.base import Strategy
 MODULES = {
     "brute_force": "tunebench.strategies.brute_force",
     "random": "tunebench.strategies.random_sampling",
+    "annealing": "tunebench.strategies.annealing",
+    "genetic": "tunebench.strategies.genetic",
+    "bayes": "tunebench.strategies.bayes",
 }
 
 

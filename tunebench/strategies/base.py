@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from tunebench.space import Space
 
 
@@ -31,12 +33,31 @@ class Strategy(ABC):
         self.rng = rng
         self.warm = list(warm)
 
+    def warm_first(self) -> list[tuple]:
+        """The warm configs that are candidates here, each once, best score first: where a
+        strategy may begin."""
+        best: dict[tuple, float] = {}
+        valid = set(self.candidates)
+        for key, score in self.warm:
+            key = tuple(key)
+            if key in valid and score < best.get(key, float("inf")):
+                best[key] = score
+        return sorted(best, key=best.get)
+
     @abstractmethod
     def ask(self) -> tuple | None:
         """The next candidate to measure, or None when the strategy has nothing more to try."""
 
     def tell(self, key: tuple, objective: float | None) -> None:  # noqa: B027 - optional hook
         """The result of a candidate that :meth:`ask` returned."""
+
+
+def positions(space: Space, keys: Sequence[tuple]) -> np.ndarray:
+    """Keys as the positions of their values in each param's value list (an int matrix, one
+    row per key): the coordinates of neighbourhoods, crossover and models, whatever the values."""
+    index = [{v: i for i, v in enumerate(space.values[n])} for n in space.names]
+    return np.array([[ix[v] for ix, v in zip(index, key)] for key in keys], dtype=np.int64).reshape(
+        len(keys), len(index))
 
 
 def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, trials: int | None = None,

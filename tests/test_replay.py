@@ -1,0 +1,242 @@
+"""The replay target on real recorded spaces (../shared/replay) and on records a test writes."""
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tunebench.buckets import Bucket
+from tunebench.cli import main
+from tunebench.measure import MeasureSettings
+from tunebench.records import RecordStore
+from tunebench.replay import Replay, ReplayError, convergence, simulate
+from tunebench.session import Budget, Tuner
+from tunebench.workers import CompareJob, TrialJob
+
+REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
+PNPOLY = REPLAY / "pnpoly_RTX_3090.json"
+CONVOLUTION = REPLAY / "convolution_RTX_3090.json"
+FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
+
+
+def job(config, shape, kernel="convolution_kernel", dtype="float32"):
+    return TrialJob(kernel, config, tuple(shape), dtype, MeasureSettings())
+
+
+def cache_entry(params, time, **extra):
+    return {**params, "time": time, "compile_time": 120.0, "verification_time": 0, "benchmark_time": 30.0, **extra}
+
+
+def kernel_tuner_cache(path, entries, closed=True):
+    """A small Kernel Tuner cache, written the way Kernel Tuner writes one."""
+    header = {"device_name": "Test GPU", "kernel_name": "vector-add", "problem_size": [1024],
+              "tune_params_keys": ["block", "tile"], "tune_params": {"block": [32, 64, 128], "tile": [1, 2]},
+              "objective": "time", "cache": {}}
+    text = json.dumps(header)[:-2]  # open: Kernel Tuner appends every entry, then closes the file
+    for params, time in entries:
+        text += "\n" + json.dumps({f"{params['block']},{params['tile']}": cache_entry(params, time)})[1:-1] + ","
+    path.write_text(text[:-1] + "}\n}" if closed else text)
+    return path
+
+
+def test_a_kernel_tuner_space_is_its_tune_params_less_the_configs_it_lacks():
+    for path, params, product, candidates in ((PNPOLY, 4, 4092, 4092), (CONVOLUTION, 8, 16896, 6768)):
+        replay = Replay(path)
+        recording = replay.recording()
+        assert len(recording.space.names) == params and recording.space.size == product
+        assert len(recording.candidates) == candidates
+        assert replay.fingerprint == {"target": "replay", "name": "NVIDIA GeForce RTX 3090", "file": path.name}
+        data = json.loads(path.read_text())
+        best = min(statistics.median(e["times"]) for e in data["cache"].values() if not isinstance(e["time"], str))
+        assert recording.optimum == pytest.approx(best)
+
+
+def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
+    path = kernel_tuner_cache(tmp_path / "cache.json", [
+        ({"block": 32, "tile": 1}, 1.5), ({"block": 32, "tile": 2}, "InvalidConfig"),
+        ({"block": 64, "tile": 1}, "CompilationFailedConfig"), ({"block": 64, "tile": 2}, "RuntimeFailedConfig"),
+        ({"block": 128, "tile": 1}, "SomethingElse")])
+    replay = Replay(path)
+    answers = {(b, t): replay.trial(job({"block": b, "tile": t}, (1024,), kernel="vector_add"))
+               for b, t in ((32, 1), (32, 2), (64, 1), (64, 2), (128, 1), (128, 2))}
+    assert {k: a["status"] for k, a in answers.items()} == {
+        (32, 1): "ok", (32, 2): "pruned_resources", (64, 1): "compile_error", (64, 2): "crashed",
+        (128, 1): "crashed", (128, 2): "pruned_resources"}
+    assert answers[(128, 1)]["error"] == "SomethingElse"
+    assert "not in the recorded space" in answers[(128, 2)]["error"]
+    assert answers[(32, 1)]["samples"] == [1.5]  # an entry without 'times' replays its time
+    assert replay.recording().candidates == [(32, 1), (32, 2), (64, 1), (64, 2), (128, 1)]
+
+
+def test_a_cache_left_open_by_kernel_tuner_is_read_as_kernel_tuner_reads_it(tmp_path):
+    path = kernel_tuner_cache(tmp_path / "open.json", [({"block": 32, "tile": 1}, 1.5)], closed=False)
+    assert Replay(path).recording().candidates == [(32, 1)]
+
+
+def test_a_replayed_trial_draws_from_the_recorded_runs_and_costs_the_recorded_time():
+    data = json.loads(CONVOLUTION.read_text())
+    entry = next(e for e in data["cache"].values() if not isinstance(e["time"], str))
+    config = {n: entry[n] for n in data["tune_params_keys"]}
+    replay = Replay(CONVOLUTION, seed=3)
+    answer = replay.trial(job(config, (4096, 4096)))
+    assert set(answer) == {"status", "error", "max_error", "samples", "compile_time_s", "warmup_calls",
+                           "measure_s", "conditions", "cost_s"}
+    assert answer["status"] == "ok" and len(answer["samples"]) == len(entry["times"])
+    assert set(answer["samples"]) <= set(entry["times"])
+    assert answer["cost_s"] == pytest.approx((entry["compile_time"] + entry["benchmark_time"]) / 1e3)
+    assert answer["compile_time_s"] == pytest.approx(entry["compile_time"] / 1e3)
+    assert replay.trial(job(config, (4096, 4096)))["samples"] == answer["samples"]  # one seed, one run
+    draws = {tuple(Replay(CONVOLUTION, seed=s).trial(job(config, (4096, 4096)))["samples"]) for s in range(5)}
+    assert len(draws) > 1
+
+
+def test_a_kernel_tuner_cache_is_a_suite_of_its_own():
+    kernel = Replay(CONVOLUTION).kernel()
+    assert kernel.name == "convolution_kernel" and list(kernel.variants) == ["replay"]
+    (bucket,) = kernel.buckets
+    assert bucket.name == "recorded" and bucket.shapes == [(4096, 4096)] and list(bucket.ranges) == ["N0", "N1"]
+    variant = kernel.variant("replay")
+    valid, invalid = variant.space.enumerate()
+    assert (len(valid), len(invalid)) == (6768, 16896 - 6768)
+    first = json.loads(CONVOLUTION.read_text())["cache"]["2,32,15,15,0,1,1,0"]  # the first entry that ran
+    assert variant.baseline((4096, 4096)) == {n: first[n] for n in variant.space.names}
+    with pytest.raises(Exception, match="never run"):
+        kernel.build_args((4096, 4096), "float32")
+
+
+def records_file(tmp_path):
+    """Two buckets of a kernel tuned on this 'device', one config recorded under two sources."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    buckets = [Bucket("small", N=(1, 99), shapes=[(10,), (50,)]), Bucket("large", N=(100, None), shapes=[(1000,)])]
+    for bucket in buckets:
+        store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": bucket.name, "dims": ["N"],
+                        "range": bucket.describe(), "source_hash": "new", "baseline": []})
+    for vec in (1, 2, 4, 8):
+        for unroll in (1, 2):
+            for bucket in buckets:
+                for shape in bucket.shapes:
+                    ms = shape[0] / (vec * unroll) * (1.5 if bucket.name == "large" and vec == 8 else 1)
+                    failed = vec == 8 and unroll == 2
+                    store.add({"kernel": "k", "source_hash": "new", "bucket": bucket.name, "shape": list(shape),
+                               "dtype": "float32", "config": {"vec": vec, "unroll": unroll},
+                               "status": "compile_error" if failed else "ok", "error": None, "max_error": None,
+                               "samples": [] if failed else [ms, ms * 1.1, ms * 0.95], "compile_time_s": 0.2,
+                               "measure_s": 0.01, "device": store.device, "timestamp": "2026-01-02T00:00:00+00:00"})
+    store.add({"kernel": "k", "source_hash": "old", "bucket": "large", "shape": [1000], "dtype": "float32",
+               "config": {"vec": 1, "unroll": 1}, "status": "ok", "samples": [0.001], "compile_time_s": 0.2,
+               "measure_s": 0.01, "device": store.device, "timestamp": "2025-01-01T00:00:00+00:00"})
+    return store.path
+
+
+def test_a_records_file_replays_one_task_per_kernel_dtype_and_bucket(tmp_path):
+    path = records_file(tmp_path)
+    replay = Replay(path)
+    assert replay.fingerprint["name"] == "Test CPU 9000"
+    with pytest.raises(ReplayError, match="2 recorded tasks match.*bucket=large.*bucket=small"):
+        replay.recording(kernel="k")
+    small = replay.recording(bucket="small")
+    assert small.space.names == ("vec", "unroll") and len(small.candidates) == 8
+    assert small.objectives[(8, 1)] == pytest.approx((10 / 8 * 50 / 8) ** 0.5)  # geometric mean of the shapes
+    assert small.objectives[(8, 2)] is None
+    large = replay.recording(bucket="large")
+    assert large.objectives[(1, 1)] == pytest.approx(1000)  # the newer trial, not the old source's
+    assert large.optimum == pytest.approx(1000 / 4 / 2)
+    trace = simulate(path, "bayes", 8, seed=1, bucket="small")
+    assert len(trace) == 8 and trace[-1] == pytest.approx(1.0)
+    answer = replay.trial(job({"vec": 2, "unroll": 2}, (50,), kernel="k"))
+    assert answer["status"] == "ok" and set(answer["samples"]) <= {12.5, 12.5 * 1.1, 12.5 * 0.95}
+    with pytest.raises(ReplayError, match="records file replays the suites"):
+        replay.kernel()
+
+
+def test_simulate_reports_the_fraction_of_the_optimum_after_each_trial():
+    trace = simulate(PNPOLY, "brute_force", 30, seed=0)
+    assert len(trace) == 30 and all(0 < f <= 1 for f in trace)
+    assert trace == simulate(PNPOLY, "brute_force", 30, seed=0)
+
+
+def test_convergence_summarises_seeds_with_medians():
+    traces = [[0.5, 0.96, 0.99] + [1.0] * 17, [0.2] * 10 + [0.97] * 10, [0.1] * 20]
+    summary = convergence(traces, 20)
+    assert summary["fraction_at"] == {"20": pytest.approx(0.97)}
+    assert summary["trials_to"]["0.95"] == {"median": 11, "reached": 2}
+    assert summary["trials_to"]["0.99"] == {"median": None, "reached": 1}
+
+
+def test_the_replay_command_prints_every_seed_and_the_summary(capsys):
+    assert main(["replay", str(PNPOLY), "--strategy", "random", "--budget", "60", "--seeds", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["seed"] for r in out["runs"]] == [0, 1, 2] and all(len(r["fractions"]) == 60 for r in out["runs"])
+    assert set(out["summary"]["fraction_at"]) == {"20", "50"}
+    assert set(out["summary"]["trials_to"]) == {"0.95", "0.99"}
+    assert {"median", "reached"} == set(out["summary"]["trials_to"]["0.95"])
+    assert out["candidates"] == 4092 and out["strategy"] == "random" and out["kernel"] == "cn_pnpoly"
+
+
+def test_the_replay_command_names_the_file_or_the_strategy_it_cannot_use(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    for path, message in ((tmp_path / "missing.json", "cannot read"), (tmp_path / "bad.json", "not JSON"),
+                          (tmp_path / "other.json", "neither a Kernel Tuner cache")):
+        assert main(["replay", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert str(path) in err and message in err
+    assert main(["replay", str(PNPOLY), "--strategy", "hill_climbing"]) == 2
+    assert "unknown strategy 'hill_climbing'" in capsys.readouterr().err
+
+
+def test_interleaved_comparisons_draw_rounds_of_each_recorded_config():
+    data = json.loads(CONVOLUTION.read_text())
+    ran = [e for e in data["cache"].values() if not isinstance(e["time"], str)][:2]
+    configs = [{n: e[n] for n in data["tune_params_keys"]} for e in ran]
+    replay = Replay(CONVOLUTION)
+    arms = (("best", configs[0], None), ("baseline", configs[1], None))
+    answer = replay.trial(CompareJob("convolution_kernel", (4096, 4096), "float32", arms, 7, MeasureSettings()))
+    assert answer["status"] == "ok" and set(answer["samples"]) == {"best", "baseline"}
+    for entry, label in zip(ran, ("best", "baseline")):
+        assert len(answer["samples"][label]) == 7 and set(answer["samples"][label]) <= set(entry["times"])
+    missing = (("best", configs[0], None), ("baseline", {**configs[1], "block_size_x": 1}, None))
+    answer = replay.trial(CompareJob("convolution_kernel", (4096, 4096), "float32", missing, 7, MeasureSettings()))
+    assert answer["status"] == "pruned_resources" and answer["arm"] == "baseline"
+
+
+def test_a_tuning_session_runs_on_a_replayed_space_in_place_of_the_device(tmp_path):
+    replay = Replay(PNPOLY, seed=0)
+    kernel = replay.kernel()
+    variant = kernel.variant("replay")
+    store = RecordStore.for_device(tmp_path, replay.fingerprint)
+    tuner = Tuner("replay", replay.fingerprint, store, replay, strategy="bayes", budget=Budget(trials=25),
+                  root=tmp_path)
+    (bucket,) = kernel.buckets
+    task = tuner.task(kernel, variant, "float32", bucket)
+    task.candidates = variant.space.enumerate()[0]
+    task.run()
+    assert task.stop_reason == "budget of 25 trials spent" and len(task.outcomes) == 25
+    row = task.summary_row()
+    assert row["speedup"] > 1 and row["best_ms"] < 1.1 * Replay(PNPOLY).recording().optimum
+    assert {t["status"] for t in store.trials()} <= {"ok", "crashed"}
+    assert len(store.source(variant.source_hash)) < 200  # the record keys the file, it does not hold it
+
+
+def test_the_plugin_tunes_a_kernel_tuner_cache_as_a_suite_of_its_own(pytester):
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{REPLAY / 'pnpoly_RTX_3090.json'}",
+                                "--tune-strategy", "bayes", "--tune-trials", "10", "-p", "no:cacheprovider", "-q")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 11  # 10 candidates and the baseline
+    result.stdout.fnmatch_lines(["*tunebench: replay NVIDIA GeForce RTX 3090, records in *tunebench-replay-*",
+                                 "cn_pnpoly*recorded*float32*10*", "*builds: 0 compiled*"])
+    assert not (pytester.path / "records").exists()  # a replay never writes into the project's records
+
+
+def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(project, pytester):
+    from tests.test_plugin import TUNE
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force").assert_outcomes(passed=12, deselected=2)
+    (recorded,) = (root / "records").glob("*.json")
+    again = pytester.runpytest("suites", "--tune", "--tune-target", f"replay:{recorded}", "--tune-strategy",
+                               "brute_force", "--records", str(root / "replayed"), "-p", "no:cacheprovider")
+    again.assert_outcomes(passed=12, deselected=2)
+    again.stdout.fnmatch_lines(["*axpb*small*float32*5*5*1*0*", "*builds: 0 compiled*"])
+    (replayed,) = (root / "replayed").glob("replay-*.json")
+    assert len(RecordStore(replayed).trials()) == 15  # every trial answered from the records

@@ -1,0 +1,105 @@
+"""Every strategy: budgets, seeds, termination, constraints and warm start, on replayed GPU spaces
+(../shared/replay), on small spaces, and end to end on the CPU target."""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.test_plugin import TUNE
+from tunebench.replay import Replay, simulate
+from tunebench.space import Space
+from tunebench.strategies import MODULES, get
+from tunebench.strategies.base import search
+
+REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
+FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
+STRATEGIES = list(MODULES)
+SEEDED = [s for s in STRATEGIES if s != "brute_force"]  # brute force has one order, whatever the seed
+
+
+def asked(strategy, recording, seed, trials, warm=()):
+    """The candidates a strategy asks for on a recording, in order, told the recorded objectives."""
+    keys = []
+
+    def evaluate(key):
+        keys.append(key)
+        return recording.objectives[key]
+
+    chosen = get(strategy)(recording.space, recording.candidates, random.Random(seed), warm=warm)
+    search(chosen, evaluate, trials=trials)
+    return keys
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split("_")[0])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_strategy_on_a_replayed_space_keeps_its_budget_and_its_seed(strategy, path):
+    recording = Replay(path).recording()
+    first = asked(strategy, recording, 0, 40)
+    assert len(first) == len(set(first)) == 40
+    assert set(first) <= set(recording.candidates)
+    assert asked(strategy, recording, 0, 40) == first
+    if strategy in SEEDED:
+        assert asked(strategy, recording, 1, 40) != first
+    trace = simulate(path, strategy, 40, seed=0)
+    assert len(trace) == 40 and trace == simulate(path, strategy, 40, seed=0)
+    assert all(0 <= f <= 1 for f in trace)
+
+
+#: A constrained space in which crossing two valid configs often gives an invalid one.
+SMALL = Space({"a": [1, 2, 4, 8], "b": [1, 2, 4, 8], "c": ["x", "y"]},
+              constraints=[lambda a, b: a * b in (4, 8), lambda c, a: c == "x" or a > 1])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_ends_once_the_whole_space_is_measured(strategy):
+    valid, _ = SMALL.enumerate()
+    keys = []
+
+    def evaluate(key):
+        keys.append(key)
+        return None if key[0] == 8 else float(key[0] + key[1])  # failures inform, never stop
+
+    reason = search(get(strategy)(SMALL, valid, random.Random(0)), evaluate)
+    assert sorted(keys) == sorted(valid) and len(keys) == len(set(keys))
+    assert reason == f"strategy {strategy} has no candidate left"
+
+
+def test_genetic_breeds_only_valid_configs():
+    recording = Replay(FILES[1]).recording()  # 6768 of the 16896 configs of the product were recorded
+    keys = asked("genetic", recording, 0, 300)
+    assert all(recording.space.is_valid(k) for k in keys)
+    strategy = get("genetic")(SMALL, SMALL.enumerate()[0], random.Random(0))
+    for _ in range(200):
+        a, b = strategy.rng.randrange(len(strategy.candidates)), strategy.rng.randrange(len(strategy.candidates))
+        for child in (strategy._cross(a, b), strategy._mutate(a, force=True)):
+            assert SMALL.is_valid(strategy.candidates[child])
+
+
+@pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes"])
+def test_warm_start_measures_the_best_warm_config_first(strategy):
+    recording = Replay(FILES[0]).recording()
+    ranked = sorted((k for k, t in recording.objectives.items() if t), key=recording.objectives.get)
+    warm = [(ranked[500], 1.3), (ranked[10], 1.01), (("no", "such", "config", 0), 0.5), (ranked[2000], 2.0)]
+    keys = asked(strategy, recording, 0, 5, warm=warm)
+    assert keys[0] == ranked[10]
+    cold = [simulate(FILES[0], strategy, 10, seed) for seed in range(3)]
+    warm_traces = [simulate(FILES[0], strategy, 10, seed, warm=warm) for seed in range(3)]
+    assert all(w[0] >= 0.95 for w in warm_traces) and min(c[0] for c in cold) < 0.95
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_strategy_tunes_real_cpu_kernels_and_repeats_its_choices_for_a_seed(strategy, project, pytester):
+    """The second run reads the first one's measurements from the records: with the same seed
+    and the same results, every strategy asks for the same candidates, so it measures none."""
+    project()
+    chosen = []
+    for run in ("first", "second"):
+        result = pytester.runpytest("suites", *TUNE, "--tune-strategy", strategy, "--tune-trials", "4",
+                                    "--tune-seed", "7", "-k", "small", "-v")
+        result.assert_outcomes(passed=4 + 1, skipped=1, deselected=1 + 7)
+        chosen.append(sorted(re.findall(r"small-float32\[(\S+)\] PASSED", result.stdout.str())))
+    assert len(chosen[0]) == 4 + 1 and "baseline" in chosen[0]
+    assert chosen[0] == chosen[1]
+    assert re.search(r"axpb\s+small\s+float32\s+4\s+0\s", result.stdout.str()), "the second run measured anew"

@@ -1,0 +1,403 @@
+"""The replay target: trials answered from a recorded tuning space instead of the device.
+
+A recorded space is a Kernel Tuner cache file (a space brute-forced with Kernel Tuner; format in
+``../shared/replay/README.md``) or a tunebench records file. Replaying one costs no device
+time, so strategies can be compared on real spaces over many seeds (:func:`simulate`,
+``tunebench replay``), and a tuning run can be tested end to end without the device
+(``--tune-target replay:PATH``, which runs :class:`Replay` in place of the worker processes).
+
+A replayed trial draws its samples with replacement from the recorded runs, as many as were
+recorded, seeded from the config, the shape and the replay's seed: the noise of the device is
+replayed too, and one seed replays one run. Its cost is the recorded compile and benchmark time,
+so a ``--tune-time`` budget spends what the device spent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from tunebench.buckets import Bucket, Buckets
+from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.records import RecordsError, RecordStore, config_key
+from tunebench.space import Space
+from tunebench.strategies import get as get_strategy
+from tunebench.strategies.base import search
+from tunebench.workers import CompareJob, TrialJob
+
+#: Kernel Tuner's failure markers (the string in place of a time) and the status each becomes.
+KERNEL_TUNER_FAILURES = {
+    "InvalidConfig": "pruned_resources",
+    "CompilationFailedConfig": "compile_error",
+    "RuntimeFailedConfig": "crashed",
+}
+#: Kernel Tuner caches do not record the element type; both shipped ones time float32 kernels.
+KERNEL_TUNER_DTYPE = "float32"
+#: The one bucket of a Kernel Tuner cache, over its ``problem_size``.
+KERNEL_TUNER_BUCKET = "recorded"
+
+
+class ReplayError(ValueError):
+    """A recorded space that cannot be replayed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded trial, a config on one shape, as the device answered it."""
+
+    status: str
+    samples: tuple[float, ...]  # ms per run, as recorded; empty where nothing ran to the end
+    compile_time_s: float
+    measure_s: float
+    error: str | None = None
+    max_error: float | None = None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One replayable task: a kernel's recorded configs on the shapes of one bucket.
+
+    ``space`` holds the recorded values of each param and a constraint that only recorded
+    configs are valid; ``runs`` maps each key (see :mod:`tunebench.space`) to its run per shape.
+    """
+
+    kernel: str
+    dtype: str
+    bucket: Bucket
+    space: Space = field(repr=False)
+    runs: dict[tuple, dict[tuple, Run]] = field(repr=False)
+
+    @cached_property
+    def candidates(self) -> list[tuple]:
+        """Every config recorded on every shape of the bucket, in the space's order."""
+        return self.space.enumerate()[0]
+
+    @cached_property
+    def objectives(self) -> dict[tuple, float | None]:
+        """Each candidate's bucket objective from its recorded medians; None unless it ran."""
+        return {k: None if any(r.status != "ok" or not r.samples for r in self.runs[k].values()) else
+                self.bucket.objective({s: statistics.median(r.samples) for s, r in self.runs[k].items()})
+                for k in self.candidates}
+
+    @cached_property
+    def optimum(self) -> float | None:
+        """The best recorded objective; None when no config ran."""
+        return min((t for t in self.objectives.values() if t is not None), default=None)
+
+    def scores(self) -> list[tuple[tuple, float]]:
+        """(key, objective / the best objective) of every config that ran: warm-start data."""
+        return [(k, t / self.optimum) for k, t in self.objectives.items() if t is not None]
+
+    def label(self) -> str:
+        return f"kernel={self.kernel} dtype={self.dtype} bucket={self.bucket.name}"
+
+
+def _space(names: list[str], values: Mapping[str, list], recorded: set[tuple]) -> Space:
+    """The space of the recorded values; a config absent from the recording is not in it."""
+    def recorded_config(config):
+        return tuple(config[n] for n in names) in recorded
+    return Space({n: values[n] for n in names}, constraints=[recorded_config])
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
+    """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
+    time = doc.get("time")
+    compile_s = (doc.get("compile_time") or 0) / 1e3
+    measure_s = (doc.get("benchmark_time") or 0) / 1e3
+    if _number(time):
+        samples = doc.get("times") or [time]
+        if not all(_number(t) for t in samples):
+            raise ReplayError(f"{path}: cache entry {key!r} has a non-numeric run in 'times'")
+        return Run("ok", tuple(samples), compile_s, measure_s)
+    if isinstance(time, str) and time in KERNEL_TUNER_FAILURES:
+        return Run(KERNEL_TUNER_FAILURES[time], (), compile_s, measure_s, error=f"Kernel Tuner: {time}")
+    return Run("crashed", (), compile_s, measure_s, error=str(time))
+
+
+def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
+    """A Kernel Tuner cache: one recording over ``tune_params`` and one shape, its
+    ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable")."""
+    params = data["tune_params"]
+    names = list(data.get("tune_params_keys") or params)
+    if not isinstance(params, Mapping) or set(names) != set(params) or not isinstance(data["cache"], Mapping):
+        raise ReplayError(f"{path}: 'tune_params', 'tune_params_keys' and 'cache' do not agree")
+    size = data.get("problem_size")
+    size = list(size) if isinstance(size, (list, tuple)) else [size]
+    shape = tuple(size) if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in size) else ()
+    runs: dict[tuple, dict[tuple, Run]] = {}
+    for cache_key, doc in data["cache"].items():
+        try:
+            key = tuple(_hashable(doc[n]) for n in names)
+        except (KeyError, TypeError):
+            raise ReplayError(f"{path}: cache entry {cache_key!r} lacks a tunable param") from None
+        runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
+    if not runs:
+        raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
+    bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"N{i}": (v, v) for i, v in enumerate(shape)})
+    values = {n: [_hashable(v) for v in params[n]] for n in names}
+    name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
+    name = name if name.isidentifier() else f"kernel_{name}"
+    return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(names, values, set(runs)), runs)]
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _records(path: Path) -> list[Recording]:
+    """A tunebench records file: one recording per (kernel, dtype, bucket) it holds trials of.
+
+    A bucket's shapes come from its ``tasks`` description (else from the trials that name it);
+    of a config and shape recorded under several source hashes, the most recent trial counts.
+    """
+    try:
+        store = RecordStore(path)
+    except RecordsError as e:
+        raise ReplayError(str(e)) from None
+    latest: dict[tuple, dict] = {}
+    for doc in store.trials():
+        ident = (doc["kernel"], doc["dtype"], tuple(doc["shape"]), config_key(doc["config"]))
+        if ident not in latest or (doc.get("timestamp") or "") >= (latest[ident].get("timestamp") or ""):
+            latest[ident] = doc
+    tasks: dict[tuple, Bucket] = {}
+    for doc in store.tasks():
+        tasks[(doc["kernel"], doc["dtype"], doc["range"]["name"])] = Bucket.from_description(doc["range"])
+    for doc in latest.values():
+        ident = (doc["kernel"], doc["dtype"], doc.get("bucket"))
+        if ident not in tasks and doc.get("bucket"):
+            shapes = sorted({tuple(d["shape"]) for d in latest.values()
+                             if (d["kernel"], d["dtype"], d.get("bucket")) == ident})
+            tasks[ident] = Bucket(doc["bucket"], shapes=shapes)
+    recordings = []
+    for (kernel, dtype, _), bucket in sorted(tasks.items()):
+        docs = [d for d in latest.values() if d["kernel"] == kernel and d["dtype"] == dtype
+                and tuple(d["shape"]) in bucket.shapes]
+        if not docs:
+            continue
+        newest = max(docs, key=lambda d: d.get("timestamp") or "")
+        names = list(newest["config"])
+        runs: dict[tuple, dict[tuple, Run]] = {}
+        for d in docs:
+            if set(d["config"]) == set(names):  # configs of an older space are left out
+                key = tuple(_hashable(d["config"][n]) for n in names)
+                runs.setdefault(key, {})[tuple(d["shape"])] = Run(
+                    d["status"], tuple(d.get("samples") or ()), d.get("compile_time_s") or 0.0,
+                    d.get("measure_s") or 0.0, d.get("error"), d.get("max_error"))
+        complete = {k for k, r in runs.items() if len(r) == len(bucket.shapes)}
+        values = {n: _ordered({k[i] for k in runs}) for i, n in enumerate(names)}
+        recordings.append(Recording(kernel, dtype, bucket, _space(names, values, complete), runs))
+    if not recordings:
+        raise ReplayError(f"{path}: the records file holds no trial")
+    return recordings
+
+
+def _ordered(values: set) -> list:
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
+def _json(path: Path) -> object:
+    """The file's JSON; a Kernel Tuner cache left open by an interrupted run is closed first,
+    as Kernel Tuner itself reads it (its entries are appended, each followed by a comma)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReplayError(f"{path}: cannot read the recorded space ({e})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        error = e
+    text = text.strip().removesuffix(",")
+    try:
+        return json.loads(text + "}\n}")
+    except json.JSONDecodeError:
+        raise ReplayError(f"{path}: not JSON ({error})") from None
+
+
+@lru_cache(maxsize=8)
+def _load(path: Path, stamp: tuple[int, int]) -> tuple[str, tuple[Recording, ...]]:
+    """(device name, recordings) of a file; cached by path, mtime and size for repeated seeds."""
+    data = _json(path)
+    if isinstance(data, dict) and "cache" in data and "tune_params" in data:
+        return str(data.get("device_name") or "unknown"), tuple(_kernel_tuner(path, data))
+    if isinstance(data, dict) and ("trials" in data or "device" in data):
+        device = next(iter(data.get("device", {}).values()), {}).get("name") or path.stem
+        return str(device), tuple(_records(path))
+    raise ReplayError(f"{path}: neither a Kernel Tuner cache file ('cache' and 'tune_params') nor "
+                      f"a tunebench records file ('trials' and 'device' tables)")
+
+
+def load(path: str | Path) -> tuple[str, tuple[Recording, ...]]:
+    """The recorded device's name and every replayable task of a Kernel Tuner cache or a
+    tunebench records file (told apart by their keys)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ReplayError(f"{path}: cannot read the recorded space ({e.strerror})") from None
+    return _load(path.resolve(), (st.st_mtime_ns, st.st_size))
+
+
+class Replay:
+    """Answers trials from a recorded space, as :class:`~tunebench.workers.Workers` answers them
+    from the device; ``seed`` picks the replayed run."""
+
+    compiled = reused = 0  # builds, as Workers counts them: a replay builds nothing
+
+    def __init__(self, path: str | Path, seed: int = 0):
+        self.path = Path(path)
+        self.seed = seed
+        self._compare_rng = random.Random(f"{seed}:compare")
+        device, self.recordings = load(self.path)
+        self.fingerprint = {"target": "replay", "name": device, "file": self.path.name}
+        self._runs = {(r.kernel, r.dtype, shape, config_key(r.space.config(key))): run
+                      for r in self.recordings for key, shapes in r.runs.items() for shape, run in shapes.items()}
+
+    def recording(self, kernel: str | None = None, dtype: str | None = None,
+                  bucket: str | None = None) -> Recording:
+        """The one recording that matches; an error names the choices when several do."""
+        found = [r for r in self.recordings if kernel in (None, r.kernel) and dtype in (None, r.dtype)
+                 and bucket in (None, r.bucket.name)]
+        if len(found) == 1:
+            return found[0]
+        choices = "; ".join(r.label() for r in self.recordings)
+        if not found:
+            raise ReplayError(f"{self.path}: no recorded task matches; it holds: {choices}")
+        raise ReplayError(f"{self.path}: {len(found)} recorded tasks match, pick one with kernel=, "
+                          f"dtype= and bucket=; it holds: {choices}")
+
+    def draw(self, kernel: str, dtype: str, shape: tuple, config: Mapping, run: Run) -> list[float]:
+        """Samples drawn with replacement from a run's recorded ones, as many as were recorded."""
+        rng = random.Random(f"{self.seed}:{kernel}:{dtype}:{tuple(shape)}:{config_key(config)}")
+        return rng.choices(run.samples, k=len(run.samples)) if run.samples else []
+
+    def trial(self, job: TrialJob | CompareJob) -> dict:
+        """What :meth:`Workers.trial <tunebench.workers.Workers.trial>` returns for this job."""
+        if isinstance(job, CompareJob):
+            return self._compare(job)
+        run = self._runs.get((job.kernel, job.dtype, tuple(job.shape), config_key(job.config)))
+        if run is None:
+            return {"status": "pruned_resources", "error": self._unrecorded(), "max_error": None, "samples": [],
+                    "compile_time_s": None, "warmup_calls": 0, "measure_s": 0.0, "conditions": {}, "cost_s": 0.0}
+        return {"status": run.status, "error": run.error, "max_error": run.max_error,
+                "samples": self.draw(job.kernel, job.dtype, job.shape, job.config, run),
+                "compile_time_s": run.compile_time_s, "warmup_calls": 0, "measure_s": run.measure_s,
+                "conditions": {}, "cost_s": run.compile_time_s + run.measure_s}
+
+    def _compare(self, job: CompareJob) -> dict:
+        """Interleaved rounds of several configs: ``rounds`` samples of each, drawn from its
+        recorded runs (a recorded template text of an arm is not replayed: the config is)."""
+        samples, cost = {}, 0.0
+        for label, config, _ in job.arms:
+            run = self._runs.get((job.kernel, job.dtype, tuple(job.shape), config_key(config)))
+            if run is None or run.status != "ok" or not run.samples:
+                return {"status": run.status if run else "pruned_resources", "arm": label,
+                        "error": run.error if run else self._unrecorded(), "cost_s": cost}
+            samples[label] = self._compare_rng.choices(run.samples, k=job.rounds)
+            cost += run.compile_time_s + sum(samples[label]) / 1e3
+        return {"status": "ok", "samples": samples, "conditions": {}, "cost_s": cost}
+
+    def _unrecorded(self) -> str:
+        return f"not in the recorded space of {self.path.name}"
+
+    def kernel(self) -> Kernel:
+        """A Kernel Tuner cache as a suite: its kernel, one bucket ``recorded`` over dims
+        N0..Nk-1 holding ``problem_size``, and a variant registered under the target ``replay``
+        whose space is the recorded one and whose baseline is the first config that ran. Its
+        template is one line naming the file and its digest: what a record's source hash keys."""
+        recording = self.recordings[0]
+        if len(self.recordings) > 1 or recording.bucket.name != KERNEL_TUNER_BUCKET:
+            raise ReplayError(f"{self.path}: a records file replays the suites that recorded it; "
+                              f"only a Kernel Tuner cache is a suite of its own")
+        first = next((k for k in recording.runs if recording.objectives.get(k) is not None), None)
+        if first is None:
+            raise ReplayError(f"{self.path}: no recorded config ran, so there is no baseline")
+        baseline = recording.space.config(first)
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        variant = Variant(source=self.path.resolve(), entry=recording.kernel, space=recording.space,
+                          heuristic=lambda shape: baseline, dtypes=(recording.dtype,),
+                          text=f"// replayed from {self.path.name}, sha256 {digest}\n")  # the source's identity
+        kernel = Kernel(recording.kernel, buckets=Buckets(list(recording.bucket.ranges), [recording.bucket]),
+                        args=_not_run, reference=_not_run, outputs=["out"], cuda=variant)
+        kernel.variants = {"replay": kernel.variants["cuda"]}  # Kernel() takes only cpu= and cuda=
+        return kernel
+
+    def close(self) -> None:
+        """Nothing to release: the interface of :class:`~tunebench.workers.Workers`."""
+
+
+def _not_run(*args, **kwargs):
+    """The arguments and reference of a replayed kernel: a replayed trial never runs it."""
+    raise KernelError("a replayed kernel is never run: its trials are answered from the recording")
+
+
+def simulate(path: str | Path, strategy: str, budget: int, seed: int = 0,
+             warm: Sequence[tuple[tuple, float]] = (), **select) -> list[float]:
+    """A strategy's search on a replayed space: after each trial, the fraction of the optimum
+    reached, ``optimum / recorded objective of the incumbent`` (0.0 until a config has run).
+
+    A candidate is evaluated on freshly drawn samples (their median), as a tuning run would
+    see it; the incumbent is the candidate measured fastest so far, judged by its recorded
+    objective. ``warm`` is handed to the strategy; ``select`` (kernel=, dtype=, bucket=) picks
+    a task of a records file.
+    """
+    replay = Replay(path, seed=seed)
+    recording = replay.recording(**select)
+    recorded, optimum = recording.objectives, recording.optimum
+    if optimum is None:
+        raise ReplayError(f"{replay.path}: no recorded config of {recording.label()} ran")
+    chosen = get_strategy(strategy)(recording.space, recording.candidates, random.Random(seed), warm=warm)
+    trace: list[float] = []
+    best = [math.inf, 0.0]  # the incumbent's measured objective and its fraction of the optimum
+
+    def evaluate(key: tuple) -> float | None:
+        measured = None
+        if recorded[key] is not None:
+            config = recording.space.config(key)
+            measured = recording.bucket.objective({
+                shape: statistics.median(replay.draw(recording.kernel, recording.dtype, shape, config, run))
+                for shape, run in recording.runs[key].items()})
+            if measured < best[0]:
+                best[:] = [measured, optimum / recorded[key]]
+        trace.append(best[1])
+        return measured
+
+    search(chosen, evaluate, trials=budget)
+    return trace
+
+
+#: Budgets at which ``tunebench replay`` reports the median fraction of the optimum reached.
+BUDGETS = (20, 50, 100, 200)
+#: Fractions of the optimum whose median number of trials to reach ``tunebench replay`` reports.
+TARGETS = (0.95, 0.99)
+
+
+def convergence(traces: list[list[float]], budget: int) -> dict:
+    """The summary of several seeds' traces (see :func:`simulate`): the median fraction of the
+    optimum after each budget in :data:`BUDGETS` up to ``budget``, and for each target the
+    median number of trials to reach it (a seed that never did counts as never; None when
+    half of them never did) with how many seeds reached it. A trace shorter than the budget (the
+    strategy ran out of candidates) keeps its last fraction."""
+    at = {str(b): statistics.median(t[min(b, len(t)) - 1] if t else 0.0 for t in traces)
+          for b in BUDGETS if b <= budget}
+    trials_to = {}
+    for target in TARGETS:
+        reached = [next((n for n, f in enumerate(t, 1) if f >= target), math.inf) for t in traces]
+        median = statistics.median(reached)
+        trials_to[str(target)] = {"median": None if median == math.inf else median,
+                                  "reached": sum(n < math.inf for n in reached)}
+    return {"fraction_at": at, "trials_to": trials_to}
