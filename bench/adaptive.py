@@ -18,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tunebench.lookup import load_suites, shape_times
+from tunebench.records import RecordStore
 
-from tunebench.lookup import load_suites, shape_times  # noqa: E402
-from tunebench.records import RecordStore  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def tune(records: Path, *extra: str) -> float:
@@ -81,7 +80,8 @@ on the same shape; 1 s cap per trial).
 
 | | fixed 30 repeats | adaptive |
 |---|---|---|
-| measurement time (warm-up and sampling, summed over trials) | {measure['fixed']:.1f} s | {measure['adaptive']:.1f} s ({share:.0%}) |
+| measurement time (warm-up and sampling, summed over trials) | {measure['fixed']:.1f} s \
+| {measure['adaptive']:.1f} s ({share:.0%}) |
 | samples taken | {samples['fixed']:,} | {samples['adaptive']:,} |
 | trials stopped early | - | {early:,} |
 | wall time of the whole run (compiling, verifying, pytest) | {runs['fixed'][1]:.0f} s | {runs['adaptive'][1]:.0f} s |

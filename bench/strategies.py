@@ -16,9 +16,9 @@ also replayed cold and warm, warm data being the same kernel's other buckets in 
 
 Writes docs/strategies.md (the tables, the commands, the machine) and
 docs/strategies-convergence.png (median best-so-far fraction against trials, a panel per file).
-Kernel Tuner is a benchmark-only dependency (``pip install kernel_tuner``), never a runtime one.
+Kernel Tuner is a benchmark-only dependency (the ``bench`` extra), never a runtime one.
 
-    .venv/bin/pip install kernel_tuner
+    .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/strategies.py                       # ~20 minutes on 2 cores
     .venv/bin/python bench/strategies.py --warm records/cpu-amd-epyc-2t-b42c66.json
 """
@@ -36,7 +36,6 @@ import math
 import platform
 import random
 import statistics
-import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -44,11 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from tunebench.replay import BUDGETS, TARGETS, Replay, convergence, simulate
 from tunebench.strategies import MODULES
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REPLAY = ROOT.parent / "shared" / "replay"
 #: Kernel Tuner's strategies compared, its best ones included.
@@ -119,7 +117,8 @@ def related(path: Path, recording) -> list[tuple[tuple, float]]:
     """Warm data from a records file: the same kernel's and dtype's other buckets."""
     warm = []
     for other in Replay(path).recordings:
-        if (other.kernel, other.dtype) == (recording.kernel, recording.dtype) and other.bucket.name != recording.bucket.name:
+        same_kernel = (other.kernel, other.dtype) == (recording.kernel, recording.dtype)
+        if same_kernel and other.bucket.name != recording.bucket.name:
             for key, score in other.scores():
                 config = other.space.config(key)
                 if recording.space.contains(config):
@@ -330,8 +329,8 @@ Budget {budget}, seeds 0..{args.seeds - 1}; each cell: cold / warm.
 | task | strategy | @1 | @5 | @20 | to 0.95 | to 0.99 |
 |---|---|---|---|---|---|---|
 """ + ("\n".join(records_rows) or "| no task qualified | | | | | | |")
-                        + (f"\n\nOver the {len(warm_tasks)} tasks, the median of the median trials to 0.95, cold / warm: "
-                           + ", ".join(overall) + "." if overall else ""))
+                        + (f"\n\nOver the {len(warm_tasks)} tasks, the median of the median trials to 0.95, "
+                           "cold / warm: " + ", ".join(overall) + "." if overall else ""))
     sections.append(f"""## How it was made
 
     .venv/bin/pip install kernel_tuner   # {kernel_tuner.__version__}, a benchmark-only dependency

@@ -19,60 +19,7 @@
  * mostly hits L2.
  * Launch: ceil(S / rows per block) blocks of warp_num * 32 threads, no dynamic shared memory.
  */
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-typedef TB_DTYPE real;
-
-constexpr int kThreads = warp_num * 32;
-constexpr int kTree = tree_reduce_num;
-constexpr int kRows = spatial_inner_num;               // rows per row group
-constexpr int kRowsPerBlock = kThreads / kTree * kRows;
-constexpr int kWarps = kThreads / 32;
-constexpr int kWarpsPerGroup = kTree / 32;
-constexpr int kUnroll = (4 + kRows - 1) / kRows;       // vectors per row in flight per iteration
-// floats of a row a thread may keep in registers: an eighth of what __launch_bounds__ leaves it
-// (8 in a 1024-thread block), at most 32; more spills or costs the occupancy of the other path
-constexpr int kCacheFloats = 65536 / kThreads / 8 < 32 ? 65536 / kThreads / 8 : 32;
-static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
-              "tree_reduce_num must be a multiple of 32 that divides warp_num * 32");
-
-/* V consecutive elements, aligned so that an access is one (or two) vector instructions */
-template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
-
-__device__ __forceinline__ float to_float(float a) { return a; }
-__device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
-__device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
-__device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
-
-/* Sums v[i] over the kTree threads of each row group; every thread gets the sums. Lane 0 of
- * each warp publishes its warp's sum; each warp then reads its group's kWarpsPerGroup sums from
- * consecutive words (no bank conflicts). red must not be written again before every thread has
- * passed this call, so successive reductions use different red arrays. */
-template <int N>
-__device__ __forceinline__ void group_sum(float (&v)[N], float (*red)[kWarps])
-{
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-#pragma unroll
-        for (int offset = 16; offset > 0; offset /= 2)
-            v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
-    if constexpr (kWarpsPerGroup > 1) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int first = warp / kWarpsPerGroup * kWarpsPerGroup;  // the group's first warp
-        if (lane == 0)
-#pragma unroll
-            for (int i = 0; i < N; ++i) red[i][warp] = v[i];
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-            float w = lane < kWarpsPerGroup ? red[i][first + lane] : 0.0f;
-#pragma unroll
-            for (int offset = 16; offset > 0; offset /= 2) w += __shfl_xor_sync(0xffffffffu, w, offset);
-            v[i] = w;
-        }
-    }
-}
+#include "reduction.cuh"
 
 /* The rows of one block, row0 onwards, accessed V elements at a time (R % V == 0). kCached:
  * whether rows that fit may be kept in registers (the scalar fallback of a vec > 1 config does
@@ -119,7 +66,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
                         mean[i] += c[i][k][j];
                     }
                 }
-        group_sum(mean, red_a);
+        group_reduce(mean, red_a, Sum(), 0.0f);
         float var[kRows];
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
@@ -134,7 +81,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
                         var[i] = fmaf(d, d, var[i]);
                     }
         }
-        group_sum(var, red_b);
+        group_reduce(var, red_b, Sum(), 0.0f);
 #pragma unroll
         for (int i = 0; i < kRows; ++i) rstd[i] = rsqrtf(var[i] / R + eps);
 #pragma unroll
@@ -185,7 +132,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
     for (; p < packs; p += kTree)
 #pragma unroll
         for (int i = 0; i < kRows; ++i) accumulate(i, in[i][p]);
-    group_sum(moments, red_a);
+    group_reduce(moments, red_a, Sum(), 0.0f);
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
         const float d_mean = moments[i] / R;  // mean of x - shift

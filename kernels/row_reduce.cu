@@ -12,55 +12,7 @@
  * TB_DTYPE is the element type; sums accumulate in float.
  * Launch: ceil(S / rows per block) blocks of warp_num * 32 threads, no dynamic shared memory.
  */
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-typedef TB_DTYPE real;
-
-constexpr int kThreads = warp_num * 32;
-constexpr int kTree = tree_reduce_num;
-constexpr int kRows = spatial_inner_num;               // rows per row group
-constexpr int kRowsPerBlock = kThreads / kTree * kRows;
-constexpr int kWarps = kThreads / 32;
-constexpr int kWarpsPerGroup = kTree / 32;
-constexpr int kUnroll = (4 + kRows - 1) / kRows;       // vectors per row in flight per iteration
-static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
-              "tree_reduce_num must be a multiple of 32 that divides warp_num * 32");
-
-/* V consecutive elements, aligned so that the load is one (or two) vector instructions */
-template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
-
-__device__ __forceinline__ float to_float(float a) { return a; }
-__device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
-__device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
-__device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
-
-/* Sums v[i] over the kTree threads of each row group. Lane 0 of each warp publishes its warp's
- * sum; each warp then reads its group's kWarpsPerGroup sums from consecutive words (no bank
- * conflicts). red must not be written again before every thread has passed this call. */
-__device__ __forceinline__ void group_sum(float (&v)[kRows], float (*red)[kWarps])
-{
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) v[i] = warp_sum(v[i]);
-    if constexpr (kWarpsPerGroup > 1) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int first = warp / kWarpsPerGroup * kWarpsPerGroup;  // the group's first warp
-        if (lane == 0)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) red[i][warp] = v[i];
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-            v[i] = warp_sum(lane < kWarpsPerGroup ? red[i][first + lane] : 0.0f);
-    }
-}
+#include "reduction.cuh"
 
 template <int V>
 __device__ __forceinline__ float pack_sum(const Pack<V> &p)
@@ -105,7 +57,7 @@ __device__ __forceinline__ void reduce_rows(const real *__restrict__ x, real *__
 #pragma unroll
         for (int i = 0; i < kRows; ++i) acc[i] += pack_sum<V>(rows[i][p]);
 
-    group_sum(acc, red);
+    group_reduce(acc, red, Sum(), 0.0f);
     if (lane == 0)
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {

@@ -1,8 +1,8 @@
 """Layer normalisation over R in "SR" layout, as in the seeds' CINN tuning example."""
 
 import numpy as np
-
 from reduction_family import cpu_space, cuda_variant, normalisation_buckets
+
 from tunebench import Kernel, Variant
 
 EPS = 1e-5

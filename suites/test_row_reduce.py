@@ -1,8 +1,8 @@
 """Row reduction (sum over R) in "SR" layout: the reduction family of the seeds."""
 
 import numpy as np
-
 from reduction_family import cpu_space, cuda_variant
+
 from tunebench import Bucket, Buckets, Kernel, Variant, pow2
 
 

@@ -1,8 +1,8 @@
 """Softmax over R in "SR" layout."""
 
 import numpy as np
-
 from reduction_family import cpu_space, cuda_variant, normalisation_buckets
+
 from tunebench import Kernel, Variant
 
 

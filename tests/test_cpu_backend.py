@@ -93,3 +93,21 @@ def test_the_fingerprint_holds_the_thread_count(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     fp = CpuBackend().fingerprint()
     assert fp["target"] == "cpu" and fp["threads"] == 1 and fp["name"]
+
+
+def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
+    (tmp_path / "scale.h").write_text("#define SCALE 3.0f\n")
+    (tmp_path / "axpb.c").write_text('#include "scale.h"\n' + AXPB_C.replace("a * x", "SCALE * x"))
+    variant = Variant(source=tmp_path / "axpb.c", entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
+                      heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
+    assert "#define SCALE 3.0f" in variant.template and '#line 2 "axpb.c"' in variant.template
+    kernel = Kernel("axpb_include_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0]),
+                                                    "a": np.float32(0), "b": np.float32(1)},
+                    reference=lambda x, n, a, b: 3.0 * x + 1.0, outputs=["y"], cpu=variant)
+    got, want = run_once(CpuBackend(), kernel, variant, {"vec": 1, "unroll": 1, "mode": 0})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "scale.h").write_text("#define SCALE 4.0f\n")
+    changed = Variant(source=tmp_path / "axpb.c", entry="axpb", space=variant.space, heuristic=variant.heuristic)
+    assert changed.source_hash != variant.source_hash

@@ -176,3 +176,14 @@ def test_a_bucket_tuned_after_another_starts_from_its_best_config(project, pytes
     pytester.runpytest("suites", *TUNE, "-k", "large", "--tune-strategy", "bayes", "--tune-trials", "2")
     large = [t for t in records(root).table("trials").all() if t["bucket"] == "large" and not t["baseline"]]
     assert large[0]["config"] == best_small
+
+
+def test_a_rerun_with_a_warm_started_strategy_measures_nothing_new(project, pytester):
+    root = project()
+    for _ in range(2):
+        result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "bayes", "--tune-trials", "3")
+    # the second run's "large" task starts from the same warm data as the first: all resumed
+    result.stdout.fnmatch_lines(["*axpb*small*float32*3*0*", "*axpb*large*float32*3*0*",
+                                 "*builds: 0 compiled, 0 from the compile cache*"])
+    small = sum(t["bucket"] == "small" for t in records(root).table("trials").all())
+    assert {t["bucket"]: t["warm_from"] for t in records(root).table("tasks").all()} == {"small": 0, "large": small}

@@ -36,6 +36,7 @@ def test_the_file_is_plain_tinydb_json(tmp_path):
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     store.add(trial({"vec": 4}))
     store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "dims": ["N"]})
+    store.compact()
     db = TinyDB(store.path)
     assert db.table("trials").all()[0]["config"] == {"vec": 4}
     assert db.table("device").all() == [FINGERPRINT]
@@ -73,3 +74,34 @@ def test_a_trial_without_its_keys_is_refused(tmp_path):
 def test_opening_a_missing_file_read_only_is_an_error(tmp_path):
     with pytest.raises(RecordsError, match="no such records file"):
         RecordStore(tmp_path / "nothing.json")
+
+
+def test_trials_go_through_the_journal_and_are_folded_into_the_file(tmp_path):
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.add(trial({"vec": 2}))
+    assert store.journal.exists() and len(RecordStore(store.path).trials()) == 2  # readers see both
+    store.compact()
+    assert not store.journal.exists()
+    assert [t["config"] for t in TinyDB(store.path).table("trials").all()] == [{"vec": 1}, {"vec": 2}]
+
+
+def test_a_torn_last_journal_line_is_dropped_and_a_corrupt_earlier_one_is_an_error(tmp_path):
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    with open(store.journal, "a") as f:
+        f.write('{"kernel": "k", "sour')  # a write killed half way
+    assert [t["config"] for t in RecordStore(store.path).trials()] == [{"vec": 1}]
+    store.journal.write_text('{"broken\n' + json.dumps(trial({"vec": 3})) + "\n")
+    with pytest.raises(RecordsError, match="line 1 is corrupted"):
+        RecordStore(store.path)
+
+
+def test_folding_twice_keeps_each_trial_once(tmp_path):
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    saved = store.journal.read_text()
+    store.compact()
+    store.journal.write_text(saved)  # as if a run was killed after writing the file, before the unlink
+    store.compact()
+    assert len(TinyDB(store.path).table("trials").all()) == 1

@@ -95,7 +95,7 @@ def test_a_strategy_tunes_real_cpu_kernels_and_repeats_its_choices_for_a_seed(st
     and the same results, every strategy asks for the same candidates, so it measures none."""
     project()
     chosen = []
-    for run in ("first", "second"):
+    for _run in ("first", "second"):
         result = pytester.runpytest("suites", *TUNE, "--tune-strategy", strategy, "--tune-trials", "4",
                                     "--tune-seed", "7", "-k", "small", "-v")
         result.assert_outcomes(passed=4 + 1, skipped=1, deselected=1 + 7)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,27 @@ REGISTRY: dict[str, Kernel] = {}
 
 class KernelError(ValueError):
     """An invalid kernel declaration or argument builder; the message names the kernel."""
+
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def inline_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
+    """The file's text with every ``#include "header"`` found beside it replaced by the header's
+    text (recursively, with #line markers for the compiler's messages): the source hash then
+    covers the headers too, and the build needs no include path."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(keepends=True), 1):
+        found = _LOCAL_INCLUDE.match(line)
+        header = path.parent / found.group(1) if found else None
+        if header is None or not header.is_file():
+            out.append(line)
+            continue
+        if header.resolve() in within:
+            raise KernelError(f"{path.name}: {header.name} includes itself")
+        out.append(f'#line 1 "{header.name}"\n{inline_includes(header, (*within, header.resolve()))}'
+                   f'#line {number + 1} "{path.name}"\n')
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -80,7 +102,8 @@ class Variant:
 
     @cached_property
     def template(self) -> str:
-        return self.text if self.text is not None else self.path.read_text()
+        """The template with its local headers inlined (see :func:`inline_includes`)."""
+        return self.text if self.text is not None else inline_includes(self.path)
 
     @cached_property
     def source_hash(self) -> str:
@@ -109,19 +132,22 @@ class Kernel:
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`.
     - ``inplace``: inputs the kernel overwrites; restored before every call.
+    - ``variants``: variants of other targets by name (the replay target's, for one).
     - ``marks``: pytest marks for the kernel's suite, e.g. ``pytest.mark.tunebench_gate(threshold=0.2)``.
     """
 
     def __init__(self, name: str, *, buckets: Buckets, args: Callable[..., Mapping[str, Any]],
                  reference: Callable[..., Any], outputs: Sequence[str],
                  cpu: Variant | None = None, cuda: Variant | None = None,
+                 variants: Mapping[str, Variant] | None = None,
                  flops: Callable[[tuple], float] | None = None,
                  bytes: Callable[[tuple, str], float] | None = None,  # noqa: A002 - the natural name
                  tolerance: Mapping[str, tuple[float, float]] | None = None,
                  inplace: Sequence[str] = (), marks: Sequence[Any] = ()):
         if not name.isidentifier():
             raise KernelError(f"kernel name {name!r} must be an identifier")
-        if cpu is None and cuda is None:
+        given = {t: v for t, v in (("cpu", cpu), ("cuda", cuda), *(variants or {}).items()) if v}
+        if not given:
             raise KernelError(f"kernel {name!r} has no variant (cpu= or cuda=)")
         self.name = name
         self.buckets = buckets
@@ -131,8 +157,7 @@ class Kernel:
         if not self.outputs:
             raise KernelError(f"kernel {name!r} declares no output")
         origin = Path(sys._getframe(1).f_globals.get("__file__", Path.cwd() / "x")).resolve().parent
-        self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin)
-                         for t, v in (("cpu", cpu), ("cuda", cuda)) if v}
+        self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         self.flops = flops
         self.bytes = bytes
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}

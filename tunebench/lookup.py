@@ -129,30 +129,34 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
 
 
-def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None):
-    """config key -> {shape: median ms} over the bucket's shapes, successful trials only."""
+def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+                first: int | None = None):
+    """config key -> {shape: median ms} over the bucket's shapes, successful trials only (of the
+    ``first`` trials recorded, where given)."""
     times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
     shapes = set(bucket.shapes)
-    for doc in store.trials(kernel=kernel, dtype=dtype, status="ok"):
+    for doc in store.trials()[:first]:
         shape = tuple(doc["shape"])
-        if shape in shapes and (source_hash is None or doc["source_hash"] == source_hash):
+        if (doc["kernel"], doc["dtype"], doc["status"]) == (kernel, dtype, "ok") and shape in shapes and (
+                source_hash is None or doc["source_hash"] == source_hash):
             times[config_key(doc["config"])][shape] = doc["stats"]["median"]
     return times
 
 
-
 def related_results(directory: str | Path, kernel: str, target: str, dtype: str, source_hash: str,
-                    skip: tuple[str, str]) -> list[tuple[dict, float]]:
+                    skip: tuple[str, str], first: int | None = None) -> list[tuple[dict, float]]:
     """Warm-start data: every config recorded for the same kernel, target, dtype and source on
     other buckets or devices under ``directory``, as (config, objective / that task's best).
-    ``skip`` is the (device, bucket) being tuned."""
+    ``skip`` is the (device, bucket) being tuned; of its device's file only the ``first``
+    trials count (those recorded before the task began, so that a re-run starts alike)."""
     found = []
     for store in stores(directory):
         for task in store.tasks(kernel=kernel, target=target, dtype=dtype):
             if (store.device, task["bucket"]) == skip:
                 continue
             bucket = Bucket.from_description(task["range"])
-            times = shape_times(store, kernel, dtype, bucket, source_hash)
+            times = shape_times(store, kernel, dtype, bucket, source_hash,
+                                first if store.device == skip[0] else None)
             ranked = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
             if ranked:
                 best = min(ranked.values())

@@ -129,6 +129,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
             run.workers.close()
+            run.store.compact()  # the records file holds every trial once the run is over
 
 
 def _budget(config: pytest.Config, name: str, kind):

@@ -6,9 +6,13 @@ on one shape, whatever its status), ``sources`` (every template version tuned, b
 so that a later source can be measured against it) and ``checks`` (interleaved comparisons of a
 task's best config: the confirmation at the end of tuning, and every gate run).
 
-Writes are atomic (temp file, fsync, rename) and made under an exclusive lock on a sidecar
-``.lock`` file, so concurrent writers lose nothing and a killed run leaves the previous complete
-file. A file that does not parse is an error naming it, and is never overwritten.
+A trial is first appended to a journal beside the file (``.journal/<file>l``, one JSON line,
+fsynced), which costs the same however many trials the file holds; the journal is folded into
+the TinyDB file every ``COMPACT_EVERY_S`` seconds and when a run ends. Readers see both. Writes
+of the file are atomic (temp file, fsync, rename) and every write is made under an exclusive
+lock on a sidecar lock file, so concurrent writers lose nothing, a killed run loses at most the
+trial in flight (a torn last journal line is dropped) and the next writer folds its journal in.
+A file that does not parse is an error naming it, and is never overwritten.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -26,6 +31,8 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 TABLES = ("device", "tasks", "trials", "sources", "checks")
+#: Seconds between foldings of the journal into the file while trials are being added.
+COMPACT_EVERY_S = 30.0
 TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
 
 
@@ -121,18 +128,36 @@ class RecordStore:
         self.device = self.path.stem
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
+        self.journal = self.path.parent / ".journal" / f"{self.path.name}l"
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._device_written = recorded is not None
+        self._compacted = time.monotonic()
 
     def _reload(self) -> dict:
-        """Read the file again and index its trials; returns its tables."""
+        """Read the file and the journal again and index the trials; returns the file's tables."""
         data = self._db.storage.read() or {}
         self._index = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]): d
-                       for d in data.get("trials", {}).values()}
+                       for d in [*data.get("trials", {}).values(), *self._pending()]}
         return data
+
+    def _pending(self) -> list[dict]:
+        """The journal's trials, not yet in the file; a torn last line (a killed write) is dropped."""
+        try:
+            lines = self.journal.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        pending = []
+        for number, line in enumerate(lines, 1):
+            try:
+                pending.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number < len(lines):
+                    raise RecordsError(f"{self.journal}: line {number} is corrupted; it is left "
+                                       f"untouched: remove the line or the file") from None
+        return pending
 
     def _lock_file(self, name: str) -> Path:
         locks = self.path.parent / ".locks"
@@ -183,13 +208,38 @@ class RecordStore:
         if missing:
             raise RecordsError(f"{self.path}: refusing a trial without {', '.join(missing)}")
         with self._locked():
-            self._db.table("trials").insert(dict(doc))
+            self.journal.parent.mkdir(exist_ok=True)
+            with open(self.journal, "a") as f:
+                f.write(json.dumps(dict(doc)) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            if time.monotonic() - self._compacted > COMPACT_EVERY_S:
+                self._fold()
         self._index[trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"],
                               doc["config"])] = dict(doc)
 
+    def compact(self) -> None:
+        """Fold the journal into the file (a run's last write)."""
+        if self.journal.exists():
+            with self._locked():
+                self._fold()
+
+    def _fold(self) -> None:
+        """Under the lock: the journal's trials into the file, once each, then the journal away."""
+        pending = self._pending()
+        if pending:
+            known = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"])
+                     for d in self._db.table("trials").all()}
+            self._db.table("trials").insert_multiple(
+                d for d in pending
+                if trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]) not in known)
+        self.journal.unlink(missing_ok=True)
+        self._compacted = time.monotonic()
+
     def trials(self, **match) -> list[dict]:
-        """Every trial whose fields equal ``match`` (all trials without arguments)."""
-        return [dict(d) for d in self._db.table("trials").all()
+        """Every trial whose fields equal ``match`` (all trials without arguments), in the order
+        they were recorded."""
+        return [dict(d) for d in [*self._db.table("trials").all(), *self._pending()]
                 if all(d.get(k) == v for k, v in match.items())]
 
     # -- sources and checks -------------------------------------------------------------------

@@ -331,10 +331,8 @@ class Replay:
         variant = Variant(source=self.path.resolve(), entry=recording.kernel, space=recording.space,
                           heuristic=lambda shape: baseline, dtypes=(recording.dtype,),
                           text=f"// replayed from {self.path.name}, sha256 {digest}\n")  # the source's identity
-        kernel = Kernel(recording.kernel, buckets=Buckets(list(recording.bucket.ranges), [recording.bucket]),
-                        args=_not_run, reference=_not_run, outputs=["out"], cuda=variant)
-        kernel.variants = {"replay": kernel.variants["cuda"]}  # Kernel() takes only cpu= and cuda=
-        return kernel
+        return Kernel(recording.kernel, buckets=Buckets(list(recording.bucket.ranges), [recording.bucket]),
+                      args=_not_run, reference=_not_run, outputs=["out"], variants={"replay": variant})
 
     def close(self) -> None:
         """Nothing to release: the interface of :class:`~tunebench.workers.Workers`."""

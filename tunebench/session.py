@@ -155,12 +155,19 @@ class Task:
             raise
 
     def _search(self) -> None:
-        self.tuner.store.put_task(self._description())
-        self.tuner.store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
+        store = self.tuner.store
+        recorded = next(iter(store.tasks(kernel=self.kernel.name, target=self.tuner.target, dtype=self.dtype,
+                                         bucket=self.bucket.name)), {})
+        # the trials recorded before this task first began are its warm-start data, on every run
+        warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
+                     else None)
+        warm_from = len(store.trials()) if warm_from is None else warm_from
+        store.put_task({**self._description(), "warm_from": warm_from})
+        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
-        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm())
+        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from))
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
@@ -189,12 +196,13 @@ class Task:
         confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket, best,
                 GateSettings(), t.commit)
 
-    def _warm(self) -> list[tuple[tuple, float]]:
-        """Results of this kernel on other buckets and devices, for the strategy to start from."""
+    def _warm(self, first: int) -> list[tuple[tuple, float]]:
+        """Results of this kernel on other buckets and devices, for the strategy to start from:
+        of this device, those among its ``first`` trials."""
         t = self.tuner
         space = self.variant.space
         related = related_results(t.store.path.parent, self.kernel.name, t.target, self.dtype,
-                                  self.variant.source_hash, (t.store.device, self.bucket.name))
+                                  self.variant.source_hash, (t.store.device, self.bucket.name), first)
         return [(space.key(c), score) for c, score in related if space.contains(c)]
 
     def _progress_line(self) -> str:

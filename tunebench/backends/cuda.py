@@ -213,7 +213,8 @@ class CudaBackend(Backend):
         except self.drv.LogicError:
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no extern \"C\" "
                               f"__global__ {variant.entry!r}") from None
-        grid, block = (tuple(int(v) for v in dims) for dims in variant.launch(dict(config), tuple(shape)))
+        # PyCUDA sets the block shape from exactly three numbers: pad both to (x, y, z)
+        grid, block = ((*(int(v) for v in dims), 1, 1)[:3] for dims in variant.launch(dict(config), tuple(shape)))
         self.check_resources(fn, grid, block)
         return CudaRunner(self, fn, grid, block, kernel, args, self._device_inputs(kernel, shape, args))
 

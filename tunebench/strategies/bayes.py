@@ -102,7 +102,8 @@ class GaussianProcess:
         self.X = X
         self.Xc = X - 0.5  # the linear trend pivots on the middle of the space
         d = X.shape[1]
-        self.prior_mean = np.array([PRIORS["lengthscale"][0]] * d + [PRIORS[k][0] for k in ("signal", "noise", "trend")])
+        hyper = [PRIORS[k][0] for k in ("signal", "noise", "trend")]
+        self.prior_mean = np.array([PRIORS["lengthscale"][0]] * d + hyper)
         self.prior_sd = np.array([PRIORS["lengthscale"][1]] * d + [PRIORS[k][1] for k in ("signal", "noise", "trend")])
         self.theta = self.prior_mean.copy()
         self.points: list[int] = []

@@ -1,0 +1,65 @@
+/* What the reduction-family templates (row_reduce, layernorm, softmax) share: the block layout
+ * their params imply, vector packs, float accumulation for float and __half data, and the
+ * reduction over a row group. Included with #include "reduction.cuh": tunebench inlines it, so a
+ * kernel's source hash covers it.
+ *
+ * Needs the #defines warp_num, tree_reduce_num, spatial_inner_num and TB_DTYPE.
+ */
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+typedef TB_DTYPE real;
+
+constexpr int kThreads = warp_num * 32;
+constexpr int kTree = tree_reduce_num;
+constexpr int kRows = spatial_inner_num;               // rows per row group
+constexpr int kRowsPerBlock = kThreads / kTree * kRows;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerGroup = kTree / 32;
+constexpr int kUnroll = (4 + kRows - 1) / kRows;       // vectors per row in flight per iteration
+// floats of a row a thread may keep in registers: an eighth of what __launch_bounds__ leaves it
+// (8 in a 1024-thread block), at most 32; more spills or costs the occupancy of the other path
+constexpr int kCacheFloats = 65536 / kThreads / 8 < 32 ? 65536 / kThreads / 8 : 32;
+static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
+              "tree_reduce_num must be a multiple of 32 that divides warp_num * 32");
+
+/* V consecutive elements, aligned so that an access is one (or two) vector instructions */
+template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
+
+__device__ __forceinline__ float to_float(float a) { return a; }
+__device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
+__device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
+__device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
+
+struct Sum { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+
+/* Reduces v[i] over the kTree threads of each row group; every thread gets the result. Lane 0
+ * of each warp publishes its warp's value; each warp then reads its group's kWarpsPerGroup values
+ * from consecutive words (no bank conflicts). red must not be written again before every thread
+ * has passed this call, so successive reductions use different red arrays. */
+template <int N, class Op>
+__device__ __forceinline__ void group_reduce(float (&v)[N], float (*red)[kWarps], Op op, float identity)
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2)
+            v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], offset));
+    if constexpr (kWarpsPerGroup > 1) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int first = warp / kWarpsPerGroup * kWarpsPerGroup;  // the group's first warp
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < N; ++i) red[i][warp] = v[i];
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            float w = lane < kWarpsPerGroup ? red[i][first + lane] : identity;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2)
+                w = op(w, __shfl_xor_sync(0xffffffffu, w, offset));
+            v[i] = w;
+        }
+    }
+}
