@@ -130,10 +130,14 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
 
 def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:
     """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
-    in the machine's speed falls on all of them alike: round r's samples are a matched set."""
+    in the machine's speed falls on all of them alike: round r's samples are a matched set.
+    Each timed call follows an untimed one of the same runner: the arms' buffers evict each
+    other from the caches, and a sample taken cold would measure the previous arm's traffic
+    rather than the steady state a trial measures."""
     labels = list(runners)
     samples: dict[str, list[float]] = {label: [] for label in labels}
     for r in range(rounds):
         for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            runners[label].timed_call()
             samples[label].append(runners[label].timed_call())
     return samples

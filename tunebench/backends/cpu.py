@@ -9,6 +9,7 @@ the device fingerprint.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import platform
 import subprocess
@@ -35,6 +36,8 @@ from tunebench.kernel import Kernel, KernelError, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+PAGE = mmap.PAGESIZE
+STAGGER = 5 * 64  # cache-line aligned, and a different offset in the page for each of 12 buffers
 CTYPES = {"float32": "float", "float64": "double"}
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
@@ -71,16 +74,38 @@ def fingerprint() -> dict:
     return {"target": "cpu", "name": cpu_model(), "machine": platform.machine(), "threads": thread_count()}
 
 
+def placed(nbytes: int, index: int) -> np.ndarray:
+    """``nbytes`` of memory starting ``index`` * STAGGER bytes past a page boundary, on small
+    pages. Where malloc puts an array depends on what the process freed before, whether the kernel
+    grants a transparent huge page varies from run to run, and a vectorised kernel's speed depends
+    on both (rows straddling cache lines, streams aliasing modulo the page, cache sets): the
+    same config then measured 0.5x or 0.9x of another in separate runs. A fixed placement per
+    buffer makes runs repeatable, staggered so that no two streams alias."""
+    offset = (index * STAGGER) % PAGE
+    region = mmap.mmap(-1, nbytes + offset or PAGE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        region.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(region, np.uint8)[offset:offset + nbytes]
+
+
+def placed_copy(array: np.ndarray, index: int) -> np.ndarray:
+    copy = placed(array.nbytes, index).view(array.dtype).reshape(array.shape)
+    np.copyto(copy, array)
+    return copy
+
+
 class CpuRunner(Runner):
     def __init__(self, fn, kernel: Kernel, args: Mapping[str, Any]):
         self._fn = fn
         self._names = kernel.outputs
         # every output lives inside a buffer with a guard zone on each side
-        self._guarded = [np.empty(args[n].nbytes + 2 * GUARD_BYTES, np.uint8) for n in kernel.outputs]
+        self._guarded = [placed(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
         self._outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
                          for g, n in zip(self._guarded, kernel.outputs)]
         # inputs copied: arguments are shared between runners, and a kernel may scribble on them
-        self._args = {n: v.copy() if isinstance(v, np.ndarray) else v for n, v in args.items()}
+        first = len(kernel.outputs)
+        self._args = {n: placed_copy(v, first + i) if isinstance(v, np.ndarray) else v
+                      for i, (n, v) in enumerate(args.items())}
         self._args.update(zip(kernel.outputs, self._outputs))
         self._pristine = {n: args[n] for n in kernel.inplace}
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
