@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.kernel import Kernel, Variant
-from tunebench.lookup import shape_times
+from tunebench.lookup import latest_confirmation, shape_times
 from tunebench.measure import MeasureSettings
-from tunebench.records import RecordStore
+from tunebench.records import RecordStore, config_key
 from tunebench.stats import mann_whitney_p, median_ci
 from tunebench.summary import config_text
 from tunebench.workers import CompareJob
@@ -114,34 +114,44 @@ def _arms(best: dict, baseline: dict, recorded_text: str | None) -> tuple:
 
 
 def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
-            bucket: Bucket, best: dict[tuple, dict], settings: GateSettings, commit: str | None) -> dict:
-    """Measure a freshly tuned best config against the baseline, interleaved, and record the
-    per-shape ratios as the reference later gate runs compare with. Nothing is measured when
-    the latest confirmation already holds this best for this source."""
-    ident = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name}
-    shapes = []
+            bucket: Bucket, finalists: list[dict[tuple, dict]], settings: GateSettings,
+            commit: str | None) -> dict:
+    """The final round of a tune: the finalists (the fastest configs by their trials, each
+    measured minutes apart from the others, so drift may have ranked them) and the baseline,
+    measured interleaved on every shape. The winner is the finalist with the lowest bucket
+    objective of these medians; its best/baseline ratio from the same rounds is the reference
+    later gate runs compare with. Where a shape cannot be measured, the trials' order stands."""
+    shapes, medians = [], [{} for _ in finalists]
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
-        entry = {"shape": list(shape), "best": best[shape], "baseline": baseline}
-        if best[shape] != baseline:
-            job = CompareJob(kernel.name, shape, dtype, _arms(best[shape], baseline, None), settings.rounds,
-                             MeasureSettings())
-            result = workers.trial(job)
+        configs = [f[shape] for f in finalists]
+        unique = list({config_key(c): c for c in [*configs, baseline]}.values())
+        entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
+        if len(unique) > 1:
+            arms = tuple((str(i), c, None) for i, c in enumerate(unique))
+            result = workers.trial(CompareJob(kernel.name, shape, dtype, arms, settings.rounds, MeasureSettings()))
             if result["status"] != "ok":
                 entry["error"] = f"{result['status']} ({result.get('arm')}): {result.get('error')}"
             else:
-                entry["samples"] = result["samples"]
-                entry["ratio"] = statistics.median(_ratios(result["samples"]["best"], result["samples"]["baseline"]))
+                entry["arms"] = {config_key(c): result["samples"][str(i)] for i, c in enumerate(unique)}
+                for m, c in zip(medians, configs):
+                    m[shape] = statistics.median(entry["arms"][config_key(c)])
         shapes.append(entry)
-    doc = {**ident, "kind": "tune", "source_hash": variant.source_hash, "shapes": shapes,
-           "git_commit": commit, "timestamp": _now(), "tunebench_version": __version__}
+    measured = all(len(m) == len(bucket.shapes) for m in medians)
+    win = min(range(len(finalists)), key=lambda i: bucket.objective(medians[i])) if measured else 0
+    for entry in shapes:
+        entry["best"] = best = finalists[win][tuple(entry["shape"])]
+        arms = entry.pop("arms", None)
+        if arms and best != entry["baseline"]:
+            entry["samples"] = {"best": arms[config_key(best)], "baseline": arms[config_key(entry["baseline"])]}
+            entry["ratio"] = statistics.median(_ratios(entry["samples"]["best"], entry["samples"]["baseline"]))
+        if arms:
+            entry["finalist_ms"] = [statistics.median(arms[config_key(c)]) for c in entry["finalists"]]
+    doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
+           "source_hash": variant.source_hash, "shapes": shapes, "git_commit": commit, "timestamp": _now(),
+           "tunebench_version": __version__}
     store.add_check(doc)
     return doc
-
-
-def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:
-    found = store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
-    return found[-1] if found else None
 
 
 def recorded_best(store: RecordStore, kernel: Kernel, variant: Variant, target: str, dtype: str,

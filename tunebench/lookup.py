@@ -2,8 +2,9 @@
 
 ``best(kernel, shape)`` finds the bucket holding the shape (the nearest, with a warning, when it
 lies outside all of them), ranks every config recorded on that bucket for this device and the
-kernel's current source by the bucket objective, and returns the winner. The baseline (the
-heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
+kernel's current source by the bucket objective, and returns the winner; where a tune ended with
+a final round (its fastest configs measured again, interleaved), that round's winner. The baseline
+(the heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
 the answer is the heuristic's config for the requested shape.
 """
 
@@ -107,8 +108,12 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
+    final = final_choice(store, name, target, dtype, bucket.name, source_hash) if store else None
+    if final is not None:  # the final round's winner, else the heuristic
+        key = config_key(next(iter(final.values())))
+        ranked = {} if list(final.values()) == baseline or key not in ranked else {key: ranked[key]}
     winner = min(ranked.items(), key=lambda kv: kv[1], default=None)
-    if winner and (choice.baseline_ms is None or winner[1] < choice.baseline_ms):
+    if winner and (final is not None or choice.baseline_ms is None or winner[1] < choice.baseline_ms):
         config = dict(winner[0])
         if variant is not None and set(config) == set(variant.space.names):
             config = {n: config[n] for n in variant.space.names}
@@ -127,6 +132,22 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
     machine's), else the kernel's heuristic for ``shape``."""
     return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
+
+
+def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:
+    """The final round of the latest tune of a task (see :func:`tunebench.gate.confirm`)."""
+    found = store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
+    return found[-1] if found else None
+
+
+def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str,
+                 source_hash: str | None) -> dict[tuple, dict] | None:
+    """shape -> config the final round of the latest tune chose for this source, if any: it
+    outranks the trials' own order, which drift between trials may have decided."""
+    check = latest_confirmation(store, kernel, target, dtype, bucket)
+    if check is None or check["source_hash"] != source_hash:
+        return None
+    return {tuple(e["shape"]): e["best"] for e in check["shapes"]}
 
 
 def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
-from tunebench.lookup import shape_times  # noqa: E402
+from tunebench.lookup import final_choice, shape_times  # noqa: E402
 from tunebench.records import RecordStore, config_key, stores  # noqa: E402
 from tunebench.summary import config_text  # noqa: E402
 
@@ -50,8 +50,12 @@ class TaskView:
     def label(self) -> str:
         return f"{self.kernel}[{self.bucket.name}-{self.dtype}]"
 
+    final: tuple | None = None  # the config key the final round of the latest tune chose
+
     @property
     def best(self) -> tuple[tuple, float] | None:
+        if self.final in self.objectives:
+            return self.final, self.objectives[self.final]
         return min(self.objectives.items(), key=lambda kv: kv[1], default=None)
 
     @property
@@ -85,8 +89,14 @@ def task_views(store: RecordStore) -> list[TaskView]:
             len({config_key(t["config"]) for t in mine}), dict(statuses), _convergence(mine, objectives),
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
-                         bucket=task["bucket"])))
+                         bucket=task["bucket"]),
+            _final_key(store, task)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
+
+
+def _final_key(store: RecordStore, task: dict) -> tuple | None:
+    final = final_choice(store, task["kernel"], task["target"], task["dtype"], task["bucket"], task["source_hash"])
+    return config_key(next(iter(final.values()))) if final else None
 
 
 def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[float]:

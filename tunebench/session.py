@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
-from tunebench.gate import GateSettings, confirm, latest_confirmation
+from tunebench.gate import GateSettings, confirm
 from tunebench.kernel import Kernel, Variant
-from tunebench.lookup import related_results
+from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore
 from tunebench.stats import median_ci, spread, summarize
@@ -32,6 +32,8 @@ from tunebench.workers import TrialJob
 #: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the
 #: candidate cannot launch on this device) and ``early_stopped`` is a slower candidate.
 FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout")
+#: The fastest outcomes of a search that meet again, interleaved, in its final round.
+FINALISTS = 4
 #: A fixed protocol takes this many samples: what the summary's saved time is measured against.
 FIXED_REPEATS = 30
 #: Samples spread wider than this (10th to 90th percentile over the median) earn a warning.
@@ -130,6 +132,7 @@ class Task:
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
         self.spent_s = 0.0  # trial time spent, the measure of the time budget
+        self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
 
     @property
     def label(self) -> str:
@@ -181,20 +184,20 @@ class Task:
         self._confirm()
 
     def _confirm(self) -> None:
-        """Measure the best against the baseline interleaved, the reference of later gate runs,
-        unless the latest confirmation already holds this best for this source."""
-        found = self.best()
-        if found is None:
+        """The final round (see :func:`tunebench.gate.confirm`) among the fastest outcomes,
+        unless the latest one already judged these finalists for this source."""
+        finalists = [(key, outcome) for _, key, outcome in self._ranked()[:FINALISTS]]
+        if not finalists:
             return
-        key, outcome = found
-        best = {s: outcome.configs[s] for s in self.bucket.shapes}
         t = self.tuner
-        latest = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
-        if latest and latest["source_hash"] == self.variant.source_hash and all(
-                e["best"] == best[tuple(e["shape"])] for e in latest["shapes"]):
-            return
-        confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket, best,
-                GateSettings(), t.commit)
+        configs = [{s: outcome.configs[s] for s in self.bucket.shapes} for _, outcome in finalists]
+        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+        if not (check and check["source_hash"] == self.variant.source_hash and all(
+                e.get("finalists") == [c[tuple(e["shape"])] for c in configs] for e in check["shapes"])):
+            check = confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
+                            configs, GateSettings(), t.commit)
+        chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
+        self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
 
     def _warm(self, first: int) -> list[tuple[tuple, float]]:
         """Results of this kernel on other buckets and devices, for the strategy to start from:
@@ -224,16 +227,20 @@ class Task:
         """The bucket objective of an outcome that may win: every shape measured to the end."""
         return self.estimate(outcome) if outcome.status == "ok" else None
 
-    def best(self) -> tuple[tuple | None, Outcome] | None:
-        """(key, outcome) of the fastest outcome, the baseline (key None) included."""
+    def _ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
+        """(objective, key, outcome) of every outcome that may win, fastest first; the baseline's
+        key is None."""
         ranked = [(self.objective(o), k, o) for k, o in self.outcomes.items()]
         if self.baseline is not None:
             ranked.append((self.objective(self.baseline), None, self.baseline))
-        ranked = [r for r in ranked if r[0] is not None]
-        if not ranked:
-            return None
-        _, key, outcome = min(ranked, key=lambda r: r[0])
-        return key, outcome
+        return sorted((r for r in ranked if r[0] is not None), key=lambda r: r[0])
+
+    def best(self) -> tuple[tuple | None, Outcome] | None:
+        """(key, outcome) of the winner: the final round's once it ran, else the fastest by trials."""
+        if self.final is not None:
+            return self.final
+        ranked = self._ranked()
+        return (ranked[0][1], ranked[0][2]) if ranked else None
 
     def _incumbent(self, shape: tuple) -> float | None:
         """The upper confidence bound of the fastest complete trial on ``shape`` so far."""
