@@ -119,8 +119,9 @@ def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, targe
     """The final round of a tune: the finalists (the fastest configs by their trials, each
     measured minutes apart from the others, so drift may have ranked them) and the baseline,
     measured interleaved on every shape. The winner is the finalist with the lowest bucket
-    objective of these medians; its best/baseline ratio from the same rounds is the reference
-    later gate runs compare with. Where a shape cannot be measured, the trials' order stands."""
+    objective of these medians. Its best/baseline ratio, measured then as the gate measures it
+    (those two arms alone), is the reference later gate runs compare with. Where a shape cannot
+    be measured, the trials' order stands."""
     shapes, medians = [], [{} for _ in finalists]
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
@@ -140,13 +141,21 @@ def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, targe
     measured = all(len(m) == len(bucket.shapes) for m in medians)
     win = min(range(len(finalists)), key=lambda i: bucket.objective(medians[i])) if measured else 0
     for entry in shapes:
-        entry["best"] = best = finalists[win][tuple(entry["shape"])]
+        shape = tuple(entry["shape"])
+        entry["best"] = best = finalists[win][shape]
         arms = entry.pop("arms", None)
-        if arms and best != entry["baseline"]:
-            entry["samples"] = {"best": arms[config_key(best)], "baseline": arms[config_key(entry["baseline"])]}
-            entry["ratio"] = statistics.median(_ratios(entry["samples"]["best"], entry["samples"]["baseline"]))
         if arms:
             entry["finalist_ms"] = [statistics.median(arms[config_key(c)]) for c in entry["finalists"]]
+        if best != entry["baseline"] and "error" not in entry:
+            # the reference is measured as the gate will measure it: these two arms alone
+            job = CompareJob(kernel.name, shape, dtype, _arms(best, entry["baseline"], None), settings.rounds,
+                             MeasureSettings())
+            result = workers.trial(job)
+            if result["status"] != "ok":
+                entry["error"] = f"{result['status']} ({result.get('arm')}): {result.get('error')}"
+            else:
+                entry["samples"] = result["samples"]
+                entry["ratio"] = statistics.median(_ratios(result["samples"]["best"], result["samples"]["baseline"]))
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "shapes": shapes, "git_commit": commit, "timestamp": _now(),
            "tunebench_version": __version__}

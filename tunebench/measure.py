@@ -131,9 +131,8 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
 def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:
     """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
     in the machine's speed falls on all of them alike: round r's samples are a matched set.
-    Each timed call follows an untimed one of the same runner: the arms' buffers evict each
-    other from the caches, and a sample taken cold would measure the previous arm's traffic
-    rather than the steady state a trial measures."""
+    Each timed call follows an untimed one of the same runner, so that it finds the caches as a
+    trial's consecutive calls do, not as the previous arm left them."""
     labels = list(runners)
     samples: dict[str, list[float]] = {label: [] for label in labels}
     for r in range(rounds):

@@ -186,11 +186,15 @@ class Task:
     def _confirm(self) -> None:
         """The final round (see :func:`tunebench.gate.confirm`) among the fastest outcomes,
         unless the latest one already judged these finalists for this source."""
-        finalists = [(key, outcome) for _, key, outcome in self._ranked()[:FINALISTS]]
+        finalists, configs = [], []
+        for _, key, outcome in self._ranked():  # a candidate may be the baseline's config: once
+            config = {s: outcome.configs[s] for s in self.bucket.shapes}
+            if config not in configs and len(configs) < FINALISTS:
+                finalists.append((key, outcome))
+                configs.append(config)
         if not finalists:
             return
         t = self.tuner
-        configs = [{s: outcome.configs[s] for s in self.bucket.shapes} for _, outcome in finalists]
         check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
         if not (check and check["source_hash"] == self.variant.source_hash and all(
                 e.get("finalists") == [c[tuple(e["shape"])] for c in configs] for e in check["shapes"])):

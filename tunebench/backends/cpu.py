@@ -94,20 +94,30 @@ def placed_copy(array: np.ndarray, index: int) -> np.ndarray:
     return copy
 
 
+class Buffers:
+    """A shape's arguments as the kernel sees them: inputs copied (arguments are shared, and a
+    kernel may scribble on them), each output inside a buffer with a guard zone on each side, all
+    placed (see :func:`placed`). The runners of one shape share them, as a trial's consecutive
+    calls do: runners compared interleaved with buffers of their own would evict each other's
+    data from the caches and time the memory rather than the kernel."""
+
+    def __init__(self, kernel: Kernel, args: Mapping[str, Any]):
+        self.source = args  # held, so that its id() names these buffers while they live
+        self.guarded = [placed(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
+        self.outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
+                        for g, n in zip(self.guarded, kernel.outputs)]
+        first = len(kernel.outputs)
+        self.args = {n: placed_copy(v, first + i) if isinstance(v, np.ndarray) else v
+                     for i, (n, v) in enumerate(args.items())}
+        self.args.update(zip(kernel.outputs, self.outputs))
+
+
 class CpuRunner(Runner):
-    def __init__(self, fn, kernel: Kernel, args: Mapping[str, Any]):
+    def __init__(self, fn, kernel: Kernel, buffers: Buffers):
         self._fn = fn
         self._names = kernel.outputs
-        # every output lives inside a buffer with a guard zone on each side
-        self._guarded = [placed(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
-        self._outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
-                         for g, n in zip(self._guarded, kernel.outputs)]
-        # inputs copied: arguments are shared between runners, and a kernel may scribble on them
-        first = len(kernel.outputs)
-        self._args = {n: placed_copy(v, first + i) if isinstance(v, np.ndarray) else v
-                      for i, (n, v) in enumerate(args.items())}
-        self._args.update(zip(kernel.outputs, self._outputs))
-        self._pristine = {n: args[n] for n in kernel.inplace}
+        self._guarded, self._outputs, self._args = buffers.guarded, buffers.outputs, buffers.args
+        self._pristine = {n: buffers.source[n] for n in kernel.inplace}
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
                        else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 
@@ -145,6 +155,7 @@ class CpuBackend(Backend):
 
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
+        self._buffers: Buffers | None = None
         os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
     def fingerprint(self) -> dict:
@@ -192,4 +203,6 @@ class CpuBackend(Backend):
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
                               f"{variant.entry!r}") from None
         fn.restype = None
-        return CpuRunner(fn, kernel, args)
+        if self._buffers is None or self._buffers.source is not args:
+            self._buffers = Buffers(kernel, args)  # one shape's at a time: they can be large
+        return CpuRunner(fn, kernel, self._buffers)
