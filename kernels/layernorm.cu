@@ -117,21 +117,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
             moments[kRows + i] = fmaf(d, d, moments[kRows + i]);
         }
     };
-    int p = lane;
-    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
-        Pack<V> v[kUnroll][kRows];  // every load issued before the first use
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) accumulate(i, v[u][i]);
-    }
-    for (; p < packs; p += kTree)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) accumulate(i, in[i][p]);
+    sweep<V>(in, packs, lane, [&](int i, const Pack<V> &v, int) { accumulate(i, v); });
     group_reduce(moments, red_a, Sum(), 0.0f);
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
@@ -152,7 +138,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
             if (valid[i]) out[i][at] = o;
         }
     };
-    p = lane;
+    int p = lane;  // a position of every row at a time: gamma and beta are loaded once for all
     for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
         Pack<V> v[kUnroll][kRows];
 #pragma unroll

@@ -63,3 +63,26 @@ __device__ __forceinline__ void group_reduce(float (&v)[N], float (*red)[kWarps]
         }
     }
 }
+
+/* Calls use(i, pack, at) for the packs at = lane, lane + kTree, ... < packs of each row i of a
+ * row group (in: kRows pointers to packs), kUnroll packs per row at a time with every load issued
+ * before the first use, so that the loads of an iteration are in flight together. */
+template <int V, class Rows, class Use>
+__device__ __forceinline__ void sweep(const Rows &in, int packs, int lane, Use use)
+{
+    int p = lane;
+    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
+        Pack<V> v[kUnroll][kRows];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) use(i, v[u][i], p + u * kTree);
+    }
+    for (; p < packs; p += kTree)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) use(i, in[i][p], p);
+}

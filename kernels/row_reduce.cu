@@ -41,21 +41,7 @@ __device__ __forceinline__ void reduce_rows(const real *__restrict__ x, real *__
 #pragma unroll
     for (int i = 0; i < kRows; ++i) acc[i] = 0.0f;
 
-    int p = lane;
-    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
-        Pack<V> v[kUnroll][kRows];  // every load issued before the first add
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) v[u][i] = rows[i][p + u * kTree];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) acc[i] += pack_sum<V>(v[u][i]);
-    }
-    for (; p < packs; p += kTree)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) acc[i] += pack_sum<V>(rows[i][p]);
+    sweep<V>(rows, packs, lane, [&](int i, const Pack<V> &v, int) { acc[i] += pack_sum<V>(v); });
 
     group_reduce(acc, red, Sum(), 0.0f);
     if (lane == 0)

@@ -114,21 +114,7 @@ __device__ __forceinline__ void softmax_rows(const real *__restrict__ x, real *_
         s[i] = s[i] * exp2f((m[i] - nm) * kLog2e) + add;  // m = -inf at first: 0 * 0
         m[i] = nm;
     };
-    int p = lane;
-    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
-        Pack<V> v[kUnroll][kRows];  // every load issued before the first use
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) update(i, v[u][i]);
-    }
-    for (; p < packs; p += kTree)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) update(i, in[i][p]);
+    sweep<V>(in, packs, lane, [&](int i, const Pack<V> &v, int) { update(i, v); });
 
     float row_max[kRows];
 #pragma unroll
@@ -149,21 +135,7 @@ __device__ __forceinline__ void softmax_rows(const real *__restrict__ x, real *_
             store_float(&o.v[j], exp_shifted(to_float(v.v[j]), m_log2e[i]) * inv[i]);
         if (valid[i]) out[i][at] = o;
     };
-    p = lane;
-    for (; p + (kUnroll - 1) * kTree < packs; p += kUnroll * kTree) {
-        Pack<V> v[kUnroll][kRows];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) v[u][i] = in[i][p + u * kTree];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) write(i, v[u][i], p + u * kTree);
-    }
-    for (; p < packs; p += kTree)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) write(i, in[i][p], p);
+    sweep<V>(in, packs, lane, write);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
