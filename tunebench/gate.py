@@ -33,6 +33,11 @@ from tunebench.stats import mann_whitney_p, median_ci
 from tunebench.summary import config_text
 from tunebench.workers import CompareJob
 
+#: The lead over the baseline, in the final round, that a tuned config needs to replace it: a
+#: smaller one is within what separate runs here move (5-15 % on memory-bound kernels), and a
+#: config adopted on it fails the gate's best-against-baseline check on noise.
+MIN_GAIN = 0.05
+
 
 @dataclass(frozen=True)
 class GateSettings:
@@ -119,10 +124,11 @@ def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, targe
     """The final round of a tune: the finalists (the fastest configs by their trials, each
     measured minutes apart from the others, so drift may have ranked them) and the baseline,
     measured interleaved on every shape. The winner is the finalist with the lowest bucket
-    objective of these medians. Its best/baseline ratio, measured then as the gate measures it
+    objective of these medians, unless it leads the baseline by less than ``MIN_GAIN``: then the
+    heuristic stays. Its best/baseline ratio, measured then as the gate measures it
     (those two arms alone), is the reference later gate runs compare with. Where a shape cannot
     be measured, the trials' order stands."""
-    shapes, medians = [], [{} for _ in finalists]
+    shapes, medians, base = [], [{} for _ in finalists], {}
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
@@ -137,15 +143,21 @@ def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, targe
                 entry["arms"] = {config_key(c): result["samples"][str(i)] for i, c in enumerate(unique)}
                 for m, c in zip(medians, configs):
                     m[shape] = statistics.median(entry["arms"][config_key(c)])
+                base[shape] = statistics.median(entry["arms"][config_key(baseline)])
         shapes.append(entry)
-    measured = all(len(m) == len(bucket.shapes) for m in medians)
-    win = min(range(len(finalists)), key=lambda i: bucket.objective(medians[i])) if measured else 0
+    winner = finalists[0]
+    if all(len(m) == len(bucket.shapes) for m in medians):
+        winner = finalists[min(range(len(finalists)), key=lambda i: bucket.objective(medians[i]))]
+        if bucket.objective({s: medians[finalists.index(winner)][s] for s in bucket.shapes}) > (
+                1 - MIN_GAIN) * bucket.objective(base):
+            winner = {s: variant.baseline(s) for s in bucket.shapes}
     for entry in shapes:
         shape = tuple(entry["shape"])
-        entry["best"] = best = finalists[win][shape]
+        entry["best"] = best = winner[shape]
         arms = entry.pop("arms", None)
         if arms:
             entry["finalist_ms"] = [statistics.median(arms[config_key(c)]) for c in entry["finalists"]]
+            entry["baseline_ms"] = base[shape]
         if best != entry["baseline"] and "error" not in entry:
             # the reference is measured as the gate will measure it: these two arms alone
             job = CompareJob(kernel.name, shape, dtype, _arms(best, entry["baseline"], None), settings.rounds,

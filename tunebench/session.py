@@ -201,7 +201,10 @@ class Task:
             check = confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                             configs, GateSettings(), t.commit)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
-        self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+        if self.baseline is not None and chosen == self.baseline.configs:
+            self.final = (None, self.baseline)  # no finalist led the heuristic by enough
+        else:
+            self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
 
     def _warm(self, first: int) -> list[tuple[tuple, float]]:
         """Results of this kernel on other buckets and devices, for the strategy to start from:
