@@ -33,18 +33,10 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
 {
     const int group = threadIdx.x / kTree, lane = threadIdx.x % kTree;
     const int packs = R / V;
-    const Pack<V> *in[kRows];
-    Pack<V> *out[kRows];
-    bool valid[kRows];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-        // rows past S work on row S - 1 (so loads need no predicate) and store nothing
-        const long long row = row0 + group * kRows + i;
-        const long long safe = min(row, (long long)S - 1);
-        in[i] = reinterpret_cast<const Pack<V> *>(x + safe * R);
-        out[i] = reinterpret_cast<Pack<V> *>(y + safe * R);
-        valid[i] = row < S;
-    }
+    const RowGroup<V> rows(x, y, S, R, row0, group);
+    const auto &in = rows.in;
+    const auto &out = rows.out;
+    const auto &valid = rows.valid;
     const Pack<V> *g = reinterpret_cast<const Pack<V> *>(gamma);
     const Pack<V> *b = reinterpret_cast<const Pack<V> *>(beta);
     float mean[kRows], rstd[kRows];

@@ -49,6 +49,19 @@ template <int V> struct alignas(V * sizeof(real)) Pack { real v[V]; };
 __shared__ __align__(16) real As[block_k][block_m + kPadA];  // A tile, transposed: As[k][m]
 __shared__ __align__(16) real Bs[block_k][block_n];
 
+/* vec elements from p: one vector load where the row is in the matrix (in_row), all vec elements
+ * are (left of them remain in the row) and vectors are aligned (aligned), else one by one, zero
+ * past the matrix. */
+__device__ __forceinline__ Pack<vec> load_pack(const real *p, bool aligned, bool in_row, int left)
+{
+    if (aligned && in_row && left > 0)  // the row length % vec == 0: the whole vector is in bounds
+        return *reinterpret_cast<const Pack<vec> *>(p);
+    Pack<vec> v;
+#pragma unroll
+    for (int j = 0; j < vec; ++j) v.v[j] = in_row && j < left ? p[j] : 0.0f;
+    return v;
+}
+
 /* Global -> shared memory: the A tile at (m0, k0), transposed, and the B tile at (k0, n0); zero
  * outside the matrices, so that the ragged edges of M, N and K add nothing. */
 __device__ __forceinline__ void load_tiles(const real *__restrict__ A, const real *__restrict__ B,
@@ -61,14 +74,7 @@ __device__ __forceinline__ void load_tiles(const real *__restrict__ A, const rea
         if (kAVecs % kThreads == 0 || idx < kAVecs) {
             const int mt = idx / (block_k / vec), kt = idx % (block_k / vec) * vec;  // in the tile
             const int m = m0 + mt, k = k0 + kt;
-            const real *p = A + (long long)m * K + k;
-            Pack<vec> v;
-            if (a_vec && m < M && k < K) {  // K % vec == 0: the whole vector is in bounds
-                v = *reinterpret_cast<const Pack<vec> *>(p);
-            } else {
-#pragma unroll
-                for (int j = 0; j < vec; ++j) v.v[j] = m < M && k + j < K ? p[j] : 0.0f;
-            }
+            const Pack<vec> v = load_pack(A + (long long)m * K + k, a_vec, m < M, K - k);
 #pragma unroll
             for (int j = 0; j < vec; ++j) As[kt + j][mt] = v.v[j];
         }
@@ -79,14 +85,7 @@ __device__ __forceinline__ void load_tiles(const real *__restrict__ A, const rea
         if (kBVecs % kThreads == 0 || idx < kBVecs) {
             const int kt = idx / (block_n / vec), nt = idx % (block_n / vec) * vec;  // in the tile
             const int k = k0 + kt, n = n0 + nt;
-            const real *p = B + (long long)k * N + n;
-            Pack<vec> v;
-            if (b_vec && k < K && n < N) {  // N % vec == 0: the whole vector is in bounds
-                v = *reinterpret_cast<const Pack<vec> *>(p);
-            } else {
-#pragma unroll
-                for (int j = 0; j < vec; ++j) v.v[j] = k < K && n + j < N ? p[j] : 0.0f;
-            }
+            const Pack<vec> v = load_pack(B + (long long)k * N + n, b_vec, k < K, N - n);
             *reinterpret_cast<Pack<vec> *>(&Bs[kt][nt]) = v;
         }
     }

@@ -26,6 +26,26 @@ static_assert(kTree >= 32 && kTree % 32 == 0 && kThreads % kTree == 0,
 /* V consecutive elements, aligned so that an access is one (or two) vector instructions */
 template <int V> struct alignas(V * sizeof(real) < 16 ? V * sizeof(real) : 16) Pack { real v[V]; };
 
+/* The kRows rows of this thread's row group, row0 + group * kRows onwards, as packs: rows past S
+ * work on row S - 1 (so loads need no predicate) and are not valid (store nothing). */
+template <int V> struct RowGroup {
+    const Pack<V> *in[kRows];
+    Pack<V> *out[kRows];
+    bool valid[kRows];
+
+    __device__ __forceinline__ RowGroup(const real *x, real *y, int S, int R, long long row0, int group)
+    {
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            const long long row = row0 + group * kRows + i;
+            const long long safe = min(row, (long long)S - 1);
+            in[i] = reinterpret_cast<const Pack<V> *>(x + safe * R);
+            out[i] = reinterpret_cast<Pack<V> *>(y + safe * R);
+            valid[i] = row < S;
+        }
+    }
+};
+
 __device__ __forceinline__ float to_float(float a) { return a; }
 __device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
 __device__ __forceinline__ void store_float(float *p, float a) { *p = a; }

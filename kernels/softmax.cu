@@ -38,18 +38,10 @@ __device__ __forceinline__ void softmax_rows(const real *__restrict__ x, real *_
     const int group = threadIdx.x / kTree, lane = threadIdx.x % kTree;
     const int packs = R / V;
     const float neg_inf = -__int_as_float(0x7f800000);
-    const Pack<V> *in[kRows];
-    Pack<V> *out[kRows];
-    bool valid[kRows];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-        // rows past S work on row S - 1 (so loads need no predicate) and store nothing
-        const long long row = row0 + group * kRows + i;
-        const long long safe = min(row, (long long)S - 1);
-        in[i] = reinterpret_cast<const Pack<V> *>(x + safe * R);
-        out[i] = reinterpret_cast<Pack<V> *>(y + safe * R);
-        valid[i] = row < S;
-    }
+    const RowGroup<V> rows(x, y, S, R, row0, group);
+    const auto &in = rows.in;
+    const auto &out = rows.out;
+    const auto &valid = rows.valid;
     float m[kRows], s[kRows];
 
     constexpr int kCache = kCached ? kCacheFloats / (V * kRows) : 0;  // packs per row kept in registers
