@@ -4,7 +4,9 @@ A :class:`Task` tunes one kernel on one bucket for one dtype: it measures the ba
 heuristic config of every representative shape) first, then asks its strategy for candidates
 until the budget (trials, seconds) or the strategy ends. Trials run in worker processes (see
 :mod:`tunebench.workers`); every trial becomes a record at once, whatever its status; a trial
-already recorded for the same source, shape, dtype and config is reused, not measured.
+already recorded for the same source, shape, dtype and config is reused, not measured. A search
+ends with a final round (:func:`tunebench.gate.confirm`): its fastest configs and the baseline,
+measured again interleaved, decide the winner.
 """
 
 from __future__ import annotations
