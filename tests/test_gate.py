@@ -12,25 +12,30 @@ from tinydb import TinyDB
 from tests.test_plugin import TUNE
 from tunebench.gate import GateSettings, judge
 
-#: ITERS dependent multiply-adds per element (latency-bound), ``lanes`` independent chains at a
-#: time. EXTRA more multiply-adds by a runtime one and zero change the time and not the result.
+#: ITERS dependent multiply-adds per element, 8 independent chains at a time, the whole pass done
+#: ``reps`` times: the heuristic (reps 2) and the best (reps 1) run the same code, so their ratio
+#: stays near 0.5 whatever state the machine is in (a latency-bound config against a
+#: throughput-bound one moved by 25 % between processes here). EXTRA more multiply-adds by a
+#: runtime one and zero change the time and not the result.
 CHAIN_C = """\
 typedef TB_DTYPE real;
 #define ITERS 200
 #define EXTRA 0
+#define LANES 8
 void chain(const real *x, real *y, int n)
 {
     volatile real one_v = 1, zero_v = 0;
     const real one = one_v, zero = zero_v;
-    for (int i = 0; i + lanes <= n; i += lanes) {
-        real acc[lanes];
-        for (int l = 0; l < lanes; ++l) acc[l] = x[i + l];
-        for (int k = 0; k < ITERS; ++k)
-            for (int l = 0; l < lanes; ++l) acc[l] = acc[l] * 0.999f + 0.001f;
-        for (int k = 0; k < EXTRA; ++k)
-            for (int l = 0; l < lanes; ++l) acc[l] = acc[l] * one + zero;
-        for (int l = 0; l < lanes; ++l) y[i + l] = acc[l];
-    }
+    for (int r = 0; r < reps; ++r)
+        for (int i = 0; i + LANES <= n; i += LANES) {
+            real acc[LANES];
+            for (int l = 0; l < LANES; ++l) acc[l] = x[i + l];
+            for (int k = 0; k < ITERS; ++k)
+                for (int l = 0; l < LANES; ++l) acc[l] = acc[l] * 0.999f + 0.001f;
+            for (int k = 0; k < EXTRA; ++k)
+                for (int l = 0; l < LANES; ++l) acc[l] = acc[l] * one + zero;
+            for (int l = 0; l < LANES; ++l) y[i + l] = acc[l];
+        }
 }
 """
 
@@ -49,8 +54,8 @@ chain = Kernel(
     args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
                                     "n": np.int32(shape[0])},
     reference=reference, outputs=["y"], tolerance={"float32": (1e-4, 1e-5)},
-    cpu=Variant(source="chain.c", entry="chain", heuristic=lambda shape: {"lanes": 1},
-                space=Space({"lanes": [1, 8]})),
+    cpu=Variant(source="chain.c", entry="chain", heuristic=lambda shape: {"reps": 2},
+                space=Space({"reps": [1, 2]})),
 )
 """
 
@@ -62,7 +67,7 @@ def tuned(pytester):
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
     (path,) = (pytester.path / "records").glob("*.json")
     (check,) = TinyDB(path).table("checks").all()  # the confirmation: best against baseline
-    assert check["kind"] == "tune" and check["shapes"][0]["best"] == {"lanes": 8}
+    assert check["kind"] == "tune" and check["shapes"][0]["best"] == {"reps": 1}
     return pytester, path
 
 
@@ -99,7 +104,7 @@ def test_a_kernel_made_15_percent_slower_fails(tuned):
 def test_a_best_config_now_slower_than_the_heuristic_fails(tuned):
     pytester, _ = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA (lanes > 1 ? 3000 : 0)"))
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA (reps == 1 ? 3000 : 0)"))
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*regression: FAIL * best/baseline on (2048,)*"])
