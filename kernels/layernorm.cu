@@ -46,18 +46,7 @@ __device__ __forceinline__ void layernorm_rows(const real *__restrict__ x,
         float c[kRows][kCache][V];
 #pragma unroll
         for (int i = 0; i < kRows; ++i) mean[i] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < kCache; ++k)
-            if (lane + k * kTree < packs)
-#pragma unroll
-                for (int i = 0; i < kRows; ++i) {
-                    const Pack<V> v = in[i][lane + k * kTree];
-#pragma unroll
-                    for (int j = 0; j < V; ++j) {
-                        c[i][k][j] = to_float(v.v[j]);
-                        mean[i] += c[i][k][j];
-                    }
-                }
+        load_cached<V, kCache>(in, packs, lane, c, [&](int i, float v) { mean[i] += v; });
         group_reduce(mean, red_a, Sum(), 0.0f);
         float var[kRows];
 #pragma unroll

@@ -62,6 +62,19 @@ __device__ __forceinline__ Pack<vec> load_pack(const real *p, bool aligned, bool
     return v;
 }
 
+/* A thread's n values of one k row of a shared tile: runs of kRun consecutive values, run r at
+ * (r * kStride + t) * kRun, each run read as one vector. */
+template <int kRun, int kStride, int n>
+__device__ __forceinline__ void load_fragment(const real *row, int t, float (&out)[n])
+{
+#pragma unroll
+    for (int r = 0; r < n / kRun; ++r) {
+        const Pack<kRun> v = *reinterpret_cast<const Pack<kRun> *>(&row[(r * kStride + t) * kRun]);
+#pragma unroll
+        for (int j = 0; j < kRun; ++j) out[r * kRun + j] = v.v[j];
+    }
+}
+
 /* Global -> shared memory: the A tile at (m0, k0), transposed, and the B tile at (k0, n0); zero
  * outside the matrices, so that the ragged edges of M, N and K add nothing. */
 __device__ __forceinline__ void load_tiles(const real *__restrict__ A, const real *__restrict__ B,
@@ -124,20 +137,8 @@ matmul_add(const real *__restrict__ A, const real *__restrict__ B, const real *_
 #pragma unroll
             for (int k = 0; k < block_k; ++k) {
                 float a[thread_m], b[thread_n];
-#pragma unroll
-                for (int r = 0; r < thread_m / kRunM; ++r) {
-                    const Pack<kRunM> v = *reinterpret_cast<const Pack<kRunM> *>(
-                        &As[k][(r * kThreadsM + ty) * kRunM]);
-#pragma unroll
-                    for (int j = 0; j < kRunM; ++j) a[r * kRunM + j] = v.v[j];
-                }
-#pragma unroll
-                for (int r = 0; r < thread_n / kRunN; ++r) {
-                    const Pack<kRunN> v = *reinterpret_cast<const Pack<kRunN> *>(
-                        &Bs[k][(r * kThreadsN + tx) * kRunN]);
-#pragma unroll
-                    for (int j = 0; j < kRunN; ++j) b[r * kRunN + j] = v.v[j];
-                }
+                load_fragment<kRunM, kThreadsM>(As[k], ty, a);
+                load_fragment<kRunN, kThreadsN>(Bs[k], tx, b);
 #pragma unroll
                 for (int i = 0; i < thread_m; ++i)
 #pragma unroll

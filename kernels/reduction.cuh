@@ -106,3 +106,23 @@ __device__ __forceinline__ void sweep(const Rows &in, int packs, int lane, Use u
 #pragma unroll
         for (int i = 0; i < kRows; ++i) use(i, in[i][p], p);
 }
+
+/* The first pass over rows kept in registers: the packs at = lane + k * kTree (k < kCache,
+ * at < packs) of each row of the group into c as floats, use(i, value) called on each. */
+template <int V, int kCache, class Rows, class Use>
+__device__ __forceinline__ void load_cached(const Rows &in, int packs, int lane, float (&c)[kRows][kCache][V],
+                                            Use use)
+{
+#pragma unroll
+    for (int k = 0; k < kCache; ++k)
+        if (lane + k * kTree < packs)
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                const Pack<V> v = in[i][lane + k * kTree];
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    c[i][k][j] = to_float(v.v[j]);
+                    use(i, c[i][k][j]);
+                }
+            }
+}

@@ -49,18 +49,7 @@ __device__ __forceinline__ void softmax_rows(const real *__restrict__ x, real *_
         float c[kRows][kCache][V];
 #pragma unroll
         for (int i = 0; i < kRows; ++i) m[i] = neg_inf;
-#pragma unroll
-        for (int k = 0; k < kCache; ++k)
-            if (lane + k * kTree < packs)
-#pragma unroll
-                for (int i = 0; i < kRows; ++i) {
-                    const Pack<V> v = in[i][lane + k * kTree];
-#pragma unroll
-                    for (int j = 0; j < V; ++j) {
-                        c[i][k][j] = to_float(v.v[j]);
-                        m[i] = fmaxf(m[i], c[i][k][j]);
-                    }
-                }
+        load_cached<V, kCache>(in, packs, lane, c, [&](int i, float v) { m[i] = fmaxf(m[i], v); });
         group_reduce(m, red_max, Max(), neg_inf);
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {

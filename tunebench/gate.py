@@ -140,24 +140,21 @@ def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, targe
             if result["status"] != "ok":
                 entry["error"] = f"{result['status']} ({result.get('arm')}): {result.get('error')}"
             else:
-                entry["arms"] = {config_key(c): result["samples"][str(i)] for i, c in enumerate(unique)}
-                for m, c in zip(medians, configs):
-                    m[shape] = statistics.median(entry["arms"][config_key(c)])
-                base[shape] = statistics.median(entry["arms"][config_key(baseline)])
+                ms = {config_key(c): statistics.median(result["samples"][str(i)]) for i, c in enumerate(unique)}
+                entry["finalist_ms"] = [ms[config_key(c)] for c in configs]
+                entry["baseline_ms"] = base[shape] = ms[config_key(baseline)]
+                for m, value in zip(medians, entry["finalist_ms"]):
+                    m[shape] = value
         shapes.append(entry)
     winner = finalists[0]
-    if all(len(m) == len(bucket.shapes) for m in medians):
-        winner = finalists[min(range(len(finalists)), key=lambda i: bucket.objective(medians[i]))]
-        if bucket.objective({s: medians[finalists.index(winner)][s] for s in bucket.shapes}) > (
-                1 - MIN_GAIN) * bucket.objective(base):
-            winner = {s: variant.baseline(s) for s in bucket.shapes}
+    if len(base) == len(bucket.shapes):
+        scores = [bucket.objective(m) for m in medians]
+        fastest = min(range(len(finalists)), key=scores.__getitem__)
+        winner = (finalists[fastest] if scores[fastest] <= (1 - MIN_GAIN) * bucket.objective(base)
+                  else {s: variant.baseline(s) for s in bucket.shapes})
     for entry in shapes:
         shape = tuple(entry["shape"])
         entry["best"] = best = winner[shape]
-        arms = entry.pop("arms", None)
-        if arms:
-            entry["finalist_ms"] = [statistics.median(arms[config_key(c)]) for c in entry["finalists"]]
-            entry["baseline_ms"] = base[shape]
         if best != entry["baseline"] and "error" not in entry:
             # the reference is measured as the gate will measure it: these two arms alone
             job = CompareJob(kernel.name, shape, dtype, _arms(best, entry["baseline"], None), settings.rounds,

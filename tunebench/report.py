@@ -45,12 +45,11 @@ class TaskView:
     convergence: list[float]  # best objective so far after each complete config, in trial order
     configs: dict[tuple, dict]  # config key -> the config as recorded, in its params' order
     checks: list[dict] = field(default_factory=list)
+    final: tuple | None = None  # the config key the final round of the latest tune chose
 
     @property
     def label(self) -> str:
         return f"{self.kernel}[{self.bucket.name}-{self.dtype}]"
-
-    final: tuple | None = None  # the config key the final round of the latest tune chose
 
     @property
     def best(self) -> tuple[tuple, float] | None:
