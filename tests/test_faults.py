@@ -32,6 +32,10 @@ void faulty(const real *x, real *y, int n)
     y[n + 16] = 0;  /* out-of-bounds write */
 #elif fault == 6
     abort();
+#elif fault == 7
+    y[n + (8 << 20)] = 0;  /* far past the output: 32 MB beyond its end */
+#elif fault == 8
+    ((real *)x)[0] = 0;  /* into an input the kernel does not declare in place */
 #endif
 }
 """
@@ -47,26 +51,26 @@ faulty = Kernel(
                                     "n": np.int32(shape[0])},
     reference=lambda x, n: 2.0 * x, outputs=["y"],
     cpu=Variant(source="faulty.c", entry="faulty", heuristic=lambda shape: {"passes": 4, "fault": 0},
-                space=Space({"passes": [1, 4, 16], "fault": range(7)})),
+                space=Space({"passes": [1, 4, 16], "fault": range(9)})),
 )
 """
 
 EXPECTED = {0: {"ok", "early_stopped"}, 1: {"crashed"}, 2: {"timeout"}, 3: {"wrong_result"},
-            4: {"compile_error"}, 5: {"out_of_bounds"}, 6: {"crashed"}}
+            4: {"compile_error"}, 5: {"out_of_bounds"}, 6: {"crashed"}, 7: {"crashed"}, 8: {"crashed"}}
 
 
 def test_every_fault_is_recorded_with_its_status_and_the_best_good_candidate_wins(pytester):
     pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
     pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE))
     result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
-    # 21 candidates + the baseline: the 3 good ones and the baseline pass, 18 faulty ones fail
-    result.assert_outcomes(passed=4, failed=18)
+    # 27 candidates + the baseline: the 3 good ones and the baseline pass, 24 faulty ones fail
+    result.assert_outcomes(passed=4, failed=24)
     result.stdout.fnmatch_lines([
-        "*faulty*all*float32*21*21*0*18*passes:1 fault:0*passes:4 fault:0*",
+        "*faulty*all*float32*27*27*0*24*passes:1 fault:0*passes:4 fault:0*",
     ])
     (path,) = (pytester.path / "records").glob("*.json")
     trials = TinyDB(path).table("trials").all()
-    assert len(trials) == 21  # every candidate recorded once (the baseline is one of them)
+    assert len(trials) == 27  # every candidate recorded once (the baseline is one of them)
     by_fault = {}
     for t in trials:
         by_fault.setdefault(t["config"]["fault"], []).append(t)
@@ -77,6 +81,8 @@ def test_every_fault_is_recorded_with_its_status_and_the_best_good_candidate_win
     assert all("timeout" in t["error"] for t in by_fault[2])
     assert all("past the end of output 'y'" in t["error"] for t in by_fault[5])
     assert all("fault 4 does not compile" in t["error"] for t in by_fault[4])
+    # a write far past an output or into an input faults on a trap: it can never pass as ok
+    assert all("SIGSEGV" in t["error"] and "trap" in t["error"] for t in by_fault[7] + by_fault[8])
 
 
 @pytest.mark.parametrize("status", ["crashed", "timeout"])
@@ -85,7 +91,7 @@ def test_a_fault_does_not_spoil_the_next_candidate(pytester, status):
     fault = {"crashed": 1, "timeout": 2}[status]
     pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
     pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
-        '"passes": [1, 4, 16], "fault": range(7)', f'"passes": [1, 4], "fault": [{fault}, 0]'))
+        '"passes": [1, 4, 16], "fault": range(9)', f'"passes": [1, 4], "fault": [{fault}, 0]'))
     result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
     # brute force: (1, fault) first, then (1, 0) in a fresh worker, (4, fault), (4, 0) and the baseline
     result.assert_outcomes(passed=3, failed=2)

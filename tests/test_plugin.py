@@ -7,8 +7,10 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
+from tests.conftest import AXPB_SUITE
 from tunebench.backends import cuda_status
-from tunebench.gate import MIN_GAIN
+from tunebench.final_round import MIN_GAIN
+from tunebench.lookup import this_device
 
 TUNE = ("--tune", "--tune-target", "cpu", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
@@ -75,6 +77,26 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
     assert wrong["max_error"] == pytest.approx(1.0) and wrong["samples"] == []
 
 
+@pytest.mark.parametrize("reference, message", [
+    ("lambda x, n, a, b: (a * x.astype(np.float64) + b)[:-1]",
+     "the reference returned shape (999,) for output 'y', which the args builder declares (1000,)"),
+    ("lambda x, n, a, b: (a * x + b).astype(np.float16)",
+     "the reference returned float16 for output 'y' of float32"),
+])
+def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_never_recorded(
+        project, pytester, reference, message):
+    root = project(suite=AXPB_SUITE.replace("reference=lambda x, n, a, b: a * x.astype(np.float64) + b",
+                                            f"reference={reference}"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "-rs")
+    result.assert_outcomes(failed=1, skipped=5, deselected=8)  # the task's first item says why, once
+    result.stdout.fnmatch_lines([f"*kernel 'axpb': {message}*"])
+    assert result.stdout.str().count(message) == 1
+    result.stdout.fnmatch_lines(["*not run: axpb?small-float32? failed, see its first item's error*"])
+    assert records(root).table("trials").all() == []  # nothing to reuse once the reference is fixed
+    project()
+    pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+
+
 def test_the_trial_budget_skips_unsampled_candidates_with_the_reason(project, pytester):
     project()
     result = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small", "-rs")
@@ -116,8 +138,37 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     project()
     result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
     result.assert_outcomes(skipped=2)  # one gate item per bucket, no tuning item
-    result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on device cpu-*: run pytest --tune first*"])
+    result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on this device, cpu-*: timings do "
+                                 "not carry across devices; run `pytest suites --tune` here*"])
     assert not (pytester.path / "records").exists()
+
+
+def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester, monkeypatch):
+    project()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the thread count is part of the fingerprint
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1").assert_outcomes(passed=4, skipped=8, deselected=2)
+    (tuned,) = (pytester.path / "records").glob("*.json")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
+    assert result.ret == 0
+    result.assert_outcomes(skipped=2)
+    here = this_device("cpu")
+    assert here != tuned.stem
+    result.stdout.fnmatch_lines([f"this machine: {here}: *family*model*2 threads*",
+                                 f"recorded: {tuned.stem}: *family*model*1 threads*",
+                                 f"*nothing recorded for axpb small float32 on this device, {here}; "
+                                 f"*records holds {tuned.stem}: *pytest suites --tune*"])
+
+
+def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester):
+    project()
+    legacy = {"target": "cpu", "name": "AMD EPYC", "machine": "x86_64", "threads": 2}  # before family/model
+    records_dir = pytester.path / "records"
+    store = tunebench.records.RecordStore(records_dir / "cpu-amd-epyc-2t-b42c66.json", legacy)
+    store.put_task({"kernel": "axpb", "target": "cpu", "dtype": "float32", "bucket": "small"})
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["recorded: cpu-amd-epyc-2t-b42c66: AMD EPYC, 2 threads, microarchitecture unknown*"])
 
 
 @pytest.mark.parametrize("space, message", [

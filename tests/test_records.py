@@ -1,4 +1,10 @@
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 from tinydb import TinyDB
@@ -105,3 +111,62 @@ def test_folding_twice_keeps_each_trial_once(tmp_path):
     store.journal.write_text(saved)  # as if a run was killed after writing the file, before the unlink
     store.compact()
     assert len(TinyDB(store.path).table("trials").all()) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    (bytes(range(256)) * 8, "not a records file (binary data at byte 128)"),
+    (b"", "empty records file"),
+    (b"  \n", "empty records file"),
+])
+def test_a_records_file_that_is_not_one_is_an_error_in_one_line_and_left_as_it_was(tmp_path, content, message):
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    path.write_bytes(content)
+    with pytest.raises(RecordsError) as error:
+        RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
+    assert "restore it (git checkout) or move it away" in str(error.value)
+    assert path.read_bytes() == content
+
+
+def test_a_records_path_that_cannot_be_read_is_an_error_naming_it(tmp_path):
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    path.mkdir()
+    with pytest.raises(RecordsError, match=f"^{path}: cannot be read"):
+        RecordStore.for_device(tmp_path, FINGERPRINT)
+
+
+def test_a_trial_measured_again_replaces_the_one_before(tmp_path):
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 4}, verdict="disturbed"))
+    store.compact()
+    store.add(trial({"vec": 4}, verdict="clean"))
+    assert [t["verdict"] for t in store.trials()] == ["clean"]
+    store.compact()
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [t["verdict"] for t in again.trials()] == ["clean"]
+    assert [t["verdict"] for t in TinyDB(store.path).table("trials").all()] == ["clean"]
+
+
+def test_a_forked_child_does_not_hold_the_task_lock(tmp_path):
+    """A worker is forked while its parent holds the task lock; were the lock inherited, a
+    worker outliving a killed parent would keep every later run waiting."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    read, write = os.pipe()
+    with store.task_lock("k[b-float32]"):
+        child = os.fork()
+        if child == 0:  # the child sleeps on, as an orphaned worker would
+            os.close(read)
+            os.write(write, b"x")
+            time.sleep(30)
+            os._exit(0)
+        os.read(read, 1)
+    try:
+        taker = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import fcntl, sys
+            with open({str(store._lock_file("k[b-float32]"))!r}, "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            """)], capture_output=True, text=True, timeout=30)
+        assert taker.returncode == 0, taker.stderr
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 from tinydb import TinyDB
 
@@ -107,3 +108,63 @@ def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
     assert total == 20  # every candidate, each recorded once
     new = int(next(ln for ln in rerun.stdout.splitlines() if ln.startswith("slow ")).split()[4])
     assert new == total - kept  # the rerun measured only what the killed run had not recorded
+
+
+def as_ordinary_user(command: list[str]) -> list[str]:
+    """Root ignores file permissions; without CAP_DAC_OVERRIDE it obeys them as anyone does."""
+    if os.geteuid() != 0:
+        return command
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *command]
+
+
+def test_a_read_only_records_folder_stops_the_run_in_one_line(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    records = pytester.path / "records"
+    records.mkdir()
+    records.chmod(0o555)
+    try:
+        run = subprocess.run(as_ordinary_user([sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "-q"]),
+                             cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    finally:
+        records.chmod(0o755)
+    assert run.returncode == 4, run.stdout + run.stderr  # a usage error, before anything ran
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"ERROR: {records}/cpu-") and "read-only" in line and "--records DIR" in line
+    assert list(records.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+def test_a_worker_dies_with_its_killed_pytest_and_the_next_run_does_not_wait(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    proc = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = pytester.path / "records"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        files = list(path.glob("*.json")) if path.exists() else []
+        if files and _trials(files[0]) >= 2 and _children(proc.pid):
+            break
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert proc.poll() is None and workers, "the tuning run ended before it could be killed"
+    proc.kill()  # pytest only: its worker is not signalled by anyone but the kernel
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{w}/stat").exists() and " Z " not in Path(f"/proc/{w}/stat").read_text()
+                   for w in workers), "the worker outlived its pytest"
+    rerun = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-2000:]

@@ -18,9 +18,12 @@ class _Fixture:
 
 
 def feed(config: pytest.Config, fullname: str, *, group: str, samples_ms: Sequence[float], extra_info: dict) -> None:
-    """Add one benchmark with every sample as a round (one iteration each)."""
+    """Add one benchmark with every sample as a round (one iteration each), where the run
+    keeps benchmarks (--benchmark-json, -save, -autosave or -compare): otherwise their tables
+    would only bury the gate's verdicts."""
     session = getattr(config, "_benchmarksession", None)
-    if session is None or session.disabled or not samples_ms:
+    if session is None or session.disabled or not samples_ms or not (
+            session.json or session.save or session.autosave or session.compare):
         return
     from pytest_benchmark.stats import Metadata
 

@@ -1,50 +1,55 @@
 """The performance gate: is a task's recorded best config still fast, and still worth it?
 
-Timings of separate runs on one machine drift by 10-35 %, so the gate never trusts a raw ratio
-between today and the record. It measures *interleaved* in one run (see
-:func:`tunebench.measure.interleave`) and works on matched per-round ratios:
+Timings drift by 10-35 % between runs and differ from one process to the next, so the gate
+never trusts a raw ratio between today and the record, nor one process's interval. Per shape it
+measures interleaved, in :attr:`GateSettings.processes` fresh worker processes
+(:mod:`tunebench.compare`), today's best config against today's heuristic and, when the
+template changed, against the recorded template's build; every check is made on the
+per-process ratios:
 
-- (b) best against baseline: today's best config against today's heuristic config.
-- (a) best against the record: when the template changed since the record, today's best against
-  the recorded template's best (rebuilt from the ``sources`` table); when it did not, today's
-  best/baseline ratio against the same ratio measured interleaved when the task was tuned (the
-  *confirmation*, :func:`confirm`), so a machine that is slower today as a whole passes.
+- **best/baseline**: fails when the median ratio is beyond ``1 + threshold`` and every process
+  saw the best slower than the heuristic.
+- **best against the recorded source** (template changed): the same rule on best/recorded.
+- **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
+  tune measured the same ratio in several fresh processes; their range is the noise between
+  processes. Fails when every process today is beyond the highest of them by the threshold.
 
-A ratio's verdict comes from the distribution-free confidence interval of its median: pass when
-the interval lies below ``1 + threshold``, fail when it lies above, ambiguous otherwise; an
-ambiguous shape is measured again with twice the rounds, up to ``max_rounds``, and then fails
-only if its median is beyond the threshold and the interval excludes 1 (significantly slower).
-The raw comparison with the recorded samples (Mann-Whitney) is reported beside, for the record.
+A check whose median is beyond its limit but not every process agrees is ambiguous: more fresh
+processes are measured, up to ``max_processes``; it then fails only if the median is beyond the
+limit and every process is beyond the reference (1, or the highest tuning-time ratio).
+
+Where the machine stayed disturbed by other load, the item is skipped with what was seen,
+unless a failing check clears its limit by more than the spread of the disturbed processes.
+Where the heuristic's time today is far from its recorded time, the machine is not the one that
+tuned (or is not itself today): the tuning-time check is not made, and the verdict says so.
 """
 
 from __future__ import annotations
 
-import datetime
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
+from tunebench.compare import Comparison, compare
+from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import latest_confirmation, shape_times
-from tunebench.measure import MeasureSettings
-from tunebench.records import RecordStore, config_key
-from tunebench.stats import mann_whitney_p, median_ci
+from tunebench.records import RecordsError, RecordStore, stores
 from tunebench.summary import config_text
-from tunebench.workers import CompareJob
 
-#: The lead over the baseline, in the final round, that a tuned config needs to replace it: a
-#: smaller one is within what separate runs here move (5-15 % on memory-bound kernels), and a
-#: config adopted on it fails the gate's best-against-baseline check on noise.
-MIN_GAIN = 0.05
+#: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
+#: machine is not the one that tuned the records.
+OTHER_MACHINE = 1.5
 
 
 @dataclass(frozen=True)
 class GateSettings:
     threshold: float = 0.10  # a slowdown beyond 10 % is a regression
-    confidence: float = 0.95
-    rounds: int = 30  # interleaved rounds at first ...
-    max_rounds: int = 240  # ... doubled while ambiguous, up to this
+    processes: int = 3  # fresh processes measured at first ...
+    max_processes: int = 7  # ... more while a check is ambiguous, up to this
+    budget_s: float = BUDGET_S  # seconds of calls per process and shape
 
 
 @dataclass
@@ -61,18 +66,22 @@ class GateRun:
 
 @dataclass
 class Verdict:
-    """One ratio on one shape: its median, confidence interval and what it means."""
+    """One check on one shape: the per-process ratios, their median and what they mean."""
 
     what: str
     shape: tuple
-    median: float
-    lo: float
-    hi: float
+    ratios: list[float]
+    limit: float  # the ratio beyond which the check fails
     outcome: str  # "pass", "fail" or "ambiguous"
 
-    def line(self, threshold: float) -> str:
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    def line(self) -> str:
+        spread = f"{min(self.ratios):.3f}-{max(self.ratios):.3f}" if len(self.ratios) > 1 else ""
         return (f"{self.outcome.upper():9} {self.what} on {self.shape}: {self.median:.3f}x "
-                f"[{self.lo:.3f}, {self.hi:.3f}] (threshold {1 + threshold:.2f}x)")
+                f"({len(self.ratios)} processes{': ' + spread if spread else ''}; limit {self.limit:.3f}x)")
 
 
 @dataclass
@@ -81,32 +90,22 @@ class GateResult:
     reason: str = ""
     verdicts: list[Verdict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    samples: dict = field(default_factory=dict)  # shape -> label -> ms samples
+    comparisons: dict = field(default_factory=dict)  # shape -> Comparison
     configs: dict = field(default_factory=dict)  # shape -> label -> config
 
 
-def judge(ratios: list[float], what: str, shape: tuple, settings: GateSettings, final: bool) -> Verdict:
-    """The verdict on matched ratios (see the module docstring)."""
-    lo, hi = median_ci(ratios, settings.confidence)
+def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor: float, final: bool) -> Verdict:
+    """Pass while the median ratio is within ``limit``; fail when every process is beyond
+    ``limit``, or, at the last measurement, when the median is beyond it and every process is
+    beyond ``floor`` (what the ratio is without any change); else ambiguous."""
     med = statistics.median(ratios)
-    limit = 1 + settings.threshold
-    if hi <= limit:
+    if med <= limit:
         outcome = "pass"
-    elif lo > limit:
+    elif min(ratios) > limit or (final and min(ratios) > floor):
         outcome = "fail"
-    elif final:
-        outcome = "fail" if med > limit and lo > 1 else "pass"
     else:
-        outcome = "ambiguous"
-    return Verdict(what, shape, med, lo, hi, outcome)
-
-
-def _ratios(a: list[float], b: list[float]) -> list[float]:
-    return [x / y for x, y in zip(a, b)]
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        outcome = "pass" if final else "ambiguous"
+    return Verdict(what, shape, list(ratios), limit, outcome)
 
 
 def _arms(best: dict, baseline: dict, recorded_text: str | None) -> tuple:
@@ -118,64 +117,10 @@ def _arms(best: dict, baseline: dict, recorded_text: str | None) -> tuple:
     return tuple(arms)
 
 
-def confirm(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
-            bucket: Bucket, finalists: list[dict[tuple, dict]], settings: GateSettings,
-            commit: str | None) -> dict:
-    """The final round of a tune: the finalists (the fastest configs by their trials, each
-    measured minutes apart from the others, so drift may have ranked them) and the baseline,
-    measured interleaved on every shape. The winner is the finalist with the lowest bucket
-    objective of these medians, unless it leads the baseline by less than ``MIN_GAIN``: then the
-    heuristic stays. Its best/baseline ratio, measured then as the gate measures it
-    (those two arms alone), is the reference later gate runs compare with. Where a shape cannot
-    be measured, the trials' order stands."""
-    shapes, medians, base = [], [{} for _ in finalists], {}
-    for shape in bucket.shapes:
-        baseline = variant.baseline(shape)
-        configs = [f[shape] for f in finalists]
-        unique = list({config_key(c): c for c in [*configs, baseline]}.values())
-        entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
-        if len(unique) > 1:
-            arms = tuple((str(i), c, None) for i, c in enumerate(unique))
-            result = workers.trial(CompareJob(kernel.name, shape, dtype, arms, settings.rounds, MeasureSettings()))
-            if result["status"] != "ok":
-                entry["error"] = f"{result['status']} ({result.get('arm')}): {result.get('error')}"
-            else:
-                ms = {config_key(c): statistics.median(result["samples"][str(i)]) for i, c in enumerate(unique)}
-                entry["finalist_ms"] = [ms[config_key(c)] for c in configs]
-                entry["baseline_ms"] = base[shape] = ms[config_key(baseline)]
-                for m, value in zip(medians, entry["finalist_ms"]):
-                    m[shape] = value
-        shapes.append(entry)
-    winner = finalists[0]
-    if len(base) == len(bucket.shapes):
-        scores = [bucket.objective(m) for m in medians]
-        fastest = min(range(len(finalists)), key=scores.__getitem__)
-        winner = (finalists[fastest] if scores[fastest] <= (1 - MIN_GAIN) * bucket.objective(base)
-                  else {s: variant.baseline(s) for s in bucket.shapes})
-    for entry in shapes:
-        shape = tuple(entry["shape"])
-        entry["best"] = best = winner[shape]
-        if best != entry["baseline"] and "error" not in entry:
-            # the reference is measured as the gate will measure it: these two arms alone
-            job = CompareJob(kernel.name, shape, dtype, _arms(best, entry["baseline"], None), settings.rounds,
-                             MeasureSettings())
-            result = workers.trial(job)
-            if result["status"] != "ok":
-                entry["error"] = f"{result['status']} ({result.get('arm')}): {result.get('error')}"
-            else:
-                entry["samples"] = result["samples"]
-                entry["ratio"] = statistics.median(_ratios(result["samples"]["best"], result["samples"]["baseline"]))
-    doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
-           "source_hash": variant.source_hash, "shapes": shapes, "git_commit": commit, "timestamp": _now(),
-           "tunebench_version": __version__}
-    store.add_check(doc)
-    return doc
-
-
 def recorded_best(store: RecordStore, kernel: Kernel, variant: Variant, target: str, dtype: str,
                   bucket: Bucket) -> tuple[dict[tuple, dict], str] | None:
     """The recorded best config per shape and the source it was tuned with: from the latest
-    confirmation, else ranked from the trials of the latest source recorded for the task."""
+    final round, else ranked from the trials of the latest source recorded for the task."""
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
     if check is not None:
         return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
@@ -190,13 +135,28 @@ def recorded_best(store: RecordStore, kernel: Kernel, variant: Variant, target: 
     return {s: best for s in bucket.shapes}, task["source_hash"]
 
 
+def not_recorded(store: RecordStore, kernel: str, bucket: str, dtype: str) -> str:
+    """Why there is nothing to gate, naming this device and those that have records."""
+    others = [s.device for s in devices(store) if s.path != store.path]
+    held = f"; {store.path.parent} holds {', '.join(others)}" if others else ""
+    return (f"nothing recorded for {kernel} {bucket} {dtype} on this device, {store.device}{held}: timings "
+            f"do not carry across devices; run `pytest suites --tune` here to record this one")
+
+
+def devices(store: RecordStore) -> list[RecordStore]:
+    """Every readable records file beside ``store``'s, its own included."""
+    try:
+        return stores(store.path.parent)
+    except RecordsError:
+        return [store]
+
+
 def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
          bucket: Bucket, settings: GateSettings, commit: str | None) -> GateResult:
     """Re-measure one task's recorded best and decide (see the module docstring)."""
     found = recorded_best(store, kernel, variant, target, dtype, bucket)
     if found is None:
-        return GateResult("skip", f"nothing recorded for {kernel.name} {bucket.name} {dtype} on "
-                                  f"device {store.device}: run pytest --tune first")
+        return GateResult("skip", not_recorded(store, kernel.name, bucket.name, dtype))
     best, recorded_hash = found
     result = GateResult("pass")
     recorded_text = None
@@ -207,59 +167,107 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             + ("today's build is compared with the recorded one" if recorded_text else
                "the recorded source is not in the records, so only the baseline comparison is made"))
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
-    reference = {tuple(e["shape"]): e.get("ratio") for e in check["shapes"]} if check else {}
+    reference = {tuple(e["shape"]): e.get("ratios") or ([e["ratio"]] if e.get("ratio") else None)
+                 for e in check["shapes"]} if check else {}
+    noisy = []
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         arms = _arms(best[shape], baseline, recorded_text)
         result.configs[shape] = {label: config for label, config, _ in arms}
-        samples: dict[str, list[float]] = {label: [] for label, _, _ in arms}
-        rounds = settings.rounds
+        if len(arms) == 1:
+            continue
+        comp = compare(workers, kernel.name, shape, dtype, arms, settings.processes, settings.budget_s)
+        ref = reference.get(shape) if recorded_text is None else None
+        if ref and not comp.failure and not _same_machine(store, kernel.name, recorded_hash, shape, dtype,
+                                                          baseline, comp, result):
+            ref = None
         while True:
-            measured = workers.trial(CompareJob(kernel.name, shape, dtype, arms, rounds, MeasureSettings()))
-            if measured["status"] != "ok":
+            if comp.failure:
+                f = comp.failure
                 result.outcome = "fail"
-                result.reason = (f"the {measured.get('arm')} config on {shape} ended {measured['status']}: "
-                                 f"{measured.get('error')}")
+                result.reason = (f"the {_arm_name(f['arm'], result.configs[shape])} on {shape} ended "
+                                 f"{f['status']}: {f['error']}")
                 return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
-            for label, values in measured["samples"].items():
-                samples[label] += values
-            total = len(samples["best"])
-            final = total >= settings.max_rounds
-            verdicts = []
-            if "baseline" in samples:
-                vs_base = _ratios(samples["best"], samples["baseline"])
-                verdicts.append(judge(vs_base, "best/baseline", shape, settings, final))
-                if recorded_text is None and reference.get(shape):
-                    verdicts.append(judge([r / reference[shape] for r in vs_base],
-                                          "best/baseline against the tuning-time ratio", shape, settings, final))
-            if "recorded" in samples:
-                verdicts.append(judge(_ratios(samples["best"], samples["recorded"]),
-                                      "best against the recorded source", shape, settings, final))
+            final = len(comp.objectives) >= settings.max_processes
+            verdicts = checks(comp, shape, settings.threshold, ref, final)
             if final or all(v.outcome != "ambiguous" for v in verdicts):
                 break
-            rounds = min(total, settings.max_rounds - total)
-        result.samples[shape] = samples
+            comp = compare(workers, kernel.name, shape, dtype, arms,
+                           min(2, settings.max_processes - len(comp.objectives)), settings.budget_s, into=comp)
+        result.comparisons[shape] = comp
+        if comp.disturbed:
+            noisy.append(f"on {shape}: {comp.disturbed[0]}")
+            verdicts = [v for v in verdicts if v.outcome != "fail" or _beyond_noise(v)]
         result.verdicts += verdicts
-        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], samples["best"]))
-    if not result.verdicts:
+        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp))
+    if not result.verdicts and not noisy:
         result.notes.append("the recorded best is the heuristic config and the template is unchanged: "
                             "there is nothing to measure it against in this run")
-    if any(v.outcome == "fail" for v in result.verdicts):
+    failed = [v for v in result.verdicts if v.outcome == "fail"]
+    if failed:
         result.outcome = "fail"
-        result.reason = "; ".join(v.line(settings.threshold) for v in result.verdicts if v.outcome == "fail")
+        result.reason = "; ".join(v.line() for v in failed)
+    elif noisy:
+        result.outcome = "skip"
+        result.reason = f"machine too noisy to gate ({'; '.join(noisy)}): run the gate on a quiet machine"
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
 
 
+def _arm_name(label: str | None, configs: dict) -> str:
+    what = {"best": "recorded best", "baseline": "heuristic", "recorded": "recorded source's build of the best"}
+    config = configs.get(label)
+    return f"{what.get(label, label)} [{config_text(config)}]" if config is not None else str(label)
+
+
+def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[float] | None,
+            final: bool) -> list[Verdict]:
+    limit = 1 + threshold
+    verdicts = []
+    if "baseline" in comp.labels:
+        vs_base = comp.ratios("best", "baseline")
+        verdicts.append(judge(vs_base, "best/baseline", shape, limit, 1.0, final))
+        if reference:
+            top = max(reference)
+            verdicts.append(judge(vs_base, f"best/baseline against the tuning-time ratios "
+                                           f"({min(reference):.3f}-{top:.3f}x)", shape, top * limit, top, final))
+    if "recorded" in comp.labels:
+        verdicts.append(judge(comp.ratios("best", "recorded"), "best against the recorded source", shape,
+                              limit, 1.0, final))
+    return verdicts
+
+
+def _beyond_noise(verdict: Verdict) -> bool:
+    """Whether a failing check on a disturbed machine clears its limit by more than the spread
+    of its processes."""
+    spread = (max(verdict.ratios) - min(verdict.ratios)) / verdict.median
+    return min(verdict.ratios) > verdict.limit * (1 + spread)
+
+
+def _same_machine(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype: str, baseline: dict,
+                  comp: Comparison, result: GateResult) -> bool:
+    """Whether the heuristic's time today is near its recorded one; if not, say so."""
+    doc = store.lookup(kernel, source_hash, shape, dtype, baseline)
+    if not doc or not doc.get("stats"):
+        return True
+    ratio = comp.median("baseline") / doc["stats"]["median"]
+    if 1 / OTHER_MACHINE <= ratio <= OTHER_MACHINE:
+        return True
+    result.notes.append(
+        f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: this machine matches the records' "
+        f"fingerprint but is not measuring like the machine that tuned them (another host, or one that is "
+        f"not itself today), so best/baseline is not compared with the tuning-time ratios; run "
+        f"`pytest suites --tune` here to gate against this machine's own records")
+    return False
+
+
 def _raw(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype: str, config: dict,
-         now: list[float]) -> str:
-    """Today's best against its recorded samples, directly: informative, drift and all."""
+         comp: Comparison) -> str:
+    """Today's best against its recorded time, directly: informative, drift and all."""
     doc = store.lookup(kernel, source_hash, shape, dtype, config)
-    if not doc or not doc.get("samples"):
-        return f"no recorded samples of [{config_text(config)}] on {shape}"
-    then = doc["samples"]
-    ratio = statistics.median(now) / statistics.median(then)
-    return (f"raw, not interleaved: best on {shape} now {statistics.median(now):.4g} ms, recorded "
-            f"{statistics.median(then):.4g} ms ({ratio:.3f}x, Mann-Whitney p={mann_whitney_p(now, then):.2g})")
+    if not doc or not doc.get("stats"):
+        return f"no recorded trial of [{config_text(config)}] on {shape}"
+    ms, then = comp.median("best"), doc["stats"]["median"]
+    return f"raw, not interleaved: best on {shape} now {ms:.4g} ms, recorded {then:.4g} ms ({ms / then:.3f}x)"
 
 
 def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: Variant, target: str,
@@ -268,11 +276,12 @@ def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: V
     store.add_check({
         "kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "gate",
         "source_hash": variant.source_hash, "outcome": result.outcome, "reason": result.reason,
-        "shapes": [{"shape": list(s), "configs": result.configs.get(s, {}), "samples": result.samples.get(s, {})}
+        "shapes": [{"shape": list(s), "configs": result.configs.get(s, {}),
+                    "objectives": result.comparisons[s].objectives if s in result.comparisons else [],
+                    **({"best_ms": result.comparisons[s].median("best")} if s in result.comparisons else {})}
                    for s in bucket.shapes],
-        "verdicts": [{"what": v.what, "shape": list(v.shape), "median": v.median, "lo": v.lo, "hi": v.hi,
+        "verdicts": [{"what": v.what, "shape": list(v.shape), "ratios": v.ratios, "limit": v.limit,
                       "outcome": v.outcome} for v in result.verdicts],
-        "git_commit": commit, "timestamp": _now(), "tunebench_version": __version__,
+        "git_commit": commit, "timestamp": now(), "tunebench_version": __version__,
     })
     return result
-

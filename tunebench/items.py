@@ -19,7 +19,7 @@ from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.records import RecordsError, RecordStore
 from tunebench.replay import Replay, ReplayError
-from tunebench.session import Task, git_state
+from tunebench.session import Task, TaskFailed, git_state
 from tunebench.space import SpaceError
 from tunebench.workers import Workers
 
@@ -75,7 +75,8 @@ def _gate_run(config: pytest.Config) -> GateRun | None:
     if config.stash[GATE] is None:
         try:
             found = measuring(config)
-        except RecordsError as e:
+        except RecordsError as e:  # one collection error for the run; the other suites collect nothing
+            config.stash[GATE] = False
             raise SuiteError(str(e)) from None
         config.stash[GATE] = found and GateRun(*found, *git_state(config.rootpath, found[2].path.parent))
     return config.stash[GATE] or None
@@ -158,7 +159,10 @@ class Trial(_Item):
         self.task, self.key, self.valid = task, key, valid
 
     def runtest(self) -> None:
-        self.task.run()
+        try:
+            self.task.run()
+        except TaskFailed as e:
+            pytest.skip(str(e))
         outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
         if outcome is None:
             pytest.skip(f"not sampled: {self.task.stop_reason}")
@@ -181,8 +185,8 @@ class Gate(_Item):
         """The ini file's gate settings, overridden by the closest tunebench_gate marker."""
         ini = self.config.getini
         try:
-            values = {"threshold": float(ini("gate_threshold")), "rounds": int(ini("gate_rounds")),
-                      "max_rounds": int(ini("gate_max_rounds"))}
+            values = {"threshold": float(ini("gate_threshold")), "processes": int(ini("gate_processes")),
+                      "max_processes": int(ini("gate_max_processes"))}
         except ValueError as e:
             raise pytest.UsageError(f"gate ini options: {e}") from None
         mark = self.get_closest_marker("tunebench_gate")
@@ -194,18 +198,21 @@ class Gate(_Item):
         result = gate(self.run.store, self.run.workers, kernel, self.variant, self.run.target, self.dtype,
                       self.bucket, settings, self.run.commit)
         self.config.stash[GATE_RESULTS].append((self, result))
-        for shape, samples in result.samples.items():
-            for label, values in samples.items():
+        for shape, comp in result.comparisons.items():
+            for label in comp.labels:  # every sample of every process, under every placement
+                values = [ms for process in comp.samples for by_arm in process.values() for ms in by_arm[label]]
                 benchmark_json.feed(self.config, f"{self.nodeid}::{label}@{'x'.join(map(str, shape))}",
                                     group=f"{kernel.name}[{self.bucket.name}-{self.dtype}]", samples_ms=values,
                                     extra_info={"config": result.configs[shape][label], "shape": list(shape),
-                                                "device": self.run.store.device, "outcome": result.outcome})
+                                                "device": self.run.store.device, "outcome": result.outcome,
+                                                "process_ms": [o[label] for o in comp.objectives]})
         if result.outcome == "skip":
             pytest.skip(result.reason)
-        report = [v.line(settings.threshold) for v in result.verdicts] + result.notes
-        self.add_report_section("call", "tunebench gate", "\n".join(report))
+        report = [v.line() for v in result.verdicts] + result.notes
         if result.outcome == "fail":
-            raise ItemFailed("\n".join([f"regression: {result.reason}", *report]))
+            verdicts = report if result.verdicts else [result.reason, *result.notes]
+            raise ItemFailed("\n".join(["regression, see the FAIL lines:", *verdicts]))
+        self.add_report_section("call", "tunebench gate", "\n".join(report))
 
 
 

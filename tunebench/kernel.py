@@ -191,14 +191,26 @@ class Kernel:
         return args
 
     def expected(self, args: Mapping[str, Any]) -> list[np.ndarray]:
-        """The reference outputs for a set of arguments, in the order of ``outputs``."""
+        """The reference outputs for a set of arguments, in the order of ``outputs``. A reference
+        that returns another shape, or a less precise or other kind of number, than the declared
+        output is a declaration error: no candidate could match it."""
         inputs = {k: v for k, v in args.items() if k not in self.outputs}
         result = self.reference(**inputs)
         result = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(result) != len(self.outputs):
             raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "
                               f"expected {len(self.outputs)} ({', '.join(self.outputs)})")
-        return [np.asarray(r) for r in result]
+        result = [np.asarray(r) for r in result]
+        for name, got in zip(self.outputs, result):
+            want = args[name]
+            if got.shape != want.shape:
+                raise KernelError(f"kernel {self.name!r}: the reference returned shape {got.shape} for output "
+                                  f"{name!r}, which the args builder declares {want.shape}: fix the reference")
+            if got.dtype.kind not in "biufc" or (got.dtype.kind == "c") != (want.dtype.kind == "c") or (
+                    got.dtype.kind == want.dtype.kind == "f" and got.dtype.itemsize < want.dtype.itemsize):
+                raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
+                                  f"of {want.dtype}: compute it in {want.dtype} or a more precise type")
+        return result
 
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
         """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""

@@ -21,7 +21,8 @@ from pathlib import Path
 from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import REGISTRY, Kernel
-from tunebench.records import RecordStore, config_key, device_id, stores
+from tunebench.device import device_id
+from tunebench.records import RecordStore, config_key, stores
 
 
 @dataclass
@@ -135,7 +136,7 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:
-    """The final round of the latest tune of a task (see :func:`tunebench.gate.confirm`)."""
+    """The final round of the latest tune of a task (see :mod:`tunebench.final_round`)."""
     found = store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
     return found[-1] if found else None
 

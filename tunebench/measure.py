@@ -11,10 +11,15 @@ candidate is clearly worse than the incumbent (the best trial so far on the same
 lower bound above the incumbent's upper bound by ``early_stop_margin``. Such a trial is
 ``early_stopped`` and keeps its samples. With ``repeats`` set, exactly that many samples are
 taken instead (the fixed protocol).
+
+A trial is measured under every buffer placement of the backend (:func:`measure_placements`),
+one after the other, and its time is the slowest placement's median: a caller may pass any of
+them, so a config is only as fast as its worst.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +46,8 @@ class MeasureSettings:
 @dataclass
 class Measurement:
     status: str  # "ok", "early_stopped", "wrong_result" or "out_of_bounds"
-    samples: list[float] = field(default_factory=list)  # ms, every one
+    samples: list[float] = field(default_factory=list)  # ms, every one (of the slowest placement)
+    placements: dict[str, list[float]] = field(default_factory=dict)  # placement -> its samples
     error: str | None = None
     max_error: float | None = None
     warmup_calls: int = 0
@@ -85,8 +91,9 @@ def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
     return Measurement("ok", max_error=max_error)
 
 
-def warm_up(runner: Runner, settings: MeasureSettings) -> int:
-    """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed."""
+def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
+    """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed:
+    (calls, the fastest in ms)."""
     start, calls, fastest, stable = time.perf_counter(), 0, float("inf"), 0
     while time.perf_counter() - start < settings.warmup_s:
         ms = runner.timed_call()
@@ -95,7 +102,7 @@ def warm_up(runner: Runner, settings: MeasureSettings) -> int:
         fastest = min(fastest, ms)
         if stable >= settings.warmup_stable:
             break
-    return calls
+    return calls, fastest
 
 
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
@@ -106,7 +113,7 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
     if result.status != "ok":
         return result
     began = time.perf_counter()
-    result.warmup_calls = warm_up(runner, settings)
+    result.warmup_calls, _ = warm_up(runner, settings)
     samples = result.samples
     start = time.perf_counter()
     if settings.repeats is not None:
@@ -126,6 +133,40 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
                 break
     result.seconds = time.perf_counter() - began
     return result
+
+
+def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndarray], names: Sequence[str],
+                       tolerance: tuple[float, float], settings: MeasureSettings,
+                       incumbent: float | None = None) -> Measurement:
+    """One trial under every placement (``runners``: placement -> runner), verified under
+    each; its samples are the slowest placement's. A placement that fails or is stopped early
+    ends the trial."""
+    combined = Measurement("ok")
+    for placement, runner in runners.items():
+        m = measure(runner, expected, names, tolerance, settings, incumbent)
+        if m.status not in ("ok", "early_stopped"):
+            if len(runners) > 1:
+                m.error = f"{m.error} (buffers placed {placement})"
+            return m
+        combined.placements[placement] = m.samples
+        combined.warmup_calls += m.warmup_calls
+        combined.seconds += m.seconds
+        combined.max_error = max(combined.max_error or 0.0, m.max_error or 0.0)
+        if m.status == "early_stopped":
+            combined.status = "early_stopped"
+            break
+    combined.samples = combined.placements[slowest(combined.placements)]
+    return combined
+
+
+def slowest(samples: Mapping[str, Sequence[float]]) -> str:
+    """The placement whose samples have the highest median: the one that decides a time."""
+    return max(samples, key=lambda p: statistics.median(samples[p]))
+
+
+def objective_ms(samples: Mapping[str, Sequence[float]]) -> float:
+    """A config's time from its samples per placement: the slowest placement's median."""
+    return statistics.median(samples[slowest(samples)])
 
 
 def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:

@@ -15,11 +15,13 @@ import time
 import pytest
 
 from tunebench.backends import TARGETS
+from tunebench.device import describe
+from tunebench.gate import devices
 from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
 from tunebench.kernel import Kernel
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordsError
-from tunebench.session import FIXED_REPEATS, Budget, Task, Tuner
+from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
 
@@ -69,9 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seed of the strategies' random choices (default: 0)")
     parser.addini("gate_threshold", "gate: a slowdown beyond this fraction is a regression (default 0.10)",
                   default="0.10")
-    parser.addini("gate_rounds", "gate: interleaved rounds measured at first (default 30)", default="30")
-    parser.addini("gate_max_rounds", "gate: the most rounds for an ambiguous comparison (default 240)",
-                  default="240")
+    parser.addini("gate_processes", "gate: fresh processes each comparison is measured in at first (default 3)",
+                  default="3")
+    parser.addini("gate_max_processes", "gate: the most processes for an ambiguous comparison (default 7)",
+                  default="7")
     parser.addini("tune_trials", "default of --tune-trials for this project", default="")
     parser.addini("tune_time", "default of --tune-time for this project", default="")
     group.addoption("--records", default=None, metavar="DIR",
@@ -81,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "tunebench_gate(threshold=0.1, rounds=30, max_rounds=240): gate settings for the "
+        "markers", "tunebench_gate(threshold=0.1, processes=3, max_processes=7, budget_s=1.0): gate settings for the "
                    "suites of a module (pytestmark) or of one kernel (Kernel(marks=[...]))")
     config.stash[TUNER] = None
     config.stash[GATE] = None
@@ -175,6 +178,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             item.task.candidates.append(item.key)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent under -p no:benchmark
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     run = config.stash.get(TUNER, None) or config.stash.get(GATE, None)
     if run:
@@ -186,9 +190,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if results:
         run = config.stash[GATE]
         terminalreporter.section(f"tunebench gate: {run.store.device}, records in {run.store.path}")
-        for item, result in results:
-            terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}"
-                                        + (f"  {result.reason}" if result.reason else ""),
+        if any(result.reason.startswith("nothing recorded") for _, result in results):
+            for store in [run.store, *(s for s in devices(run.store) if s.path != run.store.path)]:
+                here = "this machine" if store is run.store else "recorded"
+                terminalreporter.write_line(f"{here}: {store.device}: {describe(store.fingerprint or {})}")
+        for item, result in results:  # a failure's reason is in its report above: said once
+            reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
+            terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=result.outcome == "fail", green=result.outcome == "pass")
     tuner = config.stash.get(TUNER, None)
     if tuner is None:
@@ -199,7 +207,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     fp = tuner.fingerprint
     terminalreporter.section(
         f"tunebench: {fp['target']} {fp.get('name', '')}, records in {tuner.store.path}")
-    for line in table([t.summary_row() for t in ran]):
+    rows = [t.summary_row() for t in ran]
+    for line in table(rows):
         terminalreporter.write_line(line)
     share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
             f"would take" if tuner.fixed_s else ""
@@ -208,7 +217,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         f"{tuner.workers.reused} from the compile cache; measuring new trials took "
         f"{tuner.measure_s:.1f} s{share}")
     terminalreporter.write_line(
-        "time: the weighted geometric mean of the median times on the bucket's shapes; early: "
-        "candidates stopped once clearly slower than the best so far")
-    for line in tuner.noisy:
-        terminalreporter.write_line(f"noisy: {line}", yellow=True)
+        "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
+        "round (fresh processes, every buffer placement; * where none confirmed it); early: candidates "
+        "stopped once clearly slower than the best so far")
+    disturbed = sum(r["disturbed"] for r in rows)
+    if tuner.remeasured or disturbed or tuner.noisy:
+        terminalreporter.write_line(
+            f"interference: {tuner.remeasured} measurements repeated on a disturbed machine, {disturbed} "
+            f"configs stayed disturbed (not used), {tuner.noisy} trials noisy (spread over "
+            f"{NOISY_SPREAD:.0%}); each trial's verdict and conditions are in the records", yellow=True)
+    if tuner.busy:
+        terminalreporter.write_line(tuner.busy, red=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,8 @@ from pathlib import Path
 
 from tinydb import TinyDB
 from tinydb.storages import Storage
+
+from tunebench.device import device_id
 
 TABLES = ("device", "tasks", "trials", "sources", "checks")
 #: Seconds between foldings of the journal into the file while trials are being added.
@@ -40,16 +41,6 @@ class RecordsError(RuntimeError):
     """A records file that cannot be read or written; the message names the file."""
 
 
-def device_id(fingerprint: Mapping) -> str:
-    """A readable, stable file name for a fingerprint: ``cpu-amd-epyc-2t-1f3a9c``."""
-    label = "-".join(str(fingerprint[k]) for k in ("target", "name") if k in fingerprint)
-    if "threads" in fingerprint:
-        label += f"-{fingerprint['threads']}t"
-    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:6]
-    return f"{slug}-{digest}"
-
-
 def config_key(config: Mapping) -> tuple:
     """A hashable, order-free form of a config."""
     return tuple(sorted(config.items()))
@@ -57,6 +48,10 @@ def config_key(config: Mapping) -> tuple:
 
 def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> tuple:
     return kernel, source_hash, tuple(shape), dtype, config_key(config)
+
+
+def _key(doc: Mapping) -> tuple:
+    return trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
 
 
 def _dump(data: Mapping) -> str:
@@ -67,6 +62,46 @@ def _dump(data: Mapping) -> str:
                           for doc_id, doc in docs.items())
         parts.append(f"{json.dumps(table)}: {{\n{rows}\n }}" if rows else f"{json.dumps(table)}: {{}}")
     return "{" + ",\n".join(parts) + "}\n"
+
+
+def _writable(path: Path) -> None:
+    """Fail early, in one line, where the records could not be written (a read-only folder or
+    file); creates nothing."""
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise RecordsError(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
+                           f"is read-only): fix the permissions or pass --records DIR")
+
+
+#: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
+_HELD: set[int] = set()
+
+
+def _close_held() -> None:
+    for fd in _HELD:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_held)
+
+
+@contextlib.contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path``. A flock belongs to the open file, which a forked child
+    shares: a worker outliving its killed parent would hold the lock forever, so children close
+    their copies at once."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    _HELD.add(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        _HELD.discard(fd)
+        os.close(fd)  # releases the lock
 
 
 def _validate(path: Path, data) -> None:
@@ -88,18 +123,25 @@ class AtomicJSONStorage(Storage):
         self.path = Path(path)
 
     def read(self):
+        """The file's tables, or None when there is no file. Whatever else is wrong with it is
+        one :class:`RecordsError` naming the file and what to do; the file is left as it is."""
+        untouched = "it is left untouched: restore it (git checkout) or move it away"
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        if not text.strip():
-            return None
+        except OSError as e:
+            raise RecordsError(f"{self.path}: cannot be read ({e.strerror}): fix its permissions") from None
+        if not raw.strip():
+            raise RecordsError(f"{self.path}: empty records file; {untouched} (a new device's file is "
+                               f"created by pytest --tune)")
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise RecordsError(f"{self.path}: not a records file (binary data at byte {e.start}); "
+                               f"{untouched}") from None
         except json.JSONDecodeError as e:
-            raise RecordsError(
-                f"{self.path}: corrupted records file ({e}); it is left untouched: "
-                f"restore it (git checkout) or move it away") from None
+            raise RecordsError(f"{self.path}: corrupted records file ({e}); {untouched}") from None
         _validate(self.path, data)
         return data
 
@@ -128,6 +170,8 @@ class RecordStore:
         self.device = self.path.stem
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
+        if fingerprint is not None:
+            _writable(self.path)
         self.journal = self.path.parent / ".journal" / f"{self.path.name}l"
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
@@ -139,8 +183,7 @@ class RecordStore:
     def _reload(self) -> dict:
         """Read the file and the journal again and index the trials; returns the file's tables."""
         data = self._db.storage.read() or {}
-        self._index = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]): d
-                       for d in [*data.get("trials", {}).values(), *self._pending()]}
+        self._index = {_key(d): d for d in [*data.get("trials", {}).values(), *self._pending()]}
         return data
 
     def _pending(self) -> list[dict]:
@@ -168,13 +211,9 @@ class RecordStore:
     def task_lock(self, task: str) -> Iterator[None]:
         """Held while one task is tuned: another process tuning the same task (a pytest-xdist
         worker, a second run) waits, then resumes from what this one recorded."""
-        with open(self._lock_file(task), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                self._reload()
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with _held(self._lock_file(task)):
+            self._reload()
+            yield
 
     @classmethod
     def for_device(cls, directory: str | Path, fingerprint: Mapping) -> RecordStore:
@@ -183,20 +222,16 @@ class RecordStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self._lock_file("file"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                for table in TABLES:  # another writer may have inserted since: recount ids
-                    self._db.table(table)._next_id = None
-                if not self._device_written:
-                    if self.fingerprint is None:
-                        raise RecordsError(f"{self.path}: opened read-only (no fingerprint given)")
-                    if not self._db.table("device").all():
-                        self._db.table("device").insert(self.fingerprint)
-                    self._device_written = True
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with _held(self._lock_file("file")):
+            for table in TABLES:  # another writer may have inserted since: recount ids
+                self._db.table(table)._next_id = None
+            if not self._device_written:
+                if self.fingerprint is None:
+                    raise RecordsError(f"{self.path}: opened read-only (no fingerprint given)")
+                if not self._db.table("device").all():
+                    self._db.table("device").insert(self.fingerprint)
+                self._device_written = True
+            yield
 
     # -- trials -------------------------------------------------------------------------------
     def lookup(self, kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> dict | None:
@@ -215,8 +250,7 @@ class RecordStore:
                 os.fsync(f.fileno())
             if time.monotonic() - self._compacted > COMPACT_EVERY_S:
                 self._fold()
-        self._index[trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"],
-                              doc["config"])] = dict(doc)
+        self._index[_key(doc)] = dict(doc)
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write)."""
@@ -225,22 +259,24 @@ class RecordStore:
                 self._fold()
 
     def _fold(self) -> None:
-        """Under the lock: the journal's trials into the file, once each, then the journal away."""
+        """Under the lock: the journal's trials into the file, once per key; a trial measured
+        again (it was disturbed, or had failed) replaces the one before it."""
         pending = self._pending()
         if pending:
-            known = {trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"])
-                     for d in self._db.table("trials").all()}
-            self._db.table("trials").insert_multiple(
-                d for d in pending
-                if trial_key(d["kernel"], d["source_hash"], d["shape"], d["dtype"], d["config"]) not in known)
+            table = self._db.table("trials")
+            latest = {_key(d): d for d in pending}
+            stale = [doc.doc_id for doc in table.all() if _key(doc) in latest]
+            if stale:
+                table.remove(doc_ids=stale)
+            table.insert_multiple(latest.values())
         self.journal.unlink(missing_ok=True)
         self._compacted = time.monotonic()
 
     def trials(self, **match) -> list[dict]:
         """Every trial whose fields equal ``match`` (all trials without arguments), in the order
-        they were recorded."""
-        return [dict(d) for d in [*self._db.table("trials").all(), *self._pending()]
-                if all(d.get(k) == v for k, v in match.items())]
+        they were recorded; of a trial measured again, the latest only."""
+        latest = {_key(d): d for d in [*self._db.table("trials").all(), *self._pending()]}
+        return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]
 
     # -- sources and checks -------------------------------------------------------------------
     def put_source(self, kernel: str, source_hash: str, text: str) -> None:

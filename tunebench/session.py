@@ -5,8 +5,15 @@ heuristic config of every representative shape) first, then asks its strategy fo
 until the budget (trials, seconds) or the strategy ends. Trials run in worker processes (see
 :mod:`tunebench.workers`); every trial becomes a record at once, whatever its status; a trial
 already recorded for the same source, shape, dtype and config is reused, not measured. A search
-ends with a final round (:func:`tunebench.gate.confirm`): its fastest configs and the baseline,
-measured again interleaved, decide the winner.
+ends with a final round (:mod:`tunebench.final_round`): its fastest configs and the baseline,
+measured again interleaved in fresh processes, decide the winner; the summary's figures are
+that round's.
+
+A trial the worker judges disturbed by other load (:mod:`tunebench.interference`) is measured
+again after a pause (:func:`tunebench.compare.undisturbed`); one that stays disturbed is
+recorded as such, never counts as a time, and is measured again by the next run. When
+:data:`BUSY_STRIKES` trials in a row stay disturbed, the task stops with what was seen: a tune
+of a busy machine records noise, not picks.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from pathlib import Path
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
-from tunebench.gate import GateSettings, confirm
+from tunebench.compare import undisturbed
+from tunebench.final_round import final_round
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
@@ -38,8 +46,19 @@ FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout"
 FINALISTS = 4
 #: A fixed protocol takes this many samples: what the summary's saved time is measured against.
 FIXED_REPEATS = 30
-#: Samples spread wider than this (10th to 90th percentile over the median) earn a warning.
+#: Samples spread wider than this (10th to 90th percentile over the median) are counted as noisy.
 NOISY_SPREAD = 0.25
+#: Trials in a row that stay disturbed after their retries before a task stops (one once a task
+#: of the run has stopped so: the machine is known to be busy).
+BUSY_STRIKES = 3
+
+
+class TaskFailed(RuntimeError):
+    """The task this candidate belongs to failed earlier in the run (its error was shown once)."""
+
+
+class MachineBusy(RuntimeError):
+    """Trials kept being disturbed by other load: what was seen, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +132,9 @@ class Tuner:
         self.tasks: list[Task] = []
         self.measure_s = 0.0  # time spent measuring new trials
         self.fixed_s = 0.0  # what the fixed protocol would have spent on them
-        self.noisy: list[str] = []  # trials whose samples spread too wide
+        self.noisy = 0  # new trials whose samples spread too wide
+        self.remeasured = 0  # measurements repeated because the machine was disturbed
+        self.busy: str | None = None  # why a task stopped on a busy machine
         self.progress: Callable[[Task, str], None] = lambda task, line: None  # told after each candidate
 
     def task(self, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket) -> Task:
@@ -135,6 +156,8 @@ class Task:
         self.failure: Exception | None = None  # what broke the task (a declaration error)
         self.spent_s = 0.0  # trial time spent, the measure of the time budget
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
+        self.check: dict | None = None  # the final round's record
+        self.strikes = 0  # trials in a row that stayed disturbed
 
     @property
     def label(self) -> str:
@@ -146,9 +169,10 @@ class Task:
 
     # -- the search ---------------------------------------------------------------------------
     def run(self) -> None:
-        """Measure the baseline, then candidates in the strategy's order until the budget ends."""
+        """Measure the baseline, then candidates in the strategy's order until the budget ends.
+        A task that failed raises its error once; later calls raise :class:`TaskFailed`."""
         if self.failure is not None:
-            raise self.failure
+            raise TaskFailed(f"not run: {self.label} failed, see its first item's error")
         if self.done:
             return
         try:
@@ -169,7 +193,11 @@ class Task:
         warm_from = len(store.trials()) if warm_from is None else warm_from
         store.put_task({**self._description(), "warm_from": warm_from})
         store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
-        self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
+        try:
+            self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
+        except MachineBusy as e:
+            self.tuner.busy = self.stop_reason = str(e)
+            return
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from))
@@ -181,9 +209,15 @@ class Task:
             return self.estimate(self.outcomes[key])
 
         budget = self.tuner.budget
-        self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
-                                  spent=lambda: self.spent_s)
+        try:
+            self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
+                                      spent=lambda: self.spent_s)
+        except MachineBusy as e:
+            self.tuner.busy = self.stop_reason = str(e)
+            return
+        self.tuner.busy = None
         self._confirm()
+        self.tuner.progress(self, self._progress_line())
 
     def _confirm(self) -> None:
         """The final round (see :func:`tunebench.gate.confirm`) among the fastest outcomes,
@@ -198,13 +232,14 @@ class Task:
             return
         t = self.tuner
         check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
-        if not (check and check["source_hash"] == self.variant.source_hash and all(
+        if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check and all(
                 e.get("finalists") == [c[tuple(e["shape"])] for c in configs] for e in check["shapes"])):
-            check = confirm(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
-                            configs, GateSettings(), t.commit)
+            check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
+                                configs, t.commit)
+        self.check = check
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         if self.baseline is not None and chosen == self.baseline.configs:
-            self.final = (None, self.baseline)  # no finalist led the heuristic by enough
+            self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
 
@@ -220,12 +255,11 @@ class Task:
     def _progress_line(self) -> str:
         trials = self.tuner.budget.trials
         budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
-        best = self.best()
-        base = self.objective(self.baseline) if self.baseline else None
-        best_ms = self.objective(best[1]) if best else None
-        versus = f" ({base / best_ms:.2f}x the heuristic)" if base and best_ms else ""
-        return (f"tunebench {self.label}: {len(self.outcomes)}/{budget} trials, best "
-                + (f"{best_ms:.4g} ms{versus}" if best_ms else "none yet"))
+        row = self.summary_row()
+        found = (f"best {row['best_ms']:.4g} ms ({row['speedup']:.2f}x the heuristic, "
+                 f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
+                 if row["best_ms"] and row["speedup"] else "best: none yet")
+        return f"tunebench {self.label}: {len(self.outcomes)}/{budget} trials, {found}"
 
     def estimate(self, outcome: Outcome) -> float | None:
         """The bucket objective from whatever samples there are (early-stopped ones too)."""
@@ -233,8 +267,10 @@ class Task:
         return self.bucket.objective(times) if len(times) == len(self.bucket.shapes) else None
 
     def objective(self, outcome: Outcome) -> float | None:
-        """The bucket objective of an outcome that may win: every shape measured to the end."""
-        return self.estimate(outcome) if outcome.status == "ok" else None
+        """The bucket objective of an outcome that may win: every shape measured to the end,
+        undisturbed."""
+        clean = all(t.get("verdict") != "disturbed" for t in outcome.trials.values())
+        return self.estimate(outcome) if outcome.status == "ok" and clean else None
 
     def _ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
         """(objective, key, outcome) of every outcome that may win, fastest first; the baseline's
@@ -263,7 +299,7 @@ class Task:
         trials, new = {}, 0
         for shape, config in configs.items():
             doc = self.tuner.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config)
-            if doc is None:
+            if doc is None or doc.get("verdict") == "disturbed":
                 doc = self._measure(config, shape)
                 self.tuner.store.add(doc)
                 new += 1
@@ -272,9 +308,10 @@ class Task:
 
     def _measure(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
-        result = t.workers.trial(TrialJob(self.kernel.name, config, shape, self.dtype, t.settings,
-                                          self._incumbent(shape)))
+        result = undisturbed(t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings,
+                                                 self._incumbent(shape)))
         self.spent_s += result.pop("cost_s")
+        t.remeasured += result["retries"]
         doc = {**self._document(config, shape), **result}
         samples = doc["samples"]
         if samples:
@@ -282,9 +319,14 @@ class Task:
             t.measure_s += doc["measure_s"]  # warm-up and sampling; verifying is the same either way
             t.fixed_s += doc["measure_s"] + (FIXED_REPEATS - len(samples)) * doc["stats"]["median"] / 1e3
             doc["spread"] = spread(samples)
-            if doc["spread"] > NOISY_SPREAD:
-                t.noisy.append(f"{self.label} [{config_text(config)}] on {shape}: samples spread "
-                               f"{doc['spread']:.0%} of the median")
+            t.noisy += doc["spread"] > NOISY_SPREAD
+        self.strikes = self.strikes + 1 if doc.get("verdict") == "disturbed" else 0
+        if self.strikes >= (1 if t.busy else BUSY_STRIKES):
+            t.store.add(doc)
+            raise MachineBusy(
+                f"stopped: the machine is busy ({'; '.join(doc.get('interference', []))}); "
+                f"{self.strikes} trial(s) in a row stayed disturbed after {result['retries']} retries. "
+                f"Times measured now would be noise: tune when the machine is quiet")
         return doc
 
     def _document(self, config: dict, shape: tuple) -> dict:
@@ -313,23 +355,26 @@ class Task:
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
-    def rate(self, outcome: Outcome) -> tuple[float, str] | None:
-        """GFLOP/s or GB/s of an outcome over the bucket (weighted geometric mean over shapes)."""
-        if outcome.status != "ok":
-            return None
-        rates = {s: self.kernel.throughput(s, self.dtype, ms) for s, ms in outcome.times.items()}
-        if any(r is None for r in rates.values()):
+    def rate(self, objective_ms: float | None) -> tuple[float, str] | None:
+        """GFLOP/s or GB/s at a bucket objective: the weighted geometric mean of the per-shape
+        rates, which is that of the work per call over the objective."""
+        rates = {s: self.kernel.throughput(s, self.dtype, 1.0) for s in self.bucket.shapes}
+        if objective_ms is None or any(r is None for r in rates.values()):
             return None
         unit = next(iter(rates.values()))[1]
-        return self.bucket.objective({s: r[0] for s, r in rates.items()}), unit
+        return self.bucket.objective({s: r[0] for s, r in rates.items()}) / objective_ms, unit
 
     def summary_row(self) -> dict:
-        """The task's line of the terminal summary (see :func:`tunebench.summary.table`)."""
+        """The task's line of the terminal summary (see :func:`tunebench.summary.table`): the
+        final round's figures once it ran (medians over fresh processes), the trials' before."""
         outcomes = list(self.outcomes.values())
         best = self.best()
         best_key, best_outcome = best if best else (None, None)
         base_ms = self.objective(self.baseline) if self.baseline else None
         best_ms = self.objective(best_outcome) if best_outcome else None
+        confirmed = self._confirmed()
+        if confirmed is not None:
+            best_ms, base_ms = confirmed
         base_configs = list(self.baseline.configs.values()) if self.baseline else []
         return {
             "kernel": self.kernel.name, "bucket": self.bucket.name, "dtype": self.dtype,
@@ -337,11 +382,26 @@ class Task:
             "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0),
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
+            "disturbed": sum(any(t.get("verdict") == "disturbed" for t in o.trials.values())
+                             for o in (*outcomes, *([self.baseline] if self.baseline else []))),
             "deselected": self.deselected,
-            "best_ms": best_ms, "best_rate": self.rate(best_outcome) if best_outcome else None,
+            "best_ms": best_ms, "best_rate": self.rate(best_ms),
             "baseline_ms": base_ms,
             "speedup": base_ms / best_ms if base_ms and best_ms else None,
+            "confirmed": confirmed is not None,
             "best_config": "-" if best is None else "the baseline" if best_key is None
             else config_text(self.variant.space.config(best_key)),
             "baseline_config": " | ".join(dict.fromkeys(config_text(c) for c in base_configs)) or "-",
         }
+
+    def _confirmed(self) -> tuple[float, float] | None:
+        """(best, baseline) bucket objectives in ms from the final round, where it measured them."""
+        entries = (self.check or {}).get("shapes", [])
+        if not entries or any("baseline_ms" not in e for e in entries):
+            return None
+        shapes = [tuple(e["shape"]) for e in entries]
+        base = self.bucket.objective({s: e["baseline_ms"] for s, e in zip(shapes, entries)})
+        winner = self.check.get("winner")
+        if winner is None:
+            return base, base
+        return self.bucket.objective({s: e["finalist_ms"][winner] for s, e in zip(shapes, entries)}), base

@@ -24,12 +24,13 @@ def table(rows: Sequence[Mapping]) -> list[str]:
     """Aligned lines for rows with the keys the columns name (see :data:`COLUMNS`).
 
     A row has: kernel, bucket, dtype, trials, new, deselected, failed, early, best_ms, best_rate
-    ((value, unit) or None), baseline_ms, speedup, best_config and baseline_config (text).
+    ((value, unit) or None), baseline_ms, speedup (marked * where ``confirmed`` is false: no
+    final round measured it), best_config and baseline_config (text).
     """
     cells = [COLUMNS] + [(
         r["kernel"], r["bucket"], r["dtype"], str(r["trials"]), str(r["new"]), str(r["deselected"]),
         str(r["failed"]), str(r["early"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
-        "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+        "-" if r["speedup"] is None else f"{r['speedup']:.2f}x" + ("" if r.get("confirmed", True) else "*"),
         r["best_config"], r["baseline_config"],
     ) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]

@@ -6,10 +6,16 @@ it knows every declared kernel, and it owns the only CUDA context of the run. A 
 phases: preparing (compile, arguments, reference: no time limit but a generous one) and running
 (load, verify, measure), which is killed after ``timeout`` seconds. A worker that dies (a signal,
 an exit, a CUDA error that spoils its context) or is killed is replaced before the next trial.
+A worker dies with the process that started it (a killed pytest leaves no worker behind) and
+holds none of its locks (see :mod:`tunebench.records`).
+
+Every result carries the machine's conditions while it was measured and the interference
+verdict on them and on the samples (:mod:`tunebench.interference`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import faulthandler
 import multiprocessing
@@ -19,10 +25,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tunebench import interference
 from tunebench.backends import create
-from tunebench.backends.base import CompileError, ResourceError
+from tunebench.backends.base import CompileError, ResourceError, Runner
 from tunebench.kernel import REGISTRY, KernelError
-from tunebench.measure import MeasureSettings, interleave, measure, verify, warm_up
+from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, warm_up
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -41,7 +48,9 @@ class TrialJob:
 @dataclass(frozen=True)
 class CompareJob:
     """Configs (arms) measured interleaved on one shape: a timed call of each in turn, round
-    after round. An arm is (label, config, template text, or None for the template file)."""
+    after round, under every placement. An arm is (label, config, template text, or None for
+    the template file). The rounds are sized to ``budget_s`` of calls (after the warm-up tells
+    how long a call takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer."""
 
     kernel: str
     shape: tuple
@@ -49,14 +58,69 @@ class CompareJob:
     arms: tuple[tuple[str, dict, str | None], ...]
     rounds: int
     settings: MeasureSettings
+    budget_s: float = 1.0
+
+
+#: The fewest rounds of a comparison, however slow the kernel.
+MIN_ROUNDS = 5
 
 
 class WorkerError(RuntimeError):
     """The worker could not start, or the suite's own code failed in it (not the candidate)."""
 
 
-def _serve(conn, target: str) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), so that a killed pytest
+    leaves no worker running on a task's buffers."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(0)
+
+
+class _Watched(Runner):
+    """A runner whose every call is announced in memory shared with the parent: when the call
+    began, 0 when none is in flight. The parent kills a worker whose call outlasts the timeout,
+    so the timeout applies to one launch, however many a job makes."""
+
+    def __init__(self, runner: Runner, clock):
+        self._runner, self._clock = runner, clock
+
+    def _watch(self, fn):
+        self._clock.value = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self._clock.value = 0.0
+
+    def reset(self) -> None:
+        self._runner.reset()
+
+    def call(self) -> None:
+        self._watch(self._runner.call)
+
+    def timed_call(self) -> float:
+        return self._watch(self._runner.timed_call)
+
+    def outputs(self):
+        return self._runner.outputs()
+
+    def overrun(self) -> str | None:
+        return self._runner.overrun()
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+def _serve(conn, target: str, parent: int, clock) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
@@ -66,6 +130,7 @@ def _serve(conn, target: str) -> None:
         return
     conn.send(("ready", None))
     prepared: dict[tuple, Any] = {}  # the latest shape's arguments and reference
+    monitor = interference.Monitor()
     while True:
         try:
             job: TrialJob | CompareJob = conn.recv()
@@ -73,7 +138,11 @@ def _serve(conn, target: str) -> None:
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            conn.send(("result", run(backend, job, prepared, conn)))
+            result = run(backend, job, prepared, conn, lambda runner: _Watched(runner, clock))
+            if "samples" in result:
+                result.update(_judged(result.get("placements", result["samples"]),
+                                      {**backend.conditions(), **monitor.conditions()}))
+            conn.send(("result", result))
         except (KernelError, WorkerError) as e:
             conn.send(("error", str(e)))
         except Exception as e:  # noqa: BLE001 - a failure inside the candidate's run, e.g. a CUDA error
@@ -97,7 +166,27 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: dict):
     return kernel, kernel.variant(backend.name), args, reference
 
 
-def _trial(backend, job: TrialJob, prepared: dict, conn) -> dict:
+def _judged(samples: dict, conditions: dict) -> dict:
+    """The conditions and the interference verdict on them and on every list of samples
+    (``samples`` nests lists in dicts: per placement, per arm)."""
+    reasons = interference.machine_signals(conditions)
+    for where, values in _lists(samples):
+        reasons += [f"{where}: {r}" if where else r for r in interference.sample_signals(values)]
+    return {"conditions": conditions, "verdict": "disturbed" if reasons else "clean", "interference": reasons}
+
+
+def _lists(samples, where: str = ""):
+    if isinstance(samples, dict):
+        if len(samples) == 1:
+            yield from _lists(next(iter(samples.values())), where)
+            return
+        for name, values in samples.items():
+            yield from _lists(values, f"{where} {name}".strip())
+    else:
+        yield where, samples
+
+
+def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
@@ -105,21 +194,30 @@ def _trial(backend, job: TrialJob, prepared: dict, conn) -> dict:
         return {"status": "compile_error", "error": str(e)}
     conn.send(("built", [build.cached]))
     done = {"compile_time_s": build.compile_time_s}
+    runners = {}
     try:
-        runner = backend.load(build, kernel, variant, job.config, job.shape, args)
-    except ResourceError as e:
-        return {**done, "status": "pruned_resources", "error": str(e)}
-    try:
-        m = measure(runner, reference, kernel.outputs, kernel.tolerance[job.dtype], job.settings, job.incumbent)
+        for placement in backend.placements:
+            try:
+                runners[placement] = watched(backend.load(build, kernel, variant, job.config, job.shape, args,
+                                                           placement))
+            except ResourceError as e:
+                return {**done, "status": "pruned_resources", "error": str(e)}
+        m = measure_placements(runners, reference, kernel.outputs, kernel.tolerance[job.dtype], job.settings,
+                               job.incumbent)
     finally:
-        runner.close()
-    return {**done, "status": m.status, "error": m.error, "max_error": m.max_error, "samples": m.samples,
-            "warmup_calls": m.warmup_calls, "measure_s": m.seconds, "conditions": backend.conditions()}
+        for runner in runners.values():
+            runner.close()
+    found = {**done, "status": m.status, "error": m.error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
+             "measure_s": m.seconds}
+    if m.placements:
+        found.update(samples=m.samples, placements=m.placements)
+    return found
 
 
-def _compare(backend, job: CompareJob, prepared: dict, conn) -> dict:
-    """Every arm built, loaded and verified, then sampled interleaved; the first arm that fails
-    is the result (its status, error and label)."""
+def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
+    """Every arm built, then under each placement loaded, verified and sampled interleaved;
+    the first arm that fails is the result (its status, error and label). ``samples`` is
+    placement -> arm label -> ms."""
     kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     builds = {}
     for label, config, text in job.arms:
@@ -129,28 +227,38 @@ def _compare(backend, job: CompareJob, prepared: dict, conn) -> dict:
         except CompileError as e:
             return {"status": "compile_error", "arm": label, "error": str(e)}
     conn.send(("built", [b.cached for _, _, b in builds.values()]))
-    runners = {}
-    try:
-        for label, (arm_variant, config, build) in builds.items():
-            try:
-                runners[label] = backend.load(build, kernel, arm_variant, config, job.shape, args)
-            except ResourceError as e:
-                return {"status": "pruned_resources", "arm": label, "error": str(e)}
-            failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])
-            if failed.status != "ok":
-                return {"status": failed.status, "arm": label, "error": failed.error}
-            warm_up(runners[label], job.settings)
-        return {"status": "ok", "samples": interleave(runners, job.rounds), "conditions": backend.conditions()}
-    finally:
-        for runner in runners.values():
-            runner.close()
+    samples = {}
+    for placement in backend.placements:
+        runners = {}
+        try:
+            call_ms = 0.0
+            for label, (arm_variant, config, build) in builds.items():
+                try:
+                    runners[label] = watched(backend.load(build, kernel, arm_variant, config, job.shape, args,
+                                                           placement))
+                except ResourceError as e:
+                    return {"status": "pruned_resources", "arm": label, "error": str(e)}
+                failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])
+                if failed.status != "ok":
+                    return {"status": failed.status, "arm": label, "error": failed.error}
+                call_ms += warm_up(runners[label], job.settings)[1]
+            # each round is a timed and an untimed call of every arm, under every placement
+            fit = int(job.budget_s * 1e3 / (2 * call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
+            samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)))
+        finally:
+            for runner in runners.values():
+                runner.close()
+    return {"status": "ok", "samples": samples}
 
 
 def _death(process) -> str:
     process.join(5)
     code = process.exitcode
     if code is not None and code < 0:
-        return f"the worker was killed by {signal.Signals(-code).name}"
+        name = signal.Signals(-code).name
+        hint = (": an invalid memory access (a write into an input or far past an output hits a trap page)"
+                if name in ("SIGSEGV", "SIGBUS") else "")
+        return f"the worker was killed by {name}{hint}"
     return f"the worker exited with status {code}"
 
 
@@ -165,12 +273,14 @@ class Workers:
         self.restarts = 0
         self._process = None
         self._conn = None
+        self._clock = None  # shared with the worker: when its call in flight began
 
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, self.target), daemon=True,
-                                        name=f"tunebench-{self.target}-worker")
+        self._clock = context.RawValue("d", 0.0)
+        self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock),
+                                        daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
         kind, message = self._receive(PREPARE_TIMEOUT_S)
@@ -198,10 +308,21 @@ class Workers:
         if kind == "built":
             self.compiled += message.count(False)
             self.reused += message.count(True)
-            kind, message = self._receive(self.timeout)
+            kind, message = self._watch()
         result = self._outcome(kind, message)
         result["cost_s"] = time.monotonic() - began
         return result
+
+    def _watch(self) -> tuple[str, Any]:
+        """The job's answer, or "timeout" as soon as one call has run longer than the timeout."""
+        began = time.monotonic()
+        while not self._conn.poll(0.1):
+            now, launched = time.monotonic(), self._clock.value
+            if (launched and now - launched > self.timeout) or now - began > PREPARE_TIMEOUT_S:
+                return "timeout", None
+            if not self._process.is_alive() and not self._conn.poll(0):
+                return "died", _death(self._process)
+        return self._receive(0)
 
     def _outcome(self, kind: str, message) -> dict:
         if kind == "result":
@@ -210,8 +331,13 @@ class Workers:
             raise KernelError(message)
         self.close()
         if kind == "timeout":
-            return {"status": "timeout", "error": f"killed after the {self.timeout:g} s timeout"}
+            return {"status": "timeout", "error": f"a call ran longer than the {self.timeout:g} s timeout"}
         return {"status": "crashed", "error": message}  # "died" or "crashed"
+
+    def restart(self) -> None:
+        """The next job runs in a fresh worker: fresh buffers, fresh placement in physical
+        memory, so that results of several jobs show how much separate processes differ."""
+        self.close()
 
     def close(self) -> None:
         if self._process is not None and self._process.is_alive():

@@ -46,8 +46,8 @@ def cuda_status() -> tuple[bool, str]:
 def fingerprint(target: str) -> dict:
     """The device fingerprint of a target, taken without starting CUDA in this process."""
     if target == "cpu":
-        from tunebench.backends.cpu import fingerprint as cpu_fingerprint
-        return cpu_fingerprint()
+        from tunebench.backends.cpuinfo import identify
+        return identify()
     if target == "cuda":
         found, why = _cuda_probe()
         if found is None:

@@ -68,6 +68,9 @@ class Backend(ABC):
 
     name: str
     cache: BuildCache  # the on-disk compile cache, which counts compiles and reuses
+    #: The buffer placements a trial is measured under (see tunebench.backends.memory); a
+    #: device allocator that always aligns alike has one.
+    placements: tuple[str, ...] = ("device",)
 
     @abstractmethod
     def fingerprint(self) -> dict:
@@ -83,8 +86,9 @@ class Backend(ABC):
 
     @abstractmethod
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any]) -> Runner:
-        """Bind fresh arguments for one shape; raises :class:`ResourceError` if it cannot launch."""
+             args: Mapping[str, Any], placement: str) -> Runner:
+        """Bind one shape's arguments, placed as ``placement`` says (one of :attr:`placements`);
+        raises :class:`ResourceError` if it cannot launch."""
 
 
 #: Bytes of guard zone before and after every output buffer, and the byte they are filled with.

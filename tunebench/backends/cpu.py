@@ -9,9 +9,7 @@ the device fingerprint.
 from __future__ import annotations
 
 import ctypes
-import mmap
 import os
-import platform
 import subprocess
 import time
 from collections.abc import Mapping
@@ -32,12 +30,12 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache
+from tunebench.backends.cpuinfo import identify, thread_count
+from tunebench.backends.memory import PLACEMENTS, placed
 from tunebench.kernel import Kernel, KernelError, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
-PAGE = mmap.PAGESIZE
-STAGGER = 5 * 64  # cache-line aligned, and a different offset in the page for each of 12 buffers
 CTYPES = {"float32": "float", "float64": "double"}
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
@@ -53,69 +51,52 @@ def compiler_version() -> str:
     return f"{CC} {out.stdout.strip()}"
 
 
-def thread_count() -> int:
-    """OMP_NUM_THREADS if set, else the cores this process may run on."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
-    return int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def fingerprint() -> dict:
-    """CPU model, architecture and OpenMP thread count: what makes timings comparable."""
-    return {"target": "cpu", "name": cpu_model(), "machine": platform.machine(), "threads": thread_count()}
-
-
-def placed(nbytes: int, index: int) -> np.ndarray:
-    """``nbytes`` of memory starting ``index`` * STAGGER bytes past a page boundary, on small
-    pages. Where malloc puts an array depends on what the process freed before, whether the kernel
-    grants a transparent huge page varies from run to run, and a vectorised kernel's speed depends
-    on both (rows straddling cache lines, streams aliasing modulo the page, cache sets): the
-    same config then measured 0.5x or 0.9x of another in separate runs. A fixed placement per
-    buffer makes runs repeatable, staggered so that no two streams alias."""
-    offset = (index * STAGGER) % PAGE
-    region = mmap.mmap(-1, nbytes + offset or PAGE)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        region.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(region, np.uint8)[offset:offset + nbytes]
-
-
-def placed_copy(array: np.ndarray, index: int) -> np.ndarray:
-    copy = placed(array.nbytes, index).view(array.dtype).reshape(array.shape)
-    np.copyto(copy, array)
-    return copy
+@cache
+def native_isa() -> tuple[str, ...]:
+    """The ISA extensions -march=native compiles for here: a build is only valid on a CPU with
+    the same, so they are part of the compile cache's key."""
+    return tuple(identify()["isa"])
 
 
 class Buffers:
-    """A shape's arguments as the kernel sees them: inputs copied (arguments are shared, and a
-    kernel may scribble on them), each output inside a buffer with a guard zone on each side, all
-    placed (see :func:`placed`). The runners of one shape share them, as a trial's consecutive
-    calls do: runners compared interleaved with buffers of their own would evict each other's
-    data from the caches and time the memory rather than the kernel."""
+    """A shape's arguments as the kernel sees them under one placement: inputs copied into
+    trapped regions and made read-only (in-place ones stay writable), each output inside a
+    guard zone inside a trapped region (see :mod:`tunebench.backends.memory`). The runners of
+    one shape share them, as a trial's consecutive calls do: runners compared interleaved with
+    buffers of their own would evict each other's data from the caches and time the memory
+    rather than the kernel."""
 
-    def __init__(self, kernel: Kernel, args: Mapping[str, Any]):
+    def __init__(self, kernel: Kernel, args: Mapping[str, Any], placement: str):
         self.source = args  # held, so that its id() names these buffers while they live
-        self.guarded = [placed(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
+        self.placement = placement
+        self.regions = []
+        self.guarded = [self._place(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
         self.outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
                         for g, n in zip(self.guarded, kernel.outputs)]
         first = len(kernel.outputs)
-        self.args = {n: placed_copy(v, first + i) if isinstance(v, np.ndarray) else v
-                     for i, (n, v) in enumerate(args.items())}
+        self.args = {}
+        for i, (name, value) in enumerate(args.items()):
+            if name in kernel.outputs or not isinstance(value, np.ndarray):
+                self.args[name] = value
+                continue
+            copy = self._place(value.nbytes, first + i).view(value.dtype).reshape(value.shape)
+            np.copyto(copy, value)
+            if name not in kernel.inplace:
+                self.regions[-1].protect(writable=False)
+            self.args[name] = copy
         self.args.update(zip(kernel.outputs, self.outputs))
+
+    def _place(self, nbytes: int, index: int) -> np.ndarray:
+        region, array = placed(nbytes, index, self.placement)
+        self.regions.append(region)
+        return array
 
 
 class CpuRunner(Runner):
     def __init__(self, fn, kernel: Kernel, buffers: Buffers):
         self._fn = fn
         self._names = kernel.outputs
+        self._buffers = buffers  # the memory lives as long as the runner
         self._guarded, self._outputs, self._args = buffers.guarded, buffers.outputs, buffers.args
         self._pristine = {n: buffers.source[n] for n in kernel.inplace}
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
@@ -152,18 +133,20 @@ class CpuRunner(Runner):
 
 class CpuBackend(Backend):
     name = "cpu"
+    placements = tuple(PLACEMENTS)
 
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
-        self._buffers: Buffers | None = None
+        self._buffers: dict[str, Buffers] = {}  # placement -> the latest shape's buffers
         os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
     def fingerprint(self) -> dict:
-        return fingerprint()
+        return identify()
 
     def conditions(self) -> dict:
-        """Threads, the frequency governor where readable, the clock now, the load average."""
-        found = {"threads": thread_count(), "loadavg_1m": os.getloadavg()[0]}
+        """Threads, the frequency governor where readable, the clock now (the load and other
+        processes' share are :mod:`tunebench.interference`'s)."""
+        found = {"threads": thread_count()}
         try:
             found["governor"] = open("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read().strip()
         except OSError:
@@ -185,12 +168,13 @@ class CpuBackend(Backend):
                                   capture_output=True, text=True)
             return None if proc.returncode == 0 else proc.stderr or f"{CC} exited {proc.returncode}"
 
-        tag = " ".join((compiler_version(), *FLAGS, *variant.flags))
+        # -march=native: a build is only valid on a CPU with the same ISA
+        tag = " ".join((compiler_version(), *FLAGS, *variant.flags, *native_isa()))
         path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (".c", ".so"), compile_fn)
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any]) -> Runner:
+             args: Mapping[str, Any], placement: str = "staggered") -> Runner:
         for name, value in args.items():
             if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
                 raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
@@ -203,6 +187,8 @@ class CpuBackend(Backend):
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
                               f"{variant.entry!r}") from None
         fn.restype = None
-        if self._buffers is None or self._buffers.source is not args:
-            self._buffers = Buffers(kernel, args)  # one shape's at a time: they can be large
-        return CpuRunner(fn, kernel, self._buffers)
+        if any(b.source is not args for b in self._buffers.values()):
+            self._buffers.clear()  # one shape's at a time: they can be large
+        if placement not in self._buffers:
+            self._buffers[placement] = Buffers(kernel, args, placement)
+        return CpuRunner(fn, kernel, self._buffers[placement])

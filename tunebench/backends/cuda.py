@@ -47,13 +47,17 @@ NAN_WORD = {np.dtype(np.float32): 0x7FC00000, np.dtype(np.float16): 0x7E007E00,
 
 
 def fingerprint_of(drv, device) -> dict:
+    """What changes a GPU's timings: model, compute capability, SM count, memory size and bus,
+    clocks, driver and the CUDA version PyCUDA was built with."""
     attr = drv.device_attribute
     major, minor = device.compute_capability()
     return {"target": "cuda", "name": device.name(), "compute_capability": f"{major}.{minor}",
-            "driver": drv.get_driver_version(),
+            "sm_count": device.get_attribute(attr.MULTIPROCESSOR_COUNT),
+            "memory_gib": round(device.total_memory() / 2**30, 1),
+            "memory_bus_bits": device.get_attribute(attr.GLOBAL_MEMORY_BUS_WIDTH),
             "sm_clock_mhz": device.get_attribute(attr.CLOCK_RATE) // 1000,
             "memory_clock_mhz": device.get_attribute(attr.MEMORY_CLOCK_RATE) // 1000,
-            "memory_gib": round(device.total_memory() / 2**30, 1)}
+            "driver": drv.get_driver_version(), "cuda": ".".join(map(str, drv.get_version()))}
 
 
 class CudaRunner(Runner):
@@ -201,7 +205,7 @@ class CudaBackend(Backend):
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any]) -> Runner:
+             args: Mapping[str, Any], placement: str = "device") -> Runner:
         if variant.launch is None:
             raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no "
                               f"launch=(config, shape) -> (grid, block)")

@@ -1,0 +1,59 @@
+"""Device fingerprints: the id records are kept under, a line for readers, and whether a
+fingerprint says enough to gate on.
+
+Timings hold only on the device that measured them, so records are kept per fingerprint and
+the gate and ``best()`` use only this device's. The id is readable (target, name, the
+microarchitecture or compute capability, threads) and ends in a digest of the whole fingerprint,
+so machines that differ in anything fingerprinted (ISA, caches, clocks, driver) never share a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+
+#: What a CPU fingerprint of this tunebench version holds beyond the model name; a records file
+#: whose fingerprint lacks it was recorded before the microarchitecture was fingerprinted.
+MICROARCHITECTURE = ("vendor", "family", "model", "isa")
+
+
+def microarchitecture_known(fingerprint: Mapping) -> bool:
+    """False for a CPU fingerprint from before family, model and ISA were recorded."""
+    return fingerprint.get("target") != "cpu" or all(k in fingerprint for k in MICROARCHITECTURE)
+
+
+def device_id(fingerprint: Mapping) -> str:
+    """A readable, stable file name: ``cpu-amd-epyc-f26m2-2t-1f3a9c``, ``cuda-nvidia-h100-sm90-132sm-0b1c2d``."""
+    parts = [fingerprint.get("target"), fingerprint.get("name")]
+    if fingerprint.get("target") == "cpu" and microarchitecture_known(fingerprint):
+        parts.append(f"f{fingerprint['family']}m{fingerprint['model']}")
+    if "compute_capability" in fingerprint:
+        parts.append(f"sm{str(fingerprint['compute_capability']).replace('.', '')}")
+    if "sm_count" in fingerprint:
+        parts.append(f"{fingerprint['sm_count']}sm")
+    if "threads" in fingerprint:
+        parts.append(f"{fingerprint['threads']}t")
+    slug = re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts if p is not None).lower()).strip("-")
+    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:6]
+    return f"{slug}-{digest}"
+
+
+def describe(fingerprint: Mapping) -> str:
+    """One line for a reader: what the device is, and what is unknown about it."""
+    fp = dict(fingerprint)
+    if fp.get("target") == "cpu":
+        if not microarchitecture_known(fp):
+            return (f"{fp.get('name')}, {fp.get('threads')} threads, microarchitecture unknown (recorded "
+                    f"before tunebench fingerprinted CPU family, model and ISA)")
+        isa = fp.get("isa") or []
+        widest = next((f for f in ("amx_tile", "avx512f", "avx2", "avx", "sve", "asimd") if f in isa), "no SIMD")
+        return (f"{fp['name']} ({fp['vendor']} family {fp['family']} model {fp['model']} stepping "
+                f"{fp.get('stepping')}, {widest.removesuffix('_tile')}, L2 {fp.get('l2_kib')} KiB, "
+                f"L3 {fp.get('l3_kib')} KiB, {fp.get('threads')} threads)")
+    if fp.get("target") == "cuda":
+        extra = [f"{k} {fp[k]}" for k in ("compute_capability", "sm_count", "memory_gib", "memory_bus_bits",
+                                          "sm_clock_mhz", "driver", "cuda") if k in fp]
+        return f"{fp.get('name')} ({', '.join(extra)})"
+    return ", ".join(str(v) for k, v in fp.items() if k != "target")

@@ -1,0 +1,131 @@
+"""The final round of a tune: its fastest configs and the baseline, measured again together.
+
+Trials of one search are minutes apart, and the machine drifts by more than what separates the
+fastest configs; a pick must also hold in a fresh process, under every buffer placement a caller
+may pass (see :mod:`tunebench.backends.memory`). So the finalists (the fastest configs by their
+trials) and the baseline are measured interleaved on every shape in :data:`FINAL_PROCESSES`
+fresh processes (:func:`tunebench.compare.compare`). The winner is the finalist with the best
+bucket objective over the medians across processes; it replaces the heuristic only if it leads
+it by :data:`MIN_GAIN` over the bucket and in every process on every shape.
+
+Then the winner and the baseline alone, as the gate will measure them, meet again in
+:data:`REFERENCE_PROCESSES` more fresh processes: their per-process ratios are the reference
+the gate judges later runs against, spread and all. A winner that does not lead in every one of
+them is not adopted either: the heuristic stays, and a tuned config is never reported faster
+than the heuristic where it is not.
+
+Where a process stays disturbed by other load, or a shape cannot be measured, nothing is
+confirmed and the heuristic stays, with the reason in the record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+
+from tunebench import __version__
+from tunebench.buckets import Bucket
+from tunebench.compare import Comparison, compare
+from tunebench.kernel import Kernel, Variant
+from tunebench.records import RecordStore, config_key
+
+FINAL_PROCESSES = 3
+REFERENCE_PROCESSES = 5
+#: The lead over the baseline that a tuned config needs to replace it: a smaller one is within
+#: what separate runs move on memory-bound kernels, and a config adopted on it fails the gate
+#: on noise.
+MIN_GAIN = 0.05
+#: Seconds of calls per process and shape in a comparison.
+BUDGET_S = 1.0
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
+                bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None) -> dict:
+    """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
+    winner (see the module docstring); the round is recorded as a ``checks`` document
+    (``kind: tune``) and returned."""
+    entries, comparisons, why_not = [], {}, None
+    for shape in bucket.shapes:
+        baseline = variant.baseline(shape)
+        configs = [f[shape] for f in finalists]
+        unique = list({config_key(c): c for c in [baseline, *configs]}.values())
+        entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
+        entries.append(entry)
+        if len(unique) == 1:
+            continue
+        labels = {config_key(c): str(i) for i, c in enumerate(unique)}
+        comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
+                       FINAL_PROCESSES, BUDGET_S)
+        why_not = why_not or _unusable(comp, shape)
+        if comp.objectives:
+            entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
+            entry["baseline_ms"] = comp.median("0")
+            entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
+        comparisons[shape] = comp
+    winner = None if why_not else _winner(bucket, entries, comparisons)
+    if winner is not None:
+        why_not = _reference(workers, kernel, variant, dtype, bucket, entries, finalists[winner])
+        if why_not:
+            winner = None
+    for entry in entries:
+        entry["best"] = finalists[winner][tuple(entry["shape"])] if winner is not None else entry["baseline"]
+    doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
+           "source_hash": variant.source_hash, "shapes": entries, "winner": winner,
+           "reason": why_not or ("the heuristic leads or no finalist leads it by "
+                                 f"{MIN_GAIN:.0%} in every process" if winner is None else ""),
+           "git_commit": commit, "timestamp": now(), "tunebench_version": __version__}
+    store.add_check(doc)
+    return doc
+
+
+def _unusable(comp: Comparison, shape: tuple) -> str | None:
+    if comp.failure:
+        f = comp.failure
+        return f"on {shape} arm {f['arm']} ended {f['status']}: {f['error']}"
+    if comp.disturbed:
+        return f"the machine stayed disturbed on {shape}: {comp.disturbed[0]}"
+    return None
+
+
+def _winner(bucket: Bucket, entries: list[dict], comparisons: dict) -> int | None:
+    """The finalist with the best bucket objective, if it leads the baseline by MIN_GAIN
+    there and in every process on every shape."""
+    if any("baseline_ms" not in e for e in entries):
+        return None  # a shape where every finalist is the baseline: nothing was measured
+    shapes = [tuple(e["shape"]) for e in entries]
+    base = bucket.objective({s: e.get("baseline_ms") for s, e in zip(shapes, entries)})
+    scores = []
+    for i in range(len(entries[0]["finalists"])):
+        if all(e.get("leads", [False] * (i + 1))[i] for e in entries):
+            scores.append((bucket.objective({s: e["finalist_ms"][i] for s, e in zip(shapes, entries)}), i))
+    if not scores:
+        return None
+    score, best = min(scores)
+    return best if score <= (1 - MIN_GAIN) * base else None
+
+
+def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket, entries: list[dict],
+               winner: dict[tuple, dict]) -> str | None:
+    """The winner against the baseline, two arms as the gate measures them, in fresh processes:
+    each entry gets ``ratios`` (one per process) and ``ratio`` (their median). Why the winner
+    cannot be adopted, if it cannot."""
+    for entry in entries:
+        shape = tuple(entry["shape"])
+        best, baseline = winner[shape], entry["baseline"]
+        if best == baseline:
+            continue
+        comp = compare(workers, kernel.name, shape, dtype, [("best", best, None), ("baseline", baseline, None)],
+                       REFERENCE_PROCESSES, BUDGET_S)
+        why_not = _unusable(comp, shape)
+        if why_not:
+            return why_not
+        entry["ratios"] = comp.ratios("best", "baseline")
+        entry["ratio"] = statistics.median(entry["ratios"])
+        if max(entry["ratios"]) >= 1:
+            return (f"the winner did not lead the heuristic in every fresh process on {shape} "
+                    f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
+    return None

@@ -1,0 +1,153 @@
+"""Interference: was a measurement disturbed by something else running on the machine?
+
+On a shared 2-core VM, other processes take cores from a kernel's OpenMP threads: a thread
+preempted inside a parallel region stalls the whole call for a scheduler slice (a few ms), so
+samples come out clustered at multiples of a tick, in two modes, or with the median far above
+what the undisturbed calls show. Such a median is not the kernel's time. Two kinds of evidence
+decide, each a reason in words:
+
+- the samples: tick-quantised outliers, two modes, a low quantile far below the median
+  (:func:`sample_signals`);
+- the machine while it was measured: CPU time that other processes took, niced ones included
+  (a niced job on a 2-core VM was seen to hold a kernel at 8 ms where it takes 0.04), the
+  hypervisor's steal time (``/proc/stat``), the load average against the core count
+  (:class:`Monitor`, :func:`machine_signals`).
+
+A measurement with any reason is ``disturbed``, else ``clean`` (:func:`verdict`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: Scheduler ticks (ms) that preemption delays come in multiples of (HZ 1000, 250, 100).
+TICKS_MS = (1.0, 4.0, 10.0)
+#: A sample this much above the fast ones (relative, and at least OUTLIER_MS) is an outlier.
+OUTLIER_REL = 0.5
+OUTLIER_MS = 0.8
+#: Outliers this common (a fraction of the samples, and at least two) disturb the median.
+OUTLIER_SHARE = 0.2
+#: A jump this large between neighbouring sorted samples, with this share on each side: two modes.
+MODE_GAP = 0.3
+MODE_SHARE = 0.15
+#: The fast tenth of the samples this far below the median: most calls were slowed.
+LOW_QUANTILE = 0.75
+#: Cores' worth of CPU time that other processes may take beyond the cores the kernel leaves
+#: free before a measurement is disturbed, and the steal that disturbs it.
+CONTENTION_CORES = 0.25
+STEAL = 0.05
+#: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
+HORIZON_S = 0.5
+
+
+def sample_signals(samples: Sequence[float]) -> list[str]:
+    """Reasons the samples (ms) show interference; empty when they look undisturbed."""
+    n = len(samples)
+    if n < 5:
+        return []
+    ordered = sorted(samples)
+    fast = ordered[max(0, n // 10 - 1)] if n >= 10 else ordered[0]
+    median = statistics.median(ordered)
+    found = []
+    excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
+    if len(excess) >= max(2, OUTLIER_SHARE * n):
+        tick = next((t for t in TICKS_MS if all(_near_multiple(e, t) for e in excess)), None)
+        found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
+                     + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
+    edge = max(1, int(MODE_SHARE * n))
+    gaps = [(ordered[i] / ordered[i - 1] - 1, i) for i in range(edge, n - edge + 1) if ordered[i - 1] > 0]
+    if gaps:
+        gap, i = max(gaps)
+        if gap > MODE_GAP:
+            found.append(f"two modes: {i} samples up to {ordered[i - 1]:.4g} ms, {n - i} from "
+                         f"{ordered[i]:.4g} ms")
+    if n >= 10 and fast < LOW_QUANTILE * median:
+        found.append(f"the fastest tenth at {fast / median:.0%} of the median: most calls were slowed")
+    return found
+
+
+def _near_multiple(value: float, tick: float) -> bool:
+    k = round(value / tick)
+    return k >= 1 and abs(value - k * tick) <= 0.25 * tick
+
+
+@dataclass(frozen=True)
+class _Stat:
+    wall: float  # monotonic seconds
+    cpu: tuple[int, ...]  # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
+    own: int  # ticks of user and system time of this process, its waited children and its parent
+
+
+def _process_ticks(pid: int | str) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15])  # utime stime cutime cstime (fields 14-17 of proc(5))
+
+
+def _stat() -> _Stat | None:
+    try:
+        with open("/proc/stat") as f:
+            cpu = tuple(int(v) for v in f.readline().split()[1:])
+        own = _process_ticks("self") + _process_ticks(os.getppid())
+    except (OSError, ValueError, IndexError):
+        return None
+    return _Stat(time.monotonic(), cpu, own)
+
+
+class Monitor:
+    """The machine over the last :data:`HORIZON_S` seconds or more, as seen from a worker
+    process: the share of the CPU time that processes other than the tuning run took (its
+    worker, the worker's compilers and the pytest process are the run's own), steal, and the
+    load average. One trial is often shorter than /proc/stat's 10 ms ticks can resolve, so
+    each reading spans back to an earlier one at least the horizon old."""
+
+    def __init__(self):
+        first = _stat()
+        self._marks = [first] if first else []
+
+    def conditions(self) -> dict:
+        found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}
+        end = _stat()
+        if end is None or not self._marks:
+            return found
+        start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])
+        self._marks = [m for m in self._marks if m.wall >= start.wall] + [end]
+        d = [b - a for a, b in zip(start.cpu, end.cpu)]
+        user, nice, system, idle, iowait, irq, softirq, steal = (d + [0] * 8)[:8]
+        total = sum(d[:8])
+        found["window_s"] = round(end.wall - start.wall, 3)
+        if total <= 0 or end.wall - start.wall < HORIZON_S / 2:
+            return found
+        found["others_cpu"] = round(max(0, user + nice + system + irq + softirq - (end.own - start.own)) / total, 3)
+        found["steal"] = round(steal / total, 3)
+        return found
+
+
+def machine_signals(conditions: Mapping) -> list[str]:
+    """Reasons the machine's conditions during a measurement show interference. Other processes
+    disturb once they want more than the cores the kernel's threads (``threads``, default 1)
+    leave free: a kernel with a thread on every core stalls at its barriers for a scheduler
+    slice whenever anything else runs."""
+    found = []
+    others, steal = conditions.get("others_cpu"), conditions.get("steal")
+    cores = conditions.get("cores") or 1
+    spare = max(0, cores - conditions.get("threads", 1))
+    if others is not None and others * cores > spare + CONTENTION_CORES:
+        found.append(f"other processes took {others:.0%} of the CPU time ({others * cores:.2g} of {cores} cores, "
+                     f"{spare} left free by the kernel's threads)")
+    if steal is not None and steal >= STEAL:
+        found.append(f"the hypervisor stole {steal:.0%} of the CPU time")
+    load = conditions.get("loadavg_1m")
+    if others is None and load is not None and load > cores + 1:
+        found.append(f"load average {load:.1f} on {cores} cores")
+    return found
+
+
+def verdict(samples: Sequence[float], conditions: Mapping) -> tuple[str, list[str]]:
+    """``("clean", [])`` or ``("disturbed", reasons)``."""
+    reasons = sample_signals(samples) + machine_signals(conditions)
+    return ("disturbed" if reasons else "clean"), reasons
