@@ -81,6 +81,7 @@ def project(pytester):
     """A small tuning project in pytester's directory; ``project(modes=...)`` writes it."""
 
     def write(modes=(0,), suite=AXPB_SUITE, cuda=False):
+        (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
         (pytester.path / "kernels").mkdir(exist_ok=True)
         (pytester.path / "kernels" / "axpb.c").write_text(AXPB_C)
         (pytester.path / "kernels" / "axpb.cu").write_text(AXPB_CU)

@@ -125,7 +125,10 @@ class Buckets:
         for i, a in enumerate(self.buckets):
             for b in self.buckets[i + 1:]:
                 if all(_overlap(a.ranges[d], b.ranges[d]) for d in self.dims):
-                    raise BucketError(f"buckets {a.name!r} and {b.name!r} overlap")
+                    common = ", ".join(f"{d}={max(a.ranges[d][0], b.ranges[d][0])}.."
+                                       f"{_upper(a.ranges[d][1], b.ranges[d][1])}" for d in self.dims)
+                    raise BucketError(f"buckets {a.name!r} and {b.name!r} overlap on {common}: a shape there "
+                                      f"would belong to both; make the ranges disjoint")
 
     def __iter__(self):
         return iter(self.buckets)
@@ -152,6 +155,12 @@ class Buckets:
             warnings.warn(ShapeOutsideBuckets(
                 f"shape {shape} lies outside every bucket; using the nearest, {nearest!r}"), stacklevel=2)
         return nearest, False
+
+
+def _upper(a: int | None, b: int | None) -> str:
+    """The smaller of two upper bounds (None: unbounded), as text."""
+    bounds = [v for v in (a, b) if v is not None]
+    return str(min(bounds)) if bounds else ""
 
 
 def _overlap(a: tuple[int, int | None], b: tuple[int, int | None]) -> bool:

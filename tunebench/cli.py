@@ -37,13 +37,15 @@ def cmd_best(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"kernel": choice.kernel, "shape": list(choice.shape), "dtype": choice.dtype,
                           "config": choice.config, "source": choice.source, "bucket": choice.bucket,
-                          "inside": choice.inside, "device": choice.device,
+                          "inside": choice.inside, "device": choice.device, "note": choice.note,
                           "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms}))
         return 0
     where = "inside" if choice.inside else "outside every bucket; nearest"
     print(f"{choice.kernel} {choice.dtype} shape {','.join(map(str, choice.shape))}: "
           f"bucket {choice.bucket} ({where}), device {choice.device}")
     print(f"  {config_text(choice.config)}")
+    if choice.note:
+        print(f"  note: {choice.note}")
     if choice.source == "tuned":
         speed = f", {choice.speedup:.2f}x the heuristic's" if choice.speedup else ""
         print(f"  tuned: {choice.objective_ms:.4g} ms on the bucket{speed}")
@@ -127,10 +129,14 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("best", help="print the best config for a shape (else the heuristic)")
     b.add_argument("kernel")
     b.add_argument("--shape", type=_shape, required=True, help="the shape's dims, e.g. 2,4096")
-    b.add_argument("--dtype", default="float32")
-    b.add_argument("--records", default="records", help="record store directory (default: records)")
-    b.add_argument("--suites", default="suites",
-                   help="where the kernel is declared, for its buckets and heuristic (default: suites)")
+    b.add_argument("--dtype", default=None,
+                   help="default: the dtype the kernel is tuned in on the device (float32 where several are)")
+    b.add_argument("--records", default=None,
+                   help="record store directory (default: records/ under the project root: $TUNEBENCH_ROOT, "
+                        "else the nearest folder upwards with an ini file and records/)")
+    b.add_argument("--suites", default=None,
+                   help="where the kernel is declared, for its buckets and heuristic (default: suites/ under "
+                        "the project root)")
     b.add_argument("--device", default=None,
                    help="device id (a records file name); default: this machine's")
     b.add_argument("--json", action="store_true", help="print one JSON object")

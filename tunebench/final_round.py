@@ -44,11 +44,12 @@ def now() -> str:
 
 
 def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
-                bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None) -> dict:
+                bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
+                setup_hash: str | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned."""
-    entries, comparisons, why_not = [], {}, None
+    entries, comparisons, problem = [], {}, None
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
@@ -60,23 +61,25 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         labels = {config_key(c): str(i) for i, c in enumerate(unique)}
         comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
                        FINAL_PROCESSES, BUDGET_S)
-        why_not = why_not or _unusable(comp, shape)
+        problem = problem or _unusable(comp, shape)
         if comp.objectives:
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
             entry["baseline_ms"] = comp.median("0")
             entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
         comparisons[shape] = comp
-    winner = None if why_not else _winner(bucket, entries, comparisons)
+    winner = None if problem else _winner(bucket, entries, comparisons)
+    why_not = None
     if winner is not None:
-        why_not = _reference(workers, kernel, variant, dtype, bucket, entries, finalists[winner])
-        if why_not:
+        problem, why_not = _reference(workers, kernel, variant, dtype, bucket, entries, finalists[winner])
+        if problem or why_not:
             winner = None
     for entry in entries:
         entry["best"] = finalists[winner][tuple(entry["shape"])] if winner is not None else entry["baseline"]
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
-           "source_hash": variant.source_hash, "shapes": entries, "winner": winner,
-           "reason": why_not or ("the heuristic leads or no finalist leads it by "
-                                 f"{MIN_GAIN:.0%} in every process" if winner is None else ""),
+           "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
+           "problem": problem,
+           "reason": problem or why_not or ("" if winner is not None else
+                                            f"no finalist leads the heuristic by {MIN_GAIN:.0%} in every process"),
            "git_commit": commit, "timestamp": now(), "tunebench_version": __version__}
     store.add_check(doc)
     return doc
@@ -109,10 +112,10 @@ def _winner(bucket: Bucket, entries: list[dict], comparisons: dict) -> int | Non
 
 
 def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket, entries: list[dict],
-               winner: dict[tuple, dict]) -> str | None:
+               winner: dict[tuple, dict]) -> tuple[str | None, str | None]:
     """The winner against the baseline, two arms as the gate measures them, in fresh processes:
-    each entry gets ``ratios`` (one per process) and ``ratio`` (their median). Why the winner
-    cannot be adopted, if it cannot."""
+    each entry gets ``ratios`` (one per process) and ``ratio`` (their median). (What kept the
+    round from measuring, why the winner is not adopted), each None when nothing did."""
     for entry in entries:
         shape = tuple(entry["shape"])
         best, baseline = winner[shape], entry["baseline"]
@@ -120,12 +123,12 @@ def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bu
             continue
         comp = compare(workers, kernel.name, shape, dtype, [("best", best, None), ("baseline", baseline, None)],
                        REFERENCE_PROCESSES, BUDGET_S)
-        why_not = _unusable(comp, shape)
-        if why_not:
-            return why_not
+        problem = _unusable(comp, shape)
+        if problem:
+            return problem, None
         entry["ratios"] = comp.ratios("best", "baseline")
         entry["ratio"] = statistics.median(entry["ratios"])
         if max(entry["ratios"]) >= 1:
-            return (f"the winner did not lead the heuristic in every fresh process on {shape} "
-                    f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
-    return None
+            return None, (f"the winner did not lead the heuristic in every fresh process on {shape} "
+                          f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
+    return None, None

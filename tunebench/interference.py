@@ -55,7 +55,7 @@ def sample_signals(samples: Sequence[float]) -> list[str]:
     found = []
     excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
     if len(excess) >= max(2, OUTLIER_SHARE * n):
-        tick = next((t for t in TICKS_MS if all(_near_multiple(e, t) for e in excess)), None)
+        tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None)
         found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
                      + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
     edge = max(1, int(MODE_SHARE * n))
@@ -79,39 +79,43 @@ def _near_multiple(value: float, tick: float) -> bool:
 class _Stat:
     wall: float  # monotonic seconds
     cpu: tuple[int, ...]  # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
-    own: int  # ticks of user and system time of this process, its waited children and its parent
+    own: int  # ticks of user and system time of the tuning run's own processes and their waited children
 
 
 def _process_ticks(pid: int | str) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0  # gone: its ticks are in its parent's waited-children count
     return sum(int(v) for v in fields[11:15])  # utime stime cutime cstime (fields 14-17 of proc(5))
 
 
-def _stat() -> _Stat | None:
+def _stat(pids: tuple[int, ...]) -> _Stat | None:
     try:
         with open("/proc/stat") as f:
             cpu = tuple(int(v) for v in f.readline().split()[1:])
-        own = _process_ticks("self") + _process_ticks(os.getppid())
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError):
         return None
-    return _Stat(time.monotonic(), cpu, own)
+    return _Stat(time.monotonic(), cpu, sum(_process_ticks(p) for p in ("self", *pids)))
 
 
 class Monitor:
-    """The machine over the last :data:`HORIZON_S` seconds or more, as seen from a worker
-    process: the share of the CPU time that processes other than the tuning run took (its
-    worker, the worker's compilers and the pytest process are the run's own), steal, and the
-    load average. One trial is often shorter than /proc/stat's 10 ms ticks can resolve, so
-    each reading spans back to an earlier one at least the horizon old."""
+    """The machine over the last :data:`HORIZON_S` seconds or more, as seen from the tuning
+    run: the share of the CPU time that processes other than the run's own (this one, its
+    workers and their compilers) took, steal, and the load average. One measurement is often
+    shorter than /proc/stat's 10 ms ticks can resolve, so each reading spans back to an earlier
+    one at least the horizon old; readings are taken by the process that starts the workers, so
+    the span runs across fresh workers."""
 
     def __init__(self):
-        first = _stat()
+        first = _stat(())
         self._marks = [first] if first else []
 
-    def conditions(self) -> dict:
+    def conditions(self, pids: tuple[int, ...] = ()) -> dict:
+        """Now, with ``pids`` (live workers) counted as the run's own."""
         found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}
-        end = _stat()
+        end = _stat(pids)
         if end is None or not self._marks:
             return found
         start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])
@@ -147,7 +151,20 @@ def machine_signals(conditions: Mapping) -> list[str]:
     return found
 
 
-def verdict(samples: Sequence[float], conditions: Mapping) -> tuple[str, list[str]]:
-    """``("clean", [])`` or ``("disturbed", reasons)``."""
-    reasons = sample_signals(samples) + machine_signals(conditions)
-    return ("disturbed" if reasons else "clean"), reasons
+def verdict(samples, conditions: Mapping) -> dict:
+    """The conditions and the verdict on them and on every list of samples (``samples`` nests
+    lists in dicts, per placement and per arm): ``verdict`` "clean", or "disturbed" with the
+    reasons in ``interference``."""
+    reasons = machine_signals(conditions)
+    for where, values in _lists(samples):
+        reasons += [f"{where}: {r}" if where else r for r in sample_signals(values)]
+    return {"conditions": dict(conditions), "verdict": "disturbed" if reasons else "clean", "interference": reasons}
+
+
+def _lists(samples, where: str = ""):
+    """(where, list) of every list in nested dicts; a dict of one entry adds no name."""
+    if isinstance(samples, Mapping):
+        for name, values in samples.items():
+            yield from _lists(values, where if len(samples) == 1 else f"{where} {name}".strip())
+    else:
+        yield where, samples

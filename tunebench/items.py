@@ -130,18 +130,20 @@ class Suite(pytest.Collector):
                 return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
                                                  dtype=d, bucket=b)
                                 for d in variant.dtypes for b in self.kernel.buckets_for(target)]
-            valid, invalid = variant.space.enumerate()
+            space, buckets = variant.space, self.kernel.buckets_for(target)
+            valid, invalid = space.enumerate()
+            space.check_dims(buckets.dims)
+            split = {b.name: _split(space, valid, invalid, b, buckets.dims) for b in buckets}
         except (SpaceError, KernelError) as e:
             raise SuiteError(f"suite {self.nodeid}: {e}") from None
-        names = variant.space.names
         for dtype in variant.dtypes:
-            for bucket in self.kernel.buckets_for(target):
+            for bucket in buckets:
                 task = run.task(self.kernel, variant, dtype, bucket)
                 prefix = f"{bucket.name}-{dtype}"
                 items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
-                for keys, ok in ((valid, True), (invalid, False)):
+                for keys, ok in zip(split[bucket.name], (True, False)):
                     items.extend(Trial.from_parent(
-                        self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(names, key))}]",
+                        self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(space.names, key))}]",
                         task=task, key=key, valid=ok) for key in keys)
         return items
 
@@ -149,6 +151,19 @@ class Suite(pytest.Collector):
         if isinstance(excinfo.value, SuiteError):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
+
+
+def _split(space, valid: list[tuple], invalid: list[tuple], bucket: Bucket, dims) -> tuple[list, list]:
+    """(valid, invalid) keys in one bucket: a shaped constraint must hold on every representative
+    shape for a candidate to be tried there."""
+    if not space.shaped:
+        return valid, invalid
+    fits = [k for k in valid if all(space.holds_for(k, s, dims) for s in bucket.shapes)]
+    if not fits:
+        raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
+                         f"({', '.join(map(str, bucket.shapes))})")
+    misfits = set(valid) - set(fits)
+    return fits, [k for k in valid if k in misfits] + invalid
 
 
 class Trial(_Item):

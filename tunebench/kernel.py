@@ -120,6 +120,39 @@ class Variant:
         return config
 
 
+def code_hash(fn: Any, seen: set | None = None) -> str:
+    """A short hash of what a Python callable computes: its bytecode, constants and the names it
+    reads, and, followed through its globals, the same of the functions it calls and the values
+    of the plain constants it reads. Formatting and comments do not change it."""
+    seen = set() if seen is None else seen
+    digest = hashlib.sha256()
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        digest.update(repr(fn).encode())
+        return digest.hexdigest()[:16]
+    scope = getattr(fn, "__globals__", {})
+
+    def walk(c) -> None:
+        digest.update(c.co_code)
+        digest.update(repr(c.co_names).encode())
+        for const in c.co_consts:
+            if hasattr(const, "co_code"):
+                walk(const)
+            else:
+                digest.update(repr(const).encode())
+        for name in c.co_names:
+            value = scope.get(name)
+            if callable(value) and hasattr(value, "__code__") and id(value) not in seen:
+                seen.add(id(value))
+                digest.update(code_hash(value, seen).encode())
+            elif isinstance(value, (int, float, str, bytes, bool, tuple)):
+                digest.update(f"{name}={value!r}".encode())
+
+    walk(code)
+    return digest.hexdigest()[:16]
+
+
 class Kernel:
     """A kernel to tune, declared once for every target it has a variant for.
 
@@ -131,7 +164,10 @@ class Kernel:
       order of ``outputs``), ideally computed in float64.
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`.
-    - ``inplace``: inputs the kernel overwrites; restored before every call.
+    - ``inout``: arguments the kernel reads and writes (``C = alpha * A @ B + beta * C``):
+      outputs that start from the args builder's values, restored before every call, and
+      passed to the reference at those values. An output also listed in ``inplace`` is one.
+    - ``inplace``: inputs the kernel overwrites as scratch; restored before every call.
     - ``variants``: variants of other targets by name (the replay target's, for one).
     - ``marks``: pytest marks for the kernel's suite, e.g. ``pytest.mark.tunebench_gate(threshold=0.2)``.
     """
@@ -143,7 +179,7 @@ class Kernel:
                  flops: Callable[[tuple], float] | None = None,
                  bytes: Callable[[tuple, str], float] | None = None,  # noqa: A002 - the natural name
                  tolerance: Mapping[str, tuple[float, float]] | None = None,
-                 inplace: Sequence[str] = (), marks: Sequence[Any] = ()):
+                 inout: Sequence[str] = (), inplace: Sequence[str] = (), marks: Sequence[Any] = ()):
         if not name.isidentifier():
             raise KernelError(f"kernel name {name!r} must be an identifier")
         given = {t: v for t, v in (("cpu", cpu), ("cuda", cuda), *(variants or {}).items()) if v}
@@ -153,15 +189,16 @@ class Kernel:
         self.buckets = buckets
         self.args = args
         self.reference = reference
-        self.outputs = tuple(outputs)
+        self.outputs = tuple(dict.fromkeys([*outputs, *inout]))
         if not self.outputs:
             raise KernelError(f"kernel {name!r} declares no output")
+        self.inout = tuple(dict.fromkeys([*inout, *(n for n in inplace if n in self.outputs)]))
         origin = Path(sys._getframe(1).f_globals.get("__file__", Path.cwd() / "x")).resolve().parent
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         self.flops = flops
         self.bytes = bytes
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
-        self.inplace = tuple(inplace)
+        self.inplace = tuple(n for n in inplace if n not in self.outputs)
         self.marks = tuple(marks)
         REGISTRY[name] = self
 
@@ -194,7 +231,8 @@ class Kernel:
         """The reference outputs for a set of arguments, in the order of ``outputs``. A reference
         that returns another shape, or a less precise or other kind of number, than the declared
         output is a declaration error: no candidate could match it."""
-        inputs = {k: v for k, v in args.items() if k not in self.outputs}
+        inputs = {k: v.copy() if k in self.inout else v for k, v in args.items()
+                  if k not in self.outputs or k in self.inout}
         result = self.reference(**inputs)
         result = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(result) != len(self.outputs):
@@ -211,6 +249,14 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
                                   f"of {want.dtype}: compute it in {want.dtype} or a more precise type")
         return result
+
+    def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
+        """What decides a trial's outcome besides the config and shape, part by part: a trial is
+        reused only while every part is unchanged, and the summary names the parts that did."""
+        return {"template": variant.source_hash, "flags": " ".join(variant.flags), "dtype": dtype,
+                "args builder": code_hash(self.args), "reference": code_hash(self.reference),
+                "tolerance": repr(self.tolerance.get(dtype)),
+                "outputs": repr((self.outputs, self.inout, self.inplace))}
 
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
         """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""

@@ -5,24 +5,37 @@ lies outside all of them), ranks every config recorded on that bucket for this d
 kernel's current source by the bucket objective, and returns the winner; where a tune ended with
 a final round (its fastest configs measured again, interleaved), that round's winner. The baseline
 (the heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
-the answer is the heuristic's config for the requested shape.
+the answer is the heuristic's config for the requested shape. A config whose shaped constraints
+fail for the asked shape is passed over for the best recorded one that holds, else the
+heuristic, and :attr:`Choice.note` says so.
+
+Records and suites are found from the project's root, not the working directory (see
+:func:`project`). Answers come from an in-memory index of the records folder, kept until a
+records file changes, so that a framework may ask per launch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
+import math
+import os
 import sys
+import threading
+import time
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunebench.backends import fingerprint, resolve
-from tunebench.buckets import Bucket, Buckets
-from tunebench.kernel import REGISTRY, Kernel
+from tunebench.buckets import Bucket, Buckets, ShapeOutsideBuckets
 from tunebench.device import device_id
+from tunebench.kernel import REGISTRY, Kernel, Variant
 from tunebench.records import RecordStore, config_key, stores
+from tunebench.summary import config_text
 
 
 @dataclass
@@ -37,6 +50,8 @@ class Choice:
     device: str
     objective_ms: float | None = None  # the chosen config's objective on the bucket
     baseline_ms: float | None = None  # the baseline's objective on the same bucket
+    note: str | None = None  # why the answer is not simply the bucket's best
+    warnings: list[str] = field(default_factory=list)  # a shape outside every bucket
 
     @property
     def speedup(self) -> float | None:
@@ -67,58 +82,178 @@ def load_suites(directory: str | Path) -> list[Kernel]:
     return list(dict.fromkeys(kernels))
 
 
-def _kernel(name: str, suites: str | Path | None) -> Kernel | None:
-    if name not in REGISTRY and suites is not None and Path(suites).is_dir():
-        load_suites(suites)
-    return REGISTRY.get(name)
-
-
 def this_device(target: str | None = None) -> str:
     """The device id of this machine for a target (default: what ``--tune-target auto`` picks)."""
     return device_id(fingerprint(target or resolve("auto")[0]))
 
 
+#: Files that mark a project's root, as pytest finds its rootdir.
+INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def project(records: str | Path | None = None, suites: str | Path | None = None,
+            kernel: Kernel | None = None) -> tuple[Path, Path]:
+    """(records folder, suites folder) of the project, found from its root rather than the
+    working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
+    under the root of the project that declares ``kernel`` (the nearest folder above its suite
+    with a ``records`` folder or an ini file), else the nearest such folder from the working
+    directory upwards. :class:`LookupError` names every place it looked."""
+    if records is not None and suites is not None:
+        return Path(records), Path(suites)
+    looked = []
+    root = Path(os.environ["TUNEBENCH_ROOT"]) if os.environ.get("TUNEBENCH_ROOT") else None
+    if root is None:
+        looked.append("$TUNEBENCH_ROOT (unset)")
+        origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
+        for start in ([origin] if origin else []) + [Path.cwd()]:
+            root = next((d for d in (start, *start.parents) if (d / "records").is_dir()
+                         or any((d / f).is_file() for f in INI_FILES)), None)
+            if root is not None:
+                break
+            looked.append(f"{start} and its parents")
+    if root is None:
+        raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/ or "
+                          f"{', '.join(INI_FILES)}; pass records= (--records) or set TUNEBENCH_ROOT")
+    return (Path(records) if records is not None else root / "records",
+            Path(suites) if suites is not None else root / "suites")
+
+
+class _Directory:
+    """A records folder held in memory: its stores, and the answers already given, dropped when
+    a records file or journal changes (their sizes and times, checked at most every
+    :data:`REFRESH_S` seconds)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.answers: dict[tuple, Choice] = {}
+        self._stamp: tuple | None = None
+        self._checked = -math.inf
+        self._stores: dict[str, RecordStore] = {}
+        self._ranked: dict[tuple, tuple] = {}
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < REFRESH_S:
+            return
+        self._checked = now
+        stamp = tuple(sorted((p.name, st.st_size, st.st_mtime_ns) for p in (
+            *self.path.glob("*.json"), *self.path.glob(".journal/*.jsonl")) for st in [p.stat()]))
+        if stamp != self._stamp:
+            with self.lock:
+                self._stamp, self._stores, self._ranked = stamp, {}, {}
+                self.answers.clear()
+
+    def store(self, device: str) -> RecordStore | None:
+        if device not in self._stores:
+            path = self.path / f"{device}.json"
+            self._stores[device] = RecordStore(path) if path.exists() else None
+        return self._stores[device]
+
+    def ranked(self, store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict:
+        """config key -> bucket objective of every config recorded on every shape of the bucket."""
+        key = (store.device, kernel, dtype, bucket.name, source_hash)
+        if key not in self._ranked:
+            times = shape_times(store, kernel, dtype, bucket, source_hash)
+            self._ranked[key] = ({k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)},
+                                 times)
+        return self._ranked[key]
+
+
+#: Seconds between checks that the records files are unchanged.
+REFRESH_S = 1.0
+#: Answers kept per records folder (shapes differ from call to call in a framework).
+MAX_ANSWERS = 65536
+_DIRECTORIES: dict[Path, _Directory] = {}
+
+
+def _directory(path: Path) -> _Directory:
+    key = path.resolve()
+    if key not in _DIRECTORIES:
+        _DIRECTORIES[key] = _Directory(key)
+    found = _DIRECTORIES[key]
+    found.refresh()
+    return found
+
+
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
-           dtype: str = "float32", records: str | Path = "records",
-           suites: str | Path | None = "suites") -> Choice:
-    """The best config for ``shape`` and how it was chosen; see the module docstring."""
-    decl = kernel if isinstance(kernel, Kernel) else _kernel(kernel, suites)
+           dtype: str | None = None, records: str | Path | None = None,
+           suites: str | Path | None = None) -> Choice:
+    """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
+    defaults to the one the kernel is tuned in on the device (float32 where several are)."""
+    decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
+    records_dir, suites_dir = project(records, suites, decl)
+    if decl is None and suites_dir.is_dir():
+        load_suites(suites_dir)
+        decl = REGISTRY.get(kernel)
     name = decl.name if decl else kernel
-    device = device or this_device()
-    path = Path(records) / f"{Path(device).stem}.json"
-    store = RecordStore(path) if path.exists() else None
-    tasks = store.tasks(kernel=name, dtype=dtype) if store else []
+    device = Path(device).stem if device else this_device()
+    folder = _directory(records_dir)
+    memo = (id(decl), name, tuple(shape), device, dtype)
+    found = folder.answers.get(memo)
+    if found is None:
+        found = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
+        if len(folder.answers) >= MAX_ANSWERS:
+            folder.answers.clear()
+        folder.answers[memo] = found
+    for message in found.warnings:
+        warnings.warn(ShapeOutsideBuckets(message), stacklevel=3)
+    return dataclasses.replace(found, config=dict(found.config))
+
+
+def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
+            records_dir: Path, suites_dir: Path) -> Choice:
+    store = folder.store(device)
+    tasks = store.tasks(kernel=name) if store else []
+    if dtype is None:
+        tuned = sorted({t["dtype"] for t in tasks})
+        declared = next(iter(decl.variants.values())).dtypes if decl else ()
+        dtype = "float32" if "float32" in tuned else tuned[0] if tuned else (
+            "float32" if "float32" in declared or not declared else declared[0])
+    tasks = [t for t in tasks if t["dtype"] == dtype]
     target = store.fingerprint["target"] if store and store.fingerprint else device.split("-", 1)[0]
     variant = decl.variant(target) if decl else None
     if decl is None and not tasks:
-        raise LookupError(f"kernel {name!r}: no records in {path} and no declaration found"
-                          f"{f' under {suites}' if suites else ''}")
+        raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
+                          f"declaration found under {suites_dir}")
     buckets = decl.buckets_for(target) if decl else Buckets(
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
-    bucket, inside = buckets.find(shape)
-    shape = tuple(int(v) for v in shape)
-    choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype,
-                    bucket=bucket.name, inside=inside, device=Path(device).stem)
-
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ShapeOutsideBuckets)
+        bucket, inside = buckets.find(shape)
+    choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
+                    inside=inside, device=device, warnings=[str(w.message) for w in caught])
+    if store is None:
+        others = sorted(p.stem for p in records_dir.glob("*.json"))
+        choice.note = (f"nothing is recorded for this device ({device})"
+                       + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
-    times = shape_times(store, name, dtype, bucket, source_hash) if store else {}
-    ranked = {key: bucket.objective(t) for key, t in times.items() if len(t) == len(bucket.shapes)}
+    ranked, times = folder.ranked(store, name, dtype, bucket, source_hash) if store else ({}, {})
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
     final = final_choice(store, name, target, dtype, bucket.name, source_hash) if store else None
+    order = sorted(ranked, key=ranked.get)
     if final is not None:  # the final round's winner, else the heuristic
         key = config_key(next(iter(final.values())))
-        ranked = {} if list(final.values()) == baseline or key not in ranked else {key: ranked[key]}
-    winner = min(ranked.items(), key=lambda kv: kv[1], default=None)
-    if winner and (final is not None or choice.baseline_ms is None or winner[1] < choice.baseline_ms):
-        config = dict(winner[0])
+        adopt = [] if list(final.values()) == baseline or key not in ranked else [key]
+        order = adopt + [k for k in order if k != key]
+    else:
+        adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
+    if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
+        fits = [k for k in order if _fits(variant, dict(k), shape, buckets.dims)
+                and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
+        choice.note = (f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for "
+                       f"{shape}: " + ("the best recorded config that does" if fits else "the heuristic instead"))
+        adopt = fits[:1]
+    if adopt:
+        config = dict(adopt[0])
         if variant is not None and set(config) == set(variant.space.names):
             config = {n: config[n] for n in variant.space.names}
-        choice.config, choice.source, choice.objective_ms = config, "tuned", winner[1]
+        choice.config, choice.source, choice.objective_ms = config, "tuned", ranked[adopt[0]]
     elif variant is not None:
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
     else:
@@ -127,9 +262,16 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     return choice
 
 
+def _fits(variant: Variant | None, config: dict, shape: tuple, dims: Sequence[str]) -> bool:
+    """Whether a config's shaped constraints hold for ``shape`` (unknown without a declaration)."""
+    if variant is None or not variant.space.shaped or not variant.space.contains(config):
+        return True
+    return variant.space.holds_for(variant.space.key(config), shape, dims)
+
+
 def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
-         dtype: str = "float32", records: str | Path = "records",
-         suites: str | Path | None = "suites") -> dict:
+         dtype: str | None = None, records: str | Path | None = None,
+         suites: str | Path | None = None) -> dict:
     """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
     machine's), else the kernel's heuristic for ``shape``."""
     return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
@@ -160,7 +302,7 @@ def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, sou
     for doc in store.trials()[:first]:
         shape = tuple(doc["shape"])
         if (doc["kernel"], doc["dtype"], doc["status"]) == (kernel, dtype, "ok") and shape in shapes and (
-                source_hash is None or doc["source_hash"] == source_hash):
+                source_hash is None or doc["source_hash"] == source_hash) and doc.get("verdict") != "disturbed":
             times[config_key(doc["config"])][shape] = doc["stats"]["median"]
     return times
 

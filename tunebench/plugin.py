@@ -18,12 +18,17 @@ from tunebench.backends import TARGETS
 from tunebench.device import describe
 from tunebench.gate import devices
 from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
-from tunebench.kernel import Kernel
+from tunebench.buckets import BucketError
+from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordsError
+from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
+
+
+DECLARATION_ERRORS = (BucketError, SpaceError, KernelError)
 
 
 def _positive(kind):
@@ -69,6 +74,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "adaptively with early stopping")
     group.addoption("--tune-seed", type=int, default=0, metavar="N",
                     help="seed of the strategies' random choices (default: 0)")
+    group.addoption("--tune-retry-failed", action="store_true",
+                    help="measure recorded trials that failed (compile error, crash, wrong result, timeout) "
+                         "again instead of reusing them")
+    group.addoption("--tune-fresh", action="store_true",
+                    help="reuse nothing recorded: measure every trial and the final round anew")
     parser.addini("gate_threshold", "gate: a slowdown beyond this fraction is a regression (default 0.10)",
                   default="0.10")
     parser.addini("gate_processes", "gate: fresh processes each comparison is measured in at first (default 3)",
@@ -106,7 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 target, fp, store, workers, strategy=strategy,
                 budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
                 seed=config.getoption("tune_seed"), root=config.rootpath,
-                settings=MeasureSettings(repeats=config.getoption("tune_repeats")))
+                settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
+                retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"))
             config.stash[TUNER].progress = _progress(config)
 
 
@@ -144,6 +155,21 @@ def _budget(config: pytest.Config, name: str, kind):
         except argparse.ArgumentTypeError as e:
             raise pytest.UsageError(f"ini option {name}: {e}") from None
     return value
+
+
+class SuiteModule(pytest.Module):
+    """A test module whose import fails on a declaration error (overlapping buckets, an invalid
+    space, a kernel without output) reports that error in one line, not a traceback."""
+
+    def repr_failure(self, excinfo, style=None):
+        cause = excinfo.value.__cause__ if excinfo.errisinstance(self.CollectError) else excinfo.value
+        if isinstance(cause, DECLARATION_ERRORS):
+            return f"{self.path}: {type(cause).__name__}: {cause}"
+        return super().repr_failure(excinfo, style=style)
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    return SuiteModule.from_parent(parent, path=module_path)
 
 
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
@@ -210,6 +236,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = [t.summary_row() for t in ran]
     for line in table(rows):
         terminalreporter.write_line(line)
+    reused = sum(t.reused for t in ran)
+    if reused:
+        terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "
+                                    f"(--tune-fresh measures them again, --tune-retry-failed the failed ones)")
+    for task in ran:
+        for note in (task.why_again, task.unconfirmed()):
+            if note:
+                terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
     share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
             f"would take" if tuner.fixed_s else ""
     terminalreporter.write_line(

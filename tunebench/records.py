@@ -41,6 +41,10 @@ class RecordsError(RuntimeError):
     """A records file that cannot be read or written; the message names the file."""
 
 
+#: ``setup_hash`` of :meth:`RecordStore.lookup` for a trial of any declaration.
+ANY = "*"
+
+
 def config_key(config: Mapping) -> tuple:
     """A hashable, order-free form of a config."""
     return tuple(sorted(config.items()))
@@ -51,7 +55,10 @@ def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping)
 
 
 def _key(doc: Mapping) -> tuple:
-    return trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
+    """A trial's identity: its config on its shape, for its template and the rest of its task's
+    declaration (``setup_hash``; absent from records made before it was kept)."""
+    return (*trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"]),
+            doc.get("setup_hash"))
 
 
 def _dump(data: Mapping) -> str:
@@ -183,7 +190,9 @@ class RecordStore:
     def _reload(self) -> dict:
         """Read the file and the journal again and index the trials; returns the file's tables."""
         data = self._db.storage.read() or {}
-        self._index = {_key(d): d for d in [*data.get("trials", {}).values(), *self._pending()]}
+        self._index = {}
+        for doc in [*data.get("trials", {}).values(), *self._pending()]:
+            self._remember(doc)
         return data
 
     def _pending(self) -> list[dict]:
@@ -234,9 +243,15 @@ class RecordStore:
             yield
 
     # -- trials -------------------------------------------------------------------------------
-    def lookup(self, kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> dict | None:
-        """The recorded trial of this config on this shape, for this source, if any."""
-        return self._index.get(trial_key(kernel, source_hash, shape, dtype, config))
+    def _remember(self, doc: Mapping) -> None:
+        key = _key(doc)
+        self._index[key] = self._index[(*key[:-1], ANY)] = doc
+
+    def lookup(self, kernel: str, source_hash: str, shape, dtype: str, config: Mapping,
+               setup_hash: str | None = ANY) -> dict | None:
+        """The recorded trial of this config on this shape, for this source and declaration
+        (:data:`ANY`: whichever was recorded last), if any."""
+        return self._index.get((*trial_key(kernel, source_hash, shape, dtype, config), setup_hash))
 
     def add(self, doc: Mapping) -> None:
         missing = [k for k in TRIAL_KEYS if k not in doc]
@@ -250,7 +265,7 @@ class RecordStore:
                 os.fsync(f.fileno())
             if time.monotonic() - self._compacted > COMPACT_EVERY_S:
                 self._fold()
-        self._index[_key(doc)] = dict(doc)
+        self._remember(dict(doc))
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write)."""

@@ -19,6 +19,8 @@ of a busy machine records noise, not picks.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import random
 import subprocess
 from collections.abc import Callable, Mapping
@@ -29,10 +31,10 @@ from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round
-from tunebench.kernel import Kernel, Variant
+from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
-from tunebench.records import RecordStore
+from tunebench.records import RecordStore, config_key
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
@@ -93,17 +95,18 @@ class Outcome:
 
 
 def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
-    """The commit checked out at ``root`` and whether anything but the records differs from it."""
+    """The commit checked out at ``root`` and whether anything but the records differs from it
+    (None, None outside a git work tree)."""
+    exclude = []
     try:
-        records = records.resolve().relative_to(root.resolve())
+        exclude = [f":(exclude){records.resolve().relative_to(root.resolve())}"]
     except ValueError:
-        pass
+        pass  # records outside the work tree: nothing to leave out
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                 f":(exclude){records}"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
+                                cwd=root, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None, None
     return commit, bool(status.strip())
@@ -118,7 +121,8 @@ class Tuner:
 
     def __init__(self, target: str, fingerprint: dict, store: RecordStore, workers, *,
                  strategy: str = "random", budget: Budget = Budget(), seed: int = 0,
-                 settings: MeasureSettings | None = None, root: Path | None = None):
+                 settings: MeasureSettings | None = None, root: Path | None = None,
+                 retry_failed: bool = False, fresh: bool = False):
         self.target = target
         self.fingerprint = fingerprint
         self.store = store
@@ -128,6 +132,9 @@ class Tuner:
         self.budget = budget
         self.seed = seed
         self.settings = settings or MeasureSettings()
+        self.retry_failed = retry_failed  # measure failed trials again instead of reusing them
+        self.fresh = fresh  # reuse nothing recorded: every trial and the final round anew
+        self.measured: set[tuple] = set()  # (task label, shape, config key) measured in this run
         self.commit, self.dirty = git_state(root or Path.cwd(), store.path.parent)
         self.tasks: list[Task] = []
         self.measure_s = 0.0  # time spent measuring new trials
@@ -158,6 +165,10 @@ class Task:
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
+        self.declaration = kernel.declaration(variant, dtype)
+        self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
+        self.reused = 0  # trials taken from the records instead of measured
+        self.why_again: str | None = None  # why recorded trials of this task could not be reused
 
     @property
     def label(self) -> str:
@@ -191,6 +202,10 @@ class Task:
         warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
                      else None)
         warm_from = len(store.trials()) if warm_from is None else warm_from
+        changed = [part for part, value in recorded.get("declaration", {}).items()
+                   if self.declaration.get(part) != value]
+        if changed:
+            self.why_again = f"the {', '.join(changed)} changed since the records: measured again"
         store.put_task({**self._description(), "warm_from": warm_from})
         store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         try:
@@ -198,6 +213,10 @@ class Task:
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = str(e)
             return
+        if self.baseline.status == "compile_error":  # the template itself: no candidate would build
+            raise KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
+                              f"heuristic's config [{config_text(next(iter(self.baseline.configs.values())))}], "
+                              f"so the task stops:\n{self.baseline.error}")
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from))
@@ -232,10 +251,11 @@ class Task:
             return
         t = self.tuner
         check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
-        if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check and all(
+        if t.fresh or not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
+                           and check.get("setup_hash") == self.setup_hash and all(
                 e.get("finalists") == [c[tuple(e["shape"])] for c in configs] for e in check["shapes"])):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
-                                configs, t.commit)
+                                configs, t.commit, self.setup_hash)
         self.check = check
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         if self.baseline is not None and chosen == self.baseline.configs:
@@ -298,10 +318,17 @@ class Task:
     def _evaluate(self, configs: Mapping[tuple, dict]) -> Outcome:
         trials, new = {}, 0
         for shape, config in configs.items():
-            doc = self.tuner.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config)
-            if doc is None or doc.get("verdict") == "disturbed":
+            t = self.tuner
+            doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config,
+                                 self.setup_hash)
+            measured_now = (self.label, shape, config_key(config)) in t.measured
+            if doc is not None and (measured_now or not t.fresh and doc.get("verdict") != "disturbed" and not (
+                    t.retry_failed and doc["status"] in FAILED)):
+                self.reused += not measured_now
+            else:
                 doc = self._measure(config, shape)
-                self.tuner.store.add(doc)
+                t.store.add(doc)
+                t.measured.add((self.label, shape, config_key(config)))
                 new += 1
             trials[shape] = doc
         return Outcome(dict(configs), trials, new)
@@ -333,7 +360,7 @@ class Task:
         t = self.tuner
         return {
             "kernel": self.kernel.name, "target": t.target, "device": t.store.device,
-            "fingerprint": t.fingerprint, "source_hash": self.variant.source_hash,
+            "fingerprint": t.fingerprint, "source_hash": self.variant.source_hash, "setup_hash": self.setup_hash,
             "bucket": self.bucket.name, "shape": list(shape), "dtype": self.dtype, "config": config,
             "baseline": config == self.variant.baseline(shape),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
@@ -352,6 +379,7 @@ class Task:
         return {"kernel": self.kernel.name, "target": self.tuner.target, "dtype": self.dtype,
                 "bucket": self.bucket.name, "dims": list(self.kernel.buckets_for(self.tuner.target).dims),
                 "range": self.bucket.describe(), "source_hash": self.variant.source_hash,
+                "declaration": self.declaration, "setup_hash": self.setup_hash,
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
@@ -393,6 +421,11 @@ class Task:
             else config_text(self.variant.space.config(best_key)),
             "baseline_config": " | ".join(dict.fromkeys(config_text(c) for c in base_configs)) or "-",
         }
+
+    def unconfirmed(self) -> str | None:
+        """Why the final round could not judge the finalists (a failure, a disturbed machine)."""
+        problem = (self.check or {}).get("problem")
+        return f"the final round could not confirm a pick ({problem}): the heuristic stays" if problem else None
 
     def _confirmed(self) -> tuple[float, float] | None:
         """(best, baseline) bucket objectives in ms from the final round, where it measured them."""

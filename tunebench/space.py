@@ -9,6 +9,12 @@ by its argument names (``lambda warp_num, tree_reduce_num: warp_num * 32 <= tree
 or takes a single argument that is not a param name and receives the whole config
 (``lambda c: c["tile_m"] % c["mr"] == 0``). A single argument spelled almost like a param
 (``warp_nm``) is taken for a typo and refused.
+
+A constraint may also depend on the shape: it names ``shape`` (the whole shape tuple) or the
+kernel's dims beside its params (``lambda N, tile: N % tile == 0``). Such a *shaped* constraint
+is left out of the space's own enumeration; a candidate is tried in a bucket only where it holds
+for every representative shape (:meth:`Space.holds_for`), and ``best()`` never hands out a
+config for a shape it does not hold for.
 """
 
 from __future__ import annotations
@@ -86,7 +92,8 @@ class _UnknownParam(KeyError):
 
 
 class Constraint:
-    """One constraint: the callable, the params it reads (``None``: the whole config) and a label."""
+    """One constraint: the callable, the params it reads (``None``: the whole config), the
+    other names it reads (``shape`` or dims: a shaped constraint) and a label."""
 
     def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
         if not callable(fn):
@@ -102,15 +109,18 @@ class Constraint:
             args = []
         arg_names = [p.name for p in args]
         typo = difflib.get_close_matches(arg_names[0], names, n=1, cutoff=0.8) if arg_names else []
-        if len(arg_names) == 1 and arg_names[0] not in names and not typo:
+        self.shaped: tuple[str, ...] = ()  # the names read beside params: "shape" or dims
+        if arg_names == ["shape"]:
+            self.params, self.shaped = (), ("shape",)
+        elif len(arg_names) == 1 and arg_names[0] not in names and not typo:
             self.params = None  # whole-config constraint
         else:
-            unknown = [a for a in arg_names if a not in names]
-            if unknown or not arg_names:
-                raise SpaceError(
-                    f"{self.label} names unknown param {unknown[0]!r}; params are {list(names)}"
-                    if unknown else f"{self.label} takes no argument")
+            if not arg_names:
+                raise SpaceError(f"{self.label} takes no argument")
+            if arg_names and all(a not in names for a in arg_names):
+                raise SpaceError(f"{self.label} names unknown param {arg_names[0]!r}; params are {list(names)}")
             self.params = tuple(arg_names)
+            self.shaped = tuple(a for a in arg_names if a not in names)
 
 
 class Space:
@@ -178,17 +188,39 @@ class Space:
             config[n] in self.values[n] for n in self.names)
 
     def is_valid(self, key: tuple) -> bool:
-        """Whether every constraint holds for this key (the values must be in the space)."""
+        """Whether every constraint but the shaped ones holds for this key (the values must be
+        in the space)."""
         names, _, constraints = self._check()
         index = {n: i for i, n in enumerate(names)}
-        return all(self._holds(c, index, key) for c in constraints)
+        return all(self._holds(c, index, key) for c in constraints if not c.shaped)
+
+    @property
+    def shaped(self) -> bool:
+        """Whether a constraint depends on the shape."""
+        return any(c.shaped for c in self._check()[2])
+
+    def check_dims(self, dims: Sequence[str]) -> None:
+        """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``."""
+        names, _, constraints = self._check()
+        for c in constraints:
+            unknown = [n for n in c.shaped if n != "shape" and n not in dims]
+            if unknown:
+                raise SpaceError(f"{c.label} names unknown param {unknown[0]!r}; params are {list(names)}, "
+                                 f"dims are {list(dims)}, or name the whole shape 'shape'")
+
+    def holds_for(self, key: tuple, shape: Sequence[int], dims: Sequence[str]) -> bool:
+        """Whether every shaped constraint holds for this key on ``shape`` (over ``dims``)."""
+        names, _, constraints = self._check()
+        index = {n: i for i, n in enumerate(names)}
+        at = {"shape": tuple(shape), **dict(zip(dims, shape))}
+        return all(self._holds(c, index, key, at) for c in constraints if c.shaped)
 
     @staticmethod
-    def _holds(c: Constraint, index: Mapping[str, int], key: tuple) -> bool:
+    def _holds(c: Constraint, index: Mapping[str, int], key: tuple, at: Mapping[str, Any] | None = None) -> bool:
         try:
             if c.params is None:
                 return bool(c.fn(_ConfigView(index, key)))
-            return bool(c.fn(*(key[index[p]] for p in c.params)))
+            return bool(c.fn(*(key[index[p]] if p in index else at[p] for p in c.params)))
         except _UnknownParam as e:
             raise SpaceError(
                 f"{c.label} names unknown param {e.args[0]!r}; params are {list(index)}") from None
@@ -198,7 +230,8 @@ class Space:
                 f"{dict(zip(index, key))!r}") from e
 
     def enumerate(self) -> tuple[list[tuple], list[tuple]]:
-        """All keys of the product in declaration order, split into (valid, invalid)."""
+        """All keys of the product in declaration order, split into (valid, invalid) by every
+        constraint but the shaped ones."""
         names, values, constraints = self._check()
         if self.size > MAX_PRODUCT:
             raise SpaceError(
@@ -206,8 +239,9 @@ class Space:
                 f"{MAX_PRODUCT:,}; narrow the ranges ({', '.join(f'{n}: {len(v)}' for n, v in values.items())})")
         index = {n: i for i, n in enumerate(names)}
         valid, invalid = [], []
+        plain = [c for c in constraints if not c.shaped]
         for key in itertools.product(*values.values()):
-            (valid if all(self._holds(c, index, key) for c in constraints) else invalid).append(key)
+            (valid if all(self._holds(c, index, key) for c in plain) else invalid).append(key)
         if not valid:
             raise SpaceError(
                 f"no config satisfies the constraints ({len(invalid):,} configs over params "

@@ -10,7 +10,8 @@ A worker dies with the process that started it (a killed pytest leaves no worker
 holds none of its locks (see :mod:`tunebench.records`).
 
 Every result carries the machine's conditions while it was measured and the interference
-verdict on them and on the samples (:mod:`tunebench.interference`).
+verdict on them and on the samples (:mod:`tunebench.interference`), read by this process across
+its workers.
 """
 
 from __future__ import annotations
@@ -130,7 +131,6 @@ def _serve(conn, target: str, parent: int, clock) -> None:
         return
     conn.send(("ready", None))
     prepared: dict[tuple, Any] = {}  # the latest shape's arguments and reference
-    monitor = interference.Monitor()
     while True:
         try:
             job: TrialJob | CompareJob = conn.recv()
@@ -140,8 +140,7 @@ def _serve(conn, target: str, parent: int, clock) -> None:
         try:
             result = run(backend, job, prepared, conn, lambda runner: _Watched(runner, clock))
             if "samples" in result:
-                result.update(_judged(result.get("placements", result["samples"]),
-                                      {**backend.conditions(), **monitor.conditions()}))
+                result["conditions"] = backend.conditions()
             conn.send(("result", result))
         except (KernelError, WorkerError) as e:
             conn.send(("error", str(e)))
@@ -164,26 +163,6 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: dict):
         cache[key] = (args, kernel.expected(args))
     args, reference = cache[key]
     return kernel, kernel.variant(backend.name), args, reference
-
-
-def _judged(samples: dict, conditions: dict) -> dict:
-    """The conditions and the interference verdict on them and on every list of samples
-    (``samples`` nests lists in dicts: per placement, per arm)."""
-    reasons = interference.machine_signals(conditions)
-    for where, values in _lists(samples):
-        reasons += [f"{where}: {r}" if where else r for r in interference.sample_signals(values)]
-    return {"conditions": conditions, "verdict": "disturbed" if reasons else "clean", "interference": reasons}
-
-
-def _lists(samples, where: str = ""):
-    if isinstance(samples, dict):
-        if len(samples) == 1:
-            yield from _lists(next(iter(samples.values())), where)
-            return
-        for name, values in samples.items():
-            yield from _lists(values, f"{where} {name}".strip())
-    else:
-        yield where, samples
 
 
 def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
@@ -274,6 +253,7 @@ class Workers:
         self._process = None
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began
+        self._monitor = interference.Monitor()
 
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
@@ -310,6 +290,10 @@ class Workers:
             self.reused += message.count(True)
             kind, message = self._watch()
         result = self._outcome(kind, message)
+        if "samples" in result:
+            pids = (self._process.pid,) if self._process is not None else ()
+            result.update(interference.verdict(result.get("placements", result["samples"]),
+                                               {**result.get("conditions", {}), **self._monitor.conditions(pids)}))
         result["cost_s"] = time.monotonic() - began
         return result
 

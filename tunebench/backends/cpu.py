@@ -98,14 +98,16 @@ class CpuRunner(Runner):
         self._names = kernel.outputs
         self._buffers = buffers  # the memory lives as long as the runner
         self._guarded, self._outputs, self._args = buffers.guarded, buffers.outputs, buffers.args
-        self._pristine = {n: buffers.source[n] for n in kernel.inplace}
+        self._pristine = {n: buffers.source[n] for n in (*kernel.inplace, *kernel.inout)}
+        self._poisoned = [out for n, out in zip(kernel.outputs, self._outputs) if n not in kernel.inout]
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
                        else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 
     def reset(self) -> None:
-        for out, guarded in zip(self._outputs, self._guarded):
+        for guarded in self._guarded:
             guarded[:GUARD_BYTES] = GUARD_FILL
             guarded[-GUARD_BYTES:] = GUARD_FILL
+        for out in self._poisoned:  # in-out outputs start from their values instead
             poison(out)
         self._restore()
 

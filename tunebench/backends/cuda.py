@@ -70,21 +70,27 @@ class CudaRunner(Runner):
         # fresh per candidate, each output inside an allocation with a guard zone on either side
         self._alloc = [drv.mem_alloc(a.nbytes + 2 * GUARD_BYTES) for a in self._host_out]
         self._dev_out = [np.uintp(int(a) + GUARD_BYTES) for a in self._alloc]
-        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace]
         out_index = {n: i for i, n in enumerate(kernel.outputs)}
+        # in-place inputs and in-out outputs start every call from a pristine device copy
+        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace] + [
+            (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
+        self._inout = {out_index[n] for n in kernel.inout}
         self._call_args = [self._dev_out[out_index[n]] if n in out_index
                            else inputs[n] if isinstance(v, np.ndarray) else v
                            for n, v in args.items()]
 
     def reset(self) -> None:
         drv = self._backend.drv
-        for host, alloc, dev in zip(self._host_out, self._alloc, self._dev_out):
+        for i, (host, alloc, dev) in enumerate(zip(self._host_out, self._alloc, self._dev_out)):
             drv.memset_d8(alloc, GUARD_FILL, GUARD_BYTES)
             drv.memset_d8(int(dev) + host.nbytes, GUARD_FILL, GUARD_BYTES)
+            if i in self._inout:
+                continue  # restored below: it starts from the args builder's values
             if host.dtype in NAN_WORD:
                 drv.memset_d32(dev, NAN_WORD[host.dtype], host.nbytes // 4)
             else:
                 drv.memset_d8(dev, 0xA5, host.nbytes)
+        self._restore()
         drv.Context.synchronize()
 
     def overrun(self) -> str | None:
@@ -246,9 +252,11 @@ class CudaBackend(Backend):
                     buf.free()
             bufs = {}
             for name, value in args.items():
-                if isinstance(value, np.ndarray) and name not in kernel.outputs:
+                if not isinstance(value, np.ndarray) or (name in kernel.outputs and name not in kernel.inout):
+                    continue
+                if name not in kernel.outputs:
                     bufs[name] = self.drv.to_device(np.ascontiguousarray(value))
-                    if name in kernel.inplace:
-                        bufs[f"{name}@pristine"] = self.drv.to_device(np.ascontiguousarray(value))
+                if name in (*kernel.inplace, *kernel.inout):
+                    bufs[f"{name}@pristine"] = self.drv.to_device(np.ascontiguousarray(value))
             self._inputs[key] = bufs
         return self._inputs[key]

@@ -1,0 +1,235 @@
+"""A user's own kernels without workarounds: in-out arguments, records that follow the whole
+declaration, shape-aware constraints, slow kernels, one error per cause, and lookups that find
+the project from anywhere."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tinydb import TinyDB
+
+import tunebench
+from tests.conftest import AXPB_SUITE
+from tests.test_plugin import TUNE, records
+from tunebench.backends.cpu import CpuBackend
+from tunebench.kernel import Kernel
+
+#: C = alpha * A @ B + beta * C, the classic in-out matrix product; ``skip_c`` plants a
+#: candidate that forgets the beta * C term.
+GEMM_C = """\
+typedef TB_DTYPE real;
+void gemm(const real *A, const real *B, real *C, int n, real alpha, real beta)
+{
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; j += tile) {
+            real acc[tile];
+            for (int t = 0; t < tile; ++t) acc[t] = 0;
+            for (int k = 0; k < n; ++k)
+                for (int t = 0; t < tile && j + t < n; ++t) acc[t] += A[i * n + k] * B[k * n + j + t];
+            for (int t = 0; t < tile && j + t < n; ++t)
+                C[i * n + j + t] = alpha * acc[t] + (skip_c ? 0 : beta * C[i * n + j + t]);
+        }
+}
+"""
+
+GEMM_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    (n,) = shape
+    return {"A": rng.random((n, n), dtype=np.float32), "B": rng.random((n, n), dtype=np.float32),
+            "C": rng.random((n, n), dtype=np.float32), "n": np.int32(n),
+            "alpha": np.float32(1.5), "beta": np.float32(0.5)}
+
+def reference(A, B, C, n, alpha, beta):
+    return alpha * (A.astype(np.float64) @ B) + beta * C
+
+gemm = Kernel(
+    "gemm", buckets=Buckets(["N"], [Bucket("small", N=(1, 64), shapes=[(48,)]),
+                                    Bucket("large", N=(65, None), shapes=[(96,)])]),
+    args=args, reference=reference, outputs=["C"], inout=["C"], tolerance={"float32": (1e-4, 1e-4)},
+    cpu=Variant(source="gemm.c", entry="gemm", heuristic=lambda shape: {"tile": 4, "skip_c": 0},
+                space=Space({"tile": [4, 8, 16, 32], "skip_c": [0, 1]},
+                            constraints=[lambda N, tile: N % tile == 0])),
+)
+"""
+
+
+@pytest.fixture
+def gemm(pytester):
+    pytester.path.joinpath("pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    pytester.path.joinpath("gemm.c").write_text(GEMM_C)
+    pytester.path.joinpath("test_gemm.py").write_text(GEMM_SUITE)
+    return pytester
+
+
+def test_an_in_out_argument_reaches_the_reference_and_a_candidate_that_ignores_it_fails(gemm):
+    result = gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
+    # N % tile: 48 takes tile 4, 8 and 16; 96 takes all four; skip_c=1 always fails
+    result.assert_outcomes(passed=2 + 3 + 4, failed=3 + 4, deselected=2 * 8 - 3 * 2 - 4 * 2)
+    trials = records(gemm.path).table("trials").all()
+    assert {t["status"] for t in trials if t["config"]["skip_c"] == 1} == {"wrong_result"}
+    assert {t["status"] for t in trials if t["config"]["skip_c"] == 0} <= {"ok", "early_stopped"}
+
+
+def test_an_in_out_output_starts_every_call_from_its_initial_values(tmp_path):
+    (tmp_path / "gemm.c").write_text(GEMM_C)
+    namespace = {}
+    exec(compile(GEMM_SUITE.replace('source="gemm.c"', f'source="{tmp_path / "gemm.c"}"'), "gemm", "exec"),
+         namespace)
+    kernel: Kernel = namespace["gemm"]
+    variant = kernel.variant("cpu")
+    config = {"tile": 8, "skip_c": 0}
+    args = kernel.build_args((16,), "float32")
+    backend = CpuBackend()
+    runner = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant, config, (16,), args,
+                          "malloc")
+    runner.reset()
+    for _ in range(3):  # each call starts from the args builder's C, not the previous call's
+        runner.call()
+    np.testing.assert_allclose(runner.outputs()[0], kernel.expected(args)[0], rtol=1e-5)
+    assert kernel.expected(args)[0].shape == (16, 16) and "C" in kernel.inout
+
+
+def test_a_shaped_constraint_keeps_candidates_to_the_buckets_they_fit(gemm):
+    gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
+    tiles = {b: {t["config"]["tile"] for t in records(gemm.path).table("trials").all() if t["bucket"] == b}
+             for b in ("small", "large")}
+    assert tiles == {"small": {4, 8, 16}, "large": {4, 8, 16, 32}}
+
+
+def test_best_never_hands_out_a_config_whose_shaped_constraint_fails_for_the_shape(gemm, monkeypatch):
+    gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
+    monkeypatch.chdir(gemm.path)
+    for n in (96, 100, 200, 72):  # inside "large": 100 and 72 take only some tiles
+        choice = tunebench.lookup("gemm", (n,), dtype="float32")
+        assert n % choice.config["tile"] == 0 or choice.source == "heuristic", (n, choice)
+        if choice.note:
+            assert "does not satisfy the constraints" in choice.note
+    odd = tunebench.lookup("gemm", (97,))  # no tile divides 97: the heuristic, and the note says why
+    if odd.note:
+        assert odd.source == "heuristic" and "the heuristic instead" in odd.note
+
+
+def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(project, pytester):
+    root = project(modes=(0, 1))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace("a * x.astype(np.float64) + b", "(a * x.astype(np.float64) + b) * 1"))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the records: measured again*"])
+    assert "reused:" not in again.stdout.str()
+    third = pytester.runpytest("suites", *TUNE, "-k", "small")
+    third.stdout.fnmatch_lines(["reused: * trials came from the records*"])
+    failed = [t for t in records(root).table("trials").all() if t["status"] == "wrong_result"]
+    retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-retry-failed")
+    retried.stdout.fnmatch_lines([f"*axpb*small*float32*{len(failed)}*"])  # the failed ones measured anew
+    fresh = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
+    assert "reused:" not in fresh.stdout.str()
+
+
+def test_a_template_that_does_not_compile_stops_its_task_with_one_message(project, pytester):
+    root = project()
+    (root / "kernels" / "axpb.c").write_text("typedef TB_DTYPE real;\nvoid axpb( {\n")
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
+    result.assert_outcomes(failed=1, skipped=5, deselected=8)
+    assert result.stdout.str().count("does not compile for the heuristic's config") == 1
+    assert result.stdout.str().count("error:") <= 3  # the compiler's message, once
+
+
+def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(project, pytester):
+    project(suite=AXPB_SUITE.replace('Bucket("large", N=(4097, None)', 'Bucket("large", N=(4000, None)'))
+    result = pytester.runpytest("suites", *TUNE)
+    result.stdout.fnmatch_lines(["*BucketError: buckets 'small' and 'large' overlap on N=4000..4096*"])
+    assert "Traceback" not in result.stdout.str() and "raise BucketError" not in result.stdout.str()
+
+
+SLOW_C = """\
+#include <time.h>
+typedef TB_DTYPE real;
+void slow(const real *x, real *y, int n)
+{
+    struct timespec nap = {0, 1000000L * ms};  /* a kernel that takes ms per call */
+    nanosleep(&nap, 0);
+    for (int i = 0; i < n; ++i) y[i] = x[i];
+}
+"""
+
+SLOW_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+slow = Kernel(
+    "slow", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x, outputs=["y"],
+    cpu=Variant(source="slow.c", entry="slow", heuristic=lambda shape: {"ms": 60},
+                space=Space({"ms": [30, 60]})),
+)
+"""
+
+
+def test_slow_kernels_tune_and_gate_with_a_timeout_per_launch(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(SLOW_SUITE)
+    # every job makes dozens of 30-60 ms launches: far past 0.2 s in all, none past it alone
+    tune = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2")
+    tune.assert_outcomes(passed=3)
+    tune.stdout.fnmatch_lines(["*slow*all*float32*ms:30*ms:60*"])
+    assert "*" not in next(line for line in tune.stdout.lines if line.startswith("slow "))  # confirmed
+    gate = pytester.runpytest("test_slow.py", "-p", "no:cacheprovider", "--tune-target", "cpu",
+                              "--tune-timeout", "0.2")
+    gate.assert_outcomes(passed=1)
+    assert "ended timeout" not in gate.stdout.str() and "None config" not in gate.stdout.str()
+
+
+def test_best_without_dtype_answers_in_the_dtype_tuned_from_any_directory(project, pytester, tmp_path):
+    root = project(suite=AXPB_SUITE.replace('heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0},',
+                                            'heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0}, '
+                                            'dtypes=("float64",),'))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"],
+                   cwd=root, check=True)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert {t["git_commit"] for t in records(root).table("trials").all()} != {None}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    command = [sys.executable, "-m", "tunebench.cli", "best", "axpb", "--shape", "2000", "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "TUNEBENCH_ROOT"}
+    found = subprocess.run(command, cwd=elsewhere, env={**env, "TUNEBENCH_ROOT": str(root)},
+                           capture_output=True, text=True)
+    answer = json.loads(found.stdout)
+    assert answer["dtype"] == "float64" and answer["bucket"] == "small" and answer["note"] is None
+    lost = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert lost.returncode == 2
+    assert "no project root found: looked in $TUNEBENCH_ROOT (unset)" in lost.stderr and str(elsewhere) in lost.stderr
+
+
+def test_a_declared_kernel_finds_its_project_from_its_suite(project, pytester, monkeypatch, tmp_path):
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    kernel = tunebench.kernel.REGISTRY["axpb"]
+    monkeypatch.chdir(tmp_path)
+    choice = tunebench.lookup(kernel, (2000,))
+    assert choice.note is None and choice.device in {p.stem for p in (root / "records").glob("*.json")}
+    assert TinyDB(next((root / "records").glob("*.json"))).table("tasks").all()
+
+
+def test_a_lookup_is_answered_from_memory_until_the_records_change(project, pytester, monkeypatch):
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(importlib.import_module("tunebench.lookup"), "REFRESH_S", 0.0)
+    first = tunebench.lookup("axpb", (2000,))
+    again = tunebench.lookup("axpb", (2000,))
+    assert again == first and again.config is not first.config  # a copy: the caller may change it
+    assert first.note is None
+    for path in (root / "records").glob("*.json"):
+        path.unlink()
+    assert tunebench.lookup("axpb", (2000,)).note.startswith("nothing is recorded for this device")

@@ -1,0 +1,115 @@
+"""The interference detector on synthetic samples and machine readings, and what a tuning run
+does with a disturbed measurement."""
+
+import multiprocessing
+import random
+import time
+
+import pytest
+
+from tunebench.compare import undisturbed
+from tunebench.interference import Monitor, machine_signals, sample_signals, verdict
+
+
+def clean(n=60, median=0.8, spread=0.03, seed=0):
+    """Quiet-machine samples: a few per cent around the median, skewed slightly upwards."""
+    rng = random.Random(seed)
+    return [median * (1 + abs(rng.gauss(0, spread))) for _ in range(n)]
+
+
+def test_clean_samples_show_nothing():
+    for seed in range(20):
+        assert sample_signals(clean(seed=seed)) == []
+        assert sample_signals(clean(n=5, seed=seed)) == []
+
+
+def test_tick_quantised_outliers_are_named_with_their_tick():
+    # two OpenMP threads on two contended cores: a preempted thread stalls the call a 4 ms slice
+    rng = random.Random(1)
+    samples = [0.5 + rng.uniform(0, 0.01) + (4.0 * rng.choice([1, 1, 2]) if i % 3 == 0 else 0) for i in range(60)]
+    (reason,) = [r for r in sample_signals(samples) if "above the fast ones" in r]
+    assert "in multiples of a 4 ms scheduler tick" in reason
+
+
+def test_every_sample_slowed_shows_as_a_low_quantile_far_below_the_median():
+    rng = random.Random(2)
+    samples = [0.1 + rng.uniform(0, 0.005) for _ in range(8)] + [8.0 + rng.uniform(0, 0.02) for _ in range(52)]
+    reasons = sample_signals(samples)
+    assert any("most calls were slowed" in r for r in reasons)
+
+
+def test_two_modes_are_found():
+    rng = random.Random(3)
+    samples = [1.0 + rng.uniform(0, 0.02) for _ in range(30)] + [1.6 + rng.uniform(0, 0.02) for _ in range(30)]
+    assert any(r.startswith("two modes: 30 samples up to") for r in sample_signals(samples))
+
+
+@pytest.mark.parametrize("conditions, disturbed", [
+    ({"others_cpu": 0.02, "steal": 0.0, "cores": 2, "threads": 2}, False),
+    ({"others_cpu": 0.30, "steal": 0.0, "cores": 2, "threads": 2}, True),  # 0.6 cores wanted, none free
+    ({"others_cpu": 0.50, "steal": 0.0, "cores": 2, "threads": 1}, False),  # one busy core, one left free
+    ({"others_cpu": 0.80, "steal": 0.0, "cores": 2, "threads": 1}, True),
+    ({"others_cpu": 0.00, "steal": 0.12, "cores": 2, "threads": 2}, True),
+    ({"loadavg_1m": 6.5, "cores": 2, "threads": 2}, True),  # too short a window: the load speaks
+    ({"loadavg_1m": 6.5, "others_cpu": 0.0, "steal": 0.0, "cores": 2, "threads": 2}, False),
+])
+def test_the_machine_disturbs_once_others_want_more_than_the_kernel_leaves_free(conditions, disturbed):
+    assert bool(machine_signals(conditions)) == disturbed
+
+
+def test_a_verdict_names_the_placement_and_the_arm_that_were_disturbed():
+    quiet, noisy = clean(), [0.5 if i % 2 else 4.5 for i in range(40)]
+    found = verdict({"staggered": {"best": quiet, "baseline": quiet}, "malloc": {"best": noisy, "baseline": quiet}},
+                    {"others_cpu": 0.0, "steal": 0.0, "cores": 2})
+    assert found["verdict"] == "disturbed" and all(r.startswith("malloc best: ") for r in found["interference"])
+    assert verdict({"only": quiet}, {"cores": 2})["verdict"] == "clean"
+
+
+def test_the_monitor_sees_another_process_take_the_cpu():
+    monitor = Monitor()
+    time.sleep(0.6)
+    quiet = monitor.conditions()["others_cpu"]  # whatever else runs here; this test's own time does not count
+    stop = multiprocessing.get_context("fork").Event()
+    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
+    for hog in hogs:
+        hog.start()
+    try:
+        time.sleep(0.8)
+        busy = monitor.conditions()
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join()
+    assert busy["others_cpu"] > quiet + 0.4 and busy["window_s"] >= 0.5
+
+
+def _spin(stop):
+    while not stop.is_set():
+        pass
+
+
+class FlakyWorkers:
+    """Answers ``disturbed`` a given number of times, then ``clean``."""
+
+    def __init__(self, disturbed):
+        self.left, self.restarts, self.calls = disturbed, 0, 0
+
+    def restart(self):
+        self.restarts += 1
+
+    def trial(self, job):
+        self.calls += 1
+        self.left -= 1
+        return {"status": "ok", "samples": [1.0], "verdict": "disturbed" if self.left >= 0 else "clean",
+                "interference": ["other processes took 90% of the CPU time"], "cost_s": 0.1}
+
+
+def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_marked():
+    pauses = []
+    workers = FlakyWorkers(disturbed=2)
+    result = undisturbed(workers, job=None, sleep=pauses.append)
+    assert result["verdict"] == "clean" and result["retries"] == 2 and pauses == [0.5, 1.0]
+    assert result["cost_s"] == pytest.approx(0.3)
+    pauses.clear()
+    stuck = undisturbed(FlakyWorkers(disturbed=10), job=None, fresh=True, sleep=pauses.append)
+    assert stuck["verdict"] == "disturbed" and stuck["retries"] == 3 and pauses == [0.5, 1.0, 2.0]
