@@ -1,6 +1,7 @@
 """End to end: pytest --tune on a small suite with a real gcc-compiled kernel and real records."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -102,6 +103,21 @@ def test_the_trial_budget_skips_unsampled_candidates_with_the_reason(project, py
     result = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small", "-rs")
     result.assert_outcomes(passed=3, skipped=3, deselected=1 + 7)
     result.stdout.fnmatch_lines(["*not sampled: budget of 2 trials spent*"])
+
+
+def test_unsampled_candidates_print_nothing_and_each_task_one_progress_line(project, pytester):
+    project()
+    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-p", "no:randomly")
+    result.assert_outcomes(passed=4, skipped=8, deselected=2)
+    letters = "".join(m.group(1) for line in result.stdout.lines
+                      if (m := re.match(r"^(?:suites/test_axpb.py )?([.sFE]+)\s*(?:\[\s*\d+%\])?$", line)))
+    assert letters == "...."  # the sampled ones only: no "s" for the eight the budget left
+    progress = [line for line in result.stdout.lines if line.startswith("tunebench axpb[")]
+    assert [line.split(":")[0] for line in progress if line.endswith("done")] == [
+        "tunebench axpb[small-float32]", "tunebench axpb[large-float32]"]
+    assert all(" 1/1 trials, best " in line for line in progress if line.endswith("done"))
+    listed = pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-vv")
+    assert listed.stdout.str().count(" UNSAMPLED") == 8
 
 
 def test_the_same_seed_samples_the_same_candidates(project, pytester):

@@ -1,14 +1,16 @@
 """tunebench: auto-tune CUDA and CPU kernels from pytest suites and guard their speed in CI.
 
 Declare a suite with :class:`Kernel`, :class:`Variant`, :class:`Space` and :class:`Buckets`;
-run ``pytest suites --tune``; apply the results with :func:`best`.
+run ``pytest suites --tune``; apply the results with :func:`best` or :func:`tuned`.
 """
 
 __version__ = "0.1.0"
 
+from tunebench.apply import Tuned, tuned  # noqa: E402
 from tunebench.buckets import Bucket, Buckets  # noqa: E402
 from tunebench.kernel import Kernel, Variant  # noqa: E402
 from tunebench.lookup import best, lookup  # noqa: E402
 from tunebench.space import Space, pow2  # noqa: E402
 
-__all__ = ["Bucket", "Buckets", "Kernel", "Space", "Variant", "__version__", "best", "lookup", "pow2"]
+__all__ = ["Bucket", "Buckets", "Kernel", "Space", "Tuned", "Variant", "__version__", "best", "lookup", "pow2",
+           "tuned"]

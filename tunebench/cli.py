@@ -8,7 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from tunebench import compile_check, report
+from tunebench import compile_check, export, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
@@ -52,6 +52,12 @@ def cmd_best(args: argparse.Namespace) -> int:
     else:
         print("  the heuristic: " + ("it beat every recorded config on this bucket"
                                      if choice.baseline_ms else "nothing is recorded for this bucket"))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    for path in export.write(Path(args.out), args.device, args.records, args.suites):
+        print(path)
     return 0
 
 
@@ -142,6 +148,13 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(run=cmd_best)
 
+    e = sub.add_parser("export", help="write the best configs for a device as JSON and as a C/C++ header")
+    e.add_argument("--out", default="export", help="where to write (default: export)")
+    e.add_argument("--device", default=None, help="device id (a records file name); default: this machine's")
+    e.add_argument("--records", default=None, help="record store directory (default: records/ under the project root)")
+    e.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root)")
+    e.set_defaults(run=cmd_export)
+
     c = sub.add_parser("compile-check", help="compile every kernel's heuristic and a sample of "
                                              "candidates for a target (no device needed)")
     c.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (LookupError, RecordsError, BucketError, ValueError, ImportError) as e:
+    except (LookupError, RecordsError, BucketError, ValueError, ImportError) as e:  # ExportError is a ValueError
         print(f"tunebench {args.command}: {e}", file=sys.stderr)
         return 2
 

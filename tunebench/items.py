@@ -17,6 +17,7 @@ from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.progress import UNSAMPLED
 from tunebench.records import RecordsError, RecordStore
 from tunebench.replay import Replay, ReplayError
 from tunebench.session import Task, TaskFailed, git_state
@@ -180,6 +181,7 @@ class Trial(_Item):
             pytest.skip(str(e))
         outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
         if outcome is None:
+            self.user_properties.append(UNSAMPLED)
             pytest.skip(f"not sampled: {self.task.stop_reason}")
         if outcome.status == "pruned_resources":
             pytest.skip(f"pruned_resources: {outcome.error}")

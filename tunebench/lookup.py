@@ -17,7 +17,9 @@ records file changes, so that a framework may ask per launch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import json
 import importlib.util
 import math
 import os
@@ -84,6 +86,12 @@ def load_suites(directory: str | Path) -> list[Kernel]:
 
 def this_device(target: str | None = None) -> str:
     """The device id of this machine for a target (default: what ``--tune-target auto`` picks)."""
+    return _device_id(target, os.environ.get("OMP_NUM_THREADS"))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_id(target: str | None, threads: str | None) -> str:
+    """Fingerprinting reads /proc: once per target and OpenMP thread count."""
     return device_id(fingerprint(target or resolve("auto")[0]))
 
 
@@ -118,46 +126,121 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
             Path(suites) if suites is not None else root / "suites")
 
 
+class Summary:
+    """What lookups need of one device's records, small enough to load in milliseconds: the
+    fingerprint, the task descriptions, the final rounds' choices and, per successful undisturbed
+    trial, (kernel, dtype, source hash, shape, config, median). Kept beside the records in
+    ``.index/<device>.json``, valid while the records file and its journal keep their size and
+    modification time."""
+
+    def __init__(self, data: dict):
+        self.fingerprint = data["fingerprint"]
+        self._tasks = data["tasks"]
+        self._finals = {tuple(k): v for k, v in data["finals"]}
+        self._rows = data["rows"]
+        self._ranked: dict[tuple, tuple] = {}
+
+    @classmethod
+    def of(cls, store: RecordStore) -> Summary:
+        finals = {}
+        for check in store.checks(kind="tune"):  # the latest of each task wins
+            finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
+                check["source_hash"], [[e["shape"], e["best"]] for e in check["shapes"]])
+        rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
+                for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
+        return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
+                    "finals": [[list(k), v] for k, v in finals.items()]})
+
+    def data(self) -> dict:
+        return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
+                "finals": [[list(k), v] for k, v in self._finals.items()]}
+
+    def tasks(self, kernel: str) -> list[dict]:
+        return [t for t in self._tasks if t["kernel"] == kernel]
+
+    def final(self, kernel: str, target: str, dtype: str, bucket: str, source_hash: str | None) -> dict | None:
+        """shape -> config the latest final round of the task chose for this source, if any."""
+        found = self._finals.get((kernel, target, dtype, bucket))
+        if found is None or found[0] != source_hash:
+            return None
+        return {tuple(shape): config for shape, config in found[1]}
+
+    def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> tuple[dict, dict]:
+        """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes."""
+        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash)
+        if key not in self._ranked:
+            times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
+            shapes = set(bucket.shapes)
+            for k, d, h, shape, config, median in self._rows:
+                if k == kernel and d == dtype and (source_hash is None or h == source_hash) and tuple(shape) in shapes:
+                    times[config_key(config)][tuple(shape)] = median
+            self._ranked[key] = ({c: bucket.objective(t) for c, t in times.items() if len(t) == len(bucket.shapes)},
+                                 times)
+        return self._ranked[key]
+
+
 class _Directory:
-    """A records folder held in memory: its stores, and the answers already given, dropped when
-    a records file or journal changes (their sizes and times, checked at most every
-    :data:`REFRESH_S` seconds)."""
+    """A records folder held in memory: one :class:`Summary` per device and the answers already
+    given, all dropped when a records file or journal changes (checked at most every
+    :data:`REFRESH_S` seconds); ``generation`` counts the changes."""
 
     def __init__(self, path: Path):
         self.path = path
         self.lock = threading.Lock()
         self.answers: dict[tuple, Choice] = {}
+        self.generation = 0
         self._stamp: tuple | None = None
         self._checked = -math.inf
-        self._stores: dict[str, RecordStore] = {}
-        self._ranked: dict[tuple, tuple] = {}
+        self._summaries: dict[str, Summary | None] = {}
 
     def refresh(self) -> None:
         now = time.monotonic()
         if now - self._checked < REFRESH_S:
             return
         self._checked = now
-        stamp = tuple(sorted((p.name, st.st_size, st.st_mtime_ns) for p in (
-            *self.path.glob("*.json"), *self.path.glob(".journal/*.jsonl")) for st in [p.stat()]))
+        stamp = self._stamps()
         if stamp != self._stamp:
             with self.lock:
-                self._stamp, self._stores, self._ranked = stamp, {}, {}
+                self._stamp, self._summaries = stamp, {}
                 self.answers.clear()
+                self.generation += 1
 
-    def store(self, device: str) -> RecordStore | None:
-        if device not in self._stores:
+    def _stamps(self, device: str = "*") -> tuple:
+        found = []
+        for p in (*self.path.glob(f"{device}.json"), *self.path.glob(f".journal/{device}.jsonl")):
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                continue
+            found.append((p.name, st.st_size, st.st_mtime_ns))
+        return tuple(sorted(found))
+
+    def summary(self, device: str) -> Summary | None:
+        """The device's summary: from memory, else the index file if it is current, else built
+        from the records (and the index file written, where the folder is writable)."""
+        if device not in self._summaries:
             path = self.path / f"{device}.json"
-            self._stores[device] = RecordStore(path) if path.exists() else None
-        return self._stores[device]
-
-    def ranked(self, store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict:
-        """config key -> bucket objective of every config recorded on every shape of the bucket."""
-        key = (store.device, kernel, dtype, bucket.name, source_hash)
-        if key not in self._ranked:
-            times = shape_times(store, kernel, dtype, bucket, source_hash)
-            self._ranked[key] = ({k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)},
-                                 times)
-        return self._ranked[key]
+            if not path.exists():
+                self._summaries[device] = None
+                return None
+            index = self.path / ".index" / f"{device}.json"
+            stamp = [list(s) for s in self._stamps(device)]
+            try:
+                cached = json.loads(index.read_text())
+                found = Summary(cached["summary"]) if cached["stamp"] == stamp else None
+            except (OSError, ValueError, KeyError):
+                found = None
+            if found is None:
+                found = Summary.of(RecordStore(path))
+                try:
+                    index.parent.mkdir(exist_ok=True)
+                    tmp = index.with_name(f".{index.name}.{os.getpid()}")
+                    tmp.write_text(json.dumps({"stamp": stamp, "summary": found.data()}))
+                    os.replace(tmp, index)
+                except OSError:
+                    pass  # a read-only checkout: answer from memory only
+            self._summaries[device] = found
+        return self._summaries[device]
 
 
 #: Seconds between checks that the records files are unchanged.
@@ -165,6 +248,8 @@ REFRESH_S = 1.0
 #: Answers kept per records folder (shapes differ from call to call in a framework).
 MAX_ANSWERS = 65536
 _DIRECTORIES: dict[Path, _Directory] = {}
+#: (kernel, shape, device, dtype, records, suites, working directory) -> (folder, its generation, answer)
+_FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
 
 
 def _directory(path: Path) -> _Directory:
@@ -176,11 +261,18 @@ def _directory(path: Path) -> _Directory:
     return found
 
 
-def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
-           dtype: str | None = None, records: str | Path | None = None,
-           suites: str | Path | None = None) -> Choice:
-    """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
-    defaults to the one the kernel is tuned in on the device (float32 where several are)."""
+def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtype: str | None,
+            records: str | Path | None, suites: str | Path | None) -> Choice:
+    """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
+    memo = (kernel if isinstance(kernel, str) else id(kernel), tuple(shape), device, dtype,
+            str(records) if records is not None else None, str(suites) if suites is not None else None,
+            os.environ.get("TUNEBENCH_ROOT"), os.getcwd() if records is None else None)
+    hit = _FAST.get(memo)
+    if hit is not None:
+        folder, generation, choice = hit
+        folder.refresh()
+        if folder.generation == generation:
+            return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     records_dir, suites_dir = project(records, suites, decl)
     if decl is None and suites_dir.is_dir():
@@ -189,22 +281,28 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     name = decl.name if decl else kernel
     device = Path(device).stem if device else this_device()
     folder = _directory(records_dir)
-    memo = (id(decl), name, tuple(shape), device, dtype)
-    found = folder.answers.get(memo)
-    if found is None:
-        found = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
-        if len(folder.answers) >= MAX_ANSWERS:
-            folder.answers.clear()
-        folder.answers[memo] = found
-    for message in found.warnings:
-        warnings.warn(ShapeOutsideBuckets(message), stacklevel=3)
-    return dataclasses.replace(found, config=dict(found.config))
+    choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
+    if len(_FAST) >= MAX_ANSWERS:
+        _FAST.clear()
+    _FAST[memo] = (folder, folder.generation, choice)
+    return choice
+
+
+def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
+           dtype: str | None = None, records: str | Path | None = None,
+           suites: str | Path | None = None) -> Choice:
+    """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
+    defaults to the one the kernel is tuned in on the device (float32 where several are)."""
+    choice = _answer(kernel, shape, device, dtype, records, suites)
+    for message in choice.warnings:
+        warnings.warn(ShapeOutsideBuckets(message), stacklevel=2)
+    return dataclasses.replace(choice, config=dict(choice.config))
 
 
 def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
             records_dir: Path, suites_dir: Path) -> Choice:
-    store = folder.store(device)
-    tasks = store.tasks(kernel=name) if store else []
+    store = folder.summary(device)
+    tasks = store.tasks(name) if store else []
     if dtype is None:
         tuned = sorted({t["dtype"] for t in tasks})
         declared = next(iter(decl.variants.values())).dtypes if decl else ()
@@ -229,13 +327,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
-    ranked, times = folder.ranked(store, name, dtype, bucket, source_hash) if store else ({}, {})
+    ranked, times = store.ranked(name, dtype, bucket, source_hash) if store else ({}, {})
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
-    final = final_choice(store, name, target, dtype, bucket.name, source_hash) if store else None
+    final = store.final(name, target, dtype, bucket.name, source_hash) if store else None
     order = sorted(ranked, key=ranked.get)
     if final is not None:  # the final round's winner, else the heuristic
         key = config_key(next(iter(final.values())))
@@ -273,8 +371,12 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
          dtype: str | None = None, records: str | Path | None = None,
          suites: str | Path | None = None) -> dict:
     """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
-    machine's), else the kernel's heuristic for ``shape``."""
-    return lookup(kernel, shape, device, dtype=dtype, records=records, suites=suites).config
+    machine's), else the kernel's heuristic for ``shape`` (a copy: the caller may change it)."""
+    choice = _answer(kernel, shape, device, dtype, records, suites)
+    if choice.warnings:
+        for message in choice.warnings:
+            warnings.warn(ShapeOutsideBuckets(message), stacklevel=2)
+    return dict(choice.config)
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:

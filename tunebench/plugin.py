@@ -10,7 +10,6 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
-import time
 
 import pytest
 
@@ -21,6 +20,7 @@ from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILAB
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
+from tunebench.progress import Progress, report_teststatus
 from tunebench.records import RecordsError
 from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
@@ -118,25 +118,12 @@ def pytest_configure(config: pytest.Config) -> None:
                 seed=config.getoption("tune_seed"), root=config.rootpath,
                 settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
                 retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"))
-            config.stash[TUNER].progress = _progress(config)
+            config.stash[TUNER].progress = Progress(config)
 
 
-def _progress(config: pytest.Config):
-    """Per task, a line at most every two seconds and one at its end, through pytest's own
-    terminal (capture suspended), quiet under -q."""
-    last: dict = {}
-
-    def report(task: Task, line: str) -> None:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        finished = len(task.outcomes) >= len(task.candidates) or (
-            task.tuner.budget.trials is not None and len(task.outcomes) >= task.tuner.budget.trials)
-        if reporter is None or config.get_verbosity() < 0 or (
-                not finished and time.monotonic() - last.get(task, 0.0) < 2.0):
-            return
-        last[task] = time.monotonic()
-        with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-            reporter.write_line(line)
-    return report
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    return report_teststatus(report, config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

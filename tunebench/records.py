@@ -124,14 +124,32 @@ def _validate(path: Path, data) -> None:
 
 
 class AtomicJSONStorage(Storage):
-    """TinyDB storage that validates on read and replaces the file atomically on write."""
+    """TinyDB storage that validates on read and replaces the file atomically on write. TinyDB
+    reads the whole file for every table access; the parsed tables are kept while the file's
+    inode, size and modification time stay the same (a write by anyone replaces the inode)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._cache: tuple[tuple, dict] | None = None
+
+    def _stamp(self) -> tuple | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
 
     def read(self):
         """The file's tables, or None when there is no file. Whatever else is wrong with it is
         one :class:`RecordsError` naming the file and what to do; the file is left as it is."""
+        stamp = self._stamp()
+        if stamp is not None and self._cache is not None and self._cache[0] == stamp:
+            return self._cache[1]
+        data = self._parse()
+        self._cache = (stamp, data) if data is not None else None
+        return data
+
+    def _parse(self):
         untouched = "it is left untouched: restore it (git checkout) or move it away"
         try:
             raw = self.path.read_bytes()
@@ -153,6 +171,7 @@ class AtomicJSONStorage(Storage):
         return data
 
     def write(self, data) -> None:
+        self._cache = None  # TinyDB changed the tables it read: they are the file's only once written
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with open(tmp, "w") as f:
             f.write(_dump(data))
@@ -164,6 +183,7 @@ class AtomicJSONStorage(Storage):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        self._cache = (self._stamp(), data)
 
     def close(self) -> None:
         pass

@@ -142,7 +142,7 @@ class Tuner:
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
         self.busy: str | None = None  # why a task stopped on a busy machine
-        self.progress: Callable[[Task, str], None] = lambda task, line: None  # told after each candidate
+        self.progress: Callable[[Task, bool], None] = lambda task, done: None  # told after each candidate
 
     def task(self, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket) -> Task:
         task = Task(self, kernel, variant, dtype, bucket)
@@ -224,7 +224,7 @@ class Task:
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
             self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
-            self.tuner.progress(self, self._progress_line())
+            self.tuner.progress(self, False)
             return self.estimate(self.outcomes[key])
 
         budget = self.tuner.budget
@@ -236,7 +236,7 @@ class Task:
             return
         self.tuner.busy = None
         self._confirm()
-        self.tuner.progress(self, self._progress_line())
+        self.tuner.progress(self, True)
 
     def _confirm(self) -> None:
         """The final round (see :func:`tunebench.gate.confirm`) among the fastest outcomes,
@@ -272,14 +272,22 @@ class Task:
                                   self.variant.source_hash, (t.store.device, self.bucket.name), first)
         return [(space.key(c), score) for c, score in related if space.contains(c)]
 
-    def _progress_line(self) -> str:
-        trials = self.tuner.budget.trials
+    def progress_line(self) -> str:
+        """Trials done of the budget, the best so far (the summary's estimator) and the time left."""
+        trials, seconds = self.tuner.budget.trials, self.tuner.budget.seconds
         budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
         row = self.summary_row()
         found = (f"best {row['best_ms']:.4g} ms ({row['speedup']:.2f}x the heuristic, "
                  f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
                  if row["best_ms"] and row["speedup"] else "best: none yet")
-        return f"tunebench {self.label}: {len(self.outcomes)}/{budget} trials, {found}"
+        done = len(self.outcomes)
+        left = (seconds - self.spent_s if seconds else None)
+        if done and done < budget:
+            by_trials = self.spent_s / done * (budget - done)
+            left = by_trials if left is None else min(left, by_trials)
+        when = "done" if self.done else f"about {left:.0f} s left" if left is not None and done < budget else \
+            "the final round"
+        return f"tunebench {self.label}: {done}/{budget} trials, {found}, {when}"
 
     def estimate(self, outcome: Outcome) -> float | None:
         """The bucket objective from whatever samples there are (early-stopped ones too)."""

@@ -1,0 +1,101 @@
+"""tunebench export: the JSON a framework reads without tunebench, and a C header that gcc
+compiles and that answers as best() does, inside, on the edges of and outside the buckets."""
+
+import json
+import subprocess
+import warnings
+
+import pytest
+
+import tunebench
+from tests.test_plugin import TUNE
+from tunebench import export
+from tunebench.cli import main
+
+SHAPES = [(1,), (1000,), (4096,), (4097,), (20000,), (10**9,), (0,)]
+
+#: ``reps`` passes over the data: the heuristic makes two, a tuned config one (twice as fast).
+TWICE_C = """\
+typedef TB_DTYPE real;
+void twice(const real *x, real *y, int n)
+{
+    for (int r = 0; r < reps; ++r) {
+        for (int i = 0; i < n; ++i) y[i] = 2 * x[i] + r * 0;
+        __asm__ volatile("" ::: "memory");
+    }
+}
+"""
+
+TWICE_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+twice = Kernel(
+    "twice", buckets=Buckets(["N"], [Bucket("small", N=(1, 4096), shapes=[(4096,)]),
+                                     Bucket("large", N=(4097, None), shapes=[(20000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: 2.0 * x, outputs=["y"],
+    cpu=Variant(source="twice.c", entry="twice", heuristic=lambda shape: {"reps": 4, "pad": 0},
+                space=Space({"reps": [1, 4], "pad": [0, 1]})),
+)
+"""
+
+
+@pytest.fixture
+def exported(pytester, tmp_path):
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "suites").mkdir()
+    (root / "twice.c").write_text(TWICE_C)
+    (root / "suites" / "test_twice.py").write_text(TWICE_SUITE.replace('source="twice.c"', f'source="{root / "twice.c"}"'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")  # "large" keeps nothing recorded
+    out = tmp_path / "export"
+    assert main(["export", "--out", str(out), "--records", str(root / "records"),
+                 "--suites", str(root / "suites")]) == 0
+    return root, out
+
+
+def test_the_json_export_holds_every_bucket_with_its_ranges_and_config(exported):
+    root, out = exported
+    data = json.loads((out / "tunebench_configs.json").read_text())
+    (entry,) = data["kernels"]["twice"].values()
+    assert entry["dims"] == ["N"] and entry["params"] == ["reps", "pad"]
+    small, large = entry["buckets"]
+    assert small["ranges"] == {"N": [1, 4096]} and large["ranges"] == {"N": [4097, None]}
+    assert large["source"] == "heuristic" and large["config"] == {"reps": 4, "pad": 0}
+    assert small["source"] == "tuned" and small["config"]["reps"] == 1 and small["baseline_ms"] > 0
+
+
+def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
+    root, out = exported
+    calls = "\n".join(f'    {{ tb_twice_float32_config c = tb_twice_float32({n}); '
+                      f'printf("%d %d %d\\n", c.tuned, c.reps, c.pad); }}' for (n,) in SHAPES)
+    text = f'#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{{\n{calls}\n    return 0;\n}}\n'
+    for compiler, source in (("gcc", tmp_path / "main.c"), ("g++", tmp_path / "main.cpp")):
+        source.write_text(text)
+        binary = tmp_path / f"main-{compiler}"
+        subprocess.run([compiler, "-std=c++11" if compiler == "g++" else "-std=c99", "-Wall", "-Werror",
+                        f"-I{out}", str(source), "-o", str(binary), "-lm"], check=True)
+        answers = [list(map(int, line.split())) for line in subprocess.run(
+            [binary], check=True, capture_output=True, text=True).stdout.splitlines()]
+        data = json.loads((out / "tunebench_configs.json").read_text())
+        buckets = {b["name"]: b for b in data["kernels"]["twice"]["float32"]["buckets"]}
+        sources = set()
+        for shape, (tuned, reps, pad) in zip(SHAPES, answers):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", tunebench.buckets.ShapeOutsideBuckets)  # (0,): the nearest
+                choice = tunebench.lookup("twice", shape, records=root / "records", suites=root / "suites")
+            assert tuned == (choice.source == "tuned"), shape
+            expected = choice.config if tuned else buckets[choice.bucket]["config"]
+            assert {"reps": reps, "pad": pad} == expected, shape
+            sources.add(choice.source)
+        assert sources == {"tuned", "heuristic"}  # both answers were exercised
+
+
+def test_a_param_a_header_cannot_carry_is_an_error_naming_it():
+    data = {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
+            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout"], "buckets": [
+                {"name": "all", "ranges": {"N": [1, None]}, "source": "tuned", "config": {"layout": "row"}}]}}}}
+    with pytest.raises(export.ExportError, match="kernel 'k': param 'layout' has values"):
+        export.header(data)

@@ -1,0 +1,58 @@
+"""Applying the best config where a framework calls its kernel, per launch.
+
+``tuned("layernorm")`` is a handle bound to one kernel: ``.config(shape)`` is the best config
+for a shape (from the in-memory index of :mod:`tunebench.lookup`: microseconds after the first
+call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``) for a framework that builds
+its own variants, and ``.apply(shape=...)`` a decorator that calls the framework's launcher with
+the config's params as keyword arguments::
+
+    layernorm = tunebench.tuned("layernorm")
+
+    @layernorm.apply(shape=lambda x, *rest: x.shape)
+    def launch(x, gamma, beta, y, *, vec, unroll, chunk, two_pass):
+        build(vec=vec, unroll=unroll, chunk=chunk, two_pass=two_pass)(x, gamma, beta, y)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tunebench.kernel import Kernel
+from tunebench.lookup import lookup
+
+
+class Tuned:
+    """One kernel's best configs, as :func:`tuned` describes."""
+
+    def __init__(self, kernel: str | Kernel, *, device: str | None = None, dtype: str | None = None,
+                 records: str | Path | None = None, suites: str | Path | None = None):
+        self.kernel, self.device, self.dtype, self.records, self.suites = kernel, device, dtype, records, suites
+
+    def config(self, shape: Sequence[int]) -> dict:
+        """The best config for ``shape`` (a copy: the caller may change it)."""
+        return lookup(self.kernel, shape, self.device, dtype=self.dtype, records=self.records,
+                      suites=self.suites).config
+
+    def defines(self, shape: Sequence[int]) -> list[str]:
+        """The config as compiler flags, as tunebench itself builds a variant: ``["-Dvec=8", ...]``."""
+        return [f"-D{name}={int(value) if isinstance(value, bool) else value}"
+                for name, value in self.config(shape).items()]
+
+    def apply(self, shape: Callable[..., Sequence[int]]) -> Callable:
+        """A decorator: the function is called with its own arguments and the config for the
+        shape ``shape(*args, **kwargs)`` gives, as keyword arguments."""
+        def decorate(fn: Callable) -> Callable:
+            @functools.wraps(fn)
+            def call(*args, **kwargs):
+                return fn(*args, **kwargs, **self.config(shape(*args, **kwargs)))
+            return call
+        return decorate
+
+
+def tuned(kernel: str | Kernel, *, device: str | None = None, dtype: str | None = None,
+          records: str | Path | None = None, suites: str | Path | None = None) -> Tuned:
+    """A handle on one kernel's best configs (see the module docstring); the arguments are
+    :func:`tunebench.lookup.lookup`'s."""
+    return Tuned(kernel, device=device, dtype=dtype, records=records, suites=suites)

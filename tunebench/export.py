@@ -1,0 +1,119 @@
+"""Exports of the best configs for code that cannot import tunebench: a JSON file and a C/C++
+header, for one device.
+
+Per kernel and dtype, every bucket (its ranges over the dims) with its best config, as
+:func:`tunebench.lookup.lookup` answers for the bucket's shapes: ``"source": "tuned"`` where a
+tuned config won the bucket, ``"heuristic"`` where the heuristic stayed or nothing is recorded.
+The heuristic is the framework's own rule and cannot be exported as code: there the header says
+``tuned = 0`` and carries the heuristic's config at the bucket's first representative shape as
+a hint, for the caller to apply its rule instead.
+
+The header has one ``static inline`` dispatch function per kernel and dtype,
+``tb_<kernel>_<dtype>(dims...)``: the bucket holding the shape, else the nearest one (the
+distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+from tunebench import __version__
+from tunebench.device import describe
+from tunebench.lookup import load_suites, lookup, project, this_device
+from tunebench.records import RecordStore
+
+
+class ExportError(ValueError):
+    """What cannot be exported; the message names the kernel and param."""
+
+
+def collect(device: str | None = None, records: str | Path | None = None, suites: str | Path | None = None) -> dict:
+    """The JSON export's content (see the module docstring)."""
+    records_dir, suites_dir = project(records, suites)
+    device = device or this_device()
+    path = records_dir / f"{device}.json"
+    store = RecordStore(path) if path.exists() else None
+    fingerprint = (store.fingerprint if store else None) or {}
+    target = fingerprint.get("target") or device.split("-", 1)[0]
+    kernels = {}
+    for kernel in sorted(load_suites(suites_dir), key=lambda k: k.name):
+        variant = kernel.variant(target)
+        if variant is None:
+            continue
+        for dtype in variant.dtypes:
+            buckets = kernel.buckets_for(target)
+            entries = []
+            for bucket in buckets:
+                shape = bucket.shapes[0]
+                choice = lookup(kernel, shape, device, dtype=dtype, records=records_dir, suites=suites_dir)
+                entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
+                                "weight": bucket.weight, "source": choice.source,
+                                "config": choice.config if choice.source == "tuned" else variant.baseline(shape),
+                                "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms})
+            kernels.setdefault(kernel.name, {})[dtype] = {
+                "target": target, "dims": list(buckets.dims), "params": list(variant.space.names),
+                "shaped_constraints": variant.space.shaped, "buckets": entries}
+    return {"generated_by": f"tunebench {__version__} export", "device": device,
+            "description": describe(fingerprint) if fingerprint else "nothing recorded for this device",
+            "records": str(path), "date": datetime.date.today().isoformat(), "kernels": kernels}
+
+
+def _c_type(kernel: str, param: str, values) -> str:
+    if all(isinstance(v, (bool, int)) for v in values):
+        return "int"
+    if all(isinstance(v, (bool, int, float)) for v in values):
+        return "double"
+    raise ExportError(f"kernel {kernel!r}: param {param!r} has values {sorted(map(repr, values))}, which a C "
+                      f"header cannot carry (ints and floats only)")
+
+
+def header(data: dict) -> str:
+    """The C/C++ header of an export's content."""
+    out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
+           f" * From {data['records']} on {data['date']}. Do not edit: run `tunebench export` again.",
+           " * tb_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
+           " * nearest); tuned == 0 means the heuristic stayed there: apply your own rule (the fields hold",
+           " * the heuristic's config at the bucket's representative shape). */",
+           "#ifndef TUNEBENCH_CONFIGS_H", "#define TUNEBENCH_CONFIGS_H", "", "#include <math.h>", ""]
+    for kernel, by_dtype in data["kernels"].items():
+        for dtype, entry in by_dtype.items():
+            name = re.sub(r"\W", "_", f"tb_{kernel}_{dtype}")
+            params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
+            types = {p: _c_type(kernel, p, [b["config"][p] for b in buckets]) for p in params}
+            fields = " ".join(f"{types[p]} {p};" for p in params)
+            out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
+                    f"static inline {name}_config {name}({', '.join(f'long {d}' for d in dims)})", "{",
+                    f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; {name}_config config; }} "
+                    f"buckets[{len(buckets)}] = {{"]
+            for b in buckets:
+                lo = ", ".join(str(b["ranges"][d][0]) for d in dims)
+                hi = ", ".join("-1" if b["ranges"][d][1] is None else str(b["ranges"][d][1]) for d in dims)
+                values = ", ".join(str(int(b["config"][p]) if types[p] == "int" else float(b["config"][p]))
+                                   for p in params)
+                out.append(f"        {{{{{lo}}}, {{{hi}}}, {{{int(b['source'] == 'tuned')}, {values}}}}},  /* {b['name']} */")
+            out += ["    };", f"    const double shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
+                    "    int best = 0;", "    double nearest = INFINITY;",
+                    f"    for (int b = 0; b < {len(buckets)}; ++b) {{",
+                    "        double d = 0;",
+                    f"        for (int i = 0; i < {len(dims)}; ++i) {{",
+                    "            double v = shape[i] < 1 ? 1 : shape[i];",
+                    "            if (v < buckets[b].lo[i]) d += log2(buckets[b].lo[i] / v);",
+                    "            else if (buckets[b].hi[i] >= 0 && v > buckets[b].hi[i]) d += log2(v / buckets[b].hi[i]);",
+                    "        }", "        if (d < nearest) { nearest = d; best = b; }", "    }",
+                    "    return buckets[best].config;", "}", ""]
+    out += ["#endif /* TUNEBENCH_CONFIGS_H */", ""]
+    return "\n".join(out)
+
+
+def write(out: Path, device: str | None = None, records: str | Path | None = None,
+          suites: str | Path | None = None) -> list[Path]:
+    """``tunebench_configs.json`` and ``tunebench_configs.h`` under ``out``."""
+    data = collect(device, records, suites)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "tunebench_configs.json", out / "tunebench_configs.h"]
+    paths[0].write_text(json.dumps(data, indent=1) + "\n")
+    paths[1].write_text(header(data))
+    return paths

@@ -1,0 +1,55 @@
+"""The terminal while tuning: one live line per task and nothing for unsampled candidates.
+
+On a terminal, a task's line (trials done of the budget, the best so far against the heuristic,
+the time left) is redrawn in place as trials finish and stays once the task is done; elsewhere
+(CI logs, pipes) a plain line is written at most every :data:`PLAIN_EVERY_S` seconds and once at
+the end. ``-q`` keeps only the summary. A candidate the budget left unsampled reports no letter:
+thousands of them would bury the progress and the summary (``-vv`` lists them).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+#: Seconds between plain progress lines where the output is not a terminal.
+PLAIN_EVERY_S = 10.0
+#: Seconds between redraws on a terminal.
+REDRAW_EVERY_S = 0.2
+#: The user property that marks a candidate the budget left unsampled.
+UNSAMPLED = ("tunebench", "unsampled")
+
+
+class Progress:
+    """Called by a task after each candidate and at its end (see :meth:`tunebench.session.Task`)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self._last: dict[object, float] = {}
+
+    def __call__(self, task, done: bool) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < 0:
+            return
+        now = time.monotonic()
+        tty = reporter.isatty
+        if not done and now - self._last.get(task, -float("inf")) < (REDRAW_EVERY_S if tty else PLAIN_EVERY_S):
+            return
+        self._last[task] = now
+        line = task.progress_line()
+        with self.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+            if tty:
+                reporter.rewrite(line, erase=True)
+                if done:
+                    reporter.ensure_newline()
+                    reporter.write("\n")
+            else:
+                reporter.write_line(line)
+
+
+def report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    """No letter or word for an unsampled candidate (a word under -vv)."""
+    if report.when == "call" and report.skipped and UNSAMPLED in report.user_properties:
+        return "skipped", "", "UNSAMPLED" if config.get_verbosity() > 1 else ""
+    return None
