@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from tinydb import TinyDB
 import tunebench
 from tests.conftest import AXPB_SUITE
 from tests.test_plugin import TUNE, records
+from tests.test_records_safety import SLOW_C
+from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
 from tunebench.backends.cpu import CpuBackend
 from tunebench.kernel import Kernel
 
@@ -149,39 +152,20 @@ def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(
     assert "Traceback" not in result.stdout.str() and "raise BucketError" not in result.stdout.str()
 
 
-SLOW_C = """\
-#include <time.h>
-typedef TB_DTYPE real;
-void slow(const real *x, real *y, int n)
-{
-    struct timespec nap = {0, 1000000L * ms};  /* a kernel that takes ms per call */
-    nanosleep(&nap, 0);
-    for (int i = 0; i < n; ++i) y[i] = x[i];
-}
-"""
-
-SLOW_SUITE = """\
-import numpy as np
-from tunebench import Bucket, Buckets, Kernel, Space, Variant
-
-slow = Kernel(
-    "slow", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                    "n": np.int32(shape[0])},
-    reference=lambda x, n: x, outputs=["y"],
-    cpu=Variant(source="slow.c", entry="slow", heuristic=lambda shape: {"ms": 60},
-                space=Space({"ms": [30, 60]})),
-)
-"""
+#: The slow kernel of the records tests, at 30-60 ms a call.
+SLOW_SUITE = SLOW_RECORDED.replace('heuristic=lambda shape: {"pause": 1, "tag": 0}',
+                                   'heuristic=lambda shape: {"pause": 30, "tag": 0}').replace(
+    'space=Space({"pause": [1, 2], "tag": range(10)})', 'space=Space({"pause": [15, 30], "tag": [0]})')
 
 
 def test_slow_kernels_tune_and_gate_with_a_timeout_per_launch(pytester):
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
-    pytester.path.joinpath("test_slow.py").write_text(SLOW_SUITE)
-    # every job makes dozens of 30-60 ms launches: far past 0.2 s in all, none past it alone
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    assert "[15, 30]" in SLOW_SUITE
+    # every job makes dozens of 30-60 ms launches (pause x 2 ms): far past 0.2 s in all, none past it alone
     tune = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2")
     tune.assert_outcomes(passed=3)
-    tune.stdout.fnmatch_lines(["*slow*all*float32*ms:30*ms:60*"])
+    tune.stdout.fnmatch_lines(["*slow*all*float32*pause:15 tag:0*pause:30 tag:0*"])
     assert "*" not in next(line for line in tune.stdout.lines if line.startswith("slow "))  # confirmed
     gate = pytester.runpytest("test_slow.py", "-p", "no:cacheprovider", "--tune-target", "cpu",
                               "--tune-timeout", "0.2")
