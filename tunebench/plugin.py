@@ -14,6 +14,8 @@ import argparse
 import pytest
 
 from tunebench.backends import TARGETS
+from tunebench.builds import Ahead
+from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
 from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
@@ -117,7 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
                 seed=config.getoption("tune_seed"), root=config.rootpath,
                 settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
-                retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"))
+                retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"),
+                ahead=None if isinstance(workers, Replay) else Ahead(target, fp))
             config.stash[TUNER].progress = Progress(config)
 
 
@@ -131,6 +134,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if run:
             run.workers.close()
             run.store.compact()  # the records file holds every trial once the run is over
+    tuner = config.stash.get(TUNER, None)
+    if tuner and tuner.ahead:
+        tuner.ahead.close()
 
 
 def _budget(config: pytest.Config, name: str, kind):
@@ -233,9 +239,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
     share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
             f"would take" if tuner.fixed_s else ""
+    ahead = tuner.ahead.compiled if tuner.ahead else 0
     terminalreporter.write_line(
-        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {tuner.workers.compiled} compiled, "
-        f"{tuner.workers.reused} from the compile cache; measuring new trials took "
+        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {tuner.workers.compiled + ahead} compiled "
+        f"({ahead} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
+        f"{max(0, tuner.workers.reused - ahead)} from the compile cache; measuring new trials took "
         f"{tuner.measure_s:.1f} s{share}")
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tunebench import __version__
+from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round
@@ -122,7 +123,7 @@ class Tuner:
     def __init__(self, target: str, fingerprint: dict, store: RecordStore, workers, *,
                  strategy: str = "random", budget: Budget = Budget(), seed: int = 0,
                  settings: MeasureSettings | None = None, root: Path | None = None,
-                 retry_failed: bool = False, fresh: bool = False):
+                 retry_failed: bool = False, fresh: bool = False, ahead: Ahead | None = None):
         self.target = target
         self.fingerprint = fingerprint
         self.store = store
@@ -134,6 +135,7 @@ class Tuner:
         self.settings = settings or MeasureSettings()
         self.retry_failed = retry_failed  # measure failed trials again instead of reusing them
         self.fresh = fresh  # reuse nothing recorded: every trial and the final round anew
+        self.ahead = ahead  # compiles the next candidates on the host's cores
         self.measured: set[tuple] = set()  # (task label, shape, config key) measured in this run
         self.commit, self.dirty = git_state(root or Path.cwd(), store.path.parent)
         self.tasks: list[Task] = []
@@ -223,6 +225,9 @@ class Task:
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
+            if self.tuner.ahead is not None:
+                upcoming = [space.config(k) for k in strategy.upcoming(self.tuner.ahead.size)]
+                self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config)
             self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
             self.tuner.progress(self, False)
             return self.estimate(self.outcomes[key])

@@ -12,7 +12,7 @@ from tunebench.backends.base import Backend, Build, CompileError, ResourceError,
 
 TARGETS = ("auto", "cpu", "cuda")
 
-__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "create",
+__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "create",
            "cuda_status", "fingerprint", "resolve"]
 
 #: Run in a child process, so that probing never initialises CUDA (or crashes) in this one:
@@ -62,6 +62,18 @@ def resolve(target: str) -> tuple[str, str | None]:
         return target, None
     ok, why = cuda_status()
     return ("cuda", None) if ok else ("cpu", why)
+
+
+def builder(target: str, fingerprint: dict):
+    """What compiles a target's candidates in the tuning process itself, without its device
+    (None for a target that builds nothing: replay)."""
+    if target == "cpu":
+        from tunebench.backends.cpu import CpuBackend
+        return CpuBackend()
+    if target == "cuda":
+        from tunebench.backends.cuda import CudaCompiler
+        return CudaCompiler(f"sm_{str(fingerprint['compute_capability']).replace('.', '')}")
+    return None
 
 
 def create(target: str) -> Backend:

@@ -71,6 +71,9 @@ class Backend(ABC):
     #: The buffer placements a trial is measured under (see tunebench.backends.memory); a
     #: device allocator that always aligns alike has one.
     placements: tuple[str, ...] = ("device",)
+    #: Whether compiling on the host leaves the device's measurements undisturbed (a GPU), or
+    #: competes with them for the same cores (the CPU target).
+    builds_beside_measurement = False
 
     @abstractmethod
     def fingerprint(self) -> dict:

@@ -134,13 +134,44 @@ class CudaRunner(Runner):
         self._alloc = []
 
 
-class CudaBackend(Backend):
+class CudaCompiler:
+    """Compiles CUDA candidates for one architecture without a device or a context: the tuning
+    process compiles ahead with one while the worker's GPU measures."""
+
+    builds_beside_measurement = True
+
+    def __init__(self, arch: str, cache: BuildCache | None = None):
+        self.arch = arch
+        self.cache = cache or BuildCache()
+
+    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
+        if dtype not in CTYPES:
+            raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
+        from pycuda.compiler import CompileError as NvccError
+        from pycuda.compiler import compile as source_module_compile
+        source = render(variant, config, CTYPES[dtype])
+        options = [*NVCC_OPTIONS, *variant.flags]
+
+        def compile_fn(_src, out):
+            try:
+                cubin = source_module_compile(source, no_extern_c=True, arch=self.arch,
+                                              options=options, cache_dir=False)
+            except NvccError as e:
+                return str(e)
+            out.write_bytes(cubin)
+            return None
+
+        tag = " ".join(("pycuda", self.arch, *options))
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", source, tag, (".cu", ".cubin"), compile_fn)
+        return Build(handle=path, compile_time_s=seconds, cached=cached)
+
+
+class CudaBackend(CudaCompiler, Backend):
     name = "cuda"
 
     def __init__(self, cache: BuildCache | None = None):
         import pycuda.driver as drv  # ImportError where there is no CUDA driver
         self.drv = drv
-        self.cache = cache or BuildCache()
         drv.init()
         self.device = drv.Device(0)
         self.context = self.device.retain_primary_context()
@@ -148,7 +179,7 @@ class CudaBackend(Backend):
         atexit.register(self._release)
         attr = drv.device_attribute
         major, minor = self.device.compute_capability()
-        self.arch = f"sm_{major}{minor}"
+        CudaCompiler.__init__(self, f"sm_{major}{minor}", cache)
         self.limits = {
             "threads": self.device.get_attribute(attr.MAX_THREADS_PER_BLOCK),
             "shared": self.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK),
@@ -188,27 +219,6 @@ class CudaBackend(Backend):
 
     def flush_l2(self) -> None:
         self.drv.memset_d32(self._flush, 0, self._flush_words)
-
-    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
-        if dtype not in CTYPES:
-            raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
-        from pycuda.compiler import CompileError as NvccError
-        from pycuda.compiler import compile as source_module_compile
-        source = render(variant, config, CTYPES[dtype])
-        options = [*NVCC_OPTIONS, *variant.flags]
-
-        def compile_fn(_src, out):
-            try:
-                cubin = source_module_compile(source, no_extern_c=True, arch=self.arch,
-                                              options=options, cache_dir=False)
-            except NvccError as e:
-                return str(e)
-            out.write_bytes(cubin)
-            return None
-
-        tag = " ".join(("pycuda", self.arch, *options))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", source, tag, (".cu", ".cubin"), compile_fn)
-        return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "device") -> Runner:

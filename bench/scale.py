@@ -1,0 +1,141 @@
+"""How the record store grows: open, look up, add, fold, best(), gate start-up and report on
+records files of 10k, 100k and 1M synthetic trials.
+
+The trials are copies of this machine's committed trials (or, without them, of any committed
+records file) under new configs, spread over the shipped suites' tasks, written as the TinyDB
+file a tune writes. Every operation runs in a fresh Python process (wall seconds, the median of
+``--repeats``):
+
+- open: ``RecordStore(path)`` (parse, validate, index the trials);
+- lookup: ``store.lookup(...)`` of a recorded trial, per call;
+- add: ``store.add(trial)`` (journal append), per call;
+- fold: ``store.compact()`` after 100 adds (the file rewritten with them);
+- best (cold / warm): the first ``tunebench.best()`` in a process, without and with the index;
+- gate start-up: ``pytest suites --collect-only`` on the records (the gate opens them);
+- report: ``tunebench report``.
+
+    python bench/scale.py [--sizes 10000 100000 1000000] [--out docs/scale.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STEPS = {
+    "open": """
+import time; from tunebench.records import RecordStore
+t = time.perf_counter(); store = RecordStore(PATH); print(time.perf_counter() - t)""",
+    "lookup": """
+import time; from tunebench.records import RecordStore
+store = RecordStore(PATH); doc = store.trials()[len(store.trials()) // 2]
+t = time.perf_counter()
+for _ in range(1000): store.lookup(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
+print((time.perf_counter() - t) / 1000)""",
+    "add": """
+import time; from tunebench.records import RecordStore
+store = RecordStore(PATH); doc = dict(store.trials()[0])
+t = time.perf_counter()
+for i in range(100): store.add({**doc, "config": {**doc["config"], "added": i}})
+print((time.perf_counter() - t) / 100)""",
+    "fold": """
+import time; from tunebench.records import RecordStore
+store = RecordStore(PATH); doc = dict(store.trials()[0])
+for i in range(100): store.add({**doc, "config": {**doc["config"], "folded": i}})
+t = time.perf_counter(); store.compact(); print(time.perf_counter() - t)""",
+    "best_cold": """
+import shutil, time, tunebench; shutil.rmtree(RECORDS + "/.index", ignore_errors=True)
+t = time.perf_counter(); tunebench.best("layernorm", (300, 8192), DEVICE, records=RECORDS); print(time.perf_counter() - t)""",
+    "best_warm": """
+import time, tunebench
+t = time.perf_counter(); tunebench.best("layernorm", (300, 8192), DEVICE, records=RECORDS); print(time.perf_counter() - t)""",
+}
+
+
+def synthetic(source: Path, target: Path, trials: int, seed: int = 0) -> None:
+    """A records file of ``trials`` trials: the source's tables, and its trials copied under new
+    configs, written line by line as the store writes it."""
+    data = json.loads(source.read_text())
+    have = list(data["trials"].values())
+    rng = random.Random(seed)
+    with open(target, "w") as f:
+        f.write("{")
+        for name in ("device", "tasks", "sources", "checks"):
+            f.write(json.dumps(name) + ": " + json.dumps(data.get(name, {})) + ",\n")
+        f.write('"trials": {\n')
+        for i in range(trials):
+            doc = dict(rng.choice(have))
+            doc["config"] = {**doc["config"], "copy": i}
+            f.write(("," if i else "") + f"  {json.dumps(str(i + 1))}: {json.dumps(doc)}\n")
+        f.write(" }}\n")
+
+
+def timed(code: str, path: Path, device: str, repeats: int) -> float:
+    values = []
+    for _ in range(repeats):
+        program = code.replace("PATH", repr(str(path))).replace("RECORDS", repr(str(path.parent))).replace(
+            "DEVICE", repr(device))
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=path.parent.parent)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+        values.append(float(done.stdout.split()[-1]))
+    return statistics.median(values)
+
+
+def wall(command: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+    if done.returncode not in (0, 5):
+        raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tunebench.lookup import this_device
+    device = this_device("cpu")
+    source = ROOT / "records" / f"{device}.json"
+    if not source.exists():
+        source = sorted((ROOT / "records").glob("*.json"))[0]
+    results = []
+    for size in args.sizes:
+        project = Path(tempfile.mkdtemp(prefix="tunebench-scale-"))
+        for part in ("suites", "kernels"):
+            shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(ROOT / "pyproject.toml", project)
+        (project / "records").mkdir()
+        path = project / "records" / f"{device}.json"
+        began = time.perf_counter()
+        synthetic(source, path, size)
+        row = {"trials": size, "bytes": path.stat().st_size, "write_s": time.perf_counter() - began}
+        for step, code in STEPS.items():
+            row[step] = timed(code, path, device, args.repeats)
+        row["gate_startup"] = wall([sys.executable, "-m", "pytest", "suites", "--collect-only", "-q",
+                                    "-p", "no:cacheprovider"], project)
+        row["report"] = wall([sys.executable, "-m", "tunebench.cli", "report", "--records", str(project / "records"),
+                              "--out", str(project / "report")], project)
+        results.append(row)
+        print(json.dumps(row), flush=True)
+        shutil.rmtree(project)
+    if args.out:
+        args.out.write_text(json.dumps({"device": device, "results": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Builds ahead: the candidates a strategy will ask next, compiled on the host's cores in the
+tuning process, into the compile cache where the worker then finds them.
+
+On a GPU most of a trial is the compile (nvcc, about 0.5 s), so the next candidates are compiled
+while the device measures the current one. On the CPU target the compiler would compete with the
+kernel's threads for the cores it is timed on, so the next candidates are compiled together, in
+parallel, before the measurements and never beside them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+from tunebench.backends import CompileError, builder
+from tunebench.kernel import Kernel, Variant
+from tunebench.records import config_key
+
+
+class Ahead:
+    """A pool of compiles, sized to the machine's cores, for one target."""
+
+    def __init__(self, target: str, fingerprint: dict, workers: int | None = None):
+        self.backend = builder(target, fingerprint)
+        self.size = workers or len(os.sched_getaffinity(0))
+        self.compiled = 0  # builds this pool compiled (not the cache's)
+        self._count = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="tunebench-build")
+        self._builds: dict[tuple, Future] = {}
+
+    def build(self, kernel: Kernel, variant: Variant, dtype: str, configs: list[dict], now: dict) -> None:
+        """Start compiling ``configs``; return once ``now`` (the config about to be measured) is
+        built, and, where builds compete with measurements, once every one started is."""
+        if self.backend is None:
+            return
+        for config in [now, *configs]:
+            key = (kernel.name, variant.source_hash, dtype, config_key(config))
+            if key not in self._builds:
+                self._builds[key] = self._pool.submit(self._compile, kernel, variant, dtype, config)
+        current = self._builds[(kernel.name, variant.source_hash, dtype, config_key(now))]
+        if self.backend.builds_beside_measurement:
+            wait([current])
+        else:
+            wait(list(self._builds.values()))
+
+    def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
+        try:
+            compiled = not self.backend.build(kernel, variant, config, dtype).cached
+        except CompileError:
+            compiled = True  # the error is cached too: the worker reports it
+        if compiled:
+            with self._count:
+                self.compiled += 1
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
