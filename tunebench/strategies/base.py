@@ -51,6 +51,12 @@ class Strategy(ABC):
     def tell(self, key: tuple, objective: float | None) -> None:  # noqa: B027 - optional hook
         """The result of a candidate that :meth:`ask` returned."""
 
+    def upcoming(self, n: int) -> list[tuple]:
+        """Up to ``n`` candidates :meth:`ask` is likely to return next, without committing to
+        them: their builds (and other devices) may start on them early. Empty where the next
+        choice depends on results not yet told."""
+        return []
+
 
 def positions(space: Space, keys: Sequence[tuple]) -> np.ndarray:
     """Keys as the positions of their values in each param's value list (an int matrix, one

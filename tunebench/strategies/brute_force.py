@@ -10,7 +10,11 @@ class BruteForce(Strategy):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._next = iter(self.candidates)
+        self._asked = 0
 
     def ask(self) -> tuple | None:
-        return next(self._next, None)
+        self._asked += 1
+        return self.candidates[self._asked - 1] if self._asked <= len(self.candidates) else None
+
+    def upcoming(self, n: int) -> list[tuple]:
+        return self.candidates[self._asked:self._asked + n]

@@ -57,6 +57,10 @@ class Genetic(Strategy):
             self.generation = pending = self._breed()
         return self.candidates[pending[0]]
 
+    def upcoming(self, n: int) -> list[tuple]:
+        """The rest of the generation being measured."""
+        return [self.candidates[i] for i in self.generation if self.unmeasured[i]][1:n + 1]
+
     def tell(self, key: tuple, objective: float | None) -> None:
         i = self.index.get(key)
         if i is not None and self.unmeasured[i]:

@@ -10,9 +10,13 @@ class RandomSampling(Strategy):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        order = list(self.candidates)
-        self.rng.shuffle(order)
-        self._next = iter(order)
+        self._order = list(self.candidates)
+        self.rng.shuffle(self._order)
+        self._asked = 0
 
     def ask(self) -> tuple | None:
-        return next(self._next, None)
+        self._asked += 1
+        return self._order[self._asked - 1] if self._asked <= len(self._order) else None
+
+    def upcoming(self, n: int) -> list[tuple]:
+        return self._order[self._asked:self._asked + n]
