@@ -15,6 +15,7 @@ import pytest
 from tunebench import benchmark_json
 from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
+from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.progress import UNSAMPLED
@@ -22,7 +23,7 @@ from tunebench.records import RecordsError, RecordStore
 from tunebench.replay import Replay, ReplayError
 from tunebench.session import Task, TaskFailed, git_state
 from tunebench.space import SpaceError
-from tunebench.workers import Workers
+from tunebench.workers import WorkerError, Workers
 
 TUNER = pytest.StashKey["Tuner | None"]()
 GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
@@ -55,6 +56,14 @@ def measuring(config: pytest.Config):
     requested = config.getoption("tune_target")
     if requested.startswith("replay:"):
         return _replaying(config, requested.split(":", 1)[1])
+    records = config.getoption("records")
+    records = Path(records) if records else config.rootpath / "records"
+    cluster = config.getoption("tune_cluster")
+    if cluster:  # the devices are the cluster's: this machine needs no GPU of its own
+        workers = ClusterWorkers(cluster, requested, config.rootpath, timeout=config.getoption("tune_timeout"),
+                                 cpus_per_device=config.getoption("tune_cluster_cpus"))
+        return (workers.target, workers.fingerprint, RecordStore.for_device(records, workers.fingerprint),
+                workers)
     target, why_not_cuda = resolve(requested)
     if requested == "cuda":
         ok, why_not_cuda = cuda_status()
@@ -63,8 +72,6 @@ def measuring(config: pytest.Config):
             return None
     elif why_not_cuda:
         config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}"
-    records = config.getoption("records")
-    records = Path(records) if records else config.rootpath / "records"
     fp = fingerprint(target)
     store = RecordStore.for_device(records, fp)
     return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"))
@@ -76,7 +83,7 @@ def _gate_run(config: pytest.Config) -> GateRun | None:
     if config.stash[GATE] is None:
         try:
             found = measuring(config)
-        except RecordsError as e:  # one collection error for the run; the other suites collect nothing
+        except (RecordsError, WorkerError) as e:  # one collection error for the run; the other suites collect nothing
             config.stash[GATE] = False
             raise SuiteError(str(e)) from None
         config.stash[GATE] = found and GateRun(*found, *git_state(config.rootpath, found[2].path.parent))

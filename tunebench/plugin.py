@@ -15,6 +15,7 @@ import pytest
 
 from tunebench.backends import TARGETS
 from tunebench.builds import Ahead
+from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
@@ -28,6 +29,7 @@ from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
+from tunebench.workers import WorkerError
 
 
 DECLARATION_ERRORS = (BucketError, SpaceError, KernelError)
@@ -76,6 +78,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "adaptively with early stopping")
     group.addoption("--tune-seed", type=int, default=0, metavar="N",
                     help="seed of the strategies' random choices (default: 0)")
+    group.addoption("--tune-builders", type=_positive(int), default=None, metavar="N",
+                    help="compiles at once on this host, of the candidates the strategy asks next "
+                         "(default: one per core)")
+    group.addoption("--tune-cluster", default=None, metavar="ADDRESS",
+                    help="measure on every device of a Ray cluster: ray://HOST:PORT, or auto for the "
+                         "cluster this machine is part of (pip install -e '.[ray]')")
+    group.addoption("--tune-cluster-cpus", type=_positive(int), default=1, metavar="N",
+                    help="cores of one device of the cpu target on a cluster (default: 1)")
     group.addoption("--tune-retry-failed", action="store_true",
                     help="measure recorded trials that failed (compile error, crash, wrong result, timeout) "
                          "again instead of reusing them")
@@ -110,7 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--tune-strategy {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
         try:
             found = measuring(config)
-        except RecordsError as e:
+        except (RecordsError, WorkerError) as e:
             raise pytest.UsageError(str(e)) from None
         if found is not None:
             target, fp, store, workers = found
@@ -120,7 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 seed=config.getoption("tune_seed"), root=config.rootpath,
                 settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
                 retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"),
-                ahead=None if isinstance(workers, Replay) else Ahead(target, fp))
+                ahead=None if isinstance(workers, (Replay, ClusterWorkers)) else Ahead(
+                    target, fp, config.getoption("tune_builders")))
             config.stash[TUNER].progress = Progress(config)
 
 

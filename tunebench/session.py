@@ -24,6 +24,7 @@ import json
 import random
 import subprocess
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +145,7 @@ class Tuner:
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
         self.busy: str | None = None  # why a task stopped on a busy machine
+        self.discarded = 0  # measurements other devices made for candidates never asked for
         self.progress: Callable[[Task, bool], None] = lambda task, done: None  # told after each candidate
 
     def task(self, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket) -> Task:
@@ -170,6 +172,7 @@ class Task:
         self.declaration = kernel.declaration(variant, dtype)
         self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
         self.reused = 0  # trials taken from the records instead of measured
+        self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.why_again: str | None = None  # why recorded trials of this task could not be reused
 
     @property
@@ -225,6 +228,7 @@ class Task:
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
+            self._speculate(strategy)
             if self.tuner.ahead is not None:
                 upcoming = [space.config(k) for k in strategy.upcoming(self.tuner.ahead.size)]
                 self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config)
@@ -239,6 +243,8 @@ class Task:
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = str(e)
             return
+        finally:
+            self._settle()
         self.tuner.busy = None
         self._confirm()
         self.tuner.progress(self, True)
@@ -267,6 +273,30 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _speculate(self, strategy) -> None:
+        """On a cluster, measure the candidates the strategy will ask next on the idle devices;
+        their results wait until it asks (see :mod:`tunebench.cluster`)."""
+        workers, space = self.tuner.workers, self.variant.space
+        if not hasattr(workers, "submit"):
+            return
+        for key in strategy.upcoming(len(workers.devices)):
+            config = space.config(key)
+            for shape in self.bucket.shapes:
+                slot = (shape, config_key(config))
+                if workers.idle() == 0:
+                    return
+                if slot not in self._inflight and self._reusable(config, shape) is None:
+                    self._inflight[slot] = workers.submit(TrialJob(
+                        self.kernel.name, config, shape, self.dtype, self.tuner.settings, self._incumbent(shape)))
+
+    def _settle(self) -> None:
+        """Wait for what the devices still measure for a strategy that did not ask for it, and
+        drop it: the records stay what one device would have recorded."""
+        for future in self._inflight.values():
+            future.exception()
+        self.tuner.discarded += len(self._inflight)
+        self._inflight.clear()
 
     def _warm(self, first: int) -> list[tuple[tuple, float]]:
         """Results of this kernel on other buckets and devices, for the strategy to start from:
@@ -332,12 +362,9 @@ class Task:
         trials, new = {}, 0
         for shape, config in configs.items():
             t = self.tuner
-            doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config,
-                                 self.setup_hash)
-            measured_now = (self.label, shape, config_key(config)) in t.measured
-            if doc is not None and (measured_now or not t.fresh and doc.get("verdict") != "disturbed" and not (
-                    t.retry_failed and doc["status"] in FAILED)):
-                self.reused += not measured_now
+            doc = self._reusable(config, shape)
+            if doc is not None:
+                self.reused += (self.label, shape, config_key(config)) not in t.measured
             else:
                 doc = self._measure(config, shape)
                 t.store.add(doc)
@@ -346,10 +373,23 @@ class Task:
             trials[shape] = doc
         return Outcome(dict(configs), trials, new)
 
+    def _reusable(self, config: dict, shape: tuple) -> dict | None:
+        """The recorded trial of this config on this shape, where it may stand for a measurement:
+        recorded for this declaration, earlier in this run or else undisturbed, not failed where
+        failures are retried, and not at all under --tune-fresh."""
+        t = self.tuner
+        doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config, self.setup_hash)
+        if doc is None or (self.label, shape, config_key(config)) in t.measured:
+            return doc
+        if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
+            return None
+        return doc
+
     def _measure(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
-        result = undisturbed(t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings,
-                                                 self._incumbent(shape)))
+        ahead = self._inflight.pop((shape, config_key(config)), None)
+        result = ahead.result() if ahead is not None else undisturbed(
+            t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
         self.spent_s += result.pop("cost_s")
         t.remeasured += result["retries"]
         doc = {**self._document(config, shape), **result}

@@ -1,0 +1,190 @@
+"""Many devices and hosts through Ray: one worker per device, the driver owning the records.
+
+``--tune-cluster ray://HOST:PORT`` connects through Ray Client, ``--tune-cluster auto`` to the
+cluster this machine belongs to (``ray start``). Each device is a Ray actor that holds one GPU
+(Ray sets ``CUDA_VISIBLE_DEVICES``) or, on the CPU target, ``--tune-cluster-cpus`` cores, and runs
+a :class:`~tunebench.workers.Workers` of its own: it builds and measures on its host, in a worker
+process, and sends back the result; only the driver (the pytest process) reads and writes the
+records, so no filesystem is shared. The actors receive the suites' and templates' text from the
+driver and import it from a temporary folder: a host needs tunebench (``pip install -e '.[ray]'``)
+and its compilers, not the project. All devices must share one fingerprint, since records are
+kept per device: a cluster of mixed devices is refused, naming what it found.
+
+A task's search stays the strategy's: the candidate it asks for is measured on one device while
+the others measure the candidates it will ask next (:meth:`Strategy.upcoming
+<tunebench.strategies.base.Strategy.upcoming>`); each result is told when the strategy asks for
+that candidate, so the records and the choices are a one-device run's, sooner. Final rounds and
+gate comparisons run on the first device.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from concurrent.futures import Future
+from pathlib import Path
+
+from tunebench.compare import undisturbed
+from tunebench.kernel import REGISTRY
+from tunebench.workers import CompareJob, TrialJob, WorkerError
+
+#: Files larger than this are not shipped to the devices (suites and templates are small).
+MAX_FILE_BYTES = 1 << 20
+
+
+def project_files(root: Path) -> dict[str, str]:
+    """The text of every file in the folders that hold the declared kernels' suites and
+    templates, by path relative to ``root``: what a device needs to import the suites."""
+    folders = set()
+    for kernel in REGISTRY.values():
+        for variant in kernel.variants.values():
+            if variant.origin is not None:
+                folders.add(variant.origin)
+            if variant.text is None:
+                folders.add(variant.path.parent)
+    found = {}
+    for folder in folders:
+        try:
+            relative = folder.resolve().relative_to(root.resolve())
+        except ValueError:
+            continue  # outside the project: a device cannot place it
+        for path in folder.iterdir():
+            if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES and path.suffix != ".pyc":
+                try:
+                    found[str(relative / path.name)] = path.read_text()
+                except UnicodeDecodeError:
+                    continue
+    return found
+
+
+class Device:
+    """One device of the cluster (the body of a Ray actor): a worker process on its host."""
+
+    def __init__(self, target: str, timeout: float, threads: int | None):
+        if threads:
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+        from tunebench.workers import Workers
+        self.workers = Workers(target, timeout=timeout)
+        self.target = target
+
+    def load(self, files: dict[str, str]) -> None:
+        """Write the project's files to a temporary folder and import its suites, so that the
+        worker knows the kernels the jobs name."""
+        from tunebench.lookup import load_suites
+        root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
+        for relative, text in files.items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+        for folder in sorted({(root / r).parent for r in files if r.endswith(".py")}):
+            load_suites(folder)
+
+    def fingerprint(self) -> dict:
+        from tunebench.backends import fingerprint
+        return fingerprint(self.target)
+
+    def trial(self, job: TrialJob | CompareJob) -> tuple[dict, int, int]:
+        """The job's result, and this device's build counts."""
+        return self.workers.trial(job), self.workers.compiled, self.workers.reused
+
+    def measure(self, job: TrialJob) -> tuple[dict, int, int]:
+        """The job's result, measured again while disturbed (as the driver's session does for
+        the jobs it runs itself), and this device's build counts."""
+        return undisturbed(self.workers, job), self.workers.compiled, self.workers.reused
+
+    def restart(self) -> None:
+        self.workers.restart()
+
+
+class ClusterWorkers:
+    """The devices of a Ray cluster behind the interface of :class:`~tunebench.workers.Workers`,
+    plus :meth:`submit` for measuring on the other devices at once."""
+
+    def __init__(self, address: str, target: str, root: Path, timeout: float = 10.0,
+                 cpus_per_device: int = 1):
+        """``target``: cpu, cuda, or auto (cuda where the cluster has GPUs)."""
+        try:
+            import ray
+        except ImportError:
+            raise WorkerError("--tune-cluster needs Ray: pip install -e '.[ray]'") from None
+        self._ray = ray
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            except Exception as e:  # noqa: BLE001 - Ray raises several kinds; one line says which
+                raise WorkerError(f"--tune-cluster {address}: cannot connect to the Ray cluster "
+                                  f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        resources = ray.cluster_resources()
+        if target == "auto":
+            target = "cuda" if resources.get("GPU") else "cpu"
+        cpu = target == "cpu"
+        count = int(resources.get("CPU", 0) // cpus_per_device) if cpu else int(resources.get("GPU", 0))
+        if count < 1:
+            raise WorkerError(f"the Ray cluster at {address} has no {'CPU' if cpu else 'GPU'} for a "
+                              f"{target} device: {resources}")
+        actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1)(Device)
+        self.devices = [actor.remote(target, timeout, cpus_per_device if cpu else None) for _ in range(count)]
+        self.root = root
+        self._loaded = False
+        prints = ray.get([d.fingerprint.remote() for d in self.devices])
+        if any(p != prints[0] for p in prints):
+            raise WorkerError("the cluster's devices differ, and records are kept per device: "
+                              + "; ".join(sorted({str(p) for p in prints})))
+        self.fingerprint = prints[0]
+        self.target = target
+        self.timeout = timeout
+        self.restarts = 0
+        self._counts = [(0, 0)] * len(self.devices)
+        self._busy: list[Future | None] = [None] * len(self.devices)
+
+    @property
+    def compiled(self) -> int:
+        return sum(c for c, _ in self._counts)
+
+    @property
+    def reused(self) -> int:
+        return sum(r for _, r in self._counts)
+
+    def _collect(self, index: int, answer: tuple[dict, int, int]) -> dict:
+        result, compiled, reused = answer
+        self._counts[index] = (compiled, reused)
+        return result
+
+    def _load(self) -> None:
+        """The suites to every device, once they are collected here (the first job's time)."""
+        if not self._loaded:
+            files = project_files(self.root)
+            self._ray.get([d.load.remote(files) for d in self.devices])
+            self._loaded = True
+
+    def trial(self, job: TrialJob | CompareJob) -> dict:
+        """The job on the first device (final rounds and gate comparisons: one device throughout)."""
+        self._load()
+        return self._collect(0, self._ray.get(self.devices[0].trial.remote(job)))
+
+    def restart(self) -> None:
+        self._ray.get(self.devices[0].restart.remote())
+
+    def idle(self) -> int:
+        """How many devices besides the first have nothing in flight."""
+        return sum(1 for f in self._busy[1:] if f is None or f.done())
+
+    def submit(self, job: TrialJob) -> Future:
+        """Measure ``job`` on an idle device other than the first; its result when done."""
+        self._load()
+        index = next(i for i in range(1, len(self.devices)) if self._busy[i] is None or self._busy[i].done())
+        answer = self.devices[index].measure.remote(job).future()
+        result: Future = Future()
+
+        def settle(done: Future) -> None:
+            if done.exception() is not None:
+                result.set_exception(done.exception())
+            else:
+                result.set_result(self._collect(index, done.result()))
+        answer.add_done_callback(settle)
+        self._busy[index] = result
+        return result
+
+    def close(self) -> None:
+        for device in self.devices:
+            self._ray.kill(device)
+        self.devices = []
