@@ -36,7 +36,7 @@ from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, Buckets, ShapeOutsideBuckets
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY, Kernel, Variant
-from tunebench.records import RecordStore, config_key, stores
+from tunebench.records import RecordStore, bulk, config_key, stores
 from tunebench.summary import config_text
 
 
@@ -231,7 +231,8 @@ class _Directory:
             except (OSError, ValueError, KeyError):
                 found = None
             if found is None:
-                found = Summary.of(RecordStore(path))
+                with bulk():
+                    found = Summary.of(RecordStore(path))
                 try:
                     index.parent.mkdir(exist_ok=True)
                     tmp = index.with_name(f".{index.name}.{os.getpid()}")
