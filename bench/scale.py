@@ -2,8 +2,8 @@
 records files of 10k, 100k and 1M synthetic trials.
 
 The trials are copies of this machine's committed trials (or, without them, of any committed
-records file) under new configs, spread over the shipped suites' tasks, written as the TinyDB
-file a tune writes. Every operation runs in a fresh Python process (wall seconds, the median of
+records file) under new configs, spread over the shipped suites' tasks, written as the store
+keeps them: the newest 20,000 in the TinyDB file, the older ones in its archive. Every operation runs in a fresh Python process (wall seconds, the median of
 ``--repeats``):
 
 - open: ``RecordStore(path)`` (parse, validate, index the trials);
@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tunebench.records import ARCHIVE_ABOVE  # noqa: E402
 
 STEPS = {
     "open": """
@@ -63,20 +66,26 @@ t = time.perf_counter(); tunebench.best("layernorm", (300, 8192), DEVICE, record
 
 
 def synthetic(source: Path, target: Path, trials: int, seed: int = 0) -> None:
-    """A records file of ``trials`` trials: the source's tables, and its trials copied under new
-    configs, written line by line as the store writes it."""
+    """Records of ``trials`` trials as the store keeps them: the source's tables and the newest
+    ``ARCHIVE_ABOVE`` trials in the TinyDB file, the older ones in its archive; the trials are
+    the source's copied under new configs."""
     data = json.loads(source.read_text())
     have = list(data["trials"].values())
     rng = random.Random(seed)
+    archived = max(0, trials - ARCHIVE_ABOVE)
+    with open(target.with_name(f"{target.stem}.archive.jsonl"), "w") as f:
+        for i in range(archived):
+            doc = dict(rng.choice(have))
+            f.write(json.dumps({**doc, "config": {**doc["config"], "copy": i}}) + "\n")
     with open(target, "w") as f:
         f.write("{")
         for name in ("device", "tasks", "sources", "checks"):
             f.write(json.dumps(name) + ": " + json.dumps(data.get(name, {})) + ",\n")
         f.write('"trials": {\n')
-        for i in range(trials):
+        for i in range(archived, trials):
             doc = dict(rng.choice(have))
             doc["config"] = {**doc["config"], "copy": i}
-            f.write(("," if i else "") + f"  {json.dumps(str(i + 1))}: {json.dumps(doc)}\n")
+            f.write(("," if i > archived else "") + f"  {json.dumps(str(i + 1))}: {json.dumps(doc)}\n")
         f.write(" }}\n")
 
 
@@ -106,7 +115,6 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     from tunebench.lookup import this_device
     device = this_device("cpu")
     source = ROOT / "records" / f"{device}.json"
@@ -122,7 +130,9 @@ def main() -> int:
         path = project / "records" / f"{device}.json"
         began = time.perf_counter()
         synthetic(source, path, size)
-        row = {"trials": size, "bytes": path.stat().st_size, "write_s": time.perf_counter() - began}
+        archive = path.with_name(f"{path.stem}.archive.jsonl")
+        row = {"trials": size, "bytes": path.stat().st_size, "archive_bytes": archive.stat().st_size,
+               "write_s": time.perf_counter() - began}
         for step, code in STEPS.items():
             row[step] = timed(code, path, device, args.repeats)
         row["gate_startup"] = wall([sys.executable, "-m", "pytest", "suites", "--collect-only", "-q",

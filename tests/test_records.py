@@ -170,3 +170,21 @@ def test_a_forked_child_does_not_hold_the_task_lock(tmp_path):
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+
+
+def test_beyond_its_limit_the_file_moves_its_oldest_trials_to_the_archive(tmp_path, monkeypatch):
+    monkeypatch.setattr("tunebench.records.ARCHIVE_ABOVE", 5)
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    for i in range(12):
+        store.add(trial({"vec": i}))
+    store.compact()
+    assert len(TinyDB(store.path).table("trials").all()) == 5
+    assert len(store.archive.read_text().splitlines()) == 7
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [t["config"]["vec"] for t in again.trials()] == list(range(12))
+    assert again.lookup("k", "abc", (4, 8), "float32", {"vec": 0})["status"] == "ok"  # an archived one
+    again.add(trial({"vec": 0}, status="wrong_result"))  # measured again: the newer one counts
+    again.compact()
+    final = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [t["status"] for t in final.trials() if t["config"]["vec"] == 0] == ["wrong_result"]
+    assert len(final.trials()) == 12

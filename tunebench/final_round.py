@@ -132,3 +132,15 @@ def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bu
             return None, (f"the winner did not lead the heuristic in every fresh process on {shape} "
                           f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
     return None, None
+
+
+def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | None:
+    """(best, heuristic) bucket objectives in ms that a final round measured (the heuristic's
+    for both where it stayed), or None where it measured nothing to compare."""
+    entries = (check or {}).get("shapes", [])
+    if not entries or "winner" not in check or any("baseline_ms" not in e for e in entries):
+        return None
+    base = bucket.objective({tuple(e["shape"]): e["baseline_ms"] for e in entries})
+    if check["winner"] is None:
+        return base, base
+    return bucket.objective({tuple(e["shape"]): e["finalist_ms"][check["winner"]] for e in entries}), base

@@ -207,7 +207,8 @@ class _Directory:
 
     def _stamps(self, device: str = "*") -> tuple:
         found = []
-        for p in (*self.path.glob(f"{device}.json"), *self.path.glob(f".journal/{device}.jsonl")):
+        for p in (*self.path.glob(f"{device}.json"), *self.path.glob(f"{device}.archive.jsonl"),
+                  *self.path.glob(f".journal/{device}.jsonl")):
             try:
                 st = p.stat()
             except FileNotFoundError:

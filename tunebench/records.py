@@ -13,6 +13,11 @@ of the file are atomic (temp file, fsync, rename) and every write is made under 
 lock on a sidecar lock file, so concurrent writers lose nothing, a killed run loses at most the
 trial in flight (a torn last journal line is dropped) and the next writer folds its journal in.
 A file that does not parse is an error naming it, and is never overwritten.
+
+A fold rewrites the whole TinyDB file, so the file holds at most :data:`ARCHIVE_ABOVE` trials:
+beyond them the oldest move to an archive beside it (``<device>.archive.jsonl``, one trial per
+line, only ever appended to), which readers see as part of the trials. A fold then costs the same
+at a million trials as at twenty thousand, and the committed archive diffs as added lines.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from tunebench.device import device_id
 TABLES = ("device", "tasks", "trials", "sources", "checks")
 #: Seconds between foldings of the journal into the file while trials are being added.
 COMPACT_EVERY_S = 30.0
+#: Trials the TinyDB file holds at most; a fold moves the oldest beyond it to the archive.
+ARCHIVE_ABOVE = 20_000
 TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
 
 
@@ -205,6 +212,31 @@ class AtomicJSONStorage(Storage):
         pass
 
 
+def _append(path: Path, docs) -> None:
+    """Documents as JSON lines at the end of ``path``, flushed to the disk before returning."""
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _lines(path: Path) -> list[dict]:
+    """The documents of a JSON-lines file; a torn last line (a killed append) is dropped."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for number, line in enumerate(lines, 1):
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise RecordsError(f"{path}: line {number} is corrupted; it is left untouched: remove the line "
+                                   f"or the file") from None
+    return found
+
+
 class RecordStore:
     """The records of one device; opening validates the file and indexes its trials."""
 
@@ -216,6 +248,8 @@ class RecordStore:
         if fingerprint is not None:
             _writable(self.path)
         self.journal = self.path.parent / ".journal" / f"{self.path.name}l"
+        self.archive = self.path.with_name(f"{self.path.stem}.archive.jsonl")
+        self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
         recorded = next(iter(data.get("device", {}).values()), None)
@@ -228,25 +262,25 @@ class RecordStore:
         data = self._db.storage.read() or {}
         self._index = {}
         with bulk():
-            for doc in [*data.get("trials", {}).values(), *self._pending()]:
+            for doc in [*self._archived(), *data.get("trials", {}).values(), *self._pending()]:
                 self._remember(doc)
         return data
 
     def _pending(self) -> list[dict]:
-        """The journal's trials, not yet in the file; a torn last line (a killed write) is dropped."""
+        """The journal's trials, not yet in the file."""
+        return _lines(self.journal)
+
+    def _archived(self) -> list[dict]:
+        """The archive's trials (the oldest, moved out of the file), read again only when it grew."""
         try:
-            lines = self.journal.read_text().splitlines()
+            st = os.stat(self.archive)
         except FileNotFoundError:
             return []
-        pending = []
-        for number, line in enumerate(lines, 1):
-            try:
-                pending.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number < len(lines):
-                    raise RecordsError(f"{self.journal}: line {number} is corrupted; it is left "
-                                       f"untouched: remove the line or the file") from None
-        return pending
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._archived_cache[0] != stamp:
+            with bulk():
+                self._archived_cache = (stamp, _lines(self.archive))
+        return self._archived_cache[1]
 
     def _lock_file(self, name: str) -> Path:
         locks = self.path.parent / ".locks"
@@ -296,10 +330,7 @@ class RecordStore:
             raise RecordsError(f"{self.path}: refusing a trial without {', '.join(missing)}")
         with self._locked():
             self.journal.parent.mkdir(exist_ok=True)
-            with open(self.journal, "a") as f:
-                f.write(json.dumps(dict(doc)) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            _append(self.journal, [doc])
             if time.monotonic() - self._compacted > COMPACT_EVERY_S:
                 self._fold()
         self._remember(dict(doc))
@@ -311,16 +342,24 @@ class RecordStore:
                 self._fold()
 
     def _fold(self) -> None:
-        """Under the lock: the journal's trials into the file, once per key; a trial measured
-        again (it was disturbed, or had failed) replaces the one before it."""
+        """Under the lock: the journal's trials into the file, once per key (a trial measured
+        again, because it was disturbed or had failed, replaces the one before it), then the
+        oldest beyond :data:`ARCHIVE_ABOVE` appended to the archive and dropped from the file, so
+        that a fold rewrites a bounded file however many trials there are."""
         pending = self._pending()
-        if pending:
-            table = self._db.table("trials")
-            latest = {_key(d): d for d in pending}
-            stale = [doc.doc_id for doc in table.all() if _key(doc) in latest]
-            if stale:
-                table.remove(doc_ids=stale)
-            table.insert_multiple(latest.values())
+        table = self._db.table("trials")
+        with bulk():
+            if pending:
+                latest = {_key(d): d for d in pending}
+                stale = [doc.doc_id for doc in table.all() if _key(doc) in latest]
+                if stale:
+                    table.remove(doc_ids=stale)
+                table.insert_multiple(latest.values())
+            docs = table.all()
+            if len(docs) > ARCHIVE_ABOVE:
+                oldest = sorted(docs, key=lambda d: d.doc_id)[:len(docs) - ARCHIVE_ABOVE]
+                _append(self.archive, oldest)  # first: a kill between the two leaves a copy, not a loss
+                table.remove(doc_ids=[d.doc_id for d in oldest])
         self.journal.unlink(missing_ok=True)
         self._compacted = time.monotonic()
 
@@ -328,7 +367,7 @@ class RecordStore:
         """Every trial whose fields equal ``match`` (all trials without arguments), in the order
         they were recorded; of a trial measured again, the latest only."""
         with bulk():
-            latest = {_key(d): d for d in [*self._db.table("trials").all(), *self._pending()]}
+            latest = {_key(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
             return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]
 
     # -- sources and checks -------------------------------------------------------------------

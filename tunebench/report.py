@@ -24,7 +24,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
-from tunebench.lookup import final_choice, shape_times  # noqa: E402
+from tunebench.device import describe  # noqa: E402
+from tunebench.final_round import confirmed_ms  # noqa: E402
+from tunebench.lookup import final_choice, latest_confirmation, shape_times  # noqa: E402
 from tunebench.records import RecordStore, config_key, stores  # noqa: E402
 from tunebench.summary import config_text  # noqa: E402
 
@@ -46,6 +48,7 @@ class TaskView:
     configs: dict[tuple, dict]  # config key -> the config as recorded, in its params' order
     checks: list[dict] = field(default_factory=list)
     final: tuple | None = None  # the config key the final round of the latest tune chose
+    confirmed: tuple[float, float] | None = None  # (best, heuristic) ms from that final round
 
     @property
     def label(self) -> str:
@@ -59,8 +62,18 @@ class TaskView:
 
     @property
     def speedup(self) -> float | None:
+        """The final round's, else the trials' (see :attr:`times`)."""
+        best, base = self.times
+        return base / best if best and base else None
+
+    @property
+    def times(self) -> tuple[float | None, float | None]:
+        """(best, heuristic) ms: measured together in the final round where it ran, else the
+        trials' objectives."""
+        if self.confirmed:
+            return self.confirmed
         best = self.best
-        return self.baseline_ms / best[1] if best and self.baseline_ms else None
+        return (best[1] if best else None), self.baseline_ms
 
     @property
     def last_gate(self) -> dict | None:
@@ -89,13 +102,19 @@ def task_views(store: RecordStore) -> list[TaskView]:
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
-            _final_key(store, task)))
+            _final_key(store, task), _confirmed(store, task, bucket)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
 def _final_key(store: RecordStore, task: dict) -> tuple | None:
     final = final_choice(store, task["kernel"], task["target"], task["dtype"], task["bucket"], task["source_hash"])
     return config_key(next(iter(final.values()))) if final else None
+
+
+def _confirmed(store: RecordStore, task: dict, bucket: Bucket) -> tuple[float, float] | None:
+    """(best, heuristic) bucket objectives the latest final round measured, for this source."""
+    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], task["bucket"])
+    return confirmed_ms(check, bucket) if check and check["source_hash"] == task["source_hash"] else None
 
 
 def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[float]:
@@ -109,13 +128,21 @@ def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[flo
 
 
 def _check_ms(check: dict, bucket: Bucket) -> float | None:
-    """The best config's time in a check (bucket objective of its per-shape medians)."""
+    """The best config's time in a check (bucket objective of its per-shape medians over fresh
+    processes; records from before them kept the samples instead)."""
     medians = {}
     for entry in check["shapes"]:
-        samples = entry.get("samples", {}).get("best")
-        if not samples:
+        if "best_ms" in entry:
+            medians[tuple(entry["shape"])] = entry["best_ms"]
+        elif check.get("winner") is not None and "finalist_ms" in entry:
+            medians[tuple(entry["shape"])] = entry["finalist_ms"][check["winner"]]
+        elif "winner" in check and "baseline_ms" in entry:
+            medians[tuple(entry["shape"])] = entry["baseline_ms"]
+        elif entry.get("samples", {}).get("best"):
+            samples = sorted(entry["samples"]["best"])
+            medians[tuple(entry["shape"])] = samples[len(samples) // 2]
+        else:
             return None
-        medians[tuple(entry["shape"])] = sorted(samples)[len(samples) // 2]
     return bucket.objective(medians) if len(medians) == len(bucket.shapes) else None
 
 
@@ -205,11 +232,14 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
     rows = []
     for v in views:
         best = v.best
+        best_ms, base_ms = v.times
         gate = v.last_gate
+        mark = "" if v.confirmed else "*"
         rows.append([v.kernel, v.bucket.name, v.dtype, str(v.trials),
-                     f"{best[1]:.4g}" if best else "-", f"{v.baseline_ms:.4g}" if v.baseline_ms else "-",
-                     f"{v.speedup:.2f}x" if v.speedup else "-",
-                     config_text(v.configs[best[0]]) if best else "-",
+                     f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
+                     f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
+                     "the heuristic" if v.confirmed and v.confirmed[0] == v.confirmed[1]
+                     else config_text(v.configs[best[0]]) if best else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok") or "-",
                      gate["outcome"] if gate else "-"])
     return rows
@@ -266,12 +296,13 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
         views = task_views(store)
         device = store.device
         fp = store.fingerprint or {}
-        md += [f"## {device}", "", f"{fp.get('target', '?')}: {fp.get('name', '?')} "
-               f"({', '.join(f'{k} {v}' for k, v in fp.items() if k not in ('target', 'name'))})", ""]
-        body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(fp.get('name', '?'))}</p>"]
+        md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
+        body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
         rows = _rows(views)
         md += ["Times are the bucket objective: the weighted geometric mean of the median times on "
-               "the bucket's representative shapes.", "", _markdown_table(HEAD, rows), ""]
+               "the bucket's representative shapes, as the final round measured them (in fresh "
+               "processes, under every buffer placement); * where no final round did and the trials' are shown.",
+               "", _markdown_table(HEAD, rows), ""]
         body += [_html_table(HEAD, rows)]
         failing = [v for v in views if v.last_gate and v.last_gate["outcome"] == "fail"]
         if failing:

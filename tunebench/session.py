@@ -32,7 +32,7 @@ from tunebench import __version__
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
-from tunebench.final_round import final_round
+from tunebench.final_round import confirmed_ms, final_round
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
@@ -482,12 +482,4 @@ class Task:
 
     def _confirmed(self) -> tuple[float, float] | None:
         """(best, baseline) bucket objectives in ms from the final round, where it measured them."""
-        entries = (self.check or {}).get("shapes", [])
-        if not entries or any("baseline_ms" not in e for e in entries):
-            return None
-        shapes = [tuple(e["shape"]) for e in entries]
-        base = self.bucket.objective({s: e["baseline_ms"] for s, e in zip(shapes, entries)})
-        winner = self.check.get("winner")
-        if winner is None:
-            return base, base
-        return self.bucket.objective({s: e["finalist_ms"][winner] for s, e in zip(shapes, entries)}), base
+        return confirmed_ms(self.check, self.bucket)
