@@ -240,6 +240,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = [t.summary_row() for t in ran]
     for line in table(rows):
         terminalreporter.write_line(line)
+    if tuner.discarded:
+        terminalreporter.write_line(f"cluster: {tuner.discarded} measurements made ahead on other devices were "
+                                    f"never asked for by the strategy, and dropped")
     reused = sum(t.reused for t in ran)
     if reused:
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "

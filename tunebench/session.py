@@ -250,8 +250,8 @@ class Task:
         self.tuner.progress(self, True)
 
     def _confirm(self) -> None:
-        """The final round (see :func:`tunebench.gate.confirm`) among the fastest outcomes,
-        unless the latest one already judged these finalists for this source."""
+        """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
+        the latest one already judged these finalists for this source and declaration."""
         finalists, configs = [], []
         for _, key, outcome in self._ranked():  # a candidate may be the baseline's config: once
             config = {s: outcome.configs[s] for s in self.bucket.shapes}
