@@ -15,12 +15,18 @@ keeps them: the newest 20,000 in the TinyDB file, the older ones in its archive.
 - report: ``tunebench report``.
 
     python bench/scale.py [--sizes 10000 100000 1000000] [--out docs/scale.json]
+
+With ``--tune``, instead: the wall time of ``pytest suites --tune`` (the project's budget) from
+empty records and an empty compile cache, with 1 and with 2 builders on this host
+(``--tune-builders``: compiles of the candidates the strategy asks next, in parallel), and on a
+local Ray cluster of two one-core CPU devices (``--tune-cluster``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -109,12 +115,54 @@ def wall(command: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
+def project_copy() -> Path:
+    project = Path(tempfile.mkdtemp(prefix="tunebench-scale-"))
+    for part in ("suites", "kernels"):
+        shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", project)
+    return project
+
+
+def tune_walls() -> list[dict]:
+    """Wall seconds of a tune from nothing: 1 and 2 builders here, and a local Ray cluster."""
+    rows = []
+    ray = str(Path(sys.executable).with_name("ray"))
+    for label, extra, env in (("1 builder", ["--tune-builders", "1"], {}),
+                              ("2 builders", ["--tune-builders", "2"], {}),
+                              ("Ray, 2 devices of 1 core", ["--tune-cluster", "127.0.0.1:6391"], {"OMP_NUM_THREADS": "1"})):
+        project = project_copy()
+        cache = Path(tempfile.mkdtemp(prefix="tunebench-cache-"))
+        env = {**os.environ, **env, "TUNEBENCH_CACHE": str(cache), "RAY_AUTH_MODE": "disabled"}
+        if "--tune-cluster" in extra:
+            temp = tempfile.mkdtemp(prefix="tbray", dir="/tmp")
+            subprocess.run([ray, "start", "--head", "--port=6391", "--num-cpus=2", "--include-dashboard=false",
+                            f"--temp-dir={temp}", "--disable-usage-stats"], env=env, capture_output=True, check=True)
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "suites", "--tune", "-q", "-p", "no:cacheprovider",
+                               *extra], cwd=project, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - began
+        if "--tune-cluster" in extra:
+            subprocess.run([ray, "stop", "--force"], capture_output=True)
+        builds = next((ln for ln in done.stdout.splitlines() if "builds:" in ln), "")
+        rows.append({"run": label, "exit": done.returncode, "wall_s": round(seconds, 1), "summary": builds})
+        print(json.dumps(rows[-1]), flush=True)
+        shutil.rmtree(project)
+        shutil.rmtree(cache)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tune", action="store_true", help="time tunes instead (see the module docstring)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.tune:
+        rows = tune_walls()
+        if args.out:
+            args.out.write_text(json.dumps({"tunes": rows}, indent=1) + "\n")
+        return 0
     from tunebench.lookup import this_device
     device = this_device("cpu")
     source = ROOT / "records" / f"{device}.json"
@@ -122,10 +170,7 @@ def main() -> int:
         source = sorted((ROOT / "records").glob("*.json"))[0]
     results = []
     for size in args.sizes:
-        project = Path(tempfile.mkdtemp(prefix="tunebench-scale-"))
-        for part in ("suites", "kernels"):
-            shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy(ROOT / "pyproject.toml", project)
+        project = project_copy()
         (project / "records").mkdir()
         path = project / "records" / f"{device}.json"
         began = time.perf_counter()
