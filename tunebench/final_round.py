@@ -6,13 +6,16 @@ may pass (see :mod:`tunebench.backends.memory`). So the finalists (the fastest c
 trials) and the baseline are measured interleaved on every shape in :data:`FINAL_PROCESSES`
 fresh processes (:func:`tunebench.compare.compare`). The winner is the finalist with the best
 bucket objective over the medians across processes; it replaces the heuristic only if it leads
-it by :data:`MIN_GAIN` over the bucket and in every process on every shape.
+it by :data:`MIN_GAIN` over the bucket, in every process on every shape, and by its own trials
+too: a config that led only while the round ran (the heuristic's two threads once took 0.126 ms
+there against 0.075 in its trial a minute before and 0.073 in the gate after) is no pick.
 
 Then the winner and the baseline alone, as the gate will measure them, meet again in
 :data:`REFERENCE_PROCESSES` more fresh processes: their per-process ratios are the reference
 the gate judges later runs against, spread and all. A winner that does not lead in every one of
 them is not adopted either: the heuristic stays, and a tuned config is never reported faster
-than the heuristic where it is not.
+than the heuristic where it is not. The trials' best/baseline ratio is kept beside those ratios:
+taken minutes earlier, it widens the reference to what separate times show as well.
 
 Where a process stays disturbed by other load, or a shape cannot be measured, nothing is
 confirmed and the heuristic stays, with the reason in the record.
@@ -45,16 +48,21 @@ def now() -> str:
 
 def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
-                setup_hash: str | None = None) -> dict:
+                setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
+                baseline_trial_ms: dict[tuple, float] | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
-    (``kind: tune``) and returned."""
+    (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
+    ms each), ``baseline_trial_ms`` the baseline's."""
     entries, comparisons, problem = [], {}, None
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
         unique = list({config_key(c): c for c in [baseline, *configs]}.values())
         entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
+        if trial_ms and baseline_trial_ms and shape in baseline_trial_ms:
+            entry["finalist_trial_ms"] = [t.get(shape) for t in trial_ms]
+            entry["baseline_trial_ms"] = baseline_trial_ms[shape]
         entries.append(entry)
         if len(unique) == 1:
             continue
@@ -103,12 +111,22 @@ def _winner(bucket: Bucket, entries: list[dict], comparisons: dict) -> int | Non
     base = bucket.objective({s: e.get("baseline_ms") for s, e in zip(shapes, entries)})
     scores = []
     for i in range(len(entries[0]["finalists"])):
-        if all(e.get("leads", [False] * (i + 1))[i] for e in entries):
+        if all(e.get("leads", [False] * (i + 1))[i] for e in entries) and _led_in_trials(bucket, entries, i):
             scores.append((bucket.objective({s: e["finalist_ms"][i] for s, e in zip(shapes, entries)}), i))
     if not scores:
         return None
     score, best = min(scores)
     return best if score <= (1 - MIN_GAIN) * base else None
+
+
+def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:
+    """Whether finalist ``i`` was faster than the baseline by its trials as well (true where the
+    trials' times are not known)."""
+    if any(e.get("finalist_trial_ms", [None] * (i + 1))[i] is None or "baseline_trial_ms" not in e for e in entries):
+        return True
+    shapes = [tuple(e["shape"]) for e in entries]
+    return (bucket.objective({s: e["finalist_trial_ms"][i] for s, e in zip(shapes, entries)})
+            < bucket.objective({s: e["baseline_trial_ms"] for s, e in zip(shapes, entries)}))
 
 
 def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket, entries: list[dict],
@@ -128,6 +146,9 @@ def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bu
             return problem, None
         entry["ratios"] = comp.ratios("best", "baseline")
         entry["ratio"] = statistics.median(entry["ratios"])
+        index = entry["finalists"].index(best)
+        if entry.get("finalist_trial_ms") and entry["finalist_trial_ms"][index]:
+            entry["trial_ratio"] = entry["finalist_trial_ms"][index] / entry["baseline_trial_ms"]
         if max(entry["ratios"]) >= 1:
             return None, (f"the winner did not lead the heuristic in every fresh process on {shape} "
                           f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")

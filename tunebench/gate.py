@@ -11,8 +11,9 @@ per-process ratios:
   saw the best slower than the heuristic.
 - **best against the recorded source** (template changed): the same rule on best/recorded.
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
-  tune measured the same ratio in several fresh processes; their range is the noise between
-  processes. Fails when every process today is beyond the highest of them by the threshold.
+  tune measured the same ratio in several fresh processes, and the trials minutes before it;
+  their range is the noise between processes and times. Fails when every process today is
+  beyond the highest of them by the threshold.
 
 A check whose median is beyond its limit but not every process agrees is ambiguous: more fresh
 processes are measured, up to ``max_processes``; it then fails only if the median is beyond the
@@ -167,8 +168,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             + ("today's build is compared with the recorded one" if recorded_text else
                "the recorded source is not in the records, so only the baseline comparison is made"))
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
-    reference = {tuple(e["shape"]): e.get("ratios") or ([e["ratio"]] if e.get("ratio") else None)
-                 for e in check["shapes"]} if check else {}
+    reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
@@ -211,6 +211,15 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.outcome = "skip"
         result.reason = f"machine too noisy to gate ({'; '.join(noisy)}): run the gate on a quiet machine"
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
+
+
+def _reference(entry: dict) -> list[float] | None:
+    """The tuning-time best/baseline ratios of a shape: one per fresh process of the final
+    round's reference, and the trials' (minutes apart from those); records from before kept one."""
+    found = list(entry.get("ratios") or ([entry["ratio"]] if entry.get("ratio") else []))
+    if found and entry.get("trial_ratio"):
+        found.append(entry["trial_ratio"])
+    return found or None
 
 
 def _arm_name(label: str | None, configs: dict) -> str:
