@@ -31,6 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tunebench.lookup import this_device  # noqa: E402
+
 SLOWER = 1.15
 
 SPIN = """
@@ -89,7 +93,7 @@ def pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def gate_checks(project: Path) -> list[dict]:
-    (path,) = (project / "records").glob("*.json")
+    path = project / "records" / f"{this_device('cpu')}.json"
     data = json.loads(path.read_text())
     return [c for c in data.get("checks", {}).values() if c["kind"] == "gate"]
 

@@ -143,11 +143,13 @@ def test_a_check_judges_the_ratios_of_fresh_processes(ratios, final, outcome):
     assert judge(ratios, "best/baseline", (8,), 1.10, 1.0, final).outcome == outcome
 
 
-def test_the_tuning_time_check_allows_for_the_spread_between_processes():
+def test_the_tuning_time_ratios_are_a_drift_note_never_a_failure():
     # the final round saw best/baseline between 0.62x and 0.88x in fresh processes: today's
-    # 0.95x is within that range times the threshold, 1.05x in every process is beyond it
+    # 0.95x is within that range times the threshold; 1.0x in every process is beyond it, which
+    # separate runs show with nothing changed: a note, while best/baseline itself still passes
     comp = Comparison(("best", "baseline"), objectives=[{"best": r, "baseline": 1.0} for r in (0.95, 0.93, 0.96)])
     (base, timed) = checks(comp, (8,), 0.10, [0.62, 0.70, 0.75, 0.80, 0.88], final=False)
     assert base.outcome == "pass" and timed.outcome == "pass"
     comp.objectives = [{"best": r, "baseline": 1.0} for r in (0.99, 1.00, 0.98)]
-    assert checks(comp, (8,), 0.10, [0.62, 0.70, 0.75, 0.80, 0.88], final=False)[1].outcome == "fail"
+    (base, timed) = checks(comp, (8,), 0.10, [0.62, 0.70, 0.75, 0.80, 0.88], final=False)
+    assert base.outcome == "pass" and timed.outcome == "drift" and timed.line().startswith("DRIFT")

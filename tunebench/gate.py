@@ -11,9 +11,12 @@ per-process ratios:
   saw the best slower than the heuristic.
 - **best against the recorded source** (template changed): the same rule on best/recorded.
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
-  tune measured the same ratio in several fresh processes, and the trials minutes before it;
-  their range is the noise between processes and times. Fails when every process today is
-  beyond the highest of them by the threshold.
+  tune measured the same ratio in several fresh processes, and the trials minutes before it.
+  Where today's ratio is beyond the highest of them by the threshold, the verdict says
+  ``DRIFT``, and it never fails the item: with nothing changed, separate runs moved this ratio
+  by 30 % on this project's own VM (0.37x at tuning time, 0.48x in one gate run of twenty), far
+  more than the spread of the processes of one run. A regression is caught by the two checks
+  above, which compare within each process.
 
 A check whose median is beyond its limit but not every process agrees is ambiguous: more fresh
 processes are measured, up to ``max_processes``; it then fails only if the median is beyond the
@@ -27,6 +30,7 @@ tuned (or is not itself today): the tuning-time check is not made, and the verdi
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -73,7 +77,7 @@ class Verdict:
     shape: tuple
     ratios: list[float]
     limit: float  # the ratio beyond which the check fails
-    outcome: str  # "pass", "fail" or "ambiguous"
+    outcome: str  # "pass", "fail", "ambiguous", or "drift" (informative, never a failure)
 
     @property
     def median(self) -> float:
@@ -235,10 +239,11 @@ def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[flo
     if "baseline" in comp.labels:
         vs_base = comp.ratios("best", "baseline")
         verdicts.append(judge(vs_base, "best/baseline", shape, limit, 1.0, final))
-        if reference:
+        if reference:  # informative: separate runs move this ratio by more than any threshold
             top = max(reference)
-            verdicts.append(judge(vs_base, f"best/baseline against the tuning-time ratios "
-                                           f"({min(reference):.3f}-{top:.3f}x)", shape, top * limit, top, final))
+            verdict = judge(vs_base, f"best/baseline against the tuning-time ratios ({min(reference):.3f}-"
+                                     f"{top:.3f}x)", shape, top * limit, top, True)
+            verdicts.append(dataclasses.replace(verdict, outcome="drift" if verdict.outcome == "fail" else "pass"))
     if "recorded" in comp.labels:
         verdicts.append(judge(comp.ratios("best", "recorded"), "best against the recorded source", shape,
                               limit, 1.0, final))
