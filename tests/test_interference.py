@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.test_plugin import TUNE
 from tunebench.compare import undisturbed
 from tunebench.interference import Monitor, machine_signals, sample_signals, verdict
 
@@ -113,3 +114,22 @@ def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_
     pauses.clear()
     stuck = undisturbed(FlakyWorkers(disturbed=10), job=None, fresh=True, sleep=pauses.append)
     assert stuck["verdict"] == "disturbed" and stuck["retries"] == 3 and pauses == [0.5, 1.0, 2.0]
+
+
+def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # a thread on every core: anything else running disturbs it
+    project()
+    stop = multiprocessing.get_context("fork").Event()
+    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
+    for hog in hogs:
+        hog.start()
+    try:
+        result = pytester.runpytest("suites", *TUNE, "-p", "no:randomly")
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join()
+    assert result.parseoutcomes().get("failed") == 1  # one item says it; the other tasks' items skip
+    result.stdout.fnmatch_lines(["*stopped: the machine is busy (other processes took *% of the CPU time*",
+                                 "*stopped on a busy machine: the first failure above says what was seen*"])
+    assert result.stdout.str().count("stopped: the machine is busy") == 1

@@ -186,6 +186,12 @@ class Trial(_Item):
             self.task.run()
         except TaskFailed as e:
             pytest.skip(str(e))
+        tuner = self.task.tuner
+        if self.task.busy and self.key is None:  # the run fails once for a busy machine, not per task
+            if not tuner.busy_reported:
+                tuner.busy_reported = True
+                raise ItemFailed(self.task.busy)
+            pytest.skip("not tuned: the machine is busy (see the first failed item)")
         outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
         if outcome is None:
             self.user_properties.append(UNSAMPLED)

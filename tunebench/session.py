@@ -145,6 +145,7 @@ class Tuner:
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
         self.busy: str | None = None  # why a task stopped on a busy machine
+        self.busy_reported = False  # an item failed with it: the others say "see above"
         self.discarded = 0  # measurements other devices made for candidates never asked for
         self.progress: Callable[[Task, bool], None] = lambda task, done: None  # told after each candidate
 
@@ -169,6 +170,7 @@ class Task:
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
+        self.busy: str | None = None  # why the task stopped on a busy machine
         self.declaration = kernel.declaration(variant, dtype)
         self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
         self.reused = 0  # trials taken from the records instead of measured
@@ -216,7 +218,7 @@ class Task:
         try:
             self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         except MachineBusy as e:
-            self.tuner.busy = self.stop_reason = str(e)
+            self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
         if self.baseline.status == "compile_error":  # the template itself: no candidate would build
             raise KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
@@ -241,7 +243,7 @@ class Task:
             self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
                                       spent=lambda: self.spent_s)
         except MachineBusy as e:
-            self.tuner.busy = self.stop_reason = str(e)
+            self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
         finally:
             self._settle()
