@@ -31,17 +31,17 @@ BACKOFF_S = 0.5
 
 
 def undisturbed(workers, job: TrialJob | CompareJob, fresh: bool = False,
-                sleep: Callable[[float], None] = time.sleep) -> dict:
+                sleep: Callable[[float], None] = time.sleep, retries: int = RETRIES) -> dict:
     """The job's result, measured again while the worker judges it disturbed (at most
-    :data:`RETRIES` more times); ``fresh``: every attempt in a fresh worker process. The last
+    ``retries`` more times); ``fresh``: every attempt in a fresh worker process. The last
     attempt's result, with ``retries`` (how many were made) and ``cost_s`` (all of them)."""
     cost = 0.0
-    for attempt in range(RETRIES + 1):
+    for attempt in range(retries + 1):
         if fresh:
             workers.restart()
         result = workers.trial(job)
         cost += result.get("cost_s", 0.0)
-        if result.get("verdict") != "disturbed" or attempt == RETRIES:
+        if result.get("verdict") != "disturbed" or attempt == retries:
             break
         sleep(BACKOFF_S * 2**attempt)
     result["retries"], result["cost_s"] = attempt, cost
@@ -70,14 +70,15 @@ class Comparison:
 
 def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple[str, dict, str | None]],
             processes: int, budget_s: float = 1.0, rounds: int = 30,
-            into: Comparison | None = None) -> Comparison:
+            into: Comparison | None = None, retries: int = RETRIES) -> Comparison:
     """Measure ``arms`` (label, config, template text or None) interleaved on ``shape`` in
     ``processes`` fresh workers, each time for about ``budget_s`` seconds of calls; ``into``
-    adds the processes to an earlier comparison of the same arms."""
+    adds the processes to an earlier comparison of the same arms; ``retries`` of a disturbed
+    process (none where the machine is known to be busy)."""
     found = into or Comparison(tuple(label for label, _, _ in arms))
     job = CompareJob(kernel, tuple(shape), dtype, tuple(arms), rounds, MeasureSettings(), budget_s)
     for _ in range(processes):
-        result = undisturbed(workers, job, fresh=True)
+        result = undisturbed(workers, job, fresh=True, retries=retries)
         found.cost_s += result["cost_s"]
         if result["status"] != "ok":
             found.failure = {k: result.get(k) for k in ("status", "arm", "error")}

@@ -23,7 +23,9 @@ processes are measured, up to ``max_processes``; it then fails only if the media
 limit and every process is beyond the reference (1, or the highest tuning-time ratio).
 
 Where the machine stayed disturbed by other load, the item is skipped with what was seen,
-unless a failing check clears its limit by more than the spread of the disturbed processes.
+unless a failing check clears its limit by more than the spread of the disturbed processes; the
+items after it measure without the retries (the machine is known to be busy) until a process
+comes out clean.
 Where the heuristic's time today is far from its recorded time, the machine is not the one that
 tuned (or is not itself today): the tuning-time check is not made, and the verdict says so.
 """
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
-from tunebench.compare import Comparison, compare
+from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import latest_confirmation, shape_times
@@ -67,6 +69,7 @@ class GateRun:
     workers: object  # a tunebench.workers.Workers
     commit: str | None
     dirty: bool | None
+    busy: bool = False  # the last item found every process disturbed
 
 
 @dataclass
@@ -157,8 +160,10 @@ def devices(store: RecordStore) -> list[RecordStore]:
 
 
 def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
-         bucket: Bucket, settings: GateSettings, commit: str | None) -> GateResult:
-    """Re-measure one task's recorded best and decide (see the module docstring)."""
+         bucket: Bucket, settings: GateSettings, commit: str | None, busy: bool = False) -> GateResult:
+    """Re-measure one task's recorded best and decide (see the module docstring); ``busy``: an
+    earlier item found the machine disturbed, so disturbed processes are not measured again."""
+    retries = 0 if busy else RETRIES
     found = recorded_best(store, kernel, variant, target, dtype, bucket)
     if found is None:
         return GateResult("skip", not_recorded(store, kernel.name, bucket.name, dtype))
@@ -180,7 +185,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.configs[shape] = {label: config for label, config, _ in arms}
         if len(arms) == 1:
             continue
-        comp = compare(workers, kernel.name, shape, dtype, arms, settings.processes, settings.budget_s)
+        comp = compare(workers, kernel.name, shape, dtype, arms, settings.processes, settings.budget_s,
+                       retries=retries)
         ref = reference.get(shape) if recorded_text is None else None
         if ref and not comp.failure and not _same_machine(store, kernel.name, recorded_hash, shape, dtype,
                                                           baseline, comp, result):
@@ -197,7 +203,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             if final or all(v.outcome != "ambiguous" for v in verdicts):
                 break
             comp = compare(workers, kernel.name, shape, dtype, arms,
-                           min(2, settings.max_processes - len(comp.objectives)), settings.budget_s, into=comp)
+                           min(2, settings.max_processes - len(comp.objectives)), settings.budget_s, into=comp,
+                           retries=retries)
         result.comparisons[shape] = comp
         if comp.disturbed:
             noisy.append(f"on {shape}: {comp.disturbed[0]}")

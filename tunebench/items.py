@@ -226,7 +226,9 @@ class Gate(_Item):
         kernel = self.parent.kernel
         settings = self.settings()
         result = gate(self.run.store, self.run.workers, kernel, self.variant, self.run.target, self.dtype,
-                      self.bucket, settings, self.run.commit)
+                      self.bucket, settings, self.run.commit, busy=self.run.busy)
+        self.run.busy = any(c.disturbed and len(c.disturbed) == len(c.objectives)
+                            for c in result.comparisons.values())
         self.config.stash[GATE_RESULTS].append((self, result))
         for shape, comp in result.comparisons.items():
             for label in comp.labels:  # every sample of every process, under every placement
