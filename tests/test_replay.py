@@ -1,5 +1,6 @@
 """The replay target on real recorded spaces (../shared/replay) and on records a test writes."""
 
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ from tunebench.workers import CompareJob, TrialJob
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 PNPOLY = REPLAY / "pnpoly_RTX_3090.json"
+PNPOLY_GZ = REPLAY / "pnpoly_RTX_2080_Ti.json.gz"  # as the benchmark hub ships it
 CONVOLUTION = REPLAY / "convolution_RTX_3090.json"
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
 
@@ -193,9 +195,10 @@ def test_interleaved_comparisons_draw_rounds_of_each_recorded_config():
     replay = Replay(CONVOLUTION)
     arms = (("best", configs[0], None), ("baseline", configs[1], None))
     answer = replay.trial(CompareJob("convolution_kernel", (4096, 4096), "float32", arms, 7, MeasureSettings()))
-    assert answer["status"] == "ok" and set(answer["samples"]) == {"best", "baseline"}
+    (samples,) = answer["samples"].values()  # one placement: the recording's
+    assert answer["status"] == "ok" and set(samples) == {"best", "baseline"}
     for entry, label in zip(ran, ("best", "baseline")):
-        assert len(answer["samples"][label]) == 7 and set(answer["samples"][label]) <= set(entry["times"])
+        assert len(samples[label]) == 7 and set(samples[label]) <= set(entry["times"])
     missing = (("best", configs[0], None), ("baseline", {**configs[1], "block_size_x": 1}, None))
     answer = replay.trial(CompareJob("convolution_kernel", (4096, 4096), "float32", missing, 7, MeasureSettings()))
     assert answer["status"] == "pruned_resources" and answer["arm"] == "baseline"
@@ -220,11 +223,11 @@ def test_a_tuning_session_runs_on_a_replayed_space_in_place_of_the_device(tmp_pa
 
 
 def test_the_plugin_tunes_a_kernel_tuner_cache_as_a_suite_of_its_own(pytester):
-    result = pytester.runpytest("--tune", "--tune-target", f"replay:{REPLAY / 'pnpoly_RTX_3090.json'}",
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{PNPOLY_GZ}",
                                 "--tune-strategy", "bayes", "--tune-trials", "10", "-p", "no:cacheprovider", "-q")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 11  # 10 candidates and the baseline
-    result.stdout.fnmatch_lines(["*tunebench: replay NVIDIA GeForce RTX 3090, records in *tunebench-replay-*",
+    result.stdout.fnmatch_lines(["*tunebench: replay NVIDIA GeForce RTX 2080 Ti, records in *tunebench-replay-*",
                                  "cn_pnpoly*recorded*float32*10*", "*builds: 0 compiled*"])
     assert not (pytester.path / "records").exists()  # a replay never writes into the project's records
 
@@ -240,3 +243,75 @@ def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(p
     again.stdout.fnmatch_lines(["*axpb*small*float32*5*5*1*0*", "*builds: 0 compiled*"])
     (replayed,) = (root / "replayed").glob("replay-*.json")
     assert len(RecordStore(replayed).trials()) == 15  # every trial answered from the records
+
+
+def test_a_gzipped_kernel_tuner_cache_is_read_as_the_hub_ships_it(tmp_path, capsys):
+    plain = kernel_tuner_cache(tmp_path / "cache.json", [({"block": 32, "tile": 1}, 1.5), ({"block": 64, "tile": 2}, 2.5)])
+    packed = tmp_path / "cache.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert Replay(packed).recording().objectives == Replay(plain).recording().objectives
+    with gzip.open(PNPOLY_GZ, "rt") as f:
+        entries = json.load(f)["cache"]
+    replay = Replay(PNPOLY_GZ)
+    assert replay.fingerprint["name"] == "NVIDIA GeForce RTX 2080 Ti"
+    assert len(replay.recording().candidates) == len(entries) == 4092
+    assert main(["replay", str(PNPOLY_GZ), "--strategy", "random", "--budget", "20", "--seeds", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["candidates"] == 4092
+
+
+def well_formed():
+    """A small Kernel Tuner cache as data, for a test to break."""
+    return {"device_name": "Test GPU", "kernel_name": "vector_add", "problem_size": [1024],
+            "tune_params_keys": ["block", "tile"], "tune_params": {"block": [32, 64], "tile": [1, 2]},
+            "objective": "time", "cache": {"32,1": cache_entry({"block": 32, "tile": 1}, 1.5, times=[1.4, 1.5]),
+                                           "64,2": cache_entry({"block": 64, "tile": 2}, "InvalidConfig")}}
+
+
+def broken(change):
+    data = well_formed()
+    change(data)
+    return json.dumps(data).encode()
+
+
+#: Ways a Kernel Tuner cache file can be malformed: (its bytes, what the one-line message says).
+MALFORMED = {
+    "not JSON": (b"{not json", "not JSON"),
+    "not text": (b"\xff\xfe\x00garbage", "not JSON"),
+    "truncated gzip": (gzip.compress(json.dumps(well_formed()).encode())[:60], "damaged or truncated gzip"),
+    "damaged gzip": (b"\x1f\x8b\x08\x00garbage", "damaged or truncated gzip"),
+    "no header": (b"[1, 2, 3]", "neither a Kernel Tuner cache"),
+    "cache not a map": (broken(lambda d: d.update(cache=[1, 2])), "'cache' is not a map"),
+    "values not a list": (broken(lambda d: d["tune_params"].update(tile=2)), "'tune_params' is not a map"),
+    "keys disagree": (broken(lambda d: d.update(tune_params_keys=["block"])), "'tune_params_keys' does not list"),
+    "empty cache": (broken(lambda d: d.update(cache={})), "holds no entry"),
+    "entry not an object": (broken(lambda d: d["cache"].update({"32,1": 1.5})), "'32,1' is not an object"),
+    "param missing": (broken(lambda d: d["cache"]["32,1"].pop("tile")), "lacks the tunable param 'tile'"),
+    "object as a value": (broken(lambda d: d["cache"]["32,1"].update(tile={"a": 1})), "JSON object"),
+    "time missing": (broken(lambda d: d["cache"]["32,1"].pop("time")), "has no 'time'"),
+    "time not a number": (broken(lambda d: d["cache"]["32,1"].update(time=[1.5])), "neither a positive number"),
+    "time negative": (broken(lambda d: d["cache"]["32,1"].update(time=-1.5)), "neither a positive number"),
+    "times not numbers": (broken(lambda d: d["cache"]["32,1"].update(times=[1.4, "x"])), "'times' that is not"),
+    "compile time text": (broken(lambda d: d["cache"]["32,1"].update(compile_time="1 s")), "non-numeric"),
+    "no config listed": (broken(lambda d: d["tune_params"].update(block=[128])), "no recorded config"),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_a_malformed_kernel_tuner_cache_is_one_line_naming_the_file(name, tmp_path, capsys):
+    content, message = MALFORMED[name]
+    path = tmp_path / "cache.json"
+    path.write_bytes(content)
+    with pytest.raises(ReplayError, match=message):
+        Replay(path)
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"tunebench replay: {path}: ") and message in err
+
+
+def test_the_replay_target_refuses_a_malformed_cache_in_one_line(pytester):
+    path = pytester.path / "cache.json.gz"
+    path.write_bytes(MALFORMED["truncated gzip"][0])
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --tune-target replay:{path}: {path}: a damaged or truncated gzip file*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

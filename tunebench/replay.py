@@ -1,7 +1,9 @@
 """The replay target: trials answered from a recorded tuning space instead of the device.
 
 A recorded space is a Kernel Tuner cache file (a space brute-forced with Kernel Tuner; format in
-``../shared/replay/README.md``) or a tunebench records file. Replaying one costs no device
+``../shared/replay/README.md``), plain or gzip-compressed as the benchmark hub ships them, or a
+tunebench records file. A file that cannot be replayed is a :class:`ReplayError` whose one-line
+message names the file and what is wrong with it. Replaying one costs no device
 time, so strategies can be compared on real spaces over many seeds (:func:`simulate`,
 ``tunebench replay``), and a tuning run can be tested end to end without the device
 (``--tune-target replay:PATH``, which runs :class:`Replay` in place of the worker processes).
@@ -14,12 +16,14 @@ so a ``--tune-time`` budget spends what the device spent.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
 import random
 import re
 import statistics
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -28,7 +32,7 @@ from pathlib import Path
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.records import RecordsError, RecordStore, config_key
-from tunebench.space import Space
+from tunebench.space import Space, SpaceError
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import CompareJob, TrialJob
@@ -100,60 +104,92 @@ class Recording:
         return f"kernel={self.kernel} dtype={self.dtype} bucket={self.bucket.name}"
 
 
-def _space(names: list[str], values: Mapping[str, list], recorded: set[tuple]) -> Space:
+def _space(path: Path, names: list[str], values: Mapping[str, list], recorded: set[tuple]) -> Space:
     """The space of the recorded values; a config absent from the recording is not in it."""
     def recorded_config(config):
         return tuple(config[n] for n in names) in recorded
-    return Space({n: values[n] for n in names}, constraints=[recorded_config])
+    space = Space({n: values[n] for n in names}, constraints=[recorded_config])
+    try:
+        inside = any(space.contains(space.config(key)) for key in recorded)
+    except SpaceError as e:
+        raise ReplayError(f"{path}: {e}") from None
+    except TypeError:  # an unhashable value
+        raise ReplayError(f"{path}: a param's value list holds a JSON object") from None
+    if not inside:
+        raise ReplayError(f"{path}: no recorded config has every param at one of its listed values")
+    return space
 
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _time(value) -> bool:
+    """A measured time: a finite positive number (a strategy takes its log)."""
+    return _number(value) and value > 0
+
+
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
-    time = doc.get("time")
-    compile_s = (doc.get("compile_time") or 0) / 1e3
-    measure_s = (doc.get("benchmark_time") or 0) / 1e3
-    if _number(time):
-        samples = doc.get("times") or [time]
-        if not all(_number(t) for t in samples):
-            raise ReplayError(f"{path}: cache entry {key!r} has a non-numeric run in 'times'")
-        return Run("ok", tuple(samples), compile_s, measure_s)
-    if isinstance(time, str) and time in KERNEL_TUNER_FAILURES:
-        return Run(KERNEL_TUNER_FAILURES[time], (), compile_s, measure_s, error=f"Kernel Tuner: {time}")
-    return Run("crashed", (), compile_s, measure_s, error=str(time))
+    where = f"{path}: cache entry {key!r}"
+    if "time" not in doc:
+        raise ReplayError(f"{where} has no 'time'")
+    time = doc["time"]
+    costs = [doc.get("compile_time") or 0, doc.get("benchmark_time") or 0]
+    if not all(_number(c) for c in costs):
+        raise ReplayError(f"{where} has a non-numeric 'compile_time' or 'benchmark_time'")
+    compile_s, measure_s = costs[0] / 1e3, costs[1] / 1e3
+    if isinstance(time, str):
+        status = KERNEL_TUNER_FAILURES.get(time, "crashed")
+        return Run(status, (), compile_s, measure_s, error=f"Kernel Tuner: {time}" if time in
+                   KERNEL_TUNER_FAILURES else time)
+    if not _time(time):
+        raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
+    samples = doc.get("times") or [time]
+    if not isinstance(samples, list) or not all(_time(t) for t in samples):
+        raise ReplayError(f"{where} has a 'times' that is not a list of positive numbers")
+    return Run("ok", tuple(samples), compile_s, measure_s)
 
 
 def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     """A Kernel Tuner cache: one recording over ``tune_params`` and one shape, its
     ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable")."""
-    params = data["tune_params"]
-    names = list(data.get("tune_params_keys") or params)
-    if not isinstance(params, Mapping) or set(names) != set(params) or not isinstance(data["cache"], Mapping):
-        raise ReplayError(f"{path}: 'tune_params', 'tune_params_keys' and 'cache' do not agree")
+    params, cache = data["tune_params"], data["cache"]
+    names = data.get("tune_params_keys") or (list(params) if isinstance(params, Mapping) else None)
+    if not isinstance(params, Mapping) or not all(isinstance(v, list) for v in params.values()):
+        raise ReplayError(f"{path}: 'tune_params' is not a map from each param to its list of values")
+    if not isinstance(names, list) or set(names) != set(params):
+        raise ReplayError(f"{path}: 'tune_params_keys' does not list the params of 'tune_params'")
+    if not isinstance(cache, Mapping):
+        raise ReplayError(f"{path}: 'cache' is not a map from config keys to entries")
     size = data.get("problem_size")
     size = list(size) if isinstance(size, (list, tuple)) else [size]
     shape = tuple(size) if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in size) else ()
     runs: dict[tuple, dict[tuple, Run]] = {}
-    for cache_key, doc in data["cache"].items():
+    for cache_key, doc in cache.items():
+        if not isinstance(doc, Mapping):
+            raise ReplayError(f"{path}: cache entry {cache_key!r} is not an object")
+        missing = next((n for n in names if n not in doc), None)
+        if missing is not None:
+            raise ReplayError(f"{path}: cache entry {cache_key!r} lacks the tunable param {missing!r}")
+        key = tuple(_hashable(doc[n]) for n in names)
         try:
-            key = tuple(_hashable(doc[n]) for n in names)
-        except (KeyError, TypeError):
-            raise ReplayError(f"{path}: cache entry {cache_key!r} lacks a tunable param") from None
-        runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
+            runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
+        except TypeError:  # an unhashable value
+            raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object") from None
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
     bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"N{i}": (v, v) for i, v in enumerate(shape)})
     values = {n: [_hashable(v) for v in params[n]] for n in names}
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
     name = name if name.isidentifier() else f"kernel_{name}"
-    return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(names, values, set(runs)), runs)]
+    return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(path, names, values, set(runs)), runs)]
 
 
 def _hashable(value):
-    return tuple(value) if isinstance(value, list) else value
+    """A JSON value as a hashable one: lists become tuples (an object stays unhashable: a
+    param's value is never an object)."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 def _records(path: Path) -> list[Recording]:
@@ -166,6 +202,14 @@ def _records(path: Path) -> list[Recording]:
         store = RecordStore(path)
     except RecordsError as e:
         raise ReplayError(str(e)) from None
+    try:
+        return _tasks(path, store)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ReplayError(f"{path}: a trial or task document is malformed ({type(e).__name__}: {e})") from None
+
+
+def _tasks(path: Path, store: RecordStore) -> list[Recording]:
+    """The recordings of a records file's trials and tasks (see :func:`_records`)."""
     latest: dict[tuple, dict] = {}
     for doc in store.trials():
         ident = (doc["kernel"], doc["dtype"], tuple(doc["shape"]), config_key(doc["config"]))
@@ -197,7 +241,7 @@ def _records(path: Path) -> list[Recording]:
                     d.get("measure_s") or 0.0, d.get("error"), d.get("max_error"))
         complete = {k for k, r in runs.items() if len(r) == len(bucket.shapes)}
         values = {n: _ordered({k[i] for k in runs}) for i, n in enumerate(names)}
-        recordings.append(Recording(kernel, dtype, bucket, _space(names, values, complete), runs))
+        recordings.append(Recording(kernel, dtype, bucket, _space(path, names, values, complete), runs))
     if not recordings:
         raise ReplayError(f"{path}: the records file holds no trial")
     return recordings
@@ -211,12 +255,22 @@ def _ordered(values: set) -> list:
 
 
 def _json(path: Path) -> object:
-    """The file's JSON; a Kernel Tuner cache left open by an interrupted run is closed first,
-    as Kernel Tuner itself reads it (its entries are appended, each followed by a comma)."""
+    """The file's JSON, gunzipped first where it starts with gzip's magic bytes; a Kernel Tuner
+    cache left open by an interrupted run is closed first, as Kernel Tuner itself reads it (its
+    entries are appended, each followed by a comma)."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ReplayError(f"{path}: cannot read the recorded space ({e})") from None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ReplayError(f"{path}: cannot read the recorded space ({e.strerror})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ReplayError(f"{path}: a damaged or truncated gzip file ({e})") from None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as e:
+        raise ReplayError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -235,8 +289,10 @@ def _load(path: Path, stamp: tuple[int, int]) -> tuple[str, tuple[Recording, ...
     if isinstance(data, dict) and "cache" in data and "tune_params" in data:
         return str(data.get("device_name") or "unknown"), tuple(_kernel_tuner(path, data))
     if isinstance(data, dict) and ("trials" in data or "device" in data):
-        device = next(iter(data.get("device", {}).values()), {}).get("name") or path.stem
-        return str(device), tuple(_records(path))
+        recordings = tuple(_records(path))
+        devices = data.get("device")
+        first = next(iter(devices.values()), None) if isinstance(devices, dict) else None
+        return str(first.get("name") if isinstance(first, dict) and first.get("name") else path.stem), recordings
     raise ReplayError(f"{path}: neither a Kernel Tuner cache file ('cache' and 'tune_params') nor "
                       f"a tunebench records file ('trials' and 'device' tables)")
 
@@ -285,6 +341,16 @@ class Replay:
         rng = random.Random(f"{self.seed}:{kernel}:{dtype}:{tuple(shape)}:{config_key(config)}")
         return rng.choices(run.samples, k=len(run.samples)) if run.samples else []
 
+    def measure(self, recording: Recording, key: tuple) -> float | None:
+        """A candidate's bucket objective on freshly drawn samples (their median per shape), as
+        a tuning run would measure it; None where it did not run."""
+        if recording.objectives[key] is None:
+            return None
+        config = recording.space.config(key)
+        return recording.bucket.objective({
+            shape: statistics.median(self.draw(recording.kernel, recording.dtype, shape, config, run))
+            for shape, run in recording.runs[key].items()})
+
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """What :meth:`Workers.trial <tunebench.workers.Workers.trial>` returns for this job."""
         if isinstance(job, CompareJob):
@@ -300,7 +366,8 @@ class Replay:
 
     def _compare(self, job: CompareJob) -> dict:
         """Interleaved rounds of several configs: ``rounds`` samples of each, drawn from its
-        recorded runs (a recorded template text of an arm is not replayed: the config is)."""
+        recorded runs (a recorded template text of an arm is not replayed: the config is), under
+        the one placement a recording has."""
         samples, cost = {}, 0.0
         for label, config, _ in job.arms:
             run = self._runs.get((job.kernel, job.dtype, tuple(job.shape), config_key(config)))
@@ -309,7 +376,7 @@ class Replay:
                         "error": run.error if run else self._unrecorded(), "cost_s": cost}
             samples[label] = self._compare_rng.choices(run.samples, k=job.rounds)
             cost += run.compile_time_s + sum(samples[label]) / 1e3
-        return {"status": "ok", "samples": samples, "conditions": {}, "cost_s": cost}
+        return {"status": "ok", "samples": {"recorded": samples}, "conditions": {}, "cost_s": cost}
 
     def _unrecorded(self) -> str:
         return f"not in the recorded space of {self.path.name}"
@@ -334,6 +401,10 @@ class Replay:
         return Kernel(recording.kernel, buckets=Buckets(list(recording.bucket.ranges), [recording.bucket]),
                       args=_not_run, reference=_not_run, outputs=["out"], variants={"replay": variant})
 
+    def restart(self) -> None:
+        """A replayed comparison has no process to start afresh: the interface of
+        :class:`~tunebench.workers.Workers`."""
+
     def close(self) -> None:
         """Nothing to release: the interface of :class:`~tunebench.workers.Workers`."""
 
@@ -344,33 +415,29 @@ def _not_run(*args, **kwargs):
 
 
 def simulate(path: str | Path, strategy: str, budget: int, seed: int = 0,
-             warm: Sequence[tuple[tuple, float]] = (), **select) -> list[float]:
+             warm: Sequence[tuple[tuple, float]] = (), options: Mapping | None = None, **select) -> list[float]:
     """A strategy's search on a replayed space: after each trial, the fraction of the optimum
     reached, ``optimum / recorded objective of the incumbent`` (0.0 until a config has run).
 
     A candidate is evaluated on freshly drawn samples (their median), as a tuning run would
     see it; the incumbent is the candidate measured fastest so far, judged by its recorded
-    objective. ``warm`` is handed to the strategy; ``select`` (kernel=, dtype=, bucket=) picks
-    a task of a records file.
+    objective. ``warm`` and ``options`` (keyword arguments) are handed to the strategy;
+    ``select`` (kernel=, dtype=, bucket=) picks a task of a records file.
     """
     replay = Replay(path, seed=seed)
     recording = replay.recording(**select)
     recorded, optimum = recording.objectives, recording.optimum
     if optimum is None:
         raise ReplayError(f"{replay.path}: no recorded config of {recording.label()} ran")
-    chosen = get_strategy(strategy)(recording.space, recording.candidates, random.Random(seed), warm=warm)
+    chosen = get_strategy(strategy)(recording.space, recording.candidates, random.Random(seed), warm=warm,
+                                    **(options or {}))
     trace: list[float] = []
     best = [math.inf, 0.0]  # the incumbent's measured objective and its fraction of the optimum
 
     def evaluate(key: tuple) -> float | None:
-        measured = None
-        if recorded[key] is not None:
-            config = recording.space.config(key)
-            measured = recording.bucket.objective({
-                shape: statistics.median(replay.draw(recording.kernel, recording.dtype, shape, config, run))
-                for shape, run in recording.runs[key].items()})
-            if measured < best[0]:
-                best[:] = [measured, optimum / recorded[key]]
+        measured = replay.measure(recording, key)
+        if measured is not None and measured < best[0]:
+            best[:] = [measured, optimum / recorded[key]]
         trace.append(best[1])
         return measured
 
