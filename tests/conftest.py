@@ -93,3 +93,9 @@ def project(pytester):
         return pytester.path
 
     return write
+
+
+def said(result, text: str) -> int:
+    """How often a pytester run's report says ``text`` before pytest's short test summary (which
+    repeats a failure's first line, whole on CI)."""
+    return result.stdout.str().split("short test summary info")[0].count(text)

@@ -14,7 +14,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_SUITE
+from tests.conftest import AXPB_SUITE, said
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
 from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
@@ -141,8 +141,8 @@ def test_a_template_that_does_not_compile_stops_its_task_with_one_message(projec
     (root / "kernels" / "axpb.c").write_text("typedef TB_DTYPE real;\nvoid axpb( {\n")
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
     result.assert_outcomes(failed=1, skipped=5, deselected=8)
-    assert result.stdout.str().count("does not compile for the heuristic's config") == 1
-    assert result.stdout.str().count("error:") <= 3  # the compiler's message, once
+    assert said(result, "does not compile for the heuristic's config") == 1
+    assert said(result, "error:") <= 3  # the compiler's message, once
 
 
 def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(project, pytester):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.conftest import said
 from tests.test_plugin import TUNE
 from tunebench.compare import undisturbed
 from tunebench.interference import Monitor, machine_signals, sample_signals, verdict
@@ -132,4 +133,4 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
     assert result.parseoutcomes().get("failed") == 1  # one item says it; the other tasks' items skip
     result.stdout.fnmatch_lines(["*stopped: the machine is busy (other processes took *% of the CPU time*",
                                  "*stopped on a busy machine: the first failure above says what was seen*"])
-    assert result.stdout.str().count("stopped: the machine is busy") == 1
+    assert said(result, "stopped: the machine is busy") == 1

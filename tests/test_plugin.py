@@ -8,7 +8,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_SUITE
+from tests.conftest import AXPB_SUITE, said
 from tunebench.backends import cuda_status
 from tunebench.final_round import MIN_GAIN
 from tunebench.lookup import this_device
@@ -91,7 +91,7 @@ def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_neve
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "-rs")
     result.assert_outcomes(failed=1, skipped=5, deselected=8)  # the task's first item says why, once
     result.stdout.fnmatch_lines([f"*kernel 'axpb': {message}*"])
-    assert result.stdout.str().count(message) == 1
+    assert said(result, message) == 1
     result.stdout.fnmatch_lines(["*not run: axpb?small-float32? failed, see its first item's error*"])
     assert records(root).table("trials").all() == []  # nothing to reuse once the reference is fixed
     project()
@@ -197,7 +197,7 @@ def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester
      "no config satisfies the constraints"),
 ])
 def test_an_invalid_space_fails_collection_naming_the_suite_and_param(project, pytester, space, message):
-    from tests.conftest import AXPB_SUITE
+    from tests.conftest import AXPB_SUITE, said
     suite = AXPB_SUITE.replace(
         'Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},\n'
         '                    constraints=[lambda vec, unroll: vec * unroll <= 4])', f"Space({space})")

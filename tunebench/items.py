@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from tunebench import benchmark_json
 from tunebench.backends import cuda_status, fingerprint, resolve
@@ -95,10 +96,23 @@ class ItemFailed(Exception):
     """A failed candidate or gate: shown as its message, without a traceback."""
 
 
+class Message(TerminalRepr):
+    """A failure shown as its message, without a traceback. The short test summary repeats only
+    its first line: pytest repeats a plain-string failure whole there on CI (``$CI`` set) and
+    with ``-vv``, which printed every gate verdict twice."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.reprcrash = ReprFileLocation("", 0, text.split("\n", 1)[0])
+
+    def toterminal(self, tw) -> None:
+        tw.line(self.text)
+
+
 class _Item(pytest.Item):
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
-            return str(excinfo.value)
+            return Message(str(excinfo.value))
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
@@ -157,7 +171,7 @@ class Suite(pytest.Collector):
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, SuiteError):
-            return str(excinfo.value)
+            return Message(str(excinfo.value))
         return super().repr_failure(excinfo)
 
 

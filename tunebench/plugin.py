@@ -19,7 +19,8 @@ from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
-from tunebench.items import GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Suite, Trial, measuring
+from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Message, Suite, Trial,
+                             measuring)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
@@ -27,6 +28,7 @@ from tunebench.progress import Progress, report_teststatus
 from tunebench.records import RecordsError
 from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
+from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
 from tunebench.workers import WorkerError
@@ -62,8 +64,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where kernels run: auto (cuda where a usable GPU is present, else cpu), "
                          "cpu, cuda, or replay:PATH (answers from a Kernel Tuner cache or a "
                          "tunebench records file instead of hardware) (default: auto)")
-    group.addoption("--tune-strategy", default="random", metavar="NAME",
-                    help=f"search strategy: {', '.join(STRATEGIES)} (default: random)")
+    group.addoption("--tune-strategy", default=DEFAULT_STRATEGY, metavar="NAME",
+                    help=f"search strategy: {', '.join(STRATEGIES)} (default: {DEFAULT_STRATEGY})")
     group.addoption("--tune-trials", type=_positive(int), default=None, metavar="N",
                     help="budget: at most N candidates per kernel, dtype and bucket (the baseline "
                          "is always measured on top); default: the tune_trials ini value, else none")
@@ -168,7 +170,7 @@ class SuiteModule(pytest.Module):
     def repr_failure(self, excinfo, style=None):
         cause = excinfo.value.__cause__ if excinfo.errisinstance(self.CollectError) else excinfo.value
         if isinstance(cause, DECLARATION_ERRORS):
-            return f"{self.path}: {type(cause).__name__}: {cause}"
+            return Message(f"{self.path}: {type(cause).__name__}: {cause}")
         return super().repr_failure(excinfo, style=style)
 
 
