@@ -5,6 +5,7 @@ import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.test_plugin import TUNE
@@ -12,6 +13,7 @@ from tunebench.replay import Replay, simulate
 from tunebench.space import Space
 from tunebench.strategies import MODULES, get
 from tunebench.strategies.base import search
+from tunebench.strategies.hybrid import coordinates
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
@@ -77,7 +79,20 @@ def test_genetic_breeds_only_valid_configs():
             assert SMALL.is_valid(strategy.candidates[child])
 
 
-@pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_time_budget_ends_the_search_once_spent(strategy):
+    valid, _ = SMALL.enumerate()
+    clock = []  # one second per trial
+
+    def evaluate(key):
+        clock.append(key)
+        return float(key[0] + key[1])
+
+    reason = search(get(strategy)(SMALL, valid, random.Random(0)), evaluate, seconds=3, spent=lambda: len(clock))
+    assert reason == "budget of 3 s spent" and len(clock) == 3
+
+
+@pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes", "hybrid"])
 def test_warm_start_measures_the_best_warm_config_first(strategy):
     recording = Replay(FILES[0]).recording()
     ranked = sorted((k for k, t in recording.objectives.items() if t), key=recording.objectives.get)
@@ -103,3 +118,73 @@ def test_a_strategy_tunes_real_cpu_kernels_and_repeats_its_choices_for_a_seed(st
     assert len(chosen[0]) == 4 + 1 and "baseline" in chosen[0]
     assert chosen[0] == chosen[1]
     assert re.search(r"axpb\s+small\s+float32\s+4\s+0\s", result.stdout.str()), "the second run measured anew"
+
+
+def test_hybrid_asks_a_batch_of_distinct_candidates_before_any_is_told():
+    recording = Replay(FILES[0]).recording()
+    strategy = get("hybrid")(recording.space, recording.candidates, random.Random(0))
+    told = set()
+    for size in (5, 4, 3):  # the random start, then the model's choices with results pending
+        batch = [strategy.ask() for _ in range(size)]
+        assert len(set(batch)) == size and not set(batch) & told
+        for key in batch:
+            strategy.tell(key, recording.objectives[key])
+        told |= set(batch)
+    assert strategy.chosen == 7
+
+
+def test_hybrid_gives_alignment_coordinates_only_where_they_say_more_than_the_position():
+    space = Space({"block": list(range(16, 257, 16)), "tile": [1, 2, 4, 8], "flag": [0, 1], "mode": ["a", "b", "c"]})
+    keys, _ = space.enumerate()
+    position, alignment = coordinates(space, keys)
+    assert position.shape == (len(keys), 4) and position.min() == 0 and position.max() == 1
+    assert alignment.shape == (len(keys), 1)  # block only: tile's powers of two follow its order
+    aligned = dict(zip((k[0] for k in keys), alignment[:, 0]))
+    assert aligned[128] > aligned[64] > aligned[32] > aligned[48] == aligned[112] == aligned[144]
+
+
+def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():
+    """Threads in multiples of 16, the powers of two 20 times faster than their neighbours
+    (as on the replayed convolution spaces): the model with alignment explains that better."""
+    space = Space({"threads": list(range(16, 513, 16)), "tile": list(range(1, 9))})
+    keys, _ = space.enumerate()
+
+    def objective(key):
+        threads, tile = key
+        pow2 = threads & (threads - 1) == 0
+        return (1 if pow2 else 20) * (1 + abs(threads - 128) / 512) * (1 + abs(tile - 5) / 8)
+
+    for seed in range(3):
+        strategy = get("hybrid")(space, keys, random.Random(seed))
+        seen = []
+        search(strategy, lambda key: seen.append(key) or objective(key), trials=40)
+        assert strategy.model is strategy.models[1]
+        assert (128, 5) in seen
+
+
+def test_hybrid_searches_the_lines_of_elites_that_lie_apart():
+    """The line search's candidates differ from one of the three best configs in one param; an
+    elite one param away from a better one adds no line of its own."""
+    space = Space({"a": list(range(20)), "b": list(range(20))})
+    keys, _ = space.enumerate()
+    strategy = get("hybrid")(space, keys, random.Random(0))
+    for key, ms in (((3, 3), 1.0), ((3, 4), 1.1), ((12, 15), 1.2), ((17, 1), 1.3), ((9, 9), 5.0)):
+        strategy.free[strategy.index[key]] = False
+        strategy.tell(key, ms)
+    lines = strategy._lines(np.log([1.0, 1.1, 1.2, 1.3, 5.0]))
+    on = {keys[i] for i in np.flatnonzero(lines)}
+    elites = ((3, 3), (12, 15), (17, 1))
+    assert on == {k for k in keys if any(sum(x != y for x, y in zip(k, e)) == 1 for e in elites)}
+
+
+def test_hybrid_names_its_next_random_draws_ahead_and_a_guess_once_the_model_chooses():
+    recording = Replay(FILES[0]).recording()
+    strategy = get("hybrid")(recording.space, recording.candidates, random.Random(0))
+    ahead = strategy.upcoming(3)
+    assert [strategy.ask() for _ in range(3)] == ahead  # the random start: exactly what comes
+    for _ in range(5):
+        key = strategy.ask()
+        strategy.tell(key, recording.objectives[key])
+    strategy.ask()  # the model's first choice
+    guess = strategy.upcoming(4)
+    assert len(guess) == 4 and len(set(guess)) == 4 and not set(guess) & set(strategy.candidates[i] for i in strategy.measured)

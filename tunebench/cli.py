@@ -13,6 +13,7 @@ from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
 from tunebench.replay import BUDGETS, Replay, convergence, simulate
+from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.summary import config_text
 
@@ -175,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="run a strategy on a recorded tuning space (a Kernel Tuner cache "
                                        "or a tunebench records file) over several seeds")
     rp.add_argument("file", help="a Kernel Tuner cache file or a tunebench records file")
-    rp.add_argument("--strategy", default="bayes", help="search strategy (default: bayes)")
+    rp.add_argument("--strategy", default=DEFAULT_STRATEGY, help=f"search strategy (default: {DEFAULT_STRATEGY})")
     rp.add_argument("--budget", type=_positive, default=200, metavar="N", help="trials per seed (default: 200)")
     rp.add_argument("--seeds", type=_positive, default=25, metavar="K", help="seeds 0..K-1 (default: 25)")
     rp.add_argument("--kernel", help="a records file's task: its kernel")

@@ -38,6 +38,7 @@ from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore, config_key
 from tunebench.stats import median_ci, spread, summarize
+from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.summary import config_text
@@ -122,7 +123,7 @@ class Tuner:
     """
 
     def __init__(self, target: str, fingerprint: dict, store: RecordStore, workers, *,
-                 strategy: str = "random", budget: Budget = Budget(), seed: int = 0,
+                 strategy: str = DEFAULT_STRATEGY, budget: Budget = Budget(), seed: int = 0,
                  settings: MeasureSettings | None = None, root: Path | None = None,
                  retry_failed: bool = False, fresh: bool = False, ahead: Ahead | None = None):
         self.target = target

@@ -6,6 +6,8 @@ import importlib
 
 from tunebench.strategies.base import Strategy
 
+#: the strategy used where none is named (see its module for why)
+DEFAULT = "hybrid"
 #: strategy name -> module holding it
 MODULES = {
     "brute_force": "tunebench.strategies.brute_force",
@@ -13,6 +15,7 @@ MODULES = {
     "annealing": "tunebench.strategies.annealing",
     "genetic": "tunebench.strategies.genetic",
     "bayes": "tunebench.strategies.bayes",
+    "hybrid": "tunebench.strategies.hybrid",
 }
 
 

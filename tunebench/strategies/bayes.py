@@ -89,6 +89,25 @@ def log_expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.
     return out
 
 
+def warm_points(warm, index: dict[tuple, int], count: int, rng) -> dict[int, float]:
+    """Up to ``count`` warm configs to seed a model with, the best half and a random half of the
+    rest, as {candidate index: standardised log score} (several scores of a config: their mean)."""
+    scores: dict[int, list[float]] = {}
+    for key, score in warm:
+        i = index.get(tuple(key))
+        if i is not None and score > 0:
+            scores.setdefault(i, []).append(math.log(score))
+    if len(scores) < 2:
+        return {}
+    logs = {i: sum(s) / len(s) for i, s in scores.items()}
+    ranked = sorted(logs, key=logs.get)
+    half = count // 2
+    chosen = ranked[:half] + rng.sample(ranked[half:], min(count - half, len(ranked[half:])))
+    values = np.array(list(logs.values()))
+    mean, sd = values.mean(), max(values.std(), 1e-9)
+    return {i: (logs[i] - mean) / sd for i in chosen}
+
+
 class GaussianProcess:
     """A Gaussian process over a fixed set of candidate coordinates ``X``.
 
@@ -184,6 +203,14 @@ class GaussianProcess:
         self.Linv = Linv
         self.factored = n + 1
 
+    def evidence(self, y: np.ndarray) -> float:
+        """The log marginal likelihood of ``y`` under the last fit (how well this model, its
+        coordinates included, explains the data), up to a constant."""
+        while self.factored < len(self.points):
+            self._extend()
+        alpha = self.Linv @ y
+        return float(-0.5 * alpha @ alpha + np.log(np.diag(self.Linv)).sum())
+
     def predict(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and sd of every candidate, given ``y`` at the points."""
         while self.factored < len(self.points):
@@ -209,22 +236,10 @@ class Bayes(Strategy):
 
     def _seed(self, count: int, noise: float) -> list[float]:
         """Put up to ``count`` warm configs into the model; returns their standardised log scores."""
-        scores: dict[int, list[float]] = {}
-        for key, score in self.warm:
-            i = self.index.get(tuple(key))
-            if i is not None and score > 0:
-                scores.setdefault(i, []).append(math.log(score))
-        if len(scores) < 2:
-            return []
-        logs = {i: sum(s) / len(s) for i, s in scores.items()}  # several source tasks: the mean
-        ranked = sorted(logs, key=logs.get)
-        half = count // 2
-        chosen = ranked[:half] + self.rng.sample(ranked[half:], min(count - half, len(ranked[half:])))
-        values = np.array(list(logs.values()))
-        mean, sd = values.mean(), max(values.std(), 1e-9)
+        chosen = warm_points(self.warm, self.index, count, self.rng)
         for i in chosen:
             self.gp.add(i, noise)
-        return [(logs[i] - mean) / sd for i in chosen]
+        return list(chosen.values())
 
     def ask(self) -> tuple | None:
         if not self.unmeasured.any():

@@ -1,0 +1,197 @@
+"""``hybrid`` (the default): Bayesian optimisation interleaved with line searches around the
+best configs measured, over coordinates that the data picks.
+
+Why: on real GPU spaces (the brute-forced ones in ``../shared/replay``) the fast configs sit in
+a few narrow basins, and one basin is often found only along one param from a config that is
+nearly as fast: a block of 128 threads wins where 112 and 144 are 100 times slower, a tile of
+20 wins where the model expects a power of two. A Gaussian process alone converges into the
+first basin it finds; local search alone needs far more trials than there are. So, per trial:
+
+- first the best ``warm_trials`` warm configs, then random candidates until ``initial`` are
+  measured;
+- then every ``local``-th trial is a *line search*: the largest expected improvement among the
+  candidates that differ from one of the ``elite`` best configs measured in exactly one param,
+  whatever its value. The elites are taken fastest first, skipping a config within one param of
+  an elite already taken, so that their lines cross different regions;
+- every other trial is *global*: the largest expected improvement over every candidate.
+
+The model is :class:`~tunebench.strategies.bayes.GaussianProcess` over the log of the
+objective, clipped from above at its ``clip`` quantile among the configs measured (failed ones
+count as the slowest): a config 100 times slower than the best says no more than one 3 times
+slower, and clipping spends the model's resolution on the fast configs. Coordinates, each in
+[0, 1]: the position of a param's value in its list (so powers of two are evenly spaced, and so
+are steps of 32); and, for an integer param whose values are divisible by different powers of
+two (not in the order of the list), that power: its *alignment*. Whether alignment matters
+differs between kernels, so there are two models, with and without those columns, and the one
+whose marginal likelihood is larger ranks the candidates, chosen again at every refit.
+
+Warm data seeds both models as in ``bayes``. A candidate asked and not yet told is pending: it
+is never asked again, so that several asks before the tells give distinct candidates (a batch),
+each chosen with what has been told so far.
+
+Options (keyword arguments):
+
+- ``initial=5``: trials (warm or random) before the model chooses.
+- ``local=3``: every ``local``-th model-chosen trial is a line search (0: none).
+- ``elite=3``: configs whose lines are searched.
+- ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
+- ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tunebench.strategies.base import Strategy, positions
+from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, warm_points
+
+
+#: Runners-up of a global choice kept for :meth:`Hybrid.upcoming`.
+RANKED = 64
+
+
+def coordinates(space, keys) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, alignments) of the keys: each param's value position scaled to [0, 1]
+    (single-valued params dropped), and the alignment columns described in the module
+    docstring (possibly none)."""
+    P = positions(space, keys)
+    position, alignment = [], []
+    for j, name in enumerate(space.names):
+        values = space.values[name]
+        if len(values) < 2:
+            continue
+        position.append(P[:, j] / (len(values) - 1))
+        twos = _twos(values)
+        if twos is not None:
+            alignment.append(((twos - twos.min()) / (twos.max() - twos.min()))[P[:, j]])
+    stack = lambda columns: np.stack(columns, axis=1) if columns else np.zeros((len(keys), 0))  # noqa: E731
+    return stack(position), stack(alignment)
+
+
+def _twos(values) -> np.ndarray | None:
+    """How many times 2 divides each value (0 counted above all others), where the values are
+    integers and that count is not monotonic along the list; else None."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    twos = [(v & -v).bit_length() - 1 if v else None for v in values]
+    top = max((t for t in twos if t is not None), default=0) + 1
+    twos = np.array([top if t is None else t for t in twos], dtype=float)
+    steps = np.diff(twos)
+    return None if (steps > 0).all() or (steps < 0).all() or not steps.any() else twos
+
+
+class Hybrid(Strategy):
+    name = "hybrid"
+
+    def __init__(self, *args, initial: int = 5, local: int = 3, elite: int = 3, clip: float = 0.3,
+                 warm_trials: int = 3, warm_points: int = 40, warm_noise: float = 0.3, refit: float = 0.15,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial, self.local, self.elite, self.clip, self.refit = initial, local, elite, clip, refit
+        self.P = positions(self.space, self.candidates)
+        self.index = {k: i for i, k in enumerate(self.candidates)}
+        self.free = np.ones(len(self.candidates), dtype=bool)  # neither measured nor pending
+        self.told = np.zeros(len(self.candidates), dtype=bool)
+        self.measured: list[int] = []
+        self.logs: list[float | None] = []  # log objective of each measured candidate (None: failed)
+        position, alignment = coordinates(self.space, self.candidates)
+        self.models = [GaussianProcess(position)]
+        if alignment.shape[1]:
+            self.models.append(GaussianProcess(np.concatenate([position, alignment], axis=1)))
+        self.model = self.models[0]
+        self.warm_logs = self._seed(warm_points, warm_noise)
+        self.fitted_at = 0  # points at the last fit
+        self.chosen = 0  # trials the model chose so far
+        self.queue = [self.index[k] for k in self.warm_first()[:warm_trials]]
+        self.order = list(range(len(self.candidates)))  # the random start's draws, in advance
+        self.rng.shuffle(self.order)
+        self.ranked: list[int] = []  # the last global choice's runners-up, best first
+
+    def _seed(self, count: int, noise: float) -> list[float]:
+        """Put up to ``count`` warm configs into every model (see ``bayes``); returns their
+        standardised log scores."""
+        seeded = warm_points(self.warm, self.index, count, self.rng)
+        for model in self.models:
+            for i in seeded:
+                model.add(i, noise)
+        return list(seeded.values())
+
+    def ask(self) -> tuple | None:
+        self.queue = [i for i in self.queue if self.free[i]]
+        if self.queue:
+            return self._pending(self.queue[0])
+        if not self.free.any():
+            return None
+        if self._starting():
+            self.order = [i for i in self.order if self.free[i]]
+            return self._pending(self.order[0])
+        self.chosen += 1
+        return self._pending(self._propose())
+
+    def upcoming(self, n: int) -> list[tuple]:
+        """The queued warm configs, the random start's next draws, then the runners-up of the
+        last global choice: a guess once the model chooses, as every result told moves it."""
+        nexts = [i for i in self.queue if self.free[i]]
+        if self._starting():
+            nexts += [i for i in self.order[:len(nexts) + n + 1] if self.free[i]]
+        nexts += [i for i in self.ranked if self.free[i]]
+        return [self.candidates[i] for i in dict.fromkeys(nexts)][:n]
+
+    def _starting(self) -> bool:
+        """Still in the random start: too few results for a model, or nothing to model."""
+        return len(self.measured) < self.initial or sum(v is not None for v in self.logs) < 2 \
+            or self.model.X.shape[1] == 0
+
+    def tell(self, key: tuple, objective: float | None) -> None:
+        i = self.index.get(key)
+        if i is None or self.told[i]:
+            return
+        self.free[i], self.told[i] = False, True
+        self.measured.append(i)
+        self.logs.append(math.log(objective) if objective is not None else None)
+        for model in self.models:
+            model.add(i)
+
+    def _pending(self, i: int) -> tuple:
+        self.free[i] = False
+        return self.candidates[i]
+
+    def _propose(self) -> int:
+        """The free candidate of the largest expected improvement, on the lines of the elites
+        every ``local``-th time (see the module docstring)."""
+        ran = [v for v in self.logs if v is not None]
+        logs = np.array([max(ran) if v is None else v for v in self.logs])
+        logs = np.minimum(logs, np.quantile(logs, self.clip))
+        mean, sd = logs.mean(), max(logs.std(), 1e-9)
+        y = np.concatenate([self.warm_logs, (logs - mean) / sd])
+        if self.fitted_at == 0 or len(y) >= self.fitted_at * (1 + self.refit):
+            for model in self.models:
+                model.fit(y)
+            self.model = max(self.models, key=lambda m: m.evidence(y))
+            self.fitted_at = len(y)
+        mu, sd_post = self.model.predict(y)
+        best = (logs.min() - mean) / sd
+        free = np.flatnonzero(self.free)
+        score = log_expected_improvement(mu[free], sd_post[free], best)
+        self.ranked = free[np.argsort(-score, kind="stable")[:RANKED]].tolist()
+        if self.local and self.chosen % self.local == 0:
+            lines = np.flatnonzero(self.free & self._lines(logs))
+            if lines.size:
+                return int(lines[np.argmax(log_expected_improvement(mu[lines], sd_post[lines], best))])
+        return self.ranked[0]
+
+    def _lines(self, logs: np.ndarray) -> np.ndarray:
+        """The candidates one param away from an elite (see the module docstring)."""
+        elites: list[int] = []
+        for n in np.argsort(logs, kind="stable"):
+            i = self.measured[n]
+            if self.logs[n] is not None and all((self.P[i] != self.P[e]).sum() > 1 for e in elites):
+                elites.append(i)
+            if len(elites) == self.elite:
+                break
+        lines = np.zeros(len(self.candidates), dtype=bool)
+        for e in elites:
+            lines |= (self.P != self.P[e]).sum(1) == 1
+        return lines
