@@ -1,4 +1,5 @@
 import json
+import json
 import os
 import signal
 import subprocess
@@ -188,3 +189,10 @@ def test_beyond_its_limit_the_file_moves_its_oldest_trials_to_the_archive(tmp_pa
     final = RecordStore.for_device(tmp_path, FINGERPRINT)
     assert [t["status"] for t in final.trials() if t["config"]["vec"] == 0] == ["wrong_result"]
     assert len(final.trials()) == 12
+    assert final.lookup("k", "abc", (4, 8), "float32", {"vec": 0})["status"] == "wrong_result"
+    for i in range(100, 106):  # the remeasured trial moves into the archive beside its first version
+        final.add(trial({"vec": i}))
+        final.compact()
+    last = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [json.loads(line)["config"]["vec"] for line in last.archive.read_text().splitlines()].count(0) == 2
+    assert last.lookup("k", "abc", (4, 8), "float32", {"vec": 0})["status"] == "wrong_result"

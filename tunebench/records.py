@@ -238,7 +238,8 @@ def _lines(path: Path) -> list[dict]:
 
 
 class RecordStore:
-    """The records of one device; opening validates the file and indexes its trials."""
+    """The records of one device; opening validates the file and indexes its trials (the
+    archive's when a lookup first misses: opening costs the same at a million trials)."""
 
     def __init__(self, path: str | Path, fingerprint: Mapping | None = None):
         self.path = Path(path)
@@ -261,8 +262,9 @@ class RecordStore:
         """Read the file and the journal again and index the trials; returns the file's tables."""
         data = self._db.storage.read() or {}
         self._index = {}
+        self._archive_indexed = False  # the archive is indexed when a lookup first misses
         with bulk():
-            for doc in [*self._archived(), *data.get("trials", {}).values(), *self._pending()]:
+            for doc in [*data.get("trials", {}).values(), *self._pending()]:
                 self._remember(doc)
         return data
 
@@ -322,7 +324,15 @@ class RecordStore:
                setup_hash: str | None = ANY) -> dict | None:
         """The recorded trial of this config on this shape, for this source and declaration
         (:data:`ANY`: whichever was recorded last), if any."""
-        return self._index.get((*trial_key(kernel, source_hash, shape, dtype, config), setup_hash))
+        key = (*trial_key(kernel, source_hash, shape, dtype, config), setup_hash)
+        if key not in self._index and not self._archive_indexed:
+            self._archive_indexed = True
+            with bulk():
+                for doc in reversed(self._archived()):  # older than every trial indexed, newest first
+                    own = _key(doc)
+                    self._index.setdefault(own, doc)
+                    self._index.setdefault((*own[:-1], ANY), doc)
+        return self._index.get(key)
 
     def add(self, doc: Mapping) -> None:
         missing = [k for k in TRIAL_KEYS if k not in doc]
