@@ -167,7 +167,7 @@ def test_hybrid_searches_the_lines_of_elites_that_lie_apart():
     elite one param away from a better one adds no line of its own."""
     space = Space({"a": list(range(20)), "b": list(range(20))})
     keys, _ = space.enumerate()
-    strategy = get("hybrid")(space, keys, random.Random(0))
+    strategy = get("hybrid")(space, keys, random.Random(0), elite=3)
     for key, ms in (((3, 3), 1.0), ((3, 4), 1.1), ((12, 15), 1.2), ((17, 1), 1.3), ((9, 9), 5.0)):
         strategy.free[strategy.index[key]] = False
         strategy.tell(key, ms)

@@ -32,8 +32,12 @@ each chosen with what has been told so far.
 Options (keyword arguments):
 
 - ``initial=5``: trials (warm or random) before the model chooses.
-- ``local=3``: every ``local``-th model-chosen trial is a line search (0: none).
-- ``elite=3``: configs whose lines are searched.
+- ``local=4``: every ``local``-th model-chosen trial is a line search (0: none).
+- ``elite=1``: configs whose lines are searched.
+
+The defaults of ``local``, ``elite`` and ``clip`` are the setting that did best over the eight
+spaces in ``../shared/replay``, chosen with leave-one-space-out cross-validation
+(``bench/strategies.py``, docs/strategies.md).
 - ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
 - ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 """
@@ -85,7 +89,7 @@ def _twos(values) -> np.ndarray | None:
 class Hybrid(Strategy):
     name = "hybrid"
 
-    def __init__(self, *args, initial: int = 5, local: int = 3, elite: int = 3, clip: float = 0.3,
+    def __init__(self, *args, initial: int = 5, local: int = 4, elite: int = 1, clip: float = 0.3,
                  warm_trials: int = 3, warm_points: int = 40, warm_noise: float = 0.3, refit: float = 0.15,
                  **kwargs):
         super().__init__(*args, **kwargs)
