@@ -6,8 +6,10 @@ records file) under new configs, spread over the shipped suites' tasks, written 
 keeps them: the newest 20,000 in the TinyDB file, the older ones in its archive. Every operation runs in a fresh Python process (wall seconds, the median of
 ``--repeats``):
 
-- open: ``RecordStore(path)`` (parse, validate, index the trials);
-- lookup: ``store.lookup(...)`` of a recorded trial, per call;
+- open: ``RecordStore(path)`` (parse, validate, index the file's trials);
+- lookup first: the first ``store.lookup(...)`` of the oldest trial (where it is archived, this
+  indexes the archive);
+- lookup: ``store.lookup(...)`` of a recorded trial, per call after the first;
 - add: ``store.add(trial)`` (journal append), per call;
 - fold: ``store.compact()`` after 100 adds (the file rewritten with them);
 - best (cold / warm): the first ``tunebench.best()`` in a process, without and with the index;
@@ -45,9 +47,15 @@ STEPS = {
     "open": """
 import time; from tunebench.records import RecordStore
 t = time.perf_counter(); store = RecordStore(PATH); print(time.perf_counter() - t)""",
+    "lookup_first": """
+import time; from tunebench.records import RecordStore
+store = RecordStore(PATH); doc = store.trials()[0]
+t = time.perf_counter(); store.lookup(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
+print(time.perf_counter() - t)""",
     "lookup": """
 import time; from tunebench.records import RecordStore
 store = RecordStore(PATH); doc = store.trials()[len(store.trials()) // 2]
+store.lookup(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
 t = time.perf_counter()
 for _ in range(1000): store.lookup(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"])
 print((time.perf_counter() - t) / 1000)""",
