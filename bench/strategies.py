@@ -23,7 +23,7 @@ Kernel Tuner is a benchmark-only dependency (the ``bench`` extra), never a runti
 process: run it niced on a shared machine.
 
     .venv/bin/pip install -e '.[bench]'
-    nice -n 19 .venv/bin/python bench/strategies.py --warm records/<device>.json   # ~2.5 hours
+    nice -n 19 .venv/bin/python bench/strategies.py --seeds 10 --warm records/<device>.json   # ~20 minutes
 """
 
 from __future__ import annotations
@@ -379,7 +379,8 @@ def write(args, results: dict, warm_tasks: list, cost: dict, largest: Path, wall
                             cwd=ROOT).stdout.strip() or "?"
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "tunebench", "bench"], capture_output=True,
                            text=True, cwd=ROOT).stdout.strip()
-    command = "python bench/strategies.py" + (f" --warm {args.warm}" if args.warm else "")
+    command = "python bench/strategies.py" + (f" --seeds {args.seeds}" if args.seeds != 25 else "") + (
+        f" --warm {args.warm}" if args.warm else "")
     described = "\n".join(f"- {importlib.import_module(module).__doc__.splitlines()[0]}"
                           for module in MODULES.values())
     defaults = GRID[overall]
