@@ -27,19 +27,21 @@ whose marginal likelihood is larger ranks the candidates, chosen again at every 
 
 Warm data seeds both models as in ``bayes``. A candidate asked and not yet told is pending: it
 is never asked again, so that several asks before the tells give distinct candidates (a batch),
-each chosen with what has been told so far.
+each chosen with what has been told so far; :meth:`Hybrid.upcoming` names the random start's next
+draws exactly and, after it, the runners-up of the last global choice (for builds ahead and the
+other devices of a cluster).
 
 Options (keyword arguments):
 
 - ``initial=5``: trials (warm or random) before the model chooses.
 - ``local=4``: every ``local``-th model-chosen trial is a line search (0: none).
 - ``elite=1``: configs whose lines are searched.
+- ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
+- ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 
 The defaults of ``local``, ``elite`` and ``clip`` are the setting that did best over the eight
 spaces in ``../shared/replay``, chosen with leave-one-space-out cross-validation
 (``bench/strategies.py``, docs/strategies.md).
-- ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
-- ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 """
 
 from __future__ import annotations
