@@ -178,14 +178,13 @@ class Hybrid(Strategy):
             self.model = max(self.models, key=lambda m: m.evidence(y))
             self.fitted_at = len(y)
         mu, sd_post = self.model.predict(y)
-        best = (logs.min() - mean) / sd
         free = np.flatnonzero(self.free)
-        score = log_expected_improvement(mu[free], sd_post[free], best)
+        score = log_expected_improvement(mu[free], sd_post[free], (logs.min() - mean) / sd)
         self.ranked = free[np.argsort(-score, kind="stable")[:RANKED]].tolist()
         if self.local and self.chosen % self.local == 0:
-            lines = np.flatnonzero(self.free & self._lines(logs))
-            if lines.size:
-                return int(lines[np.argmax(log_expected_improvement(mu[lines], sd_post[lines], best))])
+            on = self._lines(logs)[free]
+            if on.any():
+                return int(free[on][np.argmax(score[on])])
         return self.ranked[0]
 
     def _lines(self, logs: np.ndarray) -> np.ndarray:
