@@ -238,11 +238,13 @@ def test_best_applies_the_recorded_winner_and_falls_back_on_the_heuristic(projec
     fastest = min(entry.get("finalist_ms", [float("inf")]))
     if "finalist_ms" not in entry:  # every other candidate was stopped early: nothing to meet
         assert entry["finalists"] == [entry["baseline"]] and choice.source == "heuristic"
-    elif fastest <= (1 - MIN_GAIN) * entry["baseline_ms"]:
+    elif final["winner"] is not None:  # it led by enough in the round and again alone
         assert choice.source == "tuned"
         assert choice.config == entry["best"] == entry["finalists"][entry["finalist_ms"].index(fastest)]
-    else:  # no finalist led the heuristic by enough: it stays
+        assert fastest <= (1 - MIN_GAIN) * entry["baseline_ms"] and entry["ratio"] <= 1 - MIN_GAIN
+    else:  # no finalist led the heuristic by enough, in the round or alone after it: it stays
         assert choice.source == "heuristic" and entry["best"] == entry["baseline"]
+        assert fastest > (1 - MIN_GAIN) * entry["baseline_ms"] or "fresh process" in final["reason"]
     assert tunebench.best(kernel, (2000,), records=root / "records") == choice.config
     with pytest.warns(tunebench.buckets.ShapeOutsideBuckets):
         assert tunebench.lookup(kernel, (0,), records=root / "records").bucket == "small"
