@@ -68,6 +68,34 @@ axpb.variants["cuda"] = Variant(
 """
 
 
+#: ``reps`` passes over the data: the heuristic makes four, a tuned config one (about four times as fast).
+TWICE_C = """\
+typedef TB_DTYPE real;
+void twice(const real *x, real *y, int n)
+{
+    for (int r = 0; r < reps; ++r) {
+        for (int i = 0; i < n; ++i) y[i] = 2 * x[i] + r * 0;
+        __asm__ volatile("" ::: "memory");
+    }
+}
+"""
+
+TWICE_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+twice = Kernel(
+    "twice", buckets=Buckets(["N"], [Bucket("small", N=(1, 4096), shapes=[(4096,)]),
+                                     Bucket("large", N=(4097, None), shapes=[(20000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: 2.0 * x, outputs=["y"],
+    cpu=Variant(source="twice.c", entry="twice", heuristic=lambda shape: {"reps": 4, "pad": 0},
+                space=Space({"reps": [1, 4], "pad": [0, 1]})),
+)
+"""
+
+
 @pytest.fixture(autouse=True)
 def compile_cache(tmp_path_factory, monkeypatch):
     """Every test compiles into its own cache, so none sees another's builds."""
@@ -93,6 +121,17 @@ def project(pytester):
         return pytester.path
 
     return write
+
+
+@pytest.fixture
+def twice_project(pytester):
+    """A project whose tuned config is plainly faster than its heuristic (see TWICE_C)."""
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "suites").mkdir()
+    (root / "twice.c").write_text(TWICE_C)
+    (root / "suites" / "test_twice.py").write_text(TWICE_SUITE.replace('source="twice.c"', f'source="{root / "twice.c"}"'))
+    return root
 
 
 def said(result, text: str) -> int:

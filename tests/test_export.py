@@ -14,41 +14,9 @@ from tunebench.cli import main
 
 SHAPES = [(1,), (1000,), (4096,), (4097,), (20000,), (10**9,), (0,)]
 
-#: ``reps`` passes over the data: the heuristic makes two, a tuned config one (twice as fast).
-TWICE_C = """\
-typedef TB_DTYPE real;
-void twice(const real *x, real *y, int n)
-{
-    for (int r = 0; r < reps; ++r) {
-        for (int i = 0; i < n; ++i) y[i] = 2 * x[i] + r * 0;
-        __asm__ volatile("" ::: "memory");
-    }
-}
-"""
-
-TWICE_SUITE = """\
-import numpy as np
-from tunebench import Bucket, Buckets, Kernel, Space, Variant
-
-twice = Kernel(
-    "twice", buckets=Buckets(["N"], [Bucket("small", N=(1, 4096), shapes=[(4096,)]),
-                                     Bucket("large", N=(4097, None), shapes=[(20000,)])]),
-    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                    "n": np.int32(shape[0])},
-    reference=lambda x, n: 2.0 * x, outputs=["y"],
-    cpu=Variant(source="twice.c", entry="twice", heuristic=lambda shape: {"reps": 4, "pad": 0},
-                space=Space({"reps": [1, 4], "pad": [0, 1]})),
-)
-"""
-
-
 @pytest.fixture
-def exported(pytester, tmp_path):
-    root = pytester.path
-    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    (root / "suites").mkdir()
-    (root / "twice.c").write_text(TWICE_C)
-    (root / "suites" / "test_twice.py").write_text(TWICE_SUITE.replace('source="twice.c"', f'source="{root / "twice.c"}"'))
+def exported(pytester, twice_project, tmp_path):
+    root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")  # "large" keeps nothing recorded
     out = tmp_path / "export"
     assert main(["export", "--out", str(out), "--records", str(root / "records"),

@@ -272,3 +272,17 @@ def test_a_rerun_with_a_warm_started_strategy_measures_nothing_new(project, pyte
                                  "*builds: 0 compiled (*), 0 from the compile cache*"])
     small = sum(t["bucket"] == "small" for t in records(root).table("trials").all())
     assert {t["bucket"]: t["warm_from"] for t in records(root).table("tasks").all()} == {"small": 0, "large": small}
+
+
+def test_a_rerun_whose_search_does_not_ask_the_recorded_pick_still_meets_it(twice_project, pytester):
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    kernel = tunebench.kernel.REGISTRY["twice"]
+    first = tunebench.lookup(kernel, (4096,), records=root / "records")
+    assert first.source == "tuned" and first.config["reps"] == 1
+    # this run may not measure the pick: its search asks only the heuristic's neighbours
+    result = pytester.runpytest("suites", *TUNE, "-k", "small and not reps:1")
+    assert result.ret == 0
+    latest = [c for c in records(root).table("checks").all() if c["kind"] == "tune"][-1]
+    assert first.config in latest["shapes"][0]["finalists"] and latest["winner"] is not None
+    assert tunebench.lookup(kernel, (4096,), records=root / "records").config == first.config

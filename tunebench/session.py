@@ -164,6 +164,7 @@ class Task:
         self.candidates: list[tuple] = []  # valid keys selected for this run, set after collection
         self.deselected = 0  # constraint-violating configs
         self.outcomes: dict[tuple, Outcome] = {}  # key -> outcome, in the order measured
+        self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, not asked this run
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
@@ -249,8 +250,26 @@ class Task:
         finally:
             self._settle()
         self.tuner.busy = None
+        self._recall()
         self._confirm()
         self.tuner.progress(self, True)
+
+    def _recall(self) -> None:
+        """The config the latest final round adopted for this source and declaration, from its
+        recorded trials: a search that took another path this run (a changed strategy, other
+        warm data, candidates deselected) still meets it in the final round, so a re-run never
+        drops a pick the records hold without measuring it again. Not under --tune-fresh."""
+        t, space = self.tuner, self.variant.space
+        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+        if t.fresh or not check or check.get("winner") is None or check["source_hash"] != self.variant.source_hash \
+                or check.get("setup_hash") != self.setup_hash:
+            return
+        configs = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
+        if set(configs) != set(self.bucket.shapes) or not all(space.contains(c) for c in configs.values()):
+            return
+        key = space.key(configs[self.bucket.shapes[0]])
+        if key not in self.outcomes:
+            self.recalled = (key, self._evaluate(configs))
 
     def _confirm(self) -> None:
         """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
@@ -342,7 +361,8 @@ class Task:
     def _ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
         """(objective, key, outcome) of every outcome that may win, fastest first; the baseline's
         key is None."""
-        ranked = [(self.objective(o), k, o) for k, o in self.outcomes.items()]
+        outcomes = [*self.outcomes.items(), *([self.recalled] if self.recalled else [])]
+        ranked = [(self.objective(o), k, o) for k, o in outcomes]
         if self.baseline is not None:
             ranked.append((self.objective(self.baseline), None, self.baseline))
         return sorted((r for r in ranked if r[0] is not None), key=lambda r: r[0])
