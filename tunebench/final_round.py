@@ -14,8 +14,9 @@ Then the winner and the baseline alone, as the gate will measure them, meet agai
 :data:`REFERENCE_PROCESSES` more fresh processes: their per-process ratios are the reference
 the gate judges later runs against, spread and all. A winner that does not lead in every one of
 them, or whose lead there falls below MIN_GAIN over the bucket, is not adopted either: the
-heuristic stays, and a tuned config is never reported faster than the heuristic where it is not. The trials' best/baseline ratio is kept beside those ratios:
-taken minutes earlier, it widens the reference to what separate times show as well.
+heuristic stays, and a tuned config is never reported faster than the heuristic where it is
+not. The trials' best/baseline ratio is kept beside those ratios: taken minutes earlier, it
+widens the reference to what separate times show as well.
 
 Where a process stays disturbed by other load, or a shape cannot be measured, nothing is
 confirmed and the heuristic stays, with the reason in the record.

@@ -34,7 +34,7 @@ from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import confirmed_ms, final_round
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.lookup import latest_confirmation, related_results
+from tunebench.lookup import final_choice, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore, config_key
 from tunebench.stats import median_ci, spread, summarize
@@ -164,7 +164,7 @@ class Task:
         self.candidates: list[tuple] = []  # valid keys selected for this run, set after collection
         self.deselected = 0  # constraint-violating configs
         self.outcomes: dict[tuple, Outcome] = {}  # key -> outcome, in the order measured
-        self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, not asked this run
+        self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, not asked this run (_recall)
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
@@ -255,21 +255,20 @@ class Task:
         self.tuner.progress(self, True)
 
     def _recall(self) -> None:
-        """The config the latest final round adopted for this source and declaration, from its
-        recorded trials: a search that took another path this run (a changed strategy, other
-        warm data, candidates deselected) still meets it in the final round, so a re-run never
-        drops a pick the records hold without measuring it again. Not under --tune-fresh."""
-        t, space = self.tuner, self.variant.space
-        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
-        if t.fresh or not check or check.get("winner") is None or check["source_hash"] != self.variant.source_hash \
-                or check.get("setup_hash") != self.setup_hash:
+        """The config the latest final round adopted for this source, from its recorded trials
+        (measured again where none is reusable): a search that took another path this run (a
+        changed strategy, other warm data, candidates deselected) still meets it in the final
+        round, so a re-run never drops a pick the records hold without measuring it again. Not
+        under --tune-fresh."""
+        t = self.tuner
+        chosen = None if t.fresh else final_choice(t.store, self.kernel.name, t.target, self.dtype,
+                                                   self.bucket.name, self.variant.source_hash)
+        if not chosen or chosen == self.baseline.configs or set(chosen) != set(self.bucket.shapes) \
+                or not all(self.variant.space.contains(c) for c in chosen.values()):
             return
-        configs = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
-        if set(configs) != set(self.bucket.shapes) or not all(space.contains(c) for c in configs.values()):
-            return
-        key = space.key(configs[self.bucket.shapes[0]])
+        key = self.variant.space.key(chosen[self.bucket.shapes[0]])
         if key not in self.outcomes:
-            self.recalled = (key, self._evaluate(configs))
+            self.recalled = (key, self._evaluate(chosen))
 
     def _confirm(self) -> None:
         """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
@@ -280,6 +279,10 @@ class Task:
             if config not in configs and len(configs) < FINALISTS:
                 finalists.append((key, outcome))
                 configs.append(config)
+        recalled = self.recalled
+        if recalled and self.objective(recalled[1]) is not None and recalled[1].configs not in configs:
+            finalists.append(recalled)  # however it ranks by its trials
+            configs.append(recalled[1].configs)
         if not finalists:
             return
         t = self.tuner
@@ -361,8 +364,7 @@ class Task:
     def _ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
         """(objective, key, outcome) of every outcome that may win, fastest first; the baseline's
         key is None."""
-        outcomes = [*self.outcomes.items(), *([self.recalled] if self.recalled else [])]
-        ranked = [(self.objective(o), k, o) for k, o in outcomes]
+        ranked = [(self.objective(o), k, o) for k, o in self.outcomes.items()]
         if self.baseline is not None:
             ranked.append((self.objective(self.baseline), None, self.baseline))
         return sorted((r for r in ranked if r[0] is not None), key=lambda r: r[0])
