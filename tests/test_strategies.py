@@ -13,7 +13,7 @@ from tunebench.replay import Replay, simulate
 from tunebench.space import Space
 from tunebench.strategies import MODULES, get
 from tunebench.strategies.base import search
-from tunebench.strategies.hybrid import coordinates
+from tunebench.strategies.hybrid import views
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
@@ -134,13 +134,47 @@ def test_hybrid_asks_a_batch_of_distinct_candidates_before_any_is_told():
 
 
 def test_hybrid_gives_alignment_coordinates_only_where_they_say_more_than_the_position():
-    space = Space({"block": list(range(16, 257, 16)), "tile": [1, 2, 4, 8], "flag": [0, 1], "mode": ["a", "b", "c"]})
+    space = Space({"block": list(range(16, 257, 16)), "tile": [1, 2, 4, 8], "flag": [0, 1], "size": [64, 128]})
     keys, _ = space.enumerate()
-    position, alignment = coordinates(space, keys)
+    (position, aligned) = views(space, keys)
     assert position.shape == (len(keys), 4) and position.min() == 0 and position.max() == 1
-    assert alignment.shape == (len(keys), 1)  # block only: tile's powers of two follow its order
-    aligned = dict(zip((k[0] for k in keys), alignment[:, 0]))
-    assert aligned[128] > aligned[64] > aligned[32] > aligned[48] == aligned[112] == aligned[144]
+    assert aligned.shape == (len(keys), 5)  # block only: tile's powers of two follow its order
+    alignment = dict(zip((k[0] for k in keys), aligned[:, 4]))
+    assert alignment[128] > alignment[64] > alignment[32] > alignment[48] == alignment[112] == alignment[144]
+
+
+def test_hybrid_sees_a_categorical_param_both_in_its_order_and_one_hot():
+    """Names, or a method's number 0, 1, 2, ...: a view with one column per choice beside the
+    positional one; two choices, or numbers that are amounts, stay positioned."""
+    space = Space({"tile": [1, 2, 4, 8], "mode": ["a", "b", "c"], "method": [0, 1, 2, 3], "flag": [0, 1],
+                   "unroll": [1, 2, 3]})
+    keys, _ = space.enumerate()
+    position, aligned, one_hot, one_hot_aligned = views(space, keys)
+    assert position.shape[1] == 5 and one_hot.shape[1] == 3 + 3 + 4
+    assert aligned.shape[1] == one_hot_aligned.shape[1] - 5 == 7  # method and unroll: 2 divides them unevenly
+    rows = {k: one_hot[i] for i, k in enumerate(keys)}
+    assert list(rows[(4, "b", 3, 1, 2)][1:4]) == [0, 1, 0] and list(rows[(4, "b", 3, 1, 2)][4:8]) == [0, 0, 0, 1]
+    assert views(Space({"tile": [1, 2, 4], "flag": [0, 1]}), [(1, 0), (4, 1)])[0].shape == (2, 2)
+    assert len(views(Space({"tile": [1, 2, 4], "flag": [0, 1]}), [(1, 0), (4, 1)])) == 1
+
+
+def test_hybrid_learns_that_a_param_names_choices_and_finds_the_optimum():
+    """A method whose speed does not follow its order (as on the replayed pnpoly spaces): the
+    one-hot view explains that better than the positional one."""
+    space = Space({"method": list("abcdef"), "scale": [0.25 * n for n in range(1, 33)]})
+    keys, _ = space.enumerate()
+    speed = dict(zip("abcdef", [1.0, 6.0, 7.0, 1.3, 8.0, 1.5]))
+
+    def objective(key):
+        method, scale = key
+        return speed[method] * (1 + abs(scale - 3.5))
+
+    for seed in range(3):
+        strategy = get("hybrid")(space, keys, random.Random(seed))
+        seen = []
+        search(strategy, lambda key: seen.append(key) or objective(key), trials=40)
+        assert len(strategy.models) == 2 and strategy.model is strategy.models[1]
+        assert ("a", 3.5) in seen
 
 
 def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():

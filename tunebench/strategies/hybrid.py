@@ -21,8 +21,12 @@ count as the slowest): a config 100 times slower than the best says no more than
 slower, and clipping spends the model's resolution on the fast configs. Coordinates, each in
 [0, 1]: the position of a param's value in its list (so powers of two are evenly spaced, and so
 are steps of 32); and, for an integer param whose values are divisible by different powers of
-two (not in the order of the list), that power: its *alignment*. Whether alignment matters
-differs between kernels, so there are two models, with and without those columns, and the one
+two (not in the order of the list), that power: its *alignment*. A param whose values name
+choices (three or more of them, not all numbers, or the integers 0, 1, 2, ...: a method's
+number) may have no order at all: its view is one column per value (one-hot), where every two
+choices lie equally apart. Whether alignment matters, and whether a param's order does, differs
+between kernels, so there is a model per view: positions, with and without the alignment
+columns, and each again with the categorical params one-hot (where there are any); the one
 whose marginal likelihood is larger ranks the candidates, chosen again at every refit.
 
 Warm data seeds both models as in ``bayes``. A candidate asked and not yet told is pending: it
@@ -58,22 +62,39 @@ from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement
 RANKED = 64
 
 
-def coordinates(space, keys) -> tuple[np.ndarray, np.ndarray]:
-    """(positions, alignments) of the keys: each param's value position scaled to [0, 1]
-    (single-valued params dropped), and the alignment columns described in the module
-    docstring (possibly none)."""
+def views(space, keys) -> list[np.ndarray]:
+    """The coordinates of the keys that the models see, each a matrix with a row per key and
+    values in [0, 1] (single-valued params dropped): the positions; the positions with the
+    alignment columns, where some param has them; and each of those again with every
+    categorical param one-hot instead of positioned, where some param is categorical (see the
+    module docstring)."""
     P = positions(space, keys)
-    position, alignment = [], []
+    position, category, alignment = [], [], []
     for j, name in enumerate(space.names):
         values = space.values[name]
         if len(values) < 2:
             continue
-        position.append(P[:, j] / (len(values) - 1))
+        position.append(P[:, j:j + 1] / (len(values) - 1))
+        category.append((P[:, j:j + 1] == np.arange(len(values))).astype(float) if _categorical(values)
+                        else position[-1])
         twos = _twos(values)
         if twos is not None:
-            alignment.append(((twos - twos.min()) / (twos.max() - twos.min()))[P[:, j]])
-    stack = lambda columns: np.stack(columns, axis=1) if columns else np.zeros((len(keys), 0))  # noqa: E731
-    return stack(position), stack(alignment)
+            alignment.append(((twos - twos.min()) / (twos.max() - twos.min()))[P[:, j:j + 1]])
+    if not position:
+        return [np.zeros((len(keys), 0))]
+    bases = [position] + ([category] if any(c is not p for c, p in zip(category, position)) else [])
+    return [np.concatenate(base + extra, axis=1) for base in bases
+            for extra in ([], alignment)[:1 + bool(alignment)]]
+
+
+def _categorical(values) -> bool:
+    """Whether a param's values name choices rather than amounts: three or more of them, and
+    either not all numbers, or the integers 0, 1, 2, ... (a method's number)."""
+    if len(values) < 3:
+        return False
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return True
+    return list(values) == list(range(len(values)))
 
 
 def _twos(values) -> np.ndarray | None:
@@ -102,10 +123,7 @@ class Hybrid(Strategy):
         self.told = np.zeros(len(self.candidates), dtype=bool)
         self.measured: list[int] = []
         self.logs: list[float | None] = []  # log objective of each measured candidate (None: failed)
-        position, alignment = coordinates(self.space, self.candidates)
-        self.models = [GaussianProcess(position)]
-        if alignment.shape[1]:
-            self.models.append(GaussianProcess(np.concatenate([position, alignment], axis=1)))
+        self.models = [GaussianProcess(X) for X in views(self.space, self.candidates)]
         self.model = self.models[0]
         self.warm_logs = self._seed(warm_points, warm_noise)
         self.fitted_at = 0  # points at the last fit
