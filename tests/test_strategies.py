@@ -136,7 +136,7 @@ def test_hybrid_asks_a_batch_of_distinct_candidates_before_any_is_told():
 def test_hybrid_gives_alignment_coordinates_only_where_they_say_more_than_the_position():
     space = Space({"block": list(range(16, 257, 16)), "tile": [1, 2, 4, 8], "flag": [0, 1], "size": [64, 128]})
     keys, _ = space.enumerate()
-    (position, aligned) = views(space, keys)
+    position, aligned = views(space, keys)
     assert position.shape == (len(keys), 4) and position.min() == 0 and position.max() == 1
     assert aligned.shape == (len(keys), 5)  # block only: tile's powers of two follow its order
     alignment = dict(zip((k[0] for k in keys), aligned[:, 4]))

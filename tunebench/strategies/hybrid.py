@@ -29,7 +29,7 @@ between kernels, so there is a model per view: positions, with and without the a
 columns, and each again with the categorical params one-hot (where there are any); the one
 whose marginal likelihood is larger ranks the candidates, chosen again at every refit.
 
-Warm data seeds both models as in ``bayes``. A candidate asked and not yet told is pending: it
+Warm data seeds every model as in ``bayes``. A candidate asked and not yet told is pending: it
 is never asked again, so that several asks before the tells give distinct candidates (a batch),
 each chosen with what has been told so far; :meth:`Hybrid.upcoming` names the random start's next
 draws exactly and, after it, the runners-up of the last global choice (for builds ahead and the
@@ -83,8 +83,8 @@ def views(space, keys) -> list[np.ndarray]:
     if not position:
         return [np.zeros((len(keys), 0))]
     bases = [position] + ([category] if any(c is not p for c, p in zip(category, position)) else [])
-    return [np.concatenate(base + extra, axis=1) for base in bases
-            for extra in ([], alignment)[:1 + bool(alignment)]]
+    extras = [[], alignment] if alignment else [[]]
+    return [np.concatenate(base + extra, axis=1) for base in bases for extra in extras]
 
 
 def _categorical(values) -> bool:
