@@ -70,19 +70,23 @@ def views(space, keys) -> list[np.ndarray]:
     module docstring)."""
     P = positions(space, keys)
     position, category, alignment = [], [], []
+    named = False  # some param is categorical
     for j, name in enumerate(space.names):
         values = space.values[name]
         if len(values) < 2:
             continue
         position.append(P[:, j:j + 1] / (len(values) - 1))
-        category.append((P[:, j:j + 1] == np.arange(len(values))).astype(float) if _categorical(values)
-                        else position[-1])
+        if _categorical(values):
+            named = True
+            category.append((P[:, j:j + 1] == np.arange(len(values))).astype(float))
+        else:
+            category.append(position[-1])
         twos = _twos(values)
         if twos is not None:
             alignment.append(((twos - twos.min()) / (twos.max() - twos.min()))[P[:, j:j + 1]])
     if not position:
         return [np.zeros((len(keys), 0))]
-    bases = [position] + ([category] if any(c is not p for c, p in zip(category, position)) else [])
+    bases = [position, category] if named else [position]
     extras = [[], alignment] if alignment else [[]]
     return [np.concatenate(base + extra, axis=1) for base in bases for extra in extras]
 
