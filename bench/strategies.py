@@ -408,7 +408,8 @@ config is measured as the median of samples drawn from its recorded runs, so the
 is replayed too. Each strategy runs with seeds 0..{seeds - 1} and a budget of {budget} trials;
 Kernel Tuner {kernel_tuner.__version__}'s strategies run in its simulation mode on the same
 spaces, budget and seeds (seeded through `random.seed` and `numpy.random.seed`, every option at
-its default but `max_fevals`), and **they see the same measurements**: with seed s, their
+its default but `max_fevals`; diff_evo and bayes_opt also draw from generators that this
+does not seed, so a rerun moves their figures), and **they see the same measurements**: with seed s, their
 cache's `time` of every config is the median that a tunebench search measures with seed s (the
 2080 Ti files' own `time` is not the mean of their `times`: 0.77x and 528x it). A trial is a
 config measured for the first time (as `max_fevals` counts them); failed configs count. After
