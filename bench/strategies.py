@@ -409,8 +409,8 @@ is replayed too. Each strategy runs with seeds 0..{seeds - 1} and a budget of {b
 Kernel Tuner {kernel_tuner.__version__}'s strategies run in its simulation mode on the same
 spaces, budget and seeds (seeded through `random.seed` and `numpy.random.seed`, every option at
 its default but `max_fevals`; diff_evo and bayes_opt also draw from generators that this
-does not seed, so a rerun moves their figures), and **they see the same measurements**: with seed s, their
-cache's `time` of every config is the median that a tunebench search measures with seed s (the
+does not seed, so a rerun moves their figures), and **they see the same measurements**: with
+seed s, their cache's `time` of every config is the median that a tunebench search measures with seed s (the
 2080 Ti files' own `time` is not the mean of their `times`: 0.77x and 528x it). A trial is a
 config measured for the first time (as `max_fevals` counts them); failed configs count. After
 each trial, the **fraction of the optimum** is the space's best recorded median time over the
