@@ -13,6 +13,7 @@ from tunebench.replay import Replay, simulate
 from tunebench.space import Space
 from tunebench.strategies import MODULES, get
 from tunebench.strategies.base import search
+from tunebench.strategies.bayes import GaussianProcess, _matern
 from tunebench.strategies.hybrid import views
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
@@ -209,6 +210,45 @@ def test_hybrid_searches_the_lines_of_elites_that_lie_apart():
     on = {keys[i] for i in np.flatnonzero(lines)}
     elites = ((3, 3), (12, 15), (17, 1))
     assert on == {k for k in keys if any(sum(x != y for x, y in zip(k, e)) == 1 for e in elites)}
+
+
+def exact_posterior(gp, y):
+    """The posterior mean, sd and log evidence (up to its constant) of a Gaussian process's
+    points, solved directly from its kernel."""
+    ls, s2, sn2, sl2 = gp._hyper(gp.theta)
+    Z, Xc = gp.X / ls, gp.Xc
+    K = s2 * _matern(((Z[:, None, :] - Z[None, :, :]) ** 2).sum(2)) + sl2 * Xc @ Xc.T
+    p = gp.points
+    Kpp = K[np.ix_(p, p)] + np.diag(sn2 + np.array(gp.extra))
+    Ks = K[:, p]
+    mean = Ks @ np.linalg.solve(Kpp, y)
+    var = np.diag(K) - np.einsum("ij,ji->i", Ks, np.linalg.solve(Kpp, Ks.T))
+    evidence = -0.5 * y @ np.linalg.solve(Kpp, y) - 0.5 * np.linalg.slogdet(Kpp)[1]
+    return mean, np.sqrt(np.maximum(var, 1e-12)), evidence
+
+
+def test_the_gaussian_process_posterior_is_exact_whether_it_predicted_before_the_last_points_or_not():
+    """A model that predicts after its fit extends its candidates' factor point by point; one
+    that only weighed its evidence forms it at its first prediction: both give the exact
+    posterior and evidence of all their points."""
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 3))
+    y = rng.normal(size=14)
+    eager, lazy = GaussianProcess(X), GaussianProcess(X)
+    for gp in (eager, lazy):
+        for i in range(10):
+            gp.add(i * 7, extra=0.3 if i < 2 else 0.0)
+        gp.fit(y[:10])
+    eager.predict(y[:10])
+    for gp in (eager, lazy):
+        for i in range(10, 14):
+            gp.add(i * 7)
+    lazy.evidence(y)
+    for gp in (eager, lazy):
+        mean, sd = gp.predict(y)
+        want_mean, want_sd, want_evidence = exact_posterior(gp, y)
+        assert np.allclose(mean, want_mean, atol=1e-8) and np.allclose(sd, want_sd, atol=1e-6)
+        assert gp.evidence(y) == pytest.approx(want_evidence, abs=1e-8)
 
 
 def test_hybrid_names_its_next_random_draws_ahead_and_a_guess_once_the_model_chooses():

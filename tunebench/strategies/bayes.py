@@ -111,10 +111,12 @@ def warm_points(warm, index: dict[tuple, int], count: int, rng) -> dict[int, flo
 class GaussianProcess:
     """A Gaussian process over a fixed set of candidate coordinates ``X``.
 
-    Its points are candidates (by index), each with its own extra noise. It keeps ``V``, the
-    kernel between every candidate and the points times the inverse Cholesky factor, so that
-    the posterior of every candidate costs one matrix-vector product, and adding a point costs
-    O(candidates x points).
+    Its points are candidates (by index), each with its own extra noise. It keeps the inverse
+    Cholesky factor of the points, and ``V``, the kernel between every candidate and the points
+    times that inverse, so that the posterior of every candidate costs one matrix-vector product
+    and adding a point costs O(candidates x points). ``V`` is formed at the first prediction
+    after a fit: a model fitted only to weigh its evidence (``hybrid`` fits one per view and
+    predicts with one) costs O(points^3), whatever the number of candidates.
     """
 
     def __init__(self, X: np.ndarray):
@@ -128,6 +130,7 @@ class GaussianProcess:
         self.points: list[int] = []
         self.extra: list[float] = []
         self.factored = 0  # points in the factor
+        self.V: np.ndarray | None = None  # formed by predict (see the class docstring)
 
     def _hyper(self, theta: np.ndarray) -> tuple[np.ndarray, float, float, float]:
         """(lengthscales, signal variance, noise variance, trend variance)."""
@@ -171,31 +174,46 @@ class GaussianProcess:
         self._factor()
 
     def _factor(self) -> None:
-        ls, s2, sn2, sl2 = self._hyper(self.theta)
-        n = len(self.points)
-        Z = self.X / ls
-        sq = (Z**2).sum(1)
-        Ks = s2 * _matern(sq[:, None] + sq[None, self.points] - 2 * Z @ Z[self.points].T) \
-            + sl2 * self.Xc @ self.Xc[self.points].T
-        L = np.linalg.cholesky(Ks[self.points] + np.diag(sn2 + np.array(self.extra)))
+        """The factor of the points afresh; ``V`` waits for :meth:`predict`."""
+        sn2 = self._hyper(self.theta)[2]
+        L = np.linalg.cholesky(self._cross(self.points, self.points) + np.diag(sn2 + np.array(self.extra)))
         self.Linv = np.linalg.inv(L)
+        self.factored = len(self.points)
+        self.V = None
+
+    def _cross(self, rows, points: list[int]) -> np.ndarray:
+        """The kernel between the candidates ``rows`` (an index list, or a slice) and ``points``."""
+        ls, s2, _, sl2 = self._hyper(self.theta)
+        Z, P = self.X[rows] / ls, self.X[points] / ls
+        r2 = (Z**2).sum(1)[:, None] + (P**2).sum(1)[None, :] - 2 * Z @ P.T
+        return s2 * _matern(r2) + sl2 * self.Xc[rows] @ self.Xc[points].T
+
+    def _column(self, j: int, rows=slice(None)) -> np.ndarray:
+        """The kernel between candidate ``j`` and the candidates ``rows`` (every one by default)."""
+        ls, s2, _, sl2 = self._hyper(self.theta)
+        return s2 * _matern((((self.X[rows] - self.X[j]) / ls) ** 2).sum(1)) + sl2 * self.Xc[rows] @ self.Xc[j]
+
+    def _spread(self) -> None:
+        """``V`` and the prior-minus-explained variance of every candidate, from the factor."""
+        _, s2, _, sl2 = self._hyper(self.theta)
+        n = self.factored
         self.V = np.empty((len(self.X), max(2 * n, 64)))
-        self.V[:, :n] = Ks @ self.Linv.T
+        self.V[:, :n] = self._cross(slice(None), self.points[:n]) @ self.Linv.T
         self.var = s2 + sl2 * (self.Xc**2).sum(1) - (self.V[:, :n] ** 2).sum(1)
-        self.factored = n
 
     def _extend(self) -> None:
-        """Factor in the next point, hyperparameters unchanged (a rank-one Cholesky update)."""
-        ls, s2, sn2, sl2 = self._hyper(self.theta)
+        """Factor in the next point, hyperparameters unchanged (a rank-one Cholesky update), and
+        into ``V`` where it is formed."""
+        _, s2, sn2, sl2 = self._hyper(self.theta)
         n, j = self.factored, self.points[self.factored]
-        row = self.V[j, :n].copy()
-        lam = math.sqrt(max(self.var[j], 0.0) + sn2 + self.extra[n])
-        ks = s2 * _matern((((self.X - self.X[j]) / ls) ** 2).sum(1)) + sl2 * self.Xc @ self.Xc[j]
-        column = (ks - self.V[:, :n] @ row) / lam
-        if n == self.V.shape[1]:
-            self.V = np.concatenate([self.V, np.empty_like(self.V)], axis=1)
-        self.V[:, n] = column
-        self.var = self.var - column**2
+        row = self.Linv @ self._column(j, self.points[:n])
+        lam = math.sqrt(max(s2 + sl2 * self.Xc[j] @ self.Xc[j] - row @ row, 0.0) + sn2 + self.extra[n])
+        if self.V is not None:
+            column = (self._column(j) - self.V[:, :n] @ row) / lam
+            if n == self.V.shape[1]:
+                self.V = np.concatenate([self.V, np.empty_like(self.V)], axis=1)
+            self.V[:, n] = column
+            self.var = self.var - column**2
         Linv = np.zeros((n + 1, n + 1))
         Linv[:n, :n] = self.Linv
         Linv[n, :n] = -(row @ self.Linv) / lam
@@ -213,6 +231,8 @@ class GaussianProcess:
 
     def predict(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and sd of every candidate, given ``y`` at the points."""
+        if self.V is None:
+            self._spread()
         while self.factored < len(self.points):
             self._extend()
         n = len(self.points)

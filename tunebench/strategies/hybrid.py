@@ -202,7 +202,8 @@ class Hybrid(Strategy):
         mu, sd_post = self.model.predict(y)
         free = np.flatnonzero(self.free)
         score = log_expected_improvement(mu[free], sd_post[free], (logs.min() - mean) / sd)
-        self.ranked = free[np.argsort(-score, kind="stable")[:RANKED]].tolist()
+        top = np.argpartition(-score, min(RANKED, len(free)) - 1)[:RANKED]  # no sort of every candidate
+        self.ranked = free[top[np.lexsort((top, -score[top]))]].tolist()
         if self.local and self.chosen % self.local == 0:
             on = self._lines(logs)[free]
             if on.any():
