@@ -18,7 +18,7 @@ settings chosen with it. ``hybrid``'s defaults are the setting that wins on all 
 
 Also: what measuring every config keeps, per space (``brute_force`` to the end with each seed):
 the ceiling that the replayed noise puts on the fraction. The CPU time ``hybrid`` spends per
-suggestion (``ask`` and ``tell``) on the largest space; warm start as before (a noisy partial
+suggestion (``ask`` and ``tell``) on the largest space, and on it widened ``WIDEN`` times; warm start as before (a noisy partial
 view of the same space, and ``--warm RECORDS``: a records file's other buckets). Writes
 docs/strategies.md and docs/strategies-convergence.png. Kernel Tuner is a benchmark-only
 dependency (the ``bench`` extra), never a runtime one. One process: run it niced on a shared
@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from tunebench.replay import BUDGETS, TARGETS, Replay, convergence, simulate
+from tunebench.space import Space
 from tunebench.strategies import MODULES, get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,9 @@ KERNEL_TUNER = ("random_sample", "genetic_algorithm", "simulated_annealing", "gr
                 "dual_annealing", "basinhopping", "minimize", "hybrid_vndx", "adaptive_tabu_greywolf")
 #: tunebench strategies that use warm data.
 WARMED = ("annealing", "genetic", "bayes", "hybrid")
+#: The cost of a suggestion is also measured on the largest space widened this many times (see
+#: :func:`widened`): spaces beyond ../shared/replay may be that large.
+WIDEN = 10
 #: Settings of the default strategy that cross-validation chooses among.
 GRID = [{"local": local, "elite": elite, "clip": clip}
         for local, elite, clip in itertools.product((2, 3, 4), (1, 3), (0.3, 1.0))]
@@ -157,25 +161,35 @@ def related(path: Path, recording) -> list[tuple[tuple, float]]:
     return warm
 
 
-def overhead(path: Path, budget: int, seeds: int) -> dict:
+def overhead(space, candidates: list[tuple], objectives: dict, budget: int, seeds: int) -> dict:
     """CPU milliseconds the default strategy spends per suggestion (``ask`` plus ``tell``) on a
-    space, over ``seeds`` searches of ``budget`` trials."""
-    recording = Replay(path).recording()
+    space, over ``seeds`` searches of ``budget`` trials, each told the recorded objectives."""
     per = []
     for seed in range(seeds):
-        strategy = get(DEFAULT)(recording.space, recording.candidates, random.Random(seed))
+        strategy = get(DEFAULT)(space, candidates, random.Random(seed))
         for _ in range(budget):
             began = time.process_time()
             key = strategy.ask()
             if key is None:
                 break
             asked = time.process_time() - began
-            objective = recording.objectives[key]
             began = time.process_time()
-            strategy.tell(key, objective)
+            strategy.tell(key, objectives[key])
             per.append((asked + time.process_time() - began) * 1e3)
-    return {"candidates": len(recording.candidates), "median_ms": statistics.median(per),
+    return {"candidates": len(candidates), "median_ms": statistics.median(per),
             "p95_ms": float(np.percentile(per, 95)), "max_ms": max(per), "mean_ms": statistics.fmean(per)}
+
+
+def widened(recording, copies: int) -> tuple[Space, list[tuple], dict]:
+    """A recording's space times ``copies``: one more param, ``copy`` (0, 1, ..., a categorical
+    one), each value repeating the recorded configs at (1 + 0.05 x copy) times their recorded
+    objectives. Not a measured space: it sizes the cost of a suggestion beyond the largest one."""
+    values = {n: list(recording.space.values[n]) for n in recording.space.names}
+    space = Space({**values, "copy": list(range(copies))})
+    candidates = [key + (c,) for c in range(copies) for key in recording.candidates]
+    objectives = {key + (c,): None if t is None else t * (1 + 0.05 * c)
+                  for c in range(copies) for key, t in recording.objectives.items()}
+    return space, candidates, objectives
 
 
 def cell(summary: dict, target: float | None = None, at: int | None = None, spread: bool = False) -> str:
@@ -292,7 +306,9 @@ def main() -> None:
                             args.warm, strategy, args.budget, seed, data, **select)
         progress("records file, cold and warm")
     largest = max(args.files, key=lambda f: len(Replay(f).recording().candidates))
-    cost = overhead(largest, args.budget, min(args.seeds, 5))
+    recording = Replay(largest).recording()
+    cost = [overhead(recording.space, recording.candidates, recording.objectives, args.budget, min(args.seeds, 5)),
+            overhead(*widened(recording, WIDEN), args.budget, min(args.seeds, 5))]
     progress("overhead")
     write(args, results, warm_tasks, cost, largest, time.perf_counter() - began)
 
@@ -317,7 +333,7 @@ def setting(options: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in options.items())
 
 
-def write(args, results: dict, warm_tasks: list, cost: dict, largest: Path, wall: float) -> None:
+def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path, wall: float) -> None:
     budget, seeds = args.budget, args.seeds
     at = [b for b in BUDGETS if b <= budget]
     rows, curves, notes, summaries = [], {}, [], {}
@@ -447,11 +463,19 @@ held-out space is the "CV" column above. The settings chosen per held-out space 
 |---|---|""" + "---|" * len(args.files) + "\n" + "\n".join(grid_rows),
                 f"""## Cost of a suggestion
 
-`{DEFAULT}`'s own CPU time per trial (`ask` and `tell`), on the largest space ({largest.name},
-{cost['candidates']} candidates), budget {budget}, {min(seeds, 5)} searches: median
-{cost['median_ms']:.1f} ms, mean {cost['mean_ms']:.1f} ms, 95th percentile {cost['p95_ms']:.1f} ms,
-largest {cost['max_ms']:.1f} ms (a refit of its models), against about 500 ms to compile one CUDA
-candidate.""",
+`{DEFAULT}`'s own CPU time per trial (`ask` and `tell`), budget {budget}, {min(seeds, 5)} searches each,
+against about 500 ms to compile one CUDA candidate; the largest figure is a refit of its models:
+
+| space | candidates | median | mean | 95th percentile | largest |
+|---|---|---|---|---|---|
+""" + "\n".join(f"| {name} | {c['candidates']} | {c['median_ms']:.1f} ms | {c['mean_ms']:.1f} ms | "
+               f"{c['p95_ms']:.1f} ms | {c['max_ms']:.1f} ms |"
+               for name, c in zip((largest.name, f"{largest.name} widened {WIDEN} times"), cost)) + f"""
+
+The widened space is not a measured one: the largest space with one more, categorical param
+of {WIDEN} values, each repeating the recorded configs at (1 + 0.05 x its value) times their
+recorded times (`widened` in bench/strategies.py). It sizes the cost on spaces beyond
+../shared/replay.""",
                 f"""## Every strategy on every space
 
 Columns: the median fraction over the seeds after 20, 50, 100 and 200 trials, with the
