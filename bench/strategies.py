@@ -4,7 +4,8 @@ For every Kernel Tuner cache file in ../shared/replay/ (eight spaces brute-force
 plain or gzipped), runs every tunebench strategy with seeds 0..K-1 (``tunebench.replay.simulate``)
 and Kernel Tuner's strategies in its simulation mode on the same spaces, budget and seeds
 (``tune_kernel(..., simulation_mode=True, strategy_options={"max_fevals": N})``, seeded through
-``random.seed`` and ``numpy.random.seed``). Both see the same measurements: with seed s, a
+``random.seed``, ``numpy.random.seed`` and a seeded Latin hypercube sampler: a rerun repeats
+every figure). Both see the same measurements: with seed s, a
 tunebench strategy measures a config as the median of samples drawn from its recorded runs
 (``Replay(path, seed=s).measure``), and Kernel Tuner reads a copy of the cache whose ``time`` of
 every config is that very median. Both are scored alike: after each trial (a config evaluated
@@ -35,6 +36,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one process, one core: threaded BLAS only thrashes
 
 import argparse
+import contextlib
 import gzip
 import importlib
 import inspect
@@ -49,6 +51,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -100,6 +103,28 @@ def measured_cache(path: Path, seed: int, out: Path) -> dict:
     return data
 
 
+@contextlib.contextmanager
+def seeded_latin_hypercube(seed: int):
+    """scipy's Latin hypercube sampler drawing from a generator seeded with ``seed``: Kernel
+    Tuner's bayes_opt (its initial sample) and diff_evo (through its search space) build one
+    without a seed, which draws fresh entropy, so that ``random.seed`` and ``numpy.random.seed``
+    leave their runs unrepeatable."""
+    from scipy.stats import qmc
+
+    import kernel_tuner.strategies.bayes_opt as bayes_opt
+
+    rng = np.random.default_rng(seed)
+    unseeded = qmc.LatinHypercube
+
+    def sampler(*args, **kwargs):
+        if kwargs.get("rng") is None and kwargs.get("seed") is None:
+            kwargs["rng"] = rng
+        return unseeded(*args, **kwargs)
+
+    with mock.patch.object(qmc, "LatinHypercube", sampler), mock.patch.object(bayes_opt, "LatinHypercube", sampler):
+        yield
+
+
 def kernel_tuner_trace(path: Path, cache: Path, data: dict, strategy: str, budget: int,
                        seed: int) -> tuple[list[float] | str, list[str]]:
     """Kernel Tuner's search in simulation mode, scored like :func:`simulate` (a string instead
@@ -115,7 +140,7 @@ def kernel_tuner_trace(path: Path, cache: Path, data: dict, strategy: str, budge
 
     random.seed(seed)
     np.random.seed(seed)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, seeded_latin_hypercube(seed):
         warnings.simplefilter("always")
         try:
             results, _ = kernel_tuner.tune_kernel(
@@ -423,9 +448,10 @@ AMD Instinct MI250X), replayed by `tunebench.replay`: a trial costs no device ti
 config is measured as the median of samples drawn from its recorded runs, so the device's noise
 is replayed too. Each strategy runs with seeds 0..{seeds - 1} and a budget of {budget} trials;
 Kernel Tuner {kernel_tuner.__version__}'s strategies run in its simulation mode on the same
-spaces, budget and seeds (seeded through `random.seed` and `numpy.random.seed`, every option at
-its default but `max_fevals`; diff_evo and bayes_opt also draw from generators that this
-does not seed, so a rerun moves their figures), and **they see the same measurements**: with
+spaces, budget and seeds (seeded through `random.seed`, `numpy.random.seed` and, for the
+Latin hypercube sampler of scipy that bayes_opt and diff_evo build without a seed, a generator
+seeded with the seed, so that a rerun repeats every figure; every option at its default but
+`max_fevals`), and **they see the same measurements**: with
 seed s, their cache's `time` of every config is the median that a tunebench search measures with seed s (the
 2080 Ti files' own `time` is not the mean of their `times`: 0.77x and 528x it). A trial is a
 config measured for the first time (as `max_fevals` counts them); failed configs count. After
