@@ -182,14 +182,16 @@ class GaussianProcess:
         self.V = None
 
     def _cross(self, rows, points: list[int]) -> np.ndarray:
-        """The kernel between the candidates ``rows`` (an index list, or a slice) and ``points``."""
+        """The kernel between the candidates ``rows`` (an index list, or a slice) and ``points``,
+        its distances expanded into one matrix product: every candidate against many points."""
         ls, s2, _, sl2 = self._hyper(self.theta)
         Z, P = self.X[rows] / ls, self.X[points] / ls
         r2 = (Z**2).sum(1)[:, None] + (P**2).sum(1)[None, :] - 2 * Z @ P.T
         return s2 * _matern(r2) + sl2 * self.Xc[rows] @ self.Xc[points].T
 
     def _column(self, j: int, rows=slice(None)) -> np.ndarray:
-        """The kernel between candidate ``j`` and the candidates ``rows`` (every one by default)."""
+        """The kernel between candidate ``j`` and the candidates ``rows`` (every one by default),
+        from the differences themselves: one point's column, exact at small distances."""
         ls, s2, _, sl2 = self._hyper(self.theta)
         return s2 * _matern((((self.X[rows] - self.X[j]) / ls) ** 2).sum(1)) + sl2 * self.Xc[rows] @ self.Xc[j]
 
