@@ -435,6 +435,7 @@ def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path
     chosen, held_out, overall = cross_validation(args, results)
 
     verdicts, robust, met = [], [], 0
+    mostly = [0, 0, 0]  # spaces where more than half the verdict seeds reach the bar, per column
     for path in args.files:
         ours = summaries[(path.name, "tunebench", DEFAULT)]["fraction_at"]
         theirs = {s: summaries[(path.name, "Kernel Tuner", s)]["fraction_at"] for s in args.kernel_tuner
@@ -449,9 +450,11 @@ def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path
         line = max(0.97, bar)
         searched = [results[(path.name, "verdict", s)] for s in range(args.verdict_seeds)]
         by_trials, adopted = zip(*(results[(path.name, "tune", s)] for s in range(args.verdict_seeds)))
+        reached = [sum(f >= line for f in fractions) for fractions in (searched, by_trials, adopted)]
+        mostly = [m + (n > args.verdict_seeds / 2) for m, n in zip(mostly, reached)]
         robust.append(f"| {path.name} | {line:.4f} | " + " | ".join(
-            f"{sum(f >= line for f in fractions)} ({statistics.median(fractions):.4f})"
-            for fractions in (searched, by_trials, adopted)) + " |")
+            f"{n} ({statistics.median(fractions):.4f})"
+            for n, fractions in zip(reached, (searched, by_trials, adopted))) + " |")
         verdicts.append(f"| {path.name} | {len(Replay(path).recording().candidates)} | {ours['100']:.3f} | "
                         f"{held_out[path.name]:.3f} | {theirs[best100]['100']:.3f} ({best100}) | "
                         f"{bar:.3f} ({best200}) | {'met' if ok else 'NOT met'} | "
@@ -542,6 +545,8 @@ measuring the {FINALISTS} fastest and the baseline again, interleaved, in {FINAL
 (a replay draws their rounds from the recorded runs), or keeps the baseline where no finalist
 leads it by {MIN_GAIN:.0%}: the config a user of the tune is handed. Kernel Tuner has no such round,
 so the bar above is judged on the search's own pick; the last column shows what the round adds.
+More than half the seeds reach the bar on {mostly[0]} of {len(args.files)} spaces searched, on {mostly[1]} by the
+tune's trials and on {mostly[2]} with the config the tune adopts.
 
 | space | bar | searched | tuned: fastest by its trials | tuned: adopted by its final round |
 |---|---|---|---|---|
