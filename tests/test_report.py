@@ -24,13 +24,25 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     pngs = sorted(p.rsplit("-", 1)[-1] for p in written if p.endswith(".png"))
     assert pngs == ["convergence.png", "distribution.png", "history.png", "speedup.png"]
     md = (out / "report.md").read_text()
-    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x \| "
+    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x\*? \| "
                      r"(vec:\S+ unroll:\S+ mode:0|the heuristic) \| [^|]* \| pass \|", md), md
     assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
     page = (out / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 4 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
     assert "<td>axpb</td>" in page and "src=\"http" not in page  # one self-contained file
+
+
+def test_report_names_the_heuristic_where_the_trials_rank_it_first(project, pytester, capsys):
+    """No final round runs where the heuristic's config is the only one: the row still says so."""
+    root = project()
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace('{"vec": [1, 2, 4], "unroll": (1, 2)', '{"vec": [2], "unroll": (1,)'))
+    assert pytester.runpytest("suites", *TUNE).ret == 0
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert re.search(r"\| axpb \| small \| float32 \| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x\* \| the heuristic \|", md), md
 
 
 def test_report_compare_shows_what_changed_since_a_revision(project, pytester, capsys):

@@ -49,6 +49,7 @@ class TaskView:
     checks: list[dict] = field(default_factory=list)
     final: tuple | None = None  # the config key the final round of the latest tune chose
     confirmed: tuple[float, float] | None = None  # (best, heuristic) ms from that final round
+    heuristic: frozenset = frozenset()  # the config keys the heuristic picks on the bucket's shapes
 
     @property
     def label(self) -> str:
@@ -65,6 +66,14 @@ class TaskView:
         """The final round's, else the trials' (see :attr:`times`)."""
         best, base = self.times
         return base / best if best and base else None
+
+    @property
+    def heuristic_best(self) -> bool:
+        """Whether the heuristic's own config is the best: the final round kept it, or the
+        trials ranked it first (then no round ran, as it had no rival to measure)."""
+        if self.confirmed:
+            return self.confirmed[0] == self.confirmed[1]
+        return self.best is not None and self.heuristic == {self.best[0]}
 
     @property
     def times(self) -> tuple[float | None, float | None]:
@@ -102,7 +111,8 @@ def task_views(store: RecordStore) -> list[TaskView]:
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
-            _final_key(store, task), _confirmed(store, task, bucket)))
+            _final_key(store, task), _confirmed(store, task, bucket),
+            frozenset(config_key(b["config"]) for b in task["baseline"])))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -238,7 +248,7 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         rows.append([v.kernel, v.bucket.name, v.dtype, str(v.trials),
                      f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
-                     "the heuristic" if v.confirmed and v.confirmed[0] == v.confirmed[1]
+                     "the heuristic" if v.heuristic_best
                      else config_text(v.configs[best[0]]) if best else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok") or "-",
                      gate["outcome"] if gate else "-"])
