@@ -188,9 +188,8 @@ def tuned(path: Path, seed: int, budget: int) -> tuple[float, float]:
         task = tuner.task(kernel, variant, recording.dtype, bucket)
         task.candidates = recording.candidates
         task.run()
-        fastest = min((o for o in [task.baseline, *task.outcomes.values()] if task.objective(o) is not None),
-                      key=task.objective)
-        _, adopted = task.final
+        (_, _, fastest), *_ = task.ranked()
+        _, adopted = task.best()
 
     def fraction(outcome) -> float:
         (config,) = outcome.configs.values()

@@ -274,7 +274,7 @@ class Task:
         """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
         the latest one already judged these finalists for this source and declaration."""
         finalists, configs = [], []
-        for _, key, outcome in self._ranked():  # a candidate may be the baseline's config: once
+        for _, key, outcome in self.ranked():  # a candidate may be the baseline's config: once
             config = {s: outcome.configs[s] for s in self.bucket.shapes}
             if config not in configs and len(configs) < FINALISTS:
                 finalists.append((key, outcome))
@@ -361,7 +361,7 @@ class Task:
         clean = all(t.get("verdict") != "disturbed" for t in outcome.trials.values())
         return self.estimate(outcome) if outcome.status == "ok" and clean else None
 
-    def _ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
+    def ranked(self) -> list[tuple[float, tuple | None, Outcome]]:
         """(objective, key, outcome) of every outcome that may win, fastest first; the baseline's
         key is None."""
         ranked = [(self.objective(o), k, o) for k, o in self.outcomes.items()]
@@ -373,7 +373,7 @@ class Task:
         """(key, outcome) of the winner: the final round's once it ran, else the fastest by trials."""
         if self.final is not None:
             return self.final
-        ranked = self._ranked()
+        ranked = self.ranked()
         return (ranked[0][1], ranked[0][2]) if ranked else None
 
     def _incumbent(self, shape: tuple) -> float | None:
