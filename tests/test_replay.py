@@ -158,6 +158,17 @@ def test_simulate_reports_the_fraction_of_the_optimum_after_each_trial():
     assert trace == simulate(PNPOLY, "brute_force", 30, seed=0)
 
 
+def test_simulate_tells_what_a_search_found_from_what_the_noise_let_it_keep():
+    everything = len(Replay(PNPOLY).recording().candidates)
+    kept, found = (simulate(PNPOLY, "brute_force", everything, seed=0, incumbent=judge)
+                   for judge in ("measured", "recorded"))
+    assert found[-1] == 1.0  # every config measured: the optimum among them
+    assert all(k <= f for k, f in zip(kept, found))
+    assert kept[-1] < 1.0  # with this seed a near rival of the optimum draws faster
+    with pytest.raises(ValueError, match="'measured' or 'recorded', not 'best'"):
+        simulate(PNPOLY, "random", 5, incumbent="best")
+
+
 def test_convergence_summarises_seeds_with_medians():
     traces = [[0.5, 0.96, 0.99] + [1.0] * 17, [0.2] * 10 + [0.97] * 10, [0.1] * 20]
     summary = convergence(traces, 20)
