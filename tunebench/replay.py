@@ -442,9 +442,10 @@ def simulate(path: str | Path, strategy: str, budget: int, seed: int = 0,
 
     def evaluate(key: tuple) -> float | None:
         measured = replay.measure(recording, key)
-        rank = measured if incumbent == "measured" or measured is None else recorded[key]
-        if rank is not None and rank < best[0]:
-            best[:] = [rank, optimum / recorded[key]]
+        if measured is not None:
+            rank = measured if incumbent == "measured" else recorded[key]
+            if rank < best[0]:
+                best[:] = [rank, optimum / recorded[key]]
         trace.append(best[1])
         return measured
 
