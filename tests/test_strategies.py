@@ -14,7 +14,7 @@ from tunebench.space import Space
 from tunebench.strategies import MODULES, get
 from tunebench.strategies.base import search
 from tunebench.strategies.bayes import GaussianProcess, _matern
-from tunebench.strategies.hybrid import views
+from tunebench.strategies.hybrid import farthest_first, views
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
@@ -134,6 +134,21 @@ def test_hybrid_asks_a_batch_of_distinct_candidates_before_any_is_told():
     assert strategy.chosen == 7
 
 
+def test_hybrid_starts_from_both_ends_of_every_params_range_and_a_random_config():
+    space = Space({"block": list(range(32, 1025, 32)), "tile": [1, 2, 4, 8, 16], "unroll": [0, 1],
+                   "method": [0, 1, 2]})
+    keys, _ = space.enumerate()
+    starts = []
+    for seed in range(10):
+        strategy = get("hybrid")(space, keys, random.Random(seed))
+        start = [strategy.ask() for _ in range(5)]
+        for j, name in enumerate(space.names):
+            assert {min(space.values[name]), max(space.values[name])} <= {key[j] for key in start}, (seed, name)
+        starts.append(start[0])
+    assert len(set(starts)) == 10  # the first is drawn from the seed
+    assert farthest_first(np.zeros((4, 0)), 3) == [0]  # nothing to spread over: no repeats
+
+
 def test_hybrid_gives_alignment_coordinates_only_where_they_say_more_than_the_position():
     space = Space({"block": list(range(16, 257, 16)), "tile": [1, 2, 4, 8], "flag": [0, 1], "size": [64, 128]})
     keys, _ = space.enumerate()
@@ -170,12 +185,12 @@ def test_hybrid_learns_that_a_param_names_choices_and_finds_the_optimum():
         method, scale = key
         return speed[method] * (1 + abs(scale - 3.5))
 
-    for seed in range(3):
+    for seed in range(5):  # at 40 trials the choice still turns with what was measured, in some seeds
         strategy = get("hybrid")(space, keys, random.Random(seed))
         seen = []
-        search(strategy, lambda key: seen.append(key) or objective(key), trials=40)
+        search(strategy, lambda key: seen.append(key) or objective(key), trials=60)
         assert len(strategy.models) == 2 and strategy.model is strategy.models[1]
-        assert ("a", 3.5) in seen
+        assert ("a", 3.5) in seen[:40]
 
 
 def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():
@@ -189,12 +204,12 @@ def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():
         pow2 = threads & (threads - 1) == 0
         return (1 if pow2 else 20) * (1 + abs(threads - 128) / 512) * (1 + abs(tile - 5) / 8)
 
-    for seed in range(3):
+    for seed in range(5):  # at 40 trials the choice still turns with what was measured, in some seeds
         strategy = get("hybrid")(space, keys, random.Random(seed))
         seen = []
-        search(strategy, lambda key: seen.append(key) or objective(key), trials=40)
+        search(strategy, lambda key: seen.append(key) or objective(key), trials=60)
         assert strategy.model is strategy.models[1]
-        assert (128, 5) in seen
+        assert (128, 5) in seen[:40]
 
 
 def test_hybrid_searches_the_lines_of_elites_that_lie_apart():

@@ -7,8 +7,11 @@ nearly as fast: a block of 128 threads wins where 112 and 144 are 100 times slow
 20 wins where the model expects a power of two. A Gaussian process alone converges into the
 first basin it finds; local search alone needs far more trials than there are. So, per trial:
 
-- first the best ``warm_trials`` warm configs, then random candidates until ``initial`` are
-  measured;
+- first the best ``warm_trials`` warm configs, then a spread start until ``initial`` are
+  measured: a random candidate, then each time the candidate farthest (in params' positions)
+  from those the start picked, so that the first model sees every param's range instead of
+  wherever five random draws land (over seeds 0..199 of the eight spaces, it raised the
+  searches that reach the bar at 100 trials from 996 to 1053 of 1600, on 7 of 8 spaces);
 - then every ``local``-th trial is a *line search*: the largest expected improvement among the
   candidates that differ from one of the ``elite`` best configs measured in exactly one param,
   whatever its value. The elites are taken fastest first, skipping a config within one param of
@@ -31,7 +34,7 @@ whose marginal likelihood is larger ranks the candidates, chosen again at every 
 
 Warm data seeds every model as in ``bayes``. A candidate asked and not yet told is pending: it
 is never asked again, so that several asks before the tells give distinct candidates (a batch),
-each chosen with what has been told so far; :meth:`Hybrid.upcoming` names the random start's next
+each chosen with what has been told so far; :meth:`Hybrid.upcoming` names the start's next
 draws exactly and, after it, the runners-up of the last global choice (for builds ahead and the
 other devices of a cluster).
 
@@ -91,6 +94,20 @@ def views(space, keys) -> list[np.ndarray]:
     return [np.concatenate(base + extra, axis=1) for base in bases for extra in extras]
 
 
+def farthest_first(X: np.ndarray, count: int) -> list[int]:
+    """Up to ``count`` rows of ``X``: the first row, then each time the row farthest from those
+    taken (greedy maximin; a tie goes to the earlier row). A start that spans every param's
+    range."""
+    if not len(X):
+        return []
+    taken = [0]
+    gap = ((X - X[0]) ** 2).sum(1)
+    while len(taken) < count and gap.max() > 0:
+        taken.append(int(np.argmax(gap)))
+        gap = np.minimum(gap, ((X - X[taken[-1]]) ** 2).sum(1))
+    return taken
+
+
 def _categorical(values) -> bool:
     """Whether a param's values name choices rather than amounts: three or more of them, and
     either not all numbers, or the integers 0, 1, 2, ... (a method's number)."""
@@ -133,8 +150,11 @@ class Hybrid(Strategy):
         self.fitted_at = 0  # points at the last fit
         self.chosen = 0  # trials the model chose so far
         self.queue = [self.index[k] for k in self.warm_first()[:warm_trials]]
-        self.order = list(range(len(self.candidates)))  # the random start's draws, in advance
-        self.rng.shuffle(self.order)
+        shuffled = list(range(len(self.candidates)))
+        self.rng.shuffle(shuffled)
+        design = [shuffled[n] for n in farthest_first(self.models[0].X[shuffled], initial)]
+        taken = set(design)
+        self.order = design + [i for i in shuffled if i not in taken]  # the start's draws, in advance
         self.ranked: list[int] = []  # the last global choice's runners-up, best first
 
     def _seed(self, count: int, noise: float) -> list[float]:
@@ -159,7 +179,7 @@ class Hybrid(Strategy):
         return self._pending(self._propose())
 
     def upcoming(self, n: int) -> list[tuple]:
-        """The queued warm configs, the random start's next draws, then the runners-up of the
+        """The queued warm configs, the start's next draws, then the runners-up of the
         last global choice: a guess once the model chooses, as every result told moves it."""
         nexts = [i for i in self.queue if self.free[i]]
         if self._starting():
@@ -168,7 +188,7 @@ class Hybrid(Strategy):
         return [self.candidates[i] for i in dict.fromkeys(nexts)][:n]
 
     def _starting(self) -> bool:
-        """Still in the random start: too few results for a model, or nothing to model."""
+        """Still in the start: too few results for a model, or nothing to model."""
         return len(self.measured) < self.initial or sum(v is not None for v in self.logs) < 2 \
             or self.model.X.shape[1] == 0
 
