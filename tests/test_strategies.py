@@ -125,7 +125,7 @@ def test_hybrid_asks_a_batch_of_distinct_candidates_before_any_is_told():
     recording = Replay(FILES[0]).recording()
     strategy = get("hybrid")(recording.space, recording.candidates, random.Random(0))
     told = set()
-    for size in (5, 4, 3):  # the random start, then the model's choices with results pending
+    for size in (5, 4, 3):  # the start, then the model's choices with results pending
         batch = [strategy.ask() for _ in range(size)]
         assert len(set(batch)) == size and not set(batch) & told
         for key in batch:
@@ -266,11 +266,11 @@ def test_the_gaussian_process_posterior_is_exact_whether_it_predicted_before_the
         assert gp.evidence(y) == pytest.approx(want_evidence, abs=1e-8)
 
 
-def test_hybrid_names_its_next_random_draws_ahead_and_a_guess_once_the_model_chooses():
+def test_hybrid_names_its_next_start_draws_ahead_and_a_guess_once_the_model_chooses():
     recording = Replay(FILES[0]).recording()
     strategy = get("hybrid")(recording.space, recording.candidates, random.Random(0))
     ahead = strategy.upcoming(3)
-    assert [strategy.ask() for _ in range(3)] == ahead  # the random start: exactly what comes
+    assert [strategy.ask() for _ in range(3)] == ahead  # the start: exactly what comes
     for _ in range(5):
         key = strategy.ask()
         strategy.tell(key, recording.objectives[key])
