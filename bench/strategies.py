@@ -15,7 +15,8 @@ of the incumbent``, the incumbent being the config each search itself measured f
 Cross-validation of the default strategy's settings: every setting of ``GRID`` runs on every
 space; for each space, the setting with the best mean median fraction after 100 trials on the
 *other* spaces is reported on it (leave one space out), so no figure of a space comes from
-settings chosen with it. ``hybrid``'s defaults are the setting that wins on all spaces together.
+settings chosen with it. The setting that wins on all spaces together is reported beside
+``hybrid``'s defaults (its docstring says why they stay where the two differ).
 
 How often one search meets the bar: the default at 100 trials with seeds 0..V-1 (``--verdict-seeds``,
 more than the table's seeds), each seed judged against the bar, and whether it measured a config
@@ -324,6 +325,8 @@ def main() -> None:
     p.add_argument("--warm", type=Path, metavar="RECORDS", help="also replay a records file cold and warm")
     p.add_argument("--out", type=Path, default=ROOT / "docs")
     args = p.parse_args()
+    if len(args.files) < 2:
+        p.error("--files: cross-validation leaves one space out, so it needs at least two spaces")
     args.files = sorted(args.files, key=lambda f: f.name)
     began = time.perf_counter()
     results: dict[tuple, object] = {}
@@ -491,9 +494,9 @@ def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path
         f" --warm {args.warm}" if args.warm else "")
     described = "\n".join(f"- {importlib.import_module(module).__doc__.splitlines()[0]}"
                           for module in MODULES.values())
-    defaults = GRID[overall]
+    winner = GRID[overall]
     signature = inspect.signature(get(DEFAULT).__init__).parameters
-    differ = {k: signature[k].default for k in defaults if signature[k].default != defaults[k]}
+    differ = {k: signature[k].default for k in winner if signature[k].default != winner[k]}
     sections = [f"""# Search strategies on replayed tuning spaces
 
 The strategies (`--tune-strategy NAME`; each module's docstring lists its options):
@@ -559,14 +562,15 @@ measure a config at the bar on {finding} of {len(args.files)} spaces.
 |---|---|---|---|---|---|
 """ + "\n".join(robust), f"""## Cross-validation of the settings
 
-`{DEFAULT}`'s settings were developed on these eight spaces, so a figure measured on them with
-settings chosen on them says little about a ninth. To judge that, every setting below ran on
+`{DEFAULT}`'s settings were developed on these {len(args.files)} spaces, so a figure measured on them with
+settings chosen on them says little about another space. To judge that, every setting below ran on
 every space (budget {CV_BUDGET}, seeds 0..{seeds - 1}); for each space, the setting with the best mean
-median fraction after {CV_BUDGET} trials over the other seven was chosen, and its figure on the
+median fraction after {CV_BUDGET} trials over the other {len(args.files) - 1} was chosen, and its figure on the
 held-out space is the "CV" column above. The settings chosen per held-out space (row numbers):
-{picks}. On all eight together, row {overall} wins: {setting(defaults)}, the defaults of `{DEFAULT}`
-(the other options were set while the strategy was developed on these spaces, not by this grid).""" + (
-                    f" NOTE: the code's defaults differ: {setting(differ)}." if differ else "") + """
+{picks}. On all {len(args.files)} together, row {overall} wins: {setting(winner)}""" + (
+                    f". `{DEFAULT}`'s defaults differ: {setting(differ)}; its docstring says why they stay"
+                    if differ else f", the defaults of `{DEFAULT}`") + """. The other options were set while the
+strategy was developed on these spaces, not by this grid.
 
 | row | setting | """ + " | ".join(f.name.split(".")[0] for f in args.files) + """ |
 |---|---|""" + "---|" * len(args.files) + "\n" + "\n".join(grid_rows),
