@@ -1,6 +1,7 @@
 """Every strategy: budgets, seeds, termination, constraints and warm start, on replayed GPU spaces
 (../shared/replay), on small spaces, and end to end on the CPU target."""
 
+import math
 import random
 import re
 from pathlib import Path
@@ -11,10 +12,10 @@ import pytest
 from tests.test_plugin import TUNE
 from tunebench.replay import Replay, simulate
 from tunebench.space import Space
-from tunebench.strategies import MODULES, get
-from tunebench.strategies.base import search
+from tunebench.strategies import MODULES, get, hybrid
+from tunebench.strategies.base import positions, search
 from tunebench.strategies.bayes import GaussianProcess, _matern
-from tunebench.strategies.hybrid import farthest_first, views
+from tunebench.strategies.hybrid import farthest_first, views, work_columns
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
@@ -210,6 +211,48 @@ def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():
         search(strategy, lambda key: seen.append(key) or objective(key), trials=60)
         assert strategy.model is strategy.models[1]
         assert (128, 5) in seen[:40]
+
+
+def test_hybrid_gives_a_work_column_per_group_of_x_y_z_params_but_the_thread_block():
+    space = Space({"block_size_x": [16, 32], "block_size_y": [1, 2], "tile_size_x": [1, 2, 4], "tile_size_y": [1, 8],
+                   "tile_stride_x": [0, 1], "tile_stride_y": [0, 1], "unroll_x": [1, 2]})
+    keys, _ = space.enumerate()
+    P = positions(space, keys)
+    work, = work_columns(space, P)  # block: threads, not work; strides: not all positive; unroll: alone
+    area = {k[2] * k[3]: w for k, w in zip(keys, work[:, 0])}
+    assert area[1] == 0 and area[32] == 1 and area[1] < area[2] < area[4] < area[8] < area[16] < area[32]
+    plain = views(Space({"block_size_x": [16, 32], "block_size_y": [1, 2]}), keys[:4])
+    assert len(plain) == 1  # nothing but the block: no work view
+    viewed = views(space, keys)
+    assert len(viewed) == 2 and viewed[1].shape[1] == viewed[0].shape[1] + 1
+
+
+def test_hybrid_learns_that_a_tiles_area_matters_and_finds_the_optimum(monkeypatch):
+    """The best tiles lie on a hyperbola of equal area (as on the replayed RTX 3090 convolution,
+    whose two best basins hold tiles of 1 x 8 and 8 x 1): the work view explains that, and finds
+    the best tile's shape where positions alone keep to one basin."""
+    tiles = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    space = Space({"tile_size_x": tiles, "tile_size_y": tiles, "block": list(range(32, 513, 32))})
+    keys, _ = space.enumerate()
+
+    def objective(key):
+        x, y, block = key
+        return (1 + abs(math.log2(x * y / 16))) ** 2 * (1 + abs(block - 256) / 512) * (1 + 0.01 * abs(x - 2))
+
+    def searches():
+        found = chosen = 0
+        for seed in range(10):
+            strategy = get("hybrid")(space, keys, random.Random(seed))
+            seen = []
+            search(strategy, lambda key: seen.append(key) or objective(key), trials=50)
+            found += (2, 8, 256) in seen
+            chosen += strategy.models.index(strategy.model) >= 2  # views 2 and 3 have the work column
+        return found, chosen
+
+    found, chosen = searches()
+    assert found >= 8 and chosen >= 8
+    monkeypatch.setattr(hybrid, "work_columns", lambda space, P: [])
+    assert searches()[0] < found - 4
 
 
 def test_hybrid_searches_the_lines_of_elites_that_lie_apart():
