@@ -57,10 +57,11 @@ Options (keyword arguments):
 
 The defaults of ``local``, ``elite`` and ``clip`` are the setting that did best over the eight
 spaces in ``../shared/replay``, chosen with leave-one-space-out cross-validation
-(``bench/strategies.py``, docs/strategies.md) with a random start. With the spread start, that
-grid (20 seeds) ranks ``local=2, elite=3, clip=1.0`` first, yet over seeds 0..199 it reaches the
-bar at 100 trials in 1042 of 1600 searches against the defaults' 1053, and in 98 of 200 on the
-W6600 convolution against 124 (its 20 seeds there were lucky): the defaults stay.
+(``bench/strategies.py``, docs/strategies.md) with a random start. With the spread start and the
+work views, that grid (20 seeds) ranks ``local=3, elite=3`` first, yet over seeds 0..199 it
+reaches the bar at 100 trials in 1025 of 1600 searches against the defaults' 1092 (the RTX 3090
+convolution 140 of 200 against 173, the W6600's 106 against 119); ``local=2, elite=3,
+clip=1.0``, the grid's first before the work views: 1042. The defaults stay.
 """
 
 from __future__ import annotations
