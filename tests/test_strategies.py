@@ -221,8 +221,8 @@ def test_hybrid_gives_a_work_column_per_group_of_x_y_z_params_but_the_thread_blo
     work, = work_columns(space, P)  # block: threads, not work; strides: not all positive; unroll: alone
     area = {k[2] * k[3]: w for k, w in zip(keys, work[:, 0])}
     assert area[1] == 0 and area[32] == 1 and area[1] < area[2] < area[4] < area[8] < area[16] < area[32]
-    plain = views(Space({"block_size_x": [16, 32], "block_size_y": [1, 2]}), keys[:4])
-    assert len(plain) == 1  # nothing but the block: no work view
+    block = Space({"block_size_x": [16, 32], "block_size_y": [1, 2]})
+    assert len(views(block, block.enumerate()[0])) == 1  # nothing but the block: no work view
     viewed = views(space, keys)
     assert len(viewed) == 2 and viewed[1].shape[1] == viewed[0].shape[1] + 1
 

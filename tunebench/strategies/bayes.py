@@ -55,10 +55,14 @@ def coordinates(space, keys) -> np.ndarray:
         values = space.values[name]
         if len(values) < 2:
             continue
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)
-        axis = np.log(np.array(values, dtype=float)) if numeric else np.arange(len(values), dtype=float)
+        axis = np.log(np.array(values, dtype=float)) if positive(values) else np.arange(len(values), dtype=float)
         columns.append(((axis - axis.min()) / (axis.max() - axis.min()))[P[:, j]])
     return np.stack(columns, axis=1) if columns else np.zeros((len(keys), 0))
+
+
+def positive(values) -> bool:
+    """Whether every value is a positive number (not a bool): amounts whose log is an axis."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)
 
 
 def _matern(r2: np.ndarray) -> np.ndarray:

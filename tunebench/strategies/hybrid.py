@@ -71,7 +71,7 @@ import math
 import numpy as np
 
 from tunebench.strategies.base import Strategy, positions
-from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, warm_points
+from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, positive, warm_points
 
 
 #: Runners-up of a global choice kept for :meth:`Hybrid.upcoming`.
@@ -117,8 +117,7 @@ def work_columns(space, P: np.ndarray) -> list[np.ndarray]:
     for j, name in enumerate(space.names):
         values = space.values[name]
         stem, _, axis = name.rpartition("_")
-        if axis in ("x", "y", "z") and stem != "block_size" and len(values) > 1 \
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        if axis in ("x", "y", "z") and stem != "block_size" and len(values) > 1 and positive(values):
             groups.setdefault(stem, []).append(j)
     columns = []
     for members in groups.values():
