@@ -7,10 +7,11 @@ and Kernel Tuner's strategies in its simulation mode on the same spaces, budget 
 ``random.seed``, ``numpy.random.seed`` and a seeded Latin hypercube sampler: a rerun repeats
 every figure). Both see the same measurements: with seed s, a
 tunebench strategy measures a config as the median of samples drawn from its recorded runs
-(``Replay(path, seed=s).measure``), and Kernel Tuner reads a copy of the cache whose ``time`` of
-every config is that very median. Both are scored alike: after each trial (a config evaluated
-for the first time, as ``max_fevals`` counts them) the fraction ``optimum / recorded median time
-of the incumbent``, the incumbent being the config each search itself measured fastest.
+(``Replay(path, seed=s).measure``: runs scaled to the cache's ``time``), and Kernel Tuner reads a
+copy of the cache whose ``time`` of every config is that very median. Both are scored alike:
+after each trial (a config evaluated for the first time, as ``max_fevals`` counts them) the
+fraction ``optimum / recorded time of the incumbent``, the incumbent being the config each search
+itself measured fastest.
 
 Cross-validation of the default strategy's settings: every setting of ``GRID`` runs on every
 space; for each space, the setting with the best mean median fraction after 100 trials on the
@@ -525,18 +526,20 @@ Every strategy searches the eight spaces in `../shared/replay/` (Kernel Tuner ca
 the FAIR Benchmark Hub for Auto-Tuning: 2D convolution, point-in-polygon and dedispersion,
 brute-forced on NVIDIA RTX 2080 Ti, RTX 3090, RTX A4000, RTX A6000, AMD Radeon PRO W6600 and
 AMD Instinct MI250X), replayed by `tunebench.replay`: a trial costs no device time, and a
-config is measured as the median of samples drawn from its recorded runs, so the device's noise
-is replayed too. Each strategy runs with seeds 0..{seeds - 1} and a budget of {budget} trials;
+config is measured as the median of samples drawn from its recorded runs, scaled so that their
+median is the cache's `time` (the objective Kernel Tuner and the hub rank configs by), so the
+device's noise is replayed too. Each strategy runs with seeds 0..{seeds - 1} and a budget of {budget} trials;
 Kernel Tuner {kernel_tuner.__version__}'s strategies run in its simulation mode on the same
 spaces, budget and seeds (seeded through `random.seed`, `numpy.random.seed` and, for the
 Latin hypercube sampler of scipy that bayes_opt and diff_evo build without a seed, a generator
 seeded with the seed, so that a rerun repeats every figure; every option at its default but
 `max_fevals`), and **they see the same measurements**: with
 seed s, their cache's `time` of every config is the median that a tunebench search measures with seed s (the
-2080 Ti files' own `time` is not the mean of their `times`: 0.77x and 528x it). A trial is a
+2080 Ti files' own `time` is not the mean of their `times`, as the format says, but 0.77x and
+528x it in the median: there the runs give only the spread). A trial is a
 config measured for the first time (as `max_fevals` counts them); failed configs count. After
-each trial, the **fraction of the optimum** is the space's best recorded median time over the
-recorded median time of the search's incumbent (the config the search itself measured fastest:
+each trial, the **fraction of the optimum** is the space's best recorded `time` over the
+recorded `time` of the search's incumbent (the config the search itself measured fastest:
 noise can make it a slower one).
 
 ## The default against Kernel Tuner
