@@ -11,7 +11,7 @@ first basin it finds; local search alone needs far more trials than there are. S
   measured: a random candidate, then each time the candidate farthest (in params' positions)
   from those the start picked, so that the first model sees every param's range instead of
   wherever five random draws land (over seeds 0..199 of the eight spaces, it raised the
-  searches that reach the bar at 100 trials from 996 to 1053 of 1600, on 7 of 8 spaces);
+  searches that reach the bar at 100 trials from 837 to 905 of 1600, on 7 of 8 spaces);
 - then every ``local``-th trial is a *line search*: the largest expected improvement among the
   candidates that differ from one of the ``elite`` best configs measured in exactly one param,
   whatever its value. The elites are taken fastest first, skipping a config within one param of
@@ -36,10 +36,11 @@ without the alignment columns, each again with the categorical params one-hot (w
 any), and all of those again with the work columns (where there are any); the one whose
 marginal likelihood is larger ranks the candidates, chosen again at every refit. Over seeds
 0..199 of the eight spaces, the work views raised the searches that reach the bar at 100 trials
-from 1053 to 1092 of 1600 (the RTX 3090 convolution, whose two best basins hold tiles of
-1 x 8 and 8 x 1: 128 to 173 of 200; the others within a few seeds). The thread block's own product
-(``block_size_*``, threads per block) as a work column too: 1048 (the A4000 dedispersion
-103 to 133, the W6600 convolution 124 to 82, the A6000's 163 to 147), so the block is left out.
+from 882 to 905 of 1600 (the RTX 3090 convolution, whose two best basins hold tiles of
+1 x 8 and 8 x 1: 89 to 125 of 200; the W6600's 134 to 121; the others within a few seeds). The
+thread block's own product (``block_size_*``, threads per block) as a work column too: 861 (the
+A4000 dedispersion 40 to 65, the W6600 convolution 121 to 85, the RTX 3090's 125 to 107), so the
+block is left out.
 
 Warm data seeds every model as in ``bayes``. A candidate asked and not yet told is pending: it
 is never asked again, so that several asks before the tells give distinct candidates (a batch),
@@ -55,13 +56,16 @@ Options (keyword arguments):
 - ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
 - ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 
-The defaults of ``local``, ``elite`` and ``clip`` are the setting that did best over the eight
+The defaults of ``local``, ``elite`` and ``clip`` are the setting that does best over the eight
 spaces in ``../shared/replay``, chosen with leave-one-space-out cross-validation
-(``bench/strategies.py``, docs/strategies.md) with a random start. With the spread start and the
-work views, that grid (20 seeds) ranks ``local=3, elite=3`` first, yet over seeds 0..199 it
-reaches the bar at 100 trials in 1025 of 1600 searches against the defaults' 1092 (the RTX 3090
-convolution 140 of 200 against 173, the W6600's 106 against 119); ``local=2, elite=3,
-clip=1.0``, the grid's first before the work views: 1042. The defaults stay.
+(``bench/strategies.py``, docs/strategies.md: the grid of 20 seeds ranks them first). Over
+seeds 0..199 they reach the bar at 100 trials in 905 of 1600 searches; ``local=3, elite=3``, the
+grid's first before the replay took each cache's ``time`` as the objective: 829 (the RTX 3090
+convolution 95 of 200 against 125, the W6600's 98 against 121); ``local=2, elite=3, clip=1.0``:
+878 (the A4000's 70 against 40, the W6600's 89 against 121).
+
+Every count above is of searches at or above the bar of docs/strategies.md (at least 0.97 and at
+least Kernel Tuner's best strategy after 200 trials on the same space, its median over 20 seeds).
 """
 
 from __future__ import annotations
