@@ -14,8 +14,9 @@ replayed too, and one seed replays one run. A Kernel Tuner config's recorded obj
 ``time``, what Kernel Tuner and the hub rank configs by: its runs (``times``) are scaled so that
 their median is ``time``. The format makes ``time`` their mean, but the hub's RTX 2080 Ti caches
 record a ``time`` 0.3 to 980 times that mean (point-in-polygon runs of 0.015 ms for 20 million
-points, where its ``time`` and the RTX 3090's runs take 8 ms): there the runs give only the spread. Its cost is the recorded compile and benchmark time,
-so a ``--tune-time`` budget spends what the device spent.
+points, where its ``time`` and the RTX 3090's runs take 8 ms): there the runs give only the spread.
+A trial's cost is the recorded compile and benchmark time, so a ``--tune-time`` budget spends
+what the device spent.
 """
 
 from __future__ import annotations
