@@ -107,20 +107,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
     replay = Replay(args.file)
     recording = replay.recording(**select)
-    traces = [simulate(args.file, args.strategy, args.budget, seed, **select) for seed in range(args.seeds)]
+    traces = [simulate(args.file, args.strategy, args.budget, seed, noise=args.noise, **select)
+              for seed in range(args.seeds)]
     summary = convergence(traces, args.budget)
     if args.json:
         print(json.dumps({
             "file": str(args.file), "device": replay.fingerprint["name"], "kernel": recording.kernel,
             "dtype": recording.dtype, "bucket": recording.bucket.name, "candidates": len(recording.candidates),
             "optimum_ms": recording.optimum, "strategy": args.strategy, "budget": args.budget,
-            "seeds": args.seeds, "runs": [{"seed": seed, "fractions": [round(f, 6) for f in trace]}
+            "seeds": args.seeds, "noise": args.noise, "runs": [{"seed": seed, "fractions": [round(f, 6) for f in trace]}
                                           for seed, trace in enumerate(traces)],
             "summary": summary}))
         return 0
     print(f"{args.file}: {recording.label()} on {replay.fingerprint['name']}, "
           f"{len(recording.candidates)} candidates, optimum {recording.optimum:.4g} ms")
-    print(f"strategy {args.strategy}, budget {args.budget} trials, seeds 0..{args.seeds - 1}")
+    evaluated = "on samples drawn from the recorded runs" if args.noise else "at their recorded objective"
+    print(f"strategy {args.strategy}, budget {args.budget} trials, seeds 0..{args.seeds - 1}, configs {evaluated}")
     at = ", ".join(f"{f:.3f} after {b} trials" for b, f in summary["fraction_at"].items())
     print(f"median fraction of the optimum: {at or f'(budget below {BUDGETS[0]} trials)'}")
     for target, t in summary["trials_to"].items():
@@ -182,6 +184,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--kernel", help="a records file's task: its kernel")
     rp.add_argument("--dtype", help="a records file's task: its dtype")
     rp.add_argument("--bucket", help="a records file's task: its bucket")
+    rp.add_argument("--noise", action="store_true",
+                    help="evaluate each config on samples drawn from its recorded runs, as a tune on the replay "
+                         "target does, instead of at its recorded objective (Kernel Tuner's simulation mode)")
     rp.add_argument("--json", action="store_true", help="print one JSON object, every seed's trace included")
     rp.set_defaults(run=cmd_replay)
     return p

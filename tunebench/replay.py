@@ -10,7 +10,8 @@ time, so strategies can be compared on real spaces over many seeds (:func:`simul
 
 A replayed trial draws its samples with replacement from the recorded runs, as many as were
 recorded, seeded from the config, the shape and the replay's seed: the noise of the device is
-replayed too, and one seed replays one run. A Kernel Tuner config's recorded objective is its
+replayed too, and one seed replays one run. A search compared by :func:`simulate` sees each
+config's recorded objective instead, as Kernel Tuner's simulation mode does (noise on request). A Kernel Tuner config's recorded objective is its
 ``time``, what Kernel Tuner and the hub rank configs by: its runs (``times``) are scaled so that
 their median is ``time``. The format makes ``time`` their mean, but the hub's RTX 2080 Ti caches
 record a ``time`` 0.3 to 980 times that mean (point-in-polygon runs of 0.015 ms for 20 million
@@ -422,20 +423,19 @@ def _not_run(*args, **kwargs):
 
 def simulate(path: str | Path, strategy: str, budget: int, seed: int = 0,
              warm: Sequence[tuple[tuple, float]] = (), options: Mapping | None = None,
-             incumbent: str = "measured", **select) -> list[float]:
+             noise: bool = False, **select) -> list[float]:
     """A strategy's search on a replayed space: after each trial, the fraction of the optimum
     reached, ``optimum / recorded objective of the incumbent`` (0.0 until a config has run).
 
-    A candidate is evaluated on freshly drawn samples (their median), as a tuning run would
-    see it; the incumbent is the candidate measured fastest so far, judged by its recorded
-    objective. With ``incumbent="recorded"`` it is instead the candidate of the fastest recorded
-    objective among those measured: what the same search found, whether or not the noise let
-    it see so (where the two differ, a near rival drew faster). ``warm`` and ``options``
-    (keyword arguments) are handed to the strategy; ``select`` (kernel=, dtype=, bucket=) picks
-    a task of a records file.
+    A candidate is evaluated as its recorded objective, as Kernel Tuner's simulation mode and
+    the benchmark hub evaluate one: a search is judged by the configs it chose to measure, and
+    the incumbent is the fastest of them. With ``noise=True`` it is evaluated on freshly drawn
+    samples instead (their median, as a tuning run would see it), and the incumbent is the
+    candidate measured fastest: where near rivals lie within the replayed noise, a slower one
+    may draw faster, which no search can tell without measuring again (what a tune's final
+    round does). ``warm`` and ``options`` (keyword arguments) are handed to the strategy;
+    ``select`` (kernel=, dtype=, bucket=) picks a task of a records file.
     """
-    if incumbent not in ("measured", "recorded"):
-        raise ValueError(f"incumbent is 'measured' or 'recorded', not {incumbent!r}")
     replay = Replay(path, seed=seed)
     recording = replay.recording(**select)
     recorded, optimum = recording.objectives, recording.optimum
@@ -444,16 +444,14 @@ def simulate(path: str | Path, strategy: str, budget: int, seed: int = 0,
     chosen = get_strategy(strategy)(recording.space, recording.candidates, random.Random(seed), warm=warm,
                                     **(options or {}))
     trace: list[float] = []
-    best = [math.inf, 0.0]  # the incumbent's objective (measured or recorded) and its fraction of the optimum
+    best = [math.inf, 0.0]  # the incumbent's objective as evaluated and its fraction of the optimum
 
     def evaluate(key: tuple) -> float | None:
-        measured = replay.measure(recording, key)
-        if measured is not None:
-            rank = measured if incumbent == "measured" else recorded[key]
-            if rank < best[0]:
-                best[:] = [rank, optimum / recorded[key]]
+        value = replay.measure(recording, key) if noise else recorded[key]
+        if value is not None and value < best[0]:
+            best[:] = [value, optimum / recorded[key]]
         trace.append(best[1])
-        return measured
+        return value
 
     search(chosen, evaluate, trials=budget)
     return trace
