@@ -15,7 +15,7 @@ from tunebench.space import Space
 from tunebench.strategies import MODULES, get, hybrid
 from tunebench.strategies.base import positions, search
 from tunebench.strategies.bayes import GaussianProcess, _matern
-from tunebench.strategies.hybrid import farthest_first, views, work_columns
+from tunebench.strategies.hybrid import farthest_first, product_columns, views
 
 REPLAY = Path(__file__).resolve().parents[2] / "shared" / "replay"
 FILES = [REPLAY / "pnpoly_RTX_3090.json", REPLAY / "convolution_RTX_3090.json"]
@@ -213,23 +213,24 @@ def test_hybrid_learns_that_alignment_matters_and_finds_the_aligned_optimum():
         assert (128, 5) in seen[:40]
 
 
-def test_hybrid_gives_a_work_column_per_group_of_x_y_z_params_but_the_thread_block():
+def test_hybrid_gives_a_product_column_per_group_of_x_y_z_params():
     space = Space({"block_size_x": [16, 32], "block_size_y": [1, 2], "tile_size_x": [1, 2, 4], "tile_size_y": [1, 8],
-                   "tile_stride_x": [0, 1], "tile_stride_y": [0, 1], "unroll_x": [1, 2]})
+                   "tile_stride_x": [0, 1], "tile_stride_y": [0, 1], "unroll_x": [1, 2], "grid_z": [1, 2],
+                   "grid_y": [3]})
     keys, _ = space.enumerate()
     P = positions(space, keys)
-    work, = work_columns(space, P)  # block: threads, not work; strides: not all positive; unroll: alone
+    threads, work = product_columns(space, P)  # strides: not all positive; unroll: alone; grid: one value of y
+    block = {k[0] * k[1]: t for k, t in zip(keys, threads[:, 0])}
     area = {k[2] * k[3]: w for k, w in zip(keys, work[:, 0])}
+    assert block[16] == 0 and block[64] == 1 and block[16] < block[32] < block[64]
     assert area[1] == 0 and area[32] == 1 and area[1] < area[2] < area[4] < area[8] < area[16] < area[32]
-    block = Space({"block_size_x": [16, 32], "block_size_y": [1, 2]})
-    assert len(views(block, block.enumerate()[0])) == 1  # nothing but the block: no work view
     viewed = views(space, keys)
-    assert len(viewed) == 2 and viewed[1].shape[1] == viewed[0].shape[1] + 1
+    assert len(viewed) == 2 and viewed[1].shape[1] == viewed[0].shape[1] + 2
 
 
 def test_hybrid_learns_that_a_tiles_area_matters_and_finds_the_optimum(monkeypatch):
     """The best tiles lie on a hyperbola of equal area (as on the replayed RTX 3090 convolution,
-    whose two best basins hold tiles of 1 x 8 and 8 x 1): the work view explains that, and finds
+    whose two best basins hold tiles of 1 x 8 and 8 x 1): the product view explains that, and finds
     the best tile's shape where positions alone keep to one basin."""
     tiles = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
     space = Space({"tile_size_x": tiles, "tile_size_y": tiles, "block": list(range(32, 513, 32))})
@@ -244,15 +245,59 @@ def test_hybrid_learns_that_a_tiles_area_matters_and_finds_the_optimum(monkeypat
         for seed in range(10):
             strategy = get("hybrid")(space, keys, random.Random(seed))
             seen = []
-            search(strategy, lambda key: seen.append(key) or objective(key), trials=50)
+            search(strategy, lambda key: seen.append(key) or objective(key), trials=60)
             found += (2, 8, 256) in seen
-            chosen += strategy.models.index(strategy.model) >= 2  # views 2 and 3 have the work column
+            chosen += strategy.models.index(strategy.model) >= 2  # views 2 and 3 have the product column
         return found, chosen
 
     found, chosen = searches()
-    assert found >= 8 and chosen >= 8
-    monkeypatch.setattr(hybrid, "work_columns", lambda space, P: [])
+    assert found >= 5 and chosen >= 6
+    monkeypatch.setattr(hybrid, "product_columns", lambda space, P: [])
     assert searches()[0] < found - 4
+
+
+def test_hybrid_learns_that_a_blocks_threads_matter_and_finds_the_optimum(monkeypatch):
+    """The fastest blocks hold 768 threads whatever their shape (as on the replayed A4000
+    dedispersion, whose best configs are blocks of 8 x 96, 16 x 48 and 4 x 192): the product view
+    explains that; positions alone see a curved ridge and settle on one part of it."""
+    space = Space({"block_size_x": [1, 2, 4, 8, 16, 32], "block_size_y": list(range(32, 257, 8)),
+                   "tile": list(range(1, 9))})
+    keys, _ = space.enumerate()
+
+    def objective(key):
+        x, y, tile = key
+        return (1 + abs(math.log2(x * y / 768))) ** 2 * (1 + abs(tile - 6) / 16) * (1 + 0.002 * abs(x - 8))
+
+    def searches():
+        found = 0
+        for seed in range(10):
+            strategy = get("hybrid")(space, keys, random.Random(seed))
+            seen = []
+            search(strategy, lambda key: seen.append(key) or objective(key), trials=60)
+            found += (8, 96, 6) in seen
+        return found
+
+    found = searches()
+    assert found >= 6
+    monkeypatch.setattr(hybrid, "product_columns", lambda space, P: [])
+    assert searches() <= found - 4
+
+
+def test_hybrid_line_search_measures_the_config_the_model_expects_fastest():
+    """A line search exploits: of the configs one param away from the best, the one of the
+    smallest posterior mean, whatever its expected improvement."""
+    space = Space({"a": list(range(12)), "b": list(range(12))})
+    keys, _ = space.enumerate()
+    strategy = get("hybrid")(space, keys, random.Random(0), local=1)
+    for key in ((0, 0), (11, 11), (0, 11), (11, 0), (5, 5), (6, 5), (5, 7)):
+        strategy.free[strategy.index[key]] = False
+        strategy.tell(key, 1 + abs(key[0] - 7) + abs(key[1] - 5))
+    strategy.chosen = 1
+    pick = strategy._propose()
+    logs = np.log([1 + abs(a - 7) + abs(b - 5) for a, b in (strategy.candidates[i] for i in strategy.measured)])
+    mean, _ = strategy.model.predict((logs - logs.mean()) / logs.std())
+    on = np.flatnonzero(strategy._lines(logs) & strategy.free)
+    assert pick == on[np.argmin(mean[on])] and strategy.candidates[pick][1] == 5
 
 
 def test_hybrid_searches_the_lines_of_elites_that_lie_apart():

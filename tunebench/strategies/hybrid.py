@@ -10,12 +10,12 @@ first basin it finds; local search alone needs far more trials than there are. S
 - first the best ``warm_trials`` warm configs, then a spread start until ``initial`` are
   measured: a random candidate, then each time the candidate farthest (in params' positions)
   from those the start picked, so that the first model sees every param's range instead of
-  wherever five random draws land (over seeds 0..199 of the eight spaces, it raised the
-  searches that reach the bar at 100 trials from 837 to 905 of 1600, on 7 of 8 spaces);
-- then every ``local``-th trial is a *line search*: the largest expected improvement among the
-  candidates that differ from one of the ``elite`` best configs measured in exactly one param,
-  whatever its value. The elites are taken fastest first, skipping a config within one param of
-  an elite already taken, so that their lines cross different regions;
+  wherever five random draws land;
+- then every ``local``-th trial is a *line search*: among the candidates that differ from one
+  of the ``elite`` best configs measured in exactly one param, whatever its value, the one the
+  model expects fastest (its posterior mean: the line search exploits, the global step explores).
+  The elites are taken fastest first, skipping a config within one param of an elite already
+  taken, so that their lines cross different regions;
 - every other trial is *global*: the largest expected improvement over every candidate.
 
 The model is :class:`~tunebench.strategies.bayes.GaussianProcess` over the log of the
@@ -27,20 +27,26 @@ are steps of 32); and, for an integer param whose values are divisible by differ
 two (not in the order of the list), that power: its *alignment*. A param whose values name
 choices (three or more of them, not all numbers, or the integers 0, 1, 2, ...: a method's
 number) may have no order at all: its view is one column per value (one-hot), where every two
-choices lie equally apart. Params named ``STEM_x``, ``STEM_y`` (``STEM_z``), numbers, such as a
-thread's tile, have one more column: the log of their product, a thread's *work*, which sets
-its registers and reuse whatever the tile's shape (a 1 x 8 tile and an 8 x 1 lie apart in
-positions and together here). Whether alignment matters, whether a param's order does and
-whether work does differs between kernels, so there is a model per view: positions, with and
-without the alignment columns, each again with the categorical params one-hot (where there are
-any), and all of those again with the work columns (where there are any); the one whose
-marginal likelihood is larger ranks the candidates, chosen again at every refit. Over seeds
-0..199 of the eight spaces, the work views raised the searches that reach the bar at 100 trials
-from 882 to 905 of 1600 (the RTX 3090 convolution, whose two best basins hold tiles of
-1 x 8 and 8 x 1: 89 to 125 of 200; the W6600's 134 to 121; the others within a few seeds). The
-thread block's own product (``block_size_*``, threads per block) as a work column too: 861 (the
-A4000 dedispersion 40 to 65, the W6600 convolution 121 to 85, the RTX 3090's 125 to 107), so the
-block is left out.
+choices lie equally apart. Params named ``STEM_x``, ``STEM_y`` (``STEM_z``), numbers, have one
+more column: the log of their product. For a thread's tile that is its *work*, which sets its
+registers and reuse whatever the tile's shape (a 1 x 8 tile and an 8 x 1 lie apart in positions
+and together here); for the thread block it is its threads, which set occupancy (the A4000
+dedispersion's best blocks, 8 x 96, 16 x 48 and 4 x 192, all hold 768). Whether alignment
+matters, whether a param's order does and whether products do differs between kernels, so
+there is a model per view: positions, with and without the alignment columns, each again with
+the categorical params one-hot (where there are any), and all of those again with the product
+columns (where there are any); the one whose marginal likelihood is larger ranks the
+candidates, chosen again at every refit.
+
+Measured over seeds 0..99 of the eight spaces at 100 trials, each config at its recorded
+objective (``tunebench.replay.simulate``), counting the searches at or above the bar of
+docs/strategies.md (at least 0.97 and at least Kernel Tuner's best strategy after 200 trials,
+its median over 20 seeds): 666 of 800. Before the thread block had a product column and the
+line search took the largest expected improvement on the lines: 649, of which the A4000
+dedispersion 17 of 100 (its median short of the bar), now 64; the four convolution spaces lose
+3 to 8 searches each and the RTX 3090 pnpoly 6, every space's median at the bar. The block's
+column with the old line search: 658 (the W6600 convolution 49 of 100, its median short); the
+new line search without it, over seeds 0..39: the A4000 still short (6 of 40).
 
 Warm data seeds every model as in ``bayes``. A candidate asked and not yet told is pending: it
 is never asked again, so that several asks before the tells give distinct candidates (a batch),
@@ -56,16 +62,9 @@ Options (keyword arguments):
 - ``clip=0.3``: the quantile of the measured log objectives above which they are clipped.
 - ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 
-The defaults of ``local``, ``elite`` and ``clip`` are the setting that does best over the eight
-spaces in ``../shared/replay``, chosen with leave-one-space-out cross-validation
-(``bench/strategies.py``, docs/strategies.md: the grid of 20 seeds ranks them first). Over
-seeds 0..199 they reach the bar at 100 trials in 905 of 1600 searches; ``local=3, elite=3``, the
-grid's first before the replay took each cache's ``time`` as the objective: 829 (the RTX 3090
-convolution 95 of 200 against 125, the W6600's 98 against 121); ``local=2, elite=3, clip=1.0``:
-878 (the A4000's 70 against 40, the W6600's 89 against 121).
-
-Every count above is of searches at or above the bar of docs/strategies.md (at least 0.97 and at
-least Kernel Tuner's best strategy after 200 trials on the same space, its median over 20 seeds).
+The defaults of ``local``, ``elite`` and ``clip`` are checked with leave-one-space-out
+cross-validation over the eight spaces (``bench/strategies.py``, docs/strategies.md, which also
+says where the grid ranks another setting first).
 """
 
 from __future__ import annotations
@@ -87,7 +86,7 @@ def views(space, keys) -> list[np.ndarray]:
     values in [0, 1] (single-valued params dropped): the positions; the positions with the
     alignment columns, where some param has them; each of those again with every categorical
     param one-hot instead of positioned, where some param is categorical; and all of those
-    again with the work columns, where there are any (see the module docstring)."""
+    again with the product columns, where there are any (see the module docstring)."""
     P = positions(space, keys)
     position, category, alignment = [], [], []
     named = False  # some param is categorical
@@ -109,19 +108,19 @@ def views(space, keys) -> list[np.ndarray]:
     bases = [position, category] if named else [position]
     extras = [[], alignment] if alignment else [[]]
     plain = [np.concatenate(base + extra, axis=1) for base in bases for extra in extras]
-    work = work_columns(space, P)
-    return plain + [np.concatenate([view] + work, axis=1) for view in plain] if work else plain
+    products = product_columns(space, P)
+    return plain + [np.concatenate([view] + products, axis=1) for view in plain] if products else plain
 
 
-def work_columns(space, P: np.ndarray) -> list[np.ndarray]:
+def product_columns(space, P: np.ndarray) -> list[np.ndarray]:
     """For each group of two or more params named ``STEM_x``, ``STEM_y``, ``STEM_z`` (positive
-    numbers, other than the thread block's ``block_size``), the log of their product per
-    position row ``P``, in [0, 1]: the work of one thread, e.g. its tile's area."""
+    numbers), the log of their product per position row ``P``, in [0, 1]: the work of one
+    thread (its tile's area), or the threads of a block."""
     groups: dict[str, list[int]] = {}
     for j, name in enumerate(space.names):
         values = space.values[name]
         stem, _, axis = name.rpartition("_")
-        if axis in ("x", "y", "z") and stem != "block_size" and len(values) > 1 and positive(values):
+        if axis in ("x", "y", "z") and len(values) > 1 and positive(values):
             groups.setdefault(stem, []).append(j)
     columns = []
     for members in groups.values():
@@ -245,8 +244,8 @@ class Hybrid(Strategy):
         return self.candidates[i]
 
     def _propose(self) -> int:
-        """The free candidate of the largest expected improvement, on the lines of the elites
-        every ``local``-th time (see the module docstring)."""
+        """The free candidate of the largest expected improvement, or every ``local``-th time the
+        one on the lines of the elites that the model expects fastest (see the module docstring)."""
         ran = [v for v in self.logs if v is not None]
         logs = np.array([max(ran) if v is None else v for v in self.logs])
         logs = np.minimum(logs, np.quantile(logs, self.clip))
@@ -265,7 +264,7 @@ class Hybrid(Strategy):
         if self.local and self.chosen % self.local == 0:
             on = self._lines(logs)[free]
             if on.any():
-                return int(free[on][np.argmax(score[on])])
+                return int(free[on][np.argmin(mu[free][on])])
         return self.ranked[0]
 
     def _lines(self, logs: np.ndarray) -> np.ndarray:
