@@ -494,7 +494,7 @@ def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path
     command = "python bench/strategies.py" + (f" --seeds {args.seeds}" if args.seeds != 25 else "") + (
         f" --verdict-seeds {args.verdict_seeds}" if args.verdict_seeds != 100 else "") + (
         f" --warm {args.warm}" if args.warm else "")
-    described = "\n".join(f"- {importlib.import_module(module).__doc__.splitlines()[0]}"
+    described = "\n".join(f"- {' '.join(importlib.import_module(module).__doc__.split(chr(10) * 2)[0].split())}"
                           for module in MODULES.values())
     winner = GRID[overall]
     signature = inspect.signature(get(DEFAULT).__init__).parameters

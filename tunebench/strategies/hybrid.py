@@ -125,9 +125,9 @@ def product_columns(space, P: np.ndarray) -> list[np.ndarray]:
     columns = []
     for members in groups.values():
         if len(members) > 1:
-            work = sum(np.log(np.array(space.values[space.names[j]], dtype=float))[P[:, j]] for j in members)
-            if work.max() > work.min():
-                columns.append(((work - work.min()) / (work.max() - work.min()))[:, None])
+            product = sum(np.log(np.array(space.values[space.names[j]], dtype=float))[P[:, j]] for j in members)
+            if product.max() > product.min():
+                columns.append(((product - product.min()) / (product.max() - product.min()))[:, None])
     return columns
 
 
