@@ -214,6 +214,19 @@ def test_the_replay_command_prints_every_seed_and_the_summary(capsys):
     assert out["candidates"] == 4092 and out["strategy"] == "random" and out["kernel"] == "cn_pnpoly"
 
 
+def test_the_replay_command_measures_with_the_recorded_noise_only_when_asked(capsys):
+    everything = str(len(Replay(PNPOLY).recording().candidates))
+    runs = {}
+    for noise in ([], ["--noise"]):
+        assert main(["replay", str(PNPOLY), "--strategy", "brute_force", "--budget", everything, "--seeds", "1",
+                     "--json", *noise]) == 0
+        out = json.loads(capsys.readouterr().out)
+        runs[out["noise"]] = out["runs"][0]["fractions"][-1]
+    assert runs[False] == 1.0 and runs[True] < 1.0  # every config measured: a near rival draws faster
+    assert main(["replay", str(PNPOLY), "--strategy", "random", "--budget", "20", "--seeds", "1", "--noise"]) == 0
+    assert "configs on samples drawn from the recorded runs" in capsys.readouterr().out
+
+
 def test_the_replay_command_names_the_file_or_the_strategy_it_cannot_use(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text('{"rows": []}')
