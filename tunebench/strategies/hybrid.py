@@ -63,8 +63,10 @@ Options (keyword arguments):
 - ``warm_trials=3``, ``warm_points=40``, ``warm_noise=0.3``, ``refit=0.15``: as in ``bayes``.
 
 The defaults of ``local``, ``elite`` and ``clip`` are checked with leave-one-space-out
-cross-validation over the eight spaces (``bench/strategies.py``, docs/strategies.md, which also
-says where the grid ranks another setting first).
+cross-validation over the eight spaces (``bench/strategies.py``, docs/strategies.md). Its grid
+of 20 seeds ties them with ``local=2`` and with ``local=4, elite=3`` (every median 1.000) and
+names the first row of a tie, ``local=2``; over seeds 0..39 that reaches the bar in 259 of 320
+searches against the defaults' 267 (the A4000 22 against 28), so the defaults stay.
 """
 
 from __future__ import annotations
