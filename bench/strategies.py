@@ -494,7 +494,7 @@ def write(args, results: dict, warm_tasks: list, cost: list[dict], largest: Path
     command = "python bench/strategies.py" + (f" --seeds {args.seeds}" if args.seeds != 25 else "") + (
         f" --verdict-seeds {args.verdict_seeds}" if args.verdict_seeds != 100 else "") + (
         f" --warm {args.warm}" if args.warm else "")
-    described = "\n".join(f"- {' '.join(importlib.import_module(module).__doc__.split(chr(10) * 2)[0].split())}"
+    described = "\n".join(f"- {first_paragraph(importlib.import_module(module).__doc__)}"
                           for module in MODULES.values())
     winner = GRID[overall]
     signature = inspect.signature(get(DEFAULT).__init__).parameters
@@ -645,6 +645,11 @@ Wall time of the whole benchmark: {wall / 60:.0f} min.
     text = "\n\n".join(sections)
     (args.out / "strategies.md").write_text(text)
     print(text)
+
+
+def first_paragraph(text: str) -> str:
+    """A docstring's first paragraph on one line: what a strategy is, for the page's list."""
+    return " ".join(text.split("\n\n")[0].split())
 
 
 def warm_row(space: str, strategy: str, cold: list, warm: list, budget: int) -> str:
