@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import render
-from tunebench.backends.cache import excerpt
+from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.kernel import Kernel, Variant
 from tunebench.summary import config_text
 
@@ -57,31 +56,22 @@ def _compile(command: Sequence[str], source: str, suffix: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
         src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
         src.write_text(source)
-        proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
-    return None if proc.returncode == 0 else excerpt(proc.stderr or proc.stdout or f"exit {proc.returncode}")
+        error = run_compiler(command, src, out)
+    return None if error is None else excerpt(error)
 
 
-def compiler(target: str) -> str:
-    """The compiler a target's check needs; raises FileNotFoundError naming it when absent."""
-    name = "nvcc" if target == "cuda" else cpu.CC
-    path = shutil.which(name) or (
-        str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
-        if name == "nvcc" and os.environ.get("CUDA_HOME") else None)
-    if path is None or not Path(path).exists():
-        raise FileNotFoundError(f"{name} is not on PATH: the {target} compile check needs it")
-    return path
+def commands(target: str, archs: Sequence[str], flags: tuple[str, ...]) -> dict[str, list[str]]:
+    """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
+    if target == "cuda":
+        return {arch: cuda.nvcc_command(arch, flags) for arch in archs}
+    if shutil.which(cpu.CC) is None:
+        raise FileNotFoundError(f"{cpu.CC} is not on PATH: the cpu compile check needs it")
+    return {"host": cpu.gcc_command(flags)}
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
           sample: int = 6, seed: int = 0, jobs: int | None = None) -> list[KernelCheck]:
-    exe = compiler(target)
-    if target == "cuda":
-        ctypes, suffix = cuda.CTYPES, ".cu"
-        commands = {arch: [exe, "--cubin", f"-arch={arch}", *cuda.NVCC_OPTIONS, "-o", "{out}", "{src}"]
-                    for arch in archs}
-    else:
-        ctypes, suffix = cpu.CTYPES, ".c"
-        commands = {"host": [exe, *cpu.FLAGS, "-o", "{out}", "{src}", "-lm"]}
+    suffix = ".cu" if target == "cuda" else ".c"
     results = []
     with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
         for kernel in kernels:
@@ -92,8 +82,10 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             result = KernelCheck(kernel.name, variant.dtypes, len(configs))
             start = time.perf_counter()
             jobs_ = [(dtype, where, config, pool.submit(
-                _compile, [*command, *variant.flags], render(variant, config, ctypes[dtype]), suffix))
-                for dtype in variant.dtypes for where, command in commands.items() for config in configs]
+                _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
+                else render(variant, config, cpu.CTYPES[dtype]), suffix))
+                for dtype in variant.dtypes for where, command in commands(target, archs, variant.flags).items()
+                for config in configs]
             for dtype, where, config, future in jobs_:
                 result.builds += 1
                 error = future.result()

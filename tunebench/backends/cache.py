@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import CompileError
@@ -28,6 +29,13 @@ def excerpt(message: str, lines: int = 12) -> str:
     """The first lines of a compiler message that say what is wrong."""
     wanted = [ln for ln in message.splitlines() if "error" in ln.lower()] or message.splitlines()
     return "\n".join(wanted[:lines]).strip()
+
+
+def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
+    """Run a compiler ``command`` with ``{src}`` and ``{out}`` filled in: None where it succeeds,
+    else what it said."""
+    proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
+    return None if proc.returncode == 0 else proc.stderr or proc.stdout or f"{command[0]} exited {proc.returncode}"
 
 
 class BuildCache:

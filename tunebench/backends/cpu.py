@@ -29,7 +29,7 @@ from tunebench.backends.base import (
     poison,
     render,
 )
-from tunebench.backends.cache import BuildCache
+from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
 from tunebench.backends.memory import PLACEMENTS, placed
 from tunebench.kernel import Kernel, KernelError, Variant
@@ -43,6 +43,11 @@ SCALARS = {
     np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
     np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
 }
+
+
+def gcc_command(flags: tuple[str, ...] = ()) -> list[str]:
+    """The command compiling ``{src}`` to the shared library ``{out}``."""
+    return [CC, *FLAGS, *flags, "-o", "{out}", "{src}", "-lm"]
 
 
 @cache
@@ -164,15 +169,11 @@ class CpuBackend(Backend):
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no C type on the cpu target ({', '.join(CTYPES)})")
         source = render(variant, config, CTYPES[dtype])
-
-        def compile_fn(src, out):
-            proc = subprocess.run([CC, *FLAGS, *variant.flags, "-o", str(out), str(src), "-lm"],
-                                  capture_output=True, text=True)
-            return None if proc.returncode == 0 else proc.stderr or f"{CC} exited {proc.returncode}"
-
+        command = gcc_command(variant.flags)
         # -march=native: a build is only valid on a CPU with the same ISA
         tag = " ".join((compiler_version(), *FLAGS, *variant.flags, *native_isa()))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (".c", ".so"), compile_fn)
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (".c", ".so"),
+                                               lambda src, out: run_compiler(command, src, out))
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,

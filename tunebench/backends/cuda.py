@@ -1,12 +1,13 @@
-"""The CUDA target: templates compiled as PyCUDA's SourceModule compiles them, timed with events.
+"""The CUDA target: templates compiled by nvcc to cubins, loaded and timed through PyCUDA.
 
-Compilation is ``pycuda.compiler.compile(..., no_extern_c=True)`` (SourceModule's own step), the
-cubin kept in the on-disk compile cache and loaded with ``module_from_buffer``. Inputs are copied
-to the device once per shape; every candidate gets freshly allocated outputs, poisoned with NaN
-before its verifying call, and in-place inputs are restored from a pristine device copy before
-every call. Each timed launch sits between two CUDA events, after a memset of a buffer twice the
-L2 size has evicted the kernel's data from L2. One CUDA context per process: the primary
-context of device 0.
+Compilation is the nvcc command PyCUDA's SourceModule runs (``nvcc --cubin -arch=sm_XY -O3``),
+run by us, so that the tuning process and ``tunebench compile-check`` build without PyCUDA, a
+driver or a device; the cubin is kept in the on-disk compile cache and loaded with PyCUDA's
+``module_from_buffer``. Inputs are copied to the device once per shape; every candidate gets
+freshly allocated outputs, poisoned with NaN before its verifying call, and in-place inputs are
+restored from a pristine device copy before every call. Each timed launch sits between two CUDA
+events, after a memset of a buffer twice the L2 size has evicted the kernel's data from L2
+(:meth:`CudaBackend.time_launch`). One CUDA context per process: the primary context of device 0.
 
 Before any measurement, a candidate whose block exceeds what its compiled function can launch
 (threads for its registers, static shared memory, grid and block limits) is refused with a
@@ -17,8 +18,12 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
+import shutil
+import subprocess
 from collections import OrderedDict
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -34,16 +39,46 @@ from tunebench.backends.base import (
     guard_damage,
     render,
 )
-from tunebench.backends.cache import BuildCache
+from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
 NVCC_OPTIONS = ("-O3",)
 CTYPES = {"float32": "float", "float16": "__half", "float64": "double"}
-#: 32-bit NaN patterns that poison outputs: float32 NaN, two float16 NaNs, a float64 NaN's
-#: high word (repeated, the float64 is still a NaN).
-NAN_WORD = {np.dtype(np.float32): 0x7FC00000, np.dtype(np.float16): 0x7E007E00,
-            np.dtype(np.float64): 0x7FF80000}
+#: The header a dtype's C type is declared in, included ahead of the config's #defines so that
+#: no param name can clash with the header's own identifiers.
+CTYPE_HEADERS = {"float16": "#include <cuda_fp16.h>\n"}
+#: What poisons an output, as (bytes per memset word, word): a NaN per element (a float64 NaN's
+#: high word, repeated, is still a NaN), else the byte 0xA5. float16 is set 16 bits at a time, so
+#: an odd length is poisoned to its last element.
+POISON = {np.dtype(np.float32): (4, 0x7FC00000), np.dtype(np.float16): (2, 0x7E00),
+          np.dtype(np.float64): (4, 0x7FF80000)}
+
+
+def nvcc() -> str:
+    """The nvcc that builds candidates: on PATH, else under ``$CUDA_HOME``."""
+    home = os.environ.get("CUDA_HOME")
+    path = shutil.which("nvcc") or (home and shutil.which("nvcc", path=os.path.join(home, "bin")))
+    if not path:
+        raise FileNotFoundError("nvcc is not on PATH (nor under $CUDA_HOME/bin): CUDA builds need it")
+    return path
+
+
+def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
+    """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
+    return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
+
+
+@cache
+def nvcc_version() -> str:
+    """nvcc's build line: cubins of another nvcc are compiled again, not reused."""
+    out = subprocess.run([nvcc(), "--version"], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def source(variant: Variant, config: Mapping, dtype: str) -> str:
+    """What nvcc compiles for a config and dtype: a user's float16 kernel needs no include."""
+    return CTYPE_HEADERS.get(dtype, "") + render(variant, config, CTYPES[dtype])
 
 
 def fingerprint_of(drv, device) -> dict:
@@ -67,15 +102,16 @@ class CudaRunner(Runner):
         drv = backend.drv
         self._names = kernel.outputs
         self._host_out = [np.empty_like(args[n]) for n in kernel.outputs]
-        # fresh per candidate, each output inside an allocation with a guard zone on either side
+        # fresh per candidate, each output inside an allocation with a guard zone on either side;
+        # the driver's memset and memcpy take a pointer as a Python int, a launch as a numpy scalar
         self._alloc = [drv.mem_alloc(a.nbytes + 2 * GUARD_BYTES) for a in self._host_out]
-        self._dev_out = [np.uintp(int(a) + GUARD_BYTES) for a in self._alloc]
+        self._dev_out = [int(a) + GUARD_BYTES for a in self._alloc]
         out_index = {n: i for i, n in enumerate(kernel.outputs)}
         # in-place inputs and in-out outputs start every call from a pristine device copy
         self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace] + [
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
-        self._call_args = [self._dev_out[out_index[n]] if n in out_index
+        self._call_args = [np.uintp(self._dev_out[out_index[n]]) if n in out_index
                            else inputs[n] if isinstance(v, np.ndarray) else v
                            for n, v in args.items()]
 
@@ -83,13 +119,12 @@ class CudaRunner(Runner):
         drv = self._backend.drv
         for i, (host, alloc, dev) in enumerate(zip(self._host_out, self._alloc, self._dev_out)):
             drv.memset_d8(alloc, GUARD_FILL, GUARD_BYTES)
-            drv.memset_d8(int(dev) + host.nbytes, GUARD_FILL, GUARD_BYTES)
+            drv.memset_d8(dev + host.nbytes, GUARD_FILL, GUARD_BYTES)
             if i in self._inout:
                 continue  # restored below: it starts from the args builder's values
-            if host.dtype in NAN_WORD:
-                drv.memset_d32(dev, NAN_WORD[host.dtype], host.nbytes // 4)
-            else:
-                drv.memset_d8(dev, 0xA5, host.nbytes)
+            width, word = POISON.get(host.dtype, (1, 0xA5))
+            memset = {1: drv.memset_d8, 2: drv.memset_d16, 4: drv.memset_d32}[width]
+            memset(dev, word, host.nbytes // width)
         self._restore()
         drv.Context.synchronize()
 
@@ -98,7 +133,7 @@ class CudaRunner(Runner):
         for name, host, alloc, dev in zip(self._names, self._host_out, self._alloc, self._dev_out):
             before, after = np.empty(GUARD_BYTES, np.uint8), np.empty(GUARD_BYTES, np.uint8)
             drv.memcpy_dtoh(before, alloc)
-            drv.memcpy_dtoh(after, int(dev) + host.nbytes)
+            drv.memcpy_dtoh(after, dev + host.nbytes)
             damage = guard_damage(name, before, after)
             if damage:
                 return damage
@@ -114,14 +149,8 @@ class CudaRunner(Runner):
         self._backend.drv.Context.synchronize()
 
     def timed_call(self) -> float:
-        backend = self._backend
-        backend.flush_l2()
-        self._restore()
-        backend.start.record()
-        self._fn(*self._call_args, grid=self._grid, block=self._block)
-        backend.end.record()
-        backend.end.synchronize()
-        return backend.start.time_till(backend.end)
+        self._restore()  # before the flush: the copy must not leave the inputs in L2
+        return self._backend.time_launch(lambda: self._fn(*self._call_args, grid=self._grid, block=self._block))
 
     def outputs(self) -> list[np.ndarray]:
         for host, dev in zip(self._host_out, self._dev_out):
@@ -147,22 +176,11 @@ class CudaCompiler:
     def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
-        from pycuda.compiler import CompileError as NvccError
-        from pycuda.compiler import compile as source_module_compile
-        source = render(variant, config, CTYPES[dtype])
-        options = [*NVCC_OPTIONS, *variant.flags]
-
-        def compile_fn(_src, out):
-            try:
-                cubin = source_module_compile(source, no_extern_c=True, arch=self.arch,
-                                              options=options, cache_dir=False)
-            except NvccError as e:
-                return str(e)
-            out.write_bytes(cubin)
-            return None
-
-        tag = " ".join(("pycuda", self.arch, *options))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", source, tag, (".cu", ".cubin"), compile_fn)
+        text = source(variant, config, dtype)
+        command = nvcc_command(self.arch, variant.flags)
+        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.flags))
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
+                                               lambda src, out: run_compiler(command, src, out))
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
 
@@ -219,6 +237,16 @@ class CudaBackend(CudaCompiler, Backend):
 
     def flush_l2(self) -> None:
         self.drv.memset_d32(self._flush, 0, self._flush_words)
+
+    def time_launch(self, launch) -> float:
+        """Milliseconds of the GPU work ``launch()`` queues on the default stream, between two
+        events, after the L2 flush: how every timing of this target is taken, a peer's too."""
+        self.flush_l2()
+        self.start.record()
+        launch()
+        self.end.record()
+        self.end.synchronize()
+        return self.start.time_till(self.end)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "device") -> Runner:
