@@ -23,8 +23,11 @@ import multiprocessing
 import os
 import signal
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tunebench import interference
 from tunebench.backends import create
@@ -34,6 +37,11 @@ from tunebench.measure import MeasureSettings, interleave, measure_placements, v
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
+#: The shapes whose arguments and reference a worker keeps, the latest used first. A bucket's
+#: shapes are measured in turn, config after config, and a GPU shape's arguments and float64
+#: reference take seconds to build; at most this share of the machine's memory is kept.
+PREPARED_SHAPES = 4
+PREPARED_MEMORY_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,7 @@ def _serve(conn, target: str, parent: int, clock) -> None:
         conn.send(("failed", f"cannot start the {target} target: {type(e).__name__}: {e}"))
         return
     conn.send(("ready", None))
-    prepared: dict[tuple, Any] = {}  # the latest shape's arguments and reference
+    prepared: OrderedDict[tuple, Any] = OrderedDict()  # the latest shapes' arguments and references
     while True:
         try:
             job: TrialJob | CompareJob = conn.recv()
@@ -149,20 +157,31 @@ def _serve(conn, target: str, parent: int, clock) -> None:
             os._exit(70)  # its context may be spoilt: the parent starts a fresh worker
 
 
-def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: dict):
+def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: OrderedDict):
     """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
-    once per shape (random inputs of a large shape take seconds); each runner gets its own copy
-    of the inputs and fresh outputs."""
+    once per shape while it is among the latest (random inputs of a large shape take seconds);
+    each runner gets its own copy of the inputs and fresh outputs."""
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
     key = (kernel_name, shape, dtype)
-    if key not in cache:
-        cache.clear()  # one shape at a time: they can be large
+    if key in cache:
+        cache.move_to_end(key)
+    else:
+        while len(cache) >= PREPARED_SHAPES:
+            cache.popitem(last=False)
         args = kernel.build_args(shape, dtype)
         cache[key] = (args, kernel.expected(args))
+        limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
+            cache.popitem(last=False)
     args, reference = cache[key]
     return kernel, kernel.variant(backend.name), args, reference
+
+
+def _nbytes(prepared: tuple) -> int:
+    args, reference = prepared
+    return sum(a.nbytes for a in (*args.values(), *reference) if isinstance(a, np.ndarray))
 
 
 def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:

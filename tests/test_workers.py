@@ -1,0 +1,41 @@
+"""The worker process: what it keeps between trials."""
+
+import numpy as np
+
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+from tunebench.measure import MeasureSettings
+from tunebench.workers import TrialJob, Workers
+
+DOUBLE_C = """\
+typedef TB_DTYPE real;
+void double_it(const real *x, real *y, int n)
+{
+    for (int i = 0; i < n; i += step) for (int j = i; j < i + step && j < n; ++j) y[j] = 2 * x[j];
+}
+"""
+
+
+def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
+    """Config after config the session measures every shape of a bucket; a GPU shape's arguments
+    and float64 reference take seconds, so the worker keeps the latest shapes'."""
+    (tmp_path / "double.c").write_text(DOUBLE_C)
+    built = tmp_path / "built.txt"
+
+    def args(shape, dtype, rng):
+        with built.open("a") as f:
+            f.write(f"{shape}\n")
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
+
+    Kernel("double_it", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (3000,)])]),
+           args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2, 4]}),
+                       heuristic=lambda shape: {"step": 1}))
+    workers = Workers("cpu")
+    try:
+        for step in (1, 2, 4):
+            for n in (1000, 3000):
+                result = workers.trial(TrialJob("double_it", {"step": step}, (n,), "float32", MeasureSettings(repeats=3)))
+                assert result["status"] == "ok", result
+    finally:
+        workers.close()
+    assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
