@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from tunebench.backends.cpu import SCALARS, CpuBackend  # noqa: E402
 from tunebench.lookup import load_suites, lookup, this_device  # noqa: E402
 from tunebench.measure import compare  # noqa: E402
+from tunebench.summary import config_text  # noqa: E402
 
 EPS = 1e-5
 
@@ -153,7 +154,7 @@ def table(runs: list[list[dict]]) -> list[str]:
         torch_ms = ms.get("torch")
         with_peers = statistics.median(r[i]["tuned_with_peers_ms"] for r in runs)
         vs_torch = "-" if torch_ms is None else f"{with_peers / torch_ms:.2f}x"
-        config = " ".join(f"{k}:{v}" for k, v in row["tuned_config"].items())
+        config = config_text(row["tuned_config"])
         lines.append(
             f"| {row['kernel']} | {row['bucket']} | {'x'.join(map(str, row['shape']))} | {ms['heuristic']:.4g} | "
             f"{ms['tuned']:.4g} | {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
