@@ -37,9 +37,9 @@ from tunebench.measure import MeasureSettings, interleave, measure_placements, v
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
-#: The shapes whose arguments and reference a worker keeps, the least recently used dropped first. A bucket's
-#: shapes are measured in turn, config after config, and a GPU shape's arguments and float64
-#: reference take seconds to build; at most this share of the machine's memory is kept.
+#: The shapes whose arguments and reference a worker keeps, the least recently used dropped
+#: first. A bucket's shapes are measured in turn, config after config, and a GPU shape's
+#: arguments and float64 reference take seconds to build; at most this share of memory is kept.
 PREPARED_SHAPES = 4
 PREPARED_MEMORY_SHARE = 0.25
 
