@@ -152,6 +152,16 @@ def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(
     assert "Traceback" not in result.stdout.str() and "raise BucketError" not in result.stdout.str()
 
 
+
+def test_a_test_module_that_fails_to_import_is_reported_by_pytest_as_usual(pytester):
+    """The plugin is loaded into every pytest run of the environment: a module it knows nothing
+    about fails collection with its own error, never with an internal error of the plugin."""
+    pytester.path.joinpath("test_broken.py").write_text("import nosuchmodule\n\ndef test_a():\n    pass\n")
+    result = pytester.runpytest("test_broken.py")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*ERROR collecting test_broken.py*", "*No module named 'nosuchmodule'*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
 #: The slow kernel of the records tests, at 30-60 ms a call.
 SLOW_SUITE = SLOW_RECORDED.replace('heuristic=lambda shape: {"pause": 1, "tag": 0}',
                                    'heuristic=lambda shape: {"pause": 30, "tag": 0}').replace(

@@ -167,11 +167,11 @@ class SuiteModule(pytest.Module):
     """A test module whose import fails on a declaration error (overlapping buckets, an invalid
     space, a kernel without output) reports that error in one line, not a traceback."""
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(self, excinfo):  # a Collector's takes no style
         cause = excinfo.value.__cause__ if excinfo.errisinstance(self.CollectError) else excinfo.value
         if isinstance(cause, DECLARATION_ERRORS):
             return Message(f"{self.path}: {type(cause).__name__}: {cause}")
-        return super().repr_failure(excinfo, style=style)
+        return super().repr_failure(excinfo)
 
 
 def pytest_pycollect_makemodule(module_path, parent):
