@@ -162,6 +162,15 @@ def test_a_test_module_that_fails_to_import_is_reported_by_pytest_as_usual(pytes
     result.stdout.fnmatch_lines(["*ERROR collecting test_broken.py*", "*No module named 'nosuchmodule'*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
+
+def test_a_kernel_name_declared_in_two_suites_is_one_collection_error_naming_both(project, pytester):
+    root = project()
+    (root / "suites" / "test_copy.py").write_text((root / "suites" / "test_axpb.py").read_text())
+    result = pytester.runpytest("suites", "--collect-only")
+    result.stdout.fnmatch_lines(["*test_copy.py: KernelError: kernel name 'axpb' is declared twice, here and "
+                                 "in suites/test_axpb.py*"])
+    assert "Traceback" not in result.stdout.str()
+
 #: The slow kernel of the records tests, at 30-60 ms a call.
 SLOW_SUITE = SLOW_RECORDED.replace('heuristic=lambda shape: {"pause": 1, "tag": 0}',
                                    'heuristic=lambda shape: {"pause": 30, "tag": 0}').replace(

@@ -30,7 +30,7 @@ TUNER = pytest.StashKey["Tuner | None"]()
 GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
 GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
 UNAVAILABLE = pytest.StashKey[dict]()  # target -> why it cannot run here
-SEEN = pytest.StashKey[dict]()  # kernel name -> Kernel, to collect each suite once
+SEEN = pytest.StashKey[dict]()  # kernel name -> (Kernel, node id), to collect each suite once
 REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel Tuner cache
 
 

@@ -182,11 +182,13 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     if not isinstance(obj, Kernel):
         return None
     seen = collector.config.stash[SEEN]
-    if seen.get(obj.name) is obj:
+    first, where = seen.get(obj.name, (None, None))
+    if first is obj:
         return []  # the same suite imported elsewhere: collected once
-    if obj.name in seen:
-        raise pytest.UsageError(f"{collector.nodeid}: kernel name {obj.name!r} is declared twice")
-    seen[obj.name] = obj
+    if first is not None:
+        raise KernelError(f"kernel name {obj.name!r} is declared twice, here and in {where}: records "
+                          f"keep one task per name")
+    seen[obj.name] = obj, collector.nodeid
     return Suite.from_parent(collector, name=obj.name, kernel=obj)
 
 
