@@ -236,3 +236,53 @@ def test_a_lookup_is_answered_from_memory_until_the_records_change(project, pyte
     for path in (root / "records").glob("*.json"):
         path.unlink()
     assert tunebench.lookup("axpb", (2000,)).note.startswith("nothing is recorded for this device")
+
+
+def best_json(root, *extra) -> dict:
+    """``tunebench best twice --shape 4096 --json`` in a fresh process (the templates read anew)."""
+    command = [sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json", *extra]
+    found = subprocess.run(command, env={**os.environ, "TUNEBENCH_ROOT": str(root)}, capture_output=True,
+                           text=True, check=True)
+    return json.loads(found.stdout)
+
+
+def test_best_keeps_serving_the_tuned_config_after_the_template_changes_and_agrees_with_the_summary(
+        twice_project, pytester):
+    root = twice_project
+    tune = pytester.runpytest("suites", *TUNE, "-k", "small")
+    before = best_json(root)
+    assert before["source"] == "tuned" and before["note"] is None and before["config"]["reps"] == 1
+    row = next(line for line in tune.stdout.lines if line.startswith("twice ") and " small " in line)
+    assert f"{before['baseline_ms'] / before['objective_ms']:.2f}x" in row  # the final round's figures
+    with open(root / "twice.c", "a") as f:
+        f.write("/* a comment: the template's hash changes */\n")
+    after = best_json(root)
+    assert (after["source"], after["config"], after["objective_ms"]) == ("tuned", before["config"],
+                                                                         before["objective_ms"])
+    assert after["note"].startswith("tuned with an earlier twice.c")
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('"reps": [1, 4]', '"reps": [2, 4]'))
+    narrowed = best_json(root)  # a config the space no longer holds is not served
+    assert narrowed["source"] == "heuristic" and narrowed["reason"] == "it beat every recorded config on this bucket"
+
+
+def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one_says_so(twice_project, pytester):
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": root / "records", "suites": root / "suites"}
+    by_name = tunebench.lookup("twice", (4096,), dtype="float32", **asked)
+    assert by_name.source == "tuned"
+    for dtype in (np.float32, np.dtype("float32"), np.ones(2, np.float32).dtype):
+        assert tunebench.lookup("twice", (4096,), dtype=dtype, **asked) == by_name
+    undeclared = tunebench.lookup("twice", (4096,), dtype=np.float16, **asked)
+    assert undeclared.source == "heuristic" and undeclared.dtype == "float16"
+    assert undeclared.note == "float16 is not among the dtypes twice declares for the cpu target (float32): its heuristic"
+    with pytest.raises(ValueError, match="dtype 'fp32' is not a numpy dtype"):
+        tunebench.lookup("twice", (4096,), dtype="fp32", **asked)
+
+    @tunebench.tuned("twice", **asked).apply(shape=lambda x: x.shape, dtype=lambda x: x.dtype)
+    def launch(x, *, reps, pad):
+        return {"reps": reps, "pad": pad}
+
+    assert launch(np.ones(4096, np.float32)) == by_name.config
+    assert launch(np.ones(4096, np.float16)) == undeclared.config != by_name.config

@@ -8,7 +8,7 @@ the config's params as keyword arguments::
 
     layernorm = tunebench.tuned("layernorm")
 
-    @layernorm.apply(shape=lambda x, *rest: x.shape)
+    @layernorm.apply(shape=lambda x, *rest: x.shape, dtype=lambda x, *rest: x.dtype)
     def launch(x, gamma, beta, y, *, vec, unroll, chunk, two_pass):
         build(vec=vec, unroll=unroll, chunk=chunk, two_pass=two_pass)(x, gamma, beta, y)
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tunebench.kernel import Kernel
 from tunebench.lookup import lookup
@@ -30,23 +31,26 @@ class Tuned:
                  records: str | Path | None = None, suites: str | Path | None = None):
         self.kernel, self.device, self.dtype, self.records, self.suites = kernel, device, dtype, records, suites
 
-    def config(self, shape: Sequence[int]) -> dict:
-        """The best config for ``shape`` (a copy: the caller may change it)."""
-        return lookup(self.kernel, shape, self.device, dtype=self.dtype, records=self.records,
-                      suites=self.suites).config
+    def config(self, shape: Sequence[int], dtype=None) -> dict:
+        """The best config for ``shape`` in ``dtype`` (default: the handle's), a copy: the caller
+        may change it."""
+        return lookup(self.kernel, shape, self.device, dtype=dtype if dtype is not None else self.dtype,
+                      records=self.records, suites=self.suites).config
 
-    def defines(self, shape: Sequence[int]) -> list[str]:
+    def defines(self, shape: Sequence[int], dtype=None) -> list[str]:
         """The config as compiler flags, as tunebench itself builds a variant: ``["-Dvec=8", ...]``."""
         return [f"-D{name}={int(value) if isinstance(value, bool) else value}"
-                for name, value in self.config(shape).items()]
+                for name, value in self.config(shape, dtype).items()]
 
-    def apply(self, shape: Callable[..., Sequence[int]]) -> Callable:
+    def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the
-        shape ``shape(*args, **kwargs)`` gives, as keyword arguments."""
+        shape ``shape(*args, **kwargs)`` gives, in the dtype ``dtype(*args, **kwargs)`` gives
+        (``dtype=lambda x, *rest: x.dtype``; default: the handle's), as keyword arguments."""
         def decorate(fn: Callable) -> Callable:
             @functools.wraps(fn)
             def call(*args, **kwargs):
-                return fn(*args, **kwargs, **self.config(shape(*args, **kwargs)))
+                kind = dtype(*args, **kwargs) if dtype is not None else None
+                return fn(*args, **kwargs, **self.config(shape(*args, **kwargs), kind))
             return call
         return decorate
 

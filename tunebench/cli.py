@@ -39,7 +39,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(json.dumps({"kernel": choice.kernel, "shape": list(choice.shape), "dtype": choice.dtype,
                           "config": choice.config, "source": choice.source, "bucket": choice.bucket,
                           "inside": choice.inside, "device": choice.device, "note": choice.note,
-                          "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms}))
+                          "reason": choice.reason, "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms}))
         return 0
     where = "inside" if choice.inside else "outside every bucket; nearest"
     print(f"{choice.kernel} {choice.dtype} shape {','.join(map(str, choice.shape))}: "
@@ -51,8 +51,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         speed = f", {choice.speedup:.2f}x the heuristic's" if choice.speedup else ""
         print(f"  tuned: {choice.objective_ms:.4g} ms on the bucket{speed}")
     else:
-        print("  the heuristic: " + ("it beat every recorded config on this bucket"
-                                     if choice.baseline_ms else "nothing is recorded for this bucket"))
+        print(f"  the heuristic: {choice.reason}")
     return 0
 
 

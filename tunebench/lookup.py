@@ -3,7 +3,10 @@
 ``best(kernel, shape)`` finds the bucket holding the shape (the nearest, with a warning, when it
 lies outside all of them), ranks every config recorded on that bucket for this device and the
 kernel's current source by the bucket objective, and returns the winner; where a tune ended with
-a final round (its fastest configs measured again, interleaved), that round's winner. The baseline
+a final round (its fastest configs measured again, interleaved), that round's winner. Where the
+template changed since the bucket was tuned, the configs tuned with the latest recorded source
+that are still in the space are ranked instead, as the gate does, and :attr:`Choice.note` says so:
+a comment or a fix must not send a framework back to the heuristic while CI stays green. The baseline
 (the heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
 the answer is the heuristic's config for the requested shape. A config whose shaped constraints
 fail for the asked shape is passed over for the best recorded one that holds, else the
@@ -32,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, Buckets, ShapeOutsideBuckets
 from tunebench.device import device_id
@@ -53,6 +58,7 @@ class Choice:
     objective_ms: float | None = None  # the chosen config's objective on the bucket
     baseline_ms: float | None = None  # the baseline's objective on the same bucket
     note: str | None = None  # why the answer is not simply the bucket's best
+    reason: str | None = None  # why the heuristic is the answer, where it is
     warnings: list[str] = field(default_factory=list)  # a shape outside every bucket
 
     @property
@@ -144,8 +150,11 @@ class Summary:
     def of(cls, store: RecordStore) -> Summary:
         finals = {}
         for check in store.checks(kind="tune"):  # the latest of each task wins
+            measured = "winner" in check and all("baseline_ms" in e for e in check["shapes"])
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
-                check["source_hash"], [[e["shape"], e["best"]] for e in check["shapes"]])
+                check["source_hash"], [[e["shape"], e["best"], *((
+                    e["baseline_ms"] if check["winner"] is None else e["finalist_ms"][check["winner"]],
+                    e["baseline_ms"]) if measured else (None, None))] for e in check["shapes"]])
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
@@ -163,7 +172,24 @@ class Summary:
         found = self._finals.get((kernel, target, dtype, bucket))
         if found is None or found[0] != source_hash:
             return None
-        return {tuple(shape): config for shape, config in found[1]}
+        return {tuple(shape): config for shape, config, *_ in found[1]}
+
+    def confirmed(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple[float, float] | None:
+        """(chosen, heuristic) bucket objectives in ms as the latest final round measured them (the
+        summary's figures), or None where it measured none."""
+        entries = self._finals.get((kernel, target, dtype, bucket.name), (None, []))[1]
+        if not entries or any(e[2] is None for e in entries):
+            return None
+        return (bucket.objective({tuple(e[0]): e[2] for e in entries}),
+                bucket.objective({tuple(e[0]): e[3] for e in entries}))
+
+    def latest_source(self, kernel: str, target: str, dtype: str, bucket: str) -> str | None:
+        """The template source the task was last tuned with: its final round's, else its trials'."""
+        found = self._finals.get((kernel, target, dtype, bucket))
+        if found is not None:
+            return found[0]
+        return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
+                     == (kernel, target, dtype, bucket)), None)
 
     def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> tuple[dict, dict]:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes."""
@@ -228,7 +254,8 @@ class _Directory:
             stamp = [list(s) for s in self._stamps(device)]
             try:
                 cached = json.loads(index.read_text())
-                found = Summary(cached["summary"]) if cached["stamp"] == stamp else None
+                found = Summary(cached["summary"]) if (cached["stamp"], cached.get("format")) == (
+                    stamp, INDEX_FORMAT) else None
             except (OSError, ValueError, KeyError):
                 found = None
             if found is None:
@@ -237,7 +264,7 @@ class _Directory:
                 try:
                     index.parent.mkdir(exist_ok=True)
                     tmp = index.with_name(f".{index.name}.{os.getpid()}")
-                    tmp.write_text(json.dumps({"stamp": stamp, "summary": found.data()}))
+                    tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
                     os.replace(tmp, index)
                 except OSError:
                     pass  # a read-only checkout: answer from memory only
@@ -245,6 +272,8 @@ class _Directory:
         return self._summaries[device]
 
 
+#: The layout of the index files: one of another layout (an older tunebench's) is built again.
+INDEX_FORMAT = 2
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept per records folder (shapes differ from call to call in a framework).
@@ -276,6 +305,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         if folder.generation == generation:
             return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
+    dtype = dtype_name(dtype)
     records_dir, suites_dir = project(records, suites, decl)
     if decl is None and suites_dir.is_dir():
         load_suites(suites_dir)
@@ -288,6 +318,16 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         _FAST.clear()
     _FAST[memo] = (folder, folder.generation, choice)
     return choice
+
+
+def dtype_name(dtype) -> str | None:
+    """The numpy name of a dtype given as a name, a numpy type or an array's dtype (``float32``)."""
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, ...)") from None
 
 
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
@@ -323,13 +363,25 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         bucket, inside = buckets.find(shape)
     choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
                     inside=inside, device=device, warnings=[str(w.message) for w in caught])
-    if store is None:
+    if variant is not None and dtype not in variant.dtypes:
+        choice.note = (f"{dtype} is not among the dtypes {name} declares for the {target} target "
+                       f"({', '.join(variant.dtypes)}): its heuristic")
+    elif store is None:
         others = sorted(p.stem for p in records_dir.glob("*.json"))
         choice.note = (f"nothing is recorded for this device ({device})"
                        + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
     ranked, times = store.ranked(name, dtype, bucket, source_hash) if store else ({}, {})
+    ranked = _in_space(variant, ranked)
+    earlier = store.latest_source(name, target, dtype, bucket.name) if store and variant and not ranked else None
+    if earlier is not None and earlier != source_hash:  # the template changed since the tune: as the gate,
+        ranked, times = store.ranked(name, dtype, bucket, earlier)  # serve what was tuned, where it still fits
+        ranked = _in_space(variant, ranked)
+        if ranked:
+            source_hash = earlier
+            choice.note = (f"tuned with an earlier {variant.path.name} ({earlier}; now {variant.source_hash}): "
+                           f"`pytest suites --tune` tunes this one, and the gate checks the config on it")
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
@@ -337,29 +389,48 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.baseline_ms = bucket.objective(got)
     final = store.final(name, target, dtype, bucket.name, source_hash) if store else None
     order = sorted(ranked, key=ranked.get)
+    picked = None  # the final round's pick, where one was made: None for the heuristic
     if final is not None:  # the final round's winner, else the heuristic
         key = config_key(next(iter(final.values())))
         adopt = [] if list(final.values()) == baseline or key not in ranked else [key]
+        picked = adopt[:1] or [None]
         order = adopt + [k for k in order if k != key]
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
+    choice.reason = ("it beat every recorded config on this bucket" if choice.baseline_ms is not None
+                     else "nothing is recorded for this bucket")
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
         fits = [k for k in order if _fits(variant, dict(k), shape, buckets.dims)
                 and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
-        choice.note = (f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for "
-                       f"{shape}: " + ("the best recorded config that does" if fits else "the heuristic instead"))
+        choice.note = "; ".join(filter(None, (choice.note, (
+            f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for {shape}: "
+            + ("the best recorded config that does" if fits else "the heuristic instead")))))
+        choice.reason = f"no recorded config faster than it satisfies the constraints for {shape}"
         adopt = fits[:1]
+    confirmed = store.confirmed(name, target, dtype, bucket) if picked == (adopt[:1] or [None]) else None
+    if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
+        choice.baseline_ms = confirmed[1]
     if adopt:
         config = dict(adopt[0])
         if variant is not None and set(config) == set(variant.space.names):
             config = {n: config[n] for n in variant.space.names}
-        choice.config, choice.source, choice.objective_ms = config, "tuned", ranked[adopt[0]]
+        choice.config, choice.source, choice.reason = config, "tuned", None
+        choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
     elif variant is not None:
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites=")
     return choice
+
+
+def _in_space(variant: Variant | None, ranked: dict) -> dict:
+    """The ranked configs the declared space still holds (all of them without a declaration): a
+    value or param taken out of the space since the tune is never handed out."""
+    if variant is None:
+        return ranked
+    space = variant.space
+    return {k: v for k, v in ranked.items() if space.contains(dict(k)) and space.is_valid(space.key(dict(k)))}
 
 
 def _fits(variant: Variant | None, config: dict, shape: tuple, dims: Sequence[str]) -> bool:
