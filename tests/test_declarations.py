@@ -238,11 +238,13 @@ def test_a_lookup_is_answered_from_memory_until_the_records_change(project, pyte
     assert tunebench.lookup("axpb", (2000,)).note.startswith("nothing is recorded for this device")
 
 
-def best_json(root, *extra) -> dict:
-    """``tunebench best twice --shape 4096 --json`` in a fresh process (the templates read anew)."""
+def best_json(root, *extra, cwd=None) -> dict:
+    """``tunebench best twice --shape 4096 --json`` in a fresh process (the templates read anew),
+    the project named by $TUNEBENCH_ROOT (by ``extra`` where ``root`` is None)."""
     command = [sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json", *extra]
-    found = subprocess.run(command, env={**os.environ, "TUNEBENCH_ROOT": str(root)}, capture_output=True,
-                           text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "TUNEBENCH_ROOT"}
+    found = subprocess.run(command, env={**env, "TUNEBENCH_ROOT": str(root)} if root else env, cwd=cwd,
+                           capture_output=True, text=True, check=True)
     return json.loads(found.stdout)
 
 
@@ -286,3 +288,18 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
 
     assert launch(np.ones(4096, np.float32)) == by_name.config
     assert launch(np.ones(4096, np.float16)) == undeclared.config != by_name.config
+
+
+def test_records_alone_name_the_project_and_a_broken_suite_leaves_the_others_answered(twice_project, pytester,
+                                                                                      tmp_path):
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (root / "suites" / "test_broken.py").write_text("import nosuchmodule\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    answer = best_json(None, "--records", str(root / "records"), cwd=elsewhere)
+    assert answer["source"] == "tuned" and answer["config"]["reps"] == 1  # its declaration was found
+    warning = importlib.import_module("tunebench.lookup").SuiteImportWarning
+    with pytest.warns(warning, match="test_broken.py: ModuleNotFoundError.*'nosuch' is answered from the records"):
+        with pytest.raises(LookupError, match="kernel 'nosuch': no records for it"):
+            tunebench.lookup("nosuch", (4096,), records=root / "records")

@@ -68,9 +68,11 @@ class Choice:
         return None
 
 
-def load_suites(directory: str | Path) -> list[Kernel]:
+def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[Kernel]:
     """Import every ``test_*.py`` under ``directory`` as pytest would (its folder first on the
-    import path, for the helpers beside it) and return the kernels they declare at module level."""
+    import path, for the helpers beside it) and return the kernels they declare at module level.
+    A suite that fails to import raises :class:`ImportError` naming it, or, where ``failed`` is
+    given, is left out and its error appended there."""
     kernels = []
     for path in sorted(Path(directory).glob("**/test_*.py")):
         name = f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
@@ -83,11 +85,18 @@ def load_suites(directory: str | Path) -> list[Kernel]:
                 spec.loader.exec_module(module)
             except Exception as e:  # noqa: BLE001 - any error in a suite is reported with its file
                 del sys.modules[name]
-                raise ImportError(f"{path}: {type(e).__name__}: {e}") from e
+                if failed is None:
+                    raise ImportError(f"{path}: {type(e).__name__}: {e}") from e
+                failed.append(f"{path}: {type(e).__name__}: {e}")
+                continue
             finally:
                 sys.path.remove(str(path.parent))
         kernels += [v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)]
     return list(dict.fromkeys(kernels))
+
+
+class SuiteImportWarning(UserWarning):
+    """A suite failed to import while a lookup looked for a kernel's declaration."""
 
 
 def this_device(target: str | None = None) -> str:
@@ -111,9 +120,10 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
     under the root of the project that declares ``kernel`` (the nearest folder above its suite
     with a ``records`` folder or an ini file), else the nearest such folder from the working
-    directory upwards. :class:`LookupError` names every place it looked."""
-    if records is not None and suites is not None:
-        return Path(records), Path(suites)
+    directory upwards; given ``records`` alone, the suites are its sibling ``suites``.
+    :class:`LookupError` names every place it looked."""
+    if records is not None:  # the project is the records folder's
+        return Path(records), Path(suites) if suites is not None else Path(records).parent / "suites"
     looked = []
     root = Path(os.environ["TUNEBENCH_ROOT"]) if os.environ.get("TUNEBENCH_ROOT") else None
     if root is None:
@@ -128,8 +138,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     if root is None:
         raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/ or "
                           f"{', '.join(INI_FILES)}; pass records= (--records) or set TUNEBENCH_ROOT")
-    return (Path(records) if records is not None else root / "records",
-            Path(suites) if suites is not None else root / "suites")
+    return root / "records", Path(suites) if suites is not None else root / "suites"
 
 
 class Summary:
@@ -308,8 +317,12 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     dtype = dtype_name(dtype)
     records_dir, suites_dir = project(records, suites, decl)
     if decl is None and suites_dir.is_dir():
-        load_suites(suites_dir)
+        failed: list[str] = []  # another suite's error must not stop a framework's launch
+        load_suites(suites_dir, failed)
         decl = REGISTRY.get(kernel)
+        for error in failed if decl is None else ():
+            warnings.warn(f"{error}: kernel {kernel!r} is answered from the records alone", SuiteImportWarning,
+                          stacklevel=3)
     name = decl.name if decl else kernel
     device = Path(device).stem if device else this_device()
     folder = _directory(records_dir)
