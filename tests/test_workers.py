@@ -1,10 +1,12 @@
-"""The worker process: what it keeps between trials."""
+"""The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
 import numpy as np
+import pytest
 
+from tests.test_faults import FAULTY_C
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.measure import MeasureSettings
-from tunebench.workers import TrialJob, Workers
+from tunebench.workers import CompareJob, TrialJob, Workers
 
 DOUBLE_C = """\
 typedef TB_DTYPE real;
@@ -39,3 +41,22 @@ def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
+
+
+@pytest.mark.parametrize("fault, status", [(2, "timeout"), (1, "crashed")])
+def test_a_comparison_whose_arm_hangs_or_crashes_names_that_arm(tmp_path, fault, status):
+    """The gate says which config hung or crashed, though the worker was killed mid-job."""
+    (tmp_path / "faulty.c").write_text(FAULTY_C)
+    Kernel("faulty_arms", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
+                       space=Space({"passes": [1], "fault": [0, 1, 2]})))
+    workers = Workers("cpu", timeout=1.0)
+    try:
+        arms = (("best", {"passes": 1, "fault": 0}, None), ("baseline", {"passes": 1, "fault": fault}, None))
+        result = workers.trial(CompareJob("faulty_arms", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert (result["status"], result["arm"]) == (status, "baseline"), result

@@ -236,7 +236,7 @@ def _reference(entry: dict) -> list[float] | None:
 def _arm_name(label: str | None, configs: dict) -> str:
     what = {"best": "recorded best", "baseline": "heuristic", "recorded": "recorded source's build of the best"}
     config = configs.get(label)
-    return f"{what.get(label, label)} [{config_text(config)}]" if config is not None else str(label)
+    return f"{what.get(label, label)} [{config_text(config)}]" if config is not None else label or "comparison"
 
 
 def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[float] | None,

@@ -95,18 +95,20 @@ def _die_with_parent(parent: int) -> None:
 
 class _Watched(Runner):
     """A runner whose every call is announced in memory shared with the parent: when the call
-    began, 0 when none is in flight. The parent kills a worker whose call outlasts the timeout,
-    so the timeout applies to one launch, however many a job makes."""
+    began (0 when none is in flight) and which arm of a comparison made it. The parent kills a
+    worker whose call outlasts the timeout, so the timeout applies to one launch, however many a
+    job makes, and a hang or a crash is pinned on the arm that made it."""
 
-    def __init__(self, runner: Runner, clock):
-        self._runner, self._clock = runner, clock
+    def __init__(self, runner: Runner, clock, arm: int = 0):
+        self._runner, self._clock, self._arm = runner, clock, arm
 
     def _watch(self, fn):
-        self._clock.value = time.monotonic()
+        self._clock[1] = self._arm
+        self._clock[0] = time.monotonic()
         try:
             return fn()
         finally:
-            self._clock.value = 0.0
+            self._clock[0] = 0.0
 
     def reset(self) -> None:
         self._runner.reset()
@@ -146,7 +148,7 @@ def _serve(conn, target: str, parent: int, clock) -> None:
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            result = run(backend, job, prepared, conn, lambda runner: _Watched(runner, clock))
+            result = run(backend, job, prepared, conn, lambda runner, arm=0: _Watched(runner, clock, arm))
             if "samples" in result:
                 result["conditions"] = backend.conditions()
             conn.send(("result", result))
@@ -230,10 +232,10 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
         runners = {}
         try:
             call_ms = 0.0
-            for label, (arm_variant, config, build) in builds.items():
+            for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
                 try:
                     runners[label] = watched(backend.load(build, kernel, arm_variant, config, job.shape, args,
-                                                           placement))
+                                                           placement), arm)
                 except ResourceError as e:
                     return {"status": "pruned_resources", "arm": label, "error": str(e)}
                 failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])
@@ -271,13 +273,13 @@ class Workers:
         self.restarts = 0
         self._process = None
         self._conn = None
-        self._clock = None  # shared with the worker: when its call in flight began
+        self._clock = None  # shared with the worker: when its call in flight began, and its arm
         self._monitor = interference.Monitor()
 
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
-        self._clock = context.RawValue("d", 0.0)
+        self._clock = context.RawArray("d", 2)
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
@@ -302,6 +304,7 @@ class Workers:
                 self.restarts += 1
             self._start()
         began = time.monotonic()
+        self._clock[1] = -1  # no call made yet
         self._conn.send(job)
         kind, message = self._receive(PREPARE_TIMEOUT_S)
         if kind == "built":
@@ -309,6 +312,8 @@ class Workers:
             self.reused += message.count(True)
             kind, message = self._watch()
         result = self._outcome(kind, message)
+        if isinstance(job, CompareJob) and "samples" not in result and "arm" not in result and self._clock[1] >= 0:
+            result["arm"] = job.arms[int(self._clock[1])][0]  # the arm whose call hung or crashed
         if "samples" in result:
             pids = (self._process.pid,) if self._process is not None else ()
             result.update(interference.verdict(result.get("placements", result["samples"]),
@@ -320,7 +325,7 @@ class Workers:
         """The job's answer, or "timeout" as soon as one call has run longer than the timeout."""
         began = time.monotonic()
         while not self._conn.poll(0.1):
-            now, launched = time.monotonic(), self._clock.value
+            now, launched = time.monotonic(), self._clock[0]
             if (launched and now - launched > self.timeout) or now - began > PREPARE_TIMEOUT_S:
                 return "timeout", None
             if not self._process.is_alive() and not self._conn.poll(0):
