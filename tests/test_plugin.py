@@ -83,6 +83,8 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
      "the reference returned shape (999,) for output 'y', which the args builder declares (1000,)"),
     ("lambda x, n, a, b: (a * x + b).astype(np.float16)",
      "the reference returned float16 for output 'y' of float32"),
+    ("lambda x, a, b: a * x + b",  # forgets an argument: pytest would blame every candidate
+     "the reference raised TypeError: <lambda>() got an unexpected keyword argument 'n' (shape (1000,), float32)"),
 ])
 def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_never_recorded(
         project, pytester, reference, message):
@@ -96,6 +98,13 @@ def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_neve
     assert records(root).table("trials").all() == []  # nothing to reuse once the reference is fixed
     project()
     pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+
+
+def test_a_wrong_result_from_arguments_of_another_dtype_says_so(project, pytester):
+    project(suite=AXPB_SUITE.replace("rng.random(n, dtype=np.float32).astype(dtype)", "rng.random(n)"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
+    result.stdout.fnmatch_lines(["*wrong_result: *(the args builder gives 'x' as float64 in a float32 task: a "
+                                 "template that reads it as TB_DTYPE needs .astype(dtype))*"])
 
 
 def test_the_trial_budget_skips_unsampled_candidates_with_the_reason(project, pytester):

@@ -172,13 +172,27 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: Ordered
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        args = kernel.build_args(shape, dtype)
-        cache[key] = (args, kernel.expected(args))
+        cache[key] = _declared(kernel, shape, dtype)
         limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
             cache.popitem(last=False)
     args, reference = cache[key]
     return kernel, kernel.variant(backend.name), args, reference
+
+
+def _declared(kernel, shape: tuple, dtype: str) -> tuple:
+    """A shape's arguments and reference outputs. The suite's own code failing here is the
+    declaration's fault, not a candidate's: one error for the task, never a record."""
+    what = "args builder"
+    try:
+        args = kernel.build_args(shape, dtype)
+        what = "reference"
+        return args, kernel.expected(args)
+    except KernelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
+        raise KernelError(f"kernel {kernel.name!r}: the {what} raised {type(e).__name__}: {e} "
+                          f"(shape {shape}, {dtype})") from e
 
 
 def _nbytes(prepared: tuple) -> int:
@@ -207,11 +221,21 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     finally:
         for runner in runners.values():
             runner.close()
-    found = {**done, "status": m.status, "error": m.error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
+    error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" else m.error
+    found = {**done, "status": m.status, "error": error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
              "measure_s": m.seconds}
     if m.placements:
         found.update(samples=m.samples, placements=m.placements)
     return found
+
+
+def _dtype_hint(args: dict, dtype: str) -> str:
+    """Where a wrong result may be the args builder's: floating arrays of another dtype than the
+    task's, which a template reading them as TB_DTYPE misreads (a forgotten ``.astype(dtype)``)."""
+    other = [f"{name!r} as {a.dtype}" for name, a in args.items()
+             if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.dtype(dtype)]
+    return (f" (the args builder gives {', '.join(other)} in a {dtype} task: a template that reads it as "
+            f"TB_DTYPE needs .astype(dtype))") if other else ""
 
 
 def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
