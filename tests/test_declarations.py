@@ -153,6 +153,16 @@ def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(
 
 
 
+@pytest.mark.parametrize("options", [TUNE, ("-p", "no:cacheprovider", "--tune-target", "cpu")])
+def test_a_missing_template_is_one_collection_error_naming_it(project, pytester, options):
+    root = project()
+    (root / "kernels" / "axpb.c").unlink()
+    result = pytester.runpytest("suites", *options)
+    result.stdout.fnmatch_lines(["*suite suites/test_axpb.py::axpb: source 'kernels/axpb.c' not found from "
+                                 f"{root / 'suites'} upwards*"])
+    assert "Traceback" not in result.stdout.str() and "kernel.py" not in result.stdout.str()
+
+
 def test_a_test_module_that_fails_to_import_is_reported_by_pytest_as_usual(pytester):
     """The plugin is loaded into every pytest run of the environment: a module it knows nothing
     about fails collection with its own error, never with an internal error of the plugin."""

@@ -145,6 +145,7 @@ class Suite(pytest.Collector):
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
+            variant.template  # noqa: B018 - read here, so that a missing file or include is one line
             for bucket in self.kernel.buckets_for(target):
                 for shape in bucket.shapes:
                     variant.baseline(shape)
