@@ -313,3 +313,42 @@ def test_records_alone_name_the_project_and_a_broken_suite_leaves_the_others_ans
     with pytest.warns(warning, match="test_broken.py: ModuleNotFoundError.*'nosuch' is answered from the records"):
         with pytest.raises(LookupError, match="kernel 'nosuch': no records for it"):
             tunebench.lookup("nosuch", (4096,), records=root / "records")
+
+
+#: y = x + 3 in the task's dtype; ``skip`` leaves the last element unwritten.
+IADD_C = """\
+typedef TB_DTYPE elem;
+void iadd(const elem *x, elem *y, int n)
+{
+    for (int i = 0; i < n - skip; ++i) y[i] = (elem)(x[i] + 3);
+}
+"""
+
+IADD_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+iadd = Kernel(
+    "iadd", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1001,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.integers(0, 250, shape[0]).astype(dtype), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: (x + 3).astype(x.dtype), outputs=["y"],
+    cpu=Variant(source="iadd.c", entry="iadd", heuristic=lambda shape: {"skip": 0}, space=Space({"skip": [0, 1]}),
+                dtypes=DTYPES),
+)
+"""
+
+
+def test_integer_and_float16_kernels_tune_exactly_and_an_unknown_dtype_is_a_collection_error(pytester):
+    pytester.path.joinpath("iadd.c").write_text(IADD_C)
+    suite = pytester.path.joinpath("test_iadd.py")
+    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "uint8", "int64", "float16")'))
+    result = pytester.runpytest("test_iadd.py", *TUNE)
+    result.assert_outcomes(passed=8, failed=4)  # per dtype: the baseline and skip 0 pass, skip 1 is wrong
+    trials = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials").all()
+    assert {(t["dtype"], t["config"]["skip"], t["status"] == "wrong_result") for t in trials} == {
+        (d, s, s == 1) for d in ("int32", "uint8", "int64", "float16") for s in (0, 1)}
+    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "bfloat16")'))
+    result = pytester.runpytest("test_iadd.py", *TUNE)
+    result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'bfloat16' has no C type on the cpu target "
+                                 "(float32, float64, float16, int8, *)*"])

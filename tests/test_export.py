@@ -61,9 +61,21 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
         assert sources == {"tuned", "heuristic"}  # both answers were exercised
 
 
-def test_a_param_a_header_cannot_carry_is_an_error_naming_it():
-    data = {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
-            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout"], "buckets": [
-                {"name": "all", "ranges": {"N": [1, None]}, "source": "tuned", "config": {"layout": "row"}}]}}}}
+def exported_layouts(*layouts) -> dict:
+    """An export's content with one bucket per value of the param ``layout``."""
+    return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
+            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout", "tile"], "buckets": [
+                {"name": f"b{i}", "ranges": {"N": [10 * i + 1, 10 * i + 10]}, "source": "tuned",
+                 "config": {"layout": layout, "tile": 4}} for i, layout in enumerate(layouts)]}}}}
+
+
+def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_naming_it(tmp_path):
+    (tmp_path / "tunebench_configs.h").write_text(export.header(exported_layouts("row", "col_major")))
+    (tmp_path / "main.c").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{\n'
+                                     '    printf("%s %s %d\\n", tb_k_float32(5).layout, tb_k_float32(15).layout, '
+                                     'tb_k_float32(15).tile);\n    return 0;\n}\n')
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "main.c"),
+                    "-o", str(tmp_path / "main"), "-lm"], check=True)
+    assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == "row col_major 4\n"
     with pytest.raises(export.ExportError, match="kernel 'k': param 'layout' has values"):
-        export.header(data)
+        export.header(exported_layouts("row", 2))

@@ -66,8 +66,18 @@ def _c_type(kernel: str, param: str, values) -> str:
         return "int"
     if all(isinstance(v, (bool, int, float)) for v in values):
         return "double"
+    if all(isinstance(v, str) for v in values):
+        return "const char *"  # the token a template is built with, as a string
     raise ExportError(f"kernel {kernel!r}: param {param!r} has values {sorted(map(repr, values))}, which a C "
-                      f"header cannot carry (ints and floats only)")
+                      f"header cannot carry (all ints and floats, or all strings)")
+
+
+def _c_value(value, c_type: str) -> str:
+    if c_type == "int":
+        return str(int(value))
+    if c_type == "double":
+        return repr(float(value))
+    return json.dumps(value)  # a JSON string of ASCII text is a C string literal
 
 
 def header(data: dict) -> str:
@@ -83,7 +93,7 @@ def header(data: dict) -> str:
             name = re.sub(r"\W", "_", f"tb_{kernel}_{dtype}")
             params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
             types = {p: _c_type(kernel, p, [b["config"][p] for b in buckets]) for p in params}
-            fields = " ".join(f"{types[p]} {p};" for p in params)
+            fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
             out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
                     f"static inline {name}_config {name}({', '.join(f'long {d}' for d in dims)})", "{",
                     f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; {name}_config config; }} "
@@ -91,8 +101,7 @@ def header(data: dict) -> str:
             for b in buckets:
                 lo = ", ".join(str(b["ranges"][d][0]) for d in dims)
                 hi = ", ".join("-1" if b["ranges"][d][1] is None else str(b["ranges"][d][1]) for d in dims)
-                values = ", ".join(str(int(b["config"][p]) if types[p] == "int" else float(b["config"][p]))
-                                   for p in params)
+                values = ", ".join(_c_value(b["config"][p], types[p]) for p in params)
                 out.append(f"        {{{{{lo}}}, {{{hi}}}, {{{int(b['source'] == 'tuned')}, {values}}}}},  /* {b['name']} */")
             out += ["    };", f"    const double shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
                     "    int best = 0;", "    double nearest = INFINITY;",

@@ -27,6 +27,7 @@ DEFAULT_TOLERANCE = {
     "float64": (1e-9, 1e-12),
     "float32": (1e-4, 1e-5),
     "float16": (1e-2, 1e-3),
+    **{f"{kind}{bits}": (0.0, 0.0) for kind in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 
 #: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.

@@ -13,7 +13,7 @@ from tunebench.backends.base import Backend, Build, CompileError, ResourceError,
 TARGETS = ("auto", "cpu", "cuda")
 
 __all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "create",
-           "cuda_status", "fingerprint", "resolve"]
+           "cuda_status", "dtypes", "fingerprint", "resolve"]
 
 #: Run in a child process, so that probing never initialises CUDA (or crashes) in this one:
 #: CUDA must first start in the worker process that measures.
@@ -73,6 +73,17 @@ def builder(target: str, fingerprint: dict):
     if target == "cuda":
         from tunebench.backends.cuda import CudaCompiler
         return CudaCompiler(f"sm_{str(fingerprint['compute_capability']).replace('.', '')}")
+    return None
+
+
+def dtypes(target: str) -> tuple[str, ...] | None:
+    """The dtypes a target has a C type for (None: it compiles nothing, as replay)."""
+    if target == "cpu":
+        from tunebench.backends.cpu import CTYPES
+        return tuple(CTYPES)
+    if target == "cuda":
+        from tunebench.backends.cuda import CTYPES
+        return tuple(CTYPES)
     return None
 
 

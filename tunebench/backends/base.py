@@ -94,6 +94,10 @@ class Backend(ABC):
         raises :class:`ResourceError` if it cannot launch."""
 
 
+#: The C type of each integer dtype, spelled alike for gcc and nvcc without a header.
+INTEGER_CTYPES = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short",
+                  "int32": "int", "uint32": "unsigned int", "int64": "long long", "uint64": "unsigned long long"}
+
 #: Bytes of guard zone before and after every output buffer, and the byte they are filled with.
 GUARD_BYTES = 4096
 GUARD_FILL = 0x5A

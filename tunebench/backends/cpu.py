@@ -21,6 +21,7 @@ import numpy as np
 from tunebench.backends.base import (
     GUARD_BYTES,
     GUARD_FILL,
+    INTEGER_CTYPES,
     Backend,
     Build,
     CompileError,
@@ -36,10 +37,11 @@ from tunebench.kernel import Kernel, KernelError, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
-CTYPES = {"float32": "float", "float64": "double"}
+CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", **INTEGER_CTYPES}  # gcc >= 12 on x86-64
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
     np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
     np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
 }

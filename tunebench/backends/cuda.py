@@ -31,6 +31,7 @@ import numpy as np
 from tunebench.backends.base import (
     GUARD_BYTES,
     GUARD_FILL,
+    INTEGER_CTYPES,
     Backend,
     Build,
     CompileError,
@@ -44,7 +45,7 @@ from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
 NVCC_OPTIONS = ("-O3",)
-CTYPES = {"float32": "float", "float16": "__half", "float64": "double"}
+CTYPES = {"float32": "float", "float16": "__half", "float64": "double", **INTEGER_CTYPES}
 #: The header a dtype's C type is declared in, included ahead of the config's #defines so that
 #: no param name can clash with the header's own identifiers.
 CTYPE_HEADERS = {"float16": "#include <cuda_fp16.h>\n"}
