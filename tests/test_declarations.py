@@ -125,10 +125,15 @@ def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(
     suite = root / "suites" / "test_axpb.py"
     suite.write_text(suite.read_text().replace("a * x.astype(np.float64) + b", "(a * x.astype(np.float64) + b) * 1"))
     again = pytester.runpytest("suites", *TUNE, "-k", "small")
-    again.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the records: measured again*"])
+    again.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the last tune: measured again*"])
     assert "reused:" not in again.stdout.str()
     third = pytester.runpytest("suites", *TUNE, "-k", "small")
     third.stdout.fnmatch_lines(["reused: * trials came from the records*"])
+    assert "changed since" not in third.stdout.str()
+    suite.write_text(suite.read_text().replace("(a * x.astype(np.float64) + b) * 1", "a * x.astype(np.float64) + b"))
+    undone = pytester.runpytest("suites", *TUNE, "-k", "small")  # the first run's trials serve again
+    undone.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the last tune: * trials "
+                                 "recorded with this declaration before were reused*"])
     failed = [t for t in records(root).table("trials").all() if t["status"] == "wrong_result"]
     retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-retry-failed")
     retried.stdout.fnmatch_lines([f"*axpb*small*float32*{len(failed)}*"])  # the failed ones measured anew

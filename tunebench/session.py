@@ -177,7 +177,18 @@ class Task:
         self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
         self.reused = 0  # trials taken from the records instead of measured
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
-        self.why_again: str | None = None  # why recorded trials of this task could not be reused
+        self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
+
+    @property
+    def why_again(self) -> str | None:
+        """What the declaration's change since the last tune meant: trials measured again, or
+        those of an earlier run with this same declaration reused (a change undone)."""
+        if not self.changed:
+            return None
+        what = f"the {', '.join(self.changed)} changed since the last tune"
+        if self.reused:
+            return f"{what}: {self.reused} trials recorded with this declaration before were reused"
+        return f"{what}: measured again"
 
     @property
     def label(self) -> str:
@@ -211,10 +222,8 @@ class Task:
         warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
                      else None)
         warm_from = len(store.trials()) if warm_from is None else warm_from
-        changed = [part for part, value in recorded.get("declaration", {}).items()
-                   if self.declaration.get(part) != value]
-        if changed:
-            self.why_again = f"the {', '.join(changed)} changed since the records: measured again"
+        self.changed = [part for part, value in recorded.get("declaration", {}).items()
+                        if self.declaration.get(part) != value]
         store.put_task({**self._description(), "warm_from": warm_from})
         store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         try:
