@@ -1,15 +1,19 @@
 """tunebench export: the JSON a framework reads without tunebench, and a C header that gcc
 compiles and that answers as best() does, inside, on the edges of and outside the buckets."""
 
+import itertools
 import json
+import math
 import subprocess
 import warnings
 
 import pytest
 
 import tunebench
+from tests.test_declarations import gemm  # noqa: F401 - the fixture
 from tests.test_plugin import TUNE
-from tunebench import export
+from tunebench import Space, export
+from tunebench.c_constraint import NoCForm, c_form
 from tunebench.cli import main
 
 SHAPES = [(1,), (1000,), (4096,), (4097,), (20000,), (10**9,), (0,)]
@@ -64,9 +68,11 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
 def exported_layouts(*layouts) -> dict:
     """An export's content with one bucket per value of the param ``layout``."""
     return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
-            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout", "tile"], "buckets": [
+            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout", "tile"], "fits": "1", "unchecked": None,
+                                          "buckets": [
                 {"name": f"b{i}", "ranges": {"N": [10 * i + 1, 10 * i + 10]}, "source": "tuned",
-                 "config": {"layout": layout, "tile": 4}} for i, layout in enumerate(layouts)]}}}}
+                 "ranked": [{"layout": layout, "tile": 4}], "heuristic": {"layout": layouts[0], "tile": 1}}
+                for i, layout in enumerate(layouts)]}}}}
 
 
 def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_naming_it(tmp_path):
@@ -79,3 +85,52 @@ def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_namin
     assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == "row col_major 4\n"
     with pytest.raises(export.ExportError, match="kernel 'k': param 'layout' has values"):
         export.header(exported_layouts("row", 2))
+
+
+#: Shaped constraints of the kinds suites write, and one the header cannot check.
+SHAPED = [lambda N, tile: N % tile == 0 and 1 <= tile <= N,
+          lambda shape, vec, tile: min(shape[1], 64) % vec == 0 or not tile // vec > 2,
+          lambda M, vec: (M if M < 100 else M >> 1) * vec / 3 >= 2 * vec]
+
+
+def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
+    space = Space({"tile": [1, 3, 4, 8], "vec": [1, 2, 4]}, constraints=SHAPED)
+    shapes = [(m, n) for m in (1, 5, 99, 100, 257) for n in (1, 2, 6, 48, 65, 128)]
+    configs = [dict(zip(("tile", "vec"), k)) for k in itertools.product((1, 3, 4, 8), (1, 2, 4))]
+    test = " && ".join(c_form(c, ("M", "N")) for c in space.shaped_constraints)
+    lines = [f"    {{ cfg v = {{{c['tile']}, {c['vec']}}}, *c = &v; long M = {m}, N = {n}; printf(\"%d\", {test}); }}"
+             for m, n in shapes for c in configs]
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\ntypedef struct { int tile; int vec; } cfg;\n"
+                                     "int main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                   check=True)
+    got = subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout
+    expected = "".join(str(int(space.holds_for(space.key(c), s, ("M", "N")))) for s in shapes for c in configs)
+    assert got == expected and "0" in got and "1" in got
+    beyond = Space({"tile": [1, 2]}, constraints=[lambda N, tile: math.gcd(N, tile) == tile])
+    with pytest.raises(NoCForm, match=r"constraint <lambda> at test_export.py:\d+: `math.gcd\(N, tile\)` has no C form"):
+        c_form(beyond.shaped_constraints[0], ("N",))
+
+
+def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best_does(gemm, tmp_path):
+    gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
+    out = tmp_path / "export"
+    assert main(["export", "--out", str(out), "--records", str(gemm.path / "records"), "--suites", str(gemm.path)]) == 0
+    sizes = range(1, 200)
+    calls = "\n".join(f'    {{ tb_gemm_float32_config c = tb_gemm_float32({n}); printf("%d %d\\n", c.tuned, c.tile); }}'
+                      for n in sizes)
+    (tmp_path / "main.c").write_text(f'#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{{\n'
+                                     f'{calls}\n    return 0;\n}}\n')
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{out}", str(tmp_path / "main.c"),
+                    "-o", str(tmp_path / "main"), "-lm"], check=True)
+    answers = subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout.splitlines()
+    tuned = 0
+    for n, line in zip(sizes, answers):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tunebench.buckets.ShapeOutsideBuckets)
+            choice = tunebench.lookup("gemm", (n,), records=gemm.path / "records", suites=gemm.path)
+        got_tuned, tile = map(int, line.split())
+        assert (got_tuned, tile) == (choice.source == "tuned", choice.config["tile"]), n
+        assert not got_tuned or n % tile == 0
+        tuned += got_tuned
+    assert tuned  # some shapes got a tuned config

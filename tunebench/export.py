@@ -10,7 +10,11 @@ a hint, for the caller to apply its rule instead.
 
 The header has one ``static inline`` dispatch function per kernel and dtype,
 ``tb_<kernel>_<dtype>(dims...)``: the bucket holding the shape, else the nearest one (the
-distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config.
+distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config. Where
+constraints read the shape, a bucket carries its configs in the order ``best()`` serves them
+(:attr:`~tunebench.lookup.Choice.ranked`) and ``tb_<kernel>_<dtype>_fits`` checks them in C
+(:mod:`tunebench.c_constraint`): the first that holds is the answer, else the heuristic, as
+``best()`` answers. A constraint with no C form exports no tuned config for its kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import re
 from pathlib import Path
 
 from tunebench import __version__
+from tunebench.c_constraint import NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, this_device
 from tunebench.records import RecordStore
@@ -46,19 +51,32 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
         for dtype in variant.dtypes:
             buckets = kernel.buckets_for(target)
             entries = []
+            fits, unchecked = _fits(variant.space, buckets.dims)
             for bucket in buckets:
                 shape = bucket.shapes[0]
                 choice = lookup(kernel, shape, device, dtype=dtype, records=records_dir, suites=suites_dir)
+                ranked = [] if unchecked else choice.ranked if variant.space.shaped else choice.ranked[:1]
                 entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
                                 "weight": bucket.weight, "source": choice.source,
                                 "config": choice.config if choice.source == "tuned" else variant.baseline(shape),
+                                "ranked": ranked, "heuristic": variant.baseline(shape),
                                 "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms})
             kernels.setdefault(kernel.name, {})[dtype] = {
                 "target": target, "dims": list(buckets.dims), "params": list(variant.space.names),
-                "shaped_constraints": variant.space.shaped, "buckets": entries}
+                "shaped_constraints": variant.space.shaped, "fits": fits, "unchecked": unchecked,
+                "buckets": entries}
     return {"generated_by": f"tunebench {__version__} export", "device": device,
             "description": describe(fingerprint) if fingerprint else "nothing recorded for this device",
             "records": str(path), "date": datetime.date.today().isoformat(), "kernels": kernels}
+
+
+def _fits(space, dims) -> tuple[str, str | None]:
+    """The C test of a config's shaped constraints (over ``c->param`` and the dims), and why
+    there is none: a constraint without a C form, whose bucket configs are then not exported."""
+    try:
+        return " && ".join(c_form(c, dims) for c in space.shaped_constraints) or "1", None
+    except NoCForm as e:
+        return "0", str(e)
 
 
 def _c_type(kernel: str, param: str, values) -> str:
@@ -85,24 +103,35 @@ def header(data: dict) -> str:
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
            f" * From {data['records']} on {data['date']}. Do not edit: run `tunebench export` again.",
            " * tb_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
-           " * nearest); tuned == 0 means the heuristic stayed there: apply your own rule (the fields hold",
+           " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
+           " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",
            " * the heuristic's config at the bucket's representative shape). */",
            "#ifndef TUNEBENCH_CONFIGS_H", "#define TUNEBENCH_CONFIGS_H", "", "#include <math.h>", ""]
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
             name = re.sub(r"\W", "_", f"tb_{kernel}_{dtype}")
             params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
-            types = {p: _c_type(kernel, p, [b["config"][p] for b in buckets]) for p in params}
+            types = {p: _c_type(kernel, p, [c[p] for b in buckets for c in (*b["ranked"], b["heuristic"])])
+                     for p in params}
             fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
+            size = max(len(b["ranked"]) for b in buckets) + 1
+            dim_args = ", ".join(f"long {d}" for d in dims)
+            if entry["unchecked"]:
+                out.append(f"/* {name}: no tuned config exported, as none could be checked for a shape: "
+                           f"{entry['unchecked']} */")
             out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
-                    f"static inline {name}_config {name}({', '.join(f'long {d}' for d in dims)})", "{",
-                    f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; {name}_config config; }} "
-                    f"buckets[{len(buckets)}] = {{"]
+                    f"static inline int {name}_fits(const {name}_config *c, {dim_args})", "{",
+                    "    (void)c;" + "".join(f" (void){d};" for d in dims),
+                    f"    return {entry['fits']};", "}", "",
+                    f"static inline {name}_config {name}({dim_args})", "{",
+                    f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; int n; "
+                    f"{name}_config configs[{size}]; }} buckets[{len(buckets)}] = {{"]
             for b in buckets:
                 lo = ", ".join(str(b["ranges"][d][0]) for d in dims)
                 hi = ", ".join("-1" if b["ranges"][d][1] is None else str(b["ranges"][d][1]) for d in dims)
-                values = ", ".join(_c_value(b["config"][p], types[p]) for p in params)
-                out.append(f"        {{{{{lo}}}, {{{hi}}}, {{{int(b['source'] == 'tuned')}, {values}}}}},  /* {b['name']} */")
+                configs = ", ".join("{" + ", ".join([str(tuned)] + [_c_value(c[p], types[p]) for p in params]) + "}"
+                                    for tuned, c in [(1, c) for c in b["ranked"]] + [(0, b["heuristic"])])
+                out.append(f"        {{{{{lo}}}, {{{hi}}}, {len(b['ranked'])}, {{{configs}}}}},  /* {b['name']} */")
             out += ["    };", f"    const double shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
                     "    int best = 0;", "    double nearest = INFINITY;",
                     f"    for (int b = 0; b < {len(buckets)}; ++b) {{",
@@ -112,7 +141,9 @@ def header(data: dict) -> str:
                     "            if (v < buckets[b].lo[i]) d += log2(buckets[b].lo[i] / v);",
                     "            else if (buckets[b].hi[i] >= 0 && v > buckets[b].hi[i]) d += log2(v / buckets[b].hi[i]);",
                     "        }", "        if (d < nearest) { nearest = d; best = b; }", "    }",
-                    "    return buckets[best].config;", "}", ""]
+                    "    for (int i = 0; i < buckets[best].n; ++i)",
+                    f"        if ({name}_fits(&buckets[best].configs[i], {', '.join(dims)})) return buckets[best].configs[i];",
+                    "    return buckets[best].configs[buckets[best].n];", "}", ""]
     out += ["#endif /* TUNEBENCH_CONFIGS_H */", ""]
     return "\n".join(out)
 

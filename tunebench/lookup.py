@@ -59,6 +59,9 @@ class Choice:
     baseline_ms: float | None = None  # the baseline's objective on the same bucket
     note: str | None = None  # why the answer is not simply the bucket's best
     reason: str | None = None  # why the heuristic is the answer, where it is
+    #: The bucket's configs in the order they are served: the first whose shaped constraints
+    #: hold for a shape is its answer, the heuristic where none does (what an export carries).
+    ranked: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # a shape outside every bucket
 
     @property
@@ -281,6 +284,8 @@ class _Directory:
         return self._summaries[device]
 
 
+#: The most configs :attr:`Choice.ranked` holds.
+RANKED = 8
 #: The layout of the index files: one of another layout (an older tunebench's) is built again.
 INDEX_FORMAT = 2
 #: Seconds between checks that the records files are unchanged.
@@ -351,7 +356,7 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     choice = _answer(kernel, shape, device, dtype, records, suites)
     for message in choice.warnings:
         warnings.warn(ShapeOutsideBuckets(message), stacklevel=2)
-    return dataclasses.replace(choice, config=dict(choice.config))
+    return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
 
 
 def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
@@ -412,9 +417,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
     choice.reason = ("it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket")
+    faster = [k for k in order if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
+    choice.ranked = [dict(k) for k in (adopt[:1] + [k for k in faster if k not in adopt])[:RANKED]] if adopt else []
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
-        fits = [k for k in order if _fits(variant, dict(k), shape, buckets.dims)
-                and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
+        fits = [k for k in faster if _fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fits else "the heuristic instead")))))

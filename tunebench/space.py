@@ -195,9 +195,14 @@ class Space:
         return all(self._holds(c, index, key) for c in constraints if not c.shaped)
 
     @property
+    def shaped_constraints(self) -> list[Constraint]:
+        """The constraints that read the shape."""
+        return [c for c in self._check()[2] if c.shaped]
+
+    @property
     def shaped(self) -> bool:
         """Whether a constraint depends on the shape."""
-        return any(c.shaped for c in self._check()[2])
+        return bool(self.shaped_constraints)
 
     def check_dims(self, dims: Sequence[str]) -> None:
         """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``."""

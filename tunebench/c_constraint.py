@@ -1,0 +1,103 @@
+"""Shaped constraints written in C, for the exported header: a framework's launch path that
+cannot import tunebench must still never launch a config whose constraint fails for its shape.
+
+A constraint is a Python callable; its C form is made from its source: a ``lambda`` or a
+one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >>``), comparisons
+(chained too), ``and``/``or``/``not``, ``x if c else y``, ``min``/``max`` of two values, numbers,
+the params it names, the kernel's dims and ``shape[i]``. Python's ``//`` and ``%`` become C's,
+which agree for the non-negative dims and params of a kernel. Anything else has no C form, and
+:class:`NoCForm` says which constraint and what in it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+
+from tunebench.space import Constraint
+
+
+class NoCForm(ValueError):
+    """A constraint the header cannot check; the message names it and what it uses."""
+
+
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%", ast.BitAnd: "&",
+           ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>"}
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c") -> str:
+    """The C expression of a shaped constraint over ``config->param`` and the dims as variables."""
+    body = _body(constraint)
+    args = constraint.params or ()
+    return _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config).expr(body)
+
+
+def _body(constraint: Constraint) -> ast.expr:
+    """The expression the constraint returns, found in its source file by line and arguments."""
+    fn = constraint.fn
+    code = getattr(fn, "__code__", None)
+    try:
+        path = inspect.getsourcefile(fn)
+        tree = ast.parse(Path(path).read_text()) if path else None
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    if code is None or tree is None:
+        raise NoCForm(f"{constraint.label}: its source is not available")
+    arg_names = list(code.co_varnames[:code.co_argcount])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.FunctionDef)) and node.lineno == code.co_firstlineno \
+                and [a.arg for a in node.args.args] == arg_names:
+            if isinstance(node, ast.Lambda):
+                found.append(node.body)
+            elif len(node.body) == 1 and isinstance(node.body[0], ast.Return) and node.body[0].value is not None:
+                found.append(node.body[0].value)
+            else:
+                raise NoCForm(f"{constraint.label}: a function of more than one `return` statement")
+    if len({ast.dump(b) for b in found}) != 1:
+        raise NoCForm(f"{constraint.label}: its source could not be told apart on its line")
+    return found[0]
+
+
+class _Writer:
+    def __init__(self, label: str, params: set[str], dims: tuple[str, ...], config: str):
+        self.label, self.params, self.dims, self.config = label, params, dims, config
+
+    def refuse(self, node: ast.AST) -> NoCForm:
+        return NoCForm(f"{self.label}: `{ast.unparse(node)}` has no C form in the exported header")
+
+    def expr(self, node: ast.expr) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
+            return str(int(node.value)) if isinstance(node.value, bool) else repr(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self.params:
+                return f"{self.config}->{node.id}"
+            if node.id in self.dims:
+                return node.id
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "shape" \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) \
+                and -len(self.dims) <= node.slice.value < len(self.dims):
+            return self.dims[node.slice.value]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            return f"((double){self.expr(node.left)} / {self.expr(node.right)})"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
+            return f"({'!' if isinstance(node.op, ast.Not) else '-'}{self.expr(node.operand)})"
+        if isinstance(node, ast.BoolOp):
+            joint = " && " if isinstance(node.op, ast.And) else " || "
+            return "(" + joint.join(self.expr(v) for v in node.values) + ")"
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            sides = [node.left, *node.comparators]
+            return "(" + " && ".join(f"({self.expr(a)} {_COMPARE[type(op)]} {self.expr(b)})"
+                                     for a, op, b in zip(sides, node.ops, sides[1:])) + ")"
+        if isinstance(node, ast.IfExp):
+            return f"({self.expr(node.test)} ? {self.expr(node.body)} : {self.expr(node.orelse)})"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+                and len(node.args) == 2 and not node.keywords:
+            a, b = (self.expr(v) for v in node.args)
+            return f"({a} {'<' if node.func.id == 'min' else '>'} {b} ? {a} : {b})"
+        raise self.refuse(node)
