@@ -56,8 +56,14 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    for path in export.write(Path(args.out), args.device, args.records, args.suites):
+    paths = export.write(Path(args.out), args.device, args.records, args.suites)
+    for path in paths:
         print(path)
+    for kernel, by_dtype in json.loads(paths[0].read_text())["kernels"].items():
+        for dtype, entry in by_dtype.items():
+            if entry["unchecked"]:
+                print(f"warning: {kernel} {dtype}: no tuned config in the header: {entry['unchecked']}",
+                      file=sys.stderr)
     return 0
 
 
