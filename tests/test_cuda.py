@@ -62,8 +62,9 @@ def test_a_cuda_compile_error_says_what_nvcc_said_and_is_compiled_once(tmp_path)
         with pytest.raises(CompileError, match="broken builds fail"):
             compiler.build(kernel, kernel.variant("cuda"), {"broken": 1}, "float32")
     assert compiler.cache.compiled == 1
-    with pytest.raises(CompileError, match="dtype int8 has no CUDA type"):
-        compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "int8")
+    with pytest.raises(CompileError, match="dtype bfloat16 has no CUDA type"):
+        compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "bfloat16")
+    assert compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "int8").handle.read_bytes()[:4] == b"\x7fELF"
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.
