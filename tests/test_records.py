@@ -1,5 +1,4 @@
 import json
-import json
 import os
 import signal
 import subprocess
@@ -10,6 +9,7 @@ import time
 import pytest
 from tinydb import TinyDB
 
+from tests.test_plugin import TUNE
 from tunebench.records import RecordsError, RecordStore, device_id
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
@@ -196,3 +196,45 @@ def test_beyond_its_limit_the_file_moves_its_oldest_trials_to_the_archive(tmp_pa
     last = RecordStore.for_device(tmp_path, FINGERPRINT)
     assert [json.loads(line)["config"]["vec"] for line in last.archive.read_text().splitlines()].count(0) == 2
     assert last.lookup("k", "abc", (4, 8), "float32", {"vec": 0})["status"] == "wrong_result"
+
+
+def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driver(twice_project, pytester):
+    """Every tune appends to the same tables under sequential ids: a line merge always conflicts,
+    and either side alone loses the other's trials. The driver merges the measurements."""
+    root = twice_project
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root,
+                              capture_output=True, text=True)
+
+    def trials():
+        (path,) = (root / "records").glob("*.json")
+        return {json.dumps(d, sort_keys=True) for d in json.loads(path.read_text())["trials"].values()}
+
+    (root / ".gitignore").write_text("records/.*/\n__pycache__/\n")
+    (root / ".gitattributes").write_text("records/*.json merge=tunebench\nrecords/*.archive.jsonl merge=union\n")
+    git("init", "-q", "-b", "main")
+    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B")
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    git("add", "-A")
+    git("commit", "-qm", "small tuned")
+    git("checkout", "-qb", "large")
+    pytester.runpytest("suites", *TUNE, "-k", "large")
+    git("commit", "-qam", "large tuned")
+    large = trials()
+    git("checkout", "-q", "main")
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")  # the same trials measured again
+    git("commit", "-qam", "small tuned again")
+    again = trials()
+    merged = git("merge", "-q", "large", "-m", "merge")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    (path,) = (root / "records").glob("*.json")
+    store = RecordStore(path)
+    assert {t["bucket"] for t in store.trials()} == {"small", "large"}
+    assert {json.dumps(t, sort_keys=True) for t in store.trials(bucket="large")} == {
+        t for t in large if json.loads(t)["bucket"] == "large"}
+    assert {json.dumps(t, sort_keys=True) for t in store.trials(bucket="small")} == {
+        t for t in again if json.loads(t)["bucket"] == "small"}  # the latest measurement of each
+    assert {c["bucket"] for c in store.checks(kind="tune")} == {"small", "large"}
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    gate.assert_outcomes(passed=2)  # the merged records gate both buckets

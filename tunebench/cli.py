@@ -8,7 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from tunebench import compile_check, export, report
+from tunebench import compile_check, export, records_merge, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.records import RecordsError
@@ -136,6 +136,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge_records(args: argparse.Namespace) -> int:
+    records_merge.merge_into(Path(args.base), Path(args.ours), Path(args.theirs))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunebench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -179,6 +184,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)
+
+    m = sub.add_parser("merge-records", help="git's merge driver for records files: the union of both sides' "
+                                             "trials (see tunebench/records_merge.py to install it)")
+    m.add_argument("base", help="the common ancestor's file (%%O)")
+    m.add_argument("ours", help="our file, replaced by the merge (%%A)")
+    m.add_argument("theirs", help="their file (%%B)")
+    m.set_defaults(run=cmd_merge_records)
 
     rp = sub.add_parser("replay", help="run a strategy on a recorded tuning space (a Kernel Tuner cache "
                                        "or a tunebench records file) over several seeds")

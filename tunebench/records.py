@@ -62,7 +62,7 @@ def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping)
     return kernel, source_hash, tuple(shape), dtype, config_key(config)
 
 
-def _key(doc: Mapping) -> tuple:
+def trial_identity(doc: Mapping) -> tuple:
     """A trial's identity: its config on its shape, for its template and the rest of its task's
     declaration (``setup_hash``; absent from records made before it was kept)."""
     return (*trial_key(doc["kernel"], doc["source_hash"], doc["shape"], doc["dtype"], doc["config"]),
@@ -317,7 +317,7 @@ class RecordStore:
 
     # -- trials -------------------------------------------------------------------------------
     def _remember(self, doc: Mapping) -> None:
-        key = _key(doc)
+        key = trial_identity(doc)
         self._index[key] = self._index[(*key[:-1], ANY)] = doc
 
     def lookup(self, kernel: str, source_hash: str, shape, dtype: str, config: Mapping,
@@ -329,7 +329,7 @@ class RecordStore:
             self._archive_indexed = True
             with bulk():
                 for doc in reversed(self._archived()):  # older than every trial indexed, newest first
-                    own = _key(doc)
+                    own = trial_identity(doc)
                     self._index.setdefault(own, doc)
                     self._index.setdefault((*own[:-1], ANY), doc)
         return self._index.get(key)
@@ -360,8 +360,8 @@ class RecordStore:
         table = self._db.table("trials")
         with bulk():
             if pending:
-                latest = {_key(d): d for d in pending}
-                stale = [doc.doc_id for doc in table.all() if _key(doc) in latest]
+                latest = {trial_identity(d): d for d in pending}
+                stale = [doc.doc_id for doc in table.all() if trial_identity(doc) in latest]
                 if stale:
                     table.remove(doc_ids=stale)
                 table.insert_multiple(latest.values())
@@ -377,7 +377,7 @@ class RecordStore:
         """Every trial whose fields equal ``match`` (all trials without arguments), in the order
         they were recorded; of a trial measured again, the latest only."""
         with bulk():
-            latest = {_key(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
+            latest = {trial_identity(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
             return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]
 
     # -- sources and checks -------------------------------------------------------------------
