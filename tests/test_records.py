@@ -10,6 +10,7 @@ import pytest
 from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
+from tunebench import records_merge
 from tunebench.records import RecordsError, RecordStore, device_id
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
@@ -238,3 +239,18 @@ def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driv
     assert {c["bucket"] for c in store.checks(kind="tune")} == {"small", "large"}
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
     gate.assert_outcomes(passed=2)  # the merged records gate both buckets
+
+
+def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away(tmp_path):
+    def side(name, trials, fingerprint=FINGERPRINT):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": fingerprint}, "trials": {
+            str(i): trial({"t": t}, timestamp=f"2026-11-0{t}T00:00:00+00:00") for i, t in enumerate(trials, 1)}}))
+        return path
+
+    base, ours, theirs = side("base", [1, 2]), side("ours", [1, 3]), side("theirs", [1, 2, 4])
+    merged = records_merge.merge(base, ours, theirs)  # ours moved trial 2 to the archive
+    assert [d["config"]["t"] for d in merged["trials"].values()] == [1, 3, 4]
+    other = side("other", [1], {**FINGERPRINT, "name": "Other CPU"})
+    with pytest.raises(RecordsError, match="different devices"):
+        records_merge.merge(base, ours, other)
