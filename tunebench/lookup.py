@@ -5,12 +5,12 @@ lies outside all of them), ranks every config recorded on that bucket for this d
 kernel's current source by the bucket objective, and returns the winner; where a tune ended with
 a final round (its fastest configs measured again, interleaved), that round's winner. Where the
 template changed since the bucket was tuned, the configs tuned with the latest recorded source
-that are still in the space are ranked instead, as the gate does, and :attr:`Choice.note` says so:
-a comment or a fix must not send a framework back to the heuristic while CI stays green. The baseline
-(the heuristic on each representative shape) competes too: where it wins, or nothing is recorded,
-the answer is the heuristic's config for the requested shape. A config whose shaped constraints
-fail for the asked shape is passed over for the best recorded one that holds, else the
-heuristic, and :attr:`Choice.note` says so.
+that are still in the space are ranked instead, as the gate does, and :attr:`Choice.note` says
+so: a comment or a fix must not send a framework back to the heuristic while CI stays green. The
+baseline (the heuristic on each representative shape) competes too: where it wins, or nothing is
+recorded, the answer is the heuristic's config for the requested shape. A config whose shaped
+constraints fail for the asked shape is passed over for the best recorded one that holds (of the
+bucket's :data:`RANKED` fastest), else the heuristic, and :attr:`Choice.note` says so.
 
 Records and suites are found from the project's root, not the working directory (see
 :func:`project`). Answers come from an in-memory index of the records folder, kept until a
@@ -284,7 +284,8 @@ class _Directory:
         return self._summaries[device]
 
 
-#: The most configs :attr:`Choice.ranked` holds.
+#: The most configs served on a bucket: its best, then the next fastest for the shapes whose
+#: constraints the best fails (:attr:`Choice.ranked`, what an export carries).
 RANKED = 8
 #: The layout of the index files: one of another layout (an older tunebench's) is built again.
 INDEX_FORMAT = 2
@@ -381,7 +382,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         bucket, inside = buckets.find(shape)
     choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
                     inside=inside, device=device, warnings=[str(w.message) for w in caught])
-    if variant is not None and dtype not in variant.dtypes:
+    declared = variant is None or dtype in variant.dtypes
+    if not declared:
         choice.note = (f"{dtype} is not among the dtypes {name} declares for the {target} target "
                        f"({', '.join(variant.dtypes)}): its heuristic")
     elif store is None:
@@ -390,9 +392,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
-    ranked, times = store.ranked(name, dtype, bucket, source_hash) if store else ({}, {})
+    ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
     ranked = _in_space(variant, ranked)
-    earlier = store.latest_source(name, target, dtype, bucket.name) if store and variant and not ranked else None
+    earlier = (store.latest_source(name, target, dtype, bucket.name) if store and variant and declared
+               and not ranked else None)
     if earlier is not None and earlier != source_hash:  # the template changed since the tune: as the gate,
         ranked, times = store.ranked(name, dtype, bucket, earlier)  # serve what was tuned, where it still fits
         ranked = _in_space(variant, ranked)
@@ -417,10 +420,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
     choice.reason = ("it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket")
-    faster = [k for k in order if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
-    choice.ranked = [dict(k) for k in (adopt[:1] + [k for k in faster if k not in adopt])[:RANKED]] if adopt else []
+    faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
+    served = (adopt[:1] + faster)[:RANKED] if adopt else []
+    choice.ranked = [dict(k) for k in served]
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
-        fits = [k for k in faster if _fits(variant, dict(k), shape, buckets.dims)]
+        fits = [k for k in served if _fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fits else "the heuristic instead")))))
