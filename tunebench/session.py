@@ -34,7 +34,7 @@ from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import confirmed_ms, final_round
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.lookup import final_choice, latest_confirmation, related_results
+from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore, config_key
 from tunebench.stats import median_ci, spread, summarize
@@ -264,16 +264,18 @@ class Task:
         self.tuner.progress(self, True)
 
     def _recall(self) -> None:
-        """The config the latest final round adopted for this source, from its recorded trials
-        (measured again where none is reusable): a search that took another path this run (a
-        changed strategy, other warm data, candidates deselected) still meets it in the final
-        round, so a re-run never drops a pick the records hold without measuring it again. Not
-        under --tune-fresh."""
+        """The config the latest final round adopted, for this source or an earlier one, from its
+        recorded trials (measured again where none is reusable, as after a template edit): a
+        search that took another path this run (a changed strategy or template, other warm data,
+        candidates deselected, a small budget) still meets it in the final round, so a re-run
+        never drops a pick the records hold without measuring it again. Not under --tune-fresh."""
         t = self.tuner
-        chosen = None if t.fresh else final_choice(t.store, self.kernel.name, t.target, self.dtype,
-                                                   self.bucket.name, self.variant.source_hash)
+        check = None if t.fresh else latest_confirmation(t.store, self.kernel.name, t.target, self.dtype,
+                                                         self.bucket.name)
+        chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else None
+        space = self.variant.space
         if not chosen or chosen == self.baseline.configs or set(chosen) != set(self.bucket.shapes) \
-                or not all(self.variant.space.contains(c) for c in chosen.values()):
+                or not all(space.contains(c) and space.is_valid(space.key(c)) for c in chosen.values()):
             return
         key = self.variant.space.key(chosen[self.bucket.shapes[0]])
         if key not in self.outcomes:
