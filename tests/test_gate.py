@@ -155,3 +155,18 @@ def test_the_tuning_time_ratios_are_a_drift_note_never_a_failure():
     comp.objectives = [{"best": r, "baseline": 1.0} for r in (0.99, 1.00, 0.98)]
     (base, timed) = checks(comp, (8,), 0.10, [0.62, 0.70, 0.75, 0.80, 0.88], final=False)
     assert base.outcome == "pass" and timed.outcome == "drift" and timed.line().startswith("DRIFT")
+
+
+@pytest.mark.parametrize("ini, message", [
+    ('gate_threshold = "abc"', "could not convert string to float: 'abc'"),
+    ('gate_threshold = "-0.5"', "threshold -0.5: a slowdown fraction above 0"),
+    ('gate_processes = "0"', "processes 0, max_processes 7: need 1 <= processes <= max_processes"),
+    ('gate_processes = "5"\ngate_max_processes = "3"', "processes 5, max_processes 3"),
+])
+def test_a_bad_gate_setting_is_one_usage_error_naming_it(project, pytester, ini, message):
+    root = project()
+    (root / "pyproject.toml").write_text(f"[tool.pytest.ini_options]\n{ini}\n")
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ini options gate_threshold, gate_processes, gate_max_processes: {message}" in result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -58,6 +58,15 @@ class GateSettings:
     max_processes: int = 7  # ... more while a check is ambiguous, up to this
     budget_s: float = BUDGET_S  # seconds of calls per process and shape
 
+    def __post_init__(self):
+        if not 0 < self.threshold < 10:
+            raise ValueError(f"threshold {self.threshold!r}: a slowdown fraction above 0 (0.10 is 10 %)")
+        if not 1 <= self.processes <= self.max_processes:
+            raise ValueError(f"processes {self.processes!r}, max_processes {self.max_processes!r}: need "
+                             f"1 <= processes <= max_processes")
+        if not self.budget_s > 0:
+            raise ValueError(f"budget_s {self.budget_s!r}: seconds of calls, above 0")
+
 
 @dataclass
 class GateRun:

@@ -223,6 +223,18 @@ class Trial(_Item):
 
 
 
+def gate_ini(config: pytest.Config) -> dict:
+    """The gate settings of the ini file, checked: a bad value is one usage error naming it."""
+    ini = config.getini
+    try:
+        values = {"threshold": float(ini("gate_threshold")), "processes": int(ini("gate_processes")),
+                  "max_processes": int(ini("gate_max_processes"))}
+        GateSettings(**values)
+    except ValueError as e:
+        raise pytest.UsageError(f"ini options gate_threshold, gate_processes, gate_max_processes: {e}") from None
+    return values
+
+
 class Gate(_Item):
     """The gate of one task: its recorded best re-measured against the baseline and the record."""
 
@@ -232,14 +244,11 @@ class Gate(_Item):
 
     def settings(self) -> GateSettings:
         """The ini file's gate settings, overridden by the closest tunebench_gate marker."""
-        ini = self.config.getini
-        try:
-            values = {"threshold": float(ini("gate_threshold")), "processes": int(ini("gate_processes")),
-                      "max_processes": int(ini("gate_max_processes"))}
-        except ValueError as e:
-            raise pytest.UsageError(f"gate ini options: {e}") from None
         mark = self.get_closest_marker("tunebench_gate")
-        return GateSettings(**{**values, **(mark.kwargs if mark else {})})
+        try:
+            return GateSettings(**{**gate_ini(self.config), **(mark.kwargs if mark else {})})
+        except (TypeError, ValueError) as e:
+            pytest.fail(f"tunebench_gate marker of {self.parent.nodeid}: {e}", pytrace=False)
 
     def runtest(self) -> None:
         kernel = self.parent.kernel

@@ -19,7 +19,7 @@ from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
-from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Message, Suite, Trial,
+from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Message, Suite, Trial, gate_ini,
                              measuring)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
@@ -116,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[UNAVAILABLE] = {}
     config.stash[SEEN] = {}
     config.stash[REPLAYED] = None
+    if not config.getoption("tune"):
+        gate_ini(config)  # a bad setting is one line now, not a traceback per gate item
     if config.getoption("tune"):
         strategy = config.getoption("tune_strategy")
         if strategy not in STRATEGIES:
