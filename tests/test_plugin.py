@@ -185,6 +185,23 @@ def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester
                                  f"*records holds {tuned.stem}: *pytest suites --tune*"])
 
 
+def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(project, pytester):
+    """A required CI check must not turn green on a runner that gated nothing."""
+    project(cuda=True)
+    gate = ("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    lenient = pytester.runpytest(*gate)
+    assert lenient.ret == 0
+    lenient.stdout.fnmatch_lines(["gated 0 of 2 tasks; the skipped ones were not measured (--gate-strict, *"])
+    strict = pytester.runpytest(*gate, "--gate-strict")
+    strict.assert_outcomes(failed=2)
+    strict.stdout.fnmatch_lines(["*not gated (--gate-strict): nothing recorded for axpb small float32 on this device*"])
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ngate_strict = true\n")
+    pytester.runpytest(*gate).assert_outcomes(failed=2)
+    pytester.runpytest(*gate[:-1], "auto").assert_outcomes(failed=2, skipped=1)  # cuda not used: no failure
+    if not tunebench.backends.cuda_status()[0]:  # cuda asked for by name, and unavailable: a failure
+        pytester.runpytest(*gate[:-1], "cuda").assert_outcomes(failed=1)
+
+
 def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester):
     project()
     legacy = {"target": "cpu", "name": "AMD EPYC", "machine": "x86_64", "threads": 2}  # before family/model

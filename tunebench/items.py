@@ -29,7 +29,7 @@ from tunebench.workers import WorkerError, Workers
 TUNER = pytest.StashKey["Tuner | None"]()
 GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
 GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
-UNAVAILABLE = pytest.StashKey[dict]()  # target -> why it cannot run here
+UNAVAILABLE = pytest.StashKey[dict]()  # target -> (why it cannot run here, whether it was asked for)
 SEEN = pytest.StashKey[dict]()  # kernel name -> (Kernel, node id), to collect each suite once
 REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel Tuner cache
 
@@ -69,10 +69,10 @@ def measuring(config: pytest.Config):
     if requested == "cuda":
         ok, why_not_cuda = cuda_status()
         if not ok:
-            config.stash[UNAVAILABLE]["cuda"] = f"cuda target unavailable: {why_not_cuda}"
+            config.stash[UNAVAILABLE]["cuda"] = f"cuda target unavailable: {why_not_cuda}", True
             return None
     elif why_not_cuda:
-        config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}"
+        config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}", False
     fp = fingerprint(target)
     store = RecordStore.for_device(records, fp)
     return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"))
@@ -135,8 +135,8 @@ class Suite(pytest.Collector):
             self.add_marker(mark)
         tuning = self.config.getoption("tune")
         run = self.config.stash[TUNER] if tuning else _gate_run(self.config)
-        items = [Unavailable.from_parent(self, name=t, reason=why)
-                 for t, why in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
+        items = [Unavailable.from_parent(self, name=t, reason=why, asked=asked)
+                 for t, (why, asked) in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
         if run is None:
             return items
         target = run.target
@@ -223,6 +223,18 @@ class Trial(_Item):
 
 
 
+def strict(config: pytest.Config) -> bool:
+    """Whether a gate task that cannot be measured fails (--gate-strict, gate_strict), or is skipped."""
+    given = config.getoption("gate_strict")
+    return bool(config.getini("gate_strict") if given is None else given)
+
+
+def _not_measured(config: pytest.Config, reason: str) -> None:
+    if strict(config):
+        raise ItemFailed(f"not gated (--gate-strict): {reason}")
+    pytest.skip(reason)
+
+
 def gate_ini(config: pytest.Config) -> dict:
     """The gate settings of the ini file, checked: a bad value is one usage error naming it."""
     ini = config.getini
@@ -267,7 +279,7 @@ class Gate(_Item):
                                                 "device": self.run.store.device, "outcome": result.outcome,
                                                 "process_ms": [o[label] for o in comp.objectives]})
         if result.outcome == "skip":
-            pytest.skip(result.reason)
+            _not_measured(self.config, result.reason)
         report = [v.line() for v in result.verdicts] + result.notes
         if result.outcome == "fail":
             verdicts = report if result.verdicts else [result.reason, *result.notes]
@@ -277,11 +289,14 @@ class Gate(_Item):
 
 
 class Unavailable(_Item):
-    """Stands for a suite's variant that cannot run here, skipped with the reason."""
+    """Stands for a suite's variant that cannot run here, skipped with the reason; under
+    --gate-strict, failed where its target was asked for by name (--tune-target cuda)."""
 
-    def __init__(self, *, reason: str, **kwargs):
+    def __init__(self, *, reason: str, asked: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.reason = reason
+        self.reason, self.asked = reason, asked
 
     def runtest(self) -> None:
+        if self.asked and not self.config.getoption("tune"):
+            _not_measured(self.config, self.reason)
         pytest.skip(self.reason)

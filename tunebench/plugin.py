@@ -20,7 +20,7 @@ from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Message, Suite, Trial, gate_ini,
-                             measuring)
+                             measuring, strict)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
@@ -99,6 +99,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="3")
     parser.addini("gate_max_processes", "gate: the most processes for an ambiguous comparison (default 7)",
                   default="7")
+    group.addoption("--gate-strict", action="store_true", default=None,
+                    help="the gate fails, instead of skipping, a task it cannot measure: nothing recorded for "
+                         "this device, the target unavailable, the machine too busy (for a required CI check)")
+    parser.addini("gate_strict", "default of --gate-strict for this project", type="bool", default=False)
     parser.addini("tune_trials", "default of --tune-trials for this project", default="")
     parser.addini("tune_time", "default of --tune-time for this project", default="")
     group.addoption("--records", default=None, metavar="DIR",
@@ -234,6 +238,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
             terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=result.outcome == "fail", green=result.outcome == "pass")
+        measured = sum(result.outcome != "skip" for _, result in results)
+        if measured < len(results):
+            terminalreporter.write_line(
+                f"gated {measured} of {len(results)} tasks; the skipped ones were not measured"
+                + ("" if strict(config) else " (--gate-strict, or gate_strict = true, fails them instead)"),
+                yellow=True)
     tuner = config.stash.get(TUNER, None)
     if tuner is None:
         return
