@@ -254,3 +254,12 @@ def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away
     other = side("other", [1], {**FINGERPRINT, "name": "Other CPU"})
     with pytest.raises(RecordsError, match="different devices"):
         records_merge.merge(base, ours, other)
+
+
+def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_path):
+    path = tmp_path / "records" / "cpu-x.json"
+    path.parent.mkdir()
+    path.write_text('{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n')
+    with pytest.raises(RecordsError, match=r"cpu-x.json: holds git conflict markers .* tunebench merge-records "
+                                           r"/tmp/1.json /tmp/2.json /tmp/3.json"):
+        RecordStore(path)

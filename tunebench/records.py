@@ -183,6 +183,13 @@ class AtomicJSONStorage(Storage):
         if not raw.strip():
             raise RecordsError(f"{self.path}: empty records file; {untouched} (a new device's file is "
                                f"created by pytest --tune)")
+        if re.search(rb"^<<<<<<< ", raw, re.MULTILINE):
+            name = self.path.name
+            raise RecordsError(
+                f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
+                f"README's Records); to merge both sides' trials: for s in 1 2 3; do git show :$s:records/{name} "
+                f"> /tmp/$s.json; done; tunebench merge-records /tmp/1.json /tmp/2.json /tmp/3.json && "
+                f"cp /tmp/2.json records/{name}") from None
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
