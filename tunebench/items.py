@@ -131,6 +131,10 @@ class Suite(pytest.Collector):
         self.kernel = kernel
 
     def collect(self):
+        if hasattr(self.config, "workerinput"):  # a pytest-xdist worker, one of several measuring at once
+            raise SuiteError(f"suite {self.nodeid}: pytest-xdist (-n) runs suites in several processes at once, "
+                             f"whose timings disturb each other: run tunebench suites without -n (several "
+                             f"devices measure at once with --tune-cluster)")
         for mark in self.kernel.marks:
             self.add_marker(mark)
         tuning = self.config.getoption("tune")

@@ -298,8 +298,8 @@ class RecordStore:
 
     @contextlib.contextmanager
     def task_lock(self, task: str) -> Iterator[None]:
-        """Held while one task is tuned: another process tuning the same task (a pytest-xdist
-        worker, a second run) waits, then resumes from what this one recorded."""
+        """Held while one task is tuned: another process tuning the same task (a second run)
+        waits, then resumes from what this one recorded."""
         with _held(self._lock_file(task)):
             self._reload()
             yield
