@@ -57,6 +57,11 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     md = (root / "r" / "report.md").read_text()
     assert "### Changes since HEAD" in md
     assert re.search(r"\| axpb \| small \| float32 \| [\d.]+ \| [\d.]+ \([\d.]+x\) \| ", md), md
+    now = re.search(r"\| axpb \| small \| float32 \| \d+ \| ([\d.]+) \|", md).group(1)  # the main table's
+    assert re.search(rf"\| axpb \| small \| float32 \| [\d.]+ \| {now} \(", md), md  # the same figure
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "nosuch"]) == 2
+    assert "--compare nosuch: not a git revision" in capsys.readouterr().err
 
 
 def test_report_without_records_is_a_clear_error(tmp_path, capsys):

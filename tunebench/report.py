@@ -4,7 +4,7 @@ the record store alone (every task describes its bucket and baseline there).
 Per device: a table of tuned against heuristic per (kernel, bucket, dtype), the latest gate
 verdicts, and four figures: the speedup of each task, its time history across commits (gate runs
 and tuning confirmations, regressions marked), tuning convergence (best so far against trial)
-and the distribution of all its trials. ``compare`` adds what changed since a git revision.
+and the distribution of its successful trials. ``compare`` adds what changed since a git revision.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
 
 
 def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
-    fig, axes = _grid(len(views), f"all trials of each task, {device}")
+    fig, axes = _grid(len(views), f"the successful trials of each task, {device}")
     for ax, v in zip(axes, views):
         values = sorted(v.objectives.values())
         if values:
@@ -269,21 +269,27 @@ def _changes(old: RecordStore, views: list[TaskView]) -> list[list[str]]:
     rows = []
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
-        now, then = v.best, was.best if was else None
-        if then is None:
-            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now[1]:.4g}" if now else "-", "new task"])
+        now, then = v.best, was.best if was else None  # configs; times as the main table shows them
+        now_ms, then_ms = v.times[0], was.times[0] if was else None
+        if then is None or then_ms is None:
+            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now_ms:.4g}" if now_ms else "-", "new task"])
             continue
-        if now is None:
+        if now is None or now_ms is None:
             continue
-        change = now[1] / then[1]
         what = ("same config" if now[0] == then[0]
                 else f"{config_text(was.configs[then[0]])} -> {config_text(v.configs[now[0]])}")
-        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then[1]:.4g}", f"{now[1]:.4g} ({change:.2f}x)", what])
+        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then_ms:.4g}", f"{now_ms:.4g} ({now_ms / then_ms:.2f}x)",
+                     what])
     return rows
 
 
 def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
-    """The records file as it was at a git revision, or None where it did not exist."""
+    """The records file as it was at a git revision, or None where it did not exist; a revision
+    git does not know is a :class:`ValueError` naming it."""
+    known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], cwd=root,
+                           capture_output=True, text=True)
+    if known.returncode != 0:
+        raise ValueError(f"--compare {revision}: not a git revision of {root}")
     rel = path.resolve().relative_to(root.resolve())
     proc = subprocess.run(["git", "show", f"{revision}:{rel.as_posix()}"], cwd=root, capture_output=True, text=True)
     if proc.returncode != 0:
