@@ -157,6 +157,17 @@ def test_the_tuning_time_ratios_are_a_drift_note_never_a_failure():
     assert base.outcome == "pass" and timed.outcome == "drift" and timed.line().startswith("DRIFT")
 
 
+def test_a_best_config_that_no_longer_compiles_fails_saying_so_not_as_a_regression(tuned):
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "#if reps == 1\n#error the best config is broken\n#endif\n")
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the recorded best [[]reps:1[]] on (2048,) ended compile_error: *the best config "
+                                 "is broken*"])
+    assert "regression, see the FAIL lines" not in result.stdout.str()
+
+
 @pytest.mark.parametrize("ini, message", [
     ('gate_threshold = "abc"', "could not convert string to float: 'abc'"),
     ('gate_threshold = "-0.5"', "threshold -0.5: a slowdown fraction above 0"),

@@ -285,9 +285,9 @@ class Gate(_Item):
         if result.outcome == "skip":
             _not_measured(self.config, result.reason)
         report = [v.line() for v in result.verdicts] + result.notes
-        if result.outcome == "fail":
-            verdicts = report if result.verdicts else [result.reason, *result.notes]
-            raise ItemFailed("\n".join(["regression, see the FAIL lines:", *verdicts]))
+        if result.outcome == "fail":  # a regression's verdicts, else why nothing could be compared
+            lines = ["regression, see the FAIL lines:", *report] if result.verdicts else [result.reason, *result.notes]
+            raise ItemFailed("\n".join(lines))
         self.add_report_section("call", "tunebench gate", "\n".join(report))
 
 
