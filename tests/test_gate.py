@@ -157,6 +157,19 @@ def test_the_tuning_time_ratios_are_a_drift_note_never_a_failure():
     assert base.outcome == "pass" and timed.outcome == "drift" and timed.line().startswith("DRIFT")
 
 
+def test_a_faster_template_passes_and_says_to_tune_and_commit_to_hold_the_gain(tuned):
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    fast = source.read_text()
+    source.write_text(fast.replace("#define EXTRA 0", "#define EXTRA 100"))  # tuned slow: 300/200
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    source.write_text(fast)
+    result = pytester.runpytest("test_chain.py", *GATE, "-rP")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*the template is faster than the recorded one on (2048,) (0.*x in every process): "
+                                 "`pytest suites --tune` and commit the records*"])
+
+
 def test_a_best_config_that_no_longer_compiles_fails_saying_so_not_as_a_regression(tuned):
     pytester, _ = tuned
     source = pytester.path / "chain.c"

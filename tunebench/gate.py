@@ -220,6 +220,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             verdicts = [v for v in verdicts if v.outcome != "fail" or _beyond_noise(v)]
         result.verdicts += verdicts
         result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp))
+        faster = [v for v in verdicts if v.what == "best against the recorded source" and v.outcome == "pass"
+                  and max(v.ratios) < 1 / (1 + settings.threshold)]
+        if faster:  # a later slowdown up to this gain would pass against the old record
+            result.notes.append(f"the template is faster than the recorded one on {shape} "
+                                f"({faster[0].median:.2f}x in every process): "
+                                f"`pytest suites --tune` and commit the records to hold the gate to it")
     if not result.verdicts and not noisy:
         result.notes.append("the recorded best is the heuristic config and the template is unchanged: "
                             "there is nothing to measure it against in this run")
