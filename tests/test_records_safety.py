@@ -1,5 +1,6 @@
 """Records are never lost or corrupted: many writers at once, and a tuning run killed with -9."""
 
+import json
 import multiprocessing
 import os
 import signal
@@ -170,3 +171,18 @@ def test_a_worker_dies_with_its_killed_pytest_and_the_next_run_does_not_wait(pyt
                    for w in workers), "the worker outlived its pytest"
     rerun = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout[-2000:]
+
+
+def test_trials_a_killed_run_left_in_the_journal_are_folded_by_the_next_and_said(twice_project, pytester):
+    """They were never in the records file, so a commit made in between did not hold them."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    left = {**RecordStore(path).trials()[0], "git_commit": "deadbeef" * 5, "config": {"reps": 4, "pad": 9}}
+    journal = root / "records" / ".journal" / f"{path.name}l"
+    journal.parent.mkdir(exist_ok=True)
+    journal.write_text(json.dumps(left) + "\n")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
+                               f"and are now folded into {path}; measured at commit deadbeefdead*"])
+    assert not journal.exists() and left["config"] in [t["config"] for t in RecordStore(path).trials()]

@@ -225,7 +225,25 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["tunebench"] = {"device": run.store.device, "fingerprint": run.fingerprint}
 
 
+def _leftover(terminalreporter, run) -> None:
+    """Trials a killed run left in the journal, folded by this one: where they were measured at
+    another commit, they now sit in this checkout's records, not in that commit's."""
+    found = run.store.leftover
+    if not found:
+        return
+    commits = sorted({(t.get("git_commit") or "?")[:12] for t in found})
+    elsewhere = [c for c in commits if run.commit is None or not run.commit.startswith(c)]
+    terminalreporter.write_line(
+        f"records: {len(found)} trials of an earlier run that did not end (killed?) were in {run.store.journal} "
+        f"and are now folded into {run.store.path}; measured at commit {', '.join(commits)}"
+        + (f", while this checkout is at {run.commit[:12]}: commit them where they belong" if elsewhere and run.commit
+           else ""), yellow=True)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
+        if run:
+            _leftover(terminalreporter, run)
     results = config.stash.get(GATE_RESULTS, [])
     if results:
         run = config.stash[GATE]

@@ -260,6 +260,9 @@ class RecordStore:
         self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
+        #: Opened to write: the trials a run left in the journal without folding them (it was
+        #: killed); they are folded with this run's, and the run says so.
+        self.leftover = self._pending() if fingerprint is not None else []
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._device_written = recorded is not None
