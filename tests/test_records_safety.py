@@ -186,3 +186,21 @@ def test_trials_a_killed_run_left_in_the_journal_are_folded_by_the_next_and_said
     gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
                                f"and are now folded into {path}; measured at commit deadbeefdead*"])
     assert not journal.exists() and left["config"] in [t["config"] for t in RecordStore(path).trials()]
+
+
+def test_a_run_waiting_for_another_runs_task_says_so_then_resumes(twice_project, pytester, tmp_path):
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1")
+    (path,) = (root / "records").glob("*.json")
+    out = tmp_path / "out.txt"
+    command = [sys.executable, "-m", "pytest", "suites", *TUNE, "-k", "small"]
+    with RecordStore(path).task_lock("twice[small-float32]"):  # as a run tuning it would
+        with open(out, "w") as f:
+            proc = subprocess.Popen(command, cwd=root, stdout=f, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while "waiting for it" not in out.read_text() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, out.read_text()  # still waiting for the lock
+    assert proc.wait(120) == 0, out.read_text()
+    assert ("tunebench twice[small-float32]: another run is tuning this task: waiting for it, to resume from what "
+            "it records") in out.read_text()

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from tinydb import TinyDB
@@ -119,14 +119,19 @@ os.register_at_fork(after_in_child=_close_held)
 
 
 @contextlib.contextmanager
-def _held(path: Path) -> Iterator[None]:
-    """An exclusive flock on ``path``. A flock belongs to the open file, which a forked child
-    shares: a worker outliving its killed parent would hold the lock forever, so children close
-    their copies at once."""
+def _held(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive flock on ``path``; ``waiting()`` is called first where another process holds
+    it. A flock belongs to the open file, which a forked child shares: a worker outliving its
+    killed parent would hold the lock forever, so children close their copies at once."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     _HELD.add(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         _HELD.discard(fd)
@@ -300,10 +305,10 @@ class RecordStore:
         return locks / f"{self.path.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
 
     @contextlib.contextmanager
-    def task_lock(self, task: str) -> Iterator[None]:
+    def task_lock(self, task: str, waiting: Callable[[], None] | None = None) -> Iterator[None]:
         """Held while one task is tuned: another process tuning the same task (a second run)
-        waits, then resumes from what this one recorded."""
-        with _held(self._lock_file(task)):
+        waits, calling ``waiting()`` first, then resumes from what this one recorded."""
+        with _held(self._lock_file(task), waiting):
             self._reload()
             yield
 

@@ -178,6 +178,12 @@ class Task:
         self.reused = 0  # trials taken from the records instead of measured
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
+        self.waiting = False  # another run holds the task's lock
+
+    def _waiting(self) -> None:
+        """Another run holds this task's lock: say so rather than hang without a word."""
+        self.waiting = True
+        self.tuner.progress(self, False)
 
     @property
     def why_again(self) -> str | None:
@@ -207,7 +213,8 @@ class Task:
         if self.done:
             return
         try:
-            with self.tuner.store.task_lock(self.label):
+            with self.tuner.store.task_lock(self.label, waiting=self._waiting):
+                self.waiting = False
                 self._search()
         except Exception as e:
             self.failure = e
@@ -346,6 +353,9 @@ class Task:
 
     def progress_line(self) -> str:
         """Trials done of the budget, the best so far (the summary's estimator) and the time left."""
+        if self.waiting:
+            return (f"tunebench {self.label}: another run is tuning this task: waiting for it, to resume "
+                    f"from what it records")
         trials, seconds = self.tuner.budget.trials, self.tuner.budget.seconds
         budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
         row = self.summary_row()
