@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
-from tunebench.device import describe  # noqa: E402
+from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.final_round import confirmed_ms  # noqa: E402
 from tunebench.lookup import final_choice, latest_confirmation, shape_times  # noqa: E402
 from tunebench.records import RecordStore, config_key, stores  # noqa: E402
@@ -205,11 +205,13 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(v.label, fontsize=9)
         ax.set_ylabel("ms")
+        if points:  # from zero: a change of a few per cent must not look like a cliff
+            ax.set_ylim(0, 1.15 * max(ms for _, ms in points))
     return _save(fig, path)
 
 
 def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
-    fig, axes = _grid(len(views), f"tuning convergence, {device}")
+    fig, axes = _grid(len(views), f"tuning convergence (by the trials' times, not the final round's), {device}")
     for ax, v in zip(axes, views):
         finite = [ms if math.isfinite(ms) else None for ms in v.convergence]
         ax.step(range(1, len(finite) + 1), finite, where="post")
@@ -308,7 +310,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True,
                                text=True).stdout.strip() or records)
     md, body, written = ["# tunebench report", ""], ["<h1>tunebench report</h1>"], []
-    for store in found:
+    for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
         views = task_views(store)
         device = store.device
         fp = store.fingerprint or {}
@@ -320,7 +322,8 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
                "processes, under every buffer placement); * where no final round did and the trials' are shown.",
                "", _markdown_table(HEAD, rows), ""]
         body += [_html_table(HEAD, rows)]
-        failing = [v for v in views if v.last_gate and v.last_gate["outcome"] == "fail"]
+        gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
+        failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
         if failing:
             md += ["### Regressions (latest gate run)", ""] + [f"- **{v.label}**: {v.last_gate['reason']}"
                                                               for v in failing] + [""]
