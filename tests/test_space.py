@@ -50,6 +50,8 @@ def test_config_and_key_round_trip():
     ({"warp_num": [1, 2]}, [lambda warp_num: warp_num > 8], "no config satisfies the constraints"),
     ({"warp_num": [1, 2]}, ["warp_num > 1"], "not callable"),
     ({"warp num": [1, 2]}, [], "not a C identifier"),
+    ({"method": ["naive", "two\nlines"]}, [], r"param 'method': value 'two\\nlines' cannot follow `#define method`"),
+    ({"method": ["naive", " "]}, [], "param 'method': value ' ' cannot follow"),
 ])
 def test_invalid_definitions_name_the_param_or_constraint(params, constraints, message):
     with pytest.raises(SpaceError, match=message):

@@ -63,6 +63,10 @@ def _values(name: str, spec: Any) -> tuple:
         raise SpaceError(f"param {name!r} has an empty value list")
     if len(set(values)) != len(values):
         raise SpaceError(f"param {name!r} lists a value twice: {values!r}")
+    broken = [v for v in values if isinstance(v, str) and (not v.strip() or "\n" in v)]
+    if broken:  # a str value is pasted after `#define name`, which ends at the line's end
+        raise SpaceError(f"param {name!r}: value {broken[0]!r} cannot follow `#define {name}` (a C token or "
+                         f"expression on one line)")
     return values
 
 
