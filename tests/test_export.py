@@ -13,7 +13,7 @@ import tunebench
 from tests.test_declarations import gemm  # noqa: F401 - the fixture
 from tests.test_plugin import TUNE
 from tunebench import Space, export
-from tunebench.c_constraint import NoCForm, c_form
+from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
 from tunebench.cli import main
 
 SHAPES = [(1,), (1000,), (4096,), (4097,), (20000,), (10**9,), (0,)]
@@ -68,9 +68,9 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
 def exported_layouts(*layouts) -> dict:
     """An export's content with one bucket per value of the param ``layout``."""
     return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
-            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["layout", "tile"], "fits": "1", "unchecked": None,
-                                          "buckets": [
-                {"name": f"b{i}", "ranges": {"N": [10 * i + 1, 10 * i + 10]}, "source": "tuned",
+            "kernels": {"k": {"float32": {"dims": ["i"], "params": ["layout", "tile"], "fits": "1", "unchecked": None,
+                                          "buckets": [  # a dim named as a C loop index would be
+                {"name": f"b{i}", "ranges": {"i": [10 * i + 1, 10 * i + 10]}, "source": "tuned",
                  "ranked": [{"layout": layout, "tile": 4}], "heuristic": {"layout": layouts[0], "tile": 1}}
                 for i, layout in enumerate(layouts)]}}}}
 
@@ -90,7 +90,9 @@ def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_namin
 #: Shaped constraints of the kinds suites write, and one the header cannot check.
 SHAPED = [lambda N, tile: N % tile == 0 and 1 <= tile <= N,
           lambda shape, vec, tile: min(shape[1], 64) % vec == 0 or not tile // vec > 2,
-          lambda M, vec: (M if M < 100 else M >> 1) * vec / 3 >= 2 * vec]
+          lambda M, vec: (M if M < 100 else M >> 1) * vec / 3 >= 2 * vec,
+          lambda N, tile: (N - tile) // tile >= -1 and (N - 7 * tile) % 5 != 3,  # floored, as Python
+          lambda M, vec, tile: tile * (vec - 1 or 3) <= M + 4]  # `or` is the operand, not 1
 
 
 def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
@@ -100,7 +102,7 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
     test = " && ".join(c_form(c, ("M", "N")) for c in space.shaped_constraints)
     lines = [f"    {{ cfg v = {{{c['tile']}, {c['vec']}}}, *c = &v; long M = {m}, N = {n}; printf(\"%d\", {test}); }}"
              for m, n in shapes for c in configs]
-    (tmp_path / "fits.c").write_text("#include <stdio.h>\ntypedef struct { int tile; int vec; } cfg;\n"
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { int tile; int vec; } cfg;\n"
                                      "int main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
     subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
                    check=True)
@@ -110,6 +112,9 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
     beyond = Space({"tile": [1, 2]}, constraints=[lambda N, tile: math.gcd(N, tile) == tile])
     with pytest.raises(NoCForm, match=r"constraint <lambda> at test_export.py:\d+: `math.gcd\(N, tile\)` has no C form"):
         c_form(beyond.shaped_constraints[0], ("N",))
+    floating = Space({"ratio": [0.5, 1]}, constraints=[lambda N, ratio: N % ratio == 0])
+    with pytest.raises(NoCForm, match="`N % ratio` has no C form"):
+        c_form(floating.shaped_constraints[0], ("N",), floats=["ratio"])
 
 
 def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best_does(gemm, tmp_path):

@@ -4,8 +4,9 @@ cannot import tunebench must still never launch a config whose constraint fails 
 A constraint is a Python callable; its C form is made from its source: a ``lambda`` or a
 one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >>``), comparisons
 (chained too), ``and``/``or``/``not``, ``x if c else y``, ``min``/``max`` of two values, numbers,
-the params it names, the kernel's dims and ``shape[i]``. Python's ``//`` and ``%`` become C's,
-which agree for the non-negative dims and params of a kernel. Anything else has no C form, and
+the params it names, the kernel's dims and ``shape[i]``. The C form computes what Python does:
+``//`` and ``%`` floor (:data:`C_HELPERS`, on integers only: a float operand has no C form), and
+``a or b`` is ``a`` where ``a`` is true, else ``b``. Anything else has no C form, and
 :class:`NoCForm` says which constraint and what in it.
 """
 
@@ -23,16 +24,28 @@ class NoCForm(ValueError):
     """A constraint the header cannot check; the message names it and what it uses."""
 
 
-_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%", ast.BitAnd: "&",
-           ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>"}
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<",
+           ast.RShift: ">>"}
+_FLOOR = {ast.FloorDiv: "tb_floordiv", ast.Mod: "tb_floormod"}
+
+#: Python's flooring ``//`` and ``%`` on integers, which C truncates; what a C form calls.
+C_HELPERS = """\
+#ifndef TUNEBENCH_FLOOR_DIVISION
+#define TUNEBENCH_FLOOR_DIVISION
+static inline long tb_floordiv(long a, long b) { long q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
+static inline long tb_floormod(long a, long b) { long r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
+#endif
+"""
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c") -> str:
-    """The C expression of a shaped constraint over ``config->param`` and the dims as variables."""
+def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c", floats: Sequence[str] = ()) -> str:
+    """The C expression of a shaped constraint over ``config->param`` and the dims as variables;
+    ``floats`` names the params with non-integer values (see :data:`C_HELPERS`)."""
     body = _body(constraint)
     args = constraint.params or ()
-    return _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config).expr(body)
+    writer = _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config, set(floats))
+    return writer.expr(body)
 
 
 def _body(constraint: Constraint) -> ast.expr:
@@ -49,22 +62,31 @@ def _body(constraint: Constraint) -> ast.expr:
     arg_names = list(code.co_varnames[:code.co_argcount])
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Lambda, ast.FunctionDef)) and node.lineno == code.co_firstlineno \
-                and [a.arg for a in node.args.args] == arg_names:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))], default=0) \
+            if isinstance(node, (ast.Lambda, ast.FunctionDef)) else None
+        if first == code.co_firstlineno and [a.arg for a in node.args.args] == arg_names:
             if isinstance(node, ast.Lambda):
                 found.append(node.body)
             elif len(node.body) == 1 and isinstance(node.body[0], ast.Return) and node.body[0].value is not None:
                 found.append(node.body[0].value)
             else:
                 raise NoCForm(f"{constraint.label}: a function of more than one `return` statement")
+    if not found:
+        raise NoCForm(f"{constraint.label}: its source was not found in {path}")
     if len({ast.dump(b) for b in found}) != 1:
         raise NoCForm(f"{constraint.label}: its source could not be told apart on its line")
     return found[0]
 
 
 class _Writer:
-    def __init__(self, label: str, params: set[str], dims: tuple[str, ...], config: str):
-        self.label, self.params, self.dims, self.config = label, params, dims, config
+    def __init__(self, label: str, params: set[str], dims: tuple[str, ...], config: str, floats: set[str]):
+        self.label, self.params, self.dims, self.config, self.floats = label, params, dims, config, floats
+
+    def integral(self, node: ast.expr) -> bool:
+        """Whether an operand can only be an integer (no float param or number in it)."""
+        return not any(isinstance(n, ast.Constant) and isinstance(n.value, float) or isinstance(n, ast.Name)
+                       and n.id in self.floats or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+                       for n in ast.walk(node))
 
     def refuse(self, node: ast.AST) -> NoCForm:
         return NoCForm(f"{self.label}: `{ast.unparse(node)}` has no C form in the exported header")
@@ -83,13 +105,18 @@ class _Writer:
             return self.dims[node.slice.value]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
+        if isinstance(node, ast.BinOp) and type(node.op) in _FLOOR and self.integral(node):
+            return f"{_FLOOR[type(node.op)]}({self.expr(node.left)}, {self.expr(node.right)})"
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             return f"((double){self.expr(node.left)} / {self.expr(node.right)})"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
             return f"({'!' if isinstance(node.op, ast.Not) else '-'}{self.expr(node.operand)})"
-        if isinstance(node, ast.BoolOp):
-            joint = " && " if isinstance(node.op, ast.And) else " || "
-            return "(" + joint.join(self.expr(v) for v in node.values) + ")"
+        if isinstance(node, ast.BoolOp):  # the operand Python returns, as a value may be used
+            found = self.expr(node.values[0])
+            for value in node.values[1:]:
+                a, b = found, self.expr(value)
+                found = f"({a} ? {b} : {a})" if isinstance(node.op, ast.And) else f"({a} ? {a} : {b})"
+            return found
         if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
             sides = [node.left, *node.comparators]
             return "(" + " && ".join(f"({self.expr(a)} {_COMPARE[type(op)]} {self.expr(b)})"

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from tunebench import __version__
-from tunebench.c_constraint import NoCForm, c_form
+from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, this_device
 from tunebench.records import RecordStore
@@ -71,10 +71,11 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
 
 
 def _fits(space, dims) -> tuple[str, str | None]:
-    """The C test of a config's shaped constraints (over ``c->param`` and the dims), and why
+    """The C test of a config's shaped constraints (over ``tb_c->param`` and the dims), and why
     there is none: a constraint without a C form, whose bucket configs are then not exported."""
+    floats = [n for n, values in space.values.items() if not all(isinstance(v, (bool, int)) for v in values)]
     try:
-        return " && ".join(c_form(c, dims) for c in space.shaped_constraints) or "1", None
+        return " && ".join(c_form(c, dims, "tb_c", floats) for c in space.shaped_constraints) or "1", None
     except NoCForm as e:
         return "0", str(e)
 
@@ -106,7 +107,8 @@ def header(data: dict) -> str:
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",
            " * the heuristic's config at the bucket's representative shape). */",
-           "#ifndef TUNEBENCH_CONFIGS_H", "#define TUNEBENCH_CONFIGS_H", "", "#include <math.h>", ""]
+           "#ifndef TUNEBENCH_CONFIGS_H", "#define TUNEBENCH_CONFIGS_H", "", "#include <math.h>", "",
+           C_HELPERS]
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
             name = re.sub(r"\W", "_", f"tb_{kernel}_{dtype}")
@@ -120,30 +122,33 @@ def header(data: dict) -> str:
                 out.append(f"/* {name}: no tuned config exported, as none could be checked for a shape: "
                            f"{entry['unchecked']} */")
             out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
-                    f"static inline int {name}_fits(const {name}_config *c, {dim_args})", "{",
-                    "    (void)c;" + "".join(f" (void){d};" for d in dims),
+                    f"static inline int {name}_fits(const {name}_config *tb_c, {dim_args})", "{",
+                    "    (void)tb_c;" + "".join(f" (void){d};" for d in dims),
                     f"    return {entry['fits']};", "}", "",
                     f"static inline {name}_config {name}({dim_args})", "{",
                     f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; int n; "
-                    f"{name}_config configs[{size}]; }} buckets[{len(buckets)}] = {{"]
+                    f"{name}_config configs[{size}]; }} tb_buckets[{len(buckets)}] = {{"]
             for b in buckets:
                 lo = ", ".join(str(b["ranges"][d][0]) for d in dims)
                 hi = ", ".join("-1" if b["ranges"][d][1] is None else str(b["ranges"][d][1]) for d in dims)
                 configs = ", ".join("{" + ", ".join([str(tuned)] + [_c_value(c[p], types[p]) for p in params]) + "}"
                                     for tuned, c in [(1, c) for c in b["ranked"]] + [(0, b["heuristic"])])
                 out.append(f"        {{{{{lo}}}, {{{hi}}}, {len(b['ranked'])}, {{{configs}}}}},  /* {b['name']} */")
-            out += ["    };", f"    const double shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
-                    "    int best = 0;", "    double nearest = INFINITY;",
-                    f"    for (int b = 0; b < {len(buckets)}; ++b) {{",
-                    "        double d = 0;",
-                    f"        for (int i = 0; i < {len(dims)}; ++i) {{",
-                    "            double v = shape[i] < 1 ? 1 : shape[i];",
-                    "            if (v < buckets[b].lo[i]) d += log2(buckets[b].lo[i] / v);",
-                    "            else if (buckets[b].hi[i] >= 0 && v > buckets[b].hi[i]) d += log2(v / buckets[b].hi[i]);",
-                    "        }", "        if (d < nearest) { nearest = d; best = b; }", "    }",
-                    "    for (int i = 0; i < buckets[best].n; ++i)",
-                    f"        if ({name}_fits(&buckets[best].configs[i], {', '.join(dims)})) return buckets[best].configs[i];",
-                    "    return buckets[best].configs[buckets[best].n];", "}", ""]
+            out += ["    };",  # every local is tb_-prefixed: a dim may be called i, b or shape
+                    f"    const double tb_shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
+                    "    int tb_best = 0;", "    double tb_nearest = INFINITY;",
+                    f"    for (int tb_b = 0; tb_b < {len(buckets)}; ++tb_b) {{",
+                    "        double tb_d = 0;",
+                    f"        for (int tb_i = 0; tb_i < {len(dims)}; ++tb_i) {{",
+                    "            double tb_v = tb_shape[tb_i] < 1 ? 1 : tb_shape[tb_i];",
+                    "            if (tb_v < tb_buckets[tb_b].lo[tb_i]) tb_d += log2(tb_buckets[tb_b].lo[tb_i] / tb_v);",
+                    "            else if (tb_buckets[tb_b].hi[tb_i] >= 0 && tb_v > tb_buckets[tb_b].hi[tb_i])",
+                    "                tb_d += log2(tb_v / tb_buckets[tb_b].hi[tb_i]);",
+                    "        }", "        if (tb_d < tb_nearest) { tb_nearest = tb_d; tb_best = tb_b; }", "    }",
+                    "    for (int tb_i = 0; tb_i < tb_buckets[tb_best].n; ++tb_i)",
+                    f"        if ({name}_fits(&tb_buckets[tb_best].configs[tb_i], {', '.join(dims)}))",
+                    "            return tb_buckets[tb_best].configs[tb_i];",
+                    "    return tb_buckets[tb_best].configs[tb_buckets[tb_best].n];", "}", ""]
     out += ["#endif /* TUNEBENCH_CONFIGS_H */", ""]
     return "\n".join(out)
 
