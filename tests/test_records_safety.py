@@ -204,3 +204,11 @@ def test_a_run_waiting_for_another_runs_task_says_so_then_resumes(twice_project,
     assert proc.wait(120) == 0, out.read_text()
     assert ("tunebench twice[small-float32]: another run is tuning this task: waiting for it, to resume from what "
             "it records") in out.read_text()
+
+
+def test_the_journal_of_a_run_still_going_is_not_called_a_killed_runs(tmp_path):
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))  # in the journal, not yet folded
+    with store.task_lock("k[all-float32]"):  # the run is tuning
+        assert RecordStore.for_device(tmp_path, FINGERPRINT).leftover == []
+    assert len(RecordStore.for_device(tmp_path, FINGERPRINT).leftover) == 1  # it ended without folding

@@ -294,6 +294,8 @@ REFRESH_S = 1.0
 #: Answers kept per records folder (shapes differ from call to call in a framework).
 MAX_ANSWERS = 65536
 _DIRECTORIES: dict[Path, _Directory] = {}
+#: Suites folders whose suites this process has imported (those that failed are not tried again).
+_SUITES_LOADED: set[Path] = set()
 #: (kernel, shape, device, dtype, records, suites, working directory) -> (folder, its generation, answer)
 _FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
 
@@ -322,13 +324,15 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     dtype = dtype_name(dtype)
     records_dir, suites_dir = project(records, suites, decl)
-    if decl is None and suites_dir.is_dir():
+    if decl is None and suites_dir.is_dir() and suites_dir.resolve() not in _SUITES_LOADED:
         failed: list[str] = []  # another suite's error must not stop a framework's launch
         load_suites(suites_dir, failed)
+        _SUITES_LOADED.add(suites_dir.resolve())  # once: a broken suite is not imported again per shape
         decl = REGISTRY.get(kernel)
         for error in failed if decl is None else ():
             warnings.warn(f"{error}: kernel {kernel!r} is answered from the records alone", SuiteImportWarning,
                           stacklevel=3)
+    decl = decl or REGISTRY.get(kernel)
     name = decl.name if decl else kernel
     device = Path(device).stem if device else this_device()
     folder = _directory(records_dir)
@@ -364,14 +368,14 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             records_dir: Path, suites_dir: Path) -> Choice:
     store = folder.summary(device)
     tasks = store.tasks(name) if store else []
-    if dtype is None:
-        tuned = sorted({t["dtype"] for t in tasks})
-        declared = next(iter(decl.variants.values())).dtypes if decl else ()
-        dtype = "float32" if "float32" in tuned else tuned[0] if tuned else (
-            "float32" if "float32" in declared or not declared else declared[0])
-    tasks = [t for t in tasks if t["dtype"] == dtype]
     target = store.fingerprint["target"] if store and store.fingerprint else device.split("-", 1)[0]
     variant = decl.variant(target) if decl else None
+    if dtype is None:  # float32 where it is tuned, else another tuned one, else the first declared
+        kinds = variant.dtypes if variant else next(iter(decl.variants.values())).dtypes if decl else ()
+        tuned = sorted({t["dtype"] for t in tasks} & set(kinds) if kinds else {t["dtype"] for t in tasks})
+        dtype = "float32" if "float32" in tuned else tuned[0] if tuned else (
+            "float32" if "float32" in kinds or not kinds else kinds[0])
+    tasks = [t for t in tasks if t["dtype"] == dtype]
     if decl is None and not tasks:
         raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
                           f"declaration found under {suites_dir}")
@@ -394,13 +398,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
     ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
     ranked = _in_space(variant, ranked)
-    earlier = (store.latest_source(name, target, dtype, bucket.name) if store and variant and declared
-               and not ranked else None)
-    if earlier is not None and earlier != source_hash:  # the template changed since the tune: as the gate,
-        ranked, times = store.ranked(name, dtype, bucket, earlier)  # serve what was tuned, where it still fits
-        ranked = _in_space(variant, ranked)
-        if ranked:
-            source_hash = earlier
+    earlier = store.latest_source(name, target, dtype, bucket.name) if store and variant and declared else None
+    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket.name, source_hash) is None:
+        # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
+        old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
+        old_ranked = _in_space(variant, old_ranked)
+        if old_ranked:
+            ranked, times, source_hash = old_ranked, old_times, earlier
             choice.note = (f"tuned with an earlier {variant.path.name} ({earlier}; now {variant.source_hash}): "
                            f"`pytest suites --tune` tunes this one, and the gate checks the config on it")
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
@@ -411,9 +415,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     final = store.final(name, target, dtype, bucket.name, source_hash) if store else None
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
+    key = config_key(next(iter(final.values()))) if final else None
+    if final and key not in ranked and list(final.values()) != baseline:  # the space no longer holds it
+        choice.note = "; ".join(filter(None, (choice.note, f"the final round's pick [{config_text(dict(key))}] is "
+                                                           f"no longer in the space: the trials' best instead")))
+        final = None
     if final is not None:  # the final round's winner, else the heuristic
-        key = config_key(next(iter(final.values())))
-        adopt = [] if list(final.values()) == baseline or key not in ranked else [key]
+        adopt = [] if list(final.values()) == baseline else [key]
         picked = adopt[:1] or [None]
         order = adopt + [k for k in order if k != key]
     else:

@@ -189,12 +189,11 @@ class AtomicJSONStorage(Storage):
             raise RecordsError(f"{self.path}: empty records file; {untouched} (a new device's file is "
                                f"created by pytest --tune)")
         if re.search(rb"^<<<<<<< ", raw, re.MULTILINE):
-            name = self.path.name
             raise RecordsError(
                 f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
-                f"README's Records); to merge both sides' trials: for s in 1 2 3; do git show :$s:records/{name} "
-                f"> /tmp/$s.json; done; tunebench merge-records /tmp/1.json /tmp/2.json /tmp/3.json && "
-                f"cp /tmp/2.json records/{name}") from None
+                f"README's Records); to merge both sides' trials, in its folder: for s in 1 2 3; do git show "
+                f":$s:./{self.path.name} > /tmp/$s.json; done; tunebench merge-records /tmp/1.json /tmp/2.json "
+                f"/tmp/3.json && cp /tmp/2.json {self.path.name}") from None
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
@@ -266,8 +265,8 @@ class RecordStore:
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
         #: Opened to write: the trials a run left in the journal without folding them (it was
-        #: killed); they are folded with this run's, and the run says so.
-        self.leftover = self._pending() if fingerprint is not None else []
+        #: killed; not one still running); they are folded with this run's, and the run says so.
+        self.leftover = self._pending() if fingerprint is not None and not self._running() else []
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._device_written = recorded is not None
@@ -298,6 +297,21 @@ class RecordStore:
             with bulk():
                 self._archived_cache = (stamp, _lines(self.archive))
         return self._archived_cache[1]
+
+    def _running(self) -> bool:
+        """Whether another process holds one of this file's locks: a run still going."""
+        for path in (self.path.parent / ".locks").glob(f"{self.path.stem}.*.lock"):
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            finally:
+                os.close(fd)
+        return False
 
     def _lock_file(self, name: str) -> Path:
         locks = self.path.parent / ".locks"

@@ -281,8 +281,10 @@ class Task:
                                                          self.bucket.name)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else None
         space = self.variant.space
+        dims = self.kernel.buckets_for(t.target).dims
         if not chosen or chosen == self.baseline.configs or set(chosen) != set(self.bucket.shapes) \
-                or not all(space.contains(c) and space.is_valid(space.key(c)) for c in chosen.values()):
+                or not all(space.contains(c) and space.is_valid(space.key(c)) and space.holds_for(space.key(c), s, dims)
+                           for s, c in chosen.items()):
             return
         key = self.variant.space.key(chosen[self.bucket.shapes[0]])
         if key not in self.outcomes:

@@ -129,6 +129,20 @@ class _Watched(Runner):
         self._runner.close()
 
 
+class _Watch:
+    """Makes the watched runners of one job; ``arm(i)`` announces the arm whose runner is loaded
+    next, so that a failure while loading is pinned on it too."""
+
+    def __init__(self, clock):
+        self._clock = clock
+
+    def __call__(self, runner: Runner, arm: int = 0) -> _Watched:
+        return _Watched(runner, self._clock, arm)
+
+    def arm(self, index: int) -> None:
+        self._clock[1] = index
+
+
 def _serve(conn, target: str, parent: int, clock) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
     _die_with_parent(parent)
@@ -148,7 +162,7 @@ def _serve(conn, target: str, parent: int, clock) -> None:
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            result = run(backend, job, prepared, conn, lambda runner, arm=0: _Watched(runner, clock, arm))
+            result = run(backend, job, prepared, conn, _Watch(clock))
             if "samples" in result:
                 result["conditions"] = backend.conditions()
             conn.send(("result", result))
@@ -257,6 +271,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
         try:
             call_ms = 0.0
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
+                watched.arm(arm)
                 try:
                     runners[label] = watched(backend.load(build, kernel, arm_variant, config, job.shape, args,
                                                            placement), arm)
