@@ -148,7 +148,7 @@ class Summary:
     """What lookups need of one device's records, small enough to load in milliseconds: the
     fingerprint, the task descriptions, the final rounds' choices and, per successful undisturbed
     trial, (kernel, dtype, source hash, shape, config, median). Kept beside the records in
-    ``.index/<device>.json``, valid while the records file and its journal keep their size and
+    ``.index/<device>.v<INDEX_FORMAT>.json``, valid while the records file and its journal keep their size and
     modification time."""
 
     def __init__(self, data: dict):
@@ -262,7 +262,7 @@ class _Directory:
             if not path.exists():
                 self._summaries[device] = None
                 return None
-            index = self.path / ".index" / f"{device}.json"
+            index = self.path / ".index" / f"{device}.v{INDEX_FORMAT}.json"  # an older tunebench keeps its own
             stamp = [list(s) for s in self._stamps(device)]
             try:
                 cached = json.loads(index.read_text())
@@ -287,7 +287,8 @@ class _Directory:
 #: The most configs served on a bucket: its best, then the next fastest for the shapes whose
 #: constraints the best fails (:attr:`Choice.ranked`, what an export carries).
 RANKED = 8
-#: The layout of the index files: one of another layout (an older tunebench's) is built again.
+#: The layout of the index files, part of their name: tunebench versions sharing a records folder
+#: never read each other's.
 INDEX_FORMAT = 2
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
