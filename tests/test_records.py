@@ -263,3 +263,22 @@ def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_p
     with pytest.raises(RecordsError, match=r"cpu-x.json: holds git conflict markers .* tunebench merge-records "
                                            r"/tmp/1.json /tmp/2.json /tmp/3.json"):
         RecordStore(path)
+
+
+def test_a_merge_says_which_final_round_counts_where_both_sides_tuned_a_task_and_keeps_unknown_tables(tmp_path):
+    def side(name, checks, extra=None):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "checks": {
+            str(i): {"kind": "tune", "kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "all",
+                     "timestamp": when} for i, when in enumerate(checks, 1)}, **(extra or {})}))
+        return path
+
+    base = side("base", ["2026-11-01T00:00:00+00:00"])
+    ours = side("ours", ["2026-11-01T00:00:00+00:00", "2026-11-03T00:00:00+00:00"])
+    theirs = side("theirs", ["2026-11-01T00:00:00+00:00", "2026-11-02T00:00:00+00:00"],
+                  {"future": {"1": {"what": "a newer tunebench's table"}}})
+    assert records_merge.retuned(base, ours, theirs) == [
+        "k[all-float32] on cpu: both sides tuned it; the later final round (2026-11-03T00:00:00+00:00) is the one used"]
+    merged = records_merge.merge(base, ours, theirs)
+    assert [c["timestamp"][:10] for c in merged["checks"].values()] == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert list(merged["future"].values()) == [{"what": "a newer tunebench's table"}]

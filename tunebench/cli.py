@@ -137,7 +137,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_merge_records(args: argparse.Namespace) -> int:
-    records_merge.merge_into(Path(args.base), Path(args.ours), Path(args.theirs))
+    for note in records_merge.merge_into(Path(args.base), Path(args.ours), Path(args.theirs)):
+        print(f"tunebench merge-records: {note}", file=sys.stderr)
     return 0
 
 

@@ -74,9 +74,33 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> dict:
         "sources": list({d["source_hash"]: d for side in (theirs, ours) for d in get(side, "sources").values()}.values()),
         "checks": _union(get(base, "checks"), get(ours, "checks"), get(theirs, "checks")),
     }
-    return {table: {str(i): doc for i, doc in enumerate(tables[table], 1)} for table in TABLES}
+    for table in sorted((set(ours) | set(theirs)) - set(TABLES)):  # a newer tunebench's: kept, not dropped
+        tables[table] = _union(get(base, table), get(ours, table), get(theirs, table))
+    return {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
 
 
-def merge_into(base_path: Path, ours_path: Path, theirs_path: Path) -> None:
-    """git's merge driver contract: the merge written over ``ours_path`` (atomically)."""
+def retuned(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
+    """The tasks both sides tuned since the base: of their two final rounds, the later one is
+    what lookups and the gate read after the merge, whichever found the faster config."""
+    base, ours, theirs = (_tables(p) for p in (base_path, ours_path, theirs_path))
+
+    def tuned(side: dict) -> dict:
+        old = {json.dumps(d, sort_keys=True) for d in base.get("checks", {}).values()}
+        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in side.get("checks", {}).values()
+                if d.get("kind") == "tune" and json.dumps(d, sort_keys=True) not in old}
+    o, t = tuned(ours), tuned(theirs)
+    notes = []
+    for key in sorted(o.keys() & t.keys()):
+        kernel, target, dtype, bucket = key
+        later = max(filter(None, (o[key], t[key])), default="?")
+        notes.append(f"{kernel}[{bucket}-{dtype}] on {target}: both sides tuned it; the later final round "
+                     f"({later}) is the one used")
+    return notes
+
+
+def merge_into(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
+    """git's merge driver contract: the merge written over ``ours_path`` (atomically); returns
+    what a person should know of it (:func:`retuned`)."""
+    notes = retuned(base_path, ours_path, theirs_path)
     AtomicJSONStorage(ours_path).write(merge(base_path, ours_path, theirs_path))
+    return notes
