@@ -212,3 +212,25 @@ def test_the_journal_of_a_run_still_going_is_not_called_a_killed_runs(tmp_path):
     with store.task_lock("k[all-float32]"):  # the run is tuning
         assert RecordStore.for_device(tmp_path, FINGERPRINT).leftover == []
     assert len(RecordStore.for_device(tmp_path, FINGERPRINT).leftover) == 1  # it ended without folding
+
+
+def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
+                                                                                         '"tag": [0, 1]'))
+    pytester.runpytest("test_slow.py", *TUNE)
+    records = pytester.path / "records"
+    (path,) = records.glob("*.json")
+    before = path.read_bytes()
+    for p in (path, records):
+        p.chmod(0o555)
+    try:
+        run = subprocess.run(as_ordinary_user([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider",
+                                               "--tune-target", "cpu"]),
+                             cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    finally:
+        records.chmod(0o755)
+        path.chmod(0o644)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert f"records: {records} cannot be written: this gate run is not kept" in run.stdout
+    assert "PASS  slow::all-float32[gate]" in run.stdout and path.read_bytes() == before

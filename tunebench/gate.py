@@ -308,7 +308,10 @@ def _raw(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype:
 
 def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: Variant, target: str,
               dtype: str, bucket: Bucket, commit: str | None) -> GateResult:
-    """Keep the gate run in the records, for the report's history across commits."""
+    """Keep the gate run in the records, for the report's history across commits (not on a
+    read-only checkout: the plugin says so)."""
+    if store.read_only:
+        return result
     store.add_check({
         "kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "gate",
         "source_hash": variant.source_hash, "outcome": result.outcome, "reason": result.reason,

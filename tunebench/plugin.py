@@ -256,6 +256,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
             terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=result.outcome == "fail", green=result.outcome == "pass")
+        if run.store.read_only:
+            terminalreporter.write_line(f"records: {run.store.path.parent} cannot be written: this gate run is "
+                                        f"not kept in the records' history", yellow=True)
         measured = sum(result.outcome != "skip" for _, result in results)
         if measured < len(results):
             terminalreporter.write_line(

@@ -93,13 +93,17 @@ def bulk() -> Iterator[None]:
             gc.enable()
 
 
+class NotWritable(RecordsError):
+    """Records that cannot be written where they are (a read-only folder or file)."""
+
+
 def _writable(path: Path) -> None:
     """Fail early, in one line, where the records could not be written (a read-only folder or
     file); creates nothing."""
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise RecordsError(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
-                           f"is read-only): fix the permissions or pass --records DIR")
+        raise NotWritable(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
+                          f"is read-only): fix the permissions or pass --records DIR")
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
@@ -252,12 +256,14 @@ class RecordStore:
     """The records of one device; opening validates the file and indexes its trials (the
     archive's when a lookup first misses: opening costs the same at a million trials)."""
 
-    def __init__(self, path: str | Path, fingerprint: Mapping | None = None):
+    def __init__(self, path: str | Path, fingerprint: Mapping | None = None, read_only: bool = False):
         self.path = Path(path)
         self.device = self.path.stem
+        #: Opened only to read: without a fingerprint, or asked to (a gate on a read-only checkout).
+        self.read_only = read_only or fingerprint is None
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
-        if fingerprint is not None:
+        if not self.read_only:
             _writable(self.path)
         self.journal = self.path.parent / ".journal" / f"{self.path.name}l"
         self.archive = self.path.with_name(f"{self.path.stem}.archive.jsonl")
@@ -266,7 +272,7 @@ class RecordStore:
         data = self._reload()
         #: Opened to write: the trials a run left in the journal without folding them (it was
         #: killed; not one still running); they are folded with this run's, and the run says so.
-        self.leftover = self._pending() if fingerprint is not None and not self._running() else []
+        self.leftover = self._pending() if not self.read_only and not self._running() else []
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._device_written = recorded is not None
@@ -327,9 +333,9 @@ class RecordStore:
             yield
 
     @classmethod
-    def for_device(cls, directory: str | Path, fingerprint: Mapping) -> RecordStore:
+    def for_device(cls, directory: str | Path, fingerprint: Mapping, read_only: bool = False) -> RecordStore:
         """The store of this device under ``directory``, created when it does not exist."""
-        return cls(Path(directory) / f"{device_id(fingerprint)}.json", fingerprint)
+        return cls(Path(directory) / f"{device_id(fingerprint)}.json", fingerprint, read_only)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -376,7 +382,7 @@ class RecordStore:
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write)."""
-        if self.journal.exists():
+        if self.journal.exists() and not self.read_only:
             with self._locked():
                 self._fold()
 
