@@ -138,3 +138,53 @@ def said(result, text: str) -> int:
     """How often a pytester run's report says ``text`` before pytest's short test summary (which
     repeats a failure's first line, whole on CI)."""
     return result.stdout.str().split("short test summary info")[0].count(text)
+
+
+#: C = alpha * A @ B + beta * C, the classic in-out matrix product; ``skip_c`` plants a
+#: candidate that forgets the beta * C term.
+GEMM_C = """\
+typedef TB_DTYPE real;
+void gemm(const real *A, const real *B, real *C, int n, real alpha, real beta)
+{
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; j += tile) {
+            real acc[tile];
+            for (int t = 0; t < tile; ++t) acc[t] = 0;
+            for (int k = 0; k < n; ++k)
+                for (int t = 0; t < tile && j + t < n; ++t) acc[t] += A[i * n + k] * B[k * n + j + t];
+            for (int t = 0; t < tile && j + t < n; ++t)
+                C[i * n + j + t] = alpha * acc[t] + (skip_c ? 0 : beta * C[i * n + j + t]);
+        }
+}
+"""
+
+GEMM_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    (n,) = shape
+    return {"A": rng.random((n, n), dtype=np.float32), "B": rng.random((n, n), dtype=np.float32),
+            "C": rng.random((n, n), dtype=np.float32), "n": np.int32(n),
+            "alpha": np.float32(1.5), "beta": np.float32(0.5)}
+
+def reference(A, B, C, n, alpha, beta):
+    return alpha * (A.astype(np.float64) @ B) + beta * C
+
+gemm = Kernel(
+    "gemm", buckets=Buckets(["N"], [Bucket("small", N=(1, 64), shapes=[(48,)]),
+                                    Bucket("large", N=(65, None), shapes=[(96,)])]),
+    args=args, reference=reference, outputs=["C"], inout=["C"], tolerance={"float32": (1e-4, 1e-4)},
+    cpu=Variant(source="gemm.c", entry="gemm", heuristic=lambda shape: {"tile": 4, "skip_c": 0},
+                space=Space({"tile": [4, 8, 16, 32], "skip_c": [0, 1]},
+                            constraints=[lambda N, tile: N % tile == 0])),
+)
+"""
+
+
+@pytest.fixture
+def gemm(pytester):
+    pytester.path.joinpath("pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    pytester.path.joinpath("gemm.c").write_text(GEMM_C)
+    pytester.path.joinpath("test_gemm.py").write_text(GEMM_SUITE)
+    return pytester

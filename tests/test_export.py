@@ -10,7 +10,6 @@ import warnings
 import pytest
 
 import tunebench
-from tests.test_declarations import gemm  # noqa: F401 - the fixture
 from tests.test_plugin import TUNE
 from tunebench import Space, export
 from tunebench.c_constraint import C_HELPERS, NoCForm, c_form

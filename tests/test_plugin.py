@@ -223,7 +223,7 @@ def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester
      "no config satisfies the constraints"),
 ])
 def test_an_invalid_space_fails_collection_naming_the_suite_and_param(project, pytester, space, message):
-    from tests.conftest import AXPB_SUITE, said
+    from tests.conftest import AXPB_SUITE
     suite = AXPB_SUITE.replace(
         'Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},\n'
         '                    constraints=[lambda vec, unroll: vec * unroll <= 4])', f"Space({space})")

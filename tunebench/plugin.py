@@ -27,7 +27,7 @@ from tunebench.measure import MeasureSettings
 from tunebench.progress import Progress, report_teststatus
 from tunebench.records import RecordsError
 from tunebench.space import SpaceError
-from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Task, Tuner
+from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.summary import table
