@@ -249,7 +249,7 @@ def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away
         return path
 
     base, ours, theirs = side("base", [1, 2]), side("ours", [1, 3]), side("theirs", [1, 2, 4])
-    merged = records_merge.merge(base, ours, theirs)  # ours moved trial 2 to the archive
+    merged, _ = records_merge.merge(base, ours, theirs)  # ours moved trial 2 to the archive
     assert [d["config"]["t"] for d in merged["trials"].values()] == [1, 3, 4]
     other = side("other", [1], {**FINGERPRINT, "name": "Other CPU"})
     with pytest.raises(RecordsError, match="different devices"):
@@ -277,8 +277,8 @@ def test_a_merge_says_which_final_round_counts_where_both_sides_tuned_a_task_and
     ours = side("ours", ["2026-11-01T00:00:00+00:00", "2026-11-03T00:00:00+00:00"])
     theirs = side("theirs", ["2026-11-01T00:00:00+00:00", "2026-11-02T00:00:00+00:00"],
                   {"future": {"1": {"what": "a newer tunebench's table"}}})
-    assert records_merge.retuned(base, ours, theirs) == [
+    merged, notes = records_merge.merge(base, ours, theirs)
+    assert notes == [
         "k[all-float32] on cpu: both sides tuned it; the later final round (2026-11-03T00:00:00+00:00) is the one used"]
-    merged = records_merge.merge(base, ours, theirs)
     assert [c["timestamp"][:10] for c in merged["checks"].values()] == ["2026-11-01", "2026-11-02", "2026-11-03"]
     assert list(merged["future"].values()) == [{"what": "a newer tunebench's table"}]

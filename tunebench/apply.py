@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.kernel import Kernel
-from tunebench.lookup import lookup
+from tunebench.lookup import best
 
 
 class Tuned:
@@ -34,8 +34,8 @@ class Tuned:
     def config(self, shape: Sequence[int], dtype=None) -> dict:
         """The best config for ``shape`` in ``dtype`` (default: the handle's), a copy: the caller
         may change it."""
-        return lookup(self.kernel, shape, self.device, dtype=dtype if dtype is not None else self.dtype,
-                      records=self.records, suites=self.suites).config
+        return best(self.kernel, shape, self.device, dtype=dtype if dtype is not None else self.dtype,
+                    records=self.records, suites=self.suites)  # per launch: the cached answer's config only
 
     def defines(self, shape: Sequence[int], dtype=None) -> list[str]:
         """The config as compiler flags, as tunebench itself builds a variant: ``["-Dvec=8", ...]``."""

@@ -59,8 +59,9 @@ def _tasks(base: dict, ours: dict, theirs: dict) -> list[dict]:
     return list(merged.values())
 
 
-def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> dict:
-    """The merged tables of two sides of one device's records file (see the module docstring)."""
+def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, list[str]]:
+    """The merged tables of two sides of one device's records file (see the module docstring),
+    and what a person should know of the merge (:func:`_retuned`)."""
     base, ours, theirs = (_tables(p) for p in (base_path, ours_path, theirs_path))
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
     if None not in devices and devices[0] != devices[1]:
@@ -76,17 +77,18 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> dict:
     }
     for table in sorted((set(ours) | set(theirs)) - set(TABLES)):  # a newer tunebench's: kept, not dropped
         tables[table] = _union(get(base, table), get(ours, table), get(theirs, table))
-    return {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
+    merged = {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
+    return merged, _retuned(get(base, "checks"), get(ours, "checks"), get(theirs, "checks"))
 
 
-def retuned(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
-    """The tasks both sides tuned since the base: of their two final rounds, the later one is
-    what lookups and the gate read after the merge, whichever found the faster config."""
-    base, ours, theirs = (_tables(p) for p in (base_path, ours_path, theirs_path))
+def _retuned(base: dict, ours: dict, theirs: dict) -> list[str]:
+    """The tasks both sides tuned since the base (their checks tables): of their two final
+    rounds, the later one is what lookups and the gate read after the merge, whichever found the
+    faster config."""
+    old = {json.dumps(d, sort_keys=True) for d in base.values()}
 
-    def tuned(side: dict) -> dict:
-        old = {json.dumps(d, sort_keys=True) for d in base.get("checks", {}).values()}
-        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in side.get("checks", {}).values()
+    def tuned(checks: dict) -> dict:
+        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in checks.values()
                 if d.get("kind") == "tune" and json.dumps(d, sort_keys=True) not in old}
     o, t = tuned(ours), tuned(theirs)
     notes = []
@@ -100,7 +102,7 @@ def retuned(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
 
 def merge_into(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
     """git's merge driver contract: the merge written over ``ours_path`` (atomically); returns
-    what a person should know of it (:func:`retuned`)."""
-    notes = retuned(base_path, ours_path, theirs_path)
-    AtomicJSONStorage(ours_path).write(merge(base_path, ours_path, theirs_path))
+    what a person should know of it."""
+    merged, notes = merge(base_path, ours_path, theirs_path)
+    AtomicJSONStorage(ours_path).write(merged)
     return notes
