@@ -11,7 +11,7 @@ from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
 from tunebench import records_merge
-from tunebench.records import RecordsError, RecordStore, device_id
+from tunebench.records import FORMAT, RecordsError, RecordStore, device_id
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
 
@@ -48,7 +48,38 @@ def test_the_file_is_plain_tinydb_json(tmp_path):
     db = TinyDB(store.path)
     assert db.table("trials").all()[0]["config"] == {"vec": 4}
     assert db.table("device").all() == [FINGERPRINT]
+    assert db.table("format").all() == [{"version": FORMAT}]
     assert db.table("tasks").all()[0]["bucket"] == "b"
+
+
+def test_a_file_from_before_formats_is_read_and_stamped_on_its_next_write(tmp_path):
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "trials": {"1": trial({"vec": 1})}}))
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert store.lookup("k", "abc", (4, 8), "float32", {"vec": 1})["status"] == "ok"
+    store.add(trial({"vec": 2}))
+    store.compact()
+    db = TinyDB(path)
+    assert db.table("format").all() == [{"version": FORMAT}]
+    assert db.table("device").all() == [FINGERPRINT]
+    assert [d["config"] for d in db.table("trials").all()] == [{"vec": 1}, {"vec": 2}]
+
+
+@pytest.mark.parametrize("version, message", [
+    (FORMAT + 1, f"records format {FORMAT + 1}, written by a newer tunebench; this one reads formats up to {FORMAT}"),
+    ("2", "table 'format' holds \\['2'\\], not one version number"),
+])
+def test_a_file_of_a_newer_or_unreadable_format_is_refused_by_readers_and_writers_and_left_untouched(
+        tmp_path, version, message):
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    text = json.dumps({"format": {"1": {"version": version}}, "device": {"1": FINGERPRINT}, "trials": {}})
+    path.write_text(text)
+    for opening in (lambda: RecordStore(path), lambda: RecordStore.for_device(tmp_path, FINGERPRINT)):
+        with pytest.raises(RecordsError, match=f"{path}: {message}"):
+            opening()
+    with pytest.raises(RecordsError, match=message):
+        records_merge.merge(path, path, path)
+    assert path.read_text() == text
 
 
 def test_put_task_replaces_the_description_of_the_same_task(tmp_path):
@@ -282,3 +313,4 @@ def test_a_merge_says_which_final_round_counts_where_both_sides_tuned_a_task_and
         "k[all-float32] on cpu: both sides tuned it; the later final round (2026-11-03T00:00:00+00:00) is the one used"]
     assert [c["timestamp"][:10] for c in merged["checks"].values()] == ["2026-11-01", "2026-11-02", "2026-11-03"]
     assert list(merged["future"].values()) == [{"what": "a newer tunebench's table"}]
+    assert list(merged["format"].values()) == [{"version": FORMAT}]  # sides from before formats: stamped

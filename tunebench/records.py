@@ -1,10 +1,11 @@
 """The record store: one TinyDB JSON file per device fingerprint under ``records/``.
 
-Tables: ``device`` (the fingerprint), ``tasks`` (one document per kernel, target, dtype and
-bucket, describing the bucket and its baseline), ``trials`` (one document per measured config
-on one shape, whatever its status), ``sources`` (every template version tuned, by source hash,
-so that a later source can be measured against it) and ``checks`` (interleaved comparisons of a
-task's best config: the confirmation at the end of tuning, and every gate run).
+Tables: ``format`` (the layout's version, :data:`FORMAT`), ``device`` (the fingerprint),
+``tasks`` (one document per kernel, target, dtype and bucket, describing the bucket and its
+baseline), ``trials`` (one document per measured config on one shape, whatever its status),
+``sources`` (every template version tuned, by source hash, so that a later source can be
+measured against it) and ``checks`` (interleaved comparisons of a task's best config: the
+confirmation at the end of tuning, and every gate run).
 
 A trial is first appended to a journal beside the file (``.journal/<file>l``, one JSON line,
 fsynced), which costs the same however many trials the file holds; the journal is folded into
@@ -37,7 +38,11 @@ from tinydb.storages import Storage
 
 from tunebench.device import device_id
 
-TABLES = ("device", "tasks", "trials", "sources", "checks")
+TABLES = ("format", "device", "tasks", "trials", "sources", "checks")
+#: The layout of records files that this tunebench writes and reads. A file says which layout it
+#: was written in (its ``format`` table, stamped on the first write; a file from before it has none
+#: and is format 1). A newer layout is refused, never misread or rewritten without its new fields.
+FORMAT = 1
 #: Seconds between foldings of the journal into the file while trials are being added.
 COMPACT_EVERY_S = 30.0
 #: Trials the TinyDB file holds at most; a fold moves the oldest beyond it to the archive.
@@ -142,12 +147,28 @@ def _held(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[Non
         os.close(fd)  # releases the lock
 
 
+def file_format(path: Path, data: Mapping) -> int:
+    """The layout a file's tables were written in (1 for a file from before it was stamped)."""
+    versions = [d.get("version") for d in data.get("format", {}).values()]
+    if not versions:
+        return 1
+    if len(versions) > 1 or not isinstance(versions[0], int) or isinstance(versions[0], bool):
+        raise RecordsError(f"{path}: table 'format' holds {versions!r}, not one version number; restore the file "
+                           f"(git checkout)")
+    return versions[0]
+
+
 def _validate(path: Path, data) -> None:
     if not isinstance(data, dict):
         raise RecordsError(f"{path}: not a tunebench records file (top level is not an object)")
     for table, docs in data.items():
         if not isinstance(docs, dict) or not all(isinstance(d, dict) for d in docs.values()):
             raise RecordsError(f"{path}: table {table!r} is not a map of documents")
+    version = file_format(path, data)
+    if version > FORMAT:
+        raise RecordsError(f"{path}: records format {version}, written by a newer tunebench; this one reads "
+                           f"formats up to {FORMAT}: use the tunebench that wrote it, or a newer one (the file is "
+                           f"left untouched)")
     for doc_id, doc in data.get("trials", {}).items():
         missing = [k for k in TRIAL_KEYS if k not in doc]
         if missing:
@@ -275,7 +296,7 @@ class RecordStore:
         self.leftover = self._pending() if not self.read_only and not self._running() else []
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
-        self._device_written = recorded is not None
+        self._stamped = recorded is not None and bool(data.get("format"))
         self._compacted = time.monotonic()
 
     def _reload(self) -> dict:
@@ -342,12 +363,14 @@ class RecordStore:
         with _held(self._lock_file("file")):
             for table in TABLES:  # another writer may have inserted since: recount ids
                 self._db.table(table)._next_id = None
-            if not self._device_written:
+            if not self._stamped:  # the first write: the file says whose it is and in which layout
                 if self.fingerprint is None:
                     raise RecordsError(f"{self.path}: opened read-only (no fingerprint given)")
                 if not self._db.table("device").all():
                     self._db.table("device").insert(self.fingerprint)
-                self._device_written = True
+                if not self._db.table("format").all():
+                    self._db.table("format").insert({"version": FORMAT})
+                self._stamped = True
             yield
 
     # -- trials -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunebench.records import TABLES, AtomicJSONStorage, RecordsError, trial_identity
+from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError, trial_identity
 
 #: What identifies a task's description.
 TASK_KEY = ("kernel", "target", "dtype", "bucket")
@@ -68,6 +68,7 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, li
         raise RecordsError(f"{ours_path}: the two sides hold records of different devices; merge by hand")
     get = lambda side, table: side.get(table, {})  # noqa: E731 - a table, or none
     tables = {
+        "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
         "device": [devices[0] or devices[1]] if any(devices) else [],
         "tasks": _tasks(get(base, "tasks"), get(ours, "tasks"), get(theirs, "tasks")),
         "trials": list({trial_identity(d): d for d in _union(get(base, "trials"), get(ours, "trials"),
