@@ -50,10 +50,60 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     (tmp_path / "test_fill.py").write_text(textwrap.dedent(BROKEN_SUITE))
     assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1
     out = capsys.readouterr().out
-    assert "fill  cuda  float32  sm_90  2 configs, 2 builds  FAILED 1 of 2 builds" in out
+    assert "fill  cuda  float32  sm_90  2 configs, 2 builds, 2 launches  FAILED 1 of 2 builds" in out
     assert "float32 sm_90 [tile:2]: " in out and 'tile 2 is broken' in out
 
 
 def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
     assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+SHARED_CU = """\
+extern "C" __global__ void stage(const float *x, float *y, int n)
+{
+    extern __shared__ float staged[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    staged[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = staged[blockDim.x - 1 - threadIdx.x];
+}
+"""
+
+SHARED_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+
+def launch(config, shape):
+    if config["kib"] == 0:
+        return (shape[0],)  # a launch that forgot its block
+    return (shape[0] + 255) // 256, 256, config["kib"] * 1024  # dynamic shared memory per block
+
+
+stage = Kernel(
+    "stage", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (5000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x, outputs=["y"],
+    cuda=Variant(source="stage.cu", entry="stage", space=Space({"kib": [0, 1, 200]}),
+                 heuristic=lambda shape: {"kib": 1}, launch=launch),
+)
+"""
+
+
+@needs_nvcc
+def test_a_launch_in_another_form_or_beyond_an_architectures_shared_memory_fails_the_check(tmp_path, capsys):
+    """Found here, not on the GPU: a launch a tune could not make on an A100 (200 KiB of dynamic
+    shared memory per block, more than sm_80's 163 KiB; an H100 has 227 KiB) and one without a block."""
+    (tmp_path / "stage.cu").write_text(SHARED_CU)
+    (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE))
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 5 launches  FAILED 3 of 5 launches" in out
+    assert "kernel 'stage': the cuda variant's launch({'kib': 0}, (1000,)) returned (1000,): it must return (grid, block)" in out
+    for shape in ("(1000,)", "(5000,)"):
+        assert (f"sm_80 [kib:200] shape {shape}: 204800 bytes of shared memory per block, the device allows "
+                f"166912") in out
+    assert "sm_90 [kib:200]" not in out
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1  # the launch without a block

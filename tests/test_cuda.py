@@ -4,6 +4,7 @@ test tunes a real kernel on a real GPU and runs only where PyCUDA can use one.""
 import shutil
 import textwrap
 
+import numpy as np
 import pytest
 from tinydb import TinyDB
 
@@ -13,6 +14,8 @@ from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler
+from tunebench.backends.launch import FunctionResources, Launch, arch_limits, launch_of, resource_problem
+from tunebench.kernel import KernelError
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_gpu = pytest.mark.skipif(not cuda_status()[0], reason=f"no usable GPU: {cuda_status()[1]}")
@@ -29,14 +32,14 @@ extern "C" __global__ void scale(const TB_DTYPE *x, TB_DTYPE *y, int n)
 """
 
 
-def scale_kernel(tmp_path) -> Kernel:
+def scale_kernel(tmp_path, launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))) -> Kernel:
     (tmp_path / "scale.cu").write_text(SCALE_CU)
     return Kernel(
         "scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
         args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
         cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale", space=Space({"broken": [0, 1]}),
                      heuristic=lambda shape: {"broken": 0}, dtypes=("float32", "float16"),
-                     launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+                     launch=launch))
 
 
 @needs_nvcc
@@ -65,6 +68,55 @@ def test_a_cuda_compile_error_says_what_nvcc_said_and_is_compiled_once(tmp_path)
     with pytest.raises(CompileError, match="dtype bfloat16 has no CUDA type"):
         compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "bfloat16")
     assert compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "int8").handle.read_bytes()[:4] == b"\x7fELF"
+
+
+def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:
+    kernel = scale_kernel(tmp_path, launch)
+    return kernel, kernel.variant("cuda")
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (((8,), (128,)), Launch((8, 1, 1), (128, 1, 1), 0)),
+    ((8, 128), Launch((8, 1, 1), (128, 1, 1), 0)),  # ints, as CuPy and Triton users write them
+    (((4, 2), (32, 8), 65536), Launch((4, 2, 1), (32, 8, 1), 65536)),  # extern __shared__ bytes
+    ([np.int64(3), (np.int32(64), 2, 2), np.int64(0)], Launch((3, 1, 1), (64, 2, 2), 0)),
+])
+def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_write(tmp_path, answer, expected):
+    kernel, variant = with_launch(tmp_path, lambda config, shape: answer)
+    assert launch_of(kernel, variant, {"broken": 0}, (1000,)) == expected
+
+
+@pytest.mark.parametrize("launch, message", [
+    (lambda config, shape: ((1,),), r"returned \(\(1,\),\): it must return \(grid, block\) or \(grid, block, "
+                                    r"shared_bytes\)"),
+    (lambda config, shape: ((1,), (128.0,)), r"returned \(\(1,\), \(128.0,\)\)"),
+    (lambda config, shape: ((1,), (1, 2, 3, 4)), r"returned"),
+    (lambda config, shape: ((1,), (128,), -1), r"returned"),
+    (lambda config, shape: ((1,), (config["tile"],)), r"\(\{'broken': 0\}, \(1000,\)\) raised KeyError: 'tile'"),
+])
+def test_a_launch_that_raises_or_answers_in_another_form_is_a_declaration_error_naming_config_and_shape(
+        tmp_path, launch, message):
+    kernel, variant = with_launch(tmp_path, launch)
+    with pytest.raises(KernelError, match=r"kernel 'scale': the cuda variant's launch.*" + message):
+        launch_of(kernel, variant, {"broken": 0}, (1000,))
+
+
+def test_a_launch_beyond_what_the_function_or_the_device_allows_is_refused_saying_why():
+    h100 = {"threads": 1024, "block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared": 227 * 1024}
+    fn = FunctionResources(registers=128, max_threads_per_block=512, static_shared=16384)
+    assert resource_problem(h100, Launch((8, 1, 1), (512, 1, 1), 100_000), fn) is None
+    assert resource_problem(h100, Launch((8, 1, 1), (1024, 1, 1)), fn) == (
+        "block of 1024 threads, but with 128 registers per thread the function launches at most 512")
+    assert resource_problem(h100, Launch((8, 1, 1), (256, 1, 1), 220 * 1024), fn) == (
+        "241664 bytes of shared memory per block (16384 static, 225280 dynamic), the device allows 232448")
+    assert resource_problem(h100, Launch((70000, 70000, 1), (256, 1, 1)), fn) == (
+        "grid (70000, 70000, 1) is outside the device's limits (2147483647, 65535, 65535)")
+    # without a device: the architecture's limits, the launch's own shared memory
+    assert resource_problem(arch_limits("sm_80"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024)) == (
+        "204800 bytes of shared memory per block, the device allows 166912")
+    assert resource_problem(arch_limits("sm_90"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024)) is None
+    assert resource_problem(arch_limits("sm_90"), Launch((1, 1, 1), (2048, 1, 1))) == (
+        "block of 2048 threads, the device launches at most 1024")
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.

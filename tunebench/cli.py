@@ -82,10 +82,12 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     where = " ".join(args.arch or compile_check.ARCHS) if args.target == "cuda" else "host"
     width = max(len(r.kernel) for r in results)
     for r in results:
-        verdict = "ok" if r.ok else f"FAILED {len(r.failures)} of {r.builds} builds"
-        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  "
-              f"{r.configs} configs, {r.builds} builds  {verdict}  ({r.seconds:.1f} s)")
-        for failure in r.failures:
+        failed = [f"{len(r.failures)} of {r.builds} builds"] if r.failures else []
+        failed += [f"{len(r.launch_failures)} of {r.launches} launches"] if r.launch_failures else []
+        launches = f", {r.launches} launches" if r.launches else ""
+        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  {r.configs} configs, "
+              f"{r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  ({r.seconds:.1f} s)")
+        for failure in (*r.failures, *r.launch_failures):
             print("    " + failure.replace("\n", "\n    "))
     return 0 if all(r.ok for r in results) else 1
 

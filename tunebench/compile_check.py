@@ -3,7 +3,10 @@
 For each kernel with a variant for the target, the heuristic config of every representative
 shape and a seeded sample of constraint-valid candidates are expanded exactly as for tuning and
 compiled: with nvcc to cubin for each CUDA architecture (the command PyCUDA's SourceModule runs;
-no driver needed), or with gcc for the CPU. Runs wherever the compiler exists, CI included.
+no driver needed), or with gcc for the CPU. For CUDA, each of those configs' launch on every
+representative shape is also checked: the form the variant's ``launch`` answers in, and the
+grid, block and dynamic shared memory against each architecture's limits, which a tune would
+otherwise find only on a GPU. Runs wherever the compiler exists, CI included.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunebench.backends import cpu, cuda
+from tunebench.backends import cpu, cuda, launch
 from tunebench.backends.base import render
 from tunebench.backends.cache import excerpt, run_compiler
-from tunebench.kernel import Kernel, Variant
+from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.summary import config_text
 
 ARCHS = ("sm_80", "sm_90")
@@ -34,11 +37,13 @@ class KernelCheck:
     configs: int  # distinct configs compiled per dtype and architecture
     builds: int = 0
     failures: list[str] = field(default_factory=list)
+    launches: int = 0  # (config, shape) launches checked, CUDA only
+    launch_failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.launch_failures
 
 
 def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
@@ -91,6 +96,27 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 error = future.result()
                 if error:
                     result.failures.append(f"{dtype} {where} [{config_text(config)}]: {error}")
+            if target == "cuda":
+                check_launches(result, kernel, variant, configs, archs)
             result.seconds = time.perf_counter() - start
             results.append(result)
     return results
+
+
+def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict],
+                   archs: Sequence[str]) -> None:
+    """Each config's launch on each representative shape: its form (a launch that raises or
+    answers in another form is said once per config), and what it asks of each architecture."""
+    shapes = [s for b in kernel.buckets_for("cuda") for s in b.shapes]
+    for config in configs:
+        for shape in shapes:
+            result.launches += 1
+            try:
+                made = launch.launch_of(kernel, variant, config, shape)
+            except KernelError as e:
+                result.launch_failures.append(str(e))
+                break
+            for arch in archs:
+                problem = launch.resource_problem(launch.arch_limits(arch), made)
+                if problem:
+                    result.launch_failures.append(f"{arch} [{config_text(config)}] shape {shape}: {problem}")

@@ -70,8 +70,9 @@ class Variant:
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
     - ``dtypes``: the dtypes tuned on this target.
-    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``, each a tuple of up to three
-      ints; the template's entry point must be ``extern "C" __global__``.
+    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``, each an int or a tuple of up to
+      three, or ``(grid, block, shared_bytes)`` for the dynamic shared memory (``extern
+      __shared__``) of each block; the template's entry point must be ``extern "C" __global__``.
     - ``flags``: extra compiler flags.
     - ``buckets``: this target's own buckets, where its representative shapes must differ from
       the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).

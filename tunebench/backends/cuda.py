@@ -9,15 +9,16 @@ restored from a pristine device copy before every call. Each timed launch sits b
 events, after a memset of a buffer twice the L2 size has evicted the kernel's data from L2
 (:meth:`CudaBackend.time_launch`). One CUDA context per process: the primary context of device 0.
 
-Before any measurement, a candidate whose block exceeds what its compiled function can launch
-(threads for its registers, static shared memory, grid and block limits) is refused with a
+A variant's ``launch`` gives each config's grid, block and, for a kernel with ``extern __shared__``
+memory, its bytes per block. Before any measurement, a candidate whose launch exceeds what its
+compiled function can make (threads for its registers, static and dynamic shared memory against
+the device's opt-in limit, grid and block limits) is refused with a
 :class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``.
 """
 
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import shutil
 import subprocess
@@ -41,6 +42,7 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
+from tunebench.backends.launch import DEFAULT_DYNAMIC_SHARED, FunctionResources, Launch, launch_of, resource_problem
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
@@ -97,9 +99,9 @@ def fingerprint_of(drv, device) -> dict:
 
 
 class CudaRunner(Runner):
-    def __init__(self, backend: CudaBackend, fn, grid, block, kernel: Kernel, args: Mapping[str, Any],
+    def __init__(self, backend: CudaBackend, fn, launch: Launch, kernel: Kernel, args: Mapping[str, Any],
                  inputs: dict):
-        self._backend, self._fn, self._grid, self._block = backend, fn, grid, block
+        self._backend, self._fn, self._launch = backend, fn, launch
         drv = backend.drv
         self._names = kernel.outputs
         self._host_out = [np.empty_like(args[n]) for n in kernel.outputs]
@@ -146,12 +148,12 @@ class CudaRunner(Runner):
 
     def call(self) -> None:
         self._restore()
-        self._fn(*self._call_args, grid=self._grid, block=self._block)
+        self._launch(self._fn, self._call_args)
         self._backend.drv.Context.synchronize()
 
     def timed_call(self) -> float:
         self._restore()  # before the flush: the copy must not leave the inputs in L2
-        return self._backend.time_launch(lambda: self._fn(*self._call_args, grid=self._grid, block=self._block))
+        return self._backend.time_launch(lambda: self._launch(self._fn, self._call_args))
 
     def outputs(self) -> list[np.ndarray]:
         for host, dev in zip(self._host_out, self._dev_out):
@@ -199,9 +201,9 @@ class CudaBackend(CudaCompiler, Backend):
         attr = drv.device_attribute
         major, minor = self.device.compute_capability()
         CudaCompiler.__init__(self, f"sm_{major}{minor}", cache)
-        self.limits = {
+        self.limits = {  # as arch_limits(), this device's
             "threads": self.device.get_attribute(attr.MAX_THREADS_PER_BLOCK),
-            "shared": self.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK),
+            "shared": self.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
             "block": tuple(self.device.get_attribute(a) for a in (
                 attr.MAX_BLOCK_DIM_X, attr.MAX_BLOCK_DIM_Y, attr.MAX_BLOCK_DIM_Z)),
             "grid": tuple(self.device.get_attribute(a) for a in (
@@ -251,9 +253,7 @@ class CudaBackend(CudaCompiler, Backend):
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "device") -> Runner:
-        if variant.launch is None:
-            raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no "
-                              f"launch=(config, shape) -> (grid, block)")
+        launch = launch_of(kernel, variant, config, shape)
         key = str(build.handle)
         if key not in self._modules:
             self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())
@@ -262,24 +262,12 @@ class CudaBackend(CudaCompiler, Backend):
         except self.drv.LogicError:
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no extern \"C\" "
                               f"__global__ {variant.entry!r}") from None
-        # PyCUDA sets the block shape from exactly three numbers: pad both to (x, y, z)
-        grid, block = ((*(int(v) for v in dims), 1, 1)[:3] for dims in variant.launch(dict(config), tuple(shape)))
-        self.check_resources(fn, grid, block)
-        return CudaRunner(self, fn, grid, block, kernel, args, self._device_inputs(kernel, shape, args))
-
-    def check_resources(self, fn, grid: tuple, block: tuple) -> None:
-        """Refuse a launch the device or the compiled function cannot make."""
-        threads = math.prod(block)
-        regs = fn.num_regs
-        if threads > fn.max_threads_per_block:
-            raise ResourceError(f"block of {threads} threads, but with {regs} registers per thread "
-                                f"the function launches at most {fn.max_threads_per_block}")
-        if fn.shared_size_bytes > self.limits["shared"]:
-            raise ResourceError(f"{fn.shared_size_bytes} bytes of shared memory, the device allows "
-                                f"{self.limits['shared']} per block")
-        for what, dims, limit in (("block", block, self.limits["block"]), ("grid", grid, self.limits["grid"])):
-            if any(d < 1 or d > lim for d, lim in zip(dims, limit)):
-                raise ResourceError(f"{what} {dims} is outside the device's limits {limit}")
+        problem = resource_problem(self.limits, launch, FunctionResources.of(fn))
+        if problem:
+            raise ResourceError(problem)
+        if launch.shared > DEFAULT_DYNAMIC_SHARED:  # a block may have more only when its function asks for it
+            fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
+        return CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
 
     def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
         """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""
