@@ -188,3 +188,37 @@ def gemm(pytester):
     pytester.path.joinpath("gemm.c").write_text(GEMM_C)
     pytester.path.joinpath("test_gemm.py").write_text(GEMM_SUITE)
     return pytester
+
+
+#: A kernel with dynamic shared memory, its size a param: a launch of (grid, block, shared_bytes).
+SHARED_CU = """\
+extern "C" __global__ void stage(const float *x, float *y, int n)
+{
+    extern __shared__ float staged[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    staged[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = staged[threadIdx.x];
+}
+"""
+
+SHARED_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+
+def launch(config, shape):
+    if config["kib"] == 0:
+        return (shape[0],)  # a launch that forgot its block
+    return (shape[0] + 255) // 256, 256, config["kib"] * 1024  # dynamic shared memory per block
+
+
+stage = Kernel(
+    "stage", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (5000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x, outputs=["y"],
+    cuda=Variant(source="stage.cu", entry="stage", space=Space({"kib": [0, 1, 200]}),
+                 heuristic=lambda shape: {"kib": 1}, launch=launch),
+)
+"""

@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from tests.conftest import SHARED_CU, SHARED_SUITE
 from tunebench.cli import main
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -58,38 +59,6 @@ def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
     assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
 
-
-SHARED_CU = """\
-extern "C" __global__ void stage(const float *x, float *y, int n)
-{
-    extern __shared__ float staged[];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    staged[threadIdx.x] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    if (i < n) y[i] = staged[blockDim.x - 1 - threadIdx.x];
-}
-"""
-
-SHARED_SUITE = """\
-import numpy as np
-from tunebench import Bucket, Buckets, Kernel, Space, Variant
-
-
-def launch(config, shape):
-    if config["kib"] == 0:
-        return (shape[0],)  # a launch that forgot its block
-    return (shape[0] + 255) // 256, 256, config["kib"] * 1024  # dynamic shared memory per block
-
-
-stage = Kernel(
-    "stage", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (5000,)])]),
-    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                    "n": np.int32(shape[0])},
-    reference=lambda x, n: x, outputs=["y"],
-    cuda=Variant(source="stage.cu", entry="stage", space=Space({"kib": [0, 1, 200]}),
-                 heuristic=lambda shape: {"kib": 1}, launch=launch),
-)
-"""
 
 
 @needs_nvcc

@@ -1,5 +1,5 @@
 """The CUDA target. Builds are real nvcc runs, checked wherever nvcc is (CI included); the faults
-test tunes a real kernel on a real GPU and runs only where PyCUDA can use one."""
+and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
 import shutil
 import textwrap
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from tinydb import TinyDB
 
+from tests.conftest import SHARED_CU, SHARED_SUITE
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
@@ -183,3 +184,18 @@ def test_every_cuda_fault_is_recorded_with_its_status_and_the_good_candidate_win
     assert all("past the end of output 'y'" in found[(d, 3)]["error"] for d in ("float32", "float16"))
     assert all("2048 threads" in found[(d, 6)]["error"] for d in ("float32", "float16"))
     assert result.ret == 1  # the faulty candidates fail their items
+
+
+@needs_gpu
+def test_dynamic_shared_memory_beyond_48_kib_launches_and_beyond_the_device_is_pruned(pytester):
+    """200 KiB asks the function for more than the default 48 KiB (an H100 or H200 allows 227);
+    300 KiB is more than any GPU allows a block, found before a timed run."""
+    pytester.path.joinpath("stage.cu").write_text(SHARED_CU)
+    pytester.path.joinpath("test_stage.py").write_text(SHARED_SUITE.replace("[0, 1, 200]", "[1, 64, 200, 300]"))
+    tune = [a if a != "cpu" else "cuda" for a in TUNE]
+    pytester.runpytest("test_stage.py", *tune, "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("cuda-*.json")
+    found = {t["config"]["kib"]: t for t in TinyDB(path).table("trials").all()}
+    assert {kib: t["status"] in ("ok", "early_stopped") for kib, t in found.items()} == {
+        1: True, 64: True, 200: True, 300: False}
+    assert found[300]["status"] == "pruned_resources" and "307200 bytes of shared memory" in found[300]["error"]
