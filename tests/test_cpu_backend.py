@@ -111,3 +111,53 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     (tmp_path / "scale.h").write_text("#define SCALE 4.0f\n")
     changed = Variant(source=tmp_path / "axpb.c", entry="axpb", space=variant.space, heuristic=variant.heuristic)
     assert changed.source_hash != variant.source_hash
+
+
+#: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
+AXPB_CPP = """\
+#include <algorithm>
+#include <array>
+
+template <int W>
+static void block(const TB_DTYPE *x, TB_DTYPE *y, TB_DTYPE a, TB_DTYPE b)
+{
+    std::array<TB_DTYPE, W> v;
+    std::copy_n(x, W, v.begin());
+    for (auto &e : v) e = a * e + b;
+    std::copy(v.begin(), v.end(), y);
+}
+
+ENTRY void axpb(const TB_DTYPE *x, TB_DTYPE *y, int n, TB_DTYPE a, TB_DTYPE b)
+{
+    int i = 0;
+    for (; i + vec <= n; i += vec) block<vec>(x + i, y + i, a, b);
+    for (; i < n; i = std::min(i + 1, n)) y[i] = a * x[i] + b;
+}
+"""
+
+
+@pytest.mark.parametrize("suffix", [".cpp", ".cc"])
+def test_a_cpp_template_is_compiled_as_cpp_and_its_extern_c_entry_called(axpb, tmp_path, suffix):
+    kernel, variant = axpb
+    (tmp_path / f"axpb{suffix}").write_text('#define ENTRY extern "C"\n' + AXPB_CPP)
+    cpp = Variant(source=tmp_path / f"axpb{suffix}", entry="axpb", space=Space({"vec": [1, 8]}),
+                  heuristic=lambda shape: {"vec": 8})
+    kernel = Kernel("axpb_cpp_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                    outputs=["y"], cpu=cpp)
+    backend = CpuBackend()
+    assert backend.build(kernel, cpp, {"vec": 8}, "float32").handle.with_suffix(".cpp").exists()
+    for vec in (1, 8):
+        got, want = run_once(backend, kernel, cpp, {"vec": vec}, n=1003)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_cpp_entry_without_extern_c_is_named_with_the_reason(tmp_path, axpb):
+    kernel, _ = axpb
+    (tmp_path / "axpb.cpp").write_text("#define ENTRY\n" + AXPB_CPP)
+    cpp = Variant(source=tmp_path / "axpb.cpp", entry="axpb", space=Space({"vec": [4]}),
+                  heuristic=lambda shape: {"vec": 4})
+    kernel = Kernel("axpb_mangled_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                    outputs=["y"], cpu=cpp)
+    with pytest.raises(KernelError, match=r"axpb.cpp has no function 'axpb' declared extern \"C\" \(C\+\+ names "
+                                          r"are mangled\)"):
+        run_once(CpuBackend(), kernel, cpp, {"vec": 4})

@@ -65,18 +65,19 @@ def _compile(command: Sequence[str], source: str, suffix: str) -> str | None:
     return None if error is None else excerpt(error)
 
 
-def commands(target: str, archs: Sequence[str], flags: tuple[str, ...]) -> dict[str, list[str]]:
+def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
     if target == "cuda":
-        return {arch: cuda.nvcc_command(arch, flags) for arch in archs}
-    if shutil.which(cpu.CC) is None:
-        raise FileNotFoundError(f"{cpu.CC} is not on PATH: the cpu compile check needs it")
-    return {"host": cpu.gcc_command(flags)}
+        return {arch: cuda.nvcc_command(arch, variant.flags) for arch in archs}
+    lang = cpu.language(variant)
+    if shutil.which(cpu.compiler(lang)) is None:
+        raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
+                                f"{variant.path.name} needs it")
+    return {"host": cpu.gcc_command(variant.flags, lang)}
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
           sample: int = 6, seed: int = 0, jobs: int | None = None) -> list[KernelCheck]:
-    suffix = ".cu" if target == "cuda" else ".c"
     results = []
     with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
         for kernel in kernels:
@@ -86,10 +87,11 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             configs = configs_to_check(kernel, variant, target, sample, seed)
             result = KernelCheck(kernel.name, variant.dtypes, len(configs))
             start = time.perf_counter()
+            suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else render(variant, config, cpu.CTYPES[dtype]), suffix))
-                for dtype in variant.dtypes for where, command in commands(target, archs, variant.flags).items()
+                for dtype in variant.dtypes for where, command in commands(target, archs, variant).items()
                 for config in configs]
             for dtype, where, config, future in jobs_:
                 result.builds += 1

@@ -1,4 +1,4 @@
-"""The CPU target: C templates compiled by gcc into shared libraries, called through ctypes.
+"""The CPU target: C (or C++) templates compiled by gcc into shared libraries, called through ctypes.
 
 Each variant is its own uniquely named library (see the compile cache); arguments are passed as
 raw pointers and as the C types their numpy scalar dtypes name. Timing is a monotonic ns clock
@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,12 @@ from tunebench.backends.memory import PLACEMENTS, placed
 from tunebench.kernel import Kernel, KernelError, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+CXX = os.environ.get("TUNEBENCH_CXX", "g++")
+#: Templates with these suffixes are C++ (templates, the standard library), compiled by ``CXX``;
+#: any other template is C, compiled by ``CC``.
+CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
+STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
 CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", **INTEGER_CTYPES}  # gcc >= 12 on x86-64
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
@@ -47,15 +53,29 @@ SCALARS = {
 }
 
 
-def gcc_command(flags: tuple[str, ...] = ()) -> list[str]:
-    """The command compiling ``{src}`` to the shared library ``{out}``."""
-    return [CC, *FLAGS, *flags, "-o", "{out}", "{src}", "-lm"]
+def language(variant: Variant) -> str:
+    """``c++`` for a template named like a C++ file, else ``c``."""
+    return "c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c"
+
+
+def compiler(lang: str) -> str:
+    return CXX if lang == "c++" else CC
+
+
+def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
+    """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
+    return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]
+
+
+def source_suffix(lang: str) -> str:
+    """What the compiler recognises the language by."""
+    return ".cpp" if lang == "c++" else ".c"
 
 
 @cache
-def compiler_version() -> str:
-    out = subprocess.run([CC, "-dumpfullversion"], capture_output=True, text=True, check=True)
-    return f"{CC} {out.stdout.strip()}"
+def compiler_version(lang: str = "c") -> str:
+    out = subprocess.run([compiler(lang), "-dumpfullversion"], capture_output=True, text=True, check=True)
+    return f"{compiler(lang)} {out.stdout.strip()}"
 
 
 @cache
@@ -170,11 +190,11 @@ class CpuBackend(Backend):
     def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no C type on the cpu target ({', '.join(CTYPES)})")
-        source = render(variant, config, CTYPES[dtype])
-        command = gcc_command(variant.flags)
+        source, lang = render(variant, config, CTYPES[dtype]), language(variant)
+        command = gcc_command(variant.flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
-        tag = " ".join((compiler_version(), *FLAGS, *variant.flags, *native_isa()))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (".c", ".so"),
+        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *variant.flags, *native_isa()))
+        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
                                                lambda src, out: run_compiler(command, src, out))
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
@@ -189,8 +209,9 @@ class CpuBackend(Backend):
         try:
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:
+            hint = " declared extern \"C\" (C++ names are mangled)" if language(variant) == "c++" else ""
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
-                              f"{variant.entry!r}") from None
+                              f"{variant.entry!r}{hint}") from None
         fn.restype = None
         if any(b.source is not args for b in self._buffers.values()):
             self._buffers.clear()  # one shape's at a time: they can be large
