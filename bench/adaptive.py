@@ -35,7 +35,7 @@ ROUNDS = 60
 
 def tune(records: Path, *extra: str) -> float:
     command = [sys.executable, "-m", "pytest", "suites", "--tune", "--tune-target", "cpu",
-               "--tune-strategy", "brute_force", "-o", "tune_trials=", "--records", str(records),
+               "--tune-strategy", "brute_force", "-o", "tune_trials=", "--tune-records", str(records),
                "-q", "-p", "no:cacheprovider", *extra]
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)

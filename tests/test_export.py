@@ -1,11 +1,13 @@
 """tunebench export: the JSON a framework reads without tunebench, and a C header that gcc
 compiles and that answers as best() does, inside, on the edges of and outside the buckets."""
 
+import hashlib
 import itertools
 import json
 import math
 import subprocess
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -66,7 +68,7 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
 
 def exported_layouts(*layouts) -> dict:
     """An export's content with one bucket per value of the param ``layout``."""
-    return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "date": "today",
+    return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "records_sha256": "abc",
             "kernels": {"k": {"float32": {"dims": ["i"], "params": ["layout", "tile"], "fits": "1", "unchecked": None,
                                           "buckets": [  # a dim named as a C loop index would be
                 {"name": f"b{i}", "ranges": {"i": [10 * i + 1, 10 * i + 10]}, "source": "tuned",
@@ -138,3 +140,28 @@ def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best
         assert not got_tuned or n % tile == 0
         tuned += got_tuned
     assert tuned  # some shapes got a tuned config
+
+
+def test_an_export_of_the_same_records_is_the_same_bytes_wherever_and_whenever_it_is_made(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent
+    device = "cpu-amd-epyc-f26m2-2t-506d4e"  # the committed records: nothing is tuned here
+    for out in ("a", "b/c"):
+        assert main(["export", "--out", str(tmp_path / out), "--device", device, "--records", str(root / "records"),
+                     "--suites", str(root / "suites")]) == 0
+    for name in ("tunebench_configs.json", "tunebench_configs.h"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / "c" / name).read_bytes()
+    head = (tmp_path / "a" / "tunebench_configs.h").read_text().splitlines()[1]
+    digest = hashlib.sha256((root / "records" / f"{device}.json").read_bytes()).hexdigest()[:12]
+    assert head == f" * From records/{device}.json (sha256 {digest}). Do not edit: run `tunebench export` again."
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_an_export_with_no_kernel_or_no_records_for_the_device_says_so(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    assert main(["export", "--out", str(tmp_path / "x"), "--records", str(tmp_path / "records")]) == 2
+    assert f"no kernel under {tmp_path / 'suites'} has a" in capsys.readouterr().err
+    assert main(["export", "--out", str(tmp_path / "x"), "--device", "cpu-other-2t-000000", "--records",
+                 str(tmp_path / "records"), "--suites", str(root / "suites")]) == 0
+    assert ("warning: nothing is recorded for device cpu-other-2t-000000 (records/cpu-other-2t-000000.json): every "
+            "bucket exports the heuristic") in capsys.readouterr().err

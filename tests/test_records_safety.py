@@ -133,7 +133,7 @@ def test_a_read_only_records_folder_stops_the_run_in_one_line(pytester):
         records.chmod(0o755)
     assert run.returncode == 4, run.stdout + run.stderr  # a usage error, before anything ran
     (line,) = run.stderr.strip().splitlines()
-    assert line.startswith(f"ERROR: {records}/cpu-") and "read-only" in line and "--records DIR" in line
+    assert line.startswith(f"ERROR: {records}/cpu-") and "read-only" in line and "--tune-records DIR" in line
     assert list(records.iterdir()) == []
 
 

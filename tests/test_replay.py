@@ -289,7 +289,7 @@ def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(p
     pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force").assert_outcomes(passed=12, deselected=2)
     (recorded,) = (root / "records").glob("*.json")
     again = pytester.runpytest("suites", "--tune", "--tune-target", f"replay:{recorded}", "--tune-strategy",
-                               "brute_force", "--records", str(root / "replayed"), "-p", "no:cacheprovider")
+                               "brute_force", "--tune-records", str(root / "replayed"), "-p", "no:cacheprovider")
     again.assert_outcomes(passed=12, deselected=2)
     again.stdout.fnmatch_lines(["*axpb*small*float32*5*5*1*0*", "*builds: 0 compiled*"])
     (replayed,) = (root / "replayed").glob("replay-*.json")

@@ -7,10 +7,12 @@ run ``pytest suites --tune``; apply the results with :func:`best` or :func:`tune
 __version__ = "0.1.0"
 
 from tunebench.apply import Tuned, tuned  # noqa: E402
-from tunebench.buckets import Bucket, Buckets  # noqa: E402
-from tunebench.kernel import Kernel, Variant  # noqa: E402
-from tunebench.lookup import best, lookup  # noqa: E402
+from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets  # noqa: E402
+from tunebench.kernel import Kernel, KernelError, Variant  # noqa: E402
+from tunebench.lookup import StaleRecordsWarning, SuiteImportWarning, best, lookup  # noqa: E402
+from tunebench.records import RecordsError  # noqa: E402
 from tunebench.space import Space, pow2  # noqa: E402
 
-__all__ = ["Bucket", "Buckets", "Kernel", "Space", "Tuned", "Variant", "__version__", "best", "lookup", "pow2",
-           "tuned"]
+__all__ = ["Bucket", "BucketError", "Buckets", "Kernel", "KernelError", "RecordsError", "ShapeOutsideBuckets",
+           "Space", "StaleRecordsWarning", "SuiteImportWarning", "Tuned", "Variant", "__version__", "best", "lookup",
+           "pow2", "tuned"]

@@ -59,7 +59,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     paths = export.write(Path(args.out), args.device, args.records, args.suites)
     for path in paths:
         print(path)
-    for kernel, by_dtype in json.loads(paths[0].read_text())["kernels"].items():
+    data = json.loads(paths[0].read_text())
+    if data["records_sha256"] is None:
+        print(f"warning: nothing is recorded for device {data['device']} ({data['records']}): every bucket exports "
+              f"the heuristic", file=sys.stderr)
+    for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
             if entry["unchecked"]:
                 print(f"warning: {kernel} {dtype}: no tuned config in the header: {entry['unchecked']}",

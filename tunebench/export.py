@@ -19,7 +19,7 @@ constraints read the shape, a bucket carries its configs in the order ``best()``
 
 from __future__ import annotations
 
-import datetime
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -65,9 +65,14 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
                 "target": target, "dims": list(buckets.dims), "params": list(variant.space.names),
                 "shaped_constraints": variant.space.shaped, "fits": fits, "unchecked": unchecked,
                 "buckets": entries}
+    if not kernels:
+        raise ExportError(f"no kernel under {suites_dir} has a {target} variant: nothing to export (pass suites=, "
+                          f"--suites)")
+    # what the export was made from, named so that the same records export byte for byte the same
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12] if store else None
     return {"generated_by": f"tunebench {__version__} export", "device": device,
             "description": describe(fingerprint) if fingerprint else "nothing recorded for this device",
-            "records": str(path), "date": datetime.date.today().isoformat(), "kernels": kernels}
+            "records": f"{records_dir.name}/{path.name}", "records_sha256": digest, "kernels": kernels}
 
 
 def _fits(space, dims) -> tuple[str, str | None]:
@@ -102,7 +107,7 @@ def _c_value(value, c_type: str) -> str:
 def header(data: dict) -> str:
     """The C/C++ header of an export's content."""
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
-           f" * From {data['records']} on {data['date']}. Do not edit: run `tunebench export` again.",
+           f" * From {data['records']} (sha256 {data['records_sha256']}). Do not edit: run `tunebench export` again.",
            " * tb_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",

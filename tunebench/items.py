@@ -37,7 +37,7 @@ REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel 
 def _replaying(config: pytest.Config, path: str):
     """``--tune-target replay:PATH``: trials answered from a recorded space. A Kernel Tuner
     cache is a suite of its own (target "replay"); a tunebench records file replays the suites
-    that recorded it, on their recorded target. Records go to a fresh folder unless --records."""
+    that recorded it, on their recorded target. Records go to a fresh folder unless --tune-records."""
     try:
         replay = Replay(path, seed=config.getoption("tune_seed"))
         try:
@@ -47,7 +47,7 @@ def _replaying(config: pytest.Config, path: str):
             target = RecordStore(path).fingerprint["target"]
     except (ReplayError, RecordsError) as e:
         raise pytest.UsageError(f"--tune-target replay:{path}: {e}") from None
-    records = config.getoption("records") or tempfile.mkdtemp(prefix="tunebench-replay-")
+    records = config.getoption("tune_records") or tempfile.mkdtemp(prefix="tunebench-replay-")
     return target, replay.fingerprint, RecordStore.for_device(records, replay.fingerprint), replay
 
 
@@ -57,7 +57,7 @@ def measuring(config: pytest.Config):
     requested = config.getoption("tune_target")
     if requested.startswith("replay:"):
         return _replaying(config, requested.split(":", 1)[1])
-    records = config.getoption("records")
+    records = config.getoption("tune_records")
     records = Path(records) if records else config.rootpath / "records"
     cluster = config.getoption("tune_cluster")
     if cluster:  # the devices are the cluster's: this machine needs no GPU of its own

@@ -195,7 +195,8 @@ class Kernel:
         if not self.outputs:
             raise KernelError(f"kernel {name!r} declares no output")
         self.inout = tuple(dict.fromkeys([*inout, *(n for n in inplace if n in self.outputs)]))
-        origin = Path(sys._getframe(1).f_globals.get("__file__", Path.cwd() / "x")).resolve().parent
+        declared_in = sys._getframe(1).f_globals.get("__file__")  # the working directory only without one
+        origin = Path(declared_in).resolve().parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         self.flops = flops
         self.bytes = bytes

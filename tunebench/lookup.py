@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import importlib.util
+import itertools
 import math
 import os
 import sys
@@ -38,10 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from tunebench.backends import fingerprint, resolve
-from tunebench.buckets import Bucket, Buckets, ShapeOutsideBuckets
+from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets
 from tunebench.device import device_id
-from tunebench.kernel import REGISTRY, Kernel, Variant
-from tunebench.records import RecordStore, bulk, config_key, stores
+from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
+from tunebench.records import RecordsError, RecordStore, bulk, config_key, stores
 from tunebench.summary import config_text
 
 
@@ -126,9 +127,14 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     directory upwards; given ``records`` alone, the suites are its sibling ``suites``.
     :class:`LookupError` names every place it looked."""
     if records is not None:  # the project is the records folder's
+        if not Path(records).is_dir():  # a typo must not quietly serve the heuristic
+            hint = ": pass its folder (and device= for another device's file)" if Path(records).is_file() else ""
+            raise LookupError(f"records={records}: not a folder{hint}")
         return Path(records), Path(suites) if suites is not None else Path(records).parent / "suites"
     looked = []
     root = Path(os.environ["TUNEBENCH_ROOT"]) if os.environ.get("TUNEBENCH_ROOT") else None
+    if root is not None and not root.is_dir():
+        raise LookupError(f"TUNEBENCH_ROOT={root}: no such folder")
     if root is None:
         looked.append("$TUNEBENCH_ROOT (unset)")
         origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
@@ -148,8 +154,8 @@ class Summary:
     """What lookups need of one device's records, small enough to load in milliseconds: the
     fingerprint, the task descriptions, the final rounds' choices and, per successful undisturbed
     trial, (kernel, dtype, source hash, shape, config, median). Kept beside the records in
-    ``.index/<device>.v<INDEX_FORMAT>.json``, valid while the records file and its journal keep their size and
-    modification time."""
+    ``.index/<device>.v<INDEX_FORMAT>.json``, valid while the records file, its archive and its
+    journal keep their size, times and inode."""
 
     def __init__(self, data: dict):
         self.fingerprint = data["fingerprint"]
@@ -217,6 +223,10 @@ class Summary:
         return self._ranked[key]
 
 
+#: A device whose summary is not in memory.
+_UNREAD = object()
+
+
 class _Directory:
     """A records folder held in memory: one :class:`Summary` per device and the answers already
     given, all dropped when a records file or journal changes (checked at most every
@@ -224,12 +234,12 @@ class _Directory:
 
     def __init__(self, path: Path):
         self.path = path
-        self.lock = threading.Lock()
-        self.answers: dict[tuple, Choice] = {}
+        self.lock = threading.Lock()  # held to build a summary and to drop them: never both at once
         self.generation = 0
         self._stamp: tuple | None = None
         self._checked = -math.inf
-        self._summaries: dict[str, Summary | None] = {}
+        self._summaries: dict[str, Summary | str | None] = {}  # str: why the file cannot be read
+        self._last_read: dict[str, Summary] = {}  # each device's summary as last read whole
 
     def refresh(self) -> None:
         now = time.monotonic()
@@ -240,7 +250,6 @@ class _Directory:
         if stamp != self._stamp:
             with self.lock:
                 self._stamp, self._summaries = stamp, {}
-                self.answers.clear()
                 self.generation += 1
 
     def _stamps(self, device: str = "*") -> tuple:
@@ -251,37 +260,76 @@ class _Directory:
                 st = p.stat()
             except FileNotFoundError:
                 continue
-            found.append((p.name, st.st_size, st.st_mtime_ns))
+            # a file replaced whole (git checkout, cp -p, rsync -t) gets another inode or ctime
+            found.append((p.name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
         return tuple(sorted(found))
 
     def summary(self, device: str) -> Summary | None:
         """The device's summary: from memory, else the index file if it is current, else built
-        from the records (and the index file written, where the folder is writable)."""
-        if device not in self._summaries:
-            path = self.path / f"{device}.json"
-            if not path.exists():
-                self._summaries[device] = None
-                return None
-            index = self.path / ".index" / f"{device}.v{INDEX_FORMAT}.json"  # an older tunebench keeps its own
-            stamp = [list(s) for s in self._stamps(device)]
+        from the records (and the index file written, where the folder is writable). One thread
+        builds it while the others wait. A file that cannot be read (caught half written by a
+        checkout or a copy) is answered from as it was last read whole, with a warning, and is
+        read again only once it changes; without such a read, its error is raised, also without
+        reading it again per call."""
+        found = self._summaries.get(device, _UNREAD)
+        if found is _UNREAD:
+            with self.lock:
+                found = self._summaries.get(device, _UNREAD)
+                if found is _UNREAD:
+                    try:
+                        found = self._read(device)
+                    except RecordsError as e:
+                        found = str(e)
+                        if device in self._last_read:
+                            warnings.warn(StaleRecordsWarning(f"{e}; answering from the file as it was last read "
+                                                              f"whole until it changes"), stacklevel=_caller())
+                    self._summaries[device] = found
+        if isinstance(found, str):
+            if device in self._last_read:
+                return self._last_read[device]
+            raise RecordsError(found)
+        return found
+
+    def _read(self, device: str) -> Summary | None:
+        path = self.path / f"{device}.json"
+        if not path.exists():
+            return None
+        index = self.path / ".index" / f"{device}.v{INDEX_FORMAT}.json"  # an older tunebench keeps its own
+        stamp = [list(s) for s in self._stamps(device)]
+        try:
+            cached = json.loads(index.read_text())
+            found = Summary(cached["summary"]) if (cached["stamp"], cached.get("format")) == (
+                stamp, INDEX_FORMAT) else None
+        except (OSError, ValueError, KeyError):
+            found = None
+        if found is None:
+            with bulk():
+                found = Summary.of(RecordStore(path))
             try:
-                cached = json.loads(index.read_text())
-                found = Summary(cached["summary"]) if (cached["stamp"], cached.get("format")) == (
-                    stamp, INDEX_FORMAT) else None
-            except (OSError, ValueError, KeyError):
-                found = None
-            if found is None:
-                with bulk():
-                    found = Summary.of(RecordStore(path))
-                try:
-                    index.parent.mkdir(exist_ok=True)
-                    tmp = index.with_name(f".{index.name}.{os.getpid()}")
-                    tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
-                    os.replace(tmp, index)
-                except OSError:
-                    pass  # a read-only checkout: answer from memory only
-            self._summaries[device] = found
-        return self._summaries[device]
+                index.parent.mkdir(exist_ok=True)
+                tmp = index.with_name(f".{index.name}.{os.getpid()}")
+                tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
+                os.replace(tmp, index)
+            except OSError:
+                pass  # a read-only checkout: answer from memory only
+        self._last_read[device] = found
+        return found
+
+
+class StaleRecordsWarning(UserWarning):
+    """A records file could not be read (half written?): answers come from its last whole read."""
+
+
+#: Where tunebench's own files are: a warning names the first caller outside them.
+_PACKAGE = str(Path(__file__).parent)
+
+
+def _caller() -> int:
+    """The ``stacklevel`` of the first frame outside tunebench, for a warning to name the user's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 #: The most configs served on a bucket: its best, then the next fastest for the shapes whose
@@ -295,10 +343,15 @@ REFRESH_S = 1.0
 #: Answers kept per records folder (shapes differ from call to call in a framework).
 MAX_ANSWERS = 65536
 _DIRECTORIES: dict[Path, _Directory] = {}
-#: Suites folders whose suites this process has imported (those that failed are not tried again).
-_SUITES_LOADED: set[Path] = set()
-#: (kernel, shape, device, dtype, records, suites, working directory) -> (folder, its generation, answer)
+#: Suites folders whose suites this process has imported -> the errors of those that failed (not
+#: tried again; said whenever a kernel is answered without its declaration).
+_SUITES_LOADED: dict[Path, list[str]] = {}
+#: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
+_SUITES_LOCK = threading.Lock()
+#: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
+#: its generation when the answer was made, answer)
 _FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
+_FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 
 
 def _directory(path: Path) -> _Directory:
@@ -315,7 +368,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
     memo = (kernel if isinstance(kernel, str) else id(kernel), tuple(shape), device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
-            os.environ.get("TUNEBENCH_ROOT"), os.getcwd() if records is None else None)
+            *_context(records, device))
     hit = _FAST.get(memo)
     if hit is not None:
         folder, generation, choice = hit
@@ -325,23 +378,49 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     dtype = dtype_name(dtype)
     records_dir, suites_dir = project(records, suites, decl)
-    if decl is None and suites_dir.is_dir() and suites_dir.resolve() not in _SUITES_LOADED:
-        failed: list[str] = []  # another suite's error must not stop a framework's launch
-        load_suites(suites_dir, failed)
-        _SUITES_LOADED.add(suites_dir.resolve())  # once: a broken suite is not imported again per shape
+    if decl is None and suites_dir.is_dir():
+        failed = _load_once(suites_dir)
         decl = REGISTRY.get(kernel)
-        for error in failed if decl is None else ():
-            warnings.warn(f"{error}: kernel {kernel!r} is answered from the records alone", SuiteImportWarning,
-                          stacklevel=3)
-    decl = decl or REGISTRY.get(kernel)
+        if decl is None and failed:
+            warnings.warn(f"kernel {kernel!r} is answered from the records alone: no suite under {suites_dir} "
+                          f"declares it, and these failed to import: {'; '.join(failed)}", SuiteImportWarning,
+                          stacklevel=_caller())
     name = decl.name if decl else kernel
     device = Path(device).stem if device else this_device()
     folder = _directory(records_dir)
+    generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
-    if len(_FAST) >= MAX_ANSWERS:
-        _FAST.clear()
-    _FAST[memo] = (folder, folder.generation, choice)
+    with _FAST_LOCK:
+        if len(_FAST) >= MAX_ANSWERS:  # the older half goes: a framework's shapes of the moment stay
+            for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
+                del _FAST[old]
+        _FAST[memo] = (folder, generation, choice)
     return choice
+
+
+def _context(records: str | Path | None, device: str | None) -> tuple:
+    """What else an answer depends on: the root, the thread count (which names this device) and,
+    where nothing else says where the project is, the working directory."""
+    root = os.environ.get("TUNEBENCH_ROOT")
+    threads = os.environ.get("OMP_NUM_THREADS") if device is None else None
+    if records is not None or root:
+        return root, threads, None
+    try:
+        return root, threads, os.getcwd()
+    except FileNotFoundError:
+        raise LookupError("the working directory no longer exists: pass records= or set TUNEBENCH_ROOT") from None
+
+
+def _load_once(suites_dir: Path) -> list[str]:
+    """Import a suites folder's suites once per process (another suite's error must not stop a
+    framework's launch); the errors of those that failed."""
+    key = suites_dir.resolve()
+    with _SUITES_LOCK:
+        if key not in _SUITES_LOADED:
+            failed: list[str] = []
+            load_suites(suites_dir, failed)
+            _SUITES_LOADED[key] = failed
+    return _SUITES_LOADED[key]
 
 
 def dtype_name(dtype) -> str | None:
@@ -361,7 +440,7 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     defaults to the one the kernel is tuned in on the device (float32 where several are)."""
     choice = _answer(kernel, shape, device, dtype, records, suites)
     for message in choice.warnings:
-        warnings.warn(ShapeOutsideBuckets(message), stacklevel=2)
+        warnings.warn(ShapeOutsideBuckets(message), stacklevel=_caller())
     return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
 
 
@@ -384,7 +463,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ShapeOutsideBuckets)
-        bucket, inside = buckets.find(shape)
+        try:
+            bucket, inside = buckets.find(shape)
+        except BucketError as e:
+            raise BucketError(f"kernel {name!r}: {e}") from None
     choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
                     inside=inside, device=device, warnings=[str(w.message) for w in caught])
     declared = variant is None or dtype in variant.dtypes
@@ -396,7 +478,12 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.note = (f"nothing is recorded for this device ({device})"
                        + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
-    source_hash = variant.source_hash if variant else (task or {}).get("source_hash")
+    source_hash = (task or {}).get("source_hash")
+    if variant is not None:
+        try:
+            source_hash = variant.source_hash
+        except KernelError as e:  # a deployment that shipped the suites without the templates
+            choice.note = f"{e}: answered for the template the records were tuned with"
     ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
     ranked = _in_space(variant, ranked)
     earlier = store.latest_source(name, target, dtype, bucket.name) if store and variant and declared else None
@@ -444,15 +531,16 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.baseline_ms = confirmed[1]
     if adopt:
         config = dict(adopt[0])
-        if variant is not None and set(config) == set(variant.space.names):
-            config = {n: config[n] for n in variant.space.names}
+        names = variant.space.names if variant else list(task["baseline"][0]["config"]) if task else []
+        if set(config) == set(names):  # in the order the params are declared
+            config = {n: config[n] for n in names}
         choice.config, choice.source, choice.reason = config, "tuned", None
         choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
     elif variant is not None:
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
-                          f"kernel's declaration is needed to apply it to {shape}: pass suites=")
+                          f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
     return choice
 
 
@@ -480,7 +568,7 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     choice = _answer(kernel, shape, device, dtype, records, suites)
     if choice.warnings:
         for message in choice.warnings:
-            warnings.warn(ShapeOutsideBuckets(message), stacklevel=2)
+            warnings.warn(ShapeOutsideBuckets(message), stacklevel=_caller())
     return dict(choice.config)
 
 

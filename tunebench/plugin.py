@@ -105,7 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("gate_strict", "default of --gate-strict for this project", type="bool", default=False)
     parser.addini("tune_trials", "default of --tune-trials for this project", default="")
     parser.addini("tune_time", "default of --tune-time for this project", default="")
-    group.addoption("--records", default=None, metavar="DIR",
+    group.addoption("--tune-records", default=None, metavar="DIR",
                     help="record store directory, one TinyDB file per device (default: records/ "
                          "under the rootdir)")
 

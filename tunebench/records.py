@@ -108,7 +108,7 @@ def _writable(path: Path) -> None:
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise NotWritable(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
-                          f"is read-only): fix the permissions or pass --records DIR")
+                          f"is read-only): fix the permissions or pass --tune-records DIR")
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).

@@ -1,0 +1,237 @@
+"""Lookups inside a framework's process: threads asking at once, records that change under it,
+deployment mistakes. Answers come from the committed records of the shipped suites (copied, so
+that nothing here changes them), on their recorded device: nothing is tuned or timed."""
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+import tunebench
+from tunebench.kernel import REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVICE = "cpu-amd-epyc-f26m2-2t-506d4e"
+lookup_module = importlib.import_module("tunebench.lookup")
+
+
+@pytest.fixture
+def deployed(tmp_path, monkeypatch):
+    """The shipped suites, templates and this device's records, as a framework ships them, in a
+    process that has declared no kernel yet (as a framework's own)."""
+    declared = dict(REGISTRY)
+    REGISTRY.clear()
+    yield ship(tmp_path)
+    REGISTRY.clear()
+    REGISTRY.update(declared)
+
+
+def ship(tmp_path: Path) -> Path:
+    for folder in ("suites", "kernels"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "records").mkdir()
+    shutil.copy(ROOT / "records" / f"{DEVICE}.json", tmp_path / "records")
+    return tmp_path
+
+
+CASES = [("layernorm", (300, 8192)), ("row_reduce", (4, 262144)), ("row_reduce", (16384, 256)),
+         ("softmax", (64, 4096))]
+
+ASK = """\
+import json, sys, threading, tunebench
+records, device, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cases = json.loads(sys.argv[4])
+barrier = threading.Barrier(threads)
+found, errors = [], []
+def ask():
+    barrier.wait()
+    for _ in range(10):
+        for kernel, shape in cases:
+            try:
+                found.append([kernel, shape, list(tunebench.best(kernel, shape, device, records=records).items())])
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {e}")
+workers = [threading.Thread(target=ask) for _ in range(threads)]
+for w in workers: w.start()
+for w in workers: w.join()
+print(json.dumps({"found": found, "errors": errors}))
+"""
+
+
+def ask(root: Path, threads: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", ASK, str(root / "records"), DEVICE, str(threads), json.dumps(CASES)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_threads_asking_first_at_once_wait_for_the_declarations_and_agree_with_one_thread(deployed):
+    """The first lookup imports the suites; threads asking meanwhile once went on without the
+    declarations: errors (the heuristic could not be applied) and answers kept that way."""
+    for suite in (deployed / "suites").glob("test_*.py"):  # a slow import: the window is wide open
+        suite.write_text("import time\ntime.sleep(0.3)\n" + suite.read_text())
+    alone = ask(deployed, 1)
+    assert alone["errors"] == []
+    expected = {(k, tuple(s)): config for k, s, config in alone["found"]}
+    together = ask(deployed, 8)
+    assert together["errors"] == []
+    assert len(together["found"]) == 8 * 10 * len(CASES)
+    assert all(config == expected[(k, tuple(s))] for k, s, config in together["found"])  # in declared order too
+
+
+def test_an_answer_made_while_the_records_change_is_not_kept(deployed, monkeypatch):
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records = deployed / "records"
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+    choose, started, release = lookup_module._choose, threading.Event(), threading.Event()
+
+    def slow_choose(*args):
+        choice = choose(*args)
+        if args[3] == (301, 8192):  # this thread is descheduled right after choosing
+            started.set()
+            release.wait(10)
+        return choice
+
+    monkeypatch.setattr(lookup_module, "_choose", slow_choose)
+    late = []
+    thread = threading.Thread(target=lambda: late.append(tunebench.lookup("layernorm", (301, 8192), DEVICE,
+                                                                           records=records)))
+    thread.start()
+    assert started.wait(10)
+    path = records / f"{DEVICE}.json"
+    data = json.loads(path.read_text())  # the records without layernorm's tune: its heuristic serves
+    for table in ("trials", "checks"):
+        data[table] = {i: d for i, d in data[table].items() if d["kernel"] != "layernorm"}
+    path.write_text(json.dumps(data))
+    assert tunebench.lookup("layernorm", (302, 8192), DEVICE, records=records).source == "heuristic"
+    release.set()
+    thread.join(10)
+    assert late[0].source == "tuned"  # made from the records as they were when it was asked
+    assert tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records).source == "heuristic"
+
+
+def test_a_file_rewritten_in_place_with_its_size_and_time_kept_is_seen_as_changed(tmp_path):
+    path = tmp_path / f"{DEVICE}.json"
+    path.write_text('{"trials": {}}')
+    folder = lookup_module._Directory(tmp_path)
+    before, st = folder._stamps(), path.stat()
+    with open(path, "r+") as f:  # as cp -p or rsync -t leave a file of the same size
+        f.write('{"tasks": {}}')
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert folder._stamps() != before
+
+
+def test_a_half_written_records_file_is_answered_from_its_last_whole_read_and_read_again_once_changed(
+        deployed, monkeypatch):
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    whole = path.read_bytes()
+    tuned = tunebench.best("layernorm", (300, 8192), DEVICE, records=records)
+    reads = []
+    monkeypatch.setattr(lookup_module.RecordStore, "__init__", lambda self, *a, init=lookup_module.RecordStore.__init__,
+                        **k: reads.append(1) or init(self, *a, **k))
+    path.write_bytes(whole[:100_000])  # a checkout caught half way
+    with pytest.warns(lookup_module.StaleRecordsWarning, match=f"{path}: corrupted records file .* last read whole"):
+        assert tunebench.best("layernorm", (300, 8192), DEVICE, records=records) == tuned
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for shape in ((300, 8192), (299, 8192), (298, 8192)):  # neither parsed nor said again per call
+            assert tunebench.best("layernorm", shape, DEVICE, records=records) == tuned
+    assert len(reads) == 1
+    path.write_bytes(whole)
+    assert tunebench.best("layernorm", (297, 8192), DEVICE, records=records) == tuned
+
+
+def test_a_records_file_unreadable_from_the_start_raises_naming_it_without_parsing_it_per_call(deployed, monkeypatch):
+    path = deployed / "records" / f"{DEVICE}.json"
+    path.write_text('{"trials": {"1": ')
+    reads = []
+    monkeypatch.setattr(lookup_module.RecordStore, "__init__", lambda self, *a, init=lookup_module.RecordStore.__init__,
+                        **k: reads.append(1) or init(self, *a, **k))
+    for shape in ((300, 8192), (299, 8192)):
+        with pytest.raises(lookup_module.RecordsError, match=f"{path}: corrupted records file"):
+            tunebench.best("layernorm", shape, DEVICE, records=deployed / "records")
+    assert len(reads) == 1
+
+
+def test_a_records_folder_or_root_that_does_not_exist_is_an_error_not_the_heuristic(deployed, monkeypatch):
+    with pytest.raises(LookupError, match=f"records={deployed / 'record'}: not a folder$"):
+        tunebench.best("layernorm", (300, 8192), records=deployed / "record")
+    with pytest.raises(LookupError, match=r"not a folder: pass its folder \(and device= for another device's file\)"):
+        tunebench.best("layernorm", (300, 8192), records=deployed / "records" / f"{DEVICE}.json")
+    monkeypatch.setenv("TUNEBENCH_ROOT", str(deployed / "nowhere"))
+    with pytest.raises(LookupError, match="TUNEBENCH_ROOT=.*nowhere: no such folder"):
+        tunebench.best("layernorm", (300, 8192))
+
+
+def test_the_thread_count_names_the_device_for_every_shape_asked_after_it_changed(deployed, monkeypatch):
+    records = deployed / "records"
+    first = tunebench.lookup("layernorm", (300, 8192), records=records)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    for shape in ((300, 8192), (301, 8192)):  # the one asked before, and a new one
+        choice = tunebench.lookup("layernorm", shape, records=records)
+        assert choice.device != first.device and "-7t-" in choice.device
+
+
+def test_lookups_work_after_the_working_directory_is_removed_where_the_root_is_set(deployed, tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    monkeypatch.setenv("TUNEBENCH_ROOT", str(deployed))
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE).source == "tuned"
+    monkeypatch.delenv("TUNEBENCH_ROOT")
+    with pytest.raises(LookupError, match="the working directory no longer exists: pass records= or set TUNEBENCH_ROOT"):
+        tunebench.lookup("layernorm", (300, 8192), DEVICE)
+
+
+def test_a_kernel_whose_suite_fails_to_import_is_said_whenever_it_is_answered_from_the_records_alone(deployed):
+    suite = deployed / "suites" / "test_row_reduce.py"
+    suite.write_text("import not_installed_dependency\n" + suite.read_text())
+    records = deployed / "records"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+    with pytest.warns(lookup_module.SuiteImportWarning, match=r"kernel 'row_reduce' is answered from the records "
+                                                              r"alone: .*test_row_reduce.py: ModuleNotFoundError"):
+        choice = tunebench.lookup("row_reduce", (16384, 256), DEVICE, records=records)
+    assert list(choice.config) == ["vec", "unroll", "chunk", "r_split"]  # as declared, from the records
+
+
+def test_suites_shipped_without_their_templates_are_answered_for_the_recorded_template(deployed):
+    shutil.rmtree(deployed / "kernels")
+    records = deployed / "records"
+    choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+    assert choice.source == "tuned" and "source 'kernels/layernorm.c' not found" in choice.note
+    assert choice.config == tunebench.best("layernorm", (300, 8192), DEVICE, records=ROOT / "records")
+
+
+def test_a_shape_of_the_wrong_rank_and_a_warning_name_the_kernel_and_the_callers_line(deployed):
+    records = deployed / "records"
+    with pytest.raises(ValueError, match=r"kernel 'layernorm': shape \(300,\)"):
+        tunebench.best("layernorm", (300,), DEVICE, records=records)
+    handle = tunebench.tuned("layernorm", device=DEVICE, records=records)
+    with pytest.warns(tunebench.ShapeOutsideBuckets) as caught:
+        handle.config((0, 8192))
+    assert caught[0].filename == __file__
+
+
+def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, monkeypatch):
+    monkeypatch.setattr(lookup_module, "MAX_ANSWERS", 8)
+    monkeypatch.setattr(lookup_module, "_FAST", {})
+    records = deployed / "records"
+    for rows in range(1, 9):
+        tunebench.best("layernorm", (rows, 8192), DEVICE, records=records)
+    kept = len(lookup_module._FAST)
+    tunebench.best("layernorm", (9, 8192), DEVICE, records=records)
+    assert 0 < len(lookup_module._FAST) < kept
+    assert any(key[1] == (8, 8192) for key in lookup_module._FAST)  # the newest stay
