@@ -161,3 +161,38 @@ def test_a_cpp_entry_without_extern_c_is_named_with_the_reason(tmp_path, axpb):
     with pytest.raises(KernelError, match=r"axpb.cpp has no function 'axpb' declared extern \"C\" \(C\+\+ names "
                                           r"are mangled\)"):
         run_once(CpuBackend(), kernel, cpp, {"vec": 4})
+
+
+#: A param named as a C library function (``div``): defined ahead of <stdlib.h>, it rewrites the
+#: header's own declaration of div().
+DIV_C = """\
+#include <stdlib.h>
+MARKER
+void scale(const float *x, float *y, int n)
+{
+    for (int i = 0; i < n; ++i) y[i] = x[i] / div + abs(0);
+#if broken
+#error "broken on line 7"
+#endif
+}
+"""
+
+
+@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False)])
+def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_rewrite(tmp_path, marker, compiles):
+    (tmp_path / "div.c").write_text(DIV_C.replace("MARKER", marker))
+    variant = Variant(source=tmp_path / "div.c", entry="scale", space=Space({"div": [2, 4], "broken": [0, 1]}),
+                      heuristic=lambda shape: {"div": 2, "broken": 0})
+    kernel = Kernel("div_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                    reference=lambda x, n: x / 4, outputs=["y"], cpu=variant)
+    backend = CpuBackend()
+    if not compiles:
+        with pytest.raises(CompileError, match="expected identifier"):  # div() declared as 4()
+            backend.build(kernel, variant, {"div": 4, "broken": 0}, "float32")
+        return
+    got, want = run_once(backend, kernel, variant, {"div": 4, "broken": 0}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(CompileError, match="div.c:7:.*broken on line 7"):  # the template's own line numbers
+        backend.build(kernel, variant, {"div": 4, "broken": 1}, "float32")

@@ -199,3 +199,37 @@ def test_dynamic_shared_memory_beyond_48_kib_launches_and_beyond_the_device_is_p
     assert {kib: t["status"] in ("ok", "early_stopped") for kib, t in found.items()} == {
         1: True, 64: True, 200: True, 300: False}
     assert found[300]["status"] == "pruned_resources" and "307200 bytes of shared memory" in found[300]["error"]
+
+
+#: A block reduction written with CUB, whose templates name their parameters BLOCK_THREADS.
+CUB_CU = """\
+#include <cub/cub.cuh>
+MARKER
+extern "C" __global__ void block_sum(const float *x, float *out, int n)
+{
+    typedef cub::BlockReduce<float, BLOCK_THREADS> Reduce;
+    __shared__ typename Reduce::TempStorage scratch;
+    int i = blockIdx.x * BLOCK_THREADS + threadIdx.x;
+    float total = Reduce(scratch).Sum(i < n ? x[i] : 0.0f);
+    if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False)])
+def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_path, marker, compiles):
+    (tmp_path / "block_sum.cu").write_text(CUB_CU.replace("MARKER", marker))
+    kernel = Kernel(
+        "block_sum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
+        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["out"],
+        cuda=Variant(source=str(tmp_path / "block_sum.cu"), entry="block_sum",
+                     space=Space({"BLOCK_THREADS": [128, 256]}), heuristic=lambda shape: {"BLOCK_THREADS": 256},
+                     launch=lambda config, shape: ((shape[0] + config["BLOCK_THREADS"] - 1) // config["BLOCK_THREADS"],
+                                                   config["BLOCK_THREADS"])))
+    compiler = CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))
+    if compiles:
+        assert compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32").handle.exists()
+    else:
+        with pytest.raises(CompileError):
+            compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32")

@@ -65,7 +65,9 @@ class Variant:
 
     - ``source``: the template, a path relative to the declaring file's folder or one of its
       parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
-      prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>``.
+      prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>`` (at a
+      ``// tunebench: params`` line instead, where the template has one). On the CPU a
+      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C.
     - ``entry``: the function to call.
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).

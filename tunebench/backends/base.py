@@ -6,6 +6,7 @@ it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,11 +123,30 @@ def poison(array: np.ndarray) -> None:
         array.view(np.uint8).fill(0xA5)
 
 
+#: A template line where the params' ``#define`` lines go, where they must not open the template:
+#: after the library headers whose own identifiers a param's name would replace (a param
+#: ``BLOCK_THREADS`` defined ahead of ``#include <cub/cub.cuh>`` rewrites CUB's templates).
+PARAMS_HERE = re.compile(r"^[ \t]*//[ \t]*tunebench:[ \t]*params[ \t]*\n?", re.MULTILINE)
+_LINE = re.compile(r'^#line (\d+) "([^"]*)"\n', re.MULTILINE)
+
+
 def render(variant: Variant, config: Mapping, ctype: str) -> str:
-    """The template with the config's params and the dtype prepended as ``#define`` lines."""
+    """The template with the config's params and the dtype as ``#define`` lines: at its
+    ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the compiler's messages on
+    the template's own lines."""
     defines = "".join(f"#define {name} {_c_value(value)}\n" for name, value in config.items())
-    return (f"{defines}#define TB_DTYPE {ctype}\n"
-            f"#line 1 \"{variant.path.name}\"\n{variant.template}")
+    defines += f"#define TB_DTYPE {ctype}\n"
+    text, name = variant.template, variant.path.name
+    marker = PARAMS_HERE.search(text)
+    if marker is None:
+        return f"{defines}#line 1 \"{name}\"\n{text}"
+    before = text[:marker.start()]
+    last = None
+    for last in _LINE.finditer(before):  # an inlined header's lines are not the template's
+        pass
+    line, file = ((int(last.group(1)) + before.count("\n", last.end()), last.group(2)) if last
+                  else (before.count("\n") + 1, name))
+    return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
 
 
 def _c_value(value) -> str:
