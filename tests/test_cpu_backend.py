@@ -113,6 +113,33 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     assert changed.source_hash != variant.source_hash
 
 
+
+def test_a_pragma_once_header_included_twice_is_inlined_once_and_named_from_the_template(tmp_path):
+    """As the compiler reads it: a header with #pragma once that another header includes again
+    (from another folder) is defined once; an error in it names it by its path."""
+    (tmp_path / "detail").mkdir()
+    (tmp_path / "common.h").write_text("#pragma once\nstatic float twice(float v) { return v + v; }\n")
+    (tmp_path / "detail" / "loads.h").write_text('#include "../common.h"\nstatic float load(const float *x, int i) '
+                                                  '{ return x[i]; }\n')
+    (tmp_path / "k.c").write_text('#include "common.h"\n#include "detail/loads.h"\n'
+                                  'void k(const float *x, float *y, int n)\n'
+                                  '{\n    for (int i = 0; i < n; ++i) y[i] = twice(load(x, i));\n}\n')
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"tile": [1]}),
+                      heuristic=lambda shape: {"tile": 1})
+    kernel = Kernel("pragma_once_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                    reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
+    assert variant.template.count("static float twice") == 1
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "detail" / "loads.h").write_text('#include "../common.h"\nstatic float load(const float *x, int i) '
+                                                  '{ return x[i] + BROKEN_HERE; }\n')
+    changed = Variant(source=tmp_path / "k.c", entry="k", space=variant.space, heuristic=variant.heuristic)
+    with pytest.raises(CompileError, match=r"detail/loads.h:2:.*BROKEN_HERE"):
+        CpuBackend().build(kernel, changed, {"tile": 1}, "float32")
+
+
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
 AXPB_CPP = """\
 #include <algorithm>

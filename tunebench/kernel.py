@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -39,14 +40,23 @@ class KernelError(ValueError):
 
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b")
 
 
-def inline_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
+def inline_includes(path: Path, within: tuple[Path, ...] = (), once: set[Path] | None = None,
+                    top: Path | None = None) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
-    text (recursively, with #line markers for the compiler's messages): the source hash then
+    text (recursively, with #line markers naming it from the template's folder for the
+    compiler's messages; a ``#pragma once`` header only the first time): the source hash then
     covers the headers too, and the build needs no include path."""
+    once = set() if once is None else once
+    top = top or path.parent
     out = []
     for number, line in enumerate(path.read_text().splitlines(keepends=True), 1):
+        if within and _PRAGMA_ONCE.match(line):  # the whole text is one file now: once is by path
+            once.add(path.resolve())
+            out.append("\n")
+            continue
         found = _LOCAL_INCLUDE.match(line)
         header = path.parent / found.group(1) if found else None
         if header is None or not header.is_file():
@@ -54,8 +64,12 @@ def inline_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
             continue
         if header.resolve() in within:
             raise KernelError(f"{path.name}: {header.name} includes itself")
-        out.append(f'#line 1 "{header.name}"\n{inline_includes(header, (*within, header.resolve()))}'
-                   f'#line {number + 1} "{path.name}"\n')
+        if header.resolve() in once:
+            out.append("\n")
+            continue
+        name = os.path.relpath(header, top)
+        out.append(f'#line 1 "{name}"\n{inline_includes(header, (*within, header.resolve()), once, top)}'
+                   f'#line {number + 1} "{os.path.relpath(path, top)}"\n')
     return "".join(out)
 
 

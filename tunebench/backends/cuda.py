@@ -42,7 +42,7 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import DEFAULT_DYNAMIC_SHARED, FunctionResources, Launch, launch_of, resource_problem
+from tunebench.backends.launch import DEFAULT_SHARED, FunctionResources, Launch, launch_of, resource_problem
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
@@ -265,7 +265,7 @@ class CudaBackend(CudaCompiler, Backend):
         problem = resource_problem(self.limits, launch, FunctionResources.of(fn))
         if problem:
             raise ResourceError(problem)
-        if launch.shared > DEFAULT_DYNAMIC_SHARED:  # a block may have more only when its function asks for it
+        if fn.shared_size_bytes + launch.shared > DEFAULT_SHARED:  # beyond it, only where the function asks
             fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
         return CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
 

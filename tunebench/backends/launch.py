@@ -17,9 +17,10 @@ import numpy as np
 
 from tunebench.kernel import Kernel, KernelError, Variant
 
-#: Dynamic shared memory (bytes) a block may have without its function asking for more; up to the
-#: device's opt-in limit (227 KiB on an H100), the function's attribute is raised first.
-DEFAULT_DYNAMIC_SHARED = 48 * 1024
+#: Shared memory (bytes, static and dynamic together) a block may have without its function
+#: asking for more; up to the device's opt-in limit (227 KiB on an H100), the function's maximum
+#: dynamic shared memory is raised first.
+DEFAULT_SHARED = 48 * 1024
 
 
 @dataclass(frozen=True)
