@@ -71,8 +71,55 @@ def test_a_launch_in_another_form_or_beyond_an_architectures_shared_memory_fails
     out = capsys.readouterr().out
     assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 5 launches  FAILED 3 of 5 launches" in out
     assert "kernel 'stage': the cuda variant's launch({'kib': 0}, (1000,)) returned (1000,): it must return (grid, block)" in out
-    for shape in ("(1000,)", "(5000,)"):
-        assert (f"sm_80 [kib:200] shape {shape}: 204800 bytes of shared memory per block, the device allows "
-                f"166912") in out
+    assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: 204800 bytes (200 KiB) of shared memory per block, "
+            "sm_80 allows 166912 (163 KiB)") in out  # one line for both shapes
     assert "sm_90 [kib:200]" not in out
     assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1  # the launch without a block
+
+
+#: Kernels a compile alone does not fault: a template instantiated under its mangled name, and a
+#: static array that leaves too little shared memory for the launch's dynamic share on sm_80.
+MANGLED_CU = """\
+template <int B> __global__ void tiled(float *y) { __shared__ float s[B]; s[threadIdx.x] = 1; __syncthreads();
+                                                   y[threadIdx.x] = s[B - 1 - threadIdx.x]; }
+template __global__ void tiled<256>(float *);
+extern "C" __global__ void staged(float *y) { extern __shared__ float d[]; __shared__ float s[8192];
+                                              s[threadIdx.x] = 1; d[threadIdx.x] = 2; __syncthreads();
+                                              y[threadIdx.x] = s[threadIdx.x + 1] + d[threadIdx.x]; }
+"""
+
+TWO_SUITES = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def variant(entry, dtypes=("float32",)):
+    return Variant(source="mangled.cu", entry=entry, space=Space({"kib": [1, 140]}), dtypes=dtypes,
+                   heuristic=lambda shape: {"kib": 1}, launch=lambda config, shape: (1, 256, config["kib"] * 1024))
+
+def kernel(name, **given):
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(256,)])]),
+                  args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype)}, reference=lambda: None,
+                  outputs=["y"], cuda=variant(**given))
+
+tiled = kernel("tiled", entry="tiled")
+staged = kernel("staged", entry="staged")
+bf16 = kernel("bf16", entry="staged", dtypes=("bfloat16",))
+"""
+
+
+@needs_nvcc
+def test_an_entry_under_its_mangled_name_static_shared_memory_and_a_bad_dtype_fail_each_kernel_alone(tmp_path, capsys):
+    """Found without a GPU: a tune would record every config as a failure, on the device."""
+    (tmp_path / "mangled.cu").write_text(MANGLED_CU)
+    (tmp_path / "test_two.py").write_text(TWO_SUITES)
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2"]) == 1
+    out = capsys.readouterr().out
+    assert ("bf16    cuda  bfloat16  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
+            and "declaration: dtype 'bfloat16' has no C type on the cuda target" in out)
+    assert ("tiled   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 2 launches  FAILED 4 of 2 launches" in out
+            and "mangled.cu has no extern \"C\" __global__ 'tiled'; its kernels: _Z5tiledILi256EEvPf, staged" in out)
+    # 32 KiB static + 140 KiB dynamic: more than sm_80's 163 KiB, within sm_90's 227 KiB
+    assert ("float32 sm_80 [kib:140] shape (256,): 176128 bytes (172 KiB) of shared memory per block (32768 static, "
+            "143360 dynamic), sm_80 allows 166912 (163 KiB)") in out
+    assert "sm_90 [kib:140]" not in out and "staged  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 2 launches  " \
+                                           "FAILED 1 of 2 launches" in out

@@ -2,6 +2,7 @@
 and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
 import shutil
+import subprocess
 import textwrap
 
 import numpy as np
@@ -14,8 +15,9 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import CudaCompiler
-from tunebench.backends.launch import FunctionResources, Launch, arch_limits, launch_of, resource_problem
+from tunebench.backends.cuda import CudaCompiler, nvcc_command
+from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
+                                       resource_problem)
 from tunebench.kernel import KernelError
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -104,20 +106,45 @@ def test_a_launch_that_raises_or_answers_in_another_form_is_a_declaration_error_
 
 def test_a_launch_beyond_what_the_function_or_the_device_allows_is_refused_saying_why():
     h100 = {"threads": 1024, "block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535), "shared": 227 * 1024}
-    fn = FunctionResources(registers=128, max_threads_per_block=512, static_shared=16384)
+    fn = FunctionResources(static_shared=16384, registers=128, max_threads_per_block=512)
     assert resource_problem(h100, Launch((8, 1, 1), (512, 1, 1), 100_000), fn) is None
     assert resource_problem(h100, Launch((8, 1, 1), (1024, 1, 1)), fn) == (
         "block of 1024 threads, but with 128 registers per thread the function launches at most 512")
     assert resource_problem(h100, Launch((8, 1, 1), (256, 1, 1), 220 * 1024), fn) == (
-        "241664 bytes of shared memory per block (16384 static, 225280 dynamic), the device allows 232448")
+        "241664 bytes (236 KiB) of shared memory per block (16384 static, 225280 dynamic), the device allows "
+        "232448 (227 KiB)")
     assert resource_problem(h100, Launch((70000, 70000, 1), (256, 1, 1)), fn) == (
         "grid (70000, 70000, 1) is outside the device's limits (2147483647, 65535, 65535)")
+    assert resource_problem(h100, Launch((0, 1, 1), (256, 1, 1)), fn) == (
+        "grid (0, 1, 1) has no block (a shape too small for the launch's arithmetic?)")
     # without a device: the architecture's limits, the launch's own shared memory
-    assert resource_problem(arch_limits("sm_80"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024)) == (
-        "204800 bytes of shared memory per block, the device allows 166912")
+    assert resource_problem(arch_limits("sm_80"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024), where="sm_80") == (
+        "204800 bytes (200 KiB) of shared memory per block, sm_80 allows 166912 (163 KiB)")
     assert resource_problem(arch_limits("sm_90"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024)) is None
-    assert resource_problem(arch_limits("sm_90"), Launch((1, 1, 1), (2048, 1, 1))) == (
-        "block of 2048 threads, the device launches at most 1024")
+    assert resource_problem(arch_limits("sm_90"), Launch((1, 1, 1), (2048, 1, 1)), where="sm_90") == (
+        "block of 2048 threads, sm_90 launches at most 1024")
+
+
+def test_a_launch_that_takes_the_dtype_sizes_its_shared_memory_by_the_element(tmp_path):
+    kernel, variant = with_launch(tmp_path, lambda config, shape, dtype: (1, 256, 256 * np.dtype(dtype).itemsize))
+    assert launch_of(kernel, variant, {"broken": 0}, (1000,), "float16").shared == 512
+    assert launch_of(kernel, variant, {"broken": 0}, (1000,), "float32").shared == 1024
+
+
+@needs_nvcc
+def test_a_cubin_names_its_kernels_and_their_static_shared_memory(tmp_path):
+    (tmp_path / "k.cu").write_text(
+        "template <int B> __global__ void tiled(float *y) { __shared__ float s[B]; s[threadIdx.x] = 1; "
+        "__syncthreads(); y[threadIdx.x] = s[B - 1 - threadIdx.x]; }\n"
+        "template __global__ void tiled<256>(float *);\n"
+        'extern "C" __global__ void staged(float *y) { __shared__ float s[4096]; s[threadIdx.x] = 1; '
+        "__syncthreads(); y[threadIdx.x] = s[threadIdx.x + 1]; }\n")
+    for arch in ("sm_80", "sm_90"):
+        out = tmp_path / f"{arch}.cubin"
+        subprocess.run([a.format(src=tmp_path / "k.cu", out=out) for a in nvcc_command(arch)], check=True)
+        kernels = cubin_kernels(out)
+        assert set(kernels) == {"staged", "_Z5tiledILi256EEvPf"}, arch
+        assert kernels["staged"].static_shared == 16384 and kernels["_Z5tiledILi256EEvPf"].static_shared == 1024
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.

@@ -71,6 +71,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def grouped(failures: list[tuple[str, str]]) -> list[str]:
+    """One line per distinct failure, with where it happened first and how often: a template
+    error fails every config and architecture alike."""
+    by_what: dict[str, list[str]] = {}
+    for where, what in failures:
+        by_what.setdefault(what, []).append(where)
+    return [f"{wheres[0]}{f' and {len(wheres) - 1} more' if len(wheres) > 1 else ''}: {what}"
+            for what, wheres in by_what.items()]
+
+
 def cmd_compile_check(args: argparse.Namespace) -> int:
     kernels = load_suites(args.suites)
     try:
@@ -86,12 +96,12 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     where = " ".join(args.arch or compile_check.ARCHS) if args.target == "cuda" else "host"
     width = max(len(r.kernel) for r in results)
     for r in results:
-        failed = [f"{len(r.failures)} of {r.builds} builds"] if r.failures else []
+        failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
         failed += [f"{len(r.launch_failures)} of {r.launches} launches"] if r.launch_failures else []
         launches = f", {r.launches} launches" if r.launches else ""
         print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  {r.configs} configs, "
               f"{r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  ({r.seconds:.1f} s)")
-        for failure in (*r.failures, *r.launch_failures):
+        for failure in (*grouped(r.failures), *grouped(r.launch_failures)):
             print("    " + failure.replace("\n", "\n    "))
     return 0 if all(r.ok for r in results) else 1
 

@@ -16,15 +16,17 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunebench.backends import cpu, cuda, launch
+from tunebench.backends import check_variant, cpu, cuda, launch
 from tunebench.backends.base import render
 from tunebench.backends.cache import excerpt, run_compiler
+from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.space import SpaceError
 from tunebench.summary import config_text
 
 ARCHS = ("sm_80", "sm_90")
@@ -36,9 +38,9 @@ class KernelCheck:
     dtypes: tuple[str, ...]
     configs: int  # distinct configs compiled per dtype and architecture
     builds: int = 0
-    failures: list[str] = field(default_factory=list)
-    launches: int = 0  # (config, shape) launches checked, CUDA only
-    launch_failures: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (where: dtype, arch and config, what)
+    launches: int = 0  # (config, dtype, shape) launches checked, CUDA only
+    launch_failures: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -56,13 +58,17 @@ def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int,
     return list(unique.values())
 
 
-def _compile(command: Sequence[str], source: str, suffix: str) -> str | None:
-    """None when ``command`` (with ``{src}`` and ``{out}``) compiles ``source``, else the message."""
+def _compile(command: Sequence[str], source: str, suffix: str, name: str,
+             inspect: Callable[[Path], dict] | None) -> tuple[str | None, dict]:
+    """(None, what ``inspect`` reads of the artefact) when ``command`` (with ``{src}`` and
+    ``{out}``) compiles ``source``, else (the message, {}), naming the source by ``name``."""
     with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
         src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
         src.write_text(source)
         error = run_compiler(command, src, out)
-    return None if error is None else excerpt(error)
+        if error is None:
+            return None, inspect(out) if inspect else {}
+    return excerpt(error.replace(str(src), f"<{name} with its #defines>")), {}
 
 
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
@@ -78,47 +84,68 @@ def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, l
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
           sample: int = 6, seed: int = 0, jobs: int | None = None) -> list[KernelCheck]:
+    """Each kernel's check; a kernel whose declaration is at fault (a dtype without a C type, a
+    heuristic outside the space, a missing template) fails alone, the others are checked."""
     results = []
     with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
         for kernel in kernels:
             variant = kernel.variant(target)
             if variant is None:
                 continue
-            configs = configs_to_check(kernel, variant, target, sample, seed)
-            result = KernelCheck(kernel.name, variant.dtypes, len(configs))
             start = time.perf_counter()
+            try:
+                check_variant(kernel, variant, target)
+                configs = configs_to_check(kernel, variant, target, sample, seed)
+            except (KernelError, SpaceError, BucketError) as e:
+                results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
+                continue
+            result = KernelCheck(kernel.name, variant.dtypes, len(configs))
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
+            inspect = launch.cubin_kernels if target == "cuda" else None
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
-                else render(variant, config, cpu.CTYPES[dtype]), suffix))
+                else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
                 for dtype in variant.dtypes for where, command in commands(target, archs, variant).items()
                 for config in configs]
+            built = {}
             for dtype, where, config, future in jobs_:
                 result.builds += 1
-                error = future.result()
+                error, found = future.result()
                 if error:
-                    result.failures.append(f"{dtype} {where} [{config_text(config)}]: {error}")
+                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", error))
+                else:
+                    built[(dtype, where, config_text(config))] = found
             if target == "cuda":
-                check_launches(result, kernel, variant, configs, archs)
+                check_launches(result, kernel, variant, configs, archs, built)
             result.seconds = time.perf_counter() - start
             results.append(result)
     return results
 
 
 def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict],
-                   archs: Sequence[str]) -> None:
-    """Each config's launch on each representative shape: its form (a launch that raises or
-    answers in another form is said once per config), and what it asks of each architecture."""
+                   archs: Sequence[str], built: dict) -> None:
+    """Each config's launch in each dtype on each representative shape: its form (a launch that
+    raises or answers in another form is said once per config), its entry point among the
+    cubin's kernels, and what it asks of each architecture, static shared memory included."""
     shapes = [s for b in kernel.buckets_for("cuda") for s in b.shapes]
     for config in configs:
-        for shape in shapes:
-            result.launches += 1
-            try:
-                made = launch.launch_of(kernel, variant, config, shape)
-            except KernelError as e:
-                result.launch_failures.append(str(e))
-                break
-            for arch in archs:
-                problem = launch.resource_problem(launch.arch_limits(arch), made)
-                if problem:
-                    result.launch_failures.append(f"{arch} [{config_text(config)}] shape {shape}: {problem}")
+        named = config_text(config)
+        try:
+            for dtype in variant.dtypes:
+                for shape in shapes:
+                    result.launches += 1
+                    made = launch.launch_of(kernel, variant, config, shape, dtype)
+                    for arch in archs:
+                        kernels = built.get((dtype, arch, named))
+                        if kernels is None:
+                            continue  # it did not compile: said with the builds
+                        if variant.entry not in kernels:
+                            result.launch_failures.append((f"{dtype} {arch} [{named}]", (
+                                f"{variant.path.name} has no extern \"C\" __global__ {variant.entry!r}; its kernels: "
+                                f"{', '.join(sorted(kernels)) or 'none'}")))
+                            continue
+                        problem = launch.resource_problem(launch.arch_limits(arch), made, kernels[variant.entry], arch)
+                        if problem:
+                            result.launch_failures.append((f"{dtype} {arch} [{named}] shape {shape}", problem))
+        except KernelError as e:
+            result.launch_failures.append((f"[{named}]", str(e)))

@@ -14,7 +14,7 @@ import pytest
 from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from tunebench import benchmark_json
-from tunebench.backends import cuda_status, dtypes, fingerprint, resolve
+from tunebench.backends import check_variant, cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
@@ -154,14 +154,7 @@ class Suite(pytest.Collector):
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
-            variant.template  # noqa: B018 - read here, so that a missing file or include is one line
-            known = dtypes(target)
-            for dtype in variant.dtypes:
-                if known is not None and dtype not in known:
-                    raise KernelError(f"dtype {dtype!r} has no C type on the {target} target ({', '.join(known)})")
-            for bucket in self.kernel.buckets_for(target):
-                for shape in bucket.shapes:
-                    variant.baseline(shape)
+            check_variant(self.kernel, variant, target)
             if not tuning:
                 return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
                                                  dtype=d, bucket=b)

@@ -105,6 +105,11 @@ class Variant:
     origin: Path | None = field(default=None, compare=False)
     text: str | None = None  # a recorded version of the template, used instead of the file
 
+    def __post_init__(self):
+        if isinstance(self.dtypes, str) or not all(isinstance(d, str) for d in self.dtypes):
+            raise KernelError(f"variant {self.source}: dtypes={self.dtypes!r} must be a tuple of dtype names, "
+                              f"as ('float32', 'float16')")
+
     @cached_property
     def path(self) -> Path:
         """The template file, looked up from the declaring file's folder upwards."""

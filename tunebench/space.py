@@ -149,6 +149,8 @@ class Space:
             for name in self._spec:
                 if not isinstance(name, str) or not name.isidentifier():
                     raise SpaceError(f"param {name!r} is not a C identifier (it becomes a #define)")
+                if name.startswith("TB_"):
+                    raise SpaceError(f"param {name!r}: names beginning TB_ are tunebench's own (TB_DTYPE)")
             values = {name: _values(name, spec) for name, spec in self._spec.items()}
             names = tuple(values)
             constraints = [Constraint(fn, names) for fn in self._constraint_fns]

@@ -35,6 +35,7 @@ class Build:
     handle: Any
     compile_time_s: float
     cached: bool
+    dtype: str | None = None  # the element type it was compiled for
 
 
 class Runner(ABC):

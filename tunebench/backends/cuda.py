@@ -184,7 +184,7 @@ class CudaCompiler:
         tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.flags))
         path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                lambda src, out: run_compiler(command, src, out))
-        return Build(handle=path, compile_time_s=seconds, cached=cached)
+        return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
 
 
 class CudaBackend(CudaCompiler, Backend):
@@ -253,7 +253,7 @@ class CudaBackend(CudaCompiler, Backend):
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "device") -> Runner:
-        launch = launch_of(kernel, variant, config, shape)
+        launch = launch_of(kernel, variant, config, shape, build.dtype)
         key = str(build.handle)
         if key not in self._modules:
             self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())

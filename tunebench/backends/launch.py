@@ -9,9 +9,12 @@ never a crash in the middle of a tune.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -36,21 +39,24 @@ class Launch:
         fn(*args, grid=self.grid, block=self.block, shared=self.shared)
 
 
-def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple) -> Launch:
-    """The variant's ``launch(config, shape)``: ``(grid, block)`` or ``(grid, block, shared_bytes)``,
-    a grid or block an int or a tuple of up to three, padded to three (PyCUDA takes exactly three).
-    A launch that raises or answers in another form is the declaration's fault."""
+def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, dtype: str | None = None) -> Launch:
+    """The variant's ``launch(config, shape)``, or ``launch(config, shape, dtype)`` where it takes
+    the dtype (shared memory sized by the element): ``(grid, block)`` or ``(grid, block,
+    shared_bytes)``, a grid or block an int or a tuple of up to three, padded to three (PyCUDA
+    takes exactly three). A launch that raises or answers in another form is the declaration's
+    fault."""
     def dims(value) -> tuple[int, int, int]:
         values = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
         if not 1 <= len(values) <= 3 or not all(isinstance(v, (int, np.integer)) for v in values):
             raise TypeError
         return (*(int(v) for v in values), 1, 1)[:3]
 
-    where = f"kernel {kernel.name!r}: the cuda variant's launch({dict(config)}, {tuple(shape)})"
     if variant.launch is None:
         raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no launch=(config, shape) -> (grid, block)")
+    given = (dict(config), tuple(shape), *((dtype,) if _takes_dtype(variant.launch) else ()))
+    where = f"kernel {kernel.name!r}: the cuda variant's launch{given}"
     try:
-        answer = variant.launch(dict(config), tuple(shape))
+        answer = variant.launch(*given)
     except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
         raise KernelError(f"{where} raised {type(e).__name__}: {e}") from None
     try:
@@ -65,9 +71,21 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple) -
                           f"shared_bytes), a grid or block an int or up to three ints") from None
 
 
+@functools.lru_cache(maxsize=None)
+def _takes_dtype(launch: Callable) -> bool:
+    """Whether a launch function has a third parameter (or takes any number)."""
+    try:
+        params = inspect.signature(launch).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind == p.VAR_POSITIONAL for p in params) or len(
+        [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 3
+
+
 #: Shared memory a block may have (KiB, with the opt-in) per architecture, from the CUDA
 #: programming guide's table of compute capabilities.
-ARCH_SHARED_KIB = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90": 227}
+ARCH_SHARED_KIB = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90": 227,
+                   "sm_90a": 227, "sm_100": 227, "sm_100a": 227, "sm_120": 99, "sm_120a": 99}
 
 
 def arch_limits(arch: str) -> dict:
@@ -79,33 +97,53 @@ def arch_limits(arch: str) -> dict:
 
 @dataclass(frozen=True)
 class FunctionResources:
-    """What a compiled function takes per thread and block, which bounds the blocks it launches."""
+    """What a compiled function takes per block, which bounds the blocks it launches: its static
+    shared memory, and on the device its registers and the most threads they allow."""
 
-    registers: int
-    max_threads_per_block: int
-    static_shared: int
+    static_shared: int = 0
+    registers: int | None = None
+    max_threads_per_block: int | None = None
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
-        return cls(fn.num_regs, fn.max_threads_per_block, fn.shared_size_bytes)
+        """Of a function loaded on the device (PyCUDA)."""
+        return cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block)
 
 
-def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources | None = None) -> str | None:
-    """Why the device (its ``limits``) or the compiled function cannot make this launch, if it
-    cannot: checked before any measurement, so the candidate is recorded as ``pruned_resources``,
-    not as crashed. Without the loaded function (a compile check), its registers and static shared
-    memory are not counted."""
+def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
+    """The ``__global__`` functions of a cubin by their (mangled, unless ``extern "C"``) names,
+    with their static shared memory, read from its ELF sections without a device: a kernel has
+    ``.text.<name>`` and ``.nv.info.<name>``; ``.nv.shared.<name>`` is its static shared memory
+    (on sm_90 counting from the 1 KiB the system reserves, which is taken off)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        sections = {s.name: s["sh_size"] for s in ELFFile(f).iter_sections()}
+    reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sections) else 0
+    return {name[len(".text."):]: FunctionResources(
+        max(sections.get(f".nv.shared.{name[len('.text.'):]}", 0) - reserved, 0))
+        for name in sections if name.startswith(".text.") and f".nv.info.{name[len('.text.'):]}" in sections}
+
+
+def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),
+                     where: str = "the device") -> str | None:
+    """Why ``where`` (its ``limits``: the device, or an architecture without one) or the compiled
+    function cannot make this launch, if it cannot: checked before any measurement, so the
+    candidate is recorded as ``pruned_resources``, not as crashed."""
     threads = math.prod(launch.block)
-    if fn is not None and threads > fn.max_threads_per_block:
+    if fn.max_threads_per_block is not None and threads > fn.max_threads_per_block:
         return (f"block of {threads} threads, but with {fn.registers} registers per thread the function "
                 f"launches at most {fn.max_threads_per_block}")
     if threads > limits["threads"]:
-        return f"block of {threads} threads, the device launches at most {limits['threads']}"
-    static = 0 if fn is None else fn.static_shared
-    if static + launch.shared > limits["shared"]:
-        parts = f" ({static} static, {launch.shared} dynamic)" if static and launch.shared else ""
-        return f"{static + launch.shared} bytes of shared memory per block{parts}, the device allows {limits['shared']}"
+        return f"block of {threads} threads, {where} launches at most {limits['threads']}"
+    used = fn.static_shared + launch.shared
+    if used > limits["shared"]:
+        parts = f" ({fn.static_shared} static, {launch.shared} dynamic)" if fn.static_shared and launch.shared else ""
+        return (f"{used} bytes ({used / 1024:g} KiB) of shared memory per block{parts}, {where} allows "
+                f"{limits['shared']} ({limits['shared'] / 1024:g} KiB)")
+    if 0 in launch.grid:
+        return f"grid {launch.grid} has no block (a shape too small for the launch's arithmetic?)"
     for what, dims, limit in (("block", launch.block, limits["block"]), ("grid", launch.grid, limits["grid"])):
         if any(d < 1 or d > lim for d, lim in zip(dims, limit)):
-            return f"{what} {dims} is outside the device's limits {limit}"
+            return f"{what} {dims} is outside {where}'s limits {limit}"
     return None
