@@ -216,10 +216,37 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
                     reference=lambda x, n: x / 4, outputs=["y"], cpu=variant)
     backend = CpuBackend()
     if not compiles:
-        with pytest.raises(CompileError, match="expected identifier"):  # div() declared as 4()
-            backend.build(kernel, variant, {"div": 4, "broken": 0}, "float32")
+        with pytest.raises(CompileError, match=r"expected identifier(.|\n)*\(tunebench: the error lies outside the "
+                                               r"template's own lines: .* `// tunebench: params` after the includes"):
+            backend.build(kernel, variant, {"div": 4, "broken": 0}, "float32")  # div() declared as 4()
         return
     got, want = run_once(backend, kernel, variant, {"div": 4, "broken": 0}, n=100)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     with pytest.raises(CompileError, match="div.c:7:.*broken on line 7"):  # the template's own line numbers
         backend.build(kernel, variant, {"div": 4, "broken": 1}, "float32")
+
+
+def test_a_param_named_as_the_templates_own_argument_is_named_in_the_compile_error(tmp_path):
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    variant = Variant(source=tmp_path / "axpb.c", entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0],
+                                                                             "n": [4]}),
+                      heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0, "n": 4})
+    kernel = Kernel("axpb_clash_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cpu=variant)
+    with pytest.raises(CompileError, match=r"in expansion of macro .n.(.|\n)*\(tunebench: param 'n' is #defined "
+                                           r"ahead of line 5, which reads 'n' as a name: rename one\)"):
+        CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0, "n": 4}, "float32")
+
+
+def test_tb_unroll_unrolls_a_loop_by_a_param_where_a_pragma_would_not_expand_it(tmp_path):
+    (tmp_path / "sum.c").write_text("void total(const float *x, float *y, int n)\n{\n    float s = 0;\n"
+                                    "    TB_UNROLL(UNROLL)\n    for (int i = 0; i < n; ++i) s += x[i];\n"
+                                    "    y[0] = s;\n}\n")
+    variant = Variant(source=tmp_path / "sum.c", entry="total", space=Space({"UNROLL": [1, 8]}),
+                      heuristic=lambda shape: {"UNROLL": 8}, flags=("-Wall", "-Werror"))
+    kernel = Kernel("unroll_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(1, np.float32), "n": np.int32(shape[0])},
+                    reference=lambda x, n: np.array([x.sum()]), outputs=["y"], cpu=variant)
+    got, want = run_once(CpuBackend(), kernel, variant, {"UNROLL": 8})
+    np.testing.assert_allclose(got, want, rtol=1e-5)

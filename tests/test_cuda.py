@@ -258,5 +258,23 @@ def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_
     if compiles:
         assert compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32").handle.exists()
     else:
-        with pytest.raises(CompileError):
+        with pytest.raises(CompileError, match=r"cub(.|\n)*\(tunebench: the error lies outside the template's own lines"):
             compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32")
+
+
+@needs_nvcc
+def test_tb_unroll_unrolls_by_a_param_where_nvccs_pragma_unroll_does_not_expand_it(tmp_path):
+    body = ("extern \"C\" __global__ void total(const float *x, float *y, int n)\n{\n    float s = 0;\n"
+            "    UNROLL_LINE\n    for (int i = 0; i < n; ++i) s += x[i];\n    y[0] = s;\n}\n")
+    compiler = CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))
+    for line, compiles in (("TB_UNROLL(UNROLL)", True), ("#pragma unroll UNROLL", False)):
+        (tmp_path / "total.cu").write_text(body.replace("UNROLL_LINE", line))
+        kernel = Kernel("total", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                        cuda=Variant(source=str(tmp_path / "total.cu"), entry="total", space=Space({"UNROLL": [4]}),
+                                     heuristic=lambda shape: {"UNROLL": 4}, launch=lambda config, shape: (1, 1)))
+        if compiles:
+            assert compiler.build(kernel, kernel.variant("cuda"), {"UNROLL": 4}, "float32").handle.exists()
+        else:
+            with pytest.raises(CompileError, match='identifier "UNROLL" is undefined'):
+                compiler.build(kernel, kernel.variant("cuda"), {"UNROLL": 4}, "float32")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunebench.backends import check_variant, cpu, cuda, launch
-from tunebench.backends.base import render
+from tunebench.backends.base import explain, render
 from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
@@ -112,7 +112,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 result.builds += 1
                 error, found = future.result()
                 if error:
-                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", error))
+                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", explain(variant, config, error)))
                 else:
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":

@@ -107,7 +107,8 @@ def _c_value(value, c_type: str) -> str:
 def header(data: dict) -> str:
     """The C/C++ header of an export's content."""
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
-           f" * From {data['records']} (sha256 {data['records_sha256']}). Do not edit: run `tunebench export` again.",
+           f" * From {data['records']} " + (f"(sha256 {data['records_sha256']})" if data["records_sha256"] else
+                                             "(not there: nothing recorded)") + ". Do not edit: run `tunebench export` again.",
            " * tb_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",

@@ -538,6 +538,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
     elif variant is not None:
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
+    elif decl is not None:
+        raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
+                          f"the device of a target it has (device=, --device)")
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")

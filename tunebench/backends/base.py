@@ -131,12 +131,18 @@ PARAMS_HERE = re.compile(r"^[ \t]*//[ \t]*tunebench:[ \t]*params[ \t]*\n?", re.M
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"\n', re.MULTILINE)
 
 
-def render(variant: Variant, config: Mapping, ctype: str) -> str:
-    """The template with the config's params and the dtype as ``#define`` lines: at its
-    ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the compiler's messages on
-    the template's own lines."""
+#: The pragma that unrolls a loop, per target: ``TB_UNROLL(n)`` before a loop unrolls it ``n``
+#: times where ``n`` is a param (``#pragma unroll UNROLL`` would not expand the param's macro).
+UNROLL_PRAGMA = {"cpu": "GCC unroll", "cuda": "unroll"}
+
+
+def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -> str:
+    """The template with the config's params and the dtype as ``#define`` lines (and
+    ``TB_UNROLL``): at its ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the
+    compiler's messages on the template's own lines."""
     defines = "".join(f"#define {name} {_c_value(value)}\n" for name, value in config.items())
-    defines += f"#define TB_DTYPE {ctype}\n"
+    defines += (f"#define TB_DTYPE {ctype}\n#define TB_PRAGMA_(x) _Pragma(#x)\n"
+                f"#define TB_UNROLL(n) TB_PRAGMA_({UNROLL_PRAGMA[target]} n)\n")
     text, name = variant.template, variant.path.name
     marker = PARAMS_HERE.search(text)
     if marker is None:
@@ -148,6 +154,33 @@ def render(variant: Variant, config: Mapping, ctype: str) -> str:
     line, file = ((int(last.group(1)) + before.count("\n", last.end()), last.group(2)) if last
                   else (before.count("\n") + 1, name))
     return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
+
+
+def explain(variant: Variant, config: Mapping, error: str) -> str:
+    """A compiler's error, with why a param may be at fault: a line of the template it names that
+    reads a param's name, or a param's #define it says was expanded (its #define rewrote the
+    template's own identifier); else, where the error lies outside the template's own lines and
+    the template includes headers ahead of its params, that the defines may have rewritten the
+    header (``// tunebench: params`` puts them after it)."""
+    name, hints = variant.path.name, []
+    try:
+        lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()
+    except OSError:
+        lines = []
+    for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
+        number = int(found.group(1))
+        line = lines[number - 1] if 0 < number <= len(lines) else ""
+        hints += [f"param {p!r} is #defined ahead of line {number}, which reads {p!r} as a name: rename one"
+                  for p in config if re.search(rf"\b{re.escape(p)}\b", line) and not line.lstrip().startswith("#")]
+    hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
+              if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
+    outside = [f for f in re.findall(r"^(\S+?)(?::|\()\d+", error, re.MULTILINE) if not f.endswith(name)]
+    if not hints and outside and not PARAMS_HERE.search(variant.template) \
+            and re.search(r"#\s*include\s*<", variant.template):
+        hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
+                     "header may rewrite its identifiers; a line `// tunebench: params` after the includes puts "
+                     "the defines there")
+    return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(hints))
 
 
 def _c_value(value) -> str:

@@ -27,7 +27,8 @@ def default_root() -> Path:
 
 def excerpt(message: str, lines: int = 12) -> str:
     """The first lines of a compiler message that say what is wrong."""
-    wanted = [ln for ln in message.splitlines() if "error" in ln.lower()] or message.splitlines()
+    wanted = [ln for ln in message.splitlines() if "error" in ln.lower() or "in expansion of macro" in ln] \
+        or message.splitlines()
     return "\n".join(wanted[:lines]).strip()
 
 

@@ -27,6 +27,7 @@ from tunebench.backends.base import (
     Build,
     CompileError,
     Runner,
+    explain,
     guard_damage,
     poison,
     render,
@@ -194,8 +195,11 @@ class CpuBackend(Backend):
         command = gcc_command(variant.flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
         tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *variant.flags, *native_isa()))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
-                                               lambda src, out: run_compiler(command, src, out))
+        try:
+            path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
+                                                   lambda src, out: run_compiler(command, src, out))
+        except CompileError as e:
+            raise CompileError(explain(variant, config, str(e))) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,

@@ -38,6 +38,7 @@ from tunebench.backends.base import (
     CompileError,
     ResourceError,
     Runner,
+    explain,
     guard_damage,
     render,
 )
@@ -81,7 +82,7 @@ def nvcc_version() -> str:
 
 def source(variant: Variant, config: Mapping, dtype: str) -> str:
     """What nvcc compiles for a config and dtype: a user's float16 kernel needs no include."""
-    return CTYPE_HEADERS.get(dtype, "") + render(variant, config, CTYPES[dtype])
+    return CTYPE_HEADERS.get(dtype, "") + render(variant, config, CTYPES[dtype], "cuda")
 
 
 def fingerprint_of(drv, device) -> dict:
@@ -182,8 +183,11 @@ class CudaCompiler:
         text = source(variant, config, dtype)
         command = nvcc_command(self.arch, variant.flags)
         tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.flags))
-        path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
-                                               lambda src, out: run_compiler(command, src, out))
+        try:
+            path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
+                                                   lambda src, out: run_compiler(command, src, out))
+        except CompileError as e:
+            raise CompileError(explain(variant, config, str(e))) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
 
 
