@@ -274,6 +274,7 @@ def test_best_applies_the_recorded_winner_and_falls_back_on_the_heuristic(projec
     assert tunebench.best(kernel, (2000,), records=root / "records") == choice.config
     with pytest.warns(tunebench.buckets.ShapeOutsideBuckets):
         assert tunebench.lookup(kernel, (0,), records=root / "records").bucket == "small"
+    (root / "elsewhere").mkdir()  # a records folder with nothing for this device: the heuristic
     assert tunebench.best(kernel, (2000,), records=root / "elsewhere") == {"vec": 2, "unroll": 1, "mode": 0}
 
 
