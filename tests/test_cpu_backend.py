@@ -250,3 +250,41 @@ def test_tb_unroll_unrolls_a_loop_by_a_param_where_a_pragma_would_not_expand_it(
                     reference=lambda x, n: np.array([x.sum()]), outputs=["y"], cpu=variant)
     got, want = run_once(CpuBackend(), kernel, variant, {"UNROLL": 8})
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_header_of_an_include_folder_is_hashed_inlined_and_found_from_the_suites_folder(tmp_path, monkeypatch):
+    """Edited, it is measured again (its trials were reused); the -I folder is the suite's, from
+    wherever the run starts, and kept relative in the declaration, as another checkout has it."""
+    (tmp_path / "include" / "mylib").mkdir(parents=True)
+    (tmp_path / "include" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 3.0f\n")
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "k.c").write_text("#include <mylib/scale.h>\n#include <math.h>\n"
+                                             "void k(const float *x, float *y, int n)\n"
+                                             "{\n    for (int i = 0; i < n; ++i) y[i] = fabsf(MYLIB_SCALE * x[i]);\n}\n")
+
+    def declared():
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=("-I../include",), origin=tmp_path / "suites")
+        return variant, Kernel("include_dir_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                               "y": np.empty(shape[0], np.float32),
+                                                               "n": np.int32(shape[0])},
+                               reference=lambda x, n: 3.0 * x, outputs=["y"], cpu=variant)
+
+    monkeypatch.chdir(tmp_path / "include")  # not where the suite is
+    variant, kernel = declared()
+    assert "#define MYLIB_SCALE 3.0f" in variant.template and "#include <math.h>" in variant.template
+    assert kernel.declaration(variant, "float32")["flags"] == "-I../include"
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "include" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 4.0f\n")
+    assert declared()[0].source_hash != variant.source_hash
+
+
+def test_a_cuda_variant_that_sets_the_architecture_is_refused_naming_the_flag():
+    with pytest.raises(KernelError, match=r"kernel 'archs': the cuda variant's flags \['-arch=sm_90a'\] set the "
+                                          r"architecture"):
+        Kernel("archs", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+               args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+               cuda=Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                            flags=("-arch=sm_90a",)))

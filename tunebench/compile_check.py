@@ -74,12 +74,12 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
     if target == "cuda":
-        return {arch: cuda.nvcc_command(arch, variant.flags) for arch in archs}
+        return {arch: cuda.nvcc_command(arch, variant.build_flags) for arch in archs}
     lang = cpu.language(variant)
     if shutil.which(cpu.compiler(lang)) is None:
         raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
                                 f"{variant.path.name} needs it")
-    return {"host": cpu.gcc_command(variant.flags, lang)}
+    return {"host": cpu.gcc_command(variant.build_flags, lang)}
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,

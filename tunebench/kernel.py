@@ -31,6 +31,9 @@ DEFAULT_TOLERANCE = {
     **{f"{kind}{bits}": (0.0, 0.0) for kind in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 
+#: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
+ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
+
 #: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.
 REGISTRY: dict[str, Kernel] = {}
 
@@ -39,16 +42,18 @@ class KernelError(ValueError):
     """An invalid kernel declaration or argument builder; the message names the kernel."""
 
 
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+_INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b")
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), once: set[Path] | None = None,
-                    top: Path | None = None) -> str:
-    """The file's text with every ``#include "header"`` found beside it replaced by the header's
-    text (recursively, with #line markers naming it from the template's folder for the
-    compiler's messages; a ``#pragma once`` header only the first time): the source hash then
-    covers the headers too, and the build needs no include path."""
+                    top: Path | None = None, dirs: tuple[Path, ...] = ()) -> str:
+    """The file's text with every ``#include "header"`` found beside it, and every include found
+    in one of ``dirs`` (the variant's ``-I`` folders: the user's own library, not the system's),
+    replaced by the header's text (recursively, with #line markers naming it from the template's
+    folder for the compiler's messages; a ``#pragma once`` header only the first time): the
+    source hash then covers the headers too, so an edited header is measured again, and the
+    build needs no include path."""
     once = set() if once is None else once
     top = top or path.parent
     out = []
@@ -57,9 +62,11 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), once: set[Path] |
             once.add(path.resolve())
             out.append("\n")
             continue
-        found = _LOCAL_INCLUDE.match(line)
-        header = path.parent / found.group(1) if found else None
-        if header is None or not header.is_file():
+        found = _INCLUDE.match(line)
+        places = ([path.parent] if found and found.group(1) else []) + list(dirs)
+        header = next((d / (found.group(1) or found.group(2)) for d in places
+                       if (d / (found.group(1) or found.group(2))).is_file()), None) if found else None
+        if header is None:
             out.append(line)
             continue
         if header.resolve() in within:
@@ -68,7 +75,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), once: set[Path] |
             out.append("\n")
             continue
         name = os.path.relpath(header, top)
-        out.append(f'#line 1 "{name}"\n{inline_includes(header, (*within, header.resolve()), once, top)}'
+        out.append(f'#line 1 "{name}"\n{inline_includes(header, (*within, header.resolve()), once, top, dirs)}'
                    f'#line {number + 1} "{os.path.relpath(path, top)}"\n')
     return "".join(out)
 
@@ -124,9 +131,32 @@ class Variant:
         return found
 
     @cached_property
+    def include_dirs(self) -> tuple[Path, ...]:
+        """The folders of its ``-I`` flags, a relative one from the declaring file's folder (not
+        from wherever the run started)."""
+        base = self.origin or Path.cwd()
+        return tuple((base / f[2:]).resolve() for f in self.flags if f.startswith("-I") and len(f) > 2)
+
+    @cached_property
+    def build_flags(self) -> tuple[str, ...]:
+        """The flags as the compiler gets them: each ``-I`` folder resolved (see :attr:`include_dirs`)."""
+        dirs = iter(self.include_dirs)
+        return tuple(f"-I{next(dirs)}" if f.startswith("-I") and len(f) > 2 else f for f in self.flags)
+
+    @cached_property
+    def declared_flags(self) -> str:
+        """The flags as a trial's declaration keeps them: an ``-I`` folder from the declaring
+        file's folder, so that a checkout elsewhere is the same declaration."""
+        base = self.origin or Path.cwd()
+        dirs = iter(self.include_dirs)
+        return " ".join(f"-I{os.path.relpath(next(dirs), base)}" if f.startswith("-I") and len(f) > 2 else f
+                        for f in self.flags)
+
+    @cached_property
     def template(self) -> str:
-        """The template with its local headers inlined (see :func:`inline_includes`)."""
-        return self.text if self.text is not None else inline_includes(self.path)
+        """The template with its local headers, and those of its ``-I`` folders, inlined (see
+        :func:`inline_includes`)."""
+        return self.text if self.text is not None else inline_includes(self.path, dirs=self.include_dirs)
 
     @cached_property
     def source_hash(self) -> str:
@@ -219,6 +249,10 @@ class Kernel:
         declared_in = sys._getframe(1).f_globals.get("__file__")  # the working directory only without one
         origin = Path(declared_in).resolve().parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
+        arch = [f for f in getattr(given.get("cuda"), "flags", ()) if f.split("=")[0] in ARCH_FLAGS]
+        if arch:
+            raise KernelError(f"kernel {name!r}: the cuda variant's flags {arch} set the architecture, which "
+                              f"tunebench sets to the device's own (sm_XY; compile-check's for each --arch)")
         self.flops = flops
         self.bytes = bytes
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
@@ -277,7 +311,7 @@ class Kernel:
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
         reused only while every part is unchanged, and the summary names the parts that did."""
-        return {"template": variant.source_hash, "flags": " ".join(variant.flags), "dtype": dtype,
+        return {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
                 "tolerance": repr(self.tolerance.get(dtype)),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}

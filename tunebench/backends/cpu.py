@@ -192,9 +192,9 @@ class CpuBackend(Backend):
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no C type on the cpu target ({', '.join(CTYPES)})")
         source, lang = render(variant, config, CTYPES[dtype]), language(variant)
-        command = gcc_command(variant.flags, lang)
+        command = gcc_command(variant.build_flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
-        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *variant.flags, *native_isa()))
+        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *variant.build_flags, *native_isa()))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(command, src, out))

@@ -181,8 +181,8 @@ class CudaCompiler:
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
         text = source(variant, config, dtype)
-        command = nvcc_command(self.arch, variant.flags)
-        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.flags))
+        command = nvcc_command(self.arch, variant.build_flags)
+        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.build_flags))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                    lambda src, out: run_compiler(command, src, out))
