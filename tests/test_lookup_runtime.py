@@ -234,3 +234,14 @@ def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, mon
     tunebench.best("layernorm", (9, 8192), DEVICE, records=records)
     assert 0 < len(lookup_module._FAST) < kept
     assert any(key[1] == (8, 8192) for key in lookup_module._FAST)  # the newest stay
+
+
+def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(deployed, monkeypatch):
+    """A PyTorch framework's process has no PyCUDA: its default device would be the CPU's."""
+    records = deployed / "records"
+    gpu = "cuda-nvidia-h100-80gb-hbm3-132sm-000000"
+    (records / f"{DEVICE}.json").rename(records / f"{gpu}.json")
+    assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "heuristic"
+    monkeypatch.setenv("TUNEBENCH_DEVICE", gpu)
+    choice = tunebench.lookup("layernorm", (300, 8192), records=records)
+    assert choice.device == gpu and choice.source == "tuned"

@@ -104,7 +104,11 @@ class SuiteImportWarning(UserWarning):
 
 
 def this_device(target: str | None = None) -> str:
-    """The device id of this machine for a target (default: what ``--tune-target auto`` picks)."""
+    """The device id of this machine for a target (default: ``$TUNEBENCH_DEVICE`` where set, else
+    what ``--tune-target auto`` picks). A process that cannot fingerprint its GPU (no PyCUDA, as
+    a PyTorch framework's) names the device whose records it serves with ``$TUNEBENCH_DEVICE``."""
+    if target is None and os.environ.get("TUNEBENCH_DEVICE"):
+        return os.environ["TUNEBENCH_DEVICE"]
     return _device_id(target, os.environ.get("OMP_NUM_THREADS"))
 
 
@@ -399,14 +403,15 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
 
 
 def _context(records: str | Path | None, device: str | None) -> tuple:
-    """What else an answer depends on: the root, the thread count (which names this device) and,
-    where nothing else says where the project is, the working directory."""
+    """What else an answer depends on: the root, what names this device where no device is given
+    ($TUNEBENCH_DEVICE, the thread count) and, where nothing else says where the project is, the
+    working directory."""
     root = os.environ.get("TUNEBENCH_ROOT")
-    threads = os.environ.get("OMP_NUM_THREADS") if device is None else None
+    named = (os.environ.get("TUNEBENCH_DEVICE"), os.environ.get("OMP_NUM_THREADS")) if device is None else None
     if records is not None or root:
-        return root, threads, None
+        return root, named, None
     try:
-        return root, threads, os.getcwd()
+        return root, named, os.getcwd()
     except FileNotFoundError:
         raise LookupError("the working directory no longer exists: pass records= or set TUNEBENCH_ROOT") from None
 
