@@ -165,3 +165,22 @@ def test_an_export_with_no_kernel_or_no_records_for_the_device_says_so(tmp_path,
                  str(tmp_path / "records"), "--suites", str(root / "suites")]) == 0
     assert ("warning: nothing is recorded for device cpu-other-2t-000000 (records/cpu-other-2t-000000.json): every "
             "bucket exports the heuristic") in capsys.readouterr().err
+
+
+def test_the_headers_of_two_devices_go_into_one_program_under_their_prefixes(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cpu-amd-epyc-2t-b42c66", "epyc")):
+        assert main(["export", "--out", str(tmp_path), "--device", device, "--prefix", prefix, "--records",
+                     str(root / "records"), "--suites", str(root / "suites")]) == 0
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "tunebench_configs_zen5.h"\n#include "tunebench_configs_epyc.h"\n'
+        "int main(void)\n{\n    zen5_layernorm_float32_config a = zen5_layernorm_float32(300, 8192);\n"
+        "    epyc_layernorm_float32_config b = epyc_layernorm_float32(300, 8192);\n"
+        '    printf("%d %d %d\\n", a.tuned, a.vec, b.vec);\n    return 0;\n}\n')
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", "-o", str(tmp_path / "main"), str(tmp_path / "main.c"),
+                    "-lm"], check=True)
+    tuned, vec, _ = map(int, subprocess.run([str(tmp_path / "main")], capture_output=True, text=True,
+                                            check=True).stdout.split())
+    expected = tunebench.lookup("layernorm", (300, 8192), "cpu-amd-epyc-f26m2-2t-506d4e", records=root / "records")
+    assert (tuned, vec) == (expected.source == "tuned", expected.config["vec"])
+    assert main(["export", "--out", str(tmp_path), "--prefix", "h100-sxm"]) == 2

@@ -56,7 +56,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    paths = export.write(Path(args.out), args.device, args.records, args.suites)
+    paths = export.write(Path(args.out), args.device, args.records, args.suites, args.prefix)
     for path in paths:
         print(path)
     data = json.loads(paths[0].read_text())
@@ -183,6 +183,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default=None, help="device id (a records file name); default: this machine's")
     e.add_argument("--records", default=None, help="record store directory (default: records/ under the project root)")
     e.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root)")
+    e.add_argument("--prefix", default="tb", help="names the header's functions <prefix>_<kernel>_<dtype>: another "
+                                                  "per device, for one program that includes several (default: tb)")
     e.set_defaults(run=cmd_export)
 
     c = sub.add_parser("compile-check", help="compile every kernel's heuristic and a sample of "

@@ -104,20 +104,23 @@ def _c_value(value, c_type: str) -> str:
     return json.dumps(value)  # a JSON string of ASCII text is a C string literal
 
 
-def header(data: dict) -> str:
-    """The C/C++ header of an export's content."""
+def header(data: dict, prefix: str = "tb") -> str:
+    """The C/C++ header of an export's content; its functions and types are named
+    ``<prefix>_<kernel>_<dtype>``, so that the headers of several devices (another ``prefix``
+    each) go into one program, which picks by the GPU it runs on."""
+    guard = "TUNEBENCH_CONFIGS_H" if prefix == "tb" else f"TUNEBENCH_{prefix.upper()}_CONFIGS_H"
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
            f" * From {data['records']} " + (f"(sha256 {data['records_sha256']})" if data["records_sha256"] else
                                              "(not there: nothing recorded)") + ". Do not edit: run `tunebench export` again.",
-           " * tb_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
+           f" * {prefix}_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",
            " * the heuristic's config at the bucket's representative shape). */",
-           "#ifndef TUNEBENCH_CONFIGS_H", "#define TUNEBENCH_CONFIGS_H", "", "#include <math.h>", "",
+           f"#ifndef {guard}", f"#define {guard}", "", "#include <math.h>", "",
            C_HELPERS]
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
-            name = re.sub(r"\W", "_", f"tb_{kernel}_{dtype}")
+            name = re.sub(r"\W", "_", f"{prefix}_{kernel}_{dtype}")
             params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
             types = {p: _c_type(kernel, p, [c[p] for b in buckets for c in (*b["ranked"], b["heuristic"])])
                      for p in params}
@@ -155,16 +158,20 @@ def header(data: dict) -> str:
                     f"        if ({name}_fits(&tb_buckets[tb_best].configs[tb_i], {', '.join(dims)}))",
                     "            return tb_buckets[tb_best].configs[tb_i];",
                     "    return tb_buckets[tb_best].configs[tb_buckets[tb_best].n];", "}", ""]
-    out += ["#endif /* TUNEBENCH_CONFIGS_H */", ""]
+    out += [f"#endif /* {guard} */", ""]
     return "\n".join(out)
 
 
 def write(out: Path, device: str | None = None, records: str | Path | None = None,
-          suites: str | Path | None = None) -> list[Path]:
-    """``tunebench_configs.json`` and ``tunebench_configs.h`` under ``out``."""
+          suites: str | Path | None = None, prefix: str = "tb") -> list[Path]:
+    """``tunebench_configs.json`` and ``tunebench_configs.h`` under ``out`` (``_<prefix>`` in
+    their names where the prefix is not ``tb``: several devices' exports share a folder)."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", prefix):
+        raise ExportError(f"prefix {prefix!r} is not a C identifier")
     data = collect(device, records, suites)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "tunebench_configs.json", out / "tunebench_configs.h"]
+    stem = "tunebench_configs" if prefix == "tb" else f"tunebench_configs_{prefix}"
+    paths = [out / f"{stem}.json", out / f"{stem}.h"]
     paths[0].write_text(json.dumps(data, indent=1) + "\n")
-    paths[1].write_text(header(data))
+    paths[1].write_text(header(data, prefix))
     return paths
