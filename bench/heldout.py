@@ -60,12 +60,14 @@ def main() -> None:
                           for seed in range(args.seeds)]
                 if not any(isinstance(t, str) for t in traces):
                     theirs[strategy] = {"at_100": median_at(traces, AT), "at_200": median_at(traces, THEIRS_AT)}
+        if not theirs:
+            p.error(f"{path.name}: no Kernel Tuner strategy ran on it")
         best = max(theirs, key=lambda s: theirs[s]["at_200"])
         mine = median_at(ours, AT)
         found[path.name] = {
             "candidates": len(Replay(path).recording().candidates), "seeds": args.seeds,
             DEFAULT: {"at_100": mine, "at_200": median_at(ours, THEIRS_AT),
-                      "seeds_at_bar": sum(t[AT - 1] >= BAR for t in ours)},
+                      "seeds_at_bar": sum(t[min(AT, len(t)) - 1] >= BAR for t in ours)},
             "kernel_tuner": theirs, "kernel_tuner_best_at_200": best,
             "bar_met": mine >= max(BAR, theirs[best]["at_200"])}
         print(f"[{(time.perf_counter() - began) / 60:5.1f} min] {path.name}: {DEFAULT} {mine:.4f} @{AT}, "

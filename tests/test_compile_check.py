@@ -62,19 +62,28 @@ def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
 
 
 @needs_nvcc
-def test_a_launch_in_another_form_or_beyond_an_architectures_shared_memory_fails_the_check(tmp_path, capsys):
-    """Found here, not on the GPU: a launch a tune could not make on an A100 (200 KiB of dynamic
-    shared memory per block, more than sm_80's 163 KiB; an H100 has 227 KiB) and one without a block."""
+def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture_is_noted_or_fails(tmp_path, capsys):
+    """Found here, not on the GPU: a launch without a block, and 200 KiB of dynamic shared memory
+    per block, more than sm_80's 163 KiB (an H100 has 227): a tune prunes such a candidate on an
+    A100, but the heuristic's config is always measured."""
     (tmp_path / "stage.cu").write_text(SHARED_CU)
     (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE))
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "3"]) == 1
     out = capsys.readouterr().out
-    assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 5 launches  FAILED 3 of 5 launches" in out
+    assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 8 launches  FAILED 1 of 8 launches" in out
     assert "kernel 'stage': the cuda variant's launch({'kib': 0}, (1000,)) returned (1000,): it must return (grid, block)" in out
-    assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: 204800 bytes (200 KiB) of shared memory per block, "
-            "sm_80 allows 166912 (163 KiB)") in out  # one line for both shapes
+    assert ("pruned where tuned: float32 sm_80 [kib:200] shape (1000,) and 1 more: 204800 bytes (200 KiB) of shared "
+            "memory per block, sm_80 allows 166912 (163 KiB)") in out  # one line for both shapes
     assert "sm_90 [kib:200]" not in out
-    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1  # the launch without a block
+    other = tmp_path / "heuristic"  # another suite: a module once imported is not imported again
+    other.mkdir()
+    (other / "stage.cu").write_text(SHARED_CU)
+    (other / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+        '"kib": [0, 1, 200]', '"kib": [1, 200]').replace('heuristic=lambda shape: {"kib": 1}',
+                                                         'heuristic=lambda shape: {"kib": 200}'))
+    assert main(["compile-check", "--suites", str(other), "--sample", "3"]) == 1
+    assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
+            "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
 
 
 #: Kernels a compile alone does not fault: a template instantiated under its mangled name, and a
@@ -108,7 +117,8 @@ bf16 = kernel("bf16", entry="staged", dtypes=("bfloat16",))
 
 
 @needs_nvcc
-def test_an_entry_under_its_mangled_name_static_shared_memory_and_a_bad_dtype_fail_each_kernel_alone(tmp_path, capsys):
+def test_an_entry_under_its_mangled_name_and_a_bad_dtype_fail_each_kernel_alone_and_static_shared_memory_counts(
+        tmp_path, capsys):
     """Found without a GPU: a tune would record every config as a failure, on the device."""
     (tmp_path / "mangled.cu").write_text(MANGLED_CU)
     (tmp_path / "test_two.py").write_text(TWO_SUITES)
@@ -116,10 +126,10 @@ def test_an_entry_under_its_mangled_name_static_shared_memory_and_a_bad_dtype_fa
     out = capsys.readouterr().out
     assert ("bf16    cuda  bfloat16  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
             and "declaration: dtype 'bfloat16' has no C type on the cuda target" in out)
-    assert ("tiled   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 2 launches  FAILED 4 of 2 launches" in out
+    assert ("tiled   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 launches" in out
             and "mangled.cu has no extern \"C\" __global__ 'tiled'; its kernels: _Z5tiledILi256EEvPf, staged" in out)
-    # 32 KiB static + 140 KiB dynamic: more than sm_80's 163 KiB, within sm_90's 227 KiB
-    assert ("float32 sm_80 [kib:140] shape (256,): 176128 bytes (172 KiB) of shared memory per block (32768 static, "
-            "143360 dynamic), sm_80 allows 166912 (163 KiB)") in out
-    assert "sm_90 [kib:140]" not in out and "staged  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 2 launches  " \
-                                           "FAILED 1 of 2 launches" in out
+    # 32 KiB static + 140 KiB dynamic: more than sm_80's 163 KiB, within sm_90's 227 KiB; a candidate: noted
+    assert "staged  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
+    assert ("pruned where tuned: float32 sm_80 [kib:140] shape (256,): 176128 bytes (172 KiB) of shared memory per "
+            "block (32768 static, 143360 dynamic), sm_80 allows 166912 (163 KiB)") in out
+    assert "sm_90 [kib:140]" not in out

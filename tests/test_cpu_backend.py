@@ -114,30 +114,38 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
 
 
 
-def test_a_pragma_once_header_included_twice_is_inlined_once_and_named_from_the_template(tmp_path):
-    """As the compiler reads it: a header with #pragma once that another header includes again
-    (from another folder) is defined once; an error in it names it by its path."""
+def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_template(tmp_path):
+    """A #pragma once header included again from another folder, inside a disabled branch and
+    then for real, two headers including each other, one without a last newline: the kernel
+    compiles and computes; an error in a header names it by its path."""
     (tmp_path / "detail").mkdir()
-    (tmp_path / "common.h").write_text("#pragma once\nstatic float twice(float v) { return v + v; }\n")
-    (tmp_path / "detail" / "loads.h").write_text('#include "../common.h"\nstatic float load(const float *x, int i) '
-                                                  '{ return x[i]; }\n')
-    (tmp_path / "k.c").write_text('#include "common.h"\n#include "detail/loads.h"\n'
-                                  'void k(const float *x, float *y, int n)\n'
+    (tmp_path / "common.h").write_text('#pragma once\n#include "detail/loads.h"\n'
+                                       "static float twice(float v) { return v + v; }\n")
+    (tmp_path / "detail" / "loads.h").write_text('#pragma once\n#include "../common.h"\n'
+                                                  "static float load(const float *x, int i) { return x[i]; }")
+    (tmp_path / "k.c").write_text('#ifdef NOT_DEFINED\n#include "common.h"\n#endif\n#include "common.h"\n'
+                                  '#include "detail/loads.h"\nvoid k(const float *x, float *y, int n)\n'
                                   '{\n    for (int i = 0; i < n; ++i) y[i] = twice(load(x, i));\n}\n')
-    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"tile": [1]}),
-                      heuristic=lambda shape: {"tile": 1})
-    kernel = Kernel("pragma_once_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
-                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-                    reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
-    assert variant.template.count("static float twice") == 1
+
+    def declared():
+        variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"tile": [1]}),
+                          heuristic=lambda shape: {"tile": 1})
+        return variant, Kernel("headers_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                               "y": np.empty(shape[0], np.float32),
+                                                               "n": np.int32(shape[0])},
+                               reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
+
+    variant, kernel = declared()
     got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=100)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    (tmp_path / "detail" / "loads.h").write_text('#include "../common.h"\nstatic float load(const float *x, int i) '
-                                                  '{ return x[i] + BROKEN_HERE; }\n')
-    changed = Variant(source=tmp_path / "k.c", entry="k", space=variant.space, heuristic=variant.heuristic)
-    with pytest.raises(CompileError, match=r"detail/loads.h:2:.*BROKEN_HERE"):
-        CpuBackend().build(kernel, changed, {"tile": 1}, "float32")
+    (tmp_path / "detail" / "loads.h").write_text('#pragma once\n#include "../common.h"\nstatic float load(const '
+                                                  'float *x, int i) { return x[i] + BROKEN_HERE; }\n')
+    with pytest.raises(CompileError, match=r"detail/loads.h:3:.*BROKEN_HERE"):
+        CpuBackend().build(declared()[1], declared()[0], {"tile": 1}, "float32")
+    (tmp_path / "common.h").write_text('#include "detail/loads.h"\n')  # no guard: the compiler would loop
+    with pytest.raises(KernelError, match="loads.h: common.h includes itself, without a guard"):
+        declared()[0].template  # noqa: B018
 
 
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
@@ -288,3 +296,16 @@ def test_a_cuda_variant_that_sets_the_architecture_is_refused_naming_the_flag():
                args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
                cuda=Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                             flags=("-arch=sm_90a",)))
+
+
+def test_an_error_that_no_renamed_name_gives_gets_no_hint_and_the_params_line_stands_alone(tmp_path):
+    (tmp_path / "k.c").write_text("// tunebench: params go below\nvoid k(float *y, int n)\n{\n"
+                                  "    for (int i = 0; i < UNROLL; ++i) y[i] = undeclared_name;\n}\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"UNROLL": [4]}),
+                      heuristic=lambda shape: {"UNROLL": 4})
+    kernel = Kernel("no_hint_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cpu=variant)
+    with pytest.raises(CompileError) as error:  # a comment that only begins like the params line is a comment
+        CpuBackend().build(kernel, variant, {"UNROLL": 4}, "float32")
+    assert "k.c:4:" in str(error.value) and "undeclared_name" in str(error.value)
+    assert "tunebench:" not in str(error.value)

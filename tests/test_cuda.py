@@ -225,7 +225,7 @@ def test_dynamic_shared_memory_beyond_48_kib_launches_and_beyond_the_device_is_p
     found = {t["config"]["kib"]: t for t in TinyDB(path).table("trials").all()}
     assert {kib: t["status"] in ("ok", "early_stopped") for kib, t in found.items()} == {
         1: True, 64: True, 200: True, 300: False}
-    assert found[300]["status"] == "pruned_resources" and "307200 bytes of shared memory" in found[300]["error"]
+    assert found[300]["status"] == "pruned_resources" and "307200 bytes (300 KiB) of shared memory" in found[300]["error"]
 
 
 #: A block reduction written with CUB, whose templates name their parameters BLOCK_THREADS.

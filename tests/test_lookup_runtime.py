@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import types
 import warnings
 from pathlib import Path
 
@@ -245,3 +246,11 @@ def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(de
     monkeypatch.setenv("TUNEBENCH_DEVICE", gpu)
     choice = tunebench.lookup("layernorm", (300, 8192), records=records)
     assert choice.device == gpu and choice.source == "tuned"
+
+
+def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warning_state(deployed, monkeypatch):
+    """warnings.catch_warnings swaps process-wide state: two threads inside it at once left every
+    later warning of the process recorded and never shown."""
+    monkeypatch.setattr(lookup_module, "warnings", types.SimpleNamespace(warn=warnings.warn))  # warn, nothing else
+    with pytest.warns(tunebench.ShapeOutsideBuckets, match=r"shape \(0, 8192\) lies outside every bucket"):
+        tunebench.best("layernorm", (0, 8192), DEVICE, records=deployed / "records")

@@ -152,9 +152,13 @@ class Buckets:
                 return b, True
         nearest = min(self.buckets, key=lambda b: b.distance(shape))
         if warn:
-            warnings.warn(ShapeOutsideBuckets(
-                f"shape {shape} lies outside every bucket; using the nearest, {nearest!r}"), stacklevel=2)
+            warnings.warn(ShapeOutsideBuckets(outside(shape, nearest)), stacklevel=2)
         return nearest, False
+
+
+def outside(shape: tuple, nearest: Bucket) -> str:
+    """What :class:`ShapeOutsideBuckets` says of a shape served by the nearest bucket."""
+    return f"shape {shape} lies outside every bucket; using the nearest, {nearest!r}"
 
 
 def _upper(a: int | None, b: int | None) -> str:

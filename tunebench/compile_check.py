@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunebench.backends import check_variant, cpu, cuda, launch
+from tunebench.backends import cpu, cuda, launch
 from tunebench.backends.base import explain, render
 from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.buckets import BucketError
@@ -39,8 +39,10 @@ class KernelCheck:
     configs: int  # distinct configs compiled per dtype and architecture
     builds: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (where: dtype, arch and config, what)
-    launches: int = 0  # (config, dtype, shape) launches checked, CUDA only
+    launches: int = 0  # (config, dtype, shape, architecture) launches checked, CUDA only
     launch_failures: list[tuple[str, str]] = field(default_factory=list)
+    failed_launches: int = 0
+    pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
     seconds: float = 0.0
 
     @property
@@ -94,7 +96,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 continue
             start = time.perf_counter()
             try:
-                check_variant(kernel, variant, target)
+                kernel.check(variant, target)
                 configs = configs_to_check(kernel, variant, target, sample, seed)
             except (KernelError, SpaceError, BucketError) as e:
                 results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
@@ -124,28 +126,44 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
 
 def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict],
                    archs: Sequence[str], built: dict) -> None:
-    """Each config's launch in each dtype on each representative shape: its form (a launch that
-    raises or answers in another form is said once per config), its entry point among the
-    cubin's kernels, and what it asks of each architecture, static shared memory included."""
-    shapes = [s for b in kernel.buckets_for("cuda") for s in b.shapes]
+    """Each config's launch in each dtype on each representative shape it would run on (a
+    heuristic config on its own shape; a candidate on the shapes of the buckets whose shaped
+    constraints it meets), for each architecture: its form (a launch that raises or answers in
+    another form is said once per config) and its entry point among the cubin's kernels fail
+    the check; what it asks beyond an architecture's limits fails it for a heuristic config,
+    which is always measured, and is noted for a candidate, which a tune prunes there."""
+    buckets = kernel.buckets_for("cuda")
+    heuristic = {(config_text(variant.baseline(s)), s) for b in buckets for s in b.shapes}
+    space, failing = variant.space, set()
     for config in configs:
         named = config_text(config)
+        key = space.key(config) if space.contains(config) else None
+        shapes = [s for b in buckets if key is None or not space.shaped
+                  or all(space.holds_for(key, t, buckets.dims) for t in b.shapes) for s in b.shapes]
+        shapes = [s for s in shapes if key is not None or (named, s) in heuristic]
         try:
             for dtype in variant.dtypes:
                 for shape in shapes:
-                    result.launches += 1
                     made = launch.launch_of(kernel, variant, config, shape, dtype)
                     for arch in archs:
+                        result.launches += 1
                         kernels = built.get((dtype, arch, named))
                         if kernels is None:
                             continue  # it did not compile: said with the builds
+                        where = f"{dtype} {arch} [{named}] shape {shape}"
                         if variant.entry not in kernels:
+                            failing.add(where)
                             result.launch_failures.append((f"{dtype} {arch} [{named}]", (
                                 f"{variant.path.name} has no extern \"C\" __global__ {variant.entry!r}; its kernels: "
                                 f"{', '.join(sorted(kernels)) or 'none'}")))
                             continue
                         problem = launch.resource_problem(launch.arch_limits(arch), made, kernels[variant.entry], arch)
-                        if problem:
-                            result.launch_failures.append((f"{dtype} {arch} [{named}] shape {shape}", problem))
+                        if problem and (named, shape) in heuristic:
+                            failing.add(where)
+                            result.launch_failures.append((where, f"the heuristic's config: {problem}"))
+                        elif problem:
+                            result.pruned.append((where, problem))
         except KernelError as e:
+            failing.add(named)
             result.launch_failures.append((f"[{named}]", str(e)))
+    result.failed_launches = len(failing)

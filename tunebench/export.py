@@ -69,7 +69,10 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
         raise ExportError(f"no kernel under {suites_dir} has a {target} variant: nothing to export (pass suites=, "
                           f"--suites)")
     # what the export was made from, named so that the same records export byte for byte the same
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12] if store else None
+    digest = None
+    if store:  # the file, its archive and its journal: every trial the export was made from
+        parts = [p for p in (path, store.archive, store.journal) if p.exists()]
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest()[:12]
     return {"generated_by": f"tunebench {__version__} export", "device": device,
             "description": describe(fingerprint) if fingerprint else "nothing recorded for this device",
             "records": f"{records_dir.name}/{path.name}", "records_sha256": digest, "kernels": kernels}

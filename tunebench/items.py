@@ -14,7 +14,7 @@ import pytest
 from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from tunebench import benchmark_json
-from tunebench.backends import check_variant, cuda_status, fingerprint, resolve
+from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
@@ -154,7 +154,7 @@ class Suite(pytest.Collector):
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
-            check_variant(self.kernel, variant, target)
+            self.kernel.check(variant, target)
             if not tuning:
                 return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
                                                  dtype=d, bucket=b)

@@ -43,40 +43,47 @@ class KernelError(ValueError):
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
-_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b")
+_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
+#: A header whose first directive opens an include guard (``#ifndef X`` / ``#define X``).
+_GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+\1\b", re.DOTALL)
 
 
-def inline_includes(path: Path, within: tuple[Path, ...] = (), once: set[Path] | None = None,
-                    top: Path | None = None, dirs: tuple[Path, ...] = ()) -> str:
+def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
+                    dirs: tuple[Path, ...] = ()) -> str:
     """The file's text with every ``#include "header"`` found beside it, and every include found
     in one of ``dirs`` (the variant's ``-I`` folders: the user's own library, not the system's),
-    replaced by the header's text (recursively, with #line markers naming it from the template's
-    folder for the compiler's messages; a ``#pragma once`` header only the first time): the
-    source hash then covers the headers too, so an edited header is measured again, and the
-    build needs no include path."""
-    once = set() if once is None else once
+    replaced by the header's text, recursively, as the compiler reads it: #line markers name it
+    from the template's folder for the compiler's messages, a ``#pragma once`` header is wrapped
+    in a guard of its own, and a header including one it is inside is skipped where a guard or
+    ``#pragma once`` would skip it. The source hash then covers the headers too, so an edited
+    header is measured again, and the build needs no include path."""
     top = top or path.parent
     out = []
     for number, line in enumerate(path.read_text().splitlines(keepends=True), 1):
-        if within and _PRAGMA_ONCE.match(line):  # the whole text is one file now: once is by path
-            once.add(path.resolve())
-            out.append("\n")
+        if within and _PRAGMA_ONCE.match(line):
+            out.append("\n")  # the guard around the inlined text does its work
             continue
         found = _INCLUDE.match(line)
+        wanted = found and (found.group(1) or found.group(2))
         places = ([path.parent] if found and found.group(1) else []) + list(dirs)
-        header = next((d / (found.group(1) or found.group(2)) for d in places
-                       if (d / (found.group(1) or found.group(2))).is_file()), None) if found else None
+        header = next((d / wanted for d in places if (d / wanted).is_file()), None) if found else None
         if header is None:
             out.append(line)
             continue
+        text, name = header.read_text(), os.path.relpath(header, top)
         if header.resolve() in within:
-            raise KernelError(f"{path.name}: {header.name} includes itself")
-        if header.resolve() in once:
-            out.append("\n")
-            continue
-        name = os.path.relpath(header, top)
-        out.append(f'#line 1 "{name}"\n{inline_includes(header, (*within, header.resolve()), once, top, dirs)}'
-                   f'#line {number + 1} "{os.path.relpath(path, top)}"\n')
+            if _PRAGMA_ONCE.search(text) or _GUARDED.match(text):
+                out.append("\n")  # the compiler skips it there: it is being read already
+                continue
+            raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
+        inner = inline_includes(header, (*within, header.resolve()), top, dirs)
+        inner += "" if inner.endswith("\n") else "\n"
+        if _PRAGMA_ONCE.search(text):
+            guard = "TB_ONCE_" + re.sub(r"\W", "_", name)
+            inner = f'#ifndef {guard}\n#define {guard}\n#line 1 "{name}"\n{inner}#endif\n'
+        else:
+            inner = f'#line 1 "{name}"\n{inner}'
+        out.append(f'{inner}#line {number + 1} "{os.path.relpath(path, top)}"\n')
     return "".join(out)
 
 
@@ -307,6 +314,22 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
                                   f"of {want.dtype}: compute it in {want.dtype} or a more precise type")
         return result
+
+    def check(self, variant: Variant, target: str) -> None:
+        """What a variant must hold before anything is built for a target, checked with or
+        without its device (collection, compile-check): its template reads, the target has a C
+        type for each dtype, the heuristic gives a config of the space for each representative
+        shape. A :class:`KernelError` names what is at fault."""
+        from tunebench.backends import dtypes  # the targets' C types: a floor below
+
+        variant.template  # noqa: B018 - read here, so that a missing file or include is one line
+        known = dtypes(target)
+        for dtype in variant.dtypes:
+            if known is not None and dtype not in known:
+                raise KernelError(f"dtype {dtype!r} has no C type on the {target} target ({', '.join(known)})")
+        for bucket in self.buckets_for(target):
+            for shape in bucket.shapes:
+                variant.baseline(shape)
 
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is

@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from tunebench.backends import fingerprint, resolve
-from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets
+from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
-from tunebench.records import RecordsError, RecordStore, bulk, config_key, stores
+from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, stores
 from tunebench.summary import config_text
 
 
@@ -275,19 +275,21 @@ class _Directory:
         checkout or a copy) is answered from as it was last read whole, with a warning, and is
         read again only once it changes; without such a read, its error is raised, also without
         reading it again per call."""
-        found = self._summaries.get(device, _UNREAD)
+        found, stale = self._summaries.get(device, _UNREAD), False
         if found is _UNREAD:
             with self.lock:
                 found = self._summaries.get(device, _UNREAD)
                 if found is _UNREAD:
                     try:
                         found = self._read(device)
+                    except NewerFormat:
+                        raise  # not half written: this tunebench cannot read it, then or now
                     except RecordsError as e:
-                        found = str(e)
-                        if device in self._last_read:
-                            warnings.warn(StaleRecordsWarning(f"{e}; answering from the file as it was last read "
-                                                              f"whole until it changes"), stacklevel=_caller())
+                        found, stale = str(e), device in self._last_read
                     self._summaries[device] = found
+        if stale:  # said once the answer is kept (under -W error too), out of the lock
+            warnings.warn(StaleRecordsWarning(f"{found}; answering from the file as it was last read whole until "
+                                              f"it changes"), stacklevel=_caller())
         if isinstance(found, str):
             if device in self._last_read:
                 return self._last_read[device]
@@ -325,7 +327,7 @@ class StaleRecordsWarning(UserWarning):
 
 
 #: Where tunebench's own files are: a warning names the first caller outside them.
-_PACKAGE = str(Path(__file__).parent)
+_PACKAGE = str(Path(__file__).parent) + os.sep
 
 
 def _caller() -> int:
@@ -344,14 +346,14 @@ RANKED = 8
 INDEX_FORMAT = 2
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
-#: Answers kept per records folder (shapes differ from call to call in a framework).
+#: Answers kept in all (shapes differ from call to call in a framework).
 MAX_ANSWERS = 65536
 _DIRECTORIES: dict[Path, _Directory] = {}
 #: Suites folders whose suites this process has imported -> the errors of those that failed (not
 #: tried again; said whenever a kernel is answered without its declaration).
 _SUITES_LOADED: dict[Path, list[str]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
-_SUITES_LOCK = threading.Lock()
+_SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
 #: its generation when the answer was made, answer)
 _FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
@@ -360,9 +362,7 @@ _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 
 def _directory(path: Path) -> _Directory:
     key = path.resolve()
-    if key not in _DIRECTORIES:
-        _DIRECTORIES[key] = _Directory(key)
-    found = _DIRECTORIES[key]
+    found = _DIRECTORIES.get(key) or _DIRECTORIES.setdefault(key, _Directory(key))
     found.refresh()
     return found
 
@@ -395,7 +395,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
     with _FAST_LOCK:
-        if len(_FAST) >= MAX_ANSWERS:  # the older half goes: a framework's shapes of the moment stay
+        if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
                 del _FAST[old]
         _FAST[memo] = (folder, generation, choice)
@@ -466,14 +466,12 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                           f"declaration found under {suites_dir}")
     buckets = decl.buckets_for(target) if decl else Buckets(
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ShapeOutsideBuckets)
-        try:
-            bucket, inside = buckets.find(shape)
-        except BucketError as e:
-            raise BucketError(f"kernel {name!r}: {e}") from None
+    try:  # warned by the caller, per call: catching warnings here is not thread-safe
+        bucket, inside = buckets.find(shape, warn=False)
+    except BucketError as e:
+        raise BucketError(f"kernel {name!r}: {e}") from None
     choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
-                    inside=inside, device=device, warnings=[str(w.message) for w in caught])
+                    inside=inside, device=device, warnings=[] if inside else [outside(shape, bucket)])
     declared = variant is None or dtype in variant.dtypes
     if not declared:
         choice.note = (f"{dtype} is not among the dtypes {name} declares for the {target} target "

@@ -98,6 +98,10 @@ def bulk() -> Iterator[None]:
             gc.enable()
 
 
+class NewerFormat(RecordsError):
+    """A records file of a newer layout than this tunebench reads (see :data:`FORMAT`)."""
+
+
 class NotWritable(RecordsError):
     """Records that cannot be written where they are (a read-only folder or file)."""
 
@@ -166,7 +170,7 @@ def _validate(path: Path, data) -> None:
             raise RecordsError(f"{path}: table {table!r} is not a map of documents")
     version = file_format(path, data)
     if version > FORMAT:
-        raise RecordsError(f"{path}: records format {version}, written by a newer tunebench; this one reads "
+        raise NewerFormat(f"{path}: records format {version}, written by a newer tunebench; this one reads "
                            f"formats up to {FORMAT}: use the tunebench that wrote it, or a newer one (the file is "
                            f"left untouched)")
     for doc_id, doc in data.get("trials", {}).items():

@@ -9,12 +9,10 @@ import sys
 from functools import cache
 
 from tunebench.backends.base import Backend, Build, CompileError, ResourceError, Runner
-from tunebench.kernel import Kernel, KernelError, Variant
 
 TARGETS = ("auto", "cpu", "cuda")
 
-__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "check_variant",
-           "create", "cuda_status", "dtypes", "fingerprint", "resolve"]
+__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "create", "cuda_status", "dtypes", "fingerprint", "resolve"]
 
 #: Run in a child process, so that probing never initialises CUDA (or crashes) in this one:
 #: CUDA must first start in the worker process that measures.
@@ -86,21 +84,6 @@ def dtypes(target: str) -> tuple[str, ...] | None:
         from tunebench.backends.cuda import CTYPES
         return tuple(CTYPES)
     return None
-
-
-def check_variant(kernel: Kernel, variant: Variant, target: str) -> None:
-    """What a variant must hold before anything is built for a target, checked with or without its
-    device (collection, compile-check): its template reads, the target has a C type for each
-    dtype, the heuristic gives a config of the space for each representative shape. A
-    :class:`~tunebench.kernel.KernelError` names what is at fault."""
-    variant.template  # noqa: B018 - read here, so that a missing file or include is one line
-    known = dtypes(target)
-    for dtype in variant.dtypes:
-        if known is not None and dtype not in known:
-            raise KernelError(f"dtype {dtype!r} has no C type on the {target} target ({', '.join(known)})")
-    for bucket in kernel.buckets_for(target):
-        for shape in bucket.shapes:
-            variant.baseline(shape)
 
 
 def create(target: str) -> Backend:

@@ -127,7 +127,7 @@ def poison(array: np.ndarray) -> None:
 #: A template line where the params' ``#define`` lines go, where they must not open the template:
 #: after the library headers whose own identifiers a param's name would replace (a param
 #: ``BLOCK_THREADS`` defined ahead of ``#include <cub/cub.cuh>`` rewrites CUB's templates).
-PARAMS_HERE = re.compile(r"^[ \t]*//[ \t]*tunebench:[ \t]*params[ \t]*\n?", re.MULTILINE)
+PARAMS_HERE = re.compile(r"^[ \t]*//[ \t]*tunebench:[ \t]*params[ \t]*(?:\n|\Z)", re.MULTILINE)
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"\n', re.MULTILINE)
 
 
@@ -156,12 +156,21 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
     return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
 
 
+#: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
+#: g++, nvcc): only these errors get a hint that a param's name may be at fault.
+RENAMED = re.compile(r"expected (?:an )?identifier|expected unqualified-id|before numeric constant|"
+                     r"expected a \"[,;)>]\"|expected declaration specifiers")
+
+
 def explain(variant: Variant, config: Mapping, error: str) -> str:
-    """A compiler's error, with why a param may be at fault: a line of the template it names that
-    reads a param's name, or a param's #define it says was expanded (its #define rewrote the
-    template's own identifier); else, where the error lies outside the template's own lines and
-    the template includes headers ahead of its params, that the defines may have rewritten the
-    header (``// tunebench: params`` puts them after it)."""
+    """A compiler's error, with why a param may be at fault where the error is one a rewritten
+    name gives (:data:`RENAMED`): a line of the template it names that reads a param's name, or
+    a param's #define it says was expanded (the #define rewrote the template's own identifier);
+    else, where the error lies outside the template's own lines and the template includes
+    headers ahead of its params, that the defines may have rewritten the header (``//
+    tunebench: params`` puts them after it)."""
+    if not RENAMED.search(error):
+        return error
     name, hints = variant.path.name, []
     try:
         lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()

@@ -9,7 +9,6 @@ never a crash in the middle of a tune.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -40,8 +39,8 @@ class Launch:
 
 
 def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, dtype: str | None = None) -> Launch:
-    """The variant's ``launch(config, shape)``, or ``launch(config, shape, dtype)`` where it takes
-    the dtype (shared memory sized by the element): ``(grid, block)`` or ``(grid, block,
+    """The variant's ``launch(config, shape)``, or ``launch(config, shape, dtype)`` where it has a
+    parameter ``dtype`` (shared memory sized by the element): ``(grid, block)`` or ``(grid, block,
     shared_bytes)``, a grid or block an int or a tuple of up to three, padded to three (PyCUDA
     takes exactly three). A launch that raises or answers in another form is the declaration's
     fault."""
@@ -71,15 +70,12 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
                           f"shared_bytes), a grid or block an int or up to three ints") from None
 
 
-@functools.lru_cache(maxsize=None)
 def _takes_dtype(launch: Callable) -> bool:
-    """Whether a launch function has a third parameter (or takes any number)."""
+    """Whether a launch function has a parameter named ``dtype``."""
     try:
-        params = inspect.signature(launch).parameters.values()
+        return "dtype" in inspect.signature(launch).parameters
     except (TypeError, ValueError):
         return False
-    return any(p.kind == p.VAR_POSITIONAL for p in params) or len(
-        [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 3
 
 
 #: Shared memory a block may have (KiB, with the opt-in) per architecture, from the CUDA
