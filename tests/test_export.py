@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tunebench
+from tests.conftest import GEMM_C
 from tests.test_plugin import TUNE
 from tunebench import Space, export
 from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
@@ -119,6 +120,11 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
 
 
 def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best_does(gemm, tmp_path):
+    # the heuristic's tile 4 spins first: a tuned config wins whatever the noise, and is exported
+    spinning = GEMM_C.replace("{\n    for (int i = 0;", "{\n#if tile == 4\n    for (volatile int spin = 0; "
+                              "spin < 400000; ++spin) {}\n#endif\n    for (int i = 0;", 1)
+    assert spinning != GEMM_C
+    gemm.path.joinpath("gemm.c").write_text(spinning)
     gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
     out = tmp_path / "export"
     assert main(["export", "--out", str(out), "--records", str(gemm.path / "records"), "--suites", str(gemm.path)]) == 0
