@@ -1,5 +1,8 @@
 """The final round's last check: a winner's lead must hold when measured again alone."""
 
+import json
+
+from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
 from tunebench.final_round import MIN_GAIN, _lead_kept
 
@@ -22,3 +25,20 @@ def test_the_lead_is_judged_over_the_bucket_with_the_heuristic_kept_on_a_shape()
     assert _lead_kept(two_shapes(), entries) is None  # sqrt(0.85) = 0.92
     entries[0]["ratio"] = 0.92
     assert "0.959x" in _lead_kept(two_shapes(), entries)
+
+
+def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester):
+    """The config the latest round adopted is recalled beside the trials' fastest; where it was not
+    among them, the finalists differed from the round's, and every re-run that measured nothing
+    new measured the round again, and could flip its pick."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    (key, check), = [(k, c) for k, c in data["checks"].items() if c["kind"] == "tune"]
+    for entry in check["shapes"]:  # the round judged one more config than this run's finalists
+        entry["finalists"].append({"reps": 4, "pad": 1, "judged": "too"})
+    path.write_text(json.dumps(data))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.assert_outcomes(passed=5, deselected=5)
+    checks = [c for c in json.loads(path.read_text())["checks"].values() if c["kind"] == "tune"]
+    assert len(checks) == 1 and checks[0]["shapes"] == check["shapes"]

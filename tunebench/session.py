@@ -307,9 +307,7 @@ class Task:
             return
         t = self.tuner
         check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
-        if t.fresh or not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
-                           and check.get("setup_hash") == self.setup_hash and all(
-                e.get("finalists") == [c[tuple(e["shape"])] for c in configs] for e in check["shapes"])):
+        if t.fresh or not self._judged(check, configs):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
                                 self.baseline.times if self.baseline else None)
@@ -319,6 +317,18 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _judged(self, check: dict | None, configs: list[dict]) -> bool:
+        """Whether the latest final round already judged these finalists, for this source and
+        declaration: each was among its finalists (a subset: the config it adopted, recalled
+        beside the trials' fastest, must not make a re-run that measured nothing new measure the
+        round again and flip its pick), and its pick is one of them or the heuristic."""
+        if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
+                and check.get("setup_hash") == self.setup_hash):
+            return False
+        picked = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
+        return all(c[tuple(e["shape"])] in e.get("finalists", []) for e in check["shapes"] for c in configs) and (
+            picked in configs or (self.baseline is not None and picked == self.baseline.configs))
 
     def _speculate(self, strategy) -> None:
         """On a cluster, measure the candidates the strategy will ask next on the idle devices;
