@@ -133,3 +133,46 @@ def test_an_entry_under_its_mangled_name_and_a_bad_dtype_fail_each_kernel_alone_
     assert ("pruned where tuned: float32 sm_80 [kib:140] shape (256,): 176128 bytes (172 KiB) of shared memory per "
             "block (32768 static, 143360 dynamic), sm_80 allows 166912 (163 KiB)") in out
     assert "sm_90 [kib:140]" not in out
+
+
+ARGS_CU = """\
+extern "C" __global__ void scale(const float *x, float *y, int n, float alpha)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+"""
+
+ARGS_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def kernel(name, **scalars):
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,), (256,)])]),
+                  args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                  "y": np.empty(shape[0], dtype), **scalars},
+                  reference=lambda x, **rest: 2 * x, outputs=["y"],
+                  cuda=Variant(source="args.cu", entry="scale", space=Space({"block": [128, 256]}),
+                               heuristic=lambda shape: {"block": 256},
+                               launch=lambda config, shape: ((shape[0] + 255) // 256, config["block"])))
+
+fits = kernel("fits", n=np.int32(4096), alpha=np.float32(2))
+wide = kernel("wide", n=np.int64(4096), alpha=np.float32(2))
+extra = kernel("extra", n=np.int32(4096), alpha=np.float32(2), beta=np.float32(0))
+"""
+
+
+@needs_nvcc
+def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_the_argument(tmp_path, capsys):
+    """A launch packs the bytes as given: an int64 for an int shifts every parameter after it, and
+    on a GPU every config would be a wrong result with no word on why. The cubin lists the
+    parameters' sizes."""
+    (tmp_path / "args.cu").write_text(ARGS_CU)
+    (tmp_path / "test_args.py").write_text(ARGS_SUITE)
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2", "--arch", "sm_80", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert "fits   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  ok" in out
+    assert ("float32 arguments: argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 2 takes 4 bytes: "
+            "give it the parameter's C type") in out
+    assert ("float32 arguments: the args builder gives 5 arguments (x, y, n, alpha, beta), the kernel takes 4") in out
+    assert "wide   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out

@@ -132,7 +132,7 @@ def test_a_launch_that_takes_the_dtype_sizes_its_shared_memory_by_the_element(tm
 
 
 @needs_nvcc
-def test_a_cubin_names_its_kernels_and_their_static_shared_memory(tmp_path):
+def test_a_cubin_names_its_kernels_their_static_shared_memory_and_parameters(tmp_path):
     (tmp_path / "k.cu").write_text(
         "template <int B> __global__ void tiled(float *y) { __shared__ float s[B]; s[threadIdx.x] = 1; "
         "__syncthreads(); y[threadIdx.x] = s[B - 1 - threadIdx.x]; }\n"
@@ -145,6 +145,7 @@ def test_a_cubin_names_its_kernels_and_their_static_shared_memory(tmp_path):
         kernels = cubin_kernels(out)
         assert set(kernels) == {"staged", "_Z5tiledILi256EEvPf"}, arch
         assert kernels["staged"].static_shared == 16384 and kernels["_Z5tiledILi256EEvPf"].static_shared == 1024
+        assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (8,)  # one pointer each
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.

@@ -11,6 +11,7 @@ otherwise find only on a GPU. Runs wherever the compiler exists, CI included.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -135,6 +136,9 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     buckets = kernel.buckets_for("cuda")
     heuristic = {(config_text(variant.baseline(s)), s) for b in buckets for s in b.shapes}
     space, failing = variant.space, set()
+    mismatch = args_mismatch(kernel, variant, built)
+    for dtype, problem in mismatch.items():
+        result.launch_failures.append((f"{dtype} arguments", problem))
     for config in configs:
         named = config_text(config)
         key = space.key(config) if space.contains(config) else None
@@ -157,6 +161,9 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                                 f"{variant.path.name} has no extern \"C\" __global__ {variant.entry!r}; its kernels: "
                                 f"{', '.join(sorted(kernels)) or 'none'}")))
                             continue
+                        if dtype in mismatch:
+                            failing.add(where)  # every launch of the dtype misreads its arguments
+                            continue
                         problem = launch.resource_problem(launch.arch_limits(arch), made, kernels[variant.entry], arch)
                         if problem and (named, shape) in heuristic:
                             failing.add(where)
@@ -167,3 +174,25 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
             failing.add(named)
             result.launch_failures.append((f"[{named}]", str(e)))
     result.failed_launches = len(failing)
+
+
+def args_mismatch(kernel: Kernel, variant: Variant, built: dict) -> dict[str, str]:
+    """dtype -> where the args builder's arguments (on the smallest representative shape) do not
+    fit the entry point's parameters as its cubin lists them: on a GPU every config of the dtype
+    would read shifted bytes and fail as a wrong result, with no word on why."""
+    shape = min((s for b in kernel.buckets_for("cuda") for s in b.shapes), key=lambda s: math.prod(s))
+    found = {}
+    for dtype in variant.dtypes:
+        params = next((kernels[variant.entry].params for (d, _, _), kernels in built.items()
+                       if d == dtype and variant.entry in kernels), None)
+        if params is None:
+            continue
+        try:
+            args = kernel.build_args(shape, dtype)
+        except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
+            found[dtype] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
+            continue
+        problem = launch.args_problem(args, params)
+        if problem:
+            found[dtype] = problem
+    return found

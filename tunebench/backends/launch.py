@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,11 +95,13 @@ def arch_limits(arch: str) -> dict:
 @dataclass(frozen=True)
 class FunctionResources:
     """What a compiled function takes per block, which bounds the blocks it launches: its static
-    shared memory, and on the device its registers and the most threads they allow."""
+    shared memory, and on the device its registers and the most threads they allow; read from a
+    cubin, the bytes of each of its parameters, in order."""
 
     static_shared: int = 0
     registers: int | None = None
     max_threads_per_block: int | None = None
+    params: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
@@ -106,19 +109,61 @@ class FunctionResources:
         return cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block)
 
 
+#: The attribute of a kernel's ``.nv.info.<name>`` section that describes one parameter.
+KPARAM_INFO = 0x17
+
+
+def _param_sizes(info: bytes) -> tuple[int, ...]:
+    """The bytes of each parameter, by ordinal, from a kernel's ``.nv.info`` attributes: records of
+    a format byte, an attribute byte and two more bytes (the value, or for format 4 the length of
+    the value that follows), of which a parameter's are its index, ordinal, offset and a word
+    whose top 14 bits are its size."""
+    sizes, i = {}, 0
+    while i + 4 <= len(info):
+        form, attribute = info[i], info[i + 1]
+        if form != 4:  # no value, a byte or a 16-bit value: in the record's own four bytes
+            i += 4
+            continue
+        length = struct.unpack_from("<H", info, i + 2)[0]
+        if attribute == KPARAM_INFO and length >= 12:
+            _, ordinal, _, word = struct.unpack_from("<IHHI", info, i + 4)
+            sizes[ordinal] = (word >> 18) & 0x3FFF
+        i += 4 + length
+    return tuple(sizes[n] for n in sorted(sizes))
+
+
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     """The ``__global__`` functions of a cubin by their (mangled, unless ``extern "C"``) names,
-    with their static shared memory, read from its ELF sections without a device: a kernel has
-    ``.text.<name>`` and ``.nv.info.<name>``; ``.nv.shared.<name>`` is its static shared memory
-    (on sm_90 counting from the 1 KiB the system reserves, which is taken off)."""
+    with their static shared memory and parameters, read from its ELF sections without a device:
+    a kernel has ``.text.<name>`` and ``.nv.info.<name>``; ``.nv.shared.<name>`` is its static
+    shared memory (on sm_90 counting from the 1 KiB the system reserves, which is taken off)."""
     from elftools.elf.elffile import ELFFile
 
     with open(path, "rb") as f:
-        sections = {s.name: s["sh_size"] for s in ELFFile(f).iter_sections()}
-    reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sections) else 0
-    return {name[len(".text."):]: FunctionResources(
-        max(sections.get(f".nv.shared.{name[len('.text.'):]}", 0) - reserved, 0))
-        for name in sections if name.startswith(".text.") and f".nv.info.{name[len('.text.'):]}" in sections}
+        elf = ELFFile(f)
+        sizes = {s.name: s["sh_size"] for s in elf.iter_sections()}
+        infos = {s.name[len(".nv.info."):]: s.data() for s in elf.iter_sections() if s.name.startswith(".nv.info.")}
+    reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sizes) else 0
+    return {name: FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0),
+                                    params=_param_sizes(info))
+            for name, info in infos.items() if f".text.{name}" in sizes}
+
+
+def args_problem(args: Mapping, params: tuple[int, ...]) -> str | None:
+    """Where the args builder's arguments do not fit the kernel's parameters: their number, or
+    one's bytes (an array passes a pointer, 8 bytes; a numpy scalar its own): a launch packs the
+    bytes as given, so a float64 for a ``float`` shifts every parameter after it."""
+    given = [(name, 8 if isinstance(v, np.ndarray) else np.asarray(v).dtype.itemsize,
+              "an array" if isinstance(v, np.ndarray) else f"{np.asarray(v).dtype} scalar")
+             for name, v in args.items()]
+    if len(given) != len(params):
+        return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
+                f"takes {len(params)}")
+    for n, ((name, size, what), want) in enumerate(zip(given, params)):
+        if size != want:
+            return (f"argument {name!r} ({what}, {size} bytes) where the kernel's parameter {n} takes {want} bytes: "
+                    f"give it the parameter's C type (np.float32 for float, np.int32 for int, ...)")
+    return None
 
 
 def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),
