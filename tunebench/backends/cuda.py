@@ -43,7 +43,8 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import DEFAULT_SHARED, FunctionResources, Launch, launch_of, resource_problem
+from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, args_problem, cubin_kernels,
+                                       launch_of, resource_problem)
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
@@ -218,6 +219,7 @@ class CudaBackend(CudaCompiler, Backend):
         self._flush = drv.mem_alloc(self._flush_words * 4)
         self.start, self.end = drv.Event(), drv.Event()
         self._modules: dict[str, Any] = {}
+        self._params: dict[str, tuple[int, ...] | None] = {}  # each cubin's entry point's parameter bytes
         self._inputs: OrderedDict[tuple, dict] = OrderedDict()  # the last shapes' device inputs
 
     def _release(self) -> None:
@@ -266,12 +268,28 @@ class CudaBackend(CudaCompiler, Backend):
         except self.drv.LogicError:
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no extern \"C\" "
                               f"__global__ {variant.entry!r}") from None
+        mismatch = self._args_problem(build, variant, args)
+        if mismatch:
+            raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
         problem = resource_problem(self.limits, launch, FunctionResources.of(fn))
         if problem:
             raise ResourceError(problem)
         if fn.shared_size_bytes + launch.shared > DEFAULT_SHARED:  # beyond it, only where the function asks
             fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
         return CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
+
+    def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
+        """Where the arguments do not fit the entry point's parameters as its cubin lists them (see
+        :func:`~tunebench.backends.launch.args_problem`): a declaration error, before a launch that
+        would read shifted bytes. Unchecked where pyelftools is not installed."""
+        key = str(build.handle)
+        if key not in self._params:
+            try:
+                found = cubin_kernels(build.handle).get(variant.entry)
+            except ImportError:
+                found = None
+            self._params[key] = found.params if found else None
+        return args_problem(args, self._params[key]) if self._params[key] is not None else None
 
     def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
         """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""
