@@ -83,6 +83,7 @@ def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:
     ((8, 128), Launch((8, 1, 1), (128, 1, 1), 0)),  # ints, as CuPy and Triton users write them
     (((4, 2), (32, 8), 65536), Launch((4, 2, 1), (32, 8, 1), 65536)),  # extern __shared__ bytes
     ([np.int64(3), (np.int32(64), 2, 2), np.int64(0)], Launch((3, 1, 1), (64, 2, 2), 0)),
+    ((np.ceil(1000 / 256), 256.0), Launch((4, 1, 1), (256, 1, 1), 0)),  # whole floats, as np.ceil gives them
 ])
 def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_write(tmp_path, answer, expected):
     kernel, variant = with_launch(tmp_path, lambda config, shape: answer)
@@ -92,7 +93,7 @@ def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_
 @pytest.mark.parametrize("launch, message", [
     (lambda config, shape: ((1,),), r"returned \(\(1,\),\): it must return \(grid, block\) or \(grid, block, "
                                     r"shared_bytes\)"),
-    (lambda config, shape: ((1,), (128.0,)), r"returned \(\(1,\), \(128.0,\)\)"),
+    (lambda config, shape: ((1,), (127.5,)), r"returned \(\(1,\), \(127.5,\)\)"),
     (lambda config, shape: ((1,), (1, 2, 3, 4)), r"returned"),
     (lambda config, shape: ((1,), (128,), -1), r"returned"),
     (lambda config, shape: ((1,), (config["tile"],)), r"\(\{'broken': 0\}, \(1000,\)\) raised KeyError: 'tile'"),

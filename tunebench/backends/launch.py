@@ -43,11 +43,14 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
     """The variant's ``launch(config, shape)``, or ``launch(config, shape, dtype)`` where it has a
     parameter ``dtype`` (shared memory sized by the element): ``(grid, block)`` or ``(grid, block,
     shared_bytes)``, a grid or block an int or a tuple of up to three, padded to three (PyCUDA
-    takes exactly three). A launch that raises or answers in another form is the declaration's
+    takes exactly three); a whole float (``np.ceil``'s) counts as an int. A launch that raises or answers in another form is the declaration's
     fault."""
+    def whole(v) -> bool:  # an int, or a float with nothing after the point (np.ceil's answer)
+        return isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer())
+
     def dims(value) -> tuple[int, int, int]:
-        values = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-        if not 1 <= len(values) <= 3 or not all(isinstance(v, (int, np.integer)) for v in values):
+        values = (value,) if whole(value) else tuple(value)
+        if not 1 <= len(values) <= 3 or not all(whole(v) for v in values):
             raise TypeError
         return (*(int(v) for v in values), 1, 1)[:3]
 
@@ -63,12 +66,12 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
         if not isinstance(answer, (tuple, list)) or len(answer) not in (2, 3):
             raise TypeError
         shared = answer[2] if len(answer) == 3 else 0
-        if not isinstance(shared, (int, np.integer)) or shared < 0:
+        if not whole(shared) or shared < 0:
             raise TypeError
         return Launch(dims(answer[0]), dims(answer[1]), int(shared))
     except TypeError:
         raise KernelError(f"{where} returned {answer!r}: it must return (grid, block) or (grid, block, "
-                          f"shared_bytes), a grid or block an int or up to three ints") from None
+                          f"shared_bytes), a grid or block an int or up to three whole numbers") from None
 
 
 def _takes_dtype(launch: Callable) -> bool:
