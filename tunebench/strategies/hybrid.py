@@ -264,14 +264,13 @@ class Hybrid(Strategy):
         top = np.argpartition(-score, min(RANKED, len(free)) - 1)[:RANKED]  # no sort of every candidate
         self.ranked = free[top[np.lexsort((top, -score[top]))]].tolist()
         if self.local and self.chosen % self.local == 0:
-            for apart in (1, 2):  # the elites' lines, then, where every config on them is measured, their planes
-                on = self._lines(logs, apart)[free]
-                if on.any():
-                    return int(free[on][np.argmin(mu[free][on])])
+            on = self._lines(logs)[free]
+            if on.any():
+                return int(free[on][np.argmin(mu[free][on])])
         return self.ranked[0]
 
-    def _lines(self, logs: np.ndarray, apart: int = 1) -> np.ndarray:
-        """The candidates ``apart`` params away from an elite (see the module docstring)."""
+    def _lines(self, logs: np.ndarray) -> np.ndarray:
+        """The candidates one param away from an elite (see the module docstring)."""
         elites: list[int] = []
         for n in np.argsort(logs, kind="stable"):
             i = self.measured[n]
@@ -281,5 +280,5 @@ class Hybrid(Strategy):
                 break
         lines = np.zeros(len(self.candidates), dtype=bool)
         for e in elites:
-            lines |= (self.P != self.P[e]).sum(1) == apart
+            lines |= (self.P != self.P[e]).sum(1) == 1
         return lines
