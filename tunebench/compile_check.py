@@ -3,10 +3,13 @@
 For each kernel with a variant for the target, the heuristic config of every representative
 shape and a seeded sample of constraint-valid candidates are expanded exactly as for tuning and
 compiled: with nvcc to cubin for each CUDA architecture (the command PyCUDA's SourceModule runs;
-no driver needed), or with gcc for the CPU. For CUDA, each of those configs' launch on every
-representative shape is also checked: the form the variant's ``launch`` answers in, and the
-grid, block and dynamic shared memory against each architecture's limits, which a tune would
-otherwise find only on a GPU. Runs wherever the compiler exists, CI included.
+no driver needed), or with gcc for the CPU. For CUDA, each of those configs' launch on the
+representative shapes it would run on is also checked, with what the cubin says of the entry
+point (:func:`~tunebench.backends.launch.cubin_kernels`): the form the variant's ``launch``
+answers in, the entry point among the cubin's kernels, the args builder's arguments against its
+parameters, and the grid, block and static and dynamic shared memory against each
+architecture's limits, which a tune would otherwise find only on a GPU. Runs wherever the
+compiler exists, CI included.
 """
 
 from __future__ import annotations

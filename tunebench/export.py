@@ -112,9 +112,9 @@ def header(data: dict, prefix: str = "tb") -> str:
     ``<prefix>_<kernel>_<dtype>``, so that the headers of several devices (another ``prefix``
     each) go into one program, which picks by the GPU it runs on."""
     guard = "TUNEBENCH_CONFIGS_H" if prefix == "tb" else f"TUNEBENCH_{prefix.upper()}_CONFIGS_H"
+    made_from = f"sha256 {data['records_sha256']}" if data["records_sha256"] else "not there: nothing recorded"
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
-           f" * From {data['records']} " + (f"(sha256 {data['records_sha256']})" if data["records_sha256"] else
-                                             "(not there: nothing recorded)") + ". Do not edit: run `tunebench export` again.",
+           f" * From {data['records']} ({made_from}). Do not edit: run `tunebench export` again.",
            f" * {prefix}_<kernel>_<dtype>(dims...) returns the config of the bucket holding the shape (else the",
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",

@@ -31,6 +31,11 @@ DEFAULT_TOLERANCE = {
     **{f"{kind}{bits}": (0.0, 0.0) for kind in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 
+def _is_include(flag: str) -> bool:
+    """Whether a compiler flag names an include folder (``-Idir``)."""
+    return flag.startswith("-I") and len(flag) > 2
+
+
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
 
@@ -142,22 +147,24 @@ class Variant:
         """The folders of its ``-I`` flags, a relative one from the declaring file's folder (not
         from wherever the run started)."""
         base = self.origin or Path.cwd()
-        return tuple((base / f[2:]).resolve() for f in self.flags if f.startswith("-I") and len(f) > 2)
+        return tuple((base / f[2:]).resolve() for f in self.flags if _is_include(f))
+
+    def _includes(self, form: Callable[[Path], str]) -> tuple[str, ...]:
+        """The flags with each ``-I`` flag's folder (see :attr:`include_dirs`) written by ``form``."""
+        dirs = iter(self.include_dirs)
+        return tuple(form(next(dirs)) if _is_include(f) else f for f in self.flags)
 
     @cached_property
     def build_flags(self) -> tuple[str, ...]:
-        """The flags as the compiler gets them: each ``-I`` folder resolved (see :attr:`include_dirs`)."""
-        dirs = iter(self.include_dirs)
-        return tuple(f"-I{next(dirs)}" if f.startswith("-I") and len(f) > 2 else f for f in self.flags)
+        """The flags as the compiler gets them: each ``-I`` folder resolved."""
+        return self._includes(lambda d: f"-I{d}")
 
     @cached_property
     def declared_flags(self) -> str:
         """The flags as a trial's declaration keeps them: an ``-I`` folder from the declaring
         file's folder, so that a checkout elsewhere is the same declaration."""
         base = self.origin or Path.cwd()
-        dirs = iter(self.include_dirs)
-        return " ".join(f"-I{os.path.relpath(next(dirs), base)}" if f.startswith("-I") and len(f) > 2 else f
-                        for f in self.flags)
+        return " ".join(self._includes(lambda d: f"-I{os.path.relpath(d, base)}"))
 
     @cached_property
     def template(self) -> str:

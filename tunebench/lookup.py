@@ -232,9 +232,9 @@ _UNREAD = object()
 
 
 class _Directory:
-    """A records folder held in memory: one :class:`Summary` per device and the answers already
-    given, all dropped when a records file or journal changes (checked at most every
-    :data:`REFRESH_S` seconds); ``generation`` counts the changes."""
+    """A records folder held in memory: one :class:`Summary` per device, dropped when a records
+    file, its archive or its journal changes (checked at most every :data:`REFRESH_S` seconds);
+    ``generation`` counts the changes, and an answer made at an older one is not served."""
 
     def __init__(self, path: Path):
         self.path = path

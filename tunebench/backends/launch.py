@@ -3,8 +3,10 @@
 
 A variant's ``launch(config, shape)`` is the user's code; what it answers is checked here, once,
 so that a wrong form is a declaration error naming the config and shape, and a launch beyond the
-limits is a ``pruned_resources`` trial (on the device) or a compile-check failure (without one),
-never a crash in the middle of a tune.
+limits is a ``pruned_resources`` trial on the device (without one, compile-check reads the
+cubin: the heuristic's config beyond an architecture's limits fails the check, a candidate's is
+noted), never a crash in the middle of a tune. The cubin also lists the entry point's
+parameters, against which the args builder's arguments are checked.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
     """The variant's ``launch(config, shape)``, or ``launch(config, shape, dtype)`` where it has a
     parameter ``dtype`` (shared memory sized by the element): ``(grid, block)`` or ``(grid, block,
     shared_bytes)``, a grid or block an int or a tuple of up to three, padded to three (PyCUDA
-    takes exactly three); a whole float (``np.ceil``'s) counts as an int. A launch that raises or answers in another form is the declaration's
-    fault."""
+    takes exactly three); a whole float (``np.ceil``'s) counts as an int. A launch that raises or
+    answers in another form is the declaration's fault."""
     def whole(v) -> bool:  # an int, or a float with nothing after the point (np.ceil's answer)
         return isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer())
 
