@@ -254,3 +254,41 @@ def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warni
     monkeypatch.setattr(lookup_module, "warnings", types.SimpleNamespace(warn=warnings.warn))  # warn, nothing else
     with pytest.warns(tunebench.ShapeOutsideBuckets, match=r"shape \(0, 8192\) lies outside every bucket"):
         tunebench.best("layernorm", (0, 8192), DEVICE, records=deployed / "records")
+
+
+BARE = """\
+import json, sys, tunebench
+answers = [tunebench.lookup(k, s, sys.argv[2], records=sys.argv[1]) for k, s in json.loads(sys.argv[3])]
+print(json.dumps([[a.config, a.source, a.bucket, a.note] for a in answers]))
+"""
+
+
+def asked_alone(deployed: Path, cases: list) -> list:
+    """Answers in a process that has only the records (no suites beside them, none imported)."""
+    alone = deployed / "alone" / "records"
+    shutil.copytree(deployed / "records", alone)
+    done = subprocess.run([sys.executable, "-c", BARE, str(alone), DEVICE, json.dumps(cases)], cwd=alone,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return [(a[0], a[1], a[2], a[3] or "") for a in json.loads(done.stdout)]
+
+
+def test_records_shipped_without_the_suites_answer_as_with_them_on_every_representative_shape(deployed):
+    """A deployment that ships only records used to raise wherever the heuristic won a bucket."""
+    kernels = lookup_module.load_suites(deployed / "suites")
+    cases = [(k.name, list(s)) for k in kernels for b in k.buckets_for("cpu") for s in b.shapes]
+    full = [tunebench.lookup(name, shape, DEVICE, records=deployed / "records") for name, shape in cases]
+    bare = asked_alone(deployed, cases)
+    assert [b[:3] for b in bare] == [(f.config, f.source, f.bucket) for f in full]
+    for (name, shape), f, b in zip(cases, full, bare):
+        if f.source == "heuristic":
+            assert f"the heuristic's config as recorded for {tuple(shape)}" in b[3], (name, shape)
+    # the committed records keep the heuristic on row_reduce few_rows; retuned otherwise, pick another
+    assert {f.source for f in full} == {"tuned", "heuristic"}
+
+
+def test_records_alone_answer_a_shape_between_representatives_with_the_nearest_ones_heuristic(deployed):
+    full = tunebench.lookup("row_reduce", (4, 262144), DEVICE, records=deployed / "records")
+    assert full.source == "heuristic", "the committed records keep the heuristic on few_rows: pick another bucket"
+    [(config, source, bucket, note)] = asked_alone(deployed, [("row_reduce", [2, 1 << 20])])
+    assert (config, source, bucket) == (full.config, "heuristic", "few_rows")
+    assert "nearest representative shape (4, 262144)" in note and "apply your own rule for (2, 1048576)" in note

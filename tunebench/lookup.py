@@ -8,7 +8,9 @@ template changed since the bucket was tuned, the configs tuned with the latest r
 that are still in the space are ranked instead, as the gate does, and :attr:`Choice.note` says
 so: a comment or a fix must not send a framework back to the heuristic while CI stays green. The
 baseline (the heuristic on each representative shape) competes too: where it wins, or nothing is
-recorded, the answer is the heuristic's config for the requested shape. A config whose shaped
+recorded, the answer is the heuristic's config for the requested shape (records shipped without
+the suites know it only where it was recorded: at the nearest representative shape, as an export
+carries it, with a note). A config whose shaped
 constraints fail for the asked shape is passed over for the best recorded one that holds (of the
 bucket's :data:`RANKED` fastest), else the heuristic, and :attr:`Choice.note` says so.
 
@@ -544,10 +546,25 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     elif decl is not None:
         raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
                           f"the device of a target it has (device=, --device)")
+    elif task and task.get("baseline"):
+        at = _nearest_recorded(task["baseline"], shape)
+        choice.config, choice.objective_ms = dict(at["config"]), choice.baseline_ms
+        choice.note = "; ".join(filter(None, (choice.note, (
+            f"no declaration of {name} under {suites_dir}: the heuristic's config as recorded "
+            + (f"for {shape}" if tuple(at["shape"]) == shape else
+               f"for the nearest representative shape {tuple(at['shape'])}, as an export carries it: "
+               f"apply your own rule for {shape}, or pass suites= (--suites)")))))
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
     return choice
+
+
+def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
+    """The recorded heuristic entry ({shape, config}) whose representative shape lies nearest
+    ``shape``, in octaves summed over dims: without the declaration, the heuristic is known only
+    where it was recorded."""
+    return min(baseline, key=lambda b: sum(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, b["shape"])))
 
 
 def _in_space(variant: Variant | None, ranked: dict) -> dict:
