@@ -7,7 +7,7 @@ from tests.conftest import AXPB_C
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, Variant
-from tunebench.measure import MeasureSettings, measure
+from tunebench.measure import MeasureSettings, measure, warm_up
 from tunebench.space import Space
 from tunebench.stats import median_ci, spread
 
@@ -57,6 +57,22 @@ def test_a_candidate_clearly_slower_than_the_incumbent_stops_early_with_its_samp
 def test_warm_up_ends_before_its_cap_once_calls_are_stable_and_is_counted(runner):
     result = runner(MeasureSettings(warmup_s=5.0, warmup_stable=3, repeats=5))
     assert 3 <= result.warmup_calls and result.seconds < 5.0
+
+
+class Scripted:
+    """The stopping rule alone: calls that take the times given, in order."""
+
+    def __init__(self, times):
+        self.times = iter(times)
+
+    def timed_call(self):
+        return next(self.times)
+
+
+def test_warm_up_goes_on_while_each_call_is_still_much_faster_than_the_ones_before():
+    settings = MeasureSettings(warmup_s=5.0, warmup_stable=3)
+    assert warm_up(Scripted([8.0, 4.0, 2.0, 2.05, 2.1, 9.0]), settings) == (5, 2.0)
+    assert warm_up(Scripted([8.0, 2.0, 2.1, 3.0, 2.0, 2.0, 2.1]), settings) == (7, 2.0)
 
 
 def test_median_interval_covers_the_median_and_narrows_with_more_samples():

@@ -33,6 +33,14 @@ def test_a_shape_outside_every_bucket_gets_the_nearest_with_a_warning():
         assert buckets.find((40, 100))[0].name == "b"
 
 
+def test_a_bucket_of_an_empty_dim_is_measured_from_one():
+    buckets = Buckets("SR", [Bucket("empty", S=(1, 64), R=(0, 0), shapes=[(8, 0)]),
+                             Bucket("rows", S=(1, 64), R=(1, 1024), shapes=[(8, 512)])])
+    with pytest.warns(ShapeOutsideBuckets):
+        assert buckets.find((100, 2048))[0].name == "rows"
+    assert buckets.get("empty").distance((8, 4)) == 2.0
+
+
 def test_objective_is_the_weighted_geometric_mean_of_the_shape_times():
     bucket = sr_buckets().get("short_rows")
     times = {(4096, 256): 2.0, (1024, 1024): 8.0}

@@ -119,6 +119,23 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
         c_form(floating.shaped_constraints[0], ("N",), floats=["ratio"])
 
 
+def divides(tile, N):
+    """A documented constraint: its docstring is no statement of its C form."""
+    return N % tile == 0
+
+
+def two_steps(tile, N):
+    rest = N % tile
+    return rest == 0
+
+
+def test_a_documented_function_has_a_c_form_and_one_of_two_statements_says_so():
+    space = Space({"tile": [1, 2]}, constraints=[divides, two_steps])
+    assert c_form(space.shaped_constraints[0], ("N",)) == "((tb_floormod(N, c->tile) == 0))"
+    with pytest.raises(NoCForm, match="constraint two_steps at test_export.py:\\d+: a function of more than one"):
+        c_form(space.shaped_constraints[1], ("N",))
+
+
 def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best_does(gemm, tmp_path):
     # the heuristic's tile 4 spins first: a tuned config wins whatever the noise, and is exported
     spinning = GEMM_C.replace("{\n    for (int i = 0;", "{\n#if tile == 4\n    for (volatile int spin = 0; "

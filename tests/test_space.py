@@ -1,4 +1,7 @@
 import itertools
+import json
+
+import numpy as np
 
 import pytest
 
@@ -18,6 +21,22 @@ def test_value_specs_lists_ranges_and_powers_of_two():
 def test_pow2_rejects_a_range_without_powers_of_two():
     with pytest.raises(SpaceError, match="no power of two"):
         pow2(5, 7)
+
+
+def test_two_powers_of_two_two_bools_and_numpy_values_are_values_not_ranges():
+    space = Space({"block": pow2(32, 64), "flag": (False, True), "back": (True, False),
+                   "vec": np.array([1, 2, 4]), "scale": [np.float32(0.5)]})
+    assert space.values == {"block": (32, 64), "flag": (False, True), "back": (True, False), "vec": (1, 2, 4),
+                            "scale": (0.5,)}
+    assert json.dumps(space.config(next(iter(space.enumerate()[0])))) == \
+        '{"block": 32, "flag": false, "back": true, "vec": 1, "scale": 0.5}'
+
+
+def test_a_whole_config_constraint_asking_get_or_in_for_an_unknown_name_is_refused():
+    for constraint in (lambda c: c.get("tile_mm", 0) % c["mr"] == 0, lambda c: "tile_mm" not in c):
+        space = Space({"tile_m": [16, 32], "mr": [4, 8]}, [constraint])
+        with pytest.raises(SpaceError, match="names unknown param 'tile_mm'"):
+            space.validate()
 
 
 def test_keyword_and_whole_config_constraints_split_the_product():

@@ -62,7 +62,7 @@ class Bucket:
             if v < lo:
                 d += math.log2(lo / v)
             elif hi is not None and v > hi:
-                d += math.log2(v / hi)
+                d += math.log2(v / max(hi, 1))  # a dim that may be empty: (0, 0)
         return d
 
     def objective(self, times: Mapping[Shape, float]) -> float:

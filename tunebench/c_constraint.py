@@ -65,10 +65,13 @@ def _body(constraint: Constraint) -> ast.expr:
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))], default=0) \
             if isinstance(node, (ast.Lambda, ast.FunctionDef)) else None
         if first == code.co_firstlineno and [a.arg for a in node.args.args] == arg_names:
+            body = [] if isinstance(node, ast.Lambda) else [
+                s for i, s in enumerate(node.body) if i or not (  # a docstring is no statement
+                    isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
             if isinstance(node, ast.Lambda):
                 found.append(node.body)
-            elif len(node.body) == 1 and isinstance(node.body[0], ast.Return) and node.body[0].value is not None:
-                found.append(node.body[0].value)
+            elif len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                found.append(body[0].value)
             else:
                 raise NoCForm(f"{constraint.label}: a function of more than one `return` statement")
     if not found:

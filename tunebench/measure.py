@@ -122,15 +122,13 @@ def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
 def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
     """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed:
     (calls, the fastest in ms)."""
-    start, calls, fastest, stable = time.perf_counter(), 0, float("inf"), 0
+    start, times = time.perf_counter(), []
     while time.perf_counter() - start < settings.warmup_s:
-        ms = runner.timed_call()
-        calls += 1
-        stable = stable + 1 if ms <= 1.1 * min(fastest, ms) else 0
-        fastest = min(fastest, ms)
-        if stable >= settings.warmup_stable:
+        times.append(runner.timed_call())
+        last = times[-settings.warmup_stable:]  # a new fastest counts against the calls before it
+        if len(last) == settings.warmup_stable and max(last) <= 1.1 * min(times):
             break
-    return calls, fastest
+    return len(times), min(times, default=float("inf"))
 
 
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],

@@ -437,7 +437,8 @@ class RecordStore:
 
     def trials(self, **match) -> list[dict]:
         """Every trial whose fields equal ``match`` (all trials without arguments), in the order
-        they were recorded; of a trial measured again, the latest only."""
+        they were first recorded (a strategy's convergence counts a config from its first
+        trial); of a trial measured again, the latest measurement, in its first place."""
         with bulk():
             latest = {trial_identity(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
             return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]

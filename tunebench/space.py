@@ -25,6 +25,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 #: The largest cartesian product tunebench enumerates; beyond it collection would take minutes.
 MAX_PRODUCT = 2_000_000
 
@@ -33,8 +35,9 @@ class SpaceError(ValueError):
     """An invalid space definition; the message names the param or constraint at fault."""
 
 
-def pow2(lo: int, hi: int) -> tuple[int, ...]:
-    """Every power of two in ``[lo, hi]``: ``pow2(32, 1024)`` is ``(32, 64, ..., 1024)``."""
+def pow2(lo: int, hi: int) -> list[int]:
+    """Every power of two in ``[lo, hi]``: ``pow2(32, 1024)`` is ``[32, 64, ..., 1024]``. A list:
+    a tuple of two ints is the inclusive range form, so ``pow2(32, 64)`` must not be one."""
     if lo < 1 or hi < lo:
         raise SpaceError(f"pow2({lo}, {hi}): need 1 <= lo <= hi")
     out, v = [], 1
@@ -44,12 +47,15 @@ def pow2(lo: int, hi: int) -> tuple[int, ...]:
         v *= 2
     if not out:
         raise SpaceError(f"pow2({lo}, {hi}) holds no power of two")
-    return tuple(out)
+    return out
 
 
 def _values(name: str, spec: Any) -> tuple:
-    """Normalise one param's spec: a value list, a ``range``, or an inclusive ``(lo, hi)`` pair."""
-    if isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int) for v in spec):
+    """Normalise one param's spec: a value list, a ``range``, or an inclusive ``(lo, hi)`` pair of
+    ints (not bools: ``(False, True)`` is two values). numpy scalars become Python ones, which
+    the records store as JSON."""
+    if isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                          for v in spec):
         lo, hi = spec
         if hi < lo:
             raise SpaceError(f"param {name!r}: range ({lo}, {hi}) is empty (hi < lo)")
@@ -58,7 +64,7 @@ def _values(name: str, spec: Any) -> tuple:
         raise SpaceError(
             f"param {name!r}: expected a list of values, a range or an inclusive (lo, hi) pair, "
             f"got {spec!r}")
-    values = tuple(spec)
+    values = tuple(v.item() if isinstance(v, np.generic) else v for v in spec)
     if not values:
         raise SpaceError(f"param {name!r} has an empty value list")
     if len(set(values)) != len(values):
@@ -71,7 +77,8 @@ def _values(name: str, spec: Any) -> tuple:
 
 
 class _ConfigView(Mapping):
-    """A read-only config handed to whole-config constraints; an unknown name is an error."""
+    """A read-only config handed to whole-config constraints; an unknown name is an error, with
+    ``[]``, ``get`` and ``in`` alike."""
 
     __slots__ = ("_index", "_key")
 
@@ -83,6 +90,13 @@ class _ConfigView(Mapping):
             return self._key[self._index[name]]
         except KeyError:
             raise _UnknownParam(name) from None
+
+    def get(self, name: str, default=None):  # every param has a value: a default only hides a typo
+        return self[name]
+
+    def __contains__(self, name) -> bool:  # every param is in: asking for another name is a typo
+        self[name]
+        return True
 
     def __iter__(self):
         return iter(self._index)
