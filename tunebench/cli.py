@@ -11,6 +11,7 @@ from pathlib import Path
 from tunebench import compile_check, export, records_merge, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
+from tunebench.plugin import positive
 from tunebench.records import RecordsError
 from tunebench.replay import BUDGETS, Replay, convergence, simulate
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -119,12 +120,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     get_strategy(args.strategy)  # an unknown name fails before the file is read
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
@@ -217,8 +212,8 @@ def parser() -> argparse.ArgumentParser:
                                        "or a tunebench records file) over several seeds")
     rp.add_argument("file", help="a Kernel Tuner cache file or a tunebench records file")
     rp.add_argument("--strategy", default=DEFAULT_STRATEGY, help=f"search strategy (default: {DEFAULT_STRATEGY})")
-    rp.add_argument("--budget", type=_positive, default=200, metavar="N", help="trials per seed (default: 200)")
-    rp.add_argument("--seeds", type=_positive, default=25, metavar="K", help="seeds 0..K-1 (default: 25)")
+    rp.add_argument("--budget", type=positive(int), default=200, metavar="N", help="trials per seed (default: 200)")
+    rp.add_argument("--seeds", type=positive(int), default=25, metavar="K", help="seeds 0..K-1 (default: 25)")
     rp.add_argument("--kernel", help="a records file's task: its kernel")
     rp.add_argument("--dtype", help="a records file's task: its dtype")
     rp.add_argument("--bucket", help="a records file's task: its bucket")

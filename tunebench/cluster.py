@@ -132,7 +132,6 @@ class ClusterWorkers:
         self.fingerprint = prints[0]
         self.target = target
         self.timeout = timeout
-        self.restarts = 0
         self._counts = [(0, 0)] * len(self.devices)
         self._busy: list[Future | None] = [None] * len(self.devices)
 

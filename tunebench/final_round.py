@@ -55,7 +55,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
     ms each), ``baseline_trial_ms`` the baseline's."""
-    entries, comparisons, problem = [], {}, None
+    entries, problem = [], None
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
@@ -75,11 +75,10 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
             entry["baseline_ms"] = comp.median("0")
             entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
-        comparisons[shape] = comp
-    winner = None if problem else _winner(bucket, entries, comparisons)
+    winner = None if problem else _winner(bucket, entries)
     why_not = None
     if winner is not None:
-        problem, why_not = _reference(workers, kernel, variant, dtype, bucket, entries, finalists[winner])
+        problem, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner])
         if problem or why_not:
             winner = None
     for entry in entries:
@@ -103,7 +102,7 @@ def _unusable(comp: Comparison, shape: tuple) -> str | None:
     return None
 
 
-def _winner(bucket: Bucket, entries: list[dict], comparisons: dict) -> int | None:
+def _winner(bucket: Bucket, entries: list[dict]) -> int | None:
     """The finalist with the best bucket objective, if it leads the baseline by MIN_GAIN
     there and in every process on every shape."""
     if any("baseline_ms" not in e for e in entries):
@@ -130,7 +129,7 @@ def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:
             < bucket.objective({s: e["baseline_trial_ms"] for s, e in zip(shapes, entries)}))
 
 
-def _reference(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket, entries: list[dict],
+def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: list[dict],
                winner: dict[tuple, dict]) -> tuple[str | None, str | None]:
     """The winner against the baseline, two arms as the gate measures them, in fresh processes:
     each entry gets ``ratios`` (one per process) and ``ratio`` (their median). (What kept the

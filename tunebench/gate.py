@@ -134,7 +134,7 @@ def _arms(best: dict, baseline: dict, recorded_text: str | None) -> tuple:
     return tuple(arms)
 
 
-def recorded_best(store: RecordStore, kernel: Kernel, variant: Variant, target: str, dtype: str,
+def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
                   bucket: Bucket) -> tuple[dict[tuple, dict], str] | None:
     """The recorded best config per shape and the source it was tuned with: from the latest
     final round, else ranked from the trials of the latest source recorded for the task."""
@@ -173,7 +173,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     """Re-measure one task's recorded best and decide (see the module docstring); ``busy``: an
     earlier item found the machine disturbed, so disturbed processes are not measured again."""
     retries = 0 if busy else RETRIES
-    found = recorded_best(store, kernel, variant, target, dtype, bucket)
+    found = recorded_best(store, kernel, target, dtype, bucket)
     if found is None:
         return GateResult("skip", not_recorded(store, kernel.name, bucket.name, dtype))
     best, recorded_hash = found

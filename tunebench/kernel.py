@@ -225,7 +225,8 @@ class Kernel:
 
     - ``args(shape, dtype, rng) -> dict``: the call's arguments in the entry point's order,
       name -> numpy array or numpy scalar (``np.int32(S)``: the scalar's dtype is its C type).
-      Called afresh for each trial, so every candidate gets fresh output buffers.
+      Called once per shape in a worker (random inputs of a large shape take seconds); every
+      candidate gets its own copy of the inputs and fresh, poisoned output buffers.
     - ``outputs``: the names of the arguments the kernel writes.
     - ``reference(**inputs)``: numpy reference; returns the outputs (one array or a tuple in the
       order of ``outputs``), ideally computed in float64.

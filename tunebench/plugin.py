@@ -37,7 +37,8 @@ from tunebench.workers import WorkerError
 DECLARATION_ERRORS = (BucketError, SpaceError, KernelError)
 
 
-def _positive(kind):
+def positive(kind):
+    """An argparse type: a positive ``kind`` (int or float), for the plugin and the command line."""
     def parse(text: str):
         try:
             value = kind(text)
@@ -66,27 +67,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "tunebench records file instead of hardware) (default: auto)")
     group.addoption("--tune-strategy", default=DEFAULT_STRATEGY, metavar="NAME",
                     help=f"search strategy: {', '.join(STRATEGIES)} (default: {DEFAULT_STRATEGY})")
-    group.addoption("--tune-trials", type=_positive(int), default=None, metavar="N",
+    group.addoption("--tune-trials", type=positive(int), default=None, metavar="N",
                     help="budget: at most N candidates per kernel, dtype and bucket (the baseline "
                          "is always measured on top); default: the tune_trials ini value, else none")
-    group.addoption("--tune-time", type=_positive(float), default=None, metavar="SECONDS",
+    group.addoption("--tune-time", type=positive(float), default=None, metavar="SECONDS",
                     help="budget: stop asking for candidates after SECONDS per kernel, dtype and "
                          "bucket; default: the tune_time ini value, else none")
-    group.addoption("--tune-timeout", type=_positive(float), default=10.0, metavar="SECONDS",
+    group.addoption("--tune-timeout", type=positive(float), default=10.0, metavar="SECONDS",
                     help="kill a candidate that runs longer than SECONDS (loading, verifying and "
                          "measuring it; compiling is not counted) and record it as timeout (default: 10)")
-    group.addoption("--tune-repeats", type=_positive(int), default=None, metavar="N",
+    group.addoption("--tune-repeats", type=positive(int), default=None, metavar="N",
                     help="take exactly N samples per trial (a fixed protocol) instead of sampling "
                          "adaptively with early stopping")
     group.addoption("--tune-seed", type=int, default=0, metavar="N",
                     help="seed of the strategies' random choices (default: 0)")
-    group.addoption("--tune-builders", type=_positive(int), default=None, metavar="N",
+    group.addoption("--tune-builders", type=positive(int), default=None, metavar="N",
                     help="compiles at once on this host, of the candidates the strategy asks next "
                          "(default: one per core)")
     group.addoption("--tune-cluster", default=None, metavar="ADDRESS",
                     help="measure on every device of a Ray cluster: ray://HOST:PORT, or auto for the "
                          "cluster this machine is part of (pip install -e '.[ray]')")
-    group.addoption("--tune-cluster-cpus", type=_positive(int), default=1, metavar="N",
+    group.addoption("--tune-cluster-cpus", type=positive(int), default=1, metavar="N",
                     help="cores of one device of the cpu target on a cluster (default: 1)")
     group.addoption("--tune-retry-failed", action="store_true",
                     help="measure recorded trials that failed (compile error, crash, wrong result, timeout) "
@@ -163,7 +164,7 @@ def _budget(config: pytest.Config, name: str, kind):
     value = config.getoption(name)
     if value is None and config.getini(name):
         try:
-            value = _positive(kind)(config.getini(name))
+            value = positive(kind)(config.getini(name))
         except argparse.ArgumentTypeError as e:
             raise pytest.UsageError(f"ini option {name}: {e}") from None
     return value

@@ -18,7 +18,6 @@ of a busy machine records noise, not picks.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import random
@@ -32,7 +31,7 @@ from tunebench import __version__
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
-from tunebench.final_round import confirmed_ms, final_round
+from tunebench.final_round import confirmed_ms, final_round, now
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
@@ -479,7 +478,7 @@ class Task:
             "compile_time_s": None, "work": self._work(shape),
             "git_commit": t.commit, "git_dirty": t.dirty, "tunebench_version": __version__,
             "strategy": t.strategy,
-            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": now(),
         }
 
     def _work(self, shape: tuple) -> dict:

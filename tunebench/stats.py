@@ -1,5 +1,5 @@
 """Statistics of timing samples (milliseconds): robust ones, the median and min, and their
-distribution-free confidence intervals and tests, because timings are skewed and noisy."""
+distribution-free confidence intervals, because timings are skewed and noisy."""
 
 from __future__ import annotations
 
@@ -51,32 +51,3 @@ def spread(samples: Sequence[float]) -> float:
         return 0.0
     q = statistics.quantiles(samples, n=10, method="inclusive")
     return (q[-1] - q[0]) / statistics.median(samples)
-
-
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test (normal approximation with tie correction):
-    how likely samples this different are if ``a`` and ``b`` come from one distribution."""
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        return 1.0
-    pooled = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
-    ranks = [0.0] * len(pooled)
-    ties = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[k] = (i + j) / 2 + 1
-        t = j - i + 1
-        ties += t**3 - t
-        i = j + 1
-    r1 = sum(r for r, (_, g) in zip(ranks, pooled) if g == 0)
-    u = r1 - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
-    if var <= 0:
-        return 1.0
-    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(var)
-    return math.erfc(max(z, 0.0) / math.sqrt(2))

@@ -309,7 +309,6 @@ class Workers:
         self.timeout = timeout
         self.compiled = 0  # builds compiled by the workers of this run
         self.reused = 0  # builds the workers found in the compile cache
-        self.restarts = 0
         self._process = None
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began, and its arm
@@ -339,8 +338,6 @@ class Workers:
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker."""
         if self._process is None or not self._process.is_alive():
-            if self._process is not None:
-                self.restarts += 1
             self._start()
         began = time.monotonic()
         self._clock[1] = -1  # no call made yet
