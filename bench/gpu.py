@@ -33,7 +33,7 @@ from tunebench.backends.cuda import CudaBackend  # noqa: E402
 from tunebench.device import describe  # noqa: E402
 from tunebench.lookup import load_suites, lookup, this_device  # noqa: E402
 from tunebench.measure import compare, verify  # noqa: E402
-from tunebench.summary import config_text  # noqa: E402
+from tunebench.records import config_text  # noqa: E402
 
 COPY_BYTES = 1 << 30
 WARMUP_CALLS = 10

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from tunebench.backends.cpu import SCALARS, CpuBackend  # noqa: E402
 from tunebench.lookup import load_suites, lookup, this_device  # noqa: E402
 from tunebench.measure import compare  # noqa: E402
-from tunebench.summary import config_text  # noqa: E402
+from tunebench.records import config_text  # noqa: E402
 
 EPS = 1e-5
 

@@ -12,11 +12,10 @@ from tunebench import compile_check, export, records_merge, report
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.plugin import positive
-from tunebench.records import RecordsError
+from tunebench.records import RecordsError, config_text
 from tunebench.replay import BUDGETS, Replay, convergence, simulate
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
-from tunebench.summary import config_text
 
 
 def _shape(text: str) -> tuple[int, ...]:

@@ -31,7 +31,7 @@ from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.space import SpaceError
-from tunebench.summary import config_text
+from tunebench.records import config_text
 
 ARCHS = ("sm_80", "sm_90")
 

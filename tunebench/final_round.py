@@ -164,15 +164,3 @@ def _lead_kept(bucket: Bucket, entries: list[dict]) -> str | None:
         return (f"the winner's lead shrank below {MIN_GAIN:.0%} when measured again in fresh processes "
                 f"(best/baseline {ratio:.3f}x over the bucket)")
     return None
-
-
-def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | None:
-    """(best, heuristic) bucket objectives in ms that a final round measured (the heuristic's
-    for both where it stayed), or None where it measured nothing to compare."""
-    entries = (check or {}).get("shapes", [])
-    if not entries or "winner" not in check or any("baseline_ms" not in e for e in entries):
-        return None
-    base = bucket.objective({tuple(e["shape"]): e["baseline_ms"] for e in entries})
-    if check["winner"] is None:
-        return base, base
-    return bucket.objective({tuple(e["shape"]): e["finalist_ms"][check["winner"]] for e in entries}), base

@@ -43,8 +43,7 @@ from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import latest_confirmation, shape_times
-from tunebench.records import RecordsError, RecordStore, stores
-from tunebench.summary import config_text
+from tunebench.records import RecordsError, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.

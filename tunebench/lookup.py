@@ -44,8 +44,7 @@ from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
-from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, stores
-from tunebench.summary import config_text
+from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
 
 
 @dataclass
@@ -174,11 +173,9 @@ class Summary:
     def of(cls, store: RecordStore) -> Summary:
         finals = {}
         for check in store.checks(kind="tune"):  # the latest of each task wins
-            measured = "winner" in check and all("baseline_ms" in e for e in check["shapes"])
+            measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
-                check["source_hash"], [[e["shape"], e["best"], *((
-                    e["baseline_ms"] if check["winner"] is None else e["finalist_ms"][check["winner"]],
-                    e["baseline_ms"]) if measured else (None, None))] for e in check["shapes"]])
+                check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)])
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
@@ -599,6 +596,25 @@ def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str
     """The final round of the latest tune of a task (see :mod:`tunebench.final_round`)."""
     found = store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
     return found[-1] if found else None
+
+
+def final_ms(check: dict) -> list[tuple[float, float]] | None:
+    """Per shape of a final round, the (chosen, heuristic) ms it measured (the heuristic's for
+    both where it stayed), or None where it measured nothing to compare."""
+    entries = check.get("shapes", [])
+    if not entries or "winner" not in check or any("baseline_ms" not in e for e in entries):
+        return None
+    won = check["winner"]
+    return [(e["baseline_ms"] if won is None else e["finalist_ms"][won], e["baseline_ms"]) for e in entries]
+
+
+def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | None:
+    """(chosen, heuristic) bucket objectives in ms that a final round measured, or None."""
+    measured = final_ms(check) if check else None
+    if measured is None:
+        return None
+    shapes = [tuple(e["shape"]) for e in check["shapes"]]
+    return tuple(bucket.objective(dict(zip(shapes, column))) for column in zip(*measured))
 
 
 def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str,

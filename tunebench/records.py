@@ -63,6 +63,11 @@ def config_key(config: Mapping) -> tuple:
     return tuple(sorted(config.items()))
 
 
+def config_text(config: Mapping) -> str:
+    """A config as people read it, in every message and table: ``vec:8 unroll:4``."""
+    return " ".join(f"{k}:{v}" for k, v in config.items())
+
+
 def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> tuple:
     return kernel, source_hash, tuple(shape), dtype, config_key(config)
 

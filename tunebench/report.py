@@ -25,10 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.final_round import confirmed_ms  # noqa: E402
-from tunebench.lookup import final_choice, latest_confirmation, shape_times  # noqa: E402
-from tunebench.records import RecordStore, config_key, stores  # noqa: E402
-from tunebench.summary import config_text  # noqa: E402
+from tunebench.lookup import confirmed_ms, final_choice, latest_confirmation, shape_times  # noqa: E402
+from tunebench.records import RecordStore, config_key, config_text, stores  # noqa: E402
 
 
 @dataclass

@@ -31,16 +31,15 @@ from tunebench import __version__
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
-from tunebench.final_round import confirmed_ms, final_round, now
+from tunebench.final_round import final_round, now
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.lookup import latest_confirmation, related_results
+from tunebench.lookup import confirmed_ms, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
-from tunebench.records import RecordStore, config_key
+from tunebench.records import RecordStore, config_key, config_text
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
-from tunebench.summary import config_text
 from tunebench.workers import TrialJob
 
 #: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the

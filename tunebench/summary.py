@@ -8,10 +8,6 @@ COLUMNS = ("kernel", "bucket", "dtype", "trials", "new", "desel", "failed", "ear
            "baseline ms", "speedup", "best config", "baseline config")
 
 
-def config_text(config: Mapping) -> str:
-    return " ".join(f"{k}:{v}" for k, v in config.items())
-
-
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
