@@ -2,9 +2,12 @@
 
 import json
 
+from tests.conftest import AXPB_SUITE, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
 from tunebench.final_round import MIN_GAIN, _lead_kept
+from tunebench.lookup import lookup
+from tunebench.records import RecordStore
 
 
 def two_shapes():
@@ -42,3 +45,23 @@ def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_ro
     again.assert_outcomes(passed=5, deselected=5)
     checks = [c for c in json.loads(path.read_text())["checks"].values() if c["kind"] == "tune"]
     assert len(checks) == 1 and checks[0]["shapes"] == check["shapes"]
+
+
+def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_says_it_is_not_measured(
+        project, pytester):
+    """It used to stay the pick (the round ended on its wrong result), and best() served it, saying
+    nothing was recorded; the gate failed it on every run after."""
+    project(modes=(0, 1), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
+    tuned = pytester.runpytest("suites", *TUNE, "-k", "small")
+    tuned.assert_outcomes(passed=5, failed=6, deselected=15)  # the baseline and the five mode-1 configs fail
+    assert said(tuned, "the heuristic's config fails (wrong_result on (1000,)") == 1
+    (path,) = (pytester.path / "records").glob("*.json")
+    (check,) = [c for c in json.loads(path.read_text())["checks"].values() if c["kind"] == "tune"]
+    assert check["winner"] is not None and check["baseline_failure"].startswith("wrong_result on (1000,)")
+    picked = check["shapes"][0]["best"]
+    assert picked["mode"] == 0
+    choice = lookup("axpb", (1000,), RecordStore(path).device, records=pytester.path / "records")
+    assert choice.source == "tuned" and choice.config == picked
+    gated = pytester.runpytest("suites", "--tune-target", "cpu", "-k", "small", "-p", "no:cacheprovider", "-rA")
+    gated.assert_outcomes(passed=1, deselected=1)
+    assert said(gated, "the heuristic [vec:2 unroll:1 mode:1] is not measured on (1000,): it failed when tuned") == 1

@@ -19,12 +19,15 @@ not. The trials' best/baseline ratio is kept beside those ratios: taken minutes 
 widens the reference to what separate times show as well.
 
 Where a process stays disturbed by other load, or a shape cannot be measured, nothing is
-confirmed and the heuristic stays, with the reason in the record.
+confirmed and the heuristic stays, with the reason in the record. A heuristic whose config
+failed in its trials (a wrong result, a crash) is no competitor: the finalists are measured
+alone, the fastest over the bucket is adopted, and the record keeps ``baseline_failure``.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 
 from tunebench import __version__
@@ -50,16 +53,18 @@ def now() -> str:
 def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
                 setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
-                baseline_trial_ms: dict[tuple, float] | None = None) -> dict:
+                baseline_trial_ms: dict[tuple, float] | None = None, baseline_failure: str | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
-    ms each), ``baseline_trial_ms`` the baseline's."""
+    ms each), ``baseline_trial_ms`` the baseline's. ``baseline_failure``: how the heuristic's
+    config failed in its trials (a wrong result, a crash): then it is no competitor, and the
+    fastest finalist is adopted without a lead over it."""
     entries, problem = [], None
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
-        unique = list({config_key(c): c for c in [baseline, *configs]}.values())
+        unique = list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *configs]}.values())
         entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
         if trial_ms and baseline_trial_ms and shape in baseline_trial_ms:
             entry["finalist_trial_ms"] = [t.get(shape) for t in trial_ms]
@@ -73,11 +78,13 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         problem = problem or _unusable(comp, shape)
         if comp.objectives:
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
-            entry["baseline_ms"] = comp.median("0")
-            entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
-    winner = None if problem else _winner(bucket, entries)
+            if not baseline_failure:
+                entry["baseline_ms"] = comp.median("0")
+                entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
+    winner = None if problem else _fastest(bucket, entries, len(finalists)) if baseline_failure else \
+        _winner(bucket, entries)
     why_not = None
-    if winner is not None:
+    if winner is not None and not baseline_failure:
         problem, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner])
         if problem or why_not:
             winner = None
@@ -85,12 +92,23 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         entry["best"] = finalists[winner][tuple(entry["shape"])] if winner is not None else entry["baseline"]
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
-           "problem": problem,
-           "reason": problem or why_not or ("" if winner is not None else
-                                            f"no finalist leads the heuristic by {MIN_GAIN:.0%} in every process"),
+           "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
+           "reason": problem or why_not or (
+               f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
+               f"over it" if baseline_failure else "" if winner is not None else
+               f"no finalist leads the heuristic by {MIN_GAIN:.0%} on every shape, in every process"),
            "git_commit": commit, "timestamp": now(), "tunebench_version": __version__}
     store.add_check(doc)
     return doc
+
+
+def _fastest(bucket: Bucket, entries: list[dict], count: int) -> int | None:
+    """Where the heuristic's config fails: the finalist with the best bucket objective (shapes
+    where the finalists are one config count alike), None where a shape was not measured."""
+    if not all("finalist_ms" in e or len({config_key(c) for c in e["finalists"]}) == 1 for e in entries):
+        return None
+    return min(range(count), key=lambda i: sum(w * math.log(e["finalist_ms"][i])
+                                               for e, w in zip(entries, bucket.shape_weights) if "finalist_ms" in e))
 
 
 def _unusable(comp: Comparison, shape: tuple) -> str | None:

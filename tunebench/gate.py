@@ -187,8 +187,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
+    failing = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check and check.get("baseline_failure") \
+        else {}
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
+        if failing.get(shape) == baseline:  # known since the tune: no competitor, and no news
+            result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
+                                f"when tuned ({check['baseline_failure']})")
+            baseline = best[shape]
         arms = _arms(best[shape], baseline, recorded_text)
         result.configs[shape] = {label: config for label, config, _ in arms}
         if len(arms) == 1:
@@ -225,7 +231,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the template is faster than the recorded one on {shape} "
                                 f"({faster[0].median:.2f}x in every process): "
                                 f"`pytest suites --tune` and commit the records to hold the gate to it")
-    if not result.verdicts and not noisy:
+    if not result.verdicts and not noisy and not failing:
         result.notes.append("the recorded best is the heuristic config and the template is unchanged: "
                             "there is nothing to measure it against in this run")
     failed = [v for v in result.verdicts if v.outcome == "fail"]

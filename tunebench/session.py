@@ -90,6 +90,13 @@ class Outcome:
         return next((t["error"] for t in self.trials.values() if t.get("error")), None)
 
     @property
+    def failure(self) -> str | None:
+        """``status on shape: error`` of the first shape that failed (a wrong result, a crash),
+        None where none did (an early stop is no failure)."""
+        return next((f"{t['status']} on {s}: {t['error']}" for s, t in self.trials.items()
+                     if t["status"] not in ("ok", "early_stopped")), None)
+
+    @property
     def times(self) -> dict[tuple, float]:
         """Median ms per shape, wherever samples were taken (early-stopped trials too)."""
         return {s: t["stats"]["median"] for s, t in self.trials.items() if t.get("stats")}
@@ -308,7 +315,8 @@ class Task:
         if t.fresh or not self._judged(check, configs):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
-                                self.baseline.times if self.baseline else None)
+                                self.baseline.times if self.baseline else None,
+                                self.baseline.failure if self.baseline else None)
         self.check = check
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         if self.baseline is not None and chosen == self.baseline.configs:
@@ -320,9 +328,11 @@ class Task:
         """Whether the latest final round already judged these finalists, for this source and
         declaration: each was among its finalists (a subset: the config it adopted, recalled
         beside the trials' fastest, must not make a re-run that measured nothing new measure the
-        round again and flip its pick), and its pick is one of them or the heuristic."""
+        round again and flip its pick), and its pick is one of them or the heuristic. A round that
+        could not measure judged nothing, nor one that took a heuristic failing now for a competitor."""
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
-                and check.get("setup_hash") == self.setup_hash):
+                and check.get("setup_hash") == self.setup_hash and not check.get("problem")
+                and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)):
             return False
         picked = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         return all(c[tuple(e["shape"])] in e.get("finalists", []) for e in check["shapes"] for c in configs) and (
@@ -533,9 +543,15 @@ class Task:
         }
 
     def unconfirmed(self) -> str | None:
-        """Why the final round could not judge the finalists (a failure, a disturbed machine)."""
-        problem = (self.check or {}).get("problem")
-        return f"the final round could not confirm a pick ({problem}): the heuristic stays" if problem else None
+        """Why the final round could not judge the finalists (a failure, a disturbed machine), or
+        why it judged them without the heuristic (its config fails)."""
+        check = self.check or {}
+        if check.get("problem"):
+            return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"
+        if check.get("baseline_failure"):
+            return (f"the heuristic's config fails ({check['baseline_failure']}): the fastest finalist is "
+                    f"served instead, and the gate does not compare with it")
+        return None
 
     def _confirmed(self) -> tuple[float, float] | None:
         """(best, baseline) bucket objectives in ms from the final round, where it measured them."""
