@@ -5,7 +5,7 @@ import json
 from tests.conftest import AXPB_SUITE, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
-from tunebench.final_round import MIN_GAIN, _lead_kept
+from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead
 from tunebench.lookup import lookup
 from tunebench.records import RecordStore
 
@@ -28,6 +28,20 @@ def test_the_lead_is_judged_over_the_bucket_with_the_heuristic_kept_on_a_shape()
     assert _lead_kept(two_shapes(), entries) is None  # sqrt(0.85) = 0.92
     entries[0]["ratio"] = 0.92
     assert "0.959x" in _lead_kept(two_shapes(), entries)
+
+
+def test_a_finalist_faster_over_the_bucket_that_loses_on_a_shape_is_named_with_the_way_out():
+    entries = [{"shape": [4096, 512], "finalists": [{"tile": 8}], "baseline_ms": 3.44, "finalist_ms": [0.43],
+                "leads": [True]},
+               {"shape": [2048, 1024], "finalists": [{"tile": 8}], "baseline_ms": 0.283, "finalist_ms": [0.301],
+                "leads": [False]}]
+    why = _no_lead(two_shapes(), entries)
+    assert why.endswith("[tile:8] takes 0.36x the heuristic's time over the bucket, but is not faster in every "
+                        "process on (2048, 1024); split the bucket between its shapes for each part to get its "
+                        "own config")
+    entries[0]["finalist_ms"] = [3.3]  # no faster over the bucket either: nothing to point at
+    assert _no_lead(two_shapes(), entries) == f"no finalist leads the heuristic by {MIN_GAIN:.0%} on every shape, " \
+                                              f"in every process"
 
 
 def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester):

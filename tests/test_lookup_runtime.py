@@ -289,6 +289,7 @@ def test_records_shipped_without_the_suites_answer_as_with_them_on_every_represe
 def test_records_alone_answer_a_shape_between_representatives_with_the_nearest_ones_heuristic(deployed):
     full = tunebench.lookup("row_reduce", (4, 262144), DEVICE, records=deployed / "records")
     assert full.source == "heuristic", "the committed records keep the heuristic on few_rows: pick another bucket"
+    assert full.reason.startswith("the final round kept it: no finalist leads the heuristic by 5%")  # its record's
     [(config, source, bucket, note)] = asked_alone(deployed, [("row_reduce", [2, 1 << 20])])
     assert (config, source, bucket) == (full.config, "heuristic", "few_rows")
     assert "nearest representative shape (4, 262144)" in note and "apply your own rule for (2, 1048576)" in note

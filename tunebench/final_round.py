@@ -34,7 +34,7 @@ from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.compare import Comparison, compare
 from tunebench.kernel import Kernel, Variant
-from tunebench.records import RecordStore, config_key
+from tunebench.records import RecordStore, config_key, config_text
 
 FINAL_PROCESSES = 3
 REFERENCE_PROCESSES = 5
@@ -95,8 +95,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
-               f"over it" if baseline_failure else "" if winner is not None else
-               f"no finalist leads the heuristic by {MIN_GAIN:.0%} on every shape, in every process"),
+               f"over it" if baseline_failure else "" if winner is not None else _no_lead(bucket, entries)),
            "git_commit": commit, "timestamp": now(), "tunebench_version": __version__}
     store.add_check(doc)
     return doc
@@ -135,6 +134,24 @@ def _winner(bucket: Bucket, entries: list[dict]) -> int | None:
         return None
     score, best = min(scores)
     return best if score <= (1 - MIN_GAIN) * base else None
+
+
+def _no_lead(bucket: Bucket, entries: list[dict]) -> str:
+    """Why no finalist replaced the heuristic, naming the one faster over the bucket that lost
+    on a shape: one config cannot serve such a bucket, and splitting it can."""
+    why = f"no finalist leads the heuristic by {MIN_GAIN:.0%} on every shape, in every process"
+    if any("finalist_ms" not in e or "baseline_ms" not in e for e in entries):
+        return why
+    shapes = [tuple(e["shape"]) for e in entries]
+    base = bucket.objective({s: e["baseline_ms"] for s, e in zip(shapes, entries)})
+    score, i = min((bucket.objective({s: e["finalist_ms"][i] for s, e in zip(shapes, entries)}), i)
+                   for i in range(len(entries[0]["finalists"])))
+    lost = [s for s, e in zip(shapes, entries) if not e["leads"][i]]
+    if score > (1 - MIN_GAIN) * base or not lost:
+        return why
+    return (f"{why}: [{config_text(entries[0]['finalists'][i])}] takes {score / base:.2f}x the heuristic's time over "
+            f"the bucket, but is not faster in every process on {', '.join(map(str, lost))}; split the bucket "
+            f"between its shapes for each part to get its own config")
 
 
 def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:

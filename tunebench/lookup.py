@@ -175,7 +175,8 @@ class Summary:
         for check in store.checks(kind="tune"):  # the latest of each task wins
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
-                check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)])
+                check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)],
+                check.get("reason") or "")
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
@@ -194,6 +195,10 @@ class Summary:
         if found is None or found[0] != source_hash:
             return None
         return {tuple(shape): config for shape, config, *_ in found[1]}
+
+    def final_reason(self, kernel: str, target: str, dtype: str, bucket: str) -> str:
+        """Why the latest final round of the task kept the heuristic, or took no lead over it."""
+        return self._finals.get((kernel, target, dtype, bucket), (None, [], ""))[2]
 
     def confirmed(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple[float, float] | None:
         """(chosen, heuristic) bucket objectives in ms as the latest final round measured them (the
@@ -342,7 +347,7 @@ def _caller() -> int:
 RANKED = 8
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -516,7 +521,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         order = adopt + [k for k in order if k != key]
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
-    choice.reason = ("it beat every recorded config on this bucket" if choice.baseline_ms is not None
+    kept = store.final_reason(name, target, dtype, bucket.name) if final is not None and not adopt else ""
+    choice.reason = (f"the final round kept it: {kept}" if kept else
+                     "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket")
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
