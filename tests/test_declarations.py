@@ -65,9 +65,20 @@ def test_best_never_hands_out_a_config_whose_shaped_constraint_fails_for_the_sha
         assert n % choice.config["tile"] == 0 or choice.source == "heuristic", (n, choice)
         if choice.note:
             assert "does not satisfy the constraints" in choice.note
-    odd = tunebench.lookup("gemm", (97,))  # no tile divides 97: the heuristic, and the note says why
-    if odd.note:
-        assert odd.source == "heuristic" and "the heuristic instead" in odd.note
+    odd = tunebench.lookup("gemm", (97,))  # no tile divides 97: the heuristic, and the note says it strays too
+    assert odd.source == "heuristic" and "the heuristic's config is outside the space for (97,)" in odd.note
+
+
+def test_a_heuristic_outside_the_space_is_said_by_the_summary_and_by_best(project, pytester, monkeypatch):
+    """A rule the candidates are held to (here vec * unroll <= 4), which the heuristic broke unsaid."""
+    project(suite=AXPB_SUITE.replace('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": 4, "unroll": 2, "mode": 0}'))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(result, "axpb[small-float32]: the heuristic's config [vec:4 unroll:2 mode:0] is outside the space "
+                        "on (1000,): breaks constraint <lambda> at test_axpb.py:") == 1
+    monkeypatch.chdir(pytester.path)
+    choice = tunebench.lookup("axpb", (1000,), dtype="float64")  # not declared: the heuristic, always
+    assert choice.source == "heuristic" and choice.note.endswith(
+        "the heuristic's config is outside the space for (1000,): breaks constraint <lambda> at test_axpb.py:21")
 
 
 def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(project, pytester):

@@ -39,6 +39,16 @@ def test_a_whole_config_constraint_asking_get_or_in_for_an_unknown_name_is_refus
             space.validate()
 
 
+def test_broken_names_what_a_config_from_outside_the_space_breaks_on_a_shape():
+    space = Space({"tile": [8, 16], "vec": [1, 2]},
+                  constraints=[lambda tile, vec: tile * vec <= 16, lambda N, tile: N % tile == 0])
+    assert space.broken({"tile": 16, "vec": 1}, (64,), ("N",)) == []
+    assert [b.split(" at ")[0] for b in space.broken({"tile": 16, "vec": 2}, (24,), ("N",))] == \
+        ["breaks constraint <lambda>"] * 2
+    assert space.broken({"tile": 32, "vec": 1}, (64,), ("N",)) == ["tile=32 is not among its values"]
+    assert space.broken({"tile": 8}, (64,), ("N",)) == ["params ['tile'] are not the space's ['tile', 'vec']"]
+
+
 def test_keyword_and_whole_config_constraints_split_the_product():
     space = Space({"warp_num": pow2(1, 32), "tree_reduce_num": pow2(32, 1024), "vec": [1, 2, 4]},
                   constraints=[lambda warp_num, tree_reduce_num: warp_num * 32 <= tree_reduce_num,

@@ -547,6 +547,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
     elif variant is not None:
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
+        broken = variant.space.broken(choice.config, shape, buckets.dims)
+        if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
+            choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
+                                                               f"for {shape}: {'; '.join(broken)}")))
     elif decl is not None:
         raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
                           f"the device of a target it has (device=, --device)")

@@ -286,7 +286,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "
                                     f"(--tune-fresh measures them again, --tune-retry-failed the failed ones)")
     for task in ran:
-        for note in (task.why_again, task.unconfirmed()):
+        for note in (task.why_again, task.unconfirmed(), task.heuristic_strays):
             if note:
                 terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
     share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \

@@ -240,6 +240,20 @@ class Space:
         at = {"shape": tuple(shape), **dict(zip(dims, shape))}
         return all(self._holds(c, index, key, at) for c in constraints if c.shaped)
 
+    def broken(self, config: Mapping, shape: Sequence[int], dims: Sequence[str]) -> list[str]:
+        """What ``config`` breaks on ``shape``: a value outside the space, or a constraint's label
+        (empty where it is a config of the space for that shape). A heuristic's config is not bound
+        by the space, so this says where today's rule strays outside it."""
+        if set(config) != set(self.names):
+            return [f"params {sorted(config)} are not the space's {list(self.names)}"]
+        outside = [f"{n}={config[n]!r} is not among its values" for n in self.names if config[n] not in self.values[n]]
+        if outside:
+            return outside
+        names, _, constraints = self._check()
+        index, key = {n: i for i, n in enumerate(names)}, self.key(config)
+        at = {"shape": tuple(shape), **dict(zip(dims, shape))}
+        return [f"breaks {c.label}" for c in constraints if not self._holds(c, index, key, at if c.shaped else None)]
+
     @staticmethod
     def _holds(c: Constraint, index: Mapping[str, int], key: tuple, at: Mapping[str, Any] | None = None) -> bool:
         try:
