@@ -50,6 +50,18 @@ def test_an_in_out_output_starts_every_call_from_its_initial_values(tmp_path):
     assert kernel.expected(args)[0].shape == (16, 16) and "C" in kernel.inout
 
 
+def test_an_output_the_reference_reads_but_not_declared_in_out_is_named_with_the_fix(tmp_path):
+    (tmp_path / "gemm.c").write_text(GEMM_C)
+    namespace = {}
+    suite = GEMM_SUITE.replace('source="gemm.c"', f'source="{tmp_path / "gemm.c"}"').replace('inout=["C"], ', "")
+    exec(compile(suite, "gemm", "exec"), namespace)
+    kernel: Kernel = namespace["gemm"]
+    with pytest.raises(tunebench.KernelError, match=r"kernel 'gemm': the reference takes output 'C', which it is "
+                                                    r"given only where the kernel reads it too: declare "
+                                                    r"inout=\['C'\] \(TypeError: .*missing 1 required"):
+        kernel.expected(kernel.build_args((16,), "float32"))
+
+
 def test_a_shaped_constraint_keeps_candidates_to_the_buckets_they_fit(gemm):
     gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
     tiles = {b: {t["config"]["tile"] for t in records(gemm.path).table("trials").all() if t["bucket"] == b}

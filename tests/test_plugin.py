@@ -159,6 +159,15 @@ def test_asking_for_cuda_without_a_gpu_skips_with_the_reason(project, pytester):
     assert not (pytester.path / "records").exists()
 
 
+def test_a_task_tuned_here_whose_every_config_failed_is_not_called_unrecorded_by_the_gate(project, pytester):
+    project(modes=(1,), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))  # every config a wrong result
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs", "-k", "small")
+    result.assert_outcomes(skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*nothing to gate for axpb small float32 on this device, cpu-*: it was tuned here, "
+                                 "but no config completed every shape (the tune's failures say why)*"])
+
+
 def test_without_tune_only_gate_items_run_and_they_skip_without_records(project, pytester):
     project()
     result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")

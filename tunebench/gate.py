@@ -153,6 +153,9 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
 
 def not_recorded(store: RecordStore, kernel: str, bucket: str, dtype: str) -> str:
     """Why there is nothing to gate, naming this device and those that have records."""
+    if store.tasks(kernel=kernel, bucket=bucket, dtype=dtype):
+        return (f"nothing to gate for {kernel} {bucket} {dtype} on this device, {store.device}: it was tuned here, "
+                f"but no config completed every shape (the tune's failures say why); tune it again once fixed")
     others = [s.device for s in devices(store) if s.path != store.path]
     held = f"; {store.path.parent} holds {', '.join(others)}" if others else ""
     return (f"nothing recorded for {kernel} {bucket} {dtype} on this device, {store.device}{held}: timings "

@@ -306,7 +306,15 @@ class Kernel:
         output is a declaration error: no candidate could match it."""
         inputs = {k: v.copy() if k in self.inout else v for k, v in args.items()
                   if k not in self.outputs or k in self.inout}
-        result = self.reference(**inputs)
+        try:
+            result = self.reference(**inputs)
+        except TypeError as e:  # an output the kernel also reads, not declared so, is not passed
+            unsaid = [n for n in self.outputs if n not in inputs and f"'{n}'" in str(e)]
+            if unsaid:
+                raise KernelError(f"kernel {self.name!r}: the reference takes output {unsaid[0]!r}, which it is "
+                                  f"given only where the kernel reads it too: declare inout=[{unsaid[0]!r}] "
+                                  f"({type(e).__name__}: {e})") from e
+            raise
         result = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(result) != len(self.outputs):
             raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "

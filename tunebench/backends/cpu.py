@@ -208,8 +208,9 @@ class CpuBackend(Backend):
             if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
                 raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
             if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
-                raise KernelError(f"kernel {kernel.name!r}: scalar {name!r} has dtype {value.dtype}, "
-                                  f"which has no C type here")
+                raise KernelError(f"kernel {kernel.name!r}: scalar {name!r} has dtype {value.dtype}, which the "
+                                  f"CPU target cannot pass by value (it passes {', '.join(d.name for d in SCALARS)}): "
+                                  f"pass np.float32(...) and declare it `float` in the kernel, converting there")
         try:
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:
