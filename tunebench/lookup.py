@@ -10,9 +10,9 @@ so: a comment or a fix must not send a framework back to the heuristic while CI 
 baseline (the heuristic on each representative shape) competes too: where it wins, or nothing is
 recorded, the answer is the heuristic's config for the requested shape (records shipped without
 the suites know it only where it was recorded: at the nearest representative shape, as an export
-carries it, with a note). A config whose shaped
-constraints fail for the asked shape is passed over for the best recorded one that holds (of the
-bucket's :data:`RANKED` fastest), else the heuristic, and :attr:`Choice.note` says so.
+carries it, with a note). A config whose shaped constraints fail for the asked shape is passed
+over for the best recorded one that holds (of the bucket's :data:`RANKED` fastest), else the
+heuristic, and :attr:`Choice.note` says so.
 
 Records and suites are found from the project's root, not the working directory (see
 :func:`project`). Answers come from an in-memory index of the records folder, kept until a
