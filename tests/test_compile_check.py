@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import SHARED_CU, SHARED_SUITE
+from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE
 from tunebench.cli import main
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -39,10 +39,11 @@ fill = Kernel(
 @needs_nvcc
 def test_every_shipped_cuda_kernel_compiles_for_sm80_and_sm90(capsys):
     assert main(["compile-check", "--target", "cuda", "--sample", "3"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    *lines, summary = capsys.readouterr().out.splitlines()
     kernels = [ln.split()[0] for ln in lines if not ln.startswith(" ")]
     assert sorted(kernels) == ["layernorm", "matmul_add", "row_reduce", "softmax"]
     assert all("sm_80 sm_90" in ln and " ok " in ln for ln in lines if not ln.startswith(" "))
+    assert summary == "compile-check: 4 of 4 kernels ok"
 
 
 @needs_nvcc
@@ -53,11 +54,24 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     out = capsys.readouterr().out
     assert "fill  cuda  float32  sm_90  2 configs, 2 builds, 2 launches  FAILED 1 of 2 builds" in out
     assert "float32 sm_90 [tile:2]: " in out and 'tile 2 is broken' in out
+    assert out.endswith("compile-check: 0 of 1 kernels ok; failed: fill\n")
 
 
 def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
     assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 4
+    assert len(capsys.readouterr().out.splitlines()) == 5  # a line per kernel, and the summary
+
+
+def test_a_heuristic_config_outside_the_space_is_noted_not_failed(tmp_path, capsys):
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite.replace('{"vec": 2, "unroll": 1, "mode": 0}',
+                                                         '{"vec": 4, "unroll": 2, "mode": 0}'))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("    the heuristic's config is outside the space: [vec:4 unroll:2 mode:0] on (1000,): breaks "
+                     "constraint <lambda> at test_axpb.py:") == 1
+    assert out.endswith("compile-check: 1 of 1 kernels ok\n")
 
 
 

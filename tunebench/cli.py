@@ -105,7 +105,12 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
             print("    " + failure.replace("\n", "\n    "))
         for note in grouped(r.pruned):
             print(f"    pruned where tuned: {note}")
-    return 0 if all(r.ok for r in results) else 1
+        for note in r.strays:
+            print(f"    the heuristic's config is outside the space: {note}")
+    failed = [r.kernel for r in results if not r.ok]
+    print(f"compile-check: {len(results) - len(failed)} of {len(results)} kernels ok"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

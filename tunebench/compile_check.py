@@ -47,6 +47,7 @@ class KernelCheck:
     launch_failures: list[tuple[str, str]] = field(default_factory=list)
     failed_launches: int = 0
     pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
+    strays: list[str] = field(default_factory=list)  # where the heuristic's config breaks the space: not failures
     seconds: float = 0.0
 
     @property
@@ -62,6 +63,15 @@ def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int,
     configs += [variant.space.config(k) for k in picked]
     unique = {tuple(sorted(c.items())): c for c in configs}
     return list(unique.values())
+
+
+def strays(kernel: Kernel, variant: Variant, target: str) -> list[str]:
+    """Where the heuristic's config breaks the space on a representative shape (a constraint, a
+    value it lacks): built and measured all the same, but worth a look (a tail it drops?)."""
+    buckets = kernel.buckets_for(target)
+    found = [(variant.baseline(s), s) for b in buckets for s in b.shapes]
+    return [f"[{config_text(c)}] on {s}: {'; '.join(broken)}" for c, s in found
+            if (broken := variant.space.broken(c, s, buckets.dims))]
 
 
 def _compile(command: Sequence[str], source: str, suffix: str, name: str,
@@ -105,7 +115,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             except (KernelError, SpaceError, BucketError) as e:
                 results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
                 continue
-            result = KernelCheck(kernel.name, variant.dtypes, len(configs))
+            result = KernelCheck(kernel.name, variant.dtypes, len(configs), strays=strays(kernel, variant, target))
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             inspect = launch.cubin_kernels if target == "cuda" else None
             jobs_ = [(dtype, where, config, pool.submit(
