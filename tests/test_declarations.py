@@ -85,7 +85,7 @@ def test_a_heuristic_outside_the_space_is_said_by_the_summary_and_by_best(projec
     """A rule the candidates are held to (here vec * unroll <= 4), which the heuristic broke unsaid."""
     project(suite=AXPB_SUITE.replace('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": 4, "unroll": 2, "mode": 0}'))
     result = pytester.runpytest("suites", *TUNE, "-k", "small")
-    assert said(result, "axpb[small-float32]: the heuristic's config [vec:4 unroll:2 mode:0] is outside the space "
+    assert said(result, "axpb[small-float32]: the heuristic's config is outside the space: [vec:4 unroll:2 mode:0] "
                         "on (1000,): breaks constraint <lambda> at test_axpb.py:") == 1
     monkeypatch.chdir(pytester.path)
     choice = tunebench.lookup("axpb", (1000,), dtype="float64")  # not declared: the heuristic, always

@@ -65,15 +65,6 @@ def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int,
     return list(unique.values())
 
 
-def strays(kernel: Kernel, variant: Variant, target: str) -> list[str]:
-    """Where the heuristic's config breaks the space on a representative shape (a constraint, a
-    value it lacks): built and measured all the same, but worth a look (a tail it drops?)."""
-    buckets = kernel.buckets_for(target)
-    found = [(variant.baseline(s), s) for b in buckets for s in b.shapes]
-    return [f"[{config_text(c)}] on {s}: {'; '.join(broken)}" for c, s in found
-            if (broken := variant.space.broken(c, s, buckets.dims))]
-
-
 def _compile(command: Sequence[str], source: str, suffix: str, name: str,
              inspect: Callable[[Path], dict] | None) -> tuple[str | None, dict]:
     """(None, what ``inspect`` reads of the artefact) when ``command`` (with ``{src}`` and
@@ -115,7 +106,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             except (KernelError, SpaceError, BucketError) as e:
                 results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
                 continue
-            result = KernelCheck(kernel.name, variant.dtypes, len(configs), strays=strays(kernel, variant, target))
+            result = KernelCheck(kernel.name, variant.dtypes, len(configs), 
+                                 strays=kernel.heuristic_strays(variant, target))
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             inspect = launch.cubin_kernels if target == "cuda" else None
             jobs_ = [(dtype, where, config, pool.submit(

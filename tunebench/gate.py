@@ -124,9 +124,9 @@ def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor:
     return Verdict(what, shape, list(ratios), limit, outcome)
 
 
-def _arms(best: dict, baseline: dict, recorded_text: str | None) -> tuple:
+def _arms(best: dict, baseline: dict | None, recorded_text: str | None) -> tuple:
     arms = [("best", best, None)]
-    if baseline != best:
+    if baseline is not None and baseline != best:
         arms.append(("baseline", baseline, None))
     if recorded_text is not None:
         arms.append(("recorded", best, recorded_text))
@@ -197,7 +197,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if failing.get(shape) == baseline:  # known since the tune: no competitor, and no news
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
-            baseline = best[shape]
+            baseline = None
         arms = _arms(best[shape], baseline, recorded_text)
         result.configs[shape] = {label: config for label, config, _ in arms}
         if len(arms) == 1:

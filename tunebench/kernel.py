@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tunebench.buckets import Buckets
+from tunebench.records import config_text
 from tunebench.space import Space
 
 #: Default (rtol, atol) per dtype: |out - ref| <= atol + rtol * |ref| must hold everywhere.
@@ -285,6 +286,15 @@ class Kernel:
         """The buckets tuned on a target: the variant's own, else the kernel's."""
         variant = self.variants.get(target)
         return variant.buckets if variant is not None and variant.buckets is not None else self.buckets
+
+    def heuristic_strays(self, variant: Variant, target: str, shapes: Sequence[tuple] | None = None) -> list[str]:
+        """Where the heuristic's config breaks the space on ``shapes`` (every representative
+        shape by default): a constraint, a value it lacks. A rule the candidates are held to and it
+        is not (a tail it may drop, a read past a row); it is built and measured all the same."""
+        buckets = self.buckets_for(target)
+        found = [(variant.baseline(s), s) for s in (shapes or [s for b in buckets for s in b.shapes])]
+        return [f"[{config_text(c)}] on {s}: {'; '.join(broken)}" for c, s in found
+                if (broken := variant.space.broken(c, s, buckets.dims))]
 
     def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
         """Fresh arguments for one shape; the same values every call (seeded by kernel and shape)."""

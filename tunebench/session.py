@@ -203,16 +203,9 @@ class Task:
 
     @property
     def heuristic_strays(self) -> str | None:
-        """Where the heuristic's config breaks the space's constraints on a representative shape:
-        a rule the candidates are held to, which it is not (a tail it may drop, a read past a row)."""
-        space, dims = self.variant.space, self.kernel.buckets_for(self.tuner.target).dims
-        for shape in self.bucket.shapes:
-            config = self.variant.baseline(shape)
-            broken = space.broken(config, shape, dims)
-            if broken:
-                return f"the heuristic's config [{config_text(config)}] is outside the space on {shape}: " \
-                       f"{'; '.join(broken)}"
-        return None
+        """Where the heuristic's config breaks the space on this bucket's shapes, if it does."""
+        found = self.kernel.heuristic_strays(self.variant, self.tuner.target, self.bucket.shapes)
+        return f"the heuristic's config is outside the space: {found[0]}" if found else None
 
     @property
     def label(self) -> str:
