@@ -291,6 +291,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
     share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
             f"would take" if tuner.fixed_s else ""
+    if tuner.fixed_s and tuner.measure_s > tuner.fixed_s:
+        share += f" (noisy trials needed more than {FIXED_REPEATS} samples to pin their median)"
     ahead = tuner.ahead.compiled if tuner.ahead else 0
     terminalreporter.write_line(
         f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {tuner.workers.compiled + ahead} compiled "
@@ -299,8 +301,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         f"{tuner.measure_s:.1f} s{share}")
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
-        "round (fresh processes, every buffer placement; * where none confirmed it); early: candidates "
-        "stopped once clearly slower than the best so far")
+        "round (fresh processes, every buffer placement; * where none confirmed it); configs: the candidates "
+        "this run weighed, the heuristic apart (failed, early: how many failed, or stopped once clearly "
+        "slower than the best so far); new: trials measured now, one per config and shape; desel: "
+        "candidates deselected for breaking a constraint")
     disturbed = sum(r["disturbed"] for r in rows)
     if tuner.remeasured or disturbed or tuner.noisy:
         terminalreporter.write_line(

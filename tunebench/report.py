@@ -40,8 +40,7 @@ class TaskView:
     source_hash: str
     objectives: dict[tuple, float]  # config key -> bucket objective, complete configs only
     baseline_ms: float | None
-    trials: int
-    statuses: dict[str, int]
+    statuses: dict[str, int]  # trial status -> how many trials (one per config and shape) ended so
     convergence: list[float]  # best objective so far after each complete config, in trial order
     configs: dict[tuple, dict]  # config key -> the config as recorded, in its params' order
     checks: list[dict] = field(default_factory=list)
@@ -105,7 +104,7 @@ def task_views(store: RecordStore) -> list[TaskView]:
         views.append(TaskView(
             task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"], objectives,
             bucket.objective(base) if base and all(v is not None for v in base.values()) else None,
-            len({config_key(t["config"]) for t in mine}), dict(statuses), _convergence(mine, objectives),
+            dict(statuses), _convergence(mine, objectives),
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
@@ -245,7 +244,7 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         best_ms, base_ms = v.times
         gate = v.last_gate
         mark = "" if v.confirmed else "*"
-        rows.append([v.kernel, v.bucket.name, v.dtype, str(v.trials),
+        rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
                      "the heuristic" if v.heuristic_best
@@ -255,8 +254,13 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
     return rows
 
 
-HEAD = ["kernel", "bucket", "dtype", "trials", "best ms", "heuristic ms", "speedup", "best config",
-        "other statuses", "last gate"]
+HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
+        "trials not ok", "last gate"]
+
+
+LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
+          "heuristic's included; trials not ok: the trials (one per config and shape) that did not end ok, "
+          "by status.")
 
 
 def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -318,8 +322,8 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
         md += ["Times are the bucket objective: the weighted geometric mean of the median times on "
                "the bucket's representative shapes, as the final round measured them (in fresh "
                "processes, under every buffer placement); * where no final round did and the trials' are shown.",
-               "", _markdown_table(HEAD, rows), ""]
-        body += [_html_table(HEAD, rows)]
+               "", _markdown_table(HEAD, rows), "", LEGEND, ""]
+        body += [_html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
         gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
         failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
         if failing:

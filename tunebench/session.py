@@ -532,7 +532,7 @@ class Task:
         base_configs = list(self.baseline.configs.values()) if self.baseline else []
         return {
             "kernel": self.kernel.name, "bucket": self.bucket.name, "dtype": self.dtype,
-            "trials": len(outcomes),
+            "configs": len(outcomes),
             "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0),
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-COLUMNS = ("kernel", "bucket", "dtype", "trials", "new", "desel", "failed", "early", "best ms", "rate",
+COLUMNS = ("kernel", "bucket", "dtype", "configs", "new", "desel", "failed", "early", "best ms", "rate",
            "baseline ms", "speedup", "best config", "baseline config")
 
 
@@ -19,12 +19,13 @@ def _rate(rate: tuple[float, str] | None) -> str:
 def table(rows: Sequence[Mapping]) -> list[str]:
     """Aligned lines for rows with the keys the columns name (see :data:`COLUMNS`).
 
-    A row has: kernel, bucket, dtype, trials, new, deselected, failed, early, best_ms, best_rate
+    A row has: kernel, bucket, dtype, configs (the candidates weighed), new (trials measured now,
+    one per config and shape), deselected, failed, early, best_ms, best_rate
     ((value, unit) or None), baseline_ms, speedup (marked * where ``confirmed`` is false: no
     final round measured it), best_config and baseline_config (text).
     """
     cells = [COLUMNS] + [(
-        r["kernel"], r["bucket"], r["dtype"], str(r["trials"]), str(r["new"]), str(r["deselected"]),
+        r["kernel"], r["bucket"], r["dtype"], str(r["configs"]), str(r["new"]), str(r["deselected"]),
         str(r["failed"]), str(r["early"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
         "-" if r["speedup"] is None else f"{r['speedup']:.2f}x" + ("" if r.get("confirmed", True) else "*"),
         r["best_config"], r["baseline_config"],
