@@ -74,6 +74,23 @@ def test_a_heuristic_config_outside_the_space_is_noted_not_failed(tmp_path, caps
     assert out.endswith("compile-check: 1 of 1 kernels ok\n")
 
 
+def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_naming_them(tmp_path, capsys):
+    """ctypes passes a float64 as the double a ``float`` parameter never reads: every config a
+    wrong result. The library's DWARF gives each parameter's C type."""
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite.replace('"b": np.float32(0.5)', '"b": 0.5 * np.ones(1)[0]'))
+    (tmp_path / "test_renamed.py").write_text(suite.replace('    "axpb",', '    "renamed",').replace(
+        'entry="axpb"', 'entry="axpby"'))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "axpb     cpu  float32  host  2 configs, 2 builds  FAILED its entry point" in out
+    assert ("    float32 arguments: argument 'b' (float64 scalar) where the kernel's parameter 4 (float) takes a "
+            "4-byte float: give it np.float32") in out
+    assert "    float32 [vec:2 unroll:1 mode:0] and 1 more: axpb.c exports no function 'axpby'; it exports: axpb" in out
+    assert out.endswith("compile-check: 0 of 2 kernels ok; failed: axpb, renamed\n")
+
+
 
 @needs_nvcc
 def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture_is_noted_or_fails(tmp_path, capsys):

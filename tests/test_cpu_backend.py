@@ -89,6 +89,16 @@ def test_a_python_int_argument_is_refused_with_its_name(axpb):
         kernel.build_args((4,), "float32")
 
 
+def test_a_float64_scalar_for_a_float_parameter_is_a_declaration_error_before_any_call(axpb):
+    """ctypes would pass a double the function never reads: every config a wrong result."""
+    kernel, variant = axpb
+    given = kernel.args
+    kernel.args = lambda shape, dtype, rng: {**given(shape, dtype, rng), "a": np.float64(3.0)}
+    with pytest.raises(KernelError, match=r"kernel 'axpb_backend_test': argument 'a' \(float64 scalar\) where the "
+                                          r"kernel's parameter 3 \(float\) takes a 4-byte float: give it np.float32"):
+        run_once(CpuBackend(), kernel, variant, {"vec": 4, "unroll": 1, "mode": 0})
+
+
 def test_the_fingerprint_holds_the_thread_count(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     fp = CpuBackend().fingerprint()

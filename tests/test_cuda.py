@@ -18,6 +18,7 @@ from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, nvcc_command
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
                                        resource_problem)
+from tunebench.backends.params import Param
 from tunebench.kernel import KernelError
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -146,7 +147,7 @@ def test_a_cubin_names_its_kernels_their_static_shared_memory_and_parameters(tmp
         kernels = cubin_kernels(out)
         assert set(kernels) == {"staged", "_Z5tiledILi256EEvPf"}, arch
         assert kernels["staged"].static_shared == 16384 and kernels["_Z5tiledILi256EEvPf"].static_shared == 1024
-        assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (8,)  # one pointer each
+        assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (Param(8),)  # a pointer each
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.

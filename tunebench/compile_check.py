@@ -8,8 +8,10 @@ representative shapes it would run on is also checked, with what the cubin says 
 point (:func:`~tunebench.backends.launch.cubin_kernels`): the form the variant's ``launch``
 answers in, the entry point among the cubin's kernels, the args builder's arguments against its
 parameters, and the grid, block and static and dynamic shared memory against each
-architecture's limits, which a tune would otherwise find only on a GPU. Runs wherever the
-compiler exists, CI included.
+architecture's limits, which a tune would otherwise find only on a GPU. For the CPU, the entry
+point among the library's exported functions and the arguments against its parameters' C types
+(:func:`~tunebench.backends.params.library_functions`). Runs wherever the compiler exists, CI
+included.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunebench.backends import cpu, cuda, launch
+from tunebench.backends import cpu, cuda, launch, params
 from tunebench.backends.base import explain, render
 from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.buckets import BucketError
@@ -44,7 +46,7 @@ class KernelCheck:
     builds: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (where: dtype, arch and config, what)
     launches: int = 0  # (config, dtype, shape, architecture) launches checked, CUDA only
-    launch_failures: list[tuple[str, str]] = field(default_factory=list)
+    launch_failures: list[tuple[str, str]] = field(default_factory=list)  # and the entry point's, on either target
     failed_launches: int = 0
     pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
     strays: list[str] = field(default_factory=list)  # where the heuristic's config breaks the space: not failures
@@ -109,7 +111,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             result = KernelCheck(kernel.name, variant.dtypes, len(configs), 
                                  strays=kernel.heuristic_strays(variant, target))
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
-            inspect = launch.cubin_kernels if target == "cuda" else None
+            inspect = launch.cubin_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
@@ -125,6 +127,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":
                 check_launches(result, kernel, variant, configs, archs, built)
+            else:
+                check_entry(result, kernel, variant, built)
             result.seconds = time.perf_counter() - start
             results.append(result)
     return results
@@ -141,7 +145,8 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     buckets = kernel.buckets_for("cuda")
     heuristic = {(config_text(variant.baseline(s)), s) for b in buckets for s in b.shapes}
     space, failing = variant.space, set()
-    mismatch = args_mismatch(kernel, variant, built)
+    mismatch = args_mismatch(kernel, variant, "cuda", {
+        where: {n: fn.params for n, fn in kernels.items()} for where, kernels in built.items()})
     for dtype, problem in mismatch.items():
         result.launch_failures.append((f"{dtype} arguments", problem))
     for config in configs:
@@ -181,23 +186,37 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     result.failed_launches = len(failing)
 
 
-def args_mismatch(kernel: Kernel, variant: Variant, built: dict) -> dict[str, str]:
+def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: dict) -> None:
+    """On the CPU: the entry point among each library's exported functions, and the args
+    builder's arguments against its parameters as the DWARF lists them."""
+    for (dtype, _, named), functions in built.items():
+        if variant.entry not in functions:
+            hint = ' (declare it extern "C": C++ names are mangled)' if cpu.language(variant) == "c++" else ""
+            result.launch_failures.append((f"{dtype} [{named}]", (
+                f"{variant.path.name} exports no function {variant.entry!r}{hint}; it exports: "
+                f"{', '.join(sorted(functions)) or 'none'}")))
+    for dtype, problem in args_mismatch(kernel, variant, "cpu", built).items():
+        result.launch_failures.append((f"{dtype} arguments", problem))
+
+
+def args_mismatch(kernel: Kernel, variant: Variant, target: str, built: dict) -> dict[str, str]:
     """dtype -> where the args builder's arguments (on the smallest representative shape) do not
-    fit the entry point's parameters as its cubin lists them: on a GPU every config of the dtype
-    would read shifted bytes and fail as a wrong result, with no word on why."""
-    shape = min((s for b in kernel.buckets_for("cuda") for s in b.shapes), key=lambda s: math.prod(s))
+    fit the entry point's parameters as the compiled artefact lists them (``built``: (dtype,
+    where, config) -> function name -> its parameters): every config of the dtype would read a
+    wrong value and fail as a wrong result, with no word on why."""
+    shape = min((s for b in kernel.buckets_for(target) for s in b.shapes), key=lambda s: math.prod(s))
     found = {}
     for dtype in variant.dtypes:
-        params = next((kernels[variant.entry].params for (d, _, _), kernels in built.items()
-                       if d == dtype and variant.entry in kernels), None)
-        if params is None:
+        entry = next((functions[variant.entry] for (d, _, _), functions in built.items()
+                      if d == dtype and functions.get(variant.entry) is not None), None)
+        if entry is None:
             continue
         try:
             args = kernel.build_args(shape, dtype)
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
             found[dtype] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
             continue
-        problem = launch.args_problem(args, params)
+        problem = params.args_problem(args, entry)
         if problem:
             found[dtype] = problem
     return found

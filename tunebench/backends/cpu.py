@@ -1,7 +1,9 @@
 """The CPU target: C (or C++) templates compiled by gcc into shared libraries, called through ctypes.
 
 Each variant is its own uniquely named library (see the compile cache); arguments are passed as
-raw pointers and as the C types their numpy scalar dtypes name. Timing is a monotonic ns clock
+raw pointers and as the C types their numpy scalar dtypes name, after a check against the entry
+point's parameters as the library's DWARF lists them (a build is ``-g``: the code is the same,
+see :mod:`tunebench.backends.params`). Timing is a monotonic ns clock
 around one call. The OpenMP thread count is fixed before any kernel library loads and is part of
 the device fingerprint.
 """
@@ -35,6 +37,7 @@ from tunebench.backends.base import (
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
 from tunebench.backends.memory import PLACEMENTS, placed
+from tunebench.backends.params import Param, args_problem, library_functions
 from tunebench.kernel import Kernel, KernelError, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
@@ -42,7 +45,7 @@ CXX = os.environ.get("TUNEBENCH_CXX", "g++")
 #: Templates with these suffixes are C++ (templates, the standard library), compiled by ``CXX``;
 #: any other template is C, compiled by ``CC``.
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
+FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared")
 STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
 CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", **INTEGER_CTYPES}  # gcc >= 12 on x86-64
 SCALARS = {
@@ -168,6 +171,7 @@ class CpuBackend(Backend):
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
         self._buffers: dict[str, Buffers] = {}  # placement -> the latest shape's buffers
+        self._params: dict[str, tuple[Param, ...] | None] = {}  # library -> its entry point's parameters
         os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
     def fingerprint(self) -> dict:
@@ -218,8 +222,23 @@ class CpuBackend(Backend):
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
                               f"{variant.entry!r}{hint}") from None
         fn.restype = None
+        mismatch = self._args_problem(build, variant, args)
+        if mismatch:
+            raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
         if any(b.source is not args for b in self._buffers.values()):
             self._buffers.clear()  # one shape's at a time: they can be large
         if placement not in self._buffers:
             self._buffers[placement] = Buffers(kernel, args, placement)
         return CpuRunner(fn, kernel, self._buffers[placement])
+
+    def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
+        """Where the arguments do not fit the entry point's parameters as the library's DWARF
+        lists them: a declaration error, before a call that would read a wrong value in every
+        config. Unchecked where pyelftools is not installed, or the flags drop the DWARF."""
+        key = str(build.handle)
+        if key not in self._params:
+            try:
+                self._params[key] = library_functions(build.handle).get(variant.entry)
+            except ImportError:
+                self._params[key] = None
+        return args_problem(args, self._params[key]) if self._params[key] is not None else None

@@ -43,8 +43,9 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, args_problem, cubin_kernels,
-                                       launch_of, resource_problem)
+from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, launch_of,
+                                       resource_problem)
+from tunebench.backends.params import args_problem
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
@@ -280,7 +281,7 @@ class CudaBackend(CudaCompiler, Backend):
 
     def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
         """Where the arguments do not fit the entry point's parameters as its cubin lists them (see
-        :func:`~tunebench.backends.launch.args_problem`): a declaration error, before a launch that
+        :func:`~tunebench.backends.params.args_problem`): a declaration error, before a launch that
         would read shifted bytes. Unchecked where pyelftools is not installed."""
         key = str(build.handle)
         if key not in self._params:

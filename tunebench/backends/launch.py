@@ -6,7 +6,7 @@ so that a wrong form is a declaration error naming the config and shape, and a l
 limits is a ``pruned_resources`` trial on the device (without one, compile-check reads the
 cubin: the heuristic's config beyond an architecture's limits fails the check, a candidate's is
 noted), never a crash in the middle of a tune. The cubin also lists the entry point's
-parameters, against which the args builder's arguments are checked.
+parameters, against which the args builder's arguments are checked (:mod:`tunebench.backends.params`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tunebench.backends.params import Param
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: Shared memory (bytes, static and dynamic together) a block may have without its function
@@ -106,7 +107,7 @@ class FunctionResources:
     static_shared: int = 0
     registers: int | None = None
     max_threads_per_block: int | None = None
-    params: tuple[int, ...] | None = None
+    params: tuple[Param, ...] | None = None
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
@@ -118,7 +119,7 @@ class FunctionResources:
 KPARAM_INFO = 0x17
 
 
-def _param_sizes(info: bytes) -> tuple[int, ...]:
+def _param_sizes(info: bytes) -> tuple[Param, ...]:
     """The bytes of each parameter, by ordinal, from a kernel's ``.nv.info`` attributes: records of
     a format byte, an attribute byte and two more bytes (the value, or for format 4 the length of
     the value that follows), of which a parameter's are its index, ordinal, offset and a word
@@ -134,7 +135,7 @@ def _param_sizes(info: bytes) -> tuple[int, ...]:
             _, ordinal, _, word = struct.unpack_from("<IHHI", info, i + 4)
             sizes[ordinal] = (word >> 18) & 0x3FFF
         i += 4 + length
-    return tuple(sizes[n] for n in sorted(sizes))
+    return tuple(Param(sizes[n]) for n in sorted(sizes))
 
 
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
@@ -152,23 +153,6 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     return {name: FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0),
                                     params=_param_sizes(info))
             for name, info in infos.items() if f".text.{name}" in sizes}
-
-
-def args_problem(args: Mapping, params: tuple[int, ...]) -> str | None:
-    """Where the args builder's arguments do not fit the kernel's parameters: their number, or
-    one's bytes (an array passes a pointer, 8 bytes; a numpy scalar its own): a launch packs the
-    bytes as given, so a float64 for a ``float`` shifts every parameter after it."""
-    given = [(name, 8 if isinstance(v, np.ndarray) else np.asarray(v).dtype.itemsize,
-              "an array" if isinstance(v, np.ndarray) else f"{np.asarray(v).dtype} scalar")
-             for name, v in args.items()]
-    if len(given) != len(params):
-        return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
-                f"takes {len(params)}")
-    for n, ((name, size, what), want) in enumerate(zip(given, params)):
-        if size != want:
-            return (f"argument {name!r} ({what}, {size} bytes) where the kernel's parameter {n} takes {want} bytes: "
-                    f"give it the parameter's C type (np.float32 for float, np.int32 for int, ...)")
-    return None
 
 
 def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),

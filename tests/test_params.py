@@ -1,0 +1,70 @@
+"""An entry point's parameters read from a real gcc build, and arguments checked against them."""
+
+import subprocess
+
+import numpy as np
+
+from tunebench.backends.cpu import gcc_command
+from tunebench.backends.params import Param, args_problem, library_functions
+
+SIGNATURES_C = """\
+#include <stdarg.h>
+#include <stdint.h>
+typedef float real;
+enum mode { FAST, SAFE };
+struct pair { int a, b; };
+void typed(const real *restrict x, double *y, const int64_t n, unsigned short k, enum mode m, _Float16 h,
+           struct pair p, void *scratch) {}
+void variadic(int n, ...) {}
+static void hidden(int n) {}
+void uses_hidden(void) { hidden(1); }
+"""
+
+
+def build(tmp_path, source: str, lang: str = "c"):
+    src = tmp_path / ("k.c" if lang == "c" else "k.cpp")
+    src.write_text(source)
+    out = tmp_path / "k.so"
+    subprocess.run([c.format(src=src, out=out) for c in gcc_command((), lang)], check=True, capture_output=True)
+    return out
+
+
+def test_the_dwarf_of_a_build_gives_each_parameters_kind_bytes_and_c_type(tmp_path):
+    functions = library_functions(build(tmp_path, SIGNATURES_C))
+    assert set(functions) >= {"typed", "variadic", "uses_hidden"} and "hidden" not in functions
+    x, y, n, k, m, h, p, scratch = functions["typed"]
+    assert (x.kind, x.size, x.pointee) == ("pointer", 8, Param(4, "float", "float"))  # through typedef, const
+    assert y.pointee.scalar == "np.float64" and y.ctype == "double *"
+    assert (n.kind, n.size, n.scalar) == ("int", 8, "np.int64")
+    assert (k.kind, k.size, k.scalar) == ("int", 2, "np.uint16")
+    assert (m.kind, m.size) == ("int", 4) and h.scalar == "np.float16"
+    assert (p.kind, p.size) == ("other", 8) and scratch.pointee.ctype == "void"
+    assert functions["variadic"] is None  # a variable number of parameters: not checked
+    assert functions["uses_hidden"] == ()
+
+
+def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):
+    functions = library_functions(build(tmp_path, 'template <int V> void f(float *x) {}\n'
+                                                  'extern "C" void entry(float &x, long n) { f<4>(&x); }\n', "c++"))
+    assert [(p.kind, p.size) for p in functions["entry"]] == [("pointer", 8), ("int", 8)]
+
+
+def test_each_misfit_is_named_with_what_to_give():
+    floats, ints = Param(8, "pointer", "float *", pointee=Param(4, "float", "float")), Param(4, "int", "int")
+    fits = {"x": np.zeros(4, np.float32), "n": np.int32(4)}
+    assert args_problem(fits, (floats, ints)) is None
+    assert args_problem({"x": np.zeros(4, np.uint8), "n": np.int32(4)}, (Param(8, "pointer", "void *"), ints)) is None
+    assert args_problem({"x": np.zeros(4, np.int32), "n": np.int32(4)}, (floats, ints)) is None  # the bits, as floats
+    assert args_problem({"x": np.zeros(4, np.complex64), "n": np.int32(4)}, (floats, ints)) is None  # interleaved
+    assert args_problem({**fits, "n": np.float32(4)}, (floats, ints)) == (
+        "argument 'n' (float32 scalar) where the kernel's parameter 1 (int) takes a 4-byte int: give it np.int32")
+    assert args_problem({**fits, "x": np.zeros(4)}, (floats, ints)) == (
+        "argument 'x' (float64 array) where the kernel's parameter 0 (float *) points to 4-byte float: give an "
+        "array of np.float32")
+    assert "takes a pointer: pass an array" in args_problem({**fits, "x": np.float32(1)}, (floats, ints))
+    assert "takes a value: pass a numpy scalar" in args_problem({**fits, "n": np.zeros(4, np.int32)}, (floats, ints))
+    assert args_problem(fits, (floats,)) == "the args builder gives 2 arguments (x, n), the kernel takes 1"
+    # a cubin lists bytes only
+    assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))).startswith(
+        "argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 1 takes 4 bytes")
+

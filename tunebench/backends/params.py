@@ -1,0 +1,161 @@
+"""An entry point's parameters as its compiled artefact lists them, and the args builder's
+arguments checked against them before a call.
+
+A kernel is called with the arguments as the args builder gives them: a CUDA launch packs their
+bytes, ctypes passes each as its numpy dtype's C type. A float64 for a ``float`` parameter is no
+error to either; every config then reads a wrong value and fails as a wrong result, with no word
+on why. So the parameters are read from what the compiler wrote, without running anything: a
+cubin lists each one's bytes (:func:`tunebench.backends.launch.cubin_kernels`), a shared library
+built with ``-g`` its C types (:func:`library_functions`, from the DWARF), and a mismatch is one
+declaration error that names the argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: DWARF base type encodings (DW_ATE_*) that hold a float, and those that hold an integer.
+FLOAT_ENCODINGS = {0x4}
+INTEGER_ENCODINGS = {0x2, 0x5, 0x6, 0x7, 0x8}
+UNSIGNED_ENCODINGS = {0x2, 0x7, 0x8}
+#: Type qualifiers and aliases, looked through to the type they name.
+ALIASES = {"DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type",
+           "DW_TAG_atomic_type"}
+POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its bytes, and where the artefact says more (a shared library's DWARF),
+    its kind (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer
+    is unsigned, and for a pointer what it points to (None for ``void *``)."""
+
+    size: int
+    kind: str | None = None
+    ctype: str | None = None
+    unsigned: bool = False
+    pointee: Param | None = None
+
+    @property
+    def scalar(self) -> str | None:
+        """The numpy scalar type that passes this parameter by value, if a numpy type does."""
+        if self.kind == "float" and self.size in (2, 4, 8):
+            return f"np.float{self.size * 8}"
+        if self.kind == "int" and self.size in (1, 2, 4, 8):
+            return f"np.{'u' if self.unsigned else ''}int{self.size * 8}"
+        return None
+
+
+def _given(value) -> tuple[str, np.dtype]:
+    dtype = value.dtype if isinstance(value, np.ndarray) else np.asarray(value).dtype
+    return ("array" if isinstance(value, np.ndarray) else "scalar"), dtype
+
+
+def _kind_of(dtype: np.dtype) -> str:
+    return "float" if dtype.kind in "fc" else "int" if dtype.kind in "iub" else "other"
+
+
+def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
+    """Why one argument does not fit its parameter (None where it does, or cannot be told)."""
+    if param.kind is None:  # only the bytes are known: an array passes an 8-byte pointer
+        size = 8 if what == "array" else dtype.itemsize
+        return None if size == param.size else (
+            f"takes {param.size} bytes: give it the parameter's C type (np.float32 for float, np.int32 for "
+            f"int, ...)")
+    if what == "array":
+        if param.kind != "pointer":
+            return "takes a value: pass a numpy scalar, or declare the parameter a pointer"
+        to = param.pointee
+        if to is None or to.kind not in ("float", "int") or to.size == 1:  # void *, char *: any bytes
+            return None
+        if dtype.kind in "cV" or to.size == dtype.itemsize:  # complex, records, bits read as another type
+            return None
+        return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
+    if param.kind == "pointer":
+        return "takes a pointer: pass an array"
+    if param.kind in ("float", "int") and (param.size != dtype.itemsize or param.kind != _kind_of(dtype)):
+        return f"takes a {param.size}-byte {param.kind}: give it {param.scalar or 'a numpy scalar of its C type'}"
+    return None
+
+
+def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
+    """Where the args builder's arguments do not fit the entry point's parameters: their number,
+    or one's kind or bytes (a CUDA launch packs the bytes as given, so a float64 for a ``float``
+    shifts every parameter after it; ctypes passes it as a ``double`` the function never reads)."""
+    given = [(name, *_given(v)) for name, v in args.items()]
+    if len(given) != len(params):
+        return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
+                f"takes {len(params)}")
+    for n, ((name, what, dtype), param) in enumerate(zip(given, params)):
+        why = _mismatch(what, dtype, param)
+        if why:
+            size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
+            declared = f" ({param.ctype})" if param.ctype else ""
+            return f"argument {name!r} ({dtype} {what}{size}) where the kernel's parameter {n}{declared} {why}"
+    return None
+
+
+def _resolve(die):
+    """The type a DIE's DW_AT_type names, through typedefs and qualifiers (None for void)."""
+    while die is not None and "DW_AT_type" in die.attributes:
+        die = die.get_DIE_from_attribute("DW_AT_type")
+        if die.tag not in ALIASES:
+            return die
+    return None
+
+
+def _param(die, pointee: bool = True) -> Param:
+    """A type DIE (None: void) as a :class:`Param`."""
+    if die is None:
+        return Param(0, "other", "void")
+    attrs = die.attributes
+    name = attrs["DW_AT_name"].value.decode() if "DW_AT_name" in attrs else None
+    size = attrs["DW_AT_byte_size"].value if "DW_AT_byte_size" in attrs else 0
+    if die.tag in POINTERS:
+        to = _param(_resolve(die), pointee=False) if pointee else None
+        return Param(size or 8, "pointer", f"{to.ctype if to else '?'} *", pointee=to)
+    if die.tag == "DW_TAG_base_type":
+        encoding = attrs["DW_AT_encoding"].value
+        kind = "float" if encoding in FLOAT_ENCODINGS else "int" if encoding in INTEGER_ENCODINGS else "other"
+        return Param(size, kind, name, unsigned=encoding in UNSIGNED_ENCODINGS)
+    if die.tag == "DW_TAG_enumeration_type":
+        return Param(size, "int", f"enum {name or ''}".strip())
+    return Param(size, "other", name or die.tag[len("DW_TAG_"):].replace("_type", ""))
+
+
+def _parameters(function) -> tuple[Param, ...] | None:
+    """A subprogram DIE's parameters; None where it takes a variable number."""
+    params = []
+    for child in function.iter_children():
+        if child.tag == "DW_TAG_unspecified_parameters":
+            return None
+        if child.tag == "DW_TAG_formal_parameter":
+            params.append(_param(_resolve(child)))
+    return tuple(params)
+
+
+def library_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
+    """The functions a shared library exports, by name, each with its parameters as the DWARF
+    of a ``-g`` build gives them (None where it has none, or takes a variable number)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        symbols = elf.get_section_by_name(".dynsym")
+        exported = {s.name for s in symbols.iter_symbols() if s["st_info"]["type"] == "STT_FUNC"
+                    and s["st_shndx"] != "SHN_UNDEF"} if symbols else set()
+        found: dict[str, tuple[Param, ...] | None] = dict.fromkeys(exported)
+        if not elf.has_dwarf_info():
+            return found
+        for cu in elf.get_dwarf_info().iter_CUs():
+            for die in cu.iter_DIEs():
+                if die.tag != "DW_TAG_subprogram" or "DW_AT_name" not in die.attributes:
+                    continue
+                name = die.attributes["DW_AT_name"].value.decode()
+                if name in found and found[name] is None:
+                    found[name] = _parameters(die)
+    return found
