@@ -92,6 +92,30 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
 
 
 
+@pytest.mark.parametrize("name, change, said", [
+    ("raises", ('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": {1: 2}[shape[0]], "unroll": 1, "mode": 0}'),
+     "declaration: heuristic raised KeyError: 1000 for shape (1000,)"),
+    ("floats", ('"vec": 2, "unroll": 1', '"vec": 4 / 2, "unroll": 1'),
+     "declaration: heuristic for shape (1000,) gives vec=2.0, a float, where the space's values of vec are ints"),
+    ("typo", ("lambda vec, unroll:", "lambda vec, unrol:"),
+     "declaration: constraint <lambda> at test_typo.py:21 names unknown param 'unrol' (did you mean 'unroll'?)"),
+    ("reference", ("a * x.astype(np.float64) + b", "(a * x + b).reshape(-1, 1)"),
+     "float32 reference: kernel 'reference': the reference returned shape (1000, 1) for output 'y', which the "
+     "args builder declares (1000,)"),
+])
+def test_a_declaration_at_fault_fails_its_kernel_alone_naming_the_fault(tmp_path, capsys, name, change, said):
+    """Each was a bare message for the whole check (a KeyError's key alone), or passed here and
+    failed only on the device."""
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite)
+    (tmp_path / f"test_{name}.py").write_text(suite.replace('    "axpb",', f'    "{name}",').replace(*change))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
+    out = capsys.readouterr().out
+    assert f"    {said}" in out, out
+    assert "axpb  " in out and out.endswith(f"compile-check: 1 of 2 kernels ok; failed: {name}\n")
+
+
 @needs_nvcc
 def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture_is_noted_or_fails(tmp_path, capsys):
     """Found here, not on the GPU: a launch without a block, and 200 KiB of dynamic shared memory
@@ -138,7 +162,7 @@ def variant(entry, dtypes=("float32",)):
 
 def kernel(name, **given):
     return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(256,)])]),
-                  args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype)}, reference=lambda: None,
+                  args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype)}, reference=lambda: np.full(256, 3.0),
                   outputs=["y"], cuda=variant(**given))
 
 tiled = kernel("tiled", entry="tiled")

@@ -62,6 +62,23 @@ def test_an_output_the_reference_reads_but_not_declared_in_out_is_named_with_the
         kernel.expected(kernel.build_args((16,), "float32"))
 
 
+def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_told_apart(tmp_path):
+    """float16 holds integers exactly only up to 2048 (an int32 dot product reached inf); a
+    heuristic's numpy values are served as Python's, so that best --json and exports can write them."""
+    (tmp_path / "k.c").write_text("void k(int *y, int n) {}\n")
+    kernel = Kernel("coarse", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+                    args=lambda shape, dtype, rng: {"y": np.empty(shape[0], np.int32), "n": np.int32(shape[0])},
+                    reference=lambda n: np.arange(int(n), dtype=np.float16), outputs=["y"],
+                    cpu=tunebench.Variant(source=tmp_path / "k.c", entry="k", space=tunebench.Space({"b": [1, 2]}),
+                                          heuristic=lambda shape: {"b": np.int64(2)}))
+    with pytest.raises(tunebench.KernelError, match="the reference returned float16 for output 'y' of int32"):
+        kernel.expected(kernel.build_args((8,), "float32"))
+    kernel.reference = lambda n: np.arange(int(n), dtype=np.float64)
+    kernel.expected(kernel.build_args((8,), "float32"))
+    config = kernel.variant("cpu").baseline((8,))
+    assert type(config["b"]) is int and json.dumps(config) == '{"b": 2}'
+
+
 def test_a_shaped_constraint_keeps_candidates_to_the_buckets_they_fit(gemm):
     gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
     tiles = {b: {t["config"]["tile"] for t in records(gemm.path).table("trials").all() if t["bucket"] == b}

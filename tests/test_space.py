@@ -74,6 +74,9 @@ def test_config_and_key_round_trip():
     ({"warp_num": "1,2"}, [], "param 'warp_num': expected a list"),
     ({"warp_num": [1, 2]}, [lambda warp_nm: warp_nm > 1], "names unknown param 'warp_nm'"),
     ({"warp_num": [1, 2]}, [lambda c: c["tree"] > 1], "names unknown param 'tree'"),
+    ({"VEC": [1, 2]}, [lambda N, VECS: N % VECS == 0],
+     r"names unknown param 'VECS' \(did you mean 'VEC'\?\); params are \['VEC'\]"),  # N is a dim: not blamed
+    ({"VEC": [1, 2]}, [lambda M, K: M > K], r"reads no param of the space \(M, K\); params are \['VEC'\]"),
     ({"warp_num": [0, 2]}, [lambda warp_num: 64 // warp_num > 1],
      r"raised ZeroDivisionError.*\{'warp_num': 0\}"),
     ({"warp_num": [1, 2]}, [lambda warp_num: warp_num > 8], "no config satisfies the constraints"),
@@ -91,3 +94,11 @@ def test_a_constraint_error_names_its_source_line():
     space = Space({"a": [1]}, [lambda a: a / 0])
     with pytest.raises(SpaceError, match=r"constraint <lambda> at test_space.py:\d+"):
         space.validate()
+
+
+def test_a_constraint_on_dims_is_checked_against_them_naming_the_fault():
+    with pytest.raises(SpaceError, match="reads only the dim 'N', no param: it cannot tell configs apart"):
+        Space({"vec": [1, 2]}, constraints=[lambda N: N % 4 == 0]).check_dims(["N"])
+    with pytest.raises(SpaceError, match=r"names unknown param 'n' \(did you mean 'N'\?\)"):
+        Space({"vec": [1, 2]}, constraints=[lambda n, vec: n % vec == 0]).check_dims(["N"])
+    Space({"vec": [1, 2]}, constraints=[lambda N, vec: N % vec == 0]).check_dims(["N"])

@@ -97,12 +97,13 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     width = max(len(r.kernel) for r in results)
     for r in results:
         failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
-        failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches else "its entry point"] \
-            if r.launch_failures else []
+        failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
+                   else "its launch" if args.target == "cuda" else "its entry point"] if r.launch_failures else []
+        failed += ["its reference"] if r.reference_failures else []
         launches = f", {r.launches} launches" if r.launches else ""
         print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  {r.configs} configs, "
               f"{r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  ({r.seconds:.1f} s)")
-        for failure in (*grouped(r.failures), *grouped(r.launch_failures)):
+        for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
             print("    " + failure.replace("\n", "\n    "))
         for note in grouped(r.pruned):
             print(f"    pruned where tuned: {note}")

@@ -10,8 +10,9 @@ answers in, the entry point among the cubin's kernels, the args builder's argume
 parameters, and the grid, block and static and dynamic shared memory against each
 architecture's limits, which a tune would otherwise find only on a GPU. For the CPU, the entry
 point among the library's exported functions and the arguments against its parameters' C types
-(:func:`~tunebench.backends.params.library_functions`). Runs wherever the compiler exists, CI
-included.
+(:func:`~tunebench.backends.params.library_functions`). On both, the reference's answer for
+the smallest representative shape against the outputs the args builder declares. Runs wherever
+the compiler exists, CI included.
 """
 
 from __future__ import annotations
@@ -48,13 +49,14 @@ class KernelCheck:
     launches: int = 0  # (config, dtype, shape, architecture) launches checked, CUDA only
     launch_failures: list[tuple[str, str]] = field(default_factory=list)  # and the entry point's, on either target
     failed_launches: int = 0
+    reference_failures: list[tuple[str, str]] = field(default_factory=list)
     pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
     strays: list[str] = field(default_factory=list)  # where the heuristic's config breaks the space: not failures
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.failures and not self.launch_failures
+        return not self.failures and not self.launch_failures and not self.reference_failures
 
 
 def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
@@ -105,11 +107,11 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             try:
                 kernel.check(variant, target)
                 configs = configs_to_check(kernel, variant, target, sample, seed)
+                strays = kernel.heuristic_strays(variant, target)
             except (KernelError, SpaceError, BucketError) as e:
                 results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
                 continue
-            result = KernelCheck(kernel.name, variant.dtypes, len(configs), 
-                                 strays=kernel.heuristic_strays(variant, target))
+            result = KernelCheck(kernel.name, variant.dtypes, len(configs), strays=strays)
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             inspect = launch.cubin_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
@@ -129,6 +131,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 check_launches(result, kernel, variant, configs, archs, built)
             else:
                 check_entry(result, kernel, variant, built)
+            result.reference_failures = [(f"{dtype} reference", problem)
+                                         for dtype, problem in reference_problems(kernel, variant, target).items()]
             result.seconds = time.perf_counter() - start
             results.append(result)
     return results
@@ -199,13 +203,32 @@ def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: di
         result.launch_failures.append((f"{dtype} arguments", problem))
 
 
+def smallest_shape(kernel: Kernel, target: str) -> tuple:
+    """The representative shape with the fewest elements: the checks' arguments are built for it."""
+    return min((s for b in kernel.buckets_for(target) for s in b.shapes), key=lambda s: math.prod(s))
+
+
+def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[str, str]:
+    """dtype -> why the reference cannot judge a candidate (see :meth:`Kernel.expected`: another
+    shape, a less precise type, an output it lacks), on the smallest representative shape; a
+    tune finds it only on the device, at the first trial."""
+    shape, found = smallest_shape(kernel, target), {}
+    for dtype in variant.dtypes:
+        try:
+            kernel.expected(kernel.build_args(shape, dtype))
+        except KernelError as e:
+            found[dtype] = str(e)
+        except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
+            found[dtype] = f"the args builder or the reference raised {type(e).__name__} for {shape}: {e}"
+    return found
+
+
 def args_mismatch(kernel: Kernel, variant: Variant, target: str, built: dict) -> dict[str, str]:
     """dtype -> where the args builder's arguments (on the smallest representative shape) do not
     fit the entry point's parameters as the compiled artefact lists them (``built``: (dtype,
     where, config) -> function name -> its parameters): every config of the dtype would read a
     wrong value and fail as a wrong result, with no word on why."""
-    shape = min((s for b in kernel.buckets_for(target) for s in b.shapes), key=lambda s: math.prod(s))
-    found = {}
+    shape, found = smallest_shape(kernel, target), {}
     for dtype in variant.dtypes:
         entry = next((functions[variant.entry] for (d, _, _), functions in built.items()
                       if d == dtype and functions.get(variant.entry) is not None), None)

@@ -161,7 +161,6 @@ class Suite(pytest.Collector):
                                 for d in variant.dtypes for b in self.kernel.buckets_for(target)]
             space, buckets = variant.space, self.kernel.buckets_for(target)
             valid, invalid = space.enumerate()
-            space.check_dims(buckets.dims)
             split = {b.name: _split(space, valid, invalid, b, buckets.dims) for b in buckets}
         except (SpaceError, KernelError) as e:
             raise SuiteError(f"suite {self.nodeid}: {e}") from None

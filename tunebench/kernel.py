@@ -179,12 +179,25 @@ class Variant:
         return hashlib.sha256(self.template.encode()).hexdigest()[:16]
 
     def baseline(self, shape: tuple) -> dict:
-        """The heuristic config for a shape, checked to have exactly the space's params."""
-        config = dict(self.heuristic(tuple(shape)))
+        """The heuristic config for a shape, checked to have exactly the space's params; numpy
+        values are made Python's, as the space's are (records and exports are JSON). A float where
+        the space's values are ints (``4096 / 16``) would build ``#define BLOCK 256.0``, another
+        kernel than the one tuned, and is refused, as is a heuristic that raises."""
+        try:
+            given = dict(self.heuristic(tuple(shape)))
+        except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
+            raise KernelError(f"heuristic raised {type(e).__name__}: {e} for shape {tuple(shape)}") from e
+        config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
         if set(config) != set(self.space.names):
             raise KernelError(
                 f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
                 f"the space has {sorted(self.space.names)}")
+        for name, value in config.items():
+            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in self.space.values[name])
+            if isinstance(value, float) and ints:
+                raise KernelError(f"heuristic for shape {tuple(shape)} gives {name}={value!r}, a float, where the "
+                                  f"space's values of {name} are ints: it would build `#define {name} {value!r}`, "
+                                  f"another kernel; give an int (// or int(...))")
         return config
 
 
@@ -336,7 +349,9 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: the reference returned shape {got.shape} for output "
                                   f"{name!r}, which the args builder declares {want.shape}: fix the reference")
             if got.dtype.kind not in "biufc" or (got.dtype.kind == "c") != (want.dtype.kind == "c") or (
-                    got.dtype.kind == want.dtype.kind == "f" and got.dtype.itemsize < want.dtype.itemsize):
+                    got.dtype.kind == want.dtype.kind == "f" and got.dtype.itemsize < want.dtype.itemsize) or (
+                    got.dtype.kind == "f" and want.dtype.kind in "iu" and got.dtype.itemsize < 8
+                    and np.finfo(got.dtype).nmant + 1 < 8 * want.dtype.itemsize - (want.dtype.kind == "i")):
                 raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
                                   f"of {want.dtype}: compute it in {want.dtype} or a more precise type")
         return result
@@ -344,8 +359,9 @@ class Kernel:
     def check(self, variant: Variant, target: str) -> None:
         """What a variant must hold before anything is built for a target, checked with or
         without its device (collection, compile-check): its template reads, the target has a C
-        type for each dtype, the heuristic gives a config of the space for each representative
-        shape. A :class:`KernelError` names what is at fault."""
+        type for each dtype, each constraint names params and the dims, the heuristic gives a
+        config of the space for each representative shape. A :class:`KernelError` (or the
+        space's :class:`SpaceError`) names what is at fault."""
         from tunebench.backends import dtypes  # the targets' C types: a floor below
 
         variant.template  # noqa: B018 - read here, so that a missing file or include is one line
@@ -353,7 +369,9 @@ class Kernel:
         for dtype in variant.dtypes:
             if known is not None and dtype not in known:
                 raise KernelError(f"dtype {dtype!r} has no C type on the {target} target ({', '.join(known)})")
-        for bucket in self.buckets_for(target):
+        buckets = self.buckets_for(target)
+        variant.space.check_dims(buckets.dims)
+        for bucket in buckets:
             for shape in bucket.shapes:
                 variant.baseline(shape)
 

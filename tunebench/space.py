@@ -110,8 +110,9 @@ class _UnknownParam(KeyError):
 
 
 class Constraint:
-    """One constraint: the callable, the params it reads (``None``: the whole config), the
-    other names it reads (``shape`` or dims: a shaped constraint) and a label."""
+    """One constraint: the callable, the params it reads (``None``: the whole config, under the
+    name of its one ``argument``), the other names it reads (``shape`` or dims: a shaped
+    constraint) and a label."""
 
     def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
         if not callable(fn):
@@ -128,6 +129,7 @@ class Constraint:
         arg_names = [p.name for p in args]
         typo = difflib.get_close_matches(arg_names[0], names, n=1, cutoff=0.8) if arg_names else []
         self.shaped: tuple[str, ...] = ()  # the names read beside params: "shape" or dims
+        self.argument = arg_names[0] if arg_names else None
         if arg_names == ["shape"]:
             self.params, self.shaped = (), ("shape",)
         elif len(arg_names) == 1 and arg_names[0] not in names and not typo:
@@ -135,8 +137,12 @@ class Constraint:
         else:
             if not arg_names:
                 raise SpaceError(f"{self.label} takes no argument")
-            if arg_names and all(a not in names for a in arg_names):
-                raise SpaceError(f"{self.label} names unknown param {arg_names[0]!r}; params are {list(names)}")
+            if all(a not in names for a in arg_names):
+                close = {a: m[0] for a in arg_names if (m := difflib.get_close_matches(a, names, n=1, cutoff=0.8))}
+                blamed = next(iter(close), None)
+                raise SpaceError((f"{self.label} names unknown param {blamed!r} (did you mean {close[blamed]!r}?)"
+                                  if blamed else f"{self.label} reads no param of the space ({', '.join(arg_names)})")
+                                 + f"; params are {list(names)}")
             self.params = tuple(arg_names)
             self.shaped = tuple(a for a in arg_names if a not in names)
 
@@ -225,12 +231,20 @@ class Space:
         return bool(self.shaped_constraints)
 
     def check_dims(self, dims: Sequence[str]) -> None:
-        """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``."""
+        """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``,
+        and one that reads a dim alone (it would be taken for a whole-config constraint)."""
         names, _, constraints = self._check()
         for c in constraints:
+            if c.params is None and c.argument in dims:
+                raise SpaceError(f"{c.label} reads only the dim {c.argument!r}, no param: it cannot tell configs "
+                                 f"apart; bound the buckets instead, or name the params it holds for beside it")
             unknown = [n for n in c.shaped if n != "shape" and n not in dims]
             if unknown:
-                raise SpaceError(f"{c.label} names unknown param {unknown[0]!r}; params are {list(names)}, "
+                known = {n.lower(): n for n in (*names, *dims)}
+                close = [known[unknown[0].lower()]] if unknown[0].lower() in known else \
+                    difflib.get_close_matches(unknown[0], [*names, *dims], n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SpaceError(f"{c.label} names unknown param {unknown[0]!r}{hint}; params are {list(names)}, "
                                  f"dims are {list(dims)}, or name the whole shape 'shape'")
 
     def holds_for(self, key: tuple, shape: Sequence[int], dims: Sequence[str]) -> bool:
