@@ -140,14 +140,17 @@ def test_a_cubin_names_its_kernels_their_static_shared_memory_and_parameters(tmp
         "__syncthreads(); y[threadIdx.x] = s[B - 1 - threadIdx.x]; }\n"
         "template __global__ void tiled<256>(float *);\n"
         'extern "C" __global__ void staged(float *y) { __shared__ float s[4096]; s[threadIdx.x] = 1; '
-        "__syncthreads(); y[threadIdx.x] = s[threadIdx.x + 1]; }\n")
+        "__syncthreads(); y[threadIdx.x] = s[threadIdx.x + 1]; }\n"
+        "struct __align__(16) Clamp4 { float lo, hi, eps, pad; };\n"
+        'extern "C" __global__ void clamp(const float *x, float *y, int n, Clamp4 c) { y[0] = x[0] + n + c.lo; }\n')
     for arch in ("sm_80", "sm_90"):
         out = tmp_path / f"{arch}.cubin"
         subprocess.run([a.format(src=tmp_path / "k.cu", out=out) for a in nvcc_command(arch)], check=True)
         kernels = cubin_kernels(out)
-        assert set(kernels) == {"staged", "_Z5tiledILi256EEvPf"}, arch
+        assert set(kernels) == {"staged", "clamp", "_Z5tiledILi256EEvPf"}, arch
+        assert [(p.size, p.offset) for p in kernels["clamp"].params] == [(8, 0), (8, 8), (4, 16), (16, 32)]
         assert kernels["staged"].static_shared == 16384 and kernels["_Z5tiledILi256EEvPf"].static_shared == 1024
-        assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (Param(8),)  # a pointer each
+        assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (Param(8, offset=0),)  # a pointer each, at byte 0
 
 
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.

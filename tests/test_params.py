@@ -5,7 +5,7 @@ import subprocess
 import numpy as np
 
 from tunebench.backends.cpu import gcc_command
-from tunebench.backends.params import Param, args_problem, library_functions
+from tunebench.backends.params import Param, args_problem, launch_offsets, library_functions, packed
 
 SIGNATURES_C = """\
 #include <stdarg.h>
@@ -68,3 +68,19 @@ def test_each_misfit_is_named_with_what_to_give():
     assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))).startswith(
         "argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 1 takes 4 bytes")
 
+
+def test_a_launch_packs_half_and_bool_scalars_by_their_bits_and_a_struct_where_c_would_not():
+    """PyCUDA's struct has no half-float code and takes a bool for no number; it packs a numpy
+    struct with no alignment, where the kernel reads a 16-byte aligned one at byte 32."""
+    half, flag = packed(np.float16(1.0)), packed(np.bool_(True))
+    assert (half.dtype, int(half)) == (np.uint16, 0x3C00) and (flag.dtype, int(flag)) == (np.uint8, 1)
+    clamp = np.zeros((), np.dtype({"names": ["lo", "hi", "eps", "pad"], "formats": ["<f4"] * 4}, align=True))[()]
+    args = {"x": np.zeros(4, np.float32), "y": np.zeros(4, np.float32), "n": np.int32(4), "c": clamp}
+    assert launch_offsets(args) == [0, 8, 16, 20]
+    assert launch_offsets({"h": np.float16(1), "n": np.int32(4), "b": np.bool_(0), "d": np.float64(1)}) == [0, 4, 8, 16]
+    cubin = tuple(Param(size, offset=at) for size, at in ((8, 0), (8, 8), (4, 16), (16, 32)))
+    assert args_problem(args, cubin) == (
+        "argument 'c' (16-byte struct) lands at byte 20 of the launch's arguments, where the kernel reads its "
+        "parameter at byte 32 (aligned as C aligns it; PyCUDA packs a numpy struct unaligned): pass a struct "
+        "first, or its fields as separate scalars")
+    assert args_problem({"c": clamp, "x": args["x"]}, (Param(16, offset=0), Param(8, offset=16))) is None  # a struct first

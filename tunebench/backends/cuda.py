@@ -45,7 +45,7 @@ from tunebench.backends.base import (
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, launch_of,
                                        resource_problem)
-from tunebench.backends.params import args_problem
+from tunebench.backends.params import args_problem, packed
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
@@ -118,7 +118,7 @@ class CudaRunner(Runner):
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
         self._call_args = [np.uintp(self._dev_out[out_index[n]]) if n in out_index
-                           else inputs[n] if isinstance(v, np.ndarray) else v
+                           else inputs[n] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items()]
 
     def reset(self) -> None:

@@ -120,7 +120,7 @@ KPARAM_INFO = 0x17
 
 
 def _param_sizes(info: bytes) -> tuple[Param, ...]:
-    """The bytes of each parameter, by ordinal, from a kernel's ``.nv.info`` attributes: records of
+    """The bytes and offset of each parameter, by ordinal, from a kernel's ``.nv.info`` attributes: records of
     a format byte, an attribute byte and two more bytes (the value, or for format 4 the length of
     the value that follows), of which a parameter's are its index, ordinal, offset and a word
     whose top 14 bits are its size."""
@@ -132,10 +132,10 @@ def _param_sizes(info: bytes) -> tuple[Param, ...]:
             continue
         length = struct.unpack_from("<H", info, i + 2)[0]
         if attribute == KPARAM_INFO and length >= 12:
-            _, ordinal, _, word = struct.unpack_from("<IHHI", info, i + 4)
-            sizes[ordinal] = (word >> 18) & 0x3FFF
+            _, ordinal, offset, word = struct.unpack_from("<IHHI", info, i + 4)
+            sizes[ordinal] = Param((word >> 18) & 0x3FFF, offset=offset)
         i += 4 + length
-    return tuple(Param(sizes[n]) for n in sorted(sizes))
+    return tuple(sizes[n] for n in sorted(sizes))
 
 
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:

@@ -12,6 +12,7 @@ declaration error that names the argument.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,8 @@ POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_refer
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its bytes, and where the artefact says more (a shared library's DWARF),
-    its kind (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer
+    """One parameter: its bytes, where a cubin says so its offset in a launch's argument buffer,
+    and where the artefact says more (a shared library's DWARF), its kind (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer
     is unsigned, and for a pointer what it points to (None for ``void *``)."""
 
     size: int
@@ -39,6 +40,7 @@ class Param:
     ctype: str | None = None
     unsigned: bool = False
     pointee: Param | None = None
+    offset: int | None = None  # in a launch's argument buffer, where a cubin says
 
     @property
     def scalar(self) -> str | None:
@@ -53,6 +55,10 @@ class Param:
 def _given(value) -> tuple[str, np.dtype]:
     dtype = value.dtype if isinstance(value, np.ndarray) else np.asarray(value).dtype
     return ("array" if isinstance(value, np.ndarray) else "scalar"), dtype
+
+
+def _described(what: str, dtype: np.dtype) -> str:
+    return f"{dtype.itemsize}-byte struct" if dtype.kind == "V" else f"{dtype} {what}"
 
 
 def _kind_of(dtype: np.dtype) -> str:
@@ -82,6 +88,29 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
     return None
 
 
+def packed(value):
+    """A scalar as PyCUDA can pack it into a launch: a float16 by its bits (PyCUDA's struct has
+    no half-float code), a bool as a byte (not a numpy number to PyCUDA); anything else as it is."""
+    if isinstance(value, np.float16):
+        return value.view(np.uint16)
+    if isinstance(value, np.bool_):
+        return np.uint8(value)
+    return value
+
+
+def launch_offsets(args: Mapping) -> list[int]:
+    """Where PyCUDA packs each argument in a launch's buffer: C struct rules, by its format
+    codes (a pointer ``P``, a numpy scalar its dtype's, a numpy struct ``Ns``, unaligned)."""
+    form, offsets = "", []
+    for value in args.values():
+        value = packed(value)
+        code = "P" if isinstance(value, np.ndarray) else f"{value.itemsize}s" if isinstance(value, np.void) \
+            else np.asarray(value).dtype.char
+        offsets.append(struct.calcsize(form + code) - struct.calcsize(code))
+        form += code
+    return offsets
+
+
 def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     """Where the args builder's arguments do not fit the entry point's parameters: their number,
     or one's kind or bytes (a CUDA launch packs the bytes as given, so a float64 for a ``float``
@@ -95,7 +124,13 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
         if why:
             size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
             declared = f" ({param.ctype})" if param.ctype else ""
-            return f"argument {name!r} ({dtype} {what}{size}) where the kernel's parameter {n}{declared} {why}"
+            return (f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's parameter "
+                    f"{n}{declared} {why}")
+    for (name, what, dtype), param, offset in zip(given, params, launch_offsets(args)):
+        if param.offset is not None and param.offset != offset:
+            return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's arguments, where the "
+                    f"kernel reads its parameter at byte {param.offset} (aligned as C aligns it; PyCUDA packs a "
+                    f"numpy struct unaligned): pass a struct first, or its fields as separate scalars")
     return None
 
 
