@@ -7,7 +7,8 @@ error to either; every config then reads a wrong value and fails as a wrong resu
 on why. So the parameters are read from what the compiler wrote, without running anything: a
 cubin lists each one's bytes (:func:`tunebench.backends.launch.cubin_kernels`), a shared library
 built with ``-g`` its C types (:func:`library_functions`, from the DWARF), and a mismatch is one
-declaration error that names the argument.
+declaration error that names the argument. A cubin also gives each parameter's offset, which
+must be where PyCUDA packs the argument (:func:`launch_offsets`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_refer
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its bytes, where a cubin says so its offset in a launch's argument buffer,
-    and where the artefact says more (a shared library's DWARF), its kind (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer
-    is unsigned, and for a pointer what it points to (None for ``void *``)."""
+    """One parameter: its bytes; where a shared library's DWARF says more, its kind
+    (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer is
+    unsigned, and for a pointer what it points to (None for ``void *``); where a cubin says so,
+    its offset in a launch's argument buffer."""
 
     size: int
     kind: str | None = None
@@ -128,9 +130,10 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
                     f"{n}{declared} {why}")
     for (name, what, dtype), param, offset in zip(given, params, launch_offsets(args)):
         if param.offset is not None and param.offset != offset:
-            return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's arguments, where the "
-                    f"kernel reads its parameter at byte {param.offset} (aligned as C aligns it; PyCUDA packs a "
-                    f"numpy struct unaligned): pass a struct first, or its fields as separate scalars")
+            return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's "
+                    f"arguments, where the kernel reads its parameter at byte {param.offset} (aligned as C aligns "
+                    f"it; PyCUDA packs a numpy struct unaligned): pass a struct first, or its fields as separate "
+                    f"scalars")
     return None
 
 
