@@ -193,8 +193,8 @@ class Variant:
                 f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
                 f"the space has {sorted(self.space.names)}")
         for name, value in config.items():
-            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in self.space.values[name])
-            if isinstance(value, float) and ints:
+            if isinstance(value, float) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in self.space.values[name]):
                 raise KernelError(f"heuristic for shape {tuple(shape)} gives {name}={value!r}, a float, where the "
                                   f"space's values of {name} are ints: it would build `#define {name} {value!r}`, "
                                   f"another kernel; give an int (// or int(...))")

@@ -105,6 +105,13 @@ class _ConfigView(Mapping):
         return len(self._index)
 
 
+def _closest(name: str, known: Sequence[str]) -> str | None:
+    """The known name an unknown one most likely meant (the same but for case, else a close
+    spelling), for an error message."""
+    same = [k for k in known if k.lower() == name.lower()]
+    return (same or difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [None])[0]
+
+
 class _UnknownParam(KeyError):
     pass
 
@@ -138,7 +145,7 @@ class Constraint:
             if not arg_names:
                 raise SpaceError(f"{self.label} takes no argument")
             if all(a not in names for a in arg_names):
-                close = {a: m[0] for a in arg_names if (m := difflib.get_close_matches(a, names, n=1, cutoff=0.8))}
+                close = {a: m for a in arg_names if (m := _closest(a, names))}
                 blamed = next(iter(close), None)
                 raise SpaceError((f"{self.label} names unknown param {blamed!r} (did you mean {close[blamed]!r}?)"
                                   if blamed else f"{self.label} reads no param of the space ({', '.join(arg_names)})")
@@ -240,10 +247,8 @@ class Space:
                                  f"apart; bound the buckets instead, or name the params it holds for beside it")
             unknown = [n for n in c.shaped if n != "shape" and n not in dims]
             if unknown:
-                known = {n.lower(): n for n in (*names, *dims)}
-                close = [known[unknown[0].lower()]] if unknown[0].lower() in known else \
-                    difflib.get_close_matches(unknown[0], [*names, *dims], n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                close = _closest(unknown[0], [*names, *dims])
+                hint = f" (did you mean {close!r}?)" if close else ""
                 raise SpaceError(f"{c.label} names unknown param {unknown[0]!r}{hint}; params are {list(names)}, "
                                  f"dims are {list(dims)}, or name the whole shape 'shape'")
 

@@ -119,12 +119,12 @@ class FunctionResources:
 KPARAM_INFO = 0x17
 
 
-def _param_sizes(info: bytes) -> tuple[Param, ...]:
-    """The bytes and offset of each parameter, by ordinal, from a kernel's ``.nv.info`` attributes: records of
-    a format byte, an attribute byte and two more bytes (the value, or for format 4 the length of
-    the value that follows), of which a parameter's are its index, ordinal, offset and a word
-    whose top 14 bits are its size."""
-    sizes, i = {}, 0
+def _params(info: bytes) -> tuple[Param, ...]:
+    """Each parameter's bytes and offset, by ordinal, from a kernel's ``.nv.info`` attributes:
+    records of a format byte, an attribute byte and two more bytes (the value, or for format 4 the
+    length of the value that follows), of which a parameter's are its index, ordinal, offset and a
+    word whose top 14 bits are its size."""
+    found, i = {}, 0
     while i + 4 <= len(info):
         form, attribute = info[i], info[i + 1]
         if form != 4:  # no value, a byte or a 16-bit value: in the record's own four bytes
@@ -133,9 +133,9 @@ def _param_sizes(info: bytes) -> tuple[Param, ...]:
         length = struct.unpack_from("<H", info, i + 2)[0]
         if attribute == KPARAM_INFO and length >= 12:
             _, ordinal, offset, word = struct.unpack_from("<IHHI", info, i + 4)
-            sizes[ordinal] = Param((word >> 18) & 0x3FFF, offset=offset)
+            found[ordinal] = Param((word >> 18) & 0x3FFF, offset=offset)
         i += 4 + length
-    return tuple(sizes[n] for n in sorted(sizes))
+    return tuple(found[n] for n in sorted(found))
 
 
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
@@ -151,7 +151,7 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
         infos = {s.name[len(".nv.info."):]: s.data() for s in elf.iter_sections() if s.name.startswith(".nv.info.")}
     reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sizes) else 0
     return {name: FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0),
-                                    params=_param_sizes(info))
+                                    params=_params(info))
             for name, info in infos.items() if f".text.{name}" in sizes}
 
 

@@ -128,7 +128,8 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
             declared = f" ({param.ctype})" if param.ctype else ""
             return (f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's parameter "
                     f"{n}{declared} {why}")
-    for (name, what, dtype), param, offset in zip(given, params, launch_offsets(args)):
+    offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
+    for (name, what, dtype), param, offset in zip(given, params, offsets):
         if param.offset is not None and param.offset != offset:
             return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's "
                     f"arguments, where the kernel reads its parameter at byte {param.offset} (aligned as C aligns "
@@ -196,4 +197,6 @@ def library_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
                 name = die.attributes["DW_AT_name"].value.decode()
                 if name in found and found[name] is None:
                     found[name] = _parameters(die)
+                    if all(v is not None for v in found.values()):
+                        return found  # the rest are headers' declarations and types
     return found
