@@ -141,12 +141,18 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
             "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
 
 
-#: Kernels a compile alone does not fault: a template instantiated under its mangled name, and a
-#: static array that leaves too little shared memory for the launch's dynamic share on sm_80.
+#: Kernels a compile alone does not fault: templates whose mangled names change with the config
+#: (one instantiation per build, found by the entry's name; two of one name, which one to call?),
+#: and a static array that leaves too little shared memory for the launch's dynamic share on sm_80.
 MANGLED_CU = """\
-template <int B> __global__ void tiled(float *y) { __shared__ float s[B]; s[threadIdx.x] = 1; __syncthreads();
-                                                   y[threadIdx.x] = s[B - 1 - threadIdx.x]; }
-template __global__ void tiled<256>(float *);
+namespace ops {
+template <int B> __global__ void tiled(float *y) { __shared__ float s[B]; s[threadIdx.x % B] = 1; __syncthreads();
+                                                   y[threadIdx.x] = s[B - 1 - threadIdx.x % B]; }
+template <int B> __global__ void twice(float *y) { y[threadIdx.x] = B; }
+}
+template __global__ void ops::tiled<kib>(float *);
+template __global__ void ops::twice<kib>(float *);
+template __global__ void ops::twice<kib + 1>(float *);
 extern "C" __global__ void staged(float *y) { extern __shared__ float d[]; __shared__ float s[8192];
                                               s[threadIdx.x] = 1; d[threadIdx.x] = 2; __syncthreads();
                                               y[threadIdx.x] = s[threadIdx.x + 1] + d[threadIdx.x]; }
@@ -166,25 +172,37 @@ def kernel(name, **given):
                   outputs=["y"], cuda=variant(**given))
 
 tiled = kernel("tiled", entry="tiled")
+ops_tiled = kernel("ops_tiled", entry="ops::tiled")
+twice = kernel("twice", entry="twice")
+absent = kernel("absent", entry="absent")
 staged = kernel("staged", entry="staged")
 bf16 = kernel("bf16", entry="staged", dtypes=("bfloat16",))
 """
 
 
 @needs_nvcc
-def test_an_entry_under_its_mangled_name_and_a_bad_dtype_fail_each_kernel_alone_and_static_shared_memory_counts(
+def test_a_template_entry_is_found_per_config_by_its_name_and_a_bad_entry_or_dtype_fails_its_kernel_alone(
         tmp_path, capsys):
-    """Found without a GPU: a tune would record every config as a failure, on the device."""
+    """A ``__global__`` template instantiated with the params is found by its name, with or
+    without its namespace, in every config; an entry that names none or two, or a dtype without
+    a C type, fails its kernel alone, found without a GPU (a tune would fail every config there)."""
     (tmp_path / "mangled.cu").write_text(MANGLED_CU)
     (tmp_path / "test_two.py").write_text(TWO_SUITES)
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2"]) == 1
     out = capsys.readouterr().out
-    assert ("bf16    cuda  bfloat16  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
+    assert ("bf16       cuda  bfloat16  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
             and "declaration: dtype 'bfloat16' has no C type on the cuda target" in out)
-    assert ("tiled   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 launches" in out
-            and "mangled.cu has no extern \"C\" __global__ 'tiled'; its kernels: _Z5tiledILi256EEvPf, staged" in out)
+    assert "tiled      cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
+    assert "ops_tiled  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
+    assert "twice      cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 launches" in out
+    assert ("float32 sm_80 [kib:140] and 1 more: mangled.cu has 2 __global__ functions named 'twice': ops::twice "
+            "(_ZN3ops5twiceILi140EEEvPf), ops::twice (_ZN3ops5twiceILi141EEEvPf); instantiate one per build") in out
+    assert "absent     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 launches" in out
+    assert ("mangled.cu has no __global__ 'absent' (extern \"C\", or one instantiation of a template); its kernels: "
+            "ops::tiled (_ZN3ops5tiledILi1EEEvPf), ops::twice (_ZN3ops5twiceILi1EEEvPf), ops::twice "
+            "(_ZN3ops5twiceILi2EEEvPf), staged\n") in out
     # 32 KiB static + 140 KiB dynamic: more than sm_80's 163 KiB, within sm_90's 227 KiB; a candidate: noted
-    assert "staged  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
+    assert "staged     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
     assert ("pruned where tuned: float32 sm_80 [kib:140] shape (256,): 176128 bytes (172 KiB) of shared memory per "
             "block (32768 static, 143360 dynamic), sm_80 allows 166912 (163 KiB)") in out
     assert "sm_90 [kib:140]" not in out
@@ -214,6 +232,7 @@ def kernel(name, **scalars):
 fits = kernel("fits", n=np.int32(4096), alpha=np.float32(2))
 wide = kernel("wide", n=np.int64(4096), alpha=np.float32(2))
 extra = kernel("extra", n=np.int32(4096), alpha=np.float32(2), beta=np.float32(0))
+swapped = kernel("swapped", n=np.float32(2), alpha=np.int32(4096))
 """
 
 
@@ -221,13 +240,17 @@ extra = kernel("extra", n=np.int32(4096), alpha=np.float32(2), beta=np.float32(0
 def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_the_argument(tmp_path, capsys):
     """A launch packs the bytes as given: an int64 for an int shifts every parameter after it, and
     on a GPU every config would be a wrong result with no word on why. The cubin lists the
-    parameters' sizes."""
+    parameters' sizes; two 4-byte scalars swapped fit those, and are told apart by the C types
+    of a -G build's DWARF."""
     (tmp_path / "args.cu").write_text(ARGS_CU)
     (tmp_path / "test_args.py").write_text(ARGS_SUITE)
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2", "--arch", "sm_80", "--arch", "sm_90"]) == 1
     out = capsys.readouterr().out
-    assert "fits   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  ok" in out
+    assert "fits     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  ok" in out
     assert ("float32 arguments: argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 2 takes 4 bytes: "
             "give it the parameter's C type") in out
     assert ("float32 arguments: the args builder gives 5 arguments (x, y, n, alpha, beta), the kernel takes 4") in out
-    assert "wide   cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
+    assert "wide     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
+    assert "swapped  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
+    assert ("float32 arguments: argument 'n' (float32 scalar) where the kernel's parameter 2 (int) takes a 4-byte int: "
+            "give it np.int32") in out

@@ -13,12 +13,12 @@ from tests.conftest import SHARED_CU, SHARED_SUITE
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
-from tunebench.backends.base import CompileError
+from tunebench.backends.base import CompileError, input_damage
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, nvcc_command
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
                                        resource_problem)
-from tunebench.backends.params import Param
+from tunebench.backends.params import Param, args_problem
 from tunebench.kernel import KernelError
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -153,6 +153,36 @@ def test_a_cubin_names_its_kernels_their_static_shared_memory_and_parameters(tmp
         assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (Param(8, offset=0),)  # a pointer each, at byte 0
 
 
+@needs_nvcc
+def test_a_debug_build_gives_the_c_types_a_cubin_built_for_speed_reduces_to_bytes(tmp_path):
+    """What tells a float32 given for an ``int`` (or a float64 array for a ``float *``) from the
+    right argument at tune time, on the device, before a launch; a config that does not build
+    leaves only the bytes checked."""
+    kernel = scale_kernel(tmp_path)
+    variant, compiler = kernel.variant("cuda"), CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))
+    types = compiler.parameter_types(kernel, variant, {"broken": 0}, "float32", "scale")
+    assert [(p.kind, p.ctype, p.size) for p in types] == [
+        ("pointer", "float *", 8), ("pointer", "float *", 8), ("int", "int", 4)]
+    x = np.zeros(4, np.float32)
+    assert args_problem({"x": x, "y": x, "n": np.int32(4)}, types) is None
+    assert args_problem({"x": x, "y": x, "n": np.float32(4)}, types) == (
+        "argument 'n' (float32 scalar) where the kernel's parameter 2 (int) takes a 4-byte int: give it np.int32")
+    assert "points to 4-byte float: give an array of np.float32" in args_problem(
+        {"x": x.astype(np.float64), "y": x, "n": np.int32(4)}, types)
+    assert compiler.parameter_types(kernel, variant, {"broken": 1}, "float32", "scale") is None
+
+
+def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():
+    given = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert input_damage("x", given, given.copy()) is None
+    now = given.copy()
+    now[1, 2] = -1
+    assert input_damage("x", given, now).startswith("wrote into input 'x' (")
+    assert "of 24 bytes changed), which the kernel does not declare inplace=" in input_damage("x", given, now)
+    nan = np.full(3, np.nan, np.float32)
+    assert input_damage("x", nan, nan.copy()) is None  # compared by bits: a NaN input left alone is unchanged
+
+
 #: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.
 FAULTY_CU = """\
 #if fault == 2
@@ -232,6 +262,70 @@ def test_dynamic_shared_memory_beyond_48_kib_launches_and_beyond_the_device_is_p
     assert {kib: t["status"] in ("ok", "early_stopped") for kib, t in found.items()} == {
         1: True, 64: True, 200: True, 300: False}
     assert found[300]["status"] == "pruned_resources" and "307200 bytes (300 KiB) of shared memory" in found[300]["error"]
+
+
+#: writes=1 writes into its input x, which it does not declare in place; n's type is a param.
+WRITER_CU = """\
+extern "C" __global__ void writer(TB_DTYPE *x, TB_DTYPE *y, N_TYPE n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + x[i];
+#if writes
+    if (i < n) x[i] = -1;
+#endif
+}
+
+namespace ops {
+template <int B> __global__ void twice(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * B + threadIdx.x;
+    if (i < n) y[i] = x[i] + x[i];
+}
+}
+template __global__ void ops::twice<block>(const float *, float *, int);
+"""
+
+WRITER_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def kernel(name, n_type, entry="writer"):
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100001,)])]),
+                  args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                  "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                  reference=lambda x, n: 2.0 * x.astype(np.float64), outputs=["y"],
+                  cuda=Variant(source="writer.cu", entry=entry, heuristic=lambda shape: {"writes": 0, "block": 256},
+                               space=Space({"writes": [0, 1], "block": [128, 256]}), flags=(f"-DN_TYPE={n_type}",),
+                               launch=lambda config, shape: ((shape[0] + 255) // 256 * 2, config["block"])))
+
+writer = kernel("writer", "int")
+misread = kernel("misread", "float")
+templated = kernel("templated", "int", entry="twice")
+"""
+
+
+@needs_gpu
+def test_a_write_into_an_input_fails_its_writer_alone_and_an_argument_of_another_c_type_fails_the_task(pytester):
+    """Device memory cannot be made read-only: the writer is found by comparing its inputs after
+    the verifying call, and the inputs are copied again for the candidates after it. A float32
+    given for an int fits the cubin's 4 bytes; the -G build's C types find it before a launch.
+    A template instantiated with a param launches under each config's mangled name."""
+    pytester.path.joinpath("writer.cu").write_text(WRITER_CU)
+    pytester.path.joinpath("test_writer.py").write_text(WRITER_SUITE)
+    tune = [a if a != "cpu" else "cuda" for a in TUNE]
+    result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "writer")
+    (path,) = (pytester.path / "records").glob("cuda-*.json")
+    found = {(t["config"]["writes"], t["config"]["block"]): t for t in TinyDB(path).table("trials").all()}
+    assert {k: t["status"] for k, t in found.items() if k[0] == 1} == {(1, 128): "out_of_bounds", (1, 256): "out_of_bounds"}
+    assert all("wrote into input 'x' (400004 of 400004 bytes changed)" in t["error"] for k, t in found.items() if k[0])
+    assert all(t["status"] in ("ok", "early_stopped") for k, t in found.items() if k[0] == 0), found
+    result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "misread")
+    result.stdout.fnmatch_lines(["*argument 'n' (int32 scalar) where the kernel's parameter 2 (float) takes a "
+                                 "4-byte float: give it np.float32*"])
+    assert not [t for t in TinyDB(path).table("trials").all() if t["kernel"] == "misread"]
+    result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "templated")
+    templated = [t for t in TinyDB(path).table("trials").all() if t["kernel"] == "templated"]
+    assert len(templated) == 4 and all(t["status"] in ("ok", "early_stopped") for t in templated), templated
 
 
 #: A block reduction written with CUB, whose templates name their parameters BLOCK_THREADS.

@@ -6,9 +6,11 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +21,10 @@ from tests.conftest import AXPB_SUITE, GEMM_C, GEMM_SUITE, said
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
 from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
+from tunebench.backends import cpu, cuda
 from tunebench.backends.cpu import CpuBackend
 from tunebench.kernel import Kernel
+from tunebench.lookup import load_suites
 
 def test_an_in_out_argument_reaches_the_reference_and_a_candidate_that_ignores_it_fails(gemm):
     result = gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
@@ -350,3 +354,34 @@ def test_integer_and_float16_kernels_tune_exactly_and_an_unknown_dtype_is_a_coll
     result = pytester.runpytest("test_iadd.py", *TUNE)
     result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'bfloat16' has no C type on the cpu target "
                                  "(float32, float64, float16, int8, *)*"])
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_frameworks_own_build_with_the_defines_compiles_every_shipped_template(tmp_path, target):
+    """``defines()`` gives what a template reads besides its params, as a tune built it: the
+    element type as TB_DTYPE in the target's C type (its header where CUDA declares it) and
+    TB_UNROLL; with the params alone, no shipped template compiles."""
+    if target == "cuda" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    backend = cuda if target == "cuda" else cpu
+    (tmp_path / "records").mkdir()
+    suites = Path(__file__).parents[1] / "suites"
+    built = []
+    for kernel in load_suites(suites):
+        variant = kernel.variant(target)
+        if variant is None:
+            continue
+        shape = next(iter(kernel.buckets_for(target))).shapes[0]
+        for dtype in variant.dtypes:
+            handle = tunebench.tuned(kernel.name, device=f"{target}-test", dtype=dtype, records=tmp_path / "records",
+                                     suites=suites)
+            flags = handle.defines(shape)
+            assert f"-DTB_DTYPE={backend.CTYPES[dtype]}" in flags
+            command = cuda.nvcc_command("sm_90", variant.build_flags) if target == "cuda" else \
+                cpu.gcc_command(variant.build_flags, cpu.language(variant))
+            out = tmp_path / f"{kernel.name}-{dtype}.out"
+            done = subprocess.run([a.format(src=variant.path, out=out) for a in command] + flags,
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, (kernel.name, dtype, done.stderr[-2000:])
+            built.append(dtype)
+    assert len(built) >= 4 and (target == "cpu" or "float16" in built)

@@ -67,6 +67,18 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
         assert sources == {"tuned", "heuristic"}  # both answers were exercised
 
 
+def test_the_header_compiles_in_a_file_that_builds_the_kernel_with_its_params_and_dims_as_macros(exported, tmp_path):
+    root, out = exported
+    (tmp_path / "kernel.c").write_text('#include "tunebench_configs.h"\n'
+                                       "int built_with(void) { return reps + pad + N; }\n"
+                                       "int served(long n) { return tb_twice_float32(n).tuned; }\n")
+    for compiler, std in (("gcc", "-std=c99"), ("g++", "-std=c++11")):
+        done = subprocess.run([compiler, "-x", "c" if compiler == "gcc" else "c++", std, "-Wall", "-Werror",
+                               "-Dreps=4", "-Dpad=0", "-DN=100", f"-I{out}", "-c", str(tmp_path / "kernel.c"),
+                               "-o", str(tmp_path / "kernel.o")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
 def exported_layouts(*layouts) -> dict:
     """An export's content with one bucket per value of the param ``layout``."""
     return {"generated_by": "t", "device": "d", "description": "x", "records": "r", "records_sha256": "abc",

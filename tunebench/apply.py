@@ -2,8 +2,8 @@
 
 ``tuned("layernorm")`` is a handle bound to one kernel: ``.config(shape)`` is the best config
 for a shape (from the in-memory index of :mod:`tunebench.lookup`: microseconds after the first
-call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``) for a framework that builds
-its own variants, and ``.apply(shape=...)`` a decorator that calls the framework's launcher with
+call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``, with ``TB_DTYPE`` and
+``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants, and ``.apply(shape=...)`` a decorator that calls the framework's launcher with
 the config's params as keyword arguments::
 
     layernorm = tunebench.tuned("layernorm")
@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tunebench.backends import cpu, cuda
+from tunebench.backends.base import macros
 from tunebench.kernel import Kernel
-from tunebench.lookup import best
+from tunebench.lookup import best, lookup
 
 
 class Tuned:
@@ -38,9 +40,20 @@ class Tuned:
                     records=self.records, suites=self.suites)  # per launch: the cached answer's config only
 
     def defines(self, shape: Sequence[int], dtype=None) -> list[str]:
-        """The config as compiler flags, as tunebench itself builds a variant: ``["-Dvec=8", ...]``."""
-        return [f"-D{name}={int(value) if isinstance(value, bool) else value}"
-                for name, value in self.config(shape, dtype).items()]
+        """The config as compiler flags, as tunebench itself builds the template for the device's
+        target: ``["-Dvec=8", ..., "-DTB_DTYPE=float", "-DTB_UNROLL(n)=..."]`` (a template reads
+        them as it did when it was tuned; ``-include`` ahead, with the header that declares a CUDA
+        dtype's type where it has one). A list of arguments, one flag each, not a shell line."""
+        dtype = dtype if dtype is not None else self.dtype
+        choice = lookup(self.kernel, shape, self.device, dtype=dtype, records=self.records, suites=self.suites)
+        target = choice.device.split("-", 1)[0]
+        backend = cuda if target == "cuda" else cpu
+        if choice.dtype not in backend.CTYPES:
+            raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
+        header = ["-include", cuda.CTYPE_HEADERS[choice.dtype]] if backend is cuda and choice.dtype in cuda.CTYPE_HEADERS \
+            else []
+        return header + [f"-D{name}={value}" for name, value in macros(
+            self.config(shape, dtype), backend.CTYPES[choice.dtype], target).items()]
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the

@@ -7,7 +7,8 @@ no driver needed), or with gcc for the CPU. For CUDA, each of those configs' lau
 representative shapes it would run on is also checked, with what the cubin says of the entry
 point (:func:`~tunebench.backends.launch.cubin_kernels`): the form the variant's ``launch``
 answers in, the entry point among the cubin's kernels, the args builder's arguments against its
-parameters, and the grid, block and static and dynamic shared memory against each
+parameters (their bytes and offsets from the cubin, their C types from one ``-G`` build per
+dtype), and the grid, block and static and dynamic shared memory against each
 architecture's limits, which a tune would otherwise find only on a GPU. For the CPU, the entry
 point among the library's exported functions and the arguments against its parameters' C types
 (:func:`~tunebench.backends.params.library_functions`). On both, the reference's answer for
@@ -119,6 +120,11 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
                 for dtype in variant.dtypes for where, command in commands(target, archs, variant).items()
                 for config in configs]
+            # one -G build per dtype, for the C types of the entry point's parameters
+            debug = {dtype: pool.submit(_compile, cuda.nvcc_command(archs[0], (*variant.build_flags, *cuda.DEBUG_FLAGS)),
+                                        cuda.source(variant, configs[0], dtype), suffix, variant.path.name,
+                                        params.debug_functions)
+                     for dtype in variant.dtypes if target == "cuda" and configs}
             built = {}
             for dtype, where, config, future in jobs_:
                 result.builds += 1
@@ -128,7 +134,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 else:
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":
-                check_launches(result, kernel, variant, configs, archs, built)
+                check_launches(result, kernel, variant, configs, archs, built,
+                               {dtype: future.result()[1] for dtype, future in debug.items()})
             else:
                 check_entry(result, kernel, variant, built)
             result.reference_failures = [(f"{dtype} reference", problem)
@@ -139,7 +146,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
 
 
 def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict],
-                   archs: Sequence[str], built: dict) -> None:
+                   archs: Sequence[str], built: dict, typed: dict) -> None:
     """Each config's launch in each dtype on each representative shape it would run on (a
     heuristic config on its own shape; a candidate on the shapes of the buckets whose shaped
     constraints it meets), for each architecture: its form (a launch that raises or answers in
@@ -149,8 +156,14 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     buckets = kernel.buckets_for("cuda")
     heuristic = {(config_text(variant.baseline(s)), s) for b in buckets for s in b.shapes}
     space, failing = variant.space, set()
-    mismatch = args_mismatch(kernel, variant, "cuda", {
-        where: {n: fn.params for n, fn in kernels.items()} for where, kernels in built.items()})
+    entries, missing = {}, {}  # (dtype, arch, config) -> the entry point's symbol, or why there is none
+    for where, kernels in built.items():
+        try:
+            entries[where] = launch.entry_symbol(variant.entry, kernels, variant.path.name)
+        except KernelError as e:
+            missing[where] = str(e)
+    first = (archs[0], config_text(configs[0])) if configs else ("", "")
+    mismatch = args_mismatch(kernel, variant, "cuda", cuda_parameters(built, entries, typed, first))
     for dtype, problem in mismatch.items():
         result.launch_failures.append((f"{dtype} arguments", problem))
     for config in configs:
@@ -169,16 +182,15 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                         if kernels is None:
                             continue  # it did not compile: said with the builds
                         where = f"{dtype} {arch} [{named}] shape {shape}"
-                        if variant.entry not in kernels:
+                        if (dtype, arch, named) in missing:
                             failing.add(where)
-                            result.launch_failures.append((f"{dtype} {arch} [{named}]", (
-                                f"{variant.path.name} has no extern \"C\" __global__ {variant.entry!r}; its kernels: "
-                                f"{', '.join(sorted(kernels)) or 'none'}")))
+                            result.launch_failures.append((f"{dtype} {arch} [{named}]", missing[dtype, arch, named]))
                             continue
                         if dtype in mismatch:
                             failing.add(where)  # every launch of the dtype misreads its arguments
                             continue
-                        problem = launch.resource_problem(launch.arch_limits(arch), made, kernels[variant.entry], arch)
+                        function = kernels[entries[dtype, arch, named]]
+                        problem = launch.resource_problem(launch.arch_limits(arch), made, function, arch)
                         if problem and (named, shape) in heuristic:
                             failing.add(where)
                             result.launch_failures.append((where, f"the heuristic's config: {problem}"))
@@ -199,8 +211,27 @@ def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: di
             result.launch_failures.append((f"{dtype} [{named}]", (
                 f"{variant.path.name} exports no function {variant.entry!r}{hint}; it exports: "
                 f"{', '.join(sorted(functions)) or 'none'}")))
-    for dtype, problem in args_mismatch(kernel, variant, "cpu", built).items():
+    found = {}
+    for (dtype, _, _), functions in built.items():
+        if functions.get(variant.entry) is not None:
+            found.setdefault(dtype, [functions[variant.entry]])
+    for dtype, problem in args_mismatch(kernel, variant, "cpu", found).items():
         result.launch_failures.append((f"{dtype} arguments", problem))
+
+
+def cuda_parameters(built: dict, entries: dict, typed: dict, first: tuple[str, str]) -> dict[str, list]:
+    """dtype -> the entry point's parameters to check the arguments against: as a cubin of the
+    dtype lists them (bytes and offsets), then as the DWARF of the ``-G`` build of the ``first``
+    (architecture, config) does (``typed``: dtype -> its functions; C types: see
+    :meth:`~tunebench.backends.cuda.CudaCompiler.parameter_types`)."""
+    found = {}
+    for (dtype, arch, named), symbol in entries.items():
+        found.setdefault(dtype, [built[dtype, arch, named][symbol].params])
+    for dtype, functions in typed.items():
+        symbol = entries.get((dtype, *first))
+        if dtype in found and functions.get(symbol):
+            found[dtype].append(functions[symbol])
+    return found
 
 
 def smallest_shape(kernel: Kernel, target: str) -> tuple:
@@ -223,23 +254,19 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
     return found
 
 
-def args_mismatch(kernel: Kernel, variant: Variant, target: str, built: dict) -> dict[str, str]:
+def args_mismatch(kernel: Kernel, variant: Variant, target: str, entries: dict) -> dict[str, str]:
     """dtype -> where the args builder's arguments (on the smallest representative shape) do not
-    fit the entry point's parameters as the compiled artefact lists them (``built``: (dtype,
-    where, config) -> function name -> its parameters): every config of the dtype would read a
-    wrong value and fail as a wrong result, with no word on why."""
+    fit the entry point's parameters as the compiled artefacts list them (``entries``: dtype ->
+    lists of its parameters, checked in turn): every config of the dtype would read a wrong
+    value and fail as a wrong result, with no word on why."""
     shape, found = smallest_shape(kernel, target), {}
-    for dtype in variant.dtypes:
-        entry = next((functions[variant.entry] for (d, _, _), functions in built.items()
-                      if d == dtype and functions.get(variant.entry) is not None), None)
-        if entry is None:
-            continue
+    for dtype, listed in entries.items():
         try:
             args = kernel.build_args(shape, dtype)
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
             found[dtype] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
             continue
-        problem = params.args_problem(args, entry)
+        problem = next((p for p in (params.args_problem(args, entry) for entry in listed) if p), None)
         if problem:
             found[dtype] = problem
     return found

@@ -10,7 +10,10 @@ a hint, for the caller to apply its rule instead.
 
 The header has one ``static inline`` dispatch function per kernel and dtype,
 ``tb_<kernel>_<dtype>(dims...)``: the bucket holding the shape, else the nearest one (the
-distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config. Where
+distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config, a
+struct with a field per param named as the param (a macro of a param's or a dim's name, as a
+file that builds the kernel with ``-DBLOCK=256`` has, is set aside while the header is read and
+restored after it). Where
 constraints read the shape, a bucket carries its configs in the order ``best()`` serves them
 (:attr:`~tunebench.lookup.Choice.ranked`) and ``tb_<kernel>_<dtype>_fits`` checks them in C
 (:mod:`tunebench.c_constraint`): the first that holds is the answer, else the heuristic, as
@@ -121,6 +124,9 @@ def header(data: dict, prefix: str = "tb") -> str:
            " * the heuristic's config at the bucket's representative shape). */",
            f"#ifndef {guard}", f"#define {guard}", "", "#include <math.h>", "",
            C_HELPERS]
+    # the file that builds a kernel with its params as macros (-DBLOCK=256) may include this too
+    names = sorted({n for by_dtype in data["kernels"].values() for e in by_dtype.values() for n in (*e["params"], *e["dims"])})
+    out += [f'#pragma push_macro("{n}")\n#undef {n}' for n in names] + [""]
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
             name = re.sub(r"\W", "_", f"{prefix}_{kernel}_{dtype}")
@@ -161,6 +167,7 @@ def header(data: dict, prefix: str = "tb") -> str:
                     f"        if ({name}_fits(&tb_buckets[tb_best].configs[tb_i], {', '.join(dims)}))",
                     "            return tb_buckets[tb_best].configs[tb_i];",
                     "    return tb_buckets[tb_best].configs[tb_buckets[tb_best].n];", "}", ""]
+    out += [f'#pragma pop_macro("{n}")' for n in reversed(names)]
     out += [f"#endif /* {guard} */", ""]
     return "\n".join(out)
 

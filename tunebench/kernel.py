@@ -108,7 +108,8 @@ class Variant:
     - ``dtypes``: the dtypes tuned on this target.
     - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``, each an int or a tuple of up to
       three, or ``(grid, block, shared_bytes)`` for the dynamic shared memory (``extern
-      __shared__``) of each block; the template's entry point must be ``extern "C" __global__``.
+      __shared__``) of each block; the entry point is an ``extern "C" __global__`` function, or a
+      ``__global__`` template instantiated once per build, named without its template arguments.
     - ``flags``: extra compiler flags.
     - ``buckets``: this target's own buckets, where its representative shapes must differ from
       the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).

@@ -59,7 +59,8 @@ class Runner(ABC):
 
     @abstractmethod
     def overrun(self) -> str | None:
-        """Where the last calls wrote into the guard zones around the outputs, if they did."""
+        """Where the last calls wrote outside their outputs, if they did: into the guard zones
+        around them, or into an input not declared in place."""
 
     def close(self) -> None:  # noqa: B027 - most runners hold nothing to release
         """Release what :meth:`Backend.load` took."""
@@ -116,6 +117,16 @@ def guard_damage(name: str, before: np.ndarray, after: np.ndarray) -> str | None
     return None
 
 
+def input_damage(name: str, given: np.ndarray, now: np.ndarray) -> str | None:
+    """A message naming the input a call changed and how much of it, if it changed one it was
+    not declared to write: a target without read-only memory (a GPU) finds it by comparing."""
+    changed = np.count_nonzero(given.reshape(-1).view(np.uint8) != now.reshape(-1).view(np.uint8))
+    if not changed:
+        return None
+    return (f"wrote into input {name!r} ({changed} of {given.nbytes} bytes changed), which the kernel does not "
+            f"declare inplace= (or inout=, for an output it also reads): declare it, or stop writing it")
+
+
 def poison(array: np.ndarray) -> None:
     """Fill an output with a value no correct kernel writes everywhere: NaN, or a bit pattern."""
     if np.issubdtype(array.dtype, np.floating):
@@ -136,13 +147,19 @@ _LINE = re.compile(r'^#line (\d+) "([^"]*)"\n', re.MULTILINE)
 UNROLL_PRAGMA = {"cpu": "GCC unroll", "cuda": "unroll"}
 
 
+def macros(config: Mapping, ctype: str, target: str = "cpu") -> dict[str, str]:
+    """What a template is built with, as macro -> its value: the config's params, the dtype's C
+    type as ``TB_DTYPE`` and ``TB_UNROLL(n)``; the same for a framework's own build
+    (:meth:`tunebench.apply.Tuned.defines`)."""
+    return {**{name: _c_value(value) for name, value in config.items()}, "TB_DTYPE": ctype,
+            "TB_PRAGMA_(x)": "_Pragma(#x)", "TB_UNROLL(n)": f"TB_PRAGMA_({UNROLL_PRAGMA[target]} n)"}
+
+
 def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -> str:
     """The template with the config's params and the dtype as ``#define`` lines (and
     ``TB_UNROLL``): at its ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the
     compiler's messages on the template's own lines."""
-    defines = "".join(f"#define {name} {_c_value(value)}\n" for name, value in config.items())
-    defines += (f"#define TB_DTYPE {ctype}\n#define TB_PRAGMA_(x) _Pragma(#x)\n"
-                f"#define TB_UNROLL(n) TB_PRAGMA_({UNROLL_PRAGMA[target]} n)\n")
+    defines = "".join(f"#define {name} {value}\n" for name, value in macros(config, ctype, target).items())
     text, name = variant.template, variant.path.name
     marker = PARAMS_HERE.search(text)
     if marker is None:

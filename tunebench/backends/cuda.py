@@ -5,7 +5,10 @@ run by us, so that the tuning process and ``tunebench compile-check`` build with
 driver or a device; the cubin is kept in the on-disk compile cache and loaded with PyCUDA's
 ``module_from_buffer``. Inputs are copied to the device once per shape; every candidate gets
 freshly allocated outputs, poisoned with NaN before its verifying call, and in-place inputs are
-restored from a pristine device copy before every call. Each timed launch sits between two CUDA
+restored from a pristine device copy before every call. After the verifying call, every other
+input is compared with the args builder's: device memory cannot be made read-only, and a write
+into an input every later candidate reads would fail those as wrong results (it is the writer's
+``out_of_bounds``, and the input is copied again). Each timed launch sits between two CUDA
 events, after a memset of a buffer twice the L2 size has evicted the kernel's data from L2
 (:meth:`CudaBackend.time_launch`). One CUDA context per process: the primary context of device 0.
 
@@ -40,20 +43,23 @@ from tunebench.backends.base import (
     Runner,
     explain,
     guard_damage,
+    input_damage,
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, launch_of,
-                                       resource_problem)
-from tunebench.backends.params import args_problem, packed
+from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, entry_symbol,
+                                       launch_of, resource_problem)
+from tunebench.backends.params import Param, args_problem, debug_functions, packed
 from tunebench.kernel import Kernel, KernelError, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
 NVCC_OPTIONS = ("-O3",)
+#: What a build whose DWARF is read for its parameters' C types adds (device debug information).
+DEBUG_FLAGS = ("-G",)
 CTYPES = {"float32": "float", "float16": "__half", "float64": "double", **INTEGER_CTYPES}
 #: The header a dtype's C type is declared in, included ahead of the config's #defines so that
 #: no param name can clash with the header's own identifiers.
-CTYPE_HEADERS = {"float16": "#include <cuda_fp16.h>\n"}
+CTYPE_HEADERS = {"float16": "cuda_fp16.h"}
 #: What poisons an output, as (bytes per memset word, word): a NaN per element (a float64 NaN's
 #: high word, repeated, is still a NaN), else the byte 0xA5. float16 is set 16 bits at a time, so
 #: an odd length is poisoned to its last element.
@@ -84,7 +90,8 @@ def nvcc_version() -> str:
 
 def source(variant: Variant, config: Mapping, dtype: str) -> str:
     """What nvcc compiles for a config and dtype: a user's float16 kernel needs no include."""
-    return CTYPE_HEADERS.get(dtype, "") + render(variant, config, CTYPES[dtype], "cuda")
+    header = f"#include <{CTYPE_HEADERS[dtype]}>\n" if dtype in CTYPE_HEADERS else ""
+    return header + render(variant, config, CTYPES[dtype], "cuda")
 
 
 def fingerprint_of(drv, device) -> dict:
@@ -117,6 +124,8 @@ class CudaRunner(Runner):
         self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace] + [
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
+        self._inputs = inputs
+        self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items() if n in inputs and n not in kernel.inplace}
         self._call_args = [np.uintp(self._dev_out[out_index[n]]) if n in out_index
                            else inputs[n] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items()]
@@ -142,6 +151,13 @@ class CudaRunner(Runner):
             drv.memcpy_dtoh(after, dev + host.nbytes)
             damage = guard_damage(name, before, after)
             if damage:
+                return damage
+        for name, given in self._read_only.items():
+            now = np.empty(given.shape, given.dtype)
+            drv.memcpy_dtoh(now, self._inputs[name])
+            damage = input_damage(name, given, now)
+            if damage:  # copied once per shape for every candidate: the next must not see the damage
+                drv.memcpy_htod(self._inputs[name], given)
                 return damage
         return None
 
@@ -179,18 +195,32 @@ class CudaCompiler:
         self.arch = arch
         self.cache = cache or BuildCache()
 
-    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
+    def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str, debug: bool = False) -> Build:
+        """The config's cubin; ``debug``: built with ``-G`` instead, never measured, whose DWARF
+        gives the parameters' C types (see :meth:`parameter_types`)."""
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
         text = source(variant, config, dtype)
-        command = nvcc_command(self.arch, variant.build_flags)
-        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *variant.build_flags))
+        flags = (*variant.build_flags, *(DEBUG_FLAGS if debug else ()))
+        command = nvcc_command(self.arch, flags)
+        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *flags))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                    lambda src, out: run_compiler(command, src, out))
         except CompileError as e:
             raise CompileError(explain(variant, config, str(e))) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
+
+    def parameter_types(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str,
+                        symbol: str) -> tuple[Param, ...] | None:
+        """The C types of the parameters of the entry point ``symbol``, from a ``-G`` build of the
+        config: the optimised cubin lists only their bytes, and a float32 given for an ``int``, or
+        two 4-byte scalars swapped, fit those and read garbage in every config. None where that
+        build fails or says nothing of them (the bytes are still checked)."""
+        try:
+            return debug_functions(self.build(kernel, variant, config, dtype, debug=True).handle).get(symbol)
+        except (CompileError, ImportError):
+            return None
 
 
 class CudaBackend(CudaCompiler, Backend):
@@ -220,7 +250,8 @@ class CudaBackend(CudaCompiler, Backend):
         self._flush = drv.mem_alloc(self._flush_words * 4)
         self.start, self.end = drv.Event(), drv.Event()
         self._modules: dict[str, Any] = {}
-        self._params: dict[str, tuple[int, ...] | None] = {}  # each cubin's entry point's parameter bytes
+        self._kernels: dict[str, dict[str, FunctionResources] | None] = {}  # each cubin's kernels
+        self._types: dict[tuple[str, str], tuple[Param, ...] | None] = {}  # (kernel, dtype) -> its parameters' C types
         self._inputs: OrderedDict[tuple, dict] = OrderedDict()  # the last shapes' device inputs
 
     def _release(self) -> None:
@@ -264,12 +295,16 @@ class CudaBackend(CudaCompiler, Backend):
         key = str(build.handle)
         if key not in self._modules:
             self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())
+        kernels = self._kernels_of(build)
         try:
-            fn = self._modules[key].get_function(variant.entry)
+            symbol = entry_symbol(variant.entry, kernels, variant.path.name) if kernels is not None else variant.entry
+            fn = self._modules[key].get_function(symbol)
+        except KernelError as e:
+            raise KernelError(f"kernel {kernel.name!r}: {e}") from None
         except self.drv.LogicError:
-            raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no extern \"C\" "
-                              f"__global__ {variant.entry!r}") from None
-        mismatch = self._args_problem(build, variant, args)
+            raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no __global__ "
+                              f"{variant.entry!r}") from None
+        mismatch = self._args_problem(build, kernel, variant, config, symbol, args)
         if mismatch:
             raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
         problem = resource_problem(self.limits, launch, FunctionResources.of(fn))
@@ -279,18 +314,29 @@ class CudaBackend(CudaCompiler, Backend):
             fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
         return CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
 
-    def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
-        """Where the arguments do not fit the entry point's parameters as its cubin lists them (see
-        :func:`~tunebench.backends.params.args_problem`): a declaration error, before a launch that
-        would read shifted bytes. Unchecked where pyelftools is not installed."""
+    def _kernels_of(self, build: Build) -> dict[str, FunctionResources] | None:
+        """The build's kernels as its cubin lists them; None where pyelftools is not installed."""
         key = str(build.handle)
-        if key not in self._params:
+        if key not in self._kernels:
             try:
-                found = cubin_kernels(build.handle).get(variant.entry)
+                self._kernels[key] = cubin_kernels(build.handle)
             except ImportError:
-                found = None
-            self._params[key] = found.params if found else None
-        return args_problem(args, self._params[key]) if self._params[key] is not None else None
+                self._kernels[key] = None
+        return self._kernels[key]
+
+    def _args_problem(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, symbol: str,
+                      args: Mapping[str, Any]) -> str | None:
+        """Where the arguments do not fit the entry point's parameters (see
+        :func:`~tunebench.backends.params.args_problem`): their bytes and offsets as this build's
+        cubin lists them, then, once per kernel and dtype, their C types: a declaration error,
+        before a launch that would read shifted or misread bytes. Unchecked where pyelftools is
+        not installed."""
+        found = (self._kernels_of(build) or {}).get(symbol)
+        problem = args_problem(args, found.params) if found else None
+        typed = (kernel.name, build.dtype)
+        if problem is None and found and typed not in self._types:
+            self._types[typed] = self.parameter_types(kernel, variant, config, build.dtype, symbol)
+        return problem or (args_problem(args, self._types[typed]) if self._types.get(typed) else None)
 
     def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
         """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""

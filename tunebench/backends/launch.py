@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -141,8 +142,10 @@ def _params(info: bytes) -> tuple[Param, ...]:
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     """The ``__global__`` functions of a cubin by their (mangled, unless ``extern "C"``) names,
     with their static shared memory and parameters, read from its ELF sections without a device:
-    a kernel has ``.text.<name>`` and ``.nv.info.<name>``; ``.nv.shared.<name>`` is its static
-    shared memory (on sm_90 counting from the 1 KiB the system reserves, which is taken off)."""
+    a kernel has ``.text.<name>``, ``.nv.info.<name>`` and its parameters' constant bank
+    ``.nv.constant0.<name>`` (a device function left uninlined has the first two);
+    ``.nv.shared.<name>`` is its static shared memory (on sm_90 counting from the 1 KiB the
+    system reserves, which is taken off)."""
     from elftools.elf.elffile import ELFFile
 
     with open(path, "rb") as f:
@@ -152,7 +155,51 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sizes) else 0
     return {name: FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0),
                                     params=_params(info))
-            for name, info in infos.items() if f".text.{name}" in sizes}
+            for name, info in infos.items() if f".text.{name}" in sizes and f".nv.constant0.{name}" in sizes}
+
+
+def qualified_name(symbol: str) -> str | None:
+    """A C++ function's name with its namespaces (``ns::softmax``) from its Itanium-mangled
+    symbol (``_ZN2ns7softmaxILi256EEvPfi``), template arguments and parameters left off; None
+    for a name that is not mangled. A ``__global__`` function is never a class member, so a
+    nested name is namespaces and the function."""
+    found = re.match(r"_ZL?(N[rVKRO]*)?", symbol)
+    if found is None:
+        return None
+    i, parts = found.end(), []
+    while True:
+        if symbol.startswith("St", i) and not parts:
+            parts.append("std")
+            i += 2
+            continue
+        digits = re.match(r"\d+", symbol[i:])
+        if digits is None:
+            break
+        start = i + len(digits.group())
+        i = start + int(digits.group())
+        parts.append(symbol[start:i])
+        if not found.group(1):
+            break
+    return "::".join(parts) or None
+
+
+def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
+    """The cubin function a variant's ``entry`` names (``kernels``: the cubin's, by symbol): an
+    ``extern "C"`` one by its name, else the one instantiation of a ``__global__`` template (or
+    C++ function) of that name, with or without its namespaces, whose mangled symbol changes with
+    every config's template arguments. A KernelError names what the cubin has instead."""
+    if entry in kernels:
+        return entry
+    named = {s: qualified_name(s) for s in kernels}
+    found = [s for s, q in named.items() if q and (q == entry or q.endswith(f"::{entry}"))]
+    if len(found) == 1:
+        return found[0]
+    listed = ", ".join(sorted(f"{named[s]} ({s})" if named[s] else s for s in (found or kernels))) or "none"
+    if found:
+        raise KernelError(f"{source} has {len(found)} __global__ functions named {entry!r}: {listed}; instantiate "
+                          f"one per build (its template arguments from the params), or give the entry its mangled name")
+    raise KernelError(f"{source} has no __global__ {entry!r} (extern \"C\", or one instantiation of a template); "
+                      f"its kernels: {listed}")
 
 
 def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),

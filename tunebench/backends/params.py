@@ -187,16 +187,35 @@ def library_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
         symbols = elf.get_section_by_name(".dynsym")
         exported = {s.name for s in symbols.iter_symbols() if s["st_info"]["type"] == "STT_FUNC"
                     and s["st_shndx"] != "SHN_UNDEF"} if symbols else set()
-        found: dict[str, tuple[Param, ...] | None] = dict.fromkeys(exported)
-        if not elf.has_dwarf_info():
-            return found
-        for cu in elf.get_dwarf_info().iter_CUs():
-            for die in cu.iter_DIEs():
-                if die.tag != "DW_TAG_subprogram" or "DW_AT_name" not in die.attributes:
-                    continue
-                name = die.attributes["DW_AT_name"].value.decode()
-                if name in found and found[name] is None:
-                    found[name] = _parameters(die)
-                    if all(v is not None for v in found.values()):
-                        return found  # the rest are headers' declarations and types
+        return {**dict.fromkeys(exported), **dwarf_functions(elf, exported)}
+
+
+def debug_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
+    """Every function of a cubin built with ``-G``, by its symbol (mangled, unless ``extern
+    "C"``), with its parameters' C types from the DWARF: a cubin built for speed lists only their
+    bytes, which cannot tell an ``int`` from a ``float``."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        return dwarf_functions(ELFFile(f))
+
+
+def dwarf_functions(elf, wanted: set[str] | None = None) -> dict[str, tuple[Param, ...] | None]:
+    """The functions the DWARF of an ELF file describes (those ``wanted``, else all), by their
+    symbol, each with its parameters. Its sections are read as they are: a cubin's relocations
+    are of types pyelftools does not apply, and a linked library has none left."""
+    found: dict[str, tuple[Param, ...] | None] = {}
+    if not elf.has_dwarf_info():
+        return found
+    for cu in elf.get_dwarf_info(relocate_dwarf_sections=False).iter_CUs():
+        for die in cu.iter_DIEs():
+            attrs = die.attributes
+            name = next((attrs[a].value.decode() for a in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name",
+                                                           "DW_AT_name") if a in attrs), None)
+            if die.tag != "DW_TAG_subprogram" or name is None or found.get(name) is not None \
+                    or (wanted is not None and name not in wanted):
+                continue
+            found[name] = _parameters(die)
+            if wanted is not None and len(found) == len(wanted) and all(v is not None for v in found.values()):
+                return found  # the rest are headers' declarations and types
     return found
