@@ -1,11 +1,13 @@
 """tunebench compile-check: real nvcc (and gcc) builds of every template, no device needed."""
 
+import re
 import shutil
 import textwrap
 
 import pytest
 
 from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE
+from tunebench.backends import cuda
 from tunebench.cli import main
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -139,6 +141,16 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
     assert main(["compile-check", "--suites", str(other), "--sample", "3"]) == 1
     assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
             "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
+
+
+@needs_nvcc
+def test_an_architecture_nvcc_does_not_build_is_one_error_before_any_build(capsys):
+    assert main(["compile-check", "--arch", "sm_90", "--arch", "sm_99"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and re.fullmatch(
+        r"tunebench compile-check: nvcc \(\S+\) builds no sm_99; it builds (sm_\d+ )*sm_90( sm_\d+)*: a device of "
+        r"another architecture needs a CUDA toolkit that supports it\n", captured.err)
+    assert cuda.arch_problem("sm_90a") is None  # the architecture-specific features of one it builds
 
 
 #: Kernels a compile alone does not fault: templates whose mangled names change with the config

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from tunebench import compile_check, export, records_merge, report
+from tunebench.backends import cuda
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup
 from tunebench.plugin import positive
@@ -84,8 +85,12 @@ def grouped(failures: list[tuple[str, str]]) -> list[str]:
 def cmd_compile_check(args: argparse.Namespace) -> int:
     kernels = load_suites(args.suites)
     try:
-        results = compile_check.check(kernels, args.target, archs=args.arch or compile_check.ARCHS,
-                                      sample=args.sample, seed=args.seed)
+        archs = args.arch or compile_check.ARCHS
+        unsupported = [p for p in map(cuda.arch_problem, archs) if p] if args.target == "cuda" else []
+        if unsupported:
+            print(f"tunebench compile-check: {unsupported[0]}", file=sys.stderr)
+            return 2
+        results = compile_check.check(kernels, args.target, archs=archs, sample=args.sample, seed=args.seed)
     except FileNotFoundError as e:
         print(f"tunebench compile-check: {e}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 from collections import OrderedDict
@@ -86,6 +87,23 @@ def nvcc_version() -> str:
     """nvcc's build line: cubins of another nvcc are compiled again, not reused."""
     out = subprocess.run([nvcc(), "--version"], capture_output=True, text=True, check=True).stdout
     return out.strip().splitlines()[-1]
+
+
+@cache
+def nvcc_archs() -> tuple[str, ...]:
+    """The architectures this nvcc builds cubins for (``sm_80``, ...)."""
+    out = subprocess.run([nvcc(), "--list-gpu-code"], capture_output=True, text=True, check=True).stdout
+    return tuple(out.split())
+
+
+def arch_problem(arch: str) -> str | None:
+    """Why this nvcc cannot build for ``arch`` (``sm_90``, or ``sm_90a`` for its
+    architecture-specific features), if it cannot: one error before any build, not every
+    candidate of every kernel failing alike."""
+    if re.sub(r"(?<=\d)[af]$", "", arch) in nvcc_archs():
+        return None
+    return (f"nvcc ({nvcc_version().removeprefix('Build ')}) builds no {arch}; it builds {' '.join(nvcc_archs())}: a device of another "
+            f"architecture needs a CUDA toolkit that supports it")
 
 
 def source(variant: Variant, config: Mapping, dtype: str) -> str:
@@ -237,6 +255,9 @@ class CudaBackend(CudaCompiler, Backend):
         attr = drv.device_attribute
         major, minor = self.device.compute_capability()
         CudaCompiler.__init__(self, f"sm_{major}{minor}", cache)
+        unsupported = arch_problem(self.arch)
+        if unsupported:
+            raise RuntimeError(f"{self.device.name()}: {unsupported}")
         self.limits = {  # as arch_limits(), this device's
             "threads": self.device.get_attribute(attr.MAX_THREADS_PER_BLOCK),
             "shared": self.device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
