@@ -153,6 +153,52 @@ def test_an_architecture_nvcc_does_not_build_is_one_error_before_any_build(capsy
     assert cuda.arch_problem("sm_90a") is None  # the architecture-specific features of one it builds
 
 
+#: An instruction sm_90 lacks and sm_90a has (as wgmma and TMA multicast).
+SPECIFIC_CU = """\
+extern "C" __global__ void fill(float *y, int n)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) y[i] = 1.0f;
+}
+"""
+
+SPECIFIC_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def kernel(name, specific):
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
+                  args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+                  reference=lambda n: np.ones(n), outputs=["y"],
+                  cuda=Variant(source="specific.cu", entry="fill", space=Space({"BLOCK": [128, 256]}),
+                               arch_specific=specific, heuristic=lambda shape: {"BLOCK": 256},
+                               launch=lambda c, s: ((s[0] + c["BLOCK"] - 1) // c["BLOCK"], c["BLOCK"])))
+
+specific = kernel("specific", True)
+plain = kernel("plain", False)
+"""
+
+
+@needs_nvcc
+def test_an_arch_specific_variant_builds_for_sm90a_and_a_plain_one_is_told_to_declare_it(tmp_path, capsys):
+    (tmp_path / "specific.cu").write_text(SPECIFIC_CU)
+    (tmp_path / "test_specific.py").write_text(SPECIFIC_SUITE)
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_80", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert "specific  cuda  float32  sm_90a  2 configs, 2 builds, 2 launches  ok" in out
+    assert ("    not built for sm_80 (arch_specific): sm_80 has no architecture-specific target sm_80a (they begin "
+            "with sm_90a)") in out
+    assert "plain     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 builds" in out
+    assert re.search(r"\n    float32 sm_90 \[BLOCK:256\] and 1 more: ptxas <its ptx>, line \d+; error +: Instruction "
+                     r"'setmaxnreg.inc' not supported on .target 'sm_90'", out)  # one message: the temporary file named alike
+    assert "declare the variant arch_specific=True" in out
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_80"]) == 1
+    out = capsys.readouterr().out
+    assert ("specific  cuda  float32  sm_80  2 configs, 0 builds  FAILED its declaration" in out
+            and "declaration: arch_specific, and no --arch given has an architecture-specific target" in out)
+
+
 #: Kernels a compile alone does not fault: templates whose mangled names change with the config
 #: (one instantiation per build, found by the entry's name; two of one name, which one to call?),
 #: and a static array that leaves too little shared memory for the launch's dynamic share on sm_80.

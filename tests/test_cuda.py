@@ -172,6 +172,30 @@ def test_a_debug_build_gives_the_c_types_a_cubin_built_for_speed_reduces_to_byte
     assert compiler.parameter_types(kernel, variant, {"broken": 1}, "float32", "scale") is None
 
 
+@needs_nvcc
+def test_an_arch_specific_variant_is_built_apart_for_sm90a_and_is_a_declaration_error_before_sm90(tmp_path):
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float *y) { asm volatile("setmaxnreg.inc.sync.'
+                                   'aligned.u32 240;"); y[threadIdx.x] = B; }\n')
+    cache = BuildCache(tmp_path / "cache")
+
+    def declared(specific: bool) -> Kernel:
+        return Kernel("k", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(32,)])]),
+                      args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                      cuda=Variant(source=str(tmp_path / "k.cu"), entry="k", space=Space({"B": [1]}),
+                                   heuristic=lambda shape: {"B": 1}, launch=lambda config, shape: (1, 32),
+                                   arch_specific=specific))
+
+    specific, plain = declared(True), declared(False)
+    built = CudaCompiler("sm_90", cache).build(specific, specific.variant("cuda"), {"B": 1}, "float32")
+    assert "k" in cubin_kernels(built.handle)
+    with pytest.raises(CompileError, match="not supported on .target 'sm_90'(.|\n)*declare the variant arch_specific"):
+        CudaCompiler("sm_90", cache).build(plain, plain.variant("cuda"), {"B": 1}, "float32")
+    with pytest.raises(KernelError, match="kernel 'k': the cuda variant is arch_specific, and sm_80 has no "
+                                          "architecture-specific target sm_80a"):
+        CudaCompiler("sm_80", cache).build(specific, specific.variant("cuda"), {"B": 1}, "float32")
+    assert specific.declaration(specific.variant("cuda"), "float32")["flags"] == "(arch-specific)"
+
+
 def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():
     given = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert input_damage("x", given, given.copy()) is None

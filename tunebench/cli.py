@@ -106,7 +106,7 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
                    else "its launch" if args.target == "cuda" else "its entry point"] if r.launch_failures else []
         failed += ["its reference"] if r.reference_failures else []
         launches = f", {r.launches} launches" if r.launches else ""
-        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {where}  {r.configs} configs, "
+        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  {r.configs} configs, "
               f"{r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  ({r.seconds:.1f} s)")
         for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
             print("    " + failure.replace("\n", "\n    "))
@@ -114,6 +114,8 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
             print(f"    pruned where tuned: {note}")
         for note in r.strays:
             print(f"    the heuristic's config is outside the space: {note}")
+        for note in r.unbuilt:
+            print(f"    not built for {note}")
     failed = [r.kernel for r in results if not r.ok]
     print(f"compile-check: {len(results) - len(failed)} of {len(results)} kernels ok"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -53,6 +53,8 @@ class KernelCheck:
     reference_failures: list[tuple[str, str]] = field(default_factory=list)
     pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
     strays: list[str] = field(default_factory=list)  # where the heuristic's config breaks the space: not failures
+    unbuilt: list[str] = field(default_factory=list)  # architectures an arch_specific variant has no target on
+    built_for: tuple[str, ...] = ()  # what nvcc built for (sm_90a for sm_90, arch_specific)
     seconds: float = 0.0
 
     @property
@@ -86,7 +88,7 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
     if target == "cuda":
-        return {arch: cuda.nvcc_command(arch, variant.build_flags) for arch in archs}
+        return {arch: cuda.nvcc_command(cuda.variant_arch(arch, variant), variant.build_flags) for arch in archs}
     lang = cpu.language(variant)
     if shutil.which(cpu.compiler(lang)) is None:
         raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
@@ -113,15 +115,28 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
                 continue
             result = KernelCheck(kernel.name, variant.dtypes, len(configs), strays=strays)
+            kernel_archs = list(archs)
+            if target == "cuda" and variant.arch_specific:
+                unbuilt = {a: cuda.arch_problem(cuda.variant_arch(a, variant)) for a in archs}
+                kernel_archs = [a for a in archs if not unbuilt[a]]
+                result.unbuilt = [f"{a} (arch_specific): {why}" for a, why in unbuilt.items() if why]
+                if not kernel_archs:
+                    result.failures.append(("declaration", "arch_specific, and no --arch given has an "
+                                                           "architecture-specific target"))
+                    results.append(result)
+                    continue
+            if target == "cuda":
+                result.built_for = tuple(cuda.variant_arch(a, variant) for a in kernel_archs)
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             inspect = launch.cubin_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
-                for dtype in variant.dtypes for where, command in commands(target, archs, variant).items()
+                for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant).items()
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters
-            debug = {dtype: pool.submit(_compile, cuda.nvcc_command(archs[0], (*variant.build_flags, *cuda.DEBUG_FLAGS)),
+            debug = {dtype: pool.submit(_compile, cuda.nvcc_command(cuda.variant_arch(kernel_archs[0], variant),
+                                                                     (*variant.build_flags, *cuda.DEBUG_FLAGS)),
                                         cuda.source(variant, configs[0], dtype), suffix, variant.path.name,
                                         params.debug_functions)
                      for dtype in variant.dtypes if target == "cuda" and configs}
@@ -130,11 +145,12 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 result.builds += 1
                 error, found = future.result()
                 if error:
-                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", explain(variant, config, error)))
+                    explained = (cuda.explain_build if target == "cuda" else explain)(variant, config, error)
+                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", explained))
                 else:
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":
-                check_launches(result, kernel, variant, configs, archs, built,
+                check_launches(result, kernel, variant, configs, kernel_archs, built,
                                {dtype: future.result()[1] for dtype, future in debug.items()})
             else:
                 check_entry(result, kernel, variant, built)

@@ -113,6 +113,10 @@ class Variant:
     - ``flags``: extra compiler flags.
     - ``buckets``: this target's own buckets, where its representative shapes must differ from
       the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).
+    - ``arch_specific``: CUDA only, built for the device's architecture-specific target
+      (``sm_90a`` on an H100, whose ``wgmma``, ``setmaxnreg`` and TMA multicast ``sm_90`` lacks);
+      such a cubin runs only on that architecture, and one without such a target (before
+      compute capability 9.0) cannot build it.
     """
 
     source: str | Path
@@ -123,6 +127,7 @@ class Variant:
     launch: Callable[[Mapping[str, Any], tuple], tuple] | None = None
     flags: tuple[str, ...] = ()
     buckets: Buckets | None = None
+    arch_specific: bool = False
     origin: Path | None = field(default=None, compare=False)
     text: str | None = None  # a recorded version of the template, used instead of the file
 
@@ -379,7 +384,8 @@ class Kernel:
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
         reused only while every part is unchanged, and the summary names the parts that did."""
-        return {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
+        flags = " ".join(filter(None, (variant.declared_flags, "(arch-specific)" if variant.arch_specific else "")))
+        return {"template": variant.source_hash, "flags": flags, "dtype": dtype,
                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
                 "tolerance": repr(self.tolerance.get(dtype)),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -25,8 +26,14 @@ def default_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunebench"
 
 
+#: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
+NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
+
+
 def excerpt(message: str, lines: int = 12) -> str:
-    """The first lines of a compiler message that say what is wrong."""
+    """The first lines of a compiler message that say what is wrong, nvcc's temporary files named
+    alike every run (``<its ptx>``), so that the same error reads the same in every config."""
+    message = NVCC_TEMP.sub(r"<its \1>", message)
     wanted = [ln for ln in message.splitlines() if "error" in ln.lower() or "in expansion of macro" in ln] \
         or message.splitlines()
     return "\n".join(wanted[:lines]).strip()

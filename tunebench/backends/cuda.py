@@ -98,12 +98,31 @@ def nvcc_archs() -> tuple[str, ...]:
 
 def arch_problem(arch: str) -> str | None:
     """Why this nvcc cannot build for ``arch`` (``sm_90``, or ``sm_90a`` for its
-    architecture-specific features), if it cannot: one error before any build, not every
-    candidate of every kernel failing alike."""
-    if re.sub(r"(?<=\d)[af]$", "", arch) in nvcc_archs():
-        return None
+    architecture-specific features, which exist from compute capability 9.0), if it cannot: one
+    error before any build, not every candidate of every kernel failing alike."""
+    found = re.fullmatch(r"(sm_(\d+?)\d)([af]?)", arch)
+    if found and found.group(1) in nvcc_archs():
+        if not found.group(3) or int(found.group(2)) >= 9:
+            return None
+        return f"{found.group(1)} has no architecture-specific target {arch} (they begin with sm_90a)"
     return (f"nvcc ({nvcc_version().removeprefix('Build ')}) builds no {arch}; it builds {' '.join(nvcc_archs())}: a device of another "
             f"architecture needs a CUDA toolkit that supports it")
+
+
+def variant_arch(arch: str, variant: Variant) -> str:
+    """What a variant is built for on ``arch``: its architecture-specific target (``sm_90a``)
+    where it declares ``arch_specific``."""
+    return f"{arch}a" if variant.arch_specific and not arch.endswith("a") else arch
+
+
+def explain_build(variant: Variant, config: Mapping, error: str) -> str:
+    """nvcc's error, explained as :func:`~tunebench.backends.base.explain` does; and where ptxas
+    refuses an instruction on a plain target, that only an architecture-specific one has it."""
+    error = explain(variant, config, error)
+    if not variant.arch_specific and re.search(r"not supported on \.target 'sm_\d+'", error):
+        error += ("\n(tunebench: an instruction only an architecture-specific target has, as sm_90a's wgmma and "
+                  "setmaxnreg: declare the variant arch_specific=True)")
+    return error
 
 
 def source(variant: Variant, config: Mapping, dtype: str) -> str:
@@ -218,15 +237,19 @@ class CudaCompiler:
         gives the parameters' C types (see :meth:`parameter_types`)."""
         if dtype not in CTYPES:
             raise CompileError(f"dtype {dtype} has no CUDA type ({', '.join(CTYPES)})")
+        arch = variant_arch(self.arch, variant)
+        unsupported = arch_problem(arch) if arch != self.arch else None
+        if unsupported:
+            raise KernelError(f"kernel {kernel.name!r}: the cuda variant is arch_specific, and {unsupported}")
         text = source(variant, config, dtype)
         flags = (*variant.build_flags, *(DEBUG_FLAGS if debug else ()))
-        command = nvcc_command(self.arch, flags)
-        tag = " ".join((nvcc_version(), self.arch, *NVCC_OPTIONS, *flags))
+        command = nvcc_command(arch, flags)
+        tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                    lambda src, out: run_compiler(command, src, out))
         except CompileError as e:
-            raise CompileError(explain(variant, config, str(e))) from None
+            raise CompileError(explain_build(variant, config, str(e))) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
 
     def parameter_types(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str,
