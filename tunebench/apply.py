@@ -3,8 +3,9 @@
 ``tuned("layernorm")`` is a handle bound to one kernel: ``.config(shape)`` is the best config
 for a shape (from the in-memory index of :mod:`tunebench.lookup`: microseconds after the first
 call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``, with ``TB_DTYPE`` and
-``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants, and ``.apply(shape=...)`` a decorator that calls the framework's launcher with
-the config's params as keyword arguments::
+``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants, and
+``.apply(shape=...)`` a decorator that calls the framework's launcher with the config's params
+as keyword arguments::
 
     layernorm = tunebench.tuned("layernorm")
 
@@ -50,9 +51,8 @@ class Tuned:
         backend = cuda if target == "cuda" else cpu
         if choice.dtype not in backend.CTYPES:
             raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
-        header = ["-include", cuda.CTYPE_HEADERS[choice.dtype]] if backend is cuda and choice.dtype in cuda.CTYPE_HEADERS \
-            else []
-        return header + [f"-D{name}={value}" for name, value in macros(
+        header = cuda.CTYPE_HEADERS.get(choice.dtype) if backend is cuda else None
+        return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
             self.config(shape, dtype), backend.CTYPES[choice.dtype], target).items()]
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:

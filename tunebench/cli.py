@@ -106,8 +106,9 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
                    else "its launch" if args.target == "cuda" else "its entry point"] if r.launch_failures else []
         failed += ["its reference"] if r.reference_failures else []
         launches = f", {r.launches} launches" if r.launches else ""
-        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  {r.configs} configs, "
-              f"{r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  ({r.seconds:.1f} s)")
+        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
+              f"{r.configs} configs, {r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  "
+              f"({r.seconds:.1f} s)")
         for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
             print("    " + failure.replace("\n", "\n    "))
         for note in grouped(r.pruned):

@@ -125,7 +125,8 @@ def header(data: dict, prefix: str = "tb") -> str:
            f"#ifndef {guard}", f"#define {guard}", "", "#include <math.h>", "",
            C_HELPERS]
     # the file that builds a kernel with its params as macros (-DBLOCK=256) may include this too
-    names = sorted({n for by_dtype in data["kernels"].values() for e in by_dtype.values() for n in (*e["params"], *e["dims"])})
+    names = sorted({n for by_dtype in data["kernels"].values() for entry in by_dtype.values()
+                    for n in (*entry["params"], *entry["dims"])})
     out += [f'#pragma push_macro("{n}")\n#undef {n}' for n in names] + [""]
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():

@@ -105,8 +105,8 @@ def arch_problem(arch: str) -> str | None:
         if not found.group(3) or int(found.group(2)) >= 9:
             return None
         return f"{found.group(1)} has no architecture-specific target {arch} (they begin with sm_90a)"
-    return (f"nvcc ({nvcc_version().removeprefix('Build ')}) builds no {arch}; it builds {' '.join(nvcc_archs())}: a device of another "
-            f"architecture needs a CUDA toolkit that supports it")
+    return (f"nvcc ({nvcc_version().removeprefix('Build ')}) builds no {arch}; it builds {' '.join(nvcc_archs())}: "
+            f"a device of another architecture needs a CUDA toolkit that supports it")
 
 
 def variant_arch(arch: str, variant: Variant) -> str:
@@ -162,7 +162,8 @@ class CudaRunner(Runner):
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
         self._inputs = inputs
-        self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items() if n in inputs and n not in kernel.inplace}
+        self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items()
+                           if n in inputs and n not in kernel.inplace}
         self._call_args = [np.uintp(self._dev_out[out_index[n]]) if n in out_index
                            else inputs[n] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items()]
