@@ -1,6 +1,7 @@
 """The CUDA target. Builds are real nvcc runs, checked wherever nvcc is (CI included); the faults
 and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
+import re
 import shutil
 import subprocess
 import textwrap
@@ -341,7 +342,9 @@ def test_a_write_into_an_input_fails_its_writer_alone_and_an_argument_of_another
     (path,) = (pytester.path / "records").glob("cuda-*.json")
     found = {(t["config"]["writes"], t["config"]["block"]): t for t in TinyDB(path).table("trials").all()}
     assert {k: t["status"] for k, t in found.items() if k[0] == 1} == {(1, 128): "out_of_bounds", (1, 256): "out_of_bounds"}
-    assert all("wrote into input 'x' (400004 of 400004 bytes changed)" in t["error"] for k, t in found.items() if k[0])
+    # -1.0 over random values in [0, 1): every top byte changes, a lower one may happen to match
+    assert all(re.search(r"wrote into input 'x' \(\d+ of 400004 bytes changed\)", t["error"])
+               and int(re.search(r"\((\d+) of", t["error"]).group(1)) > 100001 for k, t in found.items() if k[0])
     assert all(t["status"] in ("ok", "early_stopped") for k, t in found.items() if k[0] == 0), found
     result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "misread")
     result.stdout.fnmatch_lines(["*argument 'n' (int32 scalar) where the kernel's parameter 2 (float) takes a "
