@@ -1,10 +1,11 @@
 /* What the reduction-family templates (row_reduce, layernorm, softmax) share: the block layout
- * their params imply, vector packs, float accumulation for float and __half data, and the
- * reduction over a row group. Included with #include "reduction.cuh": tunebench inlines it, so a
+ * their params imply, vector packs, float accumulation for float, __half and __nv_bfloat16 data,
+ * and the reduction over a row group. Included with #include "reduction.cuh": tunebench inlines it, so a
  * kernel's source hash covers it.
  *
  * Needs the #defines warp_num, tree_reduce_num, spatial_inner_num and TB_DTYPE.
  */
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -48,8 +49,10 @@ template <int V> struct RowGroup {
 
 __device__ __forceinline__ float to_float(float a) { return a; }
 __device__ __forceinline__ float to_float(__half a) { return __half2float(a); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 a) { return __bfloat162float(a); }
 __device__ __forceinline__ void store_float(float *p, float a) { *p = a; }
 __device__ __forceinline__ void store_float(__half *p, float a) { *p = __float2half_rn(a); }
+__device__ __forceinline__ void store_float(__nv_bfloat16 *p, float a) { *p = __float2bfloat16_rn(a); }
 
 struct Sum { __device__ float operator()(float a, float b) const { return a + b; } };
 struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };

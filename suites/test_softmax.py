@@ -29,10 +29,11 @@ softmax = Kernel(
     args=args, reference=reference, outputs=["y"],
     bytes=lambda shape, dtype: 2 * shape[0] * shape[1] * np.dtype(dtype).itemsize,
     # float16: the output's rounding is at most 2**-11 (4.9e-4) relative (2**-25 absolute for
-    # float16's subnormals, below 6.1e-5), exp2 and the float sums add ~1e-6; four times that
-    tolerance={"float32": (5e-4, 1e-7), "float16": (2e-3, 1e-6)},
+    # float16's subnormals, below 6.1e-5), exp2 and the float sums add ~1e-6; four times that.
+    # bfloat16 rounds to 2**-8 (3.9e-3) relative and has float32's range (no subnormals here)
+    tolerance={"float32": (5e-4, 1e-7), "float16": (2e-3, 1e-6), "bfloat16": (1.6e-2, 1e-6)},
     cpu=Variant(source="kernels/softmax.c", entry="softmax", heuristic=heuristic,
                 space=cpu_space(online=[0, 1])),
     cuda=cuda_variant("kernels/softmax.cu", "softmax", normalisation_buckets("cuda"),
-                      dtypes=("float32", "float16")),
+                      dtypes=("float32", "float16", "bfloat16")),
 )

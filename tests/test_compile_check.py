@@ -234,7 +234,7 @@ ops_tiled = kernel("ops_tiled", entry="ops::tiled")
 twice = kernel("twice", entry="twice")
 absent = kernel("absent", entry="absent")
 staged = kernel("staged", entry="staged")
-bf16 = kernel("bf16", entry="staged", dtypes=("bfloat16",))
+cplx = kernel("cplx", entry="staged", dtypes=("complex64",))
 """
 
 
@@ -248,8 +248,8 @@ def test_a_template_entry_is_found_per_config_by_its_name_and_a_bad_entry_or_dty
     (tmp_path / "test_two.py").write_text(TWO_SUITES)
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2"]) == 1
     out = capsys.readouterr().out
-    assert ("bf16       cuda  bfloat16  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
-            and "declaration: dtype 'bfloat16' has no C type on the cuda target" in out)
+    assert ("cplx       cuda  complex64  sm_80 sm_90  0 configs, 0 builds  FAILED its declaration" in out
+            and "declaration: dtype 'complex64' has no C type on the cuda target" in out)
     assert "tiled      cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
     assert "ops_tiled  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  ok" in out
     assert "twice      cuda  float32  sm_80 sm_90  2 configs, 4 builds, 4 launches  FAILED 4 of 4 launches" in out

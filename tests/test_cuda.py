@@ -70,9 +70,10 @@ def test_a_cuda_compile_error_says_what_nvcc_said_and_is_compiled_once(tmp_path)
         with pytest.raises(CompileError, match="broken builds fail"):
             compiler.build(kernel, kernel.variant("cuda"), {"broken": 1}, "float32")
     assert compiler.cache.compiled == 1
-    with pytest.raises(CompileError, match="dtype bfloat16 has no CUDA type"):
-        compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "bfloat16")
-    assert compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "int8").handle.read_bytes()[:4] == b"\x7fELF"
+    with pytest.raises(CompileError, match="dtype complex64 has no CUDA type"):
+        compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "complex64")
+    for dtype in ("int8", "bfloat16"):  # bfloat16: __nv_bfloat16, its header included by tunebench
+        assert compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, dtype).handle.read_bytes()[:4] == b"\x7fELF"
 
 
 def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:
@@ -208,7 +209,7 @@ def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():
     assert input_damage("x", nan, nan.copy()) is None  # compared by bits: a NaN input left alone is unchanged
 
 
-#: One fault per value of ``fault``; n is odd, so a float16 output ends in half a 32-bit word.
+#: One fault per value of ``fault``; n is odd, so a 2-byte output ends in half a 32-bit word.
 FAULTY_CU = """\
 #if fault == 2
 #error "fault 2 does not compile"
@@ -245,12 +246,13 @@ faulty = Kernel(
                                     "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
     reference=lambda x, n: 2.0 * x.astype(np.float64), outputs=["y"],
     cuda=Variant(source="faulty.cu", entry="faulty", heuristic=lambda shape: {"fault": 0},
-                 space=Space({"fault": range(8)}), dtypes=("float32", "float16"),
+                 space=Space({"fault": range(8)}), dtypes=DTYPES,
                  # fault 6: a block of 2048 threads, more than any GPU launches
                  launch=lambda config, shape: (((shape[0] + 255) // 256,), (2048 if config["fault"] == 6 else 256,))),
 )
 """
 
+FAULTY_DTYPES = ("float32", "float16", "bfloat16")
 EXPECTED = {0: "ok", 1: "wrong_result", 2: "compile_error", 3: "out_of_bounds", 4: "wrong_result",
             5: "crashed", 6: "pruned_resources", 7: "timeout"}
 
@@ -258,19 +260,20 @@ EXPECTED = {0: "ok", 1: "wrong_result", 2: "compile_error", 3: "out_of_bounds", 
 @needs_gpu
 def test_every_cuda_fault_is_recorded_with_its_status_and_the_good_candidate_wins(pytester):
     pytester.path.joinpath("faulty.cu").write_text(FAULTY_CU)
-    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE))
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace("DTYPES",
+                                                                                              repr(FAULTY_DTYPES)))
     tune = [a if a != "cpu" else "cuda" for a in TUNE]
     result = pytester.runpytest("test_faulty.py", *tune, "--tune-timeout", "2", "--tune-strategy", "brute_force")
     (path,) = (pytester.path / "records").glob("cuda-*.json")
     trials = TinyDB(path).table("trials").all()
     found = {(t["dtype"], t["config"]["fault"]): t for t in trials}
-    assert set(found) == {(d, f) for d in ("float32", "float16") for f in EXPECTED}
+    assert set(found) == {(d, f) for d in FAULTY_DTYPES for f in EXPECTED}
     for (dtype, fault), trial in found.items():
         assert trial["status"] in ({"ok", "early_stopped"} if fault == 0 else {EXPECTED[fault]}), (dtype, fault, trial)
     # fault 4 runs after fault 0 left right answers in memory: only poisoning catches it
-    assert all("(100000,)" in found[(d, 4)]["error"] for d in ("float32", "float16"))
-    assert all("past the end of output 'y'" in found[(d, 3)]["error"] for d in ("float32", "float16"))
-    assert all("2048 threads" in found[(d, 6)]["error"] for d in ("float32", "float16"))
+    assert all("(100000,)" in found[(d, 4)]["error"] for d in FAULTY_DTYPES)
+    assert all("past the end of output 'y'" in found[(d, 3)]["error"] for d in FAULTY_DTYPES)
+    assert all("2048 threads" in found[(d, 6)]["error"] for d in FAULTY_DTYPES)
     assert result.ret == 1  # the faulty candidates fail their items
 
 

@@ -350,10 +350,10 @@ def test_integer_and_float16_kernels_tune_exactly_and_an_unknown_dtype_is_a_coll
     trials = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials").all()
     assert {(t["dtype"], t["config"]["skip"], t["status"] == "wrong_result") for t in trials} == {
         (d, s, s == 1) for d in ("int32", "uint8", "int64", "float16") for s in (0, 1)}
-    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "bfloat16")'))
+    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "complex64")'))
     result = pytester.runpytest("test_iadd.py", *TUNE)
-    result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'bfloat16' has no C type on the cpu target "
-                                 "(float32, float64, float16, int8, *)*"])
+    result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'complex64' has no C type on the cpu target "
+                                 "(float32, float64, float16, bfloat16, int8, *)*"])
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tunebench.buckets import Buckets
+from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.space import Space
 
@@ -29,7 +30,8 @@ DEFAULT_TOLERANCE = {
     "float64": (1e-9, 1e-12),
     "float32": (1e-4, 1e-5),
     "float16": (1e-2, 1e-3),
-    **{f"{kind}{bits}": (0.0, 0.0) for kind in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
+    "bfloat16": (8e-2, 8e-3),  # float16's, scaled by the 8 times coarser rounding (2**-8, not 2**-11)
+    **{f"{sign}{bits}": (0.0, 0.0) for sign in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 
 def _is_include(flag: str) -> bool:
@@ -135,6 +137,11 @@ class Variant:
         if isinstance(self.dtypes, str) or not all(isinstance(d, str) for d in self.dtypes):
             raise KernelError(f"variant {self.source}: dtypes={self.dtypes!r} must be a tuple of dtype names, "
                               f"as ('float32', 'float16')")
+        for dtype in self.dtypes:
+            try:
+                numpy_dtype(dtype)
+            except ValueError as e:
+                raise KernelError(f"variant {self.source}: {e}") from None
 
     @cached_property
     def path(self) -> Path:
@@ -316,7 +323,9 @@ class Kernel:
                 if (broken := variant.space.broken(c, s, buckets.dims))]
 
     def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
-        """Fresh arguments for one shape; the same values every call (seeded by kernel and shape)."""
+        """Fresh arguments for one shape; the same values every call (seeded by kernel and shape).
+        The dtype's name is made one numpy knows first (bfloat16: see :mod:`tunebench.dtypes`)."""
+        numpy_dtype(dtype)
         seed = int.from_bytes(hashlib.sha256(f"{self.name}{shape}{dtype}".encode()).digest()[:8], "little")
         args = dict(self.args(tuple(shape), dtype, np.random.default_rng(seed)))
         for out in (*self.outputs, *self.inplace):
@@ -354,10 +363,11 @@ class Kernel:
             if got.shape != want.shape:
                 raise KernelError(f"kernel {self.name!r}: the reference returned shape {got.shape} for output "
                                   f"{name!r}, which the args builder declares {want.shape}: fix the reference")
-            if got.dtype.kind not in "biufc" or (got.dtype.kind == "c") != (want.dtype.kind == "c") or (
-                    got.dtype.kind == want.dtype.kind == "f" and got.dtype.itemsize < want.dtype.itemsize) or (
-                    got.dtype.kind == "f" and want.dtype.kind in "iu" and got.dtype.itemsize < 8
-                    and np.finfo(got.dtype).nmant + 1 < 8 * want.dtype.itemsize - (want.dtype.kind == "i")):
+            got_kind, want_kind = kind(got.dtype), kind(want.dtype)
+            if got_kind not in "biufc" or (got_kind == "c") != (want_kind == "c") or (
+                    got_kind == want_kind == "f" and significand_bits(got.dtype) < significand_bits(want.dtype)) or (
+                    got_kind == "f" and want_kind in "iu" and got.dtype.itemsize < 8
+                    and significand_bits(got.dtype) < 8 * want.dtype.itemsize - (want_kind == "i")):
                 raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
                                   f"of {want.dtype}: compute it in {want.dtype} or a more precise type")
         return result
@@ -368,13 +378,13 @@ class Kernel:
         type for each dtype, each constraint names params and the dims, the heuristic gives a
         config of the space for each representative shape. A :class:`KernelError` (or the
         space's :class:`SpaceError`) names what is at fault."""
-        from tunebench.backends import dtypes  # the targets' C types: a floor below
+        from tunebench.backends import dtype_problem  # the targets' C types: a floor below
 
         variant.template  # noqa: B018 - read here, so that a missing file or include is one line
-        known = dtypes(target)
         for dtype in variant.dtypes:
-            if known is not None and dtype not in known:
-                raise KernelError(f"dtype {dtype!r} has no C type on the {target} target ({', '.join(known)})")
+            why = dtype_problem(target, dtype, variant)
+            if why:
+                raise KernelError(why)
         buckets = self.buckets_for(target)
         variant.space.check_dims(buckets.dims)
         for bucket in buckets:

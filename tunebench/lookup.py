@@ -38,11 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
+from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
 from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
 
@@ -434,12 +433,7 @@ def _load_once(suites_dir: Path) -> list[str]:
 
 def dtype_name(dtype) -> str | None:
     """The numpy name of a dtype given as a name, a numpy type or an array's dtype (``float32``)."""
-    if dtype is None:
-        return None
-    try:
-        return np.dtype(dtype).name
-    except TypeError:
-        raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, ...)") from None
+    return None if dtype is None else numpy_dtype(dtype).name
 
 
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,

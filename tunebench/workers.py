@@ -32,6 +32,7 @@ import numpy as np
 from tunebench import interference
 from tunebench.backends import create
 from tunebench.backends.base import CompileError, ResourceError, Runner
+from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, warm_up
 
@@ -247,7 +248,7 @@ def _dtype_hint(args: dict, dtype: str) -> str:
     """Where a wrong result may be the args builder's: floating arrays of another dtype than the
     task's, which a template reading them as TB_DTYPE misreads (a forgotten ``.astype(dtype)``)."""
     other = [f"{name!r} as {a.dtype}" for name, a in args.items()
-             if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.dtype(dtype)]
+             if isinstance(a, np.ndarray) and is_float(a.dtype) and a.dtype != numpy_dtype(dtype)]
     return (f" (the args builder gives {', '.join(other)} in a {dtype} task: a template that reads it as "
             f"TB_DTYPE needs .astype(dtype))") if other else ""
 

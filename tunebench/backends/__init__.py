@@ -12,7 +12,7 @@ from tunebench.backends.base import Backend, Build, CompileError, ResourceError,
 
 TARGETS = ("auto", "cpu", "cuda")
 
-__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "create", "cuda_status", "dtypes", "fingerprint", "resolve"]
+__all__ = ["TARGETS", "Backend", "Build", "CompileError", "ResourceError", "Runner", "builder", "create", "cuda_status", "dtype_problem", "fingerprint", "resolve"]
 
 #: Run in a child process, so that probing never initialises CUDA (or crashes) in this one:
 #: CUDA must first start in the worker process that measures.
@@ -75,14 +75,15 @@ def builder(target: str, fingerprint: dict):
     return None
 
 
-def dtypes(target: str) -> tuple[str, ...] | None:
-    """The dtypes a target has a C type for (None: it compiles nothing, as replay)."""
+def dtype_problem(target: str, dtype: str, variant) -> str | None:
+    """Why a target cannot build a variant's template in a dtype: no C type for it, or (cpu) a
+    compiler without that type's arithmetic; None where it can, or builds nothing (replay)."""
     if target == "cpu":
-        from tunebench.backends.cpu import CTYPES
-        return tuple(CTYPES)
+        from tunebench.backends.cpu import dtype_problem as cpu_problem
+        return cpu_problem(dtype, variant)
     if target == "cuda":
         from tunebench.backends.cuda import CTYPES
-        return tuple(CTYPES)
+        return None if dtype in CTYPES else f"dtype {dtype!r} has no C type on the cuda target ({', '.join(CTYPES)})"
     return None
 
 

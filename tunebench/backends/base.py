@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tunebench.dtypes import is_float
 from tunebench.kernel import Kernel, Variant
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def input_damage(name: str, given: np.ndarray, now: np.ndarray) -> str | None:
 
 def poison(array: np.ndarray) -> None:
     """Fill an output with a value no correct kernel writes everywhere: NaN, or a bit pattern."""
-    if np.issubdtype(array.dtype, np.floating):
+    if is_float(array.dtype):
         array.fill(np.nan)
     else:
         array.view(np.uint8).fill(0xA5)

@@ -47,7 +47,10 @@ CXX = os.environ.get("TUNEBENCH_CXX", "g++")
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
 FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared")
 STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
-CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", **INTEGER_CTYPES}  # gcc >= 12 on x86-64
+#: _Float16 from gcc 12; __bf16 only from gcc 13 and clang 17 (see :func:`dtype_problem`).
+CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "__bf16", **INTEGER_CTYPES}
+#: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
+ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
@@ -76,10 +79,43 @@ def source_suffix(lang: str) -> str:
     return ".cpp" if lang == "c++" else ".c"
 
 
-@cache
 def compiler_version(lang: str = "c") -> str:
-    out = subprocess.run([compiler(lang), "-dumpfullversion"], capture_output=True, text=True, check=True)
-    return f"{compiler(lang)} {out.stdout.strip()}"
+    """The compiler of ``lang`` and its full version, part of every build's cache key."""
+    return version_of(compiler(lang))
+
+
+@cache
+def version_of(program: str) -> str:
+    """A compiler and its full version (gcc's ``-dumpfullversion``; clang, which has no such
+    option, gives it with ``-dumpversion``); a compiler that gives none is named alone."""
+    for option in ("-dumpfullversion", "-dumpversion"):
+        out = subprocess.run([program, option], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip():
+            return f"{program} {out.stdout.strip()}"
+    return program
+
+
+@cache
+def computes_in(program: str, lang: str, dtype: str) -> bool:
+    """Whether a compiler computes in the dtype's C type in ``lang`` (gcc 12 has no ``__bf16``,
+    gcc 13 does), by compiling a use of it."""
+    command = [program, "-x", lang, STANDARD[lang], "-march=native", "-fsyntax-only", "-"]
+    return subprocess.run(command, input=ARITHMETIC[dtype], capture_output=True, text=True).returncode == 0
+
+
+def dtype_problem(dtype: str, variant: Variant) -> str | None:
+    """Why this machine's compiler cannot build the variant's template in a dtype (None where it
+    can). A template that never names ``TB_DTYPE`` reads the elements its own way (a bfloat16 as
+    its 16 bits: ``unsigned short``) and builds with any compiler."""
+    if dtype not in CTYPES:
+        return f"dtype {dtype!r} has no C type on the cpu target ({', '.join(CTYPES)})"
+    lang = language(variant)
+    if dtype in ARITHMETIC and "TB_DTYPE" in variant.template and not computes_in(compiler(lang), lang, dtype):
+        env = "TUNEBENCH_CXX" if lang == "c++" else "TUNEBENCH_CC"
+        return (f"dtype {dtype!r}: {compiler_version(lang)} has no {CTYPES[dtype]} arithmetic, which "
+                f"{variant.path.name} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
+                f"or read the elements there as their 16 bits (unsigned short) and convert by hand")
+    return None
 
 
 @cache

@@ -57,15 +57,15 @@ from tunebench.kernel import Kernel, KernelError, Variant
 NVCC_OPTIONS = ("-O3",)
 #: What a build whose DWARF is read for its parameters' C types adds (device debug information).
 DEBUG_FLAGS = ("-G",)
-CTYPES = {"float32": "float", "float16": "__half", "float64": "double", **INTEGER_CTYPES}
+CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double", **INTEGER_CTYPES}
 #: The header a dtype's C type is declared in, included ahead of the config's #defines so that
 #: no param name can clash with the header's own identifiers.
-CTYPE_HEADERS = {"float16": "cuda_fp16.h"}
+CTYPE_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h"}
 #: What poisons an output, as (bytes per memset word, word): a NaN per element (a float64 NaN's
-#: high word, repeated, is still a NaN), else the byte 0xA5. float16 is set 16 bits at a time, so
-#: an odd length is poisoned to its last element.
-POISON = {np.dtype(np.float32): (4, 0x7FC00000), np.dtype(np.float16): (2, 0x7E00),
-          np.dtype(np.float64): (4, 0x7FF80000)}
+#: high word, repeated, is still a NaN), else the byte 0xA5. The 2-byte floats are set 16 bits at
+#: a time, so an odd length is poisoned to its last element. By dtype name: bfloat16's dtype is
+#: ml_dtypes', imported only where a kernel uses it.
+POISON = {"float32": (4, 0x7FC00000), "float16": (2, 0x7E00), "bfloat16": (2, 0x7FC0), "float64": (4, 0x7FF80000)}
 
 
 def nvcc() -> str:
@@ -175,7 +175,7 @@ class CudaRunner(Runner):
             drv.memset_d8(dev + host.nbytes, GUARD_FILL, GUARD_BYTES)
             if i in self._inout:
                 continue  # restored below: it starts from the args builder's values
-            width, word = POISON.get(host.dtype, (1, 0xA5))
+            width, word = POISON.get(host.dtype.name, (1, 0xA5))
             memset = {1: drv.memset_d8, 2: drv.memset_d16, 4: drv.memset_d32}[width]
             memset(dev, word, host.nbytes // width)
         self._restore()

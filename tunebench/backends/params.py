@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tunebench.dtypes import is_float, kind
+
 #: DWARF base type encodings (DW_ATE_*) that hold a float, and those that hold an integer.
 FLOAT_ENCODINGS = {0x4}
 INTEGER_ENCODINGS = {0x2, 0x5, 0x6, 0x7, 0x8}
@@ -60,11 +62,11 @@ def _given(value) -> tuple[str, np.dtype]:
 
 
 def _described(what: str, dtype: np.dtype) -> str:
-    return f"{dtype.itemsize}-byte struct" if dtype.kind == "V" else f"{dtype} {what}"
+    return f"{dtype.itemsize}-byte struct" if kind(dtype) == "V" else f"{dtype} {what}"
 
 
 def _kind_of(dtype: np.dtype) -> str:
-    return "float" if dtype.kind in "fc" else "int" if dtype.kind in "iub" else "other"
+    return "float" if kind(dtype) in "fc" else "int" if dtype.kind in "iub" else "other"
 
 
 def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
@@ -80,7 +82,7 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         to = param.pointee
         if to is None or to.kind not in ("float", "int") or to.size == 1:  # void *, char *: any bytes
             return None
-        if dtype.kind in "cV" or to.size == dtype.itemsize:  # complex, records, bits read as another type
+        if kind(dtype) in "cV" or to.size == dtype.itemsize:  # complex, records, bits read as another type
             return None
         return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
     if param.kind == "pointer":
@@ -91,9 +93,10 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
 
 
 def packed(value):
-    """A scalar as PyCUDA can pack it into a launch: a float16 by its bits (PyCUDA's struct has
-    no half-float code), a bool as a byte (not a numpy number to PyCUDA); anything else as it is."""
-    if isinstance(value, np.float16):
+    """A scalar as PyCUDA can pack it into a launch: a float16 or bfloat16 by its bits (PyCUDA's
+    struct has no 2-byte float code), a bool as a byte (not a numpy number to PyCUDA); anything
+    else as it is."""
+    if isinstance(value, np.generic) and is_float(value.dtype) and value.dtype.itemsize == 2:
         return value.view(np.uint16)
     if isinstance(value, np.bool_):
         return np.uint8(value)

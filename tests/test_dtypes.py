@@ -1,0 +1,144 @@
+"""bfloat16, the dtype numpy lacks: declared, built, poisoned, checked, recorded and looked up
+by name like numpy's own, on a compiler with ``__bf16`` and on one without it."""
+
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+from tinydb import TinyDB
+
+import tunebench
+from tests.test_plugin import TUNE
+from tunebench import dtypes
+from tunebench.backends import cpu
+from tunebench.backends.params import Param, args_problem, launch_offsets, packed
+
+#: y = x + 3 on bfloat16 data read and written as its 16 bits, so that any C compiler builds it;
+#: ``skip`` leaves the last element unwritten.
+BITS_C = """\
+static float from_bits(unsigned short b) { union { unsigned u; float f; } v = { (unsigned)b << 16 }; return v.f; }
+static unsigned short to_bits(float f)  /* rounded to nearest, ties to even */
+{
+    union { float f; unsigned u; } v = { f };
+    return (unsigned short)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+}
+void badd(const unsigned short *x, unsigned short *y, int n)
+{
+    for (int i = 0; i < n - skip; ++i) y[i] = to_bits(from_bits(x[i]) + 3.0f);
+}
+"""
+
+#: The same in the compiler's own type, TB_DTYPE (``__bf16`` for bfloat16).
+TYPED_C = """\
+typedef TB_DTYPE elem;
+void badd(const elem *x, elem *y, int n)
+{
+    for (int i = 0; i < n - skip; ++i) y[i] = (elem)(x[i] + (elem)3.0f);
+}
+"""
+
+#: The last input is -3, so the element ``skip`` leaves unwritten is expected to be 0: only a
+#: NaN poison tells it from a kernel's 0 (0xA5A5, a struct's poison, is -2.9e-16 as a bfloat16).
+SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    x = rng.uniform(-8, 8, shape[0]).astype(np.float32)
+    x[-1] = -3
+    return {"x": x.astype(dtype), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
+
+badd = Kernel(
+    "badd", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1001,)])]),
+    args=args, reference=lambda x, n: x.astype(np.float64) + 3, outputs=["y"],
+    cpu=Variant(source="badd.c", entry="badd", heuristic=lambda shape: {"skip": 0}, space=Space({"skip": [0, 1]}),
+                dtypes=("bfloat16",)),
+)
+"""
+
+
+def tune(pytester, template: str):
+    pytester.path.joinpath("badd.c").write_text(template)
+    pytester.path.joinpath("test_badd.py").write_text(SUITE)
+    return pytester.runpytest("test_badd.py", *TUNE)
+
+
+def trials(pytester) -> set:
+    table = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials")
+    return {(t["dtype"], t["config"]["skip"], t["status"]) for t in table.all()}
+
+
+def test_a_bfloat16_kernel_tunes_is_verified_against_a_nan_poison_and_is_looked_up_by_name_or_type(pytester):
+    result = tune(pytester, BITS_C)
+    result.assert_outcomes(passed=2, failed=1)  # the baseline and skip 0; skip 1 is caught
+    assert trials(pytester) == {("bfloat16", 0, "ok"), ("bfloat16", 1, "wrong_result")}
+    asked = {"records": pytester.path / "records", "suites": pytester.path}
+    by_name = tunebench.lookup("badd", (1001,), dtype="bfloat16", **asked)
+    # skip 0 is the heuristic itself: the records' answer, with its time, is the final round's keep
+    assert (by_name.dtype, by_name.config, by_name.objective_ms > 0) == ("bfloat16", {"skip": 0}, True)
+    assert by_name.reason.startswith("the final round kept it")
+    for dtype in (ml_dtypes.bfloat16, np.dtype(ml_dtypes.bfloat16), np.ones(2, ml_dtypes.bfloat16).dtype):
+        assert tunebench.lookup("badd", (1001,), dtype=dtype, **asked) == by_name
+
+
+@pytest.mark.parametrize("program", ["gcc", "clang-19"])
+def test_a_template_computing_in_tb_dtype_needs_a_compiler_with_bf16_arithmetic(pytester, monkeypatch, program):
+    """gcc 12 has no ``__bf16``; gcc 13 and clang 17 compute in it. Where the compiler cannot,
+    the suite is one collection error naming it and the ways out, not a compile error per config."""
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed")
+    monkeypatch.setattr(cpu, "CC", program)
+    result = tune(pytester, TYPED_C)
+    if cpu.computes_in(program, "c", "bfloat16"):
+        result.assert_outcomes(passed=2, failed=1)
+        assert trials(pytester) == {("bfloat16", 0, "ok"), ("bfloat16", 1, "wrong_result")}
+    else:
+        result.stdout.fnmatch_lines([f"*test_badd.py::badd: dtype 'bfloat16': {cpu.version_of(program)} has no "
+                                     f"__bf16 arithmetic, which badd.c needs for TB_DTYPE (gcc >= 13 and clang >= 17 "
+                                     f"have it: name one with TUNEBENCH_CC=), or read the elements there as their "
+                                     f"16 bits*"])
+        assert not (pytester.path / "records").exists() or not trials(pytester)
+
+
+def test_bfloat16_is_a_float_to_every_check_that_numpy_would_call_a_struct():
+    bf16 = dtypes.numpy_dtype("bfloat16")
+    assert bf16.kind == "V" and dtypes.is_float(bf16) and dtypes.kind(bf16) == "f"
+    assert [dtypes.significand_bits(np.dtype(d)) for d in ("float32", "float16")] == [24, 11]
+    assert dtypes.significand_bits(bf16) == 8
+    scalar = np.array([1.5], bf16)[0]
+    assert packed(scalar) == np.uint16(0x3FC0) and packed(np.float16(1.5)) == np.uint16(0x3E00)
+    assert launch_offsets({"a": scalar, "b": np.float32(1)}) == [0, 4]
+    assert "(bfloat16 scalar) where the kernel's parameter 0 (float) takes a 4-byte float" in args_problem(
+        {"a": scalar}, (Param(4, "float", "float"),))
+    assert args_problem({"a": np.ones(2, bf16)}, (Param(8, "pointer", "float *", pointee=Param(4, "float", "float")),)
+                        ).endswith("points to 4-byte float: give an array of np.float32")
+
+
+def test_a_reference_coarser_than_its_output_is_told_by_its_significand_not_its_bytes(tmp_path):
+    """bfloat16 and float16 are both 2 bytes; a bfloat16 reference cannot check a float16 output."""
+    (tmp_path / "k.c").write_text("void k(void *y, int n) {}\n")
+    out = {}
+    kernel = tunebench.Kernel(
+        "coarse16", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+        args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+        reference=lambda n: np.arange(int(n)).astype(out["as"]), outputs=["y"],
+        cpu=tunebench.Variant(source=tmp_path / "k.c", entry="k", space=tunebench.Space({"b": [1]}),
+                              heuristic=lambda shape: {"b": 1}, dtypes=("float16", "bfloat16")))
+    for reference, output in (("bfloat16", "float16"), ("bfloat16", "float32")):
+        out["as"] = reference
+        with pytest.raises(tunebench.KernelError, match=f"the reference returned bfloat16 for output 'y' of {output}"):
+            kernel.expected(kernel.build_args((8,), output))
+    for reference, output in (("float16", "bfloat16"), ("float32", "bfloat16"), ("bfloat16", "bfloat16")):
+        out["as"] = reference
+        assert kernel.expected(kernel.build_args((8,), output))[0].dtype == np.dtype(reference)
+
+
+def test_an_extension_dtype_whose_package_is_missing_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(dtypes.EXTENSION_FLOATS, "float8_tb", "no_such_dtypes_package")
+    with pytest.raises(ValueError, match="dtype 'float8_tb' is no_such_dtypes_package's: pip install "
+                                         "no_such_dtypes_package"):
+        dtypes.numpy_dtype("float8_tb")
+    with pytest.raises(tunebench.KernelError, match="variant k.c: dtype 'float8_tb' is no_such_dtypes_package's"):
+        tunebench.Variant(source="k.c", entry="k", space=tunebench.Space({"b": [1]}), heuristic=lambda shape: {"b": 1},
+                          dtypes=("float8_tb",))

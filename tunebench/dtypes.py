@@ -1,0 +1,51 @@
+"""The element types a kernel is tuned in, by name: numpy's own, and bfloat16, which numpy lacks.
+
+A dtype is named in declarations, records and lookups by its numpy name (``float32``,
+``float16``, ``bfloat16``). bfloat16 is ml_dtypes' (the numpy type JAX and TensorFlow share),
+imported only where a kernel is declared or looked up in it. Its name means something to numpy
+only once that import has registered it, and numpy counts it as kind ``V`` (a raw struct), not a
+float: every question of whether a dtype holds floats is asked here, not of ``dtype.kind``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+#: Floating types outside numpy, by name, each with the package that defines it.
+EXTENSION_FLOATS = {"bfloat16": "ml_dtypes"}
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """The numpy dtype of a name, a numpy type or a dtype; an extension float's package is
+    imported first, so that its name is one numpy knows (an args builder's ``np.empty(shape,
+    dtype)`` then works too). A ValueError says what is unknown, or which package to install."""
+    package = EXTENSION_FLOATS.get(dtype) if isinstance(dtype, str) else None
+    if package is not None:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            raise ValueError(f"dtype {dtype!r} is {package}'s: pip install {package}") from None
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)") from None
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """Whether a dtype holds real floating-point numbers (numpy's, or an extension float)."""
+    return dtype.kind == "f" or dtype.name in EXTENSION_FLOATS
+
+
+def kind(dtype: np.dtype) -> str:
+    """numpy's kind letter of a dtype, ``f`` for an extension float too."""
+    return "f" if is_float(dtype) else dtype.kind
+
+
+def significand_bits(dtype: np.dtype) -> int:
+    """The bits of a float's significand, the implicit one included (24 for float32, 8 for
+    bfloat16): how precisely it can hold a value."""
+    if dtype.name in EXTENSION_FLOATS:
+        return importlib.import_module(EXTENSION_FLOATS[dtype.name]).finfo(dtype).nmant + 1
+    return np.finfo(dtype).nmant + 1
