@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tunebench.backends.base import KernelError
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -44,10 +45,6 @@ ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-co
 
 #: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.
 REGISTRY: dict[str, Kernel] = {}
-
-
-class KernelError(ValueError):
-    """An invalid kernel declaration or argument builder; the message names the kernel."""
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')

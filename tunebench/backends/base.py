@@ -15,10 +15,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunebench.dtypes import is_float
-from tunebench.kernel import Kernel, Variant
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the declarations a backend builds: a floor above, never imported at run time
     from tunebench.backends.cache import BuildCache
+    from tunebench.kernel import Kernel, Variant
+
+
+class KernelError(ValueError):
+    """An invalid kernel declaration or argument builder; the message names the kernel. Raised
+    by the declaration's own checks (:mod:`tunebench.kernel`) and by a backend that finds the
+    entry point, launch or arguments wrong against what it built."""
 
 
 class CompileError(RuntimeError):

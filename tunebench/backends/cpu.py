@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from tunebench.backends.base import (
     Backend,
     Build,
     CompileError,
+    KernelError,
     Runner,
     explain,
     guard_damage,
@@ -38,7 +39,9 @@ from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
 from tunebench.backends.memory import PLACEMENTS, placed
 from tunebench.backends.params import Param, args_problem, library_functions
-from tunebench.kernel import Kernel, KernelError, Variant
+
+if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported at run time
+    from tunebench.kernel import Kernel, Variant
 
 CC = os.environ.get("TUNEBENCH_CC", "gcc")
 CXX = os.environ.get("TUNEBENCH_CXX", "g++")

@@ -29,7 +29,7 @@ import subprocess
 from collections import OrderedDict
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from tunebench.backends.base import (
     Backend,
     Build,
     CompileError,
+    KernelError,
     ResourceError,
     Runner,
     explain,
@@ -51,7 +52,9 @@ from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, entry_symbol,
                                        launch_of, resource_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
-from tunebench.kernel import Kernel, KernelError, Variant
+
+if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported at run time
+    from tunebench.kernel import Kernel, Variant
 
 #: The nvcc options of every CUDA build (``tunebench compile-check`` uses the same).
 NVCC_OPTIONS = ("-O3",)

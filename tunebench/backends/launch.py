@@ -18,11 +18,15 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tunebench.backends.base import KernelError
 from tunebench.backends.params import Param
-from tunebench.kernel import Kernel, KernelError, Variant
+
+if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported at run time
+    from tunebench.kernel import Kernel, Variant
 
 #: Shared memory (bytes, static and dynamic together) a block may have without its function
 #: asking for more; up to the device's opt-in limit (227 KiB on an H100), the function's maximum
