@@ -9,6 +9,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
+from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench import dtypes
 from tunebench.backends import cpu
@@ -69,10 +70,11 @@ def trials(pytester) -> set:
     return {(t["dtype"], t["config"]["skip"], t["status"]) for t in table.all()}
 
 
-def test_a_bfloat16_kernel_tunes_is_verified_against_a_nan_poison_and_is_looked_up_by_name_or_type(pytester):
+def test_a_bfloat16_kernel_tunes_is_verified_against_a_nan_poison_gated_and_looked_up_by_name_or_type(pytester):
     result = tune(pytester, BITS_C)
     result.assert_outcomes(passed=2, failed=1)  # the baseline and skip 0; skip 1 is caught
     assert trials(pytester) == {("bfloat16", 0, "ok"), ("bfloat16", 1, "wrong_result")}
+    pytester.runpytest("test_badd.py", *GATE).assert_outcomes(passed=1)  # re-measured and verified again
     asked = {"records": pytester.path / "records", "suites": pytester.path}
     by_name = tunebench.lookup("badd", (1001,), dtype="bfloat16", **asked)
     # skip 0 is the heuristic itself: the records' answer, with its time, is the final round's keep
