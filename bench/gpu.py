@@ -100,7 +100,7 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
     tensors = {k: on_gpu(torch, v) for k, v in args.items() if isinstance(v, np.ndarray)}
     got = peer(torch, tensors, args)
     torch.cuda.synchronize()
-    got = got.float() if got.dtype == torch.bfloat16 else got  # exact; numpy has no bfloat16 of torch's
+    got = got.float() if got.dtype == torch.bfloat16 else got  # exact: .numpy() refuses torch.bfloat16
     _, error = compare([got.cpu().numpy()], expected, kernel.outputs, *tolerance)
     if error:
         wrong["torch"] = error

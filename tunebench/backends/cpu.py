@@ -90,9 +90,13 @@ def compiler_version(lang: str = "c") -> str:
 @cache
 def version_of(program: str) -> str:
     """A compiler and its full version (gcc's ``-dumpfullversion``; clang, which has no such
-    option, gives it with ``-dumpversion``); a compiler that gives none is named alone."""
+    option, gives it with ``-dumpversion``); a compiler that gives none, or is not found (its
+    builds then say so), is named alone."""
     for option in ("-dumpfullversion", "-dumpversion"):
-        out = subprocess.run([program, option], capture_output=True, text=True)
+        try:
+            out = subprocess.run([program, option], capture_output=True, text=True)
+        except OSError:
+            break
         if out.returncode == 0 and out.stdout.strip():
             return f"{program} {out.stdout.strip()}"
     return program
@@ -103,7 +107,10 @@ def computes_in(program: str, lang: str, dtype: str) -> bool:
     """Whether a compiler computes in the dtype's C type in ``lang`` (gcc 12 has no ``__bf16``,
     gcc 13 does), by compiling a use of it."""
     command = [program, "-x", lang, STANDARD[lang], "-march=native", "-fsyntax-only", "-"]
-    return subprocess.run(command, input=ARITHMETIC[dtype], capture_output=True, text=True).returncode == 0
+    try:
+        return subprocess.run(command, input=ARITHMETIC[dtype], capture_output=True, text=True).returncode == 0
+    except OSError:  # not found: no build works, and each says so
+        return False
 
 
 def dtype_problem(dtype: str, variant: Variant) -> str | None:
