@@ -301,6 +301,32 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
     assert launch(np.ones(4096, np.float16)) == undeclared.config != by_name.config
 
 
+
+def test_a_pytorch_framework_asks_with_its_tensors_shape_and_dtype(twice_project, pytester):
+    """A PyTorch framework's launch path hands over ``x.shape`` (a ``torch.Size``) and ``x.dtype``
+    (``torch.float32``, which numpy does not take): the answers are those for the numpy names."""
+    torch = pytest.importorskip("torch")
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": root / "records", "suites": root / "suites"}
+    by_name = tunebench.lookup("twice", (4096,), dtype="float32", **asked)
+    assert by_name.source == "tuned"
+    assert tunebench.lookup("twice", torch.Size([4096]), dtype=torch.float32, **asked) == by_name
+    others = {name: tunebench.lookup("twice", (4096,), dtype=dtype, **asked)
+              for dtype, name in ((torch.half, "float16"), (torch.bfloat16, "bfloat16"), (torch.int64, "int64"))}
+    for name, other in others.items():
+        assert (other.source, other.dtype) == ("heuristic", name)
+        assert other.note.startswith(f"{name} is not among the dtypes twice declares")
+
+    @tunebench.tuned("twice", **asked).apply(shape=lambda x: x.shape, dtype=lambda x: x.dtype)
+    def launch(x, *, reps, pad):
+        return {"reps": reps, "pad": pad}
+
+    assert launch(torch.ones(4096)) == by_name.config
+    assert launch(torch.ones(4096, dtype=torch.float16)) == others["float16"].config != by_name.config
+    with pytest.raises(ValueError, match="dtype 'torch.float32' is not a numpy dtype"):
+        tunebench.lookup("twice", (4096,), dtype="torch.float32", **asked)  # a string is a name as it stands
+
 def test_records_alone_name_the_project_and_a_broken_suite_leaves_the_others_answered(twice_project, pytester,
                                                                                       tmp_path):
     root = twice_project

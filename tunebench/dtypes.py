@@ -5,6 +5,9 @@ A dtype is named in declarations, records and lookups by its numpy name (``float
 imported only where a kernel is declared or looked up in it. Its name means something to numpy
 only once that import has registered it, and numpy counts it as kind ``V`` (a raw struct), not a
 float: every question of whether a dtype holds floats is asked here, not of ``dtype.kind``.
+
+A framework asks for its own tensors' dtypes (``x.dtype`` of a PyTorch tensor is
+``torch.float32``, which numpy does not take): such a dtype means the numpy dtype of its name.
 """
 
 from __future__ import annotations
@@ -18,19 +21,33 @@ EXTENSION_FLOATS = {"bfloat16": "ml_dtypes"}
 
 
 def numpy_dtype(dtype) -> np.dtype:
-    """The numpy dtype of a name, a numpy type or a dtype; an extension float's package is
-    imported first, so that its name is one numpy knows (an args builder's ``np.empty(shape,
-    dtype)`` then works too). A ValueError says what is unknown, or which package to install."""
-    package = EXTENSION_FLOATS.get(dtype) if isinstance(dtype, str) else None
+    """The numpy dtype of a name, a numpy type, a dtype or a framework's dtype (by its name); an
+    extension float's package is imported first, so that its name is one numpy knows (an args
+    builder's ``np.empty(shape, dtype)`` then works too). A ValueError says what is unknown, or
+    which package to install."""
+    name = dtype if isinstance(dtype, (str, type, np.dtype)) else framework_name(dtype)
+    package = EXTENSION_FLOATS.get(name) if isinstance(name, str) else None
     if package is not None:
         try:
             importlib.import_module(package)
         except ImportError:
             raise ValueError(f"dtype {dtype!r} is {package}'s: pip install {package}") from None
     try:
-        return np.dtype(dtype)
+        return np.dtype(name if name is not None else dtype)
     except TypeError:
         raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)") from None
+
+
+def framework_name(dtype) -> str | None:
+    """The numpy name of a framework's dtype object: ``float32`` for PyTorch's ``torch.float32``
+    (a module path, then the name, as Paddle's and MLX's print too) or for a dtype whose ``name``
+    says it (TensorFlow's). None for anything else, numpy's own scalar types among them."""
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        module, _, name = str(dtype).rpartition(".")
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            return None
+    return name if name.isidentifier() else None
 
 
 def is_float(dtype: np.dtype) -> bool:
