@@ -53,6 +53,9 @@ class TrialJob:
     dtype: str
     settings: MeasureSettings
     incumbent: float | None = None  # upper confidence bound of the best trial on this shape
+    #: Only the verifying call, with every input writable: after a trial died of a memory fault,
+    #: whether it wrote into an input (read-only on the CPU, so the write faults and names none).
+    probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,14 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
         return {"status": "compile_error", "error": str(e)}
     conn.send(("built", [build.cached]))
     done = {"compile_time_s": build.compile_time_s}
+    if job.probe:
+        runner = watched(backend.load(build, kernel, variant, job.config, job.shape, args, backend.placements[0],
+                                      writable_inputs=True))
+        try:
+            m = verify(runner, reference, kernel.outputs, kernel.tolerance[job.dtype])
+        finally:
+            runner.close()
+        return {**done, "status": m.status, "error": m.error}
     runners = {}
     try:
         for placement in backend.placements:
@@ -291,14 +302,17 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
     return {"status": "ok", "samples": samples}
 
 
+#: The signals of a memory fault, and what may have caused one (see :mod:`tunebench.backends.memory`).
+FAULTS = ("SIGSEGV", "SIGBUS")
+FAULT_HINT = "an invalid memory access (a write into an input or far past an output hits a trap page)"
+
+
 def _death(process) -> str:
     process.join(5)
     code = process.exitcode
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        hint = (": an invalid memory access (a write into an input or far past an output hits a trap page)"
-                if name in ("SIGSEGV", "SIGBUS") else "")
-        return f"the worker was killed by {name}{hint}"
+        return f"the worker was killed by {name}{': ' + FAULT_HINT if name in FAULTS else ''}"
     return f"the worker exited with status {code}"
 
 
@@ -349,6 +363,9 @@ class Workers:
             self.reused += message.count(True)
             kind, message = self._watch()
         result = self._outcome(kind, message)
+        if isinstance(job, TrialJob) and not job.probe and result["status"] == "crashed" and any(
+                f"killed by {name}" in result["error"] for name in FAULTS):
+            result.update(self._probed(job, result["error"]))
         if isinstance(job, CompareJob) and "samples" not in result and "arm" not in result and self._clock[1] >= 0:
             result["arm"] = job.arms[int(self._clock[1])][0]  # the arm whose call hung or crashed
         if "samples" in result:
@@ -357,6 +374,20 @@ class Workers:
                                                {**result.get("conditions", {}), **self._monitor.conditions(pids)}))
         result["cost_s"] = time.monotonic() - began
         return result
+
+    def _probed(self, job: TrialJob, error: str) -> dict:
+        """What a trial that died of a memory fault did, by its verifying call again in a fresh
+        worker with the inputs writable: a write into an input (``out_of_bounds``, naming it) or
+        into an output's guard zone; else, where it died again, a crash that is no such write."""
+        probe = self.trial(dataclasses.replace(job, probe=True))
+        if probe["status"] == "out_of_bounds":
+            return {"status": "out_of_bounds",
+                    "error": f"{probe['error']} (with the inputs read-only, the write killed the worker)"}
+        if probe["status"] == "crashed":
+            return {"error": error.replace(FAULT_HINT, "an invalid memory access, and not into an input (with "
+                                                       "the inputs writable it died too): far past an output, "
+                                                       "or outside every buffer")}
+        return {}
 
     def _watch(self) -> tuple[str, Any]:
         """The job's answer, or "timeout" as soon as one call has run longer than the timeout."""

@@ -99,9 +99,11 @@ class Backend(ABC):
 
     @abstractmethod
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any], placement: str) -> Runner:
+             args: Mapping[str, Any], placement: str, writable_inputs: bool = False) -> Runner:
         """Bind one shape's arguments, placed as ``placement`` says (one of :attr:`placements`);
-        raises :class:`ResourceError` if it cannot launch."""
+        raises :class:`ResourceError` if it cannot launch. Inputs not declared in place are made
+        read-only where the target can (the CPU: a write into one faults), else compared after a
+        call (:meth:`Runner.overrun`), as with ``writable_inputs``: a fault names no input."""
 
 
 #: The C type of each integer dtype, spelled alike for gcc and nvcc without a header.

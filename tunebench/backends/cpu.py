@@ -32,6 +32,7 @@ from tunebench.backends.base import (
     Runner,
     explain,
     guard_damage,
+    input_damage,
     poison,
     render,
 )
@@ -137,15 +138,17 @@ def native_isa() -> tuple[str, ...]:
 
 class Buffers:
     """A shape's arguments as the kernel sees them under one placement: inputs copied into
-    trapped regions and made read-only (in-place ones stay writable), each output inside a
-    guard zone inside a trapped region (see :mod:`tunebench.backends.memory`). The runners of
+    trapped regions and made read-only (in-place ones stay writable; all stay writable with
+    ``writable_inputs``, and a write into one is found by comparing instead: ``written``), each
+    output inside a guard zone inside a trapped region (see :mod:`tunebench.backends.memory`). The runners of
     one shape share them, as a trial's consecutive calls do: runners compared interleaved with
     buffers of their own would evict each other's data from the caches and time the memory
     rather than the kernel."""
 
-    def __init__(self, kernel: Kernel, args: Mapping[str, Any], placement: str):
+    def __init__(self, kernel: Kernel, args: Mapping[str, Any], placement: str, writable_inputs: bool = False):
         self.source = args  # held, so that its id() names these buffers while they live
         self.placement = placement
+        self.written: list[str] = []  # inputs compared after each call: the writable ones not declared in place
         self.regions = []
         self.guarded = [self._place(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
         self.outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
@@ -159,7 +162,10 @@ class Buffers:
             copy = self._place(value.nbytes, first + i).view(value.dtype).reshape(value.shape)
             np.copyto(copy, value)
             if name not in kernel.inplace:
-                self.regions[-1].protect(writable=False)
+                if writable_inputs:
+                    self.written.append(name)
+                else:
+                    self.regions[-1].protect(writable=False)
             self.args[name] = copy
         self.args.update(zip(kernel.outputs, self.outputs))
 
@@ -189,8 +195,9 @@ class CpuRunner(Runner):
         self._restore()
 
     def overrun(self) -> str | None:
-        return next((d for d in (guard_damage(n, g[:GUARD_BYTES], g[-GUARD_BYTES:])
-                                 for n, g in zip(self._names, self._guarded)) if d), None)
+        found = [guard_damage(n, g[:GUARD_BYTES], g[-GUARD_BYTES:]) for n, g in zip(self._names, self._guarded)]
+        found += [input_damage(n, self._buffers.source[n], self._args[n]) for n in self._buffers.written]
+        return next(filter(None, found), None)
 
     def _restore(self) -> None:
         for name, original in self._pristine.items():
@@ -216,7 +223,7 @@ class CpuBackend(Backend):
 
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
-        self._buffers: dict[str, Buffers] = {}  # placement -> the latest shape's buffers
+        self._buffers: dict[tuple, Buffers] = {}  # (placement, writable inputs) -> the latest shape's buffers
         self._params: dict[str, tuple[Param, ...] | None] = {}  # library -> its entry point's parameters
         os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
@@ -253,7 +260,7 @@ class CpuBackend(Backend):
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any], placement: str = "staggered") -> Runner:
+             args: Mapping[str, Any], placement: str = "staggered", writable_inputs: bool = False) -> Runner:
         for name, value in args.items():
             if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
                 raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
@@ -273,9 +280,9 @@ class CpuBackend(Backend):
             raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
         if any(b.source is not args for b in self._buffers.values()):
             self._buffers.clear()  # one shape's at a time: they can be large
-        if placement not in self._buffers:
-            self._buffers[placement] = Buffers(kernel, args, placement)
-        return CpuRunner(fn, kernel, self._buffers[placement])
+        if (placement, writable_inputs) not in self._buffers:
+            self._buffers[placement, writable_inputs] = Buffers(kernel, args, placement, writable_inputs)
+        return CpuRunner(fn, kernel, self._buffers[placement, writable_inputs])
 
     def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
         """Where the arguments do not fit the entry point's parameters as the library's DWARF

@@ -338,7 +338,7 @@ class CudaBackend(CudaCompiler, Backend):
         return self.start.time_till(self.end)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
-             args: Mapping[str, Any], placement: str = "device") -> Runner:
+             args: Mapping[str, Any], placement: str = "device", writable_inputs: bool = False) -> Runner:
         launch = launch_of(kernel, variant, config, shape, build.dtype)
         key = str(build.handle)
         if key not in self._modules:

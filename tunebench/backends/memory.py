@@ -14,7 +14,8 @@ Traps. Every buffer is an anonymous mapping between two large inaccessible (PROT
 reserved address space that costs no memory: a write that runs megabytes past an output
 faults at once instead of landing in the worker's own data (where it could even corrupt the
 reference and pass). Inputs are made read-only once filled, so a kernel that writes into an
-input it did not declare in-place faults too.
+input it did not declare in-place faults too (the worker then verifies it again with the inputs
+writable, which names the input: see :mod:`tunebench.workers`).
 """
 
 from __future__ import annotations
