@@ -45,7 +45,7 @@ def test_every_shipped_cuda_kernel_compiles_for_sm80_and_sm90(capsys):
     kernels = [ln.split()[0] for ln in lines if not ln.startswith(" ")]
     assert sorted(kernels) == ["layernorm", "matmul_add", "row_reduce", "softmax"]
     assert all("sm_80 sm_90" in ln and " ok " in ln for ln in lines if not ln.startswith(" "))
-    assert summary == "compile-check: 4 of 4 kernels ok"
+    assert summary == "compile-check cuda: 4 of 4 kernels ok"
 
 
 @needs_nvcc
@@ -56,7 +56,7 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     out = capsys.readouterr().out
     assert "fill  cuda  float32  sm_90  2 configs, 2 builds, 2 launches  FAILED 1 of 2 builds" in out
     assert "float32 sm_90 [tile:2]: " in out and 'tile 2 is broken' in out
-    assert out.endswith("compile-check: 0 of 1 kernels ok; failed: fill\n")
+    assert out.endswith("compile-check cuda: 0 of 1 kernels ok; failed: fill\n")
 
 
 def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
@@ -64,16 +64,16 @@ def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
     assert len(capsys.readouterr().out.splitlines()) == 5  # a line per kernel, and the summary
 
 
-def test_a_heuristic_config_outside_the_space_is_noted_not_failed(tmp_path, capsys):
+def test_a_heuristic_config_outside_the_space_is_noted_not_failed_on_the_target_the_suites_declare(tmp_path, capsys):
     (tmp_path / "axpb.c").write_text(AXPB_C)
     suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
     (tmp_path / "test_axpb.py").write_text(suite.replace('{"vec": 2, "unroll": 1, "mode": 0}',
                                                          '{"vec": 4, "unroll": 2, "mode": 0}'))
-    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path)]) == 0
+    assert main(["compile-check", "--suites", str(tmp_path)]) == 0  # no --target: the suite's only one, cpu
     out = capsys.readouterr().out
     assert out.count("    the heuristic's config is outside the space: [vec:4 unroll:2 mode:0] on (1000,): breaks "
                      "constraint <lambda> at test_axpb.py:") == 1
-    assert out.endswith("compile-check: 1 of 1 kernels ok\n")
+    assert out.endswith("compile-check cpu: 1 of 1 kernels ok\n")
 
 
 def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_naming_them(tmp_path, capsys):
@@ -90,7 +90,7 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
     assert ("    float32 arguments: argument 'b' (float64 scalar) where the kernel's parameter 4 (float) takes a "
             "4-byte float: give it np.float32") in out
     assert "    float32 [vec:2 unroll:1 mode:0] and 1 more: axpb.c exports no function 'axpby'; it exports: axpb" in out
-    assert out.endswith("compile-check: 0 of 2 kernels ok; failed: axpb, renamed\n")
+    assert out.endswith("compile-check cpu: 0 of 2 kernels ok; failed: axpb, renamed\n")
 
 
 
@@ -115,7 +115,7 @@ def test_a_declaration_at_fault_fails_its_kernel_alone_naming_the_fault(tmp_path
     assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
     out = capsys.readouterr().out
     assert f"    {said}" in out, out
-    assert "axpb  " in out and out.endswith(f"compile-check: 1 of 2 kernels ok; failed: {name}\n")
+    assert "axpb  " in out and out.endswith(f"compile-check cpu: 1 of 2 kernels ok; failed: {name}\n")
 
 
 @needs_nvcc

@@ -83,30 +83,41 @@ def grouped(failures: list[tuple[str, str]]) -> list[str]:
 
 
 def cmd_compile_check(args: argparse.Namespace) -> int:
+    """The target asked for (cuda where architectures are), else every target a suite declares a
+    variant for, in turn; the worst exit status."""
     kernels = load_suites(args.suites)
+    targets = [args.target or "cuda"] if args.target or args.arch else [
+        t for t in ("cpu", "cuda") if any(k.variant(t) for k in kernels)]
+    if not targets:
+        print(f"tunebench compile-check: no kernel under {args.suites} has a cpu or cuda variant", file=sys.stderr)
+        return 2
+    return max(_compile_check(args, kernels, target) for target in targets)
+
+
+def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
     try:
         archs = args.arch or compile_check.ARCHS
-        unsupported = [p for p in map(cuda.arch_problem, archs) if p] if args.target == "cuda" else []
+        unsupported = [p for p in map(cuda.arch_problem, archs) if p] if target == "cuda" else []
         if unsupported:
             print(f"tunebench compile-check: {unsupported[0]}", file=sys.stderr)
             return 2
-        results = compile_check.check(kernels, args.target, archs=archs, sample=args.sample, seed=args.seed)
+        results = compile_check.check(kernels, target, archs=archs, sample=args.sample, seed=args.seed)
     except FileNotFoundError as e:
         print(f"tunebench compile-check: {e}", file=sys.stderr)
         return 2
     if not results:
-        print(f"tunebench compile-check: no kernel under {args.suites} has a {args.target} variant",
+        print(f"tunebench compile-check: no kernel under {args.suites} has a {target} variant",
               file=sys.stderr)
         return 2
-    where = " ".join(args.arch or compile_check.ARCHS) if args.target == "cuda" else "host"
+    where = " ".join(args.arch or compile_check.ARCHS) if target == "cuda" else "host"
     width = max(len(r.kernel) for r in results)
     for r in results:
         failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
         failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
-                   else "its launch" if args.target == "cuda" else "its entry point"] if r.launch_failures else []
+                   else "its launch" if target == "cuda" else "its entry point"] if r.launch_failures else []
         failed += ["its reference"] if r.reference_failures else []
         launches = f", {r.launches} launches" if r.launches else ""
-        print(f"{r.kernel:<{width}}  {args.target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
+        print(f"{r.kernel:<{width}}  {target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
               f"{r.configs} configs, {r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  "
               f"({r.seconds:.1f} s)")
         for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
@@ -118,7 +129,7 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
         for note in r.unbuilt:
             print(f"    not built for {note}")
     failed = [r.kernel for r in results if not r.ok]
-    print(f"compile-check: {len(results) - len(failed)} of {len(results)} kernels ok"
+    print(f"compile-check {target}: {len(results) - len(failed)} of {len(results)} kernels ok"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
@@ -200,7 +211,9 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile-check", help="compile every kernel's heuristic and a sample of "
                                              "candidates for a target (no device needed)")
-    c.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
+    c.add_argument("--target", choices=("cuda", "cpu"), default=None,
+                   help="the one target to check (default: cuda where --arch is given, else every target a "
+                        "suite declares a variant for)")
     c.add_argument("--suites", default="suites", help="where the suites are (default: suites)")
     c.add_argument("--arch", action="append", metavar="SM",
                    help=f"CUDA architecture, repeatable (default: {' '.join(compile_check.ARCHS)})")
