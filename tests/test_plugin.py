@@ -245,6 +245,21 @@ def test_an_invalid_space_fails_collection_naming_the_suite_and_param(project, p
     result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: *{message}*"])
 
 
+
+def test_a_constraint_naming_no_param_is_the_same_error_for_a_lookup_as_for_collection(project, pytester):
+    """A tune never ran, but records of the kernel may exist (the typo came later): ``best`` and
+    ``export`` name the constraint as collection does, not with the KeyError of evaluating it."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(AXPB_SUITE.replace("MODES", "[0]").replace("lambda vec, unroll: vec * unroll",
+                                                                "lambda vec, unrol: vec * unroll"))
+    message = r"constraint <lambda> at test_axpb.py:\d+ names unknown param 'unrol' \(did you mean 'unroll'\?\)"
+    collected = pytester.runpytest("suites", *TUNE)
+    assert collected.ret == pytest.ExitCode.INTERRUPTED and re.search(message, collected.stdout.str())
+    with pytest.raises(tunebench.space.SpaceError, match=message):
+        tunebench.lookup("axpb", (1000,), records=root / "records", suites=root / "suites")
+
 def test_a_corrupted_records_file_stops_the_run_and_is_kept(project, pytester):
     root = project()
     pytester.runpytest("suites", *TUNE, "-k", "small and baseline")

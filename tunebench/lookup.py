@@ -464,6 +464,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                           f"declaration found under {suites_dir}")
     buckets = decl.buckets_for(target) if decl else Buckets(
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
+    if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
+        variant.space.check_dims(buckets.dims)
     try:  # warned by the caller, per call: catching warnings here is not thread-safe
         bucket, inside = buckets.find(shape, warn=False)
     except BucketError as e:
