@@ -22,6 +22,12 @@ def records(path):
     return TinyDB(file)
 
 
+def recorded_trials(path) -> list[dict]:
+    """Every recorded trial: none where no records file was written."""
+    found = list((path / "records").glob("*.json"))
+    return records(path).table("trials").all() if found else []
+
+
 def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, pytester):
     root = project()
     result = pytester.runpytest("suites", *TUNE, "-v")
@@ -95,10 +101,25 @@ def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_neve
     result.stdout.fnmatch_lines([f"*kernel 'axpb': {message}*"])
     assert said(result, message) == 1
     result.stdout.fnmatch_lines(["*not run: axpb?small-float32? failed, see its first item's error*"])
-    assert records(root).table("trials").all() == []  # nothing to reuse once the reference is fixed
+    assert recorded_trials(root) == []  # nothing to reuse once the reference is fixed
     project()
     pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
 
+
+
+def test_a_declaration_error_leaves_the_task_described_as_its_last_tune_left_it(project, pytester):
+    """Put right again, the declaration is not said to have changed since the last tune."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+    described = records(root).table("tasks").all()
+    project(suite=AXPB_SUITE.replace("reference=lambda x, n, a, b: a * x.astype(np.float64) + b",
+                                     "reference=lambda x, n, a, b: (a * x.astype(np.float64) + b)[:-1]"))
+    pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(failed=1, skipped=5, deselected=8)
+    assert records(root).table("tasks").all() == described
+    project()
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.assert_outcomes(passed=6, deselected=8)
+    assert "changed since the last tune" not in again.stdout.str()
 
 def test_an_array_of_another_dtype_than_its_parameter_is_one_declaration_error_never_recorded(project, pytester):
     """Without the check, every config read float64 bytes as floats and failed as a wrong result."""
@@ -107,7 +128,7 @@ def test_an_array_of_another_dtype_than_its_parameter_is_one_declaration_error_n
     result.assert_outcomes(failed=1, skipped=5, deselected=8)
     result.stdout.fnmatch_lines(["kernel 'axpb': argument 'x' (float64 array) where the kernel's parameter 0 "
                                  "(float *) points to 4-byte float: give an array of np.float32"])
-    assert not records(root).table("trials").all()
+    assert not recorded_trials(root)
 
 
 def test_the_trial_budget_skips_unsampled_candidates_with_the_reason(project, pytester):

@@ -242,8 +242,6 @@ class Task:
         warm_from = len(store.trials()) if warm_from is None else warm_from
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
-        store.put_task({**self._description(), "warm_from": warm_from})
-        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         try:
             self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         except MachineBusy as e:
@@ -253,6 +251,10 @@ class Task:
             raise KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
                               f"heuristic's config [{config_text(next(iter(self.baseline.configs.values())))}], "
                               f"so the task stops:\n{self.baseline.error}")
+        # described once the heuristic ran on every shape: a declaration error (an args builder, a
+        # reference at fault) raises first, and the records keep the last description that worked
+        store.put_task({**self._description(), "warm_from": warm_from})
+        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from))
