@@ -79,3 +79,4 @@ def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_say
     gated = pytester.runpytest("suites", "--tune-target", "cpu", "-k", "small", "-p", "no:cacheprovider", "-rA")
     gated.assert_outcomes(passed=1, deselected=1)
     assert said(gated, "the heuristic [vec:2 unroll:1 mode:1] is not measured on (1000,): it failed when tuned") == 1
+    assert said(gated, "nothing was measured: the heuristic failed when tuned and the template is unchanged") == 1

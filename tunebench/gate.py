@@ -234,9 +234,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the template is faster than the recorded one on {shape} "
                                 f"({faster[0].median:.2f}x in every process): "
                                 f"`pytest suites --tune` and commit the records to hold the gate to it")
-    if not result.verdicts and not noisy and not failing:
-        result.notes.append("the recorded best is the heuristic config and the template is unchanged: "
-                            "there is nothing to measure it against in this run")
+    if not result.verdicts and not noisy:  # a pass that measured nothing says why
+        whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
+        why = ("the template is unchanged" if recorded_hash == variant.source_hash else
+               "the template it was tuned with is not in the records")
+        result.notes.append(f"nothing was measured: {whom} and {why}, so there is nothing to measure the best "
+                            f"against in this run")
     failed = [v for v in result.verdicts if v.outcome == "fail"]
     if failed:
         result.outcome = "fail"
