@@ -102,6 +102,21 @@ def test_best_never_hands_out_a_config_whose_shaped_constraint_fails_for_the_sha
     assert odd.source == "heuristic" and "the heuristic's config is outside the space for (97,)" in odd.note
 
 
+
+def test_the_heuristic_served_where_the_rounds_pick_does_not_fit_has_the_rounds_time(twice_project, pytester):
+    """The summary and best() on the representative shape give the heuristic's time as the final
+    round measured it; a shape the pick does not fit got the trials' time instead."""
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 4], "pad": [0, 1]})',
+                                               'space=Space({"reps": [1, 4], "pad": [0, 1]}, '
+                                               'constraints=[lambda N, reps, pad: N % 2 == 0 or (reps, pad) == (4, 0)])'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
+    picked = tunebench.lookup("twice", (4096,), **asked)
+    odd = tunebench.lookup("twice", (4095,), **asked)
+    assert picked.source == "tuned" and picked.config["reps"] == 1 and odd.source == "heuristic"
+    assert odd.objective_ms == odd.baseline_ms == picked.baseline_ms
+
 def test_a_heuristic_outside_the_space_is_said_by_the_summary_and_by_best(project, pytester, monkeypatch):
     """A rule the candidates are held to (here vec * unroll <= 4), which the heuristic broke unsaid."""
     project(suite=AXPB_SUITE.replace('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": 4, "unroll": 2, "mode": 0}'))

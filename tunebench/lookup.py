@@ -542,6 +542,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.config, choice.source, choice.reason = config, "tuned", None
         choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
     elif variant is not None:
+        measured = store.confirmed(name, target, dtype, bucket) if final is not None and not confirmed else None
+        if measured:  # served though the round picked another config: its time as the round measured it
+            choice.baseline_ms = measured[1]
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
         broken = variant.space.broken(choice.config, shape, buckets.dims)
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
