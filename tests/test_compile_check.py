@@ -87,7 +87,7 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
     assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
     out = capsys.readouterr().out
     assert "axpb     cpu  float32  host  2 configs, 2 builds  FAILED its entry point" in out
-    assert ("    float32 arguments: argument 'b' (float64 scalar) where the kernel's parameter 4 (float) takes a "
+    assert ("    float32 arguments: argument 'b' (float64 scalar) where the kernel's 5th parameter (float b) takes a "
             "4-byte float: give it np.float32") in out
     assert "    float32 [vec:2 unroll:1 mode:0] and 1 more: axpb.c exports no function 'axpby'; it exports: axpb" in out
     assert out.endswith("compile-check cpu: 0 of 2 kernels ok; failed: axpb, renamed\n")
@@ -305,10 +305,10 @@ def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2", "--arch", "sm_80", "--arch", "sm_90"]) == 1
     out = capsys.readouterr().out
     assert "fits     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  ok" in out
-    assert ("float32 arguments: argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 2 takes 4 bytes: "
+    assert ("float32 arguments: argument 'n' (int64 scalar, 8 bytes) where the kernel's 3rd parameter takes 4 bytes: "
             "give it the parameter's C type") in out
     assert ("float32 arguments: the args builder gives 5 arguments (x, y, n, alpha, beta), the kernel takes 4") in out
     assert "wide     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
     assert "swapped  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
-    assert ("float32 arguments: argument 'n' (float32 scalar) where the kernel's parameter 2 (int) takes a 4-byte int: "
+    assert ("float32 arguments: argument 'n' (float32 scalar) where the kernel's 3rd parameter (int n) takes a 4-byte int: "
             "give it np.int32") in out

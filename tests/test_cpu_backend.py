@@ -85,7 +85,7 @@ def test_a_python_int_argument_is_refused_with_its_name(axpb):
     kernel, _ = axpb
     kernel.args = lambda shape, dtype, rng: {"x": np.zeros(4, np.float32), "y": np.zeros(4, np.float32),
                                              "n": 4, "a": np.float32(1), "b": np.float32(0)}
-    with pytest.raises(KernelError, match="argument 'n' is a int"):
+    with pytest.raises(KernelError, match="argument 'n' is an int"):
         kernel.build_args((4,), "float32")
 
 
@@ -95,7 +95,7 @@ def test_a_float64_scalar_for_a_float_parameter_is_a_declaration_error_before_an
     given = kernel.args
     kernel.args = lambda shape, dtype, rng: {**given(shape, dtype, rng), "a": np.float64(3.0)}
     with pytest.raises(KernelError, match=r"kernel 'axpb_backend_test': argument 'a' \(float64 scalar\) where the "
-                                          r"kernel's parameter 3 \(float\) takes a 4-byte float: give it np.float32"):
+                                          r"kernel's 4th parameter \(float a\) takes a 4-byte float: give it np.float32"):
         run_once(CpuBackend(), kernel, variant, {"vec": 4, "unroll": 1, "mode": 0})
 
 

@@ -168,7 +168,7 @@ def test_a_debug_build_gives_the_c_types_a_cubin_built_for_speed_reduces_to_byte
     x = np.zeros(4, np.float32)
     assert args_problem({"x": x, "y": x, "n": np.int32(4)}, types) is None
     assert args_problem({"x": x, "y": x, "n": np.float32(4)}, types) == (
-        "argument 'n' (float32 scalar) where the kernel's parameter 2 (int) takes a 4-byte int: give it np.int32")
+        "argument 'n' (float32 scalar) where the kernel's 3rd parameter (int n) takes a 4-byte int: give it np.int32")
     assert "points to 4-byte float: give an array of np.float32" in args_problem(
         {"x": x.astype(np.float64), "y": x, "n": np.int32(4)}, types)
     assert compiler.parameter_types(kernel, variant, {"broken": 1}, "float32", "scale") is None
@@ -350,7 +350,7 @@ def test_a_write_into_an_input_fails_its_writer_alone_and_an_argument_of_another
                and int(re.search(r"\((\d+) of", t["error"]).group(1)) > 100001 for k, t in found.items() if k[0])
     assert all(t["status"] in ("ok", "early_stopped") for k, t in found.items() if k[0] == 0), found
     result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "misread")
-    result.stdout.fnmatch_lines(["*argument 'n' (int32 scalar) where the kernel's parameter 2 (float) takes a "
+    result.stdout.fnmatch_lines(["*argument 'n' (int32 scalar) where the kernel's 3rd parameter (float) takes a "
                                  "4-byte float: give it np.float32*"])
     assert not [t for t in TinyDB(path).table("trials").all() if t["kernel"] == "misread"]
     result = pytester.runpytest("test_writer.py", *tune, "--tune-strategy", "brute_force", "-k", "templated")

@@ -111,7 +111,7 @@ def test_bfloat16_is_a_float_to_every_check_that_numpy_would_call_a_struct():
     scalar = np.array([1.5], bf16)[0]
     assert packed(scalar) == np.uint16(0x3FC0) and packed(np.float16(1.5)) == np.uint16(0x3E00)
     assert launch_offsets({"a": scalar, "b": np.float32(1)}) == [0, 4]
-    assert "(bfloat16 scalar) where the kernel's parameter 0 (float) takes a 4-byte float" in args_problem(
+    assert "(bfloat16 scalar) where the kernel's 1st parameter (float) takes a 4-byte float" in args_problem(
         {"a": scalar}, (Param(4, "float", "float"),))
     assert args_problem({"a": np.ones(2, bf16)}, (Param(8, "pointer", "float *", pointee=Param(4, "float", "float")),)
                         ).endswith("points to 4-byte float: give an array of np.float32")

@@ -5,7 +5,7 @@ import subprocess
 import numpy as np
 
 from tunebench.backends.cpu import gcc_command
-from tunebench.backends.params import Param, args_problem, launch_offsets, library_functions, packed
+from tunebench.backends.params import Param, args_problem, launch_offsets, library_functions, ordinal, packed
 
 SIGNATURES_C = """\
 #include <stdarg.h>
@@ -57,16 +57,16 @@ def test_each_misfit_is_named_with_what_to_give():
     assert args_problem({"x": np.zeros(4, np.int32), "n": np.int32(4)}, (floats, ints)) is None  # the bits, as floats
     assert args_problem({"x": np.zeros(4, np.complex64), "n": np.int32(4)}, (floats, ints)) is None  # interleaved
     assert args_problem({**fits, "n": np.float32(4)}, (floats, ints)) == (
-        "argument 'n' (float32 scalar) where the kernel's parameter 1 (int) takes a 4-byte int: give it np.int32")
+        "argument 'n' (float32 scalar) where the kernel's 2nd parameter (int) takes a 4-byte int: give it np.int32")
     assert args_problem({**fits, "x": np.zeros(4)}, (floats, ints)) == (
-        "argument 'x' (float64 array) where the kernel's parameter 0 (float *) points to 4-byte float: give an "
+        "argument 'x' (float64 array) where the kernel's 1st parameter (float *) points to 4-byte float: give an "
         "array of np.float32")
     assert "takes a pointer: pass an array" in args_problem({**fits, "x": np.float32(1)}, (floats, ints))
     assert "takes a value: pass a numpy scalar" in args_problem({**fits, "n": np.zeros(4, np.int32)}, (floats, ints))
     assert args_problem(fits, (floats,)) == "the args builder gives 2 arguments (x, n), the kernel takes 1"
     # a cubin lists bytes only
     assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))).startswith(
-        "argument 'n' (int64 scalar, 8 bytes) where the kernel's parameter 1 takes 4 bytes")
+        "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes")
 
 
 def test_a_launch_packs_half_and_bool_scalars_by_their_bits_and_a_struct_where_c_would_not():
@@ -84,3 +84,8 @@ def test_a_launch_packs_half_and_bool_scalars_by_their_bits_and_a_struct_where_c
         "parameter at byte 32 (aligned as C aligns it; PyCUDA packs a numpy struct unaligned): pass a struct "
         "first, or its fields as separate scalars")
     assert args_problem({"c": clamp, "x": args["x"]}, (Param(16, offset=0), Param(8, offset=16))) is None  # a struct first
+
+
+def test_a_parameter_is_counted_as_a_reader_counts():
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th"]

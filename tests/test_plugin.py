@@ -126,8 +126,8 @@ def test_an_array_of_another_dtype_than_its_parameter_is_one_declaration_error_n
     root = project(suite=AXPB_SUITE.replace("rng.random(n, dtype=np.float32).astype(dtype)", "rng.random(n)"))
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
     result.assert_outcomes(failed=1, skipped=5, deselected=8)
-    result.stdout.fnmatch_lines(["kernel 'axpb': argument 'x' (float64 array) where the kernel's parameter 0 "
-                                 "(float *) points to 4-byte float: give an array of np.float32"])
+    result.stdout.fnmatch_lines(["kernel 'axpb': argument 'x' (float64 array) where the kernel's 1st "
+                                 "parameter (float *x) points to 4-byte float: give an array of np.float32"])
     assert not recorded_trials(root)
 
 

@@ -186,6 +186,10 @@ def test_trials_a_killed_run_left_in_the_journal_are_folded_by_the_next_and_said
     gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
                                f"and are now folded into {path}; measured at commit deadbeefdead*"])
     assert not journal.exists() and left["config"] in [t["config"] for t in RecordStore(path).trials()]
+    journal.write_text(json.dumps({**left, "git_commit": None, "config": {"reps": 4, "pad": 8}}) + "\n")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
+                               f"and are now folded into {path}; measured outside a git checkout"])
 
 
 def test_a_run_waiting_for_another_runs_task_says_so_then_resumes(twice_project, pytester, tmp_path):

@@ -330,9 +330,10 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: argument {out!r} must be a numpy array")
         for name, value in args.items():
             if not isinstance(value, (np.ndarray, np.generic)):
+                given = type(value).__name__
                 raise KernelError(
-                    f"kernel {self.name!r}: argument {name!r} is a {type(value).__name__}; use a numpy "
-                    f"array or a numpy scalar such as np.int32(...) so that its C type is explicit")
+                    f"kernel {self.name!r}: argument {name!r} is {'an' if given[0] in 'aeiou' else 'a'} {given}; "
+                    f"use a numpy array or a numpy scalar such as np.int32(...) so that its C type is explicit")
         return args
 
     def expected(self, args: Mapping[str, Any]) -> list[np.ndarray]:

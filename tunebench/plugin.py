@@ -232,11 +232,12 @@ def _leftover(terminalreporter, run) -> None:
     found = run.store.leftover
     if not found:
         return
-    commits = sorted({(t.get("git_commit") or "?")[:12] for t in found})
+    commits = sorted({t["git_commit"][:12] for t in found if t.get("git_commit")})
     elsewhere = [c for c in commits if run.commit is None or not run.commit.startswith(c)]
     terminalreporter.write_line(
         f"records: {len(found)} trials of an earlier run that did not end (killed?) were in {run.store.journal} "
-        f"and are now folded into {run.store.path}; measured at commit {', '.join(commits)}"
+        f"and are now folded into {run.store.path}; "
+        + (f"measured at commit {', '.join(commits)}" if commits else "measured outside a git checkout")
         + (f", while this checkout is at {run.commit[:12]}: commit them where they belong" if elsewhere and run.commit
            else ""), yellow=True)
 

@@ -13,6 +13,7 @@ must be where PyCUDA packs the argument (:func:`launch_offsets`).
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Param:
     unsigned: bool = False
     pointee: Param | None = None
     offset: int | None = None  # in a launch's argument buffer, where a cubin says
+    name: str | None = None  # as the source names it, where the DWARF says
 
     @property
     def scalar(self) -> str | None:
@@ -128,9 +130,9 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
         why = _mismatch(what, dtype, param)
         if why:
             size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
-            declared = f" ({param.ctype})" if param.ctype else ""
-            return (f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's parameter "
-                    f"{n}{declared} {why}")
+            declared = f" ({_declaration(param)})" if param.ctype or param.name else ""
+            return (f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's {ordinal(n + 1)} "
+                    f"parameter{declared} {why}")
     offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
     for (name, what, dtype), param, offset in zip(given, params, offsets):
         if param.offset is not None and param.offset != offset:
@@ -139,6 +141,18 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
                     f"it; PyCUDA packs a numpy struct unaligned): pass a struct first, or its fields as separate "
                     f"scalars")
     return None
+
+
+def _declaration(param: Param) -> str:
+    """A parameter as C declares it, as far as it is known: ``float *x``, ``int n``, ``float``."""
+    ctype, name = param.ctype or "", param.name or ""
+    return f"{ctype}{'' if ctype.endswith('*') or not ctype or not name else ' '}{name}"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st: a parameter's place as a reader counts it."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _resolve(die):
@@ -176,7 +190,8 @@ def _parameters(function) -> tuple[Param, ...] | None:
         if child.tag == "DW_TAG_unspecified_parameters":
             return None
         if child.tag == "DW_TAG_formal_parameter":
-            params.append(_param(_resolve(child)))
+            name = child.attributes.get("DW_AT_name")
+            params.append(dataclasses.replace(_param(_resolve(child)), name=name.value.decode() if name else None))
     return tuple(params)
 
 
