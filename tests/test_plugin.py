@@ -40,7 +40,7 @@ def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, 
         "*kernel*bucket*dtype*configs*new*desel*failed*best ms*rate*baseline ms*speedup*",
         "*axpb*small*float32*5*5*1*0*GB/s*x*",
         "*axpb*large*float32*5*10*1*0*GB/s*x*",
-        "*builds: 5 compiled (* from the compile cache*",
+        "*builds: 5 compiled (*), 0 from the compile cache*",  # both buckets and the final round load them again
     ])
     db = records(root)
     trials = db.table("trials").all()
@@ -64,6 +64,13 @@ def test_a_second_run_measures_nothing_new_and_compiles_nothing(project, pyteste
     again.assert_outcomes(passed=12, deselected=2)
     again.stdout.fnmatch_lines(["*axpb*small*float32*5*0*1*0*", "*builds: 0 compiled (*), 0 from the compile cache*"])
     assert next((root / "records").glob("*.json")).read_text() == before
+
+
+def test_a_fresh_tune_finds_each_build_of_the_last_run_in_the_compile_cache_once(project, pytester):
+    project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    again = pytester.runpytest("suites", *TUNE, "--tune-fresh")
+    again.stdout.fnmatch_lines(["*axpb*small*float32*5*5*1*0*", "*builds: 0 compiled (*), 5 from the compile cache*"])
 
 
 def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):

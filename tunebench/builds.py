@@ -24,7 +24,8 @@ class Ahead:
     def __init__(self, target: str, fingerprint: dict, workers: int | None = None):
         self.backend = builder(target, fingerprint)
         self.size = workers or len(os.sched_getaffinity(0))
-        self.compiled = 0  # builds this pool compiled (not the cache's)
+        self.compiled = 0  # builds this pool compiled (not the cache's), failed ones included
+        self.artefacts: set[str] = set()  # the artefacts among them
         self._count = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="tunebench-build")
         self._builds: dict[tuple, Future] = {}
@@ -46,12 +47,23 @@ class Ahead:
 
     def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
         try:
-            compiled = not self.backend.build(kernel, variant, config, dtype).cached
+            build = self.backend.build(kernel, variant, config, dtype)
         except CompileError:
-            compiled = True  # the error is cached too: the worker reports it
-        if compiled:
+            build = None  # the error is cached too: the worker reports it
+        if build is None or not build.cached:
             with self._count:
                 self.compiled += 1
+                if build is not None:
+                    self.artefacts.add(build.handle.name)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def counts(builds: dict[str, bool], ahead: Ahead | None) -> tuple[int, int]:
+    """This run's builds, each once however often loaded: how many it compiled (ahead or in a
+    worker), and how many it found in the compile cache, compiled by an earlier run. ``builds``:
+    the workers' artefacts, each with whether a worker compiled it."""
+    made_ahead = ahead.artefacts if ahead else set()
+    compiled = sum(builds.values()) + (ahead.compiled if ahead else 0)
+    return compiled, sum(not made and artefact not in made_ahead for artefact, made in builds.items())

@@ -82,14 +82,14 @@ class Device:
         from tunebench.backends import fingerprint
         return fingerprint(self.target)
 
-    def trial(self, job: TrialJob | CompareJob) -> tuple[dict, int, int]:
-        """The job's result, and this device's build counts."""
-        return self.workers.trial(job), self.workers.compiled, self.workers.reused
+    def trial(self, job: TrialJob | CompareJob) -> tuple[dict, dict[str, bool]]:
+        """The job's result, and this device's builds."""
+        return self.workers.trial(job), self.workers.builds
 
-    def measure(self, job: TrialJob) -> tuple[dict, int, int]:
+    def measure(self, job: TrialJob) -> tuple[dict, dict[str, bool]]:
         """The job's result, measured again while disturbed (as the driver's session does for
-        the jobs it runs itself), and this device's build counts."""
-        return undisturbed(self.workers, job), self.workers.compiled, self.workers.reused
+        the jobs it runs itself), and this device's builds."""
+        return undisturbed(self.workers, job), self.workers.builds
 
     def restart(self) -> None:
         self.workers.restart()
@@ -132,20 +132,17 @@ class ClusterWorkers:
         self.fingerprint = prints[0]
         self.target = target
         self.timeout = timeout
-        self._counts = [(0, 0)] * len(self.devices)
+        self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
 
     @property
-    def compiled(self) -> int:
-        return sum(c for c, _ in self._counts)
+    def builds(self) -> dict[str, bool]:
+        """As :attr:`Workers.builds`, each device's artefacts apart: each has its own compile cache."""
+        return {f"device {i}: {artefact}": made for i, builds in enumerate(self._builds)
+                for artefact, made in builds.items()}
 
-    @property
-    def reused(self) -> int:
-        return sum(r for _, r in self._counts)
-
-    def _collect(self, index: int, answer: tuple[dict, int, int]) -> dict:
-        result, compiled, reused = answer
-        self._counts[index] = (compiled, reused)
+    def _collect(self, index: int, answer: tuple[dict, dict[str, bool]]) -> dict:
+        result, self._builds[index] = answer
         return result
 
     def _load(self) -> None:

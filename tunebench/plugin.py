@@ -15,6 +15,7 @@ import pytest
 
 from tunebench.backends import TARGETS
 from tunebench.builds import Ahead
+from tunebench.builds import counts as build_counts
 from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe
@@ -294,11 +295,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"would take" if tuner.fixed_s else ""
     if tuner.fixed_s and tuner.measure_s > tuner.fixed_s:
         share += f" (noisy trials needed more than {FIXED_REPEATS} samples to pin their median)"
-    ahead = tuner.ahead.compiled if tuner.ahead else 0
+    compiled, cached = build_counts(tuner.workers.builds, tuner.ahead)
     terminalreporter.write_line(
-        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {tuner.workers.compiled + ahead} compiled "
-        f"({ahead} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
-        f"{max(0, tuner.workers.reused - ahead)} from the compile cache; measuring new trials took "
+        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {compiled} compiled "
+        f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
+        f"{cached} from the compile cache (compiled by an earlier run); measuring new trials took "
         f"{tuner.measure_s:.1f} s{share}")
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "

@@ -319,7 +319,7 @@ class Replay:
     """Answers trials from a recorded space, as :class:`~tunebench.workers.Workers` answers them
     from the device; ``seed`` picks the replayed run."""
 
-    compiled = reused = 0  # builds, as Workers counts them: a replay builds nothing
+    builds: dict[str, bool] = {}  # as Workers keeps them: a replay builds nothing
 
     def __init__(self, path: str | Path, seed: int = 0):
         self.path = Path(path)

@@ -224,7 +224,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
         build = backend.build(kernel, variant, job.config, job.dtype)
     except CompileError as e:
         return {"status": "compile_error", "error": str(e)}
-    conn.send(("built", [build.cached]))
+    conn.send(("built", [(build.handle.name, build.cached)]))
     done = {"compile_time_s": build.compile_time_s}
     if job.probe:
         runner = watched(backend.load(build, kernel, variant, job.config, job.shape, args, backend.placements[0],
@@ -276,7 +276,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
             builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
         except CompileError as e:
             return {"status": "compile_error", "arm": label, "error": str(e)}
-    conn.send(("built", [b.cached for _, _, b in builds.values()]))
+    conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
     samples = {}
     for placement in backend.placements:
         runners = {}
@@ -322,8 +322,7 @@ class Workers:
     def __init__(self, target: str, timeout: float = 10.0):
         self.target = target
         self.timeout = timeout
-        self.compiled = 0  # builds compiled by the workers of this run
-        self.reused = 0  # builds the workers found in the compile cache
+        self.builds: dict[str, bool] = {}  # artefact loaded this run -> whether a worker compiled it
         self._process = None
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began, and its arm
@@ -359,8 +358,8 @@ class Workers:
         self._conn.send(job)
         kind, message = self._receive(PREPARE_TIMEOUT_S)
         if kind == "built":
-            self.compiled += message.count(False)
-            self.reused += message.count(True)
+            for artefact, cached in message:
+                self.builds[artefact] = self.builds.get(artefact, False) or not cached
             kind, message = self._watch()
         result = self._outcome(kind, message)
         if isinstance(job, TrialJob) and not job.probe and result["status"] == "crashed" and any(
