@@ -113,6 +113,41 @@ def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
     assert new == total - kept  # the rerun measured only what the killed run had not recorded
 
 
+def test_an_interrupted_tunes_fastest_trial_is_neither_served_nor_gated_until_a_final_round_confirms_it(pytester):
+    """Ctrl-C in the search: its trials are kept, but only a final round may make a pick."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    suite = SLOW_SUITE.replace('{"pause": 1, "tag": 0}', '{"pause": 2, "tag": 0}')  # half as fast as pause 1
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(suite))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = pytester.path / "records"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        files = list(path.glob("*.json")) if path.exists() else []
+        if files and _trials(files[0]) >= 3:  # the heuristic and two configs of pause 1
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the tuning run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
+    assert proc.wait(60) != 0
+    best = [sys.executable, "-m", "tunebench.cli", "best", "slow", "--shape", "1000", "--json",
+            "--records", str(path), "--suites", str(pytester.path)]
+    answer = json.loads(subprocess.run(best, capture_output=True, text=True, check=True).stdout)
+    assert (answer["source"], answer["config"]) == ("heuristic", {"pause": 2, "tag": 0})
+    assert "no final round confirmed a pick" in answer["reason"] and "[pause:1 tag:" in answer["reason"]
+
+    gate = subprocess.run([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider", "-rs"],
+                          cwd=pytester.path, capture_output=True, text=True)
+    assert gate.returncode == 0 and "1 skipped" in gate.stdout, gate.stdout[-2000:]
+    assert "its tune ended before its final round" in gate.stdout
+
+    rerun = subprocess.run([*command, "--tune-trials", "3"], cwd=pytester.path, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stdout[-2000:]
+    answer = json.loads(subprocess.run(best, capture_output=True, text=True, check=True).stdout)
+    assert answer["source"] == "tuned" and answer["config"]["pause"] == 1 and answer["reason"] is None
+
+
 def as_ordinary_user(command: list[str]) -> list[str]:
     """Root ignores file permissions; without CAP_DAC_OVERRIDE it obeys them as anyone does."""
     if os.geteuid() != 0:

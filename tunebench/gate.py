@@ -135,31 +135,29 @@ def _arms(best: dict, baseline: dict | None, recorded_text: str | None) -> tuple
 
 def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
                   bucket: Bucket) -> tuple[dict[tuple, dict], str] | None:
-    """The recorded best config per shape and the source it was tuned with: from the latest
-    final round, else ranked from the trials of the latest source recorded for the task."""
+    """The config per shape the latest final round chose, and the source it was tuned with: the
+    config ``best()`` serves. Trials no final round judged are never gated: nothing serves them."""
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
-    if check is not None:
-        return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
-    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), None)
-    if task is None:
+    if check is None:
         return None
-    times = shape_times(store, kernel.name, dtype, bucket, task["source_hash"])
-    ranked = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
-    if not ranked:
-        return None
-    best = dict(min(ranked, key=ranked.get))
-    return {s: best for s in bucket.shapes}, task["source_hash"]
+    return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
 
 
-def not_recorded(store: RecordStore, kernel: str, bucket: str, dtype: str) -> str:
+def not_recorded(store: RecordStore, kernel: str, bucket: Bucket, dtype: str) -> str:
     """Why there is nothing to gate, naming this device and those that have records."""
-    if store.tasks(kernel=kernel, bucket=bucket, dtype=dtype):
-        return (f"nothing to gate for {kernel} {bucket} {dtype} on this device, {store.device}: it was tuned here, "
-                f"but no config completed every shape (the tune's failures say why); tune it again once fixed")
+    task = next(iter(store.tasks(kernel=kernel, bucket=bucket.name, dtype=dtype)), None)
+    what = f"{kernel} {bucket.name} {dtype} on this device, {store.device}"
+    if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel, dtype, bucket,
+                                                                      task["source_hash"]).values()):
+        return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
+                f"too busy), so no pick is confirmed and best() serves the heuristic; `pytest suites --tune` "
+                f"resumes the tune")
+    if task:
+        return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
+                f"failures say why); tune it again once fixed")
     others = [s.device for s in devices(store) if s.path != store.path]
-    held = f"; {store.path.parent} holds {', '.join(others)}" if others else ""
-    return (f"nothing recorded for {kernel} {bucket} {dtype} on this device, {store.device}{held}: timings "
-            f"do not carry across devices; run `pytest suites --tune` here to record this one")
+    held = f"; {store.path.parent} holds {', '.join(others)}: timings do not carry across devices" if others else ""
+    return f"nothing recorded for {what}{held}; run `pytest suites --tune` here to record this one"
 
 
 def devices(store: RecordStore) -> list[RecordStore]:
@@ -177,7 +175,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     retries = 0 if busy else RETRIES
     found = recorded_best(store, kernel, target, dtype, bucket)
     if found is None:
-        return GateResult("skip", not_recorded(store, kernel.name, bucket.name, dtype))
+        return GateResult("skip", not_recorded(store, kernel.name, bucket, dtype))
     best, recorded_hash = found
     result = GateResult("pass")
     recorded_text = None

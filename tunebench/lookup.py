@@ -507,10 +507,17 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
+    unconfirmed = ""  # why the trials' fastest is not served: no final round judged it
     if final and key not in ranked and list(final.values()) != baseline:  # the space no longer holds it
         choice.note = "; ".join(filter(None, (choice.note, f"the final round's pick [{config_text(dict(key))}] is "
                                                            f"no longer in the space: the trials' best instead")))
         final = None
+    elif final is None and order and choice.baseline_ms is not None and ranked[order[0]] < choice.baseline_ms:
+        unconfirmed = (f"no final round confirmed a pick on this bucket (its tune ended before one: interrupted, "
+                       f"or the machine too busy), so the trials' fastest [{config_text(dict(order[0]))}], "
+                       f"{choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone, is not served; "
+                       f"`pytest suites --tune` resumes the tune")
+        order = []
     if final is not None:  # the final round's winner, else the heuristic
         adopt = [] if list(final.values()) == baseline else [key]
         picked = adopt[:1] or [None]
@@ -518,7 +525,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
     kept = store.final_reason(name, target, dtype, bucket.name) if final is not None and not adopt else ""
-    choice.reason = (f"the final round kept it: {kept}" if kept else
+    choice.reason = (f"the final round kept it: {kept}" if kept else unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket")
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]

@@ -178,10 +178,11 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
             color=["tab:green" if v.speedup >= 1 else "tab:red" for v in shown])
     ax.axvline(1.0, color="black", linewidth=1)
     ax.invert_yaxis()
-    ax.set_xlabel("speedup of the tuned config over the heuristic (bucket objective)")
+    ax.set_xlabel("speedup of the tuned config over the heuristic (bucket objective;\n"
+                  "* by the trials alone: no final round confirmed it)")
     ax.set_title(f"tuned vs heuristic, {device}")
     for i, v in enumerate(shown):
-        ax.text(v.speedup, i, f" {v.speedup:.2f}x", va="center")
+        ax.text(v.speedup, i, f" {v.speedup:.2f}x{'' if v.confirmed else '*'}", va="center")
     return _save(fig, path)
 
 
