@@ -64,6 +64,11 @@ def test_each_misfit_is_named_with_what_to_give():
     assert "takes a pointer: pass an array" in args_problem({**fits, "x": np.float32(1)}, (floats, ints))
     assert "takes a value: pass a numpy scalar" in args_problem({**fits, "n": np.zeros(4, np.int32)}, (floats, ints))
     assert args_problem(fits, (floats,)) == "the args builder gives 2 arguments (x, n), the kernel takes 1"
+    assert args_problem({"x": np.zeros(4), "n": np.int64(4)}, (floats, ints)) == (  # all at once: one run names them
+        "argument 'x' (float64 array) where the kernel's 1st parameter (float *) points to 4-byte float: give an "
+        "array of np.float32; argument 'n' (int64 scalar) where the kernel's 2nd parameter (int) takes a 4-byte int: "
+        "give it np.int32")
+    assert "takes an 8-byte int" in args_problem({**fits, "n": np.int32(4)}, (floats, Param(8, "int", "long")))
     # a cubin lists bytes only
     assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))).startswith(
         "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes")

@@ -35,7 +35,7 @@ def test_two_powers_of_two_two_bools_and_numpy_values_are_values_not_ranges():
 def test_a_whole_config_constraint_asking_get_or_in_for_an_unknown_name_is_refused():
     for constraint in (lambda c: c.get("tile_mm", 0) % c["mr"] == 0, lambda c: "tile_mm" not in c):
         space = Space({"tile_m": [16, 32], "mr": [4, 8]}, [constraint])
-        with pytest.raises(SpaceError, match="names unknown param 'tile_mm'"):
+        with pytest.raises(SpaceError, match=r"names unknown param 'tile_mm' \(did you mean 'tile_m'\?\)"):
             space.validate()
 
 

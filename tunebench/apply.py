@@ -17,6 +17,7 @@ as keyword arguments::
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,14 +59,31 @@ class Tuned:
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the
         shape ``shape(*args, **kwargs)`` gives, in the dtype ``dtype(*args, **kwargs)`` gives
-        (``dtype=lambda x, *rest: x.dtype``; default: the handle's), as keyword arguments."""
+        (``dtype=lambda x, *rest: x.dtype``; default: the handle's), as keyword arguments. A
+        param the call passes itself (``launch(x, y, vec=4)``) overrides the tuned one; ``shape``
+        and ``dtype`` are given only the keyword arguments they take."""
+        shape_of, dtype_of = _keywords_taken(shape), _keywords_taken(dtype) if dtype is not None else None
+
         def decorate(fn: Callable) -> Callable:
             @functools.wraps(fn)
             def call(*args, **kwargs):
-                kind = dtype(*args, **kwargs) if dtype is not None else None
-                return fn(*args, **kwargs, **self.config(shape(*args, **kwargs), kind))
+                kind = dtype_of(args, kwargs) if dtype_of is not None else None
+                return fn(*args, **{**self.config(shape_of(args, kwargs), kind), **kwargs})
             return call
         return decorate
+
+
+def _keywords_taken(fn: Callable) -> Callable[[tuple, dict], Any]:
+    """``fn`` called with the positional arguments and those keyword arguments it takes: the
+    call's own overrides of params are not for a ``lambda x, *rest: x.shape``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it everything
+        return lambda args, kwargs: fn(*args, **kwargs)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return lambda args, kwargs: fn(*args, **kwargs)
+    names = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return lambda args, kwargs: fn(*args, **{k: v for k, v in kwargs.items() if k in names})
 
 
 def tuned(kernel: str | Kernel, *, device: str | None = None, dtype: str | None = None,

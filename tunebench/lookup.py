@@ -28,6 +28,7 @@ import json
 import importlib.util
 import itertools
 import math
+import operator
 import os
 import sys
 import threading
@@ -373,7 +374,8 @@ def _directory(path: Path) -> _Directory:
 def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtype: str | None,
             records: str | Path | None, suites: str | Path | None) -> Choice:
     """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
-    memo = (kernel if isinstance(kernel, str) else id(kernel), tuple(shape), device, dtype,
+    shape = _shape(shape)
+    memo = (kernel if isinstance(kernel, str) else id(kernel), shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
             *_context(records, device))
     hit = _FAST.get(memo)
@@ -403,6 +405,17 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                 del _FAST[old]
         _FAST[memo] = (folder, generation, choice)
     return choice
+
+
+def _shape(shape) -> tuple:
+    """A shape as a tuple; an int is a 1-D shape, as numpy takes one."""
+    try:
+        return tuple(shape)
+    except TypeError:
+        try:
+            return (operator.index(shape),)
+        except TypeError:
+            raise TypeError(f"shape {shape!r}: give a sequence of ints (x.shape), or an int for one dim") from None
 
 
 def _context(records: str | Path | None, device: str | None) -> tuple:

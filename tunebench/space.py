@@ -280,8 +280,9 @@ class Space:
                 return bool(c.fn(_ConfigView(index, key)))
             return bool(c.fn(*(key[index[p]] if p in index else at[p] for p in c.params)))
         except _UnknownParam as e:
-            raise SpaceError(
-                f"{c.label} names unknown param {e.args[0]!r}; params are {list(index)}") from None
+            close = _closest(e.args[0], list(index))
+            raise SpaceError(f"{c.label} names unknown param {e.args[0]!r}"
+                             f"{f' (did you mean {close!r}?)' if close else ''}; params are {list(index)}") from None
         except Exception as e:  # noqa: BLE001 - any error in user code is a definition error
             raise SpaceError(
                 f"{c.label} raised {type(e).__name__}: {e} on config "

@@ -90,7 +90,7 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
     if param.kind == "pointer":
         return "takes a pointer: pass an array"
     if param.kind in ("float", "int") and (param.size != dtype.itemsize or param.kind != _kind_of(dtype)):
-        return f"takes a {param.size}-byte {param.kind}: give it {param.scalar or 'a numpy scalar of its C type'}"
+        return f"takes {'an' if param.size == 8 else 'a'} {param.size}-byte {param.kind}: give it {param.scalar or 'a numpy scalar of its C type'}"
     return None
 
 
@@ -120,19 +120,22 @@ def launch_offsets(args: Mapping) -> list[int]:
 
 def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     """Where the args builder's arguments do not fit the entry point's parameters: their number,
-    or one's kind or bytes (a CUDA launch packs the bytes as given, so a float64 for a ``float``
+    or each one's kind or bytes (a CUDA launch packs the bytes as given, so a float64 for a ``float``
     shifts every parameter after it; ctypes passes it as a ``double`` the function never reads)."""
     given = [(name, *_given(v)) for name, v in args.items()]
     if len(given) != len(params):
         return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
                 f"takes {len(params)}")
+    wrong = []  # every argument at fault, so that one run names them all
     for n, ((name, what, dtype), param) in enumerate(zip(given, params)):
         why = _mismatch(what, dtype, param)
         if why:
             size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
             declared = f" ({_declaration(param)})" if param.ctype or param.name else ""
-            return (f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's {ordinal(n + 1)} "
-                    f"parameter{declared} {why}")
+            wrong.append(f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's {ordinal(n + 1)} "
+                         f"parameter{declared} {why}")
+    if wrong:
+        return "; ".join(wrong)
     offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
     for (name, what, dtype), param, offset in zip(given, params, offsets):
         if param.offset is not None and param.offset != offset:
