@@ -183,7 +183,9 @@ def test_a_best_config_that_no_longer_compiles_fails_saying_so_not_as_a_regressi
 
 @pytest.mark.parametrize("ini, message", [
     ('gate_threshold = "abc"', "could not convert string to float: 'abc'"),
-    ('gate_threshold = "-0.5"', "threshold -0.5: a slowdown fraction above 0"),
+    ('gate_threshold = "-0.5"', "threshold -0.5: a slowdown fraction between 0 and 1"),
+    ('gate_threshold = "1.10"', "threshold 1.1: a slowdown fraction between 0 and 1 (0.10 fails a slowdown beyond "
+                                "10 %, a ratio of 1.10)"),
     ('gate_processes = "0"', "processes 0, max_processes 7: need 1 <= processes <= max_processes"),
     ('gate_processes = "5"\ngate_max_processes = "3"', "processes 5, max_processes 3"),
 ])

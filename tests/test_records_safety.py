@@ -119,8 +119,8 @@ def test_an_interrupted_tunes_fastest_trial_is_neither_served_nor_gated_until_a_
     suite = SLOW_SUITE.replace('{"pause": 1, "tag": 0}', '{"pause": 2, "tag": 0}')  # half as fast as pause 1
     pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(suite))
     command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
-    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     path = pytester.path / "records"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -130,7 +130,9 @@ def test_an_interrupted_tunes_fastest_trial_is_neither_served_nor_gated_until_a_
         time.sleep(0.05)
     assert proc.poll() is None, "the tuning run ended before it could be interrupted"
     os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
-    assert proc.wait(60) != 0
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "slow[all-float32]: interrupted in its search, after " in out and "best() serves the heuristic" in out
     best = [sys.executable, "-m", "tunebench.cli", "best", "slow", "--shape", "1000", "--json",
             "--records", str(path), "--suites", str(pytester.path)]
     answer = json.loads(subprocess.run(best, capture_output=True, text=True, check=True).stdout)

@@ -272,11 +272,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if tuner is None:
         return
     ran = [t for t in tuner.tasks if t.done and t.failure is None]
-    if not ran:
+    stopped = [t for t in tuner.tasks if t.baseline is not None and not t.ended and t.failure is None]  # Ctrl-C
+    if not ran and not stopped:
         return
     fp = tuner.fingerprint
     terminalreporter.section(
         f"tunebench: {fp['target']} {fp.get('name', '')}, records in {tuner.store.path}")
+    for task in stopped:
+        terminalreporter.write_line(
+            f"{task.label}: interrupted in its {'final round' if task.done else 'search'}, after "
+            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `pytest suites --tune` "
+            f"resumes from them. No final round confirmed a pick, so best() serves the heuristic there (or an "
+            f"earlier tune's pick) until then", yellow=True)
+    if not ran:
+        return
     rows = [t.summary_row() for t in ran]
     for line in table(rows):
         terminalreporter.write_line(line)

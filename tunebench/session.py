@@ -184,6 +184,7 @@ class Task:
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.waiting = False  # another run holds the task's lock
+        self.ended = False  # the search and its final round ran to their end (not interrupted)
 
     def _waiting(self) -> None:
         """Another run holds this task's lock: say so rather than hang without a word."""
@@ -227,6 +228,7 @@ class Task:
             with self.tuner.store.task_lock(self.label, waiting=self._waiting):
                 self.waiting = False
                 self._search()
+                self.ended = True
         except Exception as e:
             self.failure = e
             self.stop_reason = f"the task failed: {e}"
