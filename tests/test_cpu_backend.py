@@ -252,8 +252,10 @@ def test_a_param_named_as_the_templates_own_argument_is_named_in_the_compile_err
     kernel = Kernel("axpb_clash_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
                     args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cpu=variant)
     with pytest.raises(CompileError, match=r"in expansion of macro .n.(.|\n)*\(tunebench: param 'n' is #defined "
-                                           r"ahead of line 5, which reads 'n' as a name: rename one\)"):
+                                           r"ahead of line 5, which reads 'n' as a name: rename one\)") as error:
         CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0, "n": 4}, "float32")
+    # the #define is placed as the params', not as a line of the compile cache's copy of the source
+    assert str(error.value).startswith("<tunebench params>:") and ".cache" not in str(error.value)
 
 
 def test_tb_unroll_unrolls_a_loop_by_a_param_where_a_pragma_would_not_expand_it(tmp_path):

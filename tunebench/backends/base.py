@@ -149,6 +149,9 @@ def poison(array: np.ndarray) -> None:
 #: ``BLOCK_THREADS`` defined ahead of ``#include <cub/cub.cuh>`` rewrites CUB's templates).
 PARAMS_HERE = re.compile(r"^[ \t]*//[ \t]*tunebench:[ \t]*params[ \t]*(?:\n|\Z)", re.MULTILINE)
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"\n', re.MULTILINE)
+#: Where a compiler's message places the params' ``#define`` lines (as gcc names ``-D`` flags
+#: ``<command-line>``), not in the compile cache's copy of the source.
+PARAMS_FILE = "<tunebench params>"
 
 
 #: The pragma that unrolls a loop, per target: ``TB_UNROLL(n)`` before a loop unrolls it ``n``
@@ -168,7 +171,8 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
     """The template with the config's params and the dtype as ``#define`` lines (and
     ``TB_UNROLL``): at its ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the
     compiler's messages on the template's own lines."""
-    defines = "".join(f"#define {name} {value}\n" for name, value in macros(config, ctype, target).items())
+    defines = f'#line 1 "{PARAMS_FILE}"\n' + "".join(
+        f"#define {name} {value}\n" for name, value in macros(config, ctype, target).items())
     text, name = variant.template, variant.path.name
     marker = PARAMS_HERE.search(text)
     if marker is None:
@@ -209,7 +213,8 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
                   for p in config if re.search(rf"\b{re.escape(p)}\b", line) and not line.lstrip().startswith("#")]
     hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
               if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
-    outside = [f for f in re.findall(r"^(\S+?)(?::|\()\d+", error, re.MULTILINE) if not f.endswith(name)]
+    outside = [f for f in re.findall(rf"^({re.escape(PARAMS_FILE)}|\S+?)(?::|\()\d+", error, re.MULTILINE)
+               if not f.endswith(name)]  # a header, or a #define read where the header wanted a name
     if not hints and outside and not PARAMS_HERE.search(variant.template) \
             and re.search(r"#\s*include\s*<", variant.template):
         hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
