@@ -90,6 +90,18 @@ def test_two_gate_runs_with_nothing_changed_pass(tuned):
     assert all(len(v["ratios"]) >= 3 for v in gates[0]["verdicts"])
 
 
+def test_a_declaration_changed_since_the_tune_is_named_by_the_gate(tuned):
+    pytester, _ = tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace("(1e-4, 1e-5)", "(2e-4, 1e-5)").replace(
+        "rng.random(shape[0], dtype=np.float32)", "rng.random(shape[0], dtype=np.float32) + 0"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rP")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*the args builder, tolerance changed since the tune: the gate measures with "
+                                 "today's, and `pytest suites --tune` tunes the task again with them*"])
+    assert "the template changed" not in result.stdout.str()
+
+
 def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     monkeypatch.setenv("CI", "true")  # where pytest's short summary repeats failures whole
     pytester, path = tuned

@@ -186,6 +186,13 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}); "
             + ("today's build is compared with the recorded one" if recorded_text else
                "the recorded source is not in the records, so only the baseline comparison is made"))
+    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
+    today = kernel.declaration(variant, dtype)
+    changed = [part for part, value in task.get("declaration", {}).items()
+               if part != "template" and today.get(part) != value]  # the template has its own note above
+    if changed:
+        result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
+                            f"and `pytest suites --tune` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
