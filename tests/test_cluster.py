@@ -3,6 +3,7 @@ driver owning the records and the devices importing the suites they were sent.""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -45,15 +46,20 @@ def trials(root):
         for t in data["trials"].values())
 
 
-def test_a_ray_cluster_tunes_a_suite_with_the_records_of_a_local_run(project, pytester, cluster, monkeypatch):
+def test_a_ray_cluster_tunes_a_suite_with_the_records_of_a_local_run(project, pytester, cluster, monkeypatch,
+                                                                    compile_cache):
     root = project(modes=(0, 1, 2))
     args = ("suites", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "6")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
     local = pytester.runpytest_subprocess(*args)
     local_device, local_trials = trials(root)
     shutil.rmtree(root / "records")
+    shutil.rmtree(compile_cache)  # emptied: the devices share it, as on one host
     remote = pytester.runpytest_subprocess(*args, "--tune-cluster", cluster)
     remote_device, remote_trials = trials(root)
     assert remote.ret == local.ret
     assert remote_trials == local_trials and remote_device == local_device
     assert "(0 ahead" in remote.stdout.str()  # the devices built; the driver compiled nothing
+    # from an empty cache: what one device compiled and another then found there is this run's build
+    assert int(re.search(r"builds: (\d+) compiled \(0 ahead, on 0 cores\), 0 from the compile cache",
+                         remote.stdout.str()).group(1)) > 0

@@ -137,9 +137,13 @@ class ClusterWorkers:
 
     @property
     def builds(self) -> dict[str, bool]:
-        """As :attr:`Workers.builds`, each device's artefacts apart: each has its own compile cache."""
-        return {f"device {i}: {artefact}": made for i, builds in enumerate(self._builds)
-                for artefact, made in builds.items()}
+        """As :attr:`Workers.builds`, over every device: an artefact one device compiled in this
+        run is this run's, though another found it in a compile cache they share."""
+        merged: dict[str, bool] = {}
+        for builds in self._builds:
+            for artefact, made in builds.items():
+                merged[artefact] = merged.get(artefact, False) or made
+        return merged
 
     def _collect(self, index: int, answer: tuple[dict, dict[str, bool]]) -> dict:
         result, self._builds[index] = answer

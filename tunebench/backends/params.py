@@ -90,7 +90,9 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
     if param.kind == "pointer":
         return "takes a pointer: pass an array"
     if param.kind in ("float", "int") and (param.size != dtype.itemsize or param.kind != _kind_of(dtype)):
-        return f"takes {'an' if param.size == 8 else 'a'} {param.size}-byte {param.kind}: give it {param.scalar or 'a numpy scalar of its C type'}"
+        article = "an" if param.size == 8 else "a"
+        return (f"takes {article} {param.size}-byte {param.kind}: give it "
+                f"{param.scalar or 'a numpy scalar of its C type'}")
     return None
 
 
