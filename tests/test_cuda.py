@@ -18,7 +18,7 @@ from tunebench.backends.base import CompileError, input_damage
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, nvcc_command
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
-                                       resource_problem)
+                                       register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
 from tunebench.kernel import KernelError
 
@@ -153,6 +153,48 @@ def test_a_cubin_names_its_kernels_their_static_shared_memory_and_parameters(tmp
         assert [(p.size, p.offset) for p in kernels["clamp"].params] == [(8, 0), (8, 8), (4, 16), (16, 32)]
         assert kernels["staged"].static_shared == 16384 and kernels["_Z5tiledILi256EEvPf"].static_shared == 1024
         assert kernels["staged"].params == kernels["_Z5tiledILi256EEvPf"].params == (Param(8, offset=0),)  # a pointer each, at byte 0
+
+
+REGISTERS_CU = """\
+extern "C" __global__ void __launch_bounds__(256) bounded(const float *x, float *y) { y[threadIdx.x] = x[threadIdx.x]; }
+extern "C" __global__ void heavy(const float *x, float *y, int n)
+{
+    float acc[96];
+#pragma unroll
+    for (int k = 0; k < 96; ++k) acc[k] = x[(threadIdx.x * 97 + k * 131) % n];
+    float s = 0;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int k = 0; k < 96; ++k) s = s * acc[(k + r) % 96] + acc[k];
+    y[threadIdx.x] = s;
+}
+"""
+
+
+@needs_nvcc
+def test_a_cubin_bounds_a_blocks_threads_by_launch_bounds_and_registers_as_the_device_would(tmp_path):
+    """Without a GPU, a launch the device would refuse is refused all the same: more threads than
+    ``__launch_bounds__`` allows, or than the function's registers leave room for."""
+    (tmp_path / "k.cu").write_text(REGISTERS_CU)
+    out = tmp_path / "k.cubin"
+    command = [a.format(src=tmp_path / "k.cu", out=out) for a in nvcc_command("sm_90")] + ["-Xptxas", "-v"]
+    built = subprocess.run(command, check=True, capture_output=True, text=True)
+    used = int(re.search(r"Compiling entry function 'heavy'.*?Used (\d+) registers", built.stderr, re.S).group(1))
+    kernels = cubin_kernels(out)
+    assert kernels["heavy"].registers == used > 64 and kernels["bounded"].launch_bounds == 256
+    sm_90 = arch_limits("sm_90")
+    assert resource_problem(sm_90, Launch((1, 1, 1), (512, 1, 1)), kernels["bounded"], "sm_90") == (
+        "block of 512 threads, but the function's __launch_bounds__ allows at most 256")
+    most = kernels["heavy"].max_threads_per_block
+    assert most == register_threads(used) < 1024
+    assert resource_problem(sm_90, Launch((1, 1, 1), (most, 1, 1)), kernels["heavy"], "sm_90") is None
+    assert resource_problem(sm_90, Launch((1, 1, 1), (1024, 1, 1)), kernels["heavy"], "sm_90") == (
+        f"block of 1024 threads, but with {used} registers per thread the function launches at most {most}")
+
+
+def test_a_blocks_threads_by_registers_are_as_the_device_allocates_them():
+    assert [register_threads(n) for n in (32, 64, 72, 128, 255)] == [1024, 1024, 896, 512, 256]
 
 
 @needs_nvcc

@@ -113,34 +113,65 @@ class FunctionResources:
     registers: int | None = None
     max_threads_per_block: int | None = None
     params: tuple[Param, ...] | None = None
+    launch_bounds: int | None = None  # the threads its ``__launch_bounds__`` allows, from a cubin
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
-        """Of a function loaded on the device (PyCUDA)."""
-        return cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block)
+        """Of a function loaded on the device (PyCUDA): fewer threads than its registers allow
+        are its ``__launch_bounds__``."""
+        bounded = fn.max_threads_per_block < register_threads(fn.num_regs)
+        return cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block,
+                   launch_bounds=fn.max_threads_per_block if bounded else None)
 
 
-#: The attribute of a kernel's ``.nv.info.<name>`` section that describes one parameter.
-KPARAM_INFO = 0x17
+#: Attributes of a cubin's ``.nv.info`` sections: a kernel's parameter and its
+#: ``__launch_bounds__`` threads (in its own section), a function's registers (in the shared one).
+KPARAM_INFO, MAX_THREADS, REGCOUNT = 0x17, 0x05, 0x2F
+
+#: Registers a block may hold on every architecture from sm_70 on, and the unit a warp's are
+#: allocated in: what bounds a block's threads by the function's registers per thread.
+BLOCK_REGISTERS, WARP_REGISTER_UNIT = 65536, 256
 
 
-def _params(info: bytes) -> tuple[Param, ...]:
-    """Each parameter's bytes and offset, by ordinal, from a kernel's ``.nv.info`` attributes:
-    records of a format byte, an attribute byte and two more bytes (the value, or for format 4 the
-    length of the value that follows), of which a parameter's are its index, ordinal, offset and a
-    word whose top 14 bits are its size."""
-    found, i = {}, 0
+def _attributes(info: bytes):
+    """(attribute, value bytes) of a ``.nv.info`` section: records of a format byte, an attribute
+    byte and two more bytes (the value, or for format 4 the length of the value that follows)."""
+    i = 0
     while i + 4 <= len(info):
         form, attribute = info[i], info[i + 1]
         if form != 4:  # no value, a byte or a 16-bit value: in the record's own four bytes
+            yield attribute, info[i + 2:i + 4]
             i += 4
             continue
         length = struct.unpack_from("<H", info, i + 2)[0]
-        if attribute == KPARAM_INFO and length >= 12:
-            _, ordinal, offset, word = struct.unpack_from("<IHHI", info, i + 4)
-            found[ordinal] = Param((word >> 18) & 0x3FFF, offset=offset)
+        yield attribute, info[i + 4:i + 4 + length]
         i += 4 + length
+
+
+def _params(info: bytes) -> tuple[Param, ...]:
+    """Each parameter's bytes and offset, by ordinal, from a kernel's ``.nv.info`` attributes: a
+    parameter's are its index, ordinal, offset and a word whose top 14 bits are its size."""
+    found = {}
+    for attribute, value in _attributes(info):
+        if attribute == KPARAM_INFO and len(value) >= 12:
+            _, ordinal, offset, word = struct.unpack_from("<IHHI", value)
+            found[ordinal] = Param((word >> 18) & 0x3FFF, offset=offset)
     return tuple(found[n] for n in sorted(found))
+
+
+def _launch_bounds(info: bytes) -> int | None:
+    """The threads a kernel's ``__launch_bounds__`` allows per block, None where it has none."""
+    for attribute, value in _attributes(info):
+        if attribute == MAX_THREADS and len(value) >= 12:
+            return math.prod(struct.unpack_from("<III", value))
+    return None
+
+
+def register_threads(registers: int) -> int:
+    """The most threads a block of a function with ``registers`` per thread holds: each warp's
+    registers are allocated in units of 256, a block holds 64 Ki (128 registers: 512 threads)."""
+    per_warp = -(-registers * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
+    return min(1024, BLOCK_REGISTERS // per_warp * 32) if per_warp else 1024
 
 
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
@@ -155,11 +186,22 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         sizes = {s.name: s["sh_size"] for s in elf.iter_sections()}
+        symbols = {s.name[len(".text."):]: s["sh_info"] for s in elf.iter_sections() if s.name.startswith(".text.")}
         infos = {s.name[len(".nv.info."):]: s.data() for s in elf.iter_sections() if s.name.startswith(".nv.info.")}
+        shared = elf.get_section_by_name(".nv.info")
+        registers = dict(struct.unpack_from("<II", value) for attribute, value in
+                         (_attributes(shared.data()) if shared is not None else ())
+                         if attribute == REGCOUNT and len(value) >= 8)  # function symbol -> registers
     reserved = 1024 if any(n.startswith(".nv.shared.reserved") for n in sizes) else 0
-    return {name: FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0),
-                                    params=_params(info))
-            for name, info in infos.items() if f".text.{name}" in sizes and f".nv.constant0.{name}" in sizes}
+    found = {}
+    for name, info in infos.items():
+        if f".text.{name}" not in sizes or f".nv.constant0.{name}" not in sizes:
+            continue
+        count, bounds = registers.get(symbols[name]), _launch_bounds(info)
+        limits = [n for n in (bounds, register_threads(count) if count else None) if n]
+        found[name] = FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0), count,
+                                        min(limits) if limits else None, _params(info), bounds)
+    return found
 
 
 def qualified_name(symbol: str) -> str | None:
@@ -212,6 +254,8 @@ def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = Fu
     function cannot make this launch, if it cannot: checked before any measurement, so the
     candidate is recorded as ``pruned_resources``, not as crashed."""
     threads = math.prod(launch.block)
+    if fn.launch_bounds is not None and threads > fn.launch_bounds:
+        return f"block of {threads} threads, but the function's __launch_bounds__ allows at most {fn.launch_bounds}"
     if fn.max_threads_per_block is not None and threads > fn.max_threads_per_block:
         return (f"block of {threads} threads, but with {fn.registers} registers per thread the function "
                 f"launches at most {fn.max_threads_per_block}")
