@@ -334,6 +334,17 @@ def test_dynamic_shared_memory_beyond_48_kib_launches_and_beyond_the_device_is_p
     assert found[300]["status"] == "pruned_resources" and "307200 bytes (300 KiB) of shared memory" in found[300]["error"]
 
 
+@pytest.mark.parametrize("tune", [(), TUNE])
+def test_a_cuda_variants_declaration_error_fails_collection_on_a_machine_without_a_gpu(pytester, tune):
+    """Found where the suite is written, not first on the GPU machine it was written for."""
+    pytester.path.joinpath("stage.cu").write_text(SHARED_CU)
+    pytester.path.joinpath("test_stage.py").write_text(SHARED_SUITE.replace(
+        'Space({"kib": [0, 1, 200]})', 'Space({"kib": [0, 1, 200]}, constraints=[lambda kb: kb < 100])'))
+    result = pytester.runpytest("test_stage.py", "--collect-only", "-p", "no:cacheprovider", *tune)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "names unknown param 'kb' (did you mean 'kib'?)" in result.stdout.str()
+
+
 #: writes=1 writes into its input x, which it does not declare in place; n's type is a param.
 WRITER_CU = """\
 extern "C" __global__ void writer(TB_DTYPE *x, TB_DTYPE *y, N_TYPE n)

@@ -182,12 +182,16 @@ def test_auto_tunes_on_the_cpu_with_one_skip_line_for_cuda(project, pytester):
 
 
 @pytest.mark.skipif(cuda_status()[0], reason="a usable GPU is present here")
-def test_asking_for_cuda_without_a_gpu_skips_with_the_reason(project, pytester):
+def test_asking_to_tune_cuda_without_a_gpu_fails_with_the_reason(project, pytester):
+    """Nothing could be tuned: a GPU machine whose PyCUDA is broken must not pass the tune."""
     project(cuda=True)
-    result = pytester.runpytest("suites", "--tune", "--tune-target", "cuda", "-rs", "-p", "no:cacheprovider")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED ?1? *cuda target unavailable: *"])
+    result = pytester.runpytest("suites", "--tune", "--tune-target", "cuda", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not tuned: cuda target unavailable: *"])
     assert not (pytester.path / "records").exists()
+    gate = pytester.runpytest("suites", "--tune-target", "cuda", "-rs", "-p", "no:cacheprovider")
+    gate.assert_outcomes(skipped=1)  # the gate skips it, unless --gate-strict
+    gate.stdout.fnmatch_lines(["SKIPPED ?1? *cuda target unavailable: *"])
 
 
 def test_a_task_tuned_here_whose_every_config_failed_is_not_called_unrecorded_by_the_gate(project, pytester):

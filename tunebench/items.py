@@ -146,6 +146,11 @@ class Suite(pytest.Collector):
         run = self.config.stash[TUNER] if tuning else _gate_run(self.config)
         items = [Unavailable.from_parent(self, name=t, reason=why, asked=asked)
                  for t, (why, asked) in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
+        try:  # every target's declaration, though this machine runs one: a typo fails here, not on the GPU box
+            for name, declared in self.kernel.variants.items():
+                self.kernel.check(declared, name)
+        except (SpaceError, KernelError) as e:
+            raise SuiteError(f"suite {self.nodeid}: {e}") from None
         if run is None:
             return items
         target = run.target
@@ -154,7 +159,6 @@ class Suite(pytest.Collector):
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
-            self.kernel.check(variant, target)
             if not tuning:
                 return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
                                                  dtype=d, bucket=b)
@@ -290,14 +294,17 @@ class Gate(_Item):
 
 
 class Unavailable(_Item):
-    """Stands for a suite's variant that cannot run here, skipped with the reason; under
-    --gate-strict, failed where its target was asked for by name (--tune-target cuda)."""
+    """Stands for a suite's variant that cannot run here, skipped with the reason; where its
+    target was asked for by name (--tune-target cuda), failed by a tune, which would tune
+    nothing (a GPU machine whose PyCUDA is broken must not pass), and by a --gate-strict gate."""
 
     def __init__(self, *, reason: str, asked: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.reason, self.asked = reason, asked
 
     def runtest(self) -> None:
-        if self.asked and not self.config.getoption("tune"):
+        if self.asked and self.config.getoption("tune"):
+            raise ItemFailed(f"not tuned: {self.reason}")
+        if self.asked:
             _not_measured(self.config, self.reason)
         pytest.skip(self.reason)
