@@ -223,9 +223,13 @@ void scale(const float *x, float *y, int n)
 """
 
 
-@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False)])
+@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False), ("before", False)])
 def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_rewrite(tmp_path, marker, compiles):
-    (tmp_path / "div.c").write_text(DIV_C.replace("MARKER", marker))
+    """Without the marker, or with it above the header, the defines rewrite the header's div():
+    the error names the param and the header's line that reads it."""
+    template = DIV_C.replace("#include <stdlib.h>\nMARKER", "// tunebench: params\n#include <stdlib.h>") \
+        if marker == "before" else DIV_C.replace("MARKER", marker)
+    (tmp_path / "div.c").write_text(template)
     variant = Variant(source=tmp_path / "div.c", entry="scale", space=Space({"div": [2, 4], "broken": [0, 1]}),
                       heuristic=lambda shape: {"div": 2, "broken": 0})
     kernel = Kernel("div_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
@@ -234,8 +238,12 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
                     reference=lambda x, n: x / 4, outputs=["y"], cpu=variant)
     backend = CpuBackend()
     if not compiles:
-        with pytest.raises(CompileError, match=r"expected identifier(.|\n)*\(tunebench: the error lies outside the "
-                                               r"template's own lines: .* `// tunebench: params` after the includes"):
+        with pytest.raises(CompileError, match=r"expected identifier(.|\n)*\(tunebench: param 'div' is #defined "
+                                               r"ahead of an included header, which reads 'div' as a name: rename it\)"
+                                               r"\n\(tunebench: the error lies outside the template's own lines: .* "
+                                               r"`// tunebench: params` after the includes"
+                                               + (r" puts the defines there \(this template's comes before one\)"
+                                                  if marker else r" puts the defines there\)$")):
             backend.build(kernel, variant, {"div": 4, "broken": 0}, "float32")  # div() declared as 4()
         return
     got, want = run_once(backend, kernel, variant, {"div": 4, "broken": 0}, n=100)

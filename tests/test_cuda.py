@@ -427,9 +427,13 @@ extern "C" __global__ void block_sum(const float *x, float *out, int n)
 
 
 @needs_nvcc
-@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False)])
+@pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False), ("before", False)])
 def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_path, marker, compiles):
-    (tmp_path / "block_sum.cu").write_text(CUB_CU.replace("MARKER", marker))
+    """Without the params line, or with it above CUB's include, the error names the param and
+    the line of CUB's that reads it."""
+    template = "// tunebench: params\n" + CUB_CU.replace("MARKER", "") if marker == "before" else \
+        CUB_CU.replace("MARKER", marker)
+    (tmp_path / "block_sum.cu").write_text(template)
     kernel = Kernel(
         "block_sum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
         args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["out"],
@@ -441,7 +445,10 @@ def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_
     if compiles:
         assert compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32").handle.exists()
     else:
-        with pytest.raises(CompileError, match=r"cub(.|\n)*\(tunebench: the error lies outside the template's own lines"):
+        with pytest.raises(CompileError, match=r"cub(.|\n)*\(tunebench: param 'BLOCK_THREADS' is #defined ahead of "
+                                               r"\w+\.cuh, whose line \d+ reads 'BLOCK_THREADS' as a name: rename it\)\n"
+                                               r"\(tunebench: the error lies outside the template's own lines.*"
+                                               + (r"\(this template's comes before one\)" if marker else r"there\)$")):
             compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32")
 
 

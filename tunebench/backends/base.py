@@ -10,6 +10,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -215,12 +216,39 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
               if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     outside = [f for f in re.findall(rf"^({re.escape(PARAMS_FILE)}|\S+?)(?::|\()\d+", error, re.MULTILINE)
                if not f.endswith(name)]  # a header, or a #define read where the header wanted a name
-    if not hints and outside and not PARAMS_HERE.search(variant.template) \
-            and re.search(r"#\s*include\s*<", variant.template):
+    marker = PARAMS_HERE.search(variant.template)
+    after = variant.template[marker.end():] if marker else variant.template  # what the defines come before
+    if not hints and outside and re.search(r"#\s*include\s*<", after):
+        named = {}  # param -> the first header line that reads it
+        for header, number, line in _header_lines(error):
+            for p in config:
+                if p not in named and re.search(rf"\b{re.escape(p)}\b", line):
+                    named[p] = f"param {p!r} is #defined ahead of {header}, whose line {number} reads {p!r} as a name"
+        params = list(config)  # their #define lines, in this order, open the defines (see render)
+        for number in map(int, re.findall(rf"^{re.escape(PARAMS_FILE)}(?::|\()(\d+)", error, re.MULTILINE)):
+            p = params[number - 1] if 0 < number <= len(params) else None
+            if p is not None and p not in named:  # gcc places an error in a system header at the #define
+                named[p] = f"param {p!r} is #defined ahead of an included header, which reads {p!r} as a name"
+        hints += [f"{h}: rename it" for h in named.values()]
         hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
                      "header may rewrite its identifiers; a line `// tunebench: params` after the includes puts "
-                     "the defines there")
+                     "the defines there" + (" (this template's comes before one)" if marker else ""))
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(hints))
+
+
+def _header_lines(error: str) -> list[tuple[str, int, str]]:
+    """(header, line number, its text) of each line a compiler's error places in a header by its
+    absolute path, as gcc (``/usr/include/stdlib.h:123:5:``) and nvcc (``.../util_arch.cuh(146):``)
+    name them."""
+    found = []
+    for path, number in dict.fromkeys(re.findall(r"^(/[^:(\s]+)(?::|\()(\d+)", error, re.MULTILINE)):
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if 0 < int(number) <= len(lines):
+            found.append((Path(path).name, int(number), lines[int(number) - 1]))
+    return found
 
 
 def _c_value(value) -> str:
