@@ -305,8 +305,8 @@ def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "2", "--arch", "sm_80", "--arch", "sm_90"]) == 1
     out = capsys.readouterr().out
     assert "fits     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  ok" in out
-    assert ("float32 arguments: argument 'n' (int64 scalar, 8 bytes) where the kernel's 3rd parameter takes 4 bytes: "
-            "give it the parameter's C type") in out
+    assert ("float32 arguments: argument 'n' (int64 scalar) where the kernel's 3rd parameter (int n) takes a 4-byte "
+            "int: give it np.int32") in out  # the C type, from the DWARF, before the bytes the cubin gives
     assert ("float32 arguments: the args builder gives 5 arguments (x, y, n, alpha, beta), the kernel takes 4") in out
     assert "wide     cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
     assert "swapped  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out

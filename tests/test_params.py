@@ -70,8 +70,17 @@ def test_each_misfit_is_named_with_what_to_give():
         "give it np.int32")
     assert "takes an 8-byte int" in args_problem({**fits, "n": np.int32(4)}, (floats, Param(8, "int", "long")))
     # a cubin lists bytes only
-    assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))).startswith(
-        "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes")
+    assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))) == (
+        "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes: give it a numpy scalar "
+        "of its C type, of 4 bytes (np.float32, np.int32, ...)")
+    assert args_problem({**fits, "n": np.float32(4)}, (Param(8), Param(2))).endswith(
+        "of 2 bytes (np.float16, np.int16, ...)")  # a __half given as a float32
+    struct = np.dtype([("n", np.int64), ("alpha", np.float64)])
+    assert args_problem({**fits, "n": np.zeros((), struct)}, (Param(8), Param(16))) == (
+        "argument 'n' (0-d 16-byte struct, 8 bytes) where the kernel's 2nd parameter takes 16 bytes: give it a numpy "
+        "scalar of its C type, of 16 bytes (a numpy struct scalar for a struct) (a 0-d array is passed as a "
+        "pointer: give its scalar, n[()])")
+    assert args_problem({**fits, "n": np.zeros((), struct)[()]}, (Param(8), Param(16))) is None
 
 
 def test_a_launch_packs_half_and_bool_scalars_by_their_bits_and_a_struct_where_c_would_not():

@@ -236,17 +236,17 @@ def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: di
 
 
 def cuda_parameters(built: dict, entries: dict, typed: dict, first: tuple[str, str]) -> dict[str, list]:
-    """dtype -> the entry point's parameters to check the arguments against: as a cubin of the
-    dtype lists them (bytes and offsets), then as the DWARF of the ``-G`` build of the ``first``
-    (architecture, config) does (``typed``: dtype -> its functions; C types: see
-    :meth:`~tunebench.backends.cuda.CudaCompiler.parameter_types`)."""
+    """dtype -> the entry point's parameters to check the arguments against: as the DWARF of the
+    ``-G`` build of the ``first`` (architecture, config) gives them (``typed``: dtype -> its
+    functions; C types: see :meth:`~tunebench.backends.cuda.CudaCompiler.parameter_types`), which
+    name the numpy type to give, then as a cubin of the dtype lists them (bytes and offsets)."""
     found = {}
     for (dtype, arch, named), symbol in entries.items():
         found.setdefault(dtype, [built[dtype, arch, named][symbol].params])
     for dtype, functions in typed.items():
         symbol = entries.get((dtype, *first))
         if dtype in found and functions.get(symbol):
-            found[dtype].append(functions[symbol])
+            found[dtype].insert(0, functions[symbol])
     return found
 
 

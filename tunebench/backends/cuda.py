@@ -375,16 +375,16 @@ class CudaBackend(CudaCompiler, Backend):
     def _args_problem(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, symbol: str,
                       args: Mapping[str, Any]) -> str | None:
         """Where the arguments do not fit the entry point's parameters (see
-        :func:`~tunebench.backends.params.args_problem`): their bytes and offsets as this build's
-        cubin lists them, then, once per kernel and dtype, their C types: a declaration error,
-        before a launch that would read shifted or misread bytes. Unchecked where pyelftools is
-        not installed."""
+        :func:`~tunebench.backends.params.args_problem`): their C types, read once per kernel and
+        dtype, which name the numpy type to give, then their bytes and offsets as this build's
+        cubin lists them: a declaration error, before a launch that would read shifted or
+        misread bytes. Unchecked where pyelftools is not installed."""
         found = (self._kernels_of(build) or {}).get(symbol)
-        problem = args_problem(args, found.params) if found else None
         typed = (kernel.name, build.dtype)
-        if problem is None and found and typed not in self._types:
+        if found and typed not in self._types:
             self._types[typed] = self.parameter_types(kernel, variant, config, build.dtype, symbol)
-        return problem or (args_problem(args, self._types[typed]) if self._types.get(typed) else None)
+        types = self._types.get(typed)
+        return (args_problem(args, types) if types else None) or (args_problem(args, found.params) if found else None)
 
     def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
         """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""

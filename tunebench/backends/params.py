@@ -71,13 +71,20 @@ def _kind_of(dtype: np.dtype) -> str:
     return "float" if kind(dtype) in "fc" else "int" if dtype.kind in "iub" else "other"
 
 
+#: The numpy scalars of a parameter's size, for a parameter whose C type is not known.
+SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_", 2: "np.float16, np.int16", 4: "np.float32, np.int32",
+                   8: "np.float64, np.int64"}
+
+
 def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
     """Why one argument does not fit its parameter (None where it does, or cannot be told)."""
     if param.kind is None:  # only the bytes are known: an array passes an 8-byte pointer
         size = 8 if what == "array" else dtype.itemsize
-        return None if size == param.size else (
-            f"takes {param.size} bytes: give it the parameter's C type (np.float32 for float, np.int32 for "
-            f"int, ...)")
+        if size == param.size:
+            return None
+        return (f"takes {param.size} bytes: give it a numpy scalar of its C type, of {param.size} bytes ("
+                + (f"{SCALARS_OF_SIZE[param.size]}, ..." if param.size in SCALARS_OF_SIZE else "a numpy struct scalar "
+                   "for a struct") + ")")
     if what == "array":
         if param.kind != "pointer":
             return "takes a value: pass a numpy scalar, or declare the parameter a pointer"
@@ -129,13 +136,15 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
         return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
                 f"takes {len(params)}")
     wrong = []  # every argument at fault, so that one run names them all
-    for n, ((name, what, dtype), param) in enumerate(zip(given, params)):
+    for n, ((name, what, dtype), param, value) in enumerate(zip(given, params, args.values())):
         why = _mismatch(what, dtype, param)
         if why:
             size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
             declared = f" ({_declaration(param)})" if param.ctype or param.name else ""
-            wrong.append(f"argument {name!r} ({_described(what, dtype)}{size}) where the kernel's {ordinal(n + 1)} "
-                         f"parameter{declared} {why}")
+            zero_d = isinstance(value, np.ndarray) and value.ndim == 0
+            wrong.append(f"argument {name!r} ({'0-d ' if zero_d else ''}{_described(what, dtype)}{size}) where the "
+                         f"kernel's {ordinal(n + 1)} parameter{declared} {why}"
+                         + (f" (a 0-d array is passed as a pointer: give its scalar, {name}[()])" if zero_d else ""))
     if wrong:
         return "; ".join(wrong)
     offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
