@@ -18,6 +18,7 @@ from tinydb import TinyDB
 
 import tunebench
 from tests.conftest import AXPB_SUITE, GEMM_C, GEMM_SUITE, said
+from tests.test_cpu_backend import DIV_C
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
 from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
@@ -431,5 +432,35 @@ def test_a_frameworks_own_build_with_the_defines_compiles_every_shipped_template
             done = subprocess.run([a.format(src=variant.path, out=out) for a in command] + flags,
                                   capture_output=True, text=True)
             assert done.returncode == 0, (kernel.name, dtype, done.stderr[-2000:])
+            source = tmp_path / f"{kernel.name}-{dtype}{variant.path.suffix}"  # or the source, as tunebench builds it
+            source.write_text(handle.source(shape))
+            done = subprocess.run([a.format(src=source, out=out) for a in command], capture_output=True, text=True)
+            assert done.returncode == 0, (kernel.name, dtype, done.stderr[-2000:])
             built.append(dtype)
     assert len(built) >= 4 and (target == "cpu" or "float16" in built)
+
+
+def test_a_template_placing_its_params_after_its_headers_is_built_from_its_source_not_flags(tmp_path):
+    """Flags would define ``div`` ahead of <stdlib.h> and rewrite its div(): defines() refuses,
+    naming source(), which places the #defines at the template's params line."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
+    (tmp_path / "suites" / "div.c").write_text(DIV_C.replace("MARKER", "// tunebench: params"))
+    (tmp_path / "suites" / "test_div.py").write_text(textwrap.dedent('''\
+        import numpy as np
+        from tunebench import Bucket, Buckets, Kernel, Space, Variant
+        div_scale = Kernel("div_scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                           reference=lambda x, n: x / 4, outputs=["y"],
+                           cpu=Variant(source="div.c", entry="scale", heuristic=lambda shape: {"div": 4, "broken": 0},
+                                       space=Space({"div": [2, 4], "broken": [0, 1]})))
+        '''))
+    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    with pytest.raises(ValueError, match=r"div.c places its params at its `// tunebench: params` line.*source\(shape\)"):
+        handle.defines((100,))
+    source, out = tmp_path / "built.c", tmp_path / "built.so"
+    source.write_text(handle.source((100,)))
+    done = subprocess.run([a.format(src=source, out=out) for a in cpu.gcc_command((), "c")], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr

@@ -3,7 +3,9 @@
 ``tuned("layernorm")`` is a handle bound to one kernel: ``.config(shape)`` is the best config
 for a shape (from the in-memory index of :mod:`tunebench.lookup`: microseconds after the first
 call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``, with ``TB_DTYPE`` and
-``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants, and
+``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants,
+``.source(shape)`` the template with the config's ``#define`` lines where it places them (for a
+template with a ``// tunebench: params`` line, which flags cannot reproduce), and
 ``.apply(shape=...)`` a decorator that calls the framework's launcher with the config's params
 as keyword arguments::
 
@@ -23,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.backends import cpu, cuda
-from tunebench.backends.base import macros
-from tunebench.kernel import Kernel
+from tunebench.backends.base import PARAMS_HERE, macros, render
+from tunebench.kernel import REGISTRY, Kernel
 from tunebench.lookup import best, lookup
 
 
@@ -46,15 +48,38 @@ class Tuned:
         target: ``["-Dvec=8", ..., "-DTB_DTYPE=float", "-DTB_UNROLL(n)=..."]`` (a template reads
         them as it did when it was tuned; ``-include`` ahead, with the header that declares a CUDA
         dtype's type where it has one). A list of arguments, one flag each, not a shell line."""
+        choice, target, backend, variant = self._built_as(shape, dtype)
+        if variant is not None and PARAMS_HERE.search(variant.template):
+            raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
+                             f"`// tunebench: params` line, after headers that flags would rewrite: build "
+                             f"source(shape) instead, the template with the config's #defines there")
+        header = cuda.CTYPE_HEADERS.get(choice.dtype) if backend is cuda else None
+        return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
+            choice.config, backend.CTYPES[choice.dtype], target).items()]
+
+    def source(self, shape: Sequence[int], dtype=None) -> str:
+        """The template as tunebench compiles it for ``shape``'s config on the device's target:
+        the config's ``#define`` lines where the template places them (its ``// tunebench:
+        params`` line, else ahead of it), for a framework that builds its own variants."""
+        choice, target, backend, variant = self._built_as(shape, dtype)
+        if variant is None:
+            raise LookupError(f"kernel {choice.kernel!r}: its template is known from its declaration, which no "
+                              f"suite found declares: pass suites=")
+        if backend is cuda:
+            return cuda.source(variant, choice.config, choice.dtype)
+        return render(variant, choice.config, cpu.CTYPES[choice.dtype])
+
+    def _built_as(self, shape: Sequence[int], dtype) -> tuple:
+        """(the answer for ``shape``, its target, that target's backend module, the kernel's
+        variant for it where the declaration is known)."""
         dtype = dtype if dtype is not None else self.dtype
         choice = lookup(self.kernel, shape, self.device, dtype=dtype, records=self.records, suites=self.suites)
         target = choice.device.split("-", 1)[0]
         backend = cuda if target == "cuda" else cpu
         if choice.dtype not in backend.CTYPES:
             raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
-        header = cuda.CTYPE_HEADERS.get(choice.dtype) if backend is cuda else None
-        return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
-            self.config(shape, dtype), backend.CTYPES[choice.dtype], target).items()]
+        decl = self.kernel if isinstance(self.kernel, Kernel) else REGISTRY.get(choice.kernel)
+        return choice, target, backend, decl.variant(target) if decl else None
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the
