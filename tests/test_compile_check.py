@@ -76,6 +76,17 @@ def test_a_heuristic_config_outside_the_space_is_noted_not_failed_on_the_target_
     assert out.endswith("compile-check cpu: 1 of 1 kernels ok\n")
 
 
+def test_the_sample_is_of_candidates_besides_the_heuristic(tmp_path, capsys):
+    """5 valid configs, the heuristic one of them: ``--sample 4`` checks all 5, whatever the
+    seed (a sample that drew the heuristic checked 4)."""
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite)
+    for seed in range(4):
+        assert main(["compile-check", "--suites", str(tmp_path), "--sample", "4", "--seed", str(seed)]) == 0
+        assert "axpb  cpu  float32  host  5 configs, 5 builds  ok" in capsys.readouterr().out
+
+
 def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_naming_them(tmp_path, capsys):
     """ctypes passes a float64 as the double a ``float`` parameter never reads: every config a
     wrong result. The library's DWARF gives each parameter's C type."""

@@ -63,13 +63,14 @@ class KernelCheck:
 
 
 def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
-    """The heuristic config of every representative shape, then ``sample`` valid candidates."""
-    configs = [variant.baseline(s) for b in kernel.buckets_for(target) for s in b.shapes]
+    """The heuristic config of every representative shape, then ``sample`` valid candidates
+    besides them (a sample that drew a heuristic config would check fewer than asked)."""
+    heuristics = [variant.baseline(s) for b in kernel.buckets_for(target) for s in b.shapes]
+    unique = {tuple(sorted(c.items())): c for c in heuristics}
     valid, _ = variant.space.enumerate()
-    picked = random.Random(f"{seed}:{kernel.name}").sample(valid, min(sample, len(valid)))
-    configs += [variant.space.config(k) for k in picked]
-    unique = {tuple(sorted(c.items())): c for c in configs}
-    return list(unique.values())
+    others = [k for k in valid if tuple(sorted(variant.space.config(k).items())) not in unique]
+    picked = random.Random(f"{seed}:{kernel.name}").sample(others, min(sample, len(others)))
+    return [*unique.values(), *(variant.space.config(k) for k in picked)]
 
 
 def _compile(command: Sequence[str], source: str, suffix: str, name: str,
