@@ -202,6 +202,18 @@ extern "C" __global__ void stage(const float *x, float *y, int n)
 }
 """
 
+#: SHARED_CU's kernel with its shared memory static, sized by a param: ptxas refuses kib > 48.
+STATIC_SHARED_CU = """\
+extern "C" __global__ void stage(const float *x, float *y, int n)
+{
+    __shared__ float staged[kib * 256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    staged[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = staged[(threadIdx.x * 7) % (kib * 256)];
+}
+"""
+
 SHARED_SUITE = """\
 import numpy as np
 from tunebench import Bucket, Buckets, Kernel, Space, Variant

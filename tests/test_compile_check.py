@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE
+from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tunebench.backends import cuda
 from tunebench.cli import main
 
@@ -152,6 +152,23 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
     assert main(["compile-check", "--suites", str(other), "--sample", "3"]) == 1
     assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
             "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
+
+
+@needs_nvcc
+def test_static_shared_memory_ptxas_refuses_is_noted_for_a_candidate_and_fails_the_heuristic(tmp_path, capsys):
+    """As dynamic shared memory beyond an architecture's limit is: a tune prunes the candidate
+    (it failed the whole check as a compile error), the heuristic's config is always measured."""
+    for heuristic, rc in ((1, 0), (64, 1)):
+        suite = tmp_path / f"heuristic{heuristic}"  # a module once imported is not imported again
+        suite.mkdir()
+        (suite / "stage.cu").write_text(STATIC_SHARED_CU)
+        (suite / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+            '"kib": [0, 1, 200]', '"kib": [1, 2, 64]').replace('{"kib": 1}', f'{{"kib": {heuristic}}}'))
+        assert main(["compile-check", "--suites", str(suite), "--sample", "2", "--arch", "sm_90"]) == rc
+        out = capsys.readouterr().out
+        refusal = "ptxas: Entry function 'stage' uses too much shared data (0x10000 bytes, 0xc000 max)"
+        assert (f"    pruned where tuned: float32 sm_90 [kib:64]: {refusal}\n" in out) == (heuristic == 1), out
+        assert (f"    float32 sm_90 [kib:64]: the heuristic's config: {refusal}\n" in out) == (heuristic == 64), out
 
 
 @needs_nvcc

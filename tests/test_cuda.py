@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from tinydb import TinyDB
 
-from tests.conftest import SHARED_CU, SHARED_SUITE
+from tests.conftest import SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
-from tunebench.backends.base import CompileError, input_damage
+from tunebench.backends.base import CompileError, ResourceError, input_damage
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, nvcc_command
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
@@ -74,6 +74,25 @@ def test_a_cuda_compile_error_says_what_nvcc_said_and_is_compiled_once(tmp_path)
         compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, "complex64")
     for dtype in ("int8", "bfloat16"):  # bfloat16: __nv_bfloat16, its header included by tunebench
         assert compiler.build(kernel, kernel.variant("cuda"), {"broken": 0}, dtype).handle.read_bytes()[:4] == b"\x7fELF"
+
+
+@needs_nvcc
+def test_static_shared_memory_no_block_gets_is_a_resource_refusal_not_a_compile_error(tmp_path):
+    """ptxas refuses 64 KiB of static shared memory (48 KiB at most): the config is beyond a
+    limit, pruned as a launch beyond the device's is, where it was the template's compile_error."""
+    (tmp_path / "stage.cu").write_text(STATIC_SHARED_CU)
+    kernel = Kernel("stage", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "stage.cu"), entry="stage", space=Space({"kib": [1, 64]}),
+                                 heuristic=lambda shape: {"kib": 1},
+                                 launch=lambda config, shape: ((shape[0] + 255) // 256, 256)))
+    compiler = CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))
+    assert compiler.build(kernel, kernel.variant("cuda"), {"kib": 1}, "float32").handle.exists()
+    for _ in range(2):  # the refusal comes from the compile cache the second time
+        with pytest.raises(ResourceError, match=r"^ptxas: Entry function 'stage' uses too much shared data "
+                                                r"\(0x10000 bytes, 0xc000 max\)$"):
+            compiler.build(kernel, kernel.variant("cuda"), {"kib": 64}, "float32")
+    assert compiler.cache.compiled == 2
 
 
 def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:

@@ -13,7 +13,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from tunebench.backends import CompileError, builder
+from tunebench.backends import CompileError, ResourceError, builder
 from tunebench.kernel import Kernel, Variant
 from tunebench.records import config_key
 
@@ -48,7 +48,7 @@ class Ahead:
     def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
         try:
             build = self.backend.build(kernel, variant, config, dtype)
-        except CompileError:
+        except (CompileError, ResourceError):
             build = None  # the error is cached too: the worker reports it
         if build is None or not build.cached:
             with self._count:

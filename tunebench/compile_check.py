@@ -9,7 +9,9 @@ point (:func:`~tunebench.backends.launch.cubin_kernels`): the form the variant's
 answers in, the entry point among the cubin's kernels, the args builder's arguments against its
 parameters (their bytes and offsets from the cubin, their C types from one ``-G`` build per
 dtype), and the grid, block and static and dynamic shared memory against each
-architecture's limits, which a tune would otherwise find only on a GPU. For the CPU, the entry
+architecture's limits, which a tune would otherwise find only on a GPU. A candidate beyond
+them, or whose static shared or local memory ptxas refuses, is noted, as a tune prunes it; the
+heuristic's config, which is always measured, fails the check. For the CPU, the entry
 point among the library's exported functions and the arguments against its parameters' C types
 (:func:`~tunebench.backends.params.library_functions`). On both, the reference's answer for
 the smallest representative shape against the outputs the args builder declares. Runs wherever
@@ -142,12 +144,19 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                                         params.debug_functions)
                      for dtype in variant.dtypes if target == "cuda" and configs}
             built = {}
+            heuristics = {config_text(variant.baseline(s)) for b in kernel.buckets_for(target) for s in b.shapes}
             for dtype, where, config, future in jobs_:
                 result.builds += 1
                 error, found = future.result()
-                if error:
+                refused = target == "cuda" and error and cuda.resource_refusal(error)
+                named = f"{dtype} {where} [{config_text(config)}]"
+                if refused and config_text(config) in heuristics:  # always measured
+                    result.failures.append((named, f"the heuristic's config: {refused}"))
+                elif refused:  # pruned where tuned, as a launch beyond the architecture's limits is
+                    result.pruned.append((named, refused))
+                elif error:
                     explained = (cuda.explain_build if target == "cuda" else explain)(variant, config, error)
-                    result.failures.append((f"{dtype} {where} [{config_text(config)}]", explained))
+                    result.failures.append((named, explained))
                 else:
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":

@@ -224,6 +224,8 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
         build = backend.build(kernel, variant, job.config, job.dtype)
     except CompileError as e:
         return {"status": "compile_error", "error": str(e)}
+    except ResourceError as e:  # beyond what the architecture gives a block: refused by the compiler
+        return {"status": "pruned_resources", "error": str(e)}
     conn.send(("built", [(build.handle.name, build.cached)]))
     done = {"compile_time_s": build.compile_time_s}
     if job.probe:
@@ -276,6 +278,8 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
             builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
         except CompileError as e:
             return {"status": "compile_error", "arm": label, "error": str(e)}
+        except ResourceError as e:
+            return {"status": "pruned_resources", "arm": label, "error": str(e)}
     conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
     samples = {}
     for placement in backend.placements:

@@ -16,7 +16,8 @@ A variant's ``launch`` gives each config's grid, block and, for a kernel with ``
 memory, its bytes per block. Before any measurement, a candidate whose launch exceeds what its
 compiled function can make (threads for its registers, static and dynamic shared memory against
 the device's opt-in limit, grid and block limits) is refused with a
-:class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``.
+:class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``; so is one
+whose static shared or local memory ptxas refuses to build (:func:`resource_refusal`).
 """
 
 from __future__ import annotations
@@ -126,6 +127,14 @@ def explain_build(variant: Variant, config: Mapping, error: str) -> str:
         error += ("\n(tunebench: an instruction only an architecture-specific target has, as sm_90a's wgmma and "
                   "setmaxnreg: declare the variant arch_specific=True)")
     return error
+
+
+def resource_refusal(error: str) -> str | None:
+    """ptxas's refusal of a build for the static shared or local memory it asks, which no block
+    gets on the architecture (static shared memory stops at 48 KiB): a config beyond a limit, as
+    a launch beyond the device's is, pruned there rather than failed; None for any other error."""
+    found = re.search(r"(Entry function|Function) '[^'\n]*' uses too much (shared|local) data[^\n]*", error)
+    return f"ptxas: {found.group(0).strip()}" if found else None
 
 
 def source(variant: Variant, config: Mapping, dtype: str) -> str:
@@ -253,6 +262,9 @@ class CudaCompiler:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                    lambda src, out: run_compiler(command, src, out))
         except CompileError as e:
+            refused = resource_refusal(str(e))
+            if refused:
+                raise ResourceError(refused) from None
             raise CompileError(explain_build(variant, config, str(e))) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
 
@@ -264,7 +276,7 @@ class CudaCompiler:
         build fails or says nothing of them (the bytes are still checked)."""
         try:
             return debug_functions(self.build(kernel, variant, config, dtype, debug=True).handle).get(symbol)
-        except (CompileError, ImportError):
+        except (CompileError, ResourceError, ImportError):
             return None
 
 
