@@ -172,6 +172,25 @@ def test_static_shared_memory_ptxas_refuses_is_noted_for_a_candidate_and_fails_t
 
 
 @needs_nvcc
+def test_a_kernel_using_extern_shared_memory_launched_without_its_bytes_fails_the_check(tmp_path, capsys):
+    """It passed, and on the GPU reads and writes past the block's shared memory; a kernel
+    whose code never reaches its module's extern array is not held to it."""
+    (tmp_path / "stage.cu").write_text(SHARED_CU + SHARED_CU.replace("void stage", "void copy").replace(
+        "staged[threadIdx.x] = i < n ? x[i] : 0.0f;\n    __syncthreads();\n    if (i < n) y[i] = staged[threadIdx.x];",
+        "if (i < n) y[i] = x[i];"))
+    (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+        '"kib": [0, 1, 200]', '"kib": [1, 2]').replace("config[\"kib\"] * 1024", "(config[\"kib\"] - 1) * 1024"))
+    (tmp_path / "test_copy.py").write_text(textwrap.dedent(SHARED_SUITE).replace('"stage",', '"copy",').replace(
+        'entry="stage"', 'entry="copy"').replace('"kib": [0, 1, 200]', '"kib": [1]').replace(
+        "config[\"kib\"] * 1024", "0"))
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert ("    float32 sm_90 [kib:1] shape (1000,) and 1 more: the kernel uses extern __shared__ memory, and the "
+            "launch gives it 0 bytes: return (grid, block, shared_bytes)\n") in out
+    assert "[kib:2]" not in out and "copy   cuda  float32  sm_90  1 configs, 1 builds, 2 launches  ok" in out, out
+
+
+@needs_nvcc
 def test_an_architecture_nvcc_does_not_build_is_one_error_before_any_build(capsys):
     assert main(["compile-check", "--arch", "sm_90", "--arch", "sm_99"]) == 2
     captured = capsys.readouterr()

@@ -8,7 +8,8 @@ representative shapes it would run on is also checked, with what the cubin says 
 point (:func:`~tunebench.backends.launch.cubin_kernels`): the form the variant's ``launch``
 answers in, the entry point among the cubin's kernels, the args builder's arguments against its
 parameters (their bytes and offsets from the cubin, their C types from one ``-G`` build per
-dtype), and the grid, block and static and dynamic shared memory against each
+dtype), a launch with no dynamic shared bytes for a kernel whose PTX reaches an ``extern
+__shared__`` array, and the grid, block and static and dynamic shared memory against each
 architecture's limits, which a tune would otherwise find only on a GPU. A candidate beyond
 them, or whose static shared or local memory ptxas refuses, is noted, as a tune prunes it; the
 heuristic's config, which is always measured, fails the check. For the CPU, the entry
@@ -28,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunebench.backends import cpu, cuda, launch, params
@@ -85,13 +86,22 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
         error = run_compiler(command, src, out)
         if error is None:
             return None, inspect(out) if inspect else {}
-    return excerpt(error.replace(str(src), f"<{name} with its #defines>")), {}
+    return excerpt(error.replace(str(src), f"<{name} with its #defines>").replace(str(src.with_suffix(".ptx")),
+                                                                                "<its ptx>")), {}
+
+
+def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
+    """The cubin's kernels (:func:`~tunebench.backends.launch.cubin_kernels`), each with whether
+    it uses ``extern __shared__`` memory, from the PTX nvcc kept beside it."""
+    users = launch.extern_shared_users(out.with_name("kernel.ptx").read_text())
+    return {name: replace(fn, extern_shared=name in users) for name, fn in launch.cubin_kernels(out).items()}
 
 
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
-    if target == "cuda":
-        return {arch: cuda.nvcc_command(cuda.variant_arch(arch, variant), variant.build_flags) for arch in archs}
+    if target == "cuda":  # the PTX kept beside the cubin: which kernels use extern __shared__ memory
+        return {arch: [*cuda.nvcc_command(cuda.variant_arch(arch, variant), variant.build_flags),
+                       "--keep", "--keep-dir", "{out.parent}"] for arch in archs}
     lang = cpu.language(variant)
     if shutil.which(cpu.compiler(lang)) is None:
         raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
@@ -131,7 +141,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             if target == "cuda":
                 result.built_for = tuple(cuda.variant_arch(a, variant) for a in kernel_archs)
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
-            inspect = launch.cubin_kernels if target == "cuda" else params.library_functions
+            inspect = cubin_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
@@ -216,6 +226,12 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                             failing.add(where)  # every launch of the dtype misreads its arguments
                             continue
                         function = kernels[entries[dtype, arch, named]]
+                        if function.extern_shared and not made.shared:
+                            failing.add(where)
+                            result.launch_failures.append((where, (
+                                "the kernel uses extern __shared__ memory, and the launch gives it 0 bytes: "
+                                "return (grid, block, shared_bytes)")))
+                            continue
                         problem = launch.resource_problem(launch.arch_limits(arch), made, function, arch)
                         if problem and (named, shape) in heuristic:
                             failing.add(where)

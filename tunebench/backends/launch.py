@@ -114,6 +114,7 @@ class FunctionResources:
     max_threads_per_block: int | None = None
     params: tuple[Param, ...] | None = None
     launch_bounds: int | None = None  # the threads its ``__launch_bounds__`` allows, from a cubin
+    extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
@@ -202,6 +203,24 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
         found[name] = FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0), count,
                                         min(limits) if limits else None, _params(info), bounds)
     return found
+
+
+def extern_shared_users(ptx: str) -> set[str]:
+    """The kernels (by symbol) whose code reaches an ``extern __shared__`` array, directly or
+    through a device function: the PTX says it, where the cubin and the DWARF name the array at
+    the module's level only. Such a kernel launched with no dynamic shared bytes reads and
+    writes past the block's shared memory."""
+    arrays = re.findall(r"^\.extern \.shared\b[^\n]*?(\w+)\[\]", ptx, re.M)
+    if not arrays:
+        return set()
+    parts = re.split(r"^(?:\.visible |\.weak )?\.(entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", ptx, flags=re.M)
+    bodies = list(zip(parts[1::3], parts[2::3], parts[3::3]))
+
+    def reaches(body: str, names: list[str]) -> bool:
+        return any(re.search(rf"\b{re.escape(n)}\b", body) for n in names)
+
+    functions = [name for kind, name, body in bodies if kind == "func" and reaches(body, arrays)]
+    return {name for kind, name, body in bodies if kind == "entry" and reaches(body, arrays + functions)}
 
 
 def qualified_name(symbol: str) -> str | None:
