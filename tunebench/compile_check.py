@@ -92,8 +92,9 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
 
 def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
     """The cubin's kernels (:func:`~tunebench.backends.launch.cubin_kernels`), each with whether
-    it uses ``extern __shared__`` memory, from the PTX nvcc kept beside it."""
-    users = launch.extern_shared_users(out.with_name("kernel.ptx").read_text())
+    it uses ``extern __shared__`` memory, from the PTX nvcc kept beside it (where it kept one)."""
+    ptx = out.with_name("kernel.ptx")
+    users = launch.extern_shared_users(ptx.read_text()) if ptx.exists() else set()
     return {name: replace(fn, extern_shared=name in users) for name, fn in launch.cubin_kernels(out).items()}
 
 
