@@ -38,7 +38,7 @@ from tunebench.backends.cache import excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.space import SpaceError
-from tunebench.records import config_text
+from tunebench.records import config_key, config_text
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -65,15 +65,19 @@ class KernelCheck:
         return not self.failures and not self.launch_failures and not self.reference_failures
 
 
+def heuristic_configs(kernel: Kernel, variant: Variant, target: str) -> dict[tuple, dict]:
+    """The heuristic's config of every representative shape, each once, by its order-free key."""
+    return {config_key(c): c for b in kernel.buckets_for(target) for c in map(variant.baseline, b.shapes)}
+
+
 def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
-    """The heuristic config of every representative shape, then ``sample`` valid candidates
-    besides them (a sample that drew a heuristic config would check fewer than asked)."""
-    heuristics = [variant.baseline(s) for b in kernel.buckets_for(target) for s in b.shapes]
-    unique = {tuple(sorted(c.items())): c for c in heuristics}
+    """The heuristic configs, then ``sample`` valid candidates besides them (a sample that drew
+    a heuristic config would check fewer than asked)."""
+    heuristics = heuristic_configs(kernel, variant, target)
     valid, _ = variant.space.enumerate()
-    others = [k for k in valid if tuple(sorted(variant.space.config(k).items())) not in unique]
+    others = [k for k in valid if config_key(variant.space.config(k)) not in heuristics]
     picked = random.Random(f"{seed}:{kernel.name}").sample(others, min(sample, len(others)))
-    return [*unique.values(), *(variant.space.config(k) for k in picked)]
+    return [*heuristics.values(), *(variant.space.config(k) for k in picked)]
 
 
 def _compile(command: Sequence[str], source: str, suffix: str, name: str,
@@ -155,13 +159,13 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                                         params.debug_functions)
                      for dtype in variant.dtypes if target == "cuda" and configs}
             built = {}
-            heuristics = {config_text(variant.baseline(s)) for b in kernel.buckets_for(target) for s in b.shapes}
+            heuristics = heuristic_configs(kernel, variant, target)
             for dtype, where, config, future in jobs_:
                 result.builds += 1
                 error, found = future.result()
                 refused = target == "cuda" and error and cuda.resource_refusal(error)
                 named = f"{dtype} {where} [{config_text(config)}]"
-                if refused and config_text(config) in heuristics:  # always measured
+                if refused and config_key(config) in heuristics:  # always measured
                     result.failures.append((named, f"the heuristic's config: {refused}"))
                 elif refused:  # pruned where tuned, as a launch beyond the architecture's limits is
                     result.pruned.append((named, refused))
