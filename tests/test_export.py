@@ -69,14 +69,21 @@ def test_the_header_compiles_and_agrees_with_best(exported, tmp_path):
 
 def test_the_header_compiles_in_a_file_that_builds_the_kernel_with_its_params_and_dims_as_macros(exported, tmp_path):
     root, out = exported
-    (tmp_path / "kernel.c").write_text('#include "tunebench_configs.h"\n'
+    (tmp_path / "kernel.c").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\n'
                                        "int built_with(void) { return reps + pad + N; }\n"
-                                       "int served(long n) { return tb_twice_float32(n).tuned; }\n")
+                                       "int main(void)\n{\n    tb_twice_float32_config c = tb_twice_float32(1000);\n"
+                                       '    printf("%d %d %d %d\\n", c.tuned, tb_twice_float32_get_reps(c), '
+                                       "tb_twice_float32_get_pad(c), built_with());\n    return 0;\n}\n")
+    small = json.loads((out / "tunebench_configs.json").read_text())["kernels"]["twice"]["float32"]["buckets"][0]
     for compiler, std in (("gcc", "-std=c99"), ("g++", "-std=c++11")):
+        binary = tmp_path / f"kernel-{compiler}"
         done = subprocess.run([compiler, "-x", "c" if compiler == "gcc" else "c++", std, "-Wall", "-Werror",
-                               "-Dreps=4", "-Dpad=0", "-DN=100", f"-I{out}", "-c", str(tmp_path / "kernel.c"),
-                               "-o", str(tmp_path / "kernel.o")], capture_output=True, text=True)
+                               "-Dreps=4", "-Dpad=0", "-DN=100", f"-I{out}", str(tmp_path / "kernel.c"),
+                               "-o", str(binary), "-lm"], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+        # the getters read the config the bucket holds, not the file's own reps=4 and pad=0
+        printed = subprocess.run([binary], check=True, capture_output=True, text=True).stdout.split()
+        assert printed == ["1", str(small["config"]["reps"]), str(small["config"]["pad"]), "104"]
 
 
 def exported_layouts(*layouts) -> dict:

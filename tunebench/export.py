@@ -13,7 +13,8 @@ The header has one ``static inline`` dispatch function per kernel and dtype,
 distance ``best()`` uses: octaves outside the ranges, summed over dims), and its config, a
 struct with a field per param named as the param (a macro of a param's or a dim's name, as a
 file that builds the kernel with ``-DBLOCK=256`` has, is set aside while the header is read and
-restored after it). Where
+restored after it; such a file reads a field with its getter, ``tb_<kernel>_<dtype>_get_<param>``,
+as ``config.BLOCK`` would read its macro). Where
 constraints read the shape, a bucket carries its configs in the order ``best()`` serves them
 (:attr:`~tunebench.lookup.Choice.ranked`) and ``tb_<kernel>_<dtype>_fits`` checks them in C
 (:mod:`tunebench.c_constraint`): the first that holds is the answer, else the heuristic, as
@@ -143,8 +144,11 @@ def header(data: dict, prefix: str = "tb") -> str:
             out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
                     f"static inline int {name}_fits(const {name}_config *tb_c, {dim_args})", "{",
                     "    (void)tb_c;" + "".join(f" (void){d};" for d in dims),
-                    f"    return {entry['fits']};", "}", "",
-                    f"static inline {name}_config {name}({dim_args})", "{",
+                    f"    return {entry['fits']};", "}", ""]
+            # a caller that has the param as a macro (-Dvec=8) cannot write config.vec: it calls the getter
+            out += [f"static inline {types[p]} {name}_get_{p}({name}_config tb_c) {{ return tb_c.{p}; }}"
+                    for p in params] + [""]
+            out += [f"static inline {name}_config {name}({dim_args})", "{",
                     f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; int n; "
                     f"{name}_config configs[{size}]; }} tb_buckets[{len(buckets)}] = {{"]
             for b in buckets:
