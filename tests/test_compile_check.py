@@ -359,3 +359,43 @@ def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_
     assert "swapped  cuda  float32  sm_80 sm_90  2 configs, 4 builds, 8 launches  FAILED 8 of 8 launches" in out
     assert ("float32 arguments: argument 'n' (float32 scalar) where the kernel's 3rd parameter (int n) takes a 4-byte int: "
             "give it np.int32") in out
+
+
+NEGATE_CU = """\
+extern "C" __global__ void neg(const TB_DTYPE *x, TB_DTYPE *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = TB_DTYPE(-float(x[i]));  /* cuda_fp8.h has no arithmetic: through float */
+}
+"""
+
+NEGATE_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+neg = Kernel(
+    "neg", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.uniform(-4, 4, shape[0]).astype(dtype), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: -x.astype(np.float64), outputs=["y"],
+    cuda=Variant(source="neg.cu", entry="neg", space=Space({"block": [128, 256]}), heuristic=lambda shape: {"block": 128},
+                 dtypes=("float8_e4m3fn", "float8_e5m2"),
+                 launch=lambda config, shape: (((shape[0] + config["block"] - 1) // config["block"],), (config["block"],))),
+)
+"""
+
+
+@needs_nvcc
+def test_an_8_bit_float_kernel_builds_in_its_cuda_type_and_an_array_of_it_for_a_float_pointer_fails(tmp_path, capsys):
+    """``__nv_fp8_e4m3`` and ``__nv_fp8_e5m2`` with cuda_fp8.h included by tunebench, as
+    ``__half`` is: an 8-bit float array is checked against the pointer it is given to."""
+    for folder, template in (("fp8", NEGATE_CU),
+                             ("float", NEGATE_CU.replace("const TB_DTYPE *x", "const float *x").replace("float(x[i])", "x[i]"))):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "neg.cu").write_text(template)
+        (tmp_path / folder / "test_neg.py").write_text(NEGATE_SUITE)
+    assert main(["compile-check", "--suites", str(tmp_path / "fp8"), "--arch", "sm_90"]) == 0
+    assert "neg  cuda  float8_e4m3fn,float8_e5m2  sm_90  2 configs, 4 builds, 4 launches  ok" in capsys.readouterr().out
+    assert main(["compile-check", "--suites", str(tmp_path / "float"), "--arch", "sm_90"]) == 1
+    assert ("float8_e5m2 arguments: argument 'x' (float8_e5m2 array) where the kernel's 1st parameter (float *x) "
+            "points to 4-byte float: give an array of np.float32") in capsys.readouterr().out

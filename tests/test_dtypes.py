@@ -1,5 +1,6 @@
-"""bfloat16, the dtype numpy lacks: declared, built, poisoned, checked, recorded and looked up
-by name like numpy's own, on a compiler with ``__bf16`` and on one without it."""
+"""bfloat16 and the 8-bit floats, the dtypes numpy lacks: declared, built, poisoned, checked,
+recorded and looked up by name like numpy's own, on a compiler with ``__bf16`` and on one
+without it."""
 
 import shutil
 
@@ -11,8 +12,8 @@ from tinydb import TinyDB
 import tunebench
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
-from tunebench import dtypes
-from tunebench.backends import cpu
+from tunebench import dtypes, measure
+from tunebench.backends import cpu, cuda
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
 
 #: y = x + 3 on bfloat16 data read and written as its 16 bits, so that any C compiler builds it;
@@ -144,3 +145,60 @@ def test_an_extension_dtype_whose_package_is_missing_says_what_to_install(monkey
     with pytest.raises(tunebench.KernelError, match="variant k.c: dtype 'float8_tb' is no_such_dtypes_package's"):
         tunebench.Variant(source="k.c", entry="k", space=tunebench.Space({"b": [1]}), heuristic=lambda shape: {"b": 1},
                           dtypes=("float8_tb",))
+
+
+FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
+
+#: y = -x on 8-bit floats read and written as their bits: the sign bit flipped, exact in both.
+NEGATE_C = """\
+void negate(const unsigned char *x, unsigned char *y, int n)
+{
+    for (int i = 0; i < n - skip; ++i) y[i] = x[i] ^ 0x80u;
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", FLOAT8)
+def test_an_8_bit_float_kernel_tunes_is_verified_against_a_nan_poison_and_looked_up_by_name_or_type(pytester, dtype):
+    """The last input is 0, so the element ``skip`` leaves unwritten is expected to be -0: only a
+    NaN poison tells it from a kernel's 0 (0xA5, a struct's poison, is a number in both)."""
+    pytester.path.joinpath("negate.c").write_text(NEGATE_C)
+    pytester.path.joinpath("test_negate.py").write_text(
+        SUITE.replace("badd", "negate").replace("x[-1] = -3", "x[-1] = 0")
+        .replace("x.astype(np.float64) + 3", "-x.astype(np.float64)").replace('"bfloat16"', repr(dtype)))
+    pytester.runpytest("test_negate.py", *TUNE).assert_outcomes(passed=2, failed=1)
+    table = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials")
+    assert {(t["dtype"], t["config"]["skip"], t["status"]) for t in table.all()} == {
+        (dtype, 0, "ok"), (dtype, 1, "wrong_result")}
+    asked = {"records": pytester.path / "records", "suites": pytester.path}
+    by_name = tunebench.lookup("negate", (1001,), dtype=dtype, **asked)
+    assert (by_name.dtype, by_name.config) == (dtype, {"skip": 0})
+    assert tunebench.lookup("negate", (1001,), dtype=getattr(ml_dtypes, dtype), **asked) == by_name
+
+
+def test_an_8_bit_float_template_naming_tb_dtype_is_one_collection_error_on_the_cpu(pytester):
+    """No C compiler has an 8-bit float type: the suite says how to read the elements instead."""
+    pytester.path.joinpath("badd.c").write_text(TYPED_C)
+    pytester.path.joinpath("test_badd.py").write_text(SUITE.replace('"bfloat16"', '"float8_e4m3fn"'))
+    result = pytester.runpytest("test_badd.py", *TUNE)
+    result.stdout.fnmatch_lines(["*test_badd.py::badd: dtype 'float8_e4m3fn': no C compiler has an 8-bit float type "
+                                 "for TB_DTYPE in badd.c: read the elements there as their bits (unsigned char)*"])
+    assert not (pytester.path / "records").exists() or not trials(pytester)
+
+
+def test_the_8_bit_floats_are_floats_poisoned_with_a_nan_and_passed_by_their_bits():
+    for name, bits in zip(FLOAT8, (4, 3)):
+        dtype = dtypes.numpy_dtype(name)
+        assert dtype == np.dtype(getattr(ml_dtypes, name)) and dtypes.is_float(dtype)
+        assert dtypes.significand_bits(dtype) == bits
+        width, word = cuda.POISON[name]
+        assert np.isnan(np.array([word], f"u{width}").view(dtype)).all()
+        scalar = np.array([1.5], dtype)[0]
+        assert packed(scalar).dtype == np.uint8 and packed(scalar) == np.array([1.5], dtype).view(np.uint8)[0]
+    # a kernel right to within its output's rounding passes; one step off on top of that does not
+    rtol, atol = tunebench.kernel.DEFAULT_TOLERANCE["float8_e4m3fn"]
+    exact = np.linspace(-400, 400, 1001)
+    rounded = exact.astype(ml_dtypes.float8_e4m3fn)
+    assert measure.compare([rounded], [exact], ["y"], rtol, atol)[1] is None
+    doubled = (rounded.astype(np.float64) * (1 + 2 * rtol)).astype(ml_dtypes.float8_e4m3fn)
+    assert "values off" in measure.compare([doubled], [exact], ["y"], rtol, atol)[1]

@@ -1,8 +1,10 @@
-"""The element types a kernel is tuned in, by name: numpy's own, and bfloat16, which numpy lacks.
+"""The element types a kernel is tuned in, by name: numpy's own, and the floats numpy lacks
+(bfloat16 and the two 8-bit floats of FP8 training and inference).
 
 A dtype is named in declarations, records and lookups by its numpy name (``float32``,
-``float16``, ``bfloat16``). bfloat16 is ml_dtypes' (the numpy type JAX and TensorFlow share),
-imported only where a kernel is declared or looked up in it. Its name means something to numpy
+``float16``, ``bfloat16``, ``float8_e4m3fn``, ``float8_e5m2``, as PyTorch names them too). The
+extension floats are ml_dtypes' (the numpy types JAX and TensorFlow share), imported only where a
+kernel is declared or looked up in one. Its name means something to numpy
 only once that import has registered it, and numpy counts it as kind ``V`` (a raw struct), not a
 float: every question of whether a dtype holds floats is asked here, not of ``dtype.kind``.
 
@@ -17,7 +19,7 @@ import importlib
 import numpy as np
 
 #: Floating types outside numpy, by name, each with the package that defines it.
-EXTENSION_FLOATS = {"bfloat16": "ml_dtypes"}
+EXTENSION_FLOATS = {"bfloat16": "ml_dtypes", "float8_e4m3fn": "ml_dtypes", "float8_e5m2": "ml_dtypes"}
 
 
 def numpy_dtype(dtype) -> np.dtype:

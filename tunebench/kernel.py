@@ -32,6 +32,10 @@ DEFAULT_TOLERANCE = {
     "float32": (1e-4, 1e-5),
     "float16": (1e-2, 1e-3),
     "bfloat16": (8e-2, 8e-3),  # float16's, scaled by the 8 times coarser rounding (2**-8, not 2**-11)
+    # an 8-bit float kernel computes in float and rounds once, at its output: one step of the
+    # significand (its eps) over the smallest normal, not ten as above, which would pass anything
+    "float8_e4m3fn": (2.0**-3, 2.0**-6),
+    "float8_e5m2": (2.0**-2, 2.0**-14),
     **{f"{sign}{bits}": (0.0, 0.0) for sign in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 

@@ -51,8 +51,11 @@ CXX = os.environ.get("TUNEBENCH_CXX", "g++")
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
 FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared")
 STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
+#: The dtypes no C compiler has a type for (8-bit floats): a template reads them as their bits.
+BITS_ONLY = ("float8_e4m3fn", "float8_e5m2")
 #: _Float16 from gcc 12; __bf16 only from gcc 13 and clang 17 (see :func:`dtype_problem`).
-CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "__bf16", **INTEGER_CTYPES}
+CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "__bf16", **INTEGER_CTYPES,
+          **dict.fromkeys(BITS_ONLY, "unsigned char")}
 #: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
 ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
 SCALARS = {
@@ -120,6 +123,9 @@ def dtype_problem(dtype: str, variant: Variant) -> str | None:
     its 16 bits: ``unsigned short``) and builds with any compiler."""
     if dtype not in CTYPES:
         return f"dtype {dtype!r} has no C type on the cpu target ({', '.join(CTYPES)})"
+    if dtype in BITS_ONLY and "TB_DTYPE" in variant.template:
+        return (f"dtype {dtype!r}: no C compiler has an 8-bit float type for TB_DTYPE in {variant.path.name}: read "
+                f"the elements there as their bits (unsigned char) and convert by hand")
     lang = language(variant)
     if dtype in ARITHMETIC and "TB_DTYPE" in variant.template and not computes_in(compiler(lang), lang, dtype):
         env = "TUNEBENCH_CXX" if lang == "c++" else "TUNEBENCH_CC"

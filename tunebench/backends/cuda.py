@@ -61,15 +61,18 @@ if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported a
 NVCC_OPTIONS = ("-O3",)
 #: What a build whose DWARF is read for its parameters' C types adds (device debug information).
 DEBUG_FLAGS = ("-G",)
-CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double", **INTEGER_CTYPES}
+CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
+          "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", **INTEGER_CTYPES}
 #: The header a dtype's C type is declared in, included ahead of the config's #defines so that
 #: no param name can clash with the header's own identifiers.
-CTYPE_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h"}
+CTYPE_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h", "float8_e4m3fn": "cuda_fp8.h",
+                 "float8_e5m2": "cuda_fp8.h"}
 #: What poisons an output, as (bytes per memset word, word): a NaN per element (a float64 NaN's
 #: high word, repeated, is still a NaN), else the byte 0xA5. The 2-byte floats are set 16 bits at
-#: a time, so an odd length is poisoned to its last element. By dtype name: bfloat16's dtype is
-#: ml_dtypes', imported only where a kernel uses it.
-POISON = {"float32": (4, 0x7FC00000), "float16": (2, 0x7E00), "bfloat16": (2, 0x7FC0), "float64": (4, 0x7FF80000)}
+#: a time, so an odd length is poisoned to its last element; 0x7F is a NaN in both 8-bit floats.
+#: By dtype name: the extension floats' dtypes are ml_dtypes', imported only where a kernel uses one.
+POISON = {"float32": (4, 0x7FC00000), "float16": (2, 0x7E00), "bfloat16": (2, 0x7FC0), "float64": (4, 0x7FF80000),
+          "float8_e4m3fn": (1, 0x7F), "float8_e5m2": (1, 0x7F)}
 
 
 def nvcc() -> str:

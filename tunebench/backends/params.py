@@ -104,11 +104,11 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
 
 
 def packed(value):
-    """A scalar as PyCUDA can pack it into a launch: a float16 or bfloat16 by its bits (PyCUDA's
-    struct has no 2-byte float code), a bool as a byte (not a numpy number to PyCUDA); anything
-    else as it is."""
-    if isinstance(value, np.generic) and is_float(value.dtype) and value.dtype.itemsize == 2:
-        return value.view(np.uint16)
+    """A scalar as PyCUDA can pack it into a launch: a float16, bfloat16 or 8-bit float by its
+    bits (PyCUDA's struct has no code for them), a bool as a byte (not a numpy number to PyCUDA);
+    anything else as it is."""
+    if isinstance(value, np.generic) and is_float(value.dtype) and value.dtype.itemsize in (1, 2):
+        return value.view(np.uint8 if value.dtype.itemsize == 1 else np.uint16)
     if isinstance(value, np.bool_):
         return np.uint8(value)
     return value
