@@ -390,7 +390,8 @@ def test_an_8_bit_float_kernel_builds_in_its_cuda_type_and_an_array_of_it_for_a_
     """``__nv_fp8_e4m3`` and ``__nv_fp8_e5m2`` with cuda_fp8.h included by tunebench, as
     ``__half`` is: an 8-bit float array is checked against the pointer it is given to."""
     for folder, template in (("fp8", NEGATE_CU),
-                             ("float", NEGATE_CU.replace("const TB_DTYPE *x", "const float *x").replace("float(x[i])", "x[i]"))):
+                             ("float", NEGATE_CU.replace("const TB_DTYPE *x", "const float *x").replace("float(x[i])", "x[i]")),
+                             ("e4m3", NEGATE_CU.replace("const TB_DTYPE *x", "const __nv_fp8_e4m3 *x"))):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "neg.cu").write_text(template)
         (tmp_path / folder / "test_neg.py").write_text(NEGATE_SUITE)
@@ -399,3 +400,43 @@ def test_an_8_bit_float_kernel_builds_in_its_cuda_type_and_an_array_of_it_for_a_
     assert main(["compile-check", "--suites", str(tmp_path / "float"), "--arch", "sm_90"]) == 1
     assert ("float8_e5m2 arguments: argument 'x' (float8_e5m2 array) where the kernel's 1st parameter (float *x) "
             "points to 4-byte float: give an array of np.float32") in capsys.readouterr().out
+    # one byte each, and no value read right: the DWARF's C type tells them apart
+    assert main(["compile-check", "--suites", str(tmp_path / "e4m3"), "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert ("float8_e5m2 arguments: argument 'x' (float8_e5m2 array) where the kernel's 1st parameter "
+            "(__nv_fp8_e4m3 *x) points to __nv_fp8_e4m3, which holds float8_e4m3fn: give an array of "
+            "ml_dtypes.float8_e4m3fn") in out and "float8_e4m3fn arguments" not in out
+
+
+HALF_C = """\
+void twice(const _Float16 *x, _Float16 *y, int n)
+{
+    for (int i = 0; i < n; ++i) y[i] = x[i] + x[i];
+}
+"""
+
+HALF_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+twice = Kernel(
+    "twice", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.uniform(-4, 4, shape[0]).astype(dtype), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: 2 * x.astype(np.float64), outputs=["y"],
+    cpu=Variant(source="half.c", entry="twice", space=Space({"b": [1, 2]}), heuristic=lambda shape: {"b": 1},
+                dtypes=("float16", "bfloat16")),
+)
+"""
+
+
+def test_a_bfloat16_array_for_a_float16_pointer_fails_the_check_though_both_are_two_bytes(tmp_path, capsys):
+    """A template written in _Float16, declared in bfloat16 too: every bfloat16 value would be
+    read wrong, and every config fail as a wrong result with no word on why."""
+    (tmp_path / "half.c").write_text(HALF_C)
+    (tmp_path / "test_half.py").write_text(HALF_SUITE)
+    assert main(["compile-check", "--suites", str(tmp_path), "--target", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert ("bfloat16 arguments: argument 'x' (bfloat16 array) where the kernel's 1st parameter (_Float16 *x) points "
+            "to _Float16, which holds float16: give an array of np.float16; argument 'y' (bfloat16 array)") in out
+    assert "float16 arguments" not in out.replace("bfloat16 arguments", "")

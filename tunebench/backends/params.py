@@ -31,6 +31,11 @@ UNSIGNED_ENCODINGS = {0x2, 0x7, 0x8}
 ALIASES = {"DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type",
            "DW_TAG_atomic_type"}
 POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"}
+#: The C types of the floats two of a size share (float16 and bfloat16, the two 8-bit floats),
+#: CUDA's structs and the compilers' own, by name, each with the one dtype whose bits it holds:
+#: a float16 array read as ``__nv_bfloat16`` has the right size and every value wrong.
+NAMED_FLOATS = {"__half": "float16", "_Float16": "float16", "__nv_bfloat16": "bfloat16", "__bf16": "bfloat16",
+                "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,8 @@ class Param:
     """One parameter: its bytes; where a shared library's DWARF says more, its kind
     (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer is
     unsigned, and for a pointer what it points to (None for ``void *``); where a cubin says so,
-    its offset in a launch's argument buffer."""
+    its offset in a launch's argument buffer. ``dtype``: of a float in :data:`NAMED_FLOATS`,
+    the dtype it holds."""
 
     size: int
     kind: str | None = None
@@ -47,10 +53,13 @@ class Param:
     pointee: Param | None = None
     offset: int | None = None  # in a launch's argument buffer, where a cubin says
     name: str | None = None  # as the source names it, where the DWARF says
+    dtype: str | None = None
 
     @property
     def scalar(self) -> str | None:
         """The numpy scalar type that passes this parameter by value, if a numpy type does."""
+        if self.dtype is not None:
+            return "np.float16" if self.dtype == "float16" else f"ml_dtypes.{self.dtype}"
         if self.kind == "float" and self.size in (2, 4, 8):
             return f"np.float{self.size * 8}"
         if self.kind == "int" and self.size in (1, 2, 4, 8):
@@ -89,18 +98,28 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         if param.kind != "pointer":
             return "takes a value: pass a numpy scalar, or declare the parameter a pointer"
         to = param.pointee
-        if to is None or to.kind not in ("float", "int") or to.size == 1:  # void *, char *: any bytes
+        if to is None or to.kind not in ("float", "int") or (to.size == 1 and to.dtype is None):  # void *, char *
             return None
+        if _other_float(dtype, to):
+            return f"points to {to.ctype}, which holds {to.dtype}: give an array of {to.scalar}"
         if kind(dtype) in "cV" or to.size == dtype.itemsize:  # complex, records, bits read as another type
             return None
         return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
     if param.kind == "pointer":
         return "takes a pointer: pass an array"
+    if _other_float(dtype, param):
+        return f"holds {param.dtype}: give it {param.scalar}"
     if param.kind in ("float", "int") and (param.size != dtype.itemsize or param.kind != _kind_of(dtype)):
         article = "an" if param.size == 8 else "a"
         return (f"takes {article} {param.size}-byte {param.kind}: give it "
                 f"{param.scalar or 'a numpy scalar of its C type'}")
     return None
+
+
+def _other_float(dtype: np.dtype, param: Param) -> bool:
+    """Whether a float of one dtype is given for a named float of another of its size (bits
+    read as an integer type are the template's own way, and no mismatch)."""
+    return param.dtype is not None and is_float(dtype) and dtype.itemsize == param.size and dtype.name != param.dtype
 
 
 def packed(value):
@@ -188,6 +207,8 @@ def _param(die, pointee: bool = True) -> Param:
     if die.tag in POINTERS:
         to = _param(_resolve(die), pointee=False) if pointee else None
         return Param(size or 8, "pointer", f"{to.ctype if to else '?'} *", pointee=to)
+    if name in NAMED_FLOATS:
+        return Param(size, "float", name, dtype=NAMED_FLOATS[name])
     if die.tag == "DW_TAG_base_type":
         encoding = attrs["DW_AT_encoding"].value
         kind = "float" if encoding in FLOAT_ENCODINGS else "int" if encoding in INTEGER_ENCODINGS else "other"
