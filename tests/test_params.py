@@ -74,7 +74,10 @@ def test_each_misfit_is_named_with_what_to_give():
         "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes: give it a numpy scalar "
         "of its C type, of 4 bytes (np.float32, np.int32, ...)")
     assert args_problem({**fits, "n": np.float32(4)}, (Param(8), Param(2))).endswith(
-        "of 2 bytes (np.float16, np.int16, ...)")  # a __half given as a float32
+        "of 2 bytes (np.float16, ml_dtypes.bfloat16, np.int16, ...)")  # a __half given as a float32
+    assert args_problem({**fits, "n": np.float32(4)}, (Param(8), Param(1))).endswith(
+        "takes 1 byte: give it a numpy scalar of its C type, of 1 byte (np.int8, np.uint8, np.bool_, "
+        "ml_dtypes.float8_e4m3fn, ...)")  # an __nv_fp8_e4m3 given as a float32
     struct = np.dtype([("n", np.int64), ("alpha", np.float64)])
     assert args_problem({**fits, "n": np.zeros((), struct)}, (Param(8), Param(16))) == (
         "argument 'n' (0-d 16-byte struct, 8 bytes) where the kernel's 2nd parameter takes 16 bytes: give it a numpy "

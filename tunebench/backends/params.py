@@ -81,7 +81,7 @@ def _kind_of(dtype: np.dtype) -> str:
 
 
 #: The numpy scalars of a parameter's size, for a parameter whose C type is not known.
-SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_", 2: "np.float16, np.int16", 4: "np.float32, np.int32",
+SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_, ml_dtypes.float8_e4m3fn", 2: "np.float16, ml_dtypes.bfloat16, np.int16", 4: "np.float32, np.int32",
                    8: "np.float64, np.int64"}
 
 
@@ -91,7 +91,8 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         size = 8 if what == "array" else dtype.itemsize
         if size == param.size:
             return None
-        return (f"takes {param.size} bytes: give it a numpy scalar of its C type, of {param.size} bytes ("
+        bytes_ = f"{param.size} byte{'s' if param.size != 1 else ''}"
+        return (f"takes {bytes_}: give it a numpy scalar of its C type, of {bytes_} ("
                 + (f"{SCALARS_OF_SIZE[param.size]}, ..." if param.size in SCALARS_OF_SIZE else "a numpy struct scalar "
                    "for a struct") + ")")
     if what == "array":
