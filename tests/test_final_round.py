@@ -2,7 +2,7 @@
 
 import json
 
-from tests.conftest import AXPB_SUITE, said
+from tests.conftest import AXPB_SUITE, TWICE_C, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
 from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead
@@ -80,3 +80,18 @@ def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_say
     gated.assert_outcomes(passed=1, deselected=1)
     assert said(gated, "the heuristic [vec:2 unroll:1 mode:1] is not measured on (1000,): it failed when tuned") == 1
     assert said(gated, "nothing was measured: the heuristic failed when tuned and the template is unchanged") == 1
+
+
+def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary(twice_project, pytester):
+    """The records' pick is measured again where this run's search did not reach it; it used to
+    end as a wrong result in the records while its item said unsampled and the summary 0 failed."""
+    pytester.runpytest("suites", *TUNE, "-k", "small and (baseline or reps:1-pad:1)").assert_outcomes(passed=2,
+                                                                                                      deselected=8)
+    (twice_project / "twice.c").write_text(TWICE_C.replace("    }\n}", "    }\n#if reps == 1 && pad == 1\n"
+                                                                      "    y[0] += 1;\n#endif\n}"))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1", "--tune-strategy", "brute_force")
+    again.assert_outcomes(passed=2, failed=1, skipped=2, deselected=5)  # the search sampled reps:1 pad:0 alone
+    again.stdout.fnmatch_lines(["wrong_result: output 'y': 1 of 4096 values off*",
+                                "FAILED suites/test_twice.py::twice::small-float32?reps:1-pad:1? - wrong_resul*"])
+    (row,) = [line.split() for line in again.stdout.lines if line.startswith("twice ")]
+    assert row[:7] == ["twice", "small", "float32", "2", "3", "0", "1"]  # two configs, one of them failed

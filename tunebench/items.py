@@ -216,7 +216,7 @@ class Trial(_Item):
                 tuner.busy_reported = True
                 raise ItemFailed(self.task.busy)
             pytest.skip("not tuned: the machine is busy (see the first failed item)")
-        outcome = self.task.baseline if self.key is None else self.task.outcomes.get(self.key)
+        outcome = self.task.baseline if self.key is None else self.task.outcome(self.key)
         if outcome is None:
             self.user_properties.append(UNSAMPLED)
             pytest.skip(f"not sampled: {self.task.stop_reason}")

@@ -513,6 +513,13 @@ class Task:
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
+    def outcome(self, key: tuple) -> Outcome | None:
+        """What this run measured of a candidate: the search's trial of it, or its measurement as
+        the records' pick (a pick that fails now is the candidate's failure, not unsampled)."""
+        if key in self.outcomes:
+            return self.outcomes[key]
+        return self.recalled[1] if self.recalled and self.recalled[0] == key else None
+
     def rate(self, objective_ms: float | None) -> tuple[float, str] | None:
         """GFLOP/s or GB/s at a bucket objective: the weighted geometric mean of the per-shape
         rates, which is that of the work per call over the objective."""
@@ -525,7 +532,7 @@ class Task:
     def summary_row(self) -> dict:
         """The task's line of the terminal summary (see :func:`tunebench.summary.table`): the
         final round's figures once it ran (medians over fresh processes), the trials' before."""
-        outcomes = list(self.outcomes.values())
+        outcomes = [*self.outcomes.values(), *([self.recalled[1]] if self.recalled else [])]
         best = self.best()
         best_key, best_outcome = best if best else (None, None)
         base_ms = self.objective(self.baseline) if self.baseline else None
