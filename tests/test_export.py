@@ -5,7 +5,9 @@ import hashlib
 import itertools
 import json
 import math
+import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -182,6 +184,18 @@ def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best
         assert not got_tuned or n % tile == 0
         tuned += got_tuned
     assert tuned  # some shapes got a tuned config
+    # records shipped without the suite: a tuned config is served unchecked, and it says so
+    alone = tmp_path / "alone" / "records"
+    shutil.copytree(gemm.path / "records", alone)
+    asked = ("import sys, warnings, tunebench\nwarnings.simplefilter('error', tunebench.SuiteImportWarning)\n"
+             "for n in (48, 50):\n    try:\n        print(n, tunebench.lookup('gemm', (n,), records=sys.argv[1]).source)\n"
+             "    except tunebench.SuiteImportWarning as e:\n        print(n, e)\n")
+    lines = subprocess.run([sys.executable, "-c", asked, str(alone)], cwd=alone, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert lines[0] == "48 tuned"  # a representative shape: its config was measured there
+    assert lines[1] == (f"50 no declaration of gemm under {alone.parent / 'suites'}, and its constraints read the "
+                        f"shape: the bucket's best is served unchecked for (50,), which it may not fit; pass suites= "
+                        f"(--suites)")
 
 
 def test_an_export_of_the_same_records_is_the_same_bytes_wherever_and_whenever_it_is_made(tmp_path, capsys):

@@ -101,7 +101,8 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
 
 
 class SuiteImportWarning(UserWarning):
-    """A suite failed to import while a lookup looked for a kernel's declaration."""
+    """A kernel answered without its declaration where that matters: a suite failed to import
+    while a lookup looked for it, or its constraints read the shape and cannot be checked."""
 
 
 def this_device(target: str | None = None) -> str:
@@ -554,6 +555,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     confirmed = store.confirmed(name, target, dtype, bucket) if picked == (adopt[:1] or [None]) else None
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
         choice.baseline_ms = confirmed[1]
+    if adopt and decl is None and task and task.get("shaped") and shape not in bucket.shapes:
+        choice.note = "; ".join(filter(None, (choice.note, _unchecked(name, suites_dir, shape))))
+        warnings.warn(_unchecked(name, suites_dir, shape), SuiteImportWarning, stacklevel=_caller())
     if adopt:
         config = dict(adopt[0])
         names = variant.space.names if variant else list(task["baseline"][0]["config"]) if task else []
@@ -585,6 +589,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
     return choice
+
+
+def _unchecked(name: str, suites_dir: Path, shape: tuple) -> str:
+    return (f"no declaration of {name} under {suites_dir}, and its constraints read the shape: the bucket's best is "
+            f"served unchecked for {shape}, which it may not fit; pass suites= (--suites)")
 
 
 def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:

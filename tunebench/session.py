@@ -510,6 +510,7 @@ class Task:
                 "bucket": self.bucket.name, "dims": list(self.kernel.buckets_for(self.tuner.target).dims),
                 "range": self.bucket.describe(), "source_hash": self.variant.source_hash,
                 "declaration": self.declaration, "setup_hash": self.setup_hash,
+                "shaped": self.variant.space.shaped,  # for a lookup without the declaration to say it cannot check
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
