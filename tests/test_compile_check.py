@@ -112,6 +112,11 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
      "declaration: heuristic for shape (1000,) gives vec=2.0, a float, where the space's values of vec are ints"),
     ("typo", ("lambda vec, unroll:", "lambda vec, unrol:"),
      "declaration: constraint <lambda> at test_typo.py:21 names unknown param 'unrol' (did you mean 'unroll'?)"),
+    ("work", ("bytes=lambda shape, dtype:", "flops=lambda shape, dtype:"),
+     "declaration: kernel 'work': flops((1000,)) raised TypeError: <lambda>() missing 1 required positional argument: "
+     "'dtype' (it is called as flops=lambda shape: ...)"),
+    ("nowork", ("bytes=lambda shape, dtype: 2 * shape[0]", "bytes=lambda shape, dtype: None and shape[0]"),
+     "declaration: kernel 'nowork': bytes((1000,), 'float32') gave None, not a number of bytes per call"),
     ("reference", ("a * x.astype(np.float64) + b", "(a * x + b).reshape(-1, 1)"),
      "float32 reference: kernel 'reference': the reference returned shape (1000, 1) for output 'y', which the "
      "args builder declares (1000,)"),

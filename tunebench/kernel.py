@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import re
 import sys
@@ -378,8 +379,9 @@ class Kernel:
         """What a variant must hold before anything is built for a target, checked with or
         without its device (collection, compile-check): its template reads, the target has a C
         type for each dtype, each constraint names params and the dims, the heuristic gives a
-        config of the space for each representative shape. A :class:`KernelError` (or the
-        space's :class:`SpaceError`) names what is at fault."""
+        config of the space for each representative shape, ``flops``/``bytes`` answer a number
+        for each (they are first called after the baseline's trial, which their error would
+        lose). A :class:`KernelError` (or the space's :class:`SpaceError`) names what is at fault."""
         from tunebench.backends import dtype_problem  # the targets' C types: a floor below
 
         variant.template  # noqa: B018 - read here, so that a missing file or include is one line
@@ -392,6 +394,26 @@ class Kernel:
         for bucket in buckets:
             for shape in bucket.shapes:
                 variant.baseline(shape)
+                for dtype in variant.dtypes:
+                    self._work(shape, dtype)
+
+    def _work(self, shape: tuple, dtype: str) -> None:
+        """``flops(shape)`` and ``bytes(shape, dtype)`` called as a tune calls them: an error, or
+        an answer that is no finite number of at least 0, names the kernel, the shape and the form."""
+        for what, fn, args in (("flops", self.flops, (shape,)), ("bytes", self.bytes, (shape, dtype))):
+            if fn is None:
+                continue
+            form = f"{what}=lambda {', '.join(('shape', 'dtype')[:len(args)])}: ..."
+            call = f"{what}({', '.join(map(repr, args))})"
+            try:
+                value = fn(*args)
+            except Exception as e:  # noqa: BLE001 - the user's code: any error is the declaration's
+                raise KernelError(f"kernel {self.name!r}: {call} raised {type(e).__name__}: {e} "
+                                  f"(it is called as {form})") from None
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(value) or value < 0:
+                raise KernelError(f"kernel {self.name!r}: {call} gave {value!r}, not a number of "
+                                  f"{'FLOPs' if what == 'flops' else 'bytes'} per call")
 
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
