@@ -464,3 +464,38 @@ def test_a_template_placing_its_params_after_its_headers_is_built_from_its_sourc
     done = subprocess.run([a.format(src=source, out=out) for a in cpu.gcc_command((), "c")], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
+
+
+BRANCHY_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+branchy = Kernel(
+    "branchy", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+    reference=lambda n: np.zeros(int(n)), outputs=["y"],
+    cpu=Variant(source="branchy.c", entry="branchy", space=Space({"tile": [4, 8], "unroll": [1, 2]},
+                constraints=[lambda N, tile: N // (N - 100) >= 0 or tile <= N]),
+                heuristic=lambda shape: {"tile": 4, "unroll": 1} if shape[0] > 50 else {"tile": 4, "unrol": 1}),
+)
+"""
+
+
+def test_a_declaration_that_fails_only_for_the_shape_a_lookup_asks_names_kernel_file_and_shape(tmp_path):
+    """Collection calls the heuristic and constraints on the representative shapes alone; a
+    shape between them met a bare SpaceError tunebench did not export, naming neither."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "branchy.c").write_text("void branchy(float *y, int n) { for (int i = 0; i < n; ++i) y[i] = 0; }\n")
+    (tmp_path / "suites" / "test_branchy.py").write_text(BRANCHY_SUITE)
+    asked = {"records": tmp_path / "records", "suites": tmp_path / "suites"}
+    (tmp_path / "records").mkdir()
+    assert tunebench.lookup("branchy", (1000,), **asked).config == {"tile": 4, "unroll": 1}
+    suite = tmp_path / "suites" / "test_branchy.py"
+    with pytest.raises(tunebench.SpaceError, match=re.escape(
+            f"kernel 'branchy' ({suite}), shape (100,): constraint <lambda> at test_branchy.py:9 raised "
+            f"ZeroDivisionError: integer division or modulo by zero on config")):
+        tunebench.lookup("branchy", (100,), **asked)
+    with pytest.raises(tunebench.KernelError, match=re.escape(
+            f"kernel 'branchy' ({suite}): heuristic for shape (10,) gives params ['tile', 'unrol'], the space has "
+            f"['tile', 'unroll']: 'unrol' (did you mean 'unroll'?)")):
+        tunebench.best("branchy", (10,), **asked)

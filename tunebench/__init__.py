@@ -11,8 +11,8 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets 
 from tunebench.kernel import Kernel, KernelError, Variant  # noqa: E402
 from tunebench.lookup import StaleRecordsWarning, SuiteImportWarning, best, lookup  # noqa: E402
 from tunebench.records import RecordsError  # noqa: E402
-from tunebench.space import Space, pow2  # noqa: E402
+from tunebench.space import Space, SpaceError, pow2  # noqa: E402
 
 __all__ = ["Bucket", "BucketError", "Buckets", "Kernel", "KernelError", "RecordsError", "ShapeOutsideBuckets",
-           "Space", "StaleRecordsWarning", "SuiteImportWarning", "Tuned", "Variant", "__version__", "best", "lookup",
+           "Space", "SpaceError", "StaleRecordsWarning", "SuiteImportWarning", "Tuned", "Variant", "__version__", "best", "lookup",
            "pow2", "tuned"]

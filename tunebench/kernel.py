@@ -25,7 +25,7 @@ from tunebench.backends.base import KernelError
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
-from tunebench.space import Space
+from tunebench.space import Space, closest
 
 #: Default (rtol, atol) per dtype: |out - ref| <= atol + rtol * |ref| must hold everywhere.
 DEFAULT_TOLERANCE = {
@@ -204,9 +204,12 @@ class Variant:
             raise KernelError(f"heuristic raised {type(e).__name__}: {e} for shape {tuple(shape)}") from e
         config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
         if set(config) != set(self.space.names):
+            missing = [n for n in self.space.names if n not in config]
+            meant = [f"{n!r} (did you mean {m!r}?)" for n in config if n not in self.space.names
+                     for m in [closest(n, missing)] if m]
             raise KernelError(
                 f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
-                f"the space has {sorted(self.space.names)}")
+                f"the space has {sorted(self.space.names)}" + (f": {', '.join(meant)}" if meant else ""))
         for name, value in config.items():
             if isinstance(value, float) and all(isinstance(v, int) and not isinstance(v, bool)
                                                 for v in self.space.values[name]):
@@ -291,7 +294,9 @@ class Kernel:
             raise KernelError(f"kernel {name!r} declares no output")
         self.inout = tuple(dict.fromkeys([*inout, *(n for n in inplace if n in self.outputs)]))
         declared_in = sys._getframe(1).f_globals.get("__file__")  # the working directory only without one
-        origin = Path(declared_in).resolve().parent if declared_in else Path.cwd()
+        #: The file that declares the kernel, for an error a lookup meets in it to name.
+        self.declared_in = Path(declared_in).resolve() if declared_in else None
+        origin = self.declared_in.parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         arch = [f for f in getattr(given.get("cuda"), "flags", ()) if f.split("=")[0] in ARCH_FLAGS]
         if arch:

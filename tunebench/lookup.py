@@ -45,6 +45,7 @@ from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
 from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
+from tunebench.space import SpaceError
 
 
 @dataclass
@@ -399,7 +400,12 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     device = Path(device).stem if device else this_device()
     folder = _directory(records_dir)
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
-    choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
+    try:
+        choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
+    except (SpaceError, KernelError) as e:  # the declaration's code (a heuristic, a constraint) at fault
+        where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
+        at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
+        raise type(e)(f"kernel {name!r}{where}{at}: {e}") from None
     with _FAST_LOCK:
         if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):

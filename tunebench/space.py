@@ -105,7 +105,7 @@ class _ConfigView(Mapping):
         return len(self._index)
 
 
-def _closest(name: str, known: Sequence[str]) -> str | None:
+def closest(name: str, known: Sequence[str]) -> str | None:
     """The known name an unknown one most likely meant (the same but for case, else a close
     spelling), for an error message."""
     same = [k for k in known if k.lower() == name.lower()]
@@ -145,7 +145,7 @@ class Constraint:
             if not arg_names:
                 raise SpaceError(f"{self.label} takes no argument")
             if all(a not in names for a in arg_names):
-                close = {a: m for a in arg_names if (m := _closest(a, names))}
+                close = {a: m for a in arg_names if (m := closest(a, names))}
                 blamed = next(iter(close), None)
                 raise SpaceError((f"{self.label} names unknown param {blamed!r} (did you mean {close[blamed]!r}?)"
                                   if blamed else f"{self.label} reads no param of the space ({', '.join(arg_names)})")
@@ -247,7 +247,7 @@ class Space:
                                  f"apart; bound the buckets instead, or name the params it holds for beside it")
             unknown = [n for n in c.shaped if n != "shape" and n not in dims]
             if unknown:
-                close = _closest(unknown[0], [*names, *dims])
+                close = closest(unknown[0], [*names, *dims])
                 hint = f" (did you mean {close!r}?)" if close else ""
                 raise SpaceError(f"{c.label} names unknown param {unknown[0]!r}{hint}; params are {list(names)}, "
                                  f"dims are {list(dims)}, or name the whole shape 'shape'")
@@ -280,7 +280,7 @@ class Space:
                 return bool(c.fn(_ConfigView(index, key)))
             return bool(c.fn(*(key[index[p]] if p in index else at[p] for p in c.params)))
         except _UnknownParam as e:
-            close = _closest(e.args[0], list(index))
+            close = closest(e.args[0], list(index))
             raise SpaceError(f"{c.label} names unknown param {e.args[0]!r}"
                              f"{f' (did you mean {close!r}?)' if close else ''}; params are {list(index)}") from None
         except Exception as e:  # noqa: BLE001 - any error in user code is a definition error
