@@ -98,7 +98,7 @@ def test_a_declaration_changed_since_the_tune_is_named_by_the_gate(tuned):
     result = pytester.runpytest("test_chain.py", *GATE, "-rP")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*the args builder, tolerance changed since the tune: the gate measures with "
-                                 "today's, and `pytest suites --tune` tunes the task again with them*"])
+                                 "today's, and `pytest test_chain.py --tune` tunes the task again with them*"])
     assert "the template changed" not in result.stdout.str()
 
 
@@ -179,7 +179,7 @@ def test_a_faster_template_passes_and_says_to_tune_and_commit_to_hold_the_gain(t
     result = pytester.runpytest("test_chain.py", *GATE, "-rP")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*the template is faster than the recorded one on (2048,) (0.*x in every process): "
-                                 "`pytest suites --tune` and commit the records*"])
+                                 "`pytest test_chain.py --tune` and commit the records*"])
 
 
 def test_a_best_config_that_no_longer_compiles_fails_saying_so_not_as_a_regression(tuned):

@@ -207,8 +207,8 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     project()
     result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
     result.assert_outcomes(skipped=2)  # one gate item per bucket, no tuning item
-    result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on this device, cpu-*; run `pytest "
-                                 "suites --tune` here*"])
+    result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on this device, cpu-*: it was never "
+                                 "tuned here; run `pytest suites/test_axpb.py --tune` here to record it*"])
     assert "devices" not in result.stdout.str()  # no other device's records to speak of
     assert not (pytester.path / "records").exists()
 
@@ -227,8 +227,8 @@ def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester
     result.stdout.fnmatch_lines([f"this machine: {here}: *family*model*2 threads*",
                                  f"recorded: {tuned.stem}: *family*model*1 threads*",
                                  f"*nothing recorded for axpb small float32 on this device, {here}; "
-                                 f"*records holds {tuned.stem}: timings do not carry across devices; "
-                                 f"run `pytest suites --tune` here*"])
+                                 f"*records holds it for {tuned.stem}: timings do not carry across devices; "
+                                 f"run `pytest suites/test_axpb.py --tune` here to record it*"])
 
 
 def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(project, pytester):

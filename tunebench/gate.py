@@ -144,21 +144,22 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
 
 
-def not_recorded(store: RecordStore, kernel: str, bucket: Bucket, dtype: str) -> str:
-    """Why there is nothing to gate, naming this device and those that have records."""
-    task = next(iter(store.tasks(kernel=kernel, bucket=bucket.name, dtype=dtype)), None)
-    what = f"{kernel} {bucket.name} {dtype} on this device, {store.device}"
-    if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel, dtype, bucket,
+def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str) -> str:
+    """Why there is nothing to gate, naming this device and those that have records of the kernel."""
+    task = next(iter(store.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)), None)
+    what = f"{kernel.name} {bucket.name} {dtype} on this device, {store.device}"
+    command = kernel.tune_command()
+    if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel.name, dtype, bucket,
                                                                       task["source_hash"]).values()):
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
-                f"too busy), so no pick is confirmed and best() serves the heuristic; `pytest suites --tune` "
-                f"resumes the tune")
+                f"too busy), so no pick is confirmed and best() serves the heuristic; `{command}` resumes the tune")
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
                 f"failures say why); tune it again once fixed")
-    others = [s.device for s in devices(store) if s.path != store.path]
-    held = f"; {store.path.parent} holds {', '.join(others)}: timings do not carry across devices" if others else ""
-    return f"nothing recorded for {what}{held}; run `pytest suites --tune` here to record this one"
+    others = [s.device for s in devices(store) if s.path != store.path and s.tasks(kernel=kernel.name)]
+    held = (f"; {store.path.parent} holds it for {', '.join(others)}: timings do not carry across devices"
+            if others else ": it was never tuned here")
+    return f"nothing recorded for {what}{held}; run `{command}` here to record it"
 
 
 def devices(store: RecordStore) -> list[RecordStore]:
@@ -176,7 +177,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     retries = 0 if busy else RETRIES
     found = recorded_best(store, kernel, target, dtype, bucket)
     if found is None:
-        return GateResult("skip", not_recorded(store, kernel.name, bucket, dtype))
+        return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
     best, recorded_hash = found
     result = GateResult("pass")
     recorded_text = None
@@ -192,7 +193,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                if part != "template" and today.get(part) != value]  # the template has its own note above
     if changed:
         result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
-                            f"and `pytest suites --tune` tunes the task again with them")
+                            f"and `{kernel.tune_command()}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
@@ -211,7 +212,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         comp = compare(workers, kernel.name, shape, dtype, arms, settings.processes, settings.budget_s,
                        retries=retries)
         ref = reference.get(shape) if recorded_text is None else None
-        if ref and not comp.failure and not _same_machine(store, kernel.name, recorded_hash, shape, dtype,
+        if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype,
                                                           baseline, comp, result):
             ref = None
         while True:
@@ -239,7 +240,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if faster:  # a later slowdown up to this gain would pass against the old record
             result.notes.append(f"the template is faster than the recorded one on {shape} "
                                 f"({faster[0].median:.2f}x in every process): "
-                                f"`pytest suites --tune` and commit the records to hold the gate to it")
+                                f"`{kernel.tune_command()}` and commit the records to hold the gate to it")
     if not result.verdicts and not noisy:  # a pass that measured nothing says why
         whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
         why = ("the template is unchanged" if recorded_hash == variant.source_hash else
@@ -296,10 +297,10 @@ def _beyond_noise(verdict: Verdict) -> bool:
     return min(verdict.ratios) > verdict.limit * (1 + spread)
 
 
-def _same_machine(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype: str, baseline: dict,
+def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: tuple, dtype: str, baseline: dict,
                   comp: Comparison, result: GateResult) -> bool:
     """Whether the heuristic's time today is near its recorded one; if not, say so."""
-    doc = store.lookup(kernel, source_hash, shape, dtype, baseline)
+    doc = store.lookup(kernel.name, source_hash, shape, dtype, baseline)
     if not doc or not doc.get("stats"):
         return True
     ratio = comp.median("baseline") / doc["stats"]["median"]
@@ -309,7 +310,7 @@ def _same_machine(store: RecordStore, kernel: str, source_hash: str, shape: tupl
         f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: this machine matches the records' "
         f"fingerprint but is not measuring like the machine that tuned them (another host, or one that is "
         f"not itself today), so best/baseline is not compared with the tuning-time ratios; run "
-        f"`pytest suites --tune` here to gate against this machine's own records")
+        f"`{kernel.tune_command()}` here to gate against this machine's own records")
     return False
 
 

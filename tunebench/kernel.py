@@ -429,6 +429,17 @@ class Kernel:
                 "tolerance": repr(self.tolerance.get(dtype)),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}
 
+    def tune_command(self) -> str:
+        """The command that tunes this kernel, for a message to give: its own suite file (a
+        kernel beside the shipped ones is not under suites/), as the working directory reaches it."""
+        if self.declared_in is None:
+            return "pytest suites --tune"
+        try:
+            path = self.declared_in.relative_to(Path.cwd())
+        except ValueError:
+            path = self.declared_in
+        return f"pytest {path} --tune"
+
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
         """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""
         if self.flops is not None:

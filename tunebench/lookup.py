@@ -517,7 +517,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if old_ranked:
             ranked, times, source_hash = old_ranked, old_times, earlier
             choice.note = (f"tuned with an earlier {variant.path.name} ({earlier}; now {variant.source_hash}): "
-                           f"`pytest suites --tune` tunes this one, and the gate checks the config on it")
+                           f"`{decl.tune_command()}` tunes this one, and the gate checks the config on it")
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
@@ -536,7 +536,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         unconfirmed = (f"no final round confirmed a pick on this bucket (its tune ended before one: interrupted, "
                        f"or the machine too busy), so the trials' fastest [{config_text(dict(order[0]))}], "
                        f"{choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone, is not served; "
-                       f"`pytest suites --tune` resumes the tune")
+                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` resumes the tune")
         order = []
     if final is not None:  # the final round's winner, else the heuristic
         adopt = [] if list(final.values()) == baseline else [key]
