@@ -223,6 +223,21 @@ def test_an_export_with_no_kernel_or_no_records_for_the_device_says_so(tmp_path,
             "bucket exports the heuristic") in capsys.readouterr().err
 
 
+def test_an_export_that_leaves_out_recorded_kernels_no_suite_declares_names_them(tmp_path, capsys):
+    """A user's own kernel beside the shipped ones, exported without --suites, was left out
+    without a word while best() answered it from the same records."""
+    root = Path(__file__).resolve().parent.parent
+    device = "cpu-amd-epyc-f26m2-2t-506d4e"  # the committed records
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "test_matmul_add.py").write_text((root / "suites" / "test_matmul_add.py").read_text()
+                                                            .replace('"kernels/', f'"{root}/kernels/'))
+    assert main(["export", "--out", str(tmp_path / "x"), "--device", device, "--records", str(root / "records"),
+                 "--suites", str(tmp_path / "suites")]) == 0
+    assert list(json.loads((tmp_path / "x" / "tunebench_configs.json").read_text())["kernels"]) == ["matmul_add"]
+    assert (f"warning: {root / 'records' / device}.json holds layernorm, row_reduce, softmax, which no suite under "
+            f"{tmp_path / 'suites'} declares for its target: left out (pass --suites)") in capsys.readouterr().err
+
+
 def test_the_headers_of_two_devices_go_into_one_program_under_their_prefixes(tmp_path):
     root = Path(__file__).resolve().parent.parent
     for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cpu-amd-epyc-2t-b42c66", "epyc")):

@@ -64,6 +64,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if data["records_sha256"] is None:
         print(f"warning: nothing is recorded for device {data['device']} ({data['records']}): every bucket exports "
               f"the heuristic", file=sys.stderr)
+    missing = export.left_out(data, args.records, args.suites)
+    if missing:
+        print(f"warning: {missing}", file=sys.stderr)
     for kernel, by_dtype in data["kernels"].items():
         for dtype, entry in by_dtype.items():
             if entry["unchecked"]:

@@ -82,6 +82,17 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
             "records": f"{records_dir.name}/{path.name}", "records_sha256": digest, "kernels": kernels}
 
 
+def left_out(data: dict, records: str | Path | None = None, suites: str | Path | None = None) -> str | None:
+    """Which kernels the device's records hold that the export left out, as no suite under the
+    suites folder declares them (a kernel beside the shipped ones, exported without --suites)."""
+    records_dir, suites_dir = project(records, suites)
+    path = records_dir / f"{data['device']}.json"
+    recorded = {t["kernel"] for t in RecordStore(path).tasks()} if path.exists() else set()
+    missing = sorted(recorded - set(data["kernels"]))
+    return (f"{path} holds {', '.join(missing)}, which no suite under {suites_dir} declares for its target: left "
+            f"out (pass --suites)") if missing else None
+
+
 def _fits(space, dims) -> tuple[str, str | None]:
     """The C test of a config's shaped constraints (over ``tb_c->param`` and the dims), and why
     there is none: a constraint without a C form, whose bucket configs are then not exported."""
