@@ -445,3 +445,16 @@ def test_a_bfloat16_array_for_a_float16_pointer_fails_the_check_though_both_are_
     assert ("bfloat16 arguments: argument 'x' (bfloat16 array) where the kernel's 1st parameter (_Float16 *x) points "
             "to _Float16, which holds float16: give an array of np.float16; argument 'y' (bfloat16 array)") in out
     assert "float16 arguments" not in out.replace("bfloat16 arguments", "")
+
+
+def test_a_suite_that_fails_to_import_fails_the_check_alone_and_the_others_are_checked(tmp_path, capsys):
+    """A syntax error in one suite stopped the whole check, the others unchecked."""
+    (tmp_path / "half.c").write_text(HALF_C)
+    (tmp_path / "test_half.py").write_text(HALF_SUITE.replace('"float16", "bfloat16"', '"float16",'))
+    (tmp_path / "test_broken.py").write_text("def broken(:\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--target", "cpu"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"FAILED to import: {tmp_path / 'test_broken.py'}: SyntaxError: invalid syntax "
+                      f"(test_broken.py, line 1)")
+    assert out[1].startswith("twice  cpu  float16  host  2 configs, 2 builds  ok")
+    assert out[2:] == ["compile-check cpu: 1 of 1 kernels ok", "compile-check: 1 suite failed to import (above)"]

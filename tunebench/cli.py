@@ -87,14 +87,23 @@ def grouped(failures: list[tuple[str, str]]) -> list[str]:
 
 def cmd_compile_check(args: argparse.Namespace) -> int:
     """The target asked for (cuda where architectures are), else every target a suite declares a
-    variant for, in turn; the worst exit status."""
-    kernels = load_suites(args.suites)
+    variant for, in turn; the worst exit status. A suite that fails to import fails the check
+    alone, as a kernel at fault does: the others are checked."""
+    broken: list[str] = []
+    kernels = load_suites(args.suites, broken)
+    for failure in broken:
+        print(f"FAILED to import: {failure}")
+    if broken and not kernels:
+        return 1
     targets = [args.target or "cuda"] if args.target or args.arch else [
         t for t in ("cpu", "cuda") if any(k.variant(t) for k in kernels)]
     if not targets:
         print(f"tunebench compile-check: no kernel under {args.suites} has a cpu or cuda variant", file=sys.stderr)
         return 2
-    return max(_compile_check(args, kernels, target) for target in targets)
+    status = max(_compile_check(args, kernels, target) for target in targets)
+    if broken:
+        print(f"compile-check: {len(broken)} suite{'s' if len(broken) > 1 else ''} failed to import (above)")
+    return max(status, 1 if broken else 0)
 
 
 def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
