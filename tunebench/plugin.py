@@ -322,5 +322,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"interference: {tuner.remeasured} measurements repeated on a disturbed machine, {disturbed} "
             f"configs stayed disturbed (not used), {tuner.noisy} trials noisy (spread over "
             f"{NOISY_SPREAD:.0%}); each trial's verdict and conditions are in the records", yellow=True)
-    if tuner.busy:
-        terminalreporter.write_line("stopped on a busy machine: the first failure above says what was seen", red=True)
+    busy = [t for t in ran if t.busy]
+    if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run
+        terminalreporter.write_line(
+            f"stopped on a busy machine: {len(busy)} of {len(ran)} tasks ({', '.join(t.label for t in busy)}); the "
+            f"first failure above says what was seen; their trials are kept, and a tune on a quiet machine resumes "
+            f"them", red=True)
