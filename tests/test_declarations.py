@@ -499,3 +499,19 @@ def test_a_declaration_that_fails_only_for_the_shape_a_lookup_asks_names_kernel_
             f"kernel 'branchy' ({suite}): heuristic for shape (10,) gives params ['tile', 'unrol'], the space has "
             f"['tile', 'unroll']: 'unrol' (did you mean 'unroll'?)")):
         tunebench.best("branchy", (10,), **asked)
+
+
+def test_a_trial_of_a_kernel_whose_suite_or_template_git_does_not_track_is_dirty(project, pytester):
+    """Every trial named a commit that held neither file, and said it was clean."""
+    root = project()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], cwd=root, check=True)
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1")
+    first = {(t["git_commit"], t["git_dirty"]) for t in records(root).table("trials").all()}
+    assert len(first) == 1 and next(iter(first))[1] is True
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the kernel"], cwd=root, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1", "--tune-fresh")
+    assert {t["git_dirty"] for t in records(root).table("trials").all() if t["git_commit"] == head} == {False}

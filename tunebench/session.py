@@ -120,6 +120,20 @@ def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
     return commit, bool(status.strip())
 
 
+def untracked(root: Path, paths: tuple[Path, ...]) -> bool:
+    """Whether git leaves any of ``paths`` inside the work tree at ``root`` untracked: a kernel's
+    own template or suite that is not in the commit its trials name, however clean the rest."""
+    try:
+        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True,
+                                  text=True, check=True).stdout.strip()).resolve()
+        inside = [str(p.resolve().relative_to(top)) for p in paths if p.resolve().is_relative_to(top)]
+        listed = subprocess.run(["git", "ls-files", "--", *inside], cwd=top, capture_output=True, text=True,
+                                check=True).stdout.split("\n") if inside else []
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return any(p not in listed for p in inside)
+
+
 class Tuner:
     """What every task of one tuning run shares: the workers, the records, settings, provenance.
 
@@ -144,7 +158,8 @@ class Tuner:
         self.fresh = fresh  # reuse nothing recorded: every trial and the final round anew
         self.ahead = ahead  # compiles the next candidates on the host's cores
         self.measured: set[tuple] = set()  # (task label, shape, config key) measured in this run
-        self.commit, self.dirty = git_state(root or Path.cwd(), store.path.parent)
+        self.root = root or Path.cwd()
+        self.commit, self.dirty = git_state(self.root, store.path.parent)
         self.tasks: list[Task] = []
         self.measure_s = 0.0  # time spent measuring new trials
         self.fixed_s = 0.0  # what the fixed protocol would have spent on them
@@ -179,6 +194,9 @@ class Task:
         self.strikes = 0  # trials in a row that stayed disturbed
         self.busy: str | None = None  # why the task stopped on a busy machine
         self.declaration = kernel.declaration(variant, dtype)
+        # the commit names what was measured only where it holds the kernel's own files too
+        self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
+            tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))
         self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
         self.reused = 0  # trials taken from the records instead of measured
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
@@ -495,7 +513,7 @@ class Task:
             "baseline": config == self.variant.baseline(shape),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
             "compile_time_s": None, "work": self._work(shape),
-            "git_commit": t.commit, "git_dirty": t.dirty, "tunebench_version": __version__,
+            "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
             "strategy": t.strategy,
             "timestamp": now(),
         }
