@@ -383,9 +383,9 @@ neg = Kernel(
     args=lambda shape, dtype, rng: {"x": rng.uniform(-4, 4, shape[0]).astype(dtype), "y": np.empty(shape[0], dtype),
                                     "n": np.int32(shape[0])},
     reference=lambda x, n: -x.astype(np.float64), outputs=["y"],
-    cuda=Variant(source="neg.cu", entry="neg", space=Space({"block": [128, 256]}), heuristic=lambda shape: {"block": 128},
-                 dtypes=("float8_e4m3fn", "float8_e5m2"),
-                 launch=lambda config, shape: (((shape[0] + config["block"] - 1) // config["block"],), (config["block"],))),
+    cuda=Variant(source="neg.cu", entry="neg", space=Space({"block": [128, 256]}),
+                 heuristic=lambda shape: {"block": 128}, dtypes=("float8_e4m3fn", "float8_e5m2"),
+                 launch=lambda config, shape: ((shape[0] + config["block"] - 1) // config["block"], config["block"])),
 )
 """
 
@@ -394,8 +394,8 @@ neg = Kernel(
 def test_an_8_bit_float_kernel_builds_in_its_cuda_type_and_an_array_of_it_for_a_float_pointer_fails(tmp_path, capsys):
     """``__nv_fp8_e4m3`` and ``__nv_fp8_e5m2`` with cuda_fp8.h included by tunebench, as
     ``__half`` is: an 8-bit float array is checked against the pointer it is given to."""
-    for folder, template in (("fp8", NEGATE_CU),
-                             ("float", NEGATE_CU.replace("const TB_DTYPE *x", "const float *x").replace("float(x[i])", "x[i]")),
+    as_float = NEGATE_CU.replace("const TB_DTYPE *x", "const float *x").replace("float(x[i])", "x[i]")
+    for folder, template in (("fp8", NEGATE_CU), ("float", as_float),
                              ("e4m3", NEGATE_CU.replace("const TB_DTYPE *x", "const __nv_fp8_e4m3 *x"))):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "neg.cu").write_text(template)

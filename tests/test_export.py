@@ -188,7 +188,8 @@ def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best
     alone = tmp_path / "alone" / "records"
     shutil.copytree(gemm.path / "records", alone)
     asked = ("import sys, warnings, tunebench\nwarnings.simplefilter('error', tunebench.SuiteImportWarning)\n"
-             "for n in (48, 50):\n    try:\n        print(n, tunebench.lookup('gemm', (n,), records=sys.argv[1]).source)\n"
+             "for n in (48, 50):\n    try:\n"
+             "        print(n, tunebench.lookup('gemm', (n,), records=sys.argv[1]).source)\n"
              "    except tunebench.SuiteImportWarning as e:\n        print(n, e)\n")
     lines = subprocess.run([sys.executable, "-c", asked, str(alone)], cwd=alone, capture_output=True, text=True,
                            check=True).stdout.splitlines()

@@ -14,5 +14,5 @@ from tunebench.records import RecordsError  # noqa: E402
 from tunebench.space import Space, SpaceError, pow2  # noqa: E402
 
 __all__ = ["Bucket", "BucketError", "Buckets", "Kernel", "KernelError", "RecordsError", "ShapeOutsideBuckets",
-           "Space", "SpaceError", "StaleRecordsWarning", "SuiteImportWarning", "Tuned", "Variant", "__version__", "best", "lookup",
-           "pow2", "tuned"]
+           "Space", "SpaceError", "StaleRecordsWarning", "SuiteImportWarning", "Tuned", "Variant", "__version__", "best",
+           "lookup", "pow2", "tuned"]

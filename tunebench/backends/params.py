@@ -81,7 +81,8 @@ def _kind_of(dtype: np.dtype) -> str:
 
 
 #: The numpy scalars of a parameter's size, for a parameter whose C type is not known.
-SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_, ml_dtypes.float8_e4m3fn", 2: "np.float16, ml_dtypes.bfloat16, np.int16", 4: "np.float32, np.int32",
+SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_, ml_dtypes.float8_e4m3fn",
+                   2: "np.float16, ml_dtypes.bfloat16, np.int16", 4: "np.float32, np.int32",
                    8: "np.float64, np.int64"}
 
 
