@@ -515,3 +515,23 @@ def test_a_trial_of_a_kernel_whose_suite_or_template_git_does_not_track_is_dirty
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1", "--tune-fresh")
     assert {t["git_dirty"] for t in records(root).table("trials").all() if t["git_commit"] == head} == {False}
+
+
+@pytest.mark.parametrize("constraint, said", [
+    ("lambda block: block // (block - 64) > 0",
+     "constraint <lambda> at test_axpb.py:* raised ZeroDivisionError: integer division or modulo by zero on config "
+     "{'block': 64}"),
+    ("lambda block: block > 256", "no config satisfies the constraints (3 configs over params block)"),
+    ("lambda shape, block: shape[1] % block == 0",
+     "constraint <lambda> at test_axpb.py:* raised IndexError: tuple index out of range on config {'block': 64}"),
+    ("lambda N, block: block > N", "no config satisfies the constraints on every shape of bucket 'small' ((1000,))"),
+])
+def test_a_cuda_variants_broken_space_fails_collection_on_a_machine_without_a_gpu(project, pytester, constraint, said):
+    """It collected as one unavailable item, and failed only on the GPU box."""
+    project(cuda=True)
+    suite = pytester.path / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace('Space({"block": [64, 128, 256]})',
+                                               f'Space({{"block": [64, 128, 256]}}, constraints=[{constraint}])'))
+    result = pytester.runpytest("suites", *TUNE, "--collect-only")
+    result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: {said}*"])
+    assert result.ret == 2 and "Traceback" not in result.stdout.str()

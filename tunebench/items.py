@@ -190,10 +190,7 @@ def _split(space, valid: list[tuple], invalid: list[tuple], bucket: Bucket, dims
     shape for a candidate to be tried there."""
     if not space.shaped:
         return valid, invalid
-    fits = [k for k in valid if all(space.holds_for(k, s, dims) for s in bucket.shapes)]
-    if not fits:
-        raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
-                         f"({', '.join(map(str, bucket.shapes))})")
+    fits = space.fitting(valid, bucket, dims)
     misfits = set(valid) - set(fits)
     return fits, [k for k in valid if k in misfits] + invalid
 

@@ -383,7 +383,8 @@ class Kernel:
     def check(self, variant: Variant, target: str) -> None:
         """What a variant must hold before anything is built for a target, checked with or
         without its device (collection, compile-check): its template reads, the target has a C
-        type for each dtype, each constraint names params and the dims, the heuristic gives a
+        type for each dtype, each constraint names params and the dims and runs on every config
+        and representative shape without raising, some config holds on every bucket, the heuristic gives a
         config of the space for each representative shape, ``flops``/``bytes`` answer a number
         for each (they are first called after the baseline's trial, which their error would
         lose). A :class:`KernelError` (or the space's :class:`SpaceError`) names what is at fault."""
@@ -396,6 +397,7 @@ class Kernel:
                 raise KernelError(why)
         buckets = self.buckets_for(target)
         variant.space.check_dims(buckets.dims)
+        variant.space.validate(buckets, buckets.dims)
         for bucket in buckets:
             for shape in bucket.shapes:
                 variant.baseline(shape)

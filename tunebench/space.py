@@ -167,6 +167,7 @@ class Space:
         self._spec = dict(params)
         self._constraint_fns = list(constraints)
         self._checked: tuple | None = None
+        self._enumerated: tuple[list[tuple], list[tuple]] | None = None  # once: collection checks every variant
 
     # -- definition ---------------------------------------------------------------------------
     def _check(self) -> tuple[tuple[str, ...], dict[str, tuple], list[Constraint]]:
@@ -184,10 +185,24 @@ class Space:
             self._checked = (names, values, constraints)
         return self._checked
 
-    def validate(self) -> None:
+    def validate(self, buckets: Iterable | None = None, dims: Sequence[str] = ()) -> None:
         """Raise :class:`SpaceError` for an empty value list, an unknown param in a constraint,
-        a constraint that raises, or a space with no valid config."""
-        self.enumerate()
+        a constraint that raises, or a space with no valid config, on any of ``buckets`` (over
+        ``dims``) where its constraints read the shape."""
+        valid, _ = self.enumerate()
+        for bucket in buckets or ():
+            self.fitting(valid, bucket, dims)
+
+    def fitting(self, keys: Sequence[tuple], bucket, dims: Sequence[str]) -> list[tuple]:
+        """The keys whose shaped constraints hold on every representative shape of ``bucket``
+        (a candidate is tried only there); a :class:`SpaceError` where none does."""
+        if not self.shaped:
+            return list(keys)
+        fits = [k for k in keys if all(self.holds_for(k, s, dims) for s in bucket.shapes)]
+        if not fits:
+            raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
+                             f"({', '.join(map(str, bucket.shapes))})")
+        return fits
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -291,6 +306,8 @@ class Space:
     def enumerate(self) -> tuple[list[tuple], list[tuple]]:
         """All keys of the product in declaration order, split into (valid, invalid) by every
         constraint but the shaped ones."""
+        if self._enumerated is not None:
+            return self._enumerated
         names, values, constraints = self._check()
         if self.size > MAX_PRODUCT:
             raise SpaceError(
@@ -305,4 +322,5 @@ class Space:
             raise SpaceError(
                 f"no config satisfies the constraints ({len(invalid):,} configs over params "
                 f"{', '.join(names)})")
+        self._enumerated = valid, invalid
         return valid, invalid
