@@ -245,6 +245,11 @@ def test_an_arch_specific_variant_builds_for_sm90a_and_a_plain_one_is_told_to_de
     assert re.search(r"\n    float32 sm_90 \[BLOCK:256\] and 1 more: ptxas <its ptx>, line \d+; error +: Instruction "
                      r"'setmaxnreg.inc' not supported on .target 'sm_90'", out)  # one message: the temporary file named alike
     assert "declare the variant arch_specific=True" in out
+    # the device sm_90a names is an sm_90: a plain variant is built for sm_90 there, as a tune builds it
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90a"]) == 1
+    out = capsys.readouterr().out
+    assert "specific  cuda  float32  sm_90a  2 configs, 2 builds, 2 launches  ok" in out
+    assert "plain     cuda  float32  sm_90  2 configs, 2 builds, 2 launches  FAILED 2 of 2 builds" in out
     assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_80"]) == 1
     out = capsys.readouterr().out
     assert ("specific  cuda  float32  sm_80  2 configs, 0 builds  FAILED its declaration" in out

@@ -117,9 +117,12 @@ def arch_problem(arch: str) -> str | None:
 
 
 def variant_arch(arch: str, variant: Variant) -> str:
-    """What a variant is built for on ``arch``: its architecture-specific target (``sm_90a``)
-    where it declares ``arch_specific``."""
-    return f"{arch}a" if variant.arch_specific and not arch.endswith("a") else arch
+    """What a variant is built for on the device ``arch`` names: its architecture-specific target
+    (``sm_90a``) where it declares ``arch_specific``, else the plain one, as a tune on that device
+    builds it (``sm_90`` for ``sm_90a`` too: a plain variant that needs sm_90a fails there)."""
+    if variant.arch_specific:
+        return arch if arch[-1] in "af" else f"{arch}a"
+    return arch.rstrip("af")
 
 
 def explain_build(variant: Variant, config: Mapping, error: str) -> str:
