@@ -119,6 +119,8 @@ def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_
     (lambda config, shape: ((1,), (1, 2, 3, 4)), r"returned"),
     (lambda config, shape: ((1,), (128,), -1), r"returned"),
     (lambda config, shape: ((1,), (config["tile"],)), r"\(\{'broken': 0\}, \(1000,\)\) raised KeyError: 'tile'"),
+    (lambda config, shape: (shape[0] // 4096, 256), r"returned grid \(0, 1, 1\), block \(256, 1, 1\): a dimension "
+                                                    r"below 1 launches nothing \(round the grid up"),
 ])
 def test_a_launch_that_raises_or_answers_in_another_form_is_a_declaration_error_naming_config_and_shape(
         tmp_path, launch, message):
@@ -138,8 +140,9 @@ def test_a_launch_beyond_what_the_function_or_the_device_allows_is_refused_sayin
         "232448 (227 KiB)")
     assert resource_problem(h100, Launch((70000, 70000, 1), (256, 1, 1)), fn) == (
         "grid (70000, 70000, 1) is outside the device's limits (2147483647, 65535, 65535)")
-    assert resource_problem(h100, Launch((0, 1, 1), (256, 1, 1)), fn) == (
-        "grid (0, 1, 1) has no block (a shape too small for the launch's arithmetic?)")
+    # the architecture's block limit first: the function's own bound, from its registers, is never above it
+    assert resource_problem(h100, Launch((8, 1, 1), (2048, 1, 1)), FunctionResources(
+        registers=31, max_threads_per_block=1024)) == "block of 2048 threads, the device launches at most 1024"
     # without a device: the architecture's limits, the launch's own shared memory
     assert resource_problem(arch_limits("sm_80"), Launch((1, 1, 1), (64, 1, 1), 200 * 1024), where="sm_80") == (
         "204800 bytes (200 KiB) of shared memory per block, sm_80 allows 166912 (163 KiB)")

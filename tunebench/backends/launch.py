@@ -76,10 +76,14 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
         shared = answer[2] if len(answer) == 3 else 0
         if not whole(shared) or shared < 0:
             raise TypeError
-        return Launch(dims(answer[0]), dims(answer[1]), int(shared))
+        made = Launch(dims(answer[0]), dims(answer[1]), int(shared))
     except TypeError:
         raise KernelError(f"{where} returned {answer!r}: it must return (grid, block) or (grid, block, "
                           f"shared_bytes), a grid or block an int or up to three whole numbers") from None
+    if min(*made.grid, *made.block) < 1:  # the arithmetic's fault, not a limit: it would launch nothing
+        raise KernelError(f"{where} returned grid {made.grid}, block {made.block}: a dimension below 1 launches "
+                          f"nothing (round the grid up: (n + per_block - 1) // per_block)")
+    return made
 
 
 def _takes_dtype(launch: Callable) -> bool:
@@ -273,20 +277,18 @@ def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = Fu
     function cannot make this launch, if it cannot: checked before any measurement, so the
     candidate is recorded as ``pruned_resources``, not as crashed."""
     threads = math.prod(launch.block)
+    if threads > limits["threads"]:  # first: the function's own bound is never above it
+        return f"block of {threads} threads, {where} launches at most {limits['threads']}"
     if fn.launch_bounds is not None and threads > fn.launch_bounds:
         return f"block of {threads} threads, but the function's __launch_bounds__ allows at most {fn.launch_bounds}"
     if fn.max_threads_per_block is not None and threads > fn.max_threads_per_block:
         return (f"block of {threads} threads, but with {fn.registers} registers per thread the function "
                 f"launches at most {fn.max_threads_per_block}")
-    if threads > limits["threads"]:
-        return f"block of {threads} threads, {where} launches at most {limits['threads']}"
     used = fn.static_shared + launch.shared
     if used > limits["shared"]:
         parts = f" ({fn.static_shared} static, {launch.shared} dynamic)" if fn.static_shared and launch.shared else ""
         return (f"{used} bytes ({used / 1024:g} KiB) of shared memory per block{parts}, {where} allows "
                 f"{limits['shared']} ({limits['shared'] / 1024:g} KiB)")
-    if 0 in launch.grid:
-        return f"grid {launch.grid} has no block (a shape too small for the launch's arithmetic?)"
     for what, dims, limit in (("block", launch.block, limits["block"]), ("grid", launch.grid, limits["grid"])):
         if any(d < 1 or d > lim for d, lim in zip(dims, limit)):
             return f"{what} {dims} is outside {where}'s limits {limit}"
