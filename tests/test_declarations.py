@@ -249,6 +249,12 @@ def test_a_declared_kernel_finds_its_project_from_its_suite(project, pytester, m
     choice = tunebench.lookup(kernel, (2000,))
     assert choice.note is None and choice.device in {p.stem for p in (root / "records").glob("*.json")}
     assert TinyDB(next((root / "records").glob("*.json"))).table("tasks").all()
+    # by name, in a process that has not imported the suite: suites= names the project as well
+    asked = "import sys, tunebench; c = tunebench.lookup('axpb', (2000,), suites=sys.argv[1]); print(c.source, c.note)"
+    env = {k: v for k, v in os.environ.items() if k != "TUNEBENCH_ROOT"}
+    done = subprocess.run([sys.executable, "-c", asked, str(root / "suites")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.stdout == f"{choice.source} None\n", done.stderr
 
 
 def test_a_lookup_is_answered_from_memory_until_the_records_change(project, pytester, monkeypatch):

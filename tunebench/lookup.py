@@ -129,9 +129,9 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
             kernel: Kernel | None = None) -> tuple[Path, Path]:
     """(records folder, suites folder) of the project, found from its root rather than the
     working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
-    under the root of the project that declares ``kernel`` (the nearest folder above its suite
-    with a ``records`` folder or an ini file), else the nearest such folder from the working
-    directory upwards; given ``records`` alone, the suites are its sibling ``suites``.
+    under the root of the project that declares ``kernel`` (the nearest folder above its suite,
+    or above ``suites``, with a ``records`` folder or an ini file), else the nearest such folder
+    from the working directory upwards; given ``records`` alone, the suites are its sibling ``suites``.
     :class:`LookupError` names every place it looked."""
     if records is not None:  # the project is the records folder's
         if not Path(records).is_dir():  # a typo must not quietly serve the heuristic
@@ -145,7 +145,8 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     if root is None:
         looked.append("$TUNEBENCH_ROOT (unset)")
         origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
-        for start in ([origin] if origin else []) + [Path.cwd()]:
+        declared = [Path(origin or suites).resolve()] if origin or suites is not None else []
+        for start in [*declared, Path.cwd()]:
             root = next((d for d in (start, *start.parents) if (d / "records").is_dir()
                          or any((d / f).is_file() for f in INI_FILES)), None)
             if root is not None:
