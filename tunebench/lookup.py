@@ -500,7 +500,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     elif store is None:
         others = sorted(p.stem for p in records_dir.glob("*.json"))
         choice.note = (f"nothing is recorded for this device ({device})"
-                       + (f"; {records_dir} holds {', '.join(others)}, other devices" if others else ""))
+                       + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else ""))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = (task or {}).get("source_hash")
     if variant is not None:
