@@ -69,6 +69,9 @@ def test_each_misfit_is_named_with_what_to_give():
         "array of np.float32; argument 'n' (int64 scalar) where the kernel's 2nd parameter (int) takes a 4-byte int: "
         "give it np.int32")
     assert "takes an 8-byte int" in args_problem({**fits, "n": np.int32(4)}, (floats, Param(8, "int", "long")))
+    flag = Param(1, "int", "bool", unsigned=True)  # DW_ATE_boolean
+    assert args_problem({**fits, "n": np.int32(1)}, (floats, flag)).endswith("takes a 1-byte int: give it np.bool_")
+    assert args_problem({**fits, "n": np.bool_(True)}, (floats, flag)) is None
     # a cubin lists bytes only
     assert args_problem({**fits, "n": np.int64(4)}, (Param(8), Param(4))) == (
         "argument 'n' (int64 scalar, 8 bytes) where the kernel's 2nd parameter takes 4 bytes: give it a numpy scalar "

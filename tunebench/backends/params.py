@@ -60,6 +60,8 @@ class Param:
         """The numpy scalar type that passes this parameter by value, if a numpy type does."""
         if self.dtype is not None:
             return "np.float16" if self.dtype == "float16" else f"ml_dtypes.{self.dtype}"
+        if self.ctype in ("bool", "_Bool"):
+            return "np.bool_"
         if self.kind == "float" and self.size in (2, 4, 8):
             return f"np.float{self.size * 8}"
         if self.kind == "int" and self.size in (1, 2, 4, 8):
