@@ -203,6 +203,9 @@ def test_an_architecture_nvcc_does_not_build_is_one_error_before_any_build(capsy
         r"tunebench compile-check: nvcc \(\S+\) builds no sm_99; it builds (sm_\d+ )*sm_90( sm_\d+)*: a device of "
         r"another architecture needs a CUDA toolkit that supports it\n", captured.err)
     assert cuda.arch_problem("sm_90a") is None  # the architecture-specific features of one it builds
+    for typo in ("90", "sm90", "compute_90"):  # not a toolkit that lacks it: a name that is none
+        assert cuda.arch_problem(typo) == (f"{typo!r} is no architecture name: give sm_ and the compute "
+                                           f"capability's digits (sm_80, sm_90)")
 
 
 #: An instruction sm_90 lacks and sm_90a has (as wgmma and TMA multicast).

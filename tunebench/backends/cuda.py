@@ -108,7 +108,9 @@ def arch_problem(arch: str) -> str | None:
     architecture-specific features, which exist from compute capability 9.0), if it cannot: one
     error before any build, not every candidate of every kernel failing alike."""
     found = re.fullmatch(r"(sm_(\d+?)\d)([af]?)", arch)
-    if found and found.group(1) in nvcc_archs():
+    if not found:
+        return f"{arch!r} is no architecture name: give sm_ and the compute capability's digits (sm_80, sm_90)"
+    if found.group(1) in nvcc_archs():
         if not found.group(3) or int(found.group(2)) >= 9:
             return None
         return f"{found.group(1)} has no architecture-specific target {arch} (they begin with sm_90a)"
