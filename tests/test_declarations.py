@@ -330,6 +330,11 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
     assert tunebench.lookup("twice", np.int64(4096), dtype="float32", **asked) == by_name
     with pytest.raises(TypeError, match=r"shape 4096.0: give a sequence of ints \(x.shape\), or an int for one dim"):
         tunebench.lookup("twice", 4096.0, **asked)
+    for odd, shown in ((4096.5,), "4096.5"), (("4096",), "'4096'"), ((True,), "True"):  # 4096.5 was served as 4096
+        with pytest.raises(TypeError, match=re.escape(f"shape {odd!r}: {shown} is no dim: give a sequence of ints")):
+            tunebench.best("twice", odd, **asked)
+    with pytest.raises(ValueError, match=re.escape("shape (-4096,): a dim below 0")):
+        tunebench.lookup("twice", (-4096,), **asked)
 
 
 

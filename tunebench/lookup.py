@@ -402,7 +402,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     folder = _directory(records_dir)
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     try:
-        choice = _choose(folder, decl, name, tuple(int(v) for v in shape), device, dtype, records_dir, suites_dir)
+        choice = _choose(folder, decl, name, _dims(shape), device, dtype, records_dir, suites_dir)
     except (SpaceError, KernelError) as e:  # the declaration's code (a heuristic, a constraint) at fault
         where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
         at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
@@ -424,6 +424,18 @@ def _shape(shape) -> tuple:
             return (operator.index(shape),)
         except TypeError:
             raise TypeError(f"shape {shape!r}: give a sequence of ints (x.shape), or an int for one dim") from None
+
+
+def _dims(shape: tuple) -> tuple[int, ...]:
+    """A shape's dims as ints, checked once per shape asked (a cached answer skips it): a float,
+    a string or a bool is no dim (300.5 was served as 300), nor is a negative one."""
+    for v in shape:
+        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+            raise TypeError(f"shape {shape!r}: {v!r} is no dim: give a sequence of ints (x.shape)")
+    dims = tuple(operator.index(v) for v in shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape {shape!r}: a dim below 0")
+    return dims
 
 
 def _context(records: str | Path | None, device: str | None) -> tuple:
