@@ -13,7 +13,7 @@ def git(root, *args):
     subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
-def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project, pytester, capsys):
+def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project, pytester, capsys, monkeypatch):
     root = project()
     pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
     pytester.runpytest("suites", *GATE).assert_outcomes(passed=2)
@@ -31,6 +31,10 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 4 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
     assert "<td>axpb</td>" in page and "src=\"http" not in page  # one self-contained file
+    # from a subfolder, without --records: the project's records, as best and export find them
+    monkeypatch.chdir(root / "suites")
+    assert main(["report", "--out", str(root / "again")]) == 0
+    assert (root / "again" / "report.md").read_text() == md
 
 
 def test_report_names_the_heuristic_where_the_trials_rank_it_first(project, pytester, capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 from tunebench import compile_check, export, records_merge, report
 from tunebench.backends import cuda
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
-from tunebench.lookup import load_suites, lookup
+from tunebench.lookup import load_suites, lookup, project
 from tunebench.plugin import positive
 from tunebench.records import RecordsError, config_text
 from tunebench.replay import BUDGETS, Replay, convergence, simulate
@@ -148,7 +148,8 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     try:
-        written = report.write(Path(args.records), Path(args.out), compare=args.compare)
+        records, _ = project(args.records)  # the project's, from a subfolder too, as best and export find it
+        written = report.write(records, Path(args.out), compare=args.compare)
     except FileNotFoundError as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
@@ -235,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_compile_check)
 
     r = sub.add_parser("report", help="write report.md, report.html and PNG plots from the records")
-    r.add_argument("--records", default="records", help="record store directory (default: records)")
+    r.add_argument("--records", help="record store directory (default: the project's records/)")
     r.add_argument("--out", default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)
