@@ -179,7 +179,7 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
     ax.axvline(1.0, color="black", linewidth=1)
     ax.invert_yaxis()
     ax.set_xlabel("speedup of the tuned config over the heuristic (bucket objective;\n"
-                  "* by the trials alone: no final round confirmed it)")
+                  "* by the trials alone: no final round measured it)")
     ax.set_title(f"tuned vs heuristic, {device}")
     for i, v in enumerate(shown):
         ax.text(v.speedup, i, f" {v.speedup:.2f}x{'' if v.confirmed else '*'}", va="center")
@@ -223,16 +223,27 @@ def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
 
 
 def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
-    fig, axes = _grid(len(views), f"the successful trials of each task, {device}")
+    """The configs' times by their trials, and the table's best and heuristic figures over them
+    (the final round's where it ran: measured again, in fresh processes, they may lie elsewhere)."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = _grid(len(views), f"configs measured to the end, by their trials (early-stopped ones left out), "
+                                  f"and the table's figures, {device}")
     for ax, v in zip(axes, views):
         values = sorted(v.objectives.values())
+        best_ms, base_ms = v.times
+        where = "final round" if v.confirmed else "trials"
         if values:
             ax.hist(values, bins=min(30, max(5, len(values) // 3)), color="tab:gray")
-            ax.axvline(values[0], color="tab:green", label="best")
-        if v.baseline_ms:
-            ax.axvline(v.baseline_ms, color="tab:orange", linestyle="--", label="heuristic")
-        ax.set_title(v.label, fontsize=9)
+        if best_ms:
+            ax.axvline(best_ms, color="tab:green", label=f"best ({where})")
+        if base_ms:
+            ax.axvline(base_ms, color="tab:orange", linestyle="--", label=f"heuristic ({where})")
+        if v.confirmed and values:
+            ax.axvline(values[0], color="tab:green", linestyle=":", label="best by its trials")
+        ax.set_title(f"{v.label}: {len(values)} configs", fontsize=9)
         ax.set_xlabel("bucket objective, ms")
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels of narrow ranges ran into one another
         ax.legend(fontsize=7)
     return _save(fig, path)
 
