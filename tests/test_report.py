@@ -1,12 +1,15 @@
 """tunebench report on records made by a real tune and gate: the three outputs and --compare."""
 
 import base64
+import dataclasses
 import re
 import subprocess
 
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench.cli import main
+from tunebench.records import RecordStore
+from tunebench.report import _changes, task_views
 
 
 def git(root, *args):
@@ -59,10 +62,25 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "HEAD"]) == 0
     md = (root / "r" / "report.md").read_text()
-    assert "### Changes since HEAD" in md
-    assert re.search(r"\| axpb \| small \| float32 \| [\d.]+ \| [\d.]+ \([\d.]+x\) \| ", md), md
-    now = re.search(r"\| axpb \| small \| float32 \| \d+ \| ([\d.]+) \|", md).group(1)  # the main table's
-    assert re.search(rf"\| axpb \| small \| float32 \| [\d.]+ \| {now} \(", md), md  # the same figure
+    assert "### Changes since HEAD" in md and "| best ms now (time: + slower) |" in md
+    changes = md.split("### Changes since HEAD")[1]
+    changed = re.findall(r"\| axpb \| (\w+) \| float32 \| [\d.]+ \| ([\d.]+) \([+-]\d+%\) \| ", changes)
+    same = re.search(r"(\d) tasks? unchanged since HEAD\.", changes)
+    assert changed and same and len(changed) + int(same.group(1)) == 2, md  # a bucket whose records the run reused
+    for bucket, now in changed:  # the main table's figure
+        assert re.search(rf"\| axpb \| {bucket} \| float32 \| \d+ \| {now} \|", md), md
+    # against the records as they are: no row, the count of tasks unchanged
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "tuned")
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "HEAD"]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert md.split("### Changes since HEAD\n\n")[1].startswith("2 tasks unchanged since HEAD.\n"), md
+    # a best that takes twice its time is flagged, as the gate would fail it; its change reads +100%
+    store = RecordStore(next((root / "records").glob("*.json")))
+    slower = [dataclasses.replace(v, confirmed=(2 * v.times[0], v.times[1])) for v in task_views(store)]
+    rows, same = _changes(store, slower)
+    assert same == 0 and {(r[1], r[4].endswith("(+100%)"), r[6]) for r in rows} == {
+        ("small", True, "**slower**"), ("large", True, "**slower**")}
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "nosuch"]) == 2
     assert "--compare nosuch: not a git revision" in capsys.readouterr().err

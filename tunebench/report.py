@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
+from tunebench.gate import GateSettings  # noqa: E402
 from tunebench.lookup import confirmed_ms, final_choice, latest_confirmation, shape_times  # noqa: E402
 from tunebench.records import RecordStore, config_key, config_text, stores  # noqa: E402
 
@@ -280,23 +281,30 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def _changes(old: RecordStore, views: list[TaskView]) -> list[list[str]]:
+def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], int]:
+    """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
+    flagged beyond the gate's default threshold, which the speedup's ``x`` would read the other
+    way round), and how many tasks did not change."""
     before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old)}
-    rows = []
+    rows, same, notable = [], 0, GateSettings().threshold
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
         now, then = v.best, was.best if was else None  # configs; times as the main table shows them
         now_ms, then_ms = v.times[0], was.times[0] if was else None
         if then is None or then_ms is None:
-            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now_ms:.4g}" if now_ms else "-", "new task"])
+            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now_ms:.4g}" if now_ms else "-", "new task", ""])
             continue
         if now is None or now_ms is None:
             continue
+        if now[0] == then[0] and now_ms == then_ms:
+            same += 1
+            continue
         what = ("same config" if now[0] == then[0]
                 else f"{config_text(was.configs[then[0]])} -> {config_text(v.configs[now[0]])}")
-        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then_ms:.4g}", f"{now_ms:.4g} ({now_ms / then_ms:.2f}x)",
-                     what])
-    return rows
+        change = now_ms / then_ms - 1
+        flag = "**slower**" if change > notable else "faster" if change < 1 / (1 + notable) - 1 else ""
+        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then_ms:.4g}", f"{now_ms:.4g} ({change:+.0%})", what, flag])
+    return rows, same
 
 
 def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
@@ -346,16 +354,19 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
                 for v in failing] + ["</ul>"]
         if compare:
             old = records_at(compare, store.path, root)
-            changes = _changes(old, views) if old else None
-            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now", "config"]
+            changes, same = _changes(old, views) if old else (None, 0)
+            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)", "config",
+                    f"beyond {GateSettings().threshold:.0%}"]
             md += [f"### Changes since {compare}", ""]
             body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
+            unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
             if changes is None:
                 md += [f"No records for {device} at {compare}.", ""]
                 body += [f"<p>No records for {html.escape(device)} at {html.escape(compare)}.</p>"]
             else:
-                md += [_markdown_table(head, changes), ""]
-                body += [_html_table(head, changes)]
+                md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
+                body += ([_html_table(head, [[c.strip("*") for c in r] for r in changes])] if changes else []) + [
+                    f"<p>{html.escape(unchanged)}</p>"]
         for kind, plot in (("speedup", plot_speedup), ("history", plot_history),
                            ("convergence", plot_convergence), ("distribution", plot_distribution)):
             png = plot(views, out / f"{device}-{kind}.png", device)
