@@ -262,18 +262,19 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
                      "the heuristic" if v.heuristic_best
                      else config_text(v.configs[best[0]]) if best else "-",
-                     ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok") or "-",
-                     gate["outcome"] if gate else "-"])
+                     ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
+                               if k not in ("ok", "early_stopped")) or "-",
+                     str(v.statuses.get("early_stopped", 0)), gate["outcome"] if gate else "-"])
     return rows
 
 
 HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
-        "trials not ok", "last gate"]
+        "failed trials", "stopped early", "last gate"]
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
-          "heuristic's included; trials not ok: the trials (one per config and shape) that did not end ok, "
-          "by status.")
+          "heuristic's included; failed trials: the trials (one per config and shape) that failed, by status; "
+          "stopped early: those stopped once clearly slower than the best so far, as the search means to.")
 
 
 def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
