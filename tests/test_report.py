@@ -4,6 +4,7 @@ import base64
 import dataclasses
 import re
 import subprocess
+from pathlib import Path
 
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
@@ -89,3 +90,15 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
 def test_report_without_records_is_a_clear_error(tmp_path, capsys):
     assert main(["report", "--records", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert "no records file under" in capsys.readouterr().err
+
+
+def test_a_legacy_devices_last_gate_is_said_to_be_history(tmp_path, capsys):
+    """The committed records of a device fingerprinted before its microarchitecture was: its
+    'last gate: fail' stood in the table with no word that no gate runs on it again."""
+    root = Path(__file__).resolve().parent.parent
+    assert main(["report", "--records", str(root / "records"), "--out", str(tmp_path)]) == 0
+    sections = (tmp_path / "report.md").read_text().split("\n## ")
+    legacy = [s for s in sections if s.startswith("cpu-amd-epyc-2t-b42c66")]
+    assert len(legacy) == 1 and "microarchitecture unknown" in legacy[0]
+    assert [s.count("their last gate is history") for s in sections[1:]] == [
+        1 if s is legacy[0] else 0 for s in sections[1:]]

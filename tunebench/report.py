@@ -277,6 +277,10 @@ LEGEND = ("configs: every config measured on the bucket's shapes with this sourc
           "stopped early: those stopped once clearly slower than the best so far, as the search means to.")
 
 
+LEGACY = ("These records were made before the microarchitecture was fingerprinted: the gate never runs on "
+          "them again, and their last gate is history, judged by the rules of its day.")
+
+
 def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
                      + ["| " + " | ".join(r) + " |" for r in rows])
@@ -346,6 +350,9 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
                "", _markdown_table(HEAD, rows), "", LEGEND, ""]
         body += [_html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
         gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
+        if not gated and any(v.last_gate for v in views):
+            md += [LEGACY, ""]
+            body += [f"<p>{html.escape(LEGACY)}</p>"]
         failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
         if failing:
             md += ["### Regressions (latest gate run)", ""] + [f"- **{v.label}**: {v.last_gate['reason']}"
