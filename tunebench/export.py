@@ -169,7 +169,8 @@ def header(data: dict, prefix: str = "tb") -> str:
                                     for tuned, c in [(1, c) for c in b["ranked"]] + [(0, b["heuristic"])])
                 out.append(f"        {{{{{lo}}}, {{{hi}}}, {len(b['ranked'])}, {{{configs}}}}},  /* {b['name']} */")
             out += ["    };",  # every local is tb_-prefixed: a dim may be called i, b or shape
-                    f"    const double tb_shape[{len(dims)}] = {{{', '.join(f'(double){d}' for d in dims)}}};",
+                    # 1.0 * S, not a cast: a C++ build with -Wold-style-cast -Werror takes it
+                    f"    const double tb_shape[{len(dims)}] = {{{', '.join(f'1.0 * {d}' for d in dims)}}};",
                     "    int tb_best = 0;", "    double tb_nearest = INFINITY;",
                     f"    for (int tb_b = 0; tb_b < {len(buckets)}; ++tb_b) {{",
                     "        double tb_d = 0;",
