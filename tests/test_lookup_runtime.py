@@ -151,6 +151,23 @@ def test_a_half_written_records_file_is_answered_from_its_last_whole_read_and_re
     assert tunebench.best("layernorm", (297, 8192), DEVICE, records=records) == tuned
 
 
+def test_a_process_started_while_the_file_is_half_written_answers_from_the_index_of_its_last_whole_read(deployed):
+    """A framework that starts during a checkout raised, where an earlier process had read the
+    file whole and kept its summary in records/.index."""
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    asked = ("import sys, warnings, tunebench\nwith warnings.catch_warnings(record=True) as seen:\n"
+             "    warnings.simplefilter('always')\n"
+             "    print(tunebench.best('layernorm', (300, 8192), sys.argv[2], records=sys.argv[1]))\n"
+             "print([str(w.message) for w in seen])\n")
+    run = [sys.executable, "-c", asked, str(records), DEVICE]
+    first = subprocess.run(run, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert first[1] == "[]" and list((records / ".index").glob(f"{DEVICE}.v*.json"))
+    path.write_bytes(path.read_bytes()[:100_000])  # a checkout caught half way
+    again = subprocess.run(run, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert again[0] == first[0] and f"{path}: corrupted records file" in again[1] and "last read whole" in again[1]
+
+
 def test_a_records_file_unreadable_from_the_start_raises_naming_it_without_parsing_it_per_call(deployed, monkeypatch):
     path = deployed / "records" / f"{DEVICE}.json"
     path.write_text('{"trials": {"1": ')

@@ -311,13 +311,20 @@ class _Directory:
         stamp = [list(s) for s in self._stamps(device)]
         try:
             cached = json.loads(index.read_text())
-            found = Summary(cached["summary"]) if (cached["stamp"], cached.get("format")) == (
-                stamp, INDEX_FORMAT) else None
+            indexed = Summary(cached["summary"]) if cached.get("format") == INDEX_FORMAT else None
         except (OSError, ValueError, KeyError):
-            found = None
+            cached, indexed = {}, None
+        found = indexed if indexed is not None and cached["stamp"] == stamp else None
         if found is None:
-            with bulk():
-                found = Summary.of(RecordStore(path))
+            try:
+                with bulk():
+                    found = Summary.of(RecordStore(path))
+            except NewerFormat:
+                raise
+            except RecordsError:
+                if indexed is not None:  # an earlier whole read, by another process: a fresh one is answered too
+                    self._last_read.setdefault(device, indexed)
+                raise
             try:
                 index.parent.mkdir(exist_ok=True)
                 tmp = index.with_name(f".{index.name}.{os.getpid()}")
