@@ -282,8 +282,10 @@ def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away
     base, ours, theirs = side("base", [1, 2]), side("ours", [1, 3]), side("theirs", [1, 2, 4])
     merged, _ = records_merge.merge(base, ours, theirs)  # ours moved trial 2 to the archive
     assert [d["config"]["t"] for d in merged["trials"].values()] == [1, 3, 4]
-    other = side("other", [1], {**FINGERPRINT, "name": "Other CPU"})
-    with pytest.raises(RecordsError, match="different devices"):
+    other_fingerprint = {**FINGERPRINT, "name": "Other CPU"}
+    other = side("other", [1], other_fingerprint)
+    with pytest.raises(RecordsError, match=f"different devices, {device_id(FINGERPRINT)} and "
+                                           f"{device_id(other_fingerprint)}; merge by hand"):
         records_merge.merge(base, ours, other)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tunebench.device import device_id
 from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError, trial_identity
 
 #: What identifies a task's description.
@@ -65,7 +66,8 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, li
     base, ours, theirs = (_tables(p) for p in (base_path, ours_path, theirs_path))
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
     if None not in devices and devices[0] != devices[1]:
-        raise RecordsError(f"{ours_path}: the two sides hold records of different devices; merge by hand")
+        ids = " and ".join(device_id(d) for d in devices)  # git names a temporary file: the ids say which
+        raise RecordsError(f"{ours_path}: the two sides hold records of different devices, {ids}; merge by hand")
     get = lambda side, table: side.get(table, {})  # noqa: E731 - a table, or none
     tables = {
         "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
