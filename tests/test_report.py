@@ -102,3 +102,18 @@ def test_a_legacy_devices_last_gate_is_said_to_be_history(tmp_path, capsys):
     assert len(legacy) == 1 and "microarchitecture unknown" in legacy[0]
     assert [s.count("their last gate is history") for s in sections[1:]] == [
         1 if s is legacy[0] else 0 for s in sections[1:]]
+
+
+def test_a_records_file_that_cannot_be_read_is_named_and_the_others_are_reported(tmp_path, capsys):
+    """One corrupt file stopped the whole report, where best() answered for the other device."""
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    for path in (root / "records").glob("*.json"):
+        (tmp_path / "records" / path.name).write_bytes(path.read_bytes())
+    broken = tmp_path / "records" / "cpu-amd-epyc-2t-b42c66.json"
+    broken.write_bytes(broken.read_bytes()[:5000])
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r")]) == 1
+    assert f"tunebench report: not reported: {broken}: corrupted records file" in capsys.readouterr().err
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"**Not reported**, as their records file cannot be read:\n\n- {broken}: corrupted records file" in md
+    assert "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md and "\n## cpu-amd-epyc-2t-b42c66\n" not in md

@@ -149,13 +149,15 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     try:
         records, _ = project(args.records)  # the project's, from a subfolder too, as best and export find it
-        written = report.write(records, Path(args.out), compare=args.compare)
+        written, unreadable = report.write(records, Path(args.out), compare=args.compare)
     except FileNotFoundError as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
     for path in written:
         print(path)
-    return 0
+    for why in unreadable:  # the others are reported; the run fails, as a file that cannot be read is lost work
+        print(f"tunebench report: not reported: {why}", file=sys.stderr)
+    return 1 if unreadable else 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.gate import GateSettings  # noqa: E402
 from tunebench.lookup import confirmed_ms, final_choice, latest_confirmation, shape_times  # noqa: E402
-from tunebench.records import RecordStore, config_key, config_text, stores  # noqa: E402
+from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
 
 
 @dataclass
@@ -328,15 +328,25 @@ def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
     return RecordStore(tmp)
 
 
-def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
-    """Write report.md, report.html and the PNG figures under ``out``; returns their paths."""
+def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Path], list[str]]:
+    """Write report.md, report.html and the PNG figures under ``out``: their paths, and why each
+    records file that cannot be read is left out (the report of the others is made, and says so)."""
     out.mkdir(parents=True, exist_ok=True)
-    found = stores(records)
+    found, unreadable = [], []
+    for path in sorted(records.glob("*.json")):
+        try:
+            found.append(RecordStore(path))
+        except RecordsError as e:
+            unreadable.append(str(e))
     if not found:
-        raise FileNotFoundError(f"no records file under {records}")
+        raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True,
                                text=True).stdout.strip() or records)
     md, body, written = ["# tunebench report", ""], ["<h1>tunebench report</h1>"], []
+    if unreadable:
+        md += ["**Not reported**, as their records file cannot be read:", ""] + [f"- {e}" for e in unreadable] + [""]
+        body += ["<p><b>Not reported</b>, as their records file cannot be read:</p><ul>"] + [
+            f"<li>{html.escape(e)}</li>" for e in unreadable] + ["</ul>"]
     for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
         views = task_views(store)
         device = store.device
@@ -388,7 +398,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> list[Path]:
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
         "</style></head><body>" + "\n".join(body) + "</body></html>\n")
-    return [out / "report.md", out / "report.html", *written]
+    return [out / "report.md", out / "report.html", *written], unreadable
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
