@@ -25,7 +25,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.gate import GateSettings  # noqa: E402
 from tunebench.lookup import confirmed_ms, final_choice, latest_confirmation, shape_times  # noqa: E402
 from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
 
@@ -286,12 +285,17 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+#: A change of a best's time since --compare's revision beyond this is flagged: the gate's
+#: default threshold (a project's own lives in its ini, which a report of records does not read).
+FLAGGED = 0.10
+
+
 def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], int]:
     """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
-    flagged beyond the gate's default threshold, which the speedup's ``x`` would read the other
-    way round), and how many tasks did not change."""
+    flagged beyond :data:`FLAGGED`, which the speedup's ``x`` would read the other way round),
+    and how many tasks did not change."""
     before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old)}
-    rows, same, notable = [], 0, GateSettings().threshold
+    rows, same, notable = [], 0, FLAGGED
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
         now, then = v.best, was.best if was else None  # configs; times as the main table shows them
@@ -374,7 +378,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
             old = records_at(compare, store.path, root)
             changes, same = _changes(old, views) if old else (None, 0)
             head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)", "config",
-                    f"beyond {GateSettings().threshold:.0%}"]
+                    f"beyond {FLAGGED:.0%}"]
             md += [f"### Changes since {compare}", ""]
             body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
             unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
