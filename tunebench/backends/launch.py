@@ -263,10 +263,12 @@ def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
     found = [s for s, q in named.items() if q and (q == entry or q.endswith(f"::{entry}"))]
     if len(found) == 1:
         return found[0]
-    listed = ", ".join(sorted(f"{named[s]} ({s})" if named[s] else s for s in (found or kernels))) or "none"
     if found:
+        listed = ", ".join(sorted(f"{named[s]} ({s})" for s in found))
         raise KernelError(f"{source} has {len(found)} __global__ functions named {entry!r}: {listed}; instantiate "
                           f"one per build (its template arguments from the params), or give the entry its mangled name")
+    # by their names alone: the mangled ones differ per config, and one message is said once for all
+    listed = ", ".join(sorted({named[s] or s for s in kernels})) or "none"
     raise KernelError(f"{source} has no __global__ {entry!r} (extern \"C\", or one instantiation of a template); "
                       f"its kernels: {listed}")
 
