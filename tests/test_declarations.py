@@ -326,6 +326,14 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
     assert launch(np.ones(4096, np.float16)) == undeclared.config != by_name.config
     overridden = launch(np.ones(4096, np.float32), reps=by_name.config["reps"] + 1)  # the call's own param wins
     assert overridden == {**by_name.config, "reps": by_name.config["reps"] + 1}
+
+    @tunebench.tuned("twice", **asked).apply(shape=lambda x: x.shape)
+    def forgot_pad(x, *, reps):
+        return reps
+
+    with pytest.raises(TypeError, match=re.escape("forgot_pad() takes no pad, params of the config tunebench "
+                                                  "applies (reps, pad): give it a parameter for each, or **params")):
+        forgot_pad(np.ones(4096, np.float32))
     assert tunebench.lookup("twice", 4096, dtype="float32", **asked) == by_name  # an int: a 1-D shape
     assert tunebench.lookup("twice", np.int64(4096), dtype="float32", **asked) == by_name
     with pytest.raises(TypeError, match=r"shape 4096.0: give a sequence of ints \(x.shape\), or an int for one dim"):

@@ -90,24 +90,38 @@ class Tuned:
         shape_of, dtype_of = _keywords_taken(shape), _keywords_taken(dtype) if dtype is not None else None
 
         def decorate(fn: Callable) -> Callable:
+            takes = _keywords(fn)
+
             @functools.wraps(fn)
             def call(*args, **kwargs):
                 kind = dtype_of(args, kwargs) if dtype_of is not None else None
-                return fn(*args, **{**self.config(shape_of(args, kwargs), kind), **kwargs})
+                config = self.config(shape_of(args, kwargs), kind)
+                if takes is not None and not takes.issuperset(config):  # said here, not as a bare TypeError
+                    missing = ", ".join(sorted(set(config) - takes))
+                    raise TypeError(f"{fn.__qualname__}() takes no {missing}, params of the config tunebench applies "
+                                    f"({', '.join(config)}): give it a parameter for each, or **params")
+                return fn(*args, **{**config, **kwargs})
             return call
         return decorate
+
+
+def _keywords(fn: Callable) -> set[str] | None:
+    """The keyword arguments ``fn`` takes; None where it takes any (``**kwargs``) or has no signature."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
 
 
 def _keywords_taken(fn: Callable) -> Callable[[tuple, dict], Any]:
     """``fn`` called with the positional arguments and those keyword arguments it takes: the
     call's own overrides of params are not for a ``lambda x, *rest: x.shape``."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: give it everything
+    names = _keywords(fn)
+    if names is None:  # it takes any: give it everything
         return lambda args, kwargs: fn(*args, **kwargs)
-    if any(p.kind is p.VAR_KEYWORD for p in parameters):
-        return lambda args, kwargs: fn(*args, **kwargs)
-    names = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     return lambda args, kwargs: fn(*args, **{k: v for k, v in kwargs.items() if k in names})
 
 
