@@ -265,6 +265,22 @@ def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(de
     assert choice.device == gpu and choice.source == "tuned"
 
 
+def test_a_misspelt_device_warns_naming_the_recorded_devices_and_the_one_it_meant(deployed, monkeypatch):
+    """A typo in $TUNEBENCH_DEVICE served the heuristic at every launch with a note no framework reads."""
+    records = deployed / "records"
+    typo = DEVICE[:-1] + ("0" if DEVICE[-1] != "0" else "1")
+    monkeypatch.setenv("TUNEBENCH_DEVICE", typo)
+    with pytest.warns(tunebench.UnknownDeviceWarning, match=rf"^\$TUNEBENCH_DEVICE={typo}: .* holds no records for it.*"
+                                                            rf"did you mean {DEVICE}\?"):
+        assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "heuristic"
+    monkeypatch.delenv("TUNEBENCH_DEVICE")
+    with pytest.warns(tunebench.UnknownDeviceWarning, match=rf"^device={typo}: "):
+        tunebench.best("layernorm", (300, 8192), typo, records=records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the device that is recorded: no word
+        assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+
+
 def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warning_state(deployed, monkeypatch):
     """warnings.catch_warnings swaps process-wide state: two threads inside it at once left every
     later warning of the process recorded and never shown."""

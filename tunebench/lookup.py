@@ -45,7 +45,7 @@ from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
 from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
-from tunebench.space import SpaceError
+from tunebench.space import SpaceError, closest
 
 
 @dataclass
@@ -336,6 +336,11 @@ class _Directory:
         return found
 
 
+class UnknownDeviceWarning(UserWarning):
+    """A device named by ``device=`` or ``$TUNEBENCH_DEVICE`` has no records where others do:
+    most likely a typo, which would otherwise quietly serve the heuristic at every launch."""
+
+
 class StaleRecordsWarning(UserWarning):
     """A records file could not be read (half written?): answers come from its last whole read."""
 
@@ -405,7 +410,10 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                           f"declares it, and these failed to import: {'; '.join(failed)}", SuiteImportWarning,
                           stacklevel=_caller())
     name = decl.name if decl else kernel
+    named = "device" if device else "$TUNEBENCH_DEVICE" if os.environ.get("TUNEBENCH_DEVICE") else None
     device = Path(device).stem if device else this_device()
+    if named and not (records_dir / f"{device}.json").exists():
+        _warn_unknown(named, device, records_dir)
     folder = _directory(records_dir)
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     try:
@@ -420,6 +428,17 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                 del _FAST[old]
         _FAST[memo] = (folder, generation, choice)
     return choice
+
+
+def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
+    """Where a named device has no records file but others are recorded, say which are, and the
+    one it most likely meant."""
+    others = sorted(p.stem for p in records_dir.glob("*.json"))
+    if others:
+        meant = closest(device, others)
+        warnings.warn(UnknownDeviceWarning(
+            f"{named}={device}: {records_dir} holds no records for it, so the heuristic is served; it holds "
+            f"{', '.join(others)}" + (f" (did you mean {meant}?)" if meant else "")), stacklevel=_caller())
 
 
 def _shape(shape) -> tuple:
