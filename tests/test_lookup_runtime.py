@@ -242,6 +242,17 @@ def test_a_shape_of_the_wrong_rank_and_a_warning_name_the_kernel_and_the_callers
     assert caught[0].filename == __file__
 
 
+def test_a_misspelt_kernel_fails_where_the_framework_binds_it(deployed):
+    """tuned("layernorn") bound fine and failed only at the framework's first launch."""
+    records = deployed / "records"
+    with pytest.raises(LookupError, match=r"kernel 'layernorn': no suite under .* declares it and no records "
+                                          r"under .* hold it \(did you mean 'layernorm'\?\)"):
+        tunebench.tuned("layernorn", records=records)
+    shutil.rmtree(deployed / "suites")  # records alone: the kernels they hold are known
+    REGISTRY.clear()
+    assert tunebench.tuned("row_reduce", device=DEVICE, records=records).config((4, 262144))
+
+
 def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, monkeypatch):
     monkeypatch.setattr(lookup_module, "MAX_ANSWERS", 8)
     monkeypatch.setattr(lookup_module, "_FAST", {})

@@ -27,7 +27,7 @@ from typing import Any
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import PARAMS_HERE, macros, render
 from tunebench.kernel import REGISTRY, Kernel
-from tunebench.lookup import best, lookup
+from tunebench.lookup import best, check_known, lookup
 
 
 class Tuned:
@@ -35,6 +35,8 @@ class Tuned:
 
     def __init__(self, kernel: str | Kernel, *, device: str | None = None, dtype: str | None = None,
                  records: str | Path | None = None, suites: str | Path | None = None):
+        if isinstance(kernel, str):  # a misspelt name fails where the framework binds it, not at its first launch
+            check_known(kernel, records, suites)
         self.kernel, self.device, self.dtype, self.records, self.suites = kernel, device, dtype, records, suites
 
     def config(self, shape: Sequence[int], dtype=None) -> dict:

@@ -192,6 +192,9 @@ class Summary:
     def tasks(self, kernel: str) -> list[dict]:
         return [t for t in self._tasks if t["kernel"] == kernel]
 
+    def kernels(self) -> set[str]:
+        return {t["kernel"] for t in self._tasks}
+
     def final(self, kernel: str, target: str, dtype: str, bucket: str, source_hash: str | None) -> dict | None:
         """shape -> config the latest final round of the task chose for this source, if any."""
         found = self._finals.get((kernel, target, dtype, bucket))
@@ -488,6 +491,29 @@ def _load_once(suites_dir: Path) -> list[str]:
             load_suites(suites_dir, failed)
             _SUITES_LOADED[key] = failed
     return _SUITES_LOADED[key]
+
+
+def check_known(kernel: str, records: str | Path | None = None, suites: str | Path | None = None) -> None:
+    """Raise :class:`LookupError` where no suite declares ``kernel`` and no device's records hold
+    it: a misspelt name, said where a framework binds it rather than at its first launch."""
+    if kernel in REGISTRY:
+        return
+    records_dir, suites_dir = project(records, suites)
+    failed = _load_once(suites_dir) if suites_dir.is_dir() else []
+    if kernel in REGISTRY:
+        return
+    folder, recorded = _directory(records_dir), set()
+    for path in records_dir.glob("*.json"):
+        try:
+            found = folder.summary(path.stem)
+        except RecordsError:
+            return  # a file that cannot be read may hold it: the lookup says what is wrong with it
+        recorded |= found.kernels() if found else set()
+    if kernel not in recorded:
+        meant = closest(kernel, sorted(set(REGISTRY) | recorded))
+        raise LookupError(f"kernel {kernel!r}: no suite under {suites_dir} declares it and no records under "
+                          f"{records_dir} hold it" + (f" (did you mean {meant!r}?)" if meant else "")
+                          + (f"; these suites failed to import: {'; '.join(failed)}" if failed else ""))
 
 
 def dtype_name(dtype) -> str | None:
