@@ -11,7 +11,7 @@ from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
 from tunebench import records_merge
-from tunebench.records import FORMAT, RecordsError, RecordStore, device_id
+from tunebench.records import FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
 
@@ -287,6 +287,26 @@ def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away
     with pytest.raises(RecordsError, match=f"different devices, {device_id(FINGERPRINT)} and "
                                            f"{device_id(other_fingerprint)}; merge by hand"):
         records_merge.merge(base, ours, other)
+
+
+def test_a_trial_both_sides_measured_keeps_both_measurements_and_the_store_reads_the_later(tmp_path):
+    """The merge kept one document per trial: the earlier side's samples were lost."""
+    def side(name, trials):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "trials": dict(enumerate(trials, 1))}))
+        return path
+
+    early = trial({"vec": 4}, stats={"median": 1.0}, timestamp="2026-11-02T00:00:00+00:00")
+    late = trial({"vec": 4}, stats={"median": 1.1}, timestamp="2026-11-03T00:00:00+00:00")
+    other = trial({"vec": 8}, timestamp="2026-11-01T00:00:00+00:00")
+    merged, _ = records_merge.merge(side("base", [other]), side("ours", [other, late]), side("theirs", [other, early]))
+    assert list(merged["trials"].values()) == [other, early, late]
+    path = tmp_path / "records" / f"{device_id(FINGERPRINT)}.json"
+    path.parent.mkdir()
+    AtomicJSONStorage(path).write(merged)
+    store = RecordStore(path)
+    assert store.trials() == [other, late]
+    assert store.lookup("k", "abc", (4, 8), "float32", {"vec": 4})["stats"]["median"] == 1.1
 
 
 def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_path):

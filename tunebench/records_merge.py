@@ -6,7 +6,9 @@ so two branches' records always conflict in a line merge, and taking either side
 other's trials. Records are a set of facts, not text: the merge is the union of trials, sources
 and checks (each a document that either side wrote, kept once), in the order they were made
 (their timestamps, so that the latest final round of a task stays the one lookups read), and
-per task the description of the side that changed it (ours where both did). A file of another
+per task the description of the side that changed it (ours where both did). A trial both sides
+measured since the base is kept twice, as the two measurements it is; the store reads the later
+(as it reads a trial measured again on one branch), and the next measurement of it replaces both. A file of another
 device on one side is a conflict: the merge leaves ours and fails.
 
 Install it once per clone (``git config``) and once per repository (``.gitattributes``)::
@@ -25,7 +27,7 @@ import json
 from pathlib import Path
 
 from tunebench.device import device_id
-from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError, trial_identity
+from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError
 
 #: What identifies a task's description.
 TASK_KEY = ("kernel", "target", "dtype", "bucket")
@@ -73,8 +75,8 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, li
         "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
         "device": [devices[0] or devices[1]] if any(devices) else [],
         "tasks": _tasks(get(base, "tasks"), get(ours, "tasks"), get(theirs, "tasks")),
-        "trials": list({trial_identity(d): d for d in _union(get(base, "trials"), get(ours, "trials"),
-                                                              get(theirs, "trials"))}.values()),  # the latest
+        # a trial both sides measured is two measurements, both kept: the store reads the later
+        "trials": _union(get(base, "trials"), get(ours, "trials"), get(theirs, "trials")),
         "sources": list({d["source_hash"]: d for side in (theirs, ours) for d in get(side, "sources").values()}.values()),
         "checks": _union(get(base, "checks"), get(ours, "checks"), get(theirs, "checks")),
     }
