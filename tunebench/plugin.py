@@ -25,7 +25,7 @@ from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILA
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
-from tunebench.progress import Progress, report_teststatus
+from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
 from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner
@@ -244,6 +244,7 @@ def _leftover(terminalreporter, run) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    config.stash[SUMMARY] = True
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
             _leftover(terminalreporter, run)

@@ -19,6 +19,8 @@ PLAIN_EVERY_S = 10.0
 REDRAW_EVERY_S = 0.2
 #: The user property that marks a candidate the budget left unsampled.
 UNSAMPLED = ("tunebench", "unsampled")
+#: Set once the run's summary is written: pytest's ``-rs`` lines then ask each report's word again.
+SUMMARY = pytest.StashKey[bool]()
 
 
 class Progress:
@@ -49,7 +51,9 @@ class Progress:
 
 
 def report_teststatus(report: pytest.TestReport, config: pytest.Config):
-    """No letter or word for an unsampled candidate (a word under -vv)."""
-    if report.when == "call" and report.skipped and UNSAMPLED in report.user_properties:
+    """No letter or word for an unsampled candidate (a word under -vv) while the run goes; pytest's
+    own in its summary, whose folded ``-rs`` lines all take the first skipped report's word."""
+    if (report.when == "call" and report.skipped and UNSAMPLED in report.user_properties
+            and not config.stash.get(SUMMARY, False)):
         return "skipped", "", "UNSAMPLED" if config.get_verbosity() > 1 else ""
     return None
