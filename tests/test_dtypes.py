@@ -199,6 +199,73 @@ def test_the_8_bit_floats_are_floats_poisoned_with_a_nan_and_passed_by_their_bit
     rtol, atol = tunebench.kernel.DEFAULT_TOLERANCE["float8_e4m3fn"]
     exact = np.linspace(-400, 400, 1001)
     rounded = exact.astype(ml_dtypes.float8_e4m3fn)
-    assert measure.compare([rounded], [exact], ["y"], rtol, atol)[1] is None
+    assert measure.compare([rounded], [exact], ["y"], [(rtol, atol)])[1] is None
     doubled = (rounded.astype(np.float64) * (1 + 2 * rtol)).astype(ml_dtypes.float8_e4m3fn)
-    assert "values off" in measure.compare([doubled], [exact], ["y"], rtol, atol)[1]
+    assert "values off" in measure.compare([doubled], [exact], ["y"], [(rtol, atol)])[1]
+
+
+#: An int8 GEMV with an int32 accumulator and its float32 scaled value: outputs of two other dtypes
+#: than the task's; ``off`` adds one to a single accumulator.
+Q8_C = """\
+void q8(const signed char *a, const signed char *x, const float *scale, float *y, int *acc, int n, int k)
+{
+    for (int i = 0; i < n; ++i) {
+        int s = 0;
+        for (int j = 0; j < k; ++j) s += a[i * k + j] * x[j];
+        acc[i] = s + (off && i == 3);
+        y[i] = scale[i] * (float)s;
+    }
+}
+"""
+
+Q8_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    n, k = shape
+    return {"a": rng.integers(-127, 128, (n, k), dtype=np.int8), "x": rng.integers(-127, 128, k, dtype=np.int8),
+            "scale": rng.random(n, dtype=np.float32), "y": np.empty(n, np.float32), "acc": np.empty(n, np.int32),
+            "n": np.int32(n), "k": np.int32(k)}
+
+def reference(a, x, scale, n, k):
+    s = a.astype(np.int64) @ x.astype(np.int64)
+    return {"acc": s, "y": scale.astype(np.float64) * s}
+
+q8 = Kernel(
+    "q8", buckets=Buckets("NK", [Bucket("all", N=(1, None), K=(1, None), shapes=[(64, 256)])]),
+    args=args, reference=reference, outputs=["y", "acc"],
+    cpu=Variant(source="q8.c", entry="q8", heuristic=lambda shape: {"off": 0}, space=Space({"off": [0, 1]}),
+                dtypes=("int8",)),
+)
+"""
+
+
+def test_each_output_is_compared_in_its_own_dtype_not_only_the_tasks(pytester):
+    """An int8 task compared its float32 output exactly (every config wrong), and a tolerance
+    given for int8 loosened its int32 accumulator too (one off by one passed)."""
+    pytester.path.joinpath("q8.c").write_text(Q8_C)
+    pytester.path.joinpath("test_q8.py").write_text(Q8_SUITE)
+    result = pytester.runpytest("test_q8.py", *TUNE)
+    result.assert_outcomes(passed=2, failed=1)
+    table = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials")
+    found = {t["config"]["off"]: t for t in table.all()}
+    assert (found[0]["status"], found[1]["status"]) == ("ok", "wrong_result")
+    assert found[1]["error"].startswith("output 'acc': 1 of 64 values off, largest error 1 at (3,)")
+    assert "TB_DTYPE" not in found[1]["error"]  # an integer task's float scale is no forgotten .astype(dtype)
+
+
+def test_an_output_keyed_by_its_name_has_its_own_tolerance_and_a_misspelt_key_is_an_error():
+    kernel = tunebench.Kernel(
+        "mixed", buckets=tunebench.Buckets("N", [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y", "idx", "h"],
+        tolerance={"idx": (0.0, 1.0), "float32": (1e-3, 1e-6)},
+        cpu=tunebench.Variant(source="k.c", entry="k", heuristic=lambda shape: {}, space=tunebench.Space({})))
+    args = {"y": np.empty(8, np.float32), "idx": np.empty(8, np.int32), "h": np.empty(8, np.float16)}
+    f16 = kernel.tolerance["float16"]
+    assert kernel.tolerances("float32", args) == [(1e-3, 1e-6), (0.0, 1.0), (max(1e-3, f16[0]), f16[1])]
+    assert kernel.tolerances("int8", {**args, "idx": np.empty(8, np.int64)}) == [(1e-3, 1e-6), (0.0, 1.0), f16]
+    with pytest.raises(tunebench.KernelError, match=r"kernel 'typo': tolerance key 'flaot32' is neither a dtype "
+                                                    r"nor an output \(y\): did you mean 'float32'\?"):
+        tunebench.Kernel("typo", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                         outputs=["y"], tolerance={"flaot32": (1e-3, 0.0)}, cpu=kernel.variants["cpu"])

@@ -263,7 +263,8 @@ class Kernel:
     - ``reference(**inputs)``: numpy reference; returns the outputs (one array or a tuple in the
       order of ``outputs``), ideally computed in float64.
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
-    - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`.
+    - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`, or keyed by an
+      output's name for that output alone (see :meth:`tolerances`).
     - ``inout``: arguments the kernel reads and writes (``C = alpha * A @ B + beta * C``):
       outputs that start from the args builder's values, restored before every call, and
       passed to the reference at those values. An output also listed in ``inplace`` is one.
@@ -304,6 +305,11 @@ class Kernel:
                               f"tunebench sets to the device's own (sm_XY; compile-check's for each --arch)")
         self.flops = flops
         self.bytes = bytes
+        unknown = [k for k in tolerance or {} if k not in DEFAULT_TOLERANCE and k not in self.outputs]
+        if unknown:  # a misspelt key was the default's exact comparison, unsaid
+            meant = closest(unknown[0], [*DEFAULT_TOLERANCE, *self.outputs])
+            raise KernelError(f"kernel {name!r}: tolerance key {unknown[0]!r} is neither a dtype nor an output "
+                              f"({', '.join(self.outputs)})" + (f": did you mean {meant!r}?" if meant else ""))
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
         self.inplace = tuple(n for n in inplace if n not in self.outputs)
         self.marks = tuple(marks)
@@ -361,6 +367,12 @@ class Kernel:
                                   f"given only where the kernel reads it too: declare inout=[{unsaid[0]!r}] "
                                   f"({type(e).__name__}: {e})") from e
             raise
+        if isinstance(result, Mapping):  # by output name
+            lacking = [n for n in self.outputs if n not in result]
+            if lacking:
+                raise KernelError(f"kernel {self.name!r}: the reference returned a dict without output "
+                                  f"{lacking[0]!r}: key it by every output's name ({', '.join(self.outputs)})")
+            result = [result[n] for n in self.outputs]
         result = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(result) != len(self.outputs):
             raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "
@@ -422,13 +434,32 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: {call} gave {value!r}, not a number of "
                                   f"{'FLOPs' if what == 'flops' else 'bytes'} per call")
 
+    def tolerances(self, dtype: str, args: Mapping[str, Any]) -> list[tuple[float, float]]:
+        """Each output's (rtol, atol) in a ``dtype`` task: its own name's where ``tolerance`` keys
+        it; else, for an integer (or bool) output, its dtype's (exact by default: a count or an
+        index off by one is wrong whatever the task computes in); else the looser of the task
+        dtype's and the output dtype's (a float32 output of an int8 task is not exact, a float16
+        output of a float32 task holds float16's rounding)."""
+        found = []
+        for name in self.outputs:
+            own = numpy_dtype(args[name].dtype).name
+            if name in self.tolerance:
+                found.append(self.tolerance[name])
+            elif kind(numpy_dtype(own)) != "f":
+                found.append(self.tolerance.get(own, (0.0, 0.0)))
+            else:
+                task, out = self.tolerance.get(dtype, (0.0, 0.0)), self.tolerance.get(own, (0.0, 0.0))
+                found.append((max(task[0], out[0]), max(task[1], out[1])))
+        return found
+
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
         reused only while every part is unchanged, and the summary names the parts that did."""
         flags = " ".join(filter(None, (variant.declared_flags, "(arch-specific)" if variant.arch_specific else "")))
         return {"template": variant.source_hash, "flags": flags, "dtype": dtype,
                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
-                "tolerance": repr(self.tolerance.get(dtype)),
+                "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
+                    f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}
 
     def tune_command(self) -> str:

@@ -1,7 +1,7 @@
 """Measuring one trial: verify the candidate's output, warm up, then sample adaptively.
 
 The runner is reset (outputs poisoned, guard zones armed, in-place inputs restored) and called
-once; its outputs must match the reference within the dtype's tolerance, and nothing may have
+once; its outputs must match the reference within its tolerance, and nothing may have
 been written past them, before a single timed call is made.
 
 Warm-up runs until a few calls in a row are within 10 % of the fastest seen, or for at most
@@ -81,11 +81,11 @@ def _compare_chunk(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) 
 
 
 def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names: Sequence[str],
-            rtol: float, atol: float) -> tuple[float, str | None]:
-    """(largest absolute error, None) when every output is within tolerance, else a reason."""
+            tolerances: Sequence[tuple[float, float]]) -> tuple[float, str | None]:
+    """(largest absolute error, None) when every output is within its (rtol, atol), else a reason."""
     worst, reason = 0.0, None
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        for out, ref, name in zip(outputs, expected, names):
+        for out, ref, name, (rtol, atol) in zip(outputs, expected, names, tolerances):
             if out.shape != ref.shape:
                 return float("inf"), f"output {name!r} has shape {out.shape}, the reference {ref.shape}"
             got, want = out.reshape(-1), ref.reshape(-1)
@@ -99,21 +99,31 @@ def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names
                     off, where = largest_off, start + i
             if reason is None and count:
                 i = np.unravel_index(where, out.shape)
+                shown = _apart(float(out[i]), float(ref[i]))
                 reason = (f"output {name!r}: {count} of {got.size} values off, largest error "
-                          f"{off:.3g} at {tuple(int(v) for v in i)} (got {float(out[i]):.6g}, "
-                          f"expected {float(ref[i]):.6g}; rtol {rtol:g}, atol {atol:g})")
+                          f"{off:.3g} at {tuple(int(v) for v in i)} (got {shown[0]}, "
+                          f"expected {shown[1]}; rtol {rtol:g}, atol {atol:g})")
     return worst, reason
 
 
+def _apart(got: float, want: float) -> tuple[str, str]:
+    """Two values printed with the digits that tell them apart (160464 and 160464 did not)."""
+    for digits in (6, 9, 17):
+        shown = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if shown[0] != shown[1]:
+            break
+    return shown
+
+
 def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
-           tolerance: tuple[float, float]) -> Measurement | None:
+           tolerances: Sequence[tuple[float, float]]) -> Measurement | None:
     """One call on fresh, poisoned outputs: None when it is right, else the failed measurement."""
     runner.reset()
     runner.call()
     overrun = runner.overrun()
     if overrun:
         return Measurement("out_of_bounds", error=overrun)
-    max_error, wrong = compare(runner.outputs(), expected, names, *tolerance)
+    max_error, wrong = compare(runner.outputs(), expected, names, tolerances)
     if wrong:
         return Measurement("wrong_result", error=wrong, max_error=max_error)
     return Measurement("ok", max_error=max_error)
@@ -132,10 +142,10 @@ def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
 
 
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
-            tolerance: tuple[float, float], settings: MeasureSettings,
+            tolerances: Sequence[tuple[float, float]], settings: MeasureSettings,
             incumbent: float | None = None) -> Measurement:
     """One trial; ``incumbent`` is the upper confidence bound of the best trial on this shape."""
-    result = verify(runner, expected, names, tolerance)
+    result = verify(runner, expected, names, tolerances)
     if result.status != "ok":
         return result
     began = time.perf_counter()
@@ -162,14 +172,14 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
 
 
 def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndarray], names: Sequence[str],
-                       tolerance: tuple[float, float], settings: MeasureSettings,
+                       tolerances: Sequence[tuple[float, float]], settings: MeasureSettings,
                        incumbent: float | None = None) -> Measurement:
     """One trial under every placement (``runners``: placement -> runner), verified under
     each; its samples are the slowest placement's. A placement that fails or is stopped early
     ends the trial."""
     combined = Measurement("ok")
     for placement, runner in runners.items():
-        m = measure(runner, expected, names, tolerance, settings, incumbent)
+        m = measure(runner, expected, names, tolerances, settings, incumbent)
         if m.status not in ("ok", "early_stopped"):
             if len(runners) > 1:
                 m.error = f"{m.error} (buffers placed {placement})"

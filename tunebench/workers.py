@@ -232,7 +232,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
         runner = watched(backend.load(build, kernel, variant, job.config, job.shape, args, backend.placements[0],
                                       writable_inputs=True))
         try:
-            m = verify(runner, reference, kernel.outputs, kernel.tolerance[job.dtype])
+            m = verify(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
         finally:
             runner.close()
         return {**done, "status": m.status, "error": m.error}
@@ -244,7 +244,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
                                                            placement))
             except ResourceError as e:
                 return {**done, "status": "pruned_resources", "error": str(e)}
-        m = measure_placements(runners, reference, kernel.outputs, kernel.tolerance[job.dtype], job.settings,
+        m = measure_placements(runners, reference, kernel.outputs, kernel.tolerances(job.dtype, args), job.settings,
                                job.incumbent)
     finally:
         for runner in runners.values():
@@ -259,9 +259,10 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
 
 def _dtype_hint(args: dict, dtype: str) -> str:
     """Where a wrong result may be the args builder's: floating arrays of another dtype than the
-    task's, which a template reading them as TB_DTYPE misreads (a forgotten ``.astype(dtype)``)."""
-    other = [f"{name!r} as {a.dtype}" for name, a in args.items()
-             if isinstance(a, np.ndarray) and is_float(a.dtype) and a.dtype != numpy_dtype(dtype)]
+    task's float, which a template reading them as TB_DTYPE misreads (a forgotten ``.astype(dtype)``)."""
+    task = numpy_dtype(dtype)
+    other = [f"{name!r} as {a.dtype}" for name, a in args.items()  # an integer task's floats are its own
+             if isinstance(a, np.ndarray) and is_float(a.dtype) and is_float(task) and a.dtype != task]
     return (f" (the args builder gives {', '.join(other)} in a {dtype} task: a template that reads it as "
             f"TB_DTYPE needs .astype(dtype))") if other else ""
 
@@ -293,7 +294,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
                                                            placement), arm)
                 except ResourceError as e:
                     return {"status": "pruned_resources", "arm": label, "error": str(e)}
-                failed = verify(runners[label], reference, kernel.outputs, kernel.tolerance[job.dtype])
+                failed = verify(runners[label], reference, kernel.outputs, kernel.tolerances(job.dtype, args))
                 if failed.status != "ok":
                     return {"status": failed.status, "arm": label, "error": failed.error}
                 call_ms += warm_up(runners[label], job.settings)[1]
