@@ -343,6 +343,9 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
             tunebench.best("twice", odd, **asked)
     with pytest.raises(ValueError, match=re.escape("shape (-4096,): a dim below 0")):
         tunebench.lookup("twice", (-4096,), **asked)
+    for odd in ((4096.0,), (np.float64(4096),), (True,), True):  # equal to a shape answered above: refused all the same
+        with pytest.raises(TypeError, match=r"is no dim|give a sequence of ints"):
+            tunebench.best("twice", odd, **asked)
 
 
 

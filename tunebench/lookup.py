@@ -445,19 +445,23 @@ def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
 
 
 def _shape(shape) -> tuple:
-    """A shape as a tuple; an int is a 1-D shape, as numpy takes one."""
+    """A shape as a tuple of ints; an int is a 1-D shape, as numpy takes one. Checked on every
+    call, cached answer or not: (64.0, 1024) equals (64, 1024), and would find its answer."""
     try:
-        return tuple(shape)
+        found = tuple(shape)
     except TypeError:
         try:
+            if isinstance(shape, bool):
+                raise TypeError
             return (operator.index(shape),)
         except TypeError:
             raise TypeError(f"shape {shape!r}: give a sequence of ints (x.shape), or an int for one dim") from None
+    return found if all(type(v) is int for v in found) else _dims(found)
 
 
 def _dims(shape: tuple) -> tuple[int, ...]:
-    """A shape's dims as ints, checked once per shape asked (a cached answer skips it): a float,
-    a string or a bool is no dim (300.5 was served as 300), nor is a negative one."""
+    """A shape's dims as ints: a float, a string or a bool is no dim (300.5 was served as 300),
+    nor is a negative one."""
     for v in shape:
         if isinstance(v, bool) or not hasattr(type(v), "__index__"):
             raise TypeError(f"shape {shape!r}: {v!r} is no dim: give a sequence of ints (x.shape)")
