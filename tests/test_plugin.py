@@ -267,6 +267,8 @@ def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester
      "raised ZeroDivisionError"),
     ('{"vec": [1], "unroll": (1, 2), "mode": [0]}, constraints=[lambda vec: vec > 1]',
      "no config satisfies the constraints"),
+    ('{"vec": [1], "unroll": (1, 2), "mode": [0], "N": [2, 4]}, constraints=[lambda N, vec: N % vec == 0]',
+     "param 'N' has the name of the dim 'N' (dims are ?'N'?): a constraint naming it could not tell which it reads"),
 ])
 def test_an_invalid_space_fails_collection_naming_the_suite_and_param(project, pytester, space, message):
     from tests.conftest import AXPB_SUITE

@@ -254,8 +254,14 @@ class Space:
 
     def check_dims(self, dims: Sequence[str]) -> None:
         """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``,
-        and one that reads a dim alone (it would be taken for a whole-config constraint)."""
+        and one that reads a dim alone (it would be taken for a whole-config constraint); and a
+        param named as a dim, or ``shape``: a constraint naming it would read one of the two unsaid."""
         names, _, constraints = self._check()
+        clash = [n for n in names if n in dims or n == "shape"]
+        if clash:
+            raise SpaceError(f"param {clash[0]!r} has the name of " + ("the shape" if clash[0] == "shape" else
+                             f"the dim {clash[0]!r} (dims are {list(dims)})") + ": a constraint naming it could "
+                             f"not tell which it reads; rename the param")
         for c in constraints:
             if c.params is None and c.argument in dims:
                 raise SpaceError(f"{c.label} reads only the dim {c.argument!r}, no param: it cannot tell configs "
