@@ -261,7 +261,7 @@ class Space:
         if clash:
             raise SpaceError(f"param {clash[0]!r} has the name of " + ("the shape" if clash[0] == "shape" else
                              f"the dim {clash[0]!r} (dims are {list(dims)})") + ": a constraint naming it could "
-                             f"not tell which it reads; rename the param")
+                             "not tell which it reads; rename the param")
         for c in constraints:
             if c.params is None and c.argument in dims:
                 raise SpaceError(f"{c.label} reads only the dim {c.argument!r}, no param: it cannot tell configs "
