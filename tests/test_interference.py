@@ -1,16 +1,19 @@
 """The interference detector on synthetic samples and machine readings, and what a tuning run
 does with a disturbed measurement."""
 
+import ctypes
 import multiprocessing
 import random
+import subprocess
 import time
 
 import pytest
+from tinydb import TinyDB
 
 from tests.conftest import said
 from tests.test_plugin import TUNE
 from tunebench.compare import undisturbed
-from tunebench.interference import Monitor, machine_signals, sample_signals, verdict
+from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
 
 
 def clean(n=60, median=0.8, spread=0.03, seed=0):
@@ -117,11 +120,11 @@ def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_
     assert stuck["verdict"] == "disturbed" and stuck["retries"] == 3 and pauses == [0.5, 1.0, 2.0]
 
 
-def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # a thread on every core: anything else running disturbs it
-    project()
+def test_a_tune_beside_three_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    project()  # a serial kernel: a core of its own would do, but three others leave it none
     stop = multiprocessing.get_context("fork").Event()
-    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
+    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(3)]
     for hog in hogs:
         hog.start()
     try:
@@ -135,3 +138,40 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
                                  "*stopped on a busy machine: * tasks (axpb?small-float32?*); the first failure above "
                                  "says what was seen*"])
     assert said(result, "stopped: the machine is busy") == 1
+
+
+#: Spins ``threads`` OpenMP threads (a serial loop where it is 1) for ``seconds``.
+SPIN_C = """\
+#include <omp.h>
+void spin(int threads, double seconds)
+{
+    double end = omp_get_wtime() + seconds;
+    volatile long n = 0;
+    #pragma omp parallel num_threads(threads)
+    while (omp_get_wtime() < end) n++;
+}
+"""
+
+
+def test_the_threads_a_kernel_ran_are_counted_not_the_ones_asked_for(tmp_path):
+    """A serial kernel was taken to run OMP_NUM_THREADS threads: on a 2-core machine with one
+    other busy process, every trial was disturbed though the kernel had a core of its own."""
+    (tmp_path / "spin.c").write_text(SPIN_C)
+    subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", tmp_path / "spin.so", tmp_path / "spin.c"],
+                   check=True)
+    spin = ctypes.CDLL(str(tmp_path / "spin.so")).spin
+    spin.argtypes = [ctypes.c_int, ctypes.c_double]
+    spin(2, 0.01)  # the pool is up, and idle from here on
+    for threads in (1, 2):
+        busy = BusyThreads()
+        spin(threads, 0.3)
+        assert busy.count() == threads
+    assert machine_signals({"others_cpu": 0.5, "steal": 0.0, "cores": 2, "threads": 1}) == []
+
+
+def test_a_trial_records_the_threads_its_kernel_ran(project, pytester, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    root = project()  # axpb has no OpenMP
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small")
+    trials = TinyDB(next((root / "records").glob("*.json"))).table("trials").all()
+    assert {t["conditions"]["threads"] for t in trials if t["status"] == "ok"} == {1}

@@ -44,6 +44,8 @@ CONTENTION_CORES = 0.25
 STEAL = 0.05
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
+#: A thread that ran this share of a measurement's span is one of the kernel's.
+BUSY_SHARE = 0.25
 
 
 def sample_signals(samples: Sequence[float]) -> list[str]:
@@ -133,11 +135,43 @@ class Monitor:
         return found
 
 
+def _run_ns() -> dict[str, int]:
+    """ns each thread of this process has run (``/proc/self/task/*/schedstat``), {} where unreadable."""
+    found = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                found[task] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+class BusyThreads:
+    """The threads of this process that ran for much of a span (started at creation): the
+    kernel's own while it is sampled. The thread count asked for (``OMP_NUM_THREADS``) is not
+    what a serial kernel runs, nor one whose own param sets ``num_threads``; an idle OpenMP
+    pool's threads and numpy's do not run."""
+
+    def __init__(self):
+        self._began, self._ran = time.perf_counter(), _run_ns()
+
+    def count(self) -> int | None:
+        ran, span_ns = _run_ns(), (time.perf_counter() - self._began) * 1e9
+        if not ran or span_ns <= 0:
+            return None
+        return max(1, sum(ns - self._ran.get(t, 0) >= BUSY_SHARE * span_ns for t, ns in ran.items()))
+
+
 def machine_signals(conditions: Mapping) -> list[str]:
     """Reasons the machine's conditions during a measurement show interference. Other processes
-    disturb once they want more than the cores the kernel's threads (``threads``, default 1)
-    leave free: a kernel with a thread on every core stalls at its barriers for a scheduler
-    slice whenever anything else runs."""
+    disturb once they want more than the cores the kernel's threads (``threads``, those that
+    ran while it was sampled, :class:`BusyThreads`; default 1) leave free: a kernel with a
+    thread on every core stalls at its barriers for a scheduler slice whenever anything else runs."""
     found = []
     others, steal = conditions.get("others_cpu"), conditions.get("steal")
     cores = conditions.get("cores") or 1

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunebench.backends.base import Runner
+from tunebench.interference import BusyThreads
 from tunebench.stats import median_ci
 
 
@@ -54,6 +55,7 @@ class Measurement:
     max_error: float | None = None
     warmup_calls: int = 0
     seconds: float = 0.0  # wall time of warm-up and sampling, the part the protocol decides
+    threads: int | None = None  # the process's threads that ran while it was sampled (unknown: None)
 
 
 #: Elements of an output compared at a time: the float64 temporaries stay in cache, and the
@@ -148,7 +150,7 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
     result = verify(runner, expected, names, tolerances)
     if result.status != "ok":
         return result
-    began = time.perf_counter()
+    began, busy = time.perf_counter(), BusyThreads()
     result.warmup_calls, _ = warm_up(runner, settings)
     samples = result.samples
     start = time.perf_counter()
@@ -168,6 +170,7 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
             if hi - lo <= settings.rel_ci * sorted(samples)[n // 2]:
                 break
     result.seconds = time.perf_counter() - began
+    result.threads = busy.count()
     return result
 
 
@@ -188,6 +191,7 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
         combined.warmup_calls += m.warmup_calls
         combined.seconds += m.seconds
         combined.max_error = max(combined.max_error or 0.0, m.max_error or 0.0)
+        combined.threads = max(filter(None, (combined.threads, m.threads)), default=None)
         if m.status == "early_stopped":
             combined.status = "early_stopped"
             break

@@ -167,8 +167,9 @@ def _serve(conn, target: str, parent: int, clock) -> None:
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
             result = run(backend, job, prepared, conn, _Watch(clock))
+            threads = result.pop("threads", None)  # those that ran, over the count asked for
             if "samples" in result:
-                result["conditions"] = backend.conditions()
+                result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {})}
             conn.send(("result", result))
         except (KernelError, WorkerError) as e:
             conn.send(("error", str(e)))
@@ -251,7 +252,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
             runner.close()
     error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" else m.error
     found = {**done, "status": m.status, "error": error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
-             "measure_s": m.seconds}
+             "measure_s": m.seconds, "threads": m.threads}
     if m.placements:
         found.update(samples=m.samples, placements=m.placements)
     return found
@@ -282,7 +283,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
         except ResourceError as e:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
     conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
-    samples = {}
+    samples, threads = {}, []
     for placement in backend.placements:
         runners = {}
         try:
@@ -300,11 +301,13 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
                 call_ms += warm_up(runners[label], job.settings)[1]
             # each round is a timed and an untimed call of every arm, under every placement
             fit = int(job.budget_s * 1e3 / (2 * call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
+            busy = interference.BusyThreads()
             samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)))
+            threads.append(busy.count())
         finally:
             for runner in runners.values():
                 runner.close()
-    return {"status": "ok", "samples": samples}
+    return {"status": "ok", "samples": samples, "threads": max(filter(None, threads), default=None)}
 
 
 #: The signals of a memory fault, and what may have caused one (see :mod:`tunebench.backends.memory`).
