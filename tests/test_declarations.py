@@ -273,6 +273,20 @@ def test_a_lookup_is_answered_from_memory_until_the_records_change(project, pyte
         f"records: cpu-other-2t-000000")
 
 
+def test_a_lookup_with_another_thread_count_than_the_tunes_names_the_records_it_missed(project, pytester, monkeypatch):
+    """OMP_NUM_THREADS (or taskset) set at tune time and not in the framework is another device id:
+    the heuristic everywhere, with a note that did not say why."""
+    root = project()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (one,) = [p.stem for p in (root / "records").glob("*.json")]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    choice = tunebench.lookup("axpb", (2000,), records=root / "records", suites=root / "suites")
+    assert choice.device != one and choice.source == "heuristic"
+    assert choice.note.endswith(f"; recorded for {one} (this machine run with 1 threads: OMP_NUM_THREADS=1 is "
+                                f"served them)")
+
+
 def best_json(root, *extra, cwd=None) -> dict:
     """``tunebench best twice --shape 4096 --json`` in a fresh process (the templates read anew),
     the project named by $TUNEBENCH_ROOT (by ``extra`` where ``root`` is None)."""

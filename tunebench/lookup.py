@@ -115,10 +115,41 @@ def this_device(target: str | None = None) -> str:
     return _device_id(target, os.environ.get("OMP_NUM_THREADS"))
 
 
-@functools.lru_cache(maxsize=None)
 def _device_id(target: str | None, threads: str | None) -> str:
+    return device_id(_fingerprint(target, threads))
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint(target: str | None, threads: str | None) -> dict:
     """Fingerprinting reads /proc: once per target and OpenMP thread count."""
-    return device_id(fingerprint(target or resolve("auto")[0]))
+    return fingerprint(target or resolve("auto")[0])
+
+
+def _other_threads(folder: _Directory, device: str, store: Summary | None, kernel: str, dtype: str | None,
+                   bucket: str | None) -> str:
+    """Where this CPU is recorded with another thread count (``OMP_NUM_THREADS``, ``taskset`` or
+    a cgroup set at tune time and not now, or the reverse: another device id) for the kernel
+    (and bucket, where given), the words that say so; else nothing."""
+    own = store.fingerprint if store else None
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if own is None and not os.environ.get("TUNEBENCH_DEVICE") and device == _device_id(None, threads):
+        own = _fingerprint(None, threads)  # this machine, never tuned with today's thread count
+    if not own or "threads" not in own:
+        return ""
+    bare = {k: v for k, v in own.items() if k != "threads"}
+    found = []
+    for path in sorted(folder.path.glob("*.json")):
+        try:
+            other = folder.summary(path.stem) if path.stem != device else None
+        except RecordsError:
+            continue
+        theirs = other.fingerprint if other else None
+        if theirs and theirs.get("threads") != own["threads"] and {
+                k: v for k, v in theirs.items() if k != "threads"} == bare and any(
+                (dtype is None or t["dtype"] == dtype) and bucket in (None, t["bucket"]) for t in other.tasks(kernel)):
+            found.append(f"{path.stem} (this machine run with {theirs['threads']} threads: OMP_NUM_THREADS="
+                         f"{theirs['threads']} is served them)")
+    return f"; recorded for {', '.join(found)}" if found else ""
 
 
 #: Files that mark a project's root, as pytest finds its rootdir.
@@ -550,7 +581,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     tasks = [t for t in tasks if t["dtype"] == dtype]
     if decl is None and not tasks:
         raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
-                          f"declaration found under {suites_dir}")
+                          f"declaration found under {suites_dir}"
+                          + _other_threads(folder, device, store, name, dtype, None))
     buckets = decl.buckets_for(target) if decl else Buckets(
         tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
@@ -568,7 +600,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     elif store is None:
         others = sorted(p.stem for p in records_dir.glob("*.json"))
         choice.note = (f"nothing is recorded for this device ({device})"
-                       + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else ""))
+                       + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
+                       + _other_threads(folder, device, store, name, dtype, bucket.name))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash = (task or {}).get("source_hash")
     if variant is not None:
@@ -616,7 +649,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     kept = store.final_reason(name, target, dtype, bucket.name) if final is not None and not adopt else ""
     choice.reason = (f"the final round kept it: {kept}" if kept else unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
-                     else "nothing is recorded for this bucket")
+                     else "nothing is recorded for this bucket"
+                     + _other_threads(folder, device, store, name, dtype, bucket.name))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = [dict(k) for k in served]
