@@ -478,6 +478,24 @@ def test_a_frameworks_own_build_with_the_defines_compiles_every_shipped_template
     assert len(built) >= 4 and (target == "cpu" or "float16" in built)
 
 
+def test_a_frameworks_own_build_with_the_flags_builds_the_code_that_was_measured(tmp_path):
+    """defines() gave the params, not -fopenmp: a framework's `gcc -O2 -c` built every shipped
+    CPU template serial, its `#pragma omp` ignored with a warning."""
+    (tmp_path / "records").mkdir()
+    suites = Path(__file__).parents[1] / "suites"
+    handle = tunebench.tuned("layernorm", device="cpu-test", records=tmp_path / "records", suites=suites)
+    variant = tunebench.kernel.REGISTRY["layernorm"].variant("cpu")
+    assert "#pragma omp" in variant.template
+    assert handle.flags() == ["-O3", "-march=native", "-fopenmp", "-std=gnu11"]
+    own = ["gcc", "-c", "-Werror=unknown-pragmas", "-o", str(tmp_path / "ln.o"), str(variant.path),
+           *handle.defines((300, 8192))]
+    assert subprocess.run(own, capture_output=True).returncode != 0  # the pragma, unknown without -fopenmp
+    done = subprocess.run(own + handle.flags(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    on_gpu = tunebench.tuned("layernorm", device="cuda-test", records=tmp_path / "records", suites=suites)
+    assert on_gpu.flags() == ["-O3", *tunebench.kernel.REGISTRY["layernorm"].variant("cuda").build_flags]
+
+
 def test_a_template_placing_its_params_after_its_headers_is_built_from_its_source_not_flags(tmp_path):
     """Flags would define ``div`` ahead of <stdlib.h> and rewrite its div(): defines() refuses,
     naming source(), which places the #defines at the template's params line."""

@@ -27,7 +27,7 @@ from typing import Any
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import PARAMS_HERE, macros, render
 from tunebench.kernel import REGISTRY, Kernel
-from tunebench.lookup import best, check_known, lookup
+from tunebench.lookup import best, check_known, lookup, this_device
 
 
 class Tuned:
@@ -58,6 +58,21 @@ class Tuned:
         header = cuda.CTYPE_HEADERS.get(choice.dtype) if backend is cuda else None
         return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
             choice.config, backend.CTYPES[choice.dtype], target).items()]
+
+    def flags(self) -> list[str]:
+        """The compiler flags besides :meth:`defines` that tunebench built the template with on
+        the device's target (``-O3 -march=native -fopenmp -std=gnu11`` and the variant's own on
+        the CPU; ``-O3`` and the variant's own, the device's ``-arch`` apart, on CUDA): a build
+        without them is not the code that was measured (without ``-fopenmp``, a serial one)."""
+        device = Path(self.device).stem if self.device else this_device()
+        target = device.split("-", 1)[0]
+        decl = self.kernel if isinstance(self.kernel, Kernel) else REGISTRY.get(self.kernel)
+        variant = decl.variant(target) if decl else None
+        if variant is None:
+            name = decl.name if decl else self.kernel
+            raise LookupError(f"kernel {name!r}: " + (f"no {target} variant" if decl else "its flags are known from "
+                                                      "its declaration, which no suite found declares: pass suites="))
+        return (cuda if target == "cuda" else cpu).code_flags(variant)
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:

@@ -76,6 +76,13 @@ def compiler(lang: str) -> str:
     return CXX if lang == "c++" else CC
 
 
+def code_flags(variant: Variant) -> list[str]:
+    """The flags of a build that decide its code (not its form as a library): what a framework
+    building the template itself passes for the code tunebench measured."""
+    return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared")] + [STANDARD[language(variant)],
+                                                                         *variant.build_flags]
+
+
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]

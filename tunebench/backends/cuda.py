@@ -84,6 +84,12 @@ def nvcc() -> str:
     return path
 
 
+def code_flags(variant: Variant) -> list[str]:
+    """The flags of a build that decide its code, the device's ``-arch`` apart (``sm_90a`` for an
+    arch-specific variant on an sm_90): what a framework building the template itself passes."""
+    return [*NVCC_OPTIONS, *variant.build_flags]
+
+
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
     """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
     return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
