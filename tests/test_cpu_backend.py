@@ -5,7 +5,7 @@ from tests.conftest import AXPB_C
 from tunebench.backends.base import CompileError
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
-from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files
 from tunebench.measure import MeasureSettings, measure
 from tunebench.space import Space
 
@@ -121,6 +121,7 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     (tmp_path / "scale.h").write_text("#define SCALE 4.0f\n")
     changed = Variant(source=tmp_path / "axpb.c", entry="axpb", space=variant.space, heuristic=variant.heuristic)
     assert changed.source_hash != variant.source_hash
+    assert changed_files(variant.template, changed.template, "axpb.c") == ["scale.h"]  # the gate names the edit
 
 
 

@@ -112,7 +112,7 @@ def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     result.stdout.fnmatch_lines([
         "*regression, see the FAIL lines:*",
         "FAIL * best against the recorded source on (2048,): 1.1*",
-        "*the template changed since the record*",
+        "*the template changed since the record (* -> *: chain.c edited)*",
     ])
     assert result.stdout.str().count("best against the recorded source on (2048,)") == 1  # said once
     result.stdout.fnmatch_lines(["FAILED test_chain.py::chain::all-float32?gate? - regression, see the FAIL lines:"])

@@ -41,7 +41,7 @@ from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
-from tunebench.kernel import Kernel, Variant
+from tunebench.kernel import Kernel, Variant, changed_files
 from tunebench.lookup import latest_confirmation, shape_times
 from tunebench.records import RecordsError, RecordStore, config_text, stores
 
@@ -183,8 +183,10 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     recorded_text = None
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
+        edited = changed_files(recorded_text, variant.template, variant.path.name) if recorded_text else []
         result.notes.append(
-            f"the template changed since the record ({recorded_hash} -> {variant.source_hash}); "
+            f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
+            + (f": {', '.join(edited)} edited" if edited else "") + "); "
             + ("today's build is compared with the recorded one" if recorded_text else
                "the recorded source is not in the records, so only the baseline comparison is made"))
     task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})

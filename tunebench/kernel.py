@@ -97,6 +97,27 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     return "".join(out)
 
 
+_LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
+
+
+def changed_files(before: str, after: str, template: str) -> list[str]:
+    """The files, the template or a header it inlines (:func:`inline_includes`' #line markers
+    name them), whose text differs between two expanded sources: where an edit lies, for a note
+    that would otherwise name the template alone."""
+    def by_file(text: str) -> dict[str, list[str]]:
+        files, current = {template: []}, template
+        for line in text.splitlines():
+            mark = _LINE_MARK.match(line)
+            if mark:
+                current = mark.group(1)
+                files.setdefault(current, [])
+            else:
+                files[current].append(line)
+        return files
+    old, new = by_file(before), by_file(after)
+    return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+
+
 @dataclass(frozen=True)
 class Variant:
     """One target's implementation of a kernel.

@@ -618,7 +618,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         old_ranked = _in_space(variant, old_ranked)
         if old_ranked:
             ranked, times, source_hash = old_ranked, old_times, earlier
-            choice.note = (f"tuned with an earlier {variant.path.name} ({earlier}; now {variant.source_hash}): "
+            choice.note = (f"tuned with an earlier {variant.path.name}, or a header it includes ({earlier}; now "
+                           f"{variant.source_hash}): "
                            f"`{decl.tune_command()}` tunes this one, and the gate checks the config on it")
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
