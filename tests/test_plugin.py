@@ -381,3 +381,24 @@ def test_a_rerun_whose_search_does_not_ask_the_recorded_pick_still_meets_it(twic
     assert pytester.runpytest("suites", *TUNE, "-k", "small and not reps:1").ret == 0
     edited = [c for c in records(root).table("checks").all() if c["kind"] == "tune"][-1]
     assert edited["source_hash"] != latest["source_hash"] and first.config in edited["shapes"][0]["finalists"]
+
+
+def test_the_time_budget_counts_the_tasks_wall_time_builds_included(pytester):
+    """--tune-time counted each trial's own time in its worker, not the compiles made ahead: a
+    "2 s" budget measured a whole space of slow-to-build candidates in 39 s."""
+    funcs = "\n".join(f"float f{i}(const float *x, int n) {{ float s = {i}; for (int j = 0; j < n; ++j) "
+                      f"s += x[j] * {i % 7 + 1} + j % {i % 5 + 2}; return s; }}" for i in range(80))
+    pytester.path.joinpath("slow.c").write_text(
+        funcs + "\nvoid k(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + vec; }\n")
+    pytester.path.joinpath("test_slow.py").write_text(
+        "import numpy as np\n"
+        "from tunebench import Bucket, Buckets, Kernel, Space, Variant\n"
+        "k = Kernel('k', buckets=Buckets('N', [Bucket('all', N=(1, None), shapes=[(1000,)])]),\n"
+        "           args=lambda shape, dtype, rng: {'x': rng.random(shape[0], dtype=np.float32),\n"
+        "                                           'y': np.empty(shape[0], np.float32), 'n': np.int32(shape[0])},\n"
+        "           reference=lambda x, n: x.astype(np.float64), outputs=['y'], tolerance={'float32': (1, 10)},\n"
+        "           cpu=Variant(source='slow.c', entry='k', heuristic=lambda shape: {'vec': 0},\n"
+        "                       space=Space({'vec': list(range(12))})))\n")
+    result = pytester.runpytest("test_slow.py", *TUNE, "--tune-time", "2", "--tune-strategy", "brute_force", "-vv")
+    measured = result.stdout.str().count(" PASSED")
+    assert " UNSAMPLED" in result.stdout.str() and measured < 8, result.stdout.str()[-3000:]

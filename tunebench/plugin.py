@@ -72,8 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="budget: at most N candidates per kernel, dtype and bucket (the baseline "
                          "is always measured on top); default: the tune_trials ini value, else none")
     group.addoption("--tune-time", type=positive(float), default=None, metavar="SECONDS",
-                    help="budget: stop asking for candidates after SECONDS per kernel, dtype and "
-                         "bucket; default: the tune_time ini value, else none")
+                    help="budget: stop asking for candidates once a kernel, dtype and bucket has taken "
+                         "SECONDS of wall time, builds included (the final round apart); default: the "
+                         "tune_time ini value, else none")
     group.addoption("--tune-timeout", type=positive(float), default=10.0, metavar="SECONDS",
                     help="kill a candidate that runs longer than SECONDS (loading, verifying and "
                          "measuring it; compiling is not counted) and record it as timeout (default: 10)")

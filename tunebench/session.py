@@ -22,6 +22,7 @@ import hashlib
 import json
 import random
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import confirmed_ms, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore, config_key, config_text
+from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
@@ -188,7 +190,8 @@ class Task:
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
-        self.spent_s = 0.0  # trial time spent, the measure of the time budget
+        self.spent_s = 0.0  # the trials' own time (on the replay target, their recorded cost)
+        self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
@@ -252,7 +255,16 @@ class Task:
             self.stop_reason = f"the task failed: {e}"
             raise
 
+    def elapsed(self) -> float:
+        """What the time budget counts: the wall time since the task began (builds, pauses on
+        a busy machine, recording and all, as a user's clock does; the final round apart), or on
+        the replay target, whose trials take no time, the recorded cost of its trials."""
+        if isinstance(self.tuner.workers, Replay):
+            return self.spent_s
+        return time.monotonic() - self.began if self.began is not None else 0.0
+
     def _search(self) -> None:
+        self.began = time.monotonic()
         store = self.tuner.store
         recorded = next(iter(store.tasks(kernel=self.kernel.name, target=self.tuner.target, dtype=self.dtype,
                                          bucket=self.bucket.name)), {})
@@ -292,7 +304,7 @@ class Task:
         budget = self.tuner.budget
         try:
             self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
-                                      spent=lambda: self.spent_s)
+                                      spent=self.elapsed)
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
@@ -411,9 +423,9 @@ class Task:
                  f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
                  if row["best_ms"] and row["speedup"] else "best: none yet")
         done = len(self.outcomes)
-        left = (seconds - self.spent_s if seconds else None)
+        left = (seconds - self.elapsed() if seconds else None)
         if done and done < budget:
-            by_trials = self.spent_s / done * (budget - done)
+            by_trials = self.elapsed() / done * (budget - done)
             left = by_trials if left is None else min(left, by_trials)
         when = "done" if self.done else f"about {left:.0f} s left" if left is not None and done < budget else \
             "the final round"
