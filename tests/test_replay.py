@@ -70,9 +70,10 @@ def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
     replay = Replay(path)
     answers = {(b, t): replay.trial(job({"block": b, "tile": t}, (1024,), kernel="vector_add"))
                for b, t in ((32, 1), (32, 2), (64, 1), (64, 2), (128, 1), (128, 2))}
-    assert {k: a["status"] for k, a in answers.items()} == {
-        (32, 1): "ok", (32, 2): "pruned_resources", (64, 1): "compile_error", (64, 2): "crashed",
+    assert {k: a["status"] for k, a in answers.items()} == {  # Kernel Tuner marks only the resources' failures
+        (32, 1): "ok", (32, 2): "pruned_resources", (64, 1): "pruned_resources", (64, 2): "pruned_resources",
         (128, 1): "crashed", (128, 2): "pruned_resources"}
+    assert answers[(64, 2)]["error"] == "Kernel Tuner: RuntimeFailedConfig (too many resources requested for launch)"
     assert answers[(128, 1)]["error"] == "SomethingElse"
     assert "not in the recorded space" in answers[(128, 2)]["error"]
     assert answers[(32, 1)]["samples"] == [1.5]  # an entry without 'times' replays its time
@@ -269,7 +270,7 @@ def test_a_tuning_session_runs_on_a_replayed_space_in_place_of_the_device(tmp_pa
     assert task.stop_reason == "budget of 25 trials spent" and len(task.outcomes) == 25
     row = task.summary_row()
     assert row["speedup"] > 1 and row["best_ms"] < 1.1 * Replay(PNPOLY).recording().optimum
-    assert {t["status"] for t in store.trials()} <= {"ok", "crashed"}
+    assert {t["status"] for t in store.trials()} <= {"ok", "pruned_resources"}  # Kernel Tuner's RuntimeFailedConfig
     assert len(store.source(variant.source_hash)) < 200  # the record keys the file, it does not hold it
 
 
@@ -277,7 +278,9 @@ def test_the_plugin_tunes_a_kernel_tuner_cache_as_a_suite_of_its_own(pytester):
     result = pytester.runpytest("--tune", "--tune-target", f"replay:{PNPOLY_GZ}",
                                 "--tune-strategy", "bayes", "--tune-trials", "10", "-p", "no:cacheprovider", "-q")
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 11  # 10 candidates and the baseline
+    assert "failed" not in outcomes  # its failures are the resources', pruned as a tune on the GPU prunes them
+    (records,) = Path(result.stdout.str().split("records in ")[1].split()[0]).parent.glob("*.json")
+    assert len(RecordStore(records).trials()) == 11  # 10 candidates and the baseline
     result.stdout.fnmatch_lines(["*tunebench: replay NVIDIA GeForce RTX 2080 Ti, records in *tunebench-replay-*",
                                  "cn_pnpoly*recorded*float32*10*", "*builds: 0 compiled*"])
     assert not (pytester.path / "records").exists()  # a replay never writes into the project's records
@@ -294,6 +297,25 @@ def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(p
     again.stdout.fnmatch_lines(["*axpb*small*float32*5*5*1*0*", "*builds: 0 compiled*"])
     (replayed,) = (root / "replayed").glob("replay-*.json")
     assert len(RecordStore(replayed).trials()) == 15  # every trial answered from the records
+
+
+def test_a_records_file_replays_only_the_configs_and_tasks_it_recorded(project, pytester):
+    """Unrecorded configs were asked, recorded as pruned_resources and spent the budget, and a
+    kernel or bucket the file lacks was "tuned" on nothing."""
+    from tests.test_plugin import TUNE
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small")
+    (recorded,) = (root / "records").glob("*.json")
+    held = {json.dumps(t["config"], sort_keys=True) for t in RecordStore(recorded).trials()}
+    again = pytester.runpytest("suites", "--tune", "--tune-target", f"replay:{recorded}", "--tune-strategy",
+                               "brute_force", "--tune-records", str(root / "replayed"), "-p", "no:cacheprovider", "-rs")
+    outcomes = again.parseoutcomes()
+    assert outcomes["skipped"] == 1 and "failed" not in outcomes
+    again.stdout.fnmatch_lines(["SKIPPED ?1? *axpb?large-float32? is not in the recorded space of *"])
+    (replayed,) = (root / "replayed").glob("replay-*.json")
+    answered = RecordStore(replayed).trials()
+    assert {json.dumps(t["config"], sort_keys=True) for t in answered} == held
+    assert {t["status"] for t in answered} == {"ok"}
 
 
 def test_a_gzipped_kernel_tuner_cache_is_read_as_the_hub_ships_it(tmp_path, capsys):

@@ -20,7 +20,7 @@ from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.progress import UNSAMPLED
-from tunebench.records import NotWritable, RecordsError, RecordStore
+from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
 from tunebench.replay import Replay, ReplayError
 from tunebench.session import Task, TaskFailed, git_state
 from tunebench.space import SpaceError
@@ -168,12 +168,22 @@ class Suite(pytest.Collector):
             split = {b.name: _split(space, valid, invalid, b, buckets.dims) for b in buckets}
         except (SpaceError, KernelError) as e:
             raise SuiteError(f"suite {self.nodeid}: {e}") from None
+        replay = run.workers if isinstance(run.workers, Replay) and target != "replay" else None
         for dtype in variant.dtypes:
             for bucket in buckets:
-                task = run.task(self.kernel, variant, dtype, bucket)
                 prefix = f"{bucket.name}-{dtype}"
+                parts = split[bucket.name]
+                if replay is not None:  # a records file replayed: its recorded configs are the candidates
+                    recorded = replay.recorded(self.kernel.name, dtype, bucket.name)
+                    if recorded is None:
+                        items.append(Unavailable.from_parent(self, name=f"{prefix}[replay]", reason=(
+                            f"{self.kernel.name}[{prefix}] is not in the recorded space of {replay.path.name}")))
+                        continue
+                    held = [k for k in parts[0] if config_key(space.config(k)) in recorded]
+                    parts = (held, [k for k in parts[0] if k not in set(held)] + parts[1])
+                task = run.task(self.kernel, variant, dtype, bucket)
                 items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
-                for keys, ok in zip(split[bucket.name], (True, False)):
+                for keys, ok in zip(parts, (True, False)):
                     items.extend(Trial.from_parent(
                         self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(space.names, key))}]",
                         task=task, key=key, valid=ok) for key in keys)

@@ -43,11 +43,14 @@ from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import CompareJob, TrialJob
 
-#: Kernel Tuner's failure markers (the string in place of a time) and the status each becomes.
+#: Kernel Tuner's failure markers (the string in place of a time), the status each becomes and
+#: what Kernel Tuner means by it: it marks only failures it skips as the resources' (too much
+#: shared or local memory for ptxas; "too many resources requested for launch"), and raises any
+#: other, so each is what a tune prunes, not a failed item.
 KERNEL_TUNER_FAILURES = {
-    "InvalidConfig": "pruned_resources",
-    "CompilationFailedConfig": "compile_error",
-    "RuntimeFailedConfig": "crashed",
+    "InvalidConfig": ("pruned_resources", "its restrictions"),
+    "CompilationFailedConfig": ("pruned_resources", "too much shared or local memory for the compiler"),
+    "RuntimeFailedConfig": ("pruned_resources", "too many resources requested for launch"),
 }
 #: Kernel Tuner caches do not record the element type; both shipped ones time float32 kernels.
 KERNEL_TUNER_DTYPE = "float32"
@@ -146,9 +149,8 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
         raise ReplayError(f"{where} has a non-numeric 'compile_time' or 'benchmark_time'")
     compile_s, measure_s = costs[0] / 1e3, costs[1] / 1e3
     if isinstance(time, str):
-        status = KERNEL_TUNER_FAILURES.get(time, "crashed")
-        return Run(status, (), compile_s, measure_s, error=f"Kernel Tuner: {time}" if time in
-                   KERNEL_TUNER_FAILURES else time)
+        status, why = KERNEL_TUNER_FAILURES.get(time, ("crashed", None))
+        return Run(status, (), compile_s, measure_s, error=f"Kernel Tuner: {time} ({why})" if why else time)
     if not _time(time):
         raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
     runs = doc.get("times") or [time]
@@ -342,6 +344,12 @@ class Replay:
             raise ReplayError(f"{self.path}: no recorded task matches; it holds: {choices}")
         raise ReplayError(f"{self.path}: {len(found)} recorded tasks match, pick one with kernel=, "
                           f"dtype= and bucket=; it holds: {choices}")
+
+    def recorded(self, kernel: str, dtype: str, bucket: str) -> set[tuple] | None:
+        """The config keys (:func:`~tunebench.records.config_key`) recorded for a task of the
+        suites a records file replays; None where the file holds no such task (nothing to tune)."""
+        found = [r for r in self.recordings if (r.kernel, r.dtype, r.bucket.name) == (kernel, dtype, bucket)]
+        return {config_key(r.space.config(k)) for r in found for k in r.runs} if found else None
 
     def draw(self, kernel: str, dtype: str, shape: tuple, config: Mapping, run: Run) -> list[float]:
         """Samples drawn with replacement from a run's recorded ones, as many as were recorded."""
