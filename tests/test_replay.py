@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -201,6 +202,8 @@ def test_convergence_summarises_seeds_with_medians():
     traces = [[0.5, 0.96, 0.99] + [1.0] * 17, [0.2] * 10 + [0.97] * 10, [0.1] * 20]
     summary = convergence(traces, 20)
     assert summary["fraction_at"] == {"20": pytest.approx(0.97)}
+    assert convergence(traces, 2)["fraction_at"] == {"2": pytest.approx(0.2)}  # at the budget asked, too
+    assert list(convergence(traces, 40)["fraction_at"]) == ["20", "40"]
     assert summary["trials_to"]["0.95"] == {"median": 11, "reached": 2}
     assert summary["trials_to"]["0.99"] == {"median": None, "reached": 1}
 
@@ -209,7 +212,7 @@ def test_the_replay_command_prints_every_seed_and_the_summary(capsys):
     assert main(["replay", str(PNPOLY), "--strategy", "random", "--budget", "60", "--seeds", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["seed"] for r in out["runs"]] == [0, 1, 2] and all(len(r["fractions"]) == 60 for r in out["runs"])
-    assert set(out["summary"]["fraction_at"]) == {"20", "50"}
+    assert set(out["summary"]["fraction_at"]) == {"20", "50", "60"}
     assert set(out["summary"]["trials_to"]) == {"0.95", "0.99"}
     assert {"median", "reached"} == set(out["summary"]["trials_to"]["0.95"])
     assert out["candidates"] == 4092 and out["strategy"] == "random" and out["kernel"] == "cn_pnpoly"
@@ -225,7 +228,15 @@ def test_the_replay_command_measures_with_the_recorded_noise_only_when_asked(cap
         runs[out["noise"]] = out["runs"][0]["fractions"][-1]
     assert runs[False] == 1.0 and runs[True] < 1.0  # every config measured: a near rival draws faster
     assert main(["replay", str(PNPOLY), "--strategy", "random", "--budget", "20", "--seeds", "1", "--noise"]) == 0
-    assert "configs on samples drawn from the recorded runs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "configs on samples drawn from the recorded runs" in out and "seed 0: " in out
+    assert re.search(r"median fraction of the optimum: \d\.\d{3} after 20 trials$", out, re.MULTILINE)
+
+
+def test_noise_asked_of_a_cache_without_runs_says_it_has_none_to_draw(tmp_path, capsys):
+    path = kernel_tuner_cache(tmp_path / "cache.json", [({"block": 32, "tile": 1}, 1.5), ({"block": 64, "tile": 2}, 2.5)])
+    assert main(["replay", str(path), "--strategy", "random", "--budget", "2", "--seeds", "1", "--noise"]) == 0
+    assert "records one run per config (no 'times'): --noise has no runs to draw from" in capsys.readouterr().err
 
 
 def test_the_replay_command_names_the_file_or_the_strategy_it_cannot_use(tmp_path, capsys):

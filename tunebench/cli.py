@@ -14,7 +14,7 @@ from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.lookup import load_suites, lookup, project
 from tunebench.plugin import positive
 from tunebench.records import RecordsError, config_text
-from tunebench.replay import BUDGETS, Replay, convergence, simulate
+from tunebench.replay import Replay, convergence, simulate
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 
@@ -165,6 +165,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
     replay = Replay(args.file)
     recording = replay.recording(**select)
+    if args.noise and all(len(r.samples) <= 1 for shapes in recording.runs.values() for r in shapes.values()):
+        print(f"tunebench replay: {args.file} records one run per config (no 'times'): --noise has no "
+              f"runs to draw from, and measures each config at its recorded time", file=sys.stderr)
     traces = [simulate(args.file, args.strategy, args.budget, seed, noise=args.noise, **select)
               for seed in range(args.seeds)]
     summary = convergence(traces, args.budget)
@@ -181,8 +184,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
           f"{len(recording.candidates)} candidates, optimum {recording.optimum:.4g} ms")
     evaluated = "on samples drawn from the recorded runs" if args.noise else "at their recorded objective"
     print(f"strategy {args.strategy}, budget {args.budget} trials, seeds 0..{args.seeds - 1}, configs {evaluated}")
+    for seed, trace in enumerate(traces):
+        print(f"seed {seed}: {trace[-1] if trace else 0.0:.3f} of the optimum after {len(trace)} trials")
     at = ", ".join(f"{f:.3f} after {b} trials" for b, f in summary["fraction_at"].items())
-    print(f"median fraction of the optimum: {at or f'(budget below {BUDGETS[0]} trials)'}")
+    print(f"median fraction of the optimum: {at}")
     for target, t in summary["trials_to"].items():
         median = "not reached by half the seeds" if t["median"] is None else f"median {t['median']:g} trials"
         print(f"to {target} of the optimum: {median} ({t['reached']} of {args.seeds} seeds reached it)")

@@ -473,12 +473,12 @@ TARGETS = (0.95, 0.99)
 
 def convergence(traces: list[list[float]], budget: int) -> dict:
     """The summary of several seeds' traces (see :func:`simulate`): the median fraction of the
-    optimum after each budget in :data:`BUDGETS` up to ``budget``, and for each target the
+    optimum after each budget in :data:`BUDGETS` below ``budget`` and after ``budget``, and for each target the
     median number of trials to reach it (a seed that never did counts as never; None when
     half of them never did) with how many seeds reached it. A trace shorter than the budget (the
     strategy ran out of candidates) keeps its last fraction."""
     at = {str(b): statistics.median(t[min(b, len(t)) - 1] if t else 0.0 for t in traces)
-          for b in BUDGETS if b <= budget}
+          for b in sorted({*(b for b in BUDGETS if b < budget), budget})}
     trials_to = {}
     for target in TARGETS:
         reached = [next((n for n, f in enumerate(t, 1) if f >= target), math.inf) for t in traces]
