@@ -89,6 +89,18 @@ def test_a_python_int_argument_is_refused_with_its_name(axpb):
         kernel.build_args((4,), "float32")
 
 
+def test_an_args_builder_returning_a_list_or_lacking_an_output_says_so(axpb):
+    """A Kernel Tuner list was "dictionary update sequence element #0 has length 100000", and a
+    missing output "must be a numpy array"."""
+    kernel, _ = axpb
+    kernel.args = lambda shape, dtype, rng: [np.zeros(4, np.float32), np.zeros(4, np.float32), np.int32(4)]
+    with pytest.raises(KernelError, match=r"the args builder returned a list; return a dict of argument name -> "):
+        kernel.build_args((4,), "float32")
+    kernel.args = lambda shape, dtype, rng: {"x": np.zeros(4, np.float32), "out": np.zeros(4, np.float32)}
+    with pytest.raises(KernelError, match=r"output 'y' is not among the args builder's arguments \(x, out\)"):
+        kernel.build_args((4,), "float32")
+
+
 def test_a_float64_scalar_for_a_float_parameter_is_a_declaration_error_before_any_call(axpb):
     """ctypes would pass a double the function never reads: every config a wrong result."""
     kernel, variant = axpb

@@ -361,9 +361,17 @@ class Kernel:
         The dtype's name is made one numpy knows first (bfloat16: see :mod:`tunebench.dtypes`)."""
         numpy_dtype(dtype)
         seed = int.from_bytes(hashlib.sha256(f"{self.name}{shape}{dtype}".encode()).digest()[:8], "little")
-        args = dict(self.args(tuple(shape), dtype, np.random.default_rng(seed)))
+        given = self.args(tuple(shape), dtype, np.random.default_rng(seed))
+        if not isinstance(given, Mapping):  # Kernel Tuner's arguments are a list
+            raise KernelError(f"kernel {self.name!r}: the args builder returned a {type(given).__name__}; return a "
+                              f"dict of argument name -> numpy array or numpy scalar, in the entry point's order")
+        args = dict(given)
         for out in (*self.outputs, *self.inplace):
-            if not isinstance(args.get(out), np.ndarray):
+            if out not in args:
+                kind = "output" if out in self.outputs else "inplace input"
+                raise KernelError(f"kernel {self.name!r}: {kind} {out!r} is not among the args builder's arguments "
+                                  f"({', '.join(args)})")
+            if not isinstance(args[out], np.ndarray):
                 raise KernelError(f"kernel {self.name!r}: argument {out!r} must be a numpy array")
         for name, value in args.items():
             if not isinstance(value, (np.ndarray, np.generic)):
