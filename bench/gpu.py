@@ -88,12 +88,12 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
     choice = lookup(kernel, shape, device, dtype=dtype, records=ROOT / "records", suites=ROOT / "suites")
     args = kernel.build_args(shape, dtype)
     expected = kernel.expected(args)
-    tolerance = kernel.tolerance[dtype]
+    tolerances = kernel.tolerances(dtype, args)
     runners, wrong = {}, {}
     for label, config in (("tuned", choice.config), ("heuristic", variant.baseline(shape))):
         build = backend.build(kernel, variant, config, dtype)
         runners[label] = backend.load(build, kernel, variant, config, shape, args)
-        failed = verify(runners[label], expected, kernel.outputs, tolerance)
+        failed = verify(runners[label], expected, kernel.outputs, tolerances)
         if failed.status != "ok":
             wrong[label] = failed.error
     peer_name, peer = PEERS[kernel.name]
@@ -101,7 +101,7 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
     got = peer(torch, tensors, args)
     torch.cuda.synchronize()
     got = got.float() if got.dtype == torch.bfloat16 else got  # exact: .numpy() refuses torch.bfloat16
-    _, error = compare([got.cpu().numpy()], expected, kernel.outputs, *tolerance)
+    _, error = compare([got.cpu().numpy()], expected, kernel.outputs, tolerances)
     if error:
         wrong["torch"] = error
     try:

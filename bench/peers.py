@@ -127,7 +127,7 @@ def run(rounds: int) -> list[dict]:
                             args[out].fill(np.nan)
                         call()
                         _, error = compare([args[o] for o in kernel.outputs], expected, kernel.outputs,
-                                           *kernel.tolerance[dtype])
+                                           kernel.tolerances(dtype, args))
                         if error:
                             wrong[label] = error
                     # the pair apart from the peers (see the module docstring)

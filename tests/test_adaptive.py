@@ -28,7 +28,7 @@ def runner(tmp_path):
     loaded = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant, config, (20000,), args)
 
     def run(settings, incumbent=None):
-        return measure(loaded, kernel.expected(args), kernel.outputs, (1e-5, 1e-6), settings, incumbent)
+        return measure(loaded, kernel.expected(args), kernel.outputs, [(1e-5, 1e-6)], settings, incumbent)
     return run
 
 

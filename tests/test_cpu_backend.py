@@ -73,7 +73,7 @@ def test_measure_verifies_before_timing_and_keeps_every_sample(axpb):
         args = kernel.build_args((1000,), "float32")
         runner = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant,
                               config, (1000,), args)
-        result = measure(runner, kernel.expected(args), kernel.outputs, (1e-5, 1e-6), settings)
+        result = measure(runner, kernel.expected(args), kernel.outputs, [(1e-5, 1e-6)], settings)
         assert result.status == status
         if status == "ok":
             assert 5 <= len(result.samples) <= 50 and all(s > 0 for s in result.samples)
