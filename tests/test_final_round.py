@@ -95,3 +95,32 @@ def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary
                                 "FAILED suites/test_twice.py::twice::small-float32?reps:1-pad:1? - wrong_resul*"])
     (row,) = [line.split() for line in again.stdout.lines if line.startswith("twice ")]
     assert row[:7] == ["twice", "small", "float32", "2", "3", "0", "1"]  # two configs, one of them failed
+
+
+def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester,
+                                                                                   monkeypatch):
+    """A busy re-run dropped a confirmed 3x pick for the heuristic, published the disturbed
+    round's times as the bucket's, and passed."""
+    import tunebench.final_round
+
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
+    before = lookup("twice", (4096,), **asked)
+    assert before.source == "tuned"
+    real = tunebench.final_round.compare
+
+    def busy(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.disturbed.append("other processes took 90% of the CPU time")
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", busy)
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
+    assert again.parseoutcomes()["failed"] == 1
+    again.stdout.fnmatch_lines(["*the final round confirmed nothing (the machine stayed disturbed on *): the pick of "
+                                "the round of * is still served; tune again on a quieter machine*"])
+    after = lookup("twice", (4096,), **asked)
+    assert (after.source, after.config, after.objective_ms, after.baseline_ms) == (
+        "tuned", before.config, before.objective_ms, before.baseline_ms)
+    (path,) = (twice_project / "records").glob("*.json")
+    assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]

@@ -120,11 +120,25 @@ def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_
     assert stuck["verdict"] == "disturbed" and stuck["retries"] == 3 and pauses == [0.5, 1.0, 2.0]
 
 
-def test_a_tune_beside_three_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    project()  # a serial kernel: a core of its own would do, but three others leave it none
+#: axpb on two OpenMP threads: a thread on every core of this 2-core machine.
+AXPB_OMP_C = """\
+#if mode == 2
+#error "mode 2 does not compile"
+#endif
+typedef TB_DTYPE real;
+void axpb(const real *x, real *y, int n, real a, real b)
+{
+    #pragma omp parallel for num_threads(2)
+    for (int i = 0; i < n; ++i) y[i] = a * x[i] + b + (mode == 1 && i == n / 2);
+}
+"""
+
+
+def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester):
+    root = project()
+    (root / "kernels" / "axpb.c").write_text(AXPB_OMP_C)  # anything else running disturbs it
     stop = multiprocessing.get_context("fork").Event()
-    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(3)]
+    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
     for hog in hogs:
         hog.start()
     try:
