@@ -18,8 +18,10 @@ heuristic stays, and a tuned config is never reported faster than the heuristic 
 not. The trials' best/baseline ratio is kept beside those ratios: taken minutes earlier, it
 widens the reference to what separate times show as well.
 
-Where a process stays disturbed by other load, or a shape cannot be measured, nothing is
-confirmed and the heuristic stays, with the reason in the record. A heuristic whose config
+Where a shape cannot be measured, nothing is confirmed and the heuristic stays, with the reason
+in the record. Where a process stays disturbed by other load, the round judged nothing: it is
+recorded (``disturbed``) but not read, so the pick of an earlier round stands (a busy re-run
+dropped a confirmed 3x pick for the heuristic, and published the disturbed times). A heuristic whose config
 failed in its trials (a wrong result, a crash) is no competitor: the finalists are measured
 alone, the fastest over the bucket is adopted, and the record keeps ``baseline_failure``.
 """
@@ -60,7 +62,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     ms each), ``baseline_trial_ms`` the baseline's. ``baseline_failure``: how the heuristic's
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
     fastest finalist is adopted without a lead over it."""
-    entries, problem = [], None
+    entries, problem, disturbed = [], None, False
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
@@ -75,7 +77,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         labels = {config_key(c): str(i) for i, c in enumerate(unique)}
         comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
                        FINAL_PROCESSES, BUDGET_S)
-        problem = problem or _unusable(comp, shape)
+        problem, disturbed = (problem, disturbed) if problem else _unusable(comp, shape)
         if comp.objectives:
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
             if not baseline_failure:
@@ -85,7 +87,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         _winner(bucket, entries)
     why_not = None
     if winner is not None and not baseline_failure:
-        problem, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner])
+        problem, disturbed, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner])
         if problem or why_not:
             winner = None
     for entry in entries:
@@ -93,6 +95,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
+           **({"disturbed": True} if disturbed else {}),  # judged nothing: an earlier round's pick stands
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
                f"over it" if baseline_failure else "" if winner is not None else _no_lead(bucket, entries)),
@@ -110,13 +113,15 @@ def _fastest(bucket: Bucket, entries: list[dict], count: int) -> int | None:
                                                for e, w in zip(entries, bucket.shape_weights) if "finalist_ms" in e))
 
 
-def _unusable(comp: Comparison, shape: tuple) -> str | None:
+def _unusable(comp: Comparison, shape: tuple) -> tuple[str | None, bool]:
+    """What kept a comparison from judging its arms, and whether it was only other load (then
+    it says nothing of them: a config that fails does)."""
     if comp.failure:
         f = comp.failure
-        return f"on {shape} arm {f['arm']} ended {f['status']}: {f['error']}"
+        return f"on {shape} arm {f['arm']} ended {f['status']}: {f['error']}", False
     if comp.disturbed:
-        return f"the machine stayed disturbed on {shape}: {comp.disturbed[0]}"
-    return None
+        return f"the machine stayed disturbed on {shape}: {comp.disturbed[0]}", True
+    return None, False
 
 
 def _winner(bucket: Bucket, entries: list[dict]) -> int | None:
@@ -165,10 +170,11 @@ def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:
 
 
 def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: list[dict],
-               winner: dict[tuple, dict]) -> tuple[str | None, str | None]:
+               winner: dict[tuple, dict]) -> tuple[str | None, bool, str | None]:
     """The winner against the baseline, two arms as the gate measures them, in fresh processes:
     each entry gets ``ratios`` (one per process) and ``ratio`` (their median). (What kept the
-    round from measuring, why the winner is not adopted), each None when nothing did."""
+    round from measuring, whether only other load did, why the winner is not adopted), None
+    where nothing did."""
     for entry in entries:
         shape = tuple(entry["shape"])
         best, baseline = winner[shape], entry["baseline"]
@@ -176,18 +182,18 @@ def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: lis
             continue
         comp = compare(workers, kernel.name, shape, dtype, [("best", best, None), ("baseline", baseline, None)],
                        REFERENCE_PROCESSES, BUDGET_S)
-        problem = _unusable(comp, shape)
+        problem, disturbed = _unusable(comp, shape)
         if problem:
-            return problem, None
+            return problem, disturbed, None
         entry["ratios"] = comp.ratios("best", "baseline")
         entry["ratio"] = statistics.median(entry["ratios"])
         index = entry["finalists"].index(best)
         if entry.get("finalist_trial_ms") and entry["finalist_trial_ms"][index]:
             entry["trial_ratio"] = entry["finalist_trial_ms"][index] / entry["baseline_trial_ms"]
         if max(entry["ratios"]) >= 1:
-            return None, (f"the winner did not lead the heuristic in every fresh process on {shape} "
-                          f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
-    return None, _lead_kept(bucket, entries)
+            return None, False, (f"the winner did not lead the heuristic in every fresh process on {shape} "
+                                 f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
+    return None, False, _lead_kept(bucket, entries)
 
 
 def _lead_kept(bucket: Bucket, entries: list[dict]) -> str | None:

@@ -206,7 +206,9 @@ class Summary:
     @classmethod
     def of(cls, store: RecordStore) -> Summary:
         finals = {}
-        for check in store.checks(kind="tune"):  # the latest of each task wins
+        for check in store.checks(kind="tune"):  # the latest of each task that judged its finalists wins
+            if check.get("disturbed"):
+                continue
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
                 check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)],
@@ -396,7 +398,7 @@ def _caller() -> int:
 RANKED = 8
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -742,8 +744,10 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:
-    """The final round of the latest tune of a task (see :mod:`tunebench.final_round`)."""
-    found = store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
+    """The final round of the latest tune of a task (see :mod:`tunebench.final_round`) that
+    judged its finalists: one that stayed disturbed by other load judged nothing."""
+    found = [c for c in store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
+             if not c.get("disturbed")]
     return found[-1] if found else None
 
 
@@ -751,8 +755,8 @@ def final_ms(check: dict) -> list[tuple[float, float]] | None:
     """Per shape of a final round, the (chosen, heuristic) ms it measured (the heuristic's for
     both where it stayed), or None where it measured nothing to compare."""
     entries = check.get("shapes", [])
-    if not entries or "winner" not in check or any("baseline_ms" not in e for e in entries):
-        return None
+    if not entries or "winner" not in check or check.get("problem") or any("baseline_ms" not in e for e in entries):
+        return None  # a round that could not judge measured no figures to publish
     won = check["winner"]
     return [(e["baseline_ms"] if won is None else e["finalist_ms"][won], e["baseline_ms"]) for e in entries]
 

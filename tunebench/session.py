@@ -358,6 +358,9 @@ class Task:
                                 self.baseline.times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None)
         self.check = check
+        if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands
+            self.busy = self.unconfirmed()
+            return
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         if self.baseline is not None and chosen == self.baseline.configs:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
@@ -594,6 +597,13 @@ class Task:
         """Why the final round could not judge the finalists (a failure, a disturbed machine), or
         why it judged them without the heuristic (its config fails)."""
         check = self.check or {}
+        if check.get("disturbed"):
+            t = self.tuner
+            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+            kept = (f"the pick of the round of {earlier['timestamp']}" if earlier and earlier.get("winner") is not None
+                    else "the heuristic")
+            return (f"the final round confirmed nothing ({check['problem']}): {kept} is still served; tune again "
+                    f"on a quieter machine")
         if check.get("problem"):
             return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"
         if check.get("baseline_failure"):
