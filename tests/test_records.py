@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import time
 
 import pytest
@@ -313,9 +314,30 @@ def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_p
     path = tmp_path / "records" / "cpu-x.json"
     path.parent.mkdir()
     path.write_text('{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n')
-    with pytest.raises(RecordsError, match=r"cpu-x.json: holds git conflict markers .* tunebench merge-records "
-                                           r"/tmp/1.json /tmp/2.json /tmp/3.json"):
+    with pytest.raises(RecordsError, match=r"cpu-x.json: holds git conflict markers .*") as caught:
         RecordStore(path)
+    # the commands, run as given in a conflicted checkout where both sides added the file (no stage 1)
+    repo = tmp_path / "repo"
+    (repo / "records").mkdir(parents=True)
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo,
+                              capture_output=True, text=True)
+    git("init", "-q", "-b", "main")
+    git("commit", "-q", "--allow-empty", "-m", "root")
+    for branch, t in (("a", 1), ("b", 2)):
+        git("checkout", "-q", "-b", branch, "main")
+        (repo / "records").mkdir(exist_ok=True)  # git removed it with the other branch's file
+        AtomicJSONStorage(repo / "records" / "cpu-x.json").write(
+            {"device": {"1": FINGERPRINT}, "trials": {"1": trial({"t": t}, timestamp=f"2026-11-0{t}")}})
+        git("add", "-A")
+        git("commit", "-qm", branch)
+    assert git("merge", "-q", "a").returncode != 0  # add/add: conflict markers
+    command = str(caught.value).split("in its folder: ", 1)[1]
+    done = subprocess.run(["bash", "-c", command], cwd=repo / "records", capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert [t["config"]["t"] for t in RecordStore(repo / "records" / "cpu-x.json").trials()] == [1, 2]
 
 
 def test_a_merge_says_which_final_round_counts_where_both_sides_tuned_a_task_and_keeps_unknown_tables(tmp_path):

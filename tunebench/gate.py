@@ -156,6 +156,9 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
                 f"failures say why); tune it again once fixed")
+    if store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype):
+        return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
+                f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
     others = [s.device for s in devices(store) if s.path != store.path and s.tasks(kernel=kernel.name)]
     held = (f"; {store.path.parent} holds it for {', '.join(others)}: timings do not carry across devices"
             if others else ": it was never tuned here")

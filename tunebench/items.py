@@ -114,7 +114,9 @@ class Message(TerminalRepr):
         tw.line(self.text)
 
 
-class _Item(pytest.Item):
+class Item(pytest.Item):
+    """A tunebench item: a failure is shown as its message; a skip is its suite's (see the plugin)."""
+
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
             return Message(str(excinfo.value))
@@ -205,7 +207,7 @@ def _split(space, valid: list[tuple], invalid: list[tuple], bucket: Bucket, dims
     return fits, [k for k in valid if k in misfits] + invalid
 
 
-class Trial(_Item):
+class Trial(Item):
     """One candidate config (``key``; None for the baseline) of one task."""
 
     def __init__(self, *, task: Task, key: tuple | None, valid: bool = True, **kwargs):
@@ -259,7 +261,7 @@ def gate_ini(config: pytest.Config) -> dict:
     return values
 
 
-class Gate(_Item):
+class Gate(Item):
     """The gate of one task: its recorded best re-measured against the baseline and the record."""
 
     def __init__(self, *, run: GateRun, variant: Variant, dtype: str, bucket: Bucket, **kwargs):
@@ -294,13 +296,16 @@ class Gate(_Item):
             _not_measured(self.config, result.reason)
         report = [v.line() for v in result.verdicts] + result.notes
         if result.outcome == "fail":  # a regression's verdicts, else why nothing could be compared
-            lines = ["regression, see the FAIL lines:", *report] if result.verdicts else [result.reason, *result.notes]
+            fails = [v.line().split(maxsplit=1)[1] for v in result.verdicts if v.outcome == "fail"]
+            # the first line is all a CI's test report (JUnit's message, pytest's short summary) shows
+            lines = [f"regression: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1
+                                                  else ""), *report] if fails else [result.reason, *result.notes]
             raise ItemFailed("\n".join(lines))
         self.add_report_section("call", "tunebench gate", "\n".join(report))
 
 
 
-class Unavailable(_Item):
+class Unavailable(Item):
     """Stands for a suite's variant that cannot run here, skipped with the reason; where its
     target was asked for by name (--tune-target cuda), failed by a tune, which would tune
     nothing (a GPU machine whose PyCUDA is broken must not pass), and by a --gate-strict gate."""

@@ -20,8 +20,8 @@ from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe
 from tunebench.gate import devices
-from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Message, Suite, Trial, gate_ini,
-                             measuring, strict)
+from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
+                             gate_ini, measuring, strict)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError
 from tunebench.measure import MeasureSettings
@@ -151,6 +151,16 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     return report_teststatus(report, config)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """A skip of a tunebench item is the suite's, not the line of tunebench that raised it: ``-rs``
+    and JUnit name the suite file (and fold its skips by reason)."""
+    report = yield
+    if report.skipped and isinstance(item, Item) and isinstance(report.longrepr, tuple):
+        report.longrepr = (str(item.path), None, report.longrepr[2])
+    return report
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
@@ -258,17 +268,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 here = "this machine" if store is run.store else "recorded"
                 terminalreporter.write_line(f"{here}: {store.device}: {describe(store.fingerprint or {})}")
         for item, result in results:  # a failure's reason is in its report above: said once
+            shown = "fail" if result.outcome == "skip" and strict(config) else result.outcome  # as pytest says
             reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
-            terminalreporter.write_line(f"{result.outcome.upper():5} {item.parent.name}::{item.name}{reason}",
-                                        red=result.outcome == "fail", green=result.outcome == "pass")
+            terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",
+                                        red=shown == "fail", green=shown == "pass")
         if run.store.read_only:
             terminalreporter.write_line(f"records: {run.store.path.parent} cannot be written: this gate run is "
                                         f"not kept in the records' history", yellow=True)
-        measured = sum(result.outcome != "skip" for _, result in results)
-        if measured < len(results):
+        gated = [result for _, result in results if result.outcome != "skip"]
+        idle = sum(not result.comparisons for result in gated)  # a pass with nothing to measure
+        if len(gated) < len(results):
             terminalreporter.write_line(
-                f"gated {measured} of {len(results)} tasks; the skipped ones were not measured"
-                + ("" if strict(config) else " (--gate-strict, or gate_strict = true, fails them instead)"),
+                f"gated {len(gated)} of {len(results)} tasks" + (f" ({idle} with nothing to measure)" if idle else "")
+                + "; the others were not measured" + (", and --gate-strict fails them" if strict(config) else
+                                                      " (--gate-strict, or gate_strict = true, fails them instead)"),
                 yellow=True)
     tuner = config.stash.get(TUNER, None)
     if tuner is None:

@@ -225,9 +225,9 @@ class AtomicJSONStorage(Storage):
         if re.search(rb"^<<<<<<< ", raw, re.MULTILINE):
             raise RecordsError(
                 f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
-                f"README's Records); to merge both sides' trials, in its folder: for s in 1 2 3; do git show "
-                f":$s:./{self.path.name} > /tmp/$s.json; done; tunebench merge-records /tmp/1.json /tmp/2.json "
-                f"/tmp/3.json && cp /tmp/2.json {self.path.name}") from None
+                f"README's Records); to merge both sides' trials, in its folder: d=$(mktemp -d); for s in 1 2 3; "
+                f"do git show :$s:./{self.path.name} > $d/$s.json 2>/dev/null || : > $d/$s.json; done; "
+                f"tunebench merge-records $d/1.json $d/2.json $d/3.json && cp $d/2.json {self.path.name}") from None
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
