@@ -132,7 +132,7 @@ def test_a_best_config_now_slower_than_the_heuristic_fails(tuned):
     result.stdout.fnmatch_lines(["FAIL * best/baseline on (2048,)*"])
 
 
-def test_gate_measurements_load_in_pytest_benchmark_compare(tuned):
+def test_gate_measurements_load_in_pytest_benchmark_compare(tuned, recwarn):
     pytester, _ = tuned
     out = pytester.path / "gate.json"
     pytester.runpytest("test_chain.py", *GATE, f"--benchmark-json={out}").assert_outcomes(passed=1)
@@ -146,6 +146,12 @@ def test_gate_measurements_load_in_pytest_benchmark_compare(tuned):
                              capture_output=True, text=True)
     assert compare.returncode == 0, compare.stderr
     assert "best@2048" in compare.stdout and "baseline@2048" in compare.stdout
+    saved = pytester.runpytest("test_chain.py", *GATE, "--benchmark-save=base")
+    saved.assert_outcomes(passed=1)
+    recwarn.clear()
+    again = pytester.runpytest("test_chain.py", *GATE, "--benchmark-compare=0001")
+    again.assert_outcomes(passed=1)  # the same machine: pytest-benchmark finds its machine_info the same
+    assert not [w for w in recwarn if "machine_info is different" in str(w.message)]
 
 
 @pytest.mark.parametrize("ratios, final, outcome", [

@@ -13,12 +13,12 @@ import argparse
 
 import pytest
 
-from tunebench.backends import TARGETS
+from tunebench.backends import TARGETS, fingerprint, resolve
 from tunebench.builds import Ahead
 from tunebench.builds import counts as build_counts
 from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
-from tunebench.device import describe
+from tunebench.device import describe, device_id
 from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
                              gate_ini, measuring, strict)
@@ -233,9 +233,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent under -p no:benchmark
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    """The device, also where pytest-benchmark asks before the gate's run exists (``--benchmark-
+    compare`` loads at configure time: without it, every compare on the same machine warned that
+    the machine differs)."""
     run = config.stash.get(TUNER, None) or config.stash.get(GATE, None)
     if run:
         machine_info["tunebench"] = {"device": run.store.device, "fingerprint": run.fingerprint}
+    elif not config.getoption("tune_target").startswith("replay:") and not config.getoption("tune_cluster"):
+        fp = fingerprint(resolve(config.getoption("tune_target"))[0])
+        machine_info["tunebench"] = {"device": device_id(fp), "fingerprint": fp}
 
 
 def _leftover(terminalreporter, run) -> None:
