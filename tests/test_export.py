@@ -257,3 +257,21 @@ def test_the_headers_of_two_devices_go_into_one_program_under_their_prefixes(tmp
     expected = tunebench.lookup("layernorm", (300, 8192), "cpu-amd-epyc-f26m2-2t-506d4e", records=root / "records")
     assert (tuned, vec) == (expected.source == "tuned", expected.config["vec"])
     assert main(["export", "--out", str(tmp_path), "--prefix", "h100-sxm"]) == 2
+
+
+def test_a_kernel_whose_space_collection_refuses_is_an_export_error_naming_it(tmp_path, capsys):
+    """Its constraint raised and pytest refused the suite, while the export wrote its heuristic unsaid."""
+    (tmp_path / "records").mkdir()
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "test_bad.py").write_text(
+        "import numpy as np\n"
+        "from tunebench import Bucket, Buckets, Kernel, Space, Variant\n"
+        "bad = Kernel('bad_space', buckets=Buckets('N', [Bucket('all', N=(1, None), shapes=[(8,)])]),\n"
+        "             args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=['y'],\n"
+        "             cpu=Variant(source='none.c', entry='k', heuristic=lambda shape: {'tile': 1},\n"
+        "                         space=Space({'tile': [0, 1]}, constraints=[lambda tile: 4 % tile == 0])))\n")
+    assert main(["export", "--out", str(tmp_path / "x"), "--records", str(tmp_path / "records"),
+                 "--device", "cpu-test"]) == 2
+    err = capsys.readouterr().err
+    assert "kernel 'bad_space' (" in err and "test_bad.py): " in err and "ZeroDivisionError" in err
+    assert not (tmp_path / "x").exists()

@@ -33,6 +33,7 @@ from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, this_device
 from tunebench.records import RecordStore
+from tunebench.space import SpaceError
 
 
 class ExportError(ValueError):
@@ -52,8 +53,13 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
         variant = kernel.variant(target)
         if variant is None:
             continue
+        buckets = kernel.buckets_for(target)
+        try:  # a space collection refuses exports nothing: its constraints cannot be applied either
+            variant.space.check_dims(buckets.dims)
+            variant.space.validate(buckets, buckets.dims)
+        except SpaceError as e:
+            raise ExportError(f"kernel {kernel.name!r} ({kernel.declared_in}): {e}") from None
         for dtype in variant.dtypes:
-            buckets = kernel.buckets_for(target)
             entries = []
             fits, unchecked = _fits(variant.space, buckets.dims)
             for bucket in buckets:
