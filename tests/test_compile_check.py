@@ -111,7 +111,8 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
     ("floats", ('"vec": 2, "unroll": 1', '"vec": 4 / 2, "unroll": 1'),
      "declaration: heuristic for shape (1000,) gives vec=2.0, a float, where the space's values of vec are ints"),
     ("typo", ("lambda vec, unroll:", "lambda vec, unrol:"),
-     "declaration: constraint <lambda> at test_typo.py:21 names unknown param 'unrol' (did you mean 'unroll'?)"),
+     "declaration: the cpu variant: constraint <lambda> at test_typo.py:21 names unknown param 'unrol' (did you "
+     "mean 'unroll'?)"),
     ("work", ("bytes=lambda shape, dtype:", "flops=lambda shape, dtype:"),
      "declaration: kernel 'work': flops((1000,)) raised TypeError: <lambda>() missing 1 required positional argument: "
      "'dtype' (it is called as flops=lambda shape: ...)"),

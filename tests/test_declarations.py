@@ -589,5 +589,5 @@ def test_a_cuda_variants_broken_space_fails_collection_on_a_machine_without_a_gp
     suite.write_text(suite.read_text().replace('Space({"block": [64, 128, 256]})',
                                                f'Space({{"block": [64, 128, 256]}}, constraints=[{constraint}])'))
     result = pytester.runpytest("suites", *TUNE, "--collect-only")
-    result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: {said}*"])
+    result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: the cuda variant: {said}*"])
     assert result.ret == 2 and "Traceback" not in result.stdout.str()

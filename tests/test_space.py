@@ -84,6 +84,8 @@ def test_config_and_key_round_trip():
     ({"warp num": [1, 2]}, [], "not a C identifier"),
     ({"method": ["naive", "two\nlines"]}, [], r"param 'method': value 'two\\nlines' cannot follow `#define method`"),
     ({"method": ["naive", " "]}, [], "param 'method': value ' ' cannot follow"),
+    ({"tile": [1, 2.0, True]}, [], r"param 'tile' lists a value twice: 1 and True in \(1, 2.0, True\)"),
+    ({"tile": [1, 2, "4"]}, [], r"param 'tile' mixes a number and a string in \(1, 2, '4'\): give one kind"),
 ])
 def test_invalid_definitions_name_the_param_or_constraint(params, constraints, message):
     with pytest.raises(SpaceError, match=message):

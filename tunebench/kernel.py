@@ -25,7 +25,7 @@ from tunebench.backends.base import KernelError
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
-from tunebench.space import Space, closest
+from tunebench.space import Space, SpaceError, closest
 
 #: Default (rtol, atol) per dtype: |out - ref| <= atol + rtol * |ref| must hold everywhere.
 DEFAULT_TOLERANCE = {
@@ -437,8 +437,11 @@ class Kernel:
             if why:
                 raise KernelError(why)
         buckets = self.buckets_for(target)
-        variant.space.check_dims(buckets.dims)
-        variant.space.validate(buckets, buckets.dims)
+        try:
+            variant.space.check_dims(buckets.dims)
+            variant.space.validate(buckets, buckets.dims)
+        except SpaceError as e:  # every target's space is checked, where one runs: say which
+            raise SpaceError(f"the {target} variant: {e}") from None
         for bucket in buckets:
             for shape in bucket.shapes:
                 variant.baseline(shape)

@@ -67,8 +67,14 @@ def _values(name: str, spec: Any) -> tuple:
     values = tuple(v.item() if isinstance(v, np.generic) else v for v in spec)
     if not values:
         raise SpaceError(f"param {name!r} has an empty value list")
-    if len(set(values)) != len(values):
-        raise SpaceError(f"param {name!r} lists a value twice: {values!r}")
+    seen: dict = {}
+    for v in values:
+        if v in seen:  # True == 1 and 2.0 == 2 in Python: name both
+            raise SpaceError(f"param {name!r} lists a value twice: {seen[v]!r} and {v!r} in {values!r}")
+        seen[v] = v
+    kinds = {"a string" if isinstance(v, str) else "a bool" if isinstance(v, bool) else "a number" for v in values}
+    if len(kinds) > 1:  # `#define name` would read one kind as another's text
+        raise SpaceError(f"param {name!r} mixes {' and '.join(sorted(kinds))} in {values!r}: give one kind of value")
     broken = [v for v in values if isinstance(v, str) and (not v.strip() or "\n" in v)]
     if broken:  # a str value is pasted after `#define name`, which ends at the line's end
         raise SpaceError(f"param {name!r}: value {broken[0]!r} cannot follow `#define {name}` (a C token or "
