@@ -144,7 +144,8 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
     (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE))
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "3"]) == 1
     out = capsys.readouterr().out
-    assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 8 launches  FAILED 1 of 8 launches" in out
+    # the launch in another form fails on each of its 4 launches (2 shapes, 2 architectures), each counted
+    assert "stage  cuda  float32  sm_80 sm_90  3 configs, 6 builds, 12 launches  FAILED 4 of 12 launches" in out
     assert "kernel 'stage': the cuda variant's launch({'kib': 0}, (1000,)) returned (1000,): it must return (grid, block)" in out
     assert ("pruned where tuned: float32 sm_80 [kib:200] shape (1000,) and 1 more: 204800 bytes (200 KiB) of shared "
             "memory per block, sm_80 allows 166912 (163 KiB)") in out  # one line for both shapes

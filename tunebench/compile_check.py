@@ -213,12 +213,14 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
         shapes = [s for b in buckets if key is None or not space.shaped
                   or all(space.holds_for(key, t, buckets.dims) for t in b.shapes) for s in b.shapes]
         shapes = [s for s in shapes if key is not None or (named, s) in heuristic]
+        planned = [f"{dtype} {arch} [{named}] shape {shape}" for dtype in variant.dtypes for shape in shapes
+                   for arch in archs]
+        result.launches += len(planned)
         try:
             for dtype in variant.dtypes:
                 for shape in shapes:
                     made = launch.launch_of(kernel, variant, config, shape, dtype)
                     for arch in archs:
-                        result.launches += 1
                         kernels = built.get((dtype, arch, named))
                         if kernels is None:
                             continue  # it did not compile: said with the builds
@@ -243,8 +245,8 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                             result.launch_failures.append((where, f"the heuristic's config: {problem}"))
                         elif problem:
                             result.pruned.append((where, problem))
-        except KernelError as e:
-            failing.add(named)
+        except KernelError as e:  # the launch itself, said once for the config: each of its launches fails
+            failing.update(planned)
             result.launch_failures.append((f"[{named}]", str(e)))
     result.failed_launches = len(failing)
 
