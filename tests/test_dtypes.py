@@ -253,6 +253,18 @@ def test_each_output_is_compared_in_its_own_dtype_not_only_the_tasks(pytester):
     assert (found[0]["status"], found[1]["status"]) == ("ok", "wrong_result")
     assert found[1]["error"].startswith("output 'acc': 1 of 64 values off, largest error 1 at (3,)")
     assert "TB_DTYPE" not in found[1]["error"]  # an integer task's float scale is no forgotten .astype(dtype)
+    assert found[0]["tolerances"] == {"y": ["float32", 1e-4, 1e-5], "acc": ["int32", 0.0, 0.0]}
+    again = pytester.runpytest("test_q8.py", *TUNE)  # nothing changed: every trial from the records
+    assert {t["timestamp"] for t in TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials").all()} \
+        == {t["timestamp"] for t in found.values()}
+    suite = pytester.path / "test_q8.py"  # the float32 output's tolerance, which the int8 task's declaration lacks
+    suite.write_text(suite.read_text().replace('outputs=["y", "acc"],', 'outputs=["y", "acc"], tolerance={"float32": '
+                                                                       '(1e-3, 1e-5)},'))
+    again = pytester.runpytest("test_q8.py", *TUNE)
+    again.assert_outcomes(passed=2, failed=1)
+    remeasured = {t["config"]["off"]: t for t in TinyDB(next((pytester.path / "records").glob("*.json")))
+                  .table("trials").all()}
+    assert remeasured[0]["tolerances"]["y"] == ["float32", 1e-3, 1e-5]
 
 
 def test_an_output_keyed_by_its_name_has_its_own_tolerance_and_a_misspelt_key_is_an_error():

@@ -326,7 +326,7 @@ def test_a_records_file_replays_only_the_configs_and_tasks_it_recorded(project, 
     (replayed,) = (root / "replayed").glob("replay-*.json")
     answered = RecordStore(replayed).trials()
     assert {json.dumps(t["config"], sort_keys=True) for t in answered} == held
-    assert {t["status"] for t in answered} == {"ok"}
+    assert not {t["status"] for t in answered} - {"ok", "early_stopped"}  # none unrecorded, pruned
 
 
 def test_a_gzipped_kernel_tuner_cache_is_read_as_the_hub_ships_it(tmp_path, capsys):

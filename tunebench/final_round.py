@@ -62,7 +62,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     ms each), ``baseline_trial_ms`` the baseline's. ``baseline_failure``: how the heuristic's
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
     fastest finalist is adopted without a lead over it."""
-    entries, problem, disturbed = [], None, False
+    entries, problem, disturbed, failed = [], None, False, False
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
@@ -78,6 +78,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
                        FINAL_PROCESSES, BUDGET_S)
         problem, disturbed = (problem, disturbed) if problem else _unusable(comp, shape)
+        failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
         if comp.objectives:
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
             if not baseline_failure:
@@ -95,7 +96,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
-           **({"disturbed": True} if disturbed else {}),  # judged nothing: an earlier round's pick stands
+           **({"disturbed": True} if disturbed and not failed else {}),  # judged nothing: an earlier pick stands
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
                f"over it" if baseline_failure else "" if winner is not None else _no_lead(bucket, entries)),

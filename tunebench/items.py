@@ -181,8 +181,8 @@ class Suite(pytest.Collector):
                         items.append(Unavailable.from_parent(self, name=f"{prefix}[replay]", reason=(
                             f"{self.kernel.name}[{prefix}] is not in the recorded space of {replay.path.name}")))
                         continue
-                    held = [k for k in parts[0] if config_key(space.config(k)) in recorded]
-                    parts = (held, [k for k in parts[0] if k not in set(held)] + parts[1])
+                    held = {k for k in parts[0] if config_key(space.config(k)) in recorded}
+                    parts = ([k for k in parts[0] if k in held], [k for k in parts[0] if k not in held] + parts[1])
                 task = run.task(self.kernel, variant, dtype, bucket)
                 items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
                 for keys, ok in zip(parts, (True, False)):
@@ -224,7 +224,7 @@ class Trial(Item):
             if not tuner.busy_reported:
                 tuner.busy_reported = True
                 raise ItemFailed(self.task.busy)
-            pytest.skip("not tuned: the machine is busy (see the first failed item)")
+            pytest.skip(f"{self.task.busy} (the run failed once for a busy machine, above)")  # this task's own
         outcome = self.task.baseline if self.key is None else self.task.outcome(self.key)
         if outcome is None:
             self.user_properties.append(UNSAMPLED)

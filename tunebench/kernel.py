@@ -40,6 +40,14 @@ DEFAULT_TOLERANCE = {
     **{f"{sign}{bits}": (0.0, 0.0) for sign in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
 
+def _dtype_name(name: str) -> bool:
+    """Whether a tolerance key names a dtype (numpy's, or bfloat16 and the 8-bit floats)."""
+    try:
+        return numpy_dtype(name).name == name
+    except (TypeError, ValueError):
+        return False
+
+
 def _is_include(flag: str) -> bool:
     """Whether a compiler flag names an include folder (``-Idir``)."""
     return flag.startswith("-I") and len(flag) > 2
@@ -315,9 +323,12 @@ class Kernel:
         if not self.outputs:
             raise KernelError(f"kernel {name!r} declares no output")
         self.inout = tuple(dict.fromkeys([*inout, *(n for n in inplace if n in self.outputs)]))
-        declared_in = sys._getframe(1).f_globals.get("__file__")  # the working directory only without one
-        #: The file that declares the kernel, for an error a lookup meets in it to name.
+        caller = sys._getframe(1)
+        declared_in = caller.f_globals.get("__file__")  # the working directory only without one
+        #: The file that declares the kernel, for an error a lookup meets in it to name, and the
+        #: line, where its items' skips are reported.
         self.declared_in = Path(declared_in).resolve() if declared_in else None
+        self.declared_line = caller.f_lineno
         origin = self.declared_in.parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         arch = [f for f in getattr(given.get("cuda"), "flags", ()) if f.split("=")[0] in ARCH_FLAGS]
@@ -326,7 +337,7 @@ class Kernel:
                               f"tunebench sets to the device's own (sm_XY; compile-check's for each --arch)")
         self.flops = flops
         self.bytes = bytes
-        unknown = [k for k in tolerance or {} if k not in DEFAULT_TOLERANCE and k not in self.outputs]
+        unknown = [k for k in tolerance or {} if k not in self.outputs and not _dtype_name(k)]
         if unknown:  # a misspelt key was the default's exact comparison, unsaid
             meant = closest(unknown[0], [*DEFAULT_TOLERANCE, *self.outputs])
             raise KernelError(f"kernel {name!r}: tolerance key {unknown[0]!r} is neither a dtype nor an output "
@@ -471,13 +482,14 @@ class Kernel:
         it; else, for an integer (or bool) output, its dtype's (exact by default: a count or an
         index off by one is wrong whatever the task computes in); else the looser of the task
         dtype's and the output dtype's (a float32 output of an int8 task is not exact, a float16
-        output of a float32 task holds float16's rounding)."""
+        output of a float32 task holds float16's rounding). ``args`` gives each output's array, or
+        its dtype (as a trial records it)."""
         found = []
         for name in self.outputs:
-            own = numpy_dtype(args[name].dtype).name
+            own = numpy_dtype(getattr(args[name], "dtype", args[name])).name
             if name in self.tolerance:
                 found.append(self.tolerance[name])
-            elif kind(numpy_dtype(own)) != "f":
+            elif kind(numpy_dtype(own)) in "biu":
                 found.append(self.tolerance.get(own, (0.0, 0.0)))
             else:
                 task, out = self.tolerance.get(dtype, (0.0, 0.0)), self.tolerance.get(own, (0.0, 0.0))

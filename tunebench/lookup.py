@@ -115,6 +115,7 @@ def this_device(target: str | None = None) -> str:
     return _device_id(target, os.environ.get("OMP_NUM_THREADS"))
 
 
+@functools.lru_cache(maxsize=None)
 def _device_id(target: str | None, threads: str | None) -> str:
     return device_id(_fingerprint(target, threads))
 
@@ -473,7 +474,7 @@ def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
     if others:
         meant = closest(device, others)
         warnings.warn(UnknownDeviceWarning(
-            f"{named}={device}: {records_dir} holds no records for it, so the heuristic is served; it holds "
+            f"{named}={device}: {records_dir} holds no records for it, so nothing tuned is served; it holds "
             f"{', '.join(others)}" + (f" (did you mean {meant}?)" if meant else "")), stacklevel=_caller())
 
 
@@ -653,7 +654,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     choice.reason = (f"the final round kept it: {kept}" if kept else unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket"
-                     + _other_threads(folder, device, store, name, dtype, bucket.name))
+                     + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = [dict(k) for k in served]

@@ -10,6 +10,7 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -157,7 +158,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     and JUnit name the suite file (and fold its skips by reason)."""
     report = yield
     if report.skipped and isinstance(item, Item) and isinstance(report.longrepr, tuple):
-        report.longrepr = (str(item.path), None, report.longrepr[2])
+        kernel = item.getparent(Suite).kernel
+        line = kernel.declared_line if kernel.declared_in == Path(item.path).resolve() else None
+        report.longrepr = (str(item.path), line, report.longrepr[2])
     return report
 
 
@@ -239,9 +242,16 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     run = config.stash.get(TUNER, None) or config.stash.get(GATE, None)
     if run:
         machine_info["tunebench"] = {"device": run.store.device, "fingerprint": run.fingerprint}
-    elif not config.getoption("tune_target").startswith("replay:") and not config.getoption("tune_cluster"):
-        fp = fingerprint(resolve(config.getoption("tune_target"))[0])
-        machine_info["tunebench"] = {"device": device_id(fp), "fingerprint": fp}
+        return
+    target = config.getoption("tune_target")
+    records = config.getoption("tune_records") or config.rootpath / "records"
+    if target.startswith("replay:") or config.getoption("tune_cluster") or not Path(records).is_dir():
+        return  # not a project tunebench gates here (no records), or a device found only later
+    try:
+        fp = fingerprint(resolve(target)[0])
+    except (RuntimeError, OSError):  # the cuda target asked for, unusable here: its suites say so later
+        return
+    machine_info["tunebench"] = {"device": device_id(fp), "fingerprint": fp}
 
 
 def _leftover(terminalreporter, run) -> None:
@@ -282,7 +292,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             terminalreporter.write_line(f"records: {run.store.path.parent} cannot be written: this gate run is "
                                         f"not kept in the records' history", yellow=True)
         gated = [result for _, result in results if result.outcome != "skip"]
-        idle = sum(not result.comparisons for result in gated)  # a pass with nothing to measure
+        idle = sum(result.outcome == "pass" and not result.comparisons for result in gated)  # nothing to measure
         if len(gated) < len(results):
             terminalreporter.write_line(
                 f"gated {len(gated)} of {len(results)} tasks" + (f" ({idle} with nothing to measure)" if idle else "")

@@ -93,8 +93,9 @@ def _retuned(base: dict, ours: dict, theirs: dict) -> list[str]:
     old = {json.dumps(d, sort_keys=True) for d in base.values()}
 
     def tuned(checks: dict) -> dict:
-        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in checks.values()
-                if d.get("kind") == "tune" and json.dumps(d, sort_keys=True) not in old}
+        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in checks.values()  # a disturbed
+                if d.get("kind") == "tune" and not d.get("disturbed")  # round judged nothing: none reads it
+                and json.dumps(d, sort_keys=True) not in old}
     o, t = tuned(ours), tuned(theirs)
     notes = []
     for key in sorted(o.keys() & t.keys()):

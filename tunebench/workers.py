@@ -245,14 +245,17 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
                                                            placement))
             except ResourceError as e:
                 return {**done, "status": "pruned_resources", "error": str(e)}
-        m = measure_placements(runners, reference, kernel.outputs, kernel.tolerances(job.dtype, args), job.settings,
+        tolerances = kernel.tolerances(job.dtype, args)
+        m = measure_placements(runners, reference, kernel.outputs, tolerances, job.settings,
                                job.incumbent)
     finally:
         for runner in runners.values():
             runner.close()
     error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" else m.error
     found = {**done, "status": m.status, "error": error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
-             "measure_s": m.seconds, "threads": m.threads}
+             "measure_s": m.seconds, "threads": m.threads,
+             # each output's dtype and what it was verified within: a trial is reused only while they hold
+             "tolerances": {n: [numpy_dtype(args[n].dtype).name, *t] for n, t in zip(kernel.outputs, tolerances)}}
     if m.placements:
         found.update(samples=m.samples, placements=m.placements)
     return found
