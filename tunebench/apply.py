@@ -3,7 +3,8 @@
 ``tuned("layernorm")`` is a handle bound to one kernel: ``.config(shape)`` is the best config
 for a shape (from the in-memory index of :mod:`tunebench.lookup`: microseconds after the first
 call), ``.defines(shape)`` the same as compiler flags (``-Dvec=8``, with ``TB_DTYPE`` and
-``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants,
+``TB_UNROLL`` as tunebench defines them) for a framework that builds its own variants, with
+``.flags()`` (the rest of the compiler's command line a tune built it with),
 ``.source(shape)`` the template with the config's ``#define`` lines where it places them (for a
 template with a ``// tunebench: params`` line, which flags cannot reproduce), and
 ``.apply(shape=...)`` a decorator that calls the framework's launcher with the config's params
