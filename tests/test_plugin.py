@@ -227,7 +227,7 @@ def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester
     here = this_device("cpu")
     assert here != tuned.stem
     result.stdout.fnmatch_lines([f"this machine: {here}: *family*model*2 threads*",
-                                 f"recorded: {tuned.stem}: *family*model*1 threads*",
+                                 f"recorded: {tuned.stem}: *family*model*1 thread)*",
                                  f"*nothing recorded for axpb small float32 on this device, {here}; "
                                  f"*records holds it for {tuned.stem}: timings do not carry across devices; "
                                  f"run `pytest suites/test_axpb.py --tune` here to record it*"])

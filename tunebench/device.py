@@ -40,18 +40,23 @@ def device_id(fingerprint: Mapping) -> str:
     return f"{slug}-{digest}"
 
 
+def _threads(fp: Mapping) -> str:
+    n = fp.get("threads")
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def describe(fingerprint: Mapping) -> str:
     """One line for a reader: what the device is, and what is unknown about it."""
     fp = dict(fingerprint)
     if fp.get("target") == "cpu":
         if not microarchitecture_known(fp):
-            return (f"{fp.get('name')}, {fp.get('threads')} threads, microarchitecture unknown (recorded "
+            return (f"{fp.get('name')}, {_threads(fp)}, microarchitecture unknown (recorded "
                     f"before tunebench fingerprinted CPU family, model and ISA)")
         isa = fp.get("isa") or []
         widest = next((f for f in ("amx_tile", "avx512f", "avx2", "avx", "sve", "asimd") if f in isa), "no SIMD")
         return (f"{fp['name']} ({fp['vendor']} family {fp['family']} model {fp['model']} stepping "
                 f"{fp.get('stepping')}, {widest.removesuffix('_tile')}, L2 {fp.get('l2_kib')} KiB, "
-                f"L3 {fp.get('l3_kib')} KiB, {fp.get('threads')} threads)")
+                f"L3 {fp.get('l3_kib')} KiB, {_threads(fp)})")
     if fp.get("target") == "cuda":
         extra = [f"{k} {fp[k]}" for k in ("compute_capability", "sm_count", "memory_gib", "memory_bus_bits",
                                           "sm_clock_mhz", "driver", "cuda") if k in fp]

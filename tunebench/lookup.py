@@ -148,8 +148,8 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
         if theirs and theirs.get("threads") != own["threads"] and {
                 k: v for k, v in theirs.items() if k != "threads"} == bare and any(
                 (dtype is None or t["dtype"] == dtype) and bucket in (None, t["bucket"]) for t in other.tasks(kernel)):
-            found.append(f"{path.stem} (this machine run with {theirs['threads']} threads: OMP_NUM_THREADS="
-                         f"{theirs['threads']} is served them)")
+            found.append(f"{path.stem} (this machine with OMP_NUM_THREADS={theirs['threads']}, which is "
+                         f"served them)")
     return f"; recorded for {', '.join(found)}" if found else ""
 
 

@@ -14,6 +14,7 @@ import html
 import math
 import subprocess
 import tempfile
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.lookup import confirmed_ms, final_choice, latest_confirmation, shape_times  # noqa: E402
+from tunebench.lookup import (Choice, confirmed_ms, final_choice, latest_confirmation, lookup,  # noqa: E402
+                              shape_times)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
 
 
@@ -47,6 +49,7 @@ class TaskView:
     final: tuple | None = None  # the config key the final round of the latest tune chose
     confirmed: tuple[float, float] | None = None  # (best, heuristic) ms from that final round
     heuristic: frozenset = frozenset()  # the config keys the heuristic picks on the bucket's shapes
+    served: Choice | None = None  # what best() serves on the bucket's first shape, where it answers
 
     @property
     def label(self) -> str:
@@ -66,25 +69,51 @@ class TaskView:
 
     @property
     def heuristic_best(self) -> bool:
-        """Whether the heuristic's own config is the best: the final round kept it, or the
-        trials ranked it first (then no round ran, as it had no rival to measure)."""
+        """Whether the heuristic's own config is what is served: best() serves it, or (where it
+        does not answer) the final round kept it or the trials ranked it first."""
+        if self.served is not None:
+            return self.served.source == "heuristic"
         if self.confirmed:
             return self.confirmed[0] == self.confirmed[1]
         return self.best is not None and self.heuristic == {self.best[0]}
 
     @property
+    def served_config(self) -> dict | None:
+        """The config served on the bucket: best()'s, else the final round's or the trials' best."""
+        if self.served is not None:
+            return self.served.config
+        return self.configs[self.best[0]] if self.best else None
+
+    @property
     def times(self) -> tuple[float | None, float | None]:
-        """(best, heuristic) ms: measured together in the final round where it ran, else the
-        trials' objectives."""
+        """(best, heuristic) ms as best() gives them (the final round's where one confirmed the
+        pick); where it does not answer, the final round's, else the trials' objectives."""
+        if self.served is not None and self.served.objective_ms is not None:
+            return self.served.objective_ms, self.served.baseline_ms
         if self.confirmed:
             return self.confirmed
         best = self.best
         return (best[1] if best else None), self.baseline_ms
 
     @property
+    def notes(self) -> list[str]:
+        """What best() says of its answer: a template changed since the tune, a pick no final
+        round confirmed, why the heuristic stayed."""
+        if self.served is None:
+            return []
+        return [n for n in (self.served.note, self.served.reason if self.served.source == "heuristic" else None) if n]
+
+    @property
     def last_gate(self) -> dict | None:
-        gates = [c for c in self.checks if c["kind"] == "gate"]
-        return gates[-1] if gates else None
+        """The latest gate run of what is served now: one before the latest tune judged an earlier
+        pick, and one that measured another config judged another pick (a merged branch's)."""
+        tunes = [i for i, c in enumerate(self.checks) if c["kind"] == "tune" and not c.get("disturbed")]
+        served = self.served_config  # checks are in the order made (a merge sorts them by time)
+        for check in reversed([c for c in self.checks[tunes[-1] + 1 if tunes else 0:] if c["kind"] == "gate"]):
+            measured = [e.get("configs", {}).get("best") for e in check.get("shapes", [])]
+            if served is None or self.heuristic_best or all(m in (None, served) for m in measured):
+                return check
+        return None
 
 
 def task_views(store: RecordStore) -> list[TaskView]:
@@ -109,8 +138,22 @@ def task_views(store: RecordStore) -> list[TaskView]:
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
             _final_key(store, task), _confirmed(store, task, bucket),
-            frozenset(config_key(b["config"]) for b in task["baseline"])))
+            frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
+
+
+def _served(store: RecordStore, task: dict, bucket: Bucket) -> Choice | None:
+    """What best() serves on the bucket's first shape from these records (the project's suites
+    beside them where there are, else the records alone): the report says what a framework gets.
+    None where best() does not answer for this task (the error is its own to say)."""
+    with warnings.catch_warnings():  # a report is no framework's launch: its notes carry what they say
+        warnings.simplefilter("ignore")
+        try:
+            choice = lookup(task["kernel"], bucket.shapes[0], store.device, dtype=task["dtype"],
+                            records=store.path.parent)
+        except Exception:  # noqa: BLE001 - a declaration or records fault: the report shows the records
+            return None
+    return choice if choice.bucket == bucket.name else None
 
 
 def _final_key(store: RecordStore, task: dict) -> tuple | None:
@@ -252,23 +295,30 @@ def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
 def _rows(views: list[TaskView]) -> list[list[str]]:
     rows = []
     for v in views:
-        best = v.best
+        served = v.served_config
         best_ms, base_ms = v.times
         gate = v.last_gate
         mark = "" if v.confirmed else "*"
+        idle = gate and not any(e.get("objectives") for e in gate.get("shapes", []))
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
-                     "the heuristic" if v.heuristic_best
-                     else config_text(v.configs[best[0]]) if best else "-",
+                     "the heuristic" if v.heuristic_best else config_text(served) if served else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
-                     str(v.statuses.get("early_stopped", 0)), gate["outcome"] if gate else "-"])
+                     str(v.statuses.get("early_stopped", 0)),
+                     f"{gate['outcome']}{' (nothing to measure)' if idle else ''}" if gate else "-"])
     return rows
 
 
 HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
         "failed trials", "stopped early", "last gate"]
+
+#: What the table's times are, under it in both documents.
+TIMES = ("Times are the bucket objective: the weighted geometric mean of the median times on the bucket's "
+         "representative shapes, as the final round measured them (in fresh processes, under every buffer "
+         "placement); * where no final round did and the trials' are shown. The best config is what best() "
+         "serves; the last gate, the latest gate run of it since its tune.")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
@@ -298,20 +348,20 @@ def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], 
     rows, same, notable = [], 0, FLAGGED
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
-        now, then = v.best, was.best if was else None  # configs; times as the main table shows them
+        now, then = v.served_config, was.served_config if was else None  # what best() serves, then and now
         now_ms, then_ms = v.times[0], was.times[0] if was else None
         if then is None or then_ms is None:
             rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now_ms:.4g}" if now_ms else "-", "new task", ""])
             continue
         if now is None or now_ms is None:
             continue
-        if now[0] == then[0] and now_ms == then_ms:
+        change = now_ms / then_ms - 1
+        if now == then and round(change, 2) == 0:  # the table's figures: a change it would show as +0%
             same += 1
             continue
-        what = ("same config" if now[0] == then[0]
-                else f"{config_text(was.configs[then[0]])} -> {config_text(v.configs[now[0]])}")
-        change = now_ms / then_ms - 1
-        flag = "**slower**" if change > notable else "faster" if change < 1 / (1 + notable) - 1 else ""
+        what = "same config" if now == then else (f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
+                                                   f"{'the heuristic' if v.heuristic_best else config_text(now)}")
+        flag = "**slower**" if change > notable else "faster" if change < -notable else ""
         rows.append([v.kernel, v.bucket.name, v.dtype, f"{then_ms:.4g}", f"{now_ms:.4g} ({change:+.0%})", what, flag])
     return rows, same
 
@@ -358,11 +408,13 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
         md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
         body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
         rows = _rows(views)
-        md += ["Times are the bucket objective: the weighted geometric mean of the median times on "
-               "the bucket's representative shapes, as the final round measured them (in fresh "
-               "processes, under every buffer placement); * where no final round did and the trials' are shown.",
-               "", _markdown_table(HEAD, rows), "", LEGEND, ""]
-        body += [_html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+        md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
+        body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+        noted = [(v.label, n) for v in views for n in v.notes]
+        if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
+            md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
+            body += ["<h3>Notes (what best() says)</h3><ul>"] + [
+                f"<li><b>{html.escape(label)}</b>: {html.escape(n)}</li>" for label, n in noted] + ["</ul>"]
         gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
         if not gated and any(v.last_gate for v in views):
             md += [LEGACY, ""]
@@ -383,8 +435,9 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
             body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
             unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
             if changes is None:
-                md += [f"No records for {device} at {compare}.", ""]
-                body += [f"<p>No records for {html.escape(device)} at {html.escape(compare)}.</p>"]
+                none = f"No records for {device} at {compare}: all {len(views)} tasks are new since."
+                md += [none, ""]
+                body += [f"<p>{html.escape(none)}</p>"]
             else:
                 md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
                 body += ([_html_table(head, [[c.strip("*") for c in r] for r in changes])] if changes else []) + [
