@@ -124,3 +124,17 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
         "tuned", before.config, before.objective_ms, before.baseline_ms)
     (path,) = (twice_project / "records").glob("*.json")
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
+
+
+def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_disturbed(twice_project, pytester):
+    """Without the heuristic's time to compare with, the trials' fastest was served as tuned."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {k: c for k, c in data["checks"].items() if c["kind"] != "tune"}  # stopped before its round
+    for trial in data["trials"].values():
+        if trial["baseline"]:
+            trial["verdict"] = "disturbed"
+    path.write_text(json.dumps(data))
+    choice = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
+    assert choice.source == "heuristic" and choice.reason.startswith("no final round confirmed a pick on this bucket")

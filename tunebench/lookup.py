@@ -638,11 +638,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.note = "; ".join(filter(None, (choice.note, f"the final round's pick [{config_text(dict(key))}] is "
                                                            f"no longer in the space: the trials' best instead")))
         final = None
-    elif final is None and order and choice.baseline_ms is not None and ranked[order[0]] < choice.baseline_ms:
+    elif final is None and order and (ranked[order[0]] < choice.baseline_ms if choice.baseline_ms is not None
+                                      else [dict(order[0])] * len(baseline) != baseline):
+        # the heuristic's time unknown too (its trials disturbed): the trials' fastest is no more confirmed
+        by = f", {choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone," if choice.baseline_ms else ""
         unconfirmed = (f"no final round confirmed a pick on this bucket (its tune ended before one: interrupted, "
-                       f"or the machine too busy), so the trials' fastest [{config_text(dict(order[0]))}], "
-                       f"{choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone, is not served; "
-                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` resumes the tune")
+                       f"or the machine too busy), so the trials' fastest [{config_text(dict(order[0]))}]{by} "
+                       f"is not served; `{decl.tune_command() if decl else 'pytest suites --tune'}` resumes the tune")
         order = []
     if final is not None:  # the final round's winner, else the heuristic
         adopt = [] if list(final.values()) == baseline else [key]
