@@ -93,7 +93,7 @@ def main() -> None:
             variant = kernel.variant("cpu")
             for dtype in variant.dtypes:
                 for bucket in kernel.buckets_for("cpu"):
-                    picks = {name: final_choice(store, kernel.name, "cpu", dtype, bucket.name, variant.source_hash)
+                    picks = {name: final_choice(store, kernel.name, "cpu", dtype, bucket, variant.source_hash)
                              for name, store in (("fixed", fixed), ("adaptive", adaptive))}
                     times = shape_times(fixed, kernel.name, dtype, bucket, variant.source_hash)
                     candidates = sum(len(t) == len(bucket.shapes) for t in times.values())

@@ -1,6 +1,8 @@
 """The final round's last check: a winner's lead must hold when measured again alone."""
 
 import json
+import subprocess
+import sys
 
 from tests.conftest import AXPB_SUITE, TWICE_C, said
 from tests.test_plugin import TUNE
@@ -138,3 +140,26 @@ def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_dist
     path.write_text(json.dumps(data))
     choice = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
     assert choice.source == "heuristic" and choice.reason.startswith("no final round confirmed a pick on this bucket")
+
+
+def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_error(twice_project, pytester):
+    """The gate, best() and every re-tune raised KeyError on the shape the last final round lacked."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('shapes=[(4096,)]', 'shapes=[(2048,)]'))
+    def best():  # a fresh process: this one holds the suite as it was first imported
+        done = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "2048", "--json",
+                               "--records", str(twice_project / "records"), "--suites", str(twice_project / "suites")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    before = best()
+    assert before["source"] == "heuristic" and "KeyError" not in str(before)
+    gate = pytester.runpytest("suites", "--tune-target", "cpu", "-p", "no:cacheprovider", "-rs", "-k", "small")
+    gate.assert_outcomes(skipped=1, deselected=1)
+    gate.stdout.fnmatch_lines(["*the bucket's representative shapes changed since its final round, which judged "
+                               "(4096,); `pytest suites/test_twice.py --tune` tunes it again*"])
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert again.ret == 0 and "KeyError" not in again.stdout.str()
+    assert best()["reason"] != before["reason"]  # judged by a final round on (2048,) now

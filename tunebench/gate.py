@@ -138,7 +138,7 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
                   bucket: Bucket) -> tuple[dict[tuple, dict], str] | None:
     """The config per shape the latest final round chose, and the source it was tuned with: the
     config ``best()`` serves. Trials no final round judged are never gated: nothing serves them."""
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     if check is None:
         return None
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
@@ -149,6 +149,11 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     task = next(iter(store.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)), None)
     what = f"{kernel.name} {bucket.name} {dtype} on this device, {store.device}"
     command = kernel.tune_command()
+    judged = [[tuple(e["shape"]) for e in c["shapes"]] for c in store.checks(
+        kernel=kernel.name, dtype=dtype, bucket=bucket.name, kind="tune")]
+    if judged and set(judged[-1]) != set(bucket.shapes):
+        return (f"nothing to gate for {what}: the bucket's representative shapes changed since its final round, "
+                f"which judged {', '.join(map(str, judged[-1]))}; `{command}` tunes it again")
     if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel.name, dtype, bucket,
                                                                       task["source_hash"]).values()):
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
@@ -199,7 +204,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if changed:
         result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
                             f"and `{kernel.tune_command()}` tunes the task again with them")
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket.name)
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     failing = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check and check.get("baseline_failure") \

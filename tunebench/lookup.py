@@ -229,33 +229,44 @@ class Summary:
     def kernels(self) -> set[str]:
         return {t["kernel"] for t in self._tasks}
 
-    def final(self, kernel: str, target: str, dtype: str, bucket: str, source_hash: str | None) -> dict | None:
+    def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple | None:
+        """(source, entries, reason) of the task's latest final round, where it judged the
+        bucket's representative shapes (one of other shapes judged another bucket)."""
+        found = self._finals.get((kernel, target, dtype, bucket.name))
+        return found if found and {tuple(e[0]) for e in found[1]} == set(bucket.shapes) else None
+
+    def reshaped(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> list[tuple] | None:
+        """The shapes the task's latest final round judged, where they are not the bucket's now."""
+        found = self._finals.get((kernel, target, dtype, bucket.name))
+        return [tuple(e[0]) for e in found[1]] if found and not self._final(kernel, target, dtype, bucket) else None
+
+    def final(self, kernel: str, target: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict | None:
         """shape -> config the latest final round of the task chose for this source, if any."""
-        found = self._finals.get((kernel, target, dtype, bucket))
+        found = self._final(kernel, target, dtype, bucket)
         if found is None or found[0] != source_hash:
             return None
         return {tuple(shape): config for shape, config, *_ in found[1]}
 
-    def final_reason(self, kernel: str, target: str, dtype: str, bucket: str) -> str:
+    def final_reason(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str:
         """Why the latest final round of the task kept the heuristic, or took no lead over it."""
-        return self._finals.get((kernel, target, dtype, bucket), (None, [], ""))[2]
+        return (self._final(kernel, target, dtype, bucket) or (None, [], ""))[2]
 
     def confirmed(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple[float, float] | None:
         """(chosen, heuristic) bucket objectives in ms as the latest final round measured them (the
         summary's figures), or None where it measured none."""
-        entries = self._finals.get((kernel, target, dtype, bucket.name), (None, []))[1]
+        entries = (self._final(kernel, target, dtype, bucket) or (None, []))[1]
         if not entries or any(e[2] is None for e in entries):
             return None
         return (bucket.objective({tuple(e[0]): e[2] for e in entries}),
                 bucket.objective({tuple(e[0]): e[3] for e in entries}))
 
-    def latest_source(self, kernel: str, target: str, dtype: str, bucket: str) -> str | None:
+    def latest_source(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str | None:
         """The template source the task was last tuned with: its final round's, else its trials'."""
-        found = self._finals.get((kernel, target, dtype, bucket))
+        found = self._final(kernel, target, dtype, bucket)
         if found is not None:
             return found[0]
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
-                     == (kernel, target, dtype, bucket)), None)
+                     == (kernel, target, dtype, bucket.name)), None)
 
     def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> tuple[dict, dict]:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes."""
@@ -614,8 +625,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             choice.note = f"{e}: answered for the template the records were tuned with"
     ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
     ranked = _in_space(variant, ranked)
-    earlier = store.latest_source(name, target, dtype, bucket.name) if store and variant and declared else None
-    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket.name, source_hash) is None:
+    earlier = store.latest_source(name, target, dtype, bucket) if store and variant and declared else None
+    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, source_hash) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
         old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
         old_ranked = _in_space(variant, old_ranked)
@@ -629,7 +640,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
-    final = store.final(name, target, dtype, bucket.name, source_hash) if store else None
+    final = store.final(name, target, dtype, bucket, source_hash) if store else None
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
@@ -642,9 +653,14 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                                       else [dict(order[0])] * len(baseline) != baseline):
         # the heuristic's time unknown too (its trials disturbed): the trials' fastest is no more confirmed
         by = f", {choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone," if choice.baseline_ms else ""
-        unconfirmed = (f"no final round confirmed a pick on this bucket (its tune ended before one: interrupted, "
-                       f"or the machine too busy), so the trials' fastest [{config_text(dict(order[0]))}]{by} "
-                       f"is not served; `{decl.tune_command() if decl else 'pytest suites --tune'}` resumes the tune")
+        judged = store.reshaped(name, target, dtype, bucket)
+        why = (f"the bucket's representative shapes changed since its final round, which judged "
+               f"{', '.join(map(str, judged))}" if judged else
+               "its tune ended before one: interrupted, or the machine too busy")
+        unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
+                       f"[{config_text(dict(order[0]))}]{by} is not served; "
+                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` "
+                       f"{'tunes it again' if judged else 'resumes the tune'}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic
         adopt = [] if list(final.values()) == baseline else [key]
@@ -652,7 +668,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         order = adopt + [k for k in order if k != key]
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
-    kept = store.final_reason(name, target, dtype, bucket.name) if final is not None and not adopt else ""
+    kept = store.final_reason(name, target, dtype, bucket) if final is not None and not adopt else ""
     choice.reason = (f"the final round kept it: {kept}" if kept else unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket"
@@ -746,11 +762,13 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     return dict(choice.config)
 
 
-def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str) -> dict | None:
+def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket) -> dict | None:
     """The final round of the latest tune of a task (see :mod:`tunebench.final_round`) that
-    judged its finalists: one that stayed disturbed by other load judged nothing."""
-    found = [c for c in store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket, kind="tune")
-             if not c.get("disturbed")]
+    judged its finalists on the bucket's representative shapes: one that stayed disturbed by
+    other load judged nothing, and one of other shapes judged another bucket (its shapes changed
+    since: best(), the gate and a re-tune read none)."""
+    found = [c for c in store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket.name, kind="tune")
+             if not c.get("disturbed") and {tuple(e["shape"]) for e in c["shapes"]} == set(bucket.shapes)]
     return found[-1] if found else None
 
 
@@ -773,7 +791,7 @@ def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | No
     return tuple(bucket.objective(dict(zip(shapes, column))) for column in zip(*measured))
 
 
-def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucket: str,
+def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
                  source_hash: str | None) -> dict[tuple, dict] | None:
     """shape -> config the final round of the latest tune chose for this source, if any: it
     outranks the trials' own order, which drift between trials may have decided."""

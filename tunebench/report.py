@@ -137,7 +137,7 @@ def task_views(store: RecordStore) -> list[TaskView]:
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
-            _final_key(store, task), _confirmed(store, task, bucket),
+            _final_key(store, task, bucket), _confirmed(store, task, bucket),
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
@@ -156,14 +156,14 @@ def _served(store: RecordStore, task: dict, bucket: Bucket) -> Choice | None:
     return choice if choice.bucket == bucket.name else None
 
 
-def _final_key(store: RecordStore, task: dict) -> tuple | None:
-    final = final_choice(store, task["kernel"], task["target"], task["dtype"], task["bucket"], task["source_hash"])
+def _final_key(store: RecordStore, task: dict, bucket: Bucket) -> tuple | None:
+    final = final_choice(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"])
     return config_key(next(iter(final.values()))) if final else None
 
 
 def _confirmed(store: RecordStore, task: dict, bucket: Bucket) -> tuple[float, float] | None:
     """(best, heuristic) bucket objectives the latest final round measured, for this source."""
-    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], task["bucket"])
+    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket)
     return confirmed_ms(check, bucket) if check and check["source_hash"] == task["source_hash"] else None
 
 

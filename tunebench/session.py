@@ -324,7 +324,7 @@ class Task:
         never drops a pick the records hold without measuring it again. Not under --tune-fresh."""
         t = self.tuner
         check = None if t.fresh else latest_confirmation(t.store, self.kernel.name, t.target, self.dtype,
-                                                         self.bucket.name)
+                                                         self.bucket)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else None
         space = self.variant.space
         dims = self.kernel.buckets_for(t.target).dims
@@ -352,7 +352,7 @@ class Task:
         if not finalists:
             return
         t = self.tuner
-        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket)
         if t.fresh or not self._judged(check, configs):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
@@ -605,7 +605,7 @@ class Task:
         check = self.check or {}
         if check.get("disturbed"):
             t = self.tuner
-            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket.name)
+            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket)
             kept = (f"the pick of the round of {earlier['timestamp']}" if earlier and earlier.get("winner") is not None
                     else "the heuristic")
             return (f"the final round confirmed nothing ({check['problem']}): {kept} is still served; tune again "
