@@ -399,3 +399,28 @@ def test_the_replay_target_refuses_a_malformed_cache_in_one_line(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --tune-target replay:{path}: {path}: a damaged or truncated gzip file*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_a_config_stopped_early_on_one_shape_may_still_lead_the_bucket_and_reach_the_final_round(tmp_path):
+    """Early stopping is per shape: a config 5 % behind one shape's best so far, and far ahead
+    on the bucket's other shape, was never ranked, so it never met the heuristic."""
+    from tunebench.session import Outcome
+
+    replay = Replay(PNPOLY, seed=0)
+    kernel = replay.kernel()
+    variant = kernel.variant("replay")
+    store = RecordStore.for_device(tmp_path, replay.fingerprint)
+    tuner = Tuner("replay", replay.fingerprint, store, replay, budget=Budget(trials=1), root=tmp_path)
+    bucket = Bucket("two", N0=(1, None), shapes=[(10,), (20,)])
+    task = tuner.task(kernel, variant, "float32", bucket)
+
+    def outcome(statuses_ms):
+        trials = {s: {"status": st, "stats": {"median": ms}, "verdict": "clean"}
+                  for s, (st, ms) in zip(bucket.shapes, statuses_ms)}
+        return Outcome(configs={s: {} for s in bucket.shapes}, trials=trials, new=1)
+
+    task.baseline = outcome([("ok", 1.0), ("ok", 1.0)])
+    task.outcomes[("a",)] = outcome([("ok", 0.98), ("ok", 0.99)])
+    task.outcomes[("b",)] = outcome([("early_stopped", 1.04), ("ok", 0.40)])  # slower on one, 2.5x on the other
+    task.outcomes[("c",)] = outcome([("wrong_result", 1.0), ("ok", 0.1)])
+    assert [k for _, k, _ in task.ranked()] == [("b",), ("a",), None]
