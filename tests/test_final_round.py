@@ -82,6 +82,7 @@ def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_say
     gated.assert_outcomes(passed=1, deselected=1)
     assert said(gated, "the heuristic [vec:2 unroll:1 mode:1] is not measured on (1000,): it failed when tuned") == 1
     assert said(gated, "nothing was measured: the heuristic failed when tuned and the template is unchanged") == 1
+    gated.stdout.fnmatch_lines(["PASS  axpb::small-float32?gate?  nothing to measure (see -rA)"])  # not a measured pass
 
 
 def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary(twice_project, pytester):

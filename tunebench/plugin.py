@@ -286,6 +286,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         for item, result in results:  # a failure's reason is in its report above: said once
             shown = "fail" if result.outcome == "skip" and strict(config) else result.outcome  # as pytest says
             reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
+            if result.outcome == "pass" and not result.comparisons:  # not a measured pass: say so
+                reason = "  nothing to measure (see -rA)"
             terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=shown == "fail", green=shown == "pass")
         if run.store.read_only:
