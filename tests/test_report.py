@@ -134,3 +134,15 @@ def test_a_gate_run_before_the_latest_tune_is_not_the_last_gate_of_what_is_serve
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")  # a new final round, not gated since
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
     assert re.search(r"\| axpb \| small \| float32 \|.* \| - \|$", (root / "r" / "report.md").read_text(), re.MULTILINE)
+
+
+def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
+    """A gate whose best ended wrong_result has no time: the plot dropped it, while the table said fail."""
+    from tunebench.buckets import Bucket
+    from tunebench.report import TaskView, history
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+    tune = {"kind": "tune", "winner": None, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 2.0}]}
+    failed = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
+    assert history(view) == [(tune, 2.0), (failed, 2.0)]

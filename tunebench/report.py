@@ -229,18 +229,30 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
     return _save(fig, path)
 
 
+def history(view: TaskView) -> list[tuple[dict, float]]:
+    """(check, ms of the best config) of every final round and gate run that has a time, and of
+    every failed gate run, which may have none (a wrong result, a crash): at the time before it."""
+    points, last = [], None
+    for c in view.checks:
+        ms = _check_ms(c, view.bucket)
+        if ms is not None or c.get("outcome") == "fail":
+            points.append((c, ms if ms is not None else last or 0.0))
+            last = ms if ms is not None else last
+    return points
+
+
 def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
     fig, axes = _grid(len(views), f"time of the best config across commits, {device}")
     for ax, v in zip(axes, views):
-        points = [(c, _check_ms(c, v.bucket)) for c in v.checks]
-        points = [(c, ms) for c, ms in points if ms is not None]
+        points = history(v)
         xs = range(len(points))
         ax.plot(xs, [ms for _, ms in points], marker="o", color="tab:blue")
         for x, (c, ms) in zip(xs, points):
             if c.get("outcome") == "fail":
                 ax.plot(x, ms, marker="X", markersize=12, color="tab:red")
+        many = len(points) > 6  # labels side by side ran into one another
         ax.set_xticks(list(xs), [f"{(c.get('git_commit') or '?')[:7]}\n{c['kind']}" for c, _ in points],
-                      fontsize=7)
+                      fontsize=6 if many else 7, rotation=60 if many else 0)
         if not points:
             ax.text(0.5, 0.5, "no confirmation or gate run recorded", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8)
