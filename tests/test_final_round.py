@@ -164,3 +164,16 @@ def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_e
     again = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert again.ret == 0 and "KeyError" not in again.stdout.str()
     assert best()["reason"] != before["reason"]  # judged by a final round on (2048,) now
+
+
+def test_records_of_a_renamed_bucket_answer_from_its_latest_tune_without_the_suites(twice_project, pytester, tmp_path):
+    """Both names stay in the records, and they overlap: every records-only lookup raised BucketError."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('Bucket("small"', 'Bucket("little"'))
+    pytester.runpytest("suites", *TUNE, "-k", "little")
+    done = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json",
+                           "--records", str(twice_project / "records"), "--suites", str(tmp_path / "none")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["bucket"] == "little"

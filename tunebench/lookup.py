@@ -597,8 +597,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
                           f"declaration found under {suites_dir}"
                           + _other_threads(folder, device, store, name, dtype, None))
-    buckets = decl.buckets_for(target) if decl else Buckets(
-        tasks[0]["dims"], [Bucket.from_description(t["range"]) for t in tasks])
+    buckets = decl.buckets_for(target) if decl else _recorded_buckets(tasks)
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
         variant.space.check_dims(buckets.dims)
     try:  # warned by the caller, per call: catching warnings here is not thread-safe
@@ -720,6 +719,21 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
     return choice
+
+
+def _recorded_buckets(tasks: list[dict]) -> Buckets:
+    """A kernel's buckets as its records describe them, without the declaration: where a bucket
+    was renamed or moved since a tune, the records hold both, and they overlap; a task described
+    later (a tune rewrites its description) outranks the one it overlaps, which is left out."""
+    kept: list[Bucket] = []
+    for task in reversed(tasks):  # the latest described first
+        bucket = Bucket.from_description(task["range"])
+        try:
+            Buckets(task["dims"], [*kept, bucket])
+        except BucketError:
+            continue
+        kept.append(bucket)
+    return Buckets(tasks[0]["dims"], kept[::-1])
 
 
 def _unchecked(name: str, suites_dir: Path, shape: tuple) -> str:
