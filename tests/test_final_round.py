@@ -177,3 +177,15 @@ def test_records_of_a_renamed_bucket_answer_from_its_latest_tune_without_the_sui
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["bucket"] == "little"
+
+
+def test_a_pick_served_far_from_the_shapes_it_was_measured_on_says_so(twice_project, pytester):
+    """A pick 16x beyond its bucket's shapes took 1.6-1.9x the heuristic's time, with no word."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
+    assert lookup("twice", (4096,), **asked).source == "tuned"
+    assert lookup("twice", (1024,), **asked).note is None  # two octaves: near enough
+    far = lookup("twice", (100,), **asked)
+    assert far.source == "tuned" and far.note == ("tuned on (4096,): (100,) lies 5 octaves from the nearest in a dim, "
+                                                  "where the pick may not hold; a representative shape near it "
+                                                  "measures it there")

@@ -408,6 +408,10 @@ def _caller() -> int:
 #: The most configs served on a bucket: its best, then the next fastest for the shapes whose
 #: constraints the best fails (:attr:`Choice.ranked`, what an export carries).
 RANKED = 8
+#: Octaves (doublings) in one dim between a shape asked and its bucket's nearest representative
+#: shape beyond which the answer's note says the pick was measured far from there (a pick served
+#: 16x beyond its shapes took 1.6-1.9x the heuristic's time).
+FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
 INDEX_FORMAT = 4
@@ -695,6 +699,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             config = {n: config[n] for n in names}
         choice.config, choice.source, choice.reason = config, "tuned", None
         choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
+        far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
+        if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
+            choice.note = "; ".join(filter(None, (choice.note, (
+                f"tuned on {', '.join(map(str, bucket.shapes))}: {shape} lies {far:.0f} octaves from the nearest "
+                f"in a dim, where the pick may not hold; a representative shape near it measures it there"))))
     elif variant is not None:
         measured = store.confirmed(name, target, dtype, bucket) if final is not None and not confirmed else None
         if measured:  # served though the round picked another config: its time as the round measured it
