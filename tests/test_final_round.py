@@ -102,8 +102,8 @@ def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary
 
 def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester,
                                                                                    monkeypatch):
-    """A busy re-run dropped a confirmed 3x pick for the heuristic, published the disturbed
-    round's times as the bucket's, and passed."""
+    """A busy re-run dropped a confirmed 3x pick for the heuristic and published the disturbed
+    round's times as the bucket's."""
     import tunebench.final_round
 
     pytester.runpytest("suites", *TUNE, "-k", "small")
@@ -119,7 +119,7 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
 
     monkeypatch.setattr(tunebench.final_round, "compare", busy)
     again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
-    assert again.parseoutcomes()["failed"] == 1
+    assert "failed" not in again.parseoutcomes()  # the summary says it, below the table
     again.stdout.fnmatch_lines(["*the final round confirmed nothing (the machine stayed disturbed on *): the pick of "
                                 "the round of * is still served; tune again on a quieter machine*"])
     after = lookup("twice", (4096,), **asked)
