@@ -34,3 +34,21 @@ def test_best_without_records_gives_the_heuristic(project, capsys, monkeypatch):
     assert main(["best", "axpb", "--shape", "100", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["source"] == "heuristic" and answer["config"] == {"vec": 2, "unroll": 1, "mode": 0}
+
+
+def test_a_misspelt_device_is_said_by_the_commands_once_also_where_they_then_fail(project, pytester, capsys,
+                                                                                 monkeypatch, tmp_path):
+    """`best` lost the warning where its lookup then failed; `export` printed it as Python's own,
+    with a line of tunebench's code, beside its own line saying less."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (device,) = [p.stem for p in (root / "records").glob("*.json")]
+    typo = device[:-1] + ("0" if device[-1] != "0" else "1")
+    assert main(["best", "nokernel", "--shape", "4", "--device", typo, "--records", str(root / "records")]) == 2
+    err = capsys.readouterr().err
+    assert f"warning: device={typo}: " in err and f"(did you mean {device}?)" in err
+    assert main(["export", "--out", str(tmp_path / "x"), "--device", typo, "--records", str(root / "records"),
+                 "--suites", str(root / "suites")]) == 0
+    err = capsys.readouterr().err
+    assert err.count(f"warning: device={typo}: ") == 1 and "sys.exit" not in err
+    assert "warning: nothing is recorded for device" not in err  # the warning above says it, and more

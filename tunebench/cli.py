@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from tunebench import compile_check, export, records_merge, report
 from tunebench.backends import cuda
-from tunebench.buckets import BucketError, ShapeOutsideBuckets
-from tunebench.lookup import load_suites, lookup, project
+from tunebench.buckets import BucketError
+from tunebench.lookup import UnknownDeviceWarning, load_suites, lookup, project
 from tunebench.plugin import positive
 from tunebench.records import RecordsError, config_text
 from tunebench.replay import Replay, convergence, simulate
@@ -29,13 +31,23 @@ def _shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def cmd_best(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _warnings_said() -> Iterator[list]:
+    """The library's warnings as the command's own lines (``warning: ...``, each once), also where
+    the command then fails: a misspelt device's warning says what the error cannot."""
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ShapeOutsideBuckets)
+        warnings.simplefilter("always", UserWarning)  # each of tunebench's, however often the same line asks
+        try:
+            yield caught
+        finally:
+            for message in dict.fromkeys(str(w.message) for w in caught):
+                print(f"warning: {message}", file=sys.stderr)
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    with _warnings_said():
         choice = lookup(args.kernel, args.shape, args.device, dtype=args.dtype,
                         records=args.records, suites=args.suites)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     if args.json:
         print(json.dumps({"kernel": choice.kernel, "shape": list(choice.shape), "dtype": choice.dtype,
                           "config": choice.config, "source": choice.source, "bucket": choice.bucket,
@@ -57,11 +69,12 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    paths = export.write(Path(args.out), args.device, args.records, args.suites, args.prefix)
+    with _warnings_said() as caught:
+        paths = export.write(Path(args.out), args.device, args.records, args.suites, args.prefix)
     for path in paths:
         print(path)
     data = json.loads(paths[0].read_text())
-    if data["records_sha256"] is None:
+    if data["records_sha256"] is None and not any(w.category is UnknownDeviceWarning for w in caught):
         print(f"warning: nothing is recorded for device {data['device']} ({data['records']}): every bucket exports "
               f"the heuristic", file=sys.stderr)
     missing = export.left_out(data, args.records, args.suites)
