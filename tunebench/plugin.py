@@ -346,7 +346,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
         "round (fresh processes, every buffer placement; * where none confirmed it); configs: the candidates "
-        "this run weighed, the heuristic apart (failed, early: how many failed, or stopped once clearly "
+        "this run weighed (the heuristic's own config among them where the search asked it: measured once, "
+        "as the baseline; failed, early: how many failed, or stopped once clearly "
         "slower than the best so far); new: trials measured now, one per config and shape; desel: "
         "candidates deselected for breaking a constraint")
     disturbed = sum(r["disturbed"] for r in rows)
