@@ -164,6 +164,13 @@ def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_e
     again = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert again.ret == 0 and "KeyError" not in again.stdout.str()
     assert best()["reason"] != before["reason"]  # judged by a final round on (2048,) now
+    suite.write_text(suite.read_text().replace('shapes=[(2048,)]', 'shapes=[(4096,)]'))  # and back
+    (path,) = (twice_project / "records").glob("*.json")
+    first = next(c for c in RecordStore(path).checks(kind="tune") if c["shapes"][0]["shape"] == [4096])
+    back = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json",
+                           "--records", str(twice_project / "records"), "--suites", str(twice_project / "suites")],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(back.stdout)["config"] == first["shapes"][0]["best"]  # that round's pick, as the gate reads it
 
 
 def test_records_of_a_renamed_bucket_answer_from_its_latest_tune_without_the_suites(twice_project, pytester, tmp_path):

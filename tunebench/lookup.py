@@ -211,7 +211,8 @@ class Summary:
             if check.get("disturbed"):
                 continue
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
-            finals[(check["kernel"], check["target"], check["dtype"], check["bucket"])] = (
+            shapes = _shapes_key(e["shape"] for e in check["shapes"])  # a bucket's shapes may change, and back
+            finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)] = (
                 check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
@@ -232,13 +233,14 @@ class Summary:
     def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple | None:
         """(source, entries, reason) of the task's latest final round, where it judged the
         bucket's representative shapes (one of other shapes judged another bucket)."""
-        found = self._finals.get((kernel, target, dtype, bucket.name))
-        return found if found and {tuple(e[0]) for e in found[1]} == set(bucket.shapes) else None
+        return self._finals.get((kernel, target, dtype, bucket.name, _shapes_key(bucket.shapes)))
 
     def reshaped(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> list[tuple] | None:
         """The shapes the task's latest final round judged, where they are not the bucket's now."""
-        found = self._finals.get((kernel, target, dtype, bucket.name))
-        return [tuple(e[0]) for e in found[1]] if found and not self._final(kernel, target, dtype, bucket) else None
+        if self._final(kernel, target, dtype, bucket):
+            return None
+        other = [v for k, v in self._finals.items() if k[:4] == (kernel, target, dtype, bucket.name)]
+        return [tuple(e[0]) for e in other[-1][1]] if other else None
 
     def final(self, kernel: str, target: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict | None:
         """shape -> config the latest final round of the task chose for this source, if any."""
@@ -414,7 +416,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -480,6 +482,11 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                 del _FAST[old]
         _FAST[memo] = (folder, generation, choice)
     return choice
+
+
+def _shapes_key(shapes) -> str:
+    """A set of representative shapes as a key that survives the index's JSON."""
+    return json.dumps(sorted(list(s) for s in shapes))
 
 
 def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
