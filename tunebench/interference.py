@@ -18,6 +18,7 @@ A measurement with any reason is ``disturbed``, else ``clean`` (:func:`verdict`)
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -62,7 +63,7 @@ def sample_signals(samples: Sequence[float]) -> list[str]:
         tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None)
         found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
                      + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
-    edge = max(1, int(MODE_SHARE * n))
+    edge = math.ceil(MODE_SHARE * n)  # samples on each side of the gap, at least
     gaps = [(ordered[i] / ordered[i - 1] - 1, i) for i in range(edge, n - edge + 1) if ordered[i - 1] > 0]
     if gaps:
         gap, i = max(gaps)
