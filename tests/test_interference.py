@@ -12,7 +12,7 @@ from tinydb import TinyDB
 
 from tests.conftest import said
 from tests.test_plugin import TUNE
-from tunebench.compare import undisturbed
+from tunebench.compare import compare, undisturbed
 from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
 
 
@@ -103,8 +103,9 @@ def _spin(stop):
 class FlakyWorkers:
     """Answers ``disturbed`` a given number of times, then ``clean``."""
 
-    def __init__(self, disturbed):
+    def __init__(self, disturbed, others_cpu=0.9):
         self.left, self.restarts, self.calls = disturbed, 0, 0
+        self.others_cpu = others_cpu
 
     def restart(self):
         self.restarts += 1
@@ -113,7 +114,8 @@ class FlakyWorkers:
         self.calls += 1
         self.left -= 1
         return {"status": "ok", "samples": [1.0], "verdict": "disturbed" if self.left >= 0 else "clean",
-                "interference": ["other processes took 90% of the CPU time"], "cost_s": 0.1}
+                "interference": ["other processes took 90% of the CPU time"], "cost_s": 0.1,
+                "conditions": {"others_cpu": self.others_cpu, "steal": 0.0, "cores": 2, "threads": 2}}
 
 
 def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_marked():
@@ -125,6 +127,33 @@ def test_a_disturbed_measurement_is_repeated_after_growing_pauses_and_then_kept_
     pauses.clear()
     stuck = undisturbed(FlakyWorkers(disturbed=10), job=None, fresh=True, sleep=pauses.append)
     assert stuck["verdict"] == "disturbed" and stuck["retries"] == 3 and pauses == [0.5, 1.0, 2.0]
+
+
+def test_a_measurement_disturbed_in_its_samples_alone_is_waited_on_longer():
+    # the machine's readings clean: the host changed speed, which passes in seconds here
+    pauses = []
+    result = undisturbed(FlakyWorkers(disturbed=5, others_cpu=0.0), job=None, sleep=pauses.append)
+    assert result["verdict"] == "clean" and result["retries"] == 5 and pauses == [0.5, 1.0, 2.0, 4.0, 8.0]
+    pauses.clear()
+    stuck = undisturbed(FlakyWorkers(disturbed=20, others_cpu=0.0), job=None, sleep=pauses.append)
+    assert stuck["verdict"] == "disturbed" and sum(pauses) == 31.5 and stuck["retries"] == 6
+    pauses.clear()  # the machine known to be busy: measured once, as before
+    once = undisturbed(FlakyWorkers(disturbed=20, others_cpu=0.0), job=None, sleep=pauses.append, retries=0)
+    assert once["verdict"] == "disturbed" and once["retries"] == 0 and pauses == []
+
+
+class SampledWorkers(FlakyWorkers):
+    """A comparison's worker whose every process is disturbed in its samples alone."""
+
+    def trial(self, job):
+        return {**super().trial(job), "samples": {"staggered": {label: [1.0] * 5 for label, _, _ in job.arms}}}
+
+
+def test_once_a_process_stays_disturbed_the_comparison_measures_the_rest_once(monkeypatch):
+    monkeypatch.setattr("tunebench.compare.time.sleep", lambda s: None)
+    workers = SampledWorkers(disturbed=100, others_cpu=0.0)
+    comp = compare(workers, "k", (8,), "float32", [("0", {}, None), ("1", {}, None)], processes=3)
+    assert len(comp.disturbed) == 3 and workers.calls == 7 + 1 + 1  # retried until the patience ran out once
 
 
 #: axpb on two OpenMP threads: a thread on every core of this 2-core machine.
