@@ -181,6 +181,17 @@ def test_a_records_file_replays_one_task_per_kernel_dtype_and_bucket(tmp_path):
         replay.kernel()
 
 
+def test_a_records_file_compares_a_config_stopped_early_by_its_recorded_samples(tmp_path):
+    # a finalist may have been stopped early on one shape: its samples are drawn, as an ok run's
+    store = RecordStore(records_file(tmp_path), FINGERPRINT)
+    stopped = {**store.lookup("k", "new", (10,), "float32", {"vec": 1, "unroll": 1}), "status": "early_stopped"}
+    store.add(stopped)
+    store.compact()
+    arms = (("best", {"vec": 4, "unroll": 2}, None), ("baseline", {"vec": 1, "unroll": 1}, None))
+    answer = Replay(store.path).trial(CompareJob("k", (10,), "float32", arms, 5, MeasureSettings()))
+    assert answer["status"] == "ok" and set(answer["samples"]["recorded"]["baseline"]) <= {10, 11, 9.5}
+
+
 def test_simulate_reports_the_fraction_of_the_optimum_after_each_trial():
     trace = simulate(PNPOLY, "brute_force", 30, seed=0)
     assert len(trace) == 30 and all(0 < f <= 1 for f in trace)

@@ -382,11 +382,12 @@ class Replay:
     def _compare(self, job: CompareJob) -> dict:
         """Interleaved rounds of several configs: ``rounds`` samples of each, drawn from its
         recorded runs (a recorded template text of an arm is not replayed: the config is), under
-        the one placement a recording has."""
+        the one placement a recording has. A run stopped early drew samples too: a finalist may
+        be one (see :mod:`tunebench.final_round`)."""
         samples, cost = {}, 0.0
         for label, config, _ in job.arms:
             run = self._runs.get((job.kernel, job.dtype, tuple(job.shape), config_key(config)))
-            if run is None or run.status != "ok" or not run.samples:
+            if run is None or run.status not in ("ok", "early_stopped") or not run.samples:
                 return {"status": run.status if run else "pruned_resources", "arm": label,
                         "error": run.error if run else self._unrecorded(), "cost_s": cost}
             samples[label] = self._compare_rng.choices(run.samples, k=job.rounds)
