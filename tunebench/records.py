@@ -420,17 +420,20 @@ class RecordStore:
 
     def _fold(self) -> None:
         """Under the lock: the journal's trials into the file, once per key (a trial measured
-        again, because it was disturbed or had failed, replaces the one before it), then the
-        oldest beyond :data:`ARCHIVE_ABOVE` appended to the archive and dropped from the file, so
-        that a fold rewrites a bounded file however many trials there are."""
+        again, because it was disturbed or had failed, or ``--tune-fresh`` asked, replaces the one
+        before it, which moves to the archive: every measurement is kept, and the newest is
+        read), then the oldest beyond :data:`ARCHIVE_ABOVE` appended to the archive and dropped
+        from the file, so that a fold rewrites a bounded file however many trials there are."""
         pending = self._pending()
         table = self._db.table("trials")
         with bulk():
             if pending:
                 latest = {trial_identity(d): d for d in pending}
-                stale = [doc.doc_id for doc in table.all() if trial_identity(doc) in latest]
+                stale = [doc for doc in table.all() if trial_identity(doc) in latest]
+                stale += [d for d in pending if latest[trial_identity(d)] is not d]
                 if stale:
-                    table.remove(doc_ids=stale)
+                    _append(self.archive, stale)  # first: a kill between the two leaves a copy, not a loss
+                    table.remove(doc_ids=[d.doc_id for d in stale if hasattr(d, "doc_id")])
                 table.insert_multiple(latest.values())
             docs = table.all()
             if len(docs) > ARCHIVE_ABOVE:
