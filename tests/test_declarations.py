@@ -312,9 +312,49 @@ def test_best_keeps_serving_the_tuned_config_after_the_template_changes_and_agre
     assert after["note"].startswith("tuned with an earlier twice.c")
     suite = root / "suites" / "test_twice.py"
     suite.write_text(suite.read_text().replace('"reps": [1, 4]', '"reps": [2, 4]'))
-    narrowed = best_json(root)  # a config the space no longer holds is not served: the trials' best that is
-    assert narrowed["config"]["reps"] != 1
-    assert re.search(r"the final round's pick \[[^]]*reps:1[^]]*\] is no longer in the space", narrowed["note"])
+    narrowed = best_json(root)  # a config the space no longer holds is not served, nor one no final round judged
+    assert (narrowed["source"], narrowed["config"]) == ("heuristic", {"reps": 4, "pad": 0})
+    assert re.search(r"the final round's pick \[[^]]*reps:1[^]]*\] is no longer in the space, and no final round "
+                     r"judged another config", narrowed["reason"])
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")  # nor gated: it serves nothing
+    gate.assert_outcomes(skipped=1)
+    assert said(gate, "the recorded pick [reps:1 pad:") and said(gate, "is no longer in the space, so best() serves "
+                                                                       "the heuristic")
+
+
+def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    before = best_json(root)
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())  # a hand edit drops the pick's trial (an early-stopped re-measurement alike)
+    data["trials"] = {k: t for k, t in data["trials"].items() if t["config"] != before["config"]}
+    path.write_text(json.dumps(data))
+    after = best_json(root)
+    assert (after["source"], after["config"], after["objective_ms"], after["baseline_ms"]) == (
+        "tuned", before["config"], before["objective_ms"], before["baseline_ms"])
+
+
+def test_after_the_heuristic_changes_best_says_whose_lead_it_serves_and_never_serves_the_old_rule_as_tuned(
+        twice_project, pytester):
+    root = twice_project
+    suite = root / "suites" / "test_twice.py"
+    original = suite.read_text()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite.write_text(original.replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
+                                      'heuristic=lambda shape: {"reps": 4, "pad": 1}'))
+    picked = best_json(root)  # the pick stands; its lead was measured over the rule of the tune's day
+    assert picked["source"] == "tuned" and picked["config"]["reps"] == 1
+    assert "its lead is over the heuristic as tuned ([reps:4 pad:0]); the heuristic has changed" in picked["note"]
+    suite.write_text(original.replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
+                                      'heuristic=lambda shape: {"reps": 1, "pad": 0}'))
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")  # the fast config is the rule: it stays
+    kept = best_json(root)
+    assert (kept["source"], kept["config"]) == ("heuristic", {"reps": 1, "pad": 0})
+    suite.write_text(original)  # a slower rule today: not the old one served as "tuned"
+    today = best_json(root)
+    assert (today["source"], today["config"]) == ("heuristic", {"reps": 4, "pad": 0})
+    assert today["reason"].startswith("the final round kept the heuristic of its day ([reps:1 pad:0]: ")
 
 
 def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one_says_so(twice_project, pytester):

@@ -187,6 +187,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if found is None:
         return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
     best, recorded_hash = found
+    gone = [c for c in best.values() if not variant.space.holds(c)]
+    if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: the heuristic
+        return GateResult("skip", (
+            f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
+            f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command()}` tunes it again"))
     result = GateResult("pass")
     recorded_text = None
     if recorded_hash != variant.source_hash:

@@ -213,7 +213,8 @@ class Summary:
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             shapes = _shapes_key(e["shape"] for e in check["shapes"])  # a bucket's shapes may change, and back
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)] = (
-                check["source_hash"], [[e["shape"], e["best"], *ms] for e, ms in zip(check["shapes"], measured)],
+                check["source_hash"], [[e["shape"], e["best"], *ms, e["baseline"]]
+                                       for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
@@ -248,6 +249,11 @@ class Summary:
         if found is None or found[0] != source_hash:
             return None
         return {tuple(shape): config for shape, config, *_ in found[1]}
+
+    def final_baseline(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> dict | None:
+        """shape -> the heuristic's config as the task's latest final round measured it."""
+        found = self._final(kernel, target, dtype, bucket)
+        return {tuple(e[0]): e[4] for e in found[1]} if found else None
 
     def final_reason(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str:
         """Why the latest final round of the task kept the heuristic, or took no lead over it."""
@@ -416,7 +422,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 5
+INDEX_FORMAT = 6
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -655,10 +661,14 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
     unconfirmed = ""  # why the trials' fastest is not served: no final round judged it
-    if final and key not in ranked and list(final.values()) != baseline:  # the space no longer holds it
-        choice.note = "; ".join(filter(None, (choice.note, f"the final round's pick [{config_text(dict(key))}] is "
-                                                           f"no longer in the space: the trials' best instead")))
-        final = None
+    judged = store.final_baseline(name, target, dtype, bucket) if final else None  # the heuristic it measured
+    kept = final is not None and final == judged  # the round kept the heuristic of its day
+    retold = final is not None and variant is not None and judged != dict(zip(bucket.shapes, baseline))
+    if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
+        unconfirmed = (f"the final round's pick [{config_text(dict(key))}] is no longer in the space, and no final "
+                       f"round judged another config, so no other is served; "
+                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` tunes it again")
+        final, order = None, []
     elif final is None and order and (ranked[order[0]] < choice.baseline_ms if choice.baseline_ms is not None
                                       else [dict(order[0])] * len(baseline) != baseline):
         # the heuristic's time unknown too (its trials disturbed): the trials' fastest is no more confirmed
@@ -672,14 +682,19 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        f"`{decl.tune_command() if decl else 'pytest suites --tune'}` "
                        f"{'tunes it again' if judged else 'resumes the tune'}")
         order = []
-    if final is not None:  # the final round's winner, else the heuristic
-        adopt = [] if list(final.values()) == baseline else [key]
+    if final is not None:  # the final round's winner, else the heuristic (today's: see below)
+        adopt = [] if kept or list(final.values()) == baseline else [key]
         picked = adopt[:1] or [None]
         order = adopt + [k for k in order if k != key]
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
-    kept = store.final_reason(name, target, dtype, bucket) if final is not None and not adopt else ""
-    choice.reason = (f"the final round kept it: {kept}" if kept else unconfirmed if unconfirmed else
+    why_kept = store.final_reason(name, target, dtype, bucket) if final is not None and not adopt else ""
+    if why_kept and retold:
+        why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
+                    f"heuristic has changed since, and no final round measured today's: "
+                    f"`{decl.tune_command()}` does")
+    choice.reason = (why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
+                     unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else "nothing is recorded for this bucket"
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
@@ -705,14 +720,19 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if set(config) == set(names):  # in the order the params are declared
             config = {n: config[n] for n in names}
         choice.config, choice.source, choice.reason = config, "tuned", None
-        choice.objective_ms = confirmed[0] if confirmed else ranked[adopt[0]]
+        choice.objective_ms = confirmed[0] if confirmed else ranked.get(adopt[0])
+        if retold and confirmed:
+            choice.note = "; ".join(filter(None, (choice.note, (
+                f"its lead is over the heuristic as tuned ({_configs_text(judged)}); the heuristic has changed "
+                f"since, and `{decl.tune_command()}` measures the pick against today's"))))
         far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
         if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned on {', '.join(map(str, bucket.shapes))}: {shape} lies {far:.0f} octaves from the nearest "
                 f"in a dim, where the pick may not hold; a representative shape near it measures it there"))))
     elif variant is not None:
-        measured = store.confirmed(name, target, dtype, bucket) if final is not None and not confirmed else None
+        measured = store.confirmed(name, target, dtype, bucket) if final is not None and not confirmed \
+            and not retold else None
         if measured:  # served though the round picked another config: its time as the round measured it
             choice.baseline_ms = measured[1]
         choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
@@ -735,6 +755,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
     return choice
+
+
+def _configs_text(by_shape: dict) -> str:
+    """Configs per shape as people read them: one where all shapes have the same."""
+    texts = list(dict.fromkeys(f"[{config_text(c)}]" for c in by_shape.values()))
+    return texts[0] if len(texts) == 1 else ", ".join(f"{t} on {s}" for s, t in
+                                                      zip(by_shape, (f"[{config_text(c)}]" for c in by_shape.values())))
 
 
 def _recorded_buckets(tasks: list[dict]) -> Buckets:
@@ -769,8 +796,7 @@ def _in_space(variant: Variant | None, ranked: dict) -> dict:
     value or param taken out of the space since the tune is never handed out."""
     if variant is None:
         return ranked
-    space = variant.space
-    return {k: v for k, v in ranked.items() if space.contains(dict(k)) and space.is_valid(space.key(dict(k)))}
+    return {k: v for k, v in ranked.items() if variant.space.holds(dict(k))}
 
 
 def _fits(variant: Variant | None, config: dict, shape: tuple, dims: Sequence[str]) -> bool:

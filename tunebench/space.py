@@ -241,6 +241,11 @@ class Space:
         return set(config) == set(self.names) and all(
             config[n] in self.values[n] for n in self.names)
 
+    def holds(self, config: Mapping) -> bool:
+        """Whether the space holds the config today: its params at their values, the unshaped
+        constraints met (a config recorded before the space changed may not be)."""
+        return self.contains(config) and self.is_valid(self.key(config))
+
     def is_valid(self, key: tuple) -> bool:
         """Whether every constraint but the shaped ones holds for this key (the values must be
         in the space)."""
