@@ -16,7 +16,7 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError, ResourceError, input_damage
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import CudaCompiler, nvcc_command
+from tunebench.backends.cuda import CudaCompiler, inputs_key, nvcc_command
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
                                        register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
@@ -260,6 +260,14 @@ def test_an_arch_specific_variant_is_built_apart_for_sm90a_and_is_a_declaration_
                                           "architecture-specific target sm_80a"):
         CudaCompiler("sm_80", cache).build(specific, specific.variant("cuda"), {"B": 1}, "float32")
     assert specific.declaration(specific.variant("cuda"), "float32")["flags"] == "(arch-specific)"
+
+
+def test_device_inputs_are_kept_per_dtype_of_every_array_not_of_the_first():
+    def gather(dtype):  # an index array first, then the task dtype's table
+        return {"ids": np.arange(8, dtype=np.int32), "table": np.ones((16, 4), dtype), "n": np.int32(8)}
+
+    assert inputs_key("gather", (8, 16), gather("float32")) != inputs_key("gather", (8, 16), gather("float16"))
+    assert inputs_key("gather", (8, 16), gather("float32")) == inputs_key("gather", [8, 16], gather("float32"))
 
 
 def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():

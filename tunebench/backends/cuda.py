@@ -294,6 +294,13 @@ class CudaCompiler:
             return None
 
 
+def inputs_key(kernel: str, shape: tuple, args: Mapping[str, Any]) -> tuple:
+    """What a worker's device copies of a task's inputs are kept under: the kernel, the shape and
+    every array's dtype. A float16 task after a float32 one on the same shape must not read the
+    float32 table where its first array is an index (a gather's ``int *ids``), of one dtype in both."""
+    return kernel, tuple(shape), tuple((name, str(a.dtype)) for name, a in args.items() if isinstance(a, np.ndarray))
+
+
 class CudaBackend(CudaCompiler, Backend):
     name = "cuda"
 
@@ -413,9 +420,8 @@ class CudaBackend(CudaCompiler, Backend):
         return (args_problem(args, types) if types else None) or (args_problem(args, found.params) if found else None)
 
     def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
-        """Input arrays on the device, copied once per shape (the two latest shapes are kept)."""
-        key = (kernel.name, tuple(shape), next((str(a.dtype) for a in args.values()
-                                                 if isinstance(a, np.ndarray)), ""))
+        """Input arrays on the device, copied once per shape and dtypes (the two latest are kept)."""
+        key = inputs_key(kernel.name, shape, args)
         if key not in self._inputs:
             while len(self._inputs) >= 2:
                 for buf in self._inputs.popitem(last=False)[1].values():
