@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
-from tunebench.backends import cuda
+from tunebench.backends import cuda, launch
 from tunebench.cli import main
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -159,6 +159,24 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
     assert main(["compile-check", "--suites", str(other), "--sample", "3"]) == 1
     assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
             "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
+
+
+@needs_nvcc
+def test_every_architecture_nvcc_builds_has_its_shared_memory_limit_and_each_is_checked_once(tmp_path, capsys):
+    (tmp_path / "stage.cu").write_text(SHARED_CU)
+    (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+        '"kib": [0, 1, 200]', '"kib": [1, 120]'))
+    assert [a for a in cuda.nvcc_archs() if launch.shared_kib(a) is None] == []  # sm_88, sm_103, sm_121 ...
+    assert launch.shared_kib("sm_121") == launch.shared_kib("sm_121a") == 99
+    main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_121", "--arch", "sm_121"])
+    out = capsys.readouterr().out
+    assert "stage  cuda  float32  sm_121  2 configs, 2 builds" in out  # asked twice, checked once
+    assert "[kib:120] shape (1000,) and 1 more: 122880 bytes (120 KiB) of shared memory per block, sm_121 allows" in out
+    assert main(["compile-check", "--suites", str(tmp_path), "--target", "cpu", "--arch", "sm_90"]) == 2
+    assert "--arch is a CUDA architecture" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a usage error, as for any other malformed option
+        main(["compile-check", "--suites", str(tmp_path), "--sample", "-1"])
+    assert "argument --sample: expected a non-negative int, got '-1'" in capsys.readouterr().err
 
 
 @needs_nvcc

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tunebench import compile_check, export, records_merge, report
-from tunebench.backends import cuda
+from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError
 from tunebench.lookup import UnknownDeviceWarning, load_suites, lookup, project
 from tunebench.plugin import positive
@@ -121,11 +121,19 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
 
 def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
     try:
-        archs = args.arch or compile_check.ARCHS
+        archs = list(dict.fromkeys(args.arch or compile_check.ARCHS))  # each once, as asked
         unsupported = [p for p in map(cuda.arch_problem, archs) if p] if target == "cuda" else []
         if unsupported:
             print(f"tunebench compile-check: {unsupported[0]}", file=sys.stderr)
             return 2
+        if target == "cpu" and args.arch:
+            print(f"tunebench compile-check: --arch is a CUDA architecture; the cpu target builds for this host",
+                  file=sys.stderr)
+            return 2
+        for arch in archs if target == "cuda" else ():
+            if launch.shared_kib(arch) is None:
+                print(f"note: the shared memory a block of {arch} may have is not known to this tunebench: "
+                      f"launches are checked for it without that limit")
         results = compile_check.check(kernels, target, archs=archs, sample=args.sample, seed=args.seed)
     except FileNotFoundError as e:
         print(f"tunebench compile-check: {e}", file=sys.stderr)
@@ -134,7 +142,7 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
         print(f"tunebench compile-check: no kernel under {args.suites} has a {target} variant",
               file=sys.stderr)
         return 2
-    where = " ".join(args.arch or compile_check.ARCHS) if target == "cuda" else "host"
+    where = " ".join(archs) if target == "cuda" else "host"
     width = max(len(r.kernel) for r in results)
     for r in results:
         failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
@@ -250,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--suites", default="suites", help="where the suites are (default: suites)")
     c.add_argument("--arch", action="append", metavar="SM",
                    help=f"CUDA architecture, repeatable (default: {' '.join(compile_check.ARCHS)})")
-    c.add_argument("--sample", type=int, default=6, metavar="N",
+    c.add_argument("--sample", type=positive(int, zero=True), default=6, metavar="N",
                    help="constraint-valid candidates per kernel besides the heuristic (default: 6)")
     c.add_argument("--seed", type=int, default=0)
     c.set_defaults(run=cmd_compile_check)

@@ -39,17 +39,20 @@ from tunebench.workers import WorkerError
 DECLARATION_ERRORS = (BucketError, SpaceError, KernelError)
 
 
-def positive(kind):
-    """An argparse type: a positive ``kind`` (int or float), for the plugin and the command line."""
+def positive(kind, zero: bool = False):
+    """An argparse type: a positive ``kind`` (int or float), or 0 too where ``zero``, for the
+    plugin and the command line."""
+    what = f"{'non-negative' if zero else 'positive'} {kind.__name__}"
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            value = 0
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+            value = -1
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
         return value
-    parse.__name__ = f"positive {kind.__name__}"
+    parse.__name__ = what
     return parse
 
 

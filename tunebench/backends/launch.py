@@ -95,16 +95,24 @@ def _takes_dtype(launch: Callable) -> bool:
 
 
 #: Shared memory a block may have (KiB, with the opt-in) per architecture, from the CUDA
-#: programming guide's table of compute capabilities.
-ARCH_SHARED_KIB = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90": 227,
-                   "sm_90a": 227, "sm_100": 227, "sm_100a": 227, "sm_120": 99, "sm_120a": 99}
+#: programming guide's table of compute capabilities (an architecture-specific target, sm_90a or
+#: sm_100f, has its architecture's).
+ARCH_SHARED_KIB = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_88": 99, "sm_89": 99,
+                   "sm_90": 227, "sm_100": 227, "sm_101": 227, "sm_103": 227, "sm_110": 227, "sm_120": 99,
+                   "sm_121": 99}
+
+
+def shared_kib(arch: str) -> int | None:
+    """The shared memory a block of ``arch`` may have (KiB), None where it is not known here."""
+    return ARCH_SHARED_KIB.get(arch.rstrip("af"))
 
 
 def arch_limits(arch: str) -> dict:
     """What a device of ``arch`` launches at most, for a check without one (an architecture
-    missing from :data:`ARCH_SHARED_KIB` gets its shared memory unchecked)."""
+    :func:`shared_kib` does not know gets its shared memory unchecked, and compile-check says so)."""
+    kib = shared_kib(arch)
     return {"threads": 1024, "block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535),
-            "shared": ARCH_SHARED_KIB.get(arch, math.inf) * 1024}
+            "shared": math.inf if kib is None else kib * 1024}
 
 
 @dataclass(frozen=True)
