@@ -104,6 +104,25 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
     assert out.endswith("compile-check cpu: 0 of 2 kernels ok; failed: axpb, renamed\n")
 
 
+@pytest.mark.parametrize("ctype, given, said", [
+    ("float", "np.int32", "argument 'x' (int32 array) where the kernel's 1st parameter (float *x) points to float, "
+                          "a float: give an array of np.float32"),
+    ("signed char", "np.uint8", "argument 'x' (uint8 array) where the kernel's 1st parameter (signed char *x) points "
+                                "to signed char, signed: give an array of np.int8"),
+    ("unsigned int", "np.float32", None),  # a float's bits read as an integer: the template's own way
+    ("char", "np.uint8", None),  # plain char: bytes
+])
+def test_an_array_of_the_same_size_read_as_another_kind_or_sign_fails_the_check(tmp_path, capsys, ctype, given, said):
+    """An int32 array for a float pointer passed as it was: every config a wrong result, 'got nan'."""
+    (tmp_path / "axpb.c").write_text(AXPB_C.replace("void axpb(const real *x", f"void axpb(const {ctype} *x"))
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite.replace(
+        '"x": rng.random(n, dtype=np.float32).astype(dtype)', f'"x": (8 * rng.random(n)).astype({given})'))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == (1 if said else 0)
+    out = capsys.readouterr().out
+    assert (f"    float32 arguments: {said}" in out) if said else "arguments" not in out, out
+
+
 
 @pytest.mark.parametrize("name, change, said", [
     ("raises", ('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": {1: 2}[shape[0]], "unroll": 1, "mode": 0}'),

@@ -102,13 +102,19 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         if param.kind != "pointer":
             return "takes a value: pass a numpy scalar, or declare the parameter a pointer"
         to = param.pointee
-        if to is None or to.kind not in ("float", "int") or (to.size == 1 and to.dtype is None):  # void *, char *
+        if to is None or to.kind not in ("float", "int") or to.ctype == "char":  # void *, char *: any bytes
             return None
         if _other_float(dtype, to):
             return f"points to {to.ctype}, which holds {to.dtype}: give an array of {to.scalar}"
-        if kind(dtype) in "cV" or to.size == dtype.itemsize:  # complex, records, bits read as another type
+        if kind(dtype) in "cV":  # complex, records
             return None
-        return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
+        if to.size != dtype.itemsize:
+            return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
+        if to.kind == "float" and _kind_of(dtype) == "int":  # a float's bits read as an integer type are the
+            return f"points to {to.ctype}, a float: give an array of {to.scalar or to.ctype}"  # template's way
+        if to.kind == "int" and dtype.kind in "iub" and to.unsigned != (dtype.kind in "ub"):
+            return f"points to {to.ctype}, {'un' if to.unsigned else ''}signed: give an array of {to.scalar}"
+        return None
     if param.kind == "pointer":
         return "takes a pointer: pass an array"
     if _other_float(dtype, param):
