@@ -124,7 +124,8 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
     shapes = [(m, n) for m in (1, 5, 99, 100, 257) for n in (1, 2, 6, 48, 65, 128)]
     configs = [dict(zip(("tile", "vec"), k)) for k in itertools.product((1, 3, 4, 8), (1, 2, 4))]
     test = " && ".join(c_form(c, ("M", "N")) for c in space.shaped_constraints)
-    lines = [f"    {{ cfg v = {{{c['tile']}, {c['vec']}}}, *c = &v; long M = {m}, N = {n}; printf(\"%d\", {test}); }}"
+    lines = [f"    {{ cfg v = {{{c['tile']}, {c['vec']}}}, *c = &v; long M = {m}, N = {n}; int tb_ok = 1, r = {test}; "
+             f"printf(\"%d\", tb_ok && r); }}"
              for m, n in shapes for c in configs]
     (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { int tile; int vec; } cfg;\n"
                                      "int main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
@@ -153,9 +154,34 @@ def two_steps(tile, N):
 
 def test_a_documented_function_has_a_c_form_and_one_of_two_statements_says_so():
     space = Space({"tile": [1, 2]}, constraints=[divides, two_steps])
-    assert c_form(space.shaped_constraints[0], ("N",)) == "((tb_floormod(N, c->tile) == 0))"
+    assert c_form(space.shaped_constraints[0], ("N",)) == "((tb_floormod(N, c->tile, &tb_ok) == 0))"
     with pytest.raises(NoCForm, match="constraint two_steps at test_export.py:\\d+: a function of more than one"):
         c_form(space.shaped_constraints[1], ("N",))
+
+
+def test_a_c_form_that_divides_by_zero_does_not_hold_where_python_raises_and_never_dies(tmp_path):
+    """A framework's launch path died of SIGFPE on a shape best() answered with an error."""
+    constraints = [lambda tile, N: tile <= 4096 // (N - 8),
+                   lambda tile, N: N == 8 or 4096 % (N - 8) >= tile,
+                   lambda tile, N: tile / (N - 8) < 1]
+    space = Space({"tile": [1, 4]}, constraints=constraints)
+    forms = [c_form(c, ("N",)) for c in space.shaped_constraints]
+    cases = [(tile, n) for tile in (1, 4) for n in (8, 9, 16, 4200)]
+    body = "\n".join(f'    {{ const struct {{ long tile; }} cfg = {{ {tile} }}, *c = &cfg; long N = {n}; '
+                     f'int tb_ok = 1, r = {form}; printf("%d\\n", tb_ok && r); }}'
+                     for tile, n in cases for form in forms)
+    (tmp_path / "fits.c").write_text(f"#include <stdio.h>\n{C_HELPERS}int main(void)\n{{\n{body}\n    return 0;\n}}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                   check=True)
+    got = subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout.split()
+
+    def python(fn, tile, n):
+        try:
+            return str(int(bool(fn(tile=tile, N=n))))
+        except ZeroDivisionError:
+            return "0"
+    assert got == [python(fn, tile, n) for tile, n in cases for fn in constraints]
+    assert got.count("0") >= 3  # N == 8 divides by zero in two of them; the `or` never divides there
 
 
 def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best_does(gemm, tmp_path):

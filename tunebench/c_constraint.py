@@ -6,8 +6,11 @@ one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >
 (chained too), ``and``/``or``/``not``, ``x if c else y``, ``min``/``max`` of two values, numbers,
 the params it names, the kernel's dims and ``shape[i]``. The C form computes what Python does:
 ``//`` and ``%`` floor (:data:`C_HELPERS`, on integers only: a float operand has no C form), and
-``a or b`` is ``a`` where ``a`` is true, else ``b``. Anything else has no C form, and
-:class:`NoCForm` says which constraint and what in it.
+``a or b`` is ``a`` where ``a`` is true, else ``b``. Where Python would raise dividing by zero,
+the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
+then does not fit: a framework's launch path must not die of SIGFPE where ``best()`` says the
+constraint raised). Anything else has no C form, and :class:`NoCForm` says which constraint and
+what in it.
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ class NoCForm(ValueError):
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<",
            ast.RShift: ">>"}
 _FLOOR = {ast.FloorDiv: "tb_floordiv", ast.Mod: "tb_floormod"}
+#: The int a C form clears where it divides by zero (declared 1 by the function it is in).
+OK = "tb_ok"
 
-#: Python's flooring ``//`` and ``%`` on integers, which C truncates; what a C form calls.
+#: Python's flooring ``//`` and ``%`` on integers, which C truncates, and ``/``, each clearing
+#: the flag where the divisor is zero; what a C form calls.
 C_HELPERS = """\
 #ifndef TUNEBENCH_FLOOR_DIVISION
 #define TUNEBENCH_FLOOR_DIVISION
-static inline long tb_floordiv(long a, long b) { long q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
-static inline long tb_floormod(long a, long b) { long r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
+static inline long tb_floordiv(long a, long b, int *ok)
+{ long q; if (b == 0) { *ok = 0; return 0; } q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
+static inline long tb_floormod(long a, long b, int *ok)
+{ long r; if (b == 0) { *ok = 0; return 0; } r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
+static inline double tb_div(double a, double b, int *ok) { if (b == 0) { *ok = 0; return 0; } return a / b; }
 #endif
 """
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -109,9 +118,9 @@ class _Writer:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
         if isinstance(node, ast.BinOp) and type(node.op) in _FLOOR and self.integral(node):
-            return f"{_FLOOR[type(node.op)]}({self.expr(node.left)}, {self.expr(node.right)})"
+            return f"{_FLOOR[type(node.op)]}({self.expr(node.left)}, {self.expr(node.right)}, &{OK})"
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            return f"((double){self.expr(node.left)} / {self.expr(node.right)})"
+            return f"tb_div({self.expr(node.left)}, {self.expr(node.right)}, &{OK})"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
             return f"({'!' if isinstance(node.op, ast.Not) else '-'}{self.expr(node.operand)})"
         if isinstance(node, ast.BoolOp):  # the operand Python returns, as a value may be used

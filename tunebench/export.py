@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from tunebench import __version__
-from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
+from tunebench.c_constraint import C_HELPERS, OK, NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, this_device
 from tunebench.records import RecordStore
@@ -161,7 +161,8 @@ def header(data: dict, prefix: str = "tb") -> str:
             out += [f"typedef struct {{ int tuned; {fields} }} {name}_config;", "",
                     f"static inline int {name}_fits(const {name}_config *tb_c, {dim_args})", "{",
                     "    (void)tb_c;" + "".join(f" (void){d};" for d in dims),
-                    f"    return {entry['fits']};", "}", ""]
+                    f"    int {OK} = 1, tb_holds = {entry['fits']};  /* {OK} 0: a division by zero */",
+                    f"    return {OK} && tb_holds;", "}", ""]
             # a caller that has the param as a macro (-Dvec=8) cannot write config.vec: it calls the getter
             out += [f"static inline {types[p]} {name}_get_{p}({name}_config tb_c) {{ return tb_c.{p}; }}"
                     for p in params] + [""]
