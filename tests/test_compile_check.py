@@ -104,6 +104,18 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
     assert out.endswith("compile-check cpu: 0 of 2 kernels ok; failed: axpb, renamed\n")
 
 
+def test_arguments_named_as_the_kernels_parameters_in_another_order_fail_the_check(tmp_path, capsys):
+    """a and b, both floats, swapped: every size and type fits, and every config is a wrong result."""
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    swapped = suite.replace('"a": np.float32(2.0), "b": np.float32(0.5)', '"b": np.float32(0.5), "a": np.float32(2.0)')
+    assert swapped != suite
+    (tmp_path / "test_axpb.py").write_text(swapped)
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
+    assert ("float32 arguments: the args builder gives x, y, n, b, a, in that order, and the kernel takes x, y, n, a, "
+            "b: arguments are passed by position, so return them in the kernel's order") in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("ctype, given, said", [
     ("float", "np.int32", "argument 'x' (int32 array) where the kernel's 1st parameter (float *x) points to float, "
                           "a float: give an array of np.float32"),

@@ -164,6 +164,10 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     if len(given) != len(params):
         return (f"the args builder gives {len(given)} arguments ({', '.join(n for n, _, _ in given)}), the kernel "
                 f"takes {len(params)}")
+    names = [p.name for p in params]
+    if set(names) == set(args) and names != list(args):  # the same names, another order: passed as given
+        return (f"the args builder gives {', '.join(args)}, in that order, and the kernel takes {', '.join(names)}: "
+                f"arguments are passed by position, so return them in the kernel's order")
     wrong = []  # every argument at fault, so that one run names them all
     for n, ((name, what, dtype), param, value) in enumerate(zip(given, params, args.values())):
         why = _mismatch(what, dtype, param)
