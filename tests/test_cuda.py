@@ -117,6 +117,7 @@ def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_
                                     r"shared_bytes\)"),
     (lambda config, shape: ((1,), (127.5,)), r"returned \(\(1,\), \(127.5,\)\)"),
     (lambda config, shape: ((1,), (1, 2, 3, 4)), r"returned"),
+    (lambda config, shape: ((shape[0] // 128,), shape[0] > 0), r"returned \(\(7,\), True\)"),  # a 1-thread block
     (lambda config, shape: ((1,), (128,), -1), r"returned"),
     (lambda config, shape: ((1,), (config["tile"],)), r"\(\{'broken': 0\}, \(1000,\)\) raised KeyError: 'tile'"),
     (lambda config, shape: (shape[0] // 4096, 256), r"returned grid \(0, 1, 1\), block \(256, 1, 1\): a dimension "

@@ -53,8 +53,9 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
     shared_bytes)``, a grid or block an int or a tuple of up to three, padded to three (PyCUDA
     takes exactly three); a whole float (``np.ceil``'s) counts as an int. A launch that raises or
     answers in another form is the declaration's fault."""
-    def whole(v) -> bool:  # an int, or a float with nothing after the point (np.ceil's answer)
-        return isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer())
+    def whole(v) -> bool:  # an int, or a float with nothing after the point (np.ceil's answer); a bool is a typo
+        return (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))) or (
+            isinstance(v, (float, np.floating)) and float(v).is_integer())
 
     def dims(value) -> tuple[int, int, int]:
         values = (value,) if whole(value) else tuple(value)
