@@ -149,6 +149,9 @@ def test_an_array_of_the_same_size_read_as_another_kind_or_sign_fails_the_check(
      "'dtype' (it is called as flops=lambda shape: ...)"),
     ("nowork", ("bytes=lambda shape, dtype: 2 * shape[0]", "bytes=lambda shape, dtype: None and shape[0]"),
      "declaration: kernel 'nowork': bytes((1000,), 'float32') gave None, not a number of bytes per call"),
+    ("pyint", ('"n": np.int32(n)', '"n": n'),  # the builder's argument at fault, said once and not as its raising
+     "float32 arguments: kernel 'pyint': argument 'n' is an int; use a numpy array or a numpy scalar such as "
+     "np.int32(...) so that its C type is explicit\ncompile-check"),
     ("reference", ("a * x.astype(np.float64) + b", "(a * x + b).reshape(-1, 1)"),
      "float32 reference: kernel 'reference': the reference returned shape (1000, 1) for output 'y', which the "
      "args builder declares (1000,)"),

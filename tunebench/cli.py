@@ -148,7 +148,7 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
         failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
         failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
                    else "its launch" if target == "cuda" else "its entry point"] if r.launch_failures else []
-        failed += ["its reference"] if r.reference_failures else []
+        failed += sorted({f"its {what.split()[-1]}" for what, _ in r.reference_failures})  # arguments, reference
         launches = f", {r.launches} launches" if r.launches else ""
         print(f"{r.kernel:<{width}}  {target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
               f"{r.configs} configs, {r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  "

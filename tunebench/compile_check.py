@@ -179,8 +179,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                                {dtype: future.result()[1] for dtype, future in debug.items()})
             else:
                 check_entry(result, kernel, variant, built)
-            result.reference_failures = [(f"{dtype} reference", problem)
-                                         for dtype, problem in reference_problems(kernel, variant, target).items()]
+            result.reference_failures = list(reference_problems(kernel, variant, target).items())
             result.seconds = time.perf_counter() - start
             results.append(result)
     return results
@@ -289,17 +288,26 @@ def smallest_shape(kernel: Kernel, target: str) -> tuple:
 
 
 def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[str, str]:
-    """dtype -> why the reference cannot judge a candidate (see :meth:`Kernel.expected`: another
-    shape, a less precise type, an output it lacks), on the smallest representative shape; a
-    tune finds it only on the device, at the first trial."""
+    """"<dtype> arguments" or "<dtype> reference" -> why the args builder's arguments, or the
+    reference, cannot judge a candidate (see :meth:`Kernel.build_args` and
+    :meth:`Kernel.expected`: another shape, a less precise type, an output it lacks), on the
+    smallest representative shape; a tune finds it only on the device, at the first trial."""
     shape, found = smallest_shape(kernel, target), {}
     for dtype in variant.dtypes:
         try:
-            kernel.expected(kernel.build_args(shape, dtype))
+            args = kernel.build_args(shape, dtype)
         except KernelError as e:
-            found[dtype] = str(e)
+            found[f"{dtype} arguments"] = str(e)
+            continue
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-            found[dtype] = f"the args builder or the reference raised {type(e).__name__} for {shape}: {e}"
+            found[f"{dtype} arguments"] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
+            continue
+        try:
+            kernel.expected(args)
+        except KernelError as e:
+            found[f"{dtype} reference"] = str(e)
+        except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
+            found[f"{dtype} reference"] = f"the reference raised {type(e).__name__} for {shape}: {e}"
     return found
 
 
@@ -312,8 +320,7 @@ def args_mismatch(kernel: Kernel, variant: Variant, target: str, entries: dict) 
     for dtype, listed in entries.items():
         try:
             args = kernel.build_args(shape, dtype)
-        except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-            found[dtype] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
+        except Exception:  # noqa: BLE001 - said once, by reference_problems
             continue
         problem = next((p for p in (params.args_problem(args, entry) for entry in listed) if p), None)
         if problem:
