@@ -129,6 +129,26 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
 
 
+def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):
+    """It said the tune ended before its final round, which had run."""
+    import tunebench.final_round
+
+    real = tunebench.final_round.compare
+
+    def busy(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.disturbed.append("other processes took 90% of the CPU time")
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", busy)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+    gate.stdout.fnmatch_lines(["*its final round confirmed nothing (the machine stayed disturbed on (4096,): other "
+                               "processes took 90% of the CPU time), so best() serves the heuristic; `pytest "
+                               "suites/test_twice.py --tune` on a quieter machine tunes it again*"])
+
+
 def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_disturbed(twice_project, pytester):
     """Without the heuristic's time to compare with, the trials' fastest was served as tuned."""
     pytester.runpytest("suites", *TUNE, "-k", "small")

@@ -149,11 +149,14 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     task = next(iter(store.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)), None)
     what = f"{kernel.name} {bucket.name} {dtype} on this device, {store.device}"
     command = kernel.tune_command()
-    judged = [[tuple(e["shape"]) for e in c["shapes"]] for c in store.checks(
-        kernel=kernel.name, dtype=dtype, bucket=bucket.name, kind="tune")]
+    rounds = store.checks(kernel=kernel.name, dtype=dtype, bucket=bucket.name, kind="tune")
+    judged = [[tuple(e["shape"]) for e in c["shapes"]] for c in rounds]
     if judged and set(judged[-1]) != set(bucket.shapes):
         return (f"nothing to gate for {what}: the bucket's representative shapes changed since its final round, "
                 f"which judged {', '.join(map(str, judged[-1]))}; `{command}` tunes it again")
+    if rounds and rounds[-1].get("disturbed"):
+        return (f"nothing to gate for {what}: its final round confirmed nothing ({rounds[-1]['problem']}), so best() "
+                f"serves the heuristic; `{command}` on a quieter machine tunes it again")
     if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel.name, dtype, bucket,
                                                                       task["source_hash"]).values()):
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
