@@ -216,3 +216,20 @@ def test_a_bad_gate_setting_is_one_usage_error_naming_it(project, pytester, ini,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"ini options gate_threshold, gate_processes, gate_max_processes: {message}" in result.stderr.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_kept_heuristic_that_fails_under_a_changed_declaration_fails_the_gate(twice_project, pytester):
+    """With the heuristic the recorded best, nothing was measured: a reference (or tolerance)
+    changed since, which the heuristic's output no longer meets, passed."""
+    suite = twice_project / "suites" / "test_twice.py"
+    fast = suite.read_text().replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
+                                     'heuristic=lambda shape: {"reps": 1, "pad": 0}')
+    suite.write_text(fast)
+    pytester.runpytest("suites", *TUNE, "-k", "small")  # the fastest config is the heuristic: the round keeps it
+    passed = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
+    passed.assert_outcomes(passed=1)
+    suite.write_text(fast.replace("reference=lambda x, n: 2.0 * x", "reference=lambda x, n: 3.0 * x"))
+    failed = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*the recorded best [[]reps:1 pad:0[]] on (4096,) ended wrong_result*"])
+
