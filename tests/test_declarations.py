@@ -82,6 +82,9 @@ def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_
     kernel.expected(kernel.build_args((8,), "float32"))
     config = kernel.variant("cpu").baseline((8,))
     assert type(config["b"]) is int and json.dumps(config) == '{"b": 2}'
+    switch = tunebench.Variant(source=tmp_path / "k.c", entry="k", space=tunebench.Space({"simd": [0, 1]}),
+                               heuristic=lambda shape: {"simd": np.bool_(shape[0] > 4)})  # a comparison's answer
+    assert json.dumps(switch.baseline((8,))) == '{"simd": 1}'  # the space's value, not true
 
 
 def test_a_shaped_constraint_keeps_candidates_to_the_buckets_they_fit(gemm):

@@ -224,7 +224,8 @@ class Variant:
 
     def baseline(self, shape: tuple) -> dict:
         """The heuristic config for a shape, checked to have exactly the space's params; numpy
-        values are made Python's, as the space's are (records and exports are JSON). A float where
+        values are made Python's, as the space's are (records and exports are JSON), and a bool
+        for a param of ints its int (``USE_SIMD: True`` was recorded and exported). A float where
         the space's values are ints (``4096 / 16``) would build ``#define BLOCK 256.0``, another
         kernel than the one tuned, and is refused, as is a heuristic that raises."""
         try:
@@ -240,6 +241,8 @@ class Variant:
                 f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
                 f"the space has {sorted(self.space.names)}" + (f": {', '.join(meant)}" if meant else ""))
         for name, value in config.items():
+            if isinstance(value, bool) and not any(isinstance(v, bool) for v in self.space.values[name]):
+                config[name] = int(value)  # a comparison's answer for a 0/1 param: the space's value, as recorded
             if isinstance(value, float) and all(isinstance(v, int) and not isinstance(v, bool)
                                                 for v in self.space.values[name]):
                 raise KernelError(f"heuristic for shape {tuple(shape)} gives {name}={value!r}, a float, where the "
