@@ -25,6 +25,8 @@ def test_best_reports_bad_input_with_a_clear_error(project, pytester, capsys, mo
     monkeypatch.chdir(project())
     assert main(["best", "nosuchkernel", "--shape", "4"]) == 2
     assert "kernel 'nosuchkernel': no records" in capsys.readouterr().err
+    assert main(["best", "axbp", "--shape", "4"]) == 2
+    assert "(did you mean 'axpb'?)" in capsys.readouterr().err
     assert main(["best", "axpb", "--shape", "4,5"]) == 2
     assert "does not have dims N" in capsys.readouterr().err
 

@@ -611,8 +611,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             "float32" if "float32" in kinds or not kinds else kinds[0])
     tasks = [t for t in tasks if t["dtype"] == dtype]
     if decl is None and not tasks:
+        meant = closest(name, sorted(set(REGISTRY) | (store.kernels() if store else set())))
         raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
-                          f"declaration found under {suites_dir}"
+                          f"declaration found under {suites_dir}" + (f" (did you mean {meant!r}?)" if meant else "")
                           + _other_threads(folder, device, store, name, dtype, None))
     buckets = decl.buckets_for(target) if decl else _recorded_buckets(tasks)
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
