@@ -621,7 +621,8 @@ def test_a_trial_of_a_kernel_whose_suite_or_template_git_does_not_track_is_dirty
      "{'block': 64}"),
     ("lambda block: block > 256", "no config satisfies the constraints (3 configs over params block)"),
     ("lambda shape, block: shape[1] % block == 0",
-     "constraint <lambda> at test_axpb.py:* raised IndexError: tuple index out of range on config {'block': 64}"),
+     "constraint <lambda> at test_axpb.py:* raised IndexError: tuple index out of range on config {'block': 64} "
+     "for shape (1000,)"),
     ("lambda N, block: block > N", "no config satisfies the constraints on every shape of bucket 'small' ((1000,))"),
 ])
 def test_a_cuda_variants_broken_space_fails_collection_on_a_machine_without_a_gpu(project, pytester, constraint, said):

@@ -318,7 +318,7 @@ class Space:
         except Exception as e:  # noqa: BLE001 - any error in user code is a definition error
             raise SpaceError(
                 f"{c.label} raised {type(e).__name__}: {e} on config "
-                f"{dict(zip(index, key))!r}") from e
+                f"{dict(zip(index, key))!r}" + (f" for shape {at['shape']}" if at else "")) from e
 
     def enumerate(self) -> tuple[list[tuple], list[tuple]]:
         """All keys of the product in declaration order, split into (valid, invalid) by every
