@@ -300,7 +300,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         idle = sum(result.outcome == "pass" and not result.comparisons for result in gated)  # nothing to measure
         if len(gated) < len(results):
             terminalreporter.write_line(
-                f"gated {len(gated)} of {len(results)} tasks" + (f" ({idle} with nothing to measure)" if idle else "")
+                f"gated {len(gated) - idle} of {len(results)} tasks"
+                + (f" ({idle} more passed with nothing to measure)" if idle else "")
                 + "; the others were not measured" + (", and --gate-strict fails them" if strict(config) else
                                                       " (--gate-strict, or gate_strict = true, fails them instead)"),
                 yellow=True)
