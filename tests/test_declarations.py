@@ -325,6 +325,23 @@ def test_best_keeps_serving_the_tuned_config_after_the_template_changes_and_agre
                                                                        "the heuristic")
 
 
+def test_best_says_why_a_bucket_has_nothing_to_serve_after_a_param_or_the_bucket_is_renamed(twice_project, pytester):
+    """Both said "nothing is recorded for this bucket", or that its tune was interrupted."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = root / "suites" / "test_twice.py"
+    original = suite.read_text()
+    suite.write_text(original.replace('"pad"', '"padding"'))
+    renamed = best_json(root)
+    assert renamed["source"] == "heuristic" and renamed["reason"].startswith(
+        "none of the 4 configs recorded on this bucket's shapes is in today's space (a param renamed")
+    suite.write_text(original.replace('"small"', '"little"'))
+    moved = best_json(root)
+    assert moved["source"] == "heuristic" and "no tune of this bucket ran: its shapes' trials were measured for " \
+                                                 "another bucket), so the trials' fastest" in moved["reason"]
+    assert moved["reason"].endswith("--tune` tunes it")
+
+
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):
     root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")

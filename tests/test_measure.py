@@ -57,3 +57,40 @@ def test_a_value_off_is_printed_with_the_digits_that_tell_it_from_the_expected()
     """160464.0054 and 160464 were both printed as 160464."""
     _, reason = compare([np.array([160464.0054], np.float64)], [np.array([160464.0])], ["y"], [(0.0, 0.0)])
     assert "(got 160464.005, expected 160464; rtol 0, atol 0)" in reason
+
+
+@pytest.mark.parametrize("got, want", [
+    (0.0, np.nan),  # a kernel that zeroes the NaNs of a 0/0
+    (12345.0, np.nan),  # garbage across a softmax row of -inf, whose reference is NaN
+    (0.0, np.inf), (np.inf, -np.inf), (np.nan, np.inf), (np.inf, 1.0),
+])
+def test_a_number_where_the_reference_has_nan_or_an_infinity_or_the_other_infinity_is_off(got, want):
+    """NaN in the reference made the limit NaN and an infinity made it infinite: any value passed."""
+    ref = np.array([1.0, want], np.float32)
+    worst, reason = compare([np.array([1.0, got], np.float32)], [ref], ["y"], [(1e-2, 1e-3)])
+    assert worst == np.inf and "1 of 2 values off" in reason and "at (1,)" in reason, reason
+    assert compare([np.array([1.0, got], np.float32)], [ref], ["y"], [(0.0, 1e-6)])[1] is not None
+
+
+def test_integers_are_compared_exactly_beyond_what_a_float64_holds():
+    want = np.array([3 * 2**60, 5], np.int64)
+    _, reason = compare([want + np.array([1, 0])], [want], ["big"], [(0.0, 0.0)])
+    assert f"(got {3 * 2**60 + 1}, expected {3 * 2**60}; rtol 0, atol 0)" in reason
+    top = np.array([2**64 - 1], np.uint64)
+    assert compare([top - np.uint64(1)], [top], ["u"], [(0.0, 0.0)])[1] is not None
+    assert compare([np.array([2**63 - 1], np.int64)], [np.array([2**63 - 1], np.uint64)], ["u"], [(0.0, 0.0)])[1] is None
+
+
+def test_an_unwritten_bool_output_is_off_though_numpy_reads_its_poison_as_true():
+    got = np.zeros(3, np.bool_)
+    got.view(np.uint8)[:] = [0xA5, 1, 0]  # the poison left where the kernel wrote no true
+    _, reason = compare([got], [np.array([True, True, False])], ["mask"], [(0.0, 0.0)])
+    assert "output 'mask': 1 of 3 values off" in reason and "(got 165, expected 1;" in reason
+
+
+def test_a_complex_output_is_compared_in_both_parts():
+    want = np.array([1 + 2j, 3 - 4j], np.complex64)
+    got = want.copy()
+    got[1] = 3 - 2j  # the imaginary part halved
+    _, reason = compare([got], [want], ["z"], [(1e-5, 1e-6)])
+    assert "1 of 2 values off, largest error 2 at (1,) (got (3-2j), expected (3-4j);" in reason

@@ -641,7 +641,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         except KernelError as e:  # a deployment that shipped the suites without the templates
             choice.note = f"{e}: answered for the template the records were tuned with"
     ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
-    ranked = _in_space(variant, ranked)
+    recorded, ranked = len(ranked), _in_space(variant, ranked)
     earlier = store.latest_source(name, target, dtype, bucket) if store and variant and declared else None
     if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, source_hash) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
@@ -677,11 +677,12 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         judged = store.reshaped(name, target, dtype, bucket)
         why = (f"the bucket's representative shapes changed since its final round, which judged "
                f"{', '.join(map(str, judged))}" if judged else
-               "its tune ended before one: interrupted, or the machine too busy")
+               "its tune ended before one: interrupted, or the machine too busy" if task else
+               "no tune of this bucket ran: its shapes' trials were measured for another bucket")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
                        f"[{config_text(dict(order[0]))}]{by} is not served; "
                        f"`{decl.tune_command() if decl else 'pytest suites --tune'}` "
-                       f"{'tunes it again' if judged else 'resumes the tune'}")
+                       f"{'tunes it again' if judged else 'resumes the tune' if task else 'tunes it'}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
         adopt = [] if kept or list(final.values()) == baseline else [key]
@@ -697,7 +698,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     choice.reason = (why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
                      unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
-                     else "nothing is recorded for this bucket"
+                     else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
+                          f"param renamed, added or removed since, or a value taken out): "
+                          f"`{decl.tune_command() if decl else 'pytest suites --tune'}` measures today's"
+                     if recorded and not ranked else "nothing is recorded for this bucket"
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []

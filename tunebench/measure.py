@@ -63,18 +63,38 @@ class Measurement:
 CHUNK = 1 << 20
 
 
+def _compared(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two arrays in the type they are compared in: integers (and bools, by their bytes: an
+    unwritten one is poison, 0xA5, which numpy reads as True) exactly, as int64 or uint64 (a
+    float64 holds an int64 only to 2**53); else complex128 where either is complex (both
+    parts), else float64."""
+    if got.dtype.kind in "iub" and want.dtype.kind in "iub":
+        g = got.view(np.uint8) if got.dtype.kind == "b" else got
+        unsigned = g.dtype.kind == "u" and want.dtype.kind in "ub"
+        wide = np.uint64 if unsigned else np.int64
+        if g.dtype == np.uint64 and not unsigned or want.dtype == np.uint64 and g.dtype.kind == "i":
+            return g.astype(object), want.astype(object)  # the two 64-bit kinds: as Python's ints
+        return g.astype(wide, copy=False), want.astype(wide, copy=False)
+    common = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
+    return got.astype(common, copy=False), want.astype(common, copy=False)
+
+
 def _compare_chunk(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> tuple[int, float, float, int]:
     """(values off, largest error, largest error of a value off or -1, its index) of flat chunks.
-    A NaN where the reference has none is off by infinity; NaN where it has NaN, or an infinity
-    where it has the same, is exact."""
-    g, w = got.astype(np.float64, copy=False), want.astype(np.float64, copy=False)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(g - w)
-    if np.isnan(err).any():
-        g_nan, w_nan = np.isnan(g), np.isnan(w)
-        err[g_nan != w_nan] = np.inf
-        err[(g_nan & w_nan) | (g == w)] = 0.0
-    bad = err > atol + rtol * np.abs(w)
+    A NaN or an infinity where the reference has a number is off by infinity, and so is a number
+    where it has NaN or an infinity: only NaN where it has NaN, and the same infinity, are exact."""
+    g, w = _compared(got, want)
+    if g.dtype.kind in "iuO":
+        err = (np.maximum(g, w) - np.minimum(g, w)).astype(np.float64)  # exact, then its size
+        bad = err > atol + rtol * np.abs(w.astype(np.float64))
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(g - w)
+            bad = err > atol + rtol * np.abs(w)
+        special = ~np.isfinite(err)  # a NaN or an infinity on either side (finite ones leave it finite)
+        if special.any():
+            same = (g[special] == w[special]) | (np.isnan(g[special]) & np.isnan(w[special]))
+            err[special], bad[special] = np.where(same, 0.0, np.inf), ~same
     count = int(np.count_nonzero(bad))
     if not count:
         return 0, float(np.max(err)) if err.size else 0.0, -1.0, -1
@@ -101,15 +121,18 @@ def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names
                     off, where = largest_off, start + i
             if reason is None and count:
                 i = np.unravel_index(where, out.shape)
-                shown = _apart(float(out[i]), float(ref[i]))
+                shown = _apart(*(v.item() for v in _compared(got[where:where + 1], want[where:where + 1])))
                 reason = (f"output {name!r}: {count} of {got.size} values off, largest error "
                           f"{off:.3g} at {tuple(int(v) for v in i)} (got {shown[0]}, "
                           f"expected {shown[1]}; rtol {rtol:g}, atol {atol:g})")
     return worst, reason
 
 
-def _apart(got: float, want: float) -> tuple[str, str]:
-    """Two values printed with the digits that tell them apart (160464 and 160464 did not)."""
+def _apart(got, want) -> tuple[str, str]:
+    """Two values printed with the digits that tell them apart (160464 and 160464 did not);
+    integers whole, complex numbers as Python writes them."""
+    if not isinstance(got, float) or not isinstance(want, float):
+        return str(got), str(want)
     for digits in (6, 9, 17):
         shown = f"{got:.{digits}g}", f"{want:.{digits}g}"
         if shown[0] != shown[1]:
