@@ -129,6 +129,34 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
 
 
+def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judged(twice_project, pytester,
+                                                                                     monkeypatch):
+    """One wrong finalist (right in its trials: racy, or wrong where it was not verified) ended
+    the round, and the heuristic stayed though a right finalist led it 4x."""
+    import tunebench.final_round
+
+    real, calls = tunebench.final_round.compare, []
+
+    def first_finalist_fails_once(workers, kernel, shape, dtype, arms, *args, **kwargs):
+        calls.append([config for _, config, _ in arms])
+        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
+        if len(calls) == 1:
+            found.failure = {"status": "wrong_result", "arm": "1", "error": "output 'y': 1 of 4096 values off"}
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", first_finalist_fails_once)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    (round_,) = RecordStore(path).checks(kind="tune")
+    (entry,) = round_["shapes"]
+    wrong = calls[0][1]
+    assert entry["dropped"] == [{"config": wrong, "status": "wrong_result", "error": "output 'y': 1 of 4096 values off"}]
+    assert wrong not in calls[1] and len(calls[1]) == len(calls[0]) - 1  # measured again without it
+    assert round_["winner"] is not None and round_["problem"] is None
+    served = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
+    assert served.source == "tuned" and served.config != wrong and served.config["reps"] == 1
+
+
 def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):
     """It said the tune ended before its final round, which had run."""
     import tunebench.final_round

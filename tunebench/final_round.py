@@ -63,27 +63,44 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
     fastest finalist is adopted without a lead over it."""
     entries, problem, disturbed, failed = [], None, False, False
+    dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         configs = [f[shape] for f in finalists]
-        unique = list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *configs]}.values())
         entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
         if trial_ms and baseline_trial_ms and shape in baseline_trial_ms:
             entry["finalist_trial_ms"] = [t.get(shape) for t in trial_ms]
             entry["baseline_trial_ms"] = baseline_trial_ms[shape]
         entries.append(entry)
-        if len(unique) == 1:
+        while True:  # a finalist that fails here (right in its trials, wrong now) is dropped, the rest measured again
+            live = [c for c in configs if config_key(c) not in dropped]
+            unique = list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *live]}.values())
+            if len(unique) == 1:
+                comp = None
+                break
+            labels = {config_key(c): str(i) for i, c in enumerate(unique)}
+            comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
+                           FINAL_PROCESSES, BUDGET_S)
+            failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
+            at_fault = unique[int(comp.failure["arm"])] if comp.failure and comp.failure.get("arm") else None
+            if at_fault is None or (at_fault == baseline and not baseline_failure):
+                break
+            dropped.add(config_key(at_fault))
+            entry.setdefault("dropped", []).append({"config": at_fault, **{k: comp.failure[k] for k in
+                                                                           ("status", "error")}})
+        if comp is None:
+            if live or baseline_failure:
+                continue
+            problem = problem or f"every finalist failed on {shape}: {entry['dropped'][0]['error']}"
             continue
-        labels = {config_key(c): str(i) for i, c in enumerate(unique)}
-        comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
-                       FINAL_PROCESSES, BUDGET_S)
         problem, disturbed = (problem, disturbed) if problem else _unusable(comp, shape)
-        failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
         if comp.objectives:
-            entry["finalist_ms"] = [comp.median(labels[config_key(c)]) for c in configs]
+            entry["finalist_ms"] = [comp.median(labels[config_key(c)]) if config_key(c) in labels else None
+                                    for c in configs]
             if not baseline_failure:
                 entry["baseline_ms"] = comp.median("0")
-                entry["leads"] = [max(comp.ratios(labels[config_key(c)], "0")) < 1 for c in configs]
+                entry["leads"] = [config_key(c) in labels and max(comp.ratios(labels[config_key(c)], "0")) < 1
+                                  for c in configs]
     winner = None if problem else _fastest(bucket, entries, len(finalists)) if baseline_failure else \
         _winner(bucket, entries)
     why_not = None
@@ -110,8 +127,10 @@ def _fastest(bucket: Bucket, entries: list[dict], count: int) -> int | None:
     where the finalists are one config count alike), None where a shape was not measured."""
     if not all("finalist_ms" in e or len({config_key(c) for c in e["finalists"]}) == 1 for e in entries):
         return None
-    return min(range(count), key=lambda i: sum(w * math.log(e["finalist_ms"][i])
-                                               for e, w in zip(entries, bucket.shape_weights) if "finalist_ms" in e))
+    measured = [i for i in range(count) if all(e["finalist_ms"][i] is not None for e in entries if "finalist_ms" in e)]
+    return min(measured, key=lambda i: sum(w * math.log(e["finalist_ms"][i])
+                                           for e, w in zip(entries, bucket.shape_weights) if "finalist_ms" in e),
+               default=None)
 
 
 def _unusable(comp: Comparison, shape: tuple) -> tuple[str | None, bool]:
@@ -150,8 +169,9 @@ def _no_lead(bucket: Bucket, entries: list[dict]) -> str:
         return why
     shapes = [tuple(e["shape"]) for e in entries]
     base = bucket.objective({s: e["baseline_ms"] for s, e in zip(shapes, entries)})
-    score, i = min((bucket.objective({s: e["finalist_ms"][i] for s, e in zip(shapes, entries)}), i)
-                   for i in range(len(entries[0]["finalists"])))
+    score, i = min(((bucket.objective({s: e["finalist_ms"][i] for s, e in zip(shapes, entries)}), i)
+                    for i in range(len(entries[0]["finalists"]))
+                    if all(e["finalist_ms"][i] is not None for e in entries)), default=(math.inf, 0))
     lost = [s for s, e in zip(shapes, entries) if not e["leads"][i]]
     if score > (1 - MIN_GAIN) * base or not lost:
         return why
