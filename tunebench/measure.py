@@ -142,7 +142,7 @@ def _apart(got, want) -> tuple[str, str]:
 
 def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
            tolerances: Sequence[tuple[float, float]]) -> Measurement | None:
-    """One call on fresh, poisoned outputs: None when it is right, else the failed measurement."""
+    """One call on fresh, poisoned outputs: an ``ok`` measurement (no samples), else the failed one."""
     runner.reset()
     runner.call()
     overrun = runner.overrun()
@@ -206,14 +206,15 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
     wrong where malloc puts buffers was recorded as stopped early, and reached a final round)."""
     combined = Measurement("ok")
     for placement, runner in runners.items():
-        m = verify(runner, expected, names, tolerances) if combined.status == "early_stopped" else \
-            measure(runner, expected, names, tolerances, settings, incumbent)
-        if m is None:
-            continue  # verified: its timing was stopped in a placement before
+        timed = combined.status != "early_stopped"
+        m = measure(runner, expected, names, tolerances, settings, incumbent) if timed else \
+            verify(runner, expected, names, tolerances)
         if m.status not in ("ok", "early_stopped"):
             if len(runners) > 1:
                 m.error = f"{m.error} (buffers placed {placement})"
             return m
+        if not timed:
+            continue  # verified only: its timing stopped under a placement before
         combined.placements[placement] = m.samples
         combined.warmup_calls += m.warmup_calls
         combined.seconds += m.seconds
