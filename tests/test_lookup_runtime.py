@@ -211,6 +211,18 @@ def test_lookups_work_after_the_working_directory_is_removed_where_the_root_is_s
         tunebench.lookup("layernorm", (300, 8192), DEVICE)
 
 
+def test_a_relative_records_path_answers_from_the_working_directory_of_each_call(deployed, tmp_path, monkeypatch):
+    """A cached answer was served for the project the path named at the first call."""
+    other = ship(tmp_path / "other")
+    (other / "records" / f"{DEVICE}.json").unlink()  # nothing tuned there
+    for root, source in ((deployed, "tuned"), (other, "heuristic"), (deployed, "tuned")):
+        monkeypatch.chdir(root)
+        assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records="records").source == source, root
+        monkeypatch.setenv("TUNEBENCH_ROOT", ".")
+        assert tunebench.lookup("layernorm", (300, 8192), DEVICE).source == source, root
+        monkeypatch.delenv("TUNEBENCH_ROOT")
+
+
 def test_a_kernel_whose_suite_fails_to_import_is_said_whenever_it_is_answered_from_the_records_alone(deployed):
     suite = deployed / "suites" / "test_row_reduce.py"
     suite.write_text("import not_installed_dependency\n" + suite.read_text())

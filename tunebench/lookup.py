@@ -452,7 +452,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     shape = _shape(shape)
     memo = (kernel if isinstance(kernel, str) else id(kernel), shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
-            *_context(records, device))
+            *_context(records, suites, device))
     hit = _FAST.get(memo)
     if hit is not None:
         folder, generation, choice = hit
@@ -533,13 +533,14 @@ def _dims(shape: tuple) -> tuple[int, ...]:
     return dims
 
 
-def _context(records: str | Path | None, device: str | None) -> tuple:
+def _context(records: str | Path | None, suites: str | Path | None, device: str | None) -> tuple:
     """What else an answer depends on: the root, what names this device where no device is given
-    ($TUNEBENCH_DEVICE, the thread count) and, where nothing else says where the project is, the
-    working directory."""
+    ($TUNEBENCH_DEVICE, the thread count) and, where nothing else says where the project is or a
+    relative path says it from there, the working directory."""
     root = os.environ.get("TUNEBENCH_ROOT")
     named = (os.environ.get("TUNEBENCH_DEVICE"), os.environ.get("OMP_NUM_THREADS")) if device is None else None
-    if records is not None or root:
+    given = [p for p in (records, suites, root) if p]
+    if (records is not None or root) and all(Path(p).is_absolute() for p in given):
         return root, named, None
     try:
         return root, named, os.getcwd()
