@@ -211,6 +211,40 @@ def test_lookups_work_after_the_working_directory_is_removed_where_the_root_is_s
         tunebench.lookup("layernorm", (300, 8192), DEVICE)
 
 
+FORKED = """\
+import os, signal, sys, threading, tunebench
+lookup = sys.modules["tunebench.lookup"]  # the module: tunebench.lookup is also its function
+records, device = sys.argv[1], sys.argv[2]
+tunebench.best("row_reduce", (300, 8192), device, records=records)  # the folder known, its lock made
+held, done = threading.Event(), threading.Event()
+def hold():  # a thread midway through a first lookup: every lock it takes, held
+    locks = [lookup._SUITES_LOCK, lookup._FAST_LOCK, *[d.lock for d in lookup._DIRECTORIES.values()]]
+    for lock in locks:
+        lock.acquire()
+    held.set()
+    done.wait()
+    for lock in locks:
+        lock.release()
+threading.Thread(target=hold).start()
+held.wait()
+child = os.fork()
+if child == 0:
+    signal.alarm(20)
+    tunebench.best("row_reduce", (4, 262144), device, records=records)
+    os._exit(0)
+done.set()
+print(os.waitpid(child, 0)[1])
+"""
+
+
+def test_a_child_forked_while_a_thread_holds_the_lookups_locks_still_answers(deployed):
+    """A framework forking workers (a DataLoader) while a thread made a first lookup: the child
+    waited forever on locks that thread held."""
+    done = subprocess.run([sys.executable, "-c", FORKED, str(deployed / "records"), DEVICE], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.strip() == "0", done.stdout + done.stderr  # not killed by its alarm
+
+
 def test_a_relative_records_path_answers_from_the_working_directory_of_each_call(deployed, tmp_path, monkeypatch):
     """A cached answer was served for the project the path named at the first call."""
     other = ship(tmp_path / "other")

@@ -439,6 +439,19 @@ _FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 
 
+def _fresh_locks() -> None:
+    """In a child forked while one of the parent's threads held a lock (a first lookup, a
+    DataLoader forking meanwhile): fresh locks, as that thread is not in the child to release
+    them, and every lookup there waited forever."""
+    global _SUITES_LOCK, _FAST_LOCK
+    _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
+    for folder in _DIRECTORIES.values():
+        folder.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks)
+
+
 def _directory(path: Path) -> _Directory:
     key = path.resolve()
     found = _DIRECTORIES.get(key) or _DIRECTORIES.setdefault(key, _Directory(key))
