@@ -412,6 +412,18 @@ def test_the_replay_target_refuses_a_malformed_cache_in_one_line(pytester):
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
+def test_the_replay_target_says_a_cache_where_no_config_ran_has_no_baseline(pytester):
+    """It was read again as a records file, and that parser's complaint was shown."""
+    data = json.loads(CONVOLUTION.read_text())
+    data["cache"] = {k: {**e, "time": "CompilationFailedConfig"} for k, e in list(data["cache"].items())[:3]}
+    path = pytester.path / "allfail.json"
+    path.write_text(json.dumps(data))
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --tune-target replay:{path}: {path}: no recorded config ran, so there is "
+                                 f"no baseline"])
+
+
 def test_a_config_stopped_early_on_one_shape_may_still_lead_the_bucket_and_reach_the_final_round(tmp_path):
     """Early stopping is per shape: a config 5 % behind one shape's best so far, and far ahead
     on the bucket's other shape, was never ranked, so it never met the heuristic."""

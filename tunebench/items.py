@@ -40,10 +40,10 @@ def _replaying(config: pytest.Config, path: str):
     that recorded it, on their recorded target. Records go to a fresh folder unless --tune-records."""
     try:
         replay = Replay(path, seed=config.getoption("tune_seed"))
-        try:
+        if replay.suite_of_its_own:
             config.stash[REPLAYED] = replay.kernel()
             target = "replay"
-        except ReplayError:
+        else:
             target = RecordStore(path).fingerprint["target"]
     except (ReplayError, RecordsError) as e:
         raise pytest.UsageError(f"--tune-target replay:{path}: {e}") from None

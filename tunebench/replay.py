@@ -397,13 +397,18 @@ class Replay:
     def _unrecorded(self) -> str:
         return f"not in the recorded space of {self.path.name}"
 
+    @property
+    def suite_of_its_own(self) -> bool:
+        """Whether this is a Kernel Tuner cache (a suite of its own), not a tunebench records file."""
+        return len(self.recordings) == 1 and self.recordings[0].bucket.name == KERNEL_TUNER_BUCKET
+
     def kernel(self) -> Kernel:
         """A Kernel Tuner cache as a suite: its kernel, one bucket ``recorded`` over dims
         N0..Nk-1 holding ``problem_size``, and a variant registered under the target ``replay``
         whose space is the recorded one and whose baseline is the first config that ran. Its
         template is one line naming the file and its digest: what a record's source hash keys."""
         recording = self.recordings[0]
-        if len(self.recordings) > 1 or recording.bucket.name != KERNEL_TUNER_BUCKET:
+        if not self.suite_of_its_own:
             raise ReplayError(f"{self.path}: a records file replays the suites that recorded it; "
                               f"only a Kernel Tuner cache is a suite of its own")
         first = next((k for k in recording.runs if recording.objectives.get(k) is not None), None)
