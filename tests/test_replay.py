@@ -387,7 +387,10 @@ MALFORMED = {
     "time negative": (broken(lambda d: d["cache"]["32,1"].update(time=-1.5)), "neither a positive number"),
     "times not numbers": (broken(lambda d: d["cache"]["32,1"].update(times=[1.4, "x"])), "'times' that is not"),
     "compile time text": (broken(lambda d: d["cache"]["32,1"].update(compile_time="1 s")), "non-numeric"),
-    "no config listed": (broken(lambda d: d["tune_params"].update(block=[128])), "no recorded config"),
+    "no config listed": (broken(lambda d: d["tune_params"].update(block=[128])),
+                         "cache entry '32,1' gives block=32, which is not among its 'tune_params' values"),
+    "key of another": (broken(lambda d: d["cache"]["32,1"].update(block=64)),
+                       "cache entry '32,1' holds the params of another key, '64,1': one would replace the other"),
 }
 
 

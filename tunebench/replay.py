@@ -182,10 +182,16 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         if missing is not None:
             raise ReplayError(f"{path}: cache entry {cache_key!r} lacks the tunable param {missing!r}")
         key = tuple(_hashable(doc[n]) for n in names)
-        try:
-            runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
-        except TypeError:  # an unhashable value
-            raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object") from None
+        if any(isinstance(v, dict) for v in key):
+            raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object")
+        outside = next((n for n, v in zip(names, key) if v not in [_hashable(u) for u in params[n]]), None)
+        if outside is not None:
+            raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
+                              f"among its 'tune_params' values")
+        if ",".join(str(doc[n]) for n in names) != cache_key:  # as Kernel Tuner writes the key
+            raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params of another key, "
+                              f"{','.join(str(doc[n]) for n in names)!r}: one would replace the other")
+        runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
     bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"N{i}": (v, v) for i, v in enumerate(shape)})
