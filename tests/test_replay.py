@@ -308,6 +308,15 @@ def test_the_plugin_tunes_a_kernel_tuner_cache_as_a_suite_of_its_own(pytester):
     assert not (pytester.path / "records").exists()  # a replay never writes into the project's records
 
 
+def test_the_summary_counts_the_configs_pruned_as_beyond_the_devices_resources(pytester):
+    """Among the configs weighed, in neither failed nor early: 95 % of a space pruned looked healthy."""
+    path = pytester.path / "cache.json"
+    path.write_text(json.dumps(well_formed()))
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["pruned: configs beyond the device's resources (shared memory, registers, threads "
+                                 "per block), set aside without a failure: *[[]recorded-float32[]] 1"])
+
+
 def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(project, pytester):
     from tests.test_plugin import TUNE
     root = project()

@@ -329,6 +329,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if tuner.discarded:
         terminalreporter.write_line(f"cluster: {tuner.discarded} measurements made ahead on other devices were "
                                     f"never asked for by the strategy, and dropped")
+    pruned = [f"{t.label} {r['pruned']}" for t, r in zip(ran, rows) if r["pruned"]]
+    if pruned:  # among the configs weighed, in neither failed nor early: a space mostly beyond the device shows
+        terminalreporter.write_line(f"pruned: configs beyond the device's resources (shared memory, registers, "
+                                    f"threads per block), set aside without a failure: {', '.join(pruned)}")
     reused = sum(t.reused for t in ran)
     if reused:
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "

@@ -590,6 +590,7 @@ class Task:
             "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0),
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
+            "pruned": sum(o.status == "pruned_resources" for o in outcomes),
             "disturbed": sum(any(t.get("verdict") == "disturbed" for t in o.trials.values())
                              for o in (*outcomes, *([self.baseline] if self.baseline else []))),
             "deselected": self.deselected,
