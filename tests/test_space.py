@@ -86,6 +86,7 @@ def test_config_and_key_round_trip():
     ({"method": ["naive", " "]}, [], "param 'method': value ' ' cannot follow"),
     ({"tile": [1, 2.0, True]}, [], r"param 'tile' lists a value twice: 1 and True in \(1, 2.0, True\)"),
     ({"tile": [1, 2, "4"]}, [], r"param 'tile' mixes a number and a string in \(1, 2, '4'\): give one kind"),
+    ({"opt": [None, 1, 2]}, [], r"param 'opt' mixes None and a number in \(None, 1, 2\)"),  # null was a number
 ])
 def test_invalid_definitions_name_the_param_or_constraint(params, constraints, message):
     with pytest.raises(SpaceError, match=message):

@@ -72,7 +72,9 @@ def _values(name: str, spec: Any) -> tuple:
         if v in seen:  # True == 1 and 2.0 == 2 in Python: name both
             raise SpaceError(f"param {name!r} lists a value twice: {seen[v]!r} and {v!r} in {values!r}")
         seen[v] = v
-    kinds = {"a string" if isinstance(v, str) else "a bool" if isinstance(v, bool) else "a number" for v in values}
+    kinds = {"a string" if isinstance(v, str) else "a bool" if isinstance(v, bool) else "None" if v is None
+             else "a number" if isinstance(v, (int, float, np.integer, np.floating)) else f"a {type(v).__name__}"
+             for v in values}
     if len(kinds) > 1:  # `#define name` would read one kind as another's text
         raise SpaceError(f"param {name!r} mixes {' and '.join(sorted(kinds))} in {values!r}: give one kind of value")
     broken = [v for v in values if isinstance(v, str) and (not v.strip() or "\n" in v)]
