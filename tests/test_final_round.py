@@ -100,16 +100,10 @@ def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary
     assert row[:7] == ["twice", "small", "float32", "2", "3", "0", "1"]  # two configs, one of them failed
 
 
-def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester,
-                                                                                   monkeypatch):
-    """A busy re-run dropped a confirmed 3x pick for the heuristic and published the disturbed
-    round's times as the bucket's."""
+def busy_rounds(monkeypatch) -> None:
+    """Every final round's processes stay disturbed, as beside a busy process."""
     import tunebench.final_round
 
-    pytester.runpytest("suites", *TUNE, "-k", "small")
-    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
-    before = lookup("twice", (4096,), **asked)
-    assert before.source == "tuned"
     real = tunebench.final_round.compare
 
     def busy(*args, **kwargs):
@@ -118,6 +112,17 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
         return found
 
     monkeypatch.setattr(tunebench.final_round, "compare", busy)
+
+
+def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester,
+                                                                                   monkeypatch):
+    """A busy re-run dropped a confirmed 3x pick for the heuristic and published the disturbed
+    round's times as the bucket's."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
+    before = lookup("twice", (4096,), **asked)
+    assert before.source == "tuned"
+    busy_rounds(monkeypatch)
     again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
     assert "failed" not in again.parseoutcomes()  # the summary says it, below the table
     again.stdout.fnmatch_lines(["*the final round confirmed nothing (the machine stayed disturbed on *): the pick of "
@@ -159,16 +164,7 @@ def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judg
 
 def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):
     """It said the tune ended before its final round, which had run."""
-    import tunebench.final_round
-
-    real = tunebench.final_round.compare
-
-    def busy(*args, **kwargs):
-        found = real(*args, **kwargs)
-        found.disturbed.append("other processes took 90% of the CPU time")
-        return found
-
-    monkeypatch.setattr(tunebench.final_round, "compare", busy)
+    busy_rounds(monkeypatch)
     pytester.runpytest("suites", *TUNE, "-k", "small")
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
     gate.assert_outcomes(skipped=1)

@@ -127,7 +127,7 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
             print(f"tunebench compile-check: {unsupported[0]}", file=sys.stderr)
             return 2
         if target == "cpu" and args.arch:
-            print(f"tunebench compile-check: --arch is a CUDA architecture; the cpu target builds for this host",
+            print("tunebench compile-check: --arch is a CUDA architecture; the cpu target builds for this host",
                   file=sys.stderr)
             return 2
         for arch in archs if target == "cuda" else ():
