@@ -333,7 +333,14 @@ def test_best_says_why_a_bucket_has_nothing_to_serve_after_a_param_or_the_bucket
     original = suite.read_text()
     suite.write_text(original.replace('"pad"', '"padding"'))
     renamed = best_json(root)
-    assert renamed["source"] == "heuristic" and renamed["reason"].startswith(
+    assert renamed["source"] == "heuristic" and re.match(
+        r"the final round's pick \[pad:\d reps:1\] is no longer in the space", renamed["reason"]), renamed["reason"]
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # a tune stopped before its final round
+    path.write_text(json.dumps(data))
+    unjudged = best_json(root)
+    assert unjudged["source"] == "heuristic" and unjudged["reason"].startswith(
         "none of the 4 configs recorded on this bucket's shapes is in today's space (a param renamed")
     suite.write_text(original.replace('"small"', '"little"'))
     moved = best_json(root)
@@ -608,8 +615,9 @@ def test_a_declaration_that_fails_only_for_the_shape_a_lookup_asks_names_kernel_
     assert tunebench.lookup("branchy", (1000,), **asked).config == {"tile": 4, "unroll": 1}
     suite = tmp_path / "suites" / "test_branchy.py"
     with pytest.raises(tunebench.SpaceError, match=re.escape(
-            f"kernel 'branchy' ({suite}), shape (100,): constraint <lambda> at test_branchy.py:9 raised "
-            f"ZeroDivisionError: integer division or modulo by zero on config")):
+            f"kernel 'branchy' ({suite}): constraint <lambda> at test_branchy.py:9 raised "
+            f"ZeroDivisionError: integer division or modulo by zero on config {{'tile': 4, 'unroll': 1}} for shape "
+            f"(100,)")):
         tunebench.lookup("branchy", (100,), **asked)
     with pytest.raises(tunebench.KernelError, match=re.escape(
             f"kernel 'branchy' ({suite}): heuristic for shape (10,) gives params ['tile', 'unrol'], the space has "

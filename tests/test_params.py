@@ -54,7 +54,11 @@ def test_each_misfit_is_named_with_what_to_give():
     fits = {"x": np.zeros(4, np.float32), "n": np.int32(4)}
     assert args_problem(fits, (floats, ints)) is None
     assert args_problem({"x": np.zeros(4, np.uint8), "n": np.int32(4)}, (Param(8, "pointer", "void *"), ints)) is None
-    assert args_problem({"x": np.zeros(4, np.int32), "n": np.int32(4)}, (floats, ints)) is None  # the bits, as floats
+    assert args_problem({"x": np.zeros(4, np.float32), "n": np.int32(4)}, (Param(  # a float's bits, as integers
+        8, "pointer", "unsigned int *", pointee=Param(4, "int", "unsigned int", unsigned=True)), ints)) is None
+    assert args_problem({"x": np.zeros(4, np.int32), "n": np.int32(4)}, (floats, ints)) == (
+        "argument 'x' (int32 array) where the kernel's 1st parameter (float *) points to float, a float: give an "
+        "array of np.float32")  # integers read as floats' bits: every value wrong
     assert args_problem({"x": np.zeros(4, np.complex64), "n": np.int32(4)}, (floats, ints)) is None  # interleaved
     assert args_problem({**fits, "n": np.float32(4)}, (floats, ints)) == (
         "argument 'n' (float32 scalar) where the kernel's 2nd parameter (int) takes a 4-byte int: give it np.int32")
