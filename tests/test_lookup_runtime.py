@@ -237,6 +237,24 @@ print(os.waitpid(child, 0)[1])
 """
 
 
+PINNED = """\
+import os, sys, tunebench
+first = tunebench.lookup("row_reduce", (4, 262144), records=sys.argv[1])
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # a framework pinning itself after its first lookup
+pinned = tunebench.lookup("row_reduce", (4, 262144), records=sys.argv[1])
+print(first.device, pinned.device)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning to one core needs two to change anything")
+def test_a_process_that_pins_itself_after_its_first_lookup_is_answered_for_its_cores_now(deployed, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    done = subprocess.run([sys.executable, "-c", PINNED, str(deployed / "records")], capture_output=True, text=True,
+                          timeout=60, check=True, env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+    first, pinned = done.stdout.split()
+    assert "-1t-" in pinned and first != pinned, done.stdout
+
+
 def test_a_child_forked_while_a_thread_holds_the_lookups_locks_still_answers(deployed):
     """A framework forking workers (a DataLoader) while a thread made a first lookup: the child
     waited forever on locks that thread held."""

@@ -112,17 +112,23 @@ def this_device(target: str | None = None) -> str:
     a PyTorch framework's) names the device whose records it serves with ``$TUNEBENCH_DEVICE``."""
     if target is None and os.environ.get("TUNEBENCH_DEVICE"):
         return os.environ["TUNEBENCH_DEVICE"]
-    return _device_id(target, os.environ.get("OMP_NUM_THREADS"))
+    return _device_id(target, *_threads())
+
+
+def _threads() -> tuple[str | None, int]:
+    """What decides the thread count a device id holds: ``OMP_NUM_THREADS`` and the cores this
+    process may run on (a framework may pin itself after its first lookup)."""
+    return os.environ.get("OMP_NUM_THREADS"), len(os.sched_getaffinity(0))
 
 
 @functools.lru_cache(maxsize=None)
-def _device_id(target: str | None, threads: str | None) -> str:
-    return device_id(_fingerprint(target, threads))
+def _device_id(target: str | None, threads: str | None, cores: int) -> str:
+    return device_id(_fingerprint(target, threads, cores))
 
 
 @functools.lru_cache(maxsize=None)
-def _fingerprint(target: str | None, threads: str | None) -> dict:
-    """Fingerprinting reads /proc: once per target and OpenMP thread count."""
+def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
+    """Fingerprinting reads /proc: once per target, OpenMP thread count and cores allowed."""
     return fingerprint(target or resolve("auto")[0])
 
 
@@ -132,9 +138,8 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
     a cgroup set at tune time and not now, or the reverse: another device id) for the kernel
     (and bucket, where given), the words that say so; else nothing."""
     own = store.fingerprint if store else None
-    threads = os.environ.get("OMP_NUM_THREADS")
-    if own is None and not os.environ.get("TUNEBENCH_DEVICE") and device == _device_id(None, threads):
-        own = _fingerprint(None, threads)  # this machine, never tuned with today's thread count
+    if own is None and not os.environ.get("TUNEBENCH_DEVICE") and device == _device_id(None, *_threads()):
+        own = _fingerprint(None, *_threads())  # this machine, never tuned with today's thread count
     if not own or "threads" not in own:
         return ""
     bare = {k: v for k, v in own.items() if k != "threads"}
@@ -551,7 +556,7 @@ def _context(records: str | Path | None, suites: str | Path | None, device: str 
     ($TUNEBENCH_DEVICE, the thread count) and, where nothing else says where the project is or a
     relative path says it from there, the working directory."""
     root = os.environ.get("TUNEBENCH_ROOT")
-    named = (os.environ.get("TUNEBENCH_DEVICE"), os.environ.get("OMP_NUM_THREADS")) if device is None else None
+    named = (os.environ.get("TUNEBENCH_DEVICE"), *_threads()) if device is None else None
     given = [p for p in (records, suites, root) if p]
     if (records is not None or root) and all(Path(p).is_absolute() for p in given):
         return root, named, None
