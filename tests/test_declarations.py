@@ -26,6 +26,7 @@ from tunebench.backends import cpu, cuda
 from tunebench.backends.cpu import CpuBackend
 from tunebench.kernel import Kernel
 from tunebench.lookup import load_suites
+from tunebench.records import RecordStore
 
 def test_an_in_out_argument_reaches_the_reference_and_a_candidate_that_ignores_it_fails(gemm):
     result = gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
@@ -347,6 +348,26 @@ def test_best_says_why_a_bucket_has_nothing_to_serve_after_a_param_or_the_bucket
     assert moved["source"] == "heuristic" and "no tune of this bucket ran: its shapes' trials were measured for " \
                                                  "another bucket), so the trials' fastest" in moved["reason"]
     assert moved["reason"].endswith("--tune` tunes it")
+
+
+def test_a_trial_measured_again_on_a_busy_machine_hides_no_clean_measurement_from_best(twice_project, pytester):
+    """A --tune-fresh stopped beside a busy process left disturbed re-measurements as the latest:
+    best() said nothing was recorded for the bucket."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # no final round: the trials speak
+    path.write_text(json.dumps(data))
+    before = best_json(root)
+    assert before["baseline_ms"] is not None
+    store = RecordStore(path, data["device"]["1"])
+    for trial in store.trials():
+        store.add({**trial, "verdict": "disturbed", "samples": [9.9], "stats": {**trial["stats"], "median": 9.9}})
+    store.compact()
+    after = best_json(root)
+    assert (after["source"], after["config"], after["baseline_ms"], after["reason"]) == (
+        before["source"], before["config"], before["baseline_ms"], before["reason"])
 
 
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):

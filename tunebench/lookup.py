@@ -222,7 +222,7 @@ class Summary:
                                        for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
-                for d in store.trials() if d["status"] == "ok" and d.get("verdict") != "disturbed"]
+                for d in store.undisturbed()]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
                     "finals": [[list(k), v] for k, v in finals.items()]})
 
@@ -427,7 +427,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 6
+INDEX_FORMAT = 7
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).

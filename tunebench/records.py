@@ -451,6 +451,20 @@ class RecordStore:
             latest = {trial_identity(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
             return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]
 
+    def undisturbed(self) -> list[dict]:
+        """Every trial's latest measurement that ran to the end undisturbed: the latest one, or
+        where that was disturbed (a re-measurement beside a busy process), the one it replaced,
+        kept in the archive. A trial whose latest measurement failed has none."""
+        latest, clean = {}, {}
+        with bulk():
+            for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]:
+                key = trial_identity(d)
+                latest[key] = d
+                if d["status"] == "ok" and d.get("verdict") != "disturbed":
+                    clean[key] = d
+        return [dict(clean[k]) for k, d in latest.items()
+                if k in clean and (d is clean[k] or (d["status"] == "ok" and d.get("verdict") == "disturbed"))]
+
     # -- sources and checks -------------------------------------------------------------------
     def put_source(self, kernel: str, source_hash: str, text: str) -> None:
         """Keep a template version once, so the gate can build it again after it changed."""
