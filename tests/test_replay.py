@@ -424,6 +424,14 @@ def test_the_replay_target_refuses_a_malformed_cache_in_one_line(pytester):
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
+def test_a_cache_tuned_for_another_objective_is_replayed_by_time_saying_so(tmp_path, capsys):
+    path = tmp_path / "gflops.json"
+    path.write_text(json.dumps({**well_formed(), "objective": "GFLOP/s"}))
+    assert main(["replay", str(path), "--budget", "2", "--seeds", "1"]) == 0
+    assert (f"warning: {path}: the cache was tuned for 'GFLOP/s'; it is replayed by each config's 'time'"
+            in capsys.readouterr().err)
+
+
 def test_the_replay_target_says_a_cache_where_no_config_ran_has_no_baseline(pytester):
     """It was read again as a records file, and that parser's complaint was shown."""
     data = json.loads(CONVOLUTION.read_text())

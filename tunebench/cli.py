@@ -184,7 +184,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     get_strategy(args.strategy)  # an unknown name fails before the file is read
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
-    replay = Replay(args.file)
+    with _warnings_said():
+        replay = Replay(args.file)
     recording = replay.recording(**select)
     if args.noise and all(len(r.samples) <= 1 for shapes in recording.runs.values() for r in shapes.values()):
         print(f"tunebench replay: {args.file} records one run per config (no 'times'): --noise has no "

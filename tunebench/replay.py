@@ -29,6 +29,7 @@ import math
 import random
 import re
 import statistics
+import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ KERNEL_TUNER_BUCKET = "recorded"
 
 class ReplayError(ValueError):
     """A recorded space that cannot be replayed; the message names the file."""
+
+
+class ReplayWarning(UserWarning):
+    """A recorded space replayed otherwise than it was tuned; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,9 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     """A Kernel Tuner cache: one recording over ``tune_params`` and one shape, its
     ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable")."""
     params, cache = data["tune_params"], data["cache"]
+    if data.get("objective") not in (None, "time"):  # Kernel Tuner records a time for every config all the same
+        warnings.warn(f"{path}: the cache was tuned for {data['objective']!r}; it is replayed by each config's "
+                      f"'time'", ReplayWarning, stacklevel=2)
     names = data.get("tune_params_keys") or (list(params) if isinstance(params, Mapping) else None)
     if not isinstance(params, Mapping) or not all(isinstance(v, list) for v in params.values()):
         raise ReplayError(f"{path}: 'tune_params' is not a map from each param to its list of values")
