@@ -1,6 +1,7 @@
 """The final round's last check: a winner's lead must hold when measured again alone."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -160,6 +161,28 @@ def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judg
     assert round_["winner"] is not None and round_["problem"] is None
     served = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
     assert served.source == "tuned" and served.config != wrong and served.config["reps"] == 1
+
+
+def test_where_every_finalist_fails_in_the_round_the_heuristic_stays_saying_so(twice_project, pytester, monkeypatch):
+    import tunebench.final_round
+
+    real = tunebench.final_round.compare
+
+    def each_finalist_fails(workers, kernel, shape, dtype, arms, *args, **kwargs):
+        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
+        found.failure = {"status": "crashed", "arm": "1", "error": "the worker was killed by SIGSEGV"}
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", each_finalist_fails)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    (round_,) = RecordStore(path).checks(kind="tune")
+    (entry,) = round_["shapes"]
+    others = {json.dumps(f, sort_keys=True) for f in entry["finalists"] if f != entry["baseline"]}
+    assert round_["winner"] is None and re.fullmatch(
+        r"every finalist( but the heuristic's own config)? failed on \(4096,\): the worker was killed by SIGSEGV",
+        round_["problem"])
+    assert {json.dumps(d["config"], sort_keys=True) for d in entry["dropped"]} == others
 
 
 def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):

@@ -75,7 +75,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         while True:  # a finalist that fails here (right in its trials, wrong now) is dropped, the rest measured again
             live = [c for c in configs if config_key(c) not in dropped]
             unique = list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *live]}.values())
-            if len(unique) == 1:
+            if len(unique) <= 1:  # every finalist the baseline, or dropped
                 comp = None
                 break
             labels = {config_key(c): str(i) for i, c in enumerate(unique)}
@@ -89,9 +89,9 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
             entry.setdefault("dropped", []).append({"config": at_fault, **{k: comp.failure[k] for k in
                                                                            ("status", "error")}})
         if comp is None:
-            if live or baseline_failure:
-                continue
-            problem = problem or f"every finalist failed on {shape}: {entry['dropped'][0]['error']}"
+            if entry.get("dropped") and all(c == baseline for c in live):
+                but = " but the heuristic's own config" if live else ""
+                problem = problem or f"every finalist{but} failed on {shape}: {entry['dropped'][0]['error']}"
             continue
         problem, disturbed = (problem, disturbed) if problem else _unusable(comp, shape)
         if comp.objectives:
