@@ -135,28 +135,42 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
 
 
+def failing_finalists(monkeypatch, failure: dict, calls: int | None = None) -> list[list[dict]]:
+    """The final round's comparisons report ``failure`` (of arm "1", its first finalist) in
+    their first ``calls`` (all where None); returns each comparison's configs as it is asked."""
+    import tunebench.final_round
+
+    real, asked = tunebench.final_round.compare, []
+
+    def failing(workers, kernel, shape, dtype, arms, *args, **kwargs):
+        asked.append([config for _, config, _ in arms])
+        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
+        if calls is None or len(asked) <= calls:
+            found.failure = {"arm": "1", **failure}
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", failing)
+    return asked
+
+
+def tuned_round(root, pytester) -> dict:
+    """The small bucket tuned: its one final round."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    (round_,) = RecordStore(path).checks(kind="tune")
+    return round_
+
+
 def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judged(twice_project, pytester,
                                                                                      monkeypatch):
     """One wrong finalist (right in its trials: racy, or wrong where it was not verified) ended
     the round, and the heuristic stayed though a right finalist led it 4x."""
-    import tunebench.final_round
-
-    real, calls = tunebench.final_round.compare, []
-
-    def first_finalist_fails_once(workers, kernel, shape, dtype, arms, *args, **kwargs):
-        calls.append([config for _, config, _ in arms])
-        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
-        if len(calls) == 1:
-            found.failure = {"status": "wrong_result", "arm": "1", "error": "output 'y': 1 of 4096 values off"}
-        return found
-
-    monkeypatch.setattr(tunebench.final_round, "compare", first_finalist_fails_once)
-    pytester.runpytest("suites", *TUNE, "-k", "small")
-    (path,) = (twice_project / "records").glob("*.json")
-    (round_,) = RecordStore(path).checks(kind="tune")
+    failure = {"status": "wrong_result", "error": "output 'y': 1 of 4096 values off"}
+    calls = failing_finalists(monkeypatch, failure, calls=1)
+    round_ = tuned_round(twice_project, pytester)
     (entry,) = round_["shapes"]
     wrong = calls[0][1]
-    assert entry["dropped"] == [{"config": wrong, "status": "wrong_result", "error": "output 'y': 1 of 4096 values off"}]
+    assert entry["dropped"] == [{"config": wrong, **failure}]
     assert wrong not in calls[1] and len(calls[1]) == len(calls[0]) - 1  # measured again without it
     assert round_["winner"] is not None and round_["problem"] is None
     served = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
@@ -164,19 +178,8 @@ def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judg
 
 
 def test_where_every_finalist_fails_in_the_round_the_heuristic_stays_saying_so(twice_project, pytester, monkeypatch):
-    import tunebench.final_round
-
-    real = tunebench.final_round.compare
-
-    def each_finalist_fails(workers, kernel, shape, dtype, arms, *args, **kwargs):
-        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
-        found.failure = {"status": "crashed", "arm": "1", "error": "the worker was killed by SIGSEGV"}
-        return found
-
-    monkeypatch.setattr(tunebench.final_round, "compare", each_finalist_fails)
-    pytester.runpytest("suites", *TUNE, "-k", "small")
-    (path,) = (twice_project / "records").glob("*.json")
-    (round_,) = RecordStore(path).checks(kind="tune")
+    failing_finalists(monkeypatch, {"status": "crashed", "error": "the worker was killed by SIGSEGV"})
+    round_ = tuned_round(twice_project, pytester)
     (entry,) = round_["shapes"]
     others = {json.dumps(f, sort_keys=True) for f in entry["finalists"] if f != entry["baseline"]}
     assert round_["winner"] is None and re.fullmatch(
