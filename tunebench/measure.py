@@ -141,7 +141,7 @@ def _apart(got, want) -> tuple[str, str]:
 
 
 def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
-           tolerances: Sequence[tuple[float, float]]) -> Measurement | None:
+           tolerances: Sequence[tuple[float, float]]) -> Measurement:
     """One call on fresh, poisoned outputs: an ``ok`` measurement (no samples), else the failed one."""
     runner.reset()
     runner.call()

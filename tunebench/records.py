@@ -448,8 +448,12 @@ class RecordStore:
         they were first recorded (a strategy's convergence counts a config from its first
         trial); of a trial measured again, the latest measurement, in its first place."""
         with bulk():
-            latest = {trial_identity(d): d for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]}
+            latest = {trial_identity(d): d for d in self._measurements()}
             return [dict(d) for d in latest.values() if all(d.get(k) == v for k, v in match.items())]
+
+    def _measurements(self) -> list[dict]:
+        """Every measurement kept, oldest first: the archive's, the file's, the journal's."""
+        return [*self._archived(), *self._db.table("trials").all(), *self._pending()]
 
     def undisturbed(self) -> list[dict]:
         """Every trial's latest measurement that ran to the end undisturbed: the latest one, or
@@ -457,7 +461,7 @@ class RecordStore:
         kept in the archive. A trial whose latest measurement failed has none."""
         latest, clean = {}, {}
         with bulk():
-            for d in [*self._archived(), *self._db.table("trials").all(), *self._pending()]:
+            for d in self._measurements():
                 key = trial_identity(d)
                 latest[key] = d
                 if d["status"] == "ok" and d.get("verdict") != "disturbed":
