@@ -371,6 +371,24 @@ def test_a_trial_measured_again_on_a_busy_machine_hides_no_clean_measurement_fro
         before["source"], before["config"], before["baseline_ms"], before["reason"])
 
 
+def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(twice_project, pytester):
+    """A first tune beside a busy process recorded only disturbed trials: best() said "nothing is
+    recorded for this bucket", as if no tune had run."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["trials"] = {k: {**t, "verdict": "disturbed"} for k, t in data["trials"].items()}
+    data["checks"] = {k: {**c, "disturbed": True} for k, c in data["checks"].items()}
+    path.write_text(json.dumps(data))
+    busy = best_json(root)
+    n = sum(t["status"] == "ok" for t in data["trials"].values())
+    assert busy["source"] == "heuristic" and busy["reason"].startswith(
+        f"the {n} trials recorded on this bucket's shapes were all disturbed by other load, so none is served; "), \
+        busy["reason"]
+    assert busy["reason"].endswith("--tune` on a quiet machine measures them again")
+
+
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):
     root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")

@@ -44,7 +44,8 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets,
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant
-from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
+from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores,
+                               trial_identity)
 from tunebench.space import SpaceError, closest
 
 
@@ -132,6 +133,16 @@ def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
     return fingerprint(target or resolve("auto")[0])
 
 
+def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, dtype: str, bucket: Bucket) -> str:
+    """Why a bucket has nothing to serve: no trial, or only trials other load disturbed."""
+    disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
+    if not disturbed:
+        return "nothing is recorded for this bucket"
+    return (f"the {disturbed} trials recorded on this bucket's shapes were all disturbed by other load, so none is "
+            f"served; `{decl.tune_command() if decl else 'pytest suites --tune'}` on a quiet machine measures them "
+            f"again")
+
+
 def _other_threads(folder: _Directory, device: str, store: Summary | None, kernel: str, dtype: str | None,
                    bucket: str | None) -> str:
     """Where this CPU is recorded with another thread count (``OMP_NUM_THREADS``, ``taskset`` or
@@ -207,6 +218,7 @@ class Summary:
         self._tasks = data["tasks"]
         self._finals = {tuple(k): v for k, v in data["finals"]}
         self._rows = data["rows"]
+        self._disturbed = data["disturbed"]
         self._ranked: dict[tuple, tuple] = {}
 
     @classmethod
@@ -221,14 +233,18 @@ class Summary:
                 check["source_hash"], [[e["shape"], e["best"], *ms, e["baseline"]]
                                        for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
+        clean = store.undisturbed()
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
-                for d in store.undisturbed()]
-        return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows,
+                for d in clean]
+        settled = {trial_identity(d) for d in clean}
+        disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in store.trials()
+                     if d["status"] == "ok" and trial_identity(d) not in settled]
+        return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
                     "finals": [[list(k), v] for k, v in finals.items()]})
 
     def data(self) -> dict:
         return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
-                "finals": [[list(k), v] for k, v in self._finals.items()]}
+                "disturbed": self._disturbed, "finals": [[list(k), v] for k, v in self._finals.items()]}
 
     def tasks(self, kernel: str) -> list[dict]:
         return [t for t in self._tasks if t["kernel"] == kernel]
@@ -280,6 +296,11 @@ class Summary:
             return found[0]
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
                      == (kernel, target, dtype, bucket.name)), None)
+
+    def disturbed(self, kernel: str, dtype: str, bucket: Bucket) -> int:
+        """Trials on the bucket's shapes measured only while other load disturbed them: none to serve."""
+        shapes = set(bucket.shapes)
+        return sum(k == kernel and d == dtype and tuple(shape) in shapes for k, d, shape in self._disturbed)
 
     def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> tuple[dict, dict]:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes."""
@@ -427,7 +448,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 7
+INDEX_FORMAT = 8
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -720,7 +741,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
                           f"`{decl.tune_command() if decl else 'pytest suites --tune'}` measures today's"
-                     if recorded and not ranked else "nothing is recorded for this bucket"
+                     if recorded and not ranked else _nothing_recorded(decl, store, name, dtype, bucket)
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
