@@ -42,7 +42,7 @@ def recorded_runs(entry):
 def kernel_tuner_cache(path, entries, closed=True):
     """A small Kernel Tuner cache, written the way Kernel Tuner writes one."""
     header = {"device_name": "Test GPU", "kernel_name": "vector-add", "problem_size": [1024],
-              "tune_params_keys": ["block", "tile"], "tune_params": {"block": [32, 64, 128], "tile": [1, 2]},
+              "tune_params_keys": ["block", "tile"], "tune_params": {"block": [32, 64, 128, 256], "tile": [1, 2]},
               "objective": "time", "cache": {}}
     text = json.dumps(header)[:-2]  # open: Kernel Tuner appends every entry, then closes the file
     for params, time in entries:
@@ -67,18 +67,19 @@ def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
     path = kernel_tuner_cache(tmp_path / "cache.json", [
         ({"block": 32, "tile": 1}, 1.5), ({"block": 32, "tile": 2}, "InvalidConfig"),
         ({"block": 64, "tile": 1}, "CompilationFailedConfig"), ({"block": 64, "tile": 2}, "RuntimeFailedConfig"),
-        ({"block": 128, "tile": 1}, "SomethingElse")])
+        ({"block": 128, "tile": 1}, "SomethingElse"), ({"block": 256, "tile": 1}, 1e20)])
     replay = Replay(path)
     answers = {(b, t): replay.trial(job({"block": b, "tile": t}, (1024,), kernel="vector_add"))
-               for b, t in ((32, 1), (32, 2), (64, 1), (64, 2), (128, 1), (128, 2))}
+               for b, t in ((32, 1), (32, 2), (64, 1), (64, 2), (128, 1), (128, 2), (256, 1))}
     assert {k: a["status"] for k, a in answers.items()} == {  # Kernel Tuner marks only the resources' failures
         (32, 1): "ok", (32, 2): "pruned_resources", (64, 1): "pruned_resources", (64, 2): "pruned_resources",
-        (128, 1): "crashed", (128, 2): "pruned_resources"}
+        (128, 1): "crashed", (128, 2): "pruned_resources", (256, 1): "pruned_resources"}  # 1e20: before 0.4.2
     assert answers[(64, 2)]["error"] == "Kernel Tuner: RuntimeFailedConfig (too many resources requested for launch)"
     assert answers[(128, 1)]["error"] == "SomethingElse"
     assert "not in the recorded space" in answers[(128, 2)]["error"]
     assert answers[(32, 1)]["samples"] == [1.5]  # an entry without 'times' replays its time
-    assert replay.recording().candidates == [(32, 1), (32, 2), (64, 1), (64, 2), (128, 1)]
+    assert replay.recording().candidates == [(32, 1), (32, 2), (64, 1), (64, 2), (128, 1), (256, 1)]
+    assert replay.recording().optimum == 1.5
 
 
 def test_the_objective_is_the_caches_time_even_where_its_runs_disagree(tmp_path):

@@ -53,6 +53,10 @@ KERNEL_TUNER_FAILURES = {
     "CompilationFailedConfig": ("pruned_resources", "too much shared or local memory for the compiler"),
     "RuntimeFailedConfig": ("pruned_resources", "too many resources requested for launch"),
 }
+#: The time Kernel Tuner 0.3.0 to 0.4.1 wrote for a config it skipped, where later versions write
+#: a failure marker: too many resources requested for launch, too much shared memory, too many
+#: threads per block. Read as a time, it passed as a config that ran, slowest by 1e20 ms.
+KERNEL_TUNER_SKIPPED = 1e20
 #: Kernel Tuner caches do not record the element type; both shipped ones time float32 kernels.
 KERNEL_TUNER_DTYPE = "float32"
 #: The one bucket of a Kernel Tuner cache, over its ``problem_size``.
@@ -156,6 +160,9 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     if isinstance(time, str):
         status, why = KERNEL_TUNER_FAILURES.get(time, ("crashed", None))
         return Run(status, (), compile_s, measure_s, error=f"Kernel Tuner: {time} ({why})" if why else time)
+    if time == KERNEL_TUNER_SKIPPED:
+        return Run("pruned_resources", (), compile_s, measure_s,
+                   error="Kernel Tuner before 0.4.2: time 1e20 (skipped as beyond the device's resources)")
     if not _time(time):
         raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
     runs = doc.get("times") or [time]
