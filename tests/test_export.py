@@ -142,6 +142,31 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
         c_form(floating.shaped_constraints[0], ("N",), floats=["ratio"])
 
 
+#: A module's number a constraint reads: in Python the global, never the dim of the same name.
+B = 4
+
+
+def test_a_c_form_reads_a_modules_number_not_a_dim_of_its_name_negative_indices_and_no_int_overflow(tmp_path):
+    """The header read ``B`` as the batch dim, ``shape[-1]`` had no C form, and ``tile * 2**30``
+    overflowed C's int: each answered otherwise than best()."""
+    constraints = [lambda N, tile: N % (tile * B) == 0,
+                   lambda shape, tile: shape[-1] % tile == 0 and shape[-2] >= 1,
+                   lambda N, tile: tile * 1024 * 1024 * 1024 <= N]
+    space = Space({"tile": [1, 2, 8, 16]}, constraints=constraints)
+    shapes = [(b, n) for b in (1, 3, 8) for n in (4, 8, 96, 2048, 16 * 2**30, 2**40)]
+    test = " && ".join(c_form(c, ("B", "N")) for c in space.shaped_constraints)
+    lines = [f"    {{ cfg v = {{{tile}}}, *c = &v; long long B = {b}, N = {n}LL; int tb_ok = 1, r = {test}; "
+             f"printf(\"%d\", tb_ok && r); }}" for b, n in shapes for tile in (1, 2, 8, 16)]
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { int tile; } cfg;\n"
+                                     "int main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                   check=True)
+    got = subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout
+    expected = "".join(str(int(space.holds_for((space.key({"tile": tile})), s, ("B", "N"))))
+                       for s in shapes for tile in (1, 2, 8, 16))
+    assert got == expected and "1" in got and "0" in got
+
+
 def divides(tile, N):
     """A documented constraint: its docstring is no statement of its C form."""
     return N % tile == 0
@@ -154,7 +179,7 @@ def two_steps(tile, N):
 
 def test_a_documented_function_has_a_c_form_and_one_of_two_statements_says_so():
     space = Space({"tile": [1, 2]}, constraints=[divides, two_steps])
-    assert c_form(space.shaped_constraints[0], ("N",)) == "((tb_floormod(N, c->tile, &tb_ok) == 0))"
+    assert c_form(space.shaped_constraints[0], ("N",)) == "((tb_floormod((0LL + N), (0LL + c->tile), &tb_ok) == 0LL))"
     with pytest.raises(NoCForm, match="constraint two_steps at test_export.py:\\d+: a function of more than one"):
         c_form(space.shaped_constraints[1], ("N",))
 

@@ -4,9 +4,12 @@ cannot import tunebench must still never launch a config whose constraint fails 
 A constraint is a Python callable; its C form is made from its source: a ``lambda`` or a
 one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >>``), comparisons
 (chained too), ``and``/``or``/``not``, ``x if c else y``, ``min``/``max`` of two values, numbers,
-the params it names, the kernel's dims and ``shape[i]``. The C form computes what Python does:
-``//`` and ``%`` floor (:data:`C_HELPERS`, on integers only: a float operand has no C form), and
-``a or b`` is ``a`` where ``a`` is true, else ``b``. Where Python would raise dividing by zero,
+the params and the kernel's dims it takes as arguments, ``shape[i]``, and names of numbers it
+reads from its module or closure (``B = 4`` beside it), written in as their values: a dim of
+that name must not be read in their place. The C form computes what Python does: in 64-bit
+integers (Python's do not overflow; C's ``int`` did at ``tile * 2**30``), ``//`` and ``%``
+floored (:data:`C_HELPERS`, on integers only: a float operand has no C form), and ``a or b`` is
+``a`` where ``a`` is true, else ``b``. Where Python would raise dividing by zero,
 the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
 then does not fit: a framework's launch path must not die of SIGFPE where ``best()`` says the
 constraint raised). Anything else has no C form, and :class:`NoCForm` says which constraint and
@@ -38,10 +41,10 @@ OK = "tb_ok"
 C_HELPERS = """\
 #ifndef TUNEBENCH_FLOOR_DIVISION
 #define TUNEBENCH_FLOOR_DIVISION
-static inline long tb_floordiv(long a, long b, int *ok)
-{ long q; if (b == 0) { *ok = 0; return 0; } q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
-static inline long tb_floormod(long a, long b, int *ok)
-{ long r; if (b == 0) { *ok = 0; return 0; } r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
+static inline long long tb_floordiv(long long a, long long b, int *ok)
+{ long long q; if (b == 0) { *ok = 0; return 0; } q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
+static inline long long tb_floormod(long long a, long long b, int *ok)
+{ long long r; if (b == 0) { *ok = 0; return 0; } r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
 static inline double tb_div(double a, double b, int *ok) { if (b == 0) { *ok = 0; return 0; } return a / b; }
 #endif
 """
@@ -53,8 +56,19 @@ def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c", float
     ``floats`` names the params with non-integer values (see :data:`C_HELPERS`)."""
     body = _body(constraint)
     args = constraint.params or ()
-    writer = _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config, set(floats))
+    writer = _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config, set(floats),
+                     set(constraint.shaped), _numbers(constraint.fn))
     return writer.expr(body)
+
+
+def _numbers(fn) -> dict[str, int | float]:
+    """The numbers a constraint reads by name from its closure or module (``B = 4``)."""
+    try:
+        found = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return {}
+    return {n: v for n, v in {**found.builtins, **found.globals, **found.nonlocals}.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _body(constraint: Constraint) -> ast.expr:
@@ -91,30 +105,42 @@ def _body(constraint: Constraint) -> ast.expr:
 
 
 class _Writer:
-    def __init__(self, label: str, params: set[str], dims: tuple[str, ...], config: str, floats: set[str]):
+    def __init__(self, label: str, params: set[str], dims: tuple[str, ...], config: str, floats: set[str],
+                 taken: set[str], numbers: dict[str, int | float]):
         self.label, self.params, self.dims, self.config, self.floats = label, params, dims, config, floats
+        self.taken, self.numbers = taken, numbers  # the dims (or shape) it takes; numbers it reads by name
 
     def integral(self, node: ast.expr) -> bool:
         """Whether an operand can only be an integer (no float param or number in it)."""
         return not any(isinstance(n, ast.Constant) and isinstance(n.value, float) or isinstance(n, ast.Name)
-                       and n.id in self.floats or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
-                       for n in ast.walk(node))
+                       and (n.id in self.floats or isinstance(self.numbers.get(n.id), float))
+                       or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node))
+
+    def number(self, value: bool | int | float, node: ast.expr) -> str:
+        """A Python number as a C literal: an int as a 64-bit one, as the C form computes."""
+        if isinstance(value, float):
+            return repr(value)
+        if not -2**63 < value < 2**63:
+            raise self.refuse(node)
+        return f"{int(value)}LL"
 
     def refuse(self, node: ast.AST) -> NoCForm:
         return NoCForm(f"{self.label}: `{ast.unparse(node)}` has no C form in the exported header")
 
     def expr(self, node: ast.expr) -> str:
         if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
-            return str(int(node.value)) if isinstance(node.value, bool) else repr(node.value)
-        if isinstance(node, ast.Name):
+            return self.number(node.value, node)
+        if isinstance(node, ast.Name):  # 0LL + x: 64-bit arithmetic, without a cast C++ may warn of
             if node.id in self.params:
-                return f"{self.config}->{node.id}"
-            if node.id in self.dims:
-                return node.id
+                return f"(0LL + {self.config}->{node.id})" if node.id not in self.floats else f"{self.config}->{node.id}"
+            if node.id in self.dims and node.id in self.taken:
+                return f"(0LL + {node.id})"
+            if node.id in self.numbers:
+                return self.number(self.numbers[node.id], node)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "shape" \
-                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) \
-                and -len(self.dims) <= node.slice.value < len(self.dims):
-            return self.dims[node.slice.value]
+                and "shape" in self.taken and isinstance(index := _index(node.slice), int) \
+                and -len(self.dims) <= index < len(self.dims):
+            return f"(0LL + {self.dims[index]})"
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
         if isinstance(node, ast.BinOp) and type(node.op) in _FLOOR and self.integral(node):
@@ -140,3 +166,12 @@ class _Writer:
             a, b = (self.expr(v) for v in node.args)
             return f"({a} {'<' if node.func.id == 'min' else '>'} {b} ? {a} : {b})"
         raise self.refuse(node)
+
+
+def _index(node: ast.expr) -> int | None:
+    """``shape[i]``'s index where it is a literal int, negative ones (a unary minus) too."""
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
