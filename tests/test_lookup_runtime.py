@@ -2,6 +2,7 @@
 deployment mistakes. Answers come from the committed records of the shipped suites (copied, so
 that nothing here changes them), on their recorded device: nothing is tuned or timed."""
 
+import gc
 import importlib
 import json
 import os
@@ -13,6 +14,7 @@ import types
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tunebench
@@ -401,3 +403,27 @@ def test_records_alone_answer_a_shape_between_representatives_with_the_nearest_o
     [(config, source, bucket, note)] = asked_alone(deployed, [("row_reduce", [2, 1 << 20])])
     assert (config, source, bucket) == (full.config, "heuristic", "few_rows")
     assert "nearest representative shape (4, 262144)" in note and "apply your own rule for (2, 1048576)" in note
+
+
+def in_memory(name: str, vec: int) -> tunebench.Kernel:
+    """A kernel a compiler declares in memory, today's rule its only answer (nothing recorded)."""
+    return tunebench.Kernel(
+        name, buckets=tunebench.Buckets("N", [tunebench.Bucket("all", N=(1, None), shapes=[(1024,)])]),
+        args=lambda shape, dtype, rng: {"x": np.zeros(shape, dtype)}, reference=lambda x: x, outputs=["x"],
+        cpu=tunebench.Variant(source=str(ROOT / "kernels" / "row_reduce.c"), entry="row_reduce",
+                              heuristic=lambda shape: {"vec": vec}, space=tunebench.Space({"vec": [1, 2, 4, 8]})))
+
+
+def test_a_kernel_declared_again_in_memory_is_answered_by_its_own_declaration(deployed, monkeypatch):
+    """Answers were kept under id(kernel): a new declaration at a freed one's address, or under a
+    name declared again, got the old declaration's answer."""
+    monkeypatch.chdir(deployed)
+    for i in range(60):  # each freed before the next is made: CPython reuses the address
+        kernel = in_memory(f"generated{i % 3}", vec=[1, 2, 4, 8][i % 4])
+        assert tunebench.best(kernel, (1024,), records="records") == {"vec": [1, 2, 4, 8][i % 4]}, i
+        del kernel
+        gc.collect()
+    in_memory("regenerated", vec=1)
+    assert tunebench.best("regenerated", (1024,), records="records") == {"vec": 1}
+    in_memory("regenerated", vec=8)
+    assert tunebench.best("regenerated", (1024,), records="records") == {"vec": 8}

@@ -489,7 +489,8 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
             records: str | Path | None, suites: str | Path | None) -> Choice:
     """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
     shape = _shape(shape)
-    memo = (kernel if isinstance(kernel, str) else id(kernel), shape, device, dtype,
+    # the declaration itself, not its id (a later one may reuse it): by name, the one declared now
+    memo = (kernel, REGISTRY.get(kernel) if isinstance(kernel, str) else None, shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
             *_context(records, suites, device))
     hit = _FAST.get(memo)
