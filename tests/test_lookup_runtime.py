@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tunebench
+from tunebench.cli import main
 from tunebench.kernel import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -290,6 +291,19 @@ def test_a_kernel_whose_suite_fails_to_import_is_said_whenever_it_is_answered_fr
     assert list(choice.config) == ["vec", "unroll", "chunk", "r_split"]  # as declared, from the records
 
 
+def test_a_kernel_name_two_suites_declare_is_refused_by_lookups_and_exports_as_by_pytest(deployed, capsys):
+    """pytest refuses it; best() served the last suite imported, export wrote it, without a word."""
+    shutil.copy(deployed / "suites" / "test_softmax.py", deployed / "suites" / "test_softmax_copy.py")
+    records = deployed / "records"
+    with pytest.raises(tunebench.KernelError, match=r"test_softmax_copy.py: KernelError: kernel name 'softmax' is "
+                                                    r"declared twice, here and in .*test_softmax.py: records keep one "
+                                                    r"task per name: rename one"):
+        tunebench.best("softmax", (64, 4096), DEVICE, records=records)
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"  # the others stand
+    assert main(["export", "--out", str(deployed / "out"), "--records", str(records), "--device", DEVICE]) != 0
+    assert "kernel name 'softmax' is declared twice" in capsys.readouterr().err
+
+
 def test_suites_shipped_without_their_templates_are_answered_for_the_recorded_template(deployed):
     shutil.rmtree(deployed / "kernels")
     records = deployed / "records"
@@ -328,7 +342,7 @@ def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, mon
     kept = len(lookup_module._FAST)
     tunebench.best("layernorm", (9, 8192), DEVICE, records=records)
     assert 0 < len(lookup_module._FAST) < kept
-    assert any(key[1] == (8, 8192) for key in lookup_module._FAST)  # the newest stay
+    assert any(key[2] == (8, 8192) for key in lookup_module._FAST)  # the newest stay
 
 
 def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(deployed, monkeypatch):

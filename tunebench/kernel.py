@@ -60,6 +60,11 @@ ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-co
 REGISTRY: dict[str, Kernel] = {}
 
 
+def declared_twice(name: str, where: object) -> str:
+    """What is said of a kernel name two suites declare (pytest's collection and the lookups')."""
+    return f"kernel name {name!r} is declared twice, here and in {where}: records keep one task per name"
+
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
 #: A header whose first directive opens an include guard (``#ifndef X`` / ``#define X``).

@@ -24,7 +24,7 @@ from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
                              gate_ini, measuring, strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError
+from tunebench.kernel import Kernel, KernelError, declared_twice
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -211,8 +211,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     if first is obj:
         return []  # the same suite imported elsewhere: collected once
     if first is not None:
-        raise KernelError(f"kernel name {obj.name!r} is declared twice, here and in {where}: records "
-                          f"keep one task per name")
+        raise KernelError(declared_twice(obj.name, where))
     seen[obj.name] = obj, collector.nodeid
     return Suite.from_parent(collector, name=obj.name, kernel=obj)
 
