@@ -5,6 +5,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,17 @@ def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_namin
     assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == "row col_major 4\n"
     with pytest.raises(export.ExportError, match="kernel 'k': param 'layout' has values"):
         export.header(exported_layouts("row", 2))
+
+
+def test_a_param_or_dim_the_header_cannot_name_is_an_error_naming_it_not_a_header_that_does_not_compile():
+    data = exported_layouts("row", "col")
+    for kind, field, bad, what in (("param", "params", "new", "a C or C++ keyword"),
+                                   ("param", "params", "tuned", "the name of the header's own field"),
+                                   ("dim", "dims", "int", "a C or C++ keyword")):
+        entry = {**data["kernels"]["k"]["float32"], field: [bad] + data["kernels"]["k"]["float32"][field][1:]}
+        with pytest.raises(export.ExportError, match=re.escape(f"kernel 'k': {kind} '{bad}' is {what}, which the "
+                                                               f"header cannot name a ") + f".*: rename the {kind}"):
+            export.header({**data, "kernels": {"k": {"float32": entry}}})
 
 
 #: Shaped constraints of the kinds suites write, and one the header cannot check.

@@ -109,6 +109,29 @@ def _fits(space, dims) -> tuple[str, str | None]:
         return "0", str(e)
 
 
+#: Names a field or an argument of the header cannot have: C's and C++'s keywords, the
+#: alternative operator spellings, and the struct's own ``tuned``.
+NOT_NAMES = frozenset("""
+    auto break case char const continue default do double else enum extern float for goto if inline int long
+    register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
+    _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local
+    alignas alignof and and_eq asm bitand bitor bool catch char8_t char16_t char32_t class compl concept consteval
+    constexpr constinit const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export false
+    friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
+    reinterpret_cast requires static_assert static_cast template this thread_local throw true try typeid typename
+    using virtual wchar_t xor xor_eq tuned""".split())
+
+
+def _names(kernel: str, entry: dict) -> None:
+    """Refuse a param or dim the header would have to name as a keyword: it would not compile."""
+    for kind, names in (("param", entry["params"]), ("dim", entry["dims"])):
+        bad = next((n for n in names if n in NOT_NAMES), None)
+        if bad:
+            what = "the name of the header's own field" if bad == "tuned" else "a C or C++ keyword"
+            raise ExportError(f"kernel {kernel!r}: {kind} {bad!r} is {what}, which the header cannot name a "
+                              f"{'field' if kind == 'param' else 'function argument'}: rename the {kind}")
+
+
 def _c_type(kernel: str, param: str, values) -> str:
     if all(isinstance(v, (bool, int)) for v in values):
         return "int"
@@ -150,6 +173,7 @@ def header(data: dict, prefix: str = "tb") -> str:
         for dtype, entry in by_dtype.items():
             name = re.sub(r"\W", "_", f"{prefix}_{kernel}_{dtype}")
             params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
+            _names(kernel, entry)
             types = {p: _c_type(kernel, p, [c[p] for b in buckets for c in (*b["ranked"], b["heuristic"])])
                      for p in params}
             fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
