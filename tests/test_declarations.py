@@ -413,6 +413,12 @@ def test_after_the_heuristic_changes_best_says_whose_lead_it_serves_and_never_se
     picked = best_json(root)  # the pick stands; its lead was measured over the rule of the tune's day
     assert picked["source"] == "tuned" and picked["config"]["reps"] == 1
     assert "its lead is over the heuristic as tuned ([reps:4 pad:0]); the heuristic has changed" in picked["note"]
+    assert "flags" not in picked["note"]
+    suite.write_text(original.replace('entry="twice",', 'entry="twice", flags=("-fno-tree-vectorize",),'))
+    built = best_json(root)  # tuned(...).flags() gives today's: the pick was measured with others
+    assert built["source"] == "tuned" and re.search(
+        r"tuned with the flags \[\], and the variant builds with \[-fno-tree-vectorize\] now: `pytest .*--tune` tunes "
+        r"with these, and the gate checks the config with them", built["note"]), built["note"]
     suite.write_text(original.replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
                                       'heuristic=lambda shape: {"reps": 1, "pad": 0}').replace(
         '"pad": [0, 1]', '"pad": [0]'))  # no config as fast as the heuristic: none can lead it by chance

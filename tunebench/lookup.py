@@ -784,6 +784,12 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"its lead is over the heuristic as tuned ({_configs_text(judged)}); the heuristic has changed "
                 f"since, and `{decl.tune_command()}` measures the pick against today's"))))
+        tuned_flags = (task or {}).get("declaration", {}).get("flags")
+        if variant is not None and tuned_flags is not None and tuned_flags != (
+                flags := decl.declaration(variant, dtype)["flags"]):  # flags() gives today's: say so
+            choice.note = "; ".join(filter(None, (choice.note, (
+                f"tuned with the flags [{tuned_flags}], and the variant builds with [{flags}] now: "
+                f"`{decl.tune_command()}` tunes with these, and the gate checks the config with them"))))
         far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
         if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
             choice.note = "; ".join(filter(None, (choice.note, (
