@@ -379,14 +379,18 @@ def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(t
     (path,) = (root / "records").glob("*.json")
     data = json.loads(path.read_text())
     data["trials"] = {k: {**t, "verdict": "disturbed"} for k, t in data["trials"].items()}
-    data["checks"] = {k: {**c, "disturbed": True} for k, c in data["checks"].items()}
+    data["checks"] = {}  # the tune stopped for a busy machine before its final round
     path.write_text(json.dumps(data))
     busy = best_json(root)
-    n = sum(t["status"] == "ok" for t in data["trials"].values())
+    n = sum(t["status"] in ("ok", "early_stopped") for t in data["trials"].values())
     assert busy["source"] == "heuristic" and busy["reason"].startswith(
         f"the {n} trials recorded on this bucket's shapes were all disturbed by other load, so none is served; "), \
         busy["reason"]
     assert busy["reason"].endswith("--tune` on a quiet machine measures them again")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)  # it said "no config completed every shape (the tune's failures say why)"
+    assert said(gate, f"its {n} trials that ran were measured only while other load disturbed them, so best() "
+                      f"serves the heuristic; `pytest suites/test_twice.py --tune` on a quieter machine measures")
 
 
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):

@@ -161,13 +161,21 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
                                                                       task["source_hash"]).values()):
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
                 f"too busy), so no pick is confirmed and best() serves the heuristic; `{command}` resumes the tune")
+    shapes = set(bucket.shapes)
+    unsettled = [t for t in store.unsettled() if (t["kernel"], t["dtype"]) == (kernel.name, dtype)
+                 and tuple(t["shape"]) in shapes]
+    if unsettled:
+        return (f"nothing to gate for {what}: its {len(unsettled)} trials that ran were measured only while other "
+                f"load disturbed them, so best() serves the heuristic; `{command}` on a quieter machine measures "
+                f"them again")
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
                 f"failures say why); tune it again once fixed")
     if store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype):
         return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
                 f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
-    others = [s.device for s in devices(store) if s.path != store.path and s.tasks(kernel=kernel.name)]
+    others = [s.device for s in devices(store)
+              if s.path != store.path and s.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)]
     held = (f"; {store.path.parent} holds it for {', '.join(others)}: timings do not carry across devices"
             if others else ": it was never tuned here")
     return f"nothing recorded for {what}{held}; run `{command}` here to record it"

@@ -44,8 +44,7 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets,
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant, declared_twice
-from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores,
-                               trial_identity)
+from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
 from tunebench.space import SpaceError, closest
 
 
@@ -242,12 +241,9 @@ class Summary:
                 check["source_hash"], [[e["shape"], e["best"], *ms, e["baseline"]]
                                        for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
-        clean = store.undisturbed()
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
-                for d in clean]
-        settled = {trial_identity(d) for d in clean}
-        disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in store.trials()
-                     if d["status"] == "ok" and trial_identity(d) not in settled]
+                for d in store.undisturbed()]
+        disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in store.unsettled()]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
                     "finals": [[list(k), v] for k, v in finals.items()]})
 

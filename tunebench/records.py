@@ -459,6 +459,19 @@ class RecordStore:
         """Every trial's latest measurement that ran to the end undisturbed: the latest one, or
         where that was disturbed (a re-measurement beside a busy process), the one it replaced,
         kept in the archive. A trial whose latest measurement failed has none."""
+        latest, clean = self._latest_and_clean()
+        return [dict(clean[k]) for k, d in latest.items()
+                if k in clean and (d is clean[k] or (d["status"] == "ok" and d.get("verdict") == "disturbed"))]
+
+    def unsettled(self) -> list[dict]:
+        """Every trial that ran, but only while other load disturbed it: none of its measurements
+        can be served or gated, and a tune on a quiet machine measures it again."""
+        latest, clean = self._latest_and_clean()
+        return [dict(d) for k, d in latest.items() if k not in clean and d.get("verdict") == "disturbed"
+                and d["status"] in ("ok", "early_stopped")]
+
+    def _latest_and_clean(self) -> tuple[dict, dict]:
+        """Each trial's latest measurement, and its latest that ran to the end undisturbed."""
         latest, clean = {}, {}
         with bulk():
             for d in self._measurements():
@@ -466,8 +479,7 @@ class RecordStore:
                 latest[key] = d
                 if d["status"] == "ok" and d.get("verdict") != "disturbed":
                     clean[key] = d
-        return [dict(clean[k]) for k, d in latest.items()
-                if k in clean and (d is clean[k] or (d["status"] == "ok" and d.get("verdict") == "disturbed"))]
+        return latest, clean
 
     # -- sources and checks -------------------------------------------------------------------
     def put_source(self, kernel: str, source_hash: str, text: str) -> None:
