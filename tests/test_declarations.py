@@ -17,7 +17,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_SUITE, GEMM_C, GEMM_SUITE, said
+from tests.conftest import AXPB_SUITE, GEMM_C, GEMM_SUITE, TWICE_C, said
 from tests.test_cpu_backend import DIV_C
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
@@ -336,6 +336,13 @@ def test_best_says_why_a_bucket_has_nothing_to_serve_after_a_param_or_the_bucket
     renamed = best_json(root)
     assert renamed["source"] == "heuristic" and re.match(
         r"the final round's pick \[pad:\d reps:1\] is no longer in the space", renamed["reason"]), renamed["reason"]
+    template = root / "twice.c"
+    template.write_text(template.read_text() + "/* the param renamed here too */\n")
+    rewritten = best_json(root)  # it said "nothing is recorded for this bucket"
+    assert rewritten["source"] == "heuristic" and re.match(
+        r"none of the [1-4] configs recorded on this bucket's shapes is in today's space \(a param renamed",
+        rewritten["reason"]), rewritten["reason"]
+    template.write_text(TWICE_C)
     (path,) = (root / "records").glob("*.json")
     data = json.loads(path.read_text())
     data["checks"] = {}  # a tune stopped before its final round

@@ -696,6 +696,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, source_hash) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
         old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
+        recorded = recorded or len(old_ranked)  # where none is in the space any more, that is the reason
         old_ranked = _in_space(variant, old_ranked)
         if old_ranked:
             ranked, times, source_hash = old_ranked, old_times, earlier
