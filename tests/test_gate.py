@@ -102,6 +102,20 @@ def test_a_declaration_changed_since_the_tune_is_named_by_the_gate(tuned):
     assert "the template changed" not in result.stdout.str()
 
 
+def test_a_heuristic_changed_since_the_tune_is_named_and_not_held_to_the_old_ones_ratios(tuned):
+    """The gate said nothing, and printed DRIFT against ratios measured over the old heuristic."""
+    pytester, path = tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 3}').replace("[1, 2]", "[1, 2, 3]"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rP")
+    result.assert_outcomes(passed=1)
+    assert ("the heuristic changed since the tune on (2048,) ([reps:2] -> [reps:3]): the best is measured against "
+            "today's, and not against the tuning-time ratios; `pytest test_chain.py --tune` tunes against it"
+            in result.stdout.str())
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert [v["what"] for v in gate["verdicts"]] == ["best/baseline"]
+
+
 def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     monkeypatch.setenv("CI", "true")  # where pytest's short summary repeats failures whole
     pytester, path = tuned

@@ -223,10 +223,15 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
-    failing = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check and check.get("baseline_failure") \
-        else {}
+    rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
+    failing = rules if check and check.get("baseline_failure") else {}
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
+        retold = shape in rules and rules[shape] != baseline
+        if retold:  # the tuning-time ratios were measured against the rule of the tune's day
+            result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
+                                f"[{config_text(baseline)}]): the best is measured against today's, and not "
+                                f"against the tuning-time ratios; `{kernel.tune_command()}` tunes against it")
         if failing.get(shape) == baseline:  # known since the tune: no competitor, and no news
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
@@ -242,7 +247,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
             continue
-        ref = reference.get(shape) if recorded_text is None else None
+        ref = reference.get(shape) if recorded_text is None and not retold else None
         if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype,
                                                           baseline, comp, result):
             ref = None
