@@ -354,16 +354,19 @@ FLAGGED = 0.10
 
 def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], int]:
     """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
-    flagged beyond :data:`FLAGGED`, which the speedup's ``x`` would read the other way round),
-    and how many tasks did not change."""
+    which the speedup's ``x`` would read the other way round), and how many tasks did not change.
+    A row is flagged where its lead over the heuristic moved beyond :data:`FLAGGED`: the two are
+    measured in one run, and times of separate runs drift by as much (by its time only where a
+    lead is unknown); * marks a figure no final round confirmed."""
     before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old)}
     rows, same, notable = [], 0, FLAGGED
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
         now, then = v.served_config, was.served_config if was else None  # what best() serves, then and now
         now_ms, then_ms = v.times[0], was.times[0] if was else None
-        if then is None or then_ms is None:
-            rows.append([v.kernel, v.bucket.name, v.dtype, "-", f"{now_ms:.4g}" if now_ms else "-", "new task", ""])
+        if was is None or then is None or then_ms is None:
+            rows.append([v.kernel, v.bucket.name, v.dtype, "-", _ms(now_ms, v), _lead(was, v),
+                         "new task" if was is None else "nothing timed then", ""])
             continue
         if now is None or now_ms is None:
             continue
@@ -373,9 +376,20 @@ def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], 
             continue
         what = "same config" if now == then else (f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
                                                    f"{'the heuristic' if v.heuristic_best else config_text(now)}")
-        flag = "**slower**" if change > notable else "faster" if change < -notable else ""
-        rows.append([v.kernel, v.bucket.name, v.dtype, f"{then_ms:.4g}", f"{now_ms:.4g} ({change:+.0%})", what, flag])
+        moved = was.speedup / v.speedup - 1 if was.speedup and v.speedup else change  # + : it leads by less
+        flag = "**slower**" if moved > notable else "faster" if moved < -notable else ""
+        rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({change:+.0%})",
+                     _lead(was, v), what, flag])
     return rows, same
+
+
+def _ms(ms: float | None, view: TaskView) -> str:
+    return f"{ms:.4g}{'' if view.confirmed else '*'}" if ms else "-"
+
+
+def _lead(was: TaskView | None, now: TaskView) -> str:
+    """The speedup over the heuristic then and now, as the main table shows it."""
+    return " -> ".join(f"{v.speedup:.2f}x{'' if v.confirmed else '*'}" if v and v.speedup else "-" for v in (was, now))
 
 
 def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
@@ -441,8 +455,8 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
         if compare:
             old = records_at(compare, store.path, root)
             changes, same = _changes(old, views) if old else (None, 0)
-            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)", "config",
-                    f"beyond {FLAGGED:.0%}"]
+            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
+                    f"speedup at {compare} -> now", "config", f"lead moved beyond {FLAGGED:.0%}"]
             md += [f"### Changes since {compare}", ""]
             body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
             unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
@@ -452,7 +466,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
                 body += [f"<p>{html.escape(none)}</p>"]
             else:
                 md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
-                body += ([_html_table(head, [[c.strip("*") for c in r] for r in changes])] if changes else []) + [
+                body += ([_html_table(head, [[c[2:-2] if c.startswith("**") else c for c in r] for r in changes])] if changes else []) + [
                     f"<p>{html.escape(unchanged)}</p>"]
         for kind, plot in (("speedup", plot_speedup), ("history", plot_history),
                            ("convergence", plot_convergence), ("distribution", plot_distribution)):
