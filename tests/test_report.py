@@ -2,14 +2,17 @@
 
 import base64
 import dataclasses
+import json
 import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench.cli import main
-from tunebench.records import RecordStore
+from tunebench.records import RecordsError, RecordStore
 from tunebench.report import _changes, task_views
 
 
@@ -126,6 +129,36 @@ def test_a_records_file_that_cannot_be_read_is_named_and_the_others_are_reported
     md = (tmp_path / "r" / "report.md").read_text()
     assert f"**Not reported**, as their records file cannot be read:\n\n- {broken}: corrupted records file" in md
     assert "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md and "\n## cpu-amd-epyc-2t-b42c66\n" not in md
+
+
+@pytest.mark.parametrize("damage", ["trial config null", "check best a string", "trial median a string"])
+def test_a_records_file_with_a_value_of_the_wrong_type_is_named_and_the_others_are_reported(tmp_path, capsys,
+                                                                                             damage):
+    """Valid JSON that no tunebench writes (a hand edit, a bad merge): best() and report died of
+    an AttributeError naming no file, and the report left every other device out."""
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    for path in (root / "records").glob("*.json"):
+        (tmp_path / "records" / path.name).write_bytes(path.read_bytes())
+    broken = tmp_path / "records" / "cpu-amd-epyc-2t-b42c66.json"
+    data = json.loads(broken.read_text())
+    trial = next(t for t in data["trials"].values() if t["status"] == "ok")
+    check = next(c for c in data["checks"].values() if c["kind"] == "tune")
+    if damage == "trial config null":
+        trial["config"] = None
+    elif damage == "check best a string":
+        check["shapes"][0]["best"] = "vec16"
+    else:
+        trial["stats"]["median"] = "0.5"
+    broken.write_text(json.dumps(data))
+    before = broken.read_bytes()
+    with pytest.raises(RecordsError, match=rf"{re.escape(str(broken))}: (trial|check) \d+: .*; the file is left "
+                                           rf"untouched: restore it \(git checkout\) or remove the"):
+        RecordStore(broken)
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r")]) == 1
+    assert f"tunebench report: not reported: {broken}: " in capsys.readouterr().err
+    assert "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in (tmp_path / "r" / "report.md").read_text()
+    assert broken.read_bytes() == before
 
 
 def test_a_gate_run_before_the_latest_tune_is_not_the_last_gate_of_what_is_served(project, pytester, capsys):

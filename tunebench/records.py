@@ -182,6 +182,49 @@ def _validate(path: Path, data) -> None:
         missing = [k for k in TRIAL_KEYS if k not in doc]
         if missing:
             raise RecordsError(f"{path}: trial {doc_id} lacks {', '.join(missing)}")
+        wrong = trial_problem(doc)
+        if wrong:
+            raise RecordsError(f"{path}: trial {doc_id}: {wrong}; the file is left untouched: restore it (git "
+                               f"checkout) or remove the trial")
+    for doc_id, doc in data.get("checks", {}).items():
+        wrong = _check_problem(doc)
+        if wrong:
+            raise RecordsError(f"{path}: check {doc_id}: {wrong}; the file is left untouched: restore it (git "
+                               f"checkout) or remove the check")
+
+
+def _shape(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+
+
+def trial_problem(doc: Mapping) -> str | None:
+    """What in a trial has a type no tunebench writes (a hand edit, a bad merge), else None."""
+    for key in ("kernel", "source_hash", "dtype", "status", "device"):
+        if not isinstance(doc[key], str):
+            return f"its {key!r} is {doc[key]!r}, not a string"
+    if not _shape(doc["shape"]):
+        return f"its shape is {doc['shape']!r}, not a list of dims"
+    if not isinstance(doc["config"], dict):
+        return f"its config is {doc['config']!r}, not an object"
+    stats = doc.get("stats")
+    if stats is not None and not (isinstance(stats, dict) and isinstance(stats.get("median"), (int, float))
+                                  and not isinstance(stats.get("median"), bool)):
+        return f"its stats are {stats!r}, without a numeric median"
+    return None
+
+
+def _check_problem(doc: Mapping) -> str | None:
+    """What in a check (a final round or a gate run) has a type no tunebench writes, else None."""
+    shapes = doc.get("shapes", [])
+    if not isinstance(shapes, list) or not all(isinstance(e, dict) for e in shapes):
+        return f"its shapes are {shapes!r}, not a list of objects"
+    for entry in shapes:
+        if not _shape(entry.get("shape")):
+            return f"a shape is {entry.get('shape')!r}, not a list of dims"
+        for key in ("best", "baseline"):
+            if key in entry and not isinstance(entry[key], (dict, type(None))):
+                return f"its {key} on {entry['shape']} is {entry[key]!r}, not a config"
+    return None
 
 
 class AtomicJSONStorage(Storage):
