@@ -114,6 +114,8 @@ def test_a_legacy_devices_last_gate_is_said_to_be_history(tmp_path, capsys):
     assert len(legacy) == 1 and "microarchitecture unknown" in legacy[0]
     assert [s.count("their last gate is history") for s in sections[1:]] == [
         1 if s is legacy[0] else 0 for s in sections[1:]]
+    # its gate runs measured (their verdicts are kept) before runs recorded per-process objectives
+    assert "fail (nothing to measure)" not in legacy[0] and legacy[0].count("(nothing to measure)") <= 1
 
 
 def test_a_records_file_that_cannot_be_read_is_named_and_the_others_are_reported(tmp_path, capsys):
@@ -185,4 +187,9 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     tune = {"kind": "tune", "winner": None, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 2.0}]}
     failed = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
+    assert history(view) == [(tune, 2.0), (failed, 2.0)]
+    # a gate skipped as too noisy and a disturbed final round are no points: an 80x cliff was the load's
+    noisy = {"kind": "gate", "outcome": "skip", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
+    busy = {**tune, "disturbed": True, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 160.0}]}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
     assert history(view) == [(tune, 2.0), (failed, 2.0)]

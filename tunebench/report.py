@@ -231,9 +231,13 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
 
 def history(view: TaskView) -> list[tuple[dict, float]]:
     """(check, ms of the best config) of every final round and gate run that has a time, and of
-    every failed gate run, which may have none (a wrong result, a crash): at the time before it."""
+    every failed gate run, which may have none (a wrong result, a crash): at the time before it.
+    A round or gate run that other load disturbed (skipped as too noisy) is no point: its times
+    are the load's."""
     points, last = [], None
     for c in view.checks:
+        if c.get("disturbed") or c.get("outcome") == "skip":
+            continue
         ms = _check_ms(c, view.bucket)
         if ms is not None or c.get("outcome") == "fail":
             points.append((c, ms if ms is not None else last or 0.0))
@@ -299,7 +303,8 @@ def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
         ax.set_title(f"{v.label}: {len(values)} configs", fontsize=9)
         ax.set_xlabel("bucket objective, ms")
         ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels of narrow ranges ran into one another
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # none drawn: an empty legend is matplotlib's warning
+            ax.legend(fontsize=7)
     return _save(fig, path)
 
 
@@ -311,7 +316,7 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         best_ms, base_ms = v.times
         gate = v.last_gate
         mark = "" if v.confirmed else "*"
-        idle = gate and not any(e.get("objectives") for e in gate.get("shapes", []))
+        idle = gate and not gate.get("verdicts") and not any(e.get("objectives") for e in gate.get("shapes", []))
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
