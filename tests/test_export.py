@@ -17,7 +17,7 @@ import pytest
 import tunebench
 from tests.conftest import GEMM_C
 from tests.test_plugin import TUNE
-from tunebench import Space, export
+from tunebench import Bucket, Buckets, Space, export
 from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
 from tunebench.cli import main
 
@@ -121,6 +121,27 @@ def test_a_param_or_dim_the_header_cannot_name_is_an_error_naming_it_not_a_heade
         with pytest.raises(export.ExportError, match=re.escape(f"kernel 'k': {kind} '{bad}' is {what}, which the "
                                                                f"header cannot name a ") + f".*: rename the {kind}"):
             export.header({**data, "kernels": {"k": {"float32": entry}}})
+
+
+def test_the_header_picks_the_bucket_find_does_at_its_edges(tmp_path):
+    """An empty bucket (0, 0), bounds beside 2**53 (doubles round them) and a bound of 2**64: the
+    header picked another bucket than best(), or did not compile."""
+    ranges = [("empty", 0, 0), ("small", 1, 2**53), ("large", 2**53 + 1, 2**64), ("huge", 2**64 + 1, None)]
+    buckets = Buckets("N", [Bucket(name, N=(lo, hi), shapes=[(lo,)]) for name, lo, hi in ranges])
+    data = {"generated_by": "t", "device": "d", "description": "x", "records": "r", "records_sha256": "abc",
+            "kernels": {"k": {"float32": {"dims": ["N"], "params": ["tile"], "fits": "1", "unchecked": None, "buckets": [
+                {"name": name, "ranges": {"N": [lo, hi]}, "source": "tuned", "ranked": [{"tile": i + 1}],
+                 "heuristic": {"tile": 0}} for i, (name, lo, hi) in enumerate(ranges)]}}}}
+    (tmp_path / "tunebench_configs.h").write_text(export.header(data))
+    sizes = [0, 1, 2, 2**53 - 1, 2**53, 2**53 + 1, 2**53 + 2, 2**62, 2**63 - 1]
+    calls = "\n".join(f'    printf("%d\\n", tb_k_float32({n}LL).tile);' for n in sizes)
+    (tmp_path / "main.cpp").write_text(f'#include <stdio.h>\n#include "tunebench_configs.h"\nint main()\n{{\n{calls}\n'
+                                       f'    return 0;\n}}\n')
+    subprocess.run(["g++", "-std=c++11", "-Wall", "-Wextra", "-Werror", "-Wold-style-cast", f"-I{tmp_path}",
+                    str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main")], check=True)
+    got = subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout.split()
+    names = [name for name, *_ in ranges]
+    assert [names[int(t) - 1] for t in got] == [buckets.find((n,), warn=False)[0].name for n in sizes]
 
 
 #: Shaped constraints of the kinds suites write, and one the header cannot check.

@@ -143,6 +143,14 @@ def _c_type(kernel: str, param: str, values) -> str:
                       f"header cannot carry (all ints and floats, or all strings)")
 
 
+def _bound(value: int | None, lower: bool = False) -> str:
+    """A bucket's bound as a 64-bit literal: an upper one beyond 64 bits is none (-1) for a 64-bit
+    dim, a lower one the largest (no such dim lies above it)."""
+    if value is not None and value >= 2**63:
+        return "9223372036854775807LL" if lower else "-1"
+    return "-1" if value is None else f"{value}LL"
+
+
 def _c_value(value, c_type: str) -> str:
     if c_type == "int":
         return str(int(value))
@@ -178,7 +186,7 @@ def header(data: dict, prefix: str = "tb") -> str:
                      for p in params}
             fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
             size = max(len(b["ranked"]) for b in buckets) + 1
-            dim_args = ", ".join(f"long {d}" for d in dims)
+            dim_args = ", ".join(f"long long {d}" for d in dims)
             if entry["unchecked"]:
                 out.append(f"/* {name}: no tuned config exported, as none could be checked for a shape: "
                            f"{entry['unchecked']} */")
@@ -191,25 +199,34 @@ def header(data: dict, prefix: str = "tb") -> str:
             out += [f"static inline {types[p]} {name}_get_{p}({name}_config tb_c) {{ return tb_c.{p}; }}"
                     for p in params] + [""]
             out += [f"static inline {name}_config {name}({dim_args})", "{",
-                    f"    static const struct {{ double lo[{len(dims)}], hi[{len(dims)}]; int n; "
+                    f"    static const struct {{ long long lo[{len(dims)}], hi[{len(dims)}]; int n; "
                     f"{name}_config configs[{size}]; }} tb_buckets[{len(buckets)}] = {{"]
             for b in buckets:
-                lo = ", ".join(str(b["ranges"][d][0]) for d in dims)
-                hi = ", ".join("-1" if b["ranges"][d][1] is None else str(b["ranges"][d][1]) for d in dims)
+                lo = ", ".join(_bound(b["ranges"][d][0], lower=True) for d in dims)
+                hi = ", ".join(_bound(b["ranges"][d][1]) for d in dims)
                 configs = ", ".join("{" + ", ".join([str(tuned)] + [_c_value(c[p], types[p]) for p in params]) + "}"
                                     for tuned, c in [(1, c) for c in b["ranked"]] + [(0, b["heuristic"])])
                 out.append(f"        {{{{{lo}}}, {{{hi}}}, {len(b['ranked'])}, {{{configs}}}}},  /* {b['name']} */")
             out += ["    };",  # every local is tb_-prefixed: a dim may be called i, b or shape
-                    # 1.0 * S, not a cast: a C++ build with -Wold-style-cast -Werror takes it
-                    f"    const double tb_shape[{len(dims)}] = {{{', '.join(f'1.0 * {d}' for d in dims)}}};",
-                    "    int tb_best = 0;", "    double tb_nearest = INFINITY;",
+                    f"    const long long tb_shape[{len(dims)}] = {{{', '.join(dims)}}};",
+                    "    int tb_best = -1;", "    double tb_nearest = INFINITY;",
+                    # the first bucket holding the shape, in integers (doubles round above 2**53), as find()
+                    f"    for (int tb_b = 0; tb_b < {len(buckets)} && tb_best < 0; ++tb_b) {{",
+                    "        int tb_in = 1;",
+                    f"        for (int tb_i = 0; tb_i < {len(dims)}; ++tb_i)",
+                    "            if (tb_shape[tb_i] < tb_buckets[tb_b].lo[tb_i]",
+                    "                || (tb_buckets[tb_b].hi[tb_i] >= 0 && tb_shape[tb_i] > tb_buckets[tb_b].hi[tb_i]))",
+                    "                tb_in = 0;",
+                    "        if (tb_in) tb_best = tb_b;", "    }",
+                    # else the nearest, in octaves summed over dims, as Bucket.distance
+                    "    if (tb_best < 0)",
                     f"    for (int tb_b = 0; tb_b < {len(buckets)}; ++tb_b) {{",
                     "        double tb_d = 0;",
                     f"        for (int tb_i = 0; tb_i < {len(dims)}; ++tb_i) {{",
-                    "            double tb_v = tb_shape[tb_i] < 1 ? 1 : tb_shape[tb_i];",
-                    "            if (tb_v < tb_buckets[tb_b].lo[tb_i]) tb_d += log2(tb_buckets[tb_b].lo[tb_i] / tb_v);",
-                    "            else if (tb_buckets[tb_b].hi[tb_i] >= 0 && tb_v > tb_buckets[tb_b].hi[tb_i])",
-                    "                tb_d += log2(tb_v / tb_buckets[tb_b].hi[tb_i]);",
+                    "            double tb_v = tb_shape[tb_i] < 1 ? 1.0 : 1.0 * tb_shape[tb_i];",
+                    "            double tb_lo = 1.0 * tb_buckets[tb_b].lo[tb_i], tb_hi = 1.0 * tb_buckets[tb_b].hi[tb_i];",
+                    "            if (tb_v < tb_lo) tb_d += log2(tb_lo / tb_v);",
+                    "            else if (tb_hi >= 0 && tb_v > tb_hi) tb_d += log2(tb_v / (tb_hi < 1 ? 1.0 : tb_hi));",
                     "        }", "        if (tb_d < tb_nearest) { tb_nearest = tb_d; tb_best = tb_b; }", "    }",
                     "    for (int tb_i = 0; tb_i < tb_buckets[tb_best].n; ++tb_i)",
                     f"        if ({name}_fits(&tb_buckets[tb_best].configs[tb_i], {', '.join(dims)}))",
