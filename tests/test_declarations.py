@@ -400,6 +400,22 @@ def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(t
                       f"serves the heuristic; `pytest suites/test_twice.py --tune` on a quieter machine measures")
 
 
+def test_a_heuristic_that_failed_when_tuned_is_served_with_a_note_that_says_so(twice_project, pytester):
+    """Every config of the bucket computes 2x + pad: the heuristic's (pad 1) is wrong as well, and
+    best() served it as today's rule without a word."""
+    root = twice_project
+    (root / "twice.c").write_text(TWICE_C.replace("2 * x[i] + r * 0", "2 * x[i] + r * 0 + pad"))
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('{"reps": 4, "pad": 0}', '{"reps": 4, "pad": 1}').replace(
+        '"pad": [0, 1]', '"pad": [1, 2]'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    served = best_json(root)
+    assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 1})
+    assert re.search(r"the heuristic's config ended wrong_result when tuned on \(4096,\), and no config that "
+                     r"verified is served for \(4096,\): apply your own rule there, or `pytest .*--tune` tunes the "
+                     r"bucket", served["note"] or ""), served["note"]
+
+
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):
     root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")

@@ -212,9 +212,11 @@ class Variant:
     @cached_property
     def declared_flags(self) -> str:
         """The flags as a trial's declaration keeps them: an ``-I`` folder from the declaring
-        file's folder, so that a checkout elsewhere is the same declaration."""
+        file's folder, so that a checkout elsewhere is the same declaration; "(arch-specific)"
+        where it builds for the device's architecture-specific target."""
         base = self.origin or Path.cwd()
-        return " ".join(self._includes(lambda d: f"-I{os.path.relpath(d, base)}"))
+        flags = " ".join(self._includes(lambda d: f"-I{os.path.relpath(d, base)}"))
+        return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
     @cached_property
     def template(self) -> str:
@@ -507,8 +509,7 @@ class Kernel:
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
         reused only while every part is unchanged, and the summary names the parts that did."""
-        flags = " ".join(filter(None, (variant.declared_flags, "(arch-specific)" if variant.arch_specific else "")))
-        return {"template": variant.source_hash, "flags": flags, "dtype": dtype,
+        return {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
                 "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
                     f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),

@@ -227,6 +227,7 @@ class Summary:
         self._finals = {tuple(k): v for k, v in data["finals"]}
         self._rows = data["rows"]
         self._disturbed = data["disturbed"]
+        self._failed = data["failed"]
         self._ranked: dict[tuple, tuple] = {}
 
     @classmethod
@@ -244,12 +245,14 @@ class Summary:
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in store.undisturbed()]
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in store.unsettled()]
+        failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
+                  for d in store.trials() if d["status"] not in ("ok", "early_stopped")]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
-                    "finals": [[list(k), v] for k, v in finals.items()]})
+                    "failed": failed, "finals": [[list(k), v] for k, v in finals.items()]})
 
     def data(self) -> dict:
         return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
-                "disturbed": self._disturbed, "finals": [[list(k), v] for k, v in self._finals.items()]}
+                "disturbed": self._disturbed, "failed": self._failed, "finals": [[list(k), v] for k, v in self._finals.items()]}
 
     def tasks(self, kernel: str) -> list[dict]:
         return [t for t in self._tasks if t["kernel"] == kernel]
@@ -301,6 +304,14 @@ class Summary:
             return found[0]
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
                      == (kernel, target, dtype, bucket.name)), None)
+
+    def failure(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+                config: dict) -> tuple[tuple, str] | None:
+        """(shape, status) of a failed trial of ``config`` on the bucket's shapes, if one is recorded."""
+        shapes, key = set(bucket.shapes), config_key(config)
+        return next(((tuple(shape), status) for k, d, h, shape, c, status in self._failed
+                     if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes
+                     and config_key(c) == key), None)
 
     def disturbed(self, kernel: str, dtype: str, bucket: Bucket) -> int:
         """Trials on the bucket's shapes measured only while other load disturbed them: none to serve."""
@@ -453,7 +464,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 8
+INDEX_FORMAT = 9
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -762,7 +773,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fits else "the heuristic instead")))))
-        choice.reason = f"no recorded config faster than it satisfies the constraints for {shape}"
+        choice.reason = (f"no recorded config {'faster than it' if choice.baseline_ms else 'that ran to the end'} "
+                         f"satisfies the constraints for {shape}")
         adopt = fits[:1]
     confirmed = store.confirmed(name, target, dtype, bucket) if picked == (adopt[:1] or [None]) else None
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
@@ -783,7 +795,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                 f"since, and `{decl.tune_command()}` measures the pick against today's"))))
         tuned_flags = (task or {}).get("declaration", {}).get("flags")
         if variant is not None and tuned_flags is not None and tuned_flags != (
-                flags := decl.declaration(variant, dtype)["flags"]):  # flags() gives today's: say so
+                flags := variant.declared_flags):  # flags() gives today's: say so
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned with the flags [{tuned_flags}], and the variant builds with [{flags}] now: "
                 f"`{decl.tune_command()}` tunes with these, and the gate checks the config with them"))))
@@ -802,6 +814,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
                                                                f"for {shape}: {'; '.join(broken)}")))
+        failed = store.failure(name, dtype, bucket, source_hash, choice.config) if store else None
+        if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
+            choice.note = "; ".join(filter(None, (choice.note, (
+                f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
+                f"is served for {shape}: apply your own rule there, or `{decl.tune_command()}` tunes the bucket"))))
     elif decl is not None:
         raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
                           f"the device of a target it has (device=, --device)")
