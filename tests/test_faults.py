@@ -11,6 +11,7 @@ from tests.test_plugin import TUNE
 #: ``fault`` plants one fault per value; ``passes`` makes the good candidates differ in speed.
 FAULTY_C = """\
 #include <stdlib.h>
+#include <unistd.h>
 typedef TB_DTYPE real;
 #if fault == 4
 #error "fault 4 does not compile"
@@ -36,6 +37,8 @@ void faulty(const real *x, real *y, int n)
     y[n + (8 << 20)] = 0;  /* far past the output: 32 MB beyond its end */
 #elif fault == 8
     ((real *)x)[0] = 0;  /* into an input the kernel does not declare in place */
+#elif fault == 9
+    if (fork() == 0) return;  /* a child that returns into the worker, as the parent does */
 #endif
 }
 """
@@ -96,6 +99,20 @@ def test_a_fault_does_not_spoil_the_next_candidate(pytester, status):
         '"passes": [1, 4, 16], "fault": range(9)', f'"passes": [1, 4], "fault": [{fault}, 0]'))
     result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
     # brute force: (1, fault) first, then (1, 0) in a fresh worker, (4, fault), (4, 0) and the baseline
+    result.assert_outcomes(passed=3, failed=2)
+
+
+def test_a_candidate_that_forks_a_child_returning_into_the_worker_spoils_no_result(pytester):
+    """Two processes answered on the worker's pipe: every later result was the one before it (a
+    slow config recorded 1500x too fast), and the children outlived the run."""
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [1, 16], "fault": [9, 3]'))
+    result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("*.json")
+    trials = {(t["config"]["passes"], t["config"]["fault"]): t for t in TinyDB(path).table("trials").all()}
+    assert {k: t["status"] for k, t in trials.items() if k[1] == 3} == {(1, 3): "wrong_result", (16, 3): "wrong_result"}
+    assert trials[(1, 9)]["status"] in ("ok", "early_stopped") and trials[(16, 9)]["status"] in ("ok", "early_stopped")
     result.assert_outcomes(passed=3, failed=2)
 
 

@@ -105,6 +105,7 @@ class _Watched(Runner):
 
     def __init__(self, runner: Runner, clock, arm: int = 0):
         self._runner, self._clock, self._arm = runner, clock, arm
+        self._pid = os.getpid()
 
     def _watch(self, fn):
         self._clock[1] = self._arm
@@ -112,6 +113,8 @@ class _Watched(Runner):
         try:
             return fn()
         finally:
+            if os.getpid() != self._pid:  # a child the candidate forked returned here: two would answer
+                os._exit(0)
             self._clock[0] = 0.0
 
     def reset(self) -> None:
@@ -150,6 +153,7 @@ class _Watch:
 def _serve(conn, target: str, parent: int, clock) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
     _die_with_parent(parent)
+    os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
@@ -426,8 +430,13 @@ class Workers:
         self.close()
 
     def close(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
+        if self._process is not None:
+            try:  # the worker's group: a process a candidate forked and left running goes with it
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self._process.is_alive():
+                self._process.kill()
             self._process.join(5)
         if self._conn is not None:
             self._conn.close()
