@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from tunebench.measure import CHUNK, compare
+from tunebench.backends.base import Runner, poison
+from tunebench.measure import CHUNK, compare, verify
 
 
 def test_outputs_within_tolerance_pass_and_report_the_largest_error():
@@ -94,3 +95,49 @@ def test_a_complex_output_is_compared_in_both_parts():
     got[1] = 3 - 2j  # the imaginary part halved
     _, reason = compare([got], [want], ["z"], [(1e-5, 1e-6)])
     assert "1 of 2 values off, largest error 2 at (1,) (got (3-2j), expected (3-4j);" in reason
+
+
+
+class Unwriting(Runner):
+    """A kernel that writes the reference into its output, but for the element at ``skip``."""
+
+    def __init__(self, want: np.ndarray, skip: int | None):
+        self.want, self.skip, self.out, self.calls = want, skip, np.empty_like(want), 0
+
+    def reset(self, pattern: int = 0) -> None:
+        poison(self.out, pattern)
+
+    def call(self) -> None:
+        self.calls += 1
+        written = np.ones(self.out.shape, bool)
+        if self.skip is not None:
+            written[self.skip] = False
+        self.out[written] = self.want[written]
+
+    def timed_call(self) -> float:
+        self.call()
+        return 1.0
+
+    def outputs(self):
+        return [self.out]
+
+    def overrun(self):
+        return None
+
+
+@pytest.mark.parametrize("want", [np.array([0.0, np.nan, 1.0]), np.array([7, 165, 3], np.uint8),
+                                  np.array([1, -91, 3], np.int8), np.array([1j, 0, 2], np.complex64)],
+                         ids=["nan-in-the-reference", "uint8-poison-byte", "int8-poison-byte", "complex-zero"])
+def test_an_element_left_unwritten_is_wrong_where_the_reference_equals_the_poison(want):
+    """Poisoned with NaN, an unwritten element matched a NaN the reference holds (log of a
+    negative), as the 0xA5 byte matched a uint8 165; complex outputs were poisoned with 0xA5,
+    -2.9e-16, within any tolerance of a zero."""
+    unwritten = verify(Unwriting(want, skip=1), [want], ["y"], [(1e-5, 1e-5)])
+    assert unwritten.status == "wrong_result" and "output 'y': 1 of 3 values off" in unwritten.error
+    assert verify(Unwriting(want, skip=None), [want], ["y"], [(1e-5, 1e-5)]).status == "ok"
+
+
+def test_a_second_verifying_call_is_made_only_where_an_unwritten_element_could_pass_the_first():
+    plain, nan = Unwriting(np.array([1.0, 2.0, 3.0]), None), Unwriting(np.array([1.0, np.nan, 3.0]), None)
+    assert verify(plain, [plain.want], ["y"], [(0.0, 0.0)]).status == "ok" and plain.calls == 1
+    assert verify(nan, [nan.want], ["y"], [(0.0, 0.0)]).status == "ok" and nan.calls == 2

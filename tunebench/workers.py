@@ -117,8 +117,8 @@ class _Watched(Runner):
                 os._exit(0)
             self._clock[0] = 0.0
 
-    def reset(self) -> None:
-        self._runner.reset()
+    def reset(self, pattern: int = 0) -> None:
+        self._runner.reset(pattern)
 
     def call(self) -> None:
         self._watch(self._runner.call)

@@ -50,8 +50,9 @@ class Runner(ABC):
     """One candidate loaded with one shape's arguments, ready to call."""
 
     @abstractmethod
-    def reset(self) -> None:
-        """Poison the outputs and restore in-place inputs, so a stale result can never pass."""
+    def reset(self, pattern: int = 0) -> None:
+        """Poison the outputs (with :data:`POISONS`' ``pattern``) and restore in-place inputs, so
+        a stale result can never pass."""
 
     @abstractmethod
     def call(self) -> None:
@@ -137,12 +138,25 @@ def input_damage(name: str, given: np.ndarray, now: np.ndarray) -> str | None:
             f"declare inplace= (or inout=, for an output it also reads): declare it, or stop writing it")
 
 
-def poison(array: np.ndarray) -> None:
+#: The byte of each poison pattern: pattern 0 fills floats (complex ones too) with NaN and other
+#: outputs with 0xA5 bytes; pattern 1 fills every output with 0x5A bytes. Where the reference
+#: itself is NaN, or is 0xA5's value, an element left unwritten passes pattern 0: pattern 1 tells.
+POISONS = (0xA5, 0x5A)
+
+
+def poison(array: np.ndarray, pattern: int = 0) -> None:
     """Fill an output with a value no correct kernel writes everywhere: NaN, or a bit pattern."""
-    if is_float(array.dtype):
+    if pattern == 0 and (is_float(array.dtype) or array.dtype.kind == "c"):
         array.fill(np.nan)
     else:
-        array.view(np.uint8).fill(0xA5)
+        array.view(np.uint8).fill(POISONS[pattern])
+
+
+def poison_value(dtype: np.dtype, pattern: int = 0):
+    """What an unwritten element of this dtype reads as under a poison pattern."""
+    found = np.empty(1, dtype)
+    poison(found, pattern)
+    return found[0]
 
 
 #: A template line where the params' ``#define`` lines go, where they must not open the template:

@@ -199,12 +199,12 @@ class CpuRunner(Runner):
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
                        else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 
-    def reset(self) -> None:
+    def reset(self, pattern: int = 0) -> None:
         for guarded in self._guarded:
             guarded[:GUARD_BYTES] = GUARD_FILL
             guarded[-GUARD_BYTES:] = GUARD_FILL
         for out in self._poisoned:  # in-out outputs start from their values instead
-            poison(out)
+            poison(out, pattern)
         self._restore()
 
     def overrun(self) -> str | None:

@@ -38,6 +38,7 @@ from tunebench.backends.base import (
     GUARD_BYTES,
     GUARD_FILL,
     INTEGER_CTYPES,
+    POISONS,
     Backend,
     Build,
     CompileError,
@@ -67,12 +68,14 @@ CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", 
 #: no param name can clash with the header's own identifiers.
 CTYPE_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h", "float8_e4m3fn": "cuda_fp8.h",
                  "float8_e5m2": "cuda_fp8.h"}
-#: What poisons an output, as (bytes per memset word, word): a NaN per element (a float64 NaN's
-#: high word, repeated, is still a NaN), else the byte 0xA5. The 2-byte floats are set 16 bits at
+#: What poisons an output under pattern 0, as (bytes per memset word, word): a NaN per element
+#: (a float64 NaN's high word, repeated, is still a NaN; a complex one's parts are NaNs), else the
+#: byte 0xA5; pattern 1 is the byte 0x5A (see :data:`~tunebench.backends.base.POISONS`). The 2-byte floats are set 16 bits at
 #: a time, so an odd length is poisoned to its last element; 0x7F is a NaN in both 8-bit floats.
 #: By dtype name: the extension floats' dtypes are ml_dtypes', imported only where a kernel uses one.
 POISON = {"float32": (4, 0x7FC00000), "float16": (2, 0x7E00), "bfloat16": (2, 0x7FC0), "float64": (4, 0x7FF80000),
-          "float8_e4m3fn": (1, 0x7F), "float8_e5m2": (1, 0x7F)}
+          "float8_e4m3fn": (1, 0x7F), "float8_e5m2": (1, 0x7F), "complex64": (4, 0x7FC00000),
+          "complex128": (4, 0x7FF80000)}
 
 
 def nvcc() -> str:
@@ -194,14 +197,14 @@ class CudaRunner(Runner):
                            else inputs[n] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items()]
 
-    def reset(self) -> None:
+    def reset(self, pattern: int = 0) -> None:
         drv = self._backend.drv
         for i, (host, alloc, dev) in enumerate(zip(self._host_out, self._alloc, self._dev_out)):
             drv.memset_d8(alloc, GUARD_FILL, GUARD_BYTES)
             drv.memset_d8(dev + host.nbytes, GUARD_FILL, GUARD_BYTES)
             if i in self._inout:
                 continue  # restored below: it starts from the args builder's values
-            width, word = POISON.get(host.dtype.name, (1, 0xA5))
+            width, word = POISON.get(host.dtype.name, (1, POISONS[0])) if pattern == 0 else (1, POISONS[pattern])
             memset = {1: drv.memset_d8, 2: drv.memset_d16, 4: drv.memset_d32}[width]
             memset(dev, word, host.nbytes // width)
         self._restore()
