@@ -20,6 +20,7 @@ import pytest
 import tunebench
 from tunebench.cli import main
 from tunebench.kernel import REGISTRY
+from tunebench.records import RecordStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICE = "cpu-amd-epyc-f26m2-2t-506d4e"
@@ -441,3 +442,14 @@ def test_a_kernel_declared_again_in_memory_is_answered_by_its_own_declaration(de
     assert tunebench.best("regenerated", (1024,), records="records") == {"vec": 1}
     in_memory("regenerated", vec=8)
     assert tunebench.best("regenerated", (1024,), records="records") == {"vec": 8}
+
+
+def test_records_whose_keys_a_tool_sorted_as_text_answer_as_before(deployed):
+    """`python -m json.tool --sort-keys` puts document "10" before "2": an older final round
+    was read as the latest, and another config served and exported, without a word."""
+    records = deployed / "records"
+    before = {(k, s): tunebench.best(k, s, DEVICE, records=records) for k, s in CASES}
+    path = records / f"{DEVICE}.json"
+    path.write_text(json.dumps(json.loads(path.read_text()), sort_keys=True, indent=2))
+    assert {(k, s): tunebench.best(k, s, DEVICE, records=records) for k, s in CASES} == before
+    assert RecordStore(path).checks() == RecordStore(ROOT / "records" / f"{DEVICE}.json").checks()  # oldest first

@@ -193,6 +193,11 @@ def _validate(path: Path, data) -> None:
                                f"checkout) or remove the check")
 
 
+def _doc_order(doc_id: str) -> tuple:
+    """A TinyDB document id's place: ids are the numbers of the order documents were inserted."""
+    return (0, int(doc_id), "") if doc_id.isdigit() else (1, 0, doc_id)
+
+
 def _shape(value) -> bool:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
 
@@ -279,7 +284,10 @@ class AtomicJSONStorage(Storage):
         except json.JSONDecodeError as e:
             raise RecordsError(f"{self.path}: corrupted records file ({e}); {untouched}") from None
         _validate(self.path, data)
-        return data
+        # in the order they were recorded, whatever a tool did to the keys' order ("10" before "2"
+        # sorted as text): the latest of a trial's measurements and of a task's final rounds is read
+        return {table: dict(sorted(docs.items(), key=lambda item: _doc_order(item[0])))
+                for table, docs in data.items()}
 
     def write(self, data) -> None:
         self._cache = None  # TinyDB changed the tables it read: they are the file's only once written
