@@ -137,6 +137,21 @@ def test_a_torn_last_journal_line_is_dropped_and_a_corrupt_earlier_one_is_an_err
         RecordStore(store.path)
 
 
+def test_a_trial_appended_after_a_torn_line_is_kept_and_the_journal_stays_readable(tmp_path):
+    """The next run's first trial was written onto the torn line: one corrupted line, that trial
+    lost, and every later read of the records an error."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    with open(store.journal, "a") as f:
+        f.write('{"kernel": "k", "sour')  # a run killed half way through an append
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    again.add(trial({"vec": 2}))
+    again.add(trial({"vec": 4}))
+    assert [t["config"] for t in RecordStore(store.path).trials()] == [{"vec": 1}, {"vec": 2}, {"vec": 4}]
+    again.compact()
+    assert [t["config"] for t in TinyDB(store.path).table("trials").all()] == [{"vec": 1}, {"vec": 2}, {"vec": 4}]
+
+
 def test_folding_twice_keeps_each_trial_once(tmp_path):
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     store.add(trial({"vec": 1}))

@@ -309,11 +309,31 @@ class AtomicJSONStorage(Storage):
 
 
 def _append(path: Path, docs) -> None:
-    """Documents as JSON lines at the end of ``path``, flushed to the disk before returning."""
-    with open(path, "a") as f:
-        f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs))
+    """Documents as JSON lines at the end of ``path``, flushed to the disk before returning. A
+    torn last line (a killed append: the document in flight, which :func:`_lines` drops) is cut
+    off first: the next line joined to it was a corrupted line, and lost."""
+    with open(path, "ab+") as f:
+        f.truncate(_whole_lines(f))
+        f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs).encode())
         f.flush()
         os.fsync(f.fileno())
+
+
+def _whole_lines(f, block: int = 1 << 16) -> int:
+    """The length of a file's whole lines: up to and with its last newline."""
+    end = f.seek(0, os.SEEK_END)
+    at = end
+    while at > 0:
+        start = max(0, at - block)
+        f.seek(start)
+        chunk = f.read(at - start)
+        if at == end and chunk.endswith(b"\n"):
+            return end
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        at = start
+    return 0
 
 
 def _lines(path: Path) -> list[dict]:
