@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import signal
 import subprocess
@@ -150,6 +151,24 @@ def test_a_trial_appended_after_a_torn_line_is_kept_and_the_journal_stays_readab
     assert [t["config"] for t in RecordStore(store.path).trials()] == [{"vec": 1}, {"vec": 2}, {"vec": 4}]
     again.compact()
     assert [t["config"] for t in TinyDB(store.path).table("trials").all()] == [{"vec": 1}, {"vec": 2}, {"vec": 4}]
+
+
+@pytest.mark.parametrize("line, said", [('{"kernel": "k"}', "lacks source_hash, shape, dtype, config, status, device"),
+                                         ("[1, 2]", "not a trial"), (None, "its stats are None, without a numeric median")])
+@pytest.mark.parametrize("where", ["journal", "archive"])
+def test_a_journal_or_archive_line_that_is_no_trial_is_an_error_naming_the_file_and_line(tmp_path, line, said,
+                                                                                        where):
+    """They were read unchecked: a KeyError naming no file, or a TypeError's traceback."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.compact()
+    bad = line if line is not None else json.dumps({k: v for k, v in trial({"vec": 2}).items() if k != "stats"})
+    path = store.journal if where == "journal" else store.archive
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(trial({"vec": 3})) + "\n" + bad + "\n")
+    with pytest.raises(RecordsError, match=rf"{re.escape(str(path))}: line 2: {re.escape(said)}; it is left "
+                                           rf"untouched"):
+        RecordStore(store.path).trials()
 
 
 def test_folding_twice_keeps_each_trial_once(tmp_path):

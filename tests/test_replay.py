@@ -153,10 +153,12 @@ def records_file(tmp_path):
                     store.add({"kernel": "k", "source_hash": "new", "bucket": bucket.name, "shape": list(shape),
                                "dtype": "float32", "config": {"vec": vec, "unroll": unroll},
                                "status": "compile_error" if failed else "ok", "error": None, "max_error": None,
-                               "samples": [] if failed else [ms, ms * 1.1, ms * 0.95], "compile_time_s": 0.2,
+                               "samples": [] if failed else [ms, ms * 1.1, ms * 0.95],
+                               **({} if failed else {"stats": {"median": ms}}), "compile_time_s": 0.2,
                                "measure_s": 0.01, "device": store.device, "timestamp": "2026-01-02T00:00:00+00:00"})
     store.add({"kernel": "k", "source_hash": "old", "bucket": "large", "shape": [1000], "dtype": "float32",
-               "config": {"vec": 1, "unroll": 1}, "status": "ok", "samples": [0.001], "compile_time_s": 0.2,
+               "config": {"vec": 1, "unroll": 1}, "status": "ok", "samples": [0.001], "stats": {"median": 0.001},
+               "compile_time_s": 0.2,
                "measure_s": 0.01, "device": store.device, "timestamp": "2025-01-01T00:00:00+00:00"})
     return store.path
 

@@ -165,9 +165,9 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     unsettled = [t for t in store.unsettled() if (t["kernel"], t["dtype"]) == (kernel.name, dtype)
                  and tuple(t["shape"]) in shapes]
     if unsettled:
-        return (f"nothing to gate for {what}: its {len(unsettled)} trials that ran were measured only while other "
-                f"load disturbed them, so best() serves the heuristic; `{command}` on a quieter machine measures "
-                f"them again")
+        some = f"{len(unsettled)} trials that ran were" if len(unsettled) > 1 else "1 trial that ran was"
+        return (f"nothing to gate for {what}: its {some} measured only while other load disturbed the machine, so "
+                f"best() serves the heuristic; `{command}` on a quieter machine measures again")
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
                 f"failures say why); tune it again once fixed")

@@ -146,9 +146,10 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, d
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
     if not disturbed:
         return "nothing is recorded for this bucket"
-    return (f"the {disturbed} trials recorded on this bucket's shapes were all disturbed by other load, so none is "
-            f"served; `{decl.tune_command() if decl else 'pytest suites --tune'}` on a quiet machine measures them "
-            f"again")
+    some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
+        "1 trial recorded on this bucket's shapes was"
+    return (f"the {some} disturbed by other load, so none is served; "
+            f"`{decl.tune_command() if decl else 'pytest suites --tune'}` on a quiet machine measures again")
 
 
 def _other_threads(folder: _Directory, device: str, store: Summary | None, kernel: str, dtype: str | None,

@@ -212,8 +212,9 @@ def trial_problem(doc: Mapping) -> str | None:
     if not isinstance(doc["config"], dict):
         return f"its config is {doc['config']!r}, not an object"
     stats = doc.get("stats")
-    if stats is not None and not (isinstance(stats, dict) and isinstance(stats.get("median"), (int, float))
-                                  and not isinstance(stats.get("median"), bool)):
+    if (stats is not None or doc["status"] == "ok") and not (
+            isinstance(stats, dict) and isinstance(stats.get("median"), (int, float))
+            and not isinstance(stats.get("median"), bool)):
         return f"its stats are {stats!r}, without a numeric median"
     return None
 
@@ -345,11 +346,18 @@ def _lines(path: Path) -> list[dict]:
     found = []
     for number, line in enumerate(lines, 1):
         try:
-            found.append(json.loads(line))
+            doc = json.loads(line)
         except json.JSONDecodeError:
             if number < len(lines):
                 raise RecordsError(f"{path}: line {number} is corrupted; it is left untouched: remove the line "
                                    f"or the file") from None
+            continue
+        missing = [k for k in TRIAL_KEYS if k not in doc] if isinstance(doc, dict) else None
+        wrong = ("not a trial" if missing is None else f"lacks {', '.join(missing)}" if missing
+                 else trial_problem(doc))
+        if wrong:
+            raise RecordsError(f"{path}: line {number}: {wrong}; it is left untouched: remove the line or the file")
+        found.append(doc)
     return found
 
 
