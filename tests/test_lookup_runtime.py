@@ -19,6 +19,7 @@ import pytest
 
 import tunebench
 from tunebench.cli import main
+from tunebench.device import device_id
 from tunebench.kernel import REGISTRY
 from tunebench.records import RecordStore
 
@@ -349,8 +350,11 @@ def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, mon
 def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(deployed, monkeypatch):
     """A PyTorch framework's process has no PyCUDA: its default device would be the CPU's."""
     records = deployed / "records"
-    gpu = "cuda-nvidia-h100-80gb-hbm3-132sm-000000"
-    (records / f"{DEVICE}.json").rename(records / f"{gpu}.json")
+    data = json.loads((records / f"{DEVICE}.json").read_text())  # another device's records: another fingerprint
+    data["device"]["1"]["name"] = "Another EPYC"
+    gpu = device_id(data["device"]["1"])
+    (records / f"{gpu}.json").write_text(json.dumps(data))
+    (records / f"{DEVICE}.json").unlink()
     assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "heuristic"
     monkeypatch.setenv("TUNEBENCH_DEVICE", gpu)
     choice = tunebench.lookup("layernorm", (300, 8192), records=records)
@@ -453,3 +457,13 @@ def test_records_whose_keys_a_tool_sorted_as_text_answer_as_before(deployed):
     path.write_text(json.dumps(json.loads(path.read_text()), sort_keys=True, indent=2))
     assert {(k, s): tunebench.best(k, s, DEVICE, records=records) for k, s in CASES} == before
     assert RecordStore(path).checks() == RecordStore(ROOT / "records" / f"{DEVICE}.json").checks()  # oldest first
+
+
+def test_another_devices_records_copied_under_this_devices_name_are_refused_naming_both(deployed, monkeypatch):
+    """Served as this machine's tuned configs, and reused by its tune, with no note."""
+    records = deployed / "records"
+    here = device_id({**json.loads((records / f"{DEVICE}.json").read_text())["device"]["1"], "name": "This EPYC"})
+    shutil.copy(records / f"{DEVICE}.json", records / f"{here}.json")
+    with pytest.raises(tunebench.RecordsError, match=rf"{here}.json: holds the records of {DEVICE} \(its device "
+                                                     rf"table\), not of {here}, as its name says"):
+        tunebench.best("layernorm", (300, 8192), here, records=records)

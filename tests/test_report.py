@@ -68,7 +68,7 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     md = (root / "r" / "report.md").read_text()
     assert "### Changes since HEAD" in md
     changes = md.split("### Changes since HEAD")[1]
-    changed = re.findall(r"\| axpb \| (\w+) \| float32 \| [\d.]+ \| ([\d.]+) \([+-]\d+%\) \| ", changes)
+    changed = re.findall(r"\| axpb \| (\w+) \| float32 \| [\d.]+\*? \| ([\d.]+)\*? \([+-]\d+%\) \| ", changes)
     same = re.search(r"(\d) tasks? unchanged since HEAD\.", changes)
     assert same and len(changed) + int(same.group(1)) == 2, md  # a served config and time alike: unchanged
     assert ("| best ms now (time: + slower) |" in changes) == bool(changed)

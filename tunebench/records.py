@@ -50,6 +50,10 @@ ARCHIVE_ABOVE = 20_000
 TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
 
 
+#: A records file named as a device id is (its fingerprint's hash last): its device table must say so.
+DEVICE_NAME = re.compile(r".+-[0-9a-f]{6}")
+
+
 class RecordsError(RuntimeError):
     """A records file that cannot be read or written; the message names the file."""
 
@@ -383,6 +387,10 @@ class RecordStore:
         #: killed; not one still running); they are folded with this run's, and the run says so.
         self.leftover = self._pending() if not self.read_only and not self._running() else []
         recorded = next(iter(data.get("device", {}).values()), None)
+        if recorded and DEVICE_NAME.fullmatch(self.device) and device_id(recorded) != self.device:  # renamed
+            raise RecordsError(f"{self.path}: holds the records of {device_id(recorded)} (its device table), "
+                               f"not of {self.device}, as its name says: measurements of one device are never "
+                               f"another's; rename it back (the file is left untouched)")
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._stamped = recorded is not None and bool(data.get("format"))
         self._compacted = time.monotonic()
