@@ -3,6 +3,7 @@ import pytest
 
 from tests.conftest import AXPB_C
 from tunebench.backends.base import CompileError
+from tunebench.backends.cache import BuildCache, CompilerKilled, run_compiler
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files
@@ -135,6 +136,21 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     assert changed.source_hash != variant.source_hash
     assert changed_files(variant.template, changed.template, "axpb.c") == ["scale.h"]  # the gate names the edit
 
+
+
+def test_a_compiler_killed_by_a_signal_caches_nothing_and_is_no_compile_error(tmp_path):
+    """Ctrl-C while gcc ran cached "gcc exited -2" as the config's compile error, for every later
+    run, --tune-fresh and --tune-retry-failed alike."""
+    cache = BuildCache(tmp_path)
+    killed = ["sh", "-c", "kill -INT $$", "{src}", "{out}"]
+    with pytest.raises(CompilerKilled, match="sh was killed by SIGINT while compiling"):
+        cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(killed, src, out))
+    assert not list(tmp_path.glob("*.err"))
+    (err,) = [p.with_suffix(".err") for p in tmp_path.glob("k-*.c")]
+    err.write_text("gcc exited -2")  # what an earlier tunebench cached
+    path, _, cached = cache.get("k", "int f;", "t", (".c", ".so"),
+                                lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
+    assert path.exists() and not cached
 
 
 def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_template(tmp_path):

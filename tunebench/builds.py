@@ -48,8 +48,12 @@ class Ahead:
     def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
         try:
             build = self.backend.build(kernel, variant, config, dtype)
-        except (CompileError, ResourceError):
+        except CompileError as e:
+            if e.cached:  # an earlier run's verdict: nothing compiled now
+                return
             build = None  # the error is cached too: the worker reports it
+        except ResourceError:
+            build = None
         if build is None or not build.cached:
             with self._count:
                 self.compiled += 1

@@ -29,7 +29,12 @@ class KernelError(ValueError):
 
 
 class CompileError(RuntimeError):
-    """The compiler rejected a candidate; ``str()`` is an excerpt of its message."""
+    """The compiler rejected a candidate; ``str()`` is an excerpt of its message, ``cached``
+    whether the compile cache held it (compiled by an earlier run)."""
+
+    def __init__(self, message: str, cached: bool = False):
+        super().__init__(message)
+        self.cached = cached
 
 
 class ResourceError(RuntimeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -39,10 +40,22 @@ def excerpt(message: str, lines: int = 12) -> str:
     return "\n".join(wanted[:lines]).strip()
 
 
+class CompilerKilled(RuntimeError):
+    """The compiler was killed by a signal (Ctrl-C, the out-of-memory killer): no verdict on the
+    candidate, so nothing is cached, and a later run compiles it again."""
+
+
+#: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error.
+_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z")
+
+
 def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
     """Run a compiler ``command`` with ``{src}`` and ``{out}`` filled in: None where it succeeds,
-    else what it said."""
+    else what it said; :class:`CompilerKilled` where a signal ended it."""
     proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
+    if proc.returncode < 0:
+        raise CompilerKilled(f"{command[0]} was killed by {signal.Signals(-proc.returncode).name} while compiling "
+                             f"(Ctrl-C, or out of memory): no verdict on the candidate, and nothing is cached")
     return None if proc.returncode == 0 else proc.stderr or proc.stdout or f"{command[0]} exited {proc.returncode}"
 
 
@@ -67,16 +80,20 @@ class BuildCache:
         if out.exists():
             self.reused += 1
             return out, 0.0, True
-        if err.exists():
+        if err.exists() and not _KILLED_CACHED.search(err.read_text()):
             self.reused += 1
-            raise CompileError(err.read_text())
+            raise CompileError(err.read_text(), cached=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
         _write_atomic(src, source, stamp)
         tmp = out.with_name(f"{out.stem}.{stamp}{out_suffix}")
         start = time.perf_counter()
         self.compiled += 1
-        failure = compile_fn(src, tmp)
+        try:
+            failure = compile_fn(src, tmp)
+        except CompilerKilled:
+            tmp.unlink(missing_ok=True)
+            raise
         seconds = time.perf_counter() - start
         if failure is not None:
             tmp.unlink(missing_ok=True)

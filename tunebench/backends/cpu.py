@@ -269,7 +269,7 @@ class CpuBackend(Backend):
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(command, src, out))
         except CompileError as e:
-            raise CompileError(explain(variant, config, str(e))) from None
+            raise CompileError(explain(variant, config, str(e)), cached=e.cached) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
