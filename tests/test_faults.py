@@ -39,6 +39,8 @@ void faulty(const real *x, real *y, int n)
     ((real *)x)[0] = 0;  /* into an input the kernel does not declare in place */
 #elif fault == 9
     if (fork() == 0) return;  /* a child that returns into the worker, as the parent does */
+#elif fault == 10
+    y[n + 1034] = 0;  /* past the 4 KiB guard, into the rest of its page */
 #endif
 }
 """
@@ -114,6 +116,50 @@ def test_a_candidate_that_forks_a_child_returning_into_the_worker_spoils_no_resu
     assert {k: t["status"] for k, t in trials.items() if k[1] == 3} == {(1, 3): "wrong_result", (16, 3): "wrong_result"}
     assert trials[(1, 9)]["status"] in ("ok", "early_stopped") and trials[(16, 9)]["status"] in ("ok", "early_stopped")
     result.assert_outcomes(passed=3, failed=2)
+
+
+SCRATCH_C = """\
+void scratch(const float *x, float *work, float *y, int n)
+{
+    for (int i = 0; i < n; ++i) work[i] = 2 * x[i];
+#if fault == 1
+    work[n] = 0;  /* one past the end of the scratch buffer */
+#endif
+    for (int i = 0; i < n; ++i) y[i] = work[i];
+}
+"""
+
+SCRATCH_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+scratch = Kernel(
+    "scratch", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "work": np.zeros(shape[0], dtype),
+                                    "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+    reference=lambda x, work, n: 2.0 * x, outputs=["y"], inplace=["work"],
+    cpu=Variant(source="scratch.c", entry="scratch", heuristic=lambda shape: {"fault": 0},
+                space=Space({"fault": [0, 1]})),
+)
+"""
+
+
+def test_a_write_into_the_slack_past_an_outputs_guard_or_past_a_scratch_buffer_is_out_of_bounds(pytester):
+    """4 KiB past an output the rest of its page was writable and unchecked: the config won and
+    was served; a scratch buffer (inplace=) had no guard at all."""
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [4], "fault": [10, 0]'))
+    pytester.path.joinpath("scratch.c").write_text(SCRATCH_C)
+    pytester.path.joinpath("test_scratch.py").write_text(SCRATCH_SUITE)
+    pytester.runpytest("test_faulty.py", "test_scratch.py", *TUNE, "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("*.json")
+    trials = {(t["kernel"], t["config"]["fault"]): t for t in TinyDB(path).table("trials").all()}
+    assert trials[("faulty", 10)]["status"] == "out_of_bounds"
+    assert trials[("faulty", 10)]["error"].startswith("wrote past the end of output 'y' (up to 4140 bytes beyond it)")
+    assert trials[("scratch", 1)]["status"] == "out_of_bounds"
+    assert trials[("scratch", 1)]["error"].startswith("wrote past the end of in-place input 'work' (up to 4 bytes")
+    assert {trials[(k, 0)]["status"] for k in ("faulty", "scratch")} <= {"ok", "early_stopped"}
 
 
 #: ``mode`` 1 is wrong only where malloc would put the output (16 bytes past a page), and slow

@@ -122,14 +122,15 @@ GUARD_BYTES = 4096
 GUARD_FILL = 0x5A
 
 
-def guard_damage(name: str, before: np.ndarray, after: np.ndarray) -> str | None:
-    """A message naming the output and how far from it a kernel wrote, if a guard changed."""
+def guard_damage(name: str, before: np.ndarray, after: np.ndarray, what: str = "output") -> str | None:
+    """A message naming the buffer (an output, or an in-place input) and how far from it a
+    kernel wrote, if a guard changed."""
     hit_before = np.flatnonzero(before != GUARD_FILL)
     hit_after = np.flatnonzero(after != GUARD_FILL)
     if hit_after.size:
-        return f"wrote past the end of output {name!r} (up to {int(hit_after[-1]) + 1} bytes beyond it)"
+        return f"wrote past the end of {what} {name!r} (up to {int(hit_after[-1]) + 1} bytes beyond it)"
     if hit_before.size:
-        return f"wrote before the start of output {name!r} (up to {len(before) - int(hit_before[0])} bytes)"
+        return f"wrote before the start of {what} {name!r} (up to {len(before) - int(hit_before[0])} bytes)"
     return None
 
 
@@ -144,9 +145,9 @@ def input_damage(name: str, given: np.ndarray, now: np.ndarray) -> str | None:
 
 
 #: The byte of each poison pattern: pattern 0 fills floats (complex ones too) with NaN and other
-#: outputs with 0xA5 bytes; pattern 1 fills every output with 0x5A bytes. Where the reference
+#: outputs with 0xA5 bytes; pattern 1 fills every output with 0x3C bytes (not the guards' 0x5A). Where the reference
 #: itself is NaN, or is 0xA5's value, an element left unwritten passes pattern 0: pattern 1 tells.
-POISONS = (0xA5, 0x5A)
+POISONS = (0xA5, 0x3C)
 
 
 def poison(array: np.ndarray, pattern: int = 0) -> None:

@@ -153,26 +153,31 @@ class Buffers:
     """A shape's arguments as the kernel sees them under one placement: inputs copied into
     trapped regions and made read-only (in-place ones stay writable; all stay writable with
     ``writable_inputs``, and a write into one is found by comparing instead: ``written``), each
-    output inside a guard zone inside a trapped region (see :mod:`tunebench.backends.memory`). The runners of
-    one shape share them, as a trial's consecutive calls do: runners compared interleaved with
-    buffers of their own would evict each other's data from the caches and time the memory
-    rather than the kernel."""
+    buffer the kernel writes (an output, an in-place input) between guard zones inside a trapped
+    region (see :mod:`tunebench.backends.memory`): ``zones``, (name, kind, before, after). The
+    runners of one shape share them, as a trial's consecutive calls do: runners compared
+    interleaved with buffers of their own would evict each other's data from the caches and time
+    the memory rather than the kernel."""
 
     def __init__(self, kernel: Kernel, args: Mapping[str, Any], placement: str, writable_inputs: bool = False):
         self.source = args  # held, so that its id() names these buffers while they live
         self.placement = placement
         self.written: list[str] = []  # inputs compared after each call: the writable ones not declared in place
         self.regions = []
-        self.guarded = [self._place(args[n].nbytes + 2 * GUARD_BYTES, i) for i, n in enumerate(kernel.outputs)]
-        self.outputs = [g[GUARD_BYTES:GUARD_BYTES + args[n].nbytes].view(args[n].dtype).reshape(args[n].shape)
-                        for g, n in zip(self.guarded, kernel.outputs)]
+        self.zones: list[tuple[str, str, np.ndarray, np.ndarray]] = []
+        self.outputs = [self._guarded(n, "output", args[n], i) for i, n in enumerate(kernel.outputs)]
         first = len(kernel.outputs)
         self.args = {}
         for i, (name, value) in enumerate(args.items()):
             if name in kernel.outputs or not isinstance(value, np.ndarray):
                 self.args[name] = value
                 continue
-            copy = self._place(value.nbytes, first + i).view(value.dtype).reshape(value.shape)
+            if name in kernel.inplace:
+                copy = self._guarded(name, "in-place input", value, first + i)
+            else:
+                region, raw = placed(value.nbytes, first + i, self.placement)
+                self.regions.append(region)
+                copy = raw.view(value.dtype).reshape(value.shape)
             np.copyto(copy, value)
             if name not in kernel.inplace:
                 if writable_inputs:
@@ -182,33 +187,37 @@ class Buffers:
             self.args[name] = copy
         self.args.update(zip(kernel.outputs, self.outputs))
 
-    def _place(self, nbytes: int, index: int) -> np.ndarray:
-        region, array = placed(nbytes, index, self.placement)
+    def _guarded(self, name: str, kind: str, like: np.ndarray, index: int) -> np.ndarray:
+        """A buffer the kernel writes, shaped as ``like``, with :data:`GUARD_BYTES` of guard
+        before it and, after it, every byte to the end of its last page: a write past the guard
+        would land in writable slack unseen, and one past the pages faults on the trap."""
+        region, _ = placed(like.nbytes + 2 * GUARD_BYTES, index, self.placement)
         self.regions.append(region)
-        return array
+        pages, start = region.pages(), region.offset + GUARD_BYTES
+        self.zones.append((name, kind, pages[:start], pages[start + like.nbytes:]))
+        return pages[start:start + like.nbytes].view(like.dtype).reshape(like.shape)
 
 
 class CpuRunner(Runner):
     def __init__(self, fn, kernel: Kernel, buffers: Buffers):
         self._fn = fn
-        self._names = kernel.outputs
         self._buffers = buffers  # the memory lives as long as the runner
-        self._guarded, self._outputs, self._args = buffers.guarded, buffers.outputs, buffers.args
+        self._zones, self._outputs, self._args = buffers.zones, buffers.outputs, buffers.args
         self._pristine = {n: buffers.source[n] for n in (*kernel.inplace, *kernel.inout)}
         self._poisoned = [out for n, out in zip(kernel.outputs, self._outputs) if n not in kernel.inout]
         self._cargs = [a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray)
                        else SCALARS[a.dtype](a.item()) for a in self._args.values()]
 
     def reset(self, pattern: int = 0) -> None:
-        for guarded in self._guarded:
-            guarded[:GUARD_BYTES] = GUARD_FILL
-            guarded[-GUARD_BYTES:] = GUARD_FILL
+        for _, _, before, after in self._zones:
+            before[:] = GUARD_FILL
+            after[:] = GUARD_FILL
         for out in self._poisoned:  # in-out outputs start from their values instead
             poison(out, pattern)
         self._restore()
 
     def overrun(self) -> str | None:
-        found = [guard_damage(n, g[:GUARD_BYTES], g[-GUARD_BYTES:]) for n, g in zip(self._names, self._guarded)]
+        found = [guard_damage(name, before, after, kind) for name, kind, before, after in self._zones]
         found += [input_damage(n, self._buffers.source[n], self._args[n]) for n in self._buffers.written]
         return next(filter(None, found), None)
 

@@ -68,10 +68,22 @@ class Region:
         _libc.madvise(self._start, self._inner, _MADV_NOHUGEPAGE)  # best effort: THP varies by run
         self._offset, self._nbytes = offset, nbytes
 
+    @property
+    def offset(self) -> int:
+        return self._offset
+
     def array(self) -> np.ndarray:
         """The region's bytes; numpy keeps the view and the view the mapping, so the array is
         never left dangling."""
-        view = (ctypes.c_uint8 * self._nbytes).from_address(self._start + self._offset)
+        return self._view(self._offset, self._nbytes)
+
+    def pages(self) -> np.ndarray:
+        """Every accessible byte of the region, its pages whole: the slack before and after its
+        bytes is writable too, and only a guard there tells a write into it."""
+        return self._view(0, self._inner)
+
+    def _view(self, start: int, nbytes: int) -> np.ndarray:
+        view = (ctypes.c_uint8 * nbytes).from_address(self._start + start)
         view.region = self
         return np.frombuffer(view, np.uint8)
 
