@@ -733,3 +733,36 @@ def test_a_cuda_variants_broken_space_fails_collection_on_a_machine_without_a_gp
     result = pytester.runpytest("suites", *TUNE, "--collect-only")
     result.stdout.fnmatch_lines([f"*suite suites/test_axpb.py::axpb: the cuda variant: {said}*"])
     assert result.ret == 2 and "Traceback" not in result.stdout.str()
+
+
+SHIFT = np.float32(0.5)
+TABLE = np.arange(4.0)
+
+
+def shifted(x):
+    return x + SHIFT + TABLE[1]
+
+
+def make_reference(shift):
+    return lambda x: x + shift
+
+
+def defaulted(x, shift=0.5):
+    return x + shift
+
+
+def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(monkeypatch):
+    """Their change reused every trial verified against the old reference: code_hash read only
+    plain numbers and strings of the module."""
+    from tunebench.kernel import code_hash
+    before = code_hash(shifted)
+    monkeypatch.setitem(globals(), "SHIFT", np.float32(0.75))
+    assert code_hash(shifted) != before
+    monkeypatch.setitem(globals(), "SHIFT", np.float32(0.5))
+    assert code_hash(shifted) == before
+    monkeypatch.setitem(globals(), "TABLE", np.arange(4.0) * 2)
+    assert code_hash(shifted) != before
+    assert code_hash(make_reference(0.5)) == code_hash(make_reference(0.5)) != code_hash(make_reference(0.75))
+    half = code_hash(defaulted)
+    monkeypatch.setattr(defaulted, "__defaults__", (0.75,))
+    assert code_hash(defaulted) != half

@@ -260,8 +260,10 @@ class Variant:
 
 def code_hash(fn: Any, seen: set | None = None) -> str:
     """A short hash of what a Python callable computes: its bytecode, constants and the names it
-    reads, and, followed through its globals, the same of the functions it calls and the values
-    of the plain constants it reads. Formatting and comments do not change it."""
+    reads, and, followed through its globals, its closure and its defaults, the same of the
+    functions it calls and the values of the constants it reads (numbers, strings, numpy scalars
+    and arrays: a reference's ``SHIFT = np.float32(0.5)`` or ``make_reference(0.5)``).
+    Formatting and comments do not change it."""
     seen = set() if seen is None else seen
     digest = hashlib.sha256()
     fn = getattr(fn, "__wrapped__", fn)
@@ -280,14 +282,29 @@ def code_hash(fn: Any, seen: set | None = None) -> str:
             else:
                 digest.update(repr(const).encode())
         for name in c.co_names:
-            value = scope.get(name)
-            if callable(value) and hasattr(value, "__code__") and id(value) not in seen:
+            read(name, scope.get(name))
+
+    def read(name: str, value) -> None:
+        if callable(value) and hasattr(value, "__code__"):
+            if id(value) not in seen:
                 seen.add(id(value))
                 digest.update(code_hash(value, seen).encode())
-            elif isinstance(value, (int, float, str, bytes, bool, tuple)):
-                digest.update(f"{name}={value!r}".encode())
+        elif isinstance(value, (int, float, str, bytes, bool, tuple)):
+            digest.update(f"{name}={value!r}".encode())
+        elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
+            digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
+        elif isinstance(value, np.ndarray):
+            digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
+                np.ascontiguousarray(value).view(np.uint8)).digest())
 
     walk(code)
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            read(name, cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            pass
+    for i, value in enumerate((*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())):
+        read(f"default {i}", value)
     return digest.hexdigest()[:16]
 
 
