@@ -766,3 +766,15 @@ def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(
     half = code_hash(defaulted)
     monkeypatch.setattr(defaulted, "__defaults__", (0.75,))
     assert code_hash(defaulted) != half
+
+
+def test_a_bucket_of_zero_sized_shapes_with_bytes_declared_tunes_and_summarises(twice_project, pytester):
+    """Its rate, 0 GB/s, went into a geometric mean: log(0) ended the run with a traceback, and
+    the summary of every task was lost."""
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace(
+        'Buckets(["N"], [', 'Buckets(["N"], [Bucket("empty", N=(0, 0), shapes=[(0,)]), ').replace(
+        'outputs=["y"],', 'outputs=["y"], bytes=lambda shape, dtype: 8 * shape[0],'))
+    result = pytester.runpytest("suites", *TUNE, "-k", "empty or small")
+    assert result.ret == 0 and "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.re_match_lines([r"twice +empty +float32 ", r"twice +small +float32 .* GB/s"])

@@ -565,9 +565,10 @@ class Task:
 
     def rate(self, objective_ms: float | None) -> tuple[float, str] | None:
         """GFLOP/s or GB/s at a bucket objective: the weighted geometric mean of the per-shape
-        rates, which is that of the work per call over the objective."""
+        rates, which is that of the work per call over the objective; none where a shape has no
+        work (a zero-sized dim), which a geometric mean cannot take."""
         rates = {s: self.kernel.throughput(s, self.dtype, 1.0) for s in self.bucket.shapes}
-        if objective_ms is None or any(r is None for r in rates.values()):
+        if objective_ms is None or any(r is None or r[0] <= 0 for r in rates.values()):
             return None
         unit = next(iter(rates.values()))[1]
         return self.bucket.objective({s: r[0] for s, r in rates.items()}) / objective_ms, unit
