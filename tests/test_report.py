@@ -13,7 +13,7 @@ from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench.cli import main
 from tunebench.records import RecordsError, RecordStore
-from tunebench.report import _changes, task_views
+from tunebench.report import _changes, _rows, task_views
 
 
 def git(root, *args):
@@ -193,3 +193,5 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     busy = {**tune, "disturbed": True, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 160.0}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
     assert history(view) == [(tune, 2.0), (failed, 2.0)]
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
+    assert _rows([view])[0][-1] == "fail"  # it read "fail (nothing to measure)": the best crashed

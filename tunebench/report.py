@@ -316,7 +316,8 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         best_ms, base_ms = v.times
         gate = v.last_gate
         mark = "" if v.confirmed else "*"
-        idle = gate and not gate.get("verdicts") and not any(e.get("objectives") for e in gate.get("shapes", []))
+        idle = gate and gate["outcome"] == "pass" and not gate.get("verdicts") and not any(
+            e.get("objectives") for e in gate.get("shapes", []))  # a fail is never idle: a crash measures nothing
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
