@@ -10,6 +10,7 @@ from tests.test_plugin import TUNE
 
 #: ``fault`` plants one fault per value; ``passes`` makes the good candidates differ in speed.
 FAULTY_C = """\
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 typedef TB_DTYPE real;
@@ -32,6 +33,7 @@ void faulty(const real *x, real *y, int n)
 #elif fault == 5
     y[n + 16] = 0;  /* out-of-bounds write */
 #elif fault == 6
+    fputs("faulty: n must be even\\n", stderr);  /* as assert() says why, then aborts */
     abort();
 #elif fault == 7
     y[n + (8 << 20)] = 0;  /* far past the output: 32 MB beyond its end */
@@ -82,7 +84,8 @@ def test_every_fault_is_recorded_with_its_status_and_the_best_good_candidate_win
     for fault, statuses in EXPECTED.items():
         assert {t["status"] for t in by_fault[fault]} <= statuses, fault
     assert all("SIGSEGV" in t["error"] for t in by_fault[1])
-    assert all("SIGABRT" in t["error"] for t in by_fault[6])
+    assert all("SIGABRT" in t["error"] and t["error"].endswith("; it printed last: faulty: n must be even")
+               for t in by_fault[6])
     assert all("timeout" in t["error"] for t in by_fault[2])
     assert all("past the end of output 'y'" in t["error"] for t in by_fault[5])
     assert all("fault 4 does not compile" in t["error"] for t in by_fault[4])

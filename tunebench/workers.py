@@ -19,9 +19,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import faulthandler
+import fcntl
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -150,10 +152,12 @@ class _Watch:
         self._clock[1] = index
 
 
-def _serve(conn, target: str, parent: int, clock) -> None:
+def _serve(conn, target: str, parent: int, clock, log: int) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
     _die_with_parent(parent)
     os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
+    for fd in (1, 2):  # what a candidate prints (an assert's message, say) goes to the parent's log
+        os.dup2(log, fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
@@ -342,12 +346,17 @@ class Workers:
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began, and its arm
         self._monitor = interference.Monitor()
+        # the worker's stdout and stderr, a file without a name (nothing is left behind), appended
+        # to whatever the parent reads: the last lines a candidate printed before it died
+        self._log = tempfile.TemporaryFile(prefix="tunebench-worker-")
+        fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
 
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
         self._clock = context.RawArray("d", 2)
-        self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock),
+        self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
+                                                             self._log.fileno()),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
@@ -370,6 +379,7 @@ class Workers:
             self._start()
         began = time.monotonic()
         self._clock[1] = -1  # no call made yet
+        os.ftruncate(self._log.fileno(), 0)  # this job's words alone
         self._conn.send(job)
         kind, message = self._receive(PREPARE_TIMEOUT_S)
         if kind == "built":
@@ -420,9 +430,19 @@ class Workers:
         if kind == "error":
             raise KernelError(message)
         self.close()
+        said = self._last_words()
         if kind == "timeout":
-            return {"status": "timeout", "error": f"a call ran longer than the {self.timeout:g} s timeout"}
-        return {"status": "crashed", "error": message}  # "died" or "crashed"
+            return {"status": "timeout", "error": f"a call ran longer than the {self.timeout:g} s timeout{said}"}
+        return {"status": "crashed", "error": f"{message}{said}"}  # "died" or "crashed"
+
+    def _last_words(self, lines: int = 3, tail: int = 4096) -> str:
+        """The last lines the worker printed in this job (an assert's message before its abort),
+        as words to add to its failure; nothing where it printed none."""
+        fd = self._log.fileno()
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, min(size, tail), max(0, size - tail)).decode(errors="replace")
+        found = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+        return f"; it printed last: {' | '.join(found)}" if found else ""
 
     def restart(self) -> None:
         """The next job runs in a fresh worker: fresh buffers, fresh placement in physical
