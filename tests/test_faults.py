@@ -45,6 +45,9 @@ void faulty(const real *x, real *y, int n)
     y[n + 1034] = 0;  /* past the 4 KiB guard, into the rest of its page */
 #endif
 }
+#if fault == 11
+__attribute__((constructor)) static void hang_on_load(void) { for (volatile int spin = 1; spin;) {} }
+#endif
 """
 
 FAULTY_SUITE = """\
@@ -105,6 +108,18 @@ def test_a_fault_does_not_spoil_the_next_candidate(pytester, status):
     result = pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "2", "--tune-strategy", "brute_force")
     # brute force: (1, fault) first, then (1, 0) in a fresh worker, (4, fault), (4, 0) and the baseline
     result.assert_outcomes(passed=3, failed=2)
+
+
+def test_a_build_whose_loading_hangs_is_a_timeout(pytester):
+    """A static initialiser runs when the library loads, before any call: the timeout did not
+    cover it, and the candidate ran on (a 15-minute limit) or was recorded as ok."""
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [4], "fault": [11, 0]'))
+    pytester.runpytest("test_faulty.py", *TUNE, "--tune-timeout", "1", "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("*.json")
+    (hung,) = [t for t in TinyDB(path).table("trials").all() if t["config"]["fault"] == 11]
+    assert hung["status"] == "timeout" and "a call, or loading the build, ran longer than the 1 s" in hung["error"]
 
 
 def test_a_candidate_that_forks_a_child_returning_into_the_worker_spoils_no_result(pytester):

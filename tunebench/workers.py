@@ -139,17 +139,22 @@ class _Watched(Runner):
 
 
 class _Watch:
-    """Makes the watched runners of one job; ``arm(i)`` announces the arm whose runner is loaded
-    next, so that a failure while loading is pinned on it too."""
+    """Loads the watched runners of one job: a load is timed as a call is (a library's static
+    initialiser runs when it loads, and may hang), and a failure while loading is pinned on the
+    arm loaded."""
 
     def __init__(self, clock):
         self._clock = clock
 
-    def __call__(self, runner: Runner, arm: int = 0) -> _Watched:
+    def __call__(self, load, arm: int = 0) -> _Watched:
+        """The runner ``load()`` makes, watched."""
+        self._clock[1] = arm
+        self._clock[0] = time.monotonic()
+        try:
+            runner = load()
+        finally:
+            self._clock[0] = 0.0
         return _Watched(runner, self._clock, arm)
-
-    def arm(self, index: int) -> None:
-        self._clock[1] = index
 
 
 def _serve(conn, target: str, parent: int, clock, log: int) -> None:
@@ -238,8 +243,8 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     conn.send(("built", [(build.handle.name, build.cached)]))
     done = {"compile_time_s": build.compile_time_s}
     if job.probe:
-        runner = watched(backend.load(build, kernel, variant, job.config, job.shape, args, backend.placements[0],
-                                      writable_inputs=True))
+        runner = watched(lambda: backend.load(build, kernel, variant, job.config, job.shape, args,
+                                              backend.placements[0], writable_inputs=True))
         try:
             m = verify(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
         finally:
@@ -249,8 +254,8 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     try:
         for placement in backend.placements:
             try:
-                runners[placement] = watched(backend.load(build, kernel, variant, job.config, job.shape, args,
-                                                           placement))
+                runners[placement] = watched(lambda: backend.load(build, kernel, variant, job.config, job.shape,
+                                                                   args, placement))
             except ResourceError as e:
                 return {**done, "status": "pruned_resources", "error": str(e)}
         tolerances = kernel.tolerances(job.dtype, args)
@@ -300,10 +305,9 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
         try:
             call_ms = 0.0
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
-                watched.arm(arm)
                 try:
-                    runners[label] = watched(backend.load(build, kernel, arm_variant, config, job.shape, args,
-                                                           placement), arm)
+                    runners[label] = watched(lambda: backend.load(build, kernel, arm_variant, config, job.shape,
+                                                                  args, placement), arm)
                 except ResourceError as e:
                     return {"status": "pruned_resources", "arm": label, "error": str(e)}
                 failed = verify(runners[label], reference, kernel.outputs, kernel.tolerances(job.dtype, args))
@@ -432,7 +436,8 @@ class Workers:
         self.close()
         said = self._last_words()
         if kind == "timeout":
-            return {"status": "timeout", "error": f"a call ran longer than the {self.timeout:g} s timeout{said}"}
+            return {"status": "timeout",
+                    "error": f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout{said}"}
         return {"status": "crashed", "error": f"{message}{said}"}  # "died" or "crashed"
 
     def _last_words(self, lines: int = 3, tail: int = 4096) -> str:
