@@ -778,3 +778,19 @@ def test_a_bucket_of_zero_sized_shapes_with_bytes_declared_tunes_and_summarises(
     result = pytester.runpytest("suites", *TUNE, "-k", "empty or small")
     assert result.ret == 0 and "Traceback" not in result.stdout.str() + result.stderr.str()
     result.stdout.re_match_lines([r"twice +empty +float32 ", r"twice +small +float32 .* GB/s"])
+
+
+def test_records_of_a_tunebench_that_kept_no_declaration_are_measured_again_and_the_summary_says_why(
+        twice_project, pytester):
+    """Their trials have no setup hash to be reused by: all were measured again without a word."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    for doc in data["tasks"].values():
+        del doc["declaration"], doc["setup_hash"]
+    for doc in data["trials"].values():
+        del doc["setup_hash"]
+    path.write_text(json.dumps(data))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(again, "twice[small-float32]: tuned last by a tunebench that kept no declaration (its template, "
+                       "flags, reference...) to reuse a trial by: measured again") == 1

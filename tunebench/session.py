@@ -205,6 +205,7 @@ class Task:
         self.reused = 0  # trials taken from the records instead of measured
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
+        self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.waiting = False  # another run holds the task's lock
         self.ended = False  # the search and its final round ran to their end (not interrupted)
 
@@ -217,6 +218,9 @@ class Task:
     def why_again(self) -> str | None:
         """What the declaration's change since the last tune meant: trials measured again, or
         those of an earlier run with this same declaration reused (a change undone)."""
+        if self.undeclared:
+            return ("tuned last by a tunebench that kept no declaration (its template, flags, reference...) to "
+                    "reuse a trial by: measured again")
         if not self.changed:
             return None
         what = f"the {', '.join(self.changed)} changed since the last tune"
@@ -275,6 +279,7 @@ class Task:
         warm_from = len(store.trials()) if warm_from is None else warm_from
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
+        self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
         try:
             self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         except MachineBusy as e:
