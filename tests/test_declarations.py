@@ -794,3 +794,22 @@ def test_records_of_a_tunebench_that_kept_no_declaration_are_measured_again_and_
     again = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert said(again, "twice[small-float32]: tuned last by a tunebench that kept no declaration (its template, "
                        "flags, reference...) to reuse a trial by: measured again") == 1
+
+
+def test_the_command_said_to_resume_a_tune_names_the_records_folder_it_was_tuned_into(twice_project, pytester):
+    """Run as said, `pytest ... --tune` tuned into records/ and resumed nothing."""
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-records", "elsewhere")
+    (path,) = (twice_project / "elsewhere").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # stopped before its final round
+    path.write_text(json.dumps(data))
+    cut = best_json(None, "--records", str(twice_project / "elsewhere"), cwd=twice_project)
+    assert cut["reason"].endswith("`pytest suites/test_twice.py --tune --tune-records elsewhere` resumes the tune"), \
+        cut["reason"]
+    pytester.runpytest("suites", *TUNE, "-k", "small")  # into records/: the plain command
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}
+    path.write_text(json.dumps(data))
+    plain = best_json(twice_project, cwd=twice_project)
+    assert plain["reason"].endswith("`pytest suites/test_twice.py --tune` resumes the tune"), plain["reason"]

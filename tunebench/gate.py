@@ -148,7 +148,7 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     """Why there is nothing to gate, naming this device and those that have records of the kernel."""
     task = next(iter(store.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)), None)
     what = f"{kernel.name} {bucket.name} {dtype} on this device, {store.device}"
-    command = kernel.tune_command()
+    command = kernel.tune_command(store.path.parent)
     rounds = store.checks(kernel=kernel.name, dtype=dtype, bucket=bucket.name, kind="tune")
     judged = [[tuple(e["shape"]) for e in c["shapes"]] for c in rounds]
     if judged and set(judged[-1]) != set(bucket.shapes):
@@ -202,7 +202,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: the heuristic
         return GateResult("skip", (
             f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
-            f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command()}` tunes it again"))
+            f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it again"))
     result = GateResult("pass")
     recorded_text = None
     if recorded_hash != variant.source_hash:
@@ -219,7 +219,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                if part != "template" and today.get(part) != value]  # the template has its own note above
     if changed:
         result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
-                            f"and `{kernel.tune_command()}` tunes the task again with them")
+                            f"and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
@@ -231,7 +231,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if retold:  # the tuning-time ratios were measured against the rule of the tune's day
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
                                 f"[{config_text(baseline)}]): the best is measured against today's, and not "
-                                f"against the tuning-time ratios; `{kernel.tune_command()}` tunes against it")
+                                f"against the tuning-time ratios; `{kernel.tune_command(store.path.parent)}` tunes against it")
         if failing.get(shape) == baseline:  # known since the tune: no competitor, and no news
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
@@ -276,7 +276,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if faster:  # a later slowdown up to this gain would pass against the old record
             result.notes.append(f"the template is faster than the recorded one on {shape} "
                                 f"({faster[0].median:.2f}x in every process): "
-                                f"`{kernel.tune_command()}` and commit the records to hold the gate to it")
+                                f"`{kernel.tune_command(store.path.parent)}` and commit the records to hold the gate to it")
     if not result.verdicts and not noisy:  # a pass that measured nothing says why
         whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
         why = ("the template is unchanged" if recorded_hash == variant.source_hash else
@@ -346,7 +346,7 @@ def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: t
         f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: this machine matches the records' "
         f"fingerprint but is not measuring like the machine that tuned them (another host, or one that is "
         f"not itself today), so best/baseline is not compared with the tuning-time ratios; run "
-        f"`{kernel.tune_command()}` here to gate against this machine's own records")
+        f"`{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
     return False
 
 

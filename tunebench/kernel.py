@@ -56,6 +56,18 @@ def _is_include(flag: str) -> bool:
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
 
+#: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes).
+INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _from_here(path: Path) -> Path:
+    """A path as the working directory reaches it, for a command to give."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
 #: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.
 REGISTRY: dict[str, Kernel] = {}
 
@@ -532,16 +544,18 @@ class Kernel:
                     f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}
 
-    def tune_command(self) -> str:
+    def tune_command(self, records: str | Path | None = None) -> str:
         """The command that tunes this kernel, for a message to give: its own suite file (a
-        kernel beside the shipped ones is not under suites/), as the working directory reaches it."""
-        if self.declared_in is None:
-            return "pytest suites --tune"
-        try:
-            path = self.declared_in.relative_to(Path.cwd())
-        except ValueError:
-            path = self.declared_in
-        return f"pytest {path} --tune"
+        kernel beside the shipped ones is not under suites/), as the working directory reaches
+        it, with ``--tune-records`` where ``records`` is not the folder a plain tune writes
+        (``records/`` in pytest's rootdir: beside the project's ini file, else beside the suite,
+        which is the command's one argument): run as said, it resumed nothing."""
+        command = f"pytest {_from_here(self.declared_in) if self.declared_in else 'suites'} --tune"
+        start = self.declared_in.parent if self.declared_in else Path.cwd()
+        root = next((d for d in (start, *start.parents) if any((d / f).is_file() for f in INI_FILES)), start)
+        if records is not None and Path(records).resolve() != (root / "records").resolve():
+            command += f" --tune-records {_from_here(Path(records).resolve())}"
+        return command
 
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
         """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""

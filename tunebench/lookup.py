@@ -43,7 +43,7 @@ from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import REGISTRY, Kernel, KernelError, Variant, declared_twice
+from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice
 from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
 from tunebench.space import SpaceError, closest
 
@@ -141,7 +141,8 @@ def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
     return fingerprint(target or resolve("auto")[0])
 
 
-def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, dtype: str, bucket: Bucket) -> str:
+def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, dtype: str, bucket: Bucket,
+                      records_dir: Path) -> str:
     """Why a bucket has nothing to serve: no trial, or only trials other load disturbed."""
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
     if not disturbed:
@@ -149,7 +150,8 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, d
     some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
         "1 trial recorded on this bucket's shapes was"
     return (f"the {some} disturbed by other load, so none is served; "
-            f"`{decl.tune_command() if decl else 'pytest suites --tune'}` on a quiet machine measures again")
+            f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` on a quiet machine measures "
+            f"again")
 
 
 def _other_threads(folder: _Directory, device: str, store: Summary | None, kernel: str, dtype: str | None,
@@ -176,10 +178,6 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
             found.append(f"{path.stem} (this machine with OMP_NUM_THREADS={theirs['threads']}, which is "
                          f"served them)")
     return f"; recorded for {', '.join(found)}" if found else ""
-
-
-#: Files that mark a project's root, as pytest finds its rootdir.
-INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 def project(records: str | Path | None = None, suites: str | Path | None = None,
@@ -714,7 +712,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             ranked, times, source_hash = old_ranked, old_times, earlier
             choice.note = (f"tuned with an earlier {variant.path.name}, or a header it includes ({earlier}; now "
                            f"{variant.source_hash}): "
-                           f"`{decl.tune_command()}` tunes this one, and the gate checks the config on it")
+                           f"`{decl.tune_command(records_dir)}` tunes this one, and the gate checks the config on it")
     baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
@@ -731,7 +729,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
         unconfirmed = (f"the final round's pick [{config_text(dict(key))}] is no longer in the space, and no final "
                        f"round judged another config, so no other is served; "
-                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` tunes it again")
+                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
         final, order = None, []
     elif final is None and order and (ranked[order[0]] < choice.baseline_ms if choice.baseline_ms is not None
                                       else [dict(order[0])] * len(baseline) != baseline):
@@ -744,7 +742,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                "no tune of this bucket ran: its shapes' trials were measured for another bucket")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
                        f"[{config_text(dict(order[0]))}]{by} is not served; "
-                       f"`{decl.tune_command() if decl else 'pytest suites --tune'}` "
+                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` "
                        f"{'tunes it again' if judged else 'resumes the tune' if task else 'tunes it'}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
@@ -757,14 +755,14 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if why_kept and retold:
         why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
                     f"heuristic has changed since, and no final round measured today's: "
-                    f"`{decl.tune_command()}` does")
+                    f"`{decl.tune_command(records_dir)}` does")
     choice.reason = (why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
                      unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
-                          f"`{decl.tune_command() if decl else 'pytest suites --tune'}` measures today's"
-                     if recorded and not ranked else _nothing_recorded(decl, store, name, dtype, bucket)
+                          f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` measures today's"
+                     if recorded and not ranked else _nothing_recorded(decl, store, name, dtype, bucket, records_dir)
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
@@ -793,13 +791,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if retold and confirmed:
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"its lead is over the heuristic as tuned ({_configs_text(judged)}); the heuristic has changed "
-                f"since, and `{decl.tune_command()}` measures the pick against today's"))))
+                f"since, and `{decl.tune_command(records_dir)}` measures the pick against today's"))))
         tuned_flags = (task or {}).get("declaration", {}).get("flags")
         if variant is not None and tuned_flags is not None and tuned_flags != (
                 flags := variant.declared_flags):  # flags() gives today's: say so
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned with the flags [{tuned_flags}], and the variant builds with [{flags}] now: "
-                f"`{decl.tune_command()}` tunes with these, and the gate checks the config with them"))))
+                f"`{decl.tune_command(records_dir)}` tunes with these, and the gate checks the config with them"))))
         far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
         if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
             choice.note = "; ".join(filter(None, (choice.note, (
@@ -819,7 +817,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
-                f"is served for {shape}: apply your own rule there, or `{decl.tune_command()}` tunes the bucket"))))
+                f"is served for {shape}: apply your own rule there, or `{decl.tune_command(records_dir)}` tunes the bucket"))))
     elif decl is not None:
         raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
                           f"the device of a target it has (device=, --device)")

@@ -317,7 +317,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     for task in stopped:
         terminalreporter.write_line(
             f"{task.label}: interrupted in its {'final round' if task.done else 'search'}, after "
-            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `{task.kernel.tune_command()}` "
+            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `{task.kernel.tune_command(task.tuner.store.path.parent)}` "
             f"resumes from them. No final round confirmed a pick, so best() serves the heuristic there (or an "
             f"earlier tune's pick) until then", yellow=True)
     if not ran:
