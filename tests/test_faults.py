@@ -193,6 +193,8 @@ void placed(const float *x, float *y, int n)
     }
 #if mode == 1
     if (((uintptr_t)y & 4095) == 16) y[1] += 1;
+#elif mode == 2
+    if (((uintptr_t)y & 4095) == 16) *(volatile int *)0 = 1;  /* crashes only where malloc puts it */
 #endif
 }
 """
@@ -209,3 +211,19 @@ def test_a_candidate_stopped_early_under_one_placement_is_still_verified_under_t
     (wrong,) = [t for t in TinyDB(path).table("trials").all() if t["config"] == {"mode": 1}]
     assert wrong["status"] == "wrong_result" and wrong["error"].startswith("output 'y': 1 of 200000 values off")
     assert wrong["error"].endswith("(buffers placed malloc)")
+
+
+def test_a_crash_under_one_placement_names_it_and_that_the_verifying_call_again_did_not_crash(pytester):
+    """It said "a write into an input or far past an output hits a trap page", naming no placement,
+    though run again with the inputs writable (under the other placement) it had not crashed."""
+    pytester.path.joinpath("placed.c").write_text(PLACED_C)
+    pytester.path.joinpath("test_placed.py").write_text(textwrap.dedent(FAULTY_SUITE).replace("faulty", "placed")
+                                                        .replace('{"passes": 4, "fault": 0}', '{"mode": 0}')
+                                                        .replace('{"passes": [1, 4, 16], "fault": range(9)}',
+                                                                 '{"mode": [0, 2]}'))
+    pytester.runpytest("test_placed.py", *TUNE, "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("*.json")
+    (crashed,) = [t for t in TinyDB(path).table("trials").all() if t["config"] == {"mode": 2}]
+    assert crashed["status"] == "crashed" and crashed["error"] == (
+        "the worker was killed by SIGSEGV: an invalid memory access, which its verifying call with the inputs "
+        "writable (buffers placed staggered) did not repeat (buffers placed malloc)")

@@ -4,11 +4,12 @@ import json
 import re
 import subprocess
 import sys
+import types
 
 from tests.conftest import AXPB_SUITE, TWICE_C, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
-from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead
+from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead, _unusable
 from tunebench.lookup import lookup
 from tunebench.records import RecordStore
 
@@ -266,3 +267,11 @@ def test_a_pick_served_far_from_the_shapes_it_was_measured_on_says_so(twice_proj
     assert far.source == "tuned" and far.note == ("tuned on (4096,): (100,) lies 5 octaves from the nearest in a dim, "
                                                   "where the pick may not hold; a representative shape near it "
                                                   "measures it there")
+
+
+def test_a_config_that_fails_in_the_final_round_is_named_by_its_params_not_its_arms_label():
+    """It read "on (8192,) arm best ended crashed", naming no config."""
+    crashed = types.SimpleNamespace(failure={"arm": "best", "status": "crashed", "error": "killed by SIGSEGV"},
+                                    disturbed=[])
+    problem, only_load = _unusable(crashed, (8192,), {"best": {"mode": 4}, "baseline": {"mode": 0}})
+    assert (problem, only_load) == ("on (8192,) the config [mode:4] ended crashed: killed by SIGSEGV", False)

@@ -93,7 +93,8 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
                 but = " but the heuristic's own config" if live else ""
                 problem = problem or f"every finalist{but} failed on {shape}: {entry['dropped'][0]['error']}"
             continue
-        problem, disturbed = (problem, disturbed) if problem else _unusable(comp, shape)
+        problem, disturbed = (problem, disturbed) if problem else _unusable(
+            comp, shape, {labels[config_key(c)]: c for c in unique})
         if comp.objectives:
             entry["finalist_ms"] = [comp.median(labels[config_key(c)]) if config_key(c) in labels else None
                                     for c in configs]
@@ -133,12 +134,13 @@ def _fastest(bucket: Bucket, entries: list[dict], count: int) -> int | None:
                default=None)
 
 
-def _unusable(comp: Comparison, shape: tuple) -> tuple[str | None, bool]:
-    """What kept a comparison from judging its arms, and whether it was only other load (then
-    it says nothing of them: a config that fails does)."""
+def _unusable(comp: Comparison, shape: tuple, configs: dict[str, dict]) -> tuple[str | None, bool]:
+    """What kept a comparison from judging its arms (``configs`` by label), and whether it was
+    only other load (then it says nothing of them: a config that fails does)."""
     if comp.failure:
         f = comp.failure
-        return f"on {shape} arm {f['arm']} ended {f['status']}: {f['error']}", False
+        which = f"the config [{config_text(configs[f['arm']])}]" if f.get("arm") in configs else "a config"
+        return f"on {shape} {which} ended {f['status']}: {f['error']}", False
     if comp.disturbed:
         return f"the machine stayed disturbed on {shape}: {comp.disturbed[0]}", True
     return None, False
@@ -203,7 +205,7 @@ def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: lis
             continue
         comp = compare(workers, kernel.name, shape, dtype, [("best", best, None), ("baseline", baseline, None)],
                        REFERENCE_PROCESSES, BUDGET_S)
-        problem, disturbed = _unusable(comp, shape)
+        problem, disturbed = _unusable(comp, shape, {"best": best, "baseline": baseline})
         if problem:
             return problem, disturbed, None
         entry["ratios"] = comp.ratios("best", "baseline")

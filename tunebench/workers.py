@@ -101,16 +101,17 @@ def _die_with_parent(parent: int) -> None:
 
 class _Watched(Runner):
     """A runner whose every call is announced in memory shared with the parent: when the call
-    began (0 when none is in flight) and which arm of a comparison made it. The parent kills a
-    worker whose call outlasts the timeout, so the timeout applies to one launch, however many a
-    job makes, and a hang or a crash is pinned on the arm that made it."""
+    began (0 when none is in flight), which arm of a comparison made it and under which buffer
+    placement. The parent kills a worker whose call outlasts the timeout, so the timeout applies
+    to one launch, however many a job makes, and a hang or a crash is pinned on the arm and the
+    placement that made it."""
 
-    def __init__(self, runner: Runner, clock, arm: int = 0):
-        self._runner, self._clock, self._arm = runner, clock, arm
+    def __init__(self, runner: Runner, clock, arm: int = 0, placement: int = -1):
+        self._runner, self._clock, self._arm, self._placement = runner, clock, arm, placement
         self._pid = os.getpid()
 
     def _watch(self, fn):
-        self._clock[1] = self._arm
+        self._clock[1], self._clock[2] = self._arm, self._placement
         self._clock[0] = time.monotonic()
         try:
             return fn()
@@ -146,15 +147,15 @@ class _Watch:
     def __init__(self, clock):
         self._clock = clock
 
-    def __call__(self, load, arm: int = 0) -> _Watched:
-        """The runner ``load()`` makes, watched."""
-        self._clock[1] = arm
+    def __call__(self, load, arm: int = 0, placement: int = -1) -> _Watched:
+        """The runner ``load()`` makes, watched; ``placement``: its index in the backend's."""
+        self._clock[1], self._clock[2] = arm, placement
         self._clock[0] = time.monotonic()
         try:
             runner = load()
         finally:
             self._clock[0] = 0.0
-        return _Watched(runner, self._clock, arm)
+        return _Watched(runner, self._clock, arm, placement)
 
 
 def _serve(conn, target: str, parent: int, clock, log: int) -> None:
@@ -170,7 +171,7 @@ def _serve(conn, target: str, parent: int, clock, log: int) -> None:
     except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
         conn.send(("failed", f"cannot start the {target} target: {type(e).__name__}: {e}"))
         return
-    conn.send(("ready", None))
+    conn.send(("ready", list(backend.placements)))
     prepared: OrderedDict[tuple, Any] = OrderedDict()  # the latest shapes' arguments and references
     while True:
         try:
@@ -252,10 +253,10 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
         return {**done, "status": m.status, "error": m.error}
     runners = {}
     try:
-        for placement in backend.placements:
+        for index, placement in enumerate(backend.placements):
             try:
                 runners[placement] = watched(lambda: backend.load(build, kernel, variant, job.config, job.shape,
-                                                                   args, placement))
+                                                                   args, placement), placement=index)
             except ResourceError as e:
                 return {**done, "status": "pruned_resources", "error": str(e)}
         tolerances = kernel.tolerances(job.dtype, args)
@@ -300,14 +301,14 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
     conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
     samples, threads = {}, []
-    for placement in backend.placements:
+    for index, placement in enumerate(backend.placements):
         runners = {}
         try:
             call_ms = 0.0
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
                 try:
                     runners[label] = watched(lambda: backend.load(build, kernel, arm_variant, config, job.shape,
-                                                                  args, placement), arm)
+                                                                  args, placement), arm, index)
                 except ResourceError as e:
                     return {"status": "pruned_resources", "arm": label, "error": str(e)}
                 failed = verify(runners[label], reference, kernel.outputs, kernel.tolerances(job.dtype, args))
@@ -346,6 +347,7 @@ class Workers:
         self.target = target
         self.timeout = timeout
         self.builds: dict[str, bool] = {}  # artefact loaded this run -> whether a worker compiled it
+        self._placements: list[str] = []  # the backend's, as the worker said when it started
         self._process = None
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began, and its arm
@@ -358,7 +360,7 @@ class Workers:
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
-        self._clock = context.RawArray("d", 2)
+        self._clock = context.RawArray("d", 3)
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
                                                              self._log.fileno()),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
@@ -368,6 +370,7 @@ class Workers:
         if kind != "ready":
             self.close()
             raise WorkerError(message or f"the {self.target} worker did not start")
+        self._placements = message
 
     def _receive(self, timeout: float) -> tuple[str, Any]:
         if not self._conn.poll(timeout):
@@ -382,7 +385,7 @@ class Workers:
         if self._process is None or not self._process.is_alive():
             self._start()
         began = time.monotonic()
-        self._clock[1] = -1  # no call made yet
+        self._clock[1] = self._clock[2] = -1  # no call made yet
         os.ftruncate(self._log.fileno(), 0)  # this job's words alone
         self._conn.send(job)
         kind, message = self._receive(PREPARE_TIMEOUT_S)
@@ -390,10 +393,17 @@ class Workers:
             for artefact, cached in message:
                 self.builds[artefact] = self.builds.get(artefact, False) or not cached
             kind, message = self._watch()
+        placement = int(self._clock[2])
         result = self._outcome(kind, message)
+        died = result["status"] in ("crashed", "timeout") and "samples" not in result
+        said = self._last_words() if died else ""  # before a probe's job writes its own
         if isinstance(job, TrialJob) and not job.probe and result["status"] == "crashed" and any(
                 f"killed by {name}" in result["error"] for name in FAULTS):
             result.update(self._probed(job, result["error"]))
+        if died and placement >= 0 and len(self._placements) > 1:
+            result["error"] += f" (buffers placed {self._placements[placement]})"  # as a wrong result says
+        if died:
+            result["error"] += said
         if isinstance(job, CompareJob) and "samples" not in result and "arm" not in result and self._clock[1] >= 0:
             result["arm"] = job.arms[int(self._clock[1])][0]  # the arm whose call hung or crashed
         if "samples" in result:
@@ -415,7 +425,9 @@ class Workers:
             return {"error": error.replace(FAULT_HINT, "an invalid memory access, and not into an input (with "
                                                        "the inputs writable it died too): far past an output, "
                                                        "or outside every buffer")}
-        return {}
+        return {"error": error.replace(FAULT_HINT, f"an invalid memory access, which its verifying call with the "
+                                                   f"inputs writable (buffers placed {self._placements[0]}) did "
+                                                   f"not repeat")}
 
     def _watch(self) -> tuple[str, Any]:
         """The job's answer, or "timeout" as soon as one call has run longer than the timeout."""
@@ -434,11 +446,10 @@ class Workers:
         if kind == "error":
             raise KernelError(message)
         self.close()
-        said = self._last_words()
         if kind == "timeout":
             return {"status": "timeout",
-                    "error": f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout{said}"}
-        return {"status": "crashed", "error": f"{message}{said}"}  # "died" or "crashed"
+                    "error": f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout"}
+        return {"status": "crashed", "error": message}  # "died" or "crashed"
 
     def _last_words(self, lines: int = 3, tail: int = 4096) -> str:
         """The last lines the worker printed in this job (an assert's message before its abort),
