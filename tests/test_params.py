@@ -43,6 +43,17 @@ def test_the_dwarf_of_a_build_gives_each_parameters_kind_bytes_and_c_type(tmp_pa
     assert functions["uses_hidden"] == ()
 
 
+def test_a_complex_array_is_checked_against_the_complex_type_it_is_given_for(tmp_path):
+    """A complex128 array for a float _Complex * passed: every config, the baseline's too, was wrong."""
+    (z, n) = library_functions(build(tmp_path, "void c(float _Complex *z, int n) {}\n"))["c"]
+    assert (z.pointee.kind, z.pointee.size) == ("complex", 8)
+    assert args_problem({"z": np.zeros(4, np.complex64), "n": np.int32(4)}, (z, n)) is None
+    assert args_problem({"z": np.zeros(4, np.complex128), "n": np.int32(4)}, (z, n)) == (
+        "argument 'z' (complex128 array) where the kernel's 1st parameter (complex float *z) points to complex float: "
+        "give an array of np.complex64")
+    assert "give an array of np.complex64" in args_problem({"z": np.zeros(4, np.float64), "n": np.int32(4)}, (z, n))
+
+
 def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):
     functions = library_functions(build(tmp_path, 'template <int V> void f(float *x) {}\n'
                                                   'extern "C" void entry(float &x, long n) { f<4>(&x); }\n', "c++"))

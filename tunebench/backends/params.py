@@ -25,6 +25,7 @@ from tunebench.dtypes import is_float, kind
 
 #: DWARF base type encodings (DW_ATE_*) that hold a float, and those that hold an integer.
 FLOAT_ENCODINGS = {0x4}
+COMPLEX_ENCODINGS = {0x3}  # DW_ATE_complex_float: float _Complex, double _Complex
 INTEGER_ENCODINGS = {0x2, 0x5, 0x6, 0x7, 0x8}
 UNSIGNED_ENCODINGS = {0x2, 0x7, 0x8}
 #: Type qualifiers and aliases, looked through to the type they name.
@@ -41,7 +42,7 @@ NAMED_FLOATS = {"__half": "float16", "_Float16": "float16", "__nv_bfloat16": "bf
 @dataclass(frozen=True)
 class Param:
     """One parameter: its bytes; where a shared library's DWARF says more, its kind
-    (``pointer``, ``float``, ``int`` or ``other``), its C spelling, whether an integer is
+    (``pointer``, ``float``, ``int``, ``complex`` or ``other``), its C spelling, whether an integer is
     unsigned, and for a pointer what it points to (None for ``void *``); where a cubin says so,
     its offset in a launch's argument buffer. ``dtype``: of a float in :data:`NAMED_FLOATS`,
     the dtype it holds."""
@@ -102,6 +103,8 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         if param.kind != "pointer":
             return "takes a value: pass a numpy scalar, or declare the parameter a pointer"
         to = param.pointee
+        if to is not None and to.kind == "complex" and (dtype.kind != "c" or dtype.itemsize != to.size):
+            return f"points to {to.ctype}: give an array of np.complex{to.size * 8}"
         if to is None or to.kind not in ("float", "int") or to.ctype == "char":  # void *, char *: any bytes
             return None
         if _other_float(dtype, to):
@@ -225,7 +228,8 @@ def _param(die, pointee: bool = True) -> Param:
         return Param(size, "float", name, dtype=NAMED_FLOATS[name])
     if die.tag == "DW_TAG_base_type":
         encoding = attrs["DW_AT_encoding"].value
-        kind = "float" if encoding in FLOAT_ENCODINGS else "int" if encoding in INTEGER_ENCODINGS else "other"
+        kind = ("float" if encoding in FLOAT_ENCODINGS else "int" if encoding in INTEGER_ENCODINGS
+                else "complex" if encoding in COMPLEX_ENCODINGS else "other")
         return Param(size, kind, name, unsigned=encoding in UNSIGNED_ENCODINGS)
     if die.tag == "DW_TAG_enumeration_type":
         return Param(size, "int", f"enum {name or ''}".strip())
