@@ -227,3 +227,39 @@ def test_a_crash_under_one_placement_names_it_and_that_the_verifying_call_again_
     assert crashed["status"] == "crashed" and crashed["error"] == (
         "the worker was killed by SIGSEGV: an invalid memory access, which its verifying call with the inputs "
         "writable (buffers placed staggered) did not repeat (buffers placed malloc)")
+
+
+STATS_C = """\
+typedef TB_DTYPE real;
+void stats(const real *x, double *sum, real *y, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; ++i) { y[i] = 2 * x[i] + (bug ? 1 : 0); s += x[i]; }
+    *sum = s;
+}
+"""
+
+STATS_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+stats = Kernel(
+    "stats", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32).astype(dtype),
+                                    "sum": np.zeros(1), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+    reference=lambda x, n: (np.array([x.astype(np.float64).sum()]), 2.0 * x), outputs=["sum", "y"],
+    cpu=Variant(source="stats.c", entry="stats", heuristic=lambda shape: {"bug": 0}, space=Space({"bug": [0, 1]})),
+)
+"""
+
+
+def test_a_wrong_result_blames_no_args_builder_dtype_the_parameters_c_types_already_checked(pytester):
+    """Every wrong result of a float32 task ended "the args builder gives 'sum' as float64 ...
+    needs .astype(dtype)", though 'sum' is a double * and its type was checked."""
+    pytester.path.joinpath("stats.c").write_text(STATS_C)
+    pytester.path.joinpath("test_stats.py").write_text(STATS_SUITE)
+    pytester.runpytest("test_stats.py", *TUNE, "--tune-strategy", "brute_force")
+    (path,) = (pytester.path / "records").glob("*.json")
+    (wrong,) = [t for t in TinyDB(path).table("trials").all() if t["config"] == {"bug": 1}]
+    assert wrong["status"] == "wrong_result" and wrong["error"].startswith("output 'y': 1000 of 1000 values off")
+    assert "astype" not in wrong["error"]

@@ -109,6 +109,7 @@ class _Watched(Runner):
     def __init__(self, runner: Runner, clock, arm: int = 0, placement: int = -1):
         self._runner, self._clock, self._arm, self._placement = runner, clock, arm, placement
         self._pid = os.getpid()
+        self.typed = runner.typed
 
     def _watch(self, fn):
         self._clock[1], self._clock[2] = self._arm, self._placement
@@ -265,7 +266,8 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     finally:
         for runner in runners.values():
             runner.close()
-    error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" else m.error
+    typed = all(r.typed for r in runners.values())  # then an argument of another dtype was an error already
+    error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" and not typed else m.error
     found = {**done, "status": m.status, "error": error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
              "measure_s": m.seconds, "threads": m.threads,
              # each output's dtype and what it was verified within: a trial is reused only while they hold

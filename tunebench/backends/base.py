@@ -52,7 +52,11 @@ class Build:
 
 
 class Runner(ABC):
-    """One candidate loaded with one shape's arguments, ready to call."""
+    """One candidate loaded with one shape's arguments, ready to call; ``typed``: whether the
+    arguments were checked against the entry point's C types (a float64 array for a ``float *``
+    is then a declaration error, and no wrong result is the args builder's dtype)."""
+
+    typed = False
 
     @abstractmethod
     def reset(self, pattern: int = 0) -> None:

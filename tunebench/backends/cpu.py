@@ -304,7 +304,9 @@ class CpuBackend(Backend):
             self._buffers.clear()  # one shape's at a time: they can be large
         if (placement, writable_inputs) not in self._buffers:
             self._buffers[placement, writable_inputs] = Buffers(kernel, args, placement, writable_inputs)
-        return CpuRunner(fn, kernel, self._buffers[placement, writable_inputs])
+        runner = CpuRunner(fn, kernel, self._buffers[placement, writable_inputs])
+        runner.typed = self._params.get(str(build.handle)) is not None
+        return runner
 
     def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
         """Where the arguments do not fit the entry point's parameters as the library's DWARF

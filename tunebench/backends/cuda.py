@@ -396,7 +396,9 @@ class CudaBackend(CudaCompiler, Backend):
             raise ResourceError(problem)
         if fn.shared_size_bytes + launch.shared > DEFAULT_SHARED:  # beyond it, only where the function asks
             fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
-        return CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
+        runner = CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
+        runner.typed = bool(self._types.get((kernel.name, build.dtype)))
+        return runner
 
     def _kernels_of(self, build: Build) -> dict[str, FunctionResources] | None:
         """The build's kernels as its cubin lists them; None where pyelftools is not installed."""
