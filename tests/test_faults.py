@@ -43,6 +43,8 @@ void faulty(const real *x, real *y, int n)
     if (fork() == 0) return;  /* a child that returns into the worker, as the parent does */
 #elif fault == 10
     y[n + 1034] = 0;  /* past the 4 KiB guard, into the rest of its page */
+#elif fault == 12
+    ((real *)x)[n] = 0;  /* one past the end of an input */
 #endif
 }
 #if fault == 11
@@ -162,12 +164,13 @@ scratch = Kernel(
 """
 
 
-def test_a_write_into_the_slack_past_an_outputs_guard_or_past_a_scratch_buffer_is_out_of_bounds(pytester):
+def test_a_write_into_the_slack_past_an_outputs_guard_or_past_a_scratch_buffer_or_an_input_is_out_of_bounds(
+        pytester):
     """4 KiB past an output the rest of its page was writable and unchecked: the config won and
     was served; a scratch buffer (inplace=) had no guard at all."""
     pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
     pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
-        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [4], "fault": [10, 0]'))
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [4], "fault": [10, 12, 0]'))
     pytester.path.joinpath("scratch.c").write_text(SCRATCH_C)
     pytester.path.joinpath("test_scratch.py").write_text(SCRATCH_SUITE)
     pytester.runpytest("test_faulty.py", "test_scratch.py", *TUNE, "--tune-strategy", "brute_force")
@@ -175,6 +178,9 @@ def test_a_write_into_the_slack_past_an_outputs_guard_or_past_a_scratch_buffer_i
     trials = {(t["kernel"], t["config"]["fault"]): t for t in TinyDB(path).table("trials").all()}
     assert trials[("faulty", 10)]["status"] == "out_of_bounds"
     assert trials[("faulty", 10)]["error"].startswith("wrote past the end of output 'y' (up to 4140 bytes beyond it)")
+    assert trials[("faulty", 12)]["status"] == "out_of_bounds" and trials[("faulty", 12)]["error"].startswith(
+        "wrote past the end of input 'x' (up to 4 bytes beyond it) (with the inputs read-only, the write killed the "
+        "worker)")  # it was a bare crash: the write landed in the input's slack, with the inputs writable
     assert trials[("scratch", 1)]["status"] == "out_of_bounds"
     assert trials[("scratch", 1)]["error"].startswith("wrote past the end of in-place input 'work' (up to 4 bytes")
     assert {trials[(k, 0)]["status"] for k in ("faulty", "scratch")} <= {"ok", "early_stopped"}

@@ -172,8 +172,8 @@ class Buffers:
             if name in kernel.outputs or not isinstance(value, np.ndarray):
                 self.args[name] = value
                 continue
-            if name in kernel.inplace:
-                copy = self._guarded(name, "in-place input", value, first + i)
+            if name in kernel.inplace or writable_inputs:  # written, or written to find a write
+                copy = self._guarded(name, "in-place input" if name in kernel.inplace else "input", value, first + i)
             else:
                 region, raw = placed(value.nbytes, first + i, self.placement)
                 self.regions.append(region)
