@@ -813,3 +813,13 @@ def test_the_command_said_to_resume_a_tune_names_the_records_folder_it_was_tuned
     path.write_text(json.dumps(data))
     plain = best_json(twice_project, cwd=twice_project)
     assert plain["reason"].endswith("`pytest suites/test_twice.py --tune` resumes the tune"), plain["reason"]
+
+
+def test_a_resumed_tune_counts_each_reused_trial_once_the_heuristics_too(twice_project, pytester):
+    """The heuristic's config, reused as the baseline and again when the search asked it, was
+    counted twice: "reused: 5 trials" of 4 recorded."""
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force")
+    (path,) = (twice_project / "records").glob("*.json")
+    recorded = len(json.loads(path.read_text())["trials"])
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force")
+    again.stdout.fnmatch_lines([f"reused: {recorded} trials came from the records*"])

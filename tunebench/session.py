@@ -202,7 +202,7 @@ class Task:
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
             tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))
         self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
-        self.reused = 0  # trials taken from the records instead of measured
+        self._reused: set[tuple] = set()  # trials taken from the records instead of measured, each once
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
@@ -213,6 +213,11 @@ class Task:
         """Another run holds this task's lock: say so rather than hang without a word."""
         self.waiting = True
         self.tuner.progress(self, False)
+
+    @property
+    def reused(self) -> int:
+        """How many trials were taken from the records instead of measured."""
+        return len(self._reused)
 
     @property
     def why_again(self) -> str | None:
@@ -483,7 +488,8 @@ class Task:
             t = self.tuner
             doc = self._reusable(config, shape)
             if doc is not None:
-                self.reused += (self.label, shape, config_key(config)) not in t.measured
+                if (self.label, shape, config_key(config)) not in t.measured:  # the heuristic's: once, not twice
+                    self._reused.add((shape, config_key(config)))
             else:
                 doc = self._measure(config, shape)
                 t.store.add(doc)
