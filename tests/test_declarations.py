@@ -823,3 +823,11 @@ def test_a_resumed_tune_counts_each_reused_trial_once_the_heuristics_too(twice_p
     recorded = len(json.loads(path.read_text())["trials"])
     again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force")
     again.stdout.fnmatch_lines([f"reused: {recorded} trials came from the records*"])
+
+
+def test_a_fixed_protocol_is_not_set_against_30_fixed_repeats_and_a_short_measurement_reads_in_ms(
+        twice_project, pytester):
+    """--tune-repeats 7 said "0.0 s, 60% of the time 30 fixed repeats would take"."""
+    fixed = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-repeats", "7")
+    line = next(ln for ln in fixed.stdout.lines if "measuring new trials took" in ln)
+    assert "fixed repeats" not in line and re.search(r"measuring new trials took [\d.]+ m?s$", line), line

@@ -275,3 +275,12 @@ def test_a_config_that_fails_in_the_final_round_is_named_by_its_params_not_its_a
                                     disturbed=[])
     problem, only_load = _unusable(crashed, (8192,), {"best": {"mode": 4}, "baseline": {"mode": 0}})
     assert (problem, only_load) == ("on (8192,) the config [mode:4] ended crashed: killed by SIGSEGV", False)
+
+
+def test_a_heuristics_trial_other_load_disturbed_is_no_reference_for_the_finalists_lead_by_their_trials():
+    """Its time went into the round as the trials' baseline, the gate's trial ratio after it."""
+    from tunebench.session import Outcome
+    clean = {"status": "ok", "verdict": "clean", "stats": {"median": 1.0}}
+    busy = {**clean, "verdict": "disturbed", "stats": {"median": 3.0}}
+    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): clean}, 0).clean_times == {(8,): 1.0, (16,): 1.0}
+    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): busy}, 0).clean_times is None

@@ -340,16 +340,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         for note in (task.why_again, task.unconfirmed(), task.heuristic_strays):
             if note:
                 terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
-    share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats " \
-            f"would take" if tuner.fixed_s else ""
-    if tuner.fixed_s and tuner.measure_s > tuner.fixed_s:
+    adaptive = tuner.fixed_s and tuner.settings.repeats is None  # --tune-repeats is a fixed protocol itself
+    share = f", {tuner.measure_s / tuner.fixed_s:.0%} of the time {FIXED_REPEATS} fixed repeats would take" \
+        if adaptive else ""
+    if adaptive and tuner.measure_s > tuner.fixed_s:
         share += f" (noisy trials needed more than {FIXED_REPEATS} samples to pin their median)"
+    took = f"{tuner.measure_s:.1f} s" if tuner.measure_s >= 0.1 else f"{tuner.measure_s * 1e3:.2g} ms"
     compiled, cached = build_counts(tuner.workers.builds, tuner.ahead)
     terminalreporter.write_line(
         f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {compiled} compiled "
         f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
         f"{cached} from the compile cache (compiled by an earlier run); measuring new trials took "
-        f"{tuner.measure_s:.1f} s{share}")
+        f"{took}{share}")
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
         "round (fresh processes, every buffer placement; * where none confirmed it); configs: the candidates "

@@ -104,6 +104,11 @@ class Outcome:
         """Median ms per shape, wherever samples were taken (early-stopped trials too)."""
         return {s: t["stats"]["median"] for s, t in self.trials.items() if t.get("stats")}
 
+    @property
+    def clean_times(self) -> dict[tuple, float] | None:
+        """:attr:`times` where no trial was disturbed by other load, else None: no reference."""
+        return None if any(t.get("verdict") == "disturbed" for t in self.trials.values()) else self.times
+
 
 def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
     """The commit checked out at ``root`` and whether anything but the records differs from it
@@ -366,7 +371,8 @@ class Task:
         if t.fresh or not self._judged(check, configs):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
-                                self.baseline.times if self.baseline else None,
+                                # a heuristic's trial other load disturbed is no reference for the trials' lead
+                                self.baseline.clean_times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None)
         self.check = check
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
