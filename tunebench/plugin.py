@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tunebench.backends import TARGETS, fingerprint, resolve
+from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.builds import Ahead
 from tunebench.builds import counts as build_counts
 from tunebench.cluster import ClusterWorkers
@@ -332,6 +333,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if pruned:  # among the configs weighed, in neither failed nor early: a space mostly beyond the device shows
         terminalreporter.write_line(f"pruned: configs beyond the device's resources (shared memory, registers, "
                                     f"threads per block), set aside without a failure: {', '.join(pruned)}")
+    short = [t.label for t, r in zip(ran, rows) if tuner.target == "cpu"
+             and min(filter(None, (r["best_ms"], r["baseline_ms"])), default=1.0) < SHORT_CALL_MS]
+    if short:
+        terminalreporter.write_line(
+            f"short calls: {', '.join(short)} take under {SHORT_CALL_MS * 1e3:g} µs a call, and each is timed with "
+            f"the cost of a call from Python (about {call_overhead_us():.2g} µs here): the kernels' own speedups "
+            f"read smaller than they are; more work per call (larger shapes) tunes them", yellow=True)
     reused = sum(t.reused for t in ran)
     if reused:
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "

@@ -149,6 +149,23 @@ def native_isa() -> tuple[str, ...]:
     return tuple(identify()["isa"])
 
 
+#: A call shorter than this (ms) is timed much as the cost of calling it from Python, which every
+#: sample includes: such a kernel's speedups read smaller than they are.
+SHORT_CALL_MS = 0.01
+
+
+def call_overhead_us(calls: int = 20000) -> float:
+    """What one ctypes call of a C function with a few pointer arguments costs here (µs): the
+    part of each sample that is not the kernel."""
+    memcmp = ctypes.CDLL(None).memcmp
+    memcmp.argtypes, memcmp.restype = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
+    buffer = ctypes.c_void_p(id(memcmp))
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        memcmp(buffer, buffer, 0)
+    return (time.perf_counter_ns() - start) / calls / 1e3
+
+
 class Buffers:
     """A shape's arguments as the kernel sees them under one placement: inputs copied into
     trapped regions and made read-only (in-place ones stay writable; all stay writable with
