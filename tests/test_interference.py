@@ -225,3 +225,16 @@ def test_a_trial_records_the_threads_its_kernel_ran(project, pytester, monkeypat
     pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small")
     trials = TinyDB(next((root / "records").glob("*.json"))).table("trials").all()
     assert {t["conditions"]["threads"] for t in trials if t["status"] == "ok"} == {1}
+
+
+def test_a_tune_stopped_where_only_the_samples_changed_speed_does_not_call_the_machine_busy():
+    """A kernel whose every other call is slow, on a quiet machine, was "stopped: the machine is
+    busy ... tune when the machine is quiet", which no quiet machine would change."""
+    from tunebench.session import stopped
+    quiet = {"interference": ["two modes: 10 samples up to 1.0 ms, 10 from 2.0 ms"],
+             "conditions": {"others_cpu": 0.0, "cores": 2, "threads": 1}}
+    busy = {**quiet, "conditions": {"others_cpu": 0.9, "cores": 2, "threads": 1}}
+    assert stopped(busy, 3, 3).startswith("stopped: the machine is busy (two modes: ")
+    said = stopped(quiet, 3, 6)
+    assert said.startswith("stopped: the samples kept changing speed while the machine's own readings were quiet "
+                           "(two modes: ") and "or a kernel whose calls run at two speeds" in said

@@ -33,6 +33,7 @@ from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now
+from tunebench.interference import machine_signals
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import confirmed_ms, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
@@ -60,6 +61,19 @@ BUSY_STRIKES = 3
 
 class TaskFailed(RuntimeError):
     """The task this candidate belongs to failed earlier in the run (its error was shown once)."""
+
+
+def stopped(doc: dict, strikes: int, retries: int) -> str:
+    """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last)."""
+    seen = "; ".join(doc.get("interference", []))
+    if machine_signals(doc.get("conditions", {})):
+        return (f"stopped: the machine is busy ({seen}); {strikes} trial(s) in a row stayed disturbed after "
+                f"{retries} retries. Times measured now would be noise: tune when the machine is quiet")
+    return (f"stopped: the samples kept changing speed while the machine's own readings were quiet ({seen}); "
+            f"{strikes} trial(s) in a row stayed so after {retries} retries: the host changing speed (another "
+            f"VM's load, invisible here), or a kernel whose calls run at two speeds (every other call slow, say). "
+            f"Times measured now would not hold: tune again later, and where it persists on a quiet machine, "
+            f"look at the kernel's own timing")
 
 
 class MachineBusy(RuntimeError):
@@ -539,10 +553,7 @@ class Task:
         self.strikes = self.strikes + 1 if doc.get("verdict") == "disturbed" else 0
         if self.strikes >= (1 if t.busy else BUSY_STRIKES):
             t.store.add(doc)
-            raise MachineBusy(
-                f"stopped: the machine is busy ({'; '.join(doc.get('interference', []))}); "
-                f"{self.strikes} trial(s) in a row stayed disturbed after {result['retries']} retries. "
-                f"Times measured now would be noise: tune when the machine is quiet")
+            raise MachineBusy(stopped(doc, self.strikes, result["retries"]))
         return doc
 
     def _document(self, config: dict, shape: tuple) -> dict:
