@@ -92,7 +92,8 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
             processes: int, budget_s: float = 1.0, rounds: int = 30,
             into: Comparison | None = None, retries: int = RETRIES) -> Comparison:
     """Measure ``arms`` (label, config, template text or None) interleaved on ``shape`` in
-    ``processes`` fresh workers, each time for about ``budget_s`` seconds of calls; ``into``
+    ``processes`` fresh workers, each time for ``rounds`` rounds, fewer where they would take
+    more than ``budget_s`` seconds of calls (a slow kernel: see the worker's job); ``into``
     adds the processes to an earlier comparison of the same arms; ``retries`` of a disturbed
     process (none where the machine is known to be busy, nor once a process stayed disturbed:
     the comparison cannot be clean then, and its figures need not wait)."""

@@ -44,7 +44,8 @@ REFERENCE_PROCESSES = 5
 #: what separate runs move on memory-bound kernels, and a config adopted on it fails the gate
 #: on noise.
 MIN_GAIN = 0.05
-#: Seconds of calls per process and shape in a comparison.
+#: Seconds of calls per process and shape in a comparison, at most: its 30 rounds are cut to
+#: fit them where a kernel is slow (a fast one takes its 30 rounds in far less).
 BUDGET_S = 1.0
 
 
