@@ -284,3 +284,14 @@ def test_a_heuristics_trial_other_load_disturbed_is_no_reference_for_the_finalis
     busy = {**clean, "verdict": "disturbed", "stats": {"median": 3.0}}
     assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): clean}, 0).clean_times == {(8,): 1.0, (16,): 1.0}
     assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): busy}, 0).clean_times is None
+
+
+def test_an_unconfirmed_time_is_marked_in_the_summary_where_there_is_no_speedup_to_mark():
+    """A disturbed round whose heuristic had no clean time: the trials' best, 0.7567 ms, read as final."""
+    from tunebench.summary import table
+    row = {"kernel": "softmax", "bucket": "narrow", "dtype": "float32", "configs": 30, "new": 62, "deselected": 0,
+           "failed": 0, "early": 28, "best_ms": 0.7567, "best_rate": None, "baseline_ms": None, "speedup": None,
+           "best_config": "vec:16", "baseline_config": "vec:8", "confirmed": False}
+    line = table([row])[1].split()
+    assert line[8:12] == ["0.7567*", "-", "-", "-"]
+    assert table([{**row, "confirmed": True}])[1].split()[8] == "0.7567"

@@ -53,7 +53,7 @@ def test_report_names_the_heuristic_where_the_trials_rank_it_first(project, pyte
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
     md = (root / "r" / "report.md").read_text()
-    assert re.search(r"\| axpb \| small \| float32 \| 1 \| [\d.]+ \| [\d.]+ \| 1\.00x\* \| the heuristic \|", md), md
+    assert re.search(r"\| axpb \| small \| float32 \| 1 \| [\d.]+\* \| [\d.]+\* \| 1\.00x\* \| the heuristic \|", md), md
 
 
 def test_report_compare_shows_what_changed_since_a_revision(project, pytester, capsys):
@@ -195,3 +195,17 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     assert history(view) == [(tune, 2.0), (failed, 2.0)]
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
     assert _rows([view])[0][-1] == "fail"  # it read "fail (nothing to measure)": the best crashed
+
+
+def test_a_served_heuristic_without_a_time_shows_none_not_a_candidates_under_its_name():
+    """Its final round disturbed and its own trial too: the row showed the trials' best, 0.7567 ms,
+    as the heuristic's."""
+    from tunebench.buckets import Bucket
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("narrow", N=(1, None), shapes=[(8,)])
+    served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "narrow", True, "d")
+    view = TaskView("k", "cpu", "float32", bucket, "h", {(("vec", 16),): 0.7567}, None, {"ok": 1}, [0.7567],
+                    {(("vec", 16),): {"vec": 16}}, served=served)
+    assert view.times == (None, None) and _rows([view])[0][4:8] == ["-", "-", "-", "the heuristic"]

@@ -90,6 +90,8 @@ class TaskView:
         pick); where it does not answer, the final round's, else the trials' objectives."""
         if self.served is not None and self.served.objective_ms is not None:
             return self.served.objective_ms, self.served.baseline_ms
+        if self.served is not None and self.served.source == "heuristic":  # its time, not a candidate's
+            return self.served.baseline_ms, self.served.baseline_ms
         if self.confirmed:
             return self.confirmed
         best = self.best
@@ -319,7 +321,7 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         idle = gate and gate["outcome"] == "pass" and not gate.get("verdicts") and not any(
             e.get("objectives") for e in gate.get("shapes", []))  # a fail is never idle: a crash measures nothing
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
-                     f"{best_ms:.4g}" if best_ms else "-", f"{base_ms:.4g}" if base_ms else "-",
+                     f"{best_ms:.4g}{mark}" if best_ms else "-", f"{base_ms:.4g}{mark}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
                      "the heuristic" if v.heuristic_best else config_text(served) if served else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())

@@ -21,13 +21,16 @@ def table(rows: Sequence[Mapping]) -> list[str]:
 
     A row has: kernel, bucket, dtype, configs (the candidates weighed), new (trials measured now,
     one per config and shape), deselected, failed, early, best_ms, best_rate
-    ((value, unit) or None), baseline_ms, speedup (marked * where ``confirmed`` is false: no
-    final round measured it), best_config and baseline_config (text).
+    ((value, unit) or None), baseline_ms, speedup (the times and the speedup marked * where
+    ``confirmed`` is false: no final round measured them, and they are the trials'), best_config
+    and baseline_config (text).
     """
+    def mark(r: Mapping, text: str) -> str:
+        return text if text == "-" or r.get("confirmed", True) else f"{text}*"
     cells = [COLUMNS] + [(
         r["kernel"], r["bucket"], r["dtype"], str(r["configs"]), str(r["new"]), str(r["deselected"]),
-        str(r["failed"]), str(r["early"]), _ms(r["best_ms"]), _rate(r["best_rate"]), _ms(r["baseline_ms"]),
-        "-" if r["speedup"] is None else f"{r['speedup']:.2f}x" + ("" if r.get("confirmed", True) else "*"),
+        str(r["failed"]), str(r["early"]), mark(r, _ms(r["best_ms"])), _rate(r["best_rate"]),
+        mark(r, _ms(r["baseline_ms"])), mark(r, "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"),
         r["best_config"], r["baseline_config"],
     ) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
