@@ -842,3 +842,20 @@ def test_a_task_whose_calls_take_microseconds_is_said_to_be_timed_with_the_cost_
     result = pytester.runpytest("suites", *TUNE, "-k", "tiny")
     result.stdout.re_match_lines([r"short calls: twice\[tiny-float32\] take under 10 µs a call, and each is timed "
                                   r"with the cost of a call from Python \(about [\d.]+ µs here\)"])
+
+
+def test_best_says_a_final_round_that_ran_disturbed_confirmed_nothing_not_that_the_tune_ended_before_it(
+        twice_project, pytester):
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    problem = "the machine stayed disturbed on (4096,): other processes took 90% of the CPU time"
+    data["checks"] = {k: {**c, "disturbed": True, "problem": problem} for k, c in data["checks"].items()}
+    for doc in data["trials"].values():  # the heuristic's trial lost too: the trials' fastest leads it
+        if doc["config"] == {"reps": 4, "pad": 0}:
+            doc["verdict"] = "disturbed"
+    path.write_text(json.dumps(data))
+    busy = best_json(twice_project)
+    assert re.match(rf"no final round confirmed a pick on this bucket \(its final round confirmed nothing: "
+                    rf"{re.escape(problem)}\), so the trials' fastest \[[^]]+\] is not served; `pytest .*--tune` on a "
+                    rf"quieter machine measures the round again$", busy["reason"]), busy["reason"]

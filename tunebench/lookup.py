@@ -227,14 +227,18 @@ class Summary:
         self._rows = data["rows"]
         self._disturbed = data["disturbed"]
         self._failed = data["failed"]
+        self._unjudged = data["unjudged"]
         self._ranked: dict[tuple, tuple] = {}
 
     @classmethod
     def of(cls, store: RecordStore) -> Summary:
-        finals = {}
+        finals, unjudged = {}, {}
         for check in store.checks(kind="tune"):  # the latest of each task that judged its finalists wins
-            if check.get("disturbed"):
+            task = [check["kernel"], check["target"], check["dtype"], check["bucket"]]
+            if check.get("disturbed"):  # what kept the latest round from judging, where it is the latest
+                unjudged[json.dumps(task)] = check.get("problem") or "the machine stayed disturbed"
                 continue
+            unjudged.pop(json.dumps(task), None)
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             shapes = _shapes_key(e["shape"] for e in check["shapes"])  # a bucket's shapes may change, and back
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)] = (
@@ -247,11 +251,11 @@ class Summary:
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
                   for d in store.trials() if d["status"] not in ("ok", "early_stopped")]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
-                    "failed": failed, "finals": [[list(k), v] for k, v in finals.items()]})
+                    "failed": failed, "unjudged": unjudged, "finals": [[list(k), v] for k, v in finals.items()]})
 
     def data(self) -> dict:
         return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
-                "disturbed": self._disturbed, "failed": self._failed, "finals": [[list(k), v] for k, v in self._finals.items()]}
+                "disturbed": self._disturbed, "failed": self._failed, "unjudged": self._unjudged, "finals": [[list(k), v] for k, v in self._finals.items()]}
 
     def tasks(self, kernel: str) -> list[dict]:
         return [t for t in self._tasks if t["kernel"] == kernel]
@@ -311,6 +315,11 @@ class Summary:
         return next(((tuple(shape), status) for k, d, h, shape, c, status in self._failed
                      if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes
                      and config_key(c) == key), None)
+
+    def unjudged(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str | None:
+        """What kept the task's latest final round from judging (other load), where one ran and
+        no later one judged."""
+        return self._unjudged.get(json.dumps([kernel, target, dtype, bucket.name]))
 
     def disturbed(self, kernel: str, dtype: str, bucket: Bucket) -> int:
         """Trials on the bucket's shapes measured only while other load disturbed them: none to serve."""
@@ -463,7 +472,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 9
+INDEX_FORMAT = 10
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -736,14 +745,17 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         # the heuristic's time unknown too (its trials disturbed): the trials' fastest is no more confirmed
         by = f", {choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone," if choice.baseline_ms else ""
         judged = store.reshaped(name, target, dtype, bucket)
+        busy = store.unjudged(name, target, dtype, bucket) if store else None
         why = (f"the bucket's representative shapes changed since its final round, which judged "
                f"{', '.join(map(str, judged))}" if judged else
+               f"its final round confirmed nothing: {busy}" if busy else
                "its tune ended before one: interrupted, or the machine too busy" if task else
                "no tune of this bucket ran: its shapes' trials were measured for another bucket")
+        then = ("tunes it again" if judged else "on a quieter machine measures the round again" if busy else
+                "resumes the tune" if task else "tunes it")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
                        f"[{config_text(dict(order[0]))}]{by} is not served; "
-                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` "
-                       f"{'tunes it again' if judged else 'resumes the tune' if task else 'tunes it'}")
+                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` {then}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
         adopt = [] if kept or list(final.values()) == baseline else [key]
