@@ -81,8 +81,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "SECONDS of wall time, builds included (the final round apart); default: the "
                          "tune_time ini value, else none")
     group.addoption("--tune-timeout", type=positive(float), default=10.0, metavar="SECONDS",
-                    help="kill a candidate that runs longer than SECONDS (loading, verifying and "
-                         "measuring it; compiling is not counted) and record it as timeout (default: 10)")
+                    help="kill a candidate one of whose calls, or the loading of its build, runs longer than "
+                         "SECONDS, however many calls a measurement makes (compiling is not counted), and record "
+                         "it as timeout (default: 10)")
     group.addoption("--tune-repeats", type=positive(int), default=None, metavar="N",
                     help="take exactly N samples per trial (a fixed protocol) instead of sampling "
                          "adaptively with early stopping")
