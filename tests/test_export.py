@@ -359,3 +359,12 @@ def test_a_kernel_whose_space_collection_refuses_is_an_export_error_naming_it(tm
     err = capsys.readouterr().err
     assert "kernel 'bad_space' (" in err and "test_bad.py): " in err and "ZeroDivisionError" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_an_export_for_a_device_that_is_no_device_id_says_so_and_names_the_recorded_ones(tmp_path, capsys):
+    """It said "no kernel under suites has a nosuch variant", reading the typo as a target."""
+    root = Path(__file__).resolve().parent.parent
+    assert main(["export", "--device", "nosuch", "--out", str(tmp_path), "--records", str(root / "records"),
+                 "--suites", str(root / "suites")]) == 2
+    assert ("device 'nosuch': not a device id, which names its target first (cpu-..., cuda-..., replay-...)"
+            in capsys.readouterr().err)

@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 
 from tunebench import __version__
+from tunebench.backends import TARGETS
 from tunebench.c_constraint import C_HELPERS, OK, NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, this_device
@@ -48,6 +49,12 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
     store = RecordStore(path) if path.exists() else None
     fingerprint = (store.fingerprint if store else None) or {}
     target = fingerprint.get("target") or device.split("-", 1)[0]
+    targets = [t for t in (*TARGETS, "replay") if t != "auto"]
+    if target not in targets:  # a typo, read as a target: "no kernel has a nosuch variant"
+        recorded = sorted(p.stem for p in records_dir.glob("*.json"))
+        raise ExportError(f"device {device!r}: not a device id, which names its target first "
+                          f"({', '.join(f'{t}-...' for t in targets)}), and {records_dir} holds no records of it; "
+                          f"it holds {', '.join(recorded) or 'none'}")
     kernels = {}
     for kernel in sorted(load_suites(suites_dir), key=lambda k: k.name):
         variant = kernel.variant(target)
