@@ -245,11 +245,12 @@ class Summary:
                 check["source_hash"], [[e["shape"], e["best"], *ms, e["baseline"]]
                                        for e, ms in zip(check["shapes"], measured)],
                 check.get("reason") or "")
+        trials = store.triage()
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
-                for d in store.undisturbed()]
-        disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in store.unsettled()]
+                for d in trials.undisturbed]
+        disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
-                  for d in store.trials() if d["status"] not in ("ok", "early_stopped")]
+                  for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
                     "failed": failed, "unjudged": unjudged, "finals": [[list(k), v] for k, v in finals.items()]})
 
