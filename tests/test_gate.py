@@ -81,7 +81,7 @@ def test_two_gate_runs_with_nothing_changed_pass(tuned):
     for _ in range(2):
         result = pytester.runpytest("test_chain.py", *GATE)
         result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines(["*tunebench gate:*", "PASS  chain::all-float32?gate?"])
+        result.stdout.fnmatch_lines(["*tunebench gate: *, records in *.json *", "PASS  chain::all-float32?gate?"])
     gates = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert [g["outcome"] for g in gates] == ["pass", "pass"]
     whats = sorted(v["what"] for v in gates[0]["verdicts"])

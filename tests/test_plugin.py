@@ -212,6 +212,7 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     result.stdout.fnmatch_lines(["*nothing recorded for axpb small float32 on this device, cpu-*: it was never "
                                  "tuned here; run `pytest suites/test_axpb.py --tune` here to record it*"])
     assert "devices" not in result.stdout.str()  # no other device's records to speak of
+    result.stdout.fnmatch_lines(["*tunebench gate: cpu-*, no records file for this device in *records yet*"])
     assert not (pytester.path / "records").exists()
 
 
@@ -227,7 +228,8 @@ def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester
     result.assert_outcomes(skipped=2)
     here = this_device("cpu")
     assert here != tuned.stem
-    result.stdout.fnmatch_lines([f"this machine: {here}: *family*model*2 threads*",
+    result.stdout.fnmatch_lines([f"*tunebench gate: {here}, no records file for this device in *records yet*",
+                                 f"this machine: {here}: *family*model*2 threads*",
                                  f"recorded: {tuned.stem}: *family*model*1 thread)*",
                                  f"*nothing recorded for axpb small float32 on this device, {here}; "
                                  f"*records holds it for {tuned.stem}: timings do not carry across devices; "

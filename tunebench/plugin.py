@@ -274,6 +274,14 @@ def _leftover(terminalreporter, run) -> None:
            else ""), yellow=True)
 
 
+def _records_of(store) -> str:
+    """Where this device's records are, or that it has none yet: a path that does not exist
+    sent readers looking for a file."""
+    if store.path.exists():
+        return f"records in {store.path}"
+    return f"no records file for this device in {store.path.parent} yet"
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     config.stash[SUMMARY] = True
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
@@ -282,7 +290,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     results = config.stash.get(GATE_RESULTS, [])
     if results:
         run = config.stash[GATE]
-        terminalreporter.section(f"tunebench gate: {run.store.device}, records in {run.store.path}")
+        terminalreporter.section(f"tunebench gate: {run.store.device}, {_records_of(run.store)}")
         if any(result.reason.startswith("nothing recorded") for _, result in results):
             for store in [run.store, *(s for s in devices(run.store) if s.path != run.store.path)]:
                 here = "this machine" if store is run.store else "recorded"
