@@ -185,8 +185,9 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
             hog.join()
     assert result.parseoutcomes().get("failed") == 1  # one item says it; the other tasks' items skip
     result.stdout.fnmatch_lines(["*stopped: the machine is busy (other processes took *% of the CPU time*",
-                                 "*stopped on a busy machine: * tasks (axpb?small-float32?*); the first failure above "
-                                 "says what was seen*"])
+                                 "*stopped, disturbed: * tasks (axpb?small-float32?*); the first failure above "
+                                 "says by what (a busy machine, or samples that changed speed while the machine "
+                                 "looked quiet)*"])
     assert said(result, "stopped: the machine is busy") == 1
 
 

@@ -385,6 +385,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     busy = [t for t in ran if t.busy]
     if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run
         terminalreporter.write_line(
-            f"stopped on a busy machine: {len(busy)} of {len(ran)} tasks ({', '.join(t.label for t in busy)}); the "
-            f"first failure above says what was seen; their trials are kept, and a tune on a quiet machine resumes "
-            f"them", red=True)
+            f"stopped, disturbed: {len(busy)} of {len(ran)} tasks ({', '.join(t.label for t in busy)}); the first "
+            f"failure above says by what (a busy machine, or samples that changed speed while the machine looked "
+            f"quiet); their trials are kept, and a later tune resumes them", red=True)
