@@ -209,3 +209,26 @@ def test_a_served_heuristic_without_a_time_shows_none_not_a_candidates_under_its
     view = TaskView("k", "cpu", "float32", bucket, "h", {(("vec", 16),): 0.7567}, None, {"ok": 1}, [0.7567],
                     {(("vec", 16),): {"vec": 16}}, served=served)
     assert view.times == (None, None) and _rows([view])[0][4:8] == ["-", "-", "-", "the heuristic"]
+
+
+def test_a_task_stopped_before_its_heuristic_ran_is_named_though_it_has_no_row(project, pytester, capsys):
+    """A tune stopped on a busy machine at the heuristic's first shape records trials, not the task:
+    the report had no row and no word of it."""
+    import tunebench.backends
+
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small").assert_outcomes(
+        passed=2, skipped=4, deselected=8)
+    store = RecordStore.for_device(root / "records", tunebench.backends.fingerprint("cpu"))
+    store.add({"kernel": "axpb", "source_hash": "x", "shape": [100000], "dtype": "float32", "bucket": "large",
+               "config": {"vec": 2, "unroll": 1, "mode": 0}, "status": "ok", "device": store.device,
+               "stats": {"median": 1.0}, "verdict": "disturbed"})
+    store.compact()
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    md = (root / "r" / "report.md").read_text()
+    stopped = md.split("### Stopped before the heuristic ran (no row)")[1].split("###")[0]
+    assert stopped.strip().splitlines() == [
+        "- axpb large float32: 1 trial recorded (1 disturbed by other load), but its tune stopped before the "
+        "heuristic ran on every shape, so best() serves the heuristic; a tune resumes it"]
+    assert "Stopped before the heuristic ran" in (root / "r" / "report.html").read_text()

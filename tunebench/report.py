@@ -144,6 +144,25 @@ def task_views(store: RecordStore) -> list[TaskView]:
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
+def undescribed(store: RecordStore) -> list[str]:
+    """Tasks with trials but no description: their tune stopped before the heuristic ran on every
+    shape (a busy machine, an interrupt). They have no row, and without this line no mention."""
+    described = {(t["kernel"], t["dtype"], t["bucket"]) for t in store.tasks()}
+    trials: dict[tuple, list[dict]] = defaultdict(list)
+    for t in store.trials():
+        key = (t["kernel"], t["dtype"], t.get("bucket"))
+        if key not in described:
+            trials[key].append(t)
+    lines = []
+    for (kernel, dtype, bucket), found in sorted(trials.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        disturbed = sum(t.get("verdict") == "disturbed" for t in found)
+        lines.append(f"{kernel} {bucket} {dtype}: {len(found)} trial{'s' if len(found) != 1 else ''} recorded"
+                     + (f" ({disturbed} disturbed by other load)" if disturbed else "")
+                     + ", but its tune stopped before the heuristic ran on every shape, so best() serves the "
+                       "heuristic; a tune resumes it")
+    return lines
+
+
 def _served(store: RecordStore, task: dict, bucket: Bucket) -> Choice | None:
     """What best() serves on the bucket's first shape from these records (the project's suites
     beside them where there are, else the records alone): the report says what a framework gets.
@@ -444,6 +463,11 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
         rows = _rows(views)
         md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
         body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+        stopped = undescribed(store)
+        if stopped:
+            md += ["### Stopped before the heuristic ran (no row)", ""] + [f"- {line}" for line in stopped] + [""]
+            body += ["<h3>Stopped before the heuristic ran (no row)</h3><ul>"] + [
+                f"<li>{html.escape(line)}</li>" for line in stopped] + ["</ul>"]
         noted = [(v.label, n) for v in views for n in v.notes]
         if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
             md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
