@@ -467,3 +467,24 @@ def test_another_devices_records_copied_under_this_devices_name_are_refused_nami
     with pytest.raises(tunebench.RecordsError, match=rf"{here}.json: holds the records of {DEVICE} \(its device "
                                                      rf"table\), not of {here}, as its name says"):
         tunebench.best("layernorm", (300, 8192), here, records=records)
+
+
+def test_records_deployed_by_swapping_a_symlink_are_answered_from_the_new_release(deployed, monkeypatch):
+    """Shapes asked before the swap kept the old release's config for the life of the process."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    old, new = deployed / "v1", deployed / "v2"
+    shutil.move(deployed / "records", old)
+    shutil.copytree(old, new)
+    path = new / f"{DEVICE}.json"
+    data = json.loads(path.read_text())  # the new release without layernorm's tune: its heuristic serves
+    data["checks"] = {i: d for i, d in data["checks"].items() if d["kernel"] != "layernorm"}
+    path.write_text(json.dumps(data))
+    current = deployed / "current"
+    current.symlink_to(old)
+    for _ in range(2):  # the second asks once the suites are imported: the answer kept from then on
+        assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=current).source == "tuned"
+    swap = deployed / "swap"
+    swap.symlink_to(new)
+    os.replace(swap, current)  # an atomic deploy
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=current).source == "heuristic"
+    assert tunebench.lookup("layernorm", (301, 8192), DEVICE, records=current).source == "heuristic"

@@ -504,7 +504,9 @@ os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _directory(path: Path) -> _Directory:
-    key = path.resolve()
+    """The folder as named, not resolved: records deployed by swapping a symlink are read through
+    it, so the swap is seen as a change (a resolved folder kept the old release's answers)."""
+    key = Path(os.path.abspath(path))
     found = _DIRECTORIES.get(key) or _DIRECTORIES.setdefault(key, _Directory(key))
     found.refresh()
     return found
