@@ -488,3 +488,36 @@ def test_records_deployed_by_swapping_a_symlink_are_answered_from_the_new_releas
     os.replace(swap, current)  # an atomic deploy
     assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=current).source == "heuristic"
     assert tunebench.lookup("layernorm", (301, 8192), DEVICE, records=current).source == "heuristic"
+
+
+FORKED_MIDWAY = """\
+import json, os, sys, threading, time, tunebench
+records, device = sys.argv[1], sys.argv[2]
+def ask():
+    choice = tunebench.lookup("row_reduce", (4, 100), device, records=records)
+    return [choice.source, choice.config, choice.note]
+found = []
+asking = threading.Thread(target=lambda: found.append(ask()))
+asking.start()
+time.sleep(0.5)  # the thread is midway through importing the slow suite
+read, write = os.pipe()
+child = os.fork()
+if child == 0:
+    os.write(write, json.dumps(ask()).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(child, 0)
+asking.join()
+print(json.dumps([found[0], json.loads(os.read(read, 1 << 16))]))
+"""
+
+
+def test_a_child_forked_while_a_thread_imports_the_suites_answers_with_their_declarations(deployed):
+    """The child took the half-run suite module for the suite: another heuristic's config, a note
+    saying nothing declares the kernel, for the child's whole life."""
+    suite = deployed / "suites" / "test_row_reduce.py"
+    suite.write_text("import time\ntime.sleep(2)\n" + suite.read_text())  # a suite importing a framework
+    done = subprocess.run([sys.executable, "-c", FORKED_MIDWAY, str(deployed / "records"), DEVICE],
+                          capture_output=True, text=True, timeout=60)
+    parent, child = json.loads(done.stdout)
+    assert child == parent, done.stderr  # no note: the declaration's heuristic for (4, 100)

@@ -87,6 +87,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             sys.path.insert(0, str(path.parent))
+            _IMPORTING.add(name)
             try:
                 spec.loader.exec_module(module)
             except Exception as e:  # noqa: BLE001 - any error in a suite is reported with its file
@@ -96,6 +97,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
                 failed.append(f"{path}: {type(e).__name__}: {e}")
                 continue
             finally:
+                _IMPORTING.discard(name)
                 sys.path.remove(str(path.parent))
         found = list(dict.fromkeys(v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)))
         first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
@@ -108,6 +110,11 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             continue
         kernels += [k for k in found if k not in kernels]
     return kernels
+
+
+#: Suite modules being executed now. A child forked meanwhile drops them: it would take the
+#: half-run module in ``sys.modules`` for the suite, and answer without its declaration for good.
+_IMPORTING: set[str] = set()
 
 
 class SuiteImportWarning(UserWarning):
@@ -496,6 +503,9 @@ def _fresh_locks() -> None:
     them, and every lookup there waited forever."""
     global _SUITES_LOCK, _FAST_LOCK
     _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
+    for name in _IMPORTING:  # the importing thread is not in the child: import them again there
+        sys.modules.pop(name, None)
+    _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
 
