@@ -281,3 +281,24 @@ def test_an_output_keyed_by_its_name_has_its_own_tolerance_and_a_misspelt_key_is
                                                     r"nor an output \(y\): did you mean 'float32'\?"):
         tunebench.Kernel("typo", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
                          outputs=["y"], tolerance={"flaot32": (1e-3, 0.0)}, cpu=kernel.variants["cpu"])
+
+
+class PrintedDtype:
+    """A framework's dtype object as its printed form and ``name`` attribute show it."""
+
+    def __init__(self, printed: str, name: str | None):
+        self.printed, self.name = printed, name
+
+    def __str__(self) -> str:
+        return self.printed
+
+
+@pytest.mark.parametrize("framework, dtype, expected", [
+    ("Paddle", PrintedDtype("paddle.float32", "FLOAT32"), "float32"),  # its name is its enum's
+    ("Paddle", PrintedDtype("paddle.bfloat16", "BFLOAT16"), "bfloat16"),
+    ("MLX", PrintedDtype("mlx.core.float16", None), "float16"),
+    ("TensorFlow", PrintedDtype("<dtype: 'float32'>", "float32"), "float32"),
+])
+def test_a_frameworks_dtype_means_the_numpy_dtype_of_its_name(framework, dtype, expected):
+    """Paddle's ``paddle.float32`` was refused: its ``name`` is ``FLOAT32``."""
+    assert dtypes.numpy_dtype(dtype).name == expected, framework

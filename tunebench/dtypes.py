@@ -43,11 +43,12 @@ def numpy_dtype(dtype) -> np.dtype:
 def framework_name(dtype) -> str | None:
     """The numpy name of a framework's dtype object: ``float32`` for PyTorch's ``torch.float32``
     (a module path, then the name, as Paddle's and MLX's print too) or for a dtype whose ``name``
-    says it (TensorFlow's). None for anything else, numpy's own scalar types among them."""
-    name = getattr(dtype, "name", None)
-    if not isinstance(name, str):
-        module, _, name = str(dtype).rpartition(".")
-        if not module or not all(part.isidentifier() for part in module.split(".")):
+    says it (TensorFlow's). The printed form comes first: Paddle's ``name`` is its enum's,
+    ``FLOAT32``. None for anything else, numpy's own scalar types among them."""
+    module, _, name = str(dtype).rpartition(".")
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        name = getattr(dtype, "name", None)
+        if not isinstance(name, str):
             return None
     return name if name.isidentifier() else None
 
