@@ -287,7 +287,8 @@ def test_a_lookup_with_another_thread_count_than_the_tunes_names_the_records_it_
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     choice = tunebench.lookup("axpb", (2000,), records=root / "records", suites=root / "suites")
     assert choice.device != one and choice.source == "heuristic"
-    assert choice.note.endswith(f"; recorded for {one} (this machine with OMP_NUM_THREADS=1, which is served them)")
+    assert choice.note.endswith(f"; recorded for {one} (this machine running 1 thread: served to a caller with "
+                                f"OMP_NUM_THREADS=1 and at least 1 core allowed to it)")
 
 
 def best_json(root, *extra, cwd=None) -> dict:

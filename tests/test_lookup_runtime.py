@@ -375,6 +375,13 @@ def test_a_misspelt_device_warns_naming_the_recorded_devices_and_the_one_it_mean
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the device that is recorded: no word
         assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+        monkeypatch.setenv("TUNEBENCH_DEVICE", f" {DEVICE}\n")  # as a shell's $(cat file) or a YAML block leaves it
+        assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "tuned"
+
+
+def test_a_kernel_given_as_neither_a_name_nor_a_kernel_is_a_type_error_naming_it(deployed):
+    with pytest.raises(TypeError, match=r"^kernel None: give a kernel's name or its tunebench.Kernel$"):
+        tunebench.lookup(None, (300, 8192), DEVICE, records=deployed / "records")
 
 
 def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warning_state(deployed, monkeypatch):

@@ -126,8 +126,8 @@ def this_device(target: str | None = None) -> str:
     """The device id of this machine for a target (default: ``$TUNEBENCH_DEVICE`` where set, else
     what ``--tune-target auto`` picks). A process that cannot fingerprint its GPU (no PyCUDA, as
     a PyTorch framework's) names the device whose records it serves with ``$TUNEBENCH_DEVICE``."""
-    if target is None and os.environ.get("TUNEBENCH_DEVICE"):
-        return os.environ["TUNEBENCH_DEVICE"]
+    if target is None and os.environ.get("TUNEBENCH_DEVICE", "").strip():
+        return os.environ["TUNEBENCH_DEVICE"].strip()  # as a shell or a YAML file may leave it
     return _device_id(target, *_threads())
 
 
@@ -182,8 +182,9 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
         if theirs and theirs.get("threads") != own["threads"] and {
                 k: v for k, v in theirs.items() if k != "threads"} == bare and any(
                 (dtype is None or t["dtype"] == dtype) and bucket in (None, t["bucket"]) for t in other.tasks(kernel)):
-            found.append(f"{path.stem} (this machine with OMP_NUM_THREADS={theirs['threads']}, which is "
-                         f"served them)")
+            n = theirs["threads"]  # the affinity is the calling thread's: a pinned thread counts its own cores
+            found.append(f"{path.stem} (this machine running {n} thread{'s' if n != 1 else ''}: served to a caller "
+                         f"with OMP_NUM_THREADS={n} and at least {n} core{'s' if n != 1 else ''} allowed to it)")
     return f"; recorded for {', '.join(found)}" if found else ""
 
 
@@ -525,6 +526,8 @@ def _directory(path: Path) -> _Directory:
 def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtype: str | None,
             records: str | Path | None, suites: str | Path | None) -> Choice:
     """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
+    if not isinstance(kernel, (str, Kernel)):
+        raise TypeError(f"kernel {kernel!r}: give a kernel's name or its tunebench.Kernel")
     shape = _shape(shape)
     # the declaration itself, not its id (a later one may reuse it): by name, the one declared now
     memo = (kernel, REGISTRY.get(kernel) if isinstance(kernel, str) else None, shape, device, dtype,
