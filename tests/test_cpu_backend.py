@@ -1,9 +1,13 @@
+import os
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from tests.conftest import AXPB_C
-from tunebench.backends.base import CompileError
-from tunebench.backends.cache import BuildCache, CompilerKilled, run_compiler
+from tunebench.backends.base import BuildEnvironmentError, CompileError
+from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files
@@ -151,6 +155,50 @@ def test_a_compiler_killed_by_a_signal_caches_nothing_and_is_no_compile_error(tm
     path, _, cached = cache.get("k", "int f;", "t", (".c", ".so"),
                                 lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
     assert path.exists() and not cached
+
+
+def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile_error(tmp_path):
+    """A full TMPDIR's "No space left on device" was cached as the heuristic's compile error: the
+    task stopped on every later run, --tune-fresh and --tune-retry-failed alike."""
+    cache = BuildCache(tmp_path)
+    full = ["sh", "-c", "echo 'cc1: error writing to /tmp/ccQx1.s: No space left on device' >&2; exit 1",
+            "{src}", "{out}"]
+    with pytest.raises(BuildEnvironmentError, match=r"^sh could not write its files \(No space left on device: "
+                                                    r"cc1: error writing to /tmp/ccQx1.s: No space left on device\)"):
+        cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(full, src, out))
+    assert not list(tmp_path.glob("*.err")) and not list(tmp_path.glob("*.so*"))
+    (err,) = [p.with_suffix(".err") for p in tmp_path.glob("k-*.c")]
+    err.write_text("cc1: error writing to /tmp/ccQx1.s: No space left on device")  # what an earlier tunebench cached
+    path, _, cached = cache.get("k", "int f;", "t", (".c", ".so"),
+                                lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
+    assert path.exists() and not cached
+    oom = ["sh", "-c", "echo 'gcc: fatal error: Killed signal terminated program cc1' >&2; exit 1", "{src}", "{out}"]
+    with pytest.raises(CompilerKilled, match=r"sh was killed \(gcc: fatal error: Killed signal terminated program "
+                                             r"cc1\) while compiling"):  # the driver exits 1 where cc1 is killed
+        cache.get("k", "int g;", "t", (".c", ".so"), lambda src, out: run_compiler(oom, src, out))
+    assert list(tmp_path.glob("*.err")) == [err]  # the one written above alone
+
+
+def test_a_compile_cache_that_cannot_be_written_is_named_with_what_to_set(tmp_path):
+    """Its PermissionError was each candidate's crash, recorded and reused by later runs."""
+    (tmp_path / "cache").write_text("")  # a file where the folder would be
+    cache = BuildCache(tmp_path / "cache")
+    with pytest.raises(BuildEnvironmentError, match=rf"^the compile cache {tmp_path / 'cache'} cannot be written "
+                                                    rf"\(FileExistsError: .*set TUNEBENCH_CACHE to a writable folder"):
+        cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
+
+
+def test_a_user_without_a_home_gets_a_compile_cache_in_the_temp_folder(monkeypatch):
+    """A container's arbitrary uid with HOME unset: Path.home() raised, and pytest --tune ended in an
+    INTERNALERROR."""
+    for name in ("TUNEBENCH_CACHE", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", homeless)
+    assert default_root() == Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}"
 
 
 def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_template(tmp_path):

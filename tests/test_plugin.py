@@ -425,3 +425,19 @@ def test_the_time_budget_counts_the_tasks_wall_time_builds_included(pytester):
     result = pytester.runpytest("test_slow.py", *TUNE, "--tune-time", "2", "--tune-strategy", "brute_force", "-vv")
     measured = result.stdout.str().count(" PASSED")
     assert " UNSAMPLED" in result.stdout.str() and measured < 8, result.stdout.str()[-3000:]
+
+
+def test_a_compile_cache_that_cannot_be_written_stops_the_task_saying_so_and_records_nothing(project, pytester,
+                                                                                            monkeypatch, tmp_path):
+    """Every candidate was recorded "crashed: PermissionError", reused by later runs, and the gate
+    failed the kernel for it."""
+    project()
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "not-a-folder"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"*the compile cache {tmp_path / 'not-a-folder'} cannot be written (FileExistsError: "
+                                 f"*set TUNEBENCH_CACHE to a writable folder with free space*"])
+    assert "crashed" not in result.stdout.str()
+    for path in (pytester.path / "records").glob("*.json"):
+        assert json.loads(path.read_text()).get("trials", {}) == {}

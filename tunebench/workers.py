@@ -33,7 +33,7 @@ import numpy as np
 
 from tunebench import interference
 from tunebench.backends import create
-from tunebench.backends.base import CompileError, ResourceError, Runner
+from tunebench.backends.base import BuildEnvironmentError, CompileError, ResourceError, Runner
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, warm_up
@@ -186,7 +186,7 @@ def _serve(conn, target: str, parent: int, clock, log: int) -> None:
             if "samples" in result:
                 result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {})}
             conn.send(("result", result))
-        except (KernelError, WorkerError) as e:
+        except (KernelError, WorkerError, BuildEnvironmentError) as e:
             conn.send(("error", str(e)))
         except Exception as e:  # noqa: BLE001 - a failure inside the candidate's run, e.g. a CUDA error
             conn.send(("crashed", f"{type(e).__name__}: {e}"))

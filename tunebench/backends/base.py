@@ -37,6 +37,12 @@ class CompileError(RuntimeError):
         self.cached = cached
 
 
+class BuildEnvironmentError(RuntimeError):
+    """The machine, not the candidate, kept a build from being made: a compile cache that cannot
+    be written, a temporary folder that is full. No verdict on any candidate: nothing is cached or
+    recorded, and the task stops saying what to fix (every candidate was a lasting failure)."""
+
+
 class ResourceError(RuntimeError):
     """A candidate that cannot launch on this device (too many threads, registers, shared memory)."""
 

@@ -13,18 +13,25 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tunebench.backends.base import CompileError
+from tunebench.backends.base import BuildEnvironmentError, CompileError
 
 
 def default_root() -> Path:
-    """``$TUNEBENCH_CACHE``, else ``$XDG_CACHE_HOME/tunebench``, else ``~/.cache/tunebench``."""
+    """``$TUNEBENCH_CACHE``, else ``$XDG_CACHE_HOME/tunebench``, else ``~/.cache/tunebench``; a
+    user without a home (a container's arbitrary uid, HOME unset) gets one in the temp folder."""
     if os.environ.get("TUNEBENCH_CACHE"):
         return Path(os.environ["TUNEBENCH_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tunebench"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "tunebench"
+    try:
+        return Path.home() / ".cache" / "tunebench"
+    except RuntimeError:  # no HOME and no passwd entry
+        return Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}"
 
 
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
@@ -45,18 +52,31 @@ class CompilerKilled(RuntimeError):
     candidate, so nothing is cached, and a later run compiles it again."""
 
 
-#: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error.
-_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z")
+#: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error,
+#: and gcc's words where the signal killed its compiler proper (the driver exits 1).
+_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z|terminated program \S+ signal|Killed signal terminated program")
+#: A compiler's words where the machine kept it from writing its files: no verdict on the source
+#: (and none that an earlier tunebench cached as its compile error holds).
+_ENVIRONMENT = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
+                          r"Too many open files|cannot create temporary file", re.IGNORECASE)
 
 
 def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
     """Run a compiler ``command`` with ``{src}`` and ``{out}`` filled in: None where it succeeds,
     else what it said; :class:`CompilerKilled` where a signal ended it."""
     proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
-    if proc.returncode < 0:
-        raise CompilerKilled(f"{command[0]} was killed by {signal.Signals(-proc.returncode).name} while compiling "
-                             f"(Ctrl-C, or out of memory): no verdict on the candidate, and nothing is cached")
-    return None if proc.returncode == 0 else proc.stderr or proc.stdout or f"{command[0]} exited {proc.returncode}"
+    said = proc.stderr or proc.stdout
+    if proc.returncode < 0 or (proc.returncode and _KILLED_CACHED.search(said)):
+        how = f"by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"({excerpt(said, 1)})"
+        raise CompilerKilled(f"{command[0]} was killed {how} while compiling (Ctrl-C, or out of memory): no "
+                             f"verdict on the candidate, and nothing is cached")
+    if proc.returncode and _ENVIRONMENT.search(said):
+        raise BuildEnvironmentError(
+            f"{command[0]} could not write its files ({_ENVIRONMENT.search(said).group(0)}: "
+            f"{excerpt(said, 1)}): no candidate can be built, and nothing is cached or recorded; free space or "
+            f"fix the permissions where it writes (TMPDIR, now {tempfile.gettempdir()}, and the compile cache, "
+            f"{src.parent}) and tune again")
+    return None if proc.returncode == 0 else said or f"{command[0]} exited {proc.returncode}"
 
 
 class BuildCache:
@@ -73,6 +93,16 @@ class BuildCache:
         ``(path, compile seconds, cached)``. ``suffixes`` are the source's and the artefact's;
         ``compile_fn(source_path, out_path)`` returns None, or the compiler's error text."""
         key = hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
+        try:
+            return self._get(name, key, source, suffixes, compile_fn)
+        except OSError as e:  # the cache's own files: no verdict on the candidate
+            raise BuildEnvironmentError(
+                f"the compile cache {self.root} cannot be written ({type(e).__name__}: {e.strerror or e}): no "
+                f"candidate can be built, and nothing is recorded; set TUNEBENCH_CACHE to a writable folder "
+                f"with free space") from None
+
+    def _get(self, name: str, key: str, source: str, suffixes: tuple[str, str],
+             compile_fn: Callable[[Path, Path], str | None]) -> tuple[Path, float, bool]:
         self.root.mkdir(parents=True, exist_ok=True)
         src_suffix, out_suffix = suffixes
         out = self.root / f"{name}-{key}{out_suffix}"
@@ -80,7 +110,7 @@ class BuildCache:
         if out.exists():
             self.reused += 1
             return out, 0.0, True
-        if err.exists() and not _KILLED_CACHED.search(err.read_text()):
+        if err.exists() and not (_KILLED_CACHED.search(err.read_text()) or _ENVIRONMENT.search(err.read_text())):
             self.reused += 1
             raise CompileError(err.read_text(), cached=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -91,7 +121,7 @@ class BuildCache:
         self.compiled += 1
         try:
             failure = compile_fn(src, tmp)
-        except CompilerKilled:
+        except (CompilerKilled, BuildEnvironmentError):
             tmp.unlink(missing_ok=True)
             raise
         seconds = time.perf_counter() - start
@@ -105,5 +135,9 @@ class BuildCache:
 
 def _write_atomic(path: Path, text: str, stamp: str) -> None:
     tmp = path.with_name(f"{path.name}.{stamp}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no empty file left behind
+        tmp.unlink(missing_ok=True)
+        raise
