@@ -860,3 +860,26 @@ def test_best_says_a_final_round_that_ran_disturbed_confirmed_nothing_not_that_t
     assert re.match(rf"no final round confirmed a pick on this bucket \(its final round confirmed nothing: "
                     rf"{re.escape(problem)}\), so the trials' fastest \[[^]]+\] is not served; `pytest .*--tune` on a "
                     rf"quieter machine measures the round again$", busy["reason"]), busy["reason"]
+
+
+def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_find_the_tunes_records(
+        project, pytester, monkeypatch):
+    """The tune writes records/ in pytest's rootdir, the monorepo's top; lookups looked beside the
+    project's pyproject.toml (which holds no pytest table) and served the heuristic."""
+    top = project()
+    kproj = top / "kproj"
+    kproj.mkdir()
+    for part in ("suites", "kernels"):
+        (top / part).rename(kproj / part)
+    (top / "pyproject.toml").rename(kproj / "pyproject.toml")
+    (kproj / "pyproject.toml").write_text('[project]\nname = "kproj"\nversion = "0"\n')
+    (top / "pytest.ini").write_text("[pytest]\n")
+    monkeypatch.chdir(kproj)  # tuned from the project's own folder: pytest still roots at the top
+    pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert (top / "records").is_dir() and not (kproj / "records").exists()
+    kernel = tunebench.kernel.REGISTRY["axpb"]
+    tuned = tunebench.lookup(kernel, (1000,))
+    assert "nothing is recorded" not in (tuned.note or "") and tuned.baseline_ms is not None, tuned
+    assert kernel.tune_command() == "pytest suites/test_axpb.py --tune"  # run as said, it resumes
+    monkeypatch.chdir(top)
+    assert tunebench.lookup("axpb", (1000,), suites=kproj / "suites") == tuned

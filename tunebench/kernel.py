@@ -56,8 +56,32 @@ def _is_include(flag: str) -> bool:
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
 
-#: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes).
-INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+#: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes), in
+#: the order pytest tries them.
+INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _configures_pytest(path: Path) -> bool:
+    """Whether ``path`` holds pytest's configuration, as pytest judges it (a pyproject.toml without
+    a pytest table, a setup.cfg without ``[tool:pytest]``, do not)."""
+    from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
+
+    try:
+        return path.is_file() and load_config_dict_from_file(path) is not None
+    except Exception:  # noqa: BLE001 - a file pytest fails on: then no run of ours has this root either
+        return False
+
+
+def rootdir(start: Path) -> Path | None:
+    """The rootdir pytest takes for a run on ``start`` (no ``--rootdir`` or ``-c``), where a tune
+    writes ``records/``: the nearest folder with a file holding pytest's configuration, else the
+    nearest with a pyproject.toml, else with a setup.py; None where there is none. A monorepo's
+    pytest.ini above a project's own pyproject.toml is its root: lookups looked beside the
+    pyproject.toml, and served nothing the tune had recorded."""
+    chain = (start, *start.parents)
+    return (next((d for d in chain if any(_configures_pytest(d / f) for f in INI_FILES)), None)
+            or next((d for d in chain if (d / "pyproject.toml").is_file()), None)
+            or next((d for d in chain if (d / "setup.py").is_file()), None))
 
 
 def _from_here(path: Path) -> Path:
@@ -552,7 +576,7 @@ class Kernel:
         which is the command's one argument): run as said, it resumed nothing."""
         command = f"pytest {_from_here(self.declared_in) if self.declared_in else 'suites'} --tune"
         start = self.declared_in.parent if self.declared_in else Path.cwd()
-        root = next((d for d in (start, *start.parents) if any((d / f).is_file() for f in INI_FILES)), start)
+        root = rootdir(start) or start
         if records is not None and Path(records).resolve() != (root / "records").resolve():
             command += f" --tune-records {_from_here(Path(records).resolve())}"
         return command

@@ -43,7 +43,7 @@ from tunebench.backends import fingerprint, resolve
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice
+from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, rootdir
 from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
 from tunebench.space import SpaceError, closest
 
@@ -192,9 +192,10 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
             kernel: Kernel | None = None) -> tuple[Path, Path]:
     """(records folder, suites folder) of the project, found from its root rather than the
     working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
-    under the root of the project that declares ``kernel`` (the nearest folder above its suite,
-    or above ``suites``, with a ``records`` folder or an ini file), else the nearest such folder
-    from the working directory upwards; given ``records`` alone, the suites are its sibling ``suites``.
+    under the root of the project that declares ``kernel`` (pytest's rootdir for its suite's
+    folder, or ``suites``, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
+    the nearest folder above with a ``records`` folder), else the same from the working directory;
+    given ``records`` alone, the suites are its sibling ``suites``.
     :class:`LookupError` names every place it looked."""
     if records is not None:  # the project is the records folder's
         if not Path(records).is_dir():  # a typo must not quietly serve the heuristic
@@ -210,8 +211,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
         origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
         declared = [Path(origin or suites).resolve()] if origin or suites is not None else []
         for start in [*declared, Path.cwd()]:
-            root = next((d for d in (start, *start.parents) if (d / "records").is_dir()
-                         or any((d / f).is_file() for f in INI_FILES)), None)
+            root = rootdir(start) or next((d for d in (start, *start.parents) if (d / "records").is_dir()), None)
             if root is not None:
                 break
             looked.append(f"{start} and its parents")
