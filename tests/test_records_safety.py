@@ -275,3 +275,30 @@ def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     assert f"records: {records} cannot be written: this gate run is not kept" in run.stdout
     assert "PASS  slow::all-float32[gate]" in run.stdout and path.read_bytes() == before
+
+
+def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_and_keeps_its_mode(tmp_path):
+    """The link was replaced by a regular file (the shared store never got the trials), runs by
+    either path locked apart, and under umask 077 the file became its writer's alone."""
+    shared, records = tmp_path / "shared", tmp_path / "records"
+    store = RecordStore.for_device(shared, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.compact()
+    store.path.chmod(0o644)
+    records.mkdir()
+    (records / store.path.name).symlink_to(store.path)
+    umask = os.umask(0o077)
+    try:
+        linked = RecordStore.for_device(records, FINGERPRINT)
+        linked.add(trial({"vec": 2}))
+        linked.compact()
+    finally:
+        os.umask(umask)
+    assert (records / store.path.name).is_symlink()
+    assert len(RecordStore(store.path).trials()) == 2
+    assert store.path.stat().st_mode & 0o777 == 0o644
+    assert not (records / ".locks").exists() and not (records / ".journal").exists()
+    linked.add(trial({"vec": 4}))  # in the journal: a run reaching the file by the link is still going
+    with linked.task_lock("k[all-float32]"):
+        assert RecordStore.for_device(shared, FINGERPRINT).leftover == []  # not a killed run's, by either path
+    assert len(RecordStore.for_device(shared, FINGERPRINT).leftover) == 1  # it ended without folding

@@ -29,6 +29,7 @@ import gc
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -121,8 +122,10 @@ def _writable(path: Path) -> None:
     file); creates nothing."""
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        unreadable = path.exists() and not os.access(path, os.R_OK)  # another user's 0600 file
         raise NotWritable(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
-                          f"is read-only): fix the permissions or pass --tune-records DIR")
+                          f"{'cannot be read or written by this user' if unreadable else 'is read-only'}): fix the "
+                          f"permissions or pass --tune-records DIR")
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
@@ -296,14 +299,24 @@ class AtomicJSONStorage(Storage):
                 for table, docs in data.items()}
 
     def write(self, data) -> None:
+        """Replace the file whole. Where it is a symlink (into a shared store), its target is
+        replaced, not the link; the file keeps its mode, whatever this process's umask (077 made
+        it the writer's alone, and another user's gate could no longer read it)."""
         self._cache = None  # TinyDB changed the tables it read: they are the file's only once written
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        target = Path(os.path.realpath(self.path))
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = None
         with open(tmp, "w") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(_dump(data))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        os.replace(tmp, target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -386,14 +399,17 @@ class RecordStore:
     def __init__(self, path: str | Path, fingerprint: Mapping | None = None, read_only: bool = False):
         self.path = Path(path)
         self.device = self.path.stem
+        #: The file itself where ``path`` is a symlink into a shared store: its journal, archive
+        #: and locks are beside it, whichever path a run reaches it by.
+        self.real = Path(os.path.realpath(self.path))
         #: Opened only to read: without a fingerprint, or asked to (a gate on a read-only checkout).
         self.read_only = read_only or fingerprint is None
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         if not self.read_only:
-            _writable(self.path)
-        self.journal = self.path.parent / ".journal" / f"{self.path.name}l"
-        self.archive = self.path.with_name(f"{self.path.stem}.archive.jsonl")
+            _writable(self.real)
+        self.journal = self.real.parent / ".journal" / f"{self.real.name}l"
+        self.archive = self.real.with_name(f"{self.real.stem}.archive.jsonl")
         self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
@@ -437,7 +453,7 @@ class RecordStore:
 
     def _running(self) -> bool:
         """Whether another process holds one of this file's locks: a run still going."""
-        for path in (self.path.parent / ".locks").glob(f"{self.path.stem}.*.lock"):
+        for path in (self.real.parent / ".locks").glob(f"{self.real.stem}.*.lock"):
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
@@ -451,9 +467,9 @@ class RecordStore:
         return False
 
     def _lock_file(self, name: str) -> Path:
-        locks = self.path.parent / ".locks"
+        locks = self.real.parent / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
-        return locks / f"{self.path.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
+        return locks / f"{self.real.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
 
     @contextlib.contextmanager
     def task_lock(self, task: str, waiting: Callable[[], None] | None = None) -> Iterator[None]:
