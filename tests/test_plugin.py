@@ -441,3 +441,27 @@ def test_a_compile_cache_that_cannot_be_written_stops_the_task_saying_so_and_rec
     assert "crashed" not in result.stdout.str()
     for path in (pytester.path / "records").glob("*.json"):
         assert json.loads(path.read_text()).get("trials", {}) == {}
+
+
+SHUFFLED = """\
+import random
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):  # as pytest-randomly does, with a seed of its own per run
+    random.Random(SEED).shuffle(items)
+"""
+
+
+def test_the_same_seed_asks_the_same_candidates_whatever_order_a_plugin_runs_the_items_in(project, pytester):
+    """pytest-randomly reseeds every run: --tune-seed asked other candidates, and picked others."""
+    root = project(modes=(0, 1))
+    asked = []
+    for seed in (None, 1, 2):
+        (root / "conftest.py").write_text(SHUFFLED.replace("SEED", str(seed)) if seed else "")
+        out = root / f"records-{seed}"
+        pytester.runpytest("suites", *TUNE, "--tune-strategy", "random", "--tune-seed", "7", "--tune-trials", "3",
+                           "-k", "small", "--tune-records", str(out))
+        (file,) = out.glob("*.json")
+        asked.append(sorted(str(t["config"]) for t in TinyDB(file).table("trials").all() if not t["baseline"]))
+    assert len(asked[0]) >= 3 and asked[1] == asked[0] and asked[2] == asked[0]

@@ -188,7 +188,7 @@ class Suite(pytest.Collector):
                 for keys, ok in zip(parts, (True, False)):
                     items.extend(Trial.from_parent(
                         self, name=f"{prefix}[{'-'.join(f'{n}:{v}' for n, v in zip(space.names, key))}]",
-                        task=task, key=key, valid=ok) for key in keys)
+                        task=task, key=key, valid=ok, order=order) for order, key in enumerate(keys))
         return items
 
     def repr_failure(self, excinfo):
@@ -208,11 +208,12 @@ def _split(space, valid: list[tuple], invalid: list[tuple], bucket: Bucket, dims
 
 
 class Trial(Item):
-    """One candidate config (``key``; None for the baseline) of one task."""
+    """One candidate config (``key``; None for the baseline) of one task, ``order``-th in its
+    space's enumeration."""
 
-    def __init__(self, *, task: Task, key: tuple | None, valid: bool = True, **kwargs):
+    def __init__(self, *, task: Task, key: tuple | None, valid: bool = True, order: int = 0, **kwargs):
         super().__init__(**kwargs)
-        self.task, self.key, self.valid = task, key, valid
+        self.task, self.key, self.valid, self.order = task, key, valid, order
 
     def runtest(self) -> None:
         try:

@@ -233,9 +233,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    for item in session.items:
-        if isinstance(item, Trial) and item.key is not None:
-            item.task.candidates.append(item.key)
+    """Each task's selected candidates, in its space's order whatever order the items run in: a
+    plugin shuffling them (pytest-randomly) made the same --tune-seed ask other candidates."""
+    selected = [i for i in session.items if isinstance(i, Trial) and i.key is not None]
+    for item in sorted(selected, key=lambda i: i.order):
+        item.task.candidates.append(item.key)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent under -p no:benchmark
