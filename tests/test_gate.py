@@ -232,6 +232,15 @@ def test_a_bad_gate_setting_is_one_usage_error_naming_it(project, pytester, ini,
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+def test_a_bad_gate_strict_value_is_one_usage_error_though_every_task_could_be_measured(project, pytester):
+    """Read only where a task could not be measured: a traceback then, silently ignored otherwise."""
+    project()
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-o", "gate_strict=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ini option gate_strict: " in result.stderr.str() and "maybe" in result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_a_kept_heuristic_that_fails_under_a_changed_declaration_fails_the_gate(twice_project, pytester):
     """With the heuristic the recorded best, nothing was measured: a reference (or tolerance)
     changed since, which the heuristic's output no longer meets, passed."""

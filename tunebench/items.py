@@ -259,6 +259,10 @@ def gate_ini(config: pytest.Config) -> dict:
         GateSettings(**values)
     except ValueError as e:
         raise pytest.UsageError(f"ini options gate_threshold, gate_processes, gate_max_processes: {e}") from None
+    try:  # read when a task cannot be measured: a bad value was a traceback then, and unseen otherwise
+        strict(config)
+    except (ValueError, pytest.UsageError) as e:
+        raise pytest.UsageError(f"ini option gate_strict: {e} (true or false)") from None
     return values
 
 
