@@ -883,3 +883,55 @@ def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_
     assert kernel.tune_command() == "pytest suites/test_axpb.py --tune"  # run as said, it resumes
     monkeypatch.chdir(top)
     assert tunebench.lookup("axpb", (1000,), suites=kproj / "suites") == tuned
+
+
+def _committed(root: Path, *files: str) -> None:
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=root, check=True)
+
+
+def test_records_replaced_by_a_symlink_out_of_the_tree_leave_the_trials_clean(tmp_path):
+    """The records were left out only as resolved, outside the tree: every trial was dirty."""
+    from tunebench.session import git_state
+
+    root = tmp_path / "repo"
+    _committed(root, "suites/test_k.py", "records/cpu-x.json")
+    shutil.move(root / "records", tmp_path / "shared")
+    (root / "records").symlink_to(tmp_path / "shared")
+    commit, dirty = git_state(root, root / "records")
+    assert commit is not None and dirty is False
+    (root / "suites" / "test_k.py").write_text("y\n")
+    assert git_state(root, root / "records")[1] is True
+
+
+def test_a_checkout_git_refuses_as_another_users_is_said_not_silently_unrecorded(tmp_path):
+    """A CI container run as root on the runner's checkout: no commit on any trial, and no word."""
+    from tunebench.session import git_state
+
+    root = tmp_path / "repo"
+    _committed(root, "suites/test_k.py")
+    try:
+        subprocess.run(["chown", "-R", "65534:65534", str(root)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("needs to give the checkout to another user (chown as root)")
+    with pytest.warns(UserWarning, match=rf"git refuses to read {re.escape(str(root))} \(dubious ownership: another "
+                                         rf"user owns it\), so these trials record no commit; `git config --global "
+                                         rf"--add safe.directory {re.escape(str(root))}` trusts it"):
+        assert git_state(root, root / "records") == (None, None)
+
+
+def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):
+    """git quotes such a name in its listing ("\\303\\274"): it was never found, and every trial dirty."""
+    from tunebench.session import untracked
+
+    root = tmp_path / "repo"
+    _committed(root, "kernels/grün.c")
+    assert untracked(root, (root / "kernels" / "grün.c",)) is False
+    (root / "kernels" / "blau.c").write_text("x\n")
+    assert untracked(root, (root / "kernels" / "blau.c",)) is True

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -126,18 +128,22 @@ class Outcome:
 
 def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
     """The commit checked out at ``root`` and whether anything but the records differs from it
-    (None, None outside a git work tree)."""
-    exclude = []
-    try:
-        exclude = [f":(exclude){records.resolve().relative_to(root.resolve())}"]
-    except ValueError:
-        pass  # records outside the work tree: nothing to leave out
+    (None, None outside a git work tree). The records are left out as named and as resolved: a
+    ``records`` that is a symlink out of the tree made every trial dirty."""
+    exclude = list(dict.fromkeys(
+        f":(exclude){folder.relative_to(base)}" for base in (Path(os.path.abspath(root)), root.resolve())
+        for folder in (Path(os.path.abspath(records)), records.resolve()) if folder.is_relative_to(base)))
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
+                                text=True, errors="replace", check=True).stdout.strip()
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
-                                cwd=root, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
+                                cwd=root, capture_output=True, text=True, errors="replace", check=True).stdout
+    except OSError:
+        return None, None
+    except subprocess.CalledProcessError as e:
+        if "safe.directory" in (e.stderr or ""):  # a checkout another user owns (a CI container run as root)
+            warnings.warn(f"git refuses to read {root} (dubious ownership: another user owns it), so these trials "
+                          f"record no commit; `git config --global --add safe.directory {root}` trusts it")
         return None, None
     return commit, bool(status.strip())
 
@@ -145,12 +151,12 @@ def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
 def untracked(root: Path, paths: tuple[Path, ...]) -> bool:
     """Whether git leaves any of ``paths`` inside the work tree at ``root`` untracked: a kernel's
     own template or suite that is not in the commit its trials name, however clean the rest."""
-    try:
-        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True,
-                                  text=True, check=True).stdout.strip()).resolve()
+    try:  # paths as bytes, unquoted (-z): a non-ASCII name under any locale
+        top = Path(os.fsdecode(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True,
+                                              check=True).stdout.strip())).resolve()
         inside = [str(p.resolve().relative_to(top)) for p in paths if p.resolve().is_relative_to(top)]
-        listed = subprocess.run(["git", "ls-files", "--", *inside], cwd=top, capture_output=True, text=True,
-                                check=True).stdout.split("\n") if inside else []
+        listed = os.fsdecode(subprocess.run(["git", "ls-files", "-z", "--", *inside], cwd=top, capture_output=True,
+                                            check=True).stdout).split("\0") if inside else []
     except (OSError, subprocess.CalledProcessError):
         return False
     return any(p not in listed for p in inside)
