@@ -140,8 +140,9 @@ class Suite(pytest.Collector):
     def collect(self):
         if hasattr(self.config, "workerinput"):  # a pytest-xdist worker, one of several measuring at once
             raise SuiteError(f"suite {self.nodeid}: pytest-xdist (-n) runs suites in several processes at once, "
-                             f"whose timings disturb each other: run tunebench suites without -n (several "
-                             f"devices measure at once with --tune-cluster)")
+                             f"whose timings disturb each other: run tunebench suites without -n (-n 0, or "
+                             f"-p no:xdist, where addopts sets it; run the other tests with -n apart); several "
+                             f"devices measure at once with --tune-cluster")
         for mark in self.kernel.marks:
             self.add_marker(mark)
         tuning = self.config.getoption("tune")
