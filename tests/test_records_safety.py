@@ -278,6 +278,27 @@ def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded
     assert "PASS  slow::all-float32[gate]" in run.stdout and path.read_bytes() == before
 
 
+def test_the_gate_replaying_read_only_records_gates_them(pytester):
+    """It stopped with the tune's "records cannot be written there"."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
+                                                                                         '"tag": [0, 1]'))
+    pytester.runpytest("test_slow.py", *TUNE)
+    records = pytester.path / "records"
+    (path,) = records.glob("*.json")
+    for p in (path, records):
+        p.chmod(0o555)
+    try:
+        run = subprocess.run(as_ordinary_user([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider",
+                                               "--tune-target", f"replay:{path}", "--tune-records", str(records)]),
+                             cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    finally:
+        records.chmod(0o755)
+        path.chmod(0o644)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert f"records: {records} cannot be written: this gate run is not kept" in run.stdout
+
+
 def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_and_keeps_its_mode(tmp_path):
     """The link was replaced by a regular file (the shared store never got the trials), runs by
     either path locked apart, and under umask 077 the file became its writer's alone."""

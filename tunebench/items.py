@@ -48,7 +48,7 @@ def _replaying(config: pytest.Config, path: str):
     except (ReplayError, RecordsError) as e:
         raise pytest.UsageError(f"--tune-target replay:{path}: {e}") from None
     records = config.getoption("tune_records") or tempfile.mkdtemp(prefix="tunebench-replay-")
-    return target, replay.fingerprint, RecordStore.for_device(records, replay.fingerprint), replay
+    return target, replay.fingerprint, _store(config, records, replay.fingerprint), replay
 
 
 def measuring(config: pytest.Config):
@@ -74,13 +74,18 @@ def measuring(config: pytest.Config):
     elif why_not_cuda:
         config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}", False
     fp = fingerprint(target)
+    return target, fp, _store(config, records, fp), Workers(target, timeout=config.getoption("tune_timeout"))
+
+
+def _store(config: pytest.Config, records, fp: dict) -> RecordStore:
+    """This device's store; the gate reads one it cannot write (a read-only checkout), and its
+    runs go unrecorded."""
     try:
-        store = RecordStore.for_device(records, fp)
+        return RecordStore.for_device(records, fp)
     except NotWritable:
         if config.getoption("tune"):
             raise
-        store = RecordStore.for_device(records, fp, read_only=True)  # the gate reads; its runs go unrecorded
-    return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"))
+        return RecordStore.for_device(records, fp, read_only=True)
 
 
 def _gate_run(config: pytest.Config) -> GateRun | None:
