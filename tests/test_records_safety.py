@@ -284,19 +284,22 @@ def test_the_gate_replaying_read_only_records_gates_them(pytester):
     pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
                                                                                          '"tag": [0, 1]'))
     pytester.runpytest("test_slow.py", *TUNE)
-    records = pytester.path / "records"
+    (measured,) = (pytester.path / "records").glob("*.json")
+    replay = ("--tune-target", f"replay:{measured}", "--tune-records", str(pytester.path / "replayed"))
+    pytester.runpytest("test_slow.py", "--tune", "-p", "no:cacheprovider", *replay).assert_outcomes(passed=5)
+    records = pytester.path / "replayed"
     (path,) = records.glob("*.json")
     for p in (path, records):
         p.chmod(0o555)
     try:
         run = subprocess.run(as_ordinary_user([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider",
-                                               "--tune-target", f"replay:{path}", "--tune-records", str(records)]),
-                             cwd=pytester.path, capture_output=True, text=True, timeout=300)
+                                               *replay]), cwd=pytester.path, capture_output=True, text=True, timeout=300)
     finally:
         records.chmod(0o755)
         path.chmod(0o644)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     assert f"records: {records} cannot be written: this gate run is not kept" in run.stdout
+    assert "PASS  slow::all-float32[gate]" in run.stdout, run.stdout[-3000:]
 
 
 def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_and_keeps_its_mode(tmp_path):
