@@ -200,24 +200,28 @@ def test_a_cubin_bounds_a_blocks_threads_by_launch_bounds_and_registers_as_the_d
     """Without a GPU, a launch the device would refuse is refused all the same: more threads than
     ``__launch_bounds__`` allows, or than the function's registers leave room for."""
     (tmp_path / "k.cu").write_text(REGISTERS_CU)
-    out = tmp_path / "k.cubin"
-    command = [a.format(src=tmp_path / "k.cu", out=out) for a in nvcc_command("sm_90")] + ["-Xptxas", "-v"]
-    built = subprocess.run(command, check=True, capture_output=True, text=True)
-    used = int(re.search(r"Compiling entry function 'heavy'.*?Used (\d+) registers", built.stderr, re.S).group(1))
-    kernels = cubin_kernels(out)
-    assert kernels["heavy"].registers == used > 64 and kernels["bounded"].launch_bounds == 256
-    sm_90 = arch_limits("sm_90")
-    assert resource_problem(sm_90, Launch((1, 1, 1), (512, 1, 1)), kernels["bounded"], "sm_90") == (
-        "block of 512 threads, but the function's __launch_bounds__ allows at most 256")
-    most = kernels["heavy"].max_threads_per_block
-    assert most == register_threads(used) < 1024
-    assert resource_problem(sm_90, Launch((1, 1, 1), (most, 1, 1)), kernels["heavy"], "sm_90") is None
-    assert resource_problem(sm_90, Launch((1, 1, 1), (1024, 1, 1)), kernels["heavy"], "sm_90") == (
-        f"block of 1024 threads, but with {used} registers per thread the function launches at most {most}")
+    for arch in ("sm_80", "sm_90"):  # an sm_80 cubin's code section holds its registers too: they were never read
+        out = tmp_path / f"{arch}.cubin"
+        command = [a.format(src=tmp_path / "k.cu", out=out) for a in nvcc_command(arch)] + ["-Xptxas", "-v"]
+        built = subprocess.run(command, check=True, capture_output=True, text=True)
+        used = int(re.search(r"Compiling entry function 'heavy'.*?Used (\d+) registers", built.stderr, re.S).group(1))
+        kernels = cubin_kernels(out)
+        assert kernels["heavy"].registers == used > 64 and kernels["bounded"].launch_bounds == 256, arch
+        limits = arch_limits(arch)
+        assert resource_problem(limits, Launch((1, 1, 1), (512, 1, 1)), kernels["bounded"], arch) == (
+            "block of 512 threads, but the function's __launch_bounds__ allows at most 256")
+        most = kernels["heavy"].max_threads_per_block
+        assert most == register_threads(used) < 1024
+        assert resource_problem(limits, Launch((1, 1, 1), (most, 1, 1)), kernels["heavy"], arch) is None
+        assert resource_problem(limits, Launch((1, 1, 1), (1024, 1, 1)), kernels["heavy"], arch) == (
+            f"block of 1024 threads, but with {used} registers per thread the function launches at most {most}")
 
 
 def test_a_blocks_threads_by_registers_are_as_the_device_allocates_them():
-    assert [register_threads(n) for n in (32, 64, 72, 128, 255)] == [1024, 1024, 896, 512, 256]
+    """Warps rounded up to the SM's 4 sub-partitions, as cuda_occupancy.h checks a launch: 80
+    registers were said to launch 800 threads, which the device refuses."""
+    assert [register_threads(n) for n in (32, 64, 72, 80, 96, 112, 128, 192, 255)] == [
+        1024, 1024, 896, 768, 640, 512, 512, 256, 256]
 
 
 @needs_nvcc

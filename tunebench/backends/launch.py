@@ -142,9 +142,10 @@ class FunctionResources:
 #: ``__launch_bounds__`` threads (in its own section), a function's registers (in the shared one).
 KPARAM_INFO, MAX_THREADS, REGCOUNT = 0x17, 0x05, 0x2F
 
-#: Registers a block may hold on every architecture from sm_70 on, and the unit a warp's are
-#: allocated in: what bounds a block's threads by the function's registers per thread.
-BLOCK_REGISTERS, WARP_REGISTER_UNIT = 65536, 256
+#: Registers a block may hold on every architecture from sm_70 on, the unit a warp's are
+#: allocated in, and the sub-partitions (schedulers) of an SM: what bounds a block's threads by
+#: the function's registers per thread.
+BLOCK_REGISTERS, WARP_REGISTER_UNIT, SUB_PARTITIONS = 65536, 256, 4
 
 
 def _attributes(info: bytes):
@@ -183,9 +184,12 @@ def _launch_bounds(info: bytes) -> int | None:
 
 def register_threads(registers: int) -> int:
     """The most threads a block of a function with ``registers`` per thread holds: each warp's
-    registers are allocated in units of 256, a block holds 64 Ki (128 registers: 512 threads)."""
+    registers are allocated in units of 256, a block holds 64 Ki (128 registers: 512 threads),
+    and the hardware checks a block's warps rounded up to a multiple of the SM's 4 sub-partitions
+    (cuda_occupancy.h: 80 registers launch 768 threads, not 800)."""
     per_warp = -(-registers * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
-    return min(1024, BLOCK_REGISTERS // per_warp * 32) if per_warp else 1024
+    warps = BLOCK_REGISTERS // per_warp // SUB_PARTITIONS * SUB_PARTITIONS if per_warp else 32
+    return min(1024, warps * 32)
 
 
 def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
@@ -200,7 +204,9 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         sizes = {s.name: s["sh_size"] for s in elf.iter_sections()}
-        symbols = {s.name[len(".text."):]: s["sh_info"] for s in elf.iter_sections() if s.name.startswith(".text.")}
+        # a kernel's symbol is the low 24 bits of its code's sh_info: before sm_90 the top 8 hold its registers
+        symbols = {s.name[len(".text."):]: s["sh_info"] & 0xFFFFFF for s in elf.iter_sections()
+                   if s.name.startswith(".text.")}
         infos = {s.name[len(".nv.info."):]: s.data() for s in elf.iter_sections() if s.name.startswith(".nv.info.")}
         shared = elf.get_section_by_name(".nv.info")
         registers = dict(struct.unpack_from("<II", value) for attribute, value in
