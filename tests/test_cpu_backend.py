@@ -406,3 +406,28 @@ def test_an_error_that_no_renamed_name_gives_gets_no_hint_and_the_params_line_st
         CpuBackend().build(kernel, variant, {"UNROLL": 4}, "float32")
     assert "k.c:4:" in str(error.value) and "undeclared_name" in str(error.value)
     assert "tunebench:" not in str(error.value)
+
+
+FLAGGED_C = """\
+#include <stdbool.h>
+#include <stddef.h>
+void flagged(const float *x, float *y, size_t n, bool negate)
+{
+    for (size_t i = 0; i < n; ++i) y[i] = negate ? -x[i] : x[i];
+}
+"""
+
+
+@pytest.mark.parametrize("negate", [True, False])
+def test_a_bool_flag_of_a_foreign_signature_is_passed_as_np_bool(tmp_path, negate):
+    """The argument check asked for np.bool_, and the CPU target then refused it: "declare it float"."""
+    (tmp_path / "flagged.c").write_text(FLAGGED_C)
+    variant = Variant(source=tmp_path / "flagged.c", entry="flagged", space=Space({"u": [1]}),
+                      heuristic=lambda shape: {"u": 1})
+    kernel = Kernel(f"flagged_{negate}", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.uint64(shape[0]),
+                                                    "negate": np.bool_(negate)},
+                    reference=lambda x, n, negate: -x if negate else x, outputs=["y"], cpu=variant)
+    got, want = run_once(CpuBackend(), kernel, variant, {"u": 1}, n=100)
+    np.testing.assert_array_equal(got, want)

@@ -64,6 +64,7 @@ SCALARS = {
     np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
     np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
     np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.bool_): ctypes.c_bool,  # a C99 bool flag, as a foreign signature has it
 }
 
 
@@ -304,9 +305,12 @@ class CpuBackend(Backend):
             if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
                 raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
             if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
+                instead = ("pass its real and imaginary parts as two scalars of their float type" if
+                           value.dtype.kind == "c" else "pass np.float32(...) and declare it `float` in the kernel, "
+                                                        "converting there")
                 raise KernelError(f"kernel {kernel.name!r}: scalar {name!r} has dtype {value.dtype}, which the "
                                   f"CPU target cannot pass by value (it passes {', '.join(d.name for d in SCALARS)}): "
-                                  f"pass np.float32(...) and declare it `float` in the kernel, converting there")
+                                  f"{instead}")
         try:
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:
