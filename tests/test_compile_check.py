@@ -116,6 +116,44 @@ def test_arguments_named_as_the_kernels_parameters_in_another_order_fail_the_che
             "b: arguments are passed by position, so return them in the kernel's order") in capsys.readouterr().out
 
 
+ROWS_C = """\
+#include <stddef.h>
+void grid(size_t ny, size_t nx, const float (*restrict in)[nx], float (*restrict out)[nx])
+{
+    for (size_t j = 0; j < ny; ++j)
+        for (size_t i = 0; i < nx; ++i) out[j][i] = 2 * in[j][i] + 0 * TILE;
+}
+"""
+
+ROWS_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+grid = Kernel(
+    "grid", buckets=Buckets("YX", [Bucket("all", Y=(1, None), X=(1, None), shapes=[(64, 48)])]),
+    args=lambda shape, dtype, rng: {"ny": np.uint64(shape[0]), "nx": np.uint64(shape[1]),
+                                    "inp": rng.random(shape).astype(GIVEN), "out": np.empty(shape, dtype)},
+    reference=lambda inp, ny, nx: 2 * inp.astype(np.float64), outputs=["out"],
+    cpu=Variant(source=SOURCE, entry="grid", space=Space({"TILE": [1, 2]}), heuristic=lambda shape: {"TILE": 1}),
+)
+"""
+
+
+@pytest.mark.parametrize("given, said", [
+    ("np.float64", "argument 'inp' (float64 array) where the kernel's 3rd parameter (float *in) points to 4-byte "
+                   "float: give an array of np.float32"),
+    ("np.float32", None),
+])
+def test_a_c99_pointer_to_rows_is_checked_as_a_pointer_to_its_elements(tmp_path, capsys, given, said):
+    """float (*in)[nx] took any array: a float64 one made every config a wrong result, "got inf"."""
+    (tmp_path / "grid.c").write_text(ROWS_C)
+    (tmp_path / "test_grid.py").write_text(ROWS_SUITE.replace("GIVEN", given).replace(
+        "SOURCE", repr(str(tmp_path / "grid.c"))))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == (1 if said else 0)
+    out = capsys.readouterr().out
+    assert (f"    float32 arguments: {said}" in out) if said else "arguments" not in out, out
+
+
 @pytest.mark.parametrize("ctype, given, said", [
     ("float", "np.int32", "argument 'x' (int32 array) where the kernel's 1st parameter (float *x) points to float, "
                           "a float: give an array of np.float32"),

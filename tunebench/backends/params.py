@@ -233,6 +233,8 @@ def _param(die, pointee: bool = True) -> Param:
         return Param(size, kind, name, unsigned=encoding in UNSIGNED_ENCODINGS)
     if die.tag == "DW_TAG_enumeration_type":
         return Param(size, "int", f"enum {name or ''}".strip())
+    if die.tag == "DW_TAG_array_type":  # a C99 pointer to rows, float (*x)[n]: its elements are what it holds
+        return _param(_resolve(die), pointee)
     return Param(size, "other", name or die.tag[len("DW_TAG_"):].replace("_type", ""))
 
 
