@@ -232,3 +232,22 @@ def test_a_task_stopped_before_its_heuristic_ran_is_named_though_it_has_no_row(p
         "- axpb large float32: 1 trial recorded (1 disturbed by other load), but its tune stopped before the "
         "heuristic ran on every shape, so best() serves the heuristic; a tune resumes it"]
     assert "Stopped before the heuristic ran" in (root / "r" / "report.html").read_text()
+
+
+def test_report_reads_the_suites_where_they_are_not_the_projects_suites_folder(project, pytester, capsys,
+                                                                               monkeypatch):
+    """It said "no declaration of axpb under <root>/suites" and told to tune a folder that holds none."""
+    from tunebench.kernel import REGISTRY
+
+    root = project()
+    suite = root / "suites" / "test_axpb.py"  # the heuristic served: what best() says needs the declaration
+    suite.write_text(suite.read_text().replace('{"vec": [1, 2, 4], "unroll": (1, 2)', '{"vec": [2], "unroll": (1,)'))
+    (root / "suites").rename(root / "ops")
+    assert pytester.runpytest("ops", *TUNE, "-k", "small").ret == 0
+    monkeypatch.delitem(REGISTRY, "axpb")  # a reviewer's process, which never imported the suite
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    assert f"no declaration of axpb under {root / 'suites'}" in (root / "r" / "report.md").read_text()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"),
+                 "--suites", str(root / "ops")]) == 0
+    assert "no declaration of axpb" not in (root / "r" / "report.md").read_text()

@@ -169,8 +169,8 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     try:
-        records, _ = project(args.records)  # the project's, from a subfolder too, as best and export find it
-        written, unreadable = report.write(records, Path(args.out), compare=args.compare)
+        records, suites = project(args.records, args.suites)  # the project's, from a subfolder too, as best finds it
+        written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites)
     except FileNotFoundError as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
@@ -266,6 +266,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="write report.md, report.html and PNG plots from the records")
     r.add_argument("--records", help="record store directory (default: the project's records/)")
+    r.add_argument("--suites", default=None, help="where the suites are, for what best() serves and says (default: "
+                                                  "suites/ under the project root)")
     r.add_argument("--out", default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)

@@ -118,7 +118,8 @@ class TaskView:
         return None
 
 
-def task_views(store: RecordStore) -> list[TaskView]:
+def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]:
+    """Every described task of a store; ``suites`` where the suites are not the project's ``suites/``."""
     views = []
     trials = store.trials()
     for task in store.tasks():
@@ -140,7 +141,7 @@ def task_views(store: RecordStore) -> list[TaskView]:
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
             _final_key(store, task, bucket), _confirmed(store, task, bucket),
-            frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket)))
+            frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -163,7 +164,7 @@ def undescribed(store: RecordStore) -> list[str]:
     return lines
 
 
-def _served(store: RecordStore, task: dict, bucket: Bucket) -> Choice | None:
+def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None = None) -> Choice | None:
     """What best() serves on the bucket's first shape from these records (the project's suites
     beside them where there are, else the records alone): the report says what a framework gets.
     None where best() does not answer for this task (the error is its own to say)."""
@@ -171,7 +172,7 @@ def _served(store: RecordStore, task: dict, bucket: Bucket) -> Choice | None:
         warnings.simplefilter("ignore")
         try:
             choice = lookup(task["kernel"], bucket.shapes[0], store.device, dtype=task["dtype"],
-                            records=store.path.parent)
+                            records=store.path.parent, suites=suites)
         except Exception:  # noqa: BLE001 - a declaration or records fault: the report shows the records
             return None
     return choice if choice.bucket == bucket.name else None
@@ -379,13 +380,13 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
 FLAGGED = 0.10
 
 
-def _changes(old: RecordStore, views: list[TaskView]) -> tuple[list[list[str]], int]:
+def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None) -> tuple[list[list[str]], int]:
     """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
     which the speedup's ``x`` would read the other way round), and how many tasks did not change.
     A row is flagged where its lead over the heuristic moved beyond :data:`FLAGGED`: the two are
     measured in one run, and times of separate runs drift by as much (by its time only where a
     lead is unknown); * marks a figure no final round confirmed."""
-    before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old)}
+    before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old, suites)}
     rows, same, notable = [], 0, FLAGGED
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
@@ -435,7 +436,8 @@ def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
     return RecordStore(tmp)
 
 
-def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Path], list[str]]:
+def write(records: Path, out: Path, compare: str | None = None,
+          suites: Path | None = None) -> tuple[list[Path], list[str]]:
     """Write report.md, report.html and the PNG figures under ``out``: their paths, and why each
     records file that cannot be read is left out (the report of the others is made, and says so)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -455,7 +457,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
         body += ["<p><b>Not reported</b>, as their records file cannot be read:</p><ul>"] + [
             f"<li>{html.escape(e)}</li>" for e in unreadable] + ["</ul>"]
     for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
-        views = task_views(store)
+        views = task_views(store, suites)
         device = store.device
         fp = store.fingerprint or {}
         md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
@@ -486,7 +488,7 @@ def write(records: Path, out: Path, compare: str | None = None) -> tuple[list[Pa
                 for v in failing] + ["</ul>"]
         if compare:
             old = records_at(compare, store.path, root)
-            changes, same = _changes(old, views) if old else (None, 0)
+            changes, same = _changes(old, views, suites) if old else (None, 0)
             head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
                     f"speedup at {compare} -> now", "config", f"lead moved beyond {FLAGGED:.0%}"]
             md += [f"### Changes since {compare}", ""]
