@@ -1,6 +1,7 @@
 """Tuning on a local Ray cluster of CPU devices: the same records as a one-device run, with the
 driver owning the records and the devices importing the suites they were sent."""
 
+import dataclasses
 import json
 import os
 import re
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_plugin import TUNE
+from tunebench.kernel import KernelError
+from tunebench.lookup import load_suites
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
@@ -22,13 +25,15 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 
 @pytest.fixture
-def cluster():
-    """A local Ray head with two CPUs (two devices of one core each); its address."""
+def cluster(request):
+    """A local Ray head with two CPUs (two devices of one core each; another count by indirect
+    parametrization); its address."""
+    cpus = getattr(request, "param", 2)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="tbray", dir="/tmp")  # Ray's socket paths must stay short
-    start = subprocess.run([RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+    start = subprocess.run([RAY, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
                             f"--temp-dir={temp}", "--disable-usage-stats"], capture_output=True, text=True,
                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})  # a local test cluster
     assert start.returncode == 0, start.stdout + start.stderr
@@ -63,3 +68,108 @@ def test_a_ray_cluster_tunes_a_suite_with_the_records_of_a_local_run(project, py
     # from an empty cache: what one device compiled and another then found there is this run's build
     assert int(re.search(r"builds: (\d+) compiled \(0 ahead, on 0 cores\), 0 from the compile cache",
                          remote.stdout.str()).group(1)) > 0
+
+
+INC_C = """\
+#include "common.h"
+void inc(const float *x, float *y, int n)
+{
+    for (int i = 0; i < n; ++i) y[i] = x[i] + ONE * step;
+}
+"""
+
+INC_SUITE = """\
+import numpy as np
+from lib.shapes import SHAPES
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+inc = Kernel(
+    "inc_cluster", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=SHAPES)]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x + 1.0, outputs=["y"],
+    cpu=Variant(source="../kernels/inc.c", entry="inc", flags=("-I../include",),
+                space=Space({"step": [1]}), heuristic=lambda shape: {"step": 1}),
+)
+"""
+
+
+@pytest.fixture
+def incremented(tmp_path):
+    """A project whose suite imports a helper package beside it and whose template includes a
+    header of an -I folder, with a suite that does not import; the kernels declared here are
+    forgotten after."""
+    from tunebench.kernel import REGISTRY
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "common.h").write_text("#define ONE 1.0f\n")
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "inc.c").write_text(INC_C)
+    (tmp_path / "suites" / "lib").mkdir(parents=True)
+    (tmp_path / "suites" / "lib" / "__init__.py").write_text("")
+    (tmp_path / "suites" / "lib" / "shapes.py").write_text("SHAPES = [(1000,)]\n")
+    (tmp_path / "suites" / "test_inc.py").write_text(INC_SUITE)
+    (tmp_path / "suites" / "test_broken.py").write_text("import nosuchmodule\n")
+    (tmp_path / "suites" / "env").mkdir()
+    (tmp_path / "suites" / "env" / "pyvenv.cfg").write_text("home = /usr\n")  # a virtual environment: not sent
+    declared = dict(REGISTRY)
+    failed = []
+    load_suites(tmp_path / "suites", failed)
+    assert [f.split(":")[0] for f in failed] == [str(tmp_path / "suites" / "test_broken.py")]
+    yield tmp_path
+    REGISTRY.clear()
+    REGISTRY.update(declared)
+
+
+def test_a_device_gets_the_helper_packages_and_include_folders_a_local_build_reads(incremented):
+    """Neither was sent: a header of an -I folder made every config a compile error recorded from
+    the cluster alone (and reused by local runs after), a helper package failed every suite."""
+    from tunebench.cluster import Device, project_files
+    from tunebench.kernel import REGISTRY
+
+    files = project_files(incremented)
+    assert {"include/common.h", "kernels/inc.c", "suites/lib/shapes.py", "suites/test_inc.py"} <= set(files)
+    assert not any(f.startswith("suites/env/") for f in files)
+    failed = Device("cpu", 10.0, None).load(files)  # as a device does, in a folder of its own
+    assert list(failed) == ["suites/test_broken.py"] and "No module named 'nosuchmodule'" in failed[
+        "suites/test_broken.py"]
+    device_copy = REGISTRY["inc_cluster"]
+    assert not str(device_copy.declared_in).startswith(str(incremented))
+    assert "#define ONE 1.0f" in device_copy.variant("cpu").template  # the header inlined there too
+
+
+@pytest.mark.parametrize("cluster", [3], indirect=True)
+def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremented, cluster, monkeypatch):
+    """A node killed mid-tune: its actor's error reached the task in flight, and every later task,
+    each with a traceback, as it kept being sent jobs."""
+    from tunebench.cluster import ClusterWorkers
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob, WorkerError
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    (incremented / "tools").mkdir()  # importable here, and on no device: not under a suite's folder
+    (incremented / "tools" / "driver_only.py").write_text("")
+    monkeypatch.syspath_prepend(str(incremented / "tools"))
+    (incremented / "suites" / "test_here_only.py").write_text(
+        "import driver_only\n" + INC_SUITE.replace('"inc_cluster"', '"here_only"').replace("inc = ", "here = "))
+    load_suites(incremented / "suites", [])
+    workers = ClusterWorkers(cluster, "cpu", incremented)
+    try:
+        job = TrialJob("inc_cluster", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=5))
+        assert workers.trial(job)["status"] == "ok" and workers.idle() == 2  # every device holds the suites
+        ray.kill(workers.devices[1])
+        assert workers.submit(job).result(timeout=120)["status"] == "ok"  # sent to the lost one, measured on the first
+        assert workers.idle() == 1
+        ray.kill(workers.devices[0])  # the first, which runs the final rounds: the next takes its place
+        assert workers.trial(job)["status"] == "ok"
+        assert workers.idle() == 0
+        with pytest.raises(KernelError, match=r"^kernel 'here_only': its suite does not import on the cluster's "
+                                              r"devices, .*suites/test_here_only.py: ModuleNotFoundError: "
+                                              r"No module named 'driver_only'"):
+            workers.trial(dataclasses.replace(job, kernel="here_only"))
+        ray.kill(workers.devices[2])
+        with pytest.raises(WorkerError, match="every device of the cluster was lost"):
+            workers.trial(job)
+    finally:
+        workers.close()
+        ray.shutdown()

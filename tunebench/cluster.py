@@ -25,16 +25,20 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from tunebench.compare import undisturbed
-from tunebench.kernel import REGISTRY
+from tunebench.kernel import REGISTRY, KernelError
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
 MAX_FILE_BYTES = 1 << 20
+#: The most bytes shipped in all: beyond it a folder holds more than a project's code.
+MAX_SHIPPED_BYTES = 64 << 20
 
 
 def project_files(root: Path) -> dict[str, str]:
-    """The text of every file in the folders that hold the declared kernels' suites and
-    templates, by path relative to ``root``: what a device needs to import the suites."""
+    """The text of every file under the folders that hold the declared kernels' suites,
+    templates and ``-I`` folders, their subfolders too (a helper package beside the suites, a
+    header in a subfolder), by path relative to ``root``: what a device needs to import the
+    suites and build as this host does. Hidden folders, caches and virtual environments stay."""
     folders = set()
     for kernel in REGISTRY.values():
         for variant in kernel.variants.values():
@@ -42,19 +46,35 @@ def project_files(root: Path) -> dict[str, str]:
                 folders.add(variant.origin)
             if variant.text is None:
                 folders.add(variant.path.parent)
-    found = {}
+            folders.update(variant.include_dirs)
+    found, shipped = {}, 0
     for folder in folders:
         try:
             relative = folder.resolve().relative_to(root.resolve())
         except ValueError:
             continue  # outside the project: a device cannot place it
-        for path in folder.iterdir():
-            if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES and path.suffix != ".pyc":
-                try:
-                    found[str(relative / path.name)] = path.read_text()
-                except UnicodeDecodeError:
-                    continue
+        for path in _code(folder):
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:
+                continue
+            shipped += len(text)
+            if shipped > MAX_SHIPPED_BYTES:
+                raise WorkerError(f"--tune-cluster: the suites' and templates' folders under {root} hold more than "
+                                  f"{MAX_SHIPPED_BYTES >> 20} MiB of text to send the devices (at {path}): keep "
+                                  f"data out of them")
+            found[str(relative / path.relative_to(folder))] = text
     return found
+
+
+def _code(folder: Path):
+    """The files under ``folder`` worth sending, its subfolders' too."""
+    for path in sorted(folder.iterdir()):
+        if path.is_dir():
+            if not (path.name.startswith(".") or path.name == "__pycache__" or (path / "pyvenv.cfg").exists()):
+                yield from _code(path)
+        elif path.is_file() and path.suffix != ".pyc" and path.stat().st_size <= MAX_FILE_BYTES:
+            yield path
 
 
 class Device:
@@ -67,16 +87,20 @@ class Device:
         self.workers = Workers(target, timeout=timeout)
         self.target = target
 
-    def load(self, files: dict[str, str]) -> None:
+    def load(self, files: dict[str, str]) -> dict[str, str]:
         """Write the project's files to a temporary folder and import its suites, so that the
-        worker knows the kernels the jobs name."""
+        worker knows the kernels the jobs name; the suites that failed to import, by path
+        relative to the project, with their errors (the others' jobs run)."""
         from tunebench.lookup import load_suites
         root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
         for relative, text in files.items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_text(text)
-        for folder in sorted({(root / r).parent for r in files if r.endswith(".py")}):
-            load_suites(folder)
+        failed: list[str] = []
+        for folder in sorted({(root / r).parent for r in files if Path(r).name.startswith("test_")
+                              and r.endswith(".py")}):
+            load_suites(folder, failed)
+        return {error.split(":", 1)[0][len(str(root)) + 1:]: error.replace(f"{root}/", "") for error in failed}
 
     def fingerprint(self) -> dict:
         from tunebench.backends import fingerprint
@@ -134,6 +158,8 @@ class ClusterWorkers:
         self.timeout = timeout
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
+        self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
+        self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
 
     @property
     def builds(self) -> dict[str, bool]:
@@ -149,40 +175,83 @@ class ClusterWorkers:
         result, self._builds[index] = answer
         return result
 
-    def _load(self) -> None:
-        """The suites to every device, once they are collected here (the first job's time)."""
+    def _load(self, job: TrialJob | CompareJob) -> None:
+        """The suites to every device, once they are collected here (the first job's time); a
+        job of a kernel whose suite the devices cannot import fails its task alone."""
         if not self._loaded:
             files = project_files(self.root)
-            self._ray.get([d.load.remote(files) for d in self.devices])
+            for index, loading in enumerate([d.load.remote(files) for d in self.devices]):
+                try:
+                    self._unimported.update(self._ray.get(loading))
+                except self._ray.exceptions.RayActorError:
+                    self._lost.add(index)
             self._loaded = True
+        kernel = REGISTRY.get(job.kernel)
+        if kernel is not None and kernel.declared_in is not None and self._unimported:
+            try:
+                suite = str(kernel.declared_in.resolve().relative_to(self.root.resolve()))
+            except ValueError:
+                return
+            if suite in self._unimported:
+                raise KernelError(f"kernel {job.kernel!r}: its suite does not import on the cluster's devices, "
+                                  f"which get the files under the suites', templates' and -I folders: "
+                                  f"{self._unimported[suite]}")
+
+    def _first(self) -> int:
+        """The device final rounds and gate comparisons run on: the first one not lost."""
+        index = next((i for i in range(len(self.devices)) if i not in self._lost), None)
+        if index is None:
+            raise WorkerError("--tune-cluster: every device of the cluster was lost (its hosts died or left)")
+        return index
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
-        """The job on the first device (final rounds and gate comparisons: one device throughout)."""
-        self._load()
-        return self._collect(0, self._ray.get(self.devices[0].trial.remote(job)))
+        """The job on the first device (final rounds and gate comparisons: one device throughout),
+        on the next one where that device's host was lost."""
+        self._load(job)
+        while True:
+            index = self._first()
+            try:
+                return self._collect(index, self._ray.get(self.devices[index].trial.remote(job)))
+            except self._ray.exceptions.RayActorError:
+                self._lost.add(index)
 
     def restart(self) -> None:
-        self._ray.get(self.devices[0].restart.remote())
+        self._ray.get(self.devices[self._first()].restart.remote())
+
+    def _others(self) -> list[int]:
+        """The devices besides the first that have nothing in flight."""
+        first = self._first()
+        return [i for i in range(first + 1, len(self.devices))
+                if i not in self._lost and (self._busy[i] is None or self._busy[i].done())]
 
     def idle(self) -> int:
         """How many devices besides the first have nothing in flight."""
-        return sum(1 for f in self._busy[1:] if f is None or f.done())
+        return len(self._others())
 
     def submit(self, job: TrialJob) -> Future:
-        """Measure ``job`` on an idle device other than the first; its result when done."""
-        self._load()
-        index = next(i for i in range(1, len(self.devices)) if self._busy[i] is None or self._busy[i].done())
-        answer = self.devices[index].measure.remote(job).future()
+        """Measure ``job`` on an idle device other than the first; its result when done (from
+        the first device where that one's host is lost meanwhile)."""
+        self._load(job)
+        index = self._others()[0]
         result: Future = Future()
-
-        def settle(done: Future) -> None:
-            if done.exception() is not None:
-                result.set_exception(done.exception())
-            else:
-                result.set_result(self._collect(index, done.result()))
-        answer.add_done_callback(settle)
+        self._send(index, job, result)
         self._busy[index] = result
         return result
+
+    def _send(self, index: int, job: TrialJob, result: Future) -> None:
+        def settle(done: Future) -> None:
+            error = done.exception()
+            if error is None:
+                result.set_result(self._collect(index, done.result()))
+            elif isinstance(error, self._ray.exceptions.RayActorError):
+                self._lost.add(index)  # its host died: the job is measured again where the final rounds run
+                try:
+                    self._send(self._first(), job, result)
+                except WorkerError as lost:
+                    result.set_exception(lost)
+            else:
+                result.set_exception(error)
+        self.devices[index].measure.remote(job).future().add_done_callback(settle)
 
     def close(self) -> None:
         for device in self.devices:
