@@ -465,3 +465,27 @@ def test_the_same_seed_asks_the_same_candidates_whatever_order_a_plugin_runs_the
         (file,) = out.glob("*.json")
         asked.append(sorted(str(t["config"]) for t in TinyDB(file).table("trials").all() if not t["baseline"]))
     assert len(asked[0]) >= 3 and asked[1] == asked[0] and asked[2] == asked[0]
+
+
+def test_warm_start_data_reads_a_stores_trials_once_for_all_its_tasks(project, pytester, monkeypatch):
+    """Once per recorded task of the kernel: tuning every bucket of a kernel cost buckets squared
+    times the trials (15 s a task at 53k trials and 7 buckets)."""
+    from tunebench.lookup import related_results
+    from tunebench.records import RecordStore
+
+    root = project()
+    assert pytester.runpytest("suites", *TUNE, "--tune-trials", "3").ret == 0
+    (path,) = (root / "records").glob("*.json")
+    source = records(root).table("tasks").all()[0]["source_hash"]
+    shapes = {}
+    for t in records(root).table("trials").all():
+        if t["status"] == "ok" and t.get("verdict") != "disturbed":
+            shapes.setdefault((t["bucket"], json.dumps(t["config"], sort_keys=True)), set()).add(tuple(t["shape"]))
+    complete = sorted(c for (bucket, c), s in shapes.items() if len(s) == {"small": 1, "large": 2}[bucket])
+    reads = []
+    trials = RecordStore.trials
+    monkeypatch.setattr(RecordStore, "trials", lambda self, **kw: reads.append(self.path) or trials(self, **kw))
+    found = related_results(root / "records", "axpb", "cpu", "float32", source, skip=("another-device", "small"))
+    assert reads == [path]  # one read, for both of its tasks
+    assert sorted(json.dumps(c, sort_keys=True) for c, _ in found) == complete
+    assert sorted(v for _, v in found)[:2] == [1.0, 1.0]  # each task's best, against itself

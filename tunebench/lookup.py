@@ -967,13 +967,24 @@ def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, sou
                 first: int | None = None):
     """config key -> {shape: median ms} over the bucket's shapes, successful trials only (of the
     ``first`` trials recorded, where given)."""
+    return _times(_measured(store.trials()[:first], kernel, dtype, source_hash), bucket)
+
+
+def _measured(trials: list[dict], kernel: str, dtype: str, source_hash: str | None) -> list[tuple]:
+    """(shape, config key, median ms) of the kernel's undisturbed successful trials in a dtype
+    (of one source, where given), in their order."""
+    return [(tuple(d["shape"]), config_key(d["config"]), d["stats"]["median"]) for d in trials
+            if (d["kernel"], d["dtype"], d["status"]) == (kernel, dtype, "ok") and d.get("verdict") != "disturbed"
+            and (source_hash is None or d["source_hash"] == source_hash)]
+
+
+def _times(measured: list[tuple], bucket: Bucket) -> dict[tuple, dict[tuple, float]]:
+    """config key -> {shape: median ms} over the bucket's shapes (the latest trial of each)."""
     times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
     shapes = set(bucket.shapes)
-    for doc in store.trials()[:first]:
-        shape = tuple(doc["shape"])
-        if (doc["kernel"], doc["dtype"], doc["status"]) == (kernel, dtype, "ok") and shape in shapes and (
-                source_hash is None or doc["source_hash"] == source_hash) and doc.get("verdict") != "disturbed":
-            times[config_key(doc["config"])][shape] = doc["stats"]["median"]
+    for shape, key, median in measured:
+        if shape in shapes:
+            times[key][shape] = median
     return times
 
 
@@ -985,12 +996,14 @@ def related_results(directory: str | Path, kernel: str, target: str, dtype: str,
     trials count (those recorded before the task began, so that a re-run starts alike)."""
     found = []
     for store in stores(directory):
-        for task in store.tasks(kernel=kernel, target=target, dtype=dtype):
-            if (store.device, task["bucket"]) == skip:
-                continue
+        tasks = [t for t in store.tasks(kernel=kernel, target=target, dtype=dtype) if (store.device, t["bucket"]) != skip]
+        if not tasks:
+            continue
+        # the store's trials read once for all its tasks: per task, a kernel's every bucket cost T x N
+        measured = _measured(store.trials()[:first if store.device == skip[0] else None], kernel, dtype, source_hash)
+        for task in tasks:
             bucket = Bucket.from_description(task["range"])
-            times = shape_times(store, kernel, dtype, bucket, source_hash,
-                                first if store.device == skip[0] else None)
+            times = _times(measured, bucket)
             ranked = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
             if ranked:
                 best = min(ranked.values())
