@@ -935,3 +935,27 @@ def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):
     assert untracked(root, (root / "kernels" / "grün.c",)) is False
     (root / "kernels" / "blau.c").write_text("x\n")
     assert untracked(root, (root / "kernels" / "blau.c",)) is True
+
+
+@pytest.mark.parametrize("template, said", [
+    ("#include <stddef.h>\n#ifndef vec\n#define vec 8\n#endif\n#define unroll 4\nvoid axpb(void) {}\n",
+     "axpb.c line 5 #defines param 'unroll' after tunebench's #define of it, so every config builds the same code: "
+     "put it under #ifndef unroll (a default the param overrides), or drop it"),
+    ("#define unroll 4\n#include <stddef.h>\n// tunebench: params\n#undef vec\nvoid axpb(void) {}\n",
+     "axpb.c line 4 #undefs param 'vec' after"),
+    ("#define unroll 4\n// tunebench: params\n#if !defined(vec)\n#define vec 2\n#endif\nvoid axpb(void) {}\n", None),
+])
+def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its_line(tmp_path, template, said):
+    """gcc only warns of it: every config built the same code, and the tune printed a speedup."""
+    (tmp_path / "axpb.c").write_text(template)
+    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb", heuristic=lambda shape: {"vec": 2, "unroll": 1},
+                                space=tunebench.Space({"vec": [2, 4], "unroll": [1, 2]}))
+    kernel = tunebench.Kernel("overridden", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
+                                                                                               shapes=[(8,)])]),
+                              args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
+                              outputs=["y"], cpu=variant)
+    if said is None:
+        kernel.check(variant, "cpu")
+        return
+    with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'overridden', the cpu variant: {said}")):
+        kernel.check(variant, "cpu")

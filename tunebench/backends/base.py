@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,6 +215,46 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
     line, file = ((int(last.group(1)) + before.count("\n", last.end()), last.group(2)) if last
                   else (before.count("\n") + 1, name))
     return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$")
+
+
+def overridden(variant: Variant, params: Sequence[str]) -> str | None:
+    """Where the template #defines (or #undefs) a param after tunebench's #define of it, outside
+    an ``#ifndef`` of its own: every config then builds the same code, and the tune measures
+    noise; gcc only warns of it (None where none does)."""
+    text = variant.template
+    marker = PARAMS_HERE.search(text)
+    file, number, previous = variant.path.name, 0, None
+    if marker is not None:
+        last = None
+        for last in _LINE.finditer(text[:marker.start()]):
+            pass
+        file, number = (last.group(2), int(last.group(1)) - 1 + text.count("\n", last.end(), marker.start())) \
+            if last else (file, text.count("\n", 0, marker.start()))
+        text = text[marker.end():]
+        number += 1
+    for line in text.splitlines():
+        number += 1
+        mark = _LINE.match(line + "\n")
+        if mark:
+            file, number, previous = mark.group(2), int(mark.group(1)) - 1, None
+            continue
+        found = _DIRECTIVE.match(line)
+        if not found:
+            continue
+        directive, rest = found.groups()
+        name = re.match(r"\w+", rest)
+        if directive in ("define", "undef") and name and name.group(0) in params:
+            guarded = previous is not None and re.fullmatch(
+                rf"(ifndef\s+{name.group(0)}|if\s+!\s*defined\s*\(?\s*{name.group(0)}\s*\)?)\b.*", previous)
+            if not guarded:
+                return (f"{file} line {number} #{directive}s param {name.group(0)!r} after tunebench's #define of it, "
+                        f"so every config builds the same code: put it under #ifndef {name.group(0)} (a default "
+                        f"the param overrides), or drop it")
+        previous = f"{directive} {rest}".strip()
+    return None
 
 
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
