@@ -501,5 +501,25 @@ def test_tb_unroll_unrolls_by_a_param_where_nvccs_pragma_unroll_does_not_expand_
         if compiles:
             assert compiler.build(kernel, kernel.variant("cuda"), {"UNROLL": 4}, "float32").handle.exists()
         else:
-            with pytest.raises(CompileError, match='identifier "UNROLL" is undefined'):
+            with pytest.raises(CompileError, match='identifier "UNROLL" is undefined(.|\n)*\\(tunebench: line 4: '
+                                                   "#pragma unroll does not expand param 'UNROLL': write "
+                                                   "TB_UNROLL\\(UNROLL\\) before the loop instead\\)"):
                 compiler.build(kernel, kernel.variant("cuda"), {"UNROLL": 4}, "float32")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("param, line", [("blockDim", "int i = blockIdx.x * blockDim.x + threadIdx.x;"),
+                                         ("max", "y[0] = max(x[0], 1.0f);")])
+def test_a_param_named_as_a_cuda_builtin_or_function_is_named_in_the_compile_error(tmp_path, param, line):
+    """nvcc said only "expression must have class type" or "apparent call must have (pointer-to-)
+    function type", naming no param."""
+    (tmp_path / "k.cu").write_text(f'extern "C" __global__ void k(const float *x, float *y)\n{{\n    {line}\n'
+                                   f'    y[1] = x[1];\n}}\n')
+    kernel = Kernel("builtin_named", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="k", space=Space({param: [4]}),
+                                 heuristic=lambda shape: {param: 4}, launch=lambda config, shape: (1, 1)))
+    with pytest.raises(CompileError, match=rf"\(tunebench: param '{param}' is #defined ahead of line 3, which reads "
+                                           rf"'{param}' as a name: rename one\)"):
+        CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {param: 4},
+                                                                    "float32")

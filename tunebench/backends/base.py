@@ -260,7 +260,12 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
 #: g++, nvcc): only these errors get a hint that a param's name may be at fault.
 RENAMED = re.compile(r"expected (?:an )?identifier|expected unqualified-id|before numeric constant|"
-                     r"expected a \"[,;)>]\"|expected declaration specifiers")
+                     r"expected a \"[,;)>]\"|expected declaration specifiers|"
+                     # a param named as a function or a struct read as one: max(a, b), blockDim.x
+                     r"apparent call must have|called object is not a function|must have class type|"
+                     r"in something not a structure or union")
+#: A pragma whose argument the preprocessor leaves as it is: a param's name there is no number.
+_UNROLL_BY_NAME = re.compile(r"\s*#\s*pragma\s+(?:GCC\s+)?unroll\s+(\w+)")
 
 
 def explain(variant: Variant, config: Mapping, error: str) -> str:
@@ -270,13 +275,18 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     else, where the error lies outside the template's own lines and the template includes
     headers ahead of its params, that the defines may have rewritten the header (``//
     tunebench: params`` puts them after it)."""
-    if not RENAMED.search(error):
-        return error
     name, hints = variant.path.name, []
     try:
         lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()
     except OSError:
         lines = []
+    for number in map(int, re.findall(rf"{re.escape(name)}(?::|\()(\d+)", error)):
+        pragma = _UNROLL_BY_NAME.match(lines[number - 1]) if 0 < number <= len(lines) else None
+        if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
+            hints.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
+                         f"TB_UNROLL({pragma.group(1)}) before the loop instead")
+    if not RENAMED.search(error):
+        return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(hints))
     for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
         number = int(found.group(1))
         line = lines[number - 1] if 0 < number <= len(lines) else ""
