@@ -82,6 +82,8 @@ def test_config_and_key_round_trip():
     ({"warp_num": [1, 2]}, [lambda warp_num: warp_num > 8], "no config satisfies the constraints"),
     ({"warp_num": [1, 2]}, ["warp_num > 1"], "not callable"),
     ({"warp num": [1, 2]}, [], "not a C identifier"),
+    ({"__CUDA_ARCH__": [800]}, [], r"param '__CUDA_ARCH__': names beginning __ or _ and a capital are the compiler's"),
+    ({"_Tile": [8]}, [], r"param '_Tile': names beginning __ or _ and a capital"),
     ({"method": ["naive", "two\nlines"]}, [], r"param 'method': value 'two\\nlines' cannot follow `#define method`"),
     ({"method": ["naive", " "]}, [], "param 'method': value ' ' cannot follow"),
     ({"tile": [1, 2.0, True]}, [], r"param 'tile' lists a value twice: 1 and True in \(1, 2.0, True\)"),

@@ -187,6 +187,9 @@ class Space:
                     raise SpaceError(f"param {name!r} is not a C identifier (it becomes a #define)")
                 if name.startswith("TB_"):
                     raise SpaceError(f"param {name!r}: names beginning TB_ are tunebench's own (TB_DTYPE)")
+                if name.startswith("__") or (name[0] == "_" and name[1:2].isupper()):  # __CUDA_ARCH__, _WIN32
+                    raise SpaceError(f"param {name!r}: names beginning __ or _ and a capital are the compiler's "
+                                     f"and the system's (redefining one changes what a header or #if reads)")
             values = {name: _values(name, spec) for name, spec in self._spec.items()}
             names = tuple(values)
             constraints = [Constraint(fn, names) for fn in self._constraint_fns]

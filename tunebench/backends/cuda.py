@@ -70,7 +70,7 @@ CTYPE_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h", "float8_e4
                  "float8_e5m2": "cuda_fp8.h"}
 #: What poisons an output under pattern 0, as (bytes per memset word, word): a NaN per element
 #: (a float64 NaN's high word, repeated, is still a NaN; a complex one's parts are NaNs), else the
-#: byte 0xA5; pattern 1 is the byte 0x5A (see :data:`~tunebench.backends.base.POISONS`). The 2-byte floats are set 16 bits at
+#: byte 0xA5; pattern 1 is the byte 0x3C (see :data:`~tunebench.backends.base.POISONS`). The 2-byte floats are set 16 bits at
 #: a time, so an odd length is poisoned to its last element; 0x7F is a NaN in both 8-bit floats.
 #: By dtype name: the extension floats' dtypes are ml_dtypes', imported only where a kernel uses one.
 POISON = {"float32": (4, 0x7FC00000), "float16": (2, 0x7E00), "bfloat16": (2, 0x7FC0), "float64": (4, 0x7FF80000),
