@@ -489,3 +489,13 @@ def test_warm_start_data_reads_a_stores_trials_once_for_all_its_tasks(project, p
     assert reads == [path]  # one read, for both of its tasks
     assert sorted(json.dumps(c, sort_keys=True) for c, _ in found) == complete
     assert sorted(v for _, v in found)[:2] == [1.0, 1.0]  # each task's best, against itself
+
+
+def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_the_reference(project, pytester):
+    """A tolerance too tight for the data (a scan's float32 sums): every config failed, the
+    heuristic's too, and nothing said that this points at the reference, not the kernels."""
+    project(suite=AXPB_SUITE.replace("a * x.astype(np.float64) + b", "a * x.astype(np.float64) + b + 1e-3"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (5 and the heuristic's) gave a wrong "
+                                 "result, the heuristic's: *; where all miss by little, the reference or the "
+                                 "tolerance is at fault rather than every config (Kernel(tolerance=*"])

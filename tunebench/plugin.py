@@ -356,7 +356,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "
                                     f"(--tune-fresh measures them again, --tune-retry-failed the failed ones)")
     for task in ran:
-        for note in (task.why_again, task.unconfirmed(), task.heuristic_strays):
+        for note in (task.why_again, task.unconfirmed(), task.heuristic_strays, task.all_wrong):
             if note:
                 terminalreporter.write_line(f"{task.label}: {note}", yellow=True)
     adaptive = tuner.fixed_s and tuner.settings.repeats is None  # --tune-repeats is a fixed protocol itself

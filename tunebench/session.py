@@ -259,6 +259,17 @@ class Task:
         return f"{what}: measured again"
 
     @property
+    def all_wrong(self) -> str | None:
+        """Where every config measured, the heuristic's included, gave a wrong result: the
+        reference or its tolerance is more likely at fault than every config."""
+        outcomes = [self.baseline, *self.outcomes.values()] if self.baseline is not None else []
+        if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
+            return None
+        return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
+                f"heuristic's: {self.baseline.error}; where all miss by little, the reference or the tolerance is "
+                f"at fault rather than every config (Kernel(tolerance={{dtype: (rtol, atol)}}))")
+
+    @property
     def heuristic_strays(self) -> str | None:
         """Where the heuristic's config breaks the space on this bucket's shapes, if it does."""
         found = self.kernel.heuristic_strays(self.variant, self.tuner.target, self.bucket.shapes)
