@@ -107,3 +107,11 @@ def test_a_constraint_on_dims_is_checked_against_them_naming_the_fault():
     with pytest.raises(SpaceError, match=r"names unknown param 'n' \(did you mean 'N'\?\)"):
         Space({"vec": [1, 2]}, constraints=[lambda n, vec: n % vec == 0]).check_dims(["N"])
     Space({"vec": [1, 2]}, constraints=[lambda N, vec: N % vec == 0]).check_dims(["N"])
+
+
+def test_holds_answers_alike_when_asked_again_and_refuses_a_value_no_space_holds():
+    space = Space({"a": [1, 2], "b": ["x", "y"]}, [lambda a, b: a == 1 or b == "x"])
+    asked = [{"a": 1, "b": "y"}, {"a": 2, "b": "y"}, {"a": 3, "b": "x"}, {"a": 2, "b": "x"}]
+    first = [space.holds(c) for c in asked]
+    assert first == [True, False, False, True] and [space.holds(c) for c in asked] == first
+    assert space.holds({"a": [1], "b": "x"}) is False  # a hand-edited record's list

@@ -176,6 +176,7 @@ class Space:
         self._constraint_fns = list(constraints)
         self._checked: tuple | None = None
         self._enumerated: tuple[list[tuple], list[tuple]] | None = None  # once: collection checks every variant
+        self._held: dict[tuple, bool] = {}  # config's items -> holds()
 
     # -- definition ---------------------------------------------------------------------------
     def _check(self) -> tuple[tuple[str, ...], dict[str, tuple], list[Constraint]]:
@@ -248,8 +249,16 @@ class Space:
 
     def holds(self, config: Mapping) -> bool:
         """Whether the space holds the config today: its params at their values, the unshaped
-        constraints met (a config recorded before the space changed may not be)."""
-        return self.contains(config) and self.is_valid(self.key(config))
+        constraints met (a config recorded before the space changed may not be). Kept per
+        config: a lookup asks it of every ranked config at each new shape."""
+        asked = tuple(config.items())
+        try:
+            found = self._held.get(asked)
+        except TypeError:  # a value no space holds (a list, as a hand-edited record may have)
+            return False
+        if found is None:
+            found = self._held[asked] = self.contains(config) and self.is_valid(self.key(config))
+        return found
 
     def is_valid(self, key: tuple) -> bool:
         """Whether every constraint but the shaped ones holds for this key (the values must be
