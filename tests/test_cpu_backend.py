@@ -188,9 +188,9 @@ def test_a_compile_cache_that_cannot_be_written_is_named_with_what_to_set(tmp_pa
         cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
 
 
-def test_a_user_without_a_home_gets_a_compile_cache_in_the_temp_folder(monkeypatch):
+def test_a_user_without_a_home_gets_a_compile_cache_of_its_own_in_the_temp_folder(monkeypatch, tmp_path):
     """A container's arbitrary uid with HOME unset: Path.home() raised, and pytest --tune ended in an
-    INTERNALERROR."""
+    INTERNALERROR. The folder is this user's alone: another could make it first and plant libraries."""
     for name in ("TUNEBENCH_CACHE", "XDG_CACHE_HOME", "HOME"):
         monkeypatch.delenv(name, raising=False)
 
@@ -198,7 +198,26 @@ def test_a_user_without_a_home_gets_a_compile_cache_in_the_temp_folder(monkeypat
         raise RuntimeError("Could not determine home directory.")
 
     monkeypatch.setattr(Path, "home", homeless)
-    assert default_root() == Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    found = default_root()
+    assert found == tmp_path / f"tunebench-cache-{os.getuid()}" and found.stat().st_mode & 0o777 == 0o700
+    found.chmod(0o777)  # as one another user made for everyone
+    with pytest.raises(BuildEnvironmentError, match="is not a folder of this user's alone"):
+        default_root()
+
+
+def test_a_compiler_that_is_not_there_says_so_itself(tmp_path):
+    """Its FileNotFoundError was said to be a compile cache that cannot be written."""
+    with pytest.raises(FileNotFoundError, match="no-such-cc"):
+        BuildCache(tmp_path).get("k", "int f;", "t", (".c", ".so"),
+                                 lambda src, out: run_compiler(["no-such-cc", "{src}", "{out}"], src, out))
+
+
+def test_a_templates_own_error_text_is_a_compile_error_whatever_its_words(tmp_path):
+    """An #error saying "Permission denied" stopped the task as the machine's failure."""
+    said = ["sh", "-c", "echo 'k.c:2:2: error: #error TILE too large: Permission denied' >&2; exit 1", "{src}", "{out}"]
+    with pytest.raises(CompileError, match="TILE too large: Permission denied"):
+        BuildCache(tmp_path).get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(said, src, out))
 
 
 def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_template(tmp_path):

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunebench.backends import cpu, cuda, launch, params
-from tunebench.backends.base import explain, render
-from tunebench.backends.cache import excerpt, run_compiler
+from tunebench.backends.base import BuildEnvironmentError, explain, render
+from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.space import SpaceError
@@ -87,7 +87,10 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
     with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
         src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
         src.write_text(source)
-        error = run_compiler(command, src, out)
+        try:
+            error = run_compiler(command, src, out)
+        except (CompilerKilled, BuildEnvironmentError) as e:  # the machine's, not the kernel's: said, not raised
+            return str(e), {}
         if error is None:
             return None, inspect(out) if inspect else {}
     return excerpt(error.replace(str(src), f"<{name} with its #defines>").replace(str(src.with_suffix(".ptx")),

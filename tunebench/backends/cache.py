@@ -8,14 +8,16 @@ errors are cached too, next to where the artefact would be.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import signal
+import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
@@ -31,7 +33,18 @@ def default_root() -> Path:
     try:
         return Path.home() / ".cache" / "tunebench"
     except RuntimeError:  # no HOME and no passwd entry
-        return Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}"
+        return _own_folder(Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}")
+
+
+def _own_folder(path: Path) -> Path:
+    """``path``, a folder of this user's alone: in a shared temp folder another user could make it
+    first and plant libraries under the names the cache loads."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise BuildEnvironmentError(f"{path} is not a folder of this user's alone, so no compile cache goes there: "
+                                    f"set TUNEBENCH_CACHE (or HOME) to one")
+    return path
 
 
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
@@ -52,13 +65,17 @@ class CompilerKilled(RuntimeError):
     candidate, so nothing is cached, and a later run compiles it again."""
 
 
+#: A line a compiler's own tools print (``cc1: ...``, ``/usr/bin/ld: ...``), not one placed in
+#: the source (``k.c:3:1: ...``), whose words a template's #error could hold.
+_TOOL = r"^(?:\S*/)?(?:cc1(?:plus)?|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?(?:-\d+)?|as|ld|collect2|nvcc|cicc|ptxas|nvlink|fatbinary)(?:-\d+)?: [^\n]*?"
 #: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error,
-#: and gcc's words where the signal killed its compiler proper (the driver exits 1).
-_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z|terminated program \S+ signal|Killed signal terminated program")
-#: A compiler's words where the machine kept it from writing its files: no verdict on the source
-#: (and none that an earlier tunebench cached as its compile error holds).
-_ENVIRONMENT = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
-                          r"Too many open files|cannot create temporary file", re.IGNORECASE)
+#: and a driver's words where the signal killed its compiler proper (gcc then exits 1).
+_KILLED_CACHED = re.compile(rf"exited -\d+\s*\Z|{_TOOL}(?:Killed signal terminated program|terminated program \S+ signal)",
+                            re.MULTILINE)
+#: A compiler's tools' words where the machine kept them from writing their files: no verdict on
+#: the source (and none that an earlier tunebench cached as its compile error holds).
+_ENVIRONMENT = re.compile(rf"{_TOOL}(No space left on device|Disk quota exceeded|Read-only file system|"
+                          rf"Permission denied|Too many open files|cannot create temporary file)", re.MULTILINE)
 
 
 def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
@@ -70,12 +87,12 @@ def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
         how = f"by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"({excerpt(said, 1)})"
         raise CompilerKilled(f"{command[0]} was killed {how} while compiling (Ctrl-C, or out of memory): no "
                              f"verdict on the candidate, and nothing is cached")
-    if proc.returncode and _ENVIRONMENT.search(said):
+    found = _ENVIRONMENT.search(said) if proc.returncode else None
+    if found:
         raise BuildEnvironmentError(
-            f"{command[0]} could not write its files ({_ENVIRONMENT.search(said).group(0)}: "
-            f"{excerpt(said, 1)}): no candidate can be built, and nothing is cached or recorded; free space or "
-            f"fix the permissions where it writes (TMPDIR, now {tempfile.gettempdir()}, and the compile cache, "
-            f"{src.parent}) and tune again")
+            f"{command[0]} could not write its files ({found.group(1)}: {found.group(0)}): no candidate can be "
+            f"built, and nothing is cached or recorded; free space or fix the permissions where it writes (TMPDIR, "
+            f"now {tempfile.gettempdir()}, and the build folder, {src.parent}) and tune again")
     return None if proc.returncode == 0 else said or f"{command[0]} exited {proc.returncode}"
 
 
@@ -93,17 +110,8 @@ class BuildCache:
         ``(path, compile seconds, cached)``. ``suffixes`` are the source's and the artefact's;
         ``compile_fn(source_path, out_path)`` returns None, or the compiler's error text."""
         key = hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
-        try:
-            return self._get(name, key, source, suffixes, compile_fn)
-        except OSError as e:  # the cache's own files: no verdict on the candidate
-            raise BuildEnvironmentError(
-                f"the compile cache {self.root} cannot be written ({type(e).__name__}: {e.strerror or e}): no "
-                f"candidate can be built, and nothing is recorded; set TUNEBENCH_CACHE to a writable folder "
-                f"with free space") from None
-
-    def _get(self, name: str, key: str, source: str, suffixes: tuple[str, str],
-             compile_fn: Callable[[Path, Path], str | None]) -> tuple[Path, float, bool]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        with self._writing():
+            self.root.mkdir(parents=True, exist_ok=True)
         src_suffix, out_suffix = suffixes
         out = self.root / f"{name}-{key}{out_suffix}"
         err = self.root / f"{name}-{key}.err"
@@ -115,7 +123,8 @@ class BuildCache:
             raise CompileError(err.read_text(), cached=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
-        _write_atomic(src, source, stamp)
+        with self._writing():
+            _write_atomic(src, source, stamp)
         tmp = out.with_name(f"{out.stem}.{stamp}{out_suffix}")
         start = time.perf_counter()
         self.compiled += 1
@@ -127,10 +136,24 @@ class BuildCache:
         seconds = time.perf_counter() - start
         if failure is not None:
             tmp.unlink(missing_ok=True)
-            _write_atomic(err, excerpt(failure), stamp)
-            raise CompileError(err.read_text())
-        os.replace(tmp, out)
+            with self._writing():
+                _write_atomic(err, excerpt(failure), stamp)
+            raise CompileError(excerpt(failure))
+        with self._writing():
+            os.replace(tmp, out)
         return out, seconds, False
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The cache's own files: an error writing them is the machine's, no verdict on the candidate
+        (a compiler that is not there still says so itself)."""
+        try:
+            yield
+        except OSError as e:
+            raise BuildEnvironmentError(
+                f"the compile cache {self.root} cannot be written ({type(e).__name__}: {e.strerror or e}): no "
+                f"candidate can be built, and nothing is recorded; set TUNEBENCH_CACHE to a writable folder "
+                f"with free space") from None
 
 
 def _write_atomic(path: Path, text: str, stamp: str) -> None:
