@@ -941,9 +941,16 @@ def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):
     ("#include <stddef.h>\n#ifndef vec\n#define vec 8\n#endif\n#define unroll 4\nvoid axpb(void) {}\n",
      "axpb.c line 5 #defines param 'unroll' after tunebench's #define of it, so every config builds the same code: "
      "put it under #ifndef unroll (a default the param overrides), or drop it"),
-    ("#define unroll 4\n#include <stddef.h>\n// tunebench: params\n#undef vec\nvoid axpb(void) {}\n",
-     "axpb.c line 4 #undefs param 'vec' after"),
+    ("#define unroll 4\n#include <stddef.h>\n// tunebench: params\n#undef vec\n#define vec 4\nvoid axpb(void) {}\n",
+     "axpb.c line 5 #defines param 'vec' after"),
+    ("/* #define vec 3 */\n#ifdef unroll\n#else\n#define unroll 2\n#endif\n#if 0\n#define vec 2\n#endif\n"
+     "#ifdef vec\n#define vec_twice (2 * vec)\n#else\n#define vec 8\n#endif\n#ifdef vec\n#define unroll 9\n#endif\n",
+     "axpb.c line 15 #defines param 'unroll' after"),
+    ("#ifndef vec\n#else\n#define vec 4\n#endif\n", "axpb.c line 3 #defines param 'vec' after"),  # taken where it is
     ("#define unroll 4\n// tunebench: params\n#if !defined(vec)\n#define vec 2\n#endif\nvoid axpb(void) {}\n", None),
+    ("#ifndef vec\n#define HALF 8\n#define vec (2 * HALF)\n#endif\n#ifndef unroll\n#ifdef __GNUC__\n#define unroll 8\n"
+     "#else\n#define unroll 4\n#endif\n#endif\n#if defined(FOO)\n#elif !defined (vec)\n#define vec 4\n#endif\n"
+     "// #define vec 2\n#undef vec\n", None),
 ])
 def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its_line(tmp_path, template, said):
     """gcc only warns of it: every config built the same code, and the tune printed a speedup."""

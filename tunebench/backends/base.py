@@ -218,43 +218,54 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$")
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 
 
 def overridden(variant: Variant, params: Sequence[str]) -> str | None:
-    """Where the template #defines (or #undefs) a param after tunebench's #define of it, outside
-    an ``#ifndef`` of its own: every config then builds the same code, and the tune measures
-    noise; gcc only warns of it (None where none does)."""
+    """Where the template #defines a param after tunebench's #define of it, outside a branch that
+    only a missing param takes (``#ifndef P``, ``#if !defined(P)``, the ``#else`` of ``#ifdef P``)
+    or ``#if 0``: every config then builds the same code, and the tune measures noise; gcc only
+    warns of it (None where none does)."""
     text = variant.template
     marker = PARAMS_HERE.search(text)
-    file, number, previous = variant.path.name, 0, None
-    if marker is not None:
-        last = None
-        for last in _LINE.finditer(text[:marker.start()]):
-            pass
-        file, number = (last.group(2), int(last.group(1)) - 1 + text.count("\n", last.end(), marker.start())) \
-            if last else (file, text.count("\n", 0, marker.start()))
-        text = text[marker.end():]
-        number += 1
-    for line in text.splitlines():
+    after = text.count("\n", 0, marker.end()) if marker else 0  # lines before the params' defines
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # comments out, the lines kept
+    file, number, branches = variant.path.name, 0, []  # the conditions of the branches the line is in
+    for index, line in enumerate(code.split("\n")):
         number += 1
         mark = _LINE.match(line + "\n")
         if mark:
-            file, number, previous = mark.group(2), int(mark.group(1)) - 1, None
+            file, number = mark.group(2), int(mark.group(1)) - 1
             continue
         found = _DIRECTIVE.match(line)
         if not found:
             continue
-        directive, rest = found.groups()
-        name = re.match(r"\w+", rest)
-        if directive in ("define", "undef") and name and name.group(0) in params:
-            guarded = previous is not None and re.fullmatch(
-                rf"(ifndef\s+{name.group(0)}|if\s+!\s*defined\s*\(?\s*{name.group(0)}\s*\)?)\b.*", previous)
-            if not guarded:
-                return (f"{file} line {number} #{directive}s param {name.group(0)!r} after tunebench's #define of it, "
-                        f"so every config builds the same code: put it under #ifndef {name.group(0)} (a default "
-                        f"the param overrides), or drop it")
-        previous = f"{directive} {rest}".strip()
+        directive, rest = found.group(1), re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", found.group(2))
+        rest = re.sub(r"\s+", "", rest)
+        if directive in ("if", "ifdef", "ifndef"):
+            branches.append({"if": rest, "ifdef": f"defined({rest})", "ifndef": f"!defined({rest})"}[directive])
+        elif directive == "elif" and branches:
+            branches[-1] = rest
+        elif directive == "else" and branches:
+            branches[-1] = f"!({branches[-1]})"
+        elif directive == "endif" and branches:
+            branches.pop()
+        elif directive == "define" and index >= after:
+            name = re.match(r"\w+", found.group(2))
+            param = name.group(0) if name else None
+            if param in params and not any(_only_without(b, param) for b in branches):
+                return (f"{file} line {number} #defines param {param!r} after tunebench's #define of it, so every "
+                        f"config builds the same code: put it under #ifndef {param} (a default the param "
+                        f"overrides), or drop it")
     return None
+
+
+def _only_without(branch: str, param: str) -> bool:
+    """Whether a branch's condition (spaces out, ``defined(P)`` spelt so) is one for a missing
+    ``param``, or never holds: ``0``, the ``#else`` of ``defined(P)``, or one that reads
+    ``!defined(P)`` (not negated whole: a refusal on a condition it cannot judge would stop a
+    valid suite)."""
+    return branch in ("0", f"!(defined({param}))") or (f"!defined({param})" in branch and not branch.startswith("!("))
 
 
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
