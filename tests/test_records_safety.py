@@ -323,7 +323,11 @@ def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_a
     assert len(RecordStore(store.path).trials()) == 2
     assert store.path.stat().st_mode & 0o777 == 0o644
     assert not (records / ".locks").exists() and not (records / ".journal").exists()
+    from tunebench.lookup import _Directory
+
+    stamps = _Directory(records)._stamps()
     linked.add(trial({"vec": 4}))  # in the journal: a run reaching the file by the link is still going
+    assert _Directory(records)._stamps() != stamps  # lookups through the link see it, as they see the file
     with linked.task_lock("k[all-float32]"):
         assert RecordStore.for_device(shared, FINGERPRINT).leftover == []  # not a killed run's, by either path
     assert len(RecordStore.for_device(shared, FINGERPRINT).leftover) == 1  # it ended without folding

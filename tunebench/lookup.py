@@ -44,7 +44,8 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets,
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, rootdir
-from tunebench.records import NewerFormat, RecordsError, RecordStore, bulk, config_key, config_text, stores
+from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
+                               stores)
 from tunebench.space import SpaceError, closest
 
 
@@ -380,8 +381,8 @@ class _Directory:
 
     def _stamps(self, device: str = "*") -> tuple:
         found = []
-        for p in (*self.path.glob(f"{device}.json"), *self.path.glob(f"{device}.archive.jsonl"),
-                  *self.path.glob(f".journal/{device}.jsonl")):
+        files = self.path.glob(f"{device}.json")
+        for p in sorted({p for f in files for p in (f, *companions(f))}):
             try:
                 st = p.stat()
             except FileNotFoundError:

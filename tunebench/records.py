@@ -128,6 +128,13 @@ def _writable(path: Path) -> None:
                           f"permissions or pass --tune-records DIR")
 
 
+def companions(path: Path) -> tuple[Path, Path]:
+    """A records file's archive and journal: beside the file itself, where ``path`` is a link
+    into a shared store, whichever path a run or a lookup reaches it by."""
+    real = Path(os.path.realpath(path))
+    return real.with_name(f"{real.stem}.archive.jsonl"), real.parent / ".journal" / f"{real.name}l"
+
+
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
 _HELD: set[int] = set()
 
@@ -408,8 +415,7 @@ class RecordStore:
             raise RecordsError(f"{self.path}: no such records file")
         if not self.read_only:
             _writable(self.real)
-        self.journal = self.real.parent / ".journal" / f"{self.real.name}l"
-        self.archive = self.real.with_name(f"{self.real.stem}.archive.jsonl")
+        self.archive, self.journal = companions(self.path)
         self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
