@@ -124,15 +124,16 @@ def incremented(tmp_path):
 def test_a_device_gets_the_helper_packages_and_include_folders_a_local_build_reads(incremented):
     """Neither was sent: a header of an -I folder made every config a compile error recorded from
     the cluster alone (and reused by local runs after), a helper package failed every suite."""
-    from tunebench.cluster import Device, project_files
+    from tunebench.cluster import Device, project_files, suite_files
     from tunebench.kernel import REGISTRY
 
+    (incremented / "kernels" / "up").symlink_to(incremented)  # a link back up: not followed
     files = project_files(incremented)
     assert {"include/common.h", "kernels/inc.c", "suites/lib/shapes.py", "suites/test_inc.py"} <= set(files)
-    assert not any(f.startswith("suites/env/") for f in files)
-    failed = Device("cpu", 10.0, None).load(files)  # as a device does, in a folder of its own
-    assert list(failed) == ["suites/test_broken.py"] and "No module named 'nosuchmodule'" in failed[
-        "suites/test_broken.py"]
+    assert not any(f.startswith(("suites/env/", "kernels/up/")) for f in files)
+    assert suite_files(incremented) == ["suites/test_inc.py"]  # not the test module beside it that declares none
+    failed = Device("cpu", 10.0, None).load(files, suite_files(incremented))  # as a device does, in a folder of its own
+    assert failed == {}
     device_copy = REGISTRY["inc_cluster"]
     assert not str(device_copy.declared_in).startswith(str(incremented))
     assert "#define ONE 1.0f" in device_copy.variant("cpu").template  # the header inlined there too

@@ -54,24 +54,38 @@ def project_files(root: Path) -> dict[str, str]:
         except ValueError:
             continue  # outside the project: a device cannot place it
         for path in _code(folder):
+            name = str(relative / path.relative_to(folder))
+            if name in found:  # a folder inside another one sent
+                continue
             try:
                 text = path.read_text()
             except UnicodeDecodeError:
                 continue
-            shipped += len(text)
+            shipped += len(text.encode())
             if shipped > MAX_SHIPPED_BYTES:
                 raise WorkerError(f"--tune-cluster: the suites' and templates' folders under {root} hold more than "
                                   f"{MAX_SHIPPED_BYTES >> 20} MiB of text to send the devices (at {path}): keep "
                                   f"data out of them")
-            found[str(relative / path.relative_to(folder))] = text
+            found[name] = text
     return found
+
+
+def suite_files(root: Path) -> list[str]:
+    """The declared kernels' suites, by path relative to ``root``: what a device imports (not
+    every test module of the folders it gets)."""
+    found = set()
+    for kernel in REGISTRY.values():
+        if kernel.declared_in is not None and kernel.declared_in.resolve().is_relative_to(root.resolve()):
+            found.add(str(kernel.declared_in.resolve().relative_to(root.resolve())))
+    return sorted(found)
 
 
 def _code(folder: Path):
     """The files under ``folder`` worth sending, its subfolders' too."""
     for path in sorted(folder.iterdir()):
         if path.is_dir():
-            if not (path.name.startswith(".") or path.name == "__pycache__" or (path / "pyvenv.cfg").exists()):
+            if not (path.is_symlink() or path.name.startswith(".") or path.name == "__pycache__"
+                    or (path / "pyvenv.cfg").exists()):  # a linked folder may lead back up: not followed
                 yield from _code(path)
         elif path.is_file() and path.suffix != ".pyc" and path.stat().st_size <= MAX_FILE_BYTES:
             yield path
@@ -87,8 +101,8 @@ class Device:
         self.workers = Workers(target, timeout=timeout)
         self.target = target
 
-    def load(self, files: dict[str, str]) -> dict[str, str]:
-        """Write the project's files to a temporary folder and import its suites, so that the
+    def load(self, files: dict[str, str], suites: list[str]) -> dict[str, str]:
+        """Write the project's files to a temporary folder and import its ``suites``, so that the
         worker knows the kernels the jobs name; the suites that failed to import, by path
         relative to the project, with their errors (the others' jobs run)."""
         from tunebench.lookup import load_suites
@@ -97,9 +111,8 @@ class Device:
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_text(text)
         failed: list[str] = []
-        for folder in sorted({(root / r).parent for r in files if Path(r).name.startswith("test_")
-                              and r.endswith(".py")}):
-            load_suites(folder, failed)
+        for suite in suites:
+            load_suites(root / suite, failed)
         return {error.split(":", 1)[0][len(str(root)) + 1:]: error.replace(f"{root}/", "") for error in failed}
 
     def fingerprint(self) -> dict:
@@ -179,8 +192,8 @@ class ClusterWorkers:
         """The suites to every device, once they are collected here (the first job's time); a
         job of a kernel whose suite the devices cannot import fails its task alone."""
         if not self._loaded:
-            files = project_files(self.root)
-            for index, loading in enumerate([d.load.remote(files) for d in self.devices]):
+            files, suites = project_files(self.root), suite_files(self.root)
+            for index, loading in enumerate([d.load.remote(files, suites) for d in self.devices]):
                 try:
                     self._unimported.update(self._ray.get(loading))
                 except self._ray.exceptions.RayActorError:
@@ -232,7 +245,8 @@ class ClusterWorkers:
         """Measure ``job`` on an idle device other than the first; its result when done (from
         the first device where that one's host is lost meanwhile)."""
         self._load(job)
-        index = self._others()[0]
+        idle = self._others()  # empty where a device was lost since the caller counted them
+        index = idle[0] if idle else self._first()
         result: Future = Future()
         self._send(index, job, result)
         self._busy[index] = result

@@ -76,12 +76,13 @@ class Choice:
 
 
 def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[Kernel]:
-    """Import every ``test_*.py`` under ``directory`` as pytest would (its folder first on the
-    import path, for the helpers beside it) and return the kernels they declare at module level.
-    A suite that fails to import raises :class:`ImportError` naming it, or, where ``failed`` is
-    given, is left out and its error appended there."""
+    """Import every ``test_*.py`` under ``directory`` (or that file) as pytest would (its folder
+    first on the import path, for the helpers beside it) and return the kernels they declare at
+    module level. A suite that fails to import raises :class:`ImportError` naming it, or, where
+    ``failed`` is given, is left out and its error appended there."""
     kernels: list[Kernel] = []
-    for path in sorted(Path(directory).glob("**/test_*.py")):
+    paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
+    for path in paths:
         name = f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
         if name not in sys.modules:
             spec = importlib.util.spec_from_file_location(name, path)
