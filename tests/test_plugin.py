@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from tinydb import TinyDB
@@ -499,3 +500,24 @@ def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_t
     result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (5 and the heuristic's) gave a wrong "
                                  "result, the heuristic's: *; where all miss by little, the reference or the "
                                  "tolerance is at fault rather than every config (Kernel(tolerance=*"])
+
+
+def test_a_rerun_whose_search_asks_the_recorded_pick_again_still_meets_it_in_the_final_round(pytester):
+    """Its trial reused and ranked fifth by the trials' times, the pick was no finalist, and the
+    round adopted another without measuring it again."""
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("suites", "kernels"):
+        shutil.copytree(root / folder, pytester.path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    replayed = pytester.path / "replayed"
+    replay = ("--tune-target", f"replay:{root / 'records' / 'cpu-amd-epyc-f26m2-2t-506d4e.json'}",
+              "--tune-records", str(replayed), "-p", "no:cacheprovider")
+
+    def latest_round():
+        (path,) = replayed.glob("*.json")
+        return [c for c in TinyDB(path).table("checks").all() if c["kind"] == "tune"][-1]["shapes"][0]
+
+    pytester.runpytest("suites/test_row_reduce.py", "--tune", "-k", "few_rows", "--tune-trials", "3", *replay)
+    picked = latest_round()["best"]
+    pytester.runpytest("suites/test_row_reduce.py", "--tune", "-k", "few_rows", "--tune-trials", "40", *replay)
+    assert picked in latest_round()["finalists"]

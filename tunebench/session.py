@@ -212,7 +212,7 @@ class Task:
         self.candidates: list[tuple] = []  # valid keys selected for this run, set after collection
         self.deselected = 0  # constraint-violating configs
         self.outcomes: dict[tuple, Outcome] = {}  # key -> outcome, in the order measured
-        self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, not asked this run (_recall)
+        self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, a finalist (see _recall)
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
@@ -379,8 +379,8 @@ class Task:
                            for s, c in chosen.items()):
             return
         key = self.variant.space.key(chosen[self.bucket.shapes[0]])
-        if key not in self.outcomes:
-            self.recalled = (key, self._evaluate(chosen))
+        # asked by this search too, it still meets the finalists, however its trial ranks now
+        self.recalled = (key, self.outcomes[key] if key in self.outcomes else self._evaluate(chosen))
 
     def _confirm(self) -> None:
         """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
@@ -621,7 +621,8 @@ class Task:
     def summary_row(self) -> dict:
         """The task's line of the terminal summary (see :func:`tunebench.summary.table`): the
         final round's figures once it ran (medians over fresh processes), the trials' before."""
-        outcomes = [*self.outcomes.values(), *([self.recalled[1]] if self.recalled else [])]
+        outcomes = [*self.outcomes.values(),
+                    *([self.recalled[1]] if self.recalled and self.recalled[0] not in self.outcomes else [])]
         best = self.best()
         best_key, best_outcome = best if best else (None, None)
         base_ms = self.objective(self.baseline) if self.baseline else None
