@@ -521,3 +521,18 @@ def test_a_rerun_whose_search_asks_the_recorded_pick_again_still_meets_it_in_the
     picked = latest_round()["best"]
     pytester.runpytest("suites/test_row_reduce.py", "--tune", "-k", "few_rows", "--tune-trials", "40", *replay)
     assert picked in latest_round()["finalists"]
+
+
+def test_a_rerun_after_the_heuristic_changed_measures_the_pick_against_todays(project, pytester):
+    """The summary paired today's heuristic config with the old one's time and lead, and no
+    final round ran again, however often best()'s advice to tune was followed."""
+    root = project()
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    before = [c for c in records(root).table("checks").all() if c["kind"] == "tune"]
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace('heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0}',
+                                               'heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0}'))
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    after = [c for c in records(root).table("checks").all() if c["kind"] == "tune"]
+    assert len(after) == len(before) + 1
+    assert after[-1]["shapes"][0]["baseline"] == {"vec": 1, "unroll": 1, "mode": 0}

@@ -419,11 +419,15 @@ class Task:
         declaration: each was among its finalists (a subset: the config it adopted, recalled
         beside the trials' fastest, must not make a re-run that measured nothing new measure the
         round again and flip its pick), and its pick is one of them or the heuristic. A round that
-        could not measure judged nothing, nor one that took a heuristic failing now for a competitor."""
+        could not measure judged nothing, nor one that took a heuristic failing now for a competitor,
+        nor one against a heuristic that has changed since (its figures were that one's)."""
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)):
             return False
+        if self.baseline is not None and any(e.get("baseline") != self.baseline.configs.get(tuple(e["shape"]))
+                                             for e in check["shapes"]):
+            return False  # the heuristic changed since: the round's lead was over another config
         picked = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
         return all(c[tuple(e["shape"])] in e.get("finalists", []) for e in check["shapes"] for c in configs) and (
             picked in configs or (self.baseline is not None and picked == self.baseline.configs))
