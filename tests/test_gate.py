@@ -259,3 +259,18 @@ def test_a_kept_heuristic_that_fails_under_a_changed_declaration_fails_the_gate(
     failed.assert_outcomes(failed=1)
     failed.stdout.fnmatch_lines(["*the recorded best [[]reps:1 pad:0[]] on (4096,) ended wrong_result*"])
 
+
+
+def test_a_heuristic_made_faster_since_a_round_that_kept_the_old_one_passes(twice_project, pytester):
+    """best() serves today's heuristic there; the gate measured the old one's config as the best
+    against it and failed the faster rule (8.8x, limit 1.10x)."""
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 4], "pad": [0, 1]})',
+                                               'space=Space({"reps": [4, 8, 16], "pad": [0]})'))
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    (path,) = (twice_project / "records").glob("*.json")
+    assert [c for c in TinyDB(path).table("checks").all() if c["kind"] == "tune"][-1]["winner"] is None
+    suite.write_text(suite.read_text().replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
+                                               'heuristic=lambda shape: {"reps": 1, "pad": 0}'))
+    result = pytester.runpytest("suites", *GATE, "-k", "small")
+    result.assert_outcomes(passed=1)

@@ -137,10 +137,15 @@ def _arms(best: dict, baseline: dict | None, recorded_text: str | None) -> tuple
 def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
                   bucket: Bucket) -> tuple[dict[tuple, dict], str] | None:
     """The config per shape the latest final round chose, and the source it was tuned with: the
-    config ``best()`` serves. Trials no final round judged are never gated: nothing serves them."""
+    config ``best()`` serves. Trials no final round judged are never gated: nothing serves them.
+    A round that kept the heuristic chose today's heuristic, as best() serves it: its config of
+    the tune's day measured against a faster rule since failed the gate."""
     check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     if check is None:
         return None
+    if "winner" in check and check["winner"] is None:
+        variant = kernel.variant(target)
+        return {tuple(e["shape"]): variant.baseline(tuple(e["shape"])) for e in check["shapes"]}, check["source_hash"]
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
 
 
