@@ -228,6 +228,8 @@ def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_e
 
     before = best()
     assert before["source"] == "heuristic" and "KeyError" not in str(before)
+    assert before["reason"].startswith("the bucket's representative shapes changed since its final round, which "
+                                       "judged (4096,), and no config recorded has a time on each of today's")
     gate = pytester.runpytest("suites", "--tune-target", "cpu", "-p", "no:cacheprovider", "-rs", "-k", "small")
     gate.assert_outcomes(skipped=1, deselected=1)
     gate.stdout.fnmatch_lines(["*the bucket's representative shapes changed since its final round, which judged "

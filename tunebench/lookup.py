@@ -150,9 +150,15 @@ def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
     return fingerprint(target or resolve("auto")[0])
 
 
-def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, dtype: str, bucket: Bucket,
-                      records_dir: Path) -> str:
-    """Why a bucket has nothing to serve: no trial, or only trials other load disturbed."""
+def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,
+                      bucket: Bucket, records_dir: Path) -> str:
+    """Why a bucket has nothing to serve: no trial, only trials other load disturbed, or trials
+    of representative shapes it no longer has (a shape added since: no config has a time on it)."""
+    judged = store.reshaped(kernel, target, dtype, bucket) if store else None
+    if judged:
+        return (f"the bucket's representative shapes changed since its final round, which judged "
+                f"{', '.join(map(str, judged))}, and no config recorded has a time on each of today's; "
+                f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
     if not disturbed:
         return "nothing is recorded for this bucket"
@@ -792,7 +798,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
                           f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` measures today's"
-                     if recorded and not ranked else _nothing_recorded(decl, store, name, dtype, bucket, records_dir)
+                     if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir)
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
