@@ -450,3 +450,16 @@ def test_a_bool_flag_of_a_foreign_signature_is_passed_as_np_bool(tmp_path, negat
                     reference=lambda x, n, negate: -x if negate else x, outputs=["y"], cpu=variant)
     got, want = run_once(CpuBackend(), kernel, variant, {"u": 1}, n=100)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_pragma_hint_leaves_the_other_hints_of_a_compile_error(tmp_path):
+    from tunebench.backends.base import explain
+
+    (tmp_path / "k.c").write_text("#pragma GCC unroll U\nvoid k(float *y) { y[0] = f(1); }\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"U": [4], "f": [2]}),
+                      heuristic=lambda shape: {"U": 4, "f": 2})
+    error = ("k.c:1:19: error: 'U' undeclared\n<tunebench params>:3:11: error: called object is not a function\n"
+             "note: in expansion of macro 'f'\n")
+    said = explain(variant, {"U": 4, "f": 2}, error)
+    assert "#pragma unroll does not expand param 'U'" in said
+    assert "param 'f' is #defined, and the error is where its name is read: rename it" in said

@@ -286,7 +286,7 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     else, where the error lies outside the template's own lines and the template includes
     headers ahead of its params, that the defines may have rewritten the header (``//
     tunebench: params`` puts them after it)."""
-    name, hints = variant.path.name, []
+    name, hints, pragmas = variant.path.name, [], []
     try:
         lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()
     except OSError:
@@ -294,10 +294,10 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     for number in map(int, re.findall(rf"{re.escape(name)}(?::|\()(\d+)", error)):
         pragma = _UNROLL_BY_NAME.match(lines[number - 1]) if 0 < number <= len(lines) else None
         if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
-            hints.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
-                         f"TB_UNROLL({pragma.group(1)}) before the loop instead")
+            pragmas.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
+                           f"TB_UNROLL({pragma.group(1)}) before the loop instead")
     if not RENAMED.search(error):
-        return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(hints))
+        return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(pragmas))
     for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
         number = int(found.group(1))
         line = lines[number - 1] if 0 < number <= len(lines) else ""
@@ -324,7 +324,7 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
                      "header may rewrite its identifiers; a line `// tunebench: params` after the includes puts "
                      "the defines there" + (" (this template's comes before one)" if marker else ""))
-    return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(hints))
+    return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(pragmas + hints))
 
 
 def _header_lines(error: str) -> list[tuple[str, int, str]]:
