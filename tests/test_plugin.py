@@ -497,7 +497,7 @@ def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_t
     heuristic's too, and nothing said that this points at the reference, not the kernels."""
     project(suite=AXPB_SUITE.replace("a * x.astype(np.float64) + b", "a * x.astype(np.float64) + b + 1e-3"))
     result = pytester.runpytest("suites", *TUNE, "-k", "small")
-    result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (5 and the heuristic's) gave a wrong "
+    result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (4 and the heuristic's) gave a wrong "
                                  "result, the heuristic's: *; where all miss by little, the reference or the "
                                  "tolerance is at fault rather than every config (Kernel(tolerance=*"])
 

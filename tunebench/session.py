@@ -262,7 +262,8 @@ class Task:
     def all_wrong(self) -> str | None:
         """Where every config measured, the heuristic's included, gave a wrong result: the
         reference or its tolerance is more likely at fault than every config."""
-        outcomes = [self.baseline, *self.outcomes.values()] if self.baseline is not None else []
+        outcomes = [self.baseline, *(o for o in self.outcomes.values() if o.configs != self.baseline.configs)] \
+            if self.baseline is not None else []  # the heuristic's own config asked by the search: once
         if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
             return None
         return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
