@@ -377,6 +377,8 @@ def test_a_misspelt_device_warns_naming_the_recorded_devices_and_the_one_it_mean
         assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
         monkeypatch.setenv("TUNEBENCH_DEVICE", f" {DEVICE}\n")  # as a shell's $(cat file) or a YAML block leaves it
         assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "tuned"
+        monkeypatch.setenv("TUNEBENCH_DEVICE", " ")  # blank: unset, not a device named " " to warn of
+        assert tunebench.lookup("layernorm", (300, 8192), records=records).device == lookup_module.this_device("cpu")
 
 
 def test_a_kernel_given_as_neither_a_name_nor_a_kernel_is_a_type_error_naming_it(deployed):

@@ -128,9 +128,14 @@ def this_device(target: str | None = None) -> str:
     """The device id of this machine for a target (default: ``$TUNEBENCH_DEVICE`` where set, else
     what ``--tune-target auto`` picks). A process that cannot fingerprint its GPU (no PyCUDA, as
     a PyTorch framework's) names the device whose records it serves with ``$TUNEBENCH_DEVICE``."""
-    if target is None and os.environ.get("TUNEBENCH_DEVICE", "").strip():
-        return os.environ["TUNEBENCH_DEVICE"].strip()  # as a shell or a YAML file may leave it
+    if target is None and _named_device():
+        return _named_device()
     return _device_id(target, *_threads())
+
+
+def _named_device() -> str | None:
+    """``$TUNEBENCH_DEVICE`` without the spaces a shell or a YAML file may leave; None where unset or blank."""
+    return os.environ.get("TUNEBENCH_DEVICE", "").strip() or None
 
 
 def _threads() -> tuple[str | None, int]:
@@ -175,7 +180,7 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
     a cgroup set at tune time and not now, or the reverse: another device id) for the kernel
     (and bucket, where given), the words that say so; else nothing."""
     own = store.fingerprint if store else None
-    if own is None and not os.environ.get("TUNEBENCH_DEVICE") and device == _device_id(None, *_threads()):
+    if own is None and not _named_device() and device == _device_id(None, *_threads()):
         own = _fingerprint(None, *_threads())  # this machine, never tuned with today's thread count
     if not own or "threads" not in own:
         return ""
@@ -562,7 +567,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                           f"declares it, and these failed to import: {'; '.join(failed)}", SuiteImportWarning,
                           stacklevel=_caller())
     name = decl.name if decl else kernel
-    named = "device" if device else "$TUNEBENCH_DEVICE" if os.environ.get("TUNEBENCH_DEVICE") else None
+    named = "device" if device else "$TUNEBENCH_DEVICE" if _named_device() else None
     device = Path(device).stem if device else this_device()
     if named and not (records_dir / f"{device}.json").exists():
         _warn_unknown(named, device, records_dir)
@@ -630,7 +635,7 @@ def _context(records: str | Path | None, suites: str | Path | None, device: str 
     ($TUNEBENCH_DEVICE, the thread count) and, where nothing else says where the project is or a
     relative path says it from there, the working directory."""
     root = os.environ.get("TUNEBENCH_ROOT")
-    named = (os.environ.get("TUNEBENCH_DEVICE"), *_threads()) if device is None else None
+    named = (_named_device(), *_threads()) if device is None else None
     given = [p for p in (records, suites, root) if p]
     if (records is not None or root) and all(Path(p).is_absolute() for p in given):
         return root, named, None
