@@ -89,7 +89,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             sys.path.insert(0, str(path.parent))
-            _IMPORTING.add(name)
+            _IMPORTING[name] = str(path.parent)
             try:
                 spec.loader.exec_module(module)
             except Exception as e:  # noqa: BLE001 - any error in a suite is reported with its file
@@ -99,8 +99,8 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
                 failed.append(f"{path}: {type(e).__name__}: {e}")
                 continue
             finally:
-                _IMPORTING.discard(name)
-                sys.path.remove(str(path.parent))
+                if _IMPORTING.pop(name, None) is not None:  # a child forked meanwhile took its entry out
+                    sys.path.remove(str(path.parent))
         found = list(dict.fromkeys(v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)))
         first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
         if first is not None:  # as pytest refuses it: which would the records and the framework follow?
@@ -116,7 +116,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
 
 #: Suite modules being executed now. A child forked meanwhile drops them: it would take the
 #: half-run module in ``sys.modules`` for the suite, and answer without its declaration for good.
-_IMPORTING: set[str] = set()
+_IMPORTING: dict[str, str] = {}  # module name -> the folder put first on the import path for it
 
 
 class SuiteImportWarning(UserWarning):
@@ -517,8 +517,9 @@ def _fresh_locks() -> None:
     them, and every lookup there waited forever."""
     global _SUITES_LOCK, _FAST_LOCK
     _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
-    for name in _IMPORTING:  # the importing thread is not in the child: import them again there
+    for name, folder in _IMPORTING.items():  # the importing thread is not in the child: import them again there
         sys.modules.pop(name, None)
+        sys.path.remove(folder)
     _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
