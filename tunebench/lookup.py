@@ -766,7 +766,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     kept = final is not None and final == judged  # the round kept the heuristic of its day
     retold = final is not None and variant is not None and judged != dict(zip(bucket.shapes, baseline))
     if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
-        unconfirmed = (f"the final round's pick [{config_text(dict(key))}] is no longer in the space, and no final "
+        unconfirmed = (f"the final round's pick [{config_text(_declared(variant, key))}] is no longer in the space, and no final "
                        f"round judged another config, so no other is served; "
                        f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
         final, order = None, []
@@ -784,7 +784,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         then = ("tunes it again" if judged else "on a quieter machine measures the round again" if busy else
                 "resumes the tune" if task else "tunes it")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
-                       f"[{config_text(dict(order[0]))}]{by} is not served; "
+                       f"[{config_text(_declared(variant, order[0]))}]{by} is not served; "
                        f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` {then}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
@@ -812,7 +812,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
         fits = [k for k in served if _fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
-            f"the bucket's best [{config_text(dict(adopt[0]))}] does not satisfy the constraints for {shape}: "
+            f"the bucket's best [{config_text(_declared(variant, adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fits else "the heuristic instead")))))
         choice.reason = (f"no recorded config {'faster than it' if choice.baseline_ms else 'that ran to the end'} "
                          f"satisfies the constraints for {shape}")
@@ -909,6 +909,14 @@ def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
     ``shape``, in octaves summed over dims: without the declaration, the heuristic is known only
     where it was recorded."""
     return min(baseline, key=lambda b: sum(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, b["shape"])))
+
+
+def _declared(variant: Variant | None, key: tuple) -> dict:
+    """A recorded config's key (its params sorted) as a config in the space's order, as the gate
+    and the summary print it; params the space no longer has last."""
+    config = dict(key)
+    names = variant.space.names if variant is not None else ()
+    return {**{n: config[n] for n in names if n in config}, **config}
 
 
 def _in_space(variant: Variant | None, ranked: dict) -> dict:
