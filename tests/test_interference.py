@@ -2,6 +2,7 @@
 does with a disturbed measurement."""
 
 import ctypes
+import json
 import multiprocessing
 import random
 import subprocess
@@ -189,6 +190,9 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
                                  "says by what (a busy machine, or samples that changed speed while the machine "
                                  "looked quiet)*"])
     assert said(result, "stopped: the machine is busy") == 1
+    rows = [line.split() for line in result.stdout.lines if line.startswith("axpb ")]
+    (path,) = (root / "records").glob("*.json")  # every trial was measured by this run: the summary counts each
+    assert sum(int(row[4]) for row in rows) == len(json.loads(path.read_text())["trials"]), rows
 
 
 #: Spins ``threads`` OpenMP threads (a serial loop where it is 1) for ``seconds``.

@@ -222,6 +222,7 @@ class Task:
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
         self.busy: str | None = None  # why the task stopped on a busy machine
+        self.stopped_new = 0  # trials recorded by the measurement that stopped the task, in no outcome
         self.declaration = kernel.declaration(variant, dtype)
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
@@ -575,6 +576,7 @@ class Task:
         self.strikes = self.strikes + 1 if doc.get("verdict") == "disturbed" else 0
         if self.strikes >= (1 if t.busy else BUSY_STRIKES):
             t.store.add(doc)
+            self.stopped_new += 1  # recorded, and counted as measured now, though no outcome holds it
             raise MachineBusy(stopped(doc, self.strikes, result["retries"]))
         return doc
 
@@ -639,7 +641,7 @@ class Task:
         return {
             "kernel": self.kernel.name, "bucket": self.bucket.name, "dtype": self.dtype,
             "configs": len(outcomes),
-            "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0),
+            "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0) + self.stopped_new,
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
             "pruned": sum(o.status == "pruned_resources" for o in outcomes),
