@@ -336,7 +336,7 @@ def test_best_says_why_a_bucket_has_nothing_to_serve_after_a_param_or_the_bucket
     suite.write_text(original.replace('"pad"', '"padding"'))
     renamed = best_json(root)
     assert renamed["source"] == "heuristic" and re.match(
-        r"the final round's pick \[pad:\d reps:1\] is no longer in the space", renamed["reason"]), renamed["reason"]
+        r"the final round's pick \[reps:1 pad:\d\] is no longer in the space", renamed["reason"]), renamed["reason"]
     template = root / "twice.c"
     template.write_text(template.read_text() + "/* the param renamed here too */\n")
     rewritten = best_json(root)  # it said "nothing is recorded for this bucket"
