@@ -563,7 +563,7 @@ def test_a_suite_that_fails_to_import_fails_the_check_alone_and_the_others_are_c
 def test_a_compiler_kept_from_writing_fails_the_check_saying_so_not_with_a_traceback():
     from tunebench.compile_check import _compile
 
-    full = ["sh", "-c", "echo 'cc1: error writing to /tmp/ccQx1.s: No space left on device' >&2; exit 1", "{src}",
-            "{out}"]
+    full = ["sh", "-c", "echo 'k.c:1:1: fatal error: error writing to /tmp/ccQx1.s: No space left on device' >&2; "
+            "exit 1", "{src}", "{out}"]
     error, found = _compile(full, "int f;", ".c", "k.c", None)
-    assert error.startswith("sh could not write its files (No space left on device: ") and found == {}
+    assert error.startswith("sh could not read or write its files (No space left on device: ") and found == {}

@@ -161,10 +161,11 @@ def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile
     """A full TMPDIR's "No space left on device" was cached as the heuristic's compile error: the
     task stopped on every later run, --tune-fresh and --tune-retry-failed alike."""
     cache = BuildCache(tmp_path)
-    full = ["sh", "-c", "echo 'cc1: error writing to /tmp/ccQx1.s: No space left on device' >&2; exit 1",
-            "{src}", "{out}"]
-    with pytest.raises(BuildEnvironmentError, match=r"^sh could not write its files \(No space left on device: "
-                                                    r"cc1: error writing to /tmp/ccQx1.s: No space left on device\)"):
+    full = ["sh", "-c", "echo 'big.c:3000:1: fatal error: error writing to /tmp/ccQx1.s: No space left on device' >&2;"
+            " exit 1", "{src}", "{out}"]  # gcc's words, at the source's last line
+    with pytest.raises(BuildEnvironmentError, match=r"^sh could not read or write its files \(No space left on "
+                                                    r"device: big.c:3000:1: fatal error: error writing to "
+                                                    r"/tmp/ccQx1.s: No space left on device\)"):
         cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(full, src, out))
     assert not list(tmp_path.glob("*.err")) and not list(tmp_path.glob("*.so*"))
     (err,) = [p.with_suffix(".err") for p in tmp_path.glob("k-*.c")]
@@ -172,9 +173,10 @@ def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile
     path, _, cached = cache.get("k", "int f;", "t", (".c", ".so"),
                                 lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
     assert path.exists() and not cached
-    oom = ["sh", "-c", "echo 'gcc: fatal error: Killed signal terminated program cc1' >&2; exit 1", "{src}", "{out}"]
-    with pytest.raises(CompilerKilled, match=r"sh was killed \(gcc: fatal error: Killed signal terminated program "
-                                             r"cc1\) while compiling"):  # the driver exits 1 where cc1 is killed
+    oom = ["sh", "-c", "echo 'x86_64-conda-linux-gnu-gcc: fatal error: Killed signal terminated program cc1' >&2; "
+           "exit 1", "{src}", "{out}"]
+    with pytest.raises(CompilerKilled, match=r"sh was killed \(x86_64-conda-linux-gnu-gcc: fatal error: Killed "
+                                             r"signal terminated program cc1\) while compiling"):  # the driver exits 1
         cache.get("k", "int g;", "t", (".c", ".so"), lambda src, out: run_compiler(oom, src, out))
     assert list(tmp_path.glob("*.err")) == [err]  # the one written above alone
 
@@ -201,7 +203,10 @@ def test_a_user_without_a_home_gets_a_compile_cache_of_its_own_in_the_temp_folde
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     found = default_root()
     assert found == tmp_path / f"tunebench-cache-{os.getuid()}" and found.stat().st_mode & 0o777 == 0o700
-    found.chmod(0o777)  # as one another user made for everyone
+    found.chmod(0o755)  # as an earlier tunebench made it: closed to the others now
+    assert default_root() == found and found.stat().st_mode & 0o777 == 0o700
+    found.rmdir()
+    found.symlink_to(tmp_path)  # what another user could put there
     with pytest.raises(BuildEnvironmentError, match="is not a folder of this user's alone"):
         default_root()
 
@@ -215,7 +220,8 @@ def test_a_compiler_that_is_not_there_says_so_itself(tmp_path):
 
 def test_a_templates_own_error_text_is_a_compile_error_whatever_its_words(tmp_path):
     """An #error saying "Permission denied" stopped the task as the machine's failure."""
-    said = ["sh", "-c", "echo 'k.c:2:2: error: #error TILE too large: Permission denied' >&2; exit 1", "{src}", "{out}"]
+    said = ["sh", "-c", "echo 'k.c:2:2: error: #error TILE too large: Permission denied; No space left on device' >&2; "
+            "exit 1", "{src}", "{out}"]
     with pytest.raises(CompileError, match="TILE too large: Permission denied"):
         BuildCache(tmp_path).get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(said, src, out))
 

@@ -38,12 +38,20 @@ def default_root() -> Path:
 
 def _own_folder(path: Path) -> Path:
     """``path``, a folder of this user's alone: in a shared temp folder another user could make it
-    first and plant libraries under the names the cache loads."""
-    path.mkdir(mode=0o700, exist_ok=True)
-    found = os.lstat(path)
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
-        raise BuildEnvironmentError(f"{path} is not a folder of this user's alone, so no compile cache goes there: "
+    first and plant libraries under the names the cache loads. One this user made before (an
+    earlier tunebench, with the umask's mode) is closed to the others."""
+    refused = BuildEnvironmentError(f"{path} is not a folder of this user's alone, so no compile cache goes there: "
                                     f"set TUNEBENCH_CACHE (or HOME) to one")
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        found = os.lstat(path)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            raise refused
+        if found.st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError as e:
+        raise BuildEnvironmentError(f"{path}: a compile cache cannot be made there ({e.strerror or e}): set "
+                                    f"TUNEBENCH_CACHE (or HOME) to a folder of this user's") from None
     return path
 
 
@@ -65,17 +73,23 @@ class CompilerKilled(RuntimeError):
     candidate, so nothing is cached, and a later run compiles it again."""
 
 
-#: A line a compiler's own tools print (``cc1: ...``, ``/usr/bin/ld: ...``), not one placed in
-#: the source (``k.c:3:1: ...``), whose words a template's #error could hold.
-_TOOL = r"^(?:\S*/)?(?:cc1(?:plus)?|gcc|g\+\+|cc|c\+\+|clang(?:\+\+)?(?:-\d+)?|as|ld|collect2|nvcc|cicc|ptxas|nvlink|fatbinary)(?:-\d+)?: [^\n]*?"
 #: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error,
 #: and a driver's words where the signal killed its compiler proper (gcc then exits 1).
-_KILLED_CACHED = re.compile(rf"exited -\d+\s*\Z|{_TOOL}(?:Killed signal terminated program|terminated program \S+ signal)",
-                            re.MULTILINE)
-#: A compiler's tools' words where the machine kept them from writing their files: no verdict on
+_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z|Killed signal terminated program|terminated program \S+ signal")
+#: A compiler's words where the machine kept it from reading or writing its files: no verdict on
 #: the source (and none that an earlier tunebench cached as its compile error holds).
-_ENVIRONMENT = re.compile(rf"{_TOOL}(No space left on device|Disk quota exceeded|Read-only file system|"
-                          rf"Permission denied|Too many open files|cannot create temporary file)", re.MULTILINE)
+_ENVIRONMENT = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
+                          r"Too many open files|cannot create temporary file")
+#: A line that quotes the template's own ``#error`` or ``#warning``: its words are the author's.
+_QUOTED = re.compile(r"#\s*(?:error|warning)\b")
+
+
+def _machine(pattern: re.Pattern, said: str) -> re.Match | None:
+    """``pattern`` in what a compiler said, outside the lines quoting the template's own
+    ``#error`` (gcc places its own failures at the source's line too: ``k.c:3000:1: fatal error:
+    error writing to /tmp/ccX.s: No space left on device``)."""
+    return next(filter(None, (pattern.search(line) for line in said.splitlines() if not _QUOTED.search(line))),
+                None)
 
 
 def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
@@ -83,16 +97,17 @@ def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
     else what it said; :class:`CompilerKilled` where a signal ended it."""
     proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
     said = proc.stderr or proc.stdout
-    if proc.returncode < 0 or (proc.returncode and _KILLED_CACHED.search(said)):
-        how = f"by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"({excerpt(said, 1)})"
+    killed = _machine(_KILLED_CACHED, said) if proc.returncode > 0 else None
+    if proc.returncode < 0 or killed:
+        how = f"by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"({killed.string.strip()})"
         raise CompilerKilled(f"{command[0]} was killed {how} while compiling (Ctrl-C, or out of memory): no "
                              f"verdict on the candidate, and nothing is cached")
-    found = _ENVIRONMENT.search(said) if proc.returncode else None
+    found = _machine(_ENVIRONMENT, said) if proc.returncode else None
     if found:
         raise BuildEnvironmentError(
-            f"{command[0]} could not write its files ({found.group(1)}: {found.group(0)}): no candidate can be "
-            f"built, and nothing is cached or recorded; free space or fix the permissions where it writes (TMPDIR, "
-            f"now {tempfile.gettempdir()}, and the build folder, {src.parent}) and tune again")
+            f"{command[0]} could not read or write its files ({found.group(0)}: {found.string.strip()}): no "
+            f"candidate can be built, and nothing is cached or recorded; free space or fix the permissions where it "
+            f"works (TMPDIR, now {tempfile.gettempdir()}, and the build folder, {src.parent}) and tune again")
     return None if proc.returncode == 0 else said or f"{command[0]} exited {proc.returncode}"
 
 
@@ -118,9 +133,11 @@ class BuildCache:
         if out.exists():
             self.reused += 1
             return out, 0.0, True
-        if err.exists() and not (_KILLED_CACHED.search(err.read_text()) or _ENVIRONMENT.search(err.read_text())):
+        with self._writing():
+            cached = err.read_text() if err.exists() else None
+        if cached is not None and not (_machine(_KILLED_CACHED, cached) or _machine(_ENVIRONMENT, cached)):
             self.reused += 1
-            raise CompileError(err.read_text(), cached=True)
+            raise CompileError(cached, cached=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
         with self._writing():
