@@ -947,6 +947,10 @@ def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):
      "#ifdef vec\n#define vec_twice (2 * vec)\n#else\n#define vec 8\n#endif\n#ifdef vec\n#define unroll 9\n#endif\n",
      "axpb.c line 15 #defines param 'unroll' after"),
     ("#ifndef vec\n#else\n#define vec 4\n#endif\n", "axpb.c line 3 #defines param 'vec' after"),  # taken where it is
+    ("#undef vec\n#ifndef vec\n#define vec 8\n#endif\n",
+     "axpb.c line 3 #defines param 'vec' after tunebench's #define of it and an #undef of it"),
+    ("#ifdef vec\n#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n#define vec 256\n#else\n#define vec 128\n"
+     "#endif\n#if (0)\n#define unroll 2\n#endif\n", None),  # a per-architecture default
     ("#define unroll 4\n// tunebench: params\n#if !defined(vec)\n#define vec 2\n#endif\nvoid axpb(void) {}\n", None),
     ("#ifndef vec\n#define HALF 8\n#define vec (2 * HALF)\n#endif\n#ifndef unroll\n#ifdef __GNUC__\n#define unroll 8\n"
      "#else\n#define unroll 4\n#endif\n#endif\n#if defined(FOO)\n#elif !defined (vec)\n#define vec 4\n#endif\n"

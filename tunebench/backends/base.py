@@ -223,14 +223,16 @@ _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 
 def overridden(variant: Variant, params: Sequence[str]) -> str | None:
     """Where the template #defines a param after tunebench's #define of it, outside a branch that
-    only a missing param takes (``#ifndef P``, ``#if !defined(P)``, the ``#else`` of ``#ifdef P``)
-    or ``#if 0``: every config then builds the same code, and the tune measures noise; gcc only
-    warns of it (None where none does)."""
+    only a missing param takes (``#ifndef P``, ``#if !defined(P)``, a branch after ``#ifdef P``)
+    or ``#if 0``, or after an ``#undef`` of it: every config then builds the same code, and the
+    tune measures noise; gcc only warns of it (None where none does)."""
     text = variant.template
     marker = PARAMS_HERE.search(text)
     after = text.count("\n", 0, marker.end()) if marker else 0  # lines before the params' defines
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # comments out, the lines kept
-    file, number, branches = variant.path.name, 0, []  # the conditions of the branches the line is in
+    file, number = variant.path.name, 0
+    frames: list[list[str]] = []  # per open #if: its branches' conditions so far, the current one last
+    undone: set[str] = set()  # params #undef-ed after their #define
     for index, line in enumerate(code.split("\n")):
         number += 1
         mark = _LINE.match(line + "\n")
@@ -240,32 +242,47 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
         found = _DIRECTIVE.match(line)
         if not found:
             continue
-        directive, rest = found.group(1), re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", found.group(2))
-        rest = re.sub(r"\s+", "", rest)
+        directive = found.group(1)
+        condition = re.sub(r"\s+", "", re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", found.group(2)))
+        name = (re.match(r"\w+", found.group(2)) or [None])[0]
         if directive in ("if", "ifdef", "ifndef"):
-            branches.append({"if": rest, "ifdef": f"defined({rest})", "ifndef": f"!defined({rest})"}[directive])
-        elif directive == "elif" and branches:
-            branches[-1] = rest
-        elif directive == "else" and branches:
-            branches[-1] = f"!({branches[-1]})"
-        elif directive == "endif" and branches:
-            branches.pop()
-        elif directive == "define" and index >= after:
-            name = re.match(r"\w+", found.group(2))
-            param = name.group(0) if name else None
-            if param in params and not any(_only_without(b, param) for b in branches):
-                return (f"{file} line {number} #defines param {param!r} after tunebench's #define of it, so every "
-                        f"config builds the same code: put it under #ifndef {param} (a default the param "
-                        f"overrides), or drop it")
+            frames.append([{"if": condition, "ifdef": f"defined({condition})",
+                            "ifndef": f"!defined({condition})"}[directive]])
+        elif directive in ("elif", "else") and frames:
+            frames[-1].append(condition if directive == "elif" else "")
+        elif directive == "endif" and frames:
+            frames.pop()
+        elif directive == "undef" and index >= after and name in params:
+            undone.add(name)
+        elif directive == "define" and index >= after and name in params and (
+                name in undone or not any(_only_without(frame, name) for frame in frames)):
+            return (f"{file} line {number} #defines param {name!r} after tunebench's #define of it"
+                    + (" and an #undef of it" if name in undone else "") + ", so every config builds the same "
+                    f"code: put it under #ifndef {name} (a default the param overrides), or drop it")
     return None
 
 
-def _only_without(branch: str, param: str) -> bool:
-    """Whether a branch's condition (spaces out, ``defined(P)`` spelt so) is one for a missing
-    ``param``, or never holds: ``0``, the ``#else`` of ``defined(P)``, or one that reads
-    ``!defined(P)`` (not negated whole: a refusal on a condition it cannot judge would stop a
-    valid suite)."""
-    return branch in ("0", f"!(defined({param}))") or (f"!defined({param})" in branch and not branch.startswith("!("))
+def _only_without(branches: list[str], param: str) -> bool:
+    """Whether the current branch of an #if (its conditions, spaces out, ``defined(P)`` spelt so,
+    the current last) is taken only where ``param`` is not #defined, or never: ``0``, one that
+    reads ``!defined(P)`` (not negated whole: a refusal on a condition it cannot judge would stop
+    a valid suite), or one after a branch of ``defined(P)``."""
+    current = _bare(branches[-1]) if branches[-1] != "" else None
+    if current == "0" or (current and f"!defined({param})" in current and not current.startswith("!(")):
+        return True
+    return f"defined({param})" in (_bare(b) for b in branches[:-1])
+
+
+def _bare(condition: str) -> str:
+    """A condition without the parentheses around the whole of it: ``(0)`` is ``0``."""
+    while condition.startswith("(") and condition.endswith(")"):
+        depth = 0
+        for i, c in enumerate(condition):
+            depth += (c == "(") - (c == ")")
+            if depth == 0 and i < len(condition) - 1:
+                return condition  # (a)&&(b): the first closes before the end
+        condition = condition[1:-1]
+    return condition
 
 
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
