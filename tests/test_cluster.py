@@ -128,10 +128,21 @@ def test_a_device_gets_the_helper_packages_and_include_folders_a_local_build_rea
     from tunebench.kernel import REGISTRY
 
     (incremented / "kernels" / "up").symlink_to(incremented)  # a link back up: not followed
+    (incremented / "shared").mkdir()
+    (incremented / "shared" / "util.h").write_text("#define TWO 2\n")
+    (incremented / "kernels" / "common").symlink_to(incremented / "shared")  # a link aside: followed
+    (incremented / "suites" / "lib" / "defs.py").write_text(INC_SUITE.replace('"inc_cluster"', '"from_helper"').replace(
+        "inc = ", "helper = ").replace('"../', '"../../').replace('"-I../', '"-I../../').replace(
+        "from lib.shapes", "from .shapes"))  # a helper module declares it, the test module pytest collects imports it
+    (incremented / "suites" / "test_helper.py").write_text("from lib.defs import helper\n")
+    load_suites(incremented / "suites", [])
+    REGISTRY["from_helper"].collected_from = incremented / "suites" / "test_helper.py"  # as collection sets it
     files = project_files(incremented)
-    assert {"include/common.h", "kernels/inc.c", "suites/lib/shapes.py", "suites/test_inc.py"} <= set(files)
+    assert {"include/common.h", "kernels/inc.c", "kernels/common/util.h", "suites/lib/shapes.py",
+            "suites/test_inc.py"} <= set(files)
     assert not any(f.startswith(("suites/env/", "kernels/up/")) for f in files)
-    assert suite_files(incremented) == ["suites/test_inc.py"]  # not the test module beside it that declares none
+    # the modules pytest collects the kernels from, not the test module beside them that declares none
+    assert suite_files(incremented) == ["suites/test_helper.py", "suites/test_inc.py"]
     failed = Device("cpu", 10.0, None).load(files, suite_files(incremented))  # as a device does, in a folder of its own
     assert failed == {}
     device_copy = REGISTRY["inc_cluster"]

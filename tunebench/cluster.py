@@ -53,6 +53,8 @@ def project_files(root: Path) -> dict[str, str]:
             relative = folder.resolve().relative_to(root.resolve())
         except ValueError:
             continue  # outside the project: a device cannot place it
+        if not folder.is_dir():  # an -I folder that is not there: the build says what it misses
+            continue
         for path in _code(folder):
             name = str(relative / path.relative_to(folder))
             if name in found:  # a folder inside another one sent
@@ -72,21 +74,25 @@ def project_files(root: Path) -> dict[str, str]:
 
 def suite_files(root: Path) -> list[str]:
     """The declared kernels' suites, by path relative to ``root``: what a device imports (not
-    every test module of the folders it gets)."""
+    every test module of the folders it gets); the module pytest collected each from, where it
+    did (a helper module beside it may declare it), as the path reaches it."""
     found = set()
     for kernel in REGISTRY.values():
-        if kernel.declared_in is not None and kernel.declared_in.resolve().is_relative_to(root.resolve()):
-            found.add(str(kernel.declared_in.resolve().relative_to(root.resolve())))
+        module = kernel.collected_from or kernel.declared_in
+        if module is not None and Path(os.path.abspath(module)).is_relative_to(os.path.abspath(root)):
+            found.add(os.path.relpath(os.path.abspath(module), os.path.abspath(root)))
     return sorted(found)
 
 
-def _code(folder: Path):
-    """The files under ``folder`` worth sending, its subfolders' too."""
+def _code(folder: Path, seen: frozenset = frozenset()):
+    """The files under ``folder`` worth sending, its subfolders' too (a linked one as well, but
+    not one leading back to a folder on the way: a loop)."""
+    seen = seen | {folder.resolve()}
     for path in sorted(folder.iterdir()):
         if path.is_dir():
-            if not (path.is_symlink() or path.name.startswith(".") or path.name == "__pycache__"
-                    or (path / "pyvenv.cfg").exists()):  # a linked folder may lead back up: not followed
-                yield from _code(path)
+            if not (path.resolve() in seen or any(s.is_relative_to(path.resolve()) for s in seen)
+                    or path.name.startswith(".") or path.name == "__pycache__" or (path / "pyvenv.cfg").exists()):
+                yield from _code(path, seen)
         elif path.is_file() and path.suffix != ".pyc" and path.stat().st_size <= MAX_FILE_BYTES:
             yield path
 
@@ -112,6 +118,10 @@ class Device:
             (root / relative).write_text(text)
         failed: list[str] = []
         for suite in suites:
+            if not (root / suite).is_file():  # outside the folders sent: said, not skipped
+                failed.append(f"{root / suite}: FileNotFoundError: not among the files sent (its folder is no "
+                              f"suite's, template's or -I folder)")
+                continue
             load_suites(root / suite, failed)
         return {error.split(":", 1)[0][len(str(root)) + 1:]: error.replace(f"{root}/", "") for error in failed}
 

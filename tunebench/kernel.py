@@ -395,6 +395,9 @@ class Kernel:
         #: line, where its items' skips are reported.
         self.declared_in = Path(declared_in).resolve() if declared_in else None
         self.declared_line = caller.f_lineno
+        #: The test module pytest collected the kernel from (set at collection): the file that
+        #: imports it where a helper module beside it declares it.
+        self.collected_from: Path | None = None
         origin = self.declared_in.parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         arch = [f for f in getattr(given.get("cuda"), "flags", ()) if f.split("=")[0] in ARCH_FLAGS]

@@ -215,6 +215,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     if first is not None:
         raise KernelError(declared_twice(obj.name, where))
     seen[obj.name] = obj, collector.nodeid
+    obj.collected_from = Path(collector.path)
     return Suite.from_parent(collector, name=obj.name, kernel=obj)
 
 
