@@ -253,4 +253,4 @@ def test_report_reads_the_suites_where_they_are_not_the_projects_suites_folder(p
     assert "no declaration of axpb" not in (root / "r" / "report.md").read_text()
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--suites", "opz"]) == 2
-    assert capsys.readouterr().err == "tunebench report: --suites opz: no such folder\n"
+    assert capsys.readouterr().err == "tunebench report: --suites opz: no such folder or file\n"

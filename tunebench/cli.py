@@ -170,8 +170,8 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     try:
         records, suites = project(args.records, args.suites)  # the project's, from a subfolder too, as best finds it
-        if args.suites is not None and not Path(args.suites).is_dir():  # a typo only adds notes: said instead
-            raise FileNotFoundError(f"--suites {args.suites}: no such folder")
+        if args.suites is not None and not Path(args.suites).exists():  # a typo only adds notes: said instead
+            raise FileNotFoundError(f"--suites {args.suites}: no such folder or file")
         written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites)
     except FileNotFoundError as e:
         print(f"tunebench report: {e}", file=sys.stderr)

@@ -80,7 +80,8 @@ def rootdir(start: Path) -> Path | None:
     nearest with a pyproject.toml, else with a setup.py; None where there is none. A monorepo's
     pytest.ini above a project's own pyproject.toml is its root: lookups looked beside the
     pyproject.toml, and served nothing the tune had recorded. Kept per folder for the process
-    (a lookup of each new shape asks it: reading the files took 0.4 ms)."""
+    (a lookup of each new shape asks it: reading the files took 0.4 ms): a pytest configuration
+    added while a process runs is seen by the next process."""
     chain = (start, *start.parents)
     return (next((d for d in chain if any(_configures_pytest(d / f) for f in INI_FILES)), None)
             or next((d for d in chain if (d / "pyproject.toml").is_file()), None)

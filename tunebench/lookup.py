@@ -21,6 +21,7 @@ records file changes, so that a framework may ask per launch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -519,7 +520,8 @@ def _fresh_locks() -> None:
     _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
     for name, folder in _IMPORTING.items():  # the importing thread is not in the child: import them again there
         sys.modules.pop(name, None)
-        sys.path.remove(folder)
+        with contextlib.suppress(ValueError):  # a suite that took its folder off the path itself
+            sys.path.remove(folder)
     _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
@@ -824,10 +826,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.note = "; ".join(filter(None, (choice.note, _unchecked(name, suites_dir, shape))))
         warnings.warn(_unchecked(name, suites_dir, shape), SuiteImportWarning, stacklevel=_caller())
     if adopt:
-        config = dict(adopt[0])
-        names = variant.space.names if variant else list(task["baseline"][0]["config"]) if task else []
-        if set(config) == set(names):  # in the order the params are declared
-            config = {n: config[n] for n in names}
+        config = _declared(variant, adopt[0], list(task["baseline"][0]["config"]) if task else [])
         choice.config, choice.source, choice.reason = config, "tuned", None
         choice.objective_ms = confirmed[0] if confirmed else ranked.get(adopt[0])
         if retold and confirmed:
@@ -911,11 +910,11 @@ def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
     return min(baseline, key=lambda b: sum(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, b["shape"])))
 
 
-def _declared(variant: Variant | None, key: tuple) -> dict:
-    """A recorded config's key (its params sorted) as a config in the space's order, as the gate
-    and the summary print it; params the space no longer has last."""
+def _declared(variant: Variant | None, key: tuple, names: Sequence[str] = ()) -> dict:
+    """A recorded config's key (its params sorted) as a config in the space's order (``names``
+    without a declaration), as the gate and the summary print it; params it no longer has last."""
     config = dict(key)
-    names = variant.space.names if variant is not None else ()
+    names = variant.space.names if variant is not None else names
     return {**{n: config[n] for n in names if n in config}, **config}
 
 
