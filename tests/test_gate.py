@@ -272,5 +272,8 @@ def test_a_heuristic_made_faster_since_a_round_that_kept_the_old_one_passes(twic
     assert [c for c in TinyDB(path).table("checks").all() if c["kind"] == "tune"][-1]["winner"] is None
     suite.write_text(suite.read_text().replace('heuristic=lambda shape: {"reps": 4, "pad": 0}',
                                                'heuristic=lambda shape: {"reps": 1, "pad": 0}'))
-    result = pytester.runpytest("suites", *GATE, "-k", "small")
+    result = pytester.runpytest("suites", *GATE, "-k", "small", "-rA")
     result.assert_outcomes(passed=1)
+    assert "whose final round kept the old one: best() serves today's, so there is no other config to measure it " \
+           "against" in result.stdout.str()
+    assert "the best is measured against today's" not in result.stdout.str()

@@ -233,7 +233,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         retold = shape in rules and rules[shape] != baseline
-        if retold:  # the tuning-time ratios were measured against the rule of the tune's day
+        if retold and best[shape] == baseline:  # the round kept the rule of its day: best() serves today's
+            result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
+                                f"[{config_text(baseline)}]), whose final round kept the old one: best() serves "
+                                f"today's, so there is no other config to measure it against; "
+                                f"`{kernel.tune_command(store.path.parent)}` tunes against it")
+        elif retold:  # the tuning-time ratios were measured against the rule of the tune's day
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
                                 f"[{config_text(baseline)}]): the best is measured against today's, and not "
                                 f"against the tuning-time ratios; `{kernel.tune_command(store.path.parent)}` tunes against it")
