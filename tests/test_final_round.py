@@ -284,8 +284,8 @@ def test_a_heuristics_trial_other_load_disturbed_is_no_reference_for_the_finalis
     from tunebench.session import Outcome
     clean = {"status": "ok", "verdict": "clean", "stats": {"median": 1.0}}
     busy = {**clean, "verdict": "disturbed", "stats": {"median": 3.0}}
-    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): clean}, 0).clean_times == {(8,): 1.0, (16,): 1.0}
-    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): busy}, 0).clean_times is None
+    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): clean}).clean_times == {(8,): 1.0, (16,): 1.0}
+    assert Outcome({(8,): {}, (16,): {}}, {(8,): clean, (16,): busy}).clean_times is None
 
 
 def test_an_unconfirmed_time_is_marked_in_the_summary_where_there_is_no_speedup_to_mark():

@@ -463,7 +463,7 @@ def test_a_config_stopped_early_on_one_shape_may_still_lead_the_bucket_and_reach
     def outcome(statuses_ms):
         trials = {s: {"status": st, "stats": {"median": ms}, "verdict": "clean"}
                   for s, (st, ms) in zip(bucket.shapes, statuses_ms)}
-        return Outcome(configs={s: {} for s in bucket.shapes}, trials=trials, new=1)
+        return Outcome(configs={s: {} for s in bucket.shapes}, trials=trials)
 
     task.baseline = outcome([("ok", 1.0), ("ok", 1.0)])
     task.outcomes[("a",)] = outcome([("ok", 0.98), ("ok", 0.99)])

@@ -97,7 +97,6 @@ class Outcome:
 
     configs: dict[tuple, dict]  # shape -> config
     trials: dict[tuple, dict]  # shape -> record
-    new: int  # trials measured in this run (the rest came from the records)
 
     @property
     def status(self) -> str:
@@ -222,7 +221,7 @@ class Task:
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
         self.busy: str | None = None  # why the task stopped on a busy machine
-        self.stopped_new = 0  # trials recorded by the measurement that stopped the task, in no outcome
+        self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.declaration = kernel.declaration(variant, dtype)
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
@@ -526,7 +525,7 @@ class Task:
 
     # -- one config on every shape ------------------------------------------------------------
     def _evaluate(self, configs: Mapping[tuple, dict]) -> Outcome:
-        trials, new = {}, 0
+        trials = {}
         for shape, config in configs.items():
             t = self.tuner
             doc = self._reusable(config, shape)
@@ -537,9 +536,9 @@ class Task:
                 doc = self._measure(config, shape)
                 t.store.add(doc)
                 t.measured.add((self.label, shape, config_key(config)))
-                new += 1
+                self.new += 1
             trials[shape] = doc
-        return Outcome(dict(configs), trials, new)
+        return Outcome(dict(configs), trials)
 
     def _reusable(self, config: dict, shape: tuple) -> dict | None:
         """The recorded trial of this config on this shape, where it may stand for a measurement:
@@ -576,7 +575,7 @@ class Task:
         self.strikes = self.strikes + 1 if doc.get("verdict") == "disturbed" else 0
         if self.strikes >= (1 if t.busy else BUSY_STRIKES):
             t.store.add(doc)
-            self.stopped_new += 1  # recorded, and counted as measured now, though no outcome holds it
+            self.new += 1  # recorded, and measured now, though no outcome holds it
             raise MachineBusy(stopped(doc, self.strikes, result["retries"]))
         return doc
 
@@ -641,7 +640,7 @@ class Task:
         return {
             "kernel": self.kernel.name, "bucket": self.bucket.name, "dtype": self.dtype,
             "configs": len(outcomes),
-            "new": sum(o.new for o in outcomes) + (self.baseline.new if self.baseline else 0) + self.stopped_new,
+            "new": self.new,
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
             "pruned": sum(o.status == "pruned_resources" for o in outcomes),
