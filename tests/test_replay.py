@@ -470,3 +470,32 @@ def test_a_config_stopped_early_on_one_shape_may_still_lead_the_bucket_and_reach
     task.outcomes[("b",)] = outcome([("early_stopped", 1.04), ("ok", 0.40)])  # slower on one, 2.5x on the other
     task.outcomes[("c",)] = outcome([("wrong_result", 1.0), ("ok", 0.1)])
     assert [k for _, k, _ in task.ranked()] == [("b",), ("a",), None]
+
+
+def test_best_on_records_a_replayed_tune_made_serves_its_final_rounds_pick(pytester):
+    """The replay device's target is "replay", its tasks' the one they were tuned on: best(),
+    the export and the report found no final round, and served the heuristic as unconfirmed,
+    where the tune's summary and the gate said the pick led by 1.38x."""
+    import shutil
+    from pathlib import Path
+
+    import tunebench
+    from tinydb import TinyDB
+
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("suites", "kernels"):
+        shutil.copytree(root / folder, pytester.path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    replayed = pytester.path / "replayed"
+    assert pytester.runpytest("suites/test_row_reduce.py", "--tune", "-k", "few_rows", "-p", "no:cacheprovider",
+                              "--tune-target", f"replay:{root / 'records' / 'cpu-amd-epyc-f26m2-2t-506d4e.json'}",
+                              "--tune-records", str(replayed)).ret == 0
+    (path,) = replayed.glob("*.json")
+    check = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "tune"][-1]
+    kernel = tunebench.kernel.REGISTRY["row_reduce"]
+    choice = tunebench.lookup(kernel, (4, 262144), path.stem, records=replayed)
+    assert choice.config == check["shapes"][0]["best"] and "no final round" not in (choice.reason or "")
+    from tunebench.export import collect
+
+    exported = collect(path.stem, replayed, pytester.path / "suites")["kernels"]["row_reduce"]
+    assert next(b for b in exported["float32"]["buckets"] if b["name"] == "few_rows")["config"] == choice.config

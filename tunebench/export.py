@@ -32,7 +32,7 @@ from tunebench import __version__
 from tunebench.backends import TARGETS
 from tunebench.c_constraint import C_HELPERS, OK, NoCForm, c_form
 from tunebench.device import describe
-from tunebench.lookup import load_suites, lookup, project, this_device
+from tunebench.lookup import load_suites, lookup, project, recorded_target, this_device
 from tunebench.records import RecordStore
 from tunebench.space import SpaceError
 
@@ -48,7 +48,7 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
     path = records_dir / f"{device}.json"
     store = RecordStore(path) if path.exists() else None
     fingerprint = (store.fingerprint if store else None) or {}
-    target = fingerprint.get("target") or device.split("-", 1)[0]
+    target = recorded_target(fingerprint, store.tasks() if store else [], device)
     targets = [t for t in (*TARGETS, "replay") if t != "auto"]
     if target not in targets:  # a typo, read as a target: "no kernel has a nosuch variant"
         recorded = sorted(p.stem for p in records_dir.glob("*.json"))

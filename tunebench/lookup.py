@@ -280,8 +280,9 @@ class Summary:
         return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
                 "disturbed": self._disturbed, "failed": self._failed, "unjudged": self._unjudged, "finals": [[list(k), v] for k, v in self._finals.items()]}
 
-    def tasks(self, kernel: str) -> list[dict]:
-        return [t for t in self._tasks if t["kernel"] == kernel]
+    def tasks(self, kernel: str | None = None) -> list[dict]:
+        """The kernel's tasks (every kernel's, without one)."""
+        return [t for t in self._tasks if kernel is None or t["kernel"] == kernel]
 
     def kernels(self) -> set[str]:
         return {t["kernel"] for t in self._tasks}
@@ -699,11 +700,18 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
 
 
+def recorded_target(fingerprint: dict | None, tasks: list[dict], device: str) -> str:
+    """The target a device's records were tuned on: its fingerprint's, but a replayed records
+    file's tasks keep the target they were tuned on (their variant, their final rounds)."""
+    target = fingerprint["target"] if fingerprint else device.split("-", 1)[0]
+    return next((t["target"] for t in tasks), target) if target == "replay" else target
+
+
 def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
             records_dir: Path, suites_dir: Path) -> Choice:
     store = folder.summary(device)
     tasks = store.tasks(name) if store else []
-    target = store.fingerprint["target"] if store and store.fingerprint else device.split("-", 1)[0]
+    target = recorded_target(store.fingerprint if store else None, store.tasks() if store else [], device)
     variant = decl.variant(target) if decl else None
     if dtype is None:  # float32 where it is tuned, else another tuned one, else the first declared
         kinds = variant.dtypes if variant else next(iter(decl.variants.values())).dtypes if decl else ()
