@@ -6,6 +6,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 from tests.conftest import AXPB_SUITE, TWICE_C, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
@@ -297,3 +299,23 @@ def test_an_unconfirmed_time_is_marked_in_the_summary_where_there_is_no_speedup_
     line = table([row])[1].split()
     assert line[8:12] == ["0.7567*", "-", "-", "-"]
     assert table([{**row, "confirmed": True}])[1].split()[8] == "0.7567"
+
+
+def test_the_published_lead_is_the_one_the_pick_and_the_heuristic_showed_met_alone(twice_project, pytester):
+    """The round of every finalist read layernorm narrow 1.77x where the pair's five processes,
+    which decide the adoption and which the gate holds it to, read 1.35x: the summary, best() and
+    the report published the first."""
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert result.ret == 0
+    (path,) = (twice_project / "records").glob("*.json")
+    check = [c for c in RecordStore(path).checks(kind="tune")][-1]
+    assert check["winner"] is not None
+    (entry,) = check["shapes"]
+    best_ms, baseline_ms = entry["confirmed_ms"]
+    assert best_ms / baseline_ms != entry["finalist_ms"][check["winner"]] / entry["baseline_ms"]  # two rounds' reads
+    from tunebench.kernel import REGISTRY
+
+    choice = lookup(REGISTRY["twice"], (4096,), records=twice_project / "records")
+    assert (choice.objective_ms, choice.baseline_ms) == pytest.approx((best_ms, baseline_ms))
+    row = next(line for line in result.stdout.lines if line.startswith("twice ") and " small " in line)
+    assert f"{baseline_ms / best_ms:.2f}x" in row and f"{best_ms:.4g}" in row

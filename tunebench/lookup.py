@@ -965,12 +965,15 @@ def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str
 
 def final_ms(check: dict) -> list[tuple[float, float]] | None:
     """Per shape of a final round, the (chosen, heuristic) ms it measured (the heuristic's for
-    both where it stayed), or None where it measured nothing to compare."""
+    both where it stayed), or None where it measured nothing to compare: the pick's and the
+    heuristic's met alone in fresh processes, where they were (the ratios the gate holds them to),
+    else those of the round of every finalist (records of earlier versions)."""
     entries = check.get("shapes", [])
     if not entries or "winner" not in check or check.get("problem") or any("baseline_ms" not in e for e in entries):
         return None  # a round that could not judge measured no figures to publish
     won = check["winner"]
-    return [(e["baseline_ms"] if won is None else e["finalist_ms"][won], e["baseline_ms"]) for e in entries]
+    return [(e["baseline_ms"], e["baseline_ms"]) if won is None else tuple(e["confirmed_ms"]) if "confirmed_ms" in e
+            else (e["finalist_ms"][won], e["baseline_ms"]) for e in entries]
 
 
 def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | None:
