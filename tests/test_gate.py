@@ -277,3 +277,21 @@ def test_a_heuristic_made_faster_since_a_round_that_kept_the_old_one_passes(twic
     assert "whose final round kept the old one: best() serves today's, so there is no other config to measure it " \
            "against" in result.stdout.str()
     assert "the best is measured against today's" not in result.stdout.str()
+
+
+def test_a_recorded_time_is_the_final_rounds_where_it_measured_the_config_not_one_trials():
+    """A noisy trial's median (0.4874 ms against the round's 0.3525) made the gate call the
+    machine that had just tuned "not measuring like the machine that tuned them"."""
+    from types import SimpleNamespace
+
+    from tunebench.gate import _recorded_ms
+
+    trial = SimpleNamespace(lookup=lambda *args: {"stats": {"median": 0.4874}})
+    heuristic, pick, other = {"vec": 1}, {"vec": 4}, {"vec": 2}
+    entry = {"baseline": heuristic, "best": pick, "finalists": [pick, other], "finalist_ms": [0.24, 0.3],
+             "baseline_ms": 0.3525}
+    args = (trial, "k", "h", (8,), "float32")
+    assert _recorded_ms(*args, heuristic, entry) == 0.3525 and _recorded_ms(*args, other, entry) == 0.3
+    assert _recorded_ms(*args, heuristic, {**entry, "confirmed_ms": [0.25, 0.34]}) == 0.34
+    assert _recorded_ms(*args, pick, {**entry, "confirmed_ms": [0.25, 0.34]}) == 0.25
+    assert _recorded_ms(*args, {"vec": 8}, entry) == _recorded_ms(*args, heuristic, {}) == 0.4874  # its trial's

@@ -258,8 +258,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                 f"today's declaration; nothing to measure it against")
             continue
         ref = reference.get(shape) if recorded_text is None and not retold else None
+        entry = next((e for e in check["shapes"] if tuple(e["shape"]) == shape), {}) if check else {}
         if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype,
-                                                          baseline, comp, result):
+                                                          baseline, comp, result, entry):
             ref = None
         while True:
             if comp.failure:
@@ -280,7 +281,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = [v for v in verdicts if v.outcome != "fail" or _beyond_noise(v)]
         result.verdicts += verdicts
-        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp))
+        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp, entry))
         faster = [v for v in verdicts if v.what == "best against the recorded source" and v.outcome == "pass"
                   and max(v.ratios) < 1 / (1 + settings.threshold)]
         if faster:  # a later slowdown up to this gain would pass against the old record
@@ -343,13 +344,35 @@ def _beyond_noise(verdict: Verdict) -> bool:
     return min(verdict.ratios) > verdict.limit * (1 + spread)
 
 
+def _final_ms(entry: dict, config: dict) -> float | None:
+    """``config``'s time in a final round's entry for a shape, where the round measured it: met
+    alone with the other of the pair, else among the finalists (a median over fresh processes,
+    where one trial's median may be a noisy one's)."""
+    if config == entry.get("baseline"):
+        return entry["confirmed_ms"][1] if "confirmed_ms" in entry else entry.get("baseline_ms")
+    if config == entry.get("best") and "confirmed_ms" in entry:
+        return entry["confirmed_ms"][0]
+    finalists = entry.get("finalists", [])
+    return entry["finalist_ms"][finalists.index(config)] if config in finalists and entry.get("finalist_ms") else None
+
+
+def _recorded_ms(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype: str, config: dict,
+                 entry: dict) -> float | None:
+    """``config``'s recorded time on ``shape``: the final round's, else its trial's median."""
+    found = _final_ms(entry, config) if entry else None
+    if found is not None:
+        return found
+    doc = store.lookup(kernel, source_hash, shape, dtype, config)
+    return doc["stats"]["median"] if doc and doc.get("stats") else None
+
+
 def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: tuple, dtype: str, baseline: dict,
-                  comp: Comparison, result: GateResult) -> bool:
+                  comp: Comparison, result: GateResult, entry: dict) -> bool:
     """Whether the heuristic's time today is near its recorded one; if not, say so."""
-    doc = store.lookup(kernel.name, source_hash, shape, dtype, baseline)
-    if not doc or not doc.get("stats"):
+    then = _recorded_ms(store, kernel.name, source_hash, shape, dtype, baseline, entry)
+    if not then:
         return True
-    ratio = comp.median("baseline") / doc["stats"]["median"]
+    ratio = comp.median("baseline") / then
     if 1 / OTHER_MACHINE <= ratio <= OTHER_MACHINE:
         return True
     result.notes.append(
@@ -361,12 +384,12 @@ def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: t
 
 
 def _raw(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype: str, config: dict,
-         comp: Comparison) -> str:
+         comp: Comparison, entry: dict) -> str:
     """Today's best against its recorded time, directly: informative, drift and all."""
-    doc = store.lookup(kernel, source_hash, shape, dtype, config)
-    if not doc or not doc.get("stats"):
+    then = _recorded_ms(store, kernel, source_hash, shape, dtype, config, entry)
+    if not then:
         return f"no recorded trial of [{config_text(config)}] on {shape}"
-    ms, then = comp.median("best"), doc["stats"]["median"]
+    ms = comp.median("best")
     return f"raw, not interleaved: best on {shape} now {ms:.4g} ms, recorded {then:.4g} ms ({ms / then:.3f}x)"
 
 
