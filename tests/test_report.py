@@ -94,6 +94,12 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     rows, _ = _changes(store, drifted)
     assert {(r[1], r[4].endswith("(+10%)"), r[7]) for r in rows} == {("small", True, "faster"), ("large", True, "faster")}
     assert all(re.fullmatch(r"[\d.]+x -> [\d.]+x", r[5]) for r in rows), rows
+    # another config, 0.3 % faster: its change reads +0%, as an unchanged time does, not -0%
+    moved = [dataclasses.replace(v, served=dataclasses.replace(v.served, config={**v.served.config, "vec": 99},
+                                                               objective_ms=0.997 * v.times[0]))
+             for v in task_views(store)]
+    rows, _ = _changes(store, moved)
+    assert rows and all(r[4].endswith("(+0%)") for r in rows), rows
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "nosuch"]) == 2
     assert "--compare nosuch: not a git revision" in capsys.readouterr().err

@@ -406,7 +406,8 @@ def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None
                                                    f"{'the heuristic' if v.heuristic_best else config_text(now)}")
         moved = was.speedup / v.speedup - 1 if was.speedup and v.speedup else change  # + : it leads by less
         flag = "**slower**" if moved > notable else "faster" if moved < -notable else ""
-        rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({change:+.0%})",
+        shown = change if round(change, 2) else 0.0  # under half a per cent: +0%, never -0%
+        rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({shown:+.0%})",
                      _lead(was, v), what, flag])
     return rows, same
 
