@@ -522,11 +522,14 @@ print(json.dumps([found[0], json.loads(os.read(read, 1 << 16))]))
 """
 
 
-def test_a_child_forked_while_a_thread_imports_the_suites_answers_with_their_declarations(deployed):
+@pytest.mark.parametrize("own_path", [False, True])
+def test_a_child_forked_while_a_thread_imports_the_suites_answers_with_their_declarations(deployed, own_path):
     """The child took the half-run suite module for the suite: another heuristic's config, a note
-    saying nothing declares the kernel, for the child's whole life."""
+    saying nothing declares the kernel, for the child's whole life. A suite that takes its own
+    folder off the import path stops neither."""
     suite = deployed / "suites" / "test_row_reduce.py"
-    suite.write_text("import time\ntime.sleep(2)\n" + suite.read_text())  # a suite importing a framework
+    takes = "import os, sys\nsys.path.remove(os.path.dirname(os.path.abspath(__file__)))\n" if own_path else ""
+    suite.write_text("import time\ntime.sleep(2)\n" + takes + suite.read_text())  # a suite importing a framework
     done = subprocess.run([sys.executable, "-c", FORKED_MIDWAY, str(deployed / "records"), DEVICE],
                           capture_output=True, text=True, timeout=60)
     parent, child = json.loads(done.stdout)

@@ -101,7 +101,8 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
                 continue
             finally:
                 if _IMPORTING.pop(name, None) is not None:  # a child forked meanwhile took its entry out
-                    sys.path.remove(str(path.parent))
+                    with contextlib.suppress(ValueError):  # as a suite may have itself
+                        sys.path.remove(str(path.parent))
         found = list(dict.fromkeys(v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)))
         first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
         if first is not None:  # as pytest refuses it: which would the records and the framework follow?
