@@ -48,7 +48,7 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
     path = records_dir / f"{device}.json"
     store = RecordStore(path) if path.exists() else None
     fingerprint = (store.fingerprint if store else None) or {}
-    target = recorded_target(fingerprint, store.tasks() if store else [], device)
+    target = recorded_target(fingerprint, store.tasks if store else list, device)
     targets = [t for t in (*TARGETS, "replay") if t != "auto"]
     if target not in targets:  # a typo, read as a target: "no kernel has a nosuch variant"
         recorded = sorted(p.stem for p in records_dir.glob("*.json"))

@@ -36,7 +36,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -701,18 +701,19 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
 
 
-def recorded_target(fingerprint: dict | None, tasks: list[dict], device: str) -> str:
+def recorded_target(fingerprint: dict | None, tasks: Callable[[], list[dict]], device: str) -> str:
     """The target a device's records were tuned on: its fingerprint's, but a replayed records
-    file's tasks keep the target they were tuned on (their variant, their final rounds)."""
+    file's tasks keep the target they were tuned on (their variant, their final rounds); ``tasks``
+    is read only then (a lookup of each new shape asks this)."""
     target = fingerprint["target"] if fingerprint else device.split("-", 1)[0]
-    return next((t["target"] for t in tasks), target) if target == "replay" else target
+    return next((t["target"] for t in tasks()), target) if target == "replay" else target
 
 
 def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
             records_dir: Path, suites_dir: Path) -> Choice:
     store = folder.summary(device)
     tasks = store.tasks(name) if store else []
-    target = recorded_target(store.fingerprint if store else None, store.tasks() if store else [], device)
+    target = recorded_target(store.fingerprint if store else None, store.tasks if store else list, device)
     variant = decl.variant(target) if decl else None
     if dtype is None:  # float32 where it is tuned, else another tuned one, else the first declared
         kinds = variant.dtypes if variant else next(iter(decl.variants.values())).dtypes if decl else ()
