@@ -5,6 +5,7 @@ import dataclasses
 import json
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench.cli import main
 from tunebench.records import RecordsError, RecordStore
-from tunebench.report import _changes, _rows, task_views
+from tunebench.report import _changes, _rows, records_at, task_views
 
 
 def git(root, *args):
@@ -103,6 +104,29 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "nosuch"]) == 2
     assert "--compare nosuch: not a git revision" in capsys.readouterr().err
+
+
+def test_a_revisions_records_are_read_with_their_archive_and_leave_no_copy_behind(tmp_path, monkeypatch):
+    """--compare reads a revision's records from git: its oldest trials are in the archive, and
+    the copies are gone once the comparison is made (a CI runner reports on every push)."""
+    from tests.test_records import FINGERPRINT, trial
+    monkeypatch.setattr("tunebench.records.ARCHIVE_ABOVE", 5)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    root = tmp_path / "project"
+    store = RecordStore.for_device(root / "records", FINGERPRINT)
+    for i in range(12):
+        store.add(trial({"vec": i}))
+    store.compact()
+    assert store.archive.exists()
+    git(root, "init", "-q")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "records")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "records")
+    with records_at("HEAD", store.path, root) as old:
+        assert [t["config"]["vec"] for t in old.trials()] == list(range(12))
+    with records_at("HEAD", store.path.with_name("other.json"), root) as none:
+        assert none is None
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_report_without_records_is_a_clear_error(tmp_path, capsys):

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, confirmed_ms, final_choice, latest_confirmation, lookup,  # noqa: E402
                               shape_times)
-from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
+from tunebench.records import RecordsError, RecordStore, companions, config_key, config_text  # noqa: E402
 
 
 @dataclass
@@ -421,20 +423,24 @@ def _lead(was: TaskView | None, now: TaskView) -> str:
     return " -> ".join(f"{v.speedup:.2f}x{'' if v.confirmed else '*'}" if v and v.speedup else "-" for v in (was, now))
 
 
-def records_at(revision: str, path: Path, root: Path) -> RecordStore | None:
-    """The records file as it was at a git revision, or None where it did not exist; a revision
-    git does not know is a :class:`ValueError` naming it."""
+@contextmanager
+def records_at(revision: str, path: Path, root: Path) -> Iterator[RecordStore | None]:
+    """The records file as it was at a git revision, with its archive (its oldest trials), or
+    None where it did not exist; a revision git does not know is a :class:`ValueError` naming
+    it. The copy lives in a temporary folder for the ``with`` block only."""
     known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], cwd=root,
                            capture_output=True, text=True)
     if known.returncode != 0:
         raise ValueError(f"--compare {revision}: not a git revision of {root}")
-    rel = path.resolve().relative_to(root.resolve())
-    proc = subprocess.run(["git", "show", f"{revision}:{rel.as_posix()}"], cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    tmp = Path(tempfile.mkdtemp(prefix="tunebench-report-")) / path.name
-    tmp.write_text(proc.stdout)
-    return RecordStore(tmp)
+    with tempfile.TemporaryDirectory(prefix="tunebench-report-") as folder:
+        found = False
+        for file in (path, companions(path)[0]):
+            rel = file.resolve().relative_to(root.resolve()).as_posix()
+            proc = subprocess.run(["git", "show", f"{revision}:{rel}"], cwd=root, capture_output=True)
+            if proc.returncode == 0:
+                (Path(folder) / file.resolve().name).write_bytes(proc.stdout)
+                found = found or file is path
+        yield RecordStore(Path(folder) / path.resolve().name) if found else None
 
 
 def write(records: Path, out: Path, compare: str | None = None,
@@ -488,8 +494,8 @@ def write(records: Path, out: Path, compare: str | None = None,
                 f"<li><b>{html.escape(v.label)}</b>: {html.escape(v.last_gate['reason'])}</li>"
                 for v in failing] + ["</ul>"]
         if compare:
-            old = records_at(compare, store.path, root)
-            changes, same = _changes(old, views, suites) if old else (None, 0)
+            with records_at(compare, store.path, root) as old:
+                changes, same = _changes(old, views, suites) if old else (None, 0)
             head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
                     f"speedup at {compare} -> now", "config", f"lead moved beyond {FLAGGED:.0%}"]
             md += [f"### Changes since {compare}", ""]
