@@ -20,6 +20,7 @@ gate comparisons run on the first device.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from concurrent.futures import Future
 from pathlib import Path
@@ -106,13 +107,14 @@ class Device:
         from tunebench.workers import Workers
         self.workers = Workers(target, timeout=timeout)
         self.target = target
+        self.root: Path | None = None  # the project's copy, once loaded
 
     def load(self, files: dict[str, str], suites: list[str]) -> dict[str, str]:
         """Write the project's files to a temporary folder and import its ``suites``, so that the
         worker knows the kernels the jobs name; the suites that failed to import, by path
         relative to the project, with their errors (the others' jobs run)."""
         from tunebench.lookup import load_suites
-        root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
+        root = self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
         for relative, text in files.items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_text(text)
@@ -140,6 +142,12 @@ class Device:
 
     def restart(self) -> None:
         self.workers.restart()
+
+    def close(self) -> None:
+        """The worker stopped and the project's copy removed: a host serves many tunes."""
+        self.workers.close()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 class ClusterWorkers:
@@ -278,6 +286,10 @@ class ClusterWorkers:
         self.devices[index].measure.remote(job).future().add_done_callback(settle)
 
     def close(self) -> None:
+        try:  # each device cleans up; a lost one has nothing left to clean
+            self._ray.wait([d.close.remote() for d in self.devices], num_returns=len(self.devices), timeout=30)
+        except Exception:  # noqa: BLE001 - Ray's errors of a lost actor: it is killed below all the same
+            pass
         for device in self.devices:
             self._ray.kill(device)
         self.devices = []
