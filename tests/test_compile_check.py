@@ -59,9 +59,15 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     assert out.endswith("compile-check cuda: 0 of 1 kernels ok; failed: fill\n")
 
 
-def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys):
+def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys, monkeypatch):
     assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 5  # a line per kernel, and the summary
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 5  # a line per kernel, and the summary
+    monkeypatch.chdir("suites")  # from a subfolder: the project's suites, as best and report find them
+    assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == out.splitlines()[-1]
+    assert main(["compile-check", "--suites", "nosuch"]) == 2
+    assert "--suites nosuch: no such folder or file" in capsys.readouterr().err
 
 
 def test_a_heuristic_config_outside_the_space_is_noted_not_failed_on_the_target_the_suites_declare(tmp_path, capsys):

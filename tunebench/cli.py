@@ -102,6 +102,13 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     """The target asked for (cuda where architectures are), else every target a suite declares a
     variant for, in turn; the worst exit status. A suite that fails to import fails the check
     alone, as a kernel at fault does: the others are checked."""
+    if args.suites is not None and not Path(args.suites).exists():
+        print(f"tunebench compile-check: --suites {args.suites}: no such folder or file", file=sys.stderr)
+        return 2
+    try:  # the project's, from a subfolder too, as best finds it; it needs no records folder
+        args.suites = project(None, args.suites)[1]
+    except LookupError:
+        args.suites = args.suites or Path("suites")
     broken: list[str] = []
     kernels = load_suites(args.suites, broken)
     for failure in broken:
@@ -258,7 +265,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--target", choices=("cuda", "cpu"), default=None,
                    help="the one target to check (default: cuda where --arch is given, else every target a "
                         "suite declares a variant for)")
-    c.add_argument("--suites", default="suites", help="where the suites are (default: suites)")
+    c.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root)")
     c.add_argument("--arch", action="append", metavar="SM",
                    help=f"CUDA architecture, repeatable (default: {' '.join(compile_check.ARCHS)})")
     c.add_argument("--sample", type=positive(int, zero=True), default=6, metavar="N",
