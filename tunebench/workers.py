@@ -3,11 +3,12 @@ that one trial, never the tuning run.
 
 One worker at a time (timings are never taken in parallel). It is forked after collection, so
 it knows every declared kernel, and it owns the only CUDA context of the run. A trial has two
-phases: preparing (compile, arguments, reference: no time limit but a generous one) and running
-(load, verify, measure), which is killed after ``timeout`` seconds. A worker that dies (a signal,
-an exit, a CUDA error that spoils its context) or is killed is replaced before the next trial.
-A worker dies with the process that started it (a killed pytest leaves no worker behind) and
-holds none of its locks (see :mod:`tunebench.records`).
+phases: preparing (compile, arguments, reference) and running (load, verify, measure), in which
+each load and each call is killed after ``timeout`` seconds, however many calls a trial makes; each
+phase as a whole has :data:`PREPARE_TIMEOUT_S`. A worker that dies (a signal, an exit, a CUDA
+error that spoils its context) or is killed is replaced before the next trial. A worker dies with
+the process that started it (a killed pytest leaves no worker behind) and holds none of its locks
+(see :mod:`tunebench.records`).
 
 Every result carries the machine's conditions while it was measured and the interference
 verdict on them and on the samples (:mod:`tunebench.interference`), read by this process across
