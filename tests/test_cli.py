@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 from tests.test_plugin import TUNE
 from tunebench.cli import main
@@ -54,3 +56,12 @@ def test_a_misspelt_device_is_said_by_the_commands_once_also_where_they_then_fai
     err = capsys.readouterr().err
     assert err.count(f"warning: device={typo}: ") == 1 and "sys.exit" not in err
     assert "warning: nothing is recorded for device" not in err  # the warning above says it, and more
+
+
+def test_the_command_line_loads_neither_the_tuning_machinery_nor_the_plots_to_answer_best():
+    """A thin layer over the library: `tunebench best` in a framework's scripts pays for what it
+    asks, not for the pytest plugin, its tuning session and matplotlib (the report imports them itself)."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, tunebench.cli; print(sorted(sys.modules))"],
+                            capture_output=True, text=True, check=True).stdout
+    for heavy in ("tunebench.plugin", "tunebench.session", "tunebench.report", "matplotlib"):
+        assert f"'{heavy}'" not in loaded, heavy

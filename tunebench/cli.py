@@ -10,15 +10,31 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunebench import compile_check, export, records_merge, report
+from tunebench import compile_check, export, records_merge
 from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError
 from tunebench.lookup import UnknownDeviceWarning, load_suites, lookup, project
-from tunebench.plugin import positive
 from tunebench.records import RecordsError, config_text
 from tunebench.replay import Replay, convergence, simulate
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
+
+
+def positive(kind, zero: bool = False):
+    """An argparse type: a positive ``kind`` (int or float), or 0 too where ``zero``, for the
+    command line and the plugin."""
+    what = f"{'non-negative' if zero else 'positive'} {kind.__name__}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
+        return value
+    parse.__name__ = what
+    return parse
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -179,6 +195,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         records, suites = project(args.records, args.suites)  # the project's, from a subfolder too, as best finds it
         if args.suites is not None and not Path(args.suites).exists():  # a typo only adds notes: said instead
             raise FileNotFoundError(f"--suites {args.suites}: no such folder or file")
+        from tunebench import report  # matplotlib's import: only where a report is made
         written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites)
     except FileNotFoundError as e:
         print(f"tunebench report: {e}", file=sys.stderr)

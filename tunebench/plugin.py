@@ -18,6 +18,7 @@ from tunebench.backends import TARGETS, fingerprint, resolve
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.builds import Ahead
 from tunebench.builds import counts as build_counts
+from tunebench.cli import positive
 from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe, device_id
@@ -38,23 +39,6 @@ from tunebench.workers import WorkerError
 
 
 DECLARATION_ERRORS = (BucketError, SpaceError, KernelError)
-
-
-def positive(kind, zero: bool = False):
-    """An argparse type: a positive ``kind`` (int or float), or 0 too where ``zero``, for the
-    plugin and the command line."""
-    what = f"{'non-negative' if zero else 'positive'} {kind.__name__}"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = -1
-        if value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
-        return value
-    parse.__name__ = what
-    return parse
 
 
 def _target(text: str) -> str:
