@@ -77,7 +77,6 @@ class Comparison:
     samples: list[dict] = field(default_factory=list)  # per process: placement -> arm -> ms samples
     disturbed: list[str] = field(default_factory=list)  # why processes stayed disturbed
     failure: dict | None = None  # the first failed arm: status, arm (label), error
-    cost_s: float = 0.0
 
     def ratios(self, label: str, to: str) -> list[float]:
         """Per process: ``label``'s time over ``to``'s."""
@@ -101,7 +100,6 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
     job = CompareJob(kernel, tuple(shape), dtype, tuple(arms), rounds, MeasureSettings(), budget_s)
     for _ in range(processes):
         result = undisturbed(workers, job, fresh=True, retries=0 if found.disturbed else retries)
-        found.cost_s += result["cost_s"]
         if result["status"] != "ok":
             found.failure = {k: result.get(k) for k in ("status", "arm", "error")}
             return found

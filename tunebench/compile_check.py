@@ -206,7 +206,7 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
         except KernelError as e:
             missing[where] = str(e)
     first = (archs[0], config_text(configs[0])) if configs else ("", "")
-    mismatch = args_mismatch(kernel, variant, "cuda", cuda_parameters(built, entries, typed, first))
+    mismatch = args_mismatch(kernel, "cuda", cuda_parameters(built, entries, typed, first))
     for dtype, problem in mismatch.items():
         result.launch_failures.append((f"{dtype} arguments", problem))
     for config in configs:
@@ -266,7 +266,7 @@ def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: di
     for (dtype, _, _), functions in built.items():
         if functions.get(variant.entry) is not None:
             found.setdefault(dtype, [functions[variant.entry]])
-    for dtype, problem in args_mismatch(kernel, variant, "cpu", found).items():
+    for dtype, problem in args_mismatch(kernel, "cpu", found).items():
         result.launch_failures.append((f"{dtype} arguments", problem))
 
 
@@ -314,7 +314,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
     return found
 
 
-def args_mismatch(kernel: Kernel, variant: Variant, target: str, entries: dict) -> dict[str, str]:
+def args_mismatch(kernel: Kernel, target: str, entries: dict) -> dict[str, str]:
     """dtype -> where the args builder's arguments (on the smallest representative shape) do not
     fit the entry point's parameters as the compiled artefacts list them (``entries``: dtype ->
     lists of its parameters, checked in turn): every config of the dtype would read a wrong

@@ -126,7 +126,7 @@ class Monitor:
         start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])
         self._marks = [m for m in self._marks if m.wall >= start.wall] + [end]
         d = [b - a for a, b in zip(start.cpu, end.cpu)]
-        user, nice, system, idle, iowait, irq, softirq, steal = (d + [0] * 8)[:8]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (d + [0] * 8)[:8]
         total = sum(d[:8])
         found["window_s"] = round(end.wall - start.wall, 3)
         if total <= 0 or end.wall - start.wall < HORIZON_S / 2:

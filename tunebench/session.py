@@ -521,7 +521,7 @@ class Task:
         done = [o.trials[shape] for o in (self.baseline, *self.outcomes.values())
                 if o is not None and shape in o.trials and o.trials[shape]["status"] == "ok"]
         best = min(done, key=lambda t: t["stats"]["median"], default=None)
-        return median_ci(best["samples"])[1] if best else None
+        return median_ci(best["samples"], self.tuner.settings.confidence)[1] if best else None
 
     # -- one config on every shape ------------------------------------------------------------
     def _evaluate(self, configs: Mapping[tuple, dict]) -> Outcome:

@@ -286,8 +286,9 @@ class CpuBackend(Backend):
         return found
 
     def build(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str) -> Build:
-        if dtype not in CTYPES:
-            raise CompileError(f"dtype {dtype} has no C type on the cpu target ({', '.join(CTYPES)})")
+        problem = dtype_problem(dtype, variant)
+        if problem:
+            raise CompileError(problem)
         source, lang = render(variant, config, CTYPES[dtype]), language(variant)
         command = gcc_command(variant.build_flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA

@@ -10,11 +10,12 @@ class BruteForce(Strategy):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self._order = list(self.candidates)  # the order asked in (random sampling shuffles it)
         self._asked = 0
 
     def ask(self) -> tuple | None:
         self._asked += 1
-        return self.candidates[self._asked - 1] if self._asked <= len(self.candidates) else None
+        return self._order[self._asked - 1] if self._asked <= len(self._order) else None
 
     def upcoming(self, n: int) -> list[tuple]:
-        return self.candidates[self._asked:self._asked + n]
+        return self._order[self._asked:self._asked + n]

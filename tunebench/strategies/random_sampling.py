@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from tunebench.strategies.base import Strategy
+from tunebench.strategies.brute_force import BruteForce
 
 
-class RandomSampling(Strategy):
+class RandomSampling(BruteForce):
     name = "random"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._order = list(self.candidates)
         self.rng.shuffle(self._order)
-        self._asked = 0
-
-    def ask(self) -> tuple | None:
-        self._asked += 1
-        return self._order[self._asked - 1] if self._asked <= len(self._order) else None
-
-    def upcoming(self, n: int) -> list[tuple]:
-        return self._order[self._asked:self._asked + n]
