@@ -54,9 +54,10 @@ def test_a_candidate_clearly_slower_than_the_incumbent_stops_early_with_its_samp
     assert unbeatable.status == "ok"
 
 
-def test_warm_up_ends_before_its_cap_once_calls_are_stable_and_is_counted(runner):
+def test_warm_up_calls_are_counted_in_the_result(runner):
+    """When warm-up stops is the scripted test's below; a real kernel's calls are counted."""
     result = runner(MeasureSettings(warmup_s=5.0, warmup_stable=3, repeats=5))
-    assert 3 <= result.warmup_calls and result.seconds < 5.0
+    assert 3 <= result.warmup_calls
 
 
 class Scripted:

@@ -4,6 +4,7 @@ does with a disturbed measurement."""
 import ctypes
 import json
 import multiprocessing
+import os
 import random
 import subprocess
 import time
@@ -81,7 +82,7 @@ def test_a_verdict_names_the_placement_and_the_arm_that_were_disturbed():
 def test_the_monitor_sees_another_process_take_the_cpu():
     monitor = Monitor()
     time.sleep(0.6)
-    quiet = monitor.conditions()["others_cpu"]  # whatever else runs here; this test's own time does not count
+    monitor.conditions()
     stop = multiprocessing.get_context("fork").Event()
     hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
     for hog in hogs:
@@ -93,7 +94,8 @@ def test_the_monitor_sees_another_process_take_the_cpu():
         stop.set()
         for hog in hogs:
             hog.join()
-    assert busy["others_cpu"] > quiet + 0.4 and busy["window_s"] >= 0.5
+    # two spinning processes: most of two cores' time, whatever else ran (this test's own does not count)
+    assert busy["others_cpu"] > 0.6 * 2 / max(2, os.cpu_count()) and busy["window_s"] >= 0.5
 
 
 def _spin(stop):
