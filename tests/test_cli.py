@@ -60,8 +60,8 @@ def test_a_misspelt_device_is_said_by_the_commands_once_also_where_they_then_fai
 
 def test_the_command_line_loads_neither_the_tuning_machinery_nor_the_plots_to_answer_best():
     """A thin layer over the library: `tunebench best` in a framework's scripts pays for what it
-    asks, not for the pytest plugin, its tuning session and matplotlib (the report imports them itself)."""
+    asks, not for the pytest plugin, its workers, scipy and matplotlib (the report imports them itself)."""
     loaded = subprocess.run([sys.executable, "-c", "import sys, tunebench.cli; print(sorted(sys.modules))"],
                             capture_output=True, text=True, check=True).stdout
-    for heavy in ("tunebench.plugin", "tunebench.session", "tunebench.report", "matplotlib"):
+    for heavy in ("tunebench.plugin", "tunebench.session", "tunebench.workers", "tunebench.report", "matplotlib", "scipy"):
         assert f"'{heavy}'" not in loaded, heavy

@@ -15,7 +15,6 @@ from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError
 from tunebench.lookup import UnknownDeviceWarning, load_suites, lookup, project
 from tunebench.records import RecordsError, config_text
-from tunebench.replay import Replay, convergence, simulate
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 
@@ -208,6 +207,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from tunebench.replay import Replay, convergence, simulate  # the measuring machinery: only to replay
     get_strategy(args.strategy)  # an unknown name fails before the file is read
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
     with _warnings_said():

@@ -3,10 +3,12 @@ distribution-free confidence intervals, because timings are skewed and noisy."""
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from functools import cache
+
+import numpy as np
+from scipy.special import bdtr
 
 
 def summarize(samples: Sequence[float]) -> dict:
@@ -23,17 +25,11 @@ def summarize(samples: Sequence[float]) -> dict:
 @cache
 def _median_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     """0-based ranks (lo, hi) of the order statistics bounding the median with at least
-    ``confidence``, from the binomial(n, 1/2) distribution; None when n is too small."""
-    alpha = 1 - confidence
-    tail, lo = 0.0, -1
-    for k in range(n // 2 + 1):  # the largest k with P(B <= k) <= alpha / 2
-        tail += math.comb(n, k) / 2**n
-        if tail > alpha / 2:
-            break
-        lo = k
-    if lo < 0:
-        return None
-    return lo, n - 1 - lo
+    ``confidence``: lo is the largest k with P(B <= k) <= (1 - confidence) / 2 for B ~
+    binomial(n, 1/2); None when n is too small."""
+    ks = np.arange(n // 2 + 1)
+    lo = int(np.searchsorted(bdtr(ks, n, 0.5), (1 - confidence) / 2, side="right")) - 1
+    return None if lo < 0 else (lo, n - 1 - lo)
 
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
