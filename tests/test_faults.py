@@ -45,6 +45,8 @@ void faulty(const real *x, real *y, int n)
     y[n + 1034] = 0;  /* past the 4 KiB guard, into the rest of its page */
 #elif fault == 12
     ((real *)x)[n] = 0;  /* one past the end of an input */
+#elif fault == 13
+    for (int fd = 3; fd < 64; ++fd) (void)!write(fd, "faulty: debug\\n", 14);  /* into every descriptor */
 #endif
 }
 #if fault == 11
@@ -122,6 +124,21 @@ def test_a_build_whose_loading_hangs_is_a_timeout(pytester):
     (path,) = (pytester.path / "records").glob("*.json")
     (hung,) = [t for t in TinyDB(path).table("trials").all() if t["config"]["fault"] == 11]
     assert hung["status"] == "timeout" and "a call, or loading the build, ran longer than the 1 s" in hung["error"]
+
+
+def test_a_candidate_that_writes_into_descriptors_it_does_not_own_costs_its_own_trial(pytester):
+    """Text written into the worker's pipe read as a 1.7 GB message: the run waited for it for
+    good, past every timeout; and the text reached pytest's own output, not the worker's log."""
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [1, 4], "fault": [13, 0]'))
+    result = pytester.runpytest_subprocess("test_faulty.py", *TUNE, "--tune-strategy", "brute_force", timeout=120)
+    result.assert_outcomes(passed=3, failed=2)
+    assert "faulty: debug" not in result.stdout.str() + result.stderr.str()
+    (path,) = (pytester.path / "records").glob("*.json")
+    written = [t for t in TinyDB(path).table("trials").all() if t["config"]["fault"] == 13]
+    assert len(written) == 2 and all(t["status"] == "crashed" and "its pipe to tunebench" in t["error"]
+                                     for t in written), written
 
 
 def test_a_candidate_that_forks_a_child_returning_into_the_worker_spoils_no_result(pytester):

@@ -23,7 +23,9 @@ import faulthandler
 import fcntl
 import multiprocessing
 import os
+import pickle
 import signal
+import sys
 import tempfile
 import time
 from collections import OrderedDict
@@ -79,6 +81,14 @@ class CompareJob:
 
 #: The fewest rounds of a comparison, however slow the kernel.
 MIN_ROUNDS = 5
+
+
+#: The longest message a worker sends (a result and its samples are far shorter): text that a
+#: candidate writes into the worker's pipe reads as a length of at least 0x20202020 bytes (four
+#: printable characters), which the parent would otherwise wait for past every timeout.
+MAX_MESSAGE_BYTES = 256 << 20
+GARBLED = ("the candidate wrote into its pipe to tunebench (a file descriptor it does not own): the "
+           "worker's answer is lost")
 
 
 class WorkerError(RuntimeError):
@@ -166,6 +176,11 @@ def _serve(conn, target: str, parent: int, clock, log: int) -> None:
     os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
     for fd in (1, 2):  # what a candidate prints (an assert's message, say) goes to the parent's log
         os.dup2(log, fd)
+    # nothing else of the parent's: a candidate writing to a stray descriptor reached pytest's
+    # output, or the parent's end of the pipe; the suite's own prints go to the log too
+    os.closerange(3, conn.fileno())
+    os.closerange(conn.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
+    sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False, errors="replace") for fd in (1, 2))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
@@ -379,9 +394,12 @@ class Workers:
         if not self._conn.poll(timeout):
             return "timeout", None
         try:
-            return self._conn.recv()
+            message = pickle.loads(self._conn.recv_bytes(MAX_MESSAGE_BYTES))
         except (EOFError, ConnectionError):
             return "died", _death(self._process)
+        except Exception:  # noqa: BLE001 - a length over the limit (OSError), bytes that do not unpickle
+            return "crashed", GARBLED
+        return message if isinstance(message, tuple) and len(message) == 2 else ("crashed", GARBLED)
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker."""
