@@ -1,7 +1,12 @@
 """Faults are data: crashes, hangs, wrong answers, compile errors and stray writes are recorded
 with their status, and the tuning run goes on to find the good candidates' best."""
 
+import signal
+import subprocess
+import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 from tinydb import TinyDB
@@ -45,6 +50,13 @@ void faulty(const real *x, real *y, int n)
     y[n + 1034] = 0;  /* past the 4 KiB guard, into the rest of its page */
 #elif fault == 12
     ((real *)x)[n] = 0;  /* one past the end of an input */
+#elif fault == 14
+    if (fork() == 0) {  /* a child that lingers, as a candidate's helper process may */
+        FILE *f = fopen("lingering.pid", "w");
+        fprintf(f, "%d", (int)getpid());
+        fclose(f);
+        for (;;) pause();
+    }
 #elif fault == 13
     for (int fd = 3; fd < 64; ++fd) (void)!write(fd, "faulty: debug\\n", 14);  /* into every descriptor */
 #endif
@@ -139,6 +151,40 @@ def test_a_candidate_that_writes_into_descriptors_it_does_not_own_costs_its_own_
     written = [t for t in TinyDB(path).table("trials").all() if t["config"]["fault"] == 13]
     assert len(written) == 2 and all(t["status"] == "crashed" and "its pipe to tunebench" in t["error"]
                                      for t in written), written
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_run_leaves_no_process_a_candidate_forked(pytester, how):
+    """The kernel killed the worker with pytest, but not its children: a CI job cancelled (SIGTERM)
+    or killed kept them, and its log pipe open, until they ended on their own."""
+    pytester.path.joinpath("faulty.c").write_text(FAULTY_C)
+    pytester.path.joinpath("test_faulty.py").write_text(textwrap.dedent(FAULTY_SUITE).replace(
+        '"passes": [1, 4, 16], "fault": range(9)', '"passes": [1], "fault": [14, 2]'))
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "test_faulty.py", *TUNE, "--tune-strategy", "brute_force",
+                            "--tune-timeout", "60"], cwd=pytester.path, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    pid_file = pytester.path / "lingering.pid"
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        lingering = int(pid_file.read_text())
+        run.send_signal(how)  # while the next candidate hangs
+        run.wait(30)
+    finally:
+        run.kill()
+    deadline = time.monotonic() + 10
+    while _alive(lingering) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(lingering)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: it waits only for its parent to read it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_candidate_that_forks_a_child_returning_into_the_worker_spoils_no_result(pytester):

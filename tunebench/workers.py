@@ -98,15 +98,33 @@ class WorkerError(RuntimeError):
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when its parent dies (Linux), so that a killed pytest
-    leaves no worker running on a task's buffers."""
+def _die_with_parent(parent: int, how: signal.Signals = signal.SIGKILL) -> None:
+    """Have the kernel send ``how`` to this process when its parent dies (Linux), so that a
+    killed pytest leaves no worker running on a task's buffers."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, how, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:  # it died before the request took effect
+        os.kill(os.getpid(), how)
+
+
+def _sentinel() -> None:
+    """Fork a process into the worker's group that kills the group once the worker dies,
+    however it died: the kernel kills the worker with pytest, not a child a candidate forked,
+    which outlived the run and held a CI job's log pipe open."""
+    worker = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+        _die_with_parent(worker, signal.SIGTERM)
+        while True:
+            signal.pause()
+    finally:
         os._exit(0)
 
 
@@ -181,6 +199,7 @@ def _serve(conn, target: str, parent: int, clock, log: int) -> None:
     os.closerange(3, conn.fileno())
     os.closerange(conn.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
     sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False, errors="replace") for fd in (1, 2))
+    _sentinel()  # the group goes whole where the parent could not kill it (killed itself)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
