@@ -278,6 +278,60 @@ def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded
     assert "PASS  slow::all-float32[gate]" in run.stdout and path.read_bytes() == before
 
 
+def _file_size_limit(limit: int):
+    """A preexec_fn: files this process writes stop at ``limit`` bytes (EFBIG), as on a full disk."""
+    import resource
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_full_disk_is_one_error_naming_the_file_and_loses_nothing(tmp_path):
+    """A full disk had raised OSError tracebacks, left a partial copy of the file beside it for
+    good (taking the space a retry needed), and ended the run before its summary."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.compact()
+    script = textwrap.dedent(f"""
+        from tests.test_records import FINGERPRINT, trial
+        from tunebench.records import NotWritable, RecordStore
+        store = RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT)
+        for write in (lambda: store.add(trial({{"vec": 2}}, pad="x" * 4096)),
+                      lambda: store.add_check({{"kind": "gate", "pad": "x" * 4096}})):
+            try:
+                write()
+                print("written")
+            except NotWritable as e:
+                print(e)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).parent.parent, preexec_fn=_file_size_limit(store.path.stat().st_size + 64))
+    assert run.returncode == 0, run.stderr
+    journal, file = run.stdout.splitlines()
+    assert journal.startswith(f"{store.journal}: records cannot be written (File too large); every record written "
+                              f"before is kept: free space there (or pass --tune-records DIR)"), journal
+    assert file.startswith(f"{store.path}: records cannot be written (File too large)"), file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".journal", ".locks", store.path.name]  # no partial copy
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [t["config"] for t in again.trials()] == [{"vec": 1}]
+
+
+def test_the_gate_on_a_full_disk_gates_and_says_its_run_is_not_recorded(pytester):
+    """Every gate item failed with the OSError of keeping its run, its verdict lost."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
+                                                                                         '"tag": [0, 1]'))
+    pytester.runpytest("test_slow.py", *TUNE)
+    (path,) = (pytester.path / "records").glob("*.json")
+    before = path.read_bytes()
+    run = subprocess.run([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider", "--tune-target",
+                          "cpu"], cwd=pytester.path, capture_output=True, text=True, timeout=300,
+                         preexec_fn=_file_size_limit(len(before) + 64))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert "PASS  slow::all-float32[gate]" in run.stdout and path.read_bytes() == before
+    assert f"records: {path}: records cannot be written (File too large); every record written before is kept" in (
+        run.stdout), run.stdout[-3000:]
+    assert "this gate run is not kept in the records' history" in run.stdout
+
+
 def test_the_gate_replaying_read_only_records_gates_them(pytester):
     """It stopped with the tune's "records cannot be written there"."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)

@@ -43,7 +43,7 @@ from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, Variant, changed_files
 from tunebench.lookup import latest_confirmation, shape_times
-from tunebench.records import RecordsError, RecordStore, config_text, stores
+from tunebench.records import NotWritable, RecordsError, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -397,9 +397,9 @@ def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: V
               dtype: str, bucket: Bucket, commit: str | None) -> GateResult:
     """Keep the gate run in the records, for the report's history across commits (not on a
     read-only checkout: the plugin says so)."""
-    if store.read_only:
+    if store.read_only or store.unwritten:
         return result
-    store.add_check({
+    doc = {
         "kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "gate",
         "source_hash": variant.source_hash, "outcome": result.outcome, "reason": result.reason,
         "shapes": [{"shape": list(s), "configs": result.configs.get(s, {}),
@@ -409,5 +409,9 @@ def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: V
         "verdicts": [{"what": v.what, "shape": list(v.shape), "ratios": v.ratios, "limit": v.limit,
                       "outcome": v.outcome} for v in result.verdicts],
         "git_commit": commit, "timestamp": now(), "tunebench_version": __version__,
-    })
+    }
+    try:
+        store.add_check(doc)
+    except NotWritable as e:  # a full disk: the verdict stands, and the plugin says it was not kept
+        store.unwritten = str(e)
     return result

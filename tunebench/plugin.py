@@ -10,6 +10,7 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
             run.workers.close()
-            run.store.compact()  # the records file holds every trial once the run is over
+            try:
+                run.store.compact()  # the records file holds every trial once the run is over
+            except RecordsError as e:  # a full disk: the journal keeps them, and the next run folds them
+                print(f"tunebench: {e}", file=sys.stderr)
     tuner = config.stash.get(TUNER, None)
     if tuner and tuner.ahead:
         tuner.ahead.close()
@@ -289,9 +293,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 reason = "  nothing to measure (see -rA)"
             terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=shown == "fail", green=shown == "pass")
-        if run.store.read_only:
-            terminalreporter.write_line(f"records: {run.store.path.parent} cannot be written: this gate run is "
-                                        f"not kept in the records' history", yellow=True)
+        if run.store.read_only or run.store.unwritten:
+            why = run.store.unwritten or f"{run.store.path.parent} cannot be written"
+            terminalreporter.write_line(f"records: {why}: this gate run is not kept in the records' history",
+                                        yellow=True)
         gated = [result for _, result in results if result.outcome != "skip"]
         idle = sum(result.outcome == "pass" and not result.comparisons for result in gated)  # nothing to measure
         if len(gated) < len(results):

@@ -24,6 +24,7 @@ at a million trials as at twenty thousand, and the committed archive diffs as ad
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import json
@@ -126,6 +127,14 @@ def _writable(path: Path) -> None:
         raise NotWritable(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
                           f"{'cannot be read or written by this user' if unreadable else 'is read-only'}): fix the "
                           f"permissions or pass --tune-records DIR")
+
+
+def _unwritten(path: Path, error: OSError) -> NotWritable:
+    """A write that failed (a full disk, a file-size or quota limit) as one error naming the
+    file: what was written before it stays, and the next run resumes from it."""
+    fix = "free space there" if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "make it writable"
+    return NotWritable(f"{path}: records cannot be written ({error.strerror or error}); every record written "
+                       f"before is kept: {fix} (or pass --tune-records DIR) and run again")
 
 
 def companions(path: Path) -> tuple[Path, Path]:
@@ -316,13 +325,17 @@ class AtomicJSONStorage(Storage):
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except FileNotFoundError:
             mode = None
-        with open(tmp, "w") as f:
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            f.write(_dump(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        try:
+            with open(tmp, "w") as f:
+                if mode is not None:
+                    os.fchmod(f.fileno(), mode)
+                f.write(_dump(data))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError as e:  # the file as it was, and no partial copy beside it taking the space
+            tmp.unlink(missing_ok=True)
+            raise _unwritten(target, e) from None
         dir_fd = os.open(target.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -338,11 +351,14 @@ def _append(path: Path, docs) -> None:
     """Documents as JSON lines at the end of ``path``, flushed to the disk before returning. A
     torn last line (a killed append: the document in flight, which :func:`_lines` drops) is cut
     off first: the next line joined to it was a corrupted line, and lost."""
-    with open(path, "ab+") as f:
-        f.truncate(_whole_lines(f))
-        f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs).encode())
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "ab+") as f:
+            f.truncate(_whole_lines(f))
+            f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs).encode())
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a torn last line is dropped when read, and cut off by the next append
+        raise _unwritten(path, e) from None
 
 
 def _whole_lines(f, block: int = 1 << 16) -> int:
@@ -411,6 +427,8 @@ class RecordStore:
         self.real = Path(os.path.realpath(self.path))
         #: Opened only to read: without a fingerprint, or asked to (a gate on a read-only checkout).
         self.read_only = read_only or fingerprint is None
+        #: Why a write of this run failed (a full disk): a gate's later runs are not kept either.
+        self.unwritten: str | None = None
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         if not self.read_only:
