@@ -1,9 +1,12 @@
+import argparse
 import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_plugin import TUNE
-from tunebench.cli import main
+from tunebench.cli import main, positive
 
 
 def test_best_answers_inside_and_outside_the_buckets(project, pytester, capsys, monkeypatch):
@@ -65,3 +68,11 @@ def test_the_command_line_loads_neither_the_tuning_machinery_nor_the_plots_to_an
                             capture_output=True, text=True, check=True).stdout
     for heavy in ("tunebench.plugin", "tunebench.session", "tunebench.workers", "tunebench.report", "matplotlib", "scipy"):
         assert f"'{heavy}'" not in loaded, heavy
+
+
+@pytest.mark.parametrize("text", ["nan", "-1", "0", "x"])
+def test_a_budget_or_timeout_that_is_not_a_positive_number_is_refused(text):
+    """nan compares as neither negative nor zero: --tune-timeout nan never killed a hang."""
+    with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive float, got '{text}'"):
+        positive(float)(text)
+    assert positive(float)("0.5") == 0.5 and positive(int, zero=True)("0") == 0

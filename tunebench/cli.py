@@ -29,7 +29,7 @@ def positive(kind, zero: bool = False):
             value = kind(text)
         except ValueError:
             value = -1
-        if value < 0 or (value == 0 and not zero):
+        if not value >= 0 or (value == 0 and not zero):  # nan is not: a timeout of nan never fired
             raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
         return value
     parse.__name__ = what
