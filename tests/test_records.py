@@ -106,6 +106,31 @@ def test_a_file_of_the_wrong_form_is_refused(tmp_path):
         RecordStore.for_device(tmp_path, FINGERPRINT)
 
 
+@pytest.mark.parametrize("table, edit, said", [
+    ("trials", lambda d: d["config"].update(vec=[2]), "trial 1: its config's 'vec' is [2], not one value"),
+    ("trials", lambda d: d["stats"].update(median=-1.0), "trial 1: its stats are {'median': -1.0}, without a median"),
+    ("tasks", lambda d: d.pop("bucket"), "task 1: its 'bucket' is 'missing', not a string"),
+    ("sources", lambda d: d.pop("source_hash"), "source 1: its 'source_hash' is 'missing', not a string"),
+    ("checks", lambda d: d.pop("kind"), "check 1: its 'kind' is None, not a string"),
+    ("checks", lambda d: d["shapes"][0].pop("best"), "check 1: its best on [4, 8] is 'missing', not a config"),
+])
+def test_a_hand_edited_document_is_an_error_naming_the_file_and_document(tmp_path, table, edit, said):
+    """Each was read unchecked: an unhashable config, a KeyError naming nothing, or a math
+    domain error, in best, report, the gate and the tune alike."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}, stats={"median": 1.0}))
+    store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b"})
+    store.put_source("k", "abc", "text")
+    store.add_check({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "kind": "tune",
+                     "shapes": [{"shape": [4, 8], "best": {"vec": 1}, "baseline": {"vec": 1}}]})
+    store.compact()
+    data = json.loads(store.path.read_text())
+    edit(data[table]["1"])
+    store.path.write_text(json.dumps(data))
+    with pytest.raises(RecordsError, match=re.escape(f"{store.path}: {said}")):
+        RecordStore(store.path)
+
+
 def test_a_trial_without_its_keys_is_refused(tmp_path):
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     with pytest.raises(RecordsError, match="without status"):
@@ -154,7 +179,7 @@ def test_a_trial_appended_after_a_torn_line_is_kept_and_the_journal_stays_readab
 
 
 @pytest.mark.parametrize("line, said", [('{"kernel": "k"}', "lacks source_hash, shape, dtype, config, status, device"),
-                                         ("[1, 2]", "not a trial"), (None, "its stats are None, without a numeric median")])
+                                         ("[1, 2]", "not a trial"), (None, "its stats are None, without a median time")])
 @pytest.mark.parametrize("where", ["journal", "archive"])
 def test_a_journal_or_archive_line_that_is_no_trial_is_an_error_naming_the_file_and_line(tmp_path, line, said,
                                                                                         where):

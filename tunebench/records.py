@@ -210,11 +210,13 @@ def _validate(path: Path, data) -> None:
         if wrong:
             raise RecordsError(f"{path}: trial {doc_id}: {wrong}; the file is left untouched: restore it (git "
                                f"checkout) or remove the trial")
-    for doc_id, doc in data.get("checks", {}).items():
-        wrong = _check_problem(doc)
-        if wrong:
-            raise RecordsError(f"{path}: check {doc_id}: {wrong}; the file is left untouched: restore it (git "
-                               f"checkout) or remove the check")
+    for table, what, problem in (("checks", "check", _check_problem), ("tasks", "task", _described_problem),
+                                 ("sources", "source", _described_problem)):
+        for doc_id, doc in data.get(table, {}).items():
+            wrong = problem(doc) if table == "checks" else problem(table, doc)
+            if wrong:
+                raise RecordsError(f"{path}: {what} {doc_id}: {wrong}; the file is left untouched: restore it (git "
+                                   f"checkout) or remove the {what}")
 
 
 def _doc_order(doc_id: str) -> tuple:
@@ -235,16 +237,22 @@ def trial_problem(doc: Mapping) -> str | None:
         return f"its shape is {doc['shape']!r}, not a list of dims"
     if not isinstance(doc["config"], dict):
         return f"its config is {doc['config']!r}, not an object"
+    for name, value in doc["config"].items():
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            return f"its config's {name!r} is {value!r}, not one value"
     stats = doc.get("stats")
     if (stats is not None or doc["status"] == "ok") and not (
             isinstance(stats, dict) and isinstance(stats.get("median"), (int, float))
-            and not isinstance(stats.get("median"), bool)):
-        return f"its stats are {stats!r}, without a numeric median"
+            and not isinstance(stats.get("median"), bool) and stats["median"] >= 0):
+        return f"its stats are {stats!r}, without a median time"
     return None
 
 
 def _check_problem(doc: Mapping) -> str | None:
     """What in a check (a final round or a gate run) has a type no tunebench writes, else None."""
+    for key in ("kernel", "dtype", "bucket", "kind"):
+        if not isinstance(doc.get(key), str):
+            return f"its {key!r} is {doc.get(key)!r}, not a string"
     shapes = doc.get("shapes", [])
     if not isinstance(shapes, list) or not all(isinstance(e, dict) for e in shapes):
         return f"its shapes are {shapes!r}, not a list of objects"
@@ -252,9 +260,16 @@ def _check_problem(doc: Mapping) -> str | None:
         if not _shape(entry.get("shape")):
             return f"a shape is {entry.get('shape')!r}, not a list of dims"
         for key in ("best", "baseline"):
-            if key in entry and not isinstance(entry[key], (dict, type(None))):
-                return f"its {key} on {entry['shape']} is {entry[key]!r}, not a config"
+            if (key in entry or doc["kind"] == "tune") and not isinstance(entry.get(key, ""), (dict, type(None))):
+                return f"its {key} on {entry['shape']} is {entry.get(key, 'missing')!r}, not a config"
     return None
+
+
+def _described_problem(table: str, doc: Mapping) -> str | None:
+    """What a task's description or a kept source lacks that every reader looks it up by."""
+    keys = ("kernel", "target", "dtype", "bucket") if table == "tasks" else ("kernel", "source_hash", "text")
+    wrong = next((k for k in keys if not isinstance(doc.get(k), str)), None)
+    return f"its {wrong!r} is {doc.get(wrong, 'missing')!r}, not a string" if wrong else None
 
 
 class AtomicJSONStorage(Storage):

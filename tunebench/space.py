@@ -72,8 +72,12 @@ def _values(name: str, spec: Any) -> tuple:
         if v in seen:  # True == 1 and 2.0 == 2 in Python: name both
             raise SpaceError(f"param {name!r} lists a value twice: {seen[v]!r} and {v!r} in {values!r}")
         seen[v] = v
+    compound = [v for v in values if not isinstance(v, (str, bool, int, float, type(None)))]
+    if compound:  # a config is #defines, and a record in JSON, where a tuple comes back a list
+        raise SpaceError(f"param {name!r}: value {compound[0]!r} is a {type(compound[0]).__name__}: a param's values "
+                         f"are numbers, strings, bools or None (split it into one param per part)")
     kinds = {"a string" if isinstance(v, str) else "a bool" if isinstance(v, bool) else "None" if v is None
-             else "a number" if isinstance(v, (int, float, np.integer, np.floating)) else f"a {type(v).__name__}"
+             else "a number"
              for v in values}
     if len(kinds) > 1:  # `#define name` would read one kind as another's text
         raise SpaceError(f"param {name!r} mixes {' and '.join(sorted(kinds))} in {values!r}: give one kind of value")
