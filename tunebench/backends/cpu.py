@@ -275,11 +275,12 @@ class CpuBackend(Backend):
         processes' share are :mod:`tunebench.interference`'s)."""
         found = {"threads": thread_count()}
         try:
-            found["governor"] = open("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read().strip()
+            found["governor"] = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read_text().strip()
         except OSError:
             pass
         try:
-            mhz = [float(ln.split(":")[1]) for ln in open("/proc/cpuinfo") if ln.startswith("cpu MHz")]
+            mhz = [float(ln.split(":")[1]) for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                   if ln.startswith("cpu MHz")]
             found["mhz"] = round(sum(mhz) / len(mhz)) if mhz else None
         except (OSError, ValueError):
             pass
