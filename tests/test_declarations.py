@@ -885,6 +885,22 @@ def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_
     assert tunebench.lookup("axpb", (1000,), suites=kproj / "suites") == tuned
 
 
+@pytest.mark.parametrize("top_file, text", [("pytest.ini", "[pytest]\n"), ("pytest.toml", "[pytest]\n"),
+                                             ("tox.ini", "[pytest]\n"), ("setup.cfg", "[metadata]\nname = x\n")])
+def test_the_project_root_is_the_rootdir_pytest_itself_takes(tmp_path, top_file, text):
+    """pytest 9 reads pytest.toml first: a monorepo's pytest.toml roots the tune's records at the
+    top, where lookups did not look. Whatever the file, lookups agree with the pytest installed."""
+    (tmp_path / top_file).write_text(text)
+    project = tmp_path / "proj"
+    (project / "suites").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0"\n')
+    run = subprocess.run([sys.executable, "-m", "pytest", "--co", "-p", "no:cacheprovider", "suites"],
+                         cwd=project, capture_output=True, text=True, timeout=60)
+    said = re.search(r"^rootdir: (\S+)", run.stdout, re.M)
+    assert said, run.stdout + run.stderr
+    assert tunebench.kernel.rootdir(project / "suites") == Path(said.group(1))
+
+
 def _committed(root: Path, *files: str) -> None:
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
     root.mkdir()

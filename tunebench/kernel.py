@@ -58,8 +58,8 @@ def _is_include(flag: str) -> bool:
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
 
 #: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes), in
-#: the order pytest tries them.
-INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+#: the order pytest tries them (pytest.toml from pytest 9: an older pytest finds no pytest table in it).
+INI_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 def _configures_pytest(path: Path) -> bool:
