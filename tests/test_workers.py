@@ -1,5 +1,7 @@
 """The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
+import signal
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,37 @@ def test_a_comparison_whose_arm_hangs_or_crashes_names_that_arm(tmp_path, fault,
     finally:
         workers.close()
     assert (result["status"], result["arm"]) == (status, "baseline"), result
+
+
+class Interrupted(BaseException):
+    """What pytest-timeout raises in a test that outlives its limit (pytest's Failed)."""
+
+
+def test_a_trial_interrupted_while_its_worker_measures_leaves_no_answer_for_the_next(tmp_path):
+    """The interrupted job's answer stayed in the pipe and was read as the next job's: a slow
+    config's time recorded under a fast one's name, and reused by every later run."""
+    (tmp_path / "faulty.c").write_text(FAULTY_C)
+    Kernel("faulty_interrupted", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(200000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
+                       space=Space({"passes": [1, 20000], "fault": [0, 3]})))
+    workers = Workers("cpu", timeout=60.0)
+
+    def interrupt(*_):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.alarm(2)  # a slow config: seconds a call
+        with pytest.raises(Interrupted):
+            workers.trial(TrialJob("faulty_interrupted", {"passes": 20000, "fault": 0}, (200000,), "float32",
+                                   MeasureSettings(repeats=3)))
+        result = workers.trial(TrialJob("faulty_interrupted", {"passes": 1, "fault": 3}, (200000,), "float32",
+                                        MeasureSettings(repeats=3)))
+        assert result["status"] == "wrong_result", result
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        workers.close()

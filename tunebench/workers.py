@@ -427,12 +427,16 @@ class Workers:
         began = time.monotonic()
         self._clock[1] = self._clock[2] = -1  # no call made yet
         os.ftruncate(self._log.fileno(), 0)  # this job's words alone
-        self._conn.send(job)
-        kind, message = self._receive(PREPARE_TIMEOUT_S)
-        if kind == "built":
-            for artefact, cached in message:
-                self.builds[artefact] = self.builds.get(artefact, False) or not cached
-            kind, message = self._watch()
+        try:
+            self._conn.send(job)
+            kind, message = self._receive(PREPARE_TIMEOUT_S)
+            if kind == "built":
+                for artefact, cached in message:
+                    self.builds[artefact] = self.builds.get(artefact, False) or not cached
+                kind, message = self._watch()
+        except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
+            self.close()  # was read as the next job's, and recorded under its config
+            raise
         placement = int(self._clock[2])
         result = self._outcome(kind, message)
         died = result["status"] in ("crashed", "timeout") and "samples" not in result
