@@ -136,6 +136,18 @@ def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     assert verdict["outcome"] == "fail"  # how much slower it reads is bench/gate.py's to measure
 
 
+def test_a_rerun_gate_item_is_one_task_in_the_summary(tuned):
+    """Each attempt of pytest-rerunfailures was a task of its own: three FAIL lines for one, and
+    "gated 3 of 4 tasks" in a suite of two."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester, path = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    result = pytester.runpytest("test_chain.py", *GATE, "--reruns", "1")
+    assert result.parseoutcomes() == {"failed": 1, "rerun": 1}
+    assert result.stdout.str().count("FAIL  chain::all-float32[gate]") == 1, result.stdout.str()
+
+
 def test_a_best_config_now_slower_than_the_heuristic_fails(tuned):
     pytester, _ = tuned
     source = pytester.path / "chain.c"

@@ -320,6 +320,30 @@ def test_a_constraint_naming_no_param_is_the_same_error_for_a_lookup_as_for_coll
     with pytest.raises(tunebench.space.SpaceError, match=message):
         tunebench.lookup("axpb", (1000,), records=root / "records", suites=root / "suites")
 
+def test_a_failed_task_fails_again_when_rerun(project, pytester):
+    """pytest-rerunfailures reruns a failed item: its task had failed, so the rerun was skipped
+    ("not run: ... failed") and the broken tune exited 0."""
+    pytest.importorskip("pytest_rerunfailures")
+    project(modes=(0, 2), suite=AXPB_SUITE.replace('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": 2, "unroll": 1, "mode": 2}'))
+    result = pytester.runpytest("suites", *TUNE, "--reruns", "1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 2 and outcomes["rerun"] == 2, outcomes  # each task's baseline, twice
+
+
+def test_last_failed_finds_the_failed_items_again(project, pytester):
+    """pytest 9 keeps a node id's [params] apart from its names: ours held theirs in the name, and a
+    cached id parsed back apart matched no item (--lf ran everything, --sw found nothing)."""
+    project(modes=(0, 1))
+    tune = [a for a in TUNE if a not in ("-p", "no:cacheprovider")]
+    first = pytester.runpytest("suites", *tune, "-k", "small")
+    failed = first.parseoutcomes()["failed"]
+    assert failed >= 1
+    again = pytester.runpytest("suites", *tune, "-k", "small", "--lf")
+    again.stdout.fnmatch_lines([f"run-last-failure: rerun previous {failed} failure*"])
+    assert again.parseoutcomes()["failed"] == failed and "passed" not in again.parseoutcomes()
+
+
 def test_a_corrupted_records_file_stops_the_run_and_is_kept(project, pytester):
     root = project()
     pytester.runpytest("suites", *TUNE, "-k", "small and baseline")

@@ -122,6 +122,13 @@ class Message(TerminalRepr):
 class Item(pytest.Item):
     """A tunebench item: a failure is shown as its message; a skip is its suite's (see the plugin)."""
 
+    @classmethod
+    def from_parent(cls, parent, *, name: str, **kwargs):
+        """Its node id given as text, as pytest parses one back: pytest 9 keeps an id's ``[...]``
+        apart from its names, and an id made of a name holding it matched no id cached by --lf,
+        --ff or --sw."""
+        return super().from_parent(parent, name=name, nodeid=f"{parent.nodeid}::{name}", **kwargs)
+
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
             return Message(str(excinfo.value))
@@ -223,13 +230,13 @@ class Trial(Item):
 
     def runtest(self) -> None:
         try:
-            self.task.run()
+            self.task.run(asker=self.nodeid)
         except TaskFailed as e:
             pytest.skip(str(e))
         tuner = self.task.tuner
         if self.task.busy and self.key is None:  # the run fails once for a busy machine, not per task
-            if not tuner.busy_reported:
-                tuner.busy_reported = True
+            if tuner.busy_reported in (None, self.nodeid):  # its rerun fails again
+                tuner.busy_reported = self.nodeid
                 raise ItemFailed(self.task.busy)
             pytest.skip(f"{self.task.busy} (the run failed once for a busy machine, above)")  # this task's own
         outcome = self.task.baseline if self.key is None else self.task.outcome(self.key)
@@ -294,7 +301,8 @@ class Gate(Item):
                       self.bucket, settings, self.run.commit, busy=self.run.busy)
         self.run.busy = any(c.disturbed and len(c.disturbed) == len(c.objectives)
                             for c in result.comparisons.values())
-        self.config.stash[GATE_RESULTS].append((self, result))
+        results = self.config.stash[GATE_RESULTS]  # a rerun (pytest-rerunfailures) replaces its attempt before
+        results[:] = [(item, r) for item, r in results if item is not self] + [(self, result)]
         for shape, comp in result.comparisons.items():
             for label in comp.labels:  # every sample of every process, under every placement
                 values = [ms for process in comp.samples for by_arm in process.values() for ms in by_arm[label]]

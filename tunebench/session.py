@@ -193,7 +193,7 @@ class Tuner:
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
         self.busy: str | None = None  # why a task stopped on a busy machine
-        self.busy_reported = False  # an item failed with it: the others say "see above"
+        self.busy_reported: str | None = None  # the item that failed with it: the others say "see above"
         self.discarded = 0  # measurements other devices made for candidates never asked for
         self.progress: Callable[[Task, bool], None] = lambda task, done: None  # told after each candidate
 
@@ -215,6 +215,7 @@ class Task:
         self.baseline: Outcome | None = None
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
+        self.failed_by = ""  # the item it was raised to
         self.spent_s = 0.0  # the trials' own time (on the replay target, their recorded cost)
         self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
@@ -285,10 +286,14 @@ class Task:
         return self.stop_reason is not None
 
     # -- the search ---------------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, asker: str = "") -> None:
         """Measure the baseline, then candidates in the strategy's order until the budget ends.
-        A task that failed raises its error once; later calls raise :class:`TaskFailed`."""
+        A task that failed raises its error to the item that ``asker`` names (again where that
+        item is run again: pytest-rerunfailures' rerun must fail as it did); others get
+        :class:`TaskFailed`."""
         if self.failure is not None:
+            if asker and asker == self.failed_by:
+                raise self.failure
             raise TaskFailed(f"not run: {self.label} failed, see its first item's error")
         if self.done:
             return
@@ -298,7 +303,7 @@ class Task:
                 self._search()
                 self.ended = True
         except Exception as e:
-            self.failure = e
+            self.failure, self.failed_by = e, asker
             self.stop_reason = f"the task failed: {e}"
             raise
 
