@@ -165,10 +165,11 @@ def test_a_killed_run_leaves_no_process_a_candidate_forked(pytester, how):
                            stderr=subprocess.DEVNULL)
     pid_file = pytester.path / "lingering.pid"
     try:
-        deadline = time.monotonic() + 60
-        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        deadline, written = time.monotonic() + 60, ""
+        while not written and time.monotonic() < deadline:  # each call forks one, and rewrites the file
             time.sleep(0.1)
-        lingering = int(pid_file.read_text())
+            written = pid_file.read_text() if pid_file.exists() else ""
+        lingering = int(written)
         run.send_signal(how)  # while the next candidate hangs
         run.wait(30)
     finally:

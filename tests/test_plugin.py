@@ -344,6 +344,16 @@ def test_last_failed_finds_the_failed_items_again(project, pytester):
     assert again.parseoutcomes()["failed"] == failed and "passed" not in again.parseoutcomes()
 
 
+def test_tb_line_names_the_suite_of_a_failure(project, pytester):
+    """--tb=line printed ":0: wrong_result: ...", naming no file."""
+    root = project(modes=(0, 1))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tb=line")
+    declared = next(i for i, line in enumerate((root / "suites" / "test_axpb.py").read_text().splitlines(), 1)
+                    if line.startswith("axpb = Kernel("))
+    result.stdout.re_match_lines([rf".*suites/test_axpb.py:{declared}: wrong_result: output 'y'.*"])
+    assert not any(line.startswith(":0:") for line in result.stdout.lines)
+
+
 def test_a_corrupted_records_file_stops_the_run_and_is_kept(project, pytester):
     root = project()
     pytester.runpytest("suites", *TUNE, "-k", "small and baseline")

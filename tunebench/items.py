@@ -111,9 +111,10 @@ class Message(TerminalRepr):
     its first line: pytest repeats a plain-string failure whole there on CI (``$CI`` set) and
     with ``-vv``, which printed every gate verdict twice."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, where: tuple[str, int | None] = ("", 0)):
+        """``where``: the file and line ``--tb=line`` names (the suite's declaration)."""
         self.text = text
-        self.reprcrash = ReprFileLocation("", 0, text.split("\n", 1)[0])
+        self.reprcrash = ReprFileLocation(where[0], where[1] or 0, text.split("\n", 1)[0])
 
     def toterminal(self, tw) -> None:
         tw.line(self.text)
@@ -131,7 +132,7 @@ class Item(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
-            return Message(str(excinfo.value))
+            return Message(str(excinfo.value), self.getparent(Suite).where())
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
@@ -148,6 +149,12 @@ class Suite(pytest.Collector):
     def __init__(self, *, kernel: Kernel, **kwargs):
         super().__init__(**kwargs)
         self.kernel = kernel
+
+    def where(self) -> tuple[str, int | None]:
+        """The suite file, and the kernel's declaration line where it is declared there: what a
+        skip or a failure of its items names, rather than a line of tunebench."""
+        inside = self.kernel.declared_in == Path(self.path).resolve()
+        return str(self.path), self.kernel.declared_line if inside else None
 
     def collect(self):
         if hasattr(self.config, "workerinput"):  # a pytest-xdist worker, one of several measuring at once
@@ -206,7 +213,7 @@ class Suite(pytest.Collector):
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, SuiteError):
-            return Message(str(excinfo.value))
+            return Message(str(excinfo.value), self.where())
         return super().repr_failure(excinfo)
 
 

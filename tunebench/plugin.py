@@ -148,9 +148,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     and JUnit name the suite file (and fold its skips by reason)."""
     report = yield
     if report.skipped and isinstance(item, Item) and isinstance(report.longrepr, tuple):
-        kernel = item.getparent(Suite).kernel
-        line = kernel.declared_line if kernel.declared_in == Path(item.path).resolve() else None
-        report.longrepr = (str(item.path), line, report.longrepr[2])
+        report.longrepr = (*item.getparent(Suite).where(), report.longrepr[2])
     return report
 
 
@@ -185,7 +183,7 @@ class SuiteModule(pytest.Module):
     def repr_failure(self, excinfo):  # a Collector's takes no style
         cause = excinfo.value.__cause__ if excinfo.errisinstance(self.CollectError) else excinfo.value
         if isinstance(cause, DECLARATION_ERRORS):
-            return Message(f"{self.path}: {type(cause).__name__}: {cause}")
+            return Message(f"{self.path}: {type(cause).__name__}: {cause}", (str(self.path), None))
         return super().repr_failure(excinfo)
 
 
