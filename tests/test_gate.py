@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from xml.etree import ElementTree
 
 import pytest
 from tinydb import TinyDB
@@ -78,7 +79,10 @@ GATE = ("-p", "no:cacheprovider", "--tune-target", "cpu", "-W", "ignore::pytest.
 def test_two_gate_runs_with_nothing_changed_pass(tuned):
     pytester, path = tuned
     for _ in range(2):
-        result = pytester.runpytest("test_chain.py", *GATE)
+        result = pytester.runpytest("test_chain.py", *GATE, "--junitxml", "gate.xml")
+        # a CI's JUnit report holds a pass's verdicts too, as the terminal's gate section does
+        (prop,) = ElementTree.parse(pytester.path / "gate.xml").iter("property")
+        assert prop.get("name") == "tunebench_gate" and "best/baseline" in prop.get("value"), prop.attrib
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["*tunebench gate: *, records in *.json *", "PASS  chain::all-float32?gate?"])
     gates = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
