@@ -57,6 +57,10 @@ void faulty(const real *x, real *y, int n)
         fclose(f);
         for (;;) pause();
     }
+#elif fault == 15
+    for (int fd = 3; fd < 64; ++fd) (void)!write(fd, "\\0\\0\\0\\0", 4);  /* a message of no bytes */
+#elif fault == 16
+    { float one = 1.0f; for (int fd = 3; fd < 64; ++fd) (void)!write(fd, &one, 4); }  /* a length, no message */
 #elif fault == 13
     for (int fd = 3; fd < 64; ++fd) (void)!write(fd, "faulty: debug\\n", 14);  /* into every descriptor */
 #endif

@@ -1,6 +1,7 @@
 """The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -95,4 +96,31 @@ def test_a_trial_interrupted_while_its_worker_measures_leaves_no_answer_for_the_
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+        workers.close()
+
+
+@pytest.mark.parametrize("fault", [13, 15, 16])
+def test_bytes_a_candidate_writes_into_the_pipe_cost_that_trial_alone(tmp_path, monkeypatch, fault):
+    """Text reads as a length over the limit; four zero bytes as a message of none, which had
+    passed for the worker's death and waited on it for good; a float as a length that no
+    message follows, which had waited past every timeout."""
+    monkeypatch.setattr("tunebench.workers.RECEIVE_S", 1.0)
+    (tmp_path / "faulty.c").write_text(FAULTY_C)
+    Kernel("faulty_pipe", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
+                       space=Space({"passes": [1], "fault": [0, fault]})))
+    workers = Workers("cpu", timeout=5.0)
+    try:
+        began = time.monotonic()
+        written = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": fault}, (1000,), "float32",
+                                         MeasureSettings(repeats=3)))
+        assert written["status"] == "crashed" and "its pipe to tunebench" in written["error"], written
+        assert time.monotonic() - began < 30
+        after = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": 0}, (1000,), "float32",
+                                       MeasureSettings(repeats=3)))
+        assert after["status"] == "ok", after
+    finally:
         workers.close()

@@ -27,6 +27,7 @@ import pickle
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -87,6 +88,9 @@ MIN_ROUNDS = 5
 #: candidate writes into the worker's pipe reads as a length of at least 0x20202020 bytes (four
 #: printable characters), which the parent would otherwise wait for past every timeout.
 MAX_MESSAGE_BYTES = 256 << 20
+#: The longest a message may take to arrive whole once its first bytes have: a length the
+#: candidate wrote (binary, under the limit) has no message after it.
+RECEIVE_S = 30.0
 GARBLED = ("the candidate wrote into its pipe to tunebench (a file descriptor it does not own): the "
            "worker's answer is lost")
 
@@ -110,6 +114,22 @@ def _die_with_parent(parent: int, how: signal.Signals = signal.SIGKILL) -> None:
         os.kill(os.getpid(), how)
 
 
+def _close_inherited(keep: int = -1) -> None:
+    """Close every descriptor above stderr but ``keep``: those open, as /proc lists them (a
+    loop to the open-file limit takes minutes where the limit is a billion and close_range is
+    missing)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:  # the listing's own descriptor, closed already
+                pass
+
+
 def _sentinel() -> None:
     """Fork a process into the worker's group that kills the group once the worker dies,
     however it died: the kernel kills the worker with pytest, not a child a candidate forked,
@@ -118,7 +138,7 @@ def _sentinel() -> None:
     if os.fork() != 0:
         return
     try:
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        _close_inherited()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
         _die_with_parent(worker, signal.SIGTERM)
@@ -196,8 +216,7 @@ def _serve(conn, target: str, parent: int, clock, log: int) -> None:
         os.dup2(log, fd)
     # nothing else of the parent's: a candidate writing to a stray descriptor reached pytest's
     # output, or the parent's end of the pipe; the suite's own prints go to the log too
-    os.closerange(3, conn.fileno())
-    os.closerange(conn.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
+    _close_inherited(keep=conn.fileno())
     sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False, errors="replace") for fd in (1, 2))
     _sentinel()  # the group goes whole where the parent could not kill it (killed itself)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -368,8 +387,17 @@ FAULTS = ("SIGSEGV", "SIGBUS")
 FAULT_HINT = "an invalid memory access (a write into an input or far past an output hits a trap page)"
 
 
+def _reap(process, seconds: float = 5.0) -> None:
+    """Wait for the worker's end, at most ``seconds``. Not ``join(seconds)``: the worker closes the
+    descriptors it inherits, multiprocessing's sentinel among them, and a join then waits for as
+    long as the worker lives."""
+    deadline = time.monotonic() + seconds
+    while process.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _death(process) -> str:
-    process.join(5)
+    _reap(process)
     code = process.exitcode
     if code is not None and code < 0:
         name = signal.Signals(-code).name
@@ -412,13 +440,34 @@ class Workers:
     def _receive(self, timeout: float) -> tuple[str, Any]:
         if not self._conn.poll(timeout):
             return "timeout", None
+        garbled = threading.Event()  # a length the candidate wrote, which no message follows
+
+        def stuck() -> None:
+            garbled.set()
+            self._kill()  # its group, every holder of the pipe's other end: the read ends
+
+        watchdog = threading.Timer(RECEIVE_S, stuck)
+        watchdog.start()
         try:
-            message = pickle.loads(self._conn.recv_bytes(MAX_MESSAGE_BYTES))
+            data = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, ConnectionError):
-            return "died", _death(self._process)
-        except Exception:  # noqa: BLE001 - a length over the limit (OSError), bytes that do not unpickle
+            return ("crashed", GARBLED) if garbled.is_set() else ("died", _death(self._process))
+        except OSError:  # a length over the limit
             return "crashed", GARBLED
+        finally:
+            watchdog.cancel()
+        try:  # a worker's message is a pickle (protocol 2 and up: its first byte is PROTO)
+            message = pickle.loads(data) if data[:1] == b"\x80" else None
+        except Exception:  # noqa: BLE001 - bytes that do not unpickle, whatever pickle raises of them
+            message = None
         return message if isinstance(message, tuple) and len(message) == 2 else ("crashed", GARBLED)
+
+    def _kill(self) -> None:
+        """The worker's group: with any process a candidate forked and left running."""
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            pass
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker."""
@@ -511,13 +560,10 @@ class Workers:
 
     def close(self) -> None:
         if self._process is not None:
-            try:  # the worker's group: a process a candidate forked and left running goes with it
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._kill()
             if self._process.is_alive():
                 self._process.kill()
-            self._process.join(5)
+            _reap(self._process)
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
