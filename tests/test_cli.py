@@ -70,9 +70,9 @@ def test_the_command_line_loads_neither_the_tuning_machinery_nor_the_plots_to_an
         assert f"'{heavy}'" not in loaded, heavy
 
 
-@pytest.mark.parametrize("text", ["nan", "-1", "0", "x"])
+@pytest.mark.parametrize("text", ["nan", "inf", "-1", "0", "x"])
 def test_a_budget_or_timeout_that_is_not_a_positive_number_is_refused(text):
-    """nan compares as neither negative nor zero: --tune-timeout nan never killed a hang."""
+    """nan compares as neither negative nor zero: --tune-timeout nan never killed a hang, nor would inf."""
     with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive float, got '{text}'"):
         positive(float)(text)
     assert positive(float)("0.5") == 0.5 and positive(int, zero=True)("0") == 0

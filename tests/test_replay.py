@@ -63,6 +63,25 @@ def test_a_kernel_tuner_space_is_its_tune_params_less_the_configs_it_lacks():
                                                       if not isinstance(e["time"], str)))
 
 
+def test_a_kernel_tuner_param_of_lists_replays_as_its_text_and_its_tune_resumes(pytester):
+    """A param whose values are lists (a block's shape) became tuples, which a space refuses, as
+    the records would give them back as lists."""
+    path = pytester.path / "cache.json"
+    header = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [1024], "objective": "time",
+              "tune_params_keys": ["block", "u"], "tune_params": {"block": [[16, 16], [32, 8]], "u": [1, 2]},
+              "cache": {f"{b},{u}": cache_entry({"block": b, "u": u}, 1.0 + u + b[0] / 100)
+                        for b in ([16, 16], [32, 8]) for u in (1, 2)}}
+    path.write_text(json.dumps(header))
+    recording = Replay(path).recording()
+    assert recording.space.values["block"] == ("[16, 16]", "[32, 8]") and recording.optimum == pytest.approx(2.16)
+    args = ("--tune", "--tune-target", f"replay:{path}", "--tune-records", str(pytester.path / "records"),
+            "-p", "no:cacheprovider")
+    pytester.runpytest(*args).assert_outcomes(passed=5)
+    again = pytester.runpytest(*args)  # its records read back: every trial reused
+    again.assert_outcomes(passed=5)
+    again.stdout.fnmatch_lines(["*k *recorded *float32 *4 *0 *"])
+
+
 def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
     path = kernel_tuner_cache(tmp_path / "cache.json", [
         ({"block": 32, "tile": 1}, 1.5), ({"block": 32, "tile": 2}, "InvalidConfig"),

@@ -73,6 +73,7 @@ def test_config_and_key_round_trip():
     ({"warp_num": (8, 4)}, [], r"param 'warp_num': range \(8, 4\) is empty"),
     ({"warp_num": "1,2"}, [], "param 'warp_num': expected a list"),
     ({"block": [(16, 16), (32, 8)]}, [], r"param 'block': value \(16, 16\) is a tuple: a param's values are numbers"),
+    ({"block": [[16, 16], [32, 8]]}, [], r"param 'block': value \[16, 16\] is a list: a param's values are numbers"),
     ({"warp_num": [1, 2]}, [lambda warp_nm: warp_nm > 1], "names unknown param 'warp_nm'"),
     ({"warp_num": [1, 2]}, [lambda c: c["tree"] > 1], "names unknown param 'tree'"),
     ({"VEC": [1, 2]}, [lambda N, VECS: N % VECS == 0],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import warnings
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ def positive(kind, zero: bool = False):
             value = kind(text)
         except ValueError:
             value = -1
-        if not value >= 0 or (value == 0 and not zero):  # nan is not: a timeout of nan never fired
+        if not 0 <= value < math.inf or (value == 0 and not zero):  # nan, inf: a timeout that never fires
             raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
         return value
     parse.__name__ = what

@@ -217,9 +217,10 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
 
 
 def _hashable(value):
-    """A JSON value as a hashable one: lists become tuples (an object stays unhashable: a
-    param's value is never an object)."""
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+    """A JSON value as a param's value: a list becomes its text as Kernel Tuner writes it in a
+    cache key (a categorical value, as a space's values are numbers or strings; an object stays
+    unhashable: a param's value is never an object)."""
+    return str(value) if isinstance(value, list) else value
 
 
 def _records(path: Path) -> list[Recording]:
@@ -265,7 +266,7 @@ def _tasks(path: Path, store: RecordStore) -> list[Recording]:
         runs: dict[tuple, dict[tuple, Run]] = {}
         for d in docs:
             if set(d["config"]) == set(names):  # configs of an older space are left out
-                key = tuple(_hashable(d["config"][n]) for n in names)
+                key = tuple(d["config"][n] for n in names)  # one value each, as the records hold them
                 runs.setdefault(key, {})[tuple(d["shape"])] = Run(
                     d["status"], tuple(d.get("samples") or ()), d.get("compile_time_s") or 0.0,
                     d.get("measure_s") or 0.0, d.get("error"), d.get("max_error"))

@@ -67,15 +67,15 @@ def _values(name: str, spec: Any) -> tuple:
     values = tuple(v.item() if isinstance(v, np.generic) else v for v in spec)
     if not values:
         raise SpaceError(f"param {name!r} has an empty value list")
+    compound = [v for v in values if not isinstance(v, (str, bool, int, float, type(None)))]
+    if compound:  # a config is #defines, and a record in JSON, where a tuple comes back a list
+        raise SpaceError(f"param {name!r}: value {compound[0]!r} is a {type(compound[0]).__name__}: a param's values "
+                         f"are numbers, strings, bools or None (split it into one param per part)")
     seen: dict = {}
     for v in values:
         if v in seen:  # True == 1 and 2.0 == 2 in Python: name both
             raise SpaceError(f"param {name!r} lists a value twice: {seen[v]!r} and {v!r} in {values!r}")
         seen[v] = v
-    compound = [v for v in values if not isinstance(v, (str, bool, int, float, type(None)))]
-    if compound:  # a config is #defines, and a record in JSON, where a tuple comes back a list
-        raise SpaceError(f"param {name!r}: value {compound[0]!r} is a {type(compound[0]).__name__}: a param's values "
-                         f"are numbers, strings, bools or None (split it into one param per part)")
     kinds = {"a string" if isinstance(v, str) else "a bool" if isinstance(v, bool) else "None" if v is None
              else "a number"
              for v in values}
