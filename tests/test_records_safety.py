@@ -256,11 +256,16 @@ def test_the_journal_of_a_run_still_going_is_not_called_a_killed_runs(tmp_path):
     assert len(RecordStore.for_device(tmp_path, FINGERPRINT).leftover) == 1  # it ended without folding
 
 
-def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded(pytester):
+def _tuned_slow(pytester) -> None:
+    """The slow suite over two configs, tuned: records a gate can gate."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
     pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
                                                                                          '"tag": [0, 1]'))
     pytester.runpytest("test_slow.py", *TUNE)
+
+
+def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded(pytester):
+    _tuned_slow(pytester)
     records = pytester.path / "records"
     (path,) = records.glob("*.json")
     before = path.read_bytes()
@@ -316,10 +321,7 @@ def test_a_full_disk_is_one_error_naming_the_file_and_loses_nothing(tmp_path):
 
 def test_the_gate_on_a_full_disk_gates_and_says_its_run_is_not_recorded(pytester):
     """Every gate item failed with the OSError of keeping its run, its verdict lost."""
-    pytester.path.joinpath("slow.c").write_text(SLOW_C)
-    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
-                                                                                         '"tag": [0, 1]'))
-    pytester.runpytest("test_slow.py", *TUNE)
+    _tuned_slow(pytester)
     (path,) = (pytester.path / "records").glob("*.json")
     before = path.read_bytes()
     run = subprocess.run([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider", "--tune-target",
@@ -334,10 +336,7 @@ def test_the_gate_on_a_full_disk_gates_and_says_its_run_is_not_recorded(pytester
 
 def test_the_gate_replaying_read_only_records_gates_them(pytester):
     """It stopped with the tune's "records cannot be written there"."""
-    pytester.path.joinpath("slow.c").write_text(SLOW_C)
-    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"tag": range(10)',
-                                                                                         '"tag": [0, 1]'))
-    pytester.runpytest("test_slow.py", *TUNE)
+    _tuned_slow(pytester)
     (measured,) = (pytester.path / "records").glob("*.json")
     replay = ("--tune-target", f"replay:{measured}", "--tune-records", str(pytester.path / "replayed"))
     pytester.runpytest("test_slow.py", "--tune", "-p", "no:cacheprovider", *replay).assert_outcomes(passed=5)

@@ -46,16 +46,21 @@ def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
     assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
 
 
-@pytest.mark.parametrize("fault, status", [(2, "timeout"), (1, "crashed")])
-def test_a_comparison_whose_arm_hangs_or_crashes_names_that_arm(tmp_path, fault, status):
-    """The gate says which config hung or crashed, though the worker was killed mid-job."""
-    (tmp_path / "faulty.c").write_text(FAULTY_C)
-    Kernel("faulty_arms", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+def _faulty_kernel(folder, name: str, n: int, params: dict) -> None:
+    """A kernel over FAULTY_C on one shape of ``n`` elements, declared as ``name``."""
+    (folder / "faulty.c").write_text(FAULTY_C)
+    Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(n,)])]),
            args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
                                            "n": np.int32(shape[0])},
            reference=lambda x, n: 2.0 * x, outputs=["y"],
-           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
-                       space=Space({"passes": [1], "fault": [0, 1, 2]})))
+           cpu=Variant(source=str(folder / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
+                       space=Space(params)))
+
+
+@pytest.mark.parametrize("fault, status", [(2, "timeout"), (1, "crashed")])
+def test_a_comparison_whose_arm_hangs_or_crashes_names_that_arm(tmp_path, fault, status):
+    """The gate says which config hung or crashed, though the worker was killed mid-job."""
+    _faulty_kernel(tmp_path, "faulty_arms", 1000, {"passes": [1], "fault": [0, 1, 2]})
     workers = Workers("cpu", timeout=1.0)
     try:
         arms = (("best", {"passes": 1, "fault": 0}, None), ("baseline", {"passes": 1, "fault": fault}, None))
@@ -72,13 +77,7 @@ class Interrupted(BaseException):
 def test_a_trial_interrupted_while_its_worker_measures_leaves_no_answer_for_the_next(tmp_path):
     """The interrupted job's answer stayed in the pipe and was read as the next job's: a slow
     config's time recorded under a fast one's name, and reused by every later run."""
-    (tmp_path / "faulty.c").write_text(FAULTY_C)
-    Kernel("faulty_interrupted", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(200000,)])]),
-           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                           "n": np.int32(shape[0])},
-           reference=lambda x, n: 2.0 * x, outputs=["y"],
-           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
-                       space=Space({"passes": [1, 20000], "fault": [0, 3]})))
+    _faulty_kernel(tmp_path, "faulty_interrupted", 200000, {"passes": [1, 20000], "fault": [0, 3]})
     workers = Workers("cpu", timeout=60.0)
 
     def interrupt(*_):
@@ -105,13 +104,7 @@ def test_bytes_a_candidate_writes_into_the_pipe_cost_that_trial_alone(tmp_path, 
     passed for the worker's death and waited on it for good; a float as a length that no
     message follows, which had waited past every timeout."""
     monkeypatch.setattr("tunebench.workers.RECEIVE_S", 1.0)
-    (tmp_path / "faulty.c").write_text(FAULTY_C)
-    Kernel("faulty_pipe", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                           "n": np.int32(shape[0])},
-           reference=lambda x, n: 2.0 * x, outputs=["y"],
-           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
-                       space=Space({"passes": [1], "fault": [0, fault]})))
+    _faulty_kernel(tmp_path, "faulty_pipe", 1000, {"passes": [1], "fault": [0, fault]})
     workers = Workers("cpu", timeout=5.0)
     try:
         began = time.monotonic()
