@@ -286,8 +286,8 @@ class ClusterWorkers:
         self.devices[index].measure.remote(job).future().add_done_callback(settle)
 
     def close(self) -> None:
-        try:  # each device cleans up; a lost one has nothing left to clean
-            self._ray.wait([d.close.remote() for d in self.devices], num_returns=len(self.devices), timeout=30)
+        try:  # each device cleans up (after a job still in flight: not for long, on Ctrl-C); a lost one has none
+            self._ray.wait([d.close.remote() for d in self.devices], num_returns=len(self.devices), timeout=5)
         except Exception:  # noqa: BLE001 - Ray's errors of a lost actor: it is killed below all the same
             pass
         for device in self.devices:
