@@ -1,5 +1,7 @@
 """Adaptive measurement on a real gcc-compiled kernel: stopping rules, early stop, fixed protocol."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, Variant
 from tunebench.measure import MeasureSettings, measure, warm_up
 from tunebench.space import Space
-from tunebench.stats import median_ci, spread
+from tunebench.stats import _median_ranks, median_ci, spread
 
 
 @pytest.fixture
@@ -89,3 +91,10 @@ def test_median_interval_covers_the_median_and_narrows_with_more_samples():
 def test_spread_is_the_10_to_90_percentile_range_over_the_median():
     assert spread([1.0] * 10) == 0.0
     assert spread(list(range(1, 12))) == pytest.approx((10 - 2) / 6)
+
+
+def test_the_medians_ranks_at_tens_of_thousands_of_samples_are_the_binomials():
+    """--tune-repeats 30000: the exact ranks, near n/2 -+ 1.96 sqrt(n)/2 as the normal tail puts them."""
+    n = 30000
+    lo, hi = _median_ranks(n, 0.95)
+    assert hi == n - 1 - lo and abs(lo - (n / 2 - 1.959964 * math.sqrt(n) / 2)) <= 2

@@ -147,9 +147,11 @@ def test_a_rerun_gate_item_is_one_task_in_the_summary(tuned):
     pytester, path = tuned
     source = pytester.path / "chain.c"
     source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
-    result = pytester.runpytest("test_chain.py", *GATE, "--reruns", "1")
+    result = pytester.runpytest("test_chain.py", *GATE, "--reruns", "1", "--junitxml", "gate.xml")
     assert result.parseoutcomes() == {"failed": 1, "rerun": 1}
     assert result.stdout.str().count("FAIL  chain::all-float32[gate]") == 1, result.stdout.str()
+    final = list(ElementTree.parse(pytester.path / "gate.xml").iter("testcase"))[-1]
+    assert [p.get("name") for p in final.iter("property")] == ["tunebench_gate"]  # the last attempt's alone
 
 
 def test_a_best_config_now_slower_than_the_heuristic_fails(tuned):

@@ -1,5 +1,6 @@
 """The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
+import os
 import signal
 import time
 
@@ -115,5 +116,23 @@ def test_bytes_a_candidate_writes_into_the_pipe_cost_that_trial_alone(tmp_path, 
         after = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": 0}, (1000,), "float32",
                                        MeasureSettings(repeats=3)))
         assert after["status"] == "ok", after
+    finally:
+        workers.close()
+
+
+def test_a_worker_that_died_between_jobs_is_replaced_for_the_next(tmp_path):
+    """Its pipe was broken when the job was sent: the task failed with a BrokenPipeError."""
+    _faulty_kernel(tmp_path, "faulty_between", 1000, {"passes": [1], "fault": [0]})
+    job = TrialJob("faulty_between", {"passes": 1, "fault": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+    workers = Workers("cpu", timeout=5.0)
+    try:
+        assert workers.trial(job)["status"] == "ok"
+        dead = workers._process
+        os.killpg(dead.pid, signal.SIGKILL)
+        while dead.is_alive():
+            time.sleep(0.01)
+        looks_alive = iter([True])  # it died after trial() last looked (the OOM killer, say)
+        dead.is_alive = lambda: next(looks_alive, False)
+        assert workers.trial(job)["status"] == "ok"
     finally:
         workers.close()

@@ -387,6 +387,14 @@ FAULTS = ("SIGSEGV", "SIGBUS")
 FAULT_HINT = "an invalid memory access (a write into an input or far past an output hits a trap page)"
 
 
+def _kill(group: int) -> None:
+    """A worker's group: with any process a candidate forked and left running."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _reap(process, seconds: float = 5.0) -> None:
     """Wait for the worker's end, at most ``seconds``. Not ``join(seconds)``: the worker closes the
     descriptors it inherits, multiprocessing's sentinel among them, and a join then waits for as
@@ -442,32 +450,31 @@ class Workers:
             return "timeout", None
         garbled = threading.Event()  # a length the candidate wrote, which no message follows
 
-        def stuck() -> None:
+        def stuck(group: int) -> None:
             garbled.set()
-            self._kill()  # its group, every holder of the pipe's other end: the read ends
+            _kill(group)  # every holder of the pipe's other end: the read ends
 
-        watchdog = threading.Timer(RECEIVE_S, stuck)
+        watchdog = threading.Timer(RECEIVE_S, stuck, args=(self._process.pid,))
         watchdog.start()
         try:
             data = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, ConnectionError):
-            return ("crashed", GARBLED) if garbled.is_set() else ("died", _death(self._process))
+            data = None
         except OSError:  # a length over the limit
             return "crashed", GARBLED
         finally:
             watchdog.cancel()
+            watchdog.join()  # it fired or it never will: no kill after this returns
+        if garbled.is_set():  # even where the message came whole as it fired: the worker is gone
+            return "crashed", GARBLED
+        if data is None:
+            return "died", _death(self._process)
         try:  # a worker's message is a pickle (protocol 2 and up: its first byte is PROTO)
             message = pickle.loads(data) if data[:1] == b"\x80" else None
         except Exception:  # noqa: BLE001 - bytes that do not unpickle, whatever pickle raises of them
             message = None
         return message if isinstance(message, tuple) and len(message) == 2 else ("crashed", GARBLED)
 
-    def _kill(self) -> None:
-        """The worker's group: with any process a candidate forked and left running."""
-        try:
-            os.killpg(self._process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, AttributeError):
-            pass
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker."""
@@ -477,7 +484,13 @@ class Workers:
         self._clock[1] = self._clock[2] = -1  # no call made yet
         os.ftruncate(self._log.fileno(), 0)  # this job's words alone
         try:
-            self._conn.send(job)
+            try:
+                self._conn.send(job)
+            except (BrokenPipeError, ConnectionError):  # it died since the last job (the OOM killer, say)
+                self.close()
+                self._start()
+                self._clock[1] = self._clock[2] = -1
+                self._conn.send(job)
             kind, message = self._receive(PREPARE_TIMEOUT_S)
             if kind == "built":
                 for artefact, cached in message:
@@ -560,7 +573,7 @@ class Workers:
 
     def close(self) -> None:
         if self._process is not None:
-            self._kill()
+            _kill(self._process.pid)
             if self._process.is_alive():
                 self._process.kill()
             _reap(self._process)
