@@ -331,6 +331,22 @@ def test_a_failed_task_fails_again_when_rerun(project, pytester):
     assert outcomes["failed"] == 2 and outcomes["rerun"] == 2, outcomes  # each task's baseline, twice
 
 
+def test_a_task_whose_final_round_was_cut_short_fails_again_when_rerun(project, pytester):
+    """pytest-timeout failed the item in its task's final round; the rerun found the search done
+    and passed, so a tune that confirmed nothing exited 0."""
+    pytest.importorskip("pytest_rerunfailures")
+    root = project()
+    (root / "conftest.py").write_text(
+        "import pytest\nimport tunebench.session\n\n\n"
+        "def cut_short(*args, **kwargs):\n"
+        "    pytest.fail('Timeout (>1.5s) from pytest-timeout.')  # a BaseException, as pytest-timeout raises\n\n\n"
+        "tunebench.session.final_round = cut_short\n")
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--reruns", "1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1 and outcomes["rerun"] == 1, outcomes
+
+
 def test_last_failed_finds_the_failed_items_again(project, pytester):
     """pytest 9 keeps a node id's [params] apart from its names: ours held theirs in the name, and a
     cached id parsed back apart matched no item (--lf ran everything, --sw found nothing)."""

@@ -216,6 +216,7 @@ class Task:
         self.stop_reason: str | None = None  # why the search ended; None until it has run
         self.failure: Exception | None = None  # what broke the task (a declaration error)
         self.failed_by = ""  # the item it was raised to
+        self.interrupted: tuple[str, BaseException | None] = ("", None)  # the item cut short, and by what
         self.spent_s = 0.0  # the trials' own time (on the replay target, their recorded cost)
         self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
@@ -289,12 +290,15 @@ class Task:
     def run(self, asker: str = "") -> None:
         """Measure the baseline, then candidates in the strategy's order until the budget ends.
         A task that failed raises its error to the item that ``asker`` names (again where that
-        item is run again: pytest-rerunfailures' rerun must fail as it did); others get
+        item is run again: pytest-rerunfailures' rerun must fail as it did), as does one whose
+        final round it cut short (pytest-timeout: nothing was confirmed); others get
         :class:`TaskFailed`."""
         if self.failure is not None:
             if asker and asker == self.failed_by:
                 raise self.failure
             raise TaskFailed(f"not run: {self.label} failed, see its first item's error")
+        if self.done and not self.ended and asker and asker == self.interrupted[0]:
+            raise self.interrupted[1]  # its final round was cut short: nothing confirmed to pass on
         if self.done:
             return
         try:
@@ -305,6 +309,9 @@ class Task:
         except Exception as e:
             self.failure, self.failed_by = e, asker
             self.stop_reason = f"the task failed: {e}"
+            raise
+        except BaseException as e:  # pytest-timeout's Failed, Ctrl-C: the trials are kept; a search resumes
+            self.interrupted = (asker, e)
             raise
 
     def elapsed(self) -> float:
