@@ -331,16 +331,16 @@ def test_a_failed_task_fails_again_when_rerun(project, pytester):
     assert outcomes["failed"] == 2 and outcomes["rerun"] == 2, outcomes  # each task's baseline, twice
 
 
-def test_a_task_whose_final_round_was_cut_short_fails_again_when_rerun(project, pytester):
+def test_a_task_whose_final_round_was_cut_short_fails_again_when_rerun(project, pytester, monkeypatch):
     """pytest-timeout failed the item in its task's final round; the rerun found the search done
     and passed, so a tune that confirmed nothing exited 0."""
     pytest.importorskip("pytest_rerunfailures")
-    root = project()
-    (root / "conftest.py").write_text(
-        "import pytest\nimport tunebench.session\n\n\n"
-        "def cut_short(*args, **kwargs):\n"
-        "    pytest.fail('Timeout (>1.5s) from pytest-timeout.')  # a BaseException, as pytest-timeout raises\n\n\n"
-        "tunebench.session.final_round = cut_short\n")
+    project()
+
+    def cut_short(*args, **kwargs):
+        pytest.fail("Timeout (>1.5s) from pytest-timeout.")  # a BaseException, as pytest-timeout raises
+
+    monkeypatch.setattr("tunebench.session.final_round", cut_short)  # the run is in this process
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--reruns", "1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     outcomes = result.parseoutcomes()
