@@ -136,3 +136,31 @@ def test_a_worker_that_died_between_jobs_is_replaced_for_the_next(tmp_path):
         assert workers.trial(job)["status"] == "ok"
     finally:
         workers.close()
+
+
+def test_a_candidate_waiting_for_all_its_children_and_a_suite_reading_its_open_files_work(tmp_path):
+    """The worker's sentinel was its child, so `while (wait(NULL) > 0);` waited for it until the
+    timeout; and the worker closed every descriptor it inherited, the suite's own open files
+    among them (a table opened at import read as a bad file descriptor)."""
+    table = tmp_path / "table.bin"
+    np.arange(1000, dtype=np.float32).tofile(table)
+    opened = table.open("rb")  # as a suite opens a file at import and reads it lazily
+    (tmp_path / "faulty.c").write_text(FAULTY_C)
+
+    def args(shape, dtype, rng):
+        opened.seek(0)
+        return {"x": np.frombuffer(opened.read(), np.float32)[:shape[0]].copy(), "y": np.empty(shape[0], dtype),
+                "n": np.int32(shape[0])}
+
+    Kernel("faulty_waiting", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "faulty.c"), entry="faulty", heuristic=lambda shape: {"passes": 1, "fault": 0},
+                       space=Space({"passes": [1], "fault": [0, 17]})))
+    workers = Workers("cpu", timeout=5.0)
+    try:
+        result = workers.trial(TrialJob("faulty_waiting", {"passes": 1, "fault": 17}, (1000,), "float32",
+                                        MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+    finally:
+        workers.close()
+        opened.close()

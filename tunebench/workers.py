@@ -24,8 +24,8 @@ import fcntl
 import multiprocessing
 import os
 import pickle
+import select
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -102,50 +102,48 @@ class WorkerError(RuntimeError):
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int, how: signal.Signals = signal.SIGKILL) -> None:
-    """Have the kernel send ``how`` to this process when its parent dies (Linux), so that a
-    killed pytest leaves no worker running on a task's buffers."""
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), so that a killed pytest
+    leaves no worker running on a task's buffers."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, how, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:  # it died before the request took effect
-        os.kill(os.getpid(), how)
+        os._exit(0)
 
 
-def _close_inherited(keep: int = -1) -> None:
-    """Close every descriptor above stderr but ``keep``: those open, as /proc lists them (a
-    loop to the open-file limit takes minutes where the limit is a billion and close_range is
-    missing)."""
+def _sentinel(worker: int) -> int:
+    """Fork, from this process, a sentinel that kills the worker's group once the worker has
+    ended, however it ended (the kernel kills the worker with pytest, not a child a candidate
+    forked, which outlived the run and held a CI job's log pipe open); its pid. It is this
+    process's child, reaped on close: not the worker's, whose candidates' ``while (wait(NULL) >
+    0);`` waited for it, and not an orphan, which a container's init may never reap."""
+    guard = os.fork()
+    if guard:
+        return guard
     try:
-        fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))
-    for fd in fds:
-        if fd > 2 and fd != keep:
-            try:
-                os.close(fd)
-            except OSError:  # the listing's own descriptor, closed already
-                pass
-
-
-def _sentinel() -> None:
-    """Fork a process into the worker's group that kills the group once the worker dies,
-    however it died: the kernel kills the worker with pytest, not a child a candidate forked,
-    which outlived the run and held a CI job's log pipe open."""
-    worker = os.getpid()
-    if os.fork() != 0:
-        return
-    try:
-        _close_inherited()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
-        _die_with_parent(worker, signal.SIGTERM)
-        while True:
-            signal.pause()
+        for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # pytest's to take: it outlives them
+            signal.signal(ignored, signal.SIG_IGN)
+        try:
+            select.select([os.pidfd_open(worker)], [], [])  # readable once the worker has ended
+        except (OSError, AttributeError):  # no pidfd here (Linux before 5.3): ask every half second
+            while _running(worker):
+                time.sleep(0.5)
+        os.killpg(worker, signal.SIGKILL)
+    except BaseException:  # noqa: BLE001 - the group is gone already, or never formed
+        pass
     finally:
         os._exit(0)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 class _Watched(Runner):
@@ -208,17 +206,13 @@ class _Watch:
         return _Watched(runner, self._clock, arm, placement)
 
 
-def _serve(conn, target: str, parent: int, clock, log: int) -> None:
+def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
     _die_with_parent(parent)
+    os.close(parents_end)  # a candidate writing into it would send this worker jobs
     os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
     for fd in (1, 2):  # what a candidate prints (an assert's message, say) goes to the parent's log
         os.dup2(log, fd)
-    # nothing else of the parent's: a candidate writing to a stray descriptor reached pytest's
-    # output, or the parent's end of the pipe; the suite's own prints go to the log too
-    _close_inherited(keep=conn.fileno())
-    sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False, errors="replace") for fd in (1, 2))
-    _sentinel()  # the group goes whole where the parent could not kill it (killed itself)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
@@ -395,17 +389,26 @@ def _kill(group: int) -> None:
         pass
 
 
-def _reap(process, seconds: float = 5.0) -> None:
-    """Wait for the worker's end, at most ``seconds``. Not ``join(seconds)``: the worker closes the
-    descriptors it inherits, multiprocessing's sentinel among them, and a join then waits for as
-    long as the worker lives."""
-    deadline = time.monotonic() + seconds
-    while process.is_alive() and time.monotonic() < deadline:
+def _index(value: float, count: int) -> int:
+    """An arm's or a placement's index as the worker's clock holds it; -1 where none, or where
+    a candidate's stray writes reached the clock's shared memory."""
+    return int(value) if 0 <= value < count else -1  # nan compares false
+
+
+def _reaped(pid: int | None) -> None:
+    """The sentinel reaped: it ends as soon as the worker has (2 s at most, then it is left)."""
+    deadline = time.monotonic() + 2.0
+    while pid and time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
         time.sleep(0.01)
 
 
 def _death(process) -> str:
-    _reap(process)
+    process.join(5)
     code = process.exitcode
     if code is not None and code < 0:
         name = signal.Signals(-code).name
@@ -421,6 +424,7 @@ class Workers:
         self.timeout = timeout
         self.builds: dict[str, bool] = {}  # artefact loaded this run -> whether a worker compiled it
         self._placements: list[str] = []  # the backend's, as the worker said when it started
+        self._guard: int | None = None  # the worker's sentinel (see _sentinel)
         self._process = None
         self._conn = None
         self._clock = None  # shared with the worker: when its call in flight began, and its arm
@@ -435,7 +439,7 @@ class Workers:
         self._conn, child = context.Pipe()
         self._clock = context.RawArray("d", 3)
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
-                                                             self._log.fileno()),
+                                                             self._log.fileno(), self._conn.fileno()),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
@@ -444,6 +448,7 @@ class Workers:
             self.close()
             raise WorkerError(message or f"the {self.target} worker did not start")
         self._placements = message
+        self._guard = _sentinel(self._process.pid)  # its group exists: the worker is ready
 
     def _receive(self, timeout: float) -> tuple[str, Any]:
         if not self._conn.poll(timeout):
@@ -460,7 +465,7 @@ class Workers:
             data = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, ConnectionError):
             data = None
-        except OSError:  # a length over the limit
+        except Exception:  # noqa: BLE001 - a length over the limit (OSError), or no length at all
             return "crashed", GARBLED
         finally:
             watchdog.cancel()
@@ -499,7 +504,7 @@ class Workers:
         except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
             self.close()  # was read as the next job's, and recorded under its config
             raise
-        placement = int(self._clock[2])
+        placement = _index(self._clock[2], len(self._placements))
         result = self._outcome(kind, message)
         died = result["status"] in ("crashed", "timeout") and "samples" not in result
         said = self._last_words() if died else ""  # before a probe's job writes its own
@@ -510,8 +515,9 @@ class Workers:
             result["error"] += f" (buffers placed {self._placements[placement]})"  # as a wrong result says
         if died:
             result["error"] += said
-        if isinstance(job, CompareJob) and "samples" not in result and "arm" not in result and self._clock[1] >= 0:
-            result["arm"] = job.arms[int(self._clock[1])][0]  # the arm whose call hung or crashed
+        arm = _index(self._clock[1], len(job.arms)) if isinstance(job, CompareJob) else -1
+        if "samples" not in result and "arm" not in result and arm >= 0:
+            result["arm"] = job.arms[arm][0]  # the arm whose call hung or crashed
         if "samples" in result:
             pids = (self._process.pid,) if self._process is not None else ()
             result.update(interference.verdict(result.get("placements", result["samples"]),
@@ -576,7 +582,9 @@ class Workers:
             _kill(self._process.pid)
             if self._process.is_alive():
                 self._process.kill()
-            _reap(self._process)
+            self._process.join(5)
+            _reaped(self._guard)
+            self._guard = None
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
