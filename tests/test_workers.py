@@ -1,8 +1,12 @@
 """The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,25 +103,38 @@ def test_a_trial_interrupted_while_its_worker_measures_leaves_no_answer_for_the_
         workers.close()
 
 
+#: One process's trials of a faulty config, then of a good one, printed: the candidate writes into
+#: descriptors 3..63, which reach the worker's pipe only in a process with few open (not pytest's).
+PIPE_SCRIPT = """
+import json, pathlib, sys, time
+import tunebench.workers
+from tests.test_workers import _faulty_kernel
+from tunebench.measure import MeasureSettings
+from tunebench.workers import TrialJob, Workers
+tunebench.workers.RECEIVE_S = 1.0
+fault = int(sys.argv[2])
+_faulty_kernel(pathlib.Path(sys.argv[1]), "faulty_pipe", 1000, {"passes": [1], "fault": [0, fault]})
+workers = Workers("cpu", timeout=5.0)
+began = time.monotonic()
+written = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": fault}, (1000,), "float32", MeasureSettings(repeats=3)))
+spent = time.monotonic() - began
+after = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": 0}, (1000,), "float32", MeasureSettings(repeats=3)))
+workers.close()
+print(json.dumps([written["status"], written["error"], spent, after["status"]]))
+"""
+
+
 @pytest.mark.parametrize("fault", [13, 15, 16])
-def test_bytes_a_candidate_writes_into_the_pipe_cost_that_trial_alone(tmp_path, monkeypatch, fault):
+def test_bytes_a_candidate_writes_into_the_pipe_cost_that_trial_alone(tmp_path, fault):
     """Text reads as a length over the limit; four zero bytes as a message of none, which had
     passed for the worker's death and waited on it for good; a float as a length that no
     message follows, which had waited past every timeout."""
-    monkeypatch.setattr("tunebench.workers.RECEIVE_S", 1.0)
-    _faulty_kernel(tmp_path, "faulty_pipe", 1000, {"passes": [1], "fault": [0, fault]})
-    workers = Workers("cpu", timeout=5.0)
-    try:
-        began = time.monotonic()
-        written = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": fault}, (1000,), "float32",
-                                         MeasureSettings(repeats=3)))
-        assert written["status"] == "crashed" and "its pipe to tunebench" in written["error"], written
-        assert time.monotonic() - began < 30
-        after = workers.trial(TrialJob("faulty_pipe", {"passes": 1, "fault": 0}, (1000,), "float32",
-                                       MeasureSettings(repeats=3)))
-        assert after["status"] == "ok", after
-    finally:
-        workers.close()
+    run = subprocess.run([sys.executable, "-c", PIPE_SCRIPT, str(tmp_path), str(fault)], capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    status, error, spent, after = json.loads(run.stdout.splitlines()[-1])
+    assert status == "crashed" and "its pipe to tunebench" in error and spent < 30, (status, error, spent)
+    assert after == "ok"
 
 
 def test_a_worker_that_died_between_jobs_is_replaced_for_the_next(tmp_path):
