@@ -435,6 +435,7 @@ class Workers:
         fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
 
     def _start(self) -> None:
+        _reaped(self._guard)  # a worker that died between jobs left its sentinel to reap
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
         self._clock = context.RawArray("d", 3)
