@@ -111,7 +111,7 @@ class Message(TerminalRepr):
     its first line: pytest repeats a plain-string failure whole there on CI (``$CI`` set) and
     with ``-vv``, which printed every gate verdict twice."""
 
-    def __init__(self, text: str, where: tuple[str, int | None] = ("", 0)):
+    def __init__(self, text: str, where: tuple[str, int | None]):
         """``where``: the file and line ``--tb=line`` names (the suite's declaration)."""
         self.text = text
         self.reprcrash = ReprFileLocation(where[0], where[1] or 0, text.split("\n", 1)[0])
