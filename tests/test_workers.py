@@ -181,3 +181,15 @@ def test_a_candidate_waiting_for_all_its_children_and_a_suite_reading_its_open_f
     finally:
         workers.close()
         opened.close()
+
+
+def test_closed_workers_leave_no_open_file(recwarn):
+    """A run's end closes the worker's log too: pytest 8 shows an unclosed file as a
+    ResourceWarning in every tune's output, and a host serving many tunes would leak one each."""
+    import gc
+    workers = Workers("cpu")
+    workers.restart()  # a restart keeps the log: the next worker writes into it
+    workers.close()
+    del workers
+    gc.collect()
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]

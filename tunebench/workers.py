@@ -446,7 +446,7 @@ class Workers:
         child.close()
         kind, message = self._receive(PREPARE_TIMEOUT_S)
         if kind != "ready":
-            self.close()
+            self._stop()
             raise WorkerError(message or f"the {self.target} worker did not start")
         self._placements = message
         self._guard = _sentinel(self._process.pid)  # its group exists: the worker is ready
@@ -493,7 +493,7 @@ class Workers:
             try:
                 self._conn.send(job)
             except (BrokenPipeError, ConnectionError):  # it died since the last job (the OOM killer, say)
-                self.close()
+                self._stop()
                 self._start()
                 self._clock[1] = self._clock[2] = -1
                 self._conn.send(job)
@@ -503,7 +503,7 @@ class Workers:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
                 kind, message = self._watch()
         except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
-            self.close()  # was read as the next job's, and recorded under its config
+            self._stop()  # was read as the next job's, and recorded under its config
             raise
         placement = _index(self._clock[2], len(self._placements))
         result = self._outcome(kind, message)
@@ -558,7 +558,7 @@ class Workers:
             return message
         if kind == "error":
             raise KernelError(message)
-        self.close()
+        self._stop()
         if kind == "timeout":
             return {"status": "timeout",
                     "error": f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout"}
@@ -576,9 +576,14 @@ class Workers:
     def restart(self) -> None:
         """The next job runs in a fresh worker: fresh buffers, fresh placement in physical
         memory, so that results of several jobs show how much separate processes differ."""
-        self.close()
+        self._stop()
 
     def close(self) -> None:
+        """The worker stopped and its log closed: the run is over."""
+        self._stop()
+        self._log.close()
+
+    def _stop(self) -> None:
         if self._process is not None:
             _kill(self._process.pid)
             if self._process.is_alive():
