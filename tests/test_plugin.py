@@ -586,3 +586,12 @@ def test_a_rerun_after_the_heuristic_changed_measures_the_pick_against_todays(pr
     after = [c for c in records(root).table("checks").all() if c["kind"] == "tune"]
     assert len(after) == len(before) + 1
     assert after[-1]["shapes"][0]["baseline"] == {"vec": 1, "unroll": 1, "mode": 0}
+
+
+def test_the_progress_line_shows_the_best_when_the_heuristic_fails(project, pytester):
+    """A heuristic whose config is wrong leaves no speedup to show; the best found is still shown,
+    with the heuristic's failure, not "none yet" over a task that found one."""
+    project(modes=(0, 1), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
+    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "3", "-k", "small", "-p", "no:randomly")
+    done = [line for line in result.stdout.lines if line.startswith("tunebench axpb[") and line.endswith("done")]
+    assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done

@@ -486,9 +486,11 @@ class Task:
         trials, seconds = self.tuner.budget.trials, self.tuner.budget.seconds
         budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
         row = self.summary_row()
-        found = (f"best {row['best_ms']:.4g} ms ({row['speedup']:.2f}x the heuristic, "
+        against = (f"{row['speedup']:.2f}x the heuristic" if row["speedup"] else
+                   f"the heuristic: {self.baseline.status}" if self.baseline else "the heuristic not timed yet")
+        found = (f"best {row['best_ms']:.4g} ms ({against}, "
                  f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
-                 if row["best_ms"] and row["speedup"] else "best: none yet")
+                 if row["best_ms"] else "best: none yet")
         done = len(self.outcomes)
         left = (seconds - self.elapsed() if seconds else None)
         if done and done < budget:
