@@ -10,7 +10,7 @@ from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files, inline_includes
 from tunebench.measure import MeasureSettings, measure
 from tunebench.space import Space
 
@@ -409,6 +409,17 @@ def test_a_header_of_an_include_folder_is_hashed_inlined_and_found_from_the_suit
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (tmp_path / "include" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 4.0f\n")
     assert declared()[0].source_hash != variant.source_hash
+
+
+def test_an_include_written_without_a_space_is_inlined_too(tmp_path):
+    """``#include"h.h"`` is valid C: missed, it reaches the compiler, which builds in the cache's
+    folder, where the header is not, and every config fails to compile."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "near.h").write_text("#define NEAR 1\n")
+    (tmp_path / "lib" / "far.h").write_text("#define FAR 2\n")
+    (tmp_path / "k.c").write_text('#include"near.h"\n#  include<far.h>\nint k(void) { return NEAR + FAR; }\n')
+    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path / "lib",))
+    assert "#define NEAR 1" in text and "#define FAR 2" in text and "#include" not in text
 
 
 def test_a_cuda_variant_that_sets_the_architecture_is_refused_naming_the_flag():

@@ -105,7 +105,7 @@ def declared_twice(name: str, where: object) -> str:
     return f"kernel name {name!r} is declared twice, here and in {where}: records keep one task per name"
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
+_INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
 #: A header whose first directive opens an include guard (``#ifndef X`` / ``#define X``).
 _GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+\1\b", re.DOTALL)
