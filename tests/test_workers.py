@@ -193,3 +193,25 @@ def test_closed_workers_leave_no_open_file(recwarn):
     del workers
     gc.collect()
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_scalar_output_through_a_pointer_may_be_a_0_d_array(tmp_path):
+    """``np.empty((), np.int64)`` for a ``long long *`` out: its poison fills its bytes as any
+    output's. Before, every config ended crashed, the error tunebench's own, under both patterns."""
+    (tmp_path / "count.c").write_text("void count(const float *x, long long *hits, int n)\n"
+                                      "{ long long c = 0; for (int i = 0; i < n; i += step) c += x[i] > 0.5f;"
+                                      " *hits = c; }\n")
+
+    def args(shape, dtype, rng):
+        return {"x": rng.random(shape[0], dtype=np.float32), "hits": np.empty((), np.int64), "n": np.int32(shape[0])}
+
+    Kernel("count_0d", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]), args=args,
+           reference=lambda x, n: np.int64((x > 0.5).sum()), outputs=["hits"],
+           cpu=Variant(source=str(tmp_path / "count.c"), entry="count", space=Space({"step": [1]}),
+                       heuristic=lambda shape: {"step": 1}))
+    workers = Workers("cpu")
+    try:
+        result = workers.trial(TrialJob("count_0d", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "ok", result

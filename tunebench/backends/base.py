@@ -165,7 +165,7 @@ def poison(array: np.ndarray, pattern: int = 0) -> None:
     if pattern == 0 and (is_float(array.dtype) or array.dtype.kind == "c"):
         array.fill(np.nan)
     else:
-        array.view(np.uint8).fill(POISONS[pattern])
+        array.reshape(-1).view(np.uint8).fill(POISONS[pattern])  # a 0-d array has no bytes view
 
 
 def poison_value(dtype: np.dtype, pattern: int = 0):
