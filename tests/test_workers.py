@@ -13,6 +13,7 @@ import pytest
 
 from tests.test_faults import FAULTY_C
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
+from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
 from tunebench.workers import CompareJob, TrialJob, Workers
 
@@ -215,3 +216,51 @@ def test_a_scalar_output_through_a_pointer_may_be_a_0_d_array(tmp_path):
     finally:
         workers.close()
     assert result["status"] == "ok", result
+
+
+ALIAS_C = """\
+void scale(const float *x, float *y, int n)
+{   /* an in-place call has its own path, as a library's often has; the other is planted wrong */
+    for (int i = 0; i < n; ++i) y[i] = x == y ? 2 * y[i] : -1;
+}
+"""
+
+
+def _alias_kernel(folder, name: str, **declared) -> Kernel:
+    (folder / "scale.c").write_text(ALIAS_C)
+
+    def args(shape, dtype, rng):
+        x = rng.random(shape[0], dtype=np.float32)
+        return {"x": x, "y": x, "n": np.int32(shape[0])}
+
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]), args=args,
+                  reference=lambda x, y, n: 2.0 * x, outputs=["y"], **declared,
+                  cpu=Variant(source=str(folder / "scale.c"), entry="scale", space=Space({"step": [1]}),
+                              heuristic=lambda shape: {"step": 1}))
+
+
+def test_one_array_given_for_two_arguments_is_one_buffer_as_in_the_callers_call(tmp_path):
+    """``f(x, x)``, a framework's in-place call: each argument given a copy of its own, the kernel
+    ran its out-of-place path, which was tuned and recorded with no word."""
+    _alias_kernel(tmp_path, "scale_aliased", inout=["y"])
+    workers = Workers("cpu")
+    try:
+        result = workers.trial(TrialJob("scale_aliased", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "ok", result
+
+
+def test_an_output_given_as_an_input_array_must_be_inout(tmp_path):
+    kernel = _alias_kernel(tmp_path, "scale_unsaid")
+    with pytest.raises(KernelError, match=r"kernel 'scale_unsaid': arguments 'x' and 'y' are one array, which the "
+                                          r"kernel writes as output 'y': declare inout=\['y'\]"):
+        kernel.build_args((1000,), "float32")
+
+
+def test_arguments_that_overlap_without_being_one_array_are_refused(tmp_path):
+    kernel = _alias_kernel(tmp_path, "scale_shifted", inout=["y"])
+    kernel.args = lambda shape, dtype, rng: (lambda b: {"x": b[:-1], "y": b[1:], "n": np.int32(shape[0])})(
+        np.zeros(shape[0] + 1, np.float32))
+    with pytest.raises(KernelError, match=r"arguments 'x' and 'y' overlap without being one array"):
+        kernel.build_args((1000,), "float32")

@@ -460,7 +460,42 @@ class Kernel:
                 raise KernelError(
                     f"kernel {self.name!r}: argument {name!r} is {'an' if given[0] in 'aeiou' else 'a'} {given}; "
                     f"use a numpy array or a numpy scalar such as np.int32(...) so that its C type is explicit")
+        self.aliases(args)
         return args
+
+    def aliases(self, args: Mapping[str, Any]) -> dict[str, str]:
+        """The arguments the args builder gave as one array, each -> the argument whose buffer
+        it shares (an output, else a scratch input, else the first given): a framework's in-place
+        call ``f(x, x)``, which a kernel may branch on (``x == y``), and whose data the caches
+        hold once. An output shared so must be inout: it starts every call from the input's
+        values. Arrays that overlap otherwise are refused: no placement could give them."""
+        arrays = [(n, v) for n, v in args.items() if isinstance(v, np.ndarray)]
+        rank = {n: 0 if n in self.outputs else 1 if n in self.inplace else 2 for n, _ in arrays}
+        found: dict[str, str] = {}
+        for i, (a, x) in enumerate(arrays):
+            for b, y in arrays[i + 1:]:
+                if not np.shares_memory(x, y):
+                    continue
+                if (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype) != (
+                        y.__array_interface__["data"][0], y.shape, y.strides, y.dtype):
+                    raise KernelError(f"kernel {self.name!r}: arguments {a!r} and {b!r} overlap without being one "
+                                      f"array (another view of the same memory): give each its own array, or "
+                                      f"the very same one")
+                if a in self.outputs and b in self.outputs:
+                    raise KernelError(f"kernel {self.name!r}: outputs {a!r} and {b!r} are one array: each "
+                                      f"output is checked on its own, so give each its own array")
+                out = a if a in self.outputs else b if b in self.outputs else None
+                if out is not None and out not in self.inout:
+                    raise KernelError(f"kernel {self.name!r}: arguments {a!r} and {b!r} are one array, which the "
+                                      f"kernel writes as output {out!r}: declare inout=[{out!r}], so that it "
+                                      f"starts every call from the input's values")
+                found.setdefault(a, a)
+                found[b] = found[a]
+        groups: dict[str, list[str]] = {}
+        for name, root in found.items():
+            groups.setdefault(root, []).append(name)
+        return {n: target for names in groups.values()
+                for target in [min(names, key=lambda m: rank[m])] for n in names if n != target}
 
     def expected(self, args: Mapping[str, Any]) -> list[np.ndarray]:
         """The reference outputs for a set of arguments, in the order of ``outputs``. A reference

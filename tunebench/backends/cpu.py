@@ -185,10 +185,11 @@ class Buffers:
         self.zones: list[tuple[str, str, np.ndarray, np.ndarray]] = []
         self.outputs = [self._guarded(n, "output", args[n], i) for i, n in enumerate(kernel.outputs)]
         first = len(kernel.outputs)
+        aliases = kernel.aliases(args)  # one array given twice is one buffer, as the caller's call has it
         self.args = {}
         for i, (name, value) in enumerate(args.items()):
-            if name in kernel.outputs or not isinstance(value, np.ndarray):
-                self.args[name] = value
+            if name in kernel.outputs or name in aliases or not isinstance(value, np.ndarray):
+                self.args[name] = value  # an alias's buffer is set below, in its place among the arguments
                 continue
             if name in kernel.inplace or writable_inputs:  # written, or written to find a write
                 copy = self._guarded(name, "in-place input" if name in kernel.inplace else "input", value, first + i)
@@ -204,6 +205,7 @@ class Buffers:
                     self.regions[-1].protect(writable=False)
             self.args[name] = copy
         self.args.update(zip(kernel.outputs, self.outputs))
+        self.args.update({name: self.args[target] for name, target in aliases.items()})
 
     def _guarded(self, name: str, kind: str, like: np.ndarray, index: int) -> np.ndarray:
         """A buffer the kernel writes, shaped as ``like``, with :data:`GUARD_BYTES` of guard

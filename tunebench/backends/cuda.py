@@ -193,9 +193,10 @@ class CudaRunner(Runner):
         self._inputs = inputs
         self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items()
                            if n in inputs and n not in kernel.inplace}
-        self._call_args = [np.uintp(self._dev_out[out_index[n]]) if n in out_index
-                           else inputs[n] if isinstance(v, np.ndarray) else packed(v)
-                           for n, v in args.items()]
+        shared = kernel.aliases(args)  # one array given twice is one buffer, as the caller's call has it
+        self._call_args = [np.uintp(self._dev_out[out_index[t]]) if t in out_index
+                           else inputs[t] if isinstance(v, np.ndarray) else packed(v)
+                           for n, v in args.items() for t in [shared.get(n, n)]]
 
     def reset(self, pattern: int = 0) -> None:
         drv = self._backend.drv
@@ -432,8 +433,10 @@ class CudaBackend(CudaCompiler, Backend):
                 for buf in self._inputs.popitem(last=False)[1].values():
                     buf.free()
             bufs = {}
+            shared = kernel.aliases(args)
             for name, value in args.items():
-                if not isinstance(value, np.ndarray) or (name in kernel.outputs and name not in kernel.inout):
+                if not isinstance(value, np.ndarray) or name in shared or (
+                        name in kernel.outputs and name not in kernel.inout):
                     continue
                 if name not in kernel.outputs:
                     bufs[name] = self.drv.to_device(np.ascontiguousarray(value))
