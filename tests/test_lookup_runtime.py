@@ -535,3 +535,22 @@ def test_a_child_forked_while_a_thread_imports_the_suites_answers_with_their_dec
     parent, child = json.loads(done.stdout)
     assert child[:3] == parent, done.stderr  # no note: the declaration's heuristic for (4, 100)
     assert child[3] == 0  # nor the parent's import path entry for the suite, which no thread there takes out
+
+
+def test_a_suite_that_skips_itself_declares_nothing_to_lookups_and_exports(deployed, capsys):
+    """A GPU-only suite's ``pytest.importorskip`` raised pytest's Skipped, a BaseException, out of
+    the first lookup (past a framework's ``except Exception``); the next answered quietly from
+    its half-run module; export failed."""
+    (deployed / "suites" / "test_gpu_only.py").write_text(
+        "import pytest\ncuda = pytest.importorskip('no_such_gpu_module')\nfrom tunebench import Kernel\n")
+    records = deployed / "records"
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+            except BaseException as e:  # noqa: BLE001 - a Skipped would skip this test
+                pytest.fail(f"the lookup raised {type(e).__name__}: {e}")
+            assert choice.source == "tuned"
+    assert main(["export", "--out", str(deployed / "out"), "--records", str(records), "--device", DEVICE]) == 0
+    assert "layernorm" in (deployed / "out" / "tunebench_configs.h").read_text()
