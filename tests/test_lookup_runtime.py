@@ -554,3 +554,27 @@ def test_a_suite_that_skips_itself_declares_nothing_to_lookups_and_exports(deplo
             assert choice.source == "tuned"
     assert main(["export", "--out", str(deployed / "out"), "--records", str(records), "--device", DEVICE]) == 0
     assert "layernorm" in (deployed / "out" / "tunebench_configs.h").read_text()
+
+
+BOUND = """\
+import ctypes, os, sys
+from tunebench.lookup import this_device
+before = this_device("cpu")
+ctypes.CDLL(sys.argv[1]).team()  # libgomp pins this thread to its place now
+print(len(os.sched_getaffinity(0)), before == this_device("cpu"))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: binding cannot narrow a thread's cores")
+@pytest.mark.parametrize("binding", [{"OMP_PROC_BIND": "true"}, {"GOMP_CPU_AFFINITY": "0-63"}])
+def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_path, binding):
+    """With OpenMP's binding set, the first parallel region pins the calling thread to one core:
+    the device id read it as a one-thread machine, and every later lookup served the heuristic."""
+    (tmp_path / "team.c").write_text("void team(void) {\n#pragma omp parallel\n    { __asm__ volatile(\"\"); }\n}\n")
+    subprocess.run(["gcc", "-fopenmp", "-shared", "-fPIC", "-o", str(tmp_path / "team.so"), str(tmp_path / "team.c")],
+                   check=True)
+    env = {**os.environ, **binding}
+    env.pop("OMP_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", BOUND, str(tmp_path / "team.so")], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["1", "True"], out  # pinned, as the premise says, and the same device all the same

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunebench.backends import fingerprint, resolve
+from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id
 from tunebench.dtypes import numpy_dtype
@@ -149,7 +150,7 @@ def _named_device() -> str | None:
 def _threads() -> tuple[str | None, int]:
     """What decides the thread count a device id holds: ``OMP_NUM_THREADS`` and the cores this
     process may run on (a framework may pin itself after its first lookup)."""
-    return os.environ.get("OMP_NUM_THREADS"), len(os.sched_getaffinity(0))
+    return os.environ.get("OMP_NUM_THREADS"), cores_allowed()
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,7 +26,32 @@ ISA_FLAGS = (
 def thread_count() -> int:
     """OMP_NUM_THREADS if set, else the cores this process may run on."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
-    return int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
+    return int(env) if env.isdigit() and int(env) > 0 else cores_allowed()
+
+
+#: What makes OpenMP bind each thread of a team to a place of its own, where a value other than
+#: these leaves threads free (libgomp's and the LLVM/Intel runtime's variables).
+OMP_BINDING = {"OMP_PROC_BIND": ("", "false"), "OMP_PLACES": ("",), "GOMP_CPU_AFFINITY": ("",),
+               "KMP_AFFINITY": ("", "none", "disabled")}
+_bound: dict[int, int] = {}  # pid -> the cores its threads together may run on, once OpenMP binds them
+
+
+def cores_allowed() -> int:
+    """The cores this process may run on: the calling thread's, except where OpenMP binds its
+    threads. Its first parallel region pins the calling thread to one place, so the team's
+    cores are every thread's together, taken once per process (a thread's /proc entry each)."""
+    if all(os.environ.get(name, "").strip().lower() in free for name, free in OMP_BINDING.items()):
+        return len(os.sched_getaffinity(0))
+    pid = os.getpid()
+    if pid not in _bound:
+        cores: set[int] = set()
+        for task in os.listdir("/proc/self/task"):
+            try:
+                cores |= os.sched_getaffinity(int(task))
+            except OSError:  # a thread that ended meanwhile
+                continue
+        _bound[pid] = len(cores) or len(os.sched_getaffinity(0))
+    return _bound[pid]
 
 
 def _cpuinfo(text: str) -> dict[str, str]:
