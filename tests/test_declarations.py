@@ -986,3 +986,38 @@ def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its
         return
     with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'overridden', the cpu variant: {said}")):
         kernel.check(variant, "cpu")
+
+
+@pytest.mark.parametrize("template, said", [
+    ("#ifdef fast\nint k(void) { return 1; }\n#else\nint k(void) { return 2; }\n#endif\n",
+     "axpb.c line 1 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0): every "
+     "config builds the same code; test its value, #if fast"),
+    ("#if defined(fast) && 1\n#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
+    ("#ifndef fast\nint k(void) { return 2; }\n#else\nint k(void) { return 1; }\n#endif\n",
+     "axpb.c line 3 tests whether bool param 'fast'"),
+    ("#if algo == naive\n#elif algo == blocked\n#endif\n",
+     "axpb.c line 1 compares param 'algo' in #if, but none of its values (naive, blocked) is a macro the template "
+     "#defines: in #if each is 0, so every config builds the same code; #define them (#define naive 0, "
+     "#define blocked 1) or give ints"),
+    # a default for a build without tunebench, values that are macros, a value read outside #if: all fine
+    ("#ifndef fast\n#define fast 0\n#endif\n#if !defined(algo)\n#define algo naive\n#endif\n#define naive 0\n"
+     "#define blocked 1\n#if fast && algo == blocked\n#endif\nint k(void) { return fast; }\n", None),
+    ("#define naive 0\n#if algo == naive\n#endif\n", None),  # blocked is 0 too, and naive is not: they differ
+    ("int k(int naive, int blocked) { return algo; }\n#if defined(algo)\n#endif\n", None),
+])
+def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_error(tmp_path, template, said):
+    """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
+    says nothing, every config built one code, and the tune reported the param changes nothing."""
+    (tmp_path / "axpb.c").write_text(template)
+    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb",
+                                heuristic=lambda shape: {"fast": False, "algo": "naive"},
+                                space=tunebench.Space({"fast": [False, True], "algo": ["naive", "blocked"]}))
+    kernel = tunebench.Kernel("constant", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
+                                                                                             shapes=[(8,)])]),
+                              args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
+                              outputs=["y"], cpu=variant)
+    if said is None:
+        kernel.check(variant, "cpu")
+        return
+    with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'constant', the cpu variant: {said}")):
+        kernel.check(variant, "cpu")

@@ -226,25 +226,13 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
     only a missing param takes (``#ifndef P``, ``#if !defined(P)``, a branch after ``#ifdef P``)
     or ``#if 0``, or after an ``#undef`` of it: every config then builds the same code, and the
     tune measures noise; gcc only warns of it (None where none does)."""
-    text = variant.template
-    marker = PARAMS_HERE.search(text)
-    after = text.count("\n", 0, marker.end()) if marker else 0  # lines before the params' defines
-    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # comments out, the lines kept
-    file, number = variant.path.name, 0
+    marker = PARAMS_HERE.search(variant.template)
+    after = variant.template.count("\n", 0, marker.end()) if marker else 0  # lines before the params' defines
     frames: list[list[str]] = []  # per open #if: its branches' conditions so far, the current one last
     undone: set[str] = set()  # params #undef-ed after their #define
-    for index, line in enumerate(code.split("\n")):
-        number += 1
-        mark = _LINE.match(line + "\n")
-        if mark:
-            file, number = mark.group(2), int(mark.group(1)) - 1
-            continue
-        found = _DIRECTIVE.match(line)
-        if not found:
-            continue
-        directive = found.group(1)
-        condition = re.sub(r"\s+", "", re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", found.group(2)))
-        name = (re.match(r"\w+", found.group(2)) or [None])[0]
+    for index, file, number, directive, rest in _directives(variant):
+        condition = _condition(rest)
+        name = (re.match(r"\w+", rest) or [None])[0]
         if directive in ("if", "ifdef", "ifndef"):
             frames.append([{"if": condition, "ifdef": f"defined({condition})",
                             "ifndef": f"!defined({condition})"}[directive]])
@@ -259,6 +247,66 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
             return (f"{file} line {number} #defines param {name!r} after tunebench's #define of it"
                     + (" and an #undef of it" if name in undone else "") + ", so every config builds the same "
                     f"code: put it under #ifndef {name} (a default the param overrides), or drop it")
+    return None
+
+
+def _directives(variant: Variant):
+    """The template's preprocessor directives, comments out: (line index, the file and line the
+    compiler names, directive, the rest of the line)."""
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)  # the lines kept
+    file, number = variant.path.name, 0
+    for index, line in enumerate(code.split("\n")):
+        number += 1
+        mark = _LINE.match(line + "\n")
+        if mark:
+            file, number = mark.group(2), int(mark.group(1)) - 1
+            continue
+        found = _DIRECTIVE.match(line)
+        if found:
+            yield index, file, number, found.group(1), found.group(2)
+
+
+def _condition(text: str) -> str:
+    """A condition with ``defined(P)`` spelt so, without spaces."""
+    return re.sub(r"\s+", "", re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", text))
+
+
+def constant_tests(variant: Variant, values: Mapping[str, tuple]) -> str | None:
+    """Where the template's #if cannot tell a param's values apart, so that every config builds
+    the same code and the tune measures noise, unsaid by gcc: a bool param tested with #ifdef or
+    defined() (tunebench #defines False as 0, which is defined), or a param whose values are names
+    the template never #defines, compared in #if (there every undefined name is 0). None where none is."""
+    bools = {n for n, vs in values.items() if vs and all(isinstance(v, bool) for v in vs)}
+    named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(isinstance(v, str) and v.isidentifier()
+                                                                       for v in vs)}
+    flags = " ".join(variant.flags)
+    defined = {d for _, _, _, directive, rest in _directives(variant) if directive == "define"
+               for d in re.findall(r"^\w+", rest)} | set(re.findall(r"-D\s*(\w+)", flags))
+    frames: list[str | None] = []  # per open #if: the bool param it tests as not defined, if it does
+    for _, file, number, directive, rest in _directives(variant):
+        condition = _condition(rest)
+        where = f"{file} line {number}"
+        tested = set(re.findall(r"(?<!!)defined\((\w+)\)", condition)) | (
+            {rest.split()[0]} if directive == "ifdef" and rest.split() else set())
+        negated = set(re.findall(r"!defined\((\w+)\)", condition)) | (
+            {rest.split()[0]} if directive == "ifndef" and rest.split() else set())
+        if directive in ("if", "ifdef", "ifndef"):
+            frames.append(next(iter(negated & bools), None))
+        elif directive in ("elif", "else") and frames and frames[-1]:
+            tested.add(frames[-1])
+        elif directive == "endif" and frames:
+            frames.pop()
+        for param in sorted(tested & bools):
+            return (f"{where} tests whether bool param {param!r} is defined, which it always is (False is "
+                    f"#defined as 0): every config builds the same code; test its value, #if {param}")
+        words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", condition)))
+        if directive in ("if", "elif"):
+            for param in sorted(words & set(named)):
+                if not set(named[param]) & defined:
+                    shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
+                    return (f"{where} compares param {param!r} in #if, but none of its values "
+                            f"({', '.join(named[param])}) is a macro the template #defines: in #if each is 0, so "
+                            f"every config builds the same code; #define them ({shown}) or give ints")
     return None
 
 
