@@ -593,3 +593,18 @@ def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_pa
     out = subprocess.run([sys.executable, "-c", BOUND, str(tmp_path / "team.so")], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["1", "True"], out  # pinned, as the premise says, and the same device all the same
+
+
+def test_a_wrong_dtype_names_the_kernel_and_ml_dtypes_names_need_no_earlier_import(deployed):
+    """An array given as the dtype failed as an unhashable type, naming nothing; ml_dtypes' other
+    names (float8_e4m3fnuz) were unknown until something had imported ml_dtypes."""
+    records = deployed / "records"
+    with pytest.raises(TypeError, match=r"kernel 'layernorm': dtype is a ndarray: give a dtype's name"):
+        tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype=np.zeros(2))
+    with pytest.raises(ValueError, match=r"kernel 'layernorm': dtype 'fp32' is not a numpy dtype"):
+        tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype="fp32")
+    code = ("import sys, tunebench\nc = tunebench.lookup('layernorm', (300, 8192), sys.argv[2], records=sys.argv[1], "
+            "dtype='float8_e4m3fnuz')\nprint(c.dtype, c.source)")
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(records), DEVICE], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == ["float8_e4m3fnuz", "heuristic"], done.stderr

@@ -14,7 +14,9 @@ A framework asks for its own tensors' dtypes (``x.dtype`` of a PyTorch tensor is
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 
 import numpy as np
 
@@ -37,7 +39,12 @@ def numpy_dtype(dtype) -> np.dtype:
     try:
         return np.dtype(name if name is not None else dtype)
     except TypeError:
-        raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)") from None
+        pass
+    if isinstance(name, str) and importlib.util.find_spec("ml_dtypes") is not None:
+        importlib.import_module("ml_dtypes")  # its other names (float8_e4m3fnuz, int4) are numpy's once imported
+        with contextlib.suppress(TypeError):
+            return np.dtype(name)
+    raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)")
 
 
 def framework_name(dtype) -> str | None:

@@ -567,6 +567,9 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     if not isinstance(kernel, (str, Kernel)):
         raise TypeError(f"kernel {kernel!r}: give a kernel's name or its tunebench.Kernel")
     shape = _shape(shape)
+    if type(dtype).__hash__ is None:  # an array, a list: the answers' cache failed naming nothing
+        raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: dtype is a {type(dtype).__name__}: give a "
+                        f"dtype's name, a numpy dtype or an array's .dtype")
     # the declaration itself, not its id (a later one may reuse it): by name, the one declared now
     memo = (kernel, REGISTRY.get(kernel) if isinstance(kernel, str) else None, shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
@@ -591,7 +594,10 @@ def _miss(kernel: str | Kernel, shape: tuple, device: str | None, dtype: str | N
           suites: str | Path | None) -> tuple[_Directory, int, Choice]:
     """An answer made afresh, with the records folder and its generation it was made from."""
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
-    dtype = dtype_name(dtype)
+    try:
+        dtype = dtype_name(dtype)
+    except ValueError as e:
+        raise ValueError(f"kernel {getattr(kernel, 'name', kernel)!r}: {e}") from None
     records_dir, suites_dir = project(records, suites, decl)
     if decl is None and suites_dir.is_dir():
         failed = _load_once(suites_dir)
