@@ -368,3 +368,22 @@ def test_an_export_for_a_device_that_is_no_device_id_says_so_and_names_the_recor
                  "--suites", str(root / "suites")]) == 2
     assert ("device 'nosuch': not a device id, which names its target first (cpu-..., cuda-..., replay-...)"
             in capsys.readouterr().err)
+
+
+def test_an_export_for_this_machine_with_no_records_of_its_own_names_the_others_as_no_typo(tmp_path, capsys,
+                                                                                             monkeypatch):
+    """No --device: this machine's id, which is no typo of another CPU's records to correct."""
+    from tunebench.lookup import this_device
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    monkeypatch.delenv("TUNEBENCH_DEVICE", raising=False)
+    here = this_device()
+    other = here[:-1] + ("0" if here[-1] != "0" else "1")  # the closest another's id can be
+    shutil.copy(root / "records" / "cpu-amd-epyc-f26m2-2t-506d4e.json", tmp_path / "records" / f"{other}.json")
+    assert main(["export", "--out", str(tmp_path / "x"), "--records", str(tmp_path / "records"), "--suites",
+                 str(root / "suites")]) == 0
+    err = capsys.readouterr().err
+    assert "did you mean" not in err
+    assert (f"warning: nothing is recorded for device {here} (records/{here}.json, this machine): every bucket "
+            f"exports the heuristic; --device exports another's: {other}") in err

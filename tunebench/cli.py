@@ -91,8 +91,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(path)
     data = json.loads(paths[0].read_text())
     if data["records_sha256"] is None and not any(w.category is UnknownDeviceWarning for w in caught):
-        print(f"warning: nothing is recorded for device {data['device']} ({data['records']}): every bucket exports "
-              f"the heuristic", file=sys.stderr)
+        others = sorted(p.stem for p in project(args.records, args.suites)[0].glob("*.json") if p.stem != data["device"])
+        print(f"warning: nothing is recorded for device {data['device']} ({data['records']}"
+              f"{', this machine' if args.device is None else ''}): every bucket exports the heuristic"
+              + (f"; --device exports another's: {', '.join(others)}" if others else ""), file=sys.stderr)
     missing = export.left_out(data, args.records, args.suites)
     if missing:
         print(f"warning: {missing}", file=sys.stderr)

@@ -44,7 +44,7 @@ class ExportError(ValueError):
 def collect(device: str | None = None, records: str | Path | None = None, suites: str | Path | None = None) -> dict:
     """The JSON export's content (see the module docstring)."""
     records_dir, suites_dir = project(records, suites)
-    device = device or this_device()
+    asked, device = device, device or this_device()  # a device not named is no typo to correct
     path = records_dir / f"{device}.json"
     store = RecordStore(path) if path.exists() else None
     fingerprint = (store.fingerprint if store else None) or {}
@@ -71,7 +71,7 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
             fits, unchecked = _fits(variant.space, buckets.dims)
             for bucket in buckets:
                 shape = bucket.shapes[0]
-                choice = lookup(kernel, shape, device, dtype=dtype, records=records_dir, suites=suites_dir)
+                choice = lookup(kernel, shape, asked, dtype=dtype, records=records_dir, suites=suites_dir)
                 ranked = [] if unchecked else choice.ranked if variant.space.shaped else choice.ranked[:1]
                 entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
                                 "weight": bucket.weight, "source": choice.source,
