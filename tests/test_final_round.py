@@ -50,6 +50,15 @@ def test_a_finalist_faster_over_the_bucket_that_loses_on_a_shape_is_named_with_t
                                               f"in every process"
 
 
+def test_a_round_whose_only_finalist_is_the_heuristic_says_so_not_that_none_led_it():
+    """Every other config failed or was slower in the trials: "no finalist leads the heuristic"
+    read as a contest the heuristic won."""
+    entries = [{"shape": [4096, 512], "finalists": [{"tile": 1}], "baseline": {"tile": 1}},
+               {"shape": [2048, 1024], "finalists": [{"tile": 1}], "baseline": {"tile": 1}}]
+    assert _no_lead(two_shapes(), entries) == ("the heuristic's own config was the fastest the search found: no other "
+                                               "config to weigh against it")
+
+
 def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester):
     """The config the latest round adopted is recalled beside the trials' fastest; where it was not
     among them, the finalists differed from the round's, and every re-run that measured nothing
