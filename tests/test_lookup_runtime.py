@@ -608,3 +608,15 @@ def test_a_wrong_dtype_names_the_kernel_and_ml_dtypes_names_need_no_earlier_impo
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(records), DEVICE], capture_output=True,
                           text=True, timeout=60)
     assert done.stdout.split() == ["float8_e4m3fnuz", "heuristic"], done.stderr
+
+
+def test_answers_for_many_shapes_of_a_bucket_share_its_ranking_and_each_caller_gets_its_own(deployed):
+    """A framework with dynamic shapes caches an answer per shape: each kept its own copy of the
+    bucket's ranked configs, 3.3 KB per shape (224 MB at the cache's bound)."""
+    records = deployed / "records"
+    first, second = (tunebench.lookup("layernorm", (300 + i, 8192), DEVICE, records=records) for i in range(2))
+    assert first.ranked and first.ranked == second.ranked
+    cached = [c.ranked for _, _, c in lookup_module._FAST.values() if c.kernel == "layernorm" and c.bucket == first.bucket]
+    assert len(cached) >= 2 and all(r is cached[0] for r in cached)
+    first.ranked[0].clear()  # the caller's own: the next answer is whole
+    assert tunebench.lookup("layernorm", (302, 8192), DEVICE, records=records).ranked == second.ranked

@@ -859,7 +859,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
-    choice.ranked = [dict(k) for k in served]
+    choice.ranked = _ranked_configs(tuple(served))
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
         fits = [k for k in served if _fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
@@ -957,6 +957,14 @@ def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
     ``shape``, in octaves summed over dims: without the declaration, the heuristic is known only
     where it was recorded."""
     return min(baseline, key=lambda b: sum(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, b["shape"])))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranked_configs(keys: tuple) -> list[dict]:
+    """The configs of a ranking, one list for every answer that serves it: a framework's answers
+    for thousands of shapes of a bucket share one (each caller gets a copy), where each answer
+    kept its own, 3.3 KB of the cache per shape asked."""
+    return [dict(k) for k in keys]
 
 
 def _declared(variant: Variant | None, key: tuple, names: Sequence[str] = ()) -> dict:
