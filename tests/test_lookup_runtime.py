@@ -336,6 +336,11 @@ def test_a_misspelt_kernel_fails_where_the_framework_binds_it(deployed):
     shutil.rmtree(deployed / "suites")  # records alone: the kernels they hold are known
     REGISTRY.clear()
     assert tunebench.tuned("row_reduce", device=DEVICE, records=records).config((4, 262144))
+    (records / "manifest.json").write_text('{"hello": 1}')  # a file beside them that is no records
+    with pytest.raises(LookupError, match=r"kernel 'row_reduse': .* \(did you mean 'row_reduce'\?\); these files "
+                                          r"are no records to read: manifest.json"):
+        tunebench.tuned("row_reduse", records=records)
+    tunebench.tuned("unheard_of", records=records)  # no near name: it may be in the file that cannot be read
 
 
 def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, monkeypatch):

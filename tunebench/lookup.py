@@ -710,18 +710,22 @@ def _check_known(kernel: str, records: str | Path | None, suites: str | Path | N
     failed = _load_once(suites_dir) if suites_dir.is_dir() else []
     if kernel in REGISTRY:
         return
-    folder, recorded = _directory(records_dir), set()
+    folder, recorded, unread = _directory(records_dir), set(), []
     for path in records_dir.glob("*.json"):
         try:
             found = folder.summary(path.stem)
         except RecordsError:
-            return  # a file that cannot be read may hold it: the lookup says what is wrong with it
+            unread.append(path.name)
+            continue
         recorded |= found.kernels() if found else set()
     if kernel not in recorded:
         meant = closest(kernel, sorted(set(REGISTRY) | recorded))
+        if unread and not meant:
+            return  # a file that cannot be read may hold it: the lookup says what is wrong with it
         raise LookupError(f"kernel {kernel!r}: no suite under {suites_dir} declares it and no records under "
                           f"{records_dir} hold it" + (f" (did you mean {meant!r}?)" if meant else "")
-                          + (f"; these suites failed to import: {'; '.join(failed)}" if failed else ""))
+                          + (f"; these suites failed to import: {'; '.join(failed)}" if failed else "")
+                          + (f"; these files are no records to read: {', '.join(sorted(unread))}" if unread else ""))
 
 
 def dtype_name(dtype) -> str | None:
