@@ -513,33 +513,20 @@ _DIRECTORIES: dict[Path, _Directory] = {}
 #: Suites folders whose suites this process has imported -> the errors of those that failed (not
 #: tried again; said whenever a kernel is answered without its declaration).
 _SUITES_LOADED: dict[Path, list[str]] = {}
-#: Held while a lookup makes an answer afresh, which may import (a folder's suites, a dtype's
-#: module, pytest's reader of its configuration): a thread asking meanwhile waits for the
-#: declarations, and a fork waits for the imports (see _before_fork).
-_MISS_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
+#: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
+_SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
 #: its generation when the answer was made, answer)
 _FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 
 
-def _before_fork() -> None:
-    """A fork waits until no other thread is making an answer: one importing a module holds
-    Python's lock of that module, and a child that imported it too (as its first lookup does)
-    waited forever for a thread it does not have."""
-    _MISS_LOCK.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    _MISS_LOCK.release()
-
-
 def _fresh_locks() -> None:
     """In a child forked while one of the parent's threads held a lock (a first lookup, a
     DataLoader forking meanwhile): fresh locks, as that thread is not in the child to release
     them, and every lookup there waited forever."""
-    global _MISS_LOCK, _FAST_LOCK
-    _MISS_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
+    global _SUITES_LOCK, _FAST_LOCK
+    _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
     for name, folder in _IMPORTING.items():  # the importing thread is not in the child: import them again there
         sys.modules.pop(name, None)
         with contextlib.suppress(ValueError):  # a suite that took its folder off the path itself
@@ -549,7 +536,7 @@ def _fresh_locks() -> None:
         folder.lock = threading.Lock()
 
 
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_fresh_locks)
+os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _directory(path: Path) -> _Directory:
@@ -580,19 +567,6 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         folder.refresh()
         if folder.generation == generation:
             return choice
-    with _MISS_LOCK:  # where a lookup imports: a fork waits for it (see _before_fork)
-        folder, generation, choice = _miss(kernel, shape, device, dtype, records, suites)
-    with _FAST_LOCK:
-        if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
-            for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
-                del _FAST[old]
-        _FAST[memo] = (folder, generation, choice)
-    return choice
-
-
-def _miss(kernel: str | Kernel, shape: tuple, device: str | None, dtype: str | None, records: str | Path | None,
-          suites: str | Path | None) -> tuple[_Directory, int, Choice]:
-    """An answer made afresh, with the records folder and its generation it was made from."""
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     try:
         dtype = dtype_name(dtype)
@@ -623,7 +597,12 @@ def _miss(kernel: str | Kernel, shape: tuple, device: str | None, dtype: str | N
         where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
         at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
         raise type(e)(f"kernel {name!r}{where}{at}: {e}") from None
-    return folder, generation, choice
+    with _FAST_LOCK:
+        if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
+            for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
+                del _FAST[old]
+        _FAST[memo] = (folder, generation, choice)
+    return choice
 
 
 def _shapes_key(shapes) -> str:
@@ -688,7 +667,7 @@ def _load_once(suites_dir: Path) -> list[str]:
     """Import a suites folder's suites once per process (another suite's error must not stop a
     framework's launch); the errors of those that failed."""
     key = suites_dir.resolve()
-    with _MISS_LOCK:
+    with _SUITES_LOCK:
         if key not in _SUITES_LOADED:
             failed: list[str] = []
             load_suites(suites_dir, failed)
@@ -701,11 +680,6 @@ def check_known(kernel: str, records: str | Path | None = None, suites: str | Pa
     it: a misspelt name, said where a framework binds it rather than at its first launch."""
     if kernel in REGISTRY:
         return
-    with _MISS_LOCK:  # it may import, as a lookup's miss does
-        _check_known(kernel, records, suites)
-
-
-def _check_known(kernel: str, records: str | Path | None, suites: str | Path | None) -> None:
     records_dir, suites_dir = project(records, suites)
     failed = _load_once(suites_dir) if suites_dir.is_dir() else []
     if kernel in REGISTRY:
