@@ -523,3 +523,42 @@ def test_a_param_named_as_a_cuda_builtin_or_function_is_named_in_the_compile_err
                                            rf"'{param}' as a name: rename one\)"):
         CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {param: 4},
                                                                     "float32")
+
+
+ALIAS_CU = """\
+extern "C" __global__ void scale(const float *x, float *y, float *s, float *t, int n)
+{   /* an in-place call has its own path, as a library's often has; the other is planted wrong */
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = x == y ? 2 * y[i] : -1; s[i] = 0; t[i] = 0; }
+}
+"""
+
+
+@needs_gpu
+@pytest.mark.parametrize("given", [
+    {"x": "a", "y": "a", "s": "b", "t": "c"},  # a read-only input as an inout output
+    {"x": "a", "y": "a", "s": "a", "t": "c"},  # and a scratch input too
+    {"x": "a", "y": "a", "s": "b", "t": "b"},  # two scratch inputs
+])
+def test_one_array_given_for_two_cuda_arguments_is_one_device_buffer(tmp_path, given):
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob, Workers
+
+    (tmp_path / "scale.cu").write_text(ALIAS_CU)
+
+    def args(shape, dtype, rng):
+        arrays = {k: rng.random(shape[0], dtype=np.float32) for k in "abc"}
+        return {**{name: arrays[k] for name, k in given.items()}, "n": np.int32(shape[0])}
+
+    Kernel("scale_aliased_cuda", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]), args=args,
+           reference=lambda x, y, s, t, n: 2.0 * x, outputs=["y"], inout=["y"], inplace=["s", "t"],
+           cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale", space=Space({"step": [1]}),
+                        heuristic=lambda shape: {"step": 1},
+                        launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+    workers = Workers("cuda")
+    try:
+        result = workers.trial(TrialJob("scale_aliased_cuda", {"step": 1}, (1000,), "float32",
+                                        MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "ok", result

@@ -254,7 +254,8 @@ def test_one_array_given_for_two_arguments_is_one_buffer_as_in_the_callers_call(
 def test_an_output_given_as_an_input_array_must_be_inout(tmp_path):
     kernel = _alias_kernel(tmp_path, "scale_unsaid")
     with pytest.raises(KernelError, match=r"kernel 'scale_unsaid': arguments 'x' and 'y' are one array, which the "
-                                          r"kernel writes as output 'y': declare inout=\['y'\]"):
+                                          r"kernel writes as output 'y': for an in-place call declare inout=\['y'\], "
+                                          r".*; else give 'y' an array of its own \(np.empty_like\)"):
         kernel.build_args((1000,), "float32")
 
 
@@ -262,5 +263,14 @@ def test_arguments_that_overlap_without_being_one_array_are_refused(tmp_path):
     kernel = _alias_kernel(tmp_path, "scale_shifted", inout=["y"])
     kernel.args = lambda shape, dtype, rng: (lambda b: {"x": b[:-1], "y": b[1:], "n": np.int32(shape[0])})(
         np.zeros(shape[0] + 1, np.float32))
-    with pytest.raises(KernelError, match=r"arguments 'x' and 'y' overlap without being one array"):
+    with pytest.raises(KernelError, match=r"arguments 'x' and 'y' overlap without being one array .*, and the "
+                                          r"kernel writes 'y'"):
         kernel.build_args((1000,), "float32")
+
+
+def test_inputs_that_overlap_and_are_only_read_are_copied_each_as_before(tmp_path):
+    """A Gram matrix's ``{"a": a, "b": a.T}``: neither is written, so each gets its copy."""
+    kernel = _alias_kernel(tmp_path, "scale_read_twice")
+    kernel.args = lambda shape, dtype, rng: (lambda a: {"x": a, "xt": a.T, "y": np.empty(shape[0], np.float32),
+                                                        "n": np.int32(shape[0])})(np.zeros((4, 4), np.float32))
+    assert kernel.aliases(kernel.build_args((1000,), "float32")) == {}

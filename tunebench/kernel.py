@@ -468,7 +468,8 @@ class Kernel:
         it shares (an output, else a scratch input, else the first given): a framework's in-place
         call ``f(x, x)``, which a kernel may branch on (``x == y``), and whose data the caches
         hold once. An output shared so must be inout: it starts every call from the input's
-        values. Arrays that overlap otherwise are refused: no placement could give them."""
+        values. Arrays that overlap otherwise, one of them written, are refused: no placement could
+        give them (read-only ones get a copy each, as any input)."""
         arrays = [(n, v) for n, v in args.items() if isinstance(v, np.ndarray)]
         rank = {n: 0 if n in self.outputs else 1 if n in self.inplace else 2 for n, _ in arrays}
         found: dict[str, str] = {}
@@ -478,17 +479,20 @@ class Kernel:
                     continue
                 if (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype) != (
                         y.__array_interface__["data"][0], y.shape, y.strides, y.dtype):
-                    raise KernelError(f"kernel {self.name!r}: arguments {a!r} and {b!r} overlap without being one "
-                                      f"array (another view of the same memory): give each its own array, or "
-                                      f"the very same one")
+                    if rank[a] < 2 or rank[b] < 2:
+                        raise KernelError(f"kernel {self.name!r}: arguments {a!r} and {b!r} overlap without being "
+                                          f"one array (another view of the same memory), and the kernel writes "
+                                          f"{a if rank[a] < 2 else b!r}: give each its own array, or the very same one")
+                    continue
                 if a in self.outputs and b in self.outputs:
                     raise KernelError(f"kernel {self.name!r}: outputs {a!r} and {b!r} are one array: each "
                                       f"output is checked on its own, so give each its own array")
                 out = a if a in self.outputs else b if b in self.outputs else None
                 if out is not None and out not in self.inout:
                     raise KernelError(f"kernel {self.name!r}: arguments {a!r} and {b!r} are one array, which the "
-                                      f"kernel writes as output {out!r}: declare inout=[{out!r}], so that it "
-                                      f"starts every call from the input's values")
+                                      f"kernel writes as output {out!r}: for an in-place call declare "
+                                      f"inout=[{out!r}], so that it starts every call from the input's values; "
+                                      f"else give {out!r} an array of its own (np.empty_like)")
                 found.setdefault(a, a)
                 found[b] = found[a]
         groups: dict[str, list[str]] = {}

@@ -186,14 +186,16 @@ class CudaRunner(Runner):
         self._alloc = [drv.mem_alloc(a.nbytes + 2 * GUARD_BYTES) for a in self._host_out]
         self._dev_out = [int(a) + GUARD_BYTES for a in self._alloc]
         out_index = {n: i for i, n in enumerate(kernel.outputs)}
-        # in-place inputs and in-out outputs start every call from a pristine device copy
-        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace] + [
+        # in-place inputs and in-out outputs start every call from a pristine device copy (one
+        # given as another argument's array is that argument's buffer, restored as that one)
+        shared = kernel.aliases(args)
+        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace
+                          if n not in shared] + [
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
         self._inputs = inputs
         self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items()
                            if n in inputs and n not in kernel.inplace}
-        shared = kernel.aliases(args)  # one array given twice is one buffer, as the caller's call has it
         self._call_args = [np.uintp(self._dev_out[out_index[t]]) if t in out_index
                            else inputs[t] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items() for t in [shared.get(n, n)]]
