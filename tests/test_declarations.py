@@ -990,11 +990,11 @@ def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its
 
 @pytest.mark.parametrize("template, said", [
     ("#ifdef fast\nint k(void) { return 1; }\n#else\nint k(void) { return 2; }\n#endif\n",
-     "axpb.c line 1 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0): every "
-     "config builds the same code; test its value, #if fast"),
-    ("#if defined(fast) && 1\n#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
-    ("#ifndef fast\nint k(void) { return 2; }\n#else\nint k(void) { return 1; }\n#endif\n",
-     "axpb.c line 3 tests whether bool param 'fast'"),
+     "axpb.c line 1 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0), and "
+     "the template never reads its value: every config builds the same code; test its value, #if fast"),
+    ("#ifndef fast\n#define fast 0\n#endif\n#ifndef fast\nint k(void) { return 2; }\n#else\nint k(void) { return 1; }\n"
+     "#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
+    ("#define WANT (defined(fast))\n#if WANT\n#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
     ("#if algo == naive\n#elif algo == blocked\n#endif\n",
      "axpb.c line 1 compares param 'algo' in #if, but none of its values (naive, blocked) is a macro the template "
      "#defines: in #if each is 0, so every config builds the same code; #define them (#define naive 0, "
@@ -1004,6 +1004,12 @@ def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its
      "#define blocked 1\n#if fast && algo == blocked\n#endif\nint k(void) { return fast; }\n", None),
     ("#define naive 0\n#if algo == naive\n#endif\n", None),  # blocked is 0 too, and naive is not: they differ
     ("int k(int naive, int blocked) { return algo; }\n#if defined(algo)\n#endif\n", None),
+    # the value read after a test of its definition (a review's cases): each config builds its own code
+    ("#if defined(fast) && fast\n#endif\n", None),
+    ("#ifdef fast\n#if fast\n#endif\n#endif\n", None),
+    ("#if !defined(fast)\n#define fast 0\n#elif fast\n#endif\n", None),
+    ("#ifndef fast\n#error no\n#else\nint k(void) { return fast; }\n#endif\n", None),
+    ("#if 0\n#if algo == naive\n#endif\n#endif\n", None),  # never compiled
 ])
 def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_error(tmp_path, template, said):
     """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
@@ -1021,3 +1027,16 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
         return
     with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'constant', the cpu variant: {said}")):
         kernel.check(variant, "cpu")
+
+
+@pytest.mark.parametrize("values", [["INT_MAX", "SHRT_MAX"], ["false", "true"], ["__ORDER_LITTLE_ENDIAN__", "x"]])
+def test_param_values_that_may_be_macros_of_a_header_or_the_compiler_are_not_judged(tmp_path, values):
+    """``#if bound == INT_MAX`` over <limits.h>'s macros, C++'s true and false: the template alone
+    cannot say they are undefined."""
+    (tmp_path / "k.c").write_text("#include <limits.h>\n#if bound == INT_MAX\n#endif\n")
+    variant = tunebench.Variant(source=tmp_path / "k.c", entry="k", heuristic=lambda shape: {"bound": values[0]},
+                                space=tunebench.Space({"bound": values}))
+    kernel = tunebench.Kernel("macro_values", buckets=tunebench.Buckets(["N"], [tunebench.Bucket(
+        "all", N=(1, None), shapes=[(8,)])]), args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)},
+        reference=lambda: np.zeros(8), outputs=["y"], cpu=variant)
+    kernel.check(variant, "cpu")

@@ -272,41 +272,50 @@ def _condition(text: str) -> str:
 
 
 def constant_tests(variant: Variant, values: Mapping[str, tuple]) -> str | None:
-    """Where the template's #if cannot tell a param's values apart, so that every config builds
-    the same code and the tune measures noise, unsaid by gcc: a bool param tested with #ifdef or
-    defined() (tunebench #defines False as 0, which is defined), or a param whose values are names
-    the template never #defines, compared in #if (there every undefined name is 0). None where none is."""
-    bools = {n for n, vs in values.items() if vs and all(isinstance(v, bool) for v in vs)}
-    named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(isinstance(v, str) and v.isidentifier()
-                                                                       for v in vs)}
-    flags = " ".join(variant.flags)
+    """Where the template cannot tell a param's values apart, so that every config builds the
+    same code and the tune measures noise, unsaid by gcc: a bool param the template only tests
+    for being defined (``#ifdef P``, ``defined(P)``) and never reads (tunebench #defines False as
+    0, which is defined), or a param whose values are names the template never #defines,
+    compared in #if, where each is 0. Names that may be defined elsewhere (``INT_MAX``,
+    ``__GNUC__``, C++'s ``true``) are not judged, nor is a bool a CUDA launch may read."""
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)
+    if getattr(variant, "launch", None) is None:
+        for param in sorted(n for n, vs in values.items() if vs and all(isinstance(v, bool) for v in vs)):
+            tests = re.compile(rf"\bdefined\s*\(?\s*{param}\b|^[ \t]*#[ \t]*(?:ifn?def|define|undef)[ \t]+{param}\b",
+                               re.MULTILINE)
+            tested = [m for m in tests.finditer(code) if not re.match(r"\s*#\s*(?:define|undef)\b", m.group(0))]
+            reads = len(re.findall(rf"\b{param}\b", tests.sub("", code)))
+            if tested and not reads:
+                where = next((f"{file} line {number}" for _, file, number, directive, rest in _directives(variant)
+                              if re.search(rf"\bdefined\s*\(?\s*{param}\b", rest)
+                              or (directive in ("ifdef", "ifndef") and rest.split()[:1] == [param])),
+                             variant.path.name)
+                return (f"{where} tests whether bool param {param!r} is defined, which it always is (False is "
+                        f"#defined as 0), and the template never reads its value: every config builds the same "
+                        f"code; test its value, #if {param}")
+    named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(
+        isinstance(v, str) and v.isidentifier() and not v.startswith("_") and not v.isupper()
+        and v not in ("true", "false") for v in vs)}
     defined = {d for _, _, _, directive, rest in _directives(variant) if directive == "define"
-               for d in re.findall(r"^\w+", rest)} | set(re.findall(r"-D\s*(\w+)", flags))
-    frames: list[str | None] = []  # per open #if: the bool param it tests as not defined, if it does
+               for d in re.findall(r"^\w+", rest)} | set(re.findall(r"-D\s*(\w+)", " ".join(variant.flags)))
+    dead: list[bool] = []  # per open #if: whether its current branch is never compiled (#if 0)
     for _, file, number, directive, rest in _directives(variant):
         condition = _condition(rest)
-        where = f"{file} line {number}"
-        tested = set(re.findall(r"(?<!!)defined\((\w+)\)", condition)) | (
-            {rest.split()[0]} if directive == "ifdef" and rest.split() else set())
-        negated = set(re.findall(r"!defined\((\w+)\)", condition)) | (
-            {rest.split()[0]} if directive == "ifndef" and rest.split() else set())
         if directive in ("if", "ifdef", "ifndef"):
-            frames.append(next(iter(negated & bools), None))
-        elif directive in ("elif", "else") and frames and frames[-1]:
-            tested.add(frames[-1])
-        elif directive == "endif" and frames:
-            frames.pop()
-        for param in sorted(tested & bools):
-            return (f"{where} tests whether bool param {param!r} is defined, which it always is (False is "
-                    f"#defined as 0): every config builds the same code; test its value, #if {param}")
+            dead.append(bool(dead and dead[-1]) or (directive == "if" and _bare(condition) == "0"))
+        elif directive in ("elif", "else") and dead:
+            dead[-1] = len(dead) > 1 and dead[-2]
+        elif directive == "endif" and dead:
+            dead.pop()
+        if directive not in ("if", "elif") or (dead and dead[-1]):
+            continue
         words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", condition)))
-        if directive in ("if", "elif"):
-            for param in sorted(words & set(named)):
-                if not set(named[param]) & defined:
-                    shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
-                    return (f"{where} compares param {param!r} in #if, but none of its values "
-                            f"({', '.join(named[param])}) is a macro the template #defines: in #if each is 0, so "
-                            f"every config builds the same code; #define them ({shown}) or give ints")
+        for param in sorted(words & set(named)):
+            if not set(named[param]) & defined:
+                shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
+                return (f"{file} line {number} compares param {param!r} in #if, but none of its values "
+                        f"({', '.join(named[param])}) is a macro the template #defines: in #if each is 0, so "
+                        f"every config builds the same code; #define them ({shown}) or give ints")
     return None
 
 
