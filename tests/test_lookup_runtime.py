@@ -564,25 +564,49 @@ def test_a_suite_that_skips_itself_declares_nothing_to_lookups_and_exports(deplo
 BOUND = """\
 import ctypes, os, sys
 from tunebench.lookup import this_device
-before = this_device("cpu")
+if sys.argv[2] == "before":
+    this_device("cpu")
 ctypes.CDLL(sys.argv[1]).team()  # libgomp pins this thread to its place now
-print(len(os.sched_getaffinity(0)), before == this_device("cpu"))
+pinned = len(os.sched_getaffinity(0))
+read, write = os.pipe()
+if os.fork() == 0:  # a worker forked now: its one thread is the pinned one
+    os.write(write, this_device("cpu").encode())
+    os._exit(0)
+os.wait()
+print(pinned, this_device("cpu"), os.read(read, 256).decode())
 """
+NO_OPENMP_ENV = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: binding cannot narrow a thread's cores")
+@pytest.mark.parametrize("first", ["before", "after"])
 @pytest.mark.parametrize("binding", [{"OMP_PROC_BIND": "true"}, {"GOMP_CPU_AFFINITY": "0-63"}])
-def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_path, binding):
+def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_path, binding, first):
     """With OpenMP's binding set, the first parallel region pins the calling thread to one core:
-    the device id read it as a one-thread machine, and every later lookup served the heuristic."""
+    the device id read it as a one-thread machine, and every later lookup served the heuristic,
+    in the process and in a worker forked from it, whether it first looked up before or after."""
     (tmp_path / "team.c").write_text("void team(void) {\n#pragma omp parallel\n    { __asm__ volatile(\"\"); }\n}\n")
     subprocess.run(["gcc", "-fopenmp", "-shared", "-fPIC", "-o", str(tmp_path / "team.so"), str(tmp_path / "team.c")],
                    check=True)
-    env = {**os.environ, **binding}
-    env.pop("OMP_NUM_THREADS", None)
-    out = subprocess.run([sys.executable, "-c", BOUND, str(tmp_path / "team.so")], env=env, capture_output=True,
-                         text=True, check=True).stdout.split()
-    assert out == ["1", "True"], out  # pinned, as the premise says, and the same device all the same
+    free = {k: v for k, v in os.environ.items() if k not in NO_OPENMP_ENV}
+    unbound = subprocess.run([sys.executable, "-c", "from tunebench.lookup import this_device; print(this_device('cpu'))"],
+                             env=free, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run([sys.executable, "-c", BOUND, str(tmp_path / "team.so"), first], env={**free, **binding},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", unbound, unbound], out  # pinned, as the premise says, and the same device all the same
+
+
+@pytest.mark.parametrize("env, binds", [({"OMP_PROC_BIND": "close"}, True), ({"OMP_PLACES": "cores"}, True),
+                                        ({"OMP_PLACES": "cores", "OMP_PROC_BIND": "false"}, False),
+                                        ({"KMP_AFFINITY": "verbose,none"}, False), ({}, False)])
+def test_openmp_binds_as_its_runtime_reads_the_environment(monkeypatch, env, binds):
+    from tunebench.backends.cpuinfo import _binds
+
+    for name in NO_OPENMP_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _binds() is binds
 
 
 def test_a_wrong_dtype_names_the_kernel_and_ml_dtypes_names_need_no_earlier_import(deployed):

@@ -29,29 +29,37 @@ def thread_count() -> int:
     return int(env) if env.isdigit() and int(env) > 0 else cores_allowed()
 
 
-#: What makes OpenMP bind each thread of a team to a place of its own, where a value other than
-#: these leaves threads free (libgomp's and the LLVM/Intel runtime's variables).
-OMP_BINDING = {"OMP_PROC_BIND": ("", "false"), "OMP_PLACES": ("",), "GOMP_CPU_AFFINITY": ("",),
-               "KMP_AFFINITY": ("", "none", "disabled")}
-_bound: dict[int, int] = {}  # pid -> the cores its threads together may run on, once OpenMP binds them
+def _binds() -> bool:
+    """Whether OpenMP binds each thread of a team to a place of its own (libgomp's and the
+    LLVM/Intel runtime's variables); ``OMP_PROC_BIND=false`` turns it off whatever else is set."""
+    bind = os.environ.get("OMP_PROC_BIND", "").strip().lower()
+    kmp = os.environ.get("KMP_AFFINITY", "").strip().lower()
+    return bind != "false" and bool(bind or os.environ.get("OMP_PLACES", "").strip()
+                                    or os.environ.get("GOMP_CPU_AFFINITY", "").strip()
+                                    or (kmp and not {"none", "disabled"} & set(kmp.split(","))))
+
+
+def _threads_cores() -> int:
+    """The cores of every thread of this process together (a thread's /proc entry each)."""
+    cores: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            cores |= os.sched_getaffinity(int(task))
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return len(cores) or len(os.sched_getaffinity(0))
+
+
+#: Where OpenMP binds its threads, the cores of the team's places, taken as tunebench is imported
+#: (an OpenMP runtime reads its environment once, as it starts), before a parallel region pins
+#: the calling thread to one place, and kept by a forked worker, whose one thread is pinned.
+_TEAM = _threads_cores() if _binds() else None
 
 
 def cores_allowed() -> int:
-    """The cores this process may run on: the calling thread's, except where OpenMP binds its
-    threads. Its first parallel region pins the calling thread to one place, so the team's
-    cores are every thread's together, taken once per process (a thread's /proc entry each)."""
-    if all(os.environ.get(name, "").strip().lower() in free for name, free in OMP_BINDING.items()):
-        return len(os.sched_getaffinity(0))
-    pid = os.getpid()
-    if pid not in _bound:
-        cores: set[int] = set()
-        for task in os.listdir("/proc/self/task"):
-            try:
-                cores |= os.sched_getaffinity(int(task))
-            except OSError:  # a thread that ended meanwhile
-                continue
-        _bound[pid] = len(cores) or len(os.sched_getaffinity(0))
-    return _bound[pid]
+    """The cores this process may run on: the calling thread's, or where OpenMP binds its
+    threads, the team's (see :data:`_TEAM`)."""
+    return _TEAM if _TEAM is not None else len(os.sched_getaffinity(0))
 
 
 def _cpuinfo(text: str) -> dict[str, str]:
