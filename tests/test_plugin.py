@@ -591,7 +591,12 @@ def test_a_rerun_after_the_heuristic_changed_measures_the_pick_against_todays(pr
 def test_the_progress_line_shows_the_best_when_the_heuristic_fails(project, pytester):
     """A heuristic whose config is wrong leaves no speedup to show; the best found is still shown,
     with the heuristic's failure, not "none yet" over a task that found one."""
-    project(modes=(0, 1), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
+    root = project(modes=(0, 1), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
     result = pytester.runpytest("suites", *TUNE, "--tune-trials", "3", "-k", "small", "-p", "no:randomly")
     done = [line for line in result.stdout.lines if line.startswith("tunebench axpb[") and line.endswith("done")]
-    assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
+    trials = records(root).table("trials").all()
+    assert any(t["config"]["mode"] == 1 and t["status"] == "wrong_result" for t in trials)
+    if any(t["status"] == "ok" and t.get("verdict") != "disturbed" for t in trials):
+        assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
+    else:  # a machine so loaded that every config that verified was disturbed: none is a best
+        assert len(done) == 1 and ", best: none yet, " in done[0], done
