@@ -974,17 +974,24 @@ def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):
 ])
 def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its_line(tmp_path, template, said):
     """gcc only warns of it: every config built the same code, and the tune printed a speedup."""
+    _check_template(tmp_path, "overridden", template, {"vec": [2, 4], "unroll": [1, 2]}, said)
+
+
+def _check_template(tmp_path, name: str, template: str, params: dict, said: str | None) -> None:
+    """Declare a kernel over ``template`` (axpb.c) and ``params``, and check it for the cpu
+    target: it passes where ``said`` is None, else fails saying it."""
     (tmp_path / "axpb.c").write_text(template)
-    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb", heuristic=lambda shape: {"vec": 2, "unroll": 1},
-                                space=tunebench.Space({"vec": [2, 4], "unroll": [1, 2]}))
-    kernel = tunebench.Kernel("overridden", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
-                                                                                               shapes=[(8,)])]),
+    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb",
+                                heuristic=lambda shape: {n: v[0] for n, v in params.items()},
+                                space=tunebench.Space(params))
+    kernel = tunebench.Kernel(name, buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
+                                                                                       shapes=[(8,)])]),
                               args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
                               outputs=["y"], cpu=variant)
     if said is None:
         kernel.check(variant, "cpu")
         return
-    with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'overridden', the cpu variant: {said}")):
+    with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel {name!r}, the cpu variant: {said}")):
         kernel.check(variant, "cpu")
 
 
@@ -1014,29 +1021,12 @@ def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its
 def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_error(tmp_path, template, said):
     """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
     says nothing, every config built one code, and the tune reported the param changes nothing."""
-    (tmp_path / "axpb.c").write_text(template)
-    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb",
-                                heuristic=lambda shape: {"fast": False, "algo": "naive"},
-                                space=tunebench.Space({"fast": [False, True], "algo": ["naive", "blocked"]}))
-    kernel = tunebench.Kernel("constant", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
-                                                                                             shapes=[(8,)])]),
-                              args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
-                              outputs=["y"], cpu=variant)
-    if said is None:
-        kernel.check(variant, "cpu")
-        return
-    with pytest.raises(tunebench.KernelError, match=re.escape(f"kernel 'constant', the cpu variant: {said}")):
-        kernel.check(variant, "cpu")
+    _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
 
 
 @pytest.mark.parametrize("values", [["INT_MAX", "SHRT_MAX"], ["false", "true"], ["__ORDER_LITTLE_ENDIAN__", "x"]])
 def test_param_values_that_may_be_macros_of_a_header_or_the_compiler_are_not_judged(tmp_path, values):
     """``#if bound == INT_MAX`` over <limits.h>'s macros, C++'s true and false: the template alone
     cannot say they are undefined."""
-    (tmp_path / "k.c").write_text("#include <limits.h>\n#if bound == INT_MAX\n#endif\n")
-    variant = tunebench.Variant(source=tmp_path / "k.c", entry="k", heuristic=lambda shape: {"bound": values[0]},
-                                space=tunebench.Space({"bound": values}))
-    kernel = tunebench.Kernel("macro_values", buckets=tunebench.Buckets(["N"], [tunebench.Bucket(
-        "all", N=(1, None), shapes=[(8,)])]), args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)},
-        reference=lambda: np.zeros(8), outputs=["y"], cpu=variant)
-    kernel.check(variant, "cpu")
+    _check_template(tmp_path, "macro_values", "#include <limits.h>\n#if bound == INT_MAX\n#endif\n", {"bound": values},
+                    None)

@@ -195,6 +195,15 @@ def test_closed_workers_leave_no_open_file():
     assert log.closed
 
 
+def _one_trial(kernel: str) -> dict:
+    """The result of one trial of a kernel's config ``step: 1`` on its shape (1000,), in a worker of its own."""
+    workers = Workers("cpu")
+    try:
+        return workers.trial(TrialJob(kernel, {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+
+
 def test_a_scalar_output_through_a_pointer_may_be_a_0_d_array(tmp_path):
     """``np.empty((), np.int64)`` for a ``long long *`` out: its poison fills its bytes as any
     output's. Before, every config ended crashed, the error tunebench's own, under both patterns."""
@@ -209,12 +218,7 @@ def test_a_scalar_output_through_a_pointer_may_be_a_0_d_array(tmp_path):
            reference=lambda x, n: np.int64((x > 0.5).sum()), outputs=["hits"],
            cpu=Variant(source=str(tmp_path / "count.c"), entry="count", space=Space({"step": [1]}),
                        heuristic=lambda shape: {"step": 1}))
-    workers = Workers("cpu")
-    try:
-        result = workers.trial(TrialJob("count_0d", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
-    finally:
-        workers.close()
-    assert result["status"] == "ok", result
+    assert _one_trial("count_0d")["status"] == "ok"
 
 
 ALIAS_C = """\
@@ -242,11 +246,7 @@ def test_one_array_given_for_two_arguments_is_one_buffer_as_in_the_callers_call(
     """``f(x, x)``, a framework's in-place call: each argument given a copy of its own, the kernel
     ran its out-of-place path, which was tuned and recorded with no word."""
     _alias_kernel(tmp_path, "scale_aliased", inout=["y"])
-    workers = Workers("cpu")
-    try:
-        result = workers.trial(TrialJob("scale_aliased", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
-    finally:
-        workers.close()
+    result = _one_trial("scale_aliased")
     assert result["status"] == "ok", result
 
 
