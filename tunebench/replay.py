@@ -126,7 +126,7 @@ def _space(path: Path, names: list[str], values: Mapping[str, list], recorded: s
     """The space of the recorded values; a config absent from the recording is not in it."""
     def recorded_config(config):
         return tuple(config[n] for n in names) in recorded
-    space = Space({n: values[n] for n in names}, constraints=[recorded_config])
+    space = Space({n: values[n] for n in names}, constraints=[recorded_config], configs=recorded)
     try:
         inside = any(space.contains(space.config(key)) for key in recorded)
     except SpaceError as e:
@@ -189,6 +189,13 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     size = data.get("problem_size")
     size = list(size) if isinstance(size, (list, tuple)) else [size]
     shape = tuple(size) if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in size) else ()
+    # a param whose values mix numbers and strings ([32, 64, "auto"]) is categorical: its values'
+    # text, as the cache's keys write them (a space gives a param one kind of value)
+    mixed = {n for n in names if len({isinstance(v, str) for v in params[n]}) > 1}
+
+    def value(name, given):
+        return str(given) if name in mixed else _hashable(given)
+
     runs: dict[tuple, dict[tuple, Run]] = {}
     for cache_key, doc in cache.items():
         if not isinstance(doc, Mapping):
@@ -196,10 +203,10 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         missing = next((n for n in names if n not in doc), None)
         if missing is not None:
             raise ReplayError(f"{path}: cache entry {cache_key!r} lacks the tunable param {missing!r}")
-        key = tuple(_hashable(doc[n]) for n in names)
+        key = tuple(value(n, doc[n]) for n in names)
         if any(isinstance(v, dict) for v in key):
             raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object")
-        outside = next((n for n, v in zip(names, key) if v not in [_hashable(u) for u in params[n]]), None)
+        outside = next((n for n, v in zip(names, key) if v not in [value(n, u) for u in params[n]]), None)
         if outside is not None:
             raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
                               f"among its 'tune_params' values")
@@ -210,7 +217,7 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
     bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"N{i}": (v, v) for i, v in enumerate(shape)})
-    values = {n: [_hashable(v) for v in params[n]] for n in names}
+    values = {n: [value(n, v) for v in params[n]] for n in names}
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
     name = name if name.isidentifier() else f"kernel_{name}"
     return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(path, names, values, set(runs)), runs)]

@@ -175,9 +175,14 @@ class Space:
     which the pytest plugin calls at collection so the error names the suite.
     """
 
-    def __init__(self, params: Mapping[str, Any], constraints: Iterable[Callable[..., Any]] = ()):
+    def __init__(self, params: Mapping[str, Any], constraints: Iterable[Callable[..., Any]] = (),
+                 configs: Iterable[tuple] | None = None):
+        """``configs``: the keys of the valid configs where they are known (a recording's, which
+        its constraints must hold): the product is then neither enumerated nor bounded by
+        :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
         self._spec = dict(params)
         self._constraint_fns = list(constraints)
+        self._configs = None if configs is None else set(configs)
         self._checked: tuple | None = None
         self._enumerated: tuple[list[tuple], list[tuple]] | None = None  # once: collection checks every variant
         self._held: dict[tuple, bool] = {}  # config's items -> holds()
@@ -344,6 +349,10 @@ class Space:
         if self._enumerated is not None:
             return self._enumerated
         names, values, constraints = self._check()
+        if self._configs is not None:  # known: in the product's order, none invalid to list
+            place = [{v: i for i, v in enumerate(vs)} for vs in values.values()]
+            self._enumerated = sorted(self._configs, key=lambda k: [p[v] for p, v in zip(place, k)]), []
+            return self._enumerated
         if self.size > MAX_PRODUCT:
             raise SpaceError(
                 f"the product of the param values holds {self.size:,} configs, more than "
