@@ -997,26 +997,33 @@ def _check_template(tmp_path, name: str, template: str, params: dict, said: str 
 
 @pytest.mark.parametrize("template, said", [
     ("#ifdef fast\nint k(void) { return 1; }\n#else\nint k(void) { return 2; }\n#endif\n",
-     "axpb.c line 1 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0), and "
-     "the template never reads its value: every config builds the same code; test its value, #if fast"),
+     "axpb.c line 1 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0): every "
+     "config builds the same code; test its value, #if fast"),
     ("#ifndef fast\n#define fast 0\n#endif\n#ifndef fast\nint k(void) { return 2; }\n#else\nint k(void) { return 1; }\n"
      "#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
-    ("#define WANT (defined(fast))\n#if WANT\n#endif\n", "axpb.c line 1 tests whether bool param 'fast'"),
-    ("#if algo == naive\n#elif algo == blocked\n#endif\n",
-     "axpb.c line 1 compares param 'algo' in #if, but none of its values (naive, blocked) is a macro the template "
-     "#defines: in #if each is 0, so every config builds the same code; #define them (#define naive 0, "
-     "#define blocked 1) or give ints"),
+    ("#define WANT (defined(fast))\n#if WANT\nint k(void) { return 1; }\n#endif\n",
+     "axpb.c line 1 tests whether bool param 'fast'"),
+    ("#if algo == naive\nint k(void) { return 1; }\n#elif algo == blocked\nint k(void) { return 2; }\n#endif\n",
+     "axpb.c line 1 compares param 'algo' in #if, but none of its values (naive, blocked) is a macro it #defines: "
+     "in #if each is 0, so every config builds the same code; #define them (#define naive 0, #define blocked 1) "
+     "or give ints"),
     # a default for a build without tunebench, values that are macros, a value read outside #if: all fine
     ("#ifndef fast\n#define fast 0\n#endif\n#if !defined(algo)\n#define algo naive\n#endif\n#define naive 0\n"
      "#define blocked 1\n#if fast && algo == blocked\n#endif\nint k(void) { return fast; }\n", None),
-    ("#define naive 0\n#if algo == naive\n#endif\n", None),  # blocked is 0 too, and naive is not: they differ
+    ("#define naive 0\n#if algo == naive\nint k(void) { return 1; }\n#endif\n", None),  # blocked is 0: they differ
     ("int k(int naive, int blocked) { return algo; }\n#if defined(algo)\n#endif\n", None),
     # the value read after a test of its definition (a review's cases): each config builds its own code
-    ("#if defined(fast) && fast\n#endif\n", None),
-    ("#ifdef fast\n#if fast\n#endif\n#endif\n", None),
-    ("#if !defined(fast)\n#define fast 0\n#elif fast\n#endif\n", None),
+    ("#if defined(fast) && fast\nint k(void) { return 1; }\n#endif\n", None),
+    ("#ifdef fast\n#if fast\nint k(void) { return 1; }\n#endif\n#endif\n", None),
+    ("#if !defined(fast)\n#define fast 0\n#elif fast\nint k(void) { return 1; }\n#endif\n", None),
     ("#ifndef fast\n#error no\n#else\nint k(void) { return fast; }\n#endif\n", None),
-    ("#if 0\n#if algo == naive\n#endif\n#endif\n", None),  # never compiled
+    ("#if 0\n#if algo == naive\n#endif\n#endif\n", "axpb.c line 2 compares param 'algo'"),  # read nowhere compiled
+    # what the text alone does not show, the preprocessor does: token pasting, a string, the compiler's macros
+    ("#define ON(f) (USE_##f)\n#define USE_fast fast\n#ifdef fast\n#if ON(fast)\nint k(void) { return 1; }\n"
+     "#endif\n#endif\n", None),
+    ("#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n#define naive_ID 0\n#define blocked_ID 1\n"
+     "#if CAT(algo, _ID) == 1\nint k(void) { return 1; }\n#endif\n", None),
+    ('const char *u = "http://x"; int v = fast;\n#ifdef fast\n#endif\n', None),
 ])
 def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_error(tmp_path, template, said):
     """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
@@ -1024,9 +1031,12 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
     _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
 
 
-@pytest.mark.parametrize("values", [["INT_MAX", "SHRT_MAX"], ["false", "true"], ["__ORDER_LITTLE_ENDIAN__", "x"]])
-def test_param_values_that_may_be_macros_of_a_header_or_the_compiler_are_not_judged(tmp_path, values):
-    """``#if bound == INT_MAX`` over <limits.h>'s macros, C++'s true and false: the template alone
-    cannot say they are undefined."""
-    _check_template(tmp_path, "macro_values", "#include <limits.h>\n#if bound == INT_MAX\n#endif\n", {"bound": values},
-                    None)
+@pytest.mark.parametrize("values, flagged", [(["INT_MAX", "SHRT_MAX"], False), (["linux", "other"], False),
+                                             (["NAIVE", "TILED"], True), (["false", "true"], True)])
+def test_param_values_that_are_macros_of_a_header_or_the_compiler_are_judged_as_the_compiler_reads_them(
+        tmp_path, values, flagged):
+    """``#if bound == INT_MAX`` over <limits.h>'s macros, gcc's own ``linux``: they differ, and the
+    template alone cannot show it; undefined capitals, and C's true and false, are each 0 there."""
+    said = ("axpb.c line 2 compares param 'bound' in #if, but none of its values" if flagged else None)
+    _check_template(tmp_path, "macro_values", f"#include <limits.h>\n#if bound == {values[0]}\n"
+                    "int k(void) { return 1; }\n#endif\n", {"bound": values}, said)

@@ -580,7 +580,7 @@ NO_OPENMP_ENV = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFF
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: binding cannot narrow a thread's cores")
 @pytest.mark.parametrize("first", ["before", "after"])
-@pytest.mark.parametrize("binding", [{"OMP_PROC_BIND": "true"}, {"GOMP_CPU_AFFINITY": "0-63"}])
+@pytest.mark.parametrize("binding", [{"OMP_PROC_BIND": "true"}, {"GOMP_CPU_AFFINITY": "{first}-{last}"}])
 def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_path, binding, first):
     """With OpenMP's binding set, the first parallel region pins the calling thread to one core:
     the device id read it as a one-thread machine, and every later lookup served the heuristic,
@@ -591,6 +591,8 @@ def test_this_device_stays_the_same_after_openmp_binds_the_calling_thread(tmp_pa
     free = {k: v for k, v in os.environ.items() if k not in NO_OPENMP_ENV}
     unbound = subprocess.run([sys.executable, "-c", "from tunebench.lookup import this_device; print(this_device('cpu'))"],
                              env=free, capture_output=True, text=True, check=True).stdout.strip()
+    cpus = os.sched_getaffinity(0)
+    binding = {k: v.format(first=min(cpus), last=max(cpus)) for k, v in binding.items()}  # this machine's cores
     out = subprocess.run([sys.executable, "-c", BOUND, str(tmp_path / "team.so"), first], env={**free, **binding},
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1", unbound, unbound], out  # pinned, as the premise says, and the same device all the same
@@ -634,3 +636,10 @@ def test_answers_for_many_shapes_of_a_bucket_share_its_ranking_and_each_caller_g
     assert len(cached) >= 2 and all(r is cached[0] for r in cached)
     first.ranked[0].clear()  # the caller's own: the next answer is whole
     assert tunebench.lookup("layernorm", (302, 8192), DEVICE, records=records).ranked == second.ranked
+
+
+def test_a_shared_ranking_keeps_each_params_type():
+    """True, 1 and 1.0 are one key to a cache: a kernel's bool param was served another's int."""
+    as_bool = lookup_module._ranked_configs(((("use_simd", bool, True), ("vec", int, 4)),))
+    as_int = lookup_module._ranked_configs(((("use_simd", int, 1), ("vec", int, 4)),))
+    assert [type(c["use_simd"]) for c in (*as_bool, *as_int)] == [bool, int]

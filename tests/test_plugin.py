@@ -596,7 +596,7 @@ def test_the_progress_line_shows_the_best_when_the_heuristic_fails(project, pyte
     done = [line for line in result.stdout.lines if line.startswith("tunebench axpb[") and line.endswith("done")]
     trials = records(root).table("trials").all()
     assert any(t["config"]["mode"] == 1 and t["status"] == "wrong_result" for t in trials)
-    if any(t["status"] == "ok" and t.get("verdict") != "disturbed" for t in trials):
+    if any(t["status"] in ("ok", "early_stopped") and t.get("verdict") != "disturbed" for t in trials):
         assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
     else:  # a machine so loaded that every config that verified was disturbed: none is a best
         assert len(done) == 1 and ", best: none yet, " in done[0], done

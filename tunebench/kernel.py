@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tunebench.backends.base import KernelError, constant_tests, overridden
+from tunebench.backends.base import KernelError, constant_suspects, overridden
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -552,7 +552,10 @@ class Kernel:
         from tunebench.backends import dtype_problem  # the targets' C types: a floor below
 
         variant.template  # noqa: B018 - read here, so that a missing file or include is one line
-        why = overridden(variant, variant.space.names) or constant_tests(variant, variant.space.values)
+        why = overridden(variant, variant.space.names)
+        if not why and target == "cpu":  # CUDA: nvcc's preprocessor takes seconds, and a launch may read a param
+            from tunebench.backends.cpu import constant_param
+            why = constant_param(variant, constant_suspects(variant, variant.space.values), variant.space.values)
         if why:
             raise KernelError(f"kernel {self.name!r}, the {target} variant: {why}")
         for dtype in variant.dtypes:

@@ -837,7 +837,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
-    choice.ranked = _ranked_configs(tuple(served))
+    choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))
     if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
         fits = [k for k in served if _fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
@@ -939,10 +939,11 @@ def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
 
 @functools.lru_cache(maxsize=4096)
 def _ranked_configs(keys: tuple) -> list[dict]:
-    """The configs of a ranking, one list for every answer that serves it: a framework's answers
-    for thousands of shapes of a bucket share one (each caller gets a copy), where each answer
-    kept its own, 3.3 KB of the cache per shape asked."""
-    return [dict(k) for k in keys]
+    """The configs of a ranking, each as (name, type, value) triples (True, 1 and 1.0 are one key
+    otherwise), one list for every answer that serves it: a framework's answers for thousands of
+    shapes of a bucket share one (each caller gets a copy), where each answer kept its own, 3.3 KB
+    of the cache per shape asked."""
+    return [{n: v for n, _, v in k} for k in keys]
 
 
 def _declared(variant: Variant | None, key: tuple, names: Sequence[str] = ()) -> dict:

@@ -487,8 +487,8 @@ class Task:
         budget = min(trials, len(self.candidates)) if trials else len(self.candidates)
         row = self.summary_row()
         against = (f"{row['speedup']:.2f}x the heuristic" if row["speedup"] else
-                   f"the heuristic: {self.baseline.status}" if self.baseline and self.baseline.status in FAILED
-                   else "the heuristic not timed undisturbed")
+                   f"the heuristic: {self.baseline.status}" if self.baseline and self.baseline.status != "ok"
+                   else "the heuristic not timed undisturbed" if self.baseline else "the heuristic not timed yet")
         found = (f"best {row['best_ms']:.4g} ms ({against}, "
                  f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
                  if row["best_ms"] else "best: none yet")

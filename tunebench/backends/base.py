@@ -271,52 +271,40 @@ def _condition(text: str) -> str:
     return re.sub(r"\s+", "", re.sub(r"defined\s*\(?\s*(\w+)\s*\)?", r"defined(\1)", text))
 
 
-def constant_tests(variant: Variant, values: Mapping[str, tuple]) -> str | None:
-    """Where the template cannot tell a param's values apart, so that every config builds the
-    same code and the tune measures noise, unsaid by gcc: a bool param the template only tests
-    for being defined (``#ifdef P``, ``defined(P)``) and never reads (tunebench #defines False as
-    0, which is defined), or a param whose values are names the template never #defines,
-    compared in #if, where each is 0. Names that may be defined elsewhere (``INT_MAX``,
-    ``__GNUC__``, C++'s ``true``) are not judged, nor is a bool a CUDA launch may read."""
+def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tuple[str, str]]:
+    """Params whose values the template may not tell apart, so that every config would build the
+    same code and the tune measure noise, unsaid by gcc, each with why: a bool param the template
+    only tests for being defined (``#ifdef P``; tunebench #defines False as 0, which is defined),
+    a param whose values are names the template never #defines, compared in #if (there each
+    is 0). Suspects only: a header, the compiler or token pasting may define or read what this
+    reading of the text cannot see, so the target's preprocessor confirms them (see
+    :func:`tunebench.backends.cpu.constant_param`)."""
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)
-    if getattr(variant, "launch", None) is None:
-        for param in sorted(n for n, vs in values.items() if vs and all(isinstance(v, bool) for v in vs)):
-            tests = re.compile(rf"\bdefined\s*\(?\s*{param}\b|^[ \t]*#[ \t]*(?:ifn?def|define|undef)[ \t]+{param}\b",
-                               re.MULTILINE)
-            tested = [m for m in tests.finditer(code) if not re.match(r"\s*#\s*(?:define|undef)\b", m.group(0))]
-            reads = len(re.findall(rf"\b{param}\b", tests.sub("", code)))
-            if tested and not reads:
-                where = next((f"{file} line {number}" for _, file, number, directive, rest in _directives(variant)
-                              if re.search(rf"\bdefined\s*\(?\s*{param}\b", rest)
-                              or (directive in ("ifdef", "ifndef") and rest.split()[:1] == [param])),
-                             variant.path.name)
-                return (f"{where} tests whether bool param {param!r} is defined, which it always is (False is "
-                        f"#defined as 0), and the template never reads its value: every config builds the same "
-                        f"code; test its value, #if {param}")
-    named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(
-        isinstance(v, str) and v.isidentifier() and not v.startswith("_") and not v.isupper()
-        and v not in ("true", "false") for v in vs)}
+    found: list[tuple[str, str]] = []
+    for param in sorted(n for n, vs in values.items() if set(vs) == {False, True} and all(isinstance(v, bool)
+                                                                                       for v in vs)):
+        tests = re.compile(rf"\bdefined\s*\(?\s*{param}\b|^[ \t]*#[ \t]*(?:ifn?def|define|undef)[ \t]+{param}\b",
+                           re.MULTILINE)
+        tested = [m for m in tests.finditer(code) if not re.match(r"\s*#\s*(?:define|undef)\b", m.group(0))]
+        if tested and not re.search(rf"\b{param}\b", tests.sub("", code)):
+            where = next((f"{file} line {number}" for _, file, number, directive, rest in _directives(variant)
+                          if re.search(rf"\bdefined\s*\(?\s*{param}\b", rest)
+                          or (directive in ("ifdef", "ifndef") and rest.split()[:1] == [param])), variant.path.name)
+            found.append((param, f"{where} tests whether bool param {param!r} is defined, which it always is (False "
+                                 f"is #defined as 0): every config builds the same code; test its value, #if {param}"))
+    named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(isinstance(v, str) and v.isidentifier()
+                                                                       for v in vs)}
     defined = {d for _, _, _, directive, rest in _directives(variant) if directive == "define"
-               for d in re.findall(r"^\w+", rest)} | set(re.findall(r"-D\s*(\w+)", " ".join(variant.flags)))
-    dead: list[bool] = []  # per open #if: whether its current branch is never compiled (#if 0)
+               for d in re.findall(r"^\w+", rest)}
     for _, file, number, directive, rest in _directives(variant):
-        condition = _condition(rest)
-        if directive in ("if", "ifdef", "ifndef"):
-            dead.append(bool(dead and dead[-1]) or (directive == "if" and _bare(condition) == "0"))
-        elif directive in ("elif", "else") and dead:
-            dead[-1] = len(dead) > 1 and dead[-2]
-        elif directive == "endif" and dead:
-            dead.pop()
-        if directive not in ("if", "elif") or (dead and dead[-1]):
-            continue
-        words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", condition)))
-        for param in sorted(words & set(named)):
+        words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", _condition(rest))))
+        for param in sorted(words & set(named) - {p for p, _ in found}) if directive in ("if", "elif") else ():
             if not set(named[param]) & defined:
                 shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
-                return (f"{file} line {number} compares param {param!r} in #if, but none of its values "
-                        f"({', '.join(named[param])}) is a macro the template #defines: in #if each is 0, so "
-                        f"every config builds the same code; #define them ({shown}) or give ints")
-    return None
+                found.append((param, f"{file} line {number} compares param {param!r} in #if, but none of its values "
+                                     f"({', '.join(named[param])}) is a macro it #defines: in #if each is 0, so every "
+                                     f"config builds the same code; #define them ({shown}) or give ints"))
+    return found
 
 
 def _only_without(branches: list[str], param: str) -> bool:

@@ -84,6 +84,28 @@ def code_flags(variant: Variant) -> list[str]:
                                                                          *variant.build_flags]
 
 
+def constant_param(variant: Variant, suspects: list[tuple[str, str]], values: Mapping[str, tuple]) -> str | None:
+    """Why the first suspect (see :func:`~tunebench.backends.base.constant_suspects`) is a param
+    whose every value the compiler reads as the same code: the template preprocessed as a build
+    reads it (gcc -E, the variant's flags, from its folder), once per value, the other params
+    at their first; None where none is (a preprocessor that fails judges nothing)."""
+    lang = language(variant)
+    for param, why in suspects:
+        texts = set()
+        for value in values[param]:
+            config = {**{n: vs[0] for n, vs in values.items()}, param: value}
+            done = subprocess.run([compiler(lang), "-E", "-P", *code_flags(variant), "-x", lang, "-"],
+                                  input=render(variant, config, CTYPES[variant.dtypes[0]]), capture_output=True,
+                                  text=True, cwd=variant.origin or None)
+            if done.returncode != 0:
+                break
+            texts.add(done.stdout)
+        else:
+            if len(texts) == 1:
+                return why
+    return None
+
+
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]
