@@ -12,7 +12,7 @@ from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
 from tunebench.compare import Comparison
-from tunebench.gate import checks, judge
+from tunebench.gate import checks, judge, trusted
 
 #: ITERS dependent multiply-adds per element, 8 independent chains at a time, the whole pass done
 #: ``reps`` times: the heuristic (reps 2) and the best (reps 1) run the same code, so their ratio
@@ -194,6 +194,17 @@ def test_gate_measurements_load_in_pytest_benchmark_compare(tuned, recwarn):
 ])
 def test_a_check_judges_the_ratios_of_fresh_processes(ratios, final, outcome):
     assert judge(ratios, "best/baseline", (8,), 1.10, 1.0, final).outcome == outcome
+
+
+def test_a_failure_every_process_of_which_stayed_disturbed_is_no_verdict():
+    """One busy core: a 2-thread best waited at its barrier while the serial heuristic ran on the
+    free core, 1.57x in three processes a few percent apart, unchanged code failed as a regression."""
+    comp = Comparison(("best", "baseline"), objectives=[{"best": r, "baseline": 1.0} for r in (1.52, 1.57, 1.62)],
+                      disturbed=["other processes took 55 % of 1 core, 0 left free"] * 3)
+    verdicts = checks(comp, (8,), 0.10, None, final=True)
+    assert [v.outcome for v in verdicts] == ["fail"] and trusted(verdicts, comp) == []
+    comp.disturbed = comp.disturbed[:2]  # a process came out clean: a failure far beyond the spread stands
+    assert trusted(verdicts, comp) == verdicts
 
 
 def test_the_tuning_time_ratios_are_a_drift_note_never_a_failure():

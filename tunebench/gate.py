@@ -23,7 +23,8 @@ processes are measured, up to ``max_processes``; it then fails only if the media
 limit and every process is beyond the reference (1, or the highest tuning-time ratio).
 
 Where the machine stayed disturbed by other load, the item is skipped with what was seen,
-unless a failing check clears its limit by more than the spread of the disturbed processes; the
+unless a process came out clean and a failing check clears its limit by more than the spread of
+the processes (see :func:`trusted`); the
 items after it measure without the retries (the machine is known to be busy) until a process
 comes out clean.
 Where the heuristic's time today is far from its recorded time, the machine is not the one that
@@ -279,7 +280,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.comparisons[shape] = comp
         if comp.disturbed:
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
-            verdicts = [v for v in verdicts if v.outcome != "fail" or _beyond_noise(v)]
+            verdicts = trusted(verdicts, comp)
         result.verdicts += verdicts
         result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp, entry))
         faster = [v for v in verdicts if v.what == "best against the recorded source" and v.outcome == "pass"
@@ -337,11 +338,18 @@ def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[flo
     return verdicts
 
 
-def _beyond_noise(verdict: Verdict) -> bool:
-    """Whether a failing check on a disturbed machine clears its limit by more than the spread
-    of its processes."""
-    spread = (max(verdict.ratios) - min(verdict.ratios)) / verdict.median
-    return min(verdict.ratios) > verdict.limit * (1 + spread)
+def trusted(verdicts: list[Verdict], comp: Comparison) -> list[Verdict]:
+    """The verdicts of a comparison some of whose processes stayed disturbed: a failure only
+    where a process came out clean and the failure clears its limit by more than the spread of
+    the processes. Where every process stayed disturbed, none: a load on one core slows a
+    multi-threaded config in every process alike (its threads wait at a barrier while a serial
+    arm runs on the free core), a bias no spread shows: unchanged code read 1.57x."""
+    def beyond_noise(verdict: Verdict) -> bool:
+        spread = (max(verdict.ratios) - min(verdict.ratios)) / verdict.median
+        return min(verdict.ratios) > verdict.limit * (1 + spread)
+
+    clean = len(comp.disturbed) < len(comp.objectives)
+    return [v for v in verdicts if v.outcome != "fail" or (clean and beyond_noise(v))]
 
 
 def _final_ms(entry: dict, config: dict) -> float | None:
