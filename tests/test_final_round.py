@@ -55,8 +55,8 @@ def test_a_round_whose_only_finalist_is_the_heuristic_says_so_not_that_none_led_
     read as a contest the heuristic won."""
     entries = [{"shape": [4096, 512], "finalists": [{"tile": 1}], "baseline": {"tile": 1}},
                {"shape": [2048, 1024], "finalists": [{"tile": 1}], "baseline": {"tile": 1}}]
-    assert _no_lead(two_shapes(), entries) == ("the heuristic's own config was the fastest the search found: no other "
-                                               "config to weigh against it")
+    assert _no_lead(two_shapes(), entries) == ("the heuristic's own config is the only finalist: the search's other "
+                                               "configs were slower, failed, or stayed disturbed by other load")
 
 
 def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester):

@@ -168,7 +168,8 @@ def _no_lead(bucket: Bucket, entries: list[dict]) -> str:
     """Why no finalist replaced the heuristic, naming the one faster over the bucket that lost
     on a shape: one config cannot serve such a bucket, and splitting it can."""
     if all("baseline" in e and all(config_key(c) == config_key(e["baseline"]) for c in e["finalists"]) for e in entries):
-        return "the heuristic's own config was the fastest the search found: no other config to weigh against it"
+        return ("the heuristic's own config is the only finalist: the search's other configs were slower, "
+                "failed, or stayed disturbed by other load")
     why = f"no finalist leads the heuristic by {MIN_GAIN:.0%} on every shape, in every process"
     if any("finalist_ms" not in e or "baseline_ms" not in e for e in entries):
         return why
