@@ -2,6 +2,7 @@
 a best config that fell behind the heuristic fails, and pytest-benchmark reads its measurements."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -323,3 +324,15 @@ def test_a_recorded_time_is_the_final_rounds_where_it_measured_the_config_not_on
     assert _recorded_ms(*args, heuristic, {**entry, "confirmed_ms": [0.25, 0.34]}) == 0.34
     assert _recorded_ms(*args, pick, {**entry, "confirmed_ms": [0.25, 0.34]}) == 0.25
     assert _recorded_ms(*args, {"vec": 8}, entry) == _recorded_ms(*args, heuristic, {}) == 0.4874  # its trial's
+
+
+def test_flags_that_slow_every_config_alike_are_named_where_the_heuristic_is_far_from_its_time(tuned):
+    """-O0 made best and heuristic 6.8x slower alike: best/baseline passed, and the note blamed
+    another host."""
+    pytester, _ = tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 2]}))', 'space=Space({"reps": [1, 2]}), '
+                                                                               'flags=("-O0",))'))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the variant's flags changed since "
+                     r"the tune \(\[\] -> \[-O0\]\), which may build every config slower alike", result.stdout.str())

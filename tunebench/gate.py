@@ -223,6 +223,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     today = kernel.declaration(variant, dtype)
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note above
+    tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     if changed:
         result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
                             f"and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
@@ -260,8 +261,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             continue
         ref = reference.get(shape) if recorded_text is None and not retold else None
         entry = next((e for e in check["shapes"] if tuple(e["shape"]) == shape), {}) if check else {}
-        if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype,
-                                                          baseline, comp, result, entry):
+        if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype, baseline, comp,
+                                                          result, entry, tuned_flags):
             ref = None
         while True:
             if comp.failure:
@@ -375,8 +376,10 @@ def _recorded_ms(store: RecordStore, kernel: str, source_hash: str, shape: tuple
 
 
 def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: tuple, dtype: str, baseline: dict,
-                  comp: Comparison, result: GateResult, entry: dict) -> bool:
-    """Whether the heuristic's time today is near its recorded one; if not, say so."""
+                  comp: Comparison, result: GateResult, entry: dict, flags: tuple[str, str] | None) -> bool:
+    """Whether the heuristic's time today is near its recorded one; if not, say so, naming the
+    flags where they changed since the tune (``flags``: the tune's and today's): a build slower for every
+    config alike passes best/baseline (-O0 made both 6.8x slower, and the note blamed the host)."""
     then = _recorded_ms(store, kernel.name, source_hash, shape, dtype, baseline, entry)
     if not then:
         return True
@@ -384,10 +387,13 @@ def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: t
     if 1 / OTHER_MACHINE <= ratio <= OTHER_MACHINE:
         return True
     result.notes.append(
-        f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: this machine matches the records' "
-        f"fingerprint but is not measuring like the machine that tuned them (another host, or one that is "
-        f"not itself today), so best/baseline is not compared with the tuning-time ratios; run "
-        f"`{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
+        f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: "
+        + (f"the variant's flags changed since the tune ([{flags[0]}] -> [{flags[1]}]), "
+           f"which may build every config {'slower' if ratio > 1 else 'faster'} alike, a change best/baseline "
+           f"cannot show; or " if flags is not None else "")
+        + f"this machine matches the records' fingerprint but is not measuring like the machine that tuned them "
+        f"(another host, or one that is not itself today), so best/baseline is not compared with the tuning-time "
+        f"ratios; run `{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
     return False
 
 
