@@ -203,7 +203,8 @@ def test_a_failure_every_process_of_which_stayed_disturbed_is_no_verdict():
     comp = Comparison(("best", "baseline"), objectives=[{"best": r, "baseline": 1.0} for r in (1.52, 1.57, 1.62)],
                       disturbed=["other processes took 55 % of 1 core, 0 left free"] * 3)
     verdicts = checks(comp, (8,), 0.10, None, final=True)
-    assert [v.outcome for v in verdicts] == ["fail"] and trusted(verdicts, comp) == []
+    assert [v.outcome for v in verdicts] == ["fail"]
+    assert [v.outcome for v in trusted(verdicts, comp)] == ["noisy"]  # kept, as what was measured: no failure
     comp.disturbed = comp.disturbed[:2]  # a process came out clean: a failure far beyond the spread stands
     assert trusted(verdicts, comp) == verdicts
 

@@ -90,7 +90,7 @@ class Verdict:
     shape: tuple
     ratios: list[float]
     limit: float  # the ratio beyond which the check fails
-    outcome: str  # "pass", "fail", "ambiguous", or "drift" (informative, never a failure)
+    outcome: str  # "pass", "fail", "ambiguous", or "drift" or "noisy" (informative, never a failure)
 
     @property
     def median(self) -> float:
@@ -340,17 +340,19 @@ def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[flo
 
 
 def trusted(verdicts: list[Verdict], comp: Comparison) -> list[Verdict]:
-    """The verdicts of a comparison some of whose processes stayed disturbed: a failure only
-    where a process came out clean and the failure clears its limit by more than the spread of
-    the processes. Where every process stayed disturbed, none: a load on one core slows a
-    multi-threaded config in every process alike (its threads wait at a barrier while a serial
-    arm runs on the free core), a bias no spread shows: unchanged code read 1.57x."""
+    """The verdicts of a comparison some of whose processes stayed disturbed: a failure stands
+    only where a process came out clean and it clears its limit by more than the spread of the
+    processes; another is kept as ``noisy``, what was measured, never a failure. Where every
+    process stayed disturbed, none stands: a load on one core slows a multi-threaded config in
+    every process alike (its threads wait at a barrier while a serial arm runs on the free
+    core), a bias no spread shows: unchanged code read 1.57x."""
     def beyond_noise(verdict: Verdict) -> bool:
         spread = (max(verdict.ratios) - min(verdict.ratios)) / verdict.median
         return min(verdict.ratios) > verdict.limit * (1 + spread)
 
     clean = len(comp.disturbed) < len(comp.objectives)
-    return [v for v in verdicts if v.outcome != "fail" or (clean and beyond_noise(v))]
+    return [v if v.outcome != "fail" or (clean and beyond_noise(v)) else dataclasses.replace(v, outcome="noisy")
+            for v in verdicts]
 
 
 def _final_ms(entry: dict, config: dict) -> float | None:
