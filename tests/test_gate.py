@@ -327,16 +327,13 @@ def test_a_recorded_time_is_the_final_rounds_where_it_measured_the_config_not_on
     assert _recorded_ms(*args, {"vec": 8}, entry) == _recorded_ms(*args, heuristic, {}) == 0.4874  # its trial's
 
 
-def test_flags_that_slow_every_config_alike_fail_against_the_best_built_with_the_tunes_flags(tuned):
-    """-O0 made best and heuristic 10x slower alike: best/baseline passed, and the note blamed
-    another host. Today's build of the best is held to its build with the tune's flags."""
+def test_flags_that_slow_every_config_alike_are_named_where_the_heuristic_is_far_from_its_time(tuned):
+    """-O0 made best and heuristic 6.8x slower alike: best/baseline passed, and the note blamed
+    another host."""
     pytester, _ = tuned
     suite = pytester.path / "test_chain.py"
     suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 2]}))', 'space=Space({"reps": [1, 2]}), '
                                                                                'flags=("-O0",))'))
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
-    result.assert_outcomes(failed=1)
-    assert re.search(r"FAIL +best against the recorded source on \(2048,\): [\d.]+x", result.stdout.str())
-    assert "holds today's build of the best to its build with the tune's flags []" in result.stdout.str()
-    suite.write_text(suite.read_text().replace('flags=("-O0",)', 'flags=("-DUNREAD=1",)'))  # the same code: a pass
-    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the variant's flags changed since "
+                     r"the tune \(\[\] -> \[-O0\]\), which may build every config slower alike", result.stdout.str())

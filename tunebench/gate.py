@@ -34,7 +34,6 @@ tuned (or is not itself today): the tuning-time check is not made, and the verdi
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -127,14 +126,12 @@ def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor:
     return Verdict(what, shape, list(ratios), limit, outcome)
 
 
-def _arms(best: dict, baseline: dict | None, recorded: dict | None) -> tuple:
-    """The best, the heuristic, and the best built as recorded (``recorded``: the variant's
-    fields that differ since the tune, its template text and its flags), each where it is one."""
+def _arms(best: dict, baseline: dict | None, recorded_text: str | None) -> tuple:
     arms = [("best", best, None)]
     if baseline is not None and baseline != best:
         arms.append(("baseline", baseline, None))
-    if recorded:
-        arms.append(("recorded", best, recorded))
+    if recorded_text is not None:
+        arms.append(("recorded", best, recorded_text))
     return tuple(arms)
 
 
@@ -226,15 +223,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     today = kernel.declaration(variant, dtype)
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note above
-    # the best built with the tune's flags too: a build slower for every config alike (-O0 made the best and
-    # the heuristic 10x slower) passes best/baseline
-    tuned_flags = _flags(task["declaration"]["flags"]) if "flags" in changed else None
-    recorded = {**({"text": recorded_text} if recorded_text is not None else {}),
-                **({"flags": tuned_flags} if tuned_flags is not None else {})}
+    tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     if changed:
-        result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's"
-                            + (", and holds today's build of the best to its build with the tune's flags "
-                               f"[{task['declaration']['flags']}]" if tuned_flags is not None else "") + ", "
+        result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
                             f"and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
@@ -257,7 +248,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
             baseline = None
-        arms = _arms(best[shape], baseline, recorded)
+        arms = _arms(best[shape], baseline, recorded_text)
         result.configs[shape] = {label: config for label, config, _ in arms}
         if len(arms) == 1 and not changed:
             continue
@@ -268,10 +259,10 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
             continue
-        ref = reference.get(shape) if not recorded and not retold else None
+        ref = reference.get(shape) if recorded_text is None and not retold else None
         entry = next((e for e in check["shapes"] if tuple(e["shape"]) == shape), {}) if check else {}
-        if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype,
-                                                          baseline, comp, result, entry):
+        if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype, baseline, comp,
+                                                          result, entry, tuned_flags):
             ref = None
         while True:
             if comp.failure:
@@ -324,11 +315,6 @@ def _reference(entry: dict) -> list[float] | None:
     return found or None
 
 
-def _flags(declared: str) -> tuple[str, ...]:
-    """A declaration's flags as a variant's: its words, less the arch-specific mark."""
-    return tuple(f for f in shlex.split(declared) if f != "(arch-specific)")
-
-
 def _arm_name(label: str | None, configs: dict) -> str:
     what = {"best": "recorded best", "baseline": "heuristic", "recorded": "recorded source's build of the best"}
     config = configs.get(label)
@@ -356,7 +342,7 @@ def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[flo
 def trusted(verdicts: list[Verdict], comp: Comparison) -> list[Verdict]:
     """The verdicts of a comparison some of whose processes stayed disturbed: a failure stands
     only where a process came out clean and it clears its limit by more than the spread of the
-    processes; another is kept as ``noisy``, what was measured, never a failure. Where every
+    processes; another is kept as ``noisy`` (in the records: the item is a skip), never a failure. Where every
     process stayed disturbed, none stands: a load on one core slows a multi-threaded config in
     every process alike (its threads wait at a barrier while a serial arm runs on the free
     core), a bias no spread shows: unchanged code read 1.57x."""
@@ -392,8 +378,10 @@ def _recorded_ms(store: RecordStore, kernel: str, source_hash: str, shape: tuple
 
 
 def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: tuple, dtype: str, baseline: dict,
-                  comp: Comparison, result: GateResult, entry: dict) -> bool:
-    """Whether the heuristic's time today is near its recorded one; if not, say so."""
+                  comp: Comparison, result: GateResult, entry: dict, flags: tuple[str, str] | None) -> bool:
+    """Whether the heuristic's time today is near its recorded one; if not, say so, naming the
+    flags where they changed since the tune (``flags``: the tune's and today's): a build slower for every
+    config alike passes best/baseline (-O0 made both 6.8x slower, and the note blamed the host)."""
     then = _recorded_ms(store, kernel.name, source_hash, shape, dtype, baseline, entry)
     if not then:
         return True
@@ -401,10 +389,13 @@ def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: t
     if 1 / OTHER_MACHINE <= ratio <= OTHER_MACHINE:
         return True
     result.notes.append(
-        f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: this machine matches the records' "
-        f"fingerprint but is not measuring like the machine that tuned them (another host, or one that is "
-        f"not itself today), so best/baseline is not compared with the tuning-time ratios; run "
-        f"`{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
+        f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: "
+        + (f"the variant's flags changed since the tune ([{flags[0]}] -> [{flags[1]}]), "
+           f"which may build every config {'slower' if ratio > 1 else 'faster'} alike, a change best/baseline "
+           f"cannot show; or " if flags is not None else "")
+        + f"this machine matches the records' fingerprint but is not measuring like the machine that tuned them "
+        f"(another host, or one that is not itself today), so best/baseline is not compared with the tuning-time "
+        f"ratios; run `{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
     return False
 
 
