@@ -280,6 +280,7 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
     reading of the text cannot see, so the target's preprocessor confirms them (see
     :func:`tunebench.backends.cpu.constant_param`)."""
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)
+    directives = list(_directives(variant))
     found: list[tuple[str, str]] = []
     for param in sorted(n for n, vs in values.items() if set(vs) == {False, True} and all(isinstance(v, bool)
                                                                                        for v in vs)):
@@ -287,16 +288,16 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
                            re.MULTILINE)
         tested = [m for m in tests.finditer(code) if not re.match(r"\s*#\s*(?:define|undef)\b", m.group(0))]
         if tested and not re.search(rf"\b{param}\b", tests.sub("", code)):
-            where = next((f"{file} line {number}" for _, file, number, directive, rest in _directives(variant)
+            where = next((f"{file} line {number}" for _, file, number, directive, rest in directives
                           if re.search(rf"\bdefined\s*\(?\s*{param}\b", rest)
                           or (directive in ("ifdef", "ifndef") and rest.split()[:1] == [param])), variant.path.name)
             found.append((param, f"{where} tests whether bool param {param!r} is defined, which it always is (False "
                                  f"is #defined as 0): every config builds the same code; test its value, #if {param}"))
     named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(isinstance(v, str) and v.isidentifier()
                                                                        for v in vs)}
-    defined = {d for _, _, _, directive, rest in _directives(variant) if directive == "define"
+    defined = {d for _, _, _, directive, rest in directives if directive == "define"
                for d in re.findall(r"^\w+", rest)}
-    for _, file, number, directive, rest in _directives(variant):
+    for _, file, number, directive, rest in directives:
         words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", _condition(rest))))
         for param in sorted(words & set(named) - {p for p, _ in found}) if directive in ("if", "elif") else ():
             if not set(named[param]) & defined:
