@@ -480,3 +480,16 @@ def test_a_pragma_hint_leaves_the_other_hints_of_a_compile_error(tmp_path):
     said = explain(variant, {"U": 4, "f": 2}, error)
     assert "#pragma unroll does not expand param 'U'" in said
     assert "param 'f' is #defined, and the error is where its name is read: rename it" in said
+
+
+def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_it(tmp_path):
+    """An undefined symbol is the build's fault, said by the linker before any load: it was a
+    ``crashed`` trial (dlopen's error) that took its worker down."""
+    (tmp_path / "undef.c").write_text(AXPB_C.replace("    y[n / 2] += 1;", "    helper_nobody_wrote(y);"))
+    variant = Variant(source=tmp_path / "undef.c", entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0, 1]}),
+                      heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
+    kernel = Kernel("undef_symbol_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: 0, outputs=["y"], cpu=variant)
+    with pytest.raises(CompileError, match="helper_nobody_wrote"):
+        CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 1}, "float32")
+    CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0}, "float32")

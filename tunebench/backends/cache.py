@@ -60,10 +60,12 @@ NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
 
 
 def excerpt(message: str, lines: int = 12) -> str:
-    """The first lines of a compiler message that say what is wrong, nvcc's temporary files named
-    alike every run (``<its ptx>``), so that the same error reads the same in every config."""
+    """The first lines of a compiler message that say what is wrong (the linker's ``undefined
+    reference`` included), nvcc's temporary files named alike every run (``<its ptx>``), so that
+    the same error reads the same in every config."""
     message = NVCC_TEMP.sub(r"<its \1>", message)
-    wanted = [ln for ln in message.splitlines() if "error" in ln.lower() or "in expansion of macro" in ln] \
+    wanted = [ln for ln in message.splitlines() if "error" in ln.lower() or "in expansion of macro" in ln
+              or "undefined reference" in ln] \
         or message.splitlines()
     return "\n".join(wanted[:lines]).strip()
 

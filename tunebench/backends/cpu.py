@@ -49,7 +49,10 @@ CXX = os.environ.get("TUNEBENCH_CXX", "g++")
 #: Templates with these suffixes are C++ (templates, the standard library), compiled by ``CXX``;
 #: any other template is C, compiled by ``CC``.
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
-FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared")
+#: ``-z defs``: a symbol the library needs and nothing linked defines (a helper declared and
+#: never written, in one config's branch) is the linker's error, naming it, rather than
+#: dlopen's at load, which is no build's status.
+FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared", "-Wl,-z,defs")
 STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
 #: The dtypes no C compiler has a type for (8-bit floats): a template reads them as their bits.
 BITS_ONLY = ("float8_e4m3fn", "float8_e5m2")
@@ -80,7 +83,7 @@ def compiler(lang: str) -> str:
 def code_flags(variant: Variant) -> list[str]:
     """The flags of a build that decide its code (not its form as a library): what a framework
     building the template itself passes for the code tunebench measured."""
-    return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared")] + [STANDARD[language(variant)],
+    return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [STANDARD[language(variant)],
                                                                          *variant.build_flags]
 
 
