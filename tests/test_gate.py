@@ -327,13 +327,62 @@ def test_a_recorded_time_is_the_final_rounds_where_it_measured_the_config_not_on
     assert _recorded_ms(*args, {"vec": 8}, entry) == _recorded_ms(*args, heuristic, {}) == 0.4874  # its trial's
 
 
-def test_flags_that_slow_every_config_alike_are_named_where_the_heuristic_is_far_from_its_time(tuned):
-    """-O0 made best and heuristic 6.8x slower alike: best/baseline passed, and the note blamed
-    another host."""
-    pytester, _ = tuned
+def _declare_flags(pytester, flags: str) -> None:
     suite = pytester.path / "test_chain.py"
-    suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 2]}))', 'space=Space({"reps": [1, 2]}), '
-                                                                               'flags=("-O0",))'))
+    text = re.sub(r'space=Space\(\{"reps": \[1, 2\]\}\)(, flags=.*)?\),\n',
+                  lambda _: f'space=Space({{"reps": [1, 2]}}), flags={flags}),\n', suite.read_text())
+    assert f"flags={flags}" in text
+    suite.write_text(text)
+
+
+def test_flags_that_slow_every_config_alike_fail_against_the_best_built_with_the_tunes_flags(tuned):
+    """-O0 made best and heuristic 10x slower alike: best/baseline passed, and the note blamed
+    another host. Today's build of the best is held to its build with the tune's flags."""
+    pytester, _ = tuned
+    _declare_flags(pytester, '("-O0",)')
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    assert re.search(r"FAIL +best against the tune's flags on \(2048,\): [\d.]+x", result.stdout.str())
+    assert "holds today's build of the best to its build with the tune's flags []" in result.stdout.str()
+    _declare_flags(pytester, '("-DUNREAD=1",)')  # the same code: a pass
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+
+
+def test_the_tunes_flags_are_built_again_as_declared_a_quoted_define_whole(pytester):
+    """Kept as one joined text, a define of a string with a space came back as two words (a
+    false FAIL: the record's build did not compile)."""
+    pytester.path.joinpath("chain.c").write_text(CHAIN_C.replace("{\n", "{\n    static const char *note = NOTE; (void)note;\n", 1))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    _declare_flags(pytester, """('-DNOTE="a b"',)""")
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    _declare_flags(pytester, """('-DNOTE="a b"', "-O0")""")
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    assert re.search(r"FAIL +best against the tune's flags on \(2048,\): [\d.]+x", result.stdout.str())
+
+
+def test_a_build_with_the_tunes_flags_that_fails_today_is_named_and_left_out(tuned):
+    """A flag this compiler refuses is the record's fault, not today's code's: no FAIL."""
+    pytester, path = tuned
+    TinyDB(path).table("tasks").update({"flags": ["-fno-such-flag-anywhere"]})
+    _declare_flags(pytester, '("-DUNREAD=1",)')
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    assert "the recorded build of the best [reps:1] on (2048,) ended compile_error today (" in result.stdout.str()
+    assert "no-such-flag-anywhere" in result.stdout.str()
+
+
+def test_flags_changed_since_a_tune_that_kept_only_their_text_are_named_where_the_heuristic_is_far_from_its_time(
+        tuned):
+    """Records from before the tune's flags were kept as declared: -O0 made best and heuristic
+    6.8x slower alike: best/baseline passed, and the note blamed another host."""
+    pytester, path = tuned
+    db = TinyDB(path)
+    for task in db.table("tasks").all():
+        task.pop("flags", None)
+        db.table("tasks").truncate()
+        db.table("tasks").insert(task)
+    _declare_flags(pytester, '("-O0",)')
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
     assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the variant's flags changed since "
                      r"the tune \(\[\] -> \[-O0\]\), which may build every config slower alike", result.stdout.str())

@@ -87,10 +87,11 @@ class Comparison:
         return statistics.median(o[label] for o in self.objectives)
 
 
-def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple[str, dict, str | None]],
+def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple[str, dict, dict | None]],
             processes: int, budget_s: float = 1.0, rounds: int = 30,
             into: Comparison | None = None, retries: int = RETRIES) -> Comparison:
-    """Measure ``arms`` (label, config, template text or None) interleaved on ``shape`` in
+    """Measure ``arms`` (label, config, the variant's fields built otherwise for it or None: see
+    :class:`~tunebench.workers.CompareJob`) interleaved on ``shape`` in
     ``processes`` fresh workers, each time for ``rounds`` rounds, fewer where they would take
     more than ``budget_s`` seconds of calls (a slow kernel: see the worker's job); ``into``
     adds the processes to an earlier comparison of the same arms; ``retries`` of a disturbed

@@ -4,12 +4,15 @@ Timings drift by 10-35 % between runs and differ from one process to the next, s
 never trusts a raw ratio between today and the record, nor one process's interval. Per shape it
 measures interleaved, in :attr:`GateSettings.processes` fresh worker processes
 (:mod:`tunebench.compare`), today's best config against today's heuristic and, when the
-template changed, against the recorded template's build; every check is made on the
-per-process ratios:
+template or the variant's flags changed, against the best built as recorded (the recorded
+template, the tune's flags); every check is made on the per-process ratios:
 
 - **best/baseline**: fails when the median ratio is beyond ``1 + threshold`` and every process
   saw the best slower than the heuristic.
-- **best against the recorded source** (template changed): the same rule on best/recorded.
+- **best against the recorded source**, or **the tune's flags** (template or flags changed):
+  the same rule on best/recorded. Flags that slow every config alike (``-O0``) pass
+  best/baseline; they fail here. A recorded build that fails today (a flag this compiler
+  refuses) is named and left out: it is no fault of today's code.
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
   tune measured the same ratio in several fresh processes, and the trials minutes before it.
   Where today's ratio is beyond the highest of them by the threshold, the verdict says
@@ -126,12 +129,14 @@ def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor:
     return Verdict(what, shape, list(ratios), limit, outcome)
 
 
-def _arms(best: dict, baseline: dict | None, recorded_text: str | None) -> tuple:
+def _arms(best: dict, baseline: dict | None, recorded: dict | None) -> tuple:
+    """The best, the heuristic, and the best built as recorded (``recorded``: the variant's
+    fields that differ since the tune, its template text and its flags), each where it is one."""
     arms = [("best", best, None)]
     if baseline is not None and baseline != best:
         arms.append(("baseline", baseline, None))
-    if recorded_text is not None:
-        arms.append(("recorded", best, recorded_text))
+    if recorded:
+        arms.append(("recorded", best, recorded))
     return tuple(arms)
 
 
@@ -224,9 +229,23 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note above
     tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
+    # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
+    # read), with the tune's flags as declared where they changed (records from before those were kept hold only
+    # their joined text, which cannot be split back)
+    tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
+    recorded = {}
+    if recorded_text is not None or tune_flags is not None:
+        recorded["text"] = recorded_text if recorded_text is not None else variant.template
+    if tune_flags is not None:
+        recorded["flags"] = tune_flags
+    against = "best against the " + " and ".join(
+        what for what, held in (("recorded source", recorded_text is not None), ("tune's flags", tune_flags is not None))
+        if held)
     if changed:
-        result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's, "
-                            f"and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
+        result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's"
+                            + (f", and holds today's build of the best to its build with the tune's flags "
+                               f"[{tuned_flags[0]}]" if tune_flags is not None else "")
+                            + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
@@ -248,13 +267,23 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
             baseline = None
-        arms = _arms(best[shape], baseline, recorded_text)
+        arms = _arms(best[shape], baseline, recorded)
         result.configs[shape] = {label: config for label, config, _ in arms}
-        if len(arms) == 1 and not changed:
+        comp = None
+        while len(arms) > 1 or changed:  # one arm where the declaration changed (a tolerance, the args): verified,
+            comp = compare(workers, kernel.name, shape, dtype, arms,  # as it may fail today
+                           settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
+            if not comp.failure or comp.failure["arm"] != "recorded":
+                break
+            # the record's build failed, not today's code: on this and every later shape, it is left out
+            result.notes.append(f"the {_arm_name('recorded', result.configs[shape])} on {shape} ended "
+                                f"{comp.failure['status']} today ({comp.failure['error']}): today's build is not "
+                                f"compared with it")
+            recorded, comp = {}, None
+            arms = _arms(best[shape], baseline, recorded)
+            del result.configs[shape]["recorded"]
+        if comp is None:
             continue
-        # one arm where the declaration changed (a tolerance, the args): verified, as it may fail today
-        comp = compare(workers, kernel.name, shape, dtype, arms, settings.processes if len(arms) > 1 else 1,
-                       settings.budget_s, retries=retries)
         if len(arms) == 1 and not comp.failure:
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
@@ -272,7 +301,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                  f"{f['status']}: {f['error']}")
                 return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
             final = len(comp.objectives) >= settings.max_processes
-            verdicts = checks(comp, shape, settings.threshold, ref, final)
+            verdicts = checks(comp, shape, settings.threshold, ref, final, against)
             if final or all(v.outcome != "ambiguous" for v in verdicts):
                 break
             comp = compare(workers, kernel.name, shape, dtype, arms,
@@ -316,13 +345,13 @@ def _reference(entry: dict) -> list[float] | None:
 
 
 def _arm_name(label: str | None, configs: dict) -> str:
-    what = {"best": "recorded best", "baseline": "heuristic", "recorded": "recorded source's build of the best"}
+    what = {"best": "recorded best", "baseline": "heuristic", "recorded": "recorded build of the best"}
     config = configs.get(label)
     return f"{what.get(label, label)} [{config_text(config)}]" if config is not None else label or "comparison"
 
 
 def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[float] | None,
-            final: bool) -> list[Verdict]:
+           final: bool, against: str = "best against the recorded source") -> list[Verdict]:
     limit = 1 + threshold
     verdicts = []
     if "baseline" in comp.labels:
@@ -334,7 +363,7 @@ def checks(comp: Comparison, shape: tuple, threshold: float, reference: list[flo
                                      f"{top:.3f}x)", shape, top * limit, top, True)
             verdicts.append(dataclasses.replace(verdict, outcome="drift" if verdict.outcome == "fail" else "pass"))
     if "recorded" in comp.labels:
-        verdicts.append(judge(comp.ratios("best", "recorded"), "best against the recorded source", shape,
+        verdicts.append(judge(comp.ratios("best", "recorded"), against, shape,
                               limit, 1.0, final))
     return verdicts
 

@@ -619,6 +619,7 @@ class Task:
                 "range": self.bucket.describe(), "source_hash": self.variant.source_hash,
                 "declaration": self.declaration, "setup_hash": self.setup_hash,
                 "shaped": self.variant.space.shaped,  # for a lookup without the declaration to say it cannot check
+                "flags": list(self.variant.flags),  # as declared: the gate builds the best with them again
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------

@@ -67,14 +67,15 @@ class TrialJob:
 @dataclass(frozen=True)
 class CompareJob:
     """Configs (arms) measured interleaved on one shape: a timed call of each in turn, round
-    after round, under every placement. An arm is (label, config, template text, or None for
-    the template file). The rounds are sized to ``budget_s`` of calls (after the warm-up tells
-    how long a call takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer."""
+    after round, under every placement. An arm is (label, config, the variant's fields built
+    otherwise for it, as ``{"text": the recorded template, "flags": the tune's}``, or None).
+    The rounds are sized to ``budget_s`` of calls (after the warm-up tells how long a call
+    takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer."""
 
     kernel: str
     shape: tuple
     dtype: str
-    arms: tuple[tuple[str, dict, str | None], ...]
+    arms: tuple[tuple[str, dict, dict | None], ...]
     rounds: int
     settings: MeasureSettings
     budget_s: float = 1.0
@@ -341,8 +342,8 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
     placement -> arm label -> ms."""
     kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     builds = {}
-    for label, config, text in job.arms:
-        arm_variant = dataclasses.replace(variant, text=text) if text is not None else variant
+    for label, config, changes in job.arms:
+        arm_variant = dataclasses.replace(variant, **changes) if changes else variant
         try:
             builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
         except CompileError as e:
