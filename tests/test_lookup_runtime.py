@@ -338,6 +338,8 @@ def test_a_misspelt_kernel_fails_where_the_framework_binds_it(deployed):
                                           r"are no records to read: manifest.json"):
         tunebench.tuned("row_reduse", records=records)
     tunebench.tuned("unheard_of", records=records)  # no near name: it may be in the file that cannot be read
+    (records / "cpu-torn-0a1b2c.json").write_text('{"trials": {"1": {"kernel": "row_reduse", ')  # a torn copy
+    tunebench.tuned("row_reduse", records=records)  # a near name, but the torn file names it: it may hold it
 
 
 def test_answers_beyond_the_most_kept_drop_the_oldest_half_not_all(deployed, monkeypatch):

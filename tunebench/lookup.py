@@ -694,12 +694,21 @@ def check_known(kernel: str, records: str | Path | None = None, suites: str | Pa
         recorded |= found.kernels() if found else set()
     if kernel not in recorded:
         meant = closest(kernel, sorted(set(REGISTRY) | recorded))
-        if unread and not meant:
+        if (unread and not meant) or any(_names(records_dir / name, kernel) for name in unread):
             return  # a file that cannot be read may hold it: the lookup says what is wrong with it
         raise LookupError(f"kernel {kernel!r}: no suite under {suites_dir} declares it and no records under "
                           f"{records_dir} hold it" + (f" (did you mean {meant!r}?)" if meant else "")
                           + (f"; these suites failed to import: {'; '.join(failed)}" if failed else "")
                           + (f"; these files are no records to read: {', '.join(sorted(unread))}" if unread else ""))
+
+
+def _names(path: Path, kernel: str) -> bool:
+    """Whether a file that is no records to read (a torn copy, a hand edit) holds the kernel's
+    name as a JSON string, where its records may be."""
+    try:
+        return f'"{kernel}"'.encode() in path.read_bytes()
+    except OSError:
+        return True
 
 
 def dtype_name(dtype) -> str | None:
