@@ -1024,11 +1024,32 @@ def _check_template(tmp_path, name: str, template: str, params: dict, said: str 
     ("#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n#define naive_ID 0\n#define blocked_ID 1\n"
      "#if CAT(algo, _ID) == 1\nint k(void) { return 1; }\n#endif\n", None),
     ('const char *u = "http://x"; int v = fast;\n#ifdef fast\n#endif\n', None),
+    # compared in a dead #if, read as a name only behind another param's later value (a review's false refusal)
+    ("#if 0\n#if algo == naive\n#endif\n#endif\nstatic int naive(void) { return 1; }\n"
+     "static int blocked(void) { return 2; }\nint k(void) {\n#if fast\n    return algo();\n#else\n    return 0;\n"
+     "#endif\n}\n", None),
 ])
 def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_error(tmp_path, template, said):
     """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
     says nothing, every config built one code, and the tune reported the param changes nothing."""
     _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
+
+
+def test_the_if_check_needs_no_c_type_of_the_first_dtype_nor_a_compiler_to_refuse_nothing(tmp_path, monkeypatch):
+    """A suspect with a first dtype the C target has no type for raised KeyError; with no C
+    compiler on the machine (a CUDA box), FileNotFoundError: each a traceback at collection."""
+    (tmp_path / "axpb.c").write_text("#ifdef fast\nint k(void) { return 1; }\n#endif\n")
+    variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb", heuristic=lambda shape: {"fast": False},
+                                space=tunebench.Space({"fast": [False, True]}), dtypes=("complex64",))
+    kernel = tunebench.Kernel("no_ctype", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
+                                                                                            shapes=[(8,)])]),
+                              args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
+                              outputs=["y"], cpu=variant)
+    with pytest.raises(tunebench.KernelError, match="tests whether bool param 'fast' is defined"):
+        kernel.check(variant, "cpu")
+    monkeypatch.setattr("tunebench.backends.cpu.CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(tunebench.KernelError, match="dtype 'complex64' has no C type"):
+        kernel.check(variant, "cpu")  # the preprocessor cannot run: it judges nothing
 
 
 @pytest.mark.parametrize("values, flagged", [(["INT_MAX", "SHRT_MAX"], False), (["linux", "other"], False),
