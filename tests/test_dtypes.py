@@ -2,9 +2,11 @@
 recorded and looked up by name like numpy's own, on a compiler with ``__bf16`` and on one
 without it."""
 
+import re
 import shutil
 
 import ml_dtypes
+
 import numpy as np
 import pytest
 from tinydb import TinyDB
@@ -145,6 +147,17 @@ def test_an_extension_dtype_whose_package_is_missing_says_what_to_install(monkey
     with pytest.raises(tunebench.KernelError, match="variant k.c: dtype 'float8_tb' is no_such_dtypes_package's"):
         tunebench.Variant(source="k.c", entry="k", space=tunebench.Space({"b": [1]}), heuristic=lambda shape: {"b": 1},
                           dtypes=("float8_tb",))
+
+
+@pytest.mark.parametrize("name, said", [(",", "is not a numpy dtype"), ("float32,", "is a record of fields"),
+                                        ("f4,i4", "is a record of fields")])
+def test_a_dtype_name_numpy_reads_as_a_record_or_cannot_parse_is_a_value_error_naming_it(name, said):
+    """numpy raised SyntaxError for ",", and took "float32," as a record of one float."""
+    with pytest.raises(ValueError, match=re.escape(f"dtype {name!r} {said}")):
+        dtypes.numpy_dtype(name)
+    with pytest.raises(tunebench.KernelError, match=re.escape(f"dtype {name!r} {said}")):
+        tunebench.Variant(source="k.c", entry="k", space=tunebench.Space({"b": [1]}), heuristic=lambda shape: {"b": 1},
+                          dtypes=(name,))
 
 
 FLOAT8 = ("float8_e4m3fn", "float8_e5m2")

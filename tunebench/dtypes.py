@@ -36,15 +36,19 @@ def numpy_dtype(dtype) -> np.dtype:
             importlib.import_module(package)
         except ImportError:
             raise ValueError(f"dtype {dtype!r} is {package}'s: pip install {package}") from None
-    try:
-        return np.dtype(name if name is not None else dtype)
-    except TypeError:
-        pass
-    if isinstance(name, str) and importlib.util.find_spec("ml_dtypes") is not None:
+    unread = (TypeError, SyntaxError, ValueError)  # numpy reads "," and "f4,i4" as a record's fields
+    found = None
+    with contextlib.suppress(*unread):
+        found = np.dtype(name if name is not None else dtype)
+    if found is None and isinstance(name, str) and importlib.util.find_spec("ml_dtypes") is not None:
         importlib.import_module("ml_dtypes")  # its other names (float8_e4m3fnuz, int4) are numpy's once imported
-        with contextlib.suppress(TypeError):
-            return np.dtype(name)
-    raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)")
+        with contextlib.suppress(*unread):
+            found = np.dtype(name)
+    if found is None:
+        raise ValueError(f"dtype {dtype!r} is not a numpy dtype (float32, float16, bfloat16, int32, ...)")
+    if found.fields is not None and isinstance(dtype, str):  # a name a typo made a record ("float32,")
+        raise ValueError(f"dtype {dtype!r} is a record of fields ({found}), not one number type (float32, ...)")
+    return found
 
 
 def framework_name(dtype) -> str | None:
