@@ -646,3 +646,17 @@ def test_a_shared_ranking_keeps_each_params_type():
     as_bool = lookup_module._ranked_configs(((("use_simd", bool, True), ("vec", int, 4)),))
     as_int = lookup_module._ranked_configs(((("use_simd", int, 1), ("vec", int, 4)),))
     assert [type(c["use_simd"]) for c in (*as_bool, *as_int)] == [bool, int]
+
+
+
+def test_two_projects_declaring_one_name_are_each_answered_by_their_own_declaration(deployed):
+    """A framework serving two projects: the one asked second was answered with the declaration
+    (template, heuristic) of the one declared last, whichever records= and suites= named."""
+    other = ship(deployed / "other")
+    template = other / "kernels" / "softmax.c"
+    template.write_text(template.read_text() + "/* the other project's */\n")
+    ours, theirs = (tunebench.Tuned("softmax", records=p / "records") for p in (deployed, other))
+    for _ in range(2):  # each declared last in turn
+        assert "the other project's" in theirs.source((64, 4096))
+        assert "the other project's" not in ours.source((64, 4096))
+        assert "the other project's" in tunebench.Tuned("softmax", suites=other / "suites").source((64, 4096))

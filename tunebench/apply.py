@@ -27,8 +27,8 @@ from typing import Any
 
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import PARAMS_HERE, macros, render
-from tunebench.kernel import REGISTRY, Kernel
-from tunebench.lookup import best, check_known, lookup, this_device
+from tunebench.kernel import Kernel
+from tunebench.lookup import best, check_known, declaration, lookup, this_device
 
 
 class Tuned:
@@ -67,7 +67,7 @@ class Tuned:
         without them is not the code that was measured (without ``-fopenmp``, a serial one)."""
         device = Path(self.device).stem if self.device else this_device()
         target = device.split("-", 1)[0]
-        decl = self.kernel if isinstance(self.kernel, Kernel) else REGISTRY.get(self.kernel)
+        decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(self.kernel, self.records, self.suites)
         variant = decl.variant(target) if decl else None
         if variant is None:
             name = decl.name if decl else self.kernel
@@ -96,7 +96,7 @@ class Tuned:
         backend = cuda if target == "cuda" else cpu
         if choice.dtype not in backend.CTYPES:
             raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
-        decl = self.kernel if isinstance(self.kernel, Kernel) else REGISTRY.get(choice.kernel)
+        decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(choice.kernel, self.records, self.suites)
         return choice, target, backend, decl.variant(target) if decl else None
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:

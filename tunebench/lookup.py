@@ -214,8 +214,8 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
             kernel: Kernel | None = None) -> tuple[Path, Path]:
     """(records folder, suites folder) of the project, found from its root rather than the
     working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
-    under the root of the project that declares ``kernel`` (pytest's rootdir for its suite's
-    folder, or ``suites``, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
+    under the root of the project of ``suites``, else of the one that declares ``kernel`` (pytest's
+    rootdir for that folder, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
     the nearest folder above with a ``records`` folder), else the same from the working directory;
     given ``records`` alone, the suites are its sibling ``suites``.
     :class:`LookupError` names every place it looked."""
@@ -231,7 +231,8 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     if root is None:
         looked.append("$TUNEBENCH_ROOT (unset)")
         origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
-        declared = [Path(origin or suites).resolve()] if origin or suites is not None else []
+        given = suites if suites is not None else origin  # suites= names the project, whoever declared the name last
+        declared = [Path(given).resolve()] if given is not None else []
         for start in [*declared, Path.cwd()]:
             root = rootdir(start) or next((d for d in (start, *start.parents) if (d / "records").is_dir()), None)
             if root is not None:
@@ -511,8 +512,9 @@ REFRESH_S = 1.0
 MAX_ANSWERS = 65536
 _DIRECTORIES: dict[Path, _Directory] = {}
 #: Suites folders whose suites this process has imported -> the errors of those that failed (not
-#: tried again; said whenever a kernel is answered without its declaration).
-_SUITES_LOADED: dict[Path, list[str]] = {}
+#: tried again; said whenever a kernel is answered without its declaration), and the kernels
+#: they declare by name (another project's of the same name may be the one registered last).
+_SUITES_LOADED: dict[Path, tuple[list[str], dict[str, Kernel]]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
@@ -573,8 +575,10 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     except ValueError as e:
         raise ValueError(f"kernel {getattr(kernel, 'name', kernel)!r}: {e}") from None
     records_dir, suites_dir = project(records, suites, decl)
+    if isinstance(kernel, str):
+        decl = declaration(kernel, records, suites, suites_dir)
     if decl is None and suites_dir.is_dir():
-        failed = _load_once(suites_dir)
+        failed = _load_once(suites_dir)[0]
         decl = REGISTRY.get(kernel)
         said = declared_twice(kernel, "").split(",")[0] + ","  # the words naming this kernel
         twice = next((f for f in failed if said in f), None)
@@ -663,16 +667,30 @@ def _context(records: str | Path | None, suites: str | Path | None, device: str 
         raise LookupError("the working directory no longer exists: pass records= or set TUNEBENCH_ROOT") from None
 
 
-def _load_once(suites_dir: Path) -> list[str]:
+def _load_once(suites_dir: Path) -> tuple[list[str], dict[str, Kernel]]:
     """Import a suites folder's suites once per process (another suite's error must not stop a
-    framework's launch); the errors of those that failed."""
+    framework's launch): the errors of those that failed, and the kernels they declare."""
     key = suites_dir.resolve()
     with _SUITES_LOCK:
         if key not in _SUITES_LOADED:
             failed: list[str] = []
-            load_suites(suites_dir, failed)
-            _SUITES_LOADED[key] = failed
+            _SUITES_LOADED[key] = failed, {k.name: k for k in load_suites(suites_dir, failed)}
     return _SUITES_LOADED[key]
+
+
+def declaration(kernel: str, records: str | Path | None, suites: str | Path | None,
+                suites_dir: Path | None = None) -> Kernel | None:
+    """The declaration a lookup of ``kernel`` in a project follows: the one registered by that
+    name, unless the lookup names its project (``records=``, ``suites=``) and that project's
+    suites declare another (a framework serving two projects: the name alone answered the one
+    declared last, with the other's configs); None where neither is known."""
+    decl = REGISTRY.get(kernel)
+    if decl is None or decl.declared_in is None or (records is None and suites is None):
+        return decl
+    suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
+    if not suites_dir.is_dir() or suites_dir in decl.declared_in.parents or suites_dir == decl.declared_in:
+        return decl
+    return _load_once(suites_dir)[1].get(kernel, decl)
 
 
 def check_known(kernel: str, records: str | Path | None = None, suites: str | Path | None = None) -> None:
@@ -681,7 +699,7 @@ def check_known(kernel: str, records: str | Path | None = None, suites: str | Pa
     if kernel in REGISTRY:
         return
     records_dir, suites_dir = project(records, suites)
-    failed = _load_once(suites_dir) if suites_dir.is_dir() else []
+    failed = _load_once(suites_dir)[0] if suites_dir.is_dir() else []
     if kernel in REGISTRY:
         return
     folder, recorded, unread = _directory(records_dir), set(), []
