@@ -19,6 +19,7 @@ gate comparisons run on the first device.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -45,9 +46,10 @@ def project_files(root: Path) -> dict[str, str]:
         for variant in kernel.variants.values():
             if variant.origin is not None:
                 folders.add(variant.origin)
-            if variant.text is None:
-                folders.add(variant.path.parent)
-            folders.update(variant.include_dirs)
+            with contextlib.suppress(KernelError):  # a template not found: its own tasks say so, not every one
+                if variant.text is None:
+                    folders.add(variant.path.parent)
+                folders.update(variant.include_dirs)
     found, shipped = {}, 0
     for folder in folders:
         try:
