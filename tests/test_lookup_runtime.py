@@ -660,3 +660,38 @@ def test_two_projects_declaring_one_name_are_each_answered_by_their_own_declarat
         assert "the other project's" in theirs.source((64, 4096))
         assert "the other project's" not in ours.source((64, 4096))
         assert "the other project's" in tunebench.Tuned("softmax", suites=other / "suites").source((64, 4096))
+
+
+PACKAGED_SUITE = """\
+import numpy as np
+import tunebench
+from .helpers import VEC
+
+{name} = tunebench.Kernel(
+    "{name}", buckets=tunebench.Buckets("N", [tunebench.Bucket("all", N=(1, None), shapes=[(1024,)])]),
+    args=lambda shape, dtype, rng: {{"x": np.zeros(shape, dtype)}}, reference=lambda x: x, outputs=["x"],
+    cpu=tunebench.Variant(source="{template}", entry="row_reduce", heuristic=lambda shape: {{"vec": VEC}},
+                          space=tunebench.Space({{"vec": [1, 2, 4, 8]}})))
+"""
+
+
+def test_suites_in_packages_import_their_own_helpers_by_relative_import_as_under_pytest(deployed):
+    """``from .helpers import ...`` in suites/<package>/: pytest tuned them, and every lookup,
+    export and compile-check failed to import them (no parent package)."""
+    tmp_path = deployed / "packaged"
+    suites = tmp_path / "suites"
+    for package, vec in (("norm", 2), ("act", 4)):  # helpers of one name, each its own
+        (suites / package).mkdir(parents=True)
+        (suites / package / "__init__.py").write_text("")
+        (suites / package / "helpers.py").write_text(f"VEC = {vec}\n")
+        (suites / package / f"test_{package}.py").write_text(PACKAGED_SUITE.format(
+            name=f"packaged_{package}", template=ROOT / "kernels" / "row_reduce.c"))
+    (suites / "__init__.py").write_text("")
+    (tmp_path / "records").mkdir()
+    failed = []
+    kernels = lookup_module.load_suites(suites, failed)
+    assert failed == [] and sorted(k.name for k in kernels) == ["packaged_act", "packaged_norm"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tunebench.best("packaged_act", (1024,), records=tmp_path / "records") == {"vec": 4}
+        assert tunebench.best("packaged_norm", (1024,), records=tmp_path / "records") == {"vec": 2}

@@ -86,17 +86,22 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     kernels: list[Kernel] = []
     paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
     for path in paths:
-        name = f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
+        package = _package(path)
+        name = _module_name(package or path) + (
+            "." + ".".join(path.resolve().relative_to(package.resolve()).with_suffix("").parts) if package else "")
         if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            sys.path.insert(0, str(path.parent))
-            _IMPORTING[name] = str(path.parent)
+            first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
+            sys.path.insert(0, first)
+            _IMPORTING[name] = first
             try:
+                if package:  # a package's suite: its relative imports (from .helpers import ...) need it
+                    _import_package(package)
+                spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
                 spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - any error in a suite is reported with its file
-                del sys.modules[name]  # half run: the next import must not take it for the suite
+                sys.modules.pop(name, None)  # half run: the next import must not take it for the suite
                 from _pytest.outcomes import Skipped  # a BaseException, past a framework's `except Exception`
                 if isinstance(e, Skipped):
                     continue
@@ -109,7 +114,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             finally:
                 if _IMPORTING.pop(name, None) is not None:  # a child forked meanwhile took its entry out
                     with contextlib.suppress(ValueError):  # as a suite may have itself
-                        sys.path.remove(str(path.parent))
+                        sys.path.remove(first)
         found = list(dict.fromkeys(v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)))
         first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
         if first is not None:  # as pytest refuses it: which would the records and the framework follow?
@@ -121,6 +126,40 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             continue
         kernels += [k for k in found if k not in kernels]
     return kernels
+
+
+def _package(path: Path) -> Path | None:
+    """The outermost package folder (``__init__.py`` in it and each folder down) holding a suite
+    file, as pytest finds it; None for a suite outside packages."""
+    found = None
+    for folder in path.resolve().parents:
+        if not (folder / "__init__.py").is_file():
+            break
+        found = folder
+    return found
+
+
+def _module_name(path: Path) -> str:
+    """A module name of this process for a suite file or package folder: its own, whichever
+    other project holds one of the same name (two projects' ``suites/test_softmax.py``)."""
+    return f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
+
+
+def _import_package(folder: Path) -> None:
+    """Import a suite's outermost package (``__init__.py``) under :func:`_module_name`; its
+    subpackages import on demand, as the suite's relative imports ask."""
+    name = _module_name(folder)
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 #: Suite modules being executed now. A child forked meanwhile drops them: it would take the
