@@ -196,6 +196,12 @@ def test_an_array_of_the_same_size_read_as_another_kind_or_sign_fails_the_check(
     ("pyint", ('"n": np.int32(n)', '"n": n'),  # the builder's argument at fault, said once and not as its raising
      "float32 arguments: kernel 'pyint': argument 'n' is an int; use a numpy array or a numpy scalar such as "
      "np.int32(...) so that its C type is explicit\ncompile-check"),
+    # what the CPU target refuses at the tune's first trial, which stops the task (a hunt's float16 scalar)
+    ("halfscalar", ('"b": np.float32(0.5)', '"b": np.float16(0.5)'),
+     "float32 arguments: kernel 'halfscalar': scalar 'b' has dtype float16, which the CPU target cannot pass by "
+     "value"),
+    ("strided", ('"y": np.empty(n, dtype)', '"y": np.empty(2 * n, dtype)[::2]'),
+     "float32 arguments: kernel 'strided': array 'y' is not C-contiguous: build it with np.ascontiguousarray(...)"),
     ("reference", ("a * x.astype(np.float64) + b", "(a * x + b).reshape(-1, 1)"),
      "float32 reference: kernel 'reference': the reference returned shape (1000, 1) for output 'y', which the "
      "args builder declares (1000,)"),

@@ -257,6 +257,21 @@ class Buffers:
         return pages[start:start + like.nbytes].view(like.dtype).reshape(like.shape)
 
 
+def args_refusal(args: Mapping[str, Any]) -> str | None:
+    """Why the CPU target cannot call a kernel with these arguments (compile-check says it too,
+    before the tune): an array not C-contiguous, a scalar ctypes cannot pass by value."""
+    for name, value in args.items():
+        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            return f"array {name!r} is not C-contiguous: build it with np.ascontiguousarray(...)"
+        if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
+            instead = ("pass its real and imaginary parts as two scalars of their float type" if
+                       value.dtype.kind == "c" else "pass np.float32(...) and declare it `float` in the kernel, "
+                                                    "converting there")
+            return (f"scalar {name!r} has dtype {value.dtype}, which the CPU target cannot pass by value (it "
+                    f"passes {', '.join(d.name for d in SCALARS)}): {instead}")
+    return None
+
+
 class CpuRunner(Runner):
     def __init__(self, fn, kernel: Kernel, buffers: Buffers):
         self._fn = fn
@@ -344,16 +359,9 @@ class CpuBackend(Backend):
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "staggered", writable_inputs: bool = False) -> Runner:
-        for name, value in args.items():
-            if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
-                raise KernelError(f"kernel {kernel.name!r}: array {name!r} is not C-contiguous")
-            if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
-                instead = ("pass its real and imaginary parts as two scalars of their float type" if
-                           value.dtype.kind == "c" else "pass np.float32(...) and declare it `float` in the kernel, "
-                                                        "converting there")
-                raise KernelError(f"kernel {kernel.name!r}: scalar {name!r} has dtype {value.dtype}, which the "
-                                  f"CPU target cannot pass by value (it passes {', '.join(d.name for d in SCALARS)}): "
-                                  f"{instead}")
+        refused = args_refusal(args)
+        if refused:
+            raise KernelError(f"kernel {kernel.name!r}: {refused}")
         try:
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:
