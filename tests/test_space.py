@@ -117,3 +117,10 @@ def test_holds_answers_alike_when_asked_again_and_refuses_a_value_no_space_holds
     first = [space.holds(c) for c in asked]
     assert first == [True, False, False, True] and [space.holds(c) for c in asked] == first
     assert space.holds({"a": [1], "b": "x"}) is False  # a hand-edited record's list
+
+
+@pytest.mark.parametrize("given", ["vec * unroll <= 4", lambda vec, unroll: vec * unroll <= 4])
+def test_constraints_given_bare_not_in_a_list_are_refused_naming_the_form(given):
+    """A string was taken letter by letter ("constraint 'v' is not callable"), at collection."""
+    with pytest.raises(SpaceError, match=r"constraints=.*: give a list of functions of the params"):
+        Space({"vec": [1, 2], "unroll": [1, 2]}, constraints=given)

@@ -181,6 +181,9 @@ class Space:
         its constraints must hold): the product is then neither enumerated nor bounded by
         :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
         self._spec = dict(params)
+        if isinstance(constraints, str) or callable(constraints):  # one given bare: a string ran letter by letter
+            raise SpaceError(f"constraints={constraints!r}: give a list of functions of the params, as "
+                             f"constraints=[lambda vec, unroll: vec * unroll <= 4]")
         self._constraint_fns = list(constraints)
         self._configs = None if configs is None else set(configs)
         self._checked: tuple | None = None
