@@ -386,3 +386,27 @@ def test_flags_changed_since_a_tune_that_kept_only_their_text_are_named_where_th
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
     assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the variant's flags changed since "
                      r"the tune \(\[\] -> \[-O0\]\), which may build every config slower alike", result.stdout.str())
+
+
+def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_junit_report(tuned, monkeypatch):
+    """A gate skipped as too noisy said only that: a 15 % slowdown it had measured beyond its limit
+    was in the records alone, not in the terminal nor the CI's report."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+
+    def disturbed(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    result = pytester.runpytest("test_chain.py", *GATE, "-rs", "--junitxml", "gate.xml")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*machine too noisy to gate (on (2048,): other processes took 90% of the CPU time)*"
+                                 "measured through the noise: NOISY best against the recorded source on (2048,): 1.*"])
+    (prop,) = ElementTree.parse(pytester.path / "gate.xml").iter("property")
+    assert "NOISY     best against the recorded source on (2048,)" in prop.get("value")

@@ -318,11 +318,11 @@ class Gate(Item):
                                     extra_info={"config": result.configs[shape][label], "shape": list(shape),
                                                 "device": self.run.store.device, "outcome": result.outcome,
                                                 "process_ms": [o[label] for o in comp.objectives]})
-        if result.outcome == "skip":
-            _not_measured(self.config, result.reason)
         report = [v.line() for v in result.verdicts] + result.notes
         self.user_properties[:] = [p for p in self.user_properties if p[0] != "tunebench_gate"]  # a rerun's: its own
         self.user_properties.append(("tunebench_gate", "\n".join(report)))  # a CI's JUnit report shows a pass's too
+        if result.outcome == "skip":  # and a skip's: what was measured through the noise
+            _not_measured(self.config, result.reason)
         if result.outcome == "fail":  # a regression's verdicts, else why nothing could be compared
             fails = [v.line().split(maxsplit=1)[1] for v in result.verdicts if v.outcome == "fail"]
             # the first line is all a CI's test report (JUnit's message, pytest's short summary) shows
