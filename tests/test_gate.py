@@ -410,3 +410,33 @@ def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_juni
                                  "measured through the noise: NOISY best against the recorded source on (2048,): 1.*"])
     (prop,) = ElementTree.parse(pytester.path / "gate.xml").iter("property")
     assert "NOISY     best against the recorded source on (2048,)" in prop.get("value")
+
+
+def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tuned):
+    """With the best the heuristic, dropping the recorded build that failed left nothing to
+    measure: a template that gives wrong results passed, saying its source was not recorded."""
+    pytester, path = tuned
+    TinyDB(path).table("sources").update({"text": "#error this compiler refuses the recorded source\n"})
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('heuristic=lambda shape: {"reps": 2}', 'heuristic=lambda shape: {"reps": 1}'))
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("acc[l] * 0.999f", "acc[l] * 0.5f"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the recorded best [[]reps:1[]] on (2048,) ended wrong_result*",
+                                 "*the recorded build of the best [[]reps:1[]] on (2048,) ended compile_error today*"])
+
+
+def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):
+    """The note said "only the baseline comparison is made" over a check against the tune's flags."""
+    pytester, path = tuned
+    TinyDB(path).table("sources").truncate()
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "/* a comment */\n")
+    _declare_flags(pytester, '("-DUNREAD=1",)')
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "the recorded source is not in the records, so it is not compared with today's build" in out
+    assert "only the baseline comparison" not in out
+    assert re.search(r"PASS +best against the tune's flags on \(2048,\)", out)

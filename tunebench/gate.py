@@ -215,6 +215,15 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
             f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it again"))
     result = GateResult("pass")
+    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
+    today = kernel.declaration(variant, dtype)
+    changed = [part for part, value in task.get("declaration", {}).items()
+               if part != "template" and today.get(part) != value]  # the template has its own note below
+    tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
+    # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
+    # read), with the tune's flags as declared where they changed (records from before those were kept hold only
+    # their joined text, which cannot be split back)
+    tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
     recorded_text = None
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
@@ -223,16 +232,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
             + ("today's build is compared with the recorded one" if recorded_text else
-               "the recorded source is not in the records, so only the baseline comparison is made"))
-    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
-    today = kernel.declaration(variant, dtype)
-    changed = [part for part, value in task.get("declaration", {}).items()
-               if part != "template" and today.get(part) != value]  # the template has its own note above
-    tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
-    # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
-    # read), with the tune's flags as declared where they changed (records from before those were kept hold only
-    # their joined text, which cannot be split back)
-    tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
+               "the recorded source is not in the records, so it is not compared with today's build"
+               + ("" if tune_flags is not None else ", and only the baseline comparison is made")))
     recorded = {}
     if recorded_text is not None or tune_flags is not None:
         recorded["text"] = recorded_text if recorded_text is not None else variant.template
@@ -270,8 +271,10 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         arms = _arms(best[shape], baseline, recorded)
         result.configs[shape] = {label: config for label, config, _ in arms}
         comp = None
-        while len(arms) > 1 or changed:  # one arm where the declaration changed (a tolerance, the args): verified,
-            comp = compare(workers, kernel.name, shape, dtype, arms,  # as it may fail today
+        # one arm where the declaration or the template changed (a tolerance, the args, the code): verified, as it
+        # may fail today
+        while len(arms) > 1 or changed or recorded_hash != variant.source_hash:
+            comp = compare(workers, kernel.name, shape, dtype, arms,
                            settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
             if not comp.failure or comp.failure["arm"] != "recorded":
                 break
@@ -313,7 +316,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             verdicts = trusted(verdicts, comp)
         result.verdicts += verdicts
         result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, best[shape], comp, entry))
-        faster = [v for v in verdicts if v.what == "best against the recorded source" and v.outcome == "pass"
+        faster = [v for v in verdicts if v.what == against and recorded_text is not None and v.outcome == "pass"
                   and max(v.ratios) < 1 / (1 + settings.threshold)]
         if faster:  # a later slowdown up to this gain would pass against the old record
             result.notes.append(f"the template is faster than the recorded one on {shape} "
@@ -322,6 +325,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if not result.verdicts and not noisy:  # a pass that measured nothing says why
         whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
         why = ("the template is unchanged" if recorded_hash == variant.source_hash else
+               "the build of the template it was tuned with failed today" if recorded_text is not None else
                "the template it was tuned with is not in the records")
         result.notes.append(f"nothing was measured: {whom} and {why}, so there is nothing to measure the best "
                             f"against in this run")
