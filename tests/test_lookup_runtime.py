@@ -660,6 +660,8 @@ def test_two_projects_declaring_one_name_are_each_answered_by_their_own_declarat
         assert "the other project's" in theirs.source((64, 4096))
         assert "the other project's" not in ours.source((64, 4096))
         assert "the other project's" in tunebench.Tuned("softmax", suites=other / "suites").source((64, 4096))
+        # a name alone answers the declaration registered first: asking another project changed it
+        assert "the other project's" not in tunebench.Tuned("softmax").source((64, 4096))
 
 
 PACKAGED_SUITE = """\

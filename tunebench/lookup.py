@@ -554,6 +554,9 @@ _DIRECTORIES: dict[Path, _Directory] = {}
 #: tried again; said whenever a kernel is answered without its declaration), and the kernels
 #: they declare by name (another project's of the same name may be the one registered last).
 _SUITES_LOADED: dict[Path, tuple[list[str], dict[str, Kernel]]] = {}
+#: (kernel, its registered declaration, records, suites, working directory) -> the declaration
+#: of the project asked (see :func:`declaration`).
+_DECLARED: dict[tuple, Kernel | None] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
@@ -713,7 +716,9 @@ def _load_once(suites_dir: Path) -> tuple[list[str], dict[str, Kernel]]:
     with _SUITES_LOCK:
         if key not in _SUITES_LOADED:
             failed: list[str] = []
+            registered = dict(REGISTRY)
             _SUITES_LOADED[key] = failed, {k.name: k for k in load_suites(suites_dir, failed)}
+            REGISTRY.update(registered)  # another project's kernel of a name stays the one a name alone answers
     return _SUITES_LOADED[key]
 
 
@@ -726,10 +731,15 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
     decl = REGISTRY.get(kernel)
     if decl is None or decl.declared_in is None or (records is None and suites is None):
         return decl
-    suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
-    if not suites_dir.is_dir() or suites_dir in decl.declared_in.parents or suites_dir == decl.declared_in:
-        return decl
-    return _load_once(suites_dir)[1].get(kernel, decl)
+    relative = not all(Path(p).is_absolute() for p in (records, suites) if p is not None)
+    key = (kernel, decl, str(records), str(suites), os.getcwd() if relative else None)
+    found = _DECLARED.get(key, _DECLARED)
+    if found is _DECLARED:  # once per project asked: a framework asks per launch (Tuned.defines)
+        suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
+        found = decl if (not suites_dir.is_dir() or suites_dir in decl.declared_in.parents) else \
+            _load_once(suites_dir)[1].get(kernel, decl)
+        _DECLARED[key] = found
+    return found
 
 
 def check_known(kernel: str, records: str | Path | None = None, suites: str | Path | None = None) -> None:
