@@ -189,3 +189,30 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
     finally:
         workers.close()
         ray.shutdown()
+
+
+def test_a_device_gets_the_whole_package_a_suite_imports_from_relatively(incremented):
+    """Only the suite's own folder was sent: ``from ..common import ...`` in suites/pkg/ failed on
+    every device (beyond its top-level package), though pytest and local lookups import it."""
+    from tunebench.cluster import Device, project_files
+    from tunebench.kernel import REGISTRY
+
+    suites = incremented / "suites"
+    (suites / "__init__.py").write_text("")
+    (suites / "common.py").write_text("NAME = 'in_package'\n")
+    (suites / "pkg").mkdir()
+    (suites / "pkg" / "__init__.py").write_text("")
+    (suites / "pkg" / "test_packaged.py").write_text(
+        "from ..common import NAME\n" + INC_SUITE.replace('"inc_cluster"', "NAME").replace("inc = ", "packaged = ")
+        .replace('"../', '"../../').replace('"-I../', '"-I../../').replace("from lib.shapes", "from ..lib.shapes"))
+    (suites / "lib" / "__init__.py").write_text("")
+    failed = []
+    load_suites(suites / "pkg" / "test_packaged.py", failed)
+    assert failed == []
+    del REGISTRY["inc_cluster"]  # declared in suites/ itself, whose whole folder it sends
+    files = project_files(incremented)
+    assert {"suites/__init__.py", "suites/common.py", "suites/pkg/test_packaged.py"} <= set(files)
+    device = Device("cpu", 10.0, None)
+    assert device.load(files, ["suites/pkg/test_packaged.py"]) == {}
+    assert "in_package" in REGISTRY and not str(REGISTRY["in_package"].declared_in).startswith(str(incremented))
+    device.close()

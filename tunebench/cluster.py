@@ -41,8 +41,13 @@ def project_files(root: Path) -> dict[str, str]:
     templates and ``-I`` folders, their subfolders too (a helper package beside the suites, a
     header in a subfolder), by path relative to ``root``: what a device needs to import the
     suites and build as this host does. Hidden folders, caches and virtual environments stay."""
+    from tunebench.lookup import package_root
     folders = set()
     for kernel in REGISTRY.values():
+        module = kernel.collected_from or kernel.declared_in
+        package = package_root(Path(module)) if module is not None else None
+        if package is not None:  # its suite imports from the outermost package (from ..common import ...)
+            folders.add(package)
         for variant in kernel.variants.values():
             if variant.origin is not None:
                 folders.add(variant.origin)

@@ -86,7 +86,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     kernels: list[Kernel] = []
     paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
     for path in paths:
-        package = _package(path)
+        package = package_root(path)
         name = _module_name(package or path) + (
             "." + ".".join(path.resolve().relative_to(package.resolve()).with_suffix("").parts) if package else "")
         if name not in sys.modules:
@@ -128,7 +128,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     return kernels
 
 
-def _package(path: Path) -> Path | None:
+def package_root(path: Path) -> Path | None:
     """The outermost package folder (``__init__.py`` in it and each folder down) holding a suite
     file, as pytest finds it; None for a suite outside packages."""
     found = None
