@@ -92,7 +92,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
         if name not in sys.modules:
             first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
             sys.path.insert(0, first)
-            _IMPORTING[name] = first
+            _IMPORTING[name] = Importing(first, package or path.parent, set(sys.modules))
             try:
                 if package:  # a package's suite: its relative imports (from .helpers import ...) need it
                     _import_package(package)
@@ -162,9 +162,30 @@ def _import_package(folder: Path) -> None:
         raise
 
 
+#: The per-module import locks of Python's import system (``importlib._bootstrap``): a lock held
+#: by a thread that a fork left behind is never released in the child.
+_IMPORT_LOCKS = getattr(importlib._bootstrap, "_module_locks", {})
+
+
+@dataclass(frozen=True)
+class Importing:
+    """A suite's import under way: the folder put first on the import path for it, the suite's own
+    folder (its package's), and the modules there were before it began."""
+
+    first: str
+    own: Path
+    before: set[str]
+
+    def begun(self) -> list[str]:
+        """The modules of the suite's own folder imported since it began (its helpers), the
+        half-run ones among them."""
+        return [name for name, module in list(sys.modules.items()) if name not in self.before
+                and Path(getattr(module, "__file__", None) or "/").resolve().is_relative_to(self.own.resolve())]
+
+
 #: Suite modules being executed now. A child forked meanwhile drops them: it would take the
 #: half-run module in ``sys.modules`` for the suite, and answer without its declaration for good.
-_IMPORTING: dict[str, str] = {}  # module name -> the folder put first on the import path for it
+_IMPORTING: dict[str, Importing] = {}  # module name -> its import
 
 
 class SuiteImportWarning(UserWarning):
@@ -571,10 +592,12 @@ def _fresh_locks() -> None:
     them, and every lookup there waited forever."""
     global _SUITES_LOCK, _FAST_LOCK
     _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
-    for name, folder in _IMPORTING.items():  # the importing thread is not in the child: import them again there
-        sys.modules.pop(name, None)
+    for name, importing in _IMPORTING.items():  # the importing thread is not in the child: import them again there
+        for module in [name, *importing.begun()]:  # a helper half run holds a lock no thread here releases
+            sys.modules.pop(module, None)
+            _IMPORT_LOCKS.pop(module, None)  # its import lock too: held by the importing thread, not in the child
         with contextlib.suppress(ValueError):  # a suite that took its folder off the path itself
-            sys.path.remove(folder)
+            sys.path.remove(importing.first)
     _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
