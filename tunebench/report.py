@@ -203,11 +203,14 @@ def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[flo
 
 def _check_ms(check: dict, bucket: Bucket) -> float | None:
     """The best config's time in a check (bucket objective of its per-shape medians over fresh
-    processes; records from before them kept the samples instead)."""
+    processes: a final round's as it publishes them, see :func:`~tunebench.lookup.final_ms`;
+    records from before them kept the samples instead)."""
     medians = {}
     for entry in check["shapes"]:
         if "best_ms" in entry:
             medians[tuple(entry["shape"])] = entry["best_ms"]
+        elif check.get("winner") is not None and "confirmed_ms" in entry:  # met alone with the heuristic: published
+            medians[tuple(entry["shape"])] = entry["confirmed_ms"][0]
         elif check.get("winner") is not None and "finalist_ms" in entry:
             medians[tuple(entry["shape"])] = entry["finalist_ms"][check["winner"]]
         elif "winner" in check and "baseline_ms" in entry:
