@@ -1061,3 +1061,15 @@ def test_param_values_that_are_macros_of_a_header_or_the_compiler_are_judged_as_
     said = ("axpb.c line 2 compares param 'bound' in #if, but none of its values" if flagged else None)
     _check_template(tmp_path, "macro_values", f"#include <limits.h>\n#if bound == {values[0]}\n"
                     "int k(void) { return 1; }\n#endif\n", {"bound": values}, said)
+
+
+def test_best_says_a_bucket_whose_every_config_failed_and_how(project, pytester):
+    """Every config a wrong result: best() said "nothing is recorded for this bucket", beside a
+    report that listed the failures."""
+    root = project(modes=(1,), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    choice = tunebench.lookup("axpb", (1000,), records=root / "records", suites=root / "suites")
+    n = len({json.dumps(t["config"], sort_keys=True) for t in TinyDB(next((root / "records").glob("*.json")))
+             .table("trials").all() if t["shape"] == [1000]})
+    assert choice.source == "heuristic" and choice.reason.startswith(
+        f"every config recorded on this bucket failed ({n} wrong_result), so none is served"), choice.reason

@@ -234,6 +234,10 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
                 f"{', '.join(map(str, judged))}, and no config recorded has a time on each of today's; "
                 f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
+    failures = store.failures(kernel, dtype, bucket) if store and not disturbed else {}
+    if failures:
+        return (f"every config recorded on this bucket failed ({', '.join(f'{n} {s}' for s, n in failures.items())}), "
+                f"so none is served; each trial's error is in the records (`tunebench report` lists them)")
     if not disturbed:
         return "nothing is recorded for this bucket"
     some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
@@ -408,6 +412,14 @@ class Summary:
         return next(((tuple(shape), status) for k, d, h, shape, c, status in self._failed
                      if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes
                      and config_key(c) == key), None)
+
+    def failures(self, kernel: str, dtype: str, bucket: Bucket) -> dict[str, int]:
+        """status -> configs whose latest trial on one of the bucket's shapes failed so."""
+        shapes, found = set(bucket.shapes), defaultdict(set)
+        for k, d, h, shape, config, status in self._failed:
+            if (k, d) == (kernel, dtype) and tuple(shape) in shapes:
+                found[status].add(config_key(config))
+        return {status: len(configs) for status, configs in sorted(found.items())}
 
     def unjudged(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str | None:
         """What kept the task's latest final round from judging (other load), where one ran and
