@@ -440,3 +440,20 @@ def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flag
     assert "the recorded source is not in the records, so it is not compared with today's build" in out
     assert "only the baseline comparison" not in out
     assert re.search(r"PASS +best against the tune's flags on \(2048,\)", out)
+
+
+def test_a_heuristic_changed_to_the_adopted_pick_is_said_to_be_it_by_the_gate_and_best(tuned):
+    """The gate said the final round "kept the old one", and best() that the heuristic "beat every
+    recorded config": the round had adopted that very config over the old heuristic."""
+    import tunebench
+
+    pytester, path = tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('heuristic=lambda shape: {"reps": 2}', 'heuristic=lambda shape: {"reps": 1}'))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    assert ("the heuristic changed since the tune on (2048,) ([reps:2] -> [reps:1]) to the config its final round "
+            "adopted" in result.stdout.str())
+    assert "kept the old one" not in result.stdout.str()
+    choice = tunebench.lookup("chain", (2048,), records=path.parent, suites=pytester.path)
+    assert choice.config == {"reps": 1} and choice.reason == "today's heuristic is the config the final round adopted"

@@ -255,7 +255,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     for shape in bucket.shapes:
         baseline = variant.baseline(shape)
         retold = shape in rules and rules[shape] != baseline
-        if retold and best[shape] == baseline:  # the round kept the rule of its day: best() serves today's
+        if retold and best[shape] == baseline and check.get("winner", 0) is not None:  # today's rule is the pick
+            result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
+                                f"[{config_text(baseline)}]) to the config its final round adopted: there is no "
+                                f"other config to measure it against")
+        elif retold and best[shape] == baseline:  # the round kept the rule of its day: best() serves today's
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
                                 f"[{config_text(baseline)}]), whose final round kept the old one: best() serves "
                                 f"today's, so there is no other config to measure it against; "

@@ -938,7 +938,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
                     f"heuristic has changed since, and no final round measured today's: "
                     f"`{decl.tune_command(records_dir)}` does")
-    choice.reason = (why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
+    choice.reason = ("today's heuristic is the config the final round adopted" if final is not None and not kept
+                     and not adopt and not unconfirmed else
+                     why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
                      unconfirmed if unconfirmed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
