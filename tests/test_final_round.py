@@ -13,7 +13,7 @@ from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
 from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead, _unusable
 from tunebench.lookup import lookup
-from tunebench.records import RecordStore
+from tunebench.records import RecordStore, config_text
 
 
 def two_shapes():
@@ -140,6 +140,9 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert "failed" not in again.parseoutcomes()  # the summary says it, below the table
     again.stdout.fnmatch_lines(["*the final round confirmed nothing (the machine stayed disturbed on *): the pick of "
                                 "the round of * is still served; tune again on a quieter machine*"])
+    # the row is the served pick's, as the earlier round confirmed it (it showed the trials' fastest)
+    (row,) = [line for line in again.stdout.lines if line.startswith("twice ")]
+    assert f" {before.baseline_ms / before.objective_ms:.2f}x " in row and f" {config_text(before.config)} " in row, row
     after = lookup("twice", (4096,), **asked)
     assert (after.source, after.config, after.objective_ms, after.baseline_ms) == (
         "tuned", before.config, before.objective_ms, before.baseline_ms)
@@ -201,9 +204,12 @@ def test_where_every_finalist_fails_in_the_round_the_heuristic_stays_saying_so(t
 
 
 def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):
-    """It said the tune ended before its final round, which had run."""
+    """It said the tune ended before its final round, which had run. The summary's row showed the
+    trials' fastest and its speedup (about 2x), the heuristic served."""
     busy_rounds(monkeypatch)
-    pytester.runpytest("suites", *TUNE, "-k", "small")
+    tune = pytester.runpytest("suites", *TUNE, "-k", "small")
+    (row,) = [line.split() for line in tune.stdout.lines if line.startswith("twice ")]
+    assert row[-5:-2] == ["1.00x*", "the", "baseline"], row
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
     gate.assert_outcomes(skipped=1)
     gate.stdout.fnmatch_lines(["*its final round confirmed nothing (the machine stayed disturbed on (4096,): other "

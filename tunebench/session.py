@@ -652,6 +652,18 @@ class Task:
         confirmed = self._confirmed()
         if confirmed is not None:
             best_ms, base_ms = confirmed
+        served = None  # the config still served where the final round judged nothing: its figures, not the trials'
+        check = self.check or {}
+        if check.get("disturbed") or check.get("problem"):
+            t = self.tuner
+            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket) \
+                if check.get("disturbed") else None
+            if earlier is not None and earlier.get("winner") is not None:
+                served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"]))
+                confirmed = confirmed_ms(earlier, self.bucket)
+                best_ms, base_ms = confirmed if confirmed else (None, base_ms)
+            else:
+                served, best_ms = "the baseline", base_ms
         base_configs = list(self.baseline.configs.values()) if self.baseline else []
         return {
             "kernel": self.kernel.name, "bucket": self.bucket.name, "dtype": self.dtype,
@@ -667,8 +679,8 @@ class Task:
             "baseline_ms": base_ms,
             "speedup": base_ms / best_ms if base_ms and best_ms else None,
             "confirmed": confirmed is not None,
-            "best_config": "-" if best is None else "the baseline" if best_key is None
-            else config_text(self.variant.space.config(best_key)),
+            "best_config": served or ("-" if best is None else "the baseline" if best_key is None
+                                      else config_text(self.variant.space.config(best_key))),
             "baseline_config": " | ".join(dict.fromkeys(config_text(c) for c in base_configs)) or "-",
         }
 
