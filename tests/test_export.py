@@ -387,3 +387,13 @@ def test_an_export_for_this_machine_with_no_records_of_its_own_names_the_others_
     assert "did you mean" not in err
     assert (f"warning: nothing is recorded for device {here} (records/{here}.json, this machine): every bucket "
             f"exports the heuristic; --device exports another's: {other}") in err
+
+
+def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_does(exported):
+    """best() noted it; the export said nothing, its JSON "tuned" and its header without a word."""
+    root, out = exported
+    (root / "twice.c").write_text((root / "twice.c").read_text() + "/* edited since */\n")
+    done = subprocess.run([sys.executable, "-m", "tunebench.cli", "export", "--out", str(out), "--records",
+                           str(root / "records"), "--suites", str(root / "suites")], capture_output=True, text=True)
+    err = done.stderr  # a fresh process, which reads the template anew
+    assert done.returncode == 0 and re.search(r"warning: twice float32 \(small\): tuned with an earlier twice.c, or a header it includes", err), err

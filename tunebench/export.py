@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from pathlib import Path
 
 from tunebench import __version__
@@ -39,6 +40,11 @@ from tunebench.space import SpaceError
 
 class ExportError(ValueError):
     """What cannot be exported; the message names the kernel and param."""
+
+
+class ExportNote(UserWarning):
+    """What a lookup notes of a bucket's exported answer (configs tuned with an earlier template,
+    a dtype not declared): the export's files hold the answer, this says what it rests on."""
 
 
 def collect(device: str | None = None, records: str | Path | None = None, suites: str | Path | None = None) -> dict:
@@ -69,15 +75,20 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
         for dtype in variant.dtypes:
             entries = []
             fits, unchecked = _fits(variant.space, buckets.dims)
+            notes: dict[str, list[str]] = {}  # what best() notes of a bucket's answer (an earlier template's)
             for bucket in buckets:
                 shape = bucket.shapes[0]
                 choice = lookup(kernel, shape, asked, dtype=dtype, records=records_dir, suites=suites_dir)
+                if choice.note:
+                    notes.setdefault(choice.note, []).append(bucket.name)
                 ranked = [] if unchecked else choice.ranked if variant.space.shaped else choice.ranked[:1]
                 entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
                                 "weight": bucket.weight, "source": choice.source,
                                 "config": choice.config if choice.source == "tuned" else variant.baseline(shape),
                                 "ranked": ranked, "heuristic": variant.baseline(shape),
                                 "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms})
+            for note, named in notes.items():  # said, not exported: the files stay the same bytes wherever made
+                warnings.warn(f"{kernel.name} {dtype} ({', '.join(named)}): {note}", ExportNote, stacklevel=2)
             kernels.setdefault(kernel.name, {})[dtype] = {
                 "target": target, "dims": list(buckets.dims), "params": list(variant.space.names),
                 "shaped_constraints": variant.space.shaped, "fits": fits, "unchecked": unchecked,
