@@ -579,3 +579,45 @@ def test_a_compiler_kept_from_writing_fails_the_check_saying_so_not_with_a_trace
             "exit 1", "{src}", "{out}"]
     error, found = _compile(full, "int f;", ".c", "k.c", None)
     assert error.startswith("sh could not read or write its files (No space left on device: ") and found == {}
+
+
+COMPLEX_CU = """\
+#include <cuComplex.h>
+extern "C" __global__ void cscale(const cuFloatComplex *x, cuFloatComplex *y, ORDER)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = cuCmulf(x[i], z);
+}
+"""
+
+COMPLEX_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    x = (rng.random(shape[0]) + 1j * rng.random(shape[0])).astype(np.complex64)
+    return {"x": x, "y": np.empty(shape[0], np.complex64), ARGS}
+
+cplx = Kernel("cplx", buckets=Buckets("N", [Bucket("all", N=(1, None), shapes=[(4096,)])]), args=args,
+              reference=lambda x, **rest: x * np.complex64(2 + 1j), outputs=["y"],
+              cuda=Variant(source="cplx.cu", entry="cscale", heuristic=lambda s: {"T": 256},
+                           launch=lambda c, s: (-(-s[0] // c["T"]), c["T"]), space=Space({"T": [128, 256]})))
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize("order, args, said", [
+    ("int n, cuFloatComplex z", '"n": np.int32(shape[0]), "z": np.complex64(2 + 1j)',
+     "argument 'z' (complex64 scalar) lands at byte 20 of the launch's arguments, where the kernel reads its parameter "
+     "at byte 24"),
+    ("cuFloatComplex z, int n", '"z": np.complex64(2 + 1j), "n": np.int32(shape[0])', None),
+])
+def test_a_complex_scalar_is_checked_where_pycuda_packs_it_not_a_traceback_for_every_kernel(tmp_path, capsys, order,
+                                                                                           args, said):
+    """struct has no code for a complex: the check stopped with a traceback, every kernel's result lost."""
+    (tmp_path / "cplx.cu").write_text(COMPLEX_CU.replace("ORDER", order))
+    (tmp_path / "test_cplx.py").write_text(COMPLEX_SUITE.replace("ARGS", args))
+    status = main(["compile-check", "--suites", str(tmp_path), "--target", "cuda", "--arch", "sm_90", "--sample", "1"])
+    out = capsys.readouterr().out
+    assert status == (1 if said else 0), out
+    assert said is None or said in out

@@ -146,6 +146,11 @@ def packed(value):
     return value
 
 
+#: PyCUDA's format codes that Python's struct lacks, as struct spells their layout: a complex
+#: scalar is two floats aligned as one (a ``cuFloatComplex``, a float2, wants 8: the check says so).
+COMPLEX_CODES = {"F": "2f", "D": "2d", "G": "2g"}
+
+
 def launch_offsets(args: Mapping) -> list[int]:
     """Where PyCUDA packs each argument in a launch's buffer: C struct rules, by its format
     codes (a pointer ``P``, a numpy scalar its dtype's, a numpy struct ``Ns``, unaligned)."""
@@ -154,6 +159,7 @@ def launch_offsets(args: Mapping) -> list[int]:
         value = packed(value)
         code = "P" if isinstance(value, np.ndarray) else f"{value.itemsize}s" if isinstance(value, np.void) \
             else np.asarray(value).dtype.char
+        code = COMPLEX_CODES.get(code, code)
         offsets.append(struct.calcsize(form + code) - struct.calcsize(code))
         form += code
     return offsets
@@ -186,10 +192,14 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
     for (name, what, dtype), param, offset in zip(given, params, offsets):
         if param.offset is not None and param.offset != offset:
+            complex_ = dtype is not None and np.dtype(dtype).kind == "c"
+            how = ("a complex scalar aligned as one of its floats, where a cuFloatComplex is aligned as a float2"
+                   if complex_ else "a numpy struct unaligned")
+            fix = ("move it ahead of the 4-byte scalars, or pass its parts as two scalars" if complex_
+                   else "pass a struct first, or its fields as separate scalars")
             return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's "
                     f"arguments, where the kernel reads its parameter at byte {param.offset} (aligned as C aligns "
-                    f"it; PyCUDA packs a numpy struct unaligned): pass a struct first, or its fields as separate "
-                    f"scalars")
+                    f"it; PyCUDA packs {how}): {fix}")
     return None
 
 
