@@ -243,6 +243,16 @@ def test_a_launch_in_another_form_fails_the_check_and_one_beyond_an_architecture
     assert main(["compile-check", "--suites", str(other), "--sample", "3"]) == 1
     assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
             "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
+    # the heuristic's config breaking a constraint that reads the shape: measured there all the same (it was
+    # left unchecked, as a candidate the constraint deselects)
+    constrained = tmp_path / "constrained"
+    constrained.mkdir()
+    (constrained / "stage.cu").write_text(SHARED_CU)
+    (constrained / "test_stage.py").write_text((other / "test_stage.py").read_text().replace(
+        'space=Space({"kib": [1, 200]})', 'space=Space({"kib": [1, 200]}, constraints=[lambda N, kib: kib < 100 or N > 10**6])'))
+    assert main(["compile-check", "--suites", str(constrained), "--sample", "3"]) == 1
+    assert ("float32 sm_80 [kib:200] shape (1000,) and 1 more: the heuristic's config: 204800 bytes (200 KiB) of "
+            "shared memory per block, sm_80 allows 166912 (163 KiB)") in capsys.readouterr().out
 
 
 @needs_nvcc

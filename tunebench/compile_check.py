@@ -212,9 +212,10 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     for config in configs:
         named = config_text(config)
         key = space.key(config) if space.contains(config) else None
-        shapes = [s for b in buckets if key is None or not space.shaped
-                  or all(space.holds_for(key, t, buckets.dims) for t in b.shapes) for s in b.shapes]
-        shapes = [s for s in shapes if key is not None or (named, s) in heuristic]
+        shapes = [s for b in buckets for s in b.shapes
+                  if (named, s) in heuristic  # the heuristic's own shape: measured there, constraints or not
+                  or (key is not None and (not space.shaped
+                                           or all(space.holds_for(key, t, buckets.dims) for t in b.shapes)))]
         planned = [f"{dtype} {arch} [{named}] shape {shape}" for dtype in variant.dtypes for shape in shapes
                    for arch in archs]
         result.launches += len(planned)
