@@ -631,3 +631,15 @@ def test_a_complex_scalar_is_checked_where_pycuda_packs_it_not_a_traceback_for_e
     out = capsys.readouterr().out
     assert status == (1 if said else 0), out
     assert said is None or said in out
+
+
+@needs_nvcc
+def test_an_array_not_in_c_order_fails_the_cuda_check_as_the_cpu_one(tmp_path, capsys):
+    """The copy to the device re-lays it in C order: a column-major kernel would read it
+    transposed, every config a wrong result; the CUDA check passed it."""
+    (tmp_path / "stage.cu").write_text(SHARED_CU)
+    (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+        '"x": rng.random(shape[0], dtype=np.float32)', '"x": np.asfortranarray(rng.random((shape[0], 2), dtype=np.float32))'))
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90", "--sample", "1"]) == 1
+    assert ("float32 arguments: kernel 'stage': array 'x' is not C-contiguous: build it with np.ascontiguousarray(...)"
+            in capsys.readouterr().out)

@@ -306,7 +306,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
             found[f"{dtype} arguments"] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
             continue
-        refused = cpu.args_refusal(args) if target == "cpu" else None
+        refused = (cpu if target == "cpu" else cuda).args_refusal(args)
         if refused:  # every trial of the dtype would stop the task
             found[f"{dtype} arguments"] = f"kernel {kernel.name!r}: {refused}"
             continue

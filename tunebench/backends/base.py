@@ -409,3 +409,13 @@ def _c_value(value) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
+
+
+def not_contiguous(args: Mapping[str, Any]) -> str | None:
+    """An array argument not laid out in C order, which no target passes as given: the CPU's
+    pointer would walk it wrong, and a CUDA copy re-lays it in C order, where a column-major
+    kernel reads it transposed (every config a wrong result, with no word on why)."""
+    for name, value in args.items():
+        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            return f"array {name!r} is not C-contiguous: build it with np.ascontiguousarray(...)"
+    return None

@@ -33,6 +33,7 @@ from tunebench.backends.base import (
     explain,
     guard_damage,
     input_damage,
+    not_contiguous,
     poison,
     render,
 )
@@ -260,9 +261,10 @@ class Buffers:
 def args_refusal(args: Mapping[str, Any]) -> str | None:
     """Why the CPU target cannot call a kernel with these arguments (compile-check says it too,
     before the tune): an array not C-contiguous, a scalar ctypes cannot pass by value."""
+    refused = not_contiguous(args)
+    if refused:
+        return refused
     for name, value in args.items():
-        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
-            return f"array {name!r} is not C-contiguous: build it with np.ascontiguousarray(...)"
         if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
             instead = ("pass its real and imaginary parts as two scalars of their float type" if
                        value.dtype.kind == "c" else "pass np.float32(...) and declare it `float` in the kernel, "

@@ -48,6 +48,7 @@ from tunebench.backends.base import (
     explain,
     guard_damage,
     input_damage,
+    not_contiguous,
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
@@ -172,6 +173,12 @@ def fingerprint_of(drv, device) -> dict:
             "sm_clock_mhz": device.get_attribute(attr.CLOCK_RATE) // 1000,
             "memory_clock_mhz": device.get_attribute(attr.MEMORY_CLOCK_RATE) // 1000,
             "driver": drv.get_driver_version(), "cuda": ".".join(map(str, drv.get_version()))}
+
+
+def args_refusal(args: Mapping[str, Any]) -> str | None:
+    """Why the CUDA target cannot launch a kernel with these arguments as given (compile-check
+    says it too): an array not in C order, which the copy to the device would re-lay."""
+    return not_contiguous(args)
 
 
 class CudaRunner(Runner):
@@ -378,6 +385,9 @@ class CudaBackend(CudaCompiler, Backend):
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
              args: Mapping[str, Any], placement: str = "device", writable_inputs: bool = False) -> Runner:
+        refused = args_refusal(args)
+        if refused:
+            raise KernelError(f"kernel {kernel.name!r}: {refused}")
         launch = launch_of(kernel, variant, config, shape, build.dtype)
         key = str(build.handle)
         if key not in self._modules:
