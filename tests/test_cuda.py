@@ -561,3 +561,40 @@ def test_one_array_given_for_two_cuda_arguments_is_one_device_buffer(tmp_path, g
     finally:
         workers.close()
     assert result["status"] == "ok", result
+
+
+SCRATCH_CU = """\
+extern "C" __global__ void use(const float *x, float *y, float *s, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { s[i] = x[i]; y[i] = 2.0f * s[i]; }
+#if past
+    if (i == 0) s[n] = 1.0f;  /* one float past the in-place input */
+#endif
+}
+"""
+
+
+@needs_gpu
+def test_a_write_past_an_in_place_input_is_out_of_bounds_and_spoils_no_later_candidate(tmp_path):
+    """An in-place input had no guard: the write passed, and landed in the pristine copy beside it,
+    from which every later candidate on the shape started."""
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob, Workers
+
+    (tmp_path / "use.cu").write_text(SCRATCH_CU)
+    Kernel("scratch_guarded_cuda", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1 << 19,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                           "y": np.empty(shape[0], np.float32),
+                                           "s": np.zeros(shape[0], np.float32), "n": np.int32(shape[0])},
+           reference=lambda x, s, n: 2.0 * x, outputs=["y"], inplace=["s"],
+           cuda=Variant(source=str(tmp_path / "use.cu"), entry="use", space=Space({"past": [0, 1]}),
+                        heuristic=lambda shape: {"past": 0},
+                        launch=lambda config, shape: (((shape[0] + 255) // 256,), (256,))))
+    workers = Workers("cuda")
+    try:
+        statuses = [workers.trial(TrialJob("scratch_guarded_cuda", {"past": past}, (1 << 19,), "float32",
+                                           MeasureSettings(repeats=3)))["status"] for past in (1, 0)]
+    finally:
+        workers.close()
+    assert statuses == ["out_of_bounds", "ok"]

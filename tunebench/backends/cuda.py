@@ -194,16 +194,21 @@ class CudaRunner(Runner):
         self._dev_out = [int(a) + GUARD_BYTES for a in self._alloc]
         out_index = {n: i for i, n in enumerate(kernel.outputs)}
         # in-place inputs and in-out outputs start every call from a pristine device copy (one
-        # given as another argument's array is that argument's buffer, restored as that one)
+        # given as another argument's array is that argument's buffer, restored as that one);
+        # an in-place input is the candidate's own, guarded as an output is: a write past it must
+        # not land in the pristine copy that every later candidate starts from
         shared = kernel.aliases(args)
-        self._pristine = [(inputs[n], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inplace
-                          if n not in shared] + [
+        scratch = [n for n in kernel.inplace if n not in shared]
+        self._scratch_alloc = [drv.mem_alloc(args[n].nbytes + 2 * GUARD_BYTES) for n in scratch]
+        self._scratch = {n: (int(a) + GUARD_BYTES, args[n].nbytes) for n, a in zip(scratch, self._scratch_alloc)}
+        self._pristine = [(self._scratch[n][0], inputs[f"{n}@pristine"], args[n].nbytes) for n in scratch] + [
             (self._dev_out[out_index[n]], inputs[f"{n}@pristine"], args[n].nbytes) for n in kernel.inout]
         self._inout = {out_index[n] for n in kernel.inout}
         self._inputs = inputs
         self._read_only = {n: np.ascontiguousarray(v) for n, v in args.items()
                            if n in inputs and n not in kernel.inplace}
         self._call_args = [np.uintp(self._dev_out[out_index[t]]) if t in out_index
+                           else np.uintp(self._scratch[t][0]) if t in self._scratch
                            else inputs[t] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items() for t in [shared.get(n, n)]]
 
@@ -217,6 +222,9 @@ class CudaRunner(Runner):
             width, word = POISON.get(host.dtype.name, (1, POISONS[0])) if pattern == 0 else (1, POISONS[pattern])
             memset = {1: drv.memset_d8, 2: drv.memset_d16, 4: drv.memset_d32}[width]
             memset(dev, word, host.nbytes // width)
+        for dev, nbytes in self._scratch.values():
+            drv.memset_d8(dev - GUARD_BYTES, GUARD_FILL, GUARD_BYTES)
+            drv.memset_d8(dev + nbytes, GUARD_FILL, GUARD_BYTES)
         self._restore()
         drv.Context.synchronize()
 
@@ -227,6 +235,13 @@ class CudaRunner(Runner):
             drv.memcpy_dtoh(before, alloc)
             drv.memcpy_dtoh(after, dev + host.nbytes)
             damage = guard_damage(name, before, after)
+            if damage:
+                return damage
+        for name, (dev, nbytes) in self._scratch.items():
+            before, after = np.empty(GUARD_BYTES, np.uint8), np.empty(GUARD_BYTES, np.uint8)
+            drv.memcpy_dtoh(before, dev - GUARD_BYTES)
+            drv.memcpy_dtoh(after, dev + nbytes)
+            damage = guard_damage(name, before, after, "in-place input")
             if damage:
                 return damage
         for name, given in self._read_only.items():
@@ -257,9 +272,9 @@ class CudaRunner(Runner):
         return self._host_out
 
     def close(self) -> None:
-        for alloc in self._alloc:
+        for alloc in (*self._alloc, *self._scratch_alloc):
             alloc.free()
-        self._alloc = []
+        self._alloc, self._scratch_alloc = [], []
 
 
 class CudaCompiler:
@@ -450,7 +465,7 @@ class CudaBackend(CudaCompiler, Backend):
                 if not isinstance(value, np.ndarray) or name in shared or (
                         name in kernel.outputs and name not in kernel.inout):
                     continue
-                if name not in kernel.outputs:
+                if name not in (*kernel.outputs, *kernel.inplace):  # an in-place input is each runner's own
                     bufs[name] = self.drv.to_device(np.ascontiguousarray(value))
                 if name in (*kernel.inplace, *kernel.inout):
                     bufs[f"{name}@pristine"] = self.drv.to_device(np.ascontiguousarray(value))
