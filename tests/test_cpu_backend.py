@@ -422,13 +422,14 @@ def test_an_include_written_without_a_space_is_inlined_too(tmp_path):
     assert "#define NEAR 1" in text and "#define FAR 2" in text and "#include" not in text
 
 
-def test_a_cuda_variant_that_sets_the_architecture_is_refused_naming_the_flag():
-    with pytest.raises(KernelError, match=r"kernel 'archs': the cuda variant's flags \['-arch=sm_90a'\] set the "
+@pytest.mark.parametrize("flag", ["-arch=sm_90a", "-arch sm_90"])  # one flag with its value after a space too
+def test_a_cuda_variant_that_sets_the_architecture_is_refused_naming_the_flag(flag):
+    with pytest.raises(KernelError, match=rf"kernel 'archs': the cuda variant's flags \['{flag}'\] set the "
                                           r"architecture"):
         Kernel("archs", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
                args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
                cuda=Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                            flags=("-arch=sm_90a",)))
+                            flags=(flag,)))
 
 
 def test_an_error_that_no_renamed_name_gives_gets_no_hint_and_the_params_line_stands_alone(tmp_path):

@@ -401,7 +401,8 @@ class Kernel:
         self.collected_from: Path | None = None
         origin = self.declared_in.parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
-        arch = [f for f in getattr(given.get("cuda"), "flags", ()) if f.split("=")[0] in ARCH_FLAGS]
+        arch = [f for f in getattr(given.get("cuda"), "flags", ())  # "-arch=sm_90", and "-arch sm_90" as one flag
+                if f.split("=")[0].split(" ")[0] in ARCH_FLAGS]
         if arch:
             raise KernelError(f"kernel {name!r}: the cuda variant's flags {arch} set the architecture, which "
                               f"tunebench sets to the device's own (sm_XY; compile-check's for each --arch)")

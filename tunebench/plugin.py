@@ -369,8 +369,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     disturbed = sum(r["disturbed"] for r in rows)
     if tuner.remeasured or disturbed or tuner.noisy:
         terminalreporter.write_line(
-            f"interference: {tuner.remeasured} measurements repeated on a disturbed machine, {disturbed} "
-            f"configs stayed disturbed (not used), {tuner.noisy} trials noisy (spread over "
+            f"interference: {tuner.remeasured} measurement{'s' if tuner.remeasured != 1 else ''} repeated on a "
+            f"disturbed machine, {disturbed} config{'s' if disturbed != 1 else ''} stayed disturbed (not used), "
+            f"{tuner.noisy} trial{'s' if tuner.noisy != 1 else ''} noisy (spread over "
             f"{NOISY_SPREAD:.0%}); each trial's verdict and conditions are in the records", yellow=True)
     busy = [t for t in ran if t.busy]
     if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run

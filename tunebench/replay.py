@@ -372,7 +372,7 @@ class Replay:
         if not found:
             raise ReplayError(f"{self.path}: no recorded task matches; it holds: {choices}")
         raise ReplayError(f"{self.path}: {len(found)} recorded tasks match, pick one with kernel=, "
-                          f"dtype= and bucket=; it holds: {choices}")
+                          f"dtype= and bucket= (--kernel, --dtype and --bucket); it holds: {choices}")
 
     def recorded(self, kernel: str, dtype: str, bucket: str) -> set[tuple] | None:
         """The config keys (:func:`~tunebench.records.config_key`) recorded for a task of the
