@@ -245,3 +245,15 @@ def test_a_tune_stopped_where_only_the_samples_changed_speed_does_not_call_the_m
     said = stopped(quiet, 3, 6)
     assert said.startswith("stopped: the samples kept changing speed while the machine's own readings were quiet "
                            "(two modes: ") and "or a kernel whose calls run at two speeds" in said
+
+
+def test_a_helper_threads_one_tick_in_a_short_span_is_not_a_thread_of_the_kernel(monkeypatch):
+    """A serial kernel's trial of 3 ms recorded 2 threads: an idle helper's run time moved by
+    one scheduler step, a quarter of the span (CI, a 0.5 µs axpb under OMP_NUM_THREADS=2)."""
+    import tunebench.interference as interference
+
+    readings = iter([{"1": 0, "2": 10_000_000}, {"1": 2_900_000, "2": 10_780_000}])  # the kernel, a helper
+    clock = iter([100.0, 100.003])
+    monkeypatch.setattr(interference, "_run_ns", lambda: next(readings))
+    monkeypatch.setattr(interference.time, "perf_counter", lambda: next(clock))
+    assert BusyThreads().count() == 1

@@ -45,8 +45,12 @@ CONTENTION_CORES = 0.25
 STEAL = 0.05
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
-#: A thread that ran this share of a measurement's span is one of the kernel's.
+#: A thread that ran this share of a measurement's span is one of the kernel's ...
 BUSY_SHARE = 0.25
+#: ... and at least this long: a thread's run time (/proc schedstat) moves in steps of a
+#: scheduler tick (4 ms at 250 Hz) while it runs, so over a span of a few ticks one step of an
+#: idle helper thread read as a quarter of it (a serial 0.5 µs kernel recorded as 2 threads).
+BUSY_MIN_NS = 4_000_000
 
 
 def sample_signals(samples: Sequence[float]) -> list[str]:
@@ -165,7 +169,8 @@ class BusyThreads:
         ran, span_ns = _run_ns(), (time.perf_counter() - self._began) * 1e9
         if not ran or span_ns <= 0:
             return None
-        return max(1, sum(ns - self._ran.get(t, 0) >= BUSY_SHARE * span_ns for t, ns in ran.items()))
+        least = max(BUSY_SHARE * span_ns, BUSY_MIN_NS)
+        return max(1, sum(ns - self._ran.get(t, 0) >= least for t, ns in ran.items()))
 
 
 def machine_signals(conditions: Mapping) -> list[str]:
