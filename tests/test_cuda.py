@@ -17,8 +17,8 @@ from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError, ResourceError, input_damage
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, inputs_key, nvcc_command
-from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, launch_of,
-                                       register_threads, resource_problem)
+from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, entry_symbol,
+                                       launch_of, register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
 from tunebench.kernel import KernelError
 
@@ -598,3 +598,13 @@ def test_a_write_past_an_in_place_input_is_out_of_bounds_and_spoils_no_later_can
     finally:
         workers.close()
     assert statuses == ["out_of_bounds", "ok"]
+
+
+def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_found():
+    """CUTLASS's and CUB's versioned namespaces (ops::v2::scale) and anonymous ones: the entry as
+    the source names it, ops::scale, was "no __global__ 'ops::scale'"."""
+    kernels = {"_ZN3ops2v25scaleEPf": None, "_ZN3ops12_GLOBAL__N_15shiftEPf": None}
+    assert entry_symbol("ops::scale", kernels, "inl.cu") == "_ZN3ops2v25scaleEPf"
+    assert entry_symbol("ops::shift", kernels, "inl.cu") == "_ZN3ops12_GLOBAL__N_15shiftEPf"
+    with pytest.raises(KernelError, match="inl.cu has no __global__ 'other::scale'"):
+        entry_symbol("other::scale", kernels, "inl.cu")

@@ -276,6 +276,8 @@ def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
         return entry
     named = {s: qualified_name(s) for s in kernels}
     found = [s for s, q in named.items() if q and (q == entry or q.endswith(f"::{entry}"))]
+    if not found and "<" not in entry:  # ops::scale for ops::v2::scale: an inline or anonymous namespace between
+        found = [s for s, q in named.items() if q and "<" not in q and _within(entry.split("::"), q.split("::"))]
     if len(found) == 1:
         return found[0]
     if found:
@@ -286,6 +288,13 @@ def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
     listed = ", ".join(sorted({named[s] or s for s in kernels})) or "none"
     raise KernelError(f"{source} has no __global__ {entry!r} (extern \"C\", or one instantiation of a template); "
                       f"its kernels: {listed}")
+
+
+def _within(entry: list[str], parts: list[str]) -> bool:
+    """Whether a qualified name's ``parts`` hold the entry's, in order, ending alike: the names
+    between are namespaces C++ looks through (inline, as CUTLASS's versioned ones, or anonymous)."""
+    rest = iter(parts)
+    return entry[-1] == parts[-1] and all(part in rest for part in entry)
 
 
 def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),
