@@ -700,3 +700,62 @@ def test_suites_in_packages_import_their_own_helpers_by_relative_import_as_under
         warnings.simplefilter("error")
         assert tunebench.best("packaged_act", (1024,), records=tmp_path / "records") == {"vec": 4}
         assert tunebench.best("packaged_norm", (1024,), records=tmp_path / "records") == {"vec": 2}
+
+
+def test_a_release_swapped_in_and_rolled_back_by_a_symlink_is_answered_by_its_own_declaration(deployed, monkeypatch):
+    """The project's declaration was kept by the text of records=: after a rollback, the other
+    release's template and heuristic were served."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    for release in ("r1", "r2"):
+        ship(deployed / release)
+    template = deployed / "r2" / "kernels" / "softmax.c"
+    template.write_text(template.read_text() + "/* release 2 */\n")
+    current = deployed / "current"
+    current.symlink_to(deployed / "r1")
+    tuned = tunebench.Tuned("softmax", records=current / "records")
+    for release in ("r1", "r2", "r1"):
+        swap = deployed / "swap"
+        swap.symlink_to(deployed / release)
+        os.replace(swap, current)  # an atomic deploy
+        assert ("release 2" in tuned.source((64, 4096))) == (release == "r2"), release
+
+
+FORKED_BESIDE = """\
+import os, sys, threading, time, warnings
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+import mypkg, tunebench
+asking = threading.Thread(target=lambda: tunebench.lookup("packaged_norm", (1024,), records=root + "/records",
+                                                          suites=root + "/mypkg/suites"))
+asking.start()
+time.sleep(0.5)  # the thread is midway through importing the slow suite
+import mypkg.layers  # the framework's own module, imported whole meanwhile
+layer = mypkg.layers.Layer()
+read, write = os.pipe()
+child = os.fork()
+if child == 0:
+    import mypkg.layers as again
+    os.write(write, str(isinstance(layer, again.Layer)).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(child, 0)
+asking.join()
+print(os.read(read, 64).decode())
+"""
+
+
+def test_a_child_forked_while_a_suite_imports_keeps_the_framework_modules_imported_whole_meanwhile(tmp_path):
+    """Every module first imported under the suites' package while a suite imported was dropped in
+    the child: the framework's own module ran again there, and its classes were other classes."""
+    package = tmp_path / "mypkg"
+    (package / "suites").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("class Layer:\n    pass\n")
+    (package / "suites" / "__init__.py").write_text("")
+    (package / "suites" / "test_k.py").write_text("import time\ntime.sleep(2)\n" + PACKAGED_SUITE.replace(
+        "from .helpers import VEC", "VEC = 2").format(name="packaged_norm", template=ROOT / "kernels" / "row_reduce.c"))
+    (tmp_path / "records").mkdir()
+    done = subprocess.run([sys.executable, "-c", FORKED_BESIDE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "True", done.stderr

@@ -177,9 +177,10 @@ class Importing:
     before: set[str]
 
     def begun(self) -> list[str]:
-        """The modules of the suite's own folder imported since it began (its helpers), the
-        half-run ones among them."""
+        """The modules of the suite's own folder whose import began since it did and has not
+        ended (a helper half run); a module imported whole meanwhile, by any thread, stays."""
         return [name for name, module in list(sys.modules.items()) if name not in self.before
+                and getattr(getattr(module, "__spec__", None), "_initializing", False)
                 and Path(getattr(module, "__file__", None) or "/").resolve().is_relative_to(self.own.resolve())]
 
 
@@ -587,9 +588,9 @@ _DIRECTORIES: dict[Path, _Directory] = {}
 #: tried again; said whenever a kernel is answered without its declaration), and the kernels
 #: they declare by name (another project's of the same name may be the one registered last).
 _SUITES_LOADED: dict[Path, tuple[list[str], dict[str, Kernel]]] = {}
-#: (kernel, its registered declaration, records, suites, working directory) -> the declaration
-#: of the project asked (see :func:`declaration`).
-_DECLARED: dict[tuple, Kernel | None] = {}
+#: (kernel, its registered declaration, records, suites, working directory) -> (the declaration
+#: of the project asked, the folders as they resolved, when) (see :func:`declaration`).
+_DECLARED: dict[tuple, tuple[Kernel | None, tuple, float]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
@@ -768,12 +769,17 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
         return decl
     relative = not all(Path(p).is_absolute() for p in (records, suites) if p is not None)
     key = (kernel, decl, str(records), str(suites), os.getcwd() if relative else None)
-    found = _DECLARED.get(key, _DECLARED)
-    if found is _DECLARED:  # once per project asked: a framework asks per launch (Tuned.defines)
+    found, folders, read = _DECLARED.get(key, (None, None, -REFRESH_S))
+    now = time.monotonic()
+    if now - read < REFRESH_S:  # a framework asks per launch (Tuned.defines): the folders are read once a second
+        return found
+    # the folders as they resolve now: a records symlink swapped to another release, and back, is followed
+    resolved = tuple(os.path.realpath(p) if p is not None else None for p in (records, suites))
+    if resolved != folders:
         suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
         found = decl if (not suites_dir.is_dir() or suites_dir in decl.declared_in.parents) else \
             _load_once(suites_dir)[1].get(kernel, decl)
-        _DECLARED[key] = found
+    _DECLARED[key] = found, resolved, now
     return found
 
 
