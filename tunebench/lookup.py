@@ -226,7 +226,7 @@ def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
 
 
 def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,
-                      bucket: Bucket, records_dir: Path) -> str:
+                      bucket: Bucket, records_dir: Path, source_hash: str | None = None, timed: bool = False) -> str:
     """Why a bucket has nothing to serve: no trial, only trials other load disturbed, or trials
     of representative shapes it no longer has (a shape added since: no config has a time on it)."""
     judged = store.reshaped(kernel, target, dtype, bucket) if store else None
@@ -235,7 +235,8 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
                 f"{', '.join(map(str, judged))}, and no config recorded has a time on each of today's; "
                 f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
-    failures = store.failures(kernel, dtype, bucket) if store and not disturbed else {}
+    # every config failed: none ran on any of the bucket's shapes (``timed``: some did, on some)
+    failures = store.failures(kernel, dtype, bucket, source_hash) if store and not disturbed and not timed else {}
     if failures:
         return (f"every config recorded on this bucket failed ({', '.join(f'{n} {s}' for s, n in failures.items())}), "
                 f"so none is served; each trial's error is in the records (`tunebench report` lists them)")
@@ -414,11 +415,11 @@ class Summary:
                      if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes
                      and config_key(c) == key), None)
 
-    def failures(self, kernel: str, dtype: str, bucket: Bucket) -> dict[str, int]:
-        """status -> configs whose latest trial on one of the bucket's shapes failed so."""
+    def failures(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict[str, int]:
+        """status -> configs of this source whose latest trial on one of the bucket's shapes failed so."""
         shapes, found = set(bucket.shapes), defaultdict(set)
         for k, d, h, shape, config, status in self._failed:
-            if (k, d) == (kernel, dtype) and tuple(shape) in shapes:
+            if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes:
                 found[status].add(config_key(config))
         return {status: len(configs) for status, configs in sorted(found.items())}
 
@@ -952,7 +953,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
                           f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` measures today's"
-                     if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir)
+                     if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir,
+                                                         source_hash, bool(times))
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
