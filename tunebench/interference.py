@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,11 +46,12 @@ CONTENTION_CORES = 0.25
 STEAL = 0.05
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
-#: A thread that ran this share of a measurement's span is one of the kernel's ...
+#: A thread besides the calling one (the kernel's first) that ran this share of a measurement's
+#: span is one of the kernel's ...
 BUSY_SHARE = 0.25
-#: ... and at least this long: a thread's run time (/proc schedstat) moves in steps of a
-#: scheduler tick (4 ms at 250 Hz) while it runs, so over a span of a few ticks one step of an
-#: idle helper thread read as a quarter of it (a serial 0.5 µs kernel recorded as 2 threads).
+#: ... and at least this long, or half the span where that is shorter: over a span of a few ms an
+#: idle helper thread's brief wake-up read as a quarter of it (a serial 0.5 µs kernel recorded
+#: as 2 threads), where an OpenMP thread of the kernel runs nearly all of it.
 BUSY_MIN_NS = 4_000_000
 
 
@@ -164,13 +166,14 @@ class BusyThreads:
 
     def __init__(self):
         self._began, self._ran = time.perf_counter(), _run_ns()
+        self._caller = str(threading.get_native_id())  # runs the kernel: its run time reads late over a short span
 
     def count(self) -> int | None:
         ran, span_ns = _run_ns(), (time.perf_counter() - self._began) * 1e9
         if not ran or span_ns <= 0:
             return None
-        least = max(BUSY_SHARE * span_ns, BUSY_MIN_NS)
-        return max(1, sum(ns - self._ran.get(t, 0) >= least for t, ns in ran.items()))
+        least = max(BUSY_SHARE * span_ns, min(BUSY_MIN_NS, span_ns / 2))
+        return 1 + sum(ns - self._ran.get(t, 0) >= least for t, ns in ran.items() if t != self._caller)
 
 
 def machine_signals(conditions: Mapping) -> list[str]:
