@@ -608,3 +608,18 @@ def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_foun
     assert entry_symbol("ops::shift", kernels, "inl.cu") == "_ZN3ops12_GLOBAL__N_15shiftEPf"
     with pytest.raises(KernelError, match="inl.cu has no __global__ 'other::scale'"):
         entry_symbol("other::scale", kernels, "inl.cu")
+
+
+def test_a_complex128_after_a_pointer_is_named_as_a_double2_and_a_long_double_is_refused_not_a_traceback():
+    """A cuDoubleComplex was advised as a cuFloatComplex, and a long double scalar raised struct's
+    error out of the argument check."""
+    from tunebench.backends import cuda
+
+    args = {"x": np.zeros(4), "c": np.complex128(1 + 2j)}
+    said = args_problem(args, (Param(8, kind="pointer", offset=0), Param(16, offset=16)))
+    assert "lands at byte 8" in said and "the kernel's double2 (cuDoubleComplex)" in said, said
+    assert "pass it first, or its parts as two scalars" in said
+    assert cuda.args_refusal({**args, "l": np.clongdouble(1)}) == (
+        "scalar 'l' is a complex256, which CUDA has no type for: pass np.float64 (or two)")
+    args_problem({**args, "l": np.longdouble(1)}, (Param(8, kind="pointer", offset=0), Param(16, offset=16),
+                                                   Param(16, offset=32)))  # no struct.error

@@ -177,7 +177,11 @@ def fingerprint_of(drv, device) -> dict:
 
 def args_refusal(args: Mapping[str, Any]) -> str | None:
     """Why the CUDA target cannot launch a kernel with these arguments as given (compile-check
-    says it too): an array not in C order, which the copy to the device would re-lay."""
+    says it too): an array not in C order, which the copy to the device would re-lay; a long
+    double scalar, which CUDA has no type for (nor PyCUDA a code)."""
+    for name, value in args.items():
+        if isinstance(value, np.generic) and value.dtype.char in "gG":
+            return f"scalar {name!r} is a {value.dtype}, which CUDA has no type for: pass np.float64 (or two)"
     return not_contiguous(args)
 
 

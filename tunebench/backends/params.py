@@ -148,7 +148,7 @@ def packed(value):
 
 #: PyCUDA's format codes that Python's struct lacks, as struct spells their layout: a complex
 #: scalar is two floats aligned as one (a ``cuFloatComplex``, a float2, wants 8: the check says so).
-COMPLEX_CODES = {"F": "2f", "D": "2d", "G": "2g"}
+COMPLEX_CODES = {"F": "2f", "D": "2d"}
 
 
 def launch_offsets(args: Mapping) -> list[int]:
@@ -160,6 +160,8 @@ def launch_offsets(args: Mapping) -> list[int]:
         code = "P" if isinstance(value, np.ndarray) else f"{value.itemsize}s" if isinstance(value, np.void) \
             else np.asarray(value).dtype.char
         code = COMPLEX_CODES.get(code, code)
+        if code in ("g", "G"):  # a long double: no code in PyCUDA's struct either (the CUDA target refuses it)
+            code = f"{value.itemsize}s"
         offsets.append(struct.calcsize(form + code) - struct.calcsize(code))
         form += code
     return offsets
@@ -192,10 +194,11 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     offsets = launch_offsets(args) if any(p.offset is not None for p in params) else [None] * len(params)
     for (name, what, dtype), param, offset in zip(given, params, offsets):
         if param.offset is not None and param.offset != offset:
-            complex_ = dtype is not None and np.dtype(dtype).kind == "c"
-            how = ("a complex scalar aligned as one of its floats, where a cuFloatComplex is aligned as a float2"
-                   if complex_ else "a numpy struct unaligned")
-            fix = ("move it ahead of the 4-byte scalars, or pass its parts as two scalars" if complex_
+            complex_ = dtype is not None and np.dtype(dtype).kind == "c" and np.dtype(dtype).itemsize in (8, 16)
+            pair = f"{'float' if complex_ and np.dtype(dtype).itemsize == 8 else 'double'}2"
+            how = (f"a complex scalar aligned as one of its floats, where the kernel's {pair} (cu{pair[0].upper()}"
+                   f"{pair[1:-1]}Complex) is aligned as a whole" if complex_ else "a numpy struct unaligned")
+            fix = ("pass it first, or its parts as two scalars" if complex_
                    else "pass a struct first, or its fields as separate scalars")
             return (f"argument {name!r} ({_described(what, dtype)}) lands at byte {offset} of the launch's "
                     f"arguments, where the kernel reads its parameter at byte {param.offset} (aligned as C aligns "
