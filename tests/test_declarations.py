@@ -1073,3 +1073,24 @@ def test_best_says_a_bucket_whose_every_config_failed_and_how(project, pytester)
              .table("trials").all() if t["shape"] == [1000]})
     assert choice.source == "heuristic" and choice.reason.startswith(
         f"every config recorded on this bucket failed ({n} wrong_result), so none is served"), choice.reason
+
+
+def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_says_so(project, pytester, monkeypatch,
+                                                                                     tmp_path):
+    """TUNEBENCH_CC=clang reused every gcc trial and published gcc's figures: clang's own were up
+    to 10x apart."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    other = tmp_path / "othercc"  # gcc under another name and version, as clang would be
+    other.write_text('#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\n'
+                     'exec gcc "$@"\n')
+    other.chmod(0o755)
+    monkeypatch.setattr(cpu, "CC", str(other))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.stdout.fnmatch_lines(["*axpb?small-float32?: the compiler changed since the last tune: measured again*"])
+    assert "reused:" not in again.stdout.str()
+    trials = records(root).table("trials").all()
+    assert {t.get("compiler") for t in trials} == {f"{other} 99.1"}  # each measured again, by the other
+    monkeypatch.setattr(cpu, "CC", "gcc")  # the gate on a runner with the compiler of before
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
+    gate.stdout.fnmatch_lines(["*the compiler changed since the tune: the gate measures with today's*"])

@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tunebench import __version__
+from tunebench import __version__, backends
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
@@ -219,6 +219,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     today = kernel.declaration(variant, dtype)
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note below
+    compiler = backends.compiler(target, variant)
+    if task.get("compiler") not in (None, compiler) and compiler is not None:  # gcc for clang: every config's code
+        changed.append("compiler")
     tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only

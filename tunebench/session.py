@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunebench import __version__
+from tunebench import __version__, backends
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
@@ -225,6 +225,9 @@ class Task:
         self.busy: str | None = None  # why the task stopped on a busy machine
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.declaration = kernel.declaration(variant, dtype)
+        # not part of the declaration (records of every earlier version would be measured again): kept
+        # beside each trial, and a trial built by another compiler is measured again
+        self.compiler = backends.compiler(tuner.target, variant)
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
             tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))
@@ -333,6 +336,8 @@ class Task:
         warm_from = len(store.trials()) if warm_from is None else warm_from
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
+        if recorded.get("compiler") not in (None, self.compiler) and self.compiler is not None:
+            self.changed.append("compiler")
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
         try:
             self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
@@ -565,6 +570,8 @@ class Task:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
             return None
+        if doc.get("compiler") not in (None, self.compiler) and self.compiler is not None:
+            return None  # built by another compiler (records from before this was kept hold none)
         verified = doc.get("tolerances")  # each output's (dtype, rtol, atol); records before it kept none
         if verified and set(verified) == set(self.kernel.outputs):
             today = self.kernel.tolerances(self.dtype, {n: v[0] for n, v in verified.items()})
@@ -602,7 +609,7 @@ class Task:
             "bucket": self.bucket.name, "shape": list(shape), "dtype": self.dtype, "config": config,
             "baseline": config == self.variant.baseline(shape),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
-            "compile_time_s": None, "work": self._work(shape),
+            "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler,
             "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
             "strategy": t.strategy,
             "timestamp": now(),
@@ -620,6 +627,7 @@ class Task:
                 "declaration": self.declaration, "setup_hash": self.setup_hash,
                 "shaped": self.variant.space.shaped,  # for a lookup without the declaration to say it cannot check
                 "flags": list(self.variant.flags),  # as declared: the gate builds the best with them again
+                "compiler": self.compiler,
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------

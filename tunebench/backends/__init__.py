@@ -75,6 +75,22 @@ def builder(target: str, fingerprint: dict):
     return None
 
 
+def compiler(target: str, variant) -> str | None:
+    """The compiler that builds a variant's candidates on a target, with its version: a trial
+    built by another (TUNEBENCH_CC=clang, a new nvcc) is measured again, not reused. None where
+    it builds nothing (replay) or cannot be asked (the build then says why)."""
+    try:
+        if target == "cpu":
+            from tunebench.backends import cpu
+            return cpu.compiler_version(cpu.language(variant))
+        if target == "cuda":
+            from tunebench.backends.cuda import nvcc_version
+            return nvcc_version()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None
+
+
 def dtype_problem(target: str, dtype: str, variant) -> str | None:
     """Why a target cannot build a variant's template in a dtype: no C type for it, or (cpu) a
     compiler without that type's arithmetic; None where it can, or builds nothing (replay)."""
