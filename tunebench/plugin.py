@@ -10,6 +10,7 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -314,10 +315,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     fp = tuner.fingerprint
     terminalreporter.section(
         f"tunebench: {fp['target']} {fp.get('name', '')}, records in {tuner.store.path}")
+    # the run's own command resumes it, with its budget and strategy (not --tune-fresh: it would measure anew)
+    again = "pytest " + " ".join(shlex.quote(a) for a in config.invocation_params.args if a != "--tune-fresh")
     for task in stopped:
         terminalreporter.write_line(
             f"{task.label}: interrupted in its {'final round' if task.done else 'search'}, after "
-            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `{task.kernel.tune_command(task.tuner.store.path.parent)}` "
+            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `{again}` "
             f"resumes from them. No final round confirmed a pick, so best() serves the heuristic there (or an "
             f"earlier tune's pick) until then", yellow=True)
     if not ran:
