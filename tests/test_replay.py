@@ -538,3 +538,14 @@ def test_best_on_records_a_replayed_tune_made_serves_its_final_rounds_pick(pytes
 
     exported = collect(path.stem, replayed, pytester.path / "suites")["kernels"]["row_reduce"]
     assert next(b for b in exported["float32"]["buckets"] if b["name"] == "few_rows")["config"] == choice.config
+
+
+def test_a_time_budgeted_tune_run_again_spends_what_is_left_of_its_budget_not_a_whole_one_more(pytester):
+    """The time budget restarted at every run: the same command run three times over a replay
+    measured 4, then 5, then 7 more configs (a resumed tune searched twice its budget)."""
+    args = ("--tune", "--tune-target", f"replay:{PNPOLY_GZ}", "--tune-strategy", "random", "--tune-time", "2",
+            "--tune-trials", "500", "--tune-records", str(pytester.path / "records"), "-p", "no:cacheprovider")
+    first = pytester.runpytest(*args)
+    again = pytester.runpytest(*args)
+    rows = [[line.split() for line in run.stdout.lines if line.startswith("cn_pnpoly ")][0] for run in (first, again)]
+    assert int(rows[0][4]) > 3 and int(rows[1][4]) == 0, (rows, again.stdout.str()[-1500:])

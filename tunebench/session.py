@@ -218,6 +218,7 @@ class Task:
         self.failed_by = ""  # the item it was raised to
         self.interrupted: tuple[str, BaseException | None] = ("", None)  # the item cut short, and by what
         self.spent_s = 0.0  # the trials' own time (on the replay target, their recorded cost)
+        self.reused_s = 0.0  # what the trials taken from the records cost when they were measured
         self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
@@ -320,10 +321,12 @@ class Task:
     def elapsed(self) -> float:
         """What the time budget counts: the wall time since the task began (builds, pauses on
         a busy machine, recording and all, as a user's clock does; the final round apart), or on
-        the replay target, whose trials take no time, the recorded cost of its trials."""
+        the replay target, whose trials take no time, the recorded cost of its trials; and the
+        recorded cost of the trials taken from the records, as the trial budget counts them: a
+        tune resumed, or run again, spends what is left of its budget, not a whole one more."""
         if isinstance(self.tuner.workers, Replay):
-            return self.spent_s
-        return time.monotonic() - self.began if self.began is not None else 0.0
+            return self.spent_s + self.reused_s
+        return (time.monotonic() - self.began if self.began is not None else 0.0) + self.reused_s
 
     def _search(self) -> None:
         self.began = time.monotonic()
@@ -550,8 +553,10 @@ class Task:
             t = self.tuner
             doc = self._reusable(config, shape)
             if doc is not None:
-                if (self.label, shape, config_key(config)) not in t.measured:  # the heuristic's: once, not twice
-                    self._reused.add((shape, config_key(config)))
+                reused = (shape, config_key(config))
+                if (self.label, *reused) not in t.measured and reused not in self._reused:  # the heuristic's: once
+                    self._reused.add(reused)
+                    self.reused_s += (doc.get("compile_time_s") or 0.0) + (doc.get("measure_s") or 0.0)
             else:
                 doc = self._measure(config, shape)
                 t.store.add(doc)
