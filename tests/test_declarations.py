@@ -1094,3 +1094,21 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     monkeypatch.setattr(cpu, "CC", "gcc")  # the gate on a runner with the compiler of before
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
     gate.stdout.fnmatch_lines(["*the compiler changed since the tune: the gate measures with today's*"])
+
+
+def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):
+    """Reused as they were: a config timed out at --tune-timeout 0.045 stayed a timeout at 0.2
+    (its item failing, naming the old limit), and --tune-repeats 7 served adaptive trials."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.045")  # pause 30: a 60 ms call
+    first = {t["config"]["pause"]: t["status"] for t in records(pytester.path).table("trials").all()}
+    assert first == {15: "ok", 30: "timeout"}, first
+    again = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2")
+    again.assert_outcomes(passed=3)
+    fixed = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2", "--tune-repeats", "7")
+    fixed.assert_outcomes(passed=3)
+    trials = records(pytester.path).table("trials").all()
+    latest = {t["config"]["pause"]: t for t in sorted(trials, key=lambda t: t["timestamp"])}
+    assert {p: (t["status"], t["repeats"], len(t["samples"])) for p, t in latest.items()} == {
+        15: ("ok", 7, 7), 30: ("ok", 7, 7)}

@@ -577,6 +577,12 @@ class Task:
             return None
         if doc.get("compiler") not in (None, self.compiler) and self.compiler is not None:
             return None  # built by another compiler (records from before this was kept hold none)
+        if t.settings.repeats is not None and doc["status"] in ("ok", "early_stopped") \
+                and doc.get("repeats") != t.settings.repeats:
+            return None  # --tune-repeats asks its fixed protocol of every trial it serves
+        timeout = getattr(t.workers, "timeout", None)
+        if doc["status"] == "timeout" and None not in (doc.get("timeout_s"), timeout) and doc["timeout_s"] < timeout:
+            return None  # timed out under a shorter --tune-timeout than today's
         verified = doc.get("tolerances")  # each output's (dtype, rtol, atol); records before it kept none
         if verified and set(verified) == set(self.kernel.outputs):
             today = self.kernel.tolerances(self.dtype, {n: v[0] for n, v in verified.items()})
@@ -615,6 +621,7 @@ class Task:
             "baseline": config == self.variant.baseline(shape),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
             "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler,
+            "repeats": t.settings.repeats, "timeout_s": getattr(t.workers, "timeout", None),  # how it was measured
             "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
             "strategy": t.strategy,
             "timestamp": now(),
