@@ -1100,15 +1100,13 @@ def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_mea
     """Reused as they were: a config timed out at --tune-timeout 0.045 stayed a timeout at 0.2
     (its item failing, naming the old limit), and --tune-repeats 7 served adaptive trials."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
-    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
-    pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.045")  # pause 30: a 60 ms call
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("[15, 30]", "[1, 100]")
+                                                  .replace('{"pause": 30, "tag": 0}', '{"pause": 100, "tag": 0}'))
+    pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.05")  # pause 100: a 200 ms call
     first = {t["config"]["pause"]: t["status"] for t in records(pytester.path).table("trials").all()}
-    assert first == {15: "ok", 30: "timeout"}, first
-    again = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2")
-    again.assert_outcomes(passed=3)
-    fixed = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "0.2", "--tune-repeats", "7")
-    fixed.assert_outcomes(passed=3)
-    trials = records(pytester.path).table("trials").all()
-    latest = {t["config"]["pause"]: t for t in sorted(trials, key=lambda t: t["timestamp"])}
-    assert {p: (t["status"], t["repeats"], len(t["samples"])) for p, t in latest.items()} == {
-        15: ("ok", 7, 7), 30: ("ok", 7, 7)}
+    assert first == {1: "ok", 100: "timeout"}, first
+    pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "2")
+    pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "2", "--tune-repeats", "7")
+    trials = records(pytester.path).table("trials").all()  # the latest measurement of each
+    assert {t["config"]["pause"]: (t["status"], t["repeats"], len(t["samples"])) for t in trials} == {
+        1: ("ok", 7, 7), 100: ("ok", 7, 7)}

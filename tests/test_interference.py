@@ -12,7 +12,7 @@ import time
 import pytest
 from tinydb import TinyDB
 
-from tests.conftest import said
+from tests.conftest import AXPB_SUITE, said
 from tests.test_plugin import TUNE
 from tunebench.compare import compare, undisturbed
 from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
@@ -228,7 +228,11 @@ def test_the_threads_a_kernel_ran_are_counted_not_the_ones_asked_for(tmp_path):
 
 def test_a_trial_records_the_threads_its_kernel_ran(project, pytester, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    root = project()  # axpb has no OpenMP
+    # axpb has no OpenMP; on 4 M values its trials span tens of ms, where no helper thread's wake-up counts
+    root = project(suite=AXPB_SUITE.replace('Bucket("small", N=(1, 4096), shapes=[(1000,)])',
+                                            'Bucket("small", N=(1, 4_000_000), shapes=[(4_000_000,)])').replace(
+        'Bucket("large", N=(4097, None), shapes=[(20000,), (50000,)])',
+        'Bucket("large", N=(4_000_001, None), shapes=[(8_000_000,)])'))
     pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small")
     trials = TinyDB(next((root / "records").glob("*.json"))).table("trials").all()
     assert {t["conditions"]["threads"] for t in trials if t["status"] == "ok"} == {1}
