@@ -1081,6 +1081,7 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     to 10x apart."""
     root = project()
     pytester.runpytest("suites", *TUNE, "-k", "small")
+    gcc = cpu.compiler_identity()
     other = tmp_path / "othercc"  # gcc under another name and version, as clang would be
     other.write_text('#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\n'
                      'exec gcc "$@"\n')
@@ -1090,10 +1091,16 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     again.stdout.fnmatch_lines(["*axpb?small-float32?: the compiler changed since the last tune: measured again*"])
     assert "reused:" not in again.stdout.str()
     trials = records(root).table("trials").all()
-    assert {t.get("compiler") for t in trials} == {f"{other} 99.1"}  # each measured again, by the other
+    assert {t.get("compiler") for t in trials} == {"othercc 99.1"}  # each measured again, by the other
+    checks = records(root).table("checks").all()  # and its final round run again, not the other's taken
+    assert [c.get("compiler") for c in checks] == [gcc, "othercc 99.1"]
     monkeypatch.setattr(cpu, "CC", "gcc")  # the gate on a runner with the compiler of before
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
     gate.stdout.fnmatch_lines(["*the compiler changed since the tune: the gate measures with today's*"])
+    pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again
+    monkeypatch.setattr(cpu, "CC", shutil.which("gcc"))  # the same gcc by its path: no change
+    same = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert "compiler changed" not in same.stdout.str()
 
 
 def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):

@@ -135,7 +135,7 @@ def test_an_interrupted_tunes_fastest_trial_is_neither_served_nor_gated_until_a_
     assert proc.returncode != 0
     assert "slow[all-float32]: interrupted in its search, after " in out and "best() serves the heuristic" in out
     # the run's own command resumes it, its strategy and options kept
-    assert "their trials are kept and `pytest test_slow.py --tune --tune-target cpu" in out
+    assert f"their trials are kept and `{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out
     assert "--tune-strategy brute_force -q` resumes from them" in out
     best = [sys.executable, "-m", "tunebench.cli", "best", "slow", "--shape", "1000", "--json",
             "--records", str(path), "--suites", str(pytester.path)]

@@ -56,13 +56,15 @@ def now() -> str:
 def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
                 setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
-                baseline_trial_ms: dict[tuple, float] | None = None, baseline_failure: str | None = None) -> dict:
+                baseline_trial_ms: dict[tuple, float] | None = None, baseline_failure: str | None = None,
+                compiler: str | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
     ms each), ``baseline_trial_ms`` the baseline's. ``baseline_failure``: how the heuristic's
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
-    fastest finalist is adopted without a lead over it."""
+    fastest finalist is adopted without a lead over it. ``compiler``: what built them (see
+    :func:`tunebench.backends.compiler`), kept with the round: another's round judged other code."""
     entries, problem, disturbed, failed = [], None, False, False
     dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
     for shape in bucket.shapes:
@@ -115,6 +117,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
+           **({"compiler": compiler} if compiler else {}),
            **({"disturbed": True} if disturbed and not failed else {}),  # judged nothing: an earlier pick stands
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "

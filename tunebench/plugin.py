@@ -10,6 +10,7 @@ reports its own candidate: passed, failed with its status, or skipped when not s
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -315,8 +316,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     fp = tuner.fingerprint
     terminalreporter.section(
         f"tunebench: {fp['target']} {fp.get('name', '')}, records in {tuner.store.path}")
-    # the run's own command resumes it, with its budget and strategy (not --tune-fresh: it would measure anew)
-    again = "pytest " + " ".join(shlex.quote(a) for a in config.invocation_params.args if a != "--tune-fresh")
+    # the run's own command resumes it, with its budget and strategy (not --tune-fresh: it would measure anew),
+    # by the program that ran it: `python -m pytest` where no pytest of this environment may be on PATH
+    program = "pytest" if Path(sys.argv[0]).name in ("pytest", "py.test") else f"{shlex.quote(sys.executable)} -m pytest"
+    again = " ".join([program, *(shlex.quote(os.fspath(a)) for a in config.invocation_params.args
+                                 if a != "--tune-fresh")])
     for task in stopped:
         terminalreporter.write_line(
             f"{task.label}: interrupted in its {'final round' if task.done else 'search'}, after "

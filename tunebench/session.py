@@ -425,7 +425,7 @@ class Task:
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
                                 # a heuristic's trial other load disturbed is no reference for the trials' lead
                                 self.baseline.clean_times if self.baseline else None,
-                                self.baseline.failure if self.baseline else None)
+                                self.baseline.failure if self.baseline else None, self.compiler)
         self.check = check
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
@@ -444,7 +444,8 @@ class Task:
         nor one against a heuristic that has changed since (its figures were that one's)."""
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
-                and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)):
+                and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
+                and check.get("compiler") in (None, self.compiler)):  # another compiler's round judged other code
             return False
         if self.baseline is not None and any(e.get("baseline") != self.baseline.configs.get(tuple(e["shape"]))
                                              for e in check["shapes"]):

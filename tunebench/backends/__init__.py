@@ -82,7 +82,7 @@ def compiler(target: str, variant) -> str | None:
     try:
         if target == "cpu":
             from tunebench.backends import cpu
-            return cpu.compiler_version(cpu.language(variant))
+            return cpu.compiler_identity(cpu.language(variant))
         if target == "cuda":
             from tunebench.backends.cuda import nvcc_version
             return nvcc_version()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping
@@ -137,6 +138,16 @@ def source_suffix(lang: str) -> str:
 def compiler_version(lang: str = "c") -> str:
     """The compiler of ``lang`` and its full version, part of every build's cache key."""
     return version_of(compiler(lang))
+
+
+def compiler_identity(lang: str = "c") -> str | None:
+    """The compiler of ``lang`` as a trial keeps it: the file it is (``gcc``, ``/usr/bin/gcc`` and
+    ``gcc-12`` are one ``x86_64-linux-gnu-gcc-12``) and its full version; None where it is not
+    found or gives no version."""
+    path = shutil.which(compiler(lang))
+    named = version_of(path) if path else ""
+    version = named[len(path):].strip() if path and named.startswith(path) else ""
+    return f"{os.path.basename(os.path.realpath(path))} {version}" if version else None
 
 
 @cache
