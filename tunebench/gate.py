@@ -220,7 +220,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note below
     compiler = backends.compiler(target, variant)
-    if task.get("compiler") not in (None, compiler) and compiler is not None:  # gcc for clang: every config's code
+    if backends.built_otherwise(task.get("compiler"), compiler):  # gcc for clang: every config's code
         changed.append("compiler")
     tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is

@@ -339,7 +339,7 @@ class Task:
         warm_from = len(store.trials()) if warm_from is None else warm_from
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
-        if recorded.get("compiler") not in (None, self.compiler) and self.compiler is not None:
+        if backends.built_otherwise(recorded.get("compiler"), self.compiler):
             self.changed.append("compiler")
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
         try:
@@ -445,7 +445,7 @@ class Task:
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
-                and check.get("compiler") in (None, self.compiler)):  # another compiler's round judged other code
+                and not backends.built_otherwise(check.get("compiler"), self.compiler)):  # it judged other code
             return False
         if self.baseline is not None and any(e.get("baseline") != self.baseline.configs.get(tuple(e["shape"]))
                                              for e in check["shapes"]):
@@ -576,8 +576,8 @@ class Task:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
             return None
-        if doc.get("compiler") not in (None, self.compiler) and self.compiler is not None:
-            return None  # built by another compiler (records from before this was kept hold none)
+        if backends.built_otherwise(doc.get("compiler"), self.compiler):
+            return None
         if t.settings.repeats is not None and doc["status"] in ("ok", "early_stopped") \
                 and doc.get("repeats") != t.settings.repeats:
             return None  # --tune-repeats asks its fixed protocol of every trial it serves

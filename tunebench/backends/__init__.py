@@ -91,6 +91,12 @@ def compiler(target: str, variant) -> str | None:
     return None
 
 
+def built_otherwise(recorded: str | None, today: str | None) -> bool:
+    """Whether what a record says built it is another compiler than today's: not where either is
+    unknown (records from before the compiler was kept, a compiler that cannot be asked)."""
+    return None not in (recorded, today) and recorded != today
+
+
 def dtype_problem(target: str, dtype: str, variant) -> str | None:
     """Why a target cannot build a variant's template in a dtype: no C type for it, or (cpu) a
     compiler without that type's arithmetic; None where it can, or builds nothing (replay)."""
