@@ -273,3 +273,63 @@ def test_inputs_that_overlap_and_are_only_read_are_copied_each_as_before(tmp_pat
     kernel.args = lambda shape, dtype, rng: (lambda a: {"x": a, "xt": a.T, "y": np.empty(shape[0], np.float32),
                                                         "n": np.int32(shape[0])})(np.zeros((4, 4), np.float32))
     assert kernel.aliases(kernel.build_args((1000,), "float32")) == {}
+
+
+LEAKY_C = """\
+#include <omp.h>
+void leaky(const float *x, float *y, int n)
+{   /* settings of the whole process, as a library may make them */
+    omp_set_num_threads(omp_get_num_procs() + 3);
+    omp_set_dynamic(1);
+#pragma omp parallel for
+    for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+}
+"""
+
+#: Denormal products, which flush-to-zero makes 0; and the OpenMP settings, each as the process began.
+VICTIM_C = """\
+#include <omp.h>
+void victim(const float *x, float *y, int n)
+{
+    int own = omp_get_max_threads() <= omp_get_num_procs() && !omp_get_dynamic();
+#pragma omp parallel for
+    for (int i = 0; i < n; ++i) y[i] = own ? x[i] * 1e-30f : -1;
+}
+"""
+
+
+def test_process_wide_state_a_candidate_sets_is_not_inherited_by_the_kernels_measured_after_it(tmp_path,
+                                                                                                monkeypatch):
+    """A library built with -ffast-math flushes denormals to zero for the whole process once
+    loaded, and omp_set_num_threads holds for every later kernel: a kernel measured after
+    either in one worker was recorded wrong (every config) or on the wrong thread count."""
+    monkeypatch.delenv("OMP_DYNAMIC", raising=False)
+    (tmp_path / "leaky.c").write_text(LEAKY_C)
+    (tmp_path / "victim.c").write_text(VICTIM_C)
+
+    def args(shape, dtype, rng):
+        return {"x": (rng.random(shape[0]) * 1e-9 + 1e-10).astype(np.float32), "y": np.empty(shape[0], dtype),
+                "n": np.int32(shape[0])}
+
+    buckets = Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])])
+    Kernel("leaky", buckets=buckets, args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "leaky.c"), entry="leaky", space=Space({"u": [1]}),
+                       heuristic=lambda shape: {"u": 1}, flags=("-ffast-math", "-fopenmp")))
+    Kernel("victim", buckets=buckets, args=args, outputs=["y"], tolerance={"float32": (1e-3, 0.0)},
+           reference=lambda x, n: x.astype(np.float64) * np.float64(np.float32(1e-30)),
+           cpu=Variant(source=str(tmp_path / "victim.c"), entry="victim", space=Space({"u": [1]}),
+                       heuristic=lambda shape: {"u": 1}, flags=("-fopenmp",)))
+    workers = Workers("cpu")
+    try:
+        job = TrialJob("victim", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3))
+        alone = workers.trial(job)
+        assert workers.trial(TrialJob("leaky", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3)))["status"] == "ok"
+        after = workers.trial(job)
+        arms = (("leaky", {"u": 1}, None),)
+        assert workers.trial(CompareJob("leaky", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))["status"] == "ok"
+        after_comparison = workers.trial(job)
+    finally:
+        workers.close()
+    assert alone["status"] == "ok", alone
+    assert after["status"] == "ok", after
+    assert after_comparison["status"] == "ok", after_comparison

@@ -37,7 +37,8 @@ import numpy as np
 
 from tunebench import interference
 from tunebench.backends import create
-from tunebench.backends.base import BuildEnvironmentError, CompileError, ResourceError, Runner
+from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
+from tunebench.backends.process_state import ProcessState
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, warm_up
@@ -154,12 +155,14 @@ class _Watched(Runner):
     to one launch, however many a job makes, and a hang or a crash is pinned on the arm and the
     placement that made it."""
 
-    def __init__(self, runner: Runner, clock, arm: int = 0, placement: int = -1):
+    def __init__(self, runner: Runner, clock, enter, arm: int = 0, placement: int = -1):
         self._runner, self._clock, self._arm, self._placement = runner, clock, arm, placement
+        self._enter = enter  # puts the process in the state its build runs in (see ProcessState)
         self._pid = os.getpid()
         self.typed = runner.typed
 
     def _watch(self, fn):
+        self._enter()
         self._clock[1], self._clock[2] = self._arm, self._placement
         self._clock[0] = time.monotonic()
         try:
@@ -191,20 +194,21 @@ class _Watched(Runner):
 class _Watch:
     """Loads the watched runners of one job: a load is timed as a call is (a library's static
     initialiser runs when it loads, and may hang), and a failure while loading is pinned on the
-    arm loaded."""
+    arm loaded. Each runner runs in the process state of its own build (see
+    :mod:`tunebench.backends.process_state`), never in what another candidate left."""
 
-    def __init__(self, clock):
-        self._clock = clock
+    def __init__(self, clock, state: ProcessState):
+        self._clock, self._state = clock, state
 
-    def __call__(self, load, arm: int = 0, placement: int = -1) -> _Watched:
-        """The runner ``load()`` makes, watched; ``placement``: its index in the backend's."""
+    def __call__(self, build: Build, load, arm: int = 0, placement: int = -1) -> _Watched:
+        """The runner ``load()`` makes of ``build``, watched; ``placement``: its index in the backend's."""
         self._clock[1], self._clock[2] = arm, placement
         self._clock[0] = time.monotonic()
         try:
-            runner = load()
+            runner, env = self._state.load(str(build.handle), load)
         finally:
             self._clock[0] = 0.0
-        return _Watched(runner, self._clock, arm, placement)
+        return _Watched(runner, self._clock, lambda: self._state.enter(env), arm, placement)
 
 
 def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) -> None:
@@ -222,6 +226,7 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
         conn.send(("failed", f"cannot start the {target} target: {type(e).__name__}: {e}"))
         return
     conn.send(("ready", list(backend.placements)))
+    state = ProcessState()
     prepared: OrderedDict[tuple, Any] = OrderedDict()  # the latest shapes' arguments and references
     while True:
         try:
@@ -230,7 +235,7 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            result = run(backend, job, prepared, conn, _Watch(clock))
+            result = run(backend, job, prepared, conn, _Watch(clock, state))
             threads = result.pop("threads", None)  # those that ran, over the count asked for
             if "samples" in result:
                 result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {})}
@@ -294,7 +299,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     conn.send(("built", [(build.handle.name, build.cached)]))
     done = {"compile_time_s": build.compile_time_s}
     if job.probe:
-        runner = watched(lambda: backend.load(build, kernel, variant, job.config, job.shape, args,
+        runner = watched(build, lambda: backend.load(build, kernel, variant, job.config, job.shape, args,
                                               backend.placements[0], writable_inputs=True))
         try:
             m = verify(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
@@ -305,7 +310,7 @@ def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
     try:
         for index, placement in enumerate(backend.placements):
             try:
-                runners[placement] = watched(lambda: backend.load(build, kernel, variant, job.config, job.shape,
+                runners[placement] = watched(build, lambda: backend.load(build, kernel, variant, job.config, job.shape,
                                                                    args, placement), placement=index)
             except ResourceError as e:
                 return {**done, "status": "pruned_resources", "error": str(e)}
@@ -358,7 +363,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
             call_ms = 0.0
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
                 try:
-                    runners[label] = watched(lambda: backend.load(build, kernel, arm_variant, config, job.shape,
+                    runners[label] = watched(build, lambda: backend.load(build, kernel, arm_variant, config, job.shape,
                                                                   args, placement), arm, index)
                 except ResourceError as e:
                     return {"status": "pruned_resources", "arm": label, "error": str(e)}
