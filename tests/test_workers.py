@@ -275,6 +275,41 @@ def test_inputs_that_overlap_and_are_only_read_are_copied_each_as_before(tmp_pat
     assert kernel.aliases(kernel.build_args((1000,), "float32")) == {}
 
 
+CACHING_C = """\
+void cached(const float *x, float *y, int n)
+{   /* a legacy shortcut: the result for these buffers is already there */
+    static const float *last;
+    if (skip && x == last) return;
+    last = x;
+    for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+}
+"""
+
+
+def test_a_candidate_that_skips_its_work_when_called_again_is_a_wrong_result_not_the_best(tmp_path):
+    """It was right on the one verifying call, then timed doing nothing: recorded 816x faster
+    than its heuristic, confirmed by the final round, served to frameworks."""
+    (tmp_path / "cached.c").write_text(CACHING_C)
+    Kernel("cached", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(20000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "cached.c"), entry="cached", space=Space({"skip": [0, 1]}),
+                       heuristic=lambda shape: {"skip": 0}))
+    workers = Workers("cpu")
+    try:
+        trials = {skip: workers.trial(TrialJob("cached", {"skip": skip}, (20000,), "float32", MeasureSettings()))
+                  for skip in (0, 1)}
+        arms = (("best", {"skip": 1}, None), ("baseline", {"skip": 0}, None))
+        compared = workers.trial(CompareJob("cached", (20000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert trials[0]["status"] == "ok", trials[0]
+    assert trials[1]["status"] == "wrong_result" and "samples" not in trials[1], trials[1]
+    assert "after its timed calls" in trials[1]["error"]
+    assert (compared["status"], compared["arm"]) == ("wrong_result", "best"), compared
+
+
 LEAKY_C = """\
 #include <omp.h>
 void leaky(const float *x, float *y, int n)

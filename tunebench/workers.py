@@ -41,7 +41,7 @@ from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, 
 from tunebench.backends.process_state import ProcessState
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
-from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, warm_up
+from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, verify_after, warm_up
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -376,6 +376,10 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
             busy = interference.BusyThreads()
             samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)))
             threads.append(busy.count())
+            for label, runner in runners.items():
+                failed = verify_after(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
+                if failed.status != "ok":
+                    return {"status": failed.status, "arm": label, "error": failed.error}
         finally:
             for runner in runners.values():
                 runner.close()
