@@ -1082,11 +1082,7 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     root = project()
     pytester.runpytest("suites", *TUNE, "-k", "small")
     gcc = cpu.compiler_identity()
-    other = tmp_path / "othercc"  # gcc under another name and version, as clang would be
-    other.write_text('#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\n'
-                     'exec gcc "$@"\n')
-    other.chmod(0o755)
-    monkeypatch.setattr(cpu, "CC", str(other))
+    monkeypatch.setattr(cpu, "CC", _other_compiler(tmp_path))
     again = pytester.runpytest("suites", *TUNE, "-k", "small")
     again.stdout.fnmatch_lines(["*axpb?small-float32?: the compiler changed since the last tune: measured again*"])
     assert "reused:" not in again.stdout.str()
@@ -1101,6 +1097,35 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     monkeypatch.setattr(cpu, "CC", shutil.which("gcc"))  # the same gcc by its path: no change
     same = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert "compiler changed" not in same.stdout.str()
+
+
+def _other_compiler(tmp_path) -> str:
+    """gcc under another name and version, as clang would be."""
+    other = tmp_path / "othercc"
+    other.write_text('#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\n'
+                     'exec gcc "$@"\n')
+    other.chmod(0o755)
+    return str(other)
+
+
+def test_trials_recorded_before_the_compiler_was_kept_are_not_reused_under_another(project, pytester, monkeypatch,
+                                                                                  tmp_path):
+    """Taken as today's: under TUNEBENCH_CC=clang every gcc trial of before was reused, and the
+    task then said clang built it, so that the gate claimed a compiler change nothing had made."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    path = next((root / "records").glob("*.json"))
+    data = json.loads(path.read_text())
+    for table in ("tasks", "trials", "checks"):  # as a tunebench before the compiler was kept wrote them
+        for doc in data[table].values():
+            doc.pop("compiler", None)
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(cpu, "CC", _other_compiler(tmp_path))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.stdout.fnmatch_lines(["*axpb?small-float32?: tuned last by a tunebench that kept no compiler*measured again*"])
+    assert "reused:" not in again.stdout.str()
+    assert {t.get("compiler") for t in records(root).table("trials").all()} == {"othercc 99.1"}
+    assert [c.get("compiler") for c in records(root).table("checks").all()] == [None, "othercc 99.1"]
 
 
 def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):

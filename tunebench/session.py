@@ -237,6 +237,7 @@ class Task:
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
+        self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
         self.waiting = False  # another run holds the task's lock
         self.ended = False  # the search and its final round ran to their end (not interrupted)
 
@@ -257,6 +258,8 @@ class Task:
         if self.undeclared:
             return ("tuned last by a tunebench that kept no declaration (its template, flags, reference...) to "
                     "reuse a trial by: measured again")
+        if self.unbuilt and not self.changed:
+            return "tuned last by a tunebench that kept no compiler to reuse a trial by: measured again"
         if not self.changed:
             return None
         what = f"the {', '.join(self.changed)} changed since the last tune"
@@ -342,6 +345,7 @@ class Task:
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
             self.changed.append("compiler")
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
+        self.unbuilt = bool(recorded) and "compiler" not in recorded and not backends.built_by(None, self.compiler)
         try:
             self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
         except MachineBusy as e:
@@ -445,7 +449,7 @@ class Task:
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
-                and not backends.built_otherwise(check.get("compiler"), self.compiler)):  # it judged other code
+                and backends.built_by(check.get("compiler"), self.compiler)):  # else it judged other code
             return False
         if self.baseline is not None and any(e.get("baseline") != self.baseline.configs.get(tuple(e["shape"]))
                                              for e in check["shapes"]):
@@ -576,7 +580,7 @@ class Task:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
             return None
-        if backends.built_otherwise(doc.get("compiler"), self.compiler):
+        if not backends.built_by(doc.get("compiler"), self.compiler):
             return None
         if t.settings.repeats is not None and doc["status"] in ("ok", "early_stopped") \
                 and doc.get("repeats") != t.settings.repeats:

@@ -92,9 +92,17 @@ def compiler(target: str, variant) -> str | None:
 
 
 def built_otherwise(recorded: str | None, today: str | None) -> bool:
-    """Whether what a record says built it is another compiler than today's: not where either is
-    unknown (records from before the compiler was kept, a compiler that cannot be asked)."""
+    """Whether what a record says built it is another compiler than today's, as a message may
+    claim: not where either is unknown (records from before the compiler was kept, a compiler
+    that cannot be asked)."""
     return None not in (recorded, today) and recorded != today
+
+
+def built_by(recorded: str | None, today: str | None) -> bool:
+    """Whether a recorded measurement may stand for today's build: made by today's compiler, or
+    today's target builds nothing (replay). One that does not say (kept before the compiler
+    was) may be any compiler's: reused under TUNEBENCH_CC=clang, it published gcc's figures."""
+    return today is None or recorded == today
 
 
 def dtype_problem(target: str, dtype: str, variant) -> str | None:
