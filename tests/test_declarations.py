@@ -17,7 +17,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_SUITE, GEMM_C, GEMM_SUITE, TWICE_C, said
+from tests.conftest import AXPB_C, AXPB_SUITE, GEMM_C, GEMM_SUITE, TWICE_C, said
 from tests.test_cpu_backend import DIV_C
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
@@ -1126,6 +1126,22 @@ def test_trials_recorded_before_the_compiler_was_kept_are_not_reused_under_anoth
     assert "reused:" not in again.stdout.str()
     assert {t.get("compiler") for t in records(root).table("trials").all()} == {"othercc 99.1"}
     assert [c.get("compiler") for c in records(root).table("checks").all()] == [None, "othercc 99.1"]
+
+
+def test_a_tune_run_again_under_tune_time_counts_what_its_reused_trials_cost_whole(project, pytester):
+    """Counted as their compile and sampling time alone, a run's trials left most of its budget
+    to the next run (a second run of one command measured 6 more configs, a third 2): a trial
+    costs its worker, loading, verifying and retries too (here a library that takes 0.3 s to load)."""
+    root = project()
+    (root / "kernels" / "axpb.c").write_text(AXPB_C + "#include <unistd.h>\n"
+                                             "__attribute__((constructor)) static void load(void) { usleep(300000); }\n")
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
+    trials = records(root).table("trials").all()
+    configs = {json.dumps(t["config"], sort_keys=True) for t in trials}
+    reusable = [t for t in trials if t.get("verdict") != "disturbed"]
+    assert reusable and all(t["cost_s"] >= 0.3 + (t["compile_time_s"] or 0) + t["measure_s"] for t in reusable)
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-time", f"{0.9 * sum(t['cost_s'] for t in reusable):.3f}")
+    assert {json.dumps(t["config"], sort_keys=True) for t in records(root).table("trials").all()} == configs
 
 
 def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):

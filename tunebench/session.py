@@ -219,6 +219,7 @@ class Task:
         self.interrupted: tuple[str, BaseException | None] = ("", None)  # the item cut short, and by what
         self.spent_s = 0.0  # the trials' own time (on the replay target, their recorded cost)
         self.reused_s = 0.0  # what the trials taken from the records cost when they were measured
+        self._mark = 0.0  # elapsed() when the latest trial was measured or reused: the next one's cost from it
         self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
@@ -561,7 +562,9 @@ class Task:
                 reused = (shape, config_key(config))
                 if (self.label, *reused) not in t.measured and reused not in self._reused:  # the heuristic's: once
                     self._reused.add(reused)
-                    self.reused_s += (doc.get("compile_time_s") or 0.0) + (doc.get("measure_s") or 0.0)
+                    self.reused_s += doc["cost_s"] if doc.get("cost_s") is not None else \
+                        (doc.get("compile_time_s") or 0.0) + (doc.get("measure_s") or 0.0)  # kept before cost_s
+                    self._mark = self.elapsed()
             else:
                 doc = self._measure(config, shape)
                 t.store.add(doc)
@@ -602,7 +605,10 @@ class Task:
             t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
         self.spent_s += result.pop("cost_s")
         t.remeasured += result["retries"]
-        doc = {**self._document(config, shape), **result}
+        # what the trial took of the budget, all of it (the worker, loading, verifying, retries, the
+        # search between trials): a run that reuses it counts that much spent (see elapsed)
+        before, self._mark = self._mark, self.elapsed()
+        doc = {**self._document(config, shape), **result, "cost_s": self._mark - before}
         samples = doc["samples"]
         if samples:
             doc["stats"] = {**summarize(samples), "ci95": list(median_ci(samples))}
