@@ -26,16 +26,23 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 @pytest.fixture
 def cluster(request):
-    """A local Ray head with two CPUs (two devices of one core each; another count by indirect
+    """A local Ray head with two CPUs (two devices of one core each; another count, or
+    ``{"cpus": N, "cc": script}`` for hosts that build with that compiler, by indirect
     parametrization); its address."""
-    cpus = getattr(request, "param", 2)
+    param = getattr(request, "param", 2)
+    cpus, cc = (param["cpus"], param["cc"]) if isinstance(param, dict) else (param, None)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="tbray", dir="/tmp")  # Ray's socket paths must stay short
+    env = {}
+    if cc is not None:
+        env["TUNEBENCH_CC"] = os.path.join(temp, "cc")
+        Path(env["TUNEBENCH_CC"]).write_text(cc)
+        os.chmod(env["TUNEBENCH_CC"], 0o755)
     start = subprocess.run([RAY, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
                             f"--temp-dir={temp}", "--disable-usage-stats"], capture_output=True, text=True,
-                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})  # a local test cluster
+                           env={**os.environ, "RAY_AUTH_MODE": "disabled", **env})  # a local test cluster
     assert start.returncode == 0, start.stdout + start.stderr
     yield f"127.0.0.1:{port}"
     subprocess.run([RAY, "stop", "--force"], capture_output=True)
@@ -186,6 +193,26 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
         ray.kill(workers.devices[2])
         with pytest.raises(WorkerError, match="every device of the cluster was lost"):
             workers.trial(job)
+    finally:
+        workers.close()
+        ray.shutdown()
+
+
+#: gcc under another name and version, as the hosts' compiler (clang, a newer gcc) would be.
+OTHER_CC = '#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\nexec gcc "$@"\n'
+
+
+@pytest.mark.parametrize("cluster", [{"cpus": 2, "cc": OTHER_CC}], indirect=True)
+def test_trials_are_kept_with_the_compiler_of_the_devices_that_built_them(incremented, cluster, monkeypatch):
+    """The driver's was kept: a local run with the hosts' compiler measured everything again,
+    and one with the driver's reused the hosts' figures."""
+    from tunebench.cluster import ClusterWorkers
+    from tunebench.kernel import REGISTRY
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    workers = ClusterWorkers(cluster, "cpu", incremented)
+    try:
+        assert workers.compiler("inc_cluster", REGISTRY["inc_cluster"].variants["cpu"]) == "cc 99.1"
     finally:
         workers.close()
         ray.shutdown()

@@ -138,6 +138,11 @@ class Device:
         from tunebench.backends import fingerprint
         return fingerprint(self.target)
 
+    def compiler(self, kernel: str) -> str | None:
+        """The compiler this host builds a kernel's candidates with (see :func:`tunebench.backends.compiler`)."""
+        from tunebench.backends import compiler
+        return compiler(self.target, REGISTRY[kernel].variant(self.target))
+
     def trial(self, job: TrialJob | CompareJob) -> tuple[dict, dict[str, bool]]:
         """The job's result, and this device's builds."""
         return self.workers.trial(job), self.workers.builds
@@ -213,7 +218,7 @@ class ClusterWorkers:
         result, self._builds[index] = answer
         return result
 
-    def _load(self, job: TrialJob | CompareJob) -> None:
+    def _load(self, kernel_name: str) -> None:
         """The suites to every device, once they are collected here (the first job's time); a
         job of a kernel whose suite the devices cannot import fails its task alone."""
         if not self._loaded:
@@ -224,16 +229,38 @@ class ClusterWorkers:
                 except self._ray.exceptions.RayActorError:
                     self._lost.add(index)
             self._loaded = True
-        kernel = REGISTRY.get(job.kernel)
+        kernel = REGISTRY.get(kernel_name)
         if kernel is not None and kernel.declared_in is not None and self._unimported:
             try:
                 suite = str(kernel.declared_in.resolve().relative_to(self.root.resolve()))
             except ValueError:
                 return
             if suite in self._unimported:
-                raise KernelError(f"kernel {job.kernel!r}: its suite does not import on the cluster's devices, "
+                raise KernelError(f"kernel {kernel_name!r}: its suite does not import on the cluster's devices, "
                                   f"which get the files under the suites', templates' and -I folders: "
                                   f"{self._unimported[suite]}")
+
+    def compiler(self, kernel: str, variant) -> str | None:
+        """What the devices build a kernel's candidates with, each on its own host: a trial is
+        kept with the compiler that built it, not the driver's. Devices that build with
+        different compilers are refused, as devices of different fingerprints are; None where
+        the devices cannot import the kernel's suite (its jobs say why)."""
+        try:
+            self._load(kernel)
+        except KernelError:
+            return None
+        found: dict[str | None, int] = {}
+        for index in range(len(self.devices)):
+            if index not in self._lost:
+                try:
+                    found.setdefault(self._ray.get(self.devices[index].compiler.remote(kernel)), index)
+                except self._ray.exceptions.RayActorError:
+                    self._lost.add(index)
+        if len(found) > 1:
+            raise WorkerError(f"kernel {kernel!r}: the cluster's devices build it with different compilers, and a "
+                              f"trial is reused only under its own: " + "; ".join(
+                                  f"device {i}: {c or 'unknown'}" for c, i in sorted(found.items(), key=lambda x: x[1])))
+        return next(iter(found), None)
 
     def _first(self) -> int:
         """The device final rounds and gate comparisons run on: the first one not lost."""
@@ -245,7 +272,7 @@ class ClusterWorkers:
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job on the first device (final rounds and gate comparisons: one device throughout),
         on the next one where that device's host was lost."""
-        self._load(job)
+        self._load(job.kernel)
         while True:
             index = self._first()
             try:
@@ -269,7 +296,7 @@ class ClusterWorkers:
     def submit(self, job: TrialJob) -> Future:
         """Measure ``job`` on an idle device other than the first; its result when done (from
         the first device where that one's host is lost meanwhile)."""
-        self._load(job)
+        self._load(job.kernel)
         idle = self._others()  # empty where a device was lost since the caller counted them
         index = idle[0] if idle else self._first()
         result: Future = Future()

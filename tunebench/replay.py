@@ -395,6 +395,11 @@ class Replay:
             shape: statistics.median(self.draw(recording.kernel, recording.dtype, shape, config, run))
             for shape, run in recording.runs[key].items()})
 
+    @staticmethod
+    def compiler(kernel: str, variant) -> None:
+        """A replay builds nothing: no compiler to keep with its trials."""
+        return None
+
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """What :meth:`Workers.trial <tunebench.workers.Workers.trial>` returns for this job."""
         if isinstance(job, CompareJob):

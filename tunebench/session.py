@@ -229,7 +229,7 @@ class Task:
         self.declaration = kernel.declaration(variant, dtype)
         # not part of the declaration (records of every earlier version would be measured again): kept
         # beside each trial, and a trial built by another compiler is measured again
-        self.compiler = backends.compiler(tuner.target, variant)
+        self.compiler = tuner.workers.compiler(kernel.name, variant)  # a cluster's: its devices' own
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
             tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tunebench import interference
-from tunebench.backends import create
+from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
 from tunebench.backends.process_state import ProcessState
 from tunebench.dtypes import is_float, numpy_dtype
@@ -443,6 +443,10 @@ class Workers:
         # to whatever the parent reads: the last lines a candidate printed before it died
         self._log = tempfile.TemporaryFile(prefix="tunebench-worker-")
         fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
+
+    def compiler(self, kernel: str, variant) -> str | None:
+        """What builds a kernel's candidates here (see :func:`tunebench.backends.compiler`)."""
+        return compiler(self.target, variant)
 
     def _start(self) -> None:
         _reaped(self._guard)  # a worker that died between jobs left its sentinel to reap
