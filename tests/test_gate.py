@@ -457,3 +457,23 @@ def test_a_heuristic_changed_to_the_adopted_pick_is_said_to_be_it_by_the_gate_an
     assert "kept the old one" not in result.stdout.str()
     choice = tunebench.lookup("chain", (2048,), records=path.parent, suites=pytester.path)
     assert choice.config == {"reps": 1} and choice.reason == "today's heuristic is the config the final round adopted"
+
+
+def test_a_signature_changed_with_its_args_is_gated_and_the_recorded_build_that_no_longer_fits_is_left_out(tuned):
+    """A parameter added to the template, the args builder and the reference alike failed both
+    items with "the kernel takes 3": the recorded template's build, called with today's arguments."""
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("real *y, int n)", "real *y, int n, real b)").replace(
+        "y[i + l] = acc[l];", "y[i + l] = acc[l] + b;"))
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('"n": np.int32(shape[0])}', '"n": np.int32(shape[0]), "b": np.float32(0.5)}')
+                     .replace("def reference(x, n):", "def reference(x, n, b):").replace("    return y\n",
+                                                                                        "    return y + b\n"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert re.search(r"PASS +best/baseline on \(2048,\)", out)
+    assert ("the recorded build of the best [reps:1] on (2048,) does not fit today's declaration (kernel 'chain': "
+            "the args builder gives 4 arguments (x, y, n, b), the kernel takes 3; the build is of the template as "
+            "recorded, called with today's arguments): today's build is not compared with it" in out), out

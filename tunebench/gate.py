@@ -45,7 +45,7 @@ from tunebench import __version__, backends
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.final_round import BUDGET_S, now
-from tunebench.kernel import Kernel, Variant, changed_files
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files
 from tunebench.lookup import latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_text, stores
 
@@ -281,14 +281,22 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         # one arm where the declaration or the template changed (a tolerance, the args, the code): verified, as it
         # may fail today
         while len(arms) > 1 or changed or recorded_hash != variant.source_hash:
-            comp = compare(workers, kernel.name, shape, dtype, arms,
-                           settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
-            if not comp.failure or comp.failure["arm"] != "recorded":
-                break
-            # the record's build failed, not today's code: on this and every later shape, it is left out
-            result.notes.append(f"the {_arm_name('recorded', result.configs[shape])} on {shape} ended "
-                                f"{comp.failure['status']} today ({comp.failure['error']}): today's build is not "
-                                f"compared with it")
+            try:
+                comp = compare(workers, kernel.name, shape, dtype, arms,
+                               settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
+            except KernelError as e:  # the arguments fit no arm's build: today's fault, unless only the record's
+                if not recorded:
+                    raise
+                why = (f"does not fit today's declaration ({e}; the build is of the template as recorded, called "
+                       f"with today's arguments)")
+            else:
+                if not comp.failure or comp.failure["arm"] != "recorded":
+                    break
+                why = f"ended {comp.failure['status']} today ({comp.failure['error']})"
+            # the record's build failed, not today's code: on this and every later shape, it is left out (where
+            # today's does too, the comparison without it says so)
+            result.notes.append(f"the {_arm_name('recorded', result.configs[shape])} on {shape} {why}: today's "
+                                f"build is not compared with it")
             recorded, comp = {}, None
             arms = _arms(best[shape], baseline, recorded)
             del result.configs[shape]["recorded"]
