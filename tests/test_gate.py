@@ -477,3 +477,18 @@ def test_a_signature_changed_with_its_args_is_gated_and_the_recorded_build_that_
     assert ("the recorded build of the best [reps:1] on (2048,) does not fit today's declaration (kernel 'chain': "
             "the args builder gives 4 arguments (x, y, n, b), the kernel takes 3; the build is of the template as "
             "recorded, called with today's arguments): today's build is not compared with it" in out), out
+
+
+def test_a_renamed_bucket_skips_naming_its_recorded_name(tuned):
+    """A bucket renamed since its tune skipped as "never tuned here": CI stayed green while
+    best() served the heuristic for every shape of it."""
+    pytester, _ = tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('Bucket("all"', 'Bucket("every"'))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*nothing recorded for chain every float32 on this device, *: it is recorded as "
+                                 "bucket 'all' with the same range and shapes: renamed? best() serves the heuristic "
+                                 "for it until you name it 'all' again, or run `pytest test_chain.py --tune` here to "
+                                 "record it under its new name*"])
+    assert "never tuned" not in result.stdout.str()

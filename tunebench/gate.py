@@ -185,11 +185,24 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     if store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype):
         return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
                 f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
+    former = renamed_from(store, kernel, bucket, dtype)
+    if former:
+        return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
+                f"renamed? best() serves the heuristic for it until you name it {former!r} again, or run "
+                f"`{command}` here to record it under its new name")
     others = [s.device for s in devices(store)
               if s.path != store.path and s.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)]
     held = (f"; {store.path.parent} holds it for {', '.join(others)}: timings do not carry across devices"
             if others else ": it was never tuned here")
     return f"nothing recorded for {what}{held}; run `{command}` here to record it"
+
+
+def renamed_from(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str) -> str | None:
+    """The name a bucket is recorded under with today's range and representative shapes: its
+    records, under their old name, serve no shape of it."""
+    today = bucket.describe()
+    return next((t["bucket"] for t in store.tasks(kernel=kernel.name, dtype=dtype) if t["bucket"] != bucket.name
+                 and t["range"]["ranges"] == today["ranges"] and t["range"]["shapes"] == today["shapes"]), None)
 
 
 def devices(store: RecordStore) -> list[RecordStore]:
