@@ -600,3 +600,15 @@ def test_the_progress_line_shows_the_best_when_the_heuristic_fails(project, pyte
         assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
     else:  # a machine so loaded that every config that verified was disturbed: none is a best
         assert len(done) == 1 and ", best: none yet, " in done[0], done
+
+
+def test_a_gate_given_a_records_folder_that_does_not_exist_is_a_usage_error(project, pytester):
+    """A typo in --tune-records skipped every item as never tuned here, and CI stayed green."""
+    project()
+    gate = ("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "--tune-records")
+    result = pytester.runpytest(*gate, "recods")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--tune-records recods: not a folder; the gate reads the records of this device there (`--tune` " \
+           "writes them)" in result.stderr.str()
+    (pytester.path / "recods").write_text("")
+    assert "--tune-records recods: not a folder: pass its folder" in pytester.runpytest(*gate, "recods").stderr.str()

@@ -286,6 +286,16 @@ def gate_ini(config: pytest.Config) -> dict:
     return values
 
 
+def gate_records(config: pytest.Config) -> None:
+    """The --tune-records folder the gate is to read, checked: a typo skipped every task as never
+    tuned (a tune creates the folder)."""
+    given = config.getoption("tune_records")
+    if given and not Path(given).is_dir():
+        hint = ": pass its folder" if Path(given).is_file() else ""
+        raise pytest.UsageError(f"--tune-records {given}: not a folder{hint}; the gate reads the records of this "
+                                f"device there (`--tune` writes them)")
+
+
 class Gate(Item):
     """The gate of one task: its recorded best re-measured against the baseline and the record."""
 

@@ -27,7 +27,7 @@ from tunebench.replay import Replay
 from tunebench.device import describe, device_id
 from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
-                             gate_ini, measuring, strict)
+                             gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, declared_twice
 from tunebench.measure import MeasureSettings
@@ -118,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[REPLAYED] = None
     if not config.getoption("tune"):
         gate_ini(config)  # a bad setting is one line now, not a traceback per gate item
+        gate_records(config)
     if config.getoption("tune"):
         strategy = config.getoption("tune_strategy")
         if strategy not in STRATEGIES:
