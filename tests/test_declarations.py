@@ -1092,7 +1092,8 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     assert [c.get("compiler") for c in checks] == [gcc, "othercc 99.1"]
     monkeypatch.setattr(cpu, "CC", "gcc")  # the gate on a runner with the compiler of before
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
-    gate.stdout.fnmatch_lines(["*the compiler changed since the tune: the gate measures with today's*"])
+    gate.stdout.fnmatch_lines([f"*the compiler (othercc 99.1 -> {gcc}) changed since the tune: the gate measures "
+                               f"with today's*"])
     pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again
     monkeypatch.setattr(cpu, "CC", shutil.which("gcc"))  # the same gcc by its path: no change
     same = pytester.runpytest("suites", *TUNE, "-k", "small")

@@ -492,3 +492,14 @@ def test_a_renamed_bucket_skips_naming_its_recorded_name(tuned):
                                  "for it until you name it 'all' again, or run `pytest test_chain.py --tune` here to "
                                  "record it under its new name*"])
     assert "never tuned" not in result.stdout.str()
+
+
+def test_a_compiler_changed_since_the_tune_is_named_with_todays_by_the_gate(tuned):
+    """The gate said "the compiler changed since the tune", naming neither."""
+    from tunebench.backends import cpu
+
+    pytester, path = tuned
+    TinyDB(path).table("tasks").update({"compiler": "othercc 99.1"})
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    assert (f"the compiler (othercc 99.1 -> {cpu.compiler_identity()}) changed since the tune: the gate measures "
+            f"with today's" in result.stdout.str()), result.stdout.str()

@@ -234,7 +234,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                if part != "template" and today.get(part) != value]  # the template has its own note below
     compiler = backends.compiler(target, variant)
     if backends.built_otherwise(task.get("compiler"), compiler):  # gcc for clang: every config's code
-        changed.append("compiler")
+        changed.append(f"compiler ({task['compiler']} -> {compiler})")
     tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only
