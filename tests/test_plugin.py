@@ -217,7 +217,10 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     assert not (pytester.path / "records").exists()
 
 
-def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester, monkeypatch):
+def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_naming_both_counts(project, pytester,
+                                                                                                monkeypatch):
+    """The only difference between the devices, the thread count, was said as "timings do not
+    carry across devices"."""
     project()
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the thread count is part of the fingerprint
     pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small").assert_outcomes(
@@ -232,10 +235,20 @@ def test_the_gate_on_another_devices_records_skips_naming_both(project, pytester
     result.stdout.fnmatch_lines([f"*tunebench gate: {here}, no records file for this device in *records yet*",
                                  f"this machine: {here}: *family*model*2 threads*",
                                  f"recorded: {tuned.stem}: *family*model*1 thread)*",
-                                 f"*nothing recorded for axpb small float32 on this device, {here}; "
-                                 f"*records holds it for {tuned.stem}: timings do not carry across devices; "
-                                 f"run `pytest suites/test_axpb.py --tune` here to record it*"])
+                                 f"*nothing recorded for axpb small float32 on this device, {here}: it is recorded "
+                                 f"with 1 thread ({tuned.stem}); this run has 2 (OMP_NUM_THREADS=2), and timings do "
+                                 f"not carry across thread counts: gate with OMP_NUM_THREADS=1 as it was tuned, or "
+                                 f"run `pytest suites/test_axpb.py --tune` here to record it with 2*"])
     assert said(result, f"nothing recorded for axpb large float32 on this device, {here}: it was never tuned here; ")
+    store = tunebench.records.RecordStore(tuned)  # another machine's records: they do not carry at all
+    other = tunebench.records.RecordStore.for_device(tuned.parent, {**store.fingerprint, "name": "Other CPU"})
+    (task,) = store.tasks()
+    other.put_task(task)
+    tuned.unlink()
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
+    result.stdout.fnmatch_lines([f"*nothing recorded for axpb small float32 on this device, {here}; *records holds it "
+                                 f"for {other.device}: timings do not carry across devices; run `pytest "
+                                 f"suites/test_axpb.py --tune` here to record it*"])
 
 
 def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(project, pytester):

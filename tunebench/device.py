@@ -24,6 +24,15 @@ def microarchitecture_known(fingerprint: Mapping) -> bool:
     return fingerprint.get("target") != "cpu" or all(k in fingerprint for k in MICROARCHITECTURE)
 
 
+def threads_apart(here: Mapping, there: Mapping) -> bool:
+    """Whether two fingerprints are one CPU run with other thread counts (``OMP_NUM_THREADS``,
+    ``taskset`` or a cgroup): a device id of its own, though the machine is the same."""
+    def bare(fp: Mapping) -> dict:
+        return {k: v for k, v in fp.items() if k != "threads"}
+
+    return "threads" in here and there.get("threads") != here["threads"] and bare(there) == bare(here)
+
+
 def device_id(fingerprint: Mapping) -> str:
     """A readable, stable file name: ``cpu-amd-epyc-f26m2-2t-1f3a9c``, ``cuda-nvidia-h100-sm90-132sm-0b1c2d``."""
     parts = [fingerprint.get("target"), fingerprint.get("name")]

@@ -37,6 +37,7 @@ tuned (or is not itself today): the tuning-time check is not made, and the verdi
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from tunebench import __version__, backends
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
+from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files
 from tunebench.lookup import latest_confirmation, shape_times
@@ -190,10 +192,19 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
                 f"renamed? best() serves the heuristic for it until you name it {former!r} again, or run "
                 f"`{command}` here to record it under its new name")
-    others = [s.device for s in devices(store)
+    others = [s for s in devices(store)
               if s.path != store.path and s.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)]
-    held = (f"; {store.path.parent} holds it for {', '.join(others)}: timings do not carry across devices"
-            if others else ": it was never tuned here")
+    threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]
+    if threads:  # this machine, tuned with another thread count: the fix is in the CI's environment
+        n, now = threads[0].fingerprint["threads"], store.fingerprint["threads"]
+        given = os.environ.get("OMP_NUM_THREADS")
+        return (f"nothing recorded for {what}: it is recorded with {n} thread{'' if n == 1 else 's'} "
+                f"({', '.join(s.device for s in threads)}); this run has {now} "
+                f"({f'OMP_NUM_THREADS={given}' if given else 'the cores it may run on'}), and timings do not carry "
+                f"across thread counts: gate with OMP_NUM_THREADS={n} as it was tuned, or run `{command}` here to "
+                f"record it with {now}")
+    held = (f"; {store.path.parent} holds it for {', '.join(s.device for s in others)}: timings do not carry across "
+            f"devices" if others else ": it was never tuned here")
     return f"nothing recorded for {what}{held}; run `{command}` here to record it"
 
 
