@@ -368,3 +368,20 @@ def test_process_wide_state_a_candidate_sets_is_not_inherited_by_the_kernels_mea
     assert alone["status"] == "ok", alone
     assert after["status"] == "ok", after
     assert after_comparison["status"] == "ok", after_comparison
+
+
+@pytest.mark.parametrize("body, said", [
+    ("__builtin_trap();", "killed by SIGILL: an instruction this CPU does not have"),  # as an AVX-512 one on a Zen 3
+    ("volatile int zero = 0; volatile int r = n / zero; y[0] = r;", "killed by SIGFPE: an integer division by zero"),
+])
+def test_a_candidate_killed_by_an_illegal_instruction_or_a_division_by_zero_is_told_what_it_means(tmp_path, body, said):
+    """A bare "killed by SIGILL" left a user of -mavx512fp16 on an AMD EPYC guessing."""
+    (tmp_path / "dies.c").write_text(f"void dies(const float *x, float *y, int n) {{ {body} }}\n")
+    Kernel("dies", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "dies.c"), entry="dies", space=Space({"step": [1]}),
+                       heuristic=lambda shape: {"step": 1}))
+    result = _one_trial("dies")
+    assert result["status"] == "crashed" and said in result["error"], result

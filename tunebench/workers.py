@@ -389,6 +389,12 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
 #: The signals of a memory fault, and what may have caused one (see :mod:`tunebench.backends.memory`).
 FAULTS = ("SIGSEGV", "SIGBUS")
 FAULT_HINT = "an invalid memory access (a write into an input or far past an output hits a trap page)"
+#: What the other signals a candidate dies of most often mean.
+SIGNAL_HINTS = {
+    "SIGILL": "an instruction this CPU does not have (the build's -m or -march flags, or an intrinsic, ask for "
+              "one of another CPU; `gcc -march=native -Q --help=target` lists this one's)",
+    "SIGFPE": "an integer division by zero (or INT_MIN / -1)",
+}
 
 
 def _kill(group: int) -> None:
@@ -422,7 +428,8 @@ def _death(process) -> str:
     code = process.exitcode
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        return f"the worker was killed by {name}{': ' + FAULT_HINT if name in FAULTS else ''}"
+        hint = FAULT_HINT if name in FAULTS else SIGNAL_HINTS.get(name)
+        return f"the worker was killed by {name}{': ' + hint if hint else ''}"
     return f"the worker exited with status {code}"
 
 
