@@ -1159,3 +1159,35 @@ def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_mea
     trials = records(pytester.path).table("trials").all()  # the latest measurement of each
     assert {t["config"]["pause"]: (t["status"], t["repeats"], len(t["samples"])) for t in trials} == {
         1: ("ok", 7, 7), 100: ("ok", 7, 7)}
+
+
+#: Two entry points in one template: ``twice_v1`` right, ``twice_v2`` wrong in its last element.
+TWO_ENTRIES_C = TWICE_C.replace("void twice(", "void twice_v1(") + """\
+void twice_v2(const real *x, real *y, int n)
+{
+    for (int i = 0; i < n - 1; ++i) y[i] = 2 * x[i] + reps * 0 + pad * 0;
+}
+"""
+
+
+@pytest.mark.parametrize("first", ["twice", "twice_v1"])  # the kernel's own name, or another
+def test_another_entry_point_is_another_function_whose_records_nothing_serves(twice_project, pytester, first):
+    root = twice_project
+    (root / "twice.c").write_text(TWO_ENTRIES_C.replace("twice_v1(", f"{first}("))
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('entry="twice"', f'entry="{first}"'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert best_json(root)["source"] == "tuned"
+    suite.write_text(suite.read_text().replace(f'entry="{first}"', 'entry="twice_v2"'))
+    served = best_json(root)  # the records measured another function: nothing of them is served
+    assert served["source"] == "heuristic" and served["reason"].startswith(
+        f"tuned with the entry point {first}, and the variant calls twice_v2 now")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+    assert said(gate, f"nothing to gate for twice small float32: tuned with the entry point {first}, and the "
+                      f"variant calls twice_v2 now")
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert "reused:" not in again.stdout.str()
+    assert {t["status"] for t in records(root).table("trials").all()} >= {"wrong_result"}  # the new one, measured
+    if first != "twice":  # from the kernel's own name the session names no part (a part it had no record of)
+        again.stdout.fnmatch_lines(["*twice?small-float32?: the entry changed since the last tune: measured again*"])

@@ -233,13 +233,17 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if found is None:
         return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
     best, recorded_hash = found
+    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
+    retargeted = kernel.retargeted(variant, task)
+    if retargeted:  # as best() serves: the heuristic
+        return GateResult("skip", f"nothing to gate for {kernel.name} {bucket.name} {dtype}: {retargeted}, so best() "
+                                  f"serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it")
     gone = [c for c in best.values() if not variant.space.holds(c)]
     if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: the heuristic
         return GateResult("skip", (
             f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
             f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it again"))
     result = GateResult("pass")
-    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
     today = kernel.declaration(variant, dtype)
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note below

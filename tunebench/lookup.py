@@ -886,9 +886,12 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             source_hash = variant.source_hash
         except KernelError as e:  # a deployment that shipped the suites without the templates
             choice.note = f"{e}: answered for the template the records were tuned with"
-    ranked, times = store.ranked(name, dtype, bucket, source_hash) if store and declared else ({}, {})
+    # tuned with another entry point: its records measured another function, and none of them serves this one
+    retargeted = decl.retargeted(variant, task) if variant is not None and task else None
+    usable = store if not retargeted else None
+    ranked, times = usable.ranked(name, dtype, bucket, source_hash) if usable and declared else ({}, {})
     recorded, ranked = len(ranked), _in_space(variant, ranked)
-    earlier = store.latest_source(name, target, dtype, bucket) if store and variant and declared else None
+    earlier = usable.latest_source(name, target, dtype, bucket) if usable and variant and declared else None
     if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, source_hash) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
         old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
@@ -904,7 +907,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
-    final = store.final(name, target, dtype, bucket, source_hash) if store else None
+    final = usable.final(name, target, dtype, bucket, source_hash) if usable else None
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
@@ -945,7 +948,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
                     f"heuristic has changed since, and no final round measured today's: "
                     f"`{decl.tune_command(records_dir)}` does")
-    choice.reason = ("today's heuristic is the config the final round adopted" if final is not None and not kept
+    choice.reason = (f"{retargeted}: its records measured another function, so none is served; "
+                     f"`{decl.tune_command(records_dir)}` tunes this one" if retargeted else
+                     "today's heuristic is the config the final round adopted" if final is not None and not kept
                      and not adopt and not unconfirmed else
                      why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
                      unconfirmed if unconfirmed else
@@ -1002,7 +1007,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
                                                                f"for {shape}: {'; '.join(broken)}")))
-        failed = store.failure(name, dtype, bucket, source_hash, choice.config) if store else None
+        failed = usable.failure(name, dtype, bucket, source_hash, choice.config) if usable else None
         if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
