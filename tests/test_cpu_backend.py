@@ -305,9 +305,22 @@ def test_a_cpp_entry_without_extern_c_is_named_with_the_reason(tmp_path, axpb):
                   heuristic=lambda shape: {"vec": 4})
     kernel = Kernel("axpb_mangled_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
                     outputs=["y"], cpu=cpp)
-    with pytest.raises(KernelError, match=r"axpb.cpp has no function 'axpb' declared extern \"C\" \(C\+\+ names "
-                                          r"are mangled\)"):
+    with pytest.raises(KernelError, match=r"axpb.cpp exports no function 'axpb' \(declare it extern \"C\": C\+\+ "
+                                          r"names are mangled\); it exports: _Z4axpb"):
         run_once(CpuBackend(), kernel, cpp, {"vec": 4})
+
+
+def test_an_entry_point_only_a_library_the_kernel_links_defines_is_refused_as_compile_check_refuses_it(axpb):
+    kernel, _ = axpb
+    path = kernel.variant("cpu").path  # a template that calls libm: a library built from it links libm
+    path.write_text("#include <math.h>\nfloat axpb_exp(float v) { return expf(v); }\n" + path.read_text())
+    expf = Variant(source=path, entry="expf", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
+                   heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
+    kernel = Kernel("axpb_expf_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                    outputs=["y"], cpu=expf)  # libm's expf, called with the kernel's pointers, gave NaN
+    with pytest.raises(KernelError, match=r"^kernel 'axpb_expf_test': axpb.c exports no function 'expf'; it exports: "
+                                          r"axpb, axpb_exp$"):
+        run_once(CpuBackend(), kernel, expf, {"vec": 1, "unroll": 1, "mode": 0})
 
 
 #: A param named as a C library function (``div``): defined ahead of <stdlib.h>, it rewrites the

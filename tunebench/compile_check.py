@@ -258,11 +258,9 @@ def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: di
     """On the CPU: the entry point among each library's exported functions, and the args
     builder's arguments against its parameters as the DWARF lists them."""
     for (dtype, _, named), functions in built.items():
-        if variant.entry not in functions:
-            hint = ' (declare it extern "C": C++ names are mangled)' if cpu.language(variant) == "c++" else ""
-            result.launch_failures.append((f"{dtype} [{named}]", (
-                f"{variant.path.name} exports no function {variant.entry!r}{hint}; it exports: "
-                f"{', '.join(sorted(functions)) or 'none'}")))
+        missing = cpu.missing_entry(variant, functions)
+        if missing:
+            result.launch_failures.append((f"{dtype} [{named}]", missing))
     found = {}
     for (dtype, _, _), functions in built.items():
         if functions.get(variant.entry) is not None:

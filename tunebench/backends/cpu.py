@@ -125,6 +125,18 @@ def _one_code(variant: Variant, lang: str, ctype: str, configs: list[dict]) -> b
     return True
 
 
+def missing_entry(variant: Variant, functions: Mapping[str, Any]) -> str | None:
+    """Where the library built from a variant (its ``functions``, as :func:`library_functions`
+    reads them) does not itself define the entry point, what is said, by compile-check and a tune
+    alike: a name only a library it links defines (libm's ``expf``) is found by the loader all the
+    same, and was called with the kernel's arguments."""
+    if variant.entry in functions:
+        return None
+    hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
+    return (f"{variant.path.name} exports no function {variant.entry!r}{hint}; it exports: "
+            f"{', '.join(sorted(functions)) or 'none'}")
+
+
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]
@@ -333,7 +345,7 @@ class CpuBackend(Backend):
     def __init__(self, cache: BuildCache | None = None):
         self.cache = cache or BuildCache()
         self._buffers: dict[tuple, Buffers] = {}  # (placement, writable inputs) -> the latest shape's buffers
-        self._params: dict[str, tuple[Param, ...] | None] = {}  # library -> its entry point's parameters
+        self._functions: dict[str, dict[str, tuple[Param, ...] | None] | None] = {}  # library -> its functions
         os.environ.setdefault("OMP_NUM_THREADS", str(thread_count()))
 
     def fingerprint(self) -> dict:
@@ -375,14 +387,14 @@ class CpuBackend(Backend):
         refused = args_refusal(args)
         if refused:
             raise KernelError(f"kernel {kernel.name!r}: {refused}")
-        try:
-            fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
-        except AttributeError:
-            hint = " declared extern \"C\" (C++ names are mangled)" if language(variant) == "c++" else ""
-            raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no function "
-                              f"{variant.entry!r}{hint}") from None
+        functions = self._library_functions(build)
+        missing = missing_entry(variant, functions) if functions is not None else None
+        if missing:
+            raise KernelError(f"kernel {kernel.name!r}: {missing}")
+        fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         fn.restype = None
-        mismatch = self._args_problem(build, variant, args)
+        params = functions.get(variant.entry) if functions is not None else None
+        mismatch = args_problem(args, params) if params is not None else None
         if mismatch:
             raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
         if any(b.source is not args for b in self._buffers.values()):
@@ -390,17 +402,18 @@ class CpuBackend(Backend):
         if (placement, writable_inputs) not in self._buffers:
             self._buffers[placement, writable_inputs] = Buffers(kernel, args, placement, writable_inputs)
         runner = CpuRunner(fn, kernel, self._buffers[placement, writable_inputs])
-        runner.typed = self._params.get(str(build.handle)) is not None
+        runner.typed = params is not None
         return runner
 
-    def _args_problem(self, build: Build, variant: Variant, args: Mapping[str, Any]) -> str | None:
-        """Where the arguments do not fit the entry point's parameters as the library's DWARF
-        lists them: a declaration error, before a call that would read a wrong value in every
-        config. Unchecked where pyelftools is not installed, or the flags drop the DWARF."""
+    def _library_functions(self, build: Build) -> dict[str, tuple[Param, ...] | None] | None:
+        """The functions the library itself defines, each with its parameters as its DWARF lists
+        them (see :func:`library_functions`): the entry point is looked up among them, and the
+        arguments checked against its parameters (a declaration error, before a call that would
+        read a wrong value in every config). None where pyelftools is not installed: unchecked."""
         key = str(build.handle)
-        if key not in self._params:
+        if key not in self._functions:
             try:
-                self._params[key] = library_functions(build.handle).get(variant.entry)
+                self._functions[key] = library_functions(build.handle)
             except ImportError:
-                self._params[key] = None
-        return args_problem(args, self._params[key]) if self._params[key] is not None else None
+                self._functions[key] = None
+        return self._functions[key]
