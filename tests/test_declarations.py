@@ -1191,3 +1191,11 @@ def test_another_entry_point_is_another_function_whose_records_nothing_serves(tw
     assert {t["status"] for t in records(root).table("trials").all()} >= {"wrong_result"}  # the new one, measured
     if first != "twice":  # from the kernel's own name the session names no part (a part it had no record of)
         again.stdout.fnmatch_lines(["*twice?small-float32?: the entry changed since the last tune: measured again*"])
+
+
+@pytest.mark.parametrize("flags", ["-lm", ("-O2"), ("-O2", 3)])  # ("-O2") lacks its comma: a str
+def test_flags_given_as_a_string_are_a_declaration_error_that_says_how_to_write_them(flags):
+    with pytest.raises(tunebench.KernelError, match=r"^variant kernels/k.c: flags=.* must be a tuple of flags, as "
+                                                    r"\('-O2',\)$"):
+        tunebench.Variant(source="kernels/k.c", entry="k", space=tunebench.Space({"u": [1]}),
+                          heuristic=lambda shape: {"u": 1}, flags=flags)

@@ -213,6 +213,8 @@ class Variant:
         if isinstance(self.dtypes, str) or not all(isinstance(d, str) for d in self.dtypes):
             raise KernelError(f"variant {self.source}: dtypes={self.dtypes!r} must be a tuple of dtype names, "
                               f"as ('float32', 'float16')")
+        if isinstance(self.flags, str) or not all(isinstance(f, str) for f in self.flags):  # ("-O2") is a str
+            raise KernelError(f"variant {self.source}: flags={self.flags!r} must be a tuple of flags, as ('-O2',)")
         for dtype in self.dtypes:
             try:
                 numpy_dtype(dtype)
