@@ -507,3 +507,57 @@ def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_i
     with pytest.raises(CompileError, match="helper_nobody_wrote"):
         CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 1}, "float32")
     CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0}, "float32")
+
+
+#: A kernel scaling by what a header (``SCALE``) or a helper compiled beside it (``helper``) says.
+SCALED_C = """\
+INCLUDE
+float helper(float v);
+void scaled(const float *x, float *y, int n)
+{
+    for (int i = 0; i < n; ++i) y[i] = HOW + 0 * tile;
+}
+"""
+
+
+@pytest.mark.parametrize("flags, include, how", [
+    (("-I", "../include"), '#include "cfg.h"', "SCALE * x[i]"),
+    (("-iquote", "../include"), '#include "cfg.h"', "SCALE * x[i]"),
+    (("-isystem", "../include"), "#include <cfg.h>", "SCALE * x[i]"),
+    (("-idirafter", "../include"), "#include <cfg.h>", "SCALE * x[i]"),
+    (("-isystem../include",), "#include <cfg.h>", "SCALE * x[i]"),
+    (("-include", "../include/cfg.h"), "", "SCALE * x[i]"),
+    (("src/helper.c",), "", "helper(x[i])"),  # found from the suite's folder upwards, as the template is
+])
+def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_is_built_and_measured_again(
+        tmp_path, flags, include, how, monkeypatch):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "scaled.c").write_text(SCALED_C.replace("INCLUDE", include).replace("HOW", how))
+    (tmp_path / "include" / "cfg.h").write_text("#define SCALE 2\n")
+    (tmp_path / "src" / "helper.c").write_text("float helper(float v) { return 2 * v; }\n")
+    monkeypatch.chdir(tmp_path / "include")  # not where the flags are read from
+
+    def declared():
+        variant = Variant(source="scaled.c", entry="scaled", space=Space({"tile": [1]}), flags=flags,
+                          heuristic=lambda shape: {"tile": 1}, origin=tmp_path / "suites")
+        return variant, Kernel("scaled_flags_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(8,)])]),
+                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                               "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                               reference=lambda x, n: SCALE * x, outputs=["y"], cpu=variant)
+
+    SCALE = 2
+    variant, kernel = declared()
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "include" / "cfg.h").write_text("#define SCALE 3\n")
+    (tmp_path / "src" / "helper.c").write_text("float helper(float v) { return 3 * v; }\n")
+    SCALE = 3
+    edited, kernel = declared()
+    assert edited.source_hash != variant.source_hash
+    assert edited.declared_flags == variant.declared_flags == " ".join(flags)  # as every checkout has them
+    backend = CpuBackend()
+    assert not backend.build(kernel, edited, {"tile": 1}, "float32").cached
+    got, want = run_once(backend, kernel, edited, {"tile": 1}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

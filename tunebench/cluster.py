@@ -55,6 +55,7 @@ def project_files(root: Path) -> dict[str, str]:
                 if variant.text is None:
                     folders.add(variant.path.parent)
                 folders.update(variant.include_dirs)
+                folders.update(f.parent for f in variant.flag_files)
     found, shipped = {}, 0
     for folder in folders:
         try:

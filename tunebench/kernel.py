@@ -49,9 +49,35 @@ def _dtype_name(name: str) -> bool:
         return False
 
 
-def _is_include(flag: str) -> bool:
-    """Whether a compiler flag names an include folder (``-Idir``)."""
-    return flag.startswith("-I") and len(flag) > 2
+#: The options naming a folder headers are looked up in, written ``-Idir`` or ``-I dir`` (gcc takes both).
+DIR_OPTIONS = ("-iquote", "-isystem", "-idirafter", "-I")
+#: The options naming a file the compiler reads ahead of the template, written ``-include file``.
+FILE_OPTIONS = ("-include", "-imacros")
+#: What an argument of no option names where it ends so: an input file compiled or linked with the template.
+INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
+#: The input files whose bytes are their content (no text whose headers could be inlined).
+BINARY_SUFFIXES = (".o", ".a", ".so")
+
+
+def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
+    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``, else "";
+    the path as given; "dir" for a header folder, "file" for a file the compiler reads), None
+    where it names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
+    found: list[tuple[str, str, str] | None] = []
+    takes = None  # what the flag before, an option alone, takes
+    for flag in flags:
+        joined = next((o for o in DIR_OPTIONS if flag.startswith(o) and flag != o), None)
+        if takes:
+            found.append(("", flag, takes))
+            takes = None
+        elif flag in DIR_OPTIONS or flag in FILE_OPTIONS:
+            found.append(None)
+            takes = "dir" if flag in DIR_OPTIONS else "file"
+        elif joined:
+            found.append((joined, flag[len(joined):], "dir"))
+        else:
+            found.append(("", flag, "file") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
+    return found
 
 
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
@@ -188,7 +214,14 @@ class Variant:
       three, or ``(grid, block, shared_bytes)`` for the dynamic shared memory (``extern
       __shared__``) of each block; the entry point is an ``extern "C" __global__`` function, or a
       ``__global__`` template instantiated once per build, named without its template arguments.
-    - ``flags``: extra compiler flags.
+    - ``flags``: extra compiler flags, a tuple (``("-O2",)``). Header folders (``-Idir`` or ``-I
+      dir``, ``-iquote``, ``-isystem``, ``-idirafter``) are read from the declaring file's
+      folder, and their headers inlined (see :attr:`template`); files (``-include file``,
+      ``-imacros file``, and input files compiled or linked with the template: an argument of no
+      option ending ``.c``, ``.cc``, ``.cpp``, ``.cxx``, ``.cu``, ``.o``, ``.a`` or ``.so``) are
+      found from that folder upwards, as the template is, and their content is part of the
+      source hash: an edited one is built and measured again. Other paths in flags (``-L``) are
+      the compiler's, from wherever the run started, and not hashed.
     - ``buckets``: this target's own buckets, where its representative shapes must differ from
       the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).
     - ``arch_specific``: CUDA only, built for the device's architecture-specific target
@@ -224,47 +257,77 @@ class Variant:
     @cached_property
     def path(self) -> Path:
         """The template file, looked up from the declaring file's folder upwards."""
-        p = Path(self.source)
+        return self._found(self.source, "source")
+
+    def _found(self, given: str | Path, what: str) -> Path:
+        """A file named from the declaring file's folder or one of its parents, or absolute."""
+        p = Path(given)
         if p.is_absolute():
             found = p if p.exists() else None
         else:
             start = self.origin or Path.cwd()
             found = next((d / p for d in (start, *start.parents) if (d / p).is_file()), None)
         if found is None:
-            raise KernelError(f"source {str(self.source)!r} not found from {self.origin or Path.cwd()} upwards")
+            raise KernelError(f"{what} {str(given)!r} not found from {self.origin or Path.cwd()} upwards")
         return found
 
     @cached_property
-    def include_dirs(self) -> tuple[Path, ...]:
-        """The folders of its ``-I`` flags, a relative one from the declaring file's folder (not
-        from wherever the run started)."""
+    def _paths(self) -> tuple[Path | None, ...]:
+        """Per flag, the path it names (see :func:`flag_paths`) resolved as the template is, not
+        from wherever the run started: a folder from the declaring file's folder, a file from
+        there upwards; None for a flag that names none."""
         base = self.origin or Path.cwd()
-        return tuple((base / f[2:]).resolve() for f in self.flags if _is_include(f))
+        return tuple(None if named is None else (base / named[1]).resolve() if named[2] == "dir"
+                     else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
+                     for named in flag_paths(self.flags))
 
-    def _includes(self, form: Callable[[Path], str]) -> tuple[str, ...]:
-        """The flags with each ``-I`` flag's folder (see :attr:`include_dirs`) written by ``form``."""
-        dirs = iter(self.include_dirs)
-        return tuple(form(next(dirs)) if _is_include(f) else f for f in self.flags)
+    @cached_property
+    def include_dirs(self) -> tuple[Path, ...]:
+        """The header folders of its flags (``-Idir``, ``-I dir``, ``-iquote``, ``-isystem``, ``-idirafter``)."""
+        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
+
+    @cached_property
+    def flag_files(self) -> tuple[Path, ...]:
+        """The files its flags name (``-include`` and ``-imacros`` files, input files): their
+        content is the build's as much as the template's (see :attr:`template`)."""
+        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "file")
+
+    def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
+        """The flags with each folder and file they name written by ``folder`` and ``file`` (its
+        path resolved, and as given)."""
+        return tuple(flag if named is None else named[0] + (folder(p) if named[2] == "dir" else file(p, named[1]))
+                     for flag, p, named in zip(self.flags, self._paths, flag_paths(self.flags)))
 
     @cached_property
     def build_flags(self) -> tuple[str, ...]:
-        """The flags as the compiler gets them: each ``-I`` folder resolved."""
-        return self._includes(lambda d: f"-I{d}")
+        """The flags as the compiler gets them: each folder and file they name resolved."""
+        return self._written(str, lambda p, given: str(p))
 
     @cached_property
     def declared_flags(self) -> str:
-        """The flags as a trial's declaration keeps them: an ``-I`` folder from the declaring
-        file's folder, so that a checkout elsewhere is the same declaration; "(arch-specific)"
-        where it builds for the device's architecture-specific target."""
+        """The flags as a trial's declaration keeps them: a header folder from the declaring
+        file's folder and a file as given, so that a checkout elsewhere is the same declaration;
+        "(arch-specific)" where it builds for the device's architecture-specific target."""
         base = self.origin or Path.cwd()
-        flags = " ".join(self._includes(lambda d: f"-I{os.path.relpath(d, base)}"))
+        flags = " ".join(self._written(lambda p: os.path.relpath(p, base), lambda p, given: given))
         return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
     @cached_property
     def template(self) -> str:
-        """The template with its local headers, and those of its ``-I`` folders, inlined (see
-        :func:`inline_includes`)."""
-        return self.text if self.text is not None else inline_includes(self.path, dirs=self.include_dirs)
+        """The template with its local headers, and those of its header folders, inlined (see
+        :func:`inline_includes`), and after it, for each file its flags name, a comment holding
+        the hash of its content (its own headers inlined): an edited file is another source, so
+        it is built and measured again, and a #line naming it says where the edit lies."""
+        if self.text is not None:
+            return self.text
+        text = inline_includes(self.path, dirs=self.include_dirs)
+        for file in self.flag_files:
+            content = file.read_bytes() if file.suffix in BINARY_SUFFIXES else inline_includes(
+                file, top=self.path.parent, dirs=self.include_dirs).encode()
+            text += ("" if text.endswith("\n") else "\n") + (
+                f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
+                f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
+        return text
 
     @cached_property
     def source_hash(self) -> str:
