@@ -341,8 +341,10 @@ class Task:
         warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
                      else None)
         warm_from = len(store.trials()) if warm_from is None else warm_from
-        self.changed = [part for part, value in recorded.get("declaration", {}).items()
-                        if self.declaration.get(part) != value]
+        # a declaration keeps its entry point only where it is not the kernel's name (see Kernel.declaration)
+        before, today = ({"entry": self.kernel.name, **d} for d in (recorded.get("declaration", {}), self.declaration))
+        self.changed = [part for part in dict.fromkeys([*before, *today]) if before.get(part) != today.get(part)] \
+            if "declaration" in recorded else []
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
             self.changed.append("compiler")
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
