@@ -419,3 +419,46 @@ def test_a_merge_says_which_final_round_counts_where_both_sides_tuned_a_task_and
     assert [c["timestamp"][:10] for c in merged["checks"].values()] == ["2026-11-01", "2026-11-02", "2026-11-03"]
     assert list(merged["future"].values()) == [{"what": "a newer tunebench's table"}]
     assert list(merged["format"].values()) == [{"version": FORMAT}]  # sides from before formats: stamped
+
+
+def test_a_conflict_resolved_by_hand_with_both_sides_document_ids_is_refused_and_merged_by_the_driver(tmp_path):
+    """Both branches numbered their new documents alike; "accept both" left each id twice, the
+    JSON reader kept the last, and the gate rewrote the file without the other branch's."""
+    repo = tmp_path / "repo"
+    (repo / "records").mkdir(parents=True)
+    name = f"{device_id(FINGERPRINT)}.json"
+    path = repo / "records" / name
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo,
+                              capture_output=True, text=True)
+    git("init", "-q", "-b", "main")
+    store = RecordStore.for_device(repo / "records", FINGERPRINT)
+    store.add(trial({"t": 0}, timestamp="2026-11-01"))
+    store.compact()
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    for branch, t in (("a", 1), ("b", 2)):
+        git("checkout", "-q", "-b", branch, "main")
+        store = RecordStore.for_device(repo / "records", FINGERPRINT)
+        store.add(trial({"t": t}, timestamp=f"2026-11-0{t + 1}"))
+        store.compact()
+        git("commit", "-qam", branch)
+    assert git("merge", "-q", "a").returncode != 0  # a line conflict: both added trial "2"
+    lines = path.read_text().splitlines()  # "accept both", and the comma between them
+    lines = [f"{line}," if line.startswith('  "2"') and lines[i + 1] == "=======" else line
+             for i, line in enumerate(lines) if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))]
+    path.write_text("\n".join(lines) + "\n")
+    assert sorted(json.loads(path.read_text())["trials"]) == ["1", "2"]  # what a JSON reader sees
+    git("commit", "-qam", "resolved by hand")
+    text = path.read_text()
+    for opening in (lambda: RecordStore(path), lambda: RecordStore.for_device(repo / "records", FINGERPRINT)):
+        with pytest.raises(RecordsError, match=re.escape(f"{path}: table 'trials' holds document id 2 twice")) as caught:
+            opening()
+    assert path.read_text() == text
+    # the commands given, run where the hand merge was committed: both sides' trials, once each
+    command = str(caught.value).split("in its folder: ", 1)[1]
+    done = subprocess.run(["bash", "-c", command], cwd=repo / "records", capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert [t["config"]["t"] for t in RecordStore(path).trials()] == [0, 1, 2]

@@ -272,6 +272,46 @@ def _described_problem(table: str, doc: Mapping) -> str | None:
     return f"its {wrong!r} is {doc.get(wrong, 'missing')!r}, not a string" if wrong else None
 
 
+def _merge_command(name: str, sides: str) -> str:
+    """Shell commands, run in a records file's folder, that merge its three versions (``sides``:
+    where git finds the base's, ours and theirs) with tunebench's merge driver; where ours or
+    theirs is not found, they stop before overwriting the file."""
+    return (f"d=$(mktemp -d); i=0; for s in {sides}; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
+            f"|| : > $d/$i.json; done; [ -s $d/2.json ] && [ -s $d/3.json ] && tunebench merge-records $d/1.json "
+            f"$d/2.json $d/3.json && cp $d/2.json {name}")
+
+
+class _Repeats(dict):
+    """A JSON object that names a key more than once: a JSON reader keeps only the last."""
+
+    repeats: list[str]
+
+
+def _keep_repeats(pairs: list[tuple]) -> dict:
+    """A JSON object as a dict, a :class:`_Repeats` where it names a key more than once."""
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    found = _Repeats(found)
+    keys = [k for k, _ in pairs]
+    found.repeats = sorted({k for k in keys if keys.count(k) > 1}, key=_doc_order)
+    return found
+
+
+def _repeated(data) -> str | None:
+    """What a file's tables or documents name twice (a hand-merged conflict), else None."""
+    if isinstance(data, _Repeats):
+        return f"it holds table {', '.join(map(repr, data.repeats))} twice"
+    for table, docs in data.items() if isinstance(data, dict) else ():
+        if isinstance(docs, _Repeats):
+            ids = ", ".join(docs.repeats)
+            return f"table {table!r} holds document id{'s' if len(docs.repeats) > 1 else ''} {ids} twice"
+        for doc_id, doc in docs.items() if isinstance(docs, dict) else ():
+            if isinstance(doc, _Repeats):
+                return f"document {doc_id} of table {table!r} holds {', '.join(map(repr, doc.repeats))} twice"
+    return None
+
+
 class AtomicJSONStorage(Storage):
     """TinyDB storage that validates on read and replaces the file atomically on write. TinyDB
     reads the whole file for every table access; the parsed tables are kept while the file's
@@ -313,16 +353,23 @@ class AtomicJSONStorage(Storage):
         if re.search(rb"^<<<<<<< ", raw, re.MULTILINE):
             raise RecordsError(
                 f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
-                f"README's Records); to merge both sides' trials, in its folder: d=$(mktemp -d); for s in 1 2 3; "
-                f"do git show :$s:./{self.path.name} > $d/$s.json 2>/dev/null || : > $d/$s.json; done; "
-                f"tunebench merge-records $d/1.json $d/2.json $d/3.json && cp $d/2.json {self.path.name}") from None
+                f"README's Records); to merge both sides' trials, in its folder: "
+                f"{_merge_command(self.path.name, ':1: :2: :3:')}") from None
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(raw.decode("utf-8"), object_pairs_hook=_keep_repeats)
         except UnicodeDecodeError as e:
             raise RecordsError(f"{self.path}: not a records file (binary data at byte {e.start}); "
                                f"{untouched}") from None
         except json.JSONDecodeError as e:
             raise RecordsError(f"{self.path}: corrupted records file ({e}); {untouched}") from None
+        repeated = _repeated(data)
+        if repeated:
+            raise RecordsError(
+                f"{self.path}: {repeated}: a conflict resolved by hand, both sides' documents under the same ids, "
+                f"of which a reader keeps only the last; {untouched}. To merge both sides with tunebench's merge "
+                f"driver (see the README's Records; before the merge is committed, HEAD and MERGE_HEAD for HEAD^1 "
+                f"and HEAD^2), in its folder: "
+                f"{_merge_command(self.path.name, '$(git merge-base HEAD^1 HEAD^2): HEAD^1: HEAD^2:')}")
         _validate(self.path, data)
         # in the order they were recorded, whatever a tool did to the keys' order ("10" before "2"
         # sorted as text): the latest of a trial's measurements and of a task's final rounds is read
