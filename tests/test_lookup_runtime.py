@@ -360,6 +360,8 @@ def test_a_process_that_cannot_fingerprint_its_gpu_names_the_device_it_serves(de
     data = json.loads((records / f"{DEVICE}.json").read_text())  # another device's records: another fingerprint
     data["device"]["1"]["name"] = "Another EPYC"
     gpu = device_id(data["device"]["1"])
+    for doc in data["trials"].values():  # each trial names the device that measured it
+        doc["device"] = gpu
     (records / f"{gpu}.json").write_text(json.dumps(data))
     (records / f"{DEVICE}.json").unlink()
     assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "heuristic"

@@ -20,7 +20,7 @@ FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "t
 
 def trial(config, shape=(4, 8), status="ok", **extra):
     return {"kernel": "k", "source_hash": "abc", "shape": list(shape), "dtype": "float32",
-            "config": config, "status": status, "device": "d", "stats": {"median": 1.0}, **extra}
+            "config": config, "status": status, "device": device_id(FINGERPRINT), "stats": {"median": 1.0}, **extra}
 
 
 def test_device_id_is_readable_and_follows_the_fingerprint():
@@ -462,3 +462,22 @@ def test_a_conflict_resolved_by_hand_with_both_sides_document_ids_is_refused_and
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
     assert [t["config"]["t"] for t in RecordStore(path).trials()] == [0, 1, 2]
+
+
+def test_another_devices_trials_copied_into_this_devices_file_are_refused_naming_it(tmp_path):
+    """A hand merge copied the Zen 5 records' documents into this device's file: best() served
+    them and the gate judged against them."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.compact()
+    other = device_id({**FINGERPRINT, "name": "AMD EPYC", "family": 26, "model": 2})
+    data = json.loads(store.path.read_text())
+    data["trials"].update({"7": trial({"vec": 2}, device=other), "8": trial({"vec": 4}, device=other)})
+    text = json.dumps(data)
+    store.path.write_text(text)
+    for opening in (lambda: RecordStore(store.path), lambda: RecordStore.for_device(tmp_path, FINGERPRINT)):
+        with pytest.raises(RecordsError, match=re.escape(
+                f"{store.path}: 2 of its trials (the first: trial 7) are measurements of {other} (their 'device'), "
+                f"not of {store.device}, as the file's name says")):
+            opening()
+    assert store.path.read_text() == text

@@ -210,6 +210,7 @@ def _validate(path: Path, data) -> None:
         if wrong:
             raise RecordsError(f"{path}: trial {doc_id}: {wrong}; the file is left untouched: restore it (git "
                                f"checkout) or remove the trial")
+    _devices_named(path, data)
     for table, what, problem in (("checks", "check", _check_problem), ("tasks", "task", _described_problem),
                                  ("sources", "source", _described_problem)):
         for doc_id, doc in data.get(table, {}).items():
@@ -217,6 +218,28 @@ def _validate(path: Path, data) -> None:
             if wrong:
                 raise RecordsError(f"{path}: {what} {doc_id}: {wrong}; the file is left untouched: restore it (git "
                                    f"checkout) or remove the {what}")
+
+
+def _devices_named(path: Path, data: Mapping) -> None:
+    """A file named as a device id holds that device's measurements alone: its device table
+    and every trial say so (one renamed, or with another's records copied in by hand, served
+    them as this device's)."""
+    device = path.stem
+    if not DEVICE_NAME.fullmatch(device):
+        return
+    recorded = next(iter(data.get("device", {}).values()), None)
+    if recorded and device_id(recorded) != device:  # renamed
+        raise RecordsError(f"{path}: holds the records of {device_id(recorded)} (its device table), not of "
+                           f"{device}, as its name says: measurements of one device are never another's; rename "
+                           f"it back (the file is left untouched)")
+    foreign = [(doc_id, doc["device"]) for doc_id, doc in data.get("trials", {}).items() if doc["device"] != device]
+    if foreign:
+        doc_id, other = foreign[0]
+        raise RecordsError(f"{path}: {len(foreign)} of its trials (the first: trial {doc_id}) are measurements of "
+                           f"{other} (their 'device'), not of {device}, as the file's name says: measurements of "
+                           f"one device are never another's (another device's records copied in by hand?); the "
+                           f"file is left untouched: restore it (git checkout), or remove that device's trials, "
+                           f"tasks, sources and checks from it")
 
 
 def _doc_order(doc_id: str) -> tuple:
@@ -503,10 +526,6 @@ class RecordStore:
         #: killed; not one still running); they are folded with this run's, and the run says so.
         self.leftover = self._pending() if not self.read_only and not self._running() else []
         recorded = next(iter(data.get("device", {}).values()), None)
-        if recorded and DEVICE_NAME.fullmatch(self.device) and device_id(recorded) != self.device:  # renamed
-            raise RecordsError(f"{self.path}: holds the records of {device_id(recorded)} (its device table), "
-                               f"not of {self.device}, as its name says: measurements of one device are never "
-                               f"another's; rename it back (the file is left untouched)")
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._stamped = recorded is not None and bool(data.get("format"))
         self._compacted = time.monotonic()
