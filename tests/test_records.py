@@ -481,3 +481,47 @@ def test_another_devices_trials_copied_into_this_devices_file_are_refused_naming
                 f"not of {store.device}, as the file's name says")):
             opening()
     assert store.path.read_text() == text
+
+
+@pytest.mark.parametrize("template_changed_on", ["ours", "theirs"])
+def test_where_both_sides_tuned_a_task_the_round_of_the_template_one_side_changed_is_read_after_any_merge(
+        tmp_path, template_changed_on):
+    """Branch C edited the template and tuned; branch D tuned the old one again later. The merge
+    read D's round, of a template the merged tree no longer holds: the gate failed unchanged code
+    and best() served D's pick, while the records held a round for the merged template."""
+    def round_(source, when, winner):
+        return {"kind": "tune", "kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "all",
+                "source_hash": source, "setup_hash": "s", "shapes": [], "winner": winner, "timestamp": when}
+
+    def task(source, warm_from=None):
+        return {"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "all", "source_hash": source,
+                "setup_hash": "s", "warm_from": warm_from}
+
+    def side(name, tasks, checks, trials=()):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "tasks": dict(enumerate(tasks, 1)),
+                                    "checks": dict(enumerate(checks, 1)), "trials": dict(enumerate(trials, 1))}))
+        return path
+
+    tuned = round_("old", "2026-11-01T00:00:00+00:00", 0)
+    edited = round_("new", "2026-11-02T00:00:00+00:00", 1)  # C: the template edited, tuned
+    again = round_("old", "2026-11-03T00:00:00+00:00", 2)  # D: the old template, tuned again later
+    base = side("base", [task("old")], [tuned])
+    c = side("c", [task("new")], [tuned, edited])
+    d = side("d", [task("old", warm_from="x")], [tuned, again])
+    ours, theirs = (c, d) if template_changed_on == "ours" else (d, c)
+    merged, notes = records_merge.merge(base, ours, theirs)
+    rounds = [r for r in merged["checks"].values() if r["kind"] == "tune"]
+    assert [r["winner"] for r in rounds] == [0, 2, 1]  # every round kept; C's read last
+    assert [t["source_hash"] for t in merged["tasks"].values()] == ["new"]
+    assert notes == [f"k[all-float32] on cpu: both sides tuned it; {template_changed_on[:-1]} side's final round "
+                     f"(2026-11-02T00:00:00+00:00), the only one of a template or declaration changed since the "
+                     f"base, is the one used, as git keeps that side's template; the other side's "
+                     f"(2026-11-03T00:00:00+00:00) is kept as history"]
+    # a later merge with a branch that tuned nothing of it keeps that order, whichever side it is
+    merged_path = tmp_path / "merged.json"
+    AtomicJSONStorage(merged_path).write(merged)
+    other = side("e", [task("old")], [tuned], [trial({"vec": 1}, timestamp="2026-11-04T00:00:00+00:00")])
+    for sides in ((merged_path, other), (other, merged_path)):
+        later, _ = records_merge.merge(base, *sides)
+        assert [r["winner"] for r in later["checks"].values() if r["kind"] == "tune"] == [0, 2, 1]

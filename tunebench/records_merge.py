@@ -5,8 +5,11 @@ Every tune appends trials at the end of the same tables, under TinyDB's sequenti
 so two branches' records always conflict in a line merge, and taking either side loses the
 other's trials. Records are a set of facts, not text: the merge is the union of trials, sources
 and checks (each a document that either side wrote, kept once), in the order they were made
-(their timestamps, so that the latest final round of a task stays the one lookups read), and
-per task the description of the side that changed it (ours where both did). A trial both sides
+(each side's own order, the two interleaved by their timestamps, so that the latest final round
+of a task stays the one lookups read), and per task the description of the side that changed it
+(ours where both did). Where both sides tuned a task and only one of them changed its template or
+declaration, git keeps that side's template: its final round and description are the ones read,
+and the other side's round stays as history. A trial both sides
 measured since the base is kept twice, as the two measurements it is; the store reads the later
 (as it reads a trial measured again on one branch), and the next measurement of it replaces both. A file of another
 device on one side is a conflict: the merge leaves ours and fails.
@@ -23,6 +26,7 @@ The archive (the oldest trials, one per line, only appended to) merges as git's 
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 
@@ -33,6 +37,11 @@ from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError
 TASK_KEY = ("kernel", "target", "dtype", "bucket")
 
 
+def _task(doc: dict) -> tuple:
+    """The task a description or a final round is of."""
+    return tuple(doc[k] for k in TASK_KEY)
+
+
 def _tables(path: Path) -> dict:
     """A records file's tables; an empty file (git's stand-in for no common ancestor) is none."""
     if not path.exists() or not path.read_bytes().strip():
@@ -41,23 +50,34 @@ def _tables(path: Path) -> dict:
 
 
 def _union(base: dict, ours: dict, theirs: dict) -> list[dict]:
-    """Every document either side added or kept, once, in the order made (timestamps are
-    ISO-8601 in UTC); one of the base that a side removed (moved to the archive) stays removed."""
+    """Every document either side added or kept, once, in the order made: each side's own, the
+    two interleaved by timestamps (ISO-8601 in UTC), so that a round an earlier merge placed last
+    stays last; one of the base that a side removed (moved to the archive) stays removed."""
     def keyed(docs: dict) -> dict:
         return {json.dumps(d, sort_keys=True): d for d in docs.values()}
     b, o, t = keyed(base), keyed(ours), keyed(theirs)
-    kept = {k: d for k, d in {**o, **t}.items() if k not in b or (k in o and k in t)}
-    return sorted(kept.values(), key=lambda d: d.get("timestamp") or "")
+    kept: dict[str, dict] = {}
+    for key, doc in heapq.merge(o.items(), t.items(), key=lambda item: item[1].get("timestamp") or ""):
+        if key not in b or (key in o and key in t):
+            kept.setdefault(key, doc)
+    return list(kept.values())
+
+
+def _declared(doc: dict | None) -> tuple | None:
+    """The template and declaration that a task's description or final round is of."""
+    return (doc.get("source_hash"), doc.get("setup_hash")) if doc else None
 
 
 def _tasks(base: dict, ours: dict, theirs: dict) -> list[dict]:
-    """Per task, ours, else theirs where only theirs changed it since the base."""
+    """Per task, ours, else theirs where only theirs changed it since the base, or where both
+    did and only theirs changed its template or declaration (the side whose template git keeps)."""
     def by_key(docs: dict) -> dict:
-        return {tuple(d[k] for k in TASK_KEY): d for d in docs.values()}
+        return {_task(d): d for d in docs.values()}
     b, o, t = by_key(base), by_key(ours), by_key(theirs)
     merged = dict(o)
     for key, doc in t.items():
-        if key not in o or (o[key] == b.get(key) and doc != b.get(key)):
+        was = _declared(b.get(key))
+        if key not in o or (o[key] == b.get(key) and doc != b.get(key)) or _declared(doc) != was == _declared(o[key]):
             merged[key] = doc
     return list(merged.values())
 
@@ -80,29 +100,44 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, li
         "sources": list({d["source_hash"]: d for side in (theirs, ours) for d in get(side, "sources").values()}.values()),
         "checks": _union(get(base, "checks"), get(ours, "checks"), get(theirs, "checks")),
     }
+    notes = _retuned(base, ours, theirs, tables["checks"])
     for table in sorted((set(ours) | set(theirs)) - set(TABLES)):  # a newer tunebench's: kept, not dropped
         tables[table] = _union(get(base, table), get(ours, table), get(theirs, table))
     merged = {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
-    return merged, _retuned(get(base, "checks"), get(ours, "checks"), get(theirs, "checks"))
+    return merged, notes
 
 
-def _retuned(base: dict, ours: dict, theirs: dict) -> list[str]:
-    """The tasks both sides tuned since the base (their checks tables): of their two final
-    rounds, the later one is what lookups and the gate read after the merge, whichever found the
-    faster config."""
-    old = {json.dumps(d, sort_keys=True) for d in base.values()}
-
-    def tuned(checks: dict) -> dict:
-        return {tuple(d[k] for k in TASK_KEY): d.get("timestamp") for d in checks.values()  # a disturbed
+def _retuned(base: dict, ours: dict, theirs: dict, checks: list[dict]) -> list[str]:
+    """The tasks both sides tuned since the base: of their two final rounds, lookups and the gate
+    read the later, whichever found the faster config, except where only one is of a template or
+    declaration changed since the base. git keeps that side's template, so that round is read:
+    the task's rounds after it in ``checks`` move before it, kept as history."""
+    def tuned(side: dict, since: dict | None = None) -> dict:  # the latest round of each task
+        old = {json.dumps(d, sort_keys=True) for d in (since or {}).values()}
+        return {_task(d): d for d in side.get("checks", {}).values()  # a disturbed
                 if d.get("kind") == "tune" and not d.get("disturbed")  # round judged nothing: none reads it
                 and json.dumps(d, sort_keys=True) not in old}
-    o, t = tuned(ours), tuned(theirs)
+    o, t = tuned(ours, base.get("checks")), tuned(theirs, base.get("checks"))
+    was = {**{_task(d): d for d in base.get("tasks", {}).values()}, **tuned(base)}
     notes = []
     for key in sorted(o.keys() & t.keys()):
         kernel, target, dtype, bucket = key
-        later = max(filter(None, (o[key], t[key])), default="?")
-        notes.append(f"{kernel}[{bucket}-{dtype}] on {target}: both sides tuned it; the later final round "
-                     f"({later}) is the one used")
+        task = f"{kernel}[{bucket}-{dtype}] on {target}: both sides tuned it"
+        changed = [_declared(r) != _declared(was.get(key)) for r in (o[key], t[key])]
+        if changed[0] == changed[1]:
+            later = max(filter(None, (o[key].get("timestamp"), t[key].get("timestamp"))), default="?")
+            apart = "" if _declared(o[key]) == _declared(t[key]) else (
+                "; the two are of different templates or declarations: where the merged tree holds the other's, "
+                "tune it again (the gate judges it against the later's)")
+            notes.append(f"{task}; the later final round ({later}) is the one used{apart}")
+            continue
+        read, other, side = (o[key], t[key], "our") if changed[0] else (t[key], o[key], "their")
+        at = checks.index(read)
+        after = {i for i in range(at + 1, len(checks)) if checks[i].get("kind") == "tune" and _task(checks[i]) == key}
+        checks[at:] = [checks[i] for i in sorted(after)] + [c for i, c in enumerate(checks[at:], at) if i not in after]
+        notes.append(f"{task}; {side} side's final round ({read.get('timestamp')}), the only one of a template or "
+                     f"declaration changed since the base, is the one used, as git keeps that side's template; the "
+                     f"other side's ({other.get('timestamp')}) is kept as history")
     return notes
 
 
