@@ -525,3 +525,37 @@ def test_where_both_sides_tuned_a_task_the_round_of_the_template_one_side_change
     for sides in ((merged_path, other), (other, merged_path)):
         later, _ = records_merge.merge(base, *sides)
         assert [r["winner"] for r in later["checks"].values() if r["kind"] == "tune"] == [0, 2, 1]
+
+
+def test_a_process_forked_while_another_thread_loads_records_collects_its_garbage():
+    """The collector is off while documents load; a data-loader worker forked in that window
+    kept it off for good (19 of 33 workers), as no thread of its own would end the load."""
+    import gc
+    import threading
+
+    from tunebench.records import bulk
+
+    loading, done = threading.Event(), threading.Event()
+
+    def load():
+        with bulk():
+            loading.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    loading.wait(10)
+    assert not gc.isenabled()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        with bulk():  # a load of its own starts and ends as in any process
+            pass
+        os.write(write, b"1" if gc.isenabled() else b"0")
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 1)
+    os.waitpid(pid, 0)
+    done.set()
+    thread.join()
+    assert child == b"1" and gc.isenabled()
