@@ -549,6 +549,22 @@ def test_a_child_forked_while_a_thread_imports_the_suites_answers_with_their_dec
     assert child[3] == 0  # nor the parent's import path entry for the suite, which no thread there takes out
 
 
+def test_a_child_forked_while_a_suite_imports_a_helper_from_outside_its_folder_answers(deployed):
+    """A suite importing the framework's own library (on its import path, not beside the suite):
+    forked midway through that import, the child waited forever on the library's import lock,
+    held by a thread it does not have."""
+    (deployed / "lib").mkdir()
+    (deployed / "lib" / "slowlib.py").write_text("import time\ntime.sleep(2)\n")
+    suite = deployed / "suites" / "test_row_reduce.py"
+    suite.write_text("import slowlib\n" + suite.read_text())
+    path = os.pathsep.join(filter(None, (str(deployed / "lib"), os.environ.get("PYTHONPATH"))))
+    done = subprocess.run([sys.executable, "-c", FORKED_MIDWAY, str(deployed / "records"), DEVICE],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr  # the child killed by its alarm: nothing to read from it
+    parent, child = json.loads(done.stdout)
+    assert child[:3] == parent
+
+
 def test_a_suite_that_skips_itself_declares_nothing_to_lookups_and_exports(deployed, capsys):
     """A GPU-only suite's ``pytest.importorskip`` raised pytest's Skipped, a BaseException, out of
     the first lookup (past a framework's ``except Exception``); the next answered quietly from

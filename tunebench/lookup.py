@@ -92,7 +92,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
         if name not in sys.modules:
             first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
             sys.path.insert(0, first)
-            _IMPORTING[name] = Importing(first, package or path.parent, set(sys.modules))
+            _IMPORTING[name] = first
             try:
                 if package:  # a package's suite: its relative imports (from .helpers import ...) need it
                     _import_package(package)
@@ -162,31 +162,24 @@ def _import_package(folder: Path) -> None:
         raise
 
 
-#: The per-module import locks of Python's import system (``importlib._bootstrap``): a lock held
-#: by a thread that a fork left behind is never released in the child.
+#: The per-module import locks of Python's import system (``importlib._bootstrap``), by module
+#: name: a lock held by a thread that a fork left behind is never released in the child.
 _IMPORT_LOCKS = getattr(importlib._bootstrap, "_module_locks", {})
 
 
-@dataclass(frozen=True)
-class Importing:
-    """A suite's import under way: the folder put first on the import path for it, the suite's own
-    folder (its package's), and the modules there were before it began."""
-
-    first: str
-    own: Path
-    before: set[str]
-
-    def begun(self) -> list[str]:
-        """The modules of the suite's own folder whose import began since it did and has not
-        ended (a helper half run); a module imported whole meanwhile, by any thread, stays."""
-        return [name for name, module in list(sys.modules.items()) if name not in self.before
-                and getattr(getattr(module, "__spec__", None), "_initializing", False)
-                and Path(getattr(module, "__file__", None) or "/").resolve().is_relative_to(self.own.resolve())]
+def _imports_of_other_threads() -> list[str]:
+    """The modules whose import another thread holds the lock of: in a child forked meanwhile,
+    imports that no thread there will finish (a suite's helper, the framework's own library);
+    the calling thread's own, which go on in the child, are not among them."""
+    me = threading.get_ident()
+    return [name for name, ref in list(_IMPORT_LOCKS.items())
+            if getattr(ref(), "owner", None) not in (None, me)]
 
 
-#: Suite modules being executed now. A child forked meanwhile drops them: it would take the
-#: half-run module in ``sys.modules`` for the suite, and answer without its declaration for good.
-_IMPORTING: dict[str, Importing] = {}  # module name -> its import
+#: Suite modules being executed now -> the folder put first on the import path for each. A
+#: child forked meanwhile drops them: it would take the half-run module in ``sys.modules`` for
+#: the suite, and answer without its declaration for good.
+_IMPORTING: dict[str, str] = {}
 
 
 class SuiteImportWarning(UserWarning):
@@ -606,12 +599,14 @@ def _fresh_locks() -> None:
     them, and every lookup there waited forever."""
     global _SUITES_LOCK, _FAST_LOCK
     _SUITES_LOCK, _FAST_LOCK = threading.RLock(), threading.Lock()
-    for name, importing in _IMPORTING.items():  # the importing thread is not in the child: import them again there
-        for module in [name, *importing.begun()]:  # a helper half run holds a lock no thread here releases
-            sys.modules.pop(module, None)
-            _IMPORT_LOCKS.pop(module, None)  # its import lock too: held by the importing thread, not in the child
+    for name in _imports_of_other_threads():  # their threads are not in the child: imported again there
+        if getattr(getattr(sys.modules.get(name), "__spec__", None), "_initializing", False):
+            del sys.modules[name]  # half run; a module imported whole stays, as the framework's own
+        _IMPORT_LOCKS.pop(name, None)  # held by a thread not in the child: a fresh one is made
+    for name, first in _IMPORTING.items():  # a suite outside packages holds no import lock to say it
+        sys.modules.pop(name, None)
         with contextlib.suppress(ValueError):  # a suite that took its folder off the path itself
-            sys.path.remove(importing.first)
+            sys.path.remove(first)
     _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
