@@ -720,6 +720,63 @@ def test_suites_in_packages_import_their_own_helpers_by_relative_import_as_under
         assert tunebench.best("packaged_norm", (1024,), records=tmp_path / "records") == {"vec": 2}
 
 
+OPS_REGISTRY = """\
+OPS = set()
+def register(name):  # as torch.library does: an op registered twice is an error
+    if name in OPS:
+        raise ValueError(f"op {name!r} already registered")
+    OPS.add(name)
+"""
+
+
+def packaged_project(root: Path, vec: int) -> Path:
+    """A framework's package ``fwpkg`` whose ``__init__`` registers an op and whose suite
+    ``fwpkg/suites/test_pk.py`` declares nothing itself: it imports the framework's declaration."""
+    package = root / "fwpkg"
+    (package / "suites").mkdir(parents=True)
+    (root / "records").mkdir()
+    (root / "fwops.py").write_text(OPS_REGISTRY)
+    (package / "__init__.py").write_text(f"import fwops\nfwops.register('fwpkg::norm{vec}')\n")
+    (package / "decl.py").write_text(PACKAGED_SUITE.replace("from .helpers import VEC", f"VEC = {vec}").format(
+        name="pk", template=ROOT / "kernels" / "row_reduce.c"))
+    (package / "suites" / "__init__.py").write_text("")
+    (package / "suites" / "test_pk.py").write_text("from ..decl import pk\n")
+    return package
+
+
+@pytest.fixture
+def forgotten():
+    """The framework's modules a test imports, out of ``sys.modules`` again after it."""
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] in ("fwpkg", "fwops") or n.startswith("tunebench_suite_")]:
+        del sys.modules[name]
+
+
+def test_a_suite_inside_the_frameworks_package_is_imported_by_its_dotted_name_running_each_init_once(
+        deployed, monkeypatch, forgotten):
+    """pytest imports fwpkg/suites/test_pk.py as fwpkg.suites.test_pk; lookups ran the package's
+    ``__init__`` again under another name, where it registered its op twice, and the kernel was
+    answered without its declaration."""
+    package = packaged_project(deployed / "framework", vec=2)
+    monkeypatch.syspath_prepend(str(package.parent))
+    framework = importlib.import_module("fwpkg.decl")  # the framework imported its package first
+    failed = []
+    assert lookup_module.load_suites(package / "suites", failed) == [framework.pk] and failed == []
+    assert sys.modules["fwpkg.suites.test_pk"].pk is framework.pk
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tunebench.best("pk", (1024,), records=package.parent / "records", suites=package / "suites") == {
+            "vec": 2}
+
+
+def test_two_projects_with_a_package_of_one_name_each_import_their_own_suite(deployed, forgotten):
+    """The second project's ``fwpkg.suites.test_pk`` is not the first's, already imported."""
+    first, second = (packaged_project(deployed / release, vec) for release, vec in (("r1", 2), ("r2", 8)))
+    kernels = [lookup_module.load_suites(p / "suites")[0] for p in (first, second)]
+    assert [k.variant("cpu").baseline((1024,)) for k in kernels] == [{"vec": 2}, {"vec": 8}]
+    assert [Path(k.declared_in).parent for k in kernels] == [first.resolve(), second.resolve()]
+
+
 def test_a_release_swapped_in_and_rolled_back_by_a_symlink_is_answered_by_its_own_declaration(deployed, monkeypatch):
     """The project's declaration was kept by the text of records=: after a rollback, the other
     release's template and heuristic were served."""

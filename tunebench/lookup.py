@@ -87,19 +87,21 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
     for path in paths:
         package = package_root(path)
-        name = _module_name(package or path) + (
-            "." + ".".join(path.resolve().relative_to(package.resolve()).with_suffix("").parts) if package else "")
+        name = _suite_name(path, package)
         if name not in sys.modules:
             first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
             sys.path.insert(0, first)
             _IMPORTING[name] = first
             try:
-                if package:  # a package's suite: its relative imports (from .helpers import ...) need it
-                    _import_package(package)
-                spec = importlib.util.spec_from_file_location(name, path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
+                if package:  # its relative imports (from .helpers import ...) need its packages
+                    if name.startswith(_module_name(package)):
+                        _import_package(package)
+                    importlib.import_module(name)
+                else:
+                    spec = importlib.util.spec_from_file_location(name, path)
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[name] = module
+                    spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - any error in a suite is reported with its file
                 sys.modules.pop(name, None)  # half run: the next import must not take it for the suite
                 from _pytest.outcomes import Skipped  # a BaseException, past a framework's `except Exception`
@@ -145,9 +147,25 @@ def _module_name(path: Path) -> str:
     return f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
 
 
+def _suite_name(path: Path, package: Path | None) -> str:
+    """The name a suite is imported under: in a package, its dotted name from the folder above the
+    package, as pytest imports it (each ``__init__`` runs once, those the framework imported are
+    reused), unless this process holds a module of one of those names from elsewhere (another
+    project's package of the same name): then, as outside packages, one of its own."""
+    if package is None:
+        return _module_name(path)
+    parts = path.resolve().relative_to(package.parent.resolve()).with_suffix("").parts
+    for i in range(1, len(parts) + 1):
+        module, where = sys.modules.get(".".join(parts[:i])), package.parent.resolve().joinpath(*parts[:i])
+        if module is not None and Path(getattr(module, "__file__", None) or "/").resolve() not in (
+                where / "__init__.py", where.with_suffix(".py")):
+            return ".".join((_module_name(package), *parts[1:]))
+    return ".".join(parts)
+
+
 def _import_package(folder: Path) -> None:
-    """Import a suite's outermost package (``__init__.py``) under :func:`_module_name`; its
-    subpackages import on demand, as the suite's relative imports ask."""
+    """Import a suite's outermost package (``__init__.py``) under :func:`_module_name`, where its
+    own name is another's; its subpackages import on demand, as the suite's imports ask."""
     name = _module_name(folder)
     if name in sys.modules:
         return
