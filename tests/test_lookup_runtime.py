@@ -685,6 +685,20 @@ def test_two_projects_declaring_one_name_are_each_answered_by_their_own_declarat
         assert "the other project's" not in tunebench.Tuned("softmax").source((64, 4096))
 
 
+def test_the_project_named_by_tunebench_root_is_answered_by_its_own_declaration(deployed, monkeypatch):
+    """A framework that imported one project's suites, with $TUNEBENCH_ROOT naming another: the
+    name alone was answered from the other's records with the first's template and heuristic."""
+    other = ship(deployed / "other")
+    template = other / "kernels" / "softmax.c"
+    template.write_text(template.read_text() + "/* the other project's */\n")
+    lookup_module.load_suites(deployed / "suites")  # the framework imported this project's suites first
+    monkeypatch.setenv("TUNEBENCH_ROOT", str(other))
+    named = tunebench.lookup("softmax", (64, 4096), DEVICE, suites=other / "suites")
+    assert "an earlier softmax.c" in named.note  # the records were tuned before the other's template changed
+    assert tunebench.lookup("softmax", (64, 4096), DEVICE).note == named.note
+    assert "the other project's" in tunebench.Tuned("softmax", device=DEVICE).source((64, 4096))
+
+
 PACKAGED_SUITE = """\
 import numpy as np
 import tunebench

@@ -600,7 +600,7 @@ _DIRECTORIES: dict[Path, _Directory] = {}
 #: tried again; said whenever a kernel is answered without its declaration), and the kernels
 #: they declare by name (another project's of the same name may be the one registered last).
 _SUITES_LOADED: dict[Path, tuple[list[str], dict[str, Kernel]]] = {}
-#: (kernel, its registered declaration, records, suites, working directory) -> (the declaration
+#: (kernel, its registered declaration, records, suites, $TUNEBENCH_ROOT, working directory) -> (the declaration
 #: of the project asked, the folders as they resolved, when) (see :func:`declaration`).
 _DECLARED: dict[tuple, tuple[Kernel | None, tuple, float]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
@@ -775,20 +775,22 @@ def _load_once(suites_dir: Path) -> tuple[list[str], dict[str, Kernel]]:
 def declaration(kernel: str, records: str | Path | None, suites: str | Path | None,
                 suites_dir: Path | None = None) -> Kernel | None:
     """The declaration a lookup of ``kernel`` in a project follows: the one registered by that
-    name, unless the lookup names its project (``records=``, ``suites=``) and that project's
-    suites declare another (a framework serving two projects: the name alone answered the one
-    declared last, with the other's configs); None where neither is known."""
+    name, unless the lookup names its project (``records=``, ``suites=``, ``$TUNEBENCH_ROOT``) and
+    that project's suites declare another (a framework serving two projects: the name alone
+    answered the one declared last, with the other's configs); None where neither is known."""
     decl = REGISTRY.get(kernel)
-    if decl is None or decl.declared_in is None or (records is None and suites is None):
+    root = os.environ.get("TUNEBENCH_ROOT") or None  # as project() reads it
+    named = (records, suites, root)
+    if decl is None or decl.declared_in is None or all(p is None for p in named):
         return decl
-    relative = not all(Path(p).is_absolute() for p in (records, suites) if p is not None)
-    key = (kernel, decl, str(records), str(suites), os.getcwd() if relative else None)
+    relative = not all(Path(p).is_absolute() for p in named if p is not None)
+    key = (kernel, decl, *map(str, named), os.getcwd() if relative else None)
     found, folders, read = _DECLARED.get(key, (None, None, -REFRESH_S))
     now = time.monotonic()
     if now - read < REFRESH_S:  # a framework asks per launch (Tuned.defines): the folders are read once a second
         return found
     # the folders as they resolve now: a records symlink swapped to another release, and back, is followed
-    resolved = tuple(os.path.realpath(p) if p is not None else None for p in (records, suites))
+    resolved = tuple(os.path.realpath(p) if p is not None else None for p in named)
     if resolved != folders:
         suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
         found = decl if (not suites_dir.is_dir() or suites_dir in decl.declared_in.parents) else \
