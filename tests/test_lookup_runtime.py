@@ -791,6 +791,24 @@ def test_two_projects_with_a_package_of_one_name_each_import_their_own_suite(dep
     assert [Path(k.declared_in).parent for k in kernels] == [first.resolve(), second.resolve()]
 
 
+def test_a_projects_declaration_is_read_once_per_refresh_not_per_launch(deployed, monkeypatch):
+    """``Tuned.defines()`` and ``source()`` ask for the project's declaration per launch: its
+    folders are resolved again (a stat per path component) only once :data:`REFRESH_S` passed."""
+    clock = [100.0]
+    monkeypatch.setattr(lookup_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    records = deployed / "records"
+    tunebench.lookup("softmax", (64, 4096), DEVICE, records=records)  # the suites imported
+    decl = lookup_module.declaration("softmax", records, None)  # the project's declaration read
+    resolved, realpath = [], os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda path, **kw: resolved.append(path) or realpath(path, **kw))
+    for _ in range(100):
+        assert lookup_module.declaration("softmax", records, None) is decl
+    assert resolved == []
+    clock[0] += lookup_module.REFRESH_S
+    assert lookup_module.declaration("softmax", records, None) is decl
+    assert resolved == [records]  # read again, once
+
+
 def test_a_release_swapped_in_and_rolled_back_by_a_symlink_is_answered_by_its_own_declaration(deployed, monkeypatch):
     """The project's declaration was kept by the text of records=: after a rollback, the other
     release's template and heuristic were served."""
