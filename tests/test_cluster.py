@@ -198,6 +198,36 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
         ray.shutdown()
 
 
+TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"
+TWO_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+k = Kernel("%s", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x + 1.0, outputs=["y"],
+    cpu=Variant(source="../kernels/%s.c", entry="%s", space=Space({"step": [1]}), heuristic=lambda shape: {"step": 1}))
+"""
+
+
+def test_a_ray_cluster_tunes_every_suite_of_a_project_of_several(pytester, cluster, monkeypatch):
+    """Asking the devices for their compiler while pytest still collected sent them the first
+    suite alone: the second's collection failed with a KeyError from a device."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "kernels").mkdir()
+    (root / "suites").mkdir()
+    for name in ("alpha", "beta"):
+        (root / "kernels" / f"{name}.c").write_text(TWO_C % name)
+        (root / "suites" / f"test_{name}.py").write_text(TWO_SUITE % (name, name, name))
+    result = pytester.runpytest_subprocess("suites", *TUNE, "--tune-trials", "1", "--tune-cluster", cluster)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert {t["kernel"] for t in json.loads(next((root / "records").glob("*.json")).read_text())["trials"].values()} \
+        == {"alpha", "beta"}
+
+
 #: gcc under another name and version, as the hosts' compiler (clang, a newer gcc) would be.
 OTHER_CC = '#!/bin/sh\ncase "$1" in -dumpfullversion|-dumpversion) echo 99.1; exit 0;; esac\nexec gcc "$@"\n'
 

@@ -204,6 +204,7 @@ class ClusterWorkers:
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
+        self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
 
     @property
     def builds(self) -> dict[str, bool]:
@@ -242,26 +243,28 @@ class ClusterWorkers:
                                   f"{self._unimported[suite]}")
 
     def compiler(self, kernel: str, variant) -> str | None:
-        """What the devices build a kernel's candidates with, each on its own host: a trial is
-        kept with the compiler that built it, not the driver's. Devices that build with
-        different compilers are refused, as devices of different fingerprints are; None where
-        the devices cannot import the kernel's suite (its jobs say why)."""
-        try:
-            self._load(kernel)
-        except KernelError:
-            return None
-        found: dict[str | None, int] = {}
-        for index in range(len(self.devices)):
-            if index not in self._lost:
-                try:
-                    found.setdefault(self._ray.get(self.devices[index].compiler.remote(kernel)), index)
-                except self._ray.exceptions.RayActorError:
-                    self._lost.add(index)
-        if len(found) > 1:
-            raise WorkerError(f"kernel {kernel!r}: the cluster's devices build it with different compilers, and a "
-                              f"trial is reused only under its own: " + "; ".join(
-                                  f"device {i}: {c or 'unknown'}" for c, i in sorted(found.items(), key=lambda x: x[1])))
-        return next(iter(found), None)
+        """What the devices build a kernel's candidates with, each on its own host, asked once:
+        a trial is kept with the compiler that built it, not the driver's. Devices that build
+        with different compilers are refused, as devices of different fingerprints are; None
+        where the devices cannot import the kernel's suite (its jobs say why)."""
+        if kernel not in self._compilers:
+            try:
+                self._load(kernel)
+            except KernelError:
+                return None
+            found: dict[str | None, int] = {}
+            for index in range(len(self.devices)):
+                if index not in self._lost:
+                    try:
+                        found.setdefault(self._ray.get(self.devices[index].compiler.remote(kernel)), index)
+                    except self._ray.exceptions.RayActorError:
+                        self._lost.add(index)
+            if len(found) > 1:
+                raise WorkerError(f"kernel {kernel!r}: the cluster's devices build it with different compilers, and "
+                                  f"a trial is reused only under its own: " + "; ".join(
+                                      f"device {i}: {c or 'unknown'}" for c, i in sorted(found.items(), key=lambda x: x[1])))
+            self._compilers[kernel] = next(iter(found), None)
+        return self._compilers[kernel]
 
     def _first(self) -> int:
         """The device final rounds and gate comparisons run on: the first one not lost."""

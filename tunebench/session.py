@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from tunebench import __version__, backends
@@ -227,9 +228,6 @@ class Task:
         self.busy: str | None = None  # why the task stopped on a busy machine
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.declaration = kernel.declaration(variant, dtype)
-        # not part of the declaration (records of every earlier version would be measured again): kept
-        # beside each trial, and a trial built by another compiler is measured again
-        self.compiler = tuner.workers.compiler(kernel.name, variant)  # a cluster's: its devices' own
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
             tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))
@@ -246,6 +244,14 @@ class Task:
         """Another run holds this task's lock: say so rather than hang without a word."""
         self.waiting = True
         self.tuner.progress(self, False)
+
+    @cached_property
+    def compiler(self) -> str | None:
+        """What builds this task's candidates: not part of the declaration (records of every
+        earlier version would be measured again), kept beside each trial, and a trial built by
+        another is measured again. A cluster's is its devices' own, asked once the search begins
+        (at collection the devices have not every suite yet)."""
+        return self.tuner.workers.compiler(self.kernel.name, self.variant)
 
     @property
     def reused(self) -> int:
