@@ -1145,6 +1145,17 @@ def test_a_tune_run_again_under_tune_time_counts_what_its_reused_trials_cost_who
     assert {json.dumps(t["config"], sort_keys=True) for t in records(root).table("trials").all()} == configs
 
 
+def test_a_search_resumed_in_the_same_run_records_what_each_trial_cost(pytester):
+    """pytest-timeout cut a search short and the next item resumed it: the first trial it measured
+    was recorded as costing -3.97 s (the clock restarted, the mark of the one before did not)."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("[15, 30]", "list(range(20, 32))"))
+    pytester.runpytest("test_slow.py", *TUNE, "--tune-strategy", "brute_force", "--tune-repeats", "3",
+                       "-p", "timeout", "--timeout", "2")
+    costs = [t["cost_s"] for t in records(pytester.path).table("trials").all()]
+    assert len(costs) > 2 and min(costs) >= 0, costs
+
+
 def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):
     """Reused as they were: a config timed out at --tune-timeout 0.045 stayed a timeout at 0.2
     (its item failing, naming the old limit), and --tune-repeats 7 served adaptive trials."""

@@ -340,6 +340,7 @@ class Task:
 
     def _search(self) -> None:
         self.began = time.monotonic()
+        self._mark = self.elapsed()  # a search resumed in this run (after pytest-timeout) starts its own clock
         store = self.tuner.store
         recorded = next(iter(store.tasks(kernel=self.kernel.name, target=self.tuner.target, dtype=self.dtype,
                                          bucket=self.bucket.name)), {})
