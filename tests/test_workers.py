@@ -371,7 +371,7 @@ def test_process_wide_state_a_candidate_sets_is_not_inherited_by_the_kernels_mea
 
 
 @pytest.mark.parametrize("body, said", [
-    ("__builtin_trap();", "killed by SIGILL: an instruction this CPU does not have"),  # as an AVX-512 one on a Zen 3
+    ("__builtin_trap();", "killed by SIGILL: an illegal instruction: a trap the code sets"),
     ("volatile int zero = 0; volatile int r = n / zero; y[0] = r;", "killed by SIGFPE: an integer division by zero"),
 ])
 def test_a_candidate_killed_by_an_illegal_instruction_or_a_division_by_zero_is_told_what_it_means(tmp_path, body, said):
@@ -385,3 +385,102 @@ def test_a_candidate_killed_by_an_illegal_instruction_or_a_division_by_zero_is_t
                        heuristic=lambda shape: {"step": 1}))
     result = _one_trial("dies")
     assert result["status"] == "crashed" and said in result["error"], result
+
+
+#: Whether every thread of its team computes with flush-to-zero: 1 where each does, as a
+#: -ffast-math build's own threads do in a process of their own; ``want`` picks which is right.
+FTZ_C = """\
+#include <xmmintrin.h>
+void ftz(const float *x, float *y, int n)
+{
+#pragma omp parallel for schedule(static, 1)
+    for (int i = 0; i < n; ++i) y[i] = (float)((_mm_getcsr() >> 15) & 1) + 0 * x[i];
+}
+"""
+
+
+def _ftz_kernel(folder, name: str, fast: bool) -> None:
+    (folder / f"{name}.c").write_text(FTZ_C)
+    Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(64,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: np.full(x.shape, float(fast)), outputs=["y"],
+           cpu=Variant(source=str(folder / f"{name}.c"), entry="ftz", space=Space({"u": [1]}),
+                       heuristic=lambda shape: {"u": 1}, flags=("-fopenmp", *(("-ffast-math",) if fast else ()))))
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="reads the x86 MXCSR register")
+def test_every_thread_of_a_kernels_team_computes_in_its_own_builds_floating_point_state(tmp_path, monkeypatch):
+    """The calling thread's state was set, not the OpenMP pool's: a pool made by a -ffast-math
+    kernel flushed the next kernel's denormals on every thread but the first (500 of 1000 values
+    wrong), and a pool made before a -ffast-math kernel left half of it without."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    _ftz_kernel(tmp_path, "ftz_fast", fast=True)
+    _ftz_kernel(tmp_path, "ftz_plain", fast=False)
+    workers = Workers("cpu")
+    try:
+        results = [(name, workers.trial(TrialJob(name, {"u": 1}, (64,), "float32", MeasureSettings(repeats=3))))
+                   for name in ("ftz_plain", "ftz_fast", "ftz_plain", "ftz_fast")]
+    finally:
+        workers.close()
+    assert [(name, r["status"]) for name, r in results] == [(name, "ok") for name, _ in results], results
+
+
+SERIAL_FAST_C = "void tiny(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] * 1e-30f; }\n"
+
+
+def test_a_reference_is_computed_in_the_workers_own_floating_point_state(tmp_path):
+    """Left in the state of the kernel called last, a -ffast-math one's, numpy computed the next
+    kernel's reference with denormals flushed, and rejected a correct kernel."""
+    for name, flags in (("tiny_fast", ("-ffast-math",)), ("tiny_exact", ())):
+        (tmp_path / f"{name}.c").write_text(SERIAL_FAST_C)
+        Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+               args=lambda shape, dtype, rng: {"x": (rng.random(shape[0]) * 1e-9 + 1e-10).astype(np.float32),
+                                               "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+               reference=lambda x, n: x * np.float32(1e-30), outputs=["y"], tolerance={"float32": (1e-3, 0.0)},
+               cpu=Variant(source=str(tmp_path / f"{name}.c"), entry="tiny", space=Space({"u": [1]}),
+                           heuristic=lambda shape: {"u": 1}, flags=flags))
+    workers = Workers("cpu")
+    try:
+        workers.trial(TrialJob("tiny_fast", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+        exact = workers.trial(TrialJob("tiny_exact", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert exact["status"] == "ok", exact
+
+
+CTOR_C = """\
+#include <omp.h>
+__attribute__((constructor)) static void one_thread(void) { omp_set_num_threads(1); }
+void ctor(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }
+"""
+
+TEAM_C = """\
+#include <omp.h>
+void team(const float *x, float *y, int n)
+{
+#pragma omp parallel for
+    for (int i = 0; i < n; ++i) y[i] = omp_get_num_threads() + 0 * x[i];
+}
+"""
+
+
+def test_openmp_settings_a_librarys_initialiser_makes_are_not_the_workers_own(tmp_path, monkeypatch):
+    """Taken as the runtime's own when first seen, after a constructor set one thread: every
+    later kernel of the worker ran on one thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    for name, source in (("ctor", CTOR_C), ("team", TEAM_C)):
+        (tmp_path / f"{name}.c").write_text(source)
+        Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(64,)])]),
+               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                               "n": np.int32(shape[0])},
+               reference=(lambda x, n: x) if name == "ctor" else (lambda x, n: np.full(x.shape, 3.0)), outputs=["y"],
+               cpu=Variant(source=str(tmp_path / f"{name}.c"), entry=name, space=Space({"u": [1]}),
+                           heuristic=lambda shape: {"u": 1}, flags=("-fopenmp",)))
+    workers = Workers("cpu")
+    try:
+        workers.trial(TrialJob("ctor", {"u": 1}, (64,), "float32", MeasureSettings(repeats=3)))
+        team = workers.trial(TrialJob("team", {"u": 1}, (64,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert team["status"] == "ok", team

@@ -155,14 +155,14 @@ class _Watched(Runner):
     to one launch, however many a job makes, and a hang or a crash is pinned on the arm and the
     placement that made it."""
 
-    def __init__(self, runner: Runner, clock, enter, arm: int = 0, placement: int = -1):
+    def __init__(self, runner: Runner, clock, state: ProcessState, env, arm: int = 0, placement: int = -1):
         self._runner, self._clock, self._arm, self._placement = runner, clock, arm, placement
-        self._enter = enter  # puts the process in the state its build runs in (see ProcessState)
+        self._state, self._env = state, env  # the process state its build runs in (see ProcessState)
         self._pid = os.getpid()
         self.typed = runner.typed
 
     def _watch(self, fn):
-        self._enter()
+        self._state.enter(self._env)
         self._clock[1], self._clock[2] = self._arm, self._placement
         self._clock[0] = time.monotonic()
         try:
@@ -171,6 +171,7 @@ class _Watched(Runner):
             if os.getpid() != self._pid:  # a child the candidate forked returned here: two would answer
                 os._exit(0)
             self._clock[0] = 0.0
+            self._state.leave()
 
     def reset(self, pattern: int = 0) -> None:
         self._runner.reset(pattern)
@@ -208,7 +209,7 @@ class _Watch:
             runner, env = self._state.load(str(build.handle), load)
         finally:
             self._clock[0] = 0.0
-        return _Watched(runner, self._clock, lambda: self._state.enter(env), arm, placement)
+        return _Watched(runner, self._clock, self._state, env, arm, placement)
 
 
 def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) -> None:
@@ -391,8 +392,9 @@ FAULTS = ("SIGSEGV", "SIGBUS")
 FAULT_HINT = "an invalid memory access (a write into an input or far past an output hits a trap page)"
 #: What the other signals a candidate dies of most often mean.
 SIGNAL_HINTS = {
-    "SIGILL": "an instruction this CPU does not have (the build's -m or -march flags, or an intrinsic, ask for "
-              "one of another CPU; `gcc -march=native -Q --help=target` lists this one's)",
+    "SIGILL": "an illegal instruction: a trap the code sets (__builtin_trap, a check compiled to ud2), or one "
+              "this CPU does not have (-m flags or an intrinsic asking for another CPU's; `gcc -march=native -Q "
+              "--help=target` lists this one's)",
     "SIGFPE": "an integer division by zero (or INT_MIN / -1)",
 }
 

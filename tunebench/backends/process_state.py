@@ -6,9 +6,12 @@ and every kernel loaded after it computed denormals as zero (recorded as wrong r
 those kernels); a candidate calling ``omp_set_num_threads(1)`` made every later kernel of the
 worker run, and be recorded, on one thread. Each runner therefore runs in the state its own
 library's loading left, starting from the worker's: the floating-point environment after its
-first load (a library's initialisers run once per process), and each OpenMP runtime's thread
-count and dynamic adjustment as the runtime set them when it was first seen, before any call.
-Applying it costs a few microseconds, outside every timed call.
+first load (a library's initialisers run once per process), on the calling thread and on the
+OpenMP runtime's pool threads (each keeps the state of the thread that created it), and each
+runtime's thread count and dynamic adjustment as the worker's environment asks. Between calls
+(a reference, a comparison of outputs) the worker's own environment holds. Switching costs
+about a microsecond a call, outside every timed call; the pool is switched only where the
+environment differs from the one it last got.
 """
 
 from __future__ import annotations
@@ -18,12 +21,17 @@ import ctypes.util
 import os
 from collections.abc import Callable
 
+from tunebench.backends.cpuinfo import thread_count
+
 #: The OpenMP runtimes a build may bring into the process: GCC's, LLVM's, Intel's.
 OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so.5", "libomp.so", "libiomp5.so")
 #: Room for a ``fenv_t`` (32 bytes on x86-64, 8 on AArch64).
 FENV_BYTES = 64
 
 _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+#: ``fesetenv`` as the function a parallel region runs on every thread of its team, with the
+#: environment as its data (``void fn(void *)``: its int result is ignored).
+_FESETENV = ctypes.cast(_libm.fesetenv, ctypes.c_void_p).value
 
 
 def _fenv() -> ctypes.Array:
@@ -33,15 +41,28 @@ def _fenv() -> ctypes.Array:
 
 
 class _OpenMP:
-    """One OpenMP runtime in the process, with the settings it had when first seen."""
+    """One OpenMP runtime in the process, and the settings the worker's environment asks of
+    it (OMP_NUM_THREADS, OMP_DYNAMIC): not those it has when first seen, which a library's
+    initialiser may have changed already."""
 
     def __init__(self, lib: ctypes.CDLL):
         self._set_threads, self._set_dynamic = lib.omp_set_num_threads, lib.omp_set_dynamic
-        self.threads, self.dynamic = lib.omp_get_max_threads(), lib.omp_get_dynamic()
+        self.threads = thread_count()
+        self.dynamic = int(os.environ.get("OMP_DYNAMIC", "").strip().lower() == "true")
+        try:  # LLVM's and Intel's runtimes offer GCC's entry point too
+            self._parallel = lib.GOMP_parallel
+            self._parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+        except AttributeError:
+            self._parallel = None
 
     def apply(self) -> None:
         self._set_threads(self.threads)
         self._set_dynamic(self.dynamic)
+
+    def on_every_thread(self, env: ctypes.Array) -> None:
+        """``env`` on each thread of a team of the default size, the pool's threads among them."""
+        if self._parallel is not None:
+            self._parallel(_FESETENV, ctypes.addressof(env), 0, 0)
 
 
 class ProcessState:
@@ -51,12 +72,14 @@ class ProcessState:
         self._start = _fenv()
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
+        self._pool: ctypes.Array | None = None  # the environment the runtimes' pool threads last got
 
     def load(self, build: str, load: Callable):
         """``load()``'s runner, made in the worker's own state; the state that runner runs in
         (for :meth:`enter`)."""
         _libm.fesetenv(self._start)
-        self._enter_openmp()
+        self._apply_openmp()
+        self._pool = None  # a candidate may have changed its threads' state: set again before the next call
         runner = load()
         for name in OPENMP_RUNTIMES:
             try:
@@ -65,13 +88,24 @@ class ProcessState:
                 continue
             if lib._handle not in self._openmp:  # libomp.so is often libomp.so.5
                 self._openmp[lib._handle] = _OpenMP(lib)
-        return runner, self._builds.setdefault(build, _fenv())
+        env = self._builds.setdefault(build, _fenv())
+        self.leave()
+        return runner, env
 
     def enter(self, env: ctypes.Array) -> None:
         """Make the process's state a build's (``env``, from :meth:`load`) before its call."""
         _libm.fesetenv(env)
-        self._enter_openmp()
+        self._apply_openmp()
+        if self._pool is not env:
+            for runtime in self._openmp.values():
+                runtime.on_every_thread(env)
+            self._pool = env
 
-    def _enter_openmp(self) -> None:
+    def leave(self) -> None:
+        """The worker's own floating-point environment again on its thread, after a call: its
+        reference and comparisons compute in it."""
+        _libm.fesetenv(self._start)
+
+    def _apply_openmp(self) -> None:
         for runtime in self._openmp.values():
             runtime.apply()
