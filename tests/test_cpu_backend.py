@@ -323,6 +323,34 @@ def test_an_entry_point_only_a_library_the_kernel_links_defines_is_refused_as_co
         run_once(CpuBackend(), kernel, expf, {"vec": 1, "unroll": 1, "mode": 0})
 
 
+def test_an_entry_point_not_there_is_a_declaration_error_where_pyelftools_cannot_list_the_functions(axpb,
+                                                                                                    monkeypatch):
+    """The GPU image has no pyelftools: the loader's AttributeError crashed every candidate."""
+    import tunebench.backends.cpu as cpu
+
+    def unreadable(path):
+        raise ImportError("pyelftools")
+
+    monkeypatch.setattr(cpu, "library_functions", unreadable)
+    kernel, _ = axpb
+    nosuch = Variant(source=kernel.variant("cpu").path, entry="nosuch", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
+                     heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
+    kernel = Kernel("axpb_nosuch_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                    outputs=["y"], cpu=nosuch)
+    with pytest.raises(KernelError, match=r"^kernel 'axpb_nosuch_test': axpb.c exports no function 'nosuch'$"):
+        run_once(CpuBackend(), kernel, nosuch, {"vec": 1, "unroll": 1, "mode": 0})
+
+
+def test_an_entry_point_chosen_at_load_by_a_resolver_is_the_librarys_own(axpb):
+    """target_clones builds the entry as a GNU ifunc, whose symbol is no STT_FUNC: it was refused
+    as "exports no function 'axpb'; it exports: axpb.resolver"."""
+    kernel, _ = axpb
+    path = kernel.variant("cpu").path
+    path.write_text(path.read_text().replace("void axpb(", '__attribute__((target_clones("avx2", "default"))) void axpb('))
+    got, want = run_once(CpuBackend(), kernel, kernel.variant("cpu"), {"vec": 1, "unroll": 1, "mode": 0})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 #: A param named as a C library function (``div``): defined ahead of <stdlib.h>, it rewrites the
 #: header's own declaration of div().
 DIV_C = """\

@@ -125,16 +125,17 @@ def _one_code(variant: Variant, lang: str, ctype: str, configs: list[dict]) -> b
     return True
 
 
-def missing_entry(variant: Variant, functions: Mapping[str, Any]) -> str | None:
+def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:
     """Where the library built from a variant (its ``functions``, as :func:`library_functions`
-    reads them) does not itself define the entry point, what is said, by compile-check and a tune
-    alike: a name only a library it links defines (libm's ``expf``) is found by the loader all the
-    same, and was called with the kernel's arguments."""
-    if variant.entry in functions:
+    reads them; None where they cannot be read and the loader found no such name) does not itself
+    define the entry point, what is said, by compile-check and a tune alike: a name only a library
+    it links defines (libm's ``expf``) is found by the loader all the same, and was called with
+    the kernel's arguments."""
+    if functions is not None and variant.entry in functions:
         return None
     hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
-    return (f"{variant.path.name} exports no function {variant.entry!r}{hint}; it exports: "
-            f"{', '.join(sorted(functions)) or 'none'}")
+    said = f"{variant.path.name} exports no function {variant.entry!r}{hint}"
+    return said if functions is None else f"{said}; it exports: {', '.join(sorted(functions)) or 'none'}"
 
 
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
@@ -391,7 +392,10 @@ class CpuBackend(Backend):
         missing = missing_entry(variant, functions) if functions is not None else None
         if missing:
             raise KernelError(f"kernel {kernel.name!r}: {missing}")
-        fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
+        try:
+            fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
+        except AttributeError:  # unchecked above where pyelftools is not installed (the GPU image)
+            raise KernelError(f"kernel {kernel.name!r}: {missing_entry(variant, None)}") from None
         fn.restype = None
         params = functions.get(variant.entry) if functions is not None else None
         mismatch = args_problem(args, params) if params is not None else None

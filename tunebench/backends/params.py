@@ -263,6 +263,11 @@ def _parameters(function) -> tuple[Param, ...] | None:
     return tuple(params)
 
 
+#: A function's symbol types: a plain one, or one chosen at load by a resolver (GNU ifunc, as
+#: ``target_clones`` builds; pyelftools names type 10 STT_LOOS, the first of the OS's own).
+FUNCTION_SYMBOLS = ("STT_FUNC", "STT_GNU_IFUNC", "STT_LOOS")
+
+
 def library_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
     """The functions a shared library exports, by name, each with its parameters as the DWARF
     of a ``-g`` build gives them (None where it has none, or takes a variable number)."""
@@ -271,7 +276,7 @@ def library_functions(path: Path) -> dict[str, tuple[Param, ...] | None]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         symbols = elf.get_section_by_name(".dynsym")
-        exported = {s.name for s in symbols.iter_symbols() if s["st_info"]["type"] == "STT_FUNC"
+        exported = {s.name for s in symbols.iter_symbols() if s["st_info"]["type"] in FUNCTION_SYMBOLS
                     and s["st_shndx"] != "SHN_UNDEF"} if symbols else set()
         return {**dict.fromkeys(exported), **dwarf_functions(elf, exported)}
 
