@@ -1203,6 +1203,27 @@ def test_another_entry_point_is_another_function_whose_records_nothing_serves(tw
     again.stdout.fnmatch_lines(["*twice?small-float32?: the entry changed since the last tune: measured again*"])
 
 
+def test_records_from_before_the_entry_point_was_kept_serve_and_are_reused_under_an_entry_of_another_name(
+        twice_project, pytester):
+    """A declaration that kept the entry only where it was not the kernel's name took every
+    record of before as a tune of the function named as the kernel: best() served the heuristic,
+    the gate skipped and a tune measured everything again, of the same function."""
+    root = twice_project
+    (root / "twice.c").write_text(TWO_ENTRIES_C)
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('entry="twice"', 'entry="twice_v1"'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    path = next((root / "records").glob("*.json"))
+    data = json.loads(path.read_text())
+    for table in ("tasks", "trials", "checks"):  # as a tunebench that kept no entry wrote them
+        for doc in data[table].values():
+            doc.pop("entry", None)
+    path.write_text(json.dumps(data))
+    assert best_json(root)["source"] == "tuned"
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert "reused:" in again.stdout.str() and "entry changed" not in again.stdout.str()
+
+
 @pytest.mark.parametrize("flags", ["-lm", ("-O2"), ("-O2", 3)])  # ("-O2") lacks its comma: a str
 def test_flags_given_as_a_string_are_a_declaration_error_that_says_how_to_write_them(flags):
     with pytest.raises(tunebench.KernelError, match=r"^variant kernels/k.c: flags=.* must be a tuple of flags, as "

@@ -117,7 +117,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     doc = {"kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "tune",
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
-           **({"compiler": compiler} if compiler else {}),
+           **({"compiler": compiler} if compiler else {}), "entry": variant.entry,  # another function's round is not this one's
            **({"disturbed": True} if disturbed and not failed else {}),  # judged nothing: an earlier pick stands
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "

@@ -680,25 +680,21 @@ class Kernel:
     def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
         reused only while every part is unchanged, and the summary names the parts that did."""
-        parts = {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
-                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
-                 "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
-                     f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
-                 "outputs": repr((self.outputs, self.inout, self.inplace))}
-        if variant.entry != self.name:  # another function of the template is another kernel; kept only where the
-            # entry is not the kernel's name, so that a declaration from before it was kept (the shipped suites'
-            # among them) hashes as it did, and its records are reused (see :meth:`retargeted`)
-            parts["entry"] = variant.entry
-        return parts
+        return {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
+                "args builder": code_hash(self.args), "reference": code_hash(self.reference),
+                "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
+                    f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
+                "outputs": repr((self.outputs, self.inout, self.inplace))}
 
-    def retargeted(self, variant: Variant, task: Mapping[str, Any]) -> str | None:
+    @staticmethod
+    def retargeted(variant: Variant, task: Mapping[str, Any]) -> str | None:
         """Where a recorded task was tuned with another entry point than the variant calls now,
         the words that say so: its records measured another function, so none of them is served
-        or gated for this one. A declaration without an entry called the kernel's name."""
-        if "declaration" not in task:
-            return None
-        tuned = task["declaration"].get("entry", self.name)
-        return None if tuned == variant.entry else (
+        or gated for this one. The entry is kept beside the declaration, not in it, as the
+        compiler is (a declaration's hash decides reuse, and records from before it was kept
+        would all be measured again); a task from before says nothing, and is taken as this one's."""
+        tuned = task.get("entry")
+        return None if tuned in (None, variant.entry) else (
             f"tuned with the entry point {tuned}, and the variant calls {variant.entry} now")
 
     def tune_command(self, records: str | Path | None = None) -> str:

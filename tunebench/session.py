@@ -348,10 +348,10 @@ class Task:
         warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
                      else None)
         warm_from = len(store.trials()) if warm_from is None else warm_from
-        # a declaration keeps its entry point only where it is not the kernel's name (see Kernel.declaration)
-        before, today = ({"entry": self.kernel.name, **d} for d in (recorded.get("declaration", {}), self.declaration))
-        self.changed = [part for part in dict.fromkeys([*before, *today]) if before.get(part) != today.get(part)] \
-            if "declaration" in recorded else []
+        self.changed = [part for part, value in recorded.get("declaration", {}).items()
+                        if self.declaration.get(part) != value]
+        if Kernel.retargeted(self.variant, recorded):
+            self.changed.append("entry")
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
             self.changed.append("compiler")
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
@@ -459,7 +459,8 @@ class Task:
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
-                and backends.built_by(check.get("compiler"), self.compiler)):  # else it judged other code
+                and backends.built_by(check.get("compiler"), self.compiler)  # else it judged other code
+                and not Kernel.retargeted(self.variant, check)):
             return False
         if self.baseline is not None and any(e.get("baseline") != self.baseline.configs.get(tuple(e["shape"]))
                                              for e in check["shapes"]):
@@ -592,8 +593,8 @@ class Task:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
             return None
-        if not backends.built_by(doc.get("compiler"), self.compiler):
-            return None
+        if not backends.built_by(doc.get("compiler"), self.compiler) or Kernel.retargeted(self.variant, doc):
+            return None  # another compiler's build, or another function of the template
         if t.settings.repeats is not None and doc["status"] in ("ok", "early_stopped") \
                 and doc.get("repeats") != t.settings.repeats:
             return None  # --tune-repeats asks its fixed protocol of every trial it serves
@@ -640,7 +641,7 @@ class Task:
             "bucket": self.bucket.name, "shape": list(shape), "dtype": self.dtype, "config": config,
             "baseline": config == self.variant.baseline(shape),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
-            "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler,
+            "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler, "entry": self.variant.entry,
             "repeats": t.settings.repeats, "timeout_s": getattr(t.workers, "timeout", None),  # how it was measured
             "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
             "strategy": t.strategy,
@@ -659,7 +660,7 @@ class Task:
                 "declaration": self.declaration, "setup_hash": self.setup_hash,
                 "shaped": self.variant.space.shaped,  # for a lookup without the declaration to say it cannot check
                 "flags": list(self.variant.flags),  # as declared: the gate builds the best with them again
-                "compiler": self.compiler,
+                "compiler": self.compiler, "entry": self.variant.entry,
                 "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
