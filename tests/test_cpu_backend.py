@@ -537,6 +537,24 @@ def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_i
     CpuBackend().build(kernel, variant, {"vec": 1, "unroll": 1, "mode": 0}, "float32")
 
 
+@pytest.mark.parametrize("flags", [("-include", "math.h"), ("-include", "stdint.h"), ("-Xlinker", "-soname=libk.so"),
+                                   ("-D", "NAME=x.c"), ("-MF", "/dev/null", "-MD"), ("-isystem", "/usr/include")])
+def test_flags_naming_what_the_compiler_finds_or_a_value_like_a_file_are_passed_as_given(tmp_path, flags):
+    """Each was refused as "the file of flags 'math.h' not found", and -isystem /usr/include
+    inlined 51 KB of libc headers into the template."""
+    (tmp_path / "k.c").write_text("void k(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"u": [1]}), heuristic=lambda shape: {"u": 1},
+                      flags=flags, origin=tmp_path)
+    assert variant.build_flags == flags and variant.declared_flags == " ".join(flags)
+    assert variant.template == (tmp_path / "k.c").read_text()
+    kernel = Kernel("passed_flags_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(8,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                    reference=lambda x, n: x, outputs=["y"], cpu=variant)
+    got, want = run_once(CpuBackend(), kernel, variant, {"u": 1}, n=8)
+    np.testing.assert_allclose(got, want)
+
+
 #: A kernel scaling by what a header (``SCALE``) or a helper compiled beside it (``helper``) says.
 SCALED_C = """\
 INCLUDE

@@ -49,10 +49,22 @@ def _dtype_name(name: str) -> bool:
         return False
 
 
-#: The options naming a folder headers are looked up in, written ``-Idir`` or ``-I dir`` (gcc takes both).
-DIR_OPTIONS = ("-iquote", "-isystem", "-idirafter", "-I")
-#: The options naming a file the compiler reads ahead of the template, written ``-include file``.
+#: The options naming a folder of the project's own headers, written ``-Idir`` or ``-I dir``
+#: (gcc takes both): their headers are inlined into the template, so an edit is another source.
+DIR_OPTIONS = ("-iquote", "-I")
+#: The options naming a folder of headers searched after the others: the project's own where
+#: the folder is given relative to the suite (inlined as -I's are), a system's where absolute
+#: (``-isystem /usr/local/cuda/include``: resolved, not inlined, for kilobytes of libc headers in
+#: every template and a hash that moves with the system).
+SYSTEM_DIR_OPTIONS = ("-isystem", "-idirafter")
+#: The options naming a file the compiler reads ahead of the template, written ``-include file``:
+#: one of the project's is hashed as an input file is; another (``-include math.h``) is the
+#: compiler's to find on its include path.
 FILE_OPTIONS = ("-include", "-imacros")
+#: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
+#: ``-MF deps.o``, ``-D NAME=x.c``).
+VALUE_OPTIONS = ("-o", "-D", "-U", "-x", "-l", "-L", "-u", "-T", "-B", "-MF", "-MT", "-MQ", "-Xlinker",
+                 "-Xassembler", "-Xpreprocessor", "-specs", "-Xcompiler", "-Xptxas", "-ccbin", "-aux-info")
 #: What an argument of no option names where it ends so: an input file compiled or linked with the template.
 INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
 #: The input files whose bytes are their content (no text whose headers could be inlined).
@@ -61,20 +73,24 @@ BINARY_SUFFIXES = (".o", ".a", ".so")
 
 def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
     """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``, else "";
-    the path as given; "dir" for a header folder, "file" for a file the compiler reads), None
-    where it names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
+    the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
+    (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead), None where it
+    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
     found: list[tuple[str, str, str] | None] = []
     takes = None  # what the flag before, an option alone, takes
     for flag in flags:
-        joined = next((o for o in DIR_OPTIONS if flag.startswith(o) and flag != o), None)
+        joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS) if flag.startswith(o) and flag != o), None)
         if takes:
-            found.append(("", flag, takes))
+            found.append(None if takes == "value" else ("", flag, "system" if takes == "system" and os.path.isabs(flag)
+                                                              else "dir" if takes == "system" else takes))
             takes = None
-        elif flag in DIR_OPTIONS or flag in FILE_OPTIONS:
+        elif flag in DIR_OPTIONS or flag in SYSTEM_DIR_OPTIONS or flag in FILE_OPTIONS or flag in VALUE_OPTIONS:
             found.append(None)
-            takes = "dir" if flag in DIR_OPTIONS else "file"
+            takes = ("dir" if flag in DIR_OPTIONS else "system" if flag in SYSTEM_DIR_OPTIONS
+                     else "include" if flag in FILE_OPTIONS else "value")
         elif joined:
-            found.append((joined, flag[len(joined):], "dir"))
+            path = flag[len(joined):]
+            found.append((joined, path, "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir"))
         else:
             found.append(("", flag, "file") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
     return found
@@ -277,26 +293,37 @@ class Variant:
         from wherever the run started: a folder from the declaring file's folder, a file from
         there upwards; None for a flag that names none."""
         base = self.origin or Path.cwd()
-        return tuple(None if named is None else (base / named[1]).resolve() if named[2] == "dir"
+        return tuple(None if named is None else (base / named[1]).resolve() if named[2] in ("dir", "system")
+                     else self._local(named[1]) if named[2] == "include"
                      else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
                      for named in flag_paths(self.flags))
 
+    def _local(self, given: str) -> Path | None:
+        """The file an -include/-imacros flag names, where it is the project's; None where the
+        compiler is to find it (``-include math.h``)."""
+        try:
+            return self._found(given, "").resolve()
+        except KernelError:
+            return None
+
     @cached_property
     def include_dirs(self) -> tuple[Path, ...]:
-        """The header folders of its flags (``-Idir``, ``-I dir``, ``-iquote``, ``-isystem``, ``-idirafter``)."""
+        """The folders of the project's headers its flags name (``-Idir``, ``-I dir``, ``-iquote``)."""
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
 
     @cached_property
     def flag_files(self) -> tuple[Path, ...]:
         """The files its flags name (``-include`` and ``-imacros`` files, input files): their
         content is the build's as much as the template's (see :attr:`template`)."""
-        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "file")
+        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
+                     if named and named[2] in ("file", "include") and p is not None)
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
         path resolved, and as given)."""
-        return tuple(flag if named is None else named[0] + (folder(p) if named[2] == "dir" else file(p, named[1]))
-                     for flag, p, named in zip(self.flags, self._paths, flag_paths(self.flags)))
+        return tuple(flag if named is None or p is None or named[2] == "system" else named[0] + (
+            folder(p) if named[2] == "dir" else file(p, named[1]))
+            for flag, p, named in zip(self.flags, self._paths, flag_paths(self.flags)))
 
     @cached_property
     def build_flags(self) -> tuple[str, ...]:
