@@ -248,6 +248,32 @@ def test_trials_are_kept_with_the_compiler_of_the_devices_that_built_them(increm
         ray.shutdown()
 
 
+def test_a_device_gets_an_object_file_the_flags_link_as_its_bytes(incremented):
+    """Only text was sent: a device could not find the helper.o the flags name, and every config
+    would fail to link there."""
+    from tunebench import Bucket, Buckets, Kernel, Space, Variant
+    from tunebench.cluster import Device, project_files
+
+    lib = incremented / "lib"
+    lib.mkdir()
+    (lib / "helper.c").write_text("float helper(float v) { return v + 1.0f; }\n")
+    subprocess.run(["gcc", "-c", "-fPIC", "-O2", str(lib / "helper.c"), "-o", str(lib / "helper.o")], check=True)
+    (incremented / "kernels" / "linked.c").write_text(
+        "float helper(float v);\nvoid linked(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = helper(x[i]); }\n")
+    Kernel("linked_cluster", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(10,)])]),
+           args=lambda shape, dtype, rng: {}, reference=lambda: 0, outputs=["y"],
+           cpu=Variant(source="../kernels/linked.c", entry="linked", flags=("../lib/helper.o",), space=Space({"u": [1]}),
+                       heuristic=lambda shape: {"u": 1}, origin=incremented / "suites"))
+    files = project_files(incremented)
+    assert files["lib/helper.o"] == (lib / "helper.o").read_bytes()
+    device = Device("cpu", 10.0, None)
+    try:
+        device.load(files, [])
+        assert (device.root / "lib" / "helper.o").read_bytes() == (lib / "helper.o").read_bytes()
+    finally:
+        device.close()
+
+
 def test_a_device_gets_the_whole_package_a_suite_imports_from_relatively(incremented):
     """Only the suite's own folder was sent: ``from ..common import ...`` in suites/pkg/ failed on
     every device (beyond its top-level package), though pytest and local lookups import it."""

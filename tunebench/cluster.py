@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from tunebench.compare import undisturbed
-from tunebench.kernel import REGISTRY, KernelError
+from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
@@ -36,7 +36,15 @@ MAX_FILE_BYTES = 1 << 20
 MAX_SHIPPED_BYTES = 64 << 20
 
 
-def project_files(root: Path) -> dict[str, str]:
+def _flag_files(variant) -> tuple[Path, ...]:
+    """The binary files a variant's flags name (none where its declaration does not resolve)."""
+    try:
+        return tuple(f for f in variant.flag_files if f.suffix in BINARY_SUFFIXES)
+    except KernelError:
+        return ()
+
+
+def project_files(root: Path) -> dict[str, str | bytes]:
     """The text of every file under the folders that hold the declared kernels' suites,
     templates and ``-I`` folders, their subfolders too (a helper package beside the suites, a
     header in a subfolder), by path relative to ``root``: what a device needs to import the
@@ -56,6 +64,8 @@ def project_files(root: Path) -> dict[str, str]:
                     folders.add(variant.path.parent)
                 folders.update(variant.include_dirs)
                 folders.update(f.parent for f in variant.flag_files)
+    binary = {f.resolve() for kernel in REGISTRY.values() for variant in kernel.variants.values()
+              for f in _flag_files(variant)}  # an object or library the flags link: sent as its bytes
     found, shipped = {}, 0
     for folder in folders:
         try:
@@ -69,10 +79,10 @@ def project_files(root: Path) -> dict[str, str]:
             if name in found:  # a folder inside another one sent
                 continue
             try:
-                text = path.read_text()
+                text = path.read_bytes() if path.resolve() in binary else path.read_text()
             except UnicodeDecodeError:
                 continue
-            shipped += len(text.encode())
+            shipped += len(text if isinstance(text, bytes) else text.encode())
             if shipped > MAX_SHIPPED_BYTES:
                 raise WorkerError(f"--tune-cluster: the suites' and templates' folders under {root} hold more than "
                                   f"{MAX_SHIPPED_BYTES >> 20} MiB of text to send the devices (at {path}): keep "
@@ -117,7 +127,7 @@ class Device:
         self.target = target
         self.root: Path | None = None  # the project's copy, once loaded
 
-    def load(self, files: dict[str, str], suites: list[str]) -> dict[str, str]:
+    def load(self, files: dict[str, str | bytes], suites: list[str]) -> dict[str, str]:
         """Write the project's files to a temporary folder and import its ``suites``, so that the
         worker knows the kernels the jobs name; the suites that failed to import, by path
         relative to the project, with their errors (the others' jobs run)."""
@@ -125,7 +135,7 @@ class Device:
         root = self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
         for relative, text in files.items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
-            (root / relative).write_text(text)
+            (root / relative).write_bytes(text) if isinstance(text, bytes) else (root / relative).write_text(text)
         failed: list[str] = []
         for suite in suites:
             if not (root / suite).is_file():  # outside the folders sent: said, not skipped
