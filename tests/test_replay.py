@@ -549,3 +549,27 @@ def test_a_time_budgeted_tune_run_again_spends_what_is_left_of_its_budget_not_a_
     again = pytester.runpytest(*args)
     rows = [[line.split() for line in run.stdout.lines if line.startswith("cn_pnpoly ")][0] for run in (first, again)]
     assert int(rows[0][4]) > 3 and int(rows[1][4]) == 0, (rows, again.stdout.str()[-1500:])
+
+
+def test_a_strategys_options_are_set_from_the_command_line_and_kept_with_its_trials(pytester):
+    """Only its defaults could be searched with: a researcher's population or initial sample size
+    needed a fork of the strategy's module."""
+    def tune(*options):
+        result = pytester.runpytest("--tune", "--tune-target", f"replay:{PNPOLY_GZ}", "--tune-strategy", "genetic",
+                                    "--tune-trials", "15", "-p", "no:cacheprovider", "-q", "--tune-fresh", *options)
+        (records,) = Path(result.stdout.str().split("records in ")[1].split()[0]).parent.glob("*.json")
+        return result, [(t["config"], t.get("strategy_options")) for t in RecordStore(records).trials()]
+
+    default, by_default = tune()
+    small, by_small = tune("--tune-strategy-option", "population=3", "--tune-strategy-option", "mutation=0.5")
+    small.stdout.fnmatch_lines(["strategy genetic population=3 mutation=0.5, seed 0;*"])
+    assert {str(o) for _, o in by_small} == {str({"population": 3, "mutation": 0.5})}
+    assert {o for _, o in by_default} == {None}
+    assert [c for c, _ in by_small] != [c for c, _ in by_default]  # another search, not only another label
+    for bad, said in (("size=3", "strategy genetic takes NAME=VALUE of its options: population (default 10), "
+                                 "mutation (default 0.1)"),
+                      ("population=many", "genetic's population is an int (default 10), not 'many'")):
+        refused = pytester.runpytest("--tune", "--tune-target", f"replay:{PNPOLY_GZ}", "--tune-strategy", "genetic",
+                                     "--tune-strategy-option", bad, "-p", "no:cacheprovider")
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines([f"*--tune-strategy-option {bad}: {said}*"])

@@ -37,6 +37,7 @@ from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
+from tunebench.strategies import options as strategy_options
 from tunebench.summary import table
 from tunebench.workers import WorkerError
 
@@ -60,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "tunebench records file instead of hardware) (default: auto)")
     group.addoption("--tune-strategy", default=DEFAULT_STRATEGY, metavar="NAME",
                     help=f"search strategy: {', '.join(STRATEGIES)} (default: {DEFAULT_STRATEGY})")
+    group.addoption("--tune-strategy-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting of the search strategy, as its module documents them (population=20 for "
+                         "genetic, initial=8 for hybrid); repeat for several")
     group.addoption("--tune-trials", type=positive(int), default=None, metavar="N",
                     help="budget: at most N candidates per kernel, dtype and bucket (the baseline "
                          "is always measured on top); default: the tune_trials ini value, else none")
@@ -124,6 +128,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if strategy not in STRATEGIES:
             raise pytest.UsageError(f"--tune-strategy {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
         try:
+            options = strategy_options(strategy, config.getoption("tune_strategy_option"))
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        try:
             found = measuring(config)
         except (RecordsError, WorkerError) as e:
             raise pytest.UsageError(str(e)) from None
@@ -135,6 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 seed=config.getoption("tune_seed"), root=config.rootpath,
                 settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
                 retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"),
+                strategy_options=options,
                 ahead=None if isinstance(workers, (Replay, ClusterWorkers)) else Ahead(
                     target, fp, config.getoption("tune_builders")))
             config.stash[TUNER].progress = Progress(config)
@@ -362,8 +371,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         share += f" (noisy trials needed more than {FIXED_REPEATS} samples to pin their median)"
     took = f"{tuner.measure_s:.1f} s" if tuner.measure_s >= 0.1 else f"{tuner.measure_s * 1e3:.2g} ms"
     compiled, cached = build_counts(tuner.workers.builds, tuner.ahead)
+    settings = "".join(f" {n}={v}" for n, v in tuner.strategy_options.items())
     terminalreporter.write_line(
-        f"strategy {tuner.strategy}, seed {tuner.seed}; builds: {compiled} compiled "
+        f"strategy {tuner.strategy}{settings}, seed {tuner.seed}; builds: {compiled} compiled "
         f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
         f"{cached} from the compile cache (compiled by an earlier run); measuring new trials took "
         f"{took}{share}")

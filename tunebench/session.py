@@ -172,13 +172,15 @@ class Tuner:
     def __init__(self, target: str, fingerprint: dict, store: RecordStore, workers, *,
                  strategy: str = DEFAULT_STRATEGY, budget: Budget = Budget(), seed: int = 0,
                  settings: MeasureSettings | None = None, root: Path | None = None,
-                 retry_failed: bool = False, fresh: bool = False, ahead: Ahead | None = None):
+                 retry_failed: bool = False, fresh: bool = False, ahead: Ahead | None = None,
+                 strategy_options: dict | None = None):
         self.target = target
         self.fingerprint = fingerprint
         self.store = store
         self.workers = workers
         self.strategy = strategy
         get_strategy(strategy)  # fail now on an unknown name
+        self.strategy_options = strategy_options or {}  # its settings (see strategies.options)
         self.budget = budget
         self.seed = seed
         self.settings = settings or MeasureSettings()
@@ -371,7 +373,8 @@ class Task:
         store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
-        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from))
+        strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from),
+                                                     **self.tuner.strategy_options)
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
@@ -644,7 +647,7 @@ class Task:
             "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler, "entry": self.variant.entry,
             "repeats": t.settings.repeats, "timeout_s": getattr(t.workers, "timeout", None),  # how it was measured
             "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
-            "strategy": t.strategy,
+            "strategy": t.strategy, **({"strategy_options": t.strategy_options} if t.strategy_options else {}),
             "timestamp": now(),
         }
 

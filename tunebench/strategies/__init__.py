@@ -1,8 +1,12 @@
-"""Search strategies, one module each; ``get(name)`` returns the class for ``--tune-strategy``."""
+"""Search strategies, one module each; ``get(name)`` returns the class for ``--tune-strategy``,
+``options(name, given)`` its settings from ``--tune-strategy-option NAME=VALUE``."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Sequence
+from typing import Any
 
 from tunebench.strategies.base import Strategy
 
@@ -25,3 +29,32 @@ def get(name: str) -> type[Strategy]:
     module = importlib.import_module(MODULES[name])
     return next(obj for obj in vars(module).values()
                 if isinstance(obj, type) and issubclass(obj, Strategy) and getattr(obj, "name", None) == name)
+
+
+def options(name: str, given: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` settings of a strategy, each one its class takes (a keyword of its
+    constructor, documented in its module) made of its default's type; a ValueError names what
+    is wrong and what the strategy takes."""
+    takes = {p.name: p.default for p in inspect.signature(get(name).__init__).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    listed = ", ".join(f"{n} (default {d!r})" for n, d in takes.items()) or "none"
+    found: dict[str, Any] = {}
+    for setting in given:
+        option, sep, value = setting.partition("=")
+        if not sep or option.strip() not in takes:
+            raise ValueError(f"--tune-strategy-option {setting}: strategy {name} takes NAME=VALUE of its options: "
+                             f"{listed}")
+        option, value = option.strip(), value.strip()
+        kind = type(takes[option])
+        try:
+            if kind is bool:
+                if value.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(value)
+                found[option] = value.lower() in ("true", "1")
+            else:
+                found[option] = kind(value)
+        except ValueError:
+            article = "an" if kind.__name__[0] in "aeiou" else "a"
+            raise ValueError(f"--tune-strategy-option {setting}: {name}'s {option} is {article} {kind.__name__} "
+                             f"(default {takes[option]!r}), not {value!r}") from None
+    return found
