@@ -365,3 +365,16 @@ def test_hybrid_names_its_next_start_draws_ahead_and_a_guess_once_the_model_choo
     strategy.ask()  # the model's first choice
     guess = strategy.upcoming(4)
     assert len(guess) == 4 and len(set(guess)) == 4 and not set(guess) & set(strategy.candidates[i] for i in strategy.measured)
+
+
+def test_a_spaces_numbers_are_placed_by_their_order_not_the_order_they_are_listed_in():
+    """Declared [128, 32, 256, 64], neighbours in the list were strangers in the kernel, and a
+    method's numbers [1, 0, 2] were taken for amounts: on pnpoly with its lists shuffled, the
+    default strategy reached 0.884 of the optimum in 100 trials, random search 0.956."""
+    listed = Space({"block": [128, 32, 256, 64], "method": [1, 0, 2], "kind": ["b", "a"]})
+    ordered = Space({"block": [32, 64, 128, 256], "method": [0, 1, 2], "kind": ["b", "a"]})
+    configs = [{"block": b, "method": m, "kind": k} for b in (32, 256, 64) for m in (2, 0) for k in ("a", "b")]
+    assert (positions(listed, [listed.key(c) for c in configs]) ==
+            positions(ordered, [ordered.key(c) for c in configs])).all()
+    assert positions(listed, [listed.key(configs[0])]).tolist() == [[0, 2, 1]]  # text keeps the list's order
+    assert hybrid._categorical([1, 0, 2]) and hybrid._categorical([0, 1, 2]) and not hybrid._categorical([1, 2, 4])

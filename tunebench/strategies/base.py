@@ -58,10 +58,19 @@ class Strategy(ABC):
         return []
 
 
+def numeric(values) -> bool:
+    """Whether a param's values are all numbers (a bool is a choice, not an amount)."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def positions(space: Space, keys: Sequence[tuple]) -> np.ndarray:
     """Keys as the positions of their values in each param's value list (an int matrix, one
-    row per key): the coordinates of neighbourhoods, crossover and models, whatever the values."""
-    index = [{v: i for i, v in enumerate(space.values[n])} for n in space.names]
+    row per key): the coordinates of neighbourhoods, crossover and models, whatever the values.
+    Numbers are placed by their order, not the list's: a space declared ``[128, 32, 256, 64]``
+    is searched as ``[32, 64, 128, 256]`` (in the list's order, neighbours were strangers, and
+    the default strategy fell behind random search on a space whose lists were shuffled)."""
+    index = [{v: i for i, v in enumerate(sorted(space.values[n]) if numeric(space.values[n]) else space.values[n])}
+             for n in space.names]
     return np.array([[ix[v] for ix, v in zip(index, key)] for key in keys], dtype=np.int64).reshape(
         len(keys), len(index))
 

@@ -75,7 +75,7 @@ import math
 
 import numpy as np
 
-from tunebench.strategies.base import Strategy, positions
+from tunebench.strategies.base import Strategy, numeric, positions
 from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, positive, warm_points
 
 
@@ -149,12 +149,12 @@ def farthest_first(X: np.ndarray, count: int) -> list[int]:
 
 def _categorical(values) -> bool:
     """Whether a param's values name choices rather than amounts: three or more of them, and
-    either not all numbers, or the integers 0, 1, 2, ... (a method's number)."""
+    either not all numbers, or the integers 0, 1, 2, ... in any order (a method's number)."""
     if len(values) < 3:
         return False
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    if not numeric(values):
         return True
-    return list(values) == list(range(len(values)))
+    return sorted(values) == list(range(len(values)))
 
 
 def _twos(values) -> np.ndarray | None:
