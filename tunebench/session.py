@@ -518,7 +518,12 @@ class Task:
                    else "the heuristic not timed undisturbed" if self.baseline else "the heuristic not timed yet")
         found = (f"best {row['best_ms']:.4g} ms ({against}, "
                  f"{'confirmed' if row['confirmed'] else 'by trials, unconfirmed'})"
-                 if row["best_ms"] else "best: none yet")
+                 if row["best_ms"] and not row["served"] else
+                 f"{row['served']} still served ({row['best_ms']:.4g} ms{', ' + against if row['speedup'] else ''}): "
+                 f"no final round confirmed the trials' fastest ({row['trials_ms']:.4g} ms)"
+                 if row["served"] and row["best_ms"] and row["trials_ms"] else
+                 f"{row['served']} still served: no final round confirmed the trials' fastest" if row["served"]
+                 else "best: none yet")
         done = len(self.outcomes)
         left = (seconds - self.elapsed() if seconds else None)
         if done and done < budget:
@@ -698,10 +703,13 @@ class Task:
             best_ms, base_ms = confirmed
         served = None  # the config still served where the final round judged nothing: its figures, not the trials'
         check = self.check or {}
-        if check.get("disturbed") or check.get("problem"):
+        # stopped (a busy machine, Ctrl-C) before a final round: the trials' fastest is no more confirmed
+        # than after a disturbed round, and best(), the gate and the report serve what they served before
+        unjudged = self.check is None and (self.busy is not None or self.interrupted[1] is not None)
+        if check.get("disturbed") or check.get("problem") or unjudged:
             t = self.tuner
             earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket) \
-                if check.get("disturbed") else None
+                if check.get("disturbed") or unjudged else None
             if earlier is not None and earlier.get("winner") is not None:
                 served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"]))
                 confirmed = confirmed_ms(earlier, self.bucket)
@@ -726,6 +734,8 @@ class Task:
             "best_config": served or ("-" if best is None else "the baseline" if best_key is None
                                       else config_text(self.variant.space.config(best_key))),
             "baseline_config": " | ".join(dict.fromkeys(config_text(c) for c in base_configs)) or "-",
+            "served": served,  # and the trials' fastest, which a progress line names beside it
+            "trials_ms": next(iter(self.ranked()), (None,))[0] if served else None,
         }
 
     def unconfirmed(self) -> str | None:
