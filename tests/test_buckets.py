@@ -62,7 +62,7 @@ def test_description_round_trips():
     (lambda: Buckets("SR", [Bucket("a", S=(1, 8), shapes=[(2,)])]), "gives ranges for"),
     (lambda: Bucket("a", S=(8, 1), shapes=[(2,)]), "dim 'S' range"),
     (lambda: Bucket("a", S=(1, 8), shapes=[]), "no representative shape"),
-    (lambda: Bucket("a", S=(1, 8), shapes=[(2,)], weight=0), "weight must be > 0"),
+    (lambda: Bucket("a", S=(1, 8), shapes=[(2,)], weight=0), "weight must be a number > 0"),
     (lambda: Bucket("a b", S=(1, 8), shapes=[(2,)]), "bucket name"),
     (lambda: Buckets("SR", [Bucket("a", S=(1, 8), R=(1, 8), shapes=[(2, 2)]),
                             Bucket("a", S=(9, 10), R=(1, 8), shapes=[(9, 2)])]), "used twice"),
@@ -70,3 +70,20 @@ def test_description_round_trips():
 def test_invalid_buckets_are_refused_with_the_bucket_named(make, message):
     with pytest.raises(BucketError, match=message):
         make()
+
+
+def test_a_shape_of_one_dim_may_be_an_int_and_a_weight_must_be_a_number():
+    """shapes=[4096] and weight="2" raised bare TypeErrors from inside the bucket."""
+    assert Bucket("small", N=(1, 65535), shapes=[4096]).shapes == [(4096,)]
+    for bad, said in ((dict(shapes=[(1,)], weight="2"), "weight must be a number > 0, got '2'"),
+                      (dict(shapes=[None]), "representative shape None is no tuple of ints"),
+                      (dict(shapes=[("a",)]), r"representative shape \('a',\) is no tuple of ints")):
+        with pytest.raises(BucketError, match=rf"^bucket 'small': {said}$"):
+            Bucket("small", N=(1, 65535), **bad)
+
+
+def test_a_dim_named_by_a_word_given_as_a_string_is_told_how_to_name_it():
+    """Buckets("len", ...) took the dims l, e and n, and said only that they differ."""
+    with pytest.raises(BucketError, match=r"the dims are \['l', 'e', 'n'\] \(a string of dims is one dim per "
+                                          r"letter: give \['len'\] for a dim named 'len'\)$"):
+        Buckets("len", [Bucket("small", len=(1, 65535), shapes=[(4096,)])])

@@ -13,6 +13,7 @@ weighted geometric mean of the per-shape speedups.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -37,11 +38,12 @@ class Bucket:
             raise BucketError(f"bucket name {name!r}: use letters, digits, '_' and '.' only")
         self.name = name
         self.ranges = {dim: _range(name, dim, r) for dim, r in ranges.items()}
-        self.shapes: list[Shape] = [tuple(int(v) for v in s) for s in shapes]
+        # an int for a shape of one dim, as best() takes one: shapes=[4096] is [(4096,)]
+        self.shapes: list[Shape] = [_shape(name, s) for s in shapes]
         if not self.shapes:
             raise BucketError(f"bucket {name!r} has no representative shape")
-        if not weight > 0:
-            raise BucketError(f"bucket {name!r}: weight must be > 0, got {weight!r}")
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not weight > 0:
+            raise BucketError(f"bucket {name!r}: weight must be a number > 0, got {weight!r}")
         self.weight = float(weight)
         sw = [1.0] * len(self.shapes) if shape_weights is None else [float(w) for w in shape_weights]
         if len(sw) != len(self.shapes) or not all(w > 0 for w in sw):
@@ -97,6 +99,14 @@ def _range(bucket: str, dim: str, r) -> tuple[int, int | None]:
     return lo, hi
 
 
+def _shape(bucket: str, given) -> Shape:
+    """A representative shape as a tuple of ints; a bare int is a shape of one dim."""
+    try:
+        return (int(given),) if isinstance(given, int) else tuple(int(v) for v in given)
+    except (TypeError, ValueError):
+        raise BucketError(f"bucket {bucket!r}: representative shape {given!r} is no tuple of ints") from None
+
+
 class Buckets:
     """The buckets of one kernel over its named dims: ``Buckets("SR", [Bucket(...), ...])``.
 
@@ -114,8 +124,10 @@ class Buckets:
             if names.count(b.name) > 1:
                 raise BucketError(f"bucket name {b.name!r} is used twice")
             if set(b.ranges) != set(self.dims):
+                hint = (f" (a string of dims is one dim per letter: give [{dims!r}] for a dim named {dims!r})"
+                        if isinstance(dims, str) and len(dims) > 1 and dims in b.ranges else "")
                 raise BucketError(
-                    f"bucket {b.name!r} gives ranges for {sorted(b.ranges)}, the dims are {list(self.dims)}")
+                    f"bucket {b.name!r} gives ranges for {sorted(b.ranges)}, the dims are {list(self.dims)}{hint}")
             b.ranges = {d: b.ranges[d] for d in self.dims}
             for s in b.shapes:
                 if len(s) != len(self.dims):
