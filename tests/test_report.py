@@ -297,3 +297,27 @@ def test_a_tunes_point_in_the_history_is_the_figure_its_final_round_published():
         {"shape": [2000], "finalist_ms": [0.593], "baseline_ms": 1.4, "confirmed_ms": [0.675, 1.38]}]}
     assert _check_ms(check, bucket) == pytest.approx(confirmed_ms(check, bucket)[0])
     assert _check_ms(check, bucket) == pytest.approx(bucket.objective({(1000,): 0.342, (2000,): 0.675}))
+
+
+def _drawn(monkeypatch, plot, views):
+    """The axes a plot drew, kept open (its file is not written)."""
+    kept = []
+    monkeypatch.setattr("tunebench.report._save", lambda fig, path: kept.append(fig) or path)
+    plot(views, Path("unused.png"), "d")
+    return kept[0].axes
+
+
+def test_the_distributions_best_line_is_the_trials_fastest_where_no_final_round_confirmed_one(monkeypatch):
+    """Its final round disturbed, best() serves the heuristic: the green "best (trials)" line sat on
+    the heuristic's at 1.2 ms, while most configs were well left of it."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView, plot_distribution
+
+    bucket = Bucket("narrow", N=(1, None), shapes=[(8,)])
+    served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "narrow", True, "d", baseline_ms=1.2)
+    objectives = {(("vec", 16),): 0.75, (("vec", 4),): 0.8, (("vec", 8),): 1.2}
+    view = TaskView("k", "cpu", "float32", bucket, "h", objectives, 1.2, {"ok": 3}, [1.2, 0.8, 0.75],
+                    {k: dict(k) for k in objectives}, heuristic=frozenset({(("vec", 8),)}), served=served)
+    ax = _drawn(monkeypatch, plot_distribution, [view])[0]
+    drawn = {line.get_label(): line.get_xdata()[0] for line in ax.lines}
+    assert drawn == {"best by its trials (unconfirmed)": 0.75, "heuristic (trials)": 1.2}
