@@ -321,3 +321,21 @@ def test_the_distributions_best_line_is_the_trials_fastest_where_no_final_round_
     ax = _drawn(monkeypatch, plot_distribution, [view])[0]
     drawn = {line.get_label(): line.get_xdata()[0] for line in ax.lines}
     assert drawn == {"best by its trials (unconfirmed)": 0.75, "heuristic (trials)": 1.2}
+
+
+def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_cross(monkeypatch):
+    """A regression measured on a dirty tree was credited to its commit, which never held it; and the
+    red cross had no legend."""
+    from tunebench.report import TaskView, plot_history
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+    tune = {"kind": "tune", "winner": None, "git_commit": "118cbb7aa", "git_dirty": False,
+            "shapes": [{"shape": [8], "best": {}, "baseline_ms": 2.0}]}
+    failed = {"kind": "gate", "outcome": "fail", "git_commit": "118cbb7aa", "git_dirty": True,
+              "shapes": [{"shape": [8], "configs": {}, "objectives": [], "best_ms": 9.0}]}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["118cbb7\ntune", "118cbb7+dirty\ngate"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed"]
+    from tunebench.report import revision
+    assert revision({"git_commit": None}) == "?"  # no git: no commit to name

@@ -57,14 +57,15 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
                 setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
                 baseline_trial_ms: dict[tuple, float] | None = None, baseline_failure: str | None = None,
-                compiler: str | None = None) -> dict:
+                compiler: str | None = None, dirty: bool | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
     ms each), ``baseline_trial_ms`` the baseline's. ``baseline_failure``: how the heuristic's
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
     fastest finalist is adopted without a lead over it. ``compiler``: what built them (see
-    :func:`tunebench.backends.compiler`), kept with the round: another's round judged other code."""
+    :func:`tunebench.backends.compiler`), kept with the round: another's round judged other code.
+    ``dirty``: whether the tree held uncommitted changes (the report marks the round so)."""
     entries, problem, disturbed, failed = [], None, False, False
     dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
     for shape in bucket.shapes:
@@ -122,7 +123,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
                f"over it" if baseline_failure else "" if winner is not None else _no_lead(bucket, entries)),
-           "git_commit": commit, "timestamp": now(), "tunebench_version": __version__}
+           "git_commit": commit, "git_dirty": dirty, "timestamp": now(), "tunebench_version": __version__}
     store.add_check(doc)
     return doc
 

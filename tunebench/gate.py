@@ -225,9 +225,11 @@ def devices(store: RecordStore) -> list[RecordStore]:
 
 
 def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
-         bucket: Bucket, settings: GateSettings, commit: str | None, busy: bool = False) -> GateResult:
+         bucket: Bucket, settings: GateSettings, commit: str | None, busy: bool = False,
+         dirty: bool | None = None) -> GateResult:
     """Re-measure one task's recorded best and decide (see the module docstring); ``busy``: an
-    earlier item found the machine disturbed, so disturbed processes are not measured again."""
+    earlier item found the machine disturbed, so disturbed processes are not measured again;
+    ``dirty``: the tree held uncommitted changes, kept with the run for the report's history."""
     retries = 0 if busy else RETRIES
     found = recorded_best(store, kernel, target, dtype, bucket)
     if found is None:
@@ -345,7 +347,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                 result.outcome = "fail"
                 result.reason = (f"the {_arm_name(f['arm'], result.configs[shape])} on {shape} ended "
                                  f"{f['status']}: {f['error']}")
-                return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
+                return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
             final = len(comp.objectives) >= settings.max_processes
             verdicts = checks(comp, shape, settings.threshold, ref, final, against)
             if final or all(v.outcome != "ambiguous" for v in verdicts):
@@ -382,7 +384,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         through = [v.line() for v in result.verdicts if v.outcome == "noisy"]
         if through:  # a slowdown the noise hid is no verdict, and no secret either
             result.reason += f"; measured through the noise: {'; '.join(' '.join(line.split()) for line in through)}"
-    return _recorded(store, result, kernel, variant, target, dtype, bucket, commit)
+    return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
 
 
 def _reference(entry: dict) -> list[float] | None:
@@ -489,7 +491,7 @@ def _raw(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype:
 
 
 def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: Variant, target: str,
-              dtype: str, bucket: Bucket, commit: str | None) -> GateResult:
+              dtype: str, bucket: Bucket, commit: str | None, dirty: bool | None) -> GateResult:
     """Keep the gate run in the records, for the report's history across commits (not on a
     read-only checkout: the plugin says so)."""
     if store.read_only or store.unwritten:
@@ -503,7 +505,7 @@ def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: V
                    for s in bucket.shapes],
         "verdicts": [{"what": v.what, "shape": list(v.shape), "ratios": v.ratios, "limit": v.limit,
                       "outcome": v.outcome} for v in result.verdicts],
-        "git_commit": commit, "timestamp": now(), "tunebench_version": __version__,
+        "git_commit": commit, "git_dirty": dirty, "timestamp": now(), "tunebench_version": __version__,
     }
     try:
         store.add_check(doc)

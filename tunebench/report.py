@@ -272,17 +272,25 @@ def history(view: TaskView) -> list[tuple[dict, float]]:
     return points
 
 
+def revision(check: dict) -> str:
+    """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
+    measured is in no commit, and a regression it found was credited to one that never held it."""
+    return f"{(check.get('git_commit') or '?')[:7]}{'+dirty' if check.get('git_dirty') else ''}"
+
+
 def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
     fig, axes = _grid(len(views), f"time of the best config across commits, {device}")
     for ax, v in zip(axes, views):
         points = history(v)
         xs = range(len(points))
         ax.plot(xs, [ms for _, ms in points], marker="o", color="tab:blue")
-        for x, (c, ms) in zip(xs, points):
-            if c.get("outcome") == "fail":
-                ax.plot(x, ms, marker="X", markersize=12, color="tab:red")
+        failed = [(x, ms) for x, (c, ms) in zip(xs, points) if c.get("outcome") == "fail"]
+        if failed:
+            ax.plot(*zip(*failed), linestyle="none", marker="X", markersize=12, color="tab:red",
+                    label="gate run failed")
+            ax.legend(fontsize=7)
         many = len(points) > 6  # labels side by side ran into one another
-        ax.set_xticks(list(xs), [f"{(c.get('git_commit') or '?')[:7]}\n{c['kind']}" for c, _ in points],
+        ax.set_xticks(list(xs), [f"{revision(c)}\n{c['kind']}" for c, _ in points],
                       fontsize=6 if many else 7, rotation=60 if many else 0)
         if not points:
             ax.text(0.5, 0.5, "no confirmation or gate run recorded", ha="center", va="center",
@@ -505,11 +513,11 @@ def write(records: Path, out: Path, compare: str | None = None,
             body += [f"<p>{html.escape(LEGACY)}</p>"]
         failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
         if failing:
-            md += ["### Regressions (latest gate run)", ""] + [f"- **{v.label}**: {v.last_gate['reason']}"
-                                                              for v in failing] + [""]
+            md += ["### Regressions (latest gate run)", ""] + [
+                f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
             body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
-                f"<li><b>{html.escape(v.label)}</b>: {html.escape(v.last_gate['reason'])}</li>"
-                for v in failing] + ["</ul>"]
+                f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
+                f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
         if compare:
             with records_at(compare, store.path, root) as old:
                 changes, same = _changes(old, views, suites) if old else (None, 0)
