@@ -259,11 +259,20 @@ def test_a_task_stopped_before_its_heuristic_ran_is_named_though_it_has_no_row(p
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
     md = (root / "r" / "report.md").read_text()
-    stopped = md.split("### Stopped before the heuristic ran (no row)")[1].split("###")[0]
+    stopped = md.split("### Stopped before the heuristic was timed (no row)")[1].split("###")[0]
     assert stopped.strip().splitlines() == [
         "- axpb large float32: 1 trial recorded (1 disturbed by other load), but its tune stopped before the "
         "heuristic ran on every shape, so best() serves the heuristic; a tune resumes it"]
-    assert "Stopped before the heuristic ran" in (root / "r" / "report.html").read_text()
+    assert "Stopped before the heuristic was timed" in (root / "r" / "report.html").read_text()
+    # the one trial the heuristic's, measured but disturbed: the tune did not stop before it ran
+    store.add({"kernel": "axpb", "source_hash": "x", "shape": [8, 3], "dtype": "float32", "bucket": "skinny",
+               "config": {"vec": 4, "unroll": 1, "mode": 0}, "baseline": True, "status": "ok",
+               "device": store.device, "stats": {"median": 1.0}, "verdict": "disturbed"})
+    store.compact()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert ("- axpb skinny float32: 1 trial recorded (1 disturbed by other load), but the heuristic's measurement "
+            "on (8, 3) was disturbed by other load, so best() serves the heuristic; a tune resumes it\n") in md, md
 
 
 def test_report_reads_the_suites_where_they_are_not_the_projects_suites_folder(project, pytester, capsys,

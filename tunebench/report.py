@@ -148,8 +148,10 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
 
 
 def undescribed(store: RecordStore) -> list[str]:
-    """Tasks with trials but no description: their tune stopped before the heuristic ran on every
-    shape (a busy machine, an interrupt). They have no row, and without this line no mention."""
+    """Tasks with trials but no description: their tune stopped before the heuristic was timed on
+    every shape (a busy machine, an interrupt). They have no row, and without this line no mention.
+    Where the heuristic's own trial was disturbed, it says so: "stopped before the heuristic ran"
+    was untrue of a task whose one trial was the heuristic's."""
     described = {(t["kernel"], t["dtype"], t["bucket"]) for t in store.tasks()}
     trials: dict[tuple, list[dict]] = defaultdict(list)
     for t in store.trials():
@@ -159,10 +161,12 @@ def undescribed(store: RecordStore) -> list[str]:
     lines = []
     for (kernel, dtype, bucket), found in sorted(trials.items(), key=lambda kv: tuple(map(str, kv[0]))):
         disturbed = sum(t.get("verdict") == "disturbed" for t in found)
+        heuristic = sorted({tuple(t["shape"]) for t in found if t.get("baseline") and t.get("verdict") == "disturbed"})
+        why = (f"the heuristic's measurement on {', '.join(map(str, heuristic))} was disturbed by other load"
+               if heuristic else "its tune stopped before the heuristic ran on every shape")
         lines.append(f"{kernel} {bucket} {dtype}: {len(found)} trial{'s' if len(found) != 1 else ''} recorded"
                      + (f" ({disturbed} disturbed by other load)" if disturbed else "")
-                     + ", but its tune stopped before the heuristic ran on every shape, so best() serves the "
-                       "heuristic; a tune resumes it")
+                     + f", but {why}, so best() serves the heuristic; a tune resumes it")
     return lines
 
 
@@ -499,8 +503,8 @@ def write(records: Path, out: Path, compare: str | None = None,
         body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
         stopped = undescribed(store)
         if stopped:
-            md += ["### Stopped before the heuristic ran (no row)", ""] + [f"- {line}" for line in stopped] + [""]
-            body += ["<h3>Stopped before the heuristic ran (no row)</h3><ul>"] + [
+            md += ["### Stopped before the heuristic was timed (no row)", ""] + [f"- {line}" for line in stopped] + [""]
+            body += ["<h3>Stopped before the heuristic was timed (no row)</h3><ul>"] + [
                 f"<li>{html.escape(line)}</li>" for line in stopped] + ["</ul>"]
         noted = [(v.label, n) for v in views for n in v.notes]
         if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
