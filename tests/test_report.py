@@ -348,3 +348,17 @@ def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed"]
     from tunebench.report import revision
     assert revision({"git_commit": None}) == "?"  # no git: no commit to name
+
+
+def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
+    """Its trials all disturbed at the revision and now: it was listed as "nothing timed then"."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
+    served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "wide", True, "d")
+    view = TaskView("layernorm", "cpu", "float32", bucket, "h", {}, None, {"ok": 3}, [], {}, served=served)
+    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [view])
+    assert _changes(None, [view]) == ([], 1)
+    timed = dataclasses.replace(view, served=dataclasses.replace(served, baseline_ms=1.0))
+    assert _changes(None, [timed])[0][0][-2] == "nothing timed then"  # timed now: a change

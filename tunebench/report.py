@@ -423,6 +423,9 @@ def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None
         was = before.get((v.kernel, v.dtype, v.bucket.name))
         now, then = v.served_config, was.served_config if was else None  # what best() serves, then and now
         now_ms, then_ms = v.times[0], was.times[0] if was else None
+        if was is not None and then_ms is None and now_ms is None and now == then:  # nothing timed, then or now
+            same += 1
+            continue
         if was is None or then is None or then_ms is None:
             rows.append([v.kernel, v.bucket.name, v.dtype, "-", _ms(now_ms, v), _lead(was, v),
                          "new task" if was is None else "nothing timed then", ""])
