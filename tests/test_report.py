@@ -362,3 +362,34 @@ def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
     assert _changes(None, [view]) == ([], 1)
     timed = dataclasses.replace(view, served=dataclasses.replace(served, baseline_ms=1.0))
     assert _changes(None, [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
+
+
+def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, capsys):
+    """The column said "lead moved beyond 10%" in a project whose gate fails at 50%."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+    then = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, confirmed=(1.0, 2.0),
+                    served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
+    now = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=1.3))  # 2.0x -> 1.54x
+    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [then])
+    assert [r[-1] for r in _changes(None, [now])[0]] == ["**slower**"]
+    assert [r[-1] for r in _changes(None, [now], threshold=0.5)[0]] == [""]
+    monkeypatch.undo()
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    name = "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    (tmp_path / "records" / name).write_bytes((root / "records" / name).read_bytes())
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngate_threshold = 0.5\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "records")
+    report = ["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"), "--compare", "HEAD"]
+    seen = []
+    monkeypatch.setattr("tunebench.report._changes", lambda old, views, suites=None, threshold=None:
+                        seen.append(threshold) or ([], 0))
+    assert main(report) == 0 and seen == [0.5]
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngate_threshold = half\n")  # as the gate would say it
+    assert main(report) == 2
+    assert "ini options gate_threshold, gate_processes, gate_max_processes: " in capsys.readouterr().err

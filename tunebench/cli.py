@@ -11,9 +11,12 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tunebench import compile_check, export, records_merge
 from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError
+from tunebench.kernel import rootdir
 from tunebench.lookup import UnknownDeviceWarning, load_suites, lookup, project
 from tunebench.records import RecordsError, config_text
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -192,14 +195,29 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
     return 1 if failed else 0
 
 
+def gate_threshold(records: Path) -> float:
+    """The gate threshold of the records' project, read as the gate reads it (its ini file, pytest's
+    defaults): --compare flagged a lead that moved beyond 10% where the project's gate fails at 50%."""
+    from _pytest.config import get_config
+
+    from tunebench.items import gate_ini  # the gate's own reading of its ini options
+
+    root = str(rootdir(records.resolve()) or records.resolve().parent)
+    config = get_config()  # no conftest, no assertion rewriting: only the ini file is wanted
+    config.parse(["--noconftest", "--assert=plain", "-p", "no:cacheprovider", "--rootdir", root, root], addopts=False)
+    return gate_ini(config)["threshold"]
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     try:
         records, suites = project(args.records, args.suites)  # the project's, from a subfolder too, as best finds it
         if args.suites is not None and not Path(args.suites).exists():  # a typo only adds notes: said instead
             raise FileNotFoundError(f"--suites {args.suites}: no such folder or file")
         from tunebench import report  # matplotlib's import: only where a report is made
-        written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites)
-    except FileNotFoundError as e:
+        threshold = gate_threshold(records) if args.compare else report.FLAGGED
+        written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites,
+                                           threshold=threshold)
+    except (FileNotFoundError, pytest.UsageError) as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
     for path in written:

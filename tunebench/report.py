@@ -406,19 +406,20 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-#: A change of a best's time since --compare's revision beyond this is flagged: the gate's
-#: default threshold (a project's own lives in its ini, which a report of records does not read).
+#: A change of a best's time since --compare's revision beyond this is flagged, where no
+#: threshold is given: the gate's default (the command line gives the project's, from its ini).
 FLAGGED = 0.10
 
 
-def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None) -> tuple[list[list[str]], int]:
+def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None,
+             threshold: float = FLAGGED) -> tuple[list[list[str]], int]:
     """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
     which the speedup's ``x`` would read the other way round), and how many tasks did not change.
-    A row is flagged where its lead over the heuristic moved beyond :data:`FLAGGED`: the two are
+    A row is flagged where its lead over the heuristic moved beyond ``threshold``: the two are
     measured in one run, and times of separate runs drift by as much (by its time only where a
     lead is unknown); * marks a figure no final round confirmed."""
     before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old, suites)}
-    rows, same, notable = [], 0, FLAGGED
+    rows, same, notable = [], 0, threshold
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
         now, then = v.served_config, was.served_config if was else None  # what best() serves, then and now
@@ -476,9 +477,10 @@ def records_at(revision: str, path: Path, root: Path) -> Iterator[RecordStore | 
 
 
 def write(records: Path, out: Path, compare: str | None = None,
-          suites: Path | None = None) -> tuple[list[Path], list[str]]:
+          suites: Path | None = None, threshold: float = FLAGGED) -> tuple[list[Path], list[str]]:
     """Write report.md, report.html and the PNG figures under ``out``: their paths, and why each
-    records file that cannot be read is left out (the report of the others is made, and says so)."""
+    records file that cannot be read is left out (the report of the others is made, and says so);
+    ``threshold``: the gate's, beyond which ``compare`` flags a lead that moved."""
     out.mkdir(parents=True, exist_ok=True)
     found, unreadable = [], []
     for path in sorted(records.glob("*.json")):
@@ -527,9 +529,9 @@ def write(records: Path, out: Path, compare: str | None = None,
                 f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
         if compare:
             with records_at(compare, store.path, root) as old:
-                changes, same = _changes(old, views, suites) if old else (None, 0)
+                changes, same = _changes(old, views, suites, threshold) if old else (None, 0)
             head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
-                    f"speedup at {compare} -> now", "config", f"lead moved beyond {FLAGGED:.0%}"]
+                    f"speedup at {compare} -> now", "config", f"lead moved beyond {threshold:.0%}"]
             md += [f"### Changes since {compare}", ""]
             body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
             unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
