@@ -3,6 +3,7 @@
 import base64
 import dataclasses
 import json
+import math
 import re
 import subprocess
 import tempfile
@@ -393,3 +394,18 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
     (tmp_path / "pytest.ini").write_text("[pytest]\ngate_threshold = half\n")  # as the gate would say it
     assert main(report) == 2
     assert "ini options gate_threshold, gate_processes, gate_max_processes: " in capsys.readouterr().err
+
+
+def test_panels_without_data_say_so_and_draw_no_time_axis(monkeypatch):
+    """An empty history panel drew -0.04 to 0.04 ms, an empty convergence panel bare axes, an empty
+    distribution a 0-1 axis; and the histogram's counts had no label."""
+    from tunebench.report import TaskView, plot_convergence, plot_distribution, plot_history
+
+    bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
+    empty = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {"ok": 3}, [math.inf] * 3, {})
+    for plot in (plot_history, plot_convergence, plot_distribution):
+        ax = _drawn(monkeypatch, plot, [empty])[0]
+        assert [t.get_text() for t in ax.texts if t.get_text().startswith("no data: ")], plot.__name__
+        assert list(ax.get_yticks()) == [] and list(ax.get_xticks()) == [], plot.__name__
+    some = dataclasses.replace(empty, objectives={(("vec", 4),): 0.8, (("vec", 8),): 1.2}, baseline_ms=1.2)
+    assert _drawn(monkeypatch, plot_distribution, [some])[0].get_ylabel() == "configs"

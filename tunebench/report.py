@@ -25,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
@@ -238,6 +239,14 @@ def _grid(n: int, title: str):
     return fig, list(axes.flat)
 
 
+def _empty(ax, text: str) -> None:
+    """Say why a panel has no data, on bare axes: matplotlib's default limits drew a 0-1 axis, or
+    negative milliseconds, around nothing."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8)
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -296,13 +305,12 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
         many = len(points) > 6  # labels side by side ran into one another
         ax.set_xticks(list(xs), [f"{revision(c)}\n{c['kind']}" for c, _ in points],
                       fontsize=6 if many else 7, rotation=60 if many else 0)
-        if not points:
-            ax.text(0.5, 0.5, "no confirmation or gate run recorded", ha="center", va="center",
-                    transform=ax.transAxes, fontsize=8)
         ax.set_title(v.label, fontsize=9)
         ax.set_ylabel("ms")
         if points:  # from zero: a change of a few per cent must not look like a cliff
             ax.set_ylim(0, 1.15 * max(ms for _, ms in points))
+        else:
+            _empty(ax, "no data: no confirmation or gate run recorded")
     return _save(fig, path)
 
 
@@ -310,13 +318,17 @@ def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
     fig, axes = _grid(len(views), f"tuning convergence (by the trials' times, not the final round's), {device}")
     for ax, v in zip(axes, views):
         finite = [ms if math.isfinite(ms) else None for ms in v.convergence]
-        ax.step(range(1, len(finite) + 1), finite, where="post")
-        if v.baseline_ms:
-            ax.axhline(v.baseline_ms, color="tab:orange", linestyle="--", label="heuristic")
-            ax.legend(fontsize=7)
         ax.set_title(v.label, fontsize=9)
         ax.set_xlabel("trial (config)")
         ax.set_ylabel("best so far, ms")
+        if not any(finite):
+            _empty(ax, "no data: no config measured to the end")
+            continue
+        ax.step(range(1, len(finite) + 1), finite, where="post")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a count of configs
+        if v.baseline_ms:
+            ax.axhline(v.baseline_ms, color="tab:orange", linestyle="--", label="heuristic")
+            ax.legend(fontsize=7)
     return _save(fig, path)
 
 
@@ -343,8 +355,6 @@ def distribution_lines(view: TaskView) -> list[tuple[float, str, str, str]]:
 def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
     """The configs' times by their trials, and the table's best and heuristic figures over them
     (the final round's where it ran: measured again, in fresh processes, they may lie elsewhere)."""
-    from matplotlib.ticker import MaxNLocator
-
     fig, axes = _grid(len(views), f"configs measured to the end, by their trials (early-stopped ones left out), "
                                   f"and the table's figures, {device}")
     for ax, v in zip(axes, views):
@@ -355,7 +365,12 @@ def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
             ax.axvline(ms, color=color, linestyle=style, label=label)
         ax.set_title(f"{v.label}: {len(values)} configs", fontsize=9)
         ax.set_xlabel("bucket objective, ms")
+        ax.set_ylabel("configs")
+        if not values and not ax.lines:
+            _empty(ax, "no data: no config measured to the end")
+            continue
         ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels of narrow ranges ran into one another
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count: 0.2 of a config is none
         if ax.get_legend_handles_labels()[0]:  # none drawn: an empty legend is matplotlib's warning
             ax.legend(fontsize=7)
     return _save(fig, path)
