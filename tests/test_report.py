@@ -409,3 +409,15 @@ def test_panels_without_data_say_so_and_draw_no_time_axis(monkeypatch):
         assert list(ax.get_yticks()) == [] and list(ax.get_xticks()) == [], plot.__name__
     some = dataclasses.replace(empty, objectives={(("vec", 4),): 0.8, (("vec", 8),): 1.2}, baseline_ms=1.2)
     assert _drawn(monkeypatch, plot_distribution, [some])[0].get_ylabel() == "configs"
+
+
+def test_compare_on_records_outside_git_says_so(tmp_path, capsys):
+    """It said "not a git revision of <folder>", blaming the revision."""
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    name = "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    (tmp_path / "records" / name).write_bytes((root / "records" / name).read_bytes())
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"),
+                 "--compare", "HEAD"]) == 2
+    assert f"--compare HEAD: {tmp_path / 'records'} is not in a git repository" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "report.md").exists()

@@ -505,8 +505,10 @@ def write(records: Path, out: Path, compare: str | None = None,
             unreadable.append(str(e))
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
-    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True,
-                               text=True).stdout.strip() or records)
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True, text=True)
+    if compare and top.returncode != 0:  # "not a git revision of" it blamed the revision
+        raise ValueError(f"--compare {compare}: {records} is not in a git repository")
+    root = Path(top.stdout.strip() or records)
     md, body, written = ["# tunebench report", ""], ["<h1>tunebench report</h1>"], []
     if unreadable:
         md += ["**Not reported**, as their records file cannot be read:", ""] + [f"- {e}" for e in unreadable] + [""]
