@@ -351,6 +351,15 @@ def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_
     assert revision({"git_commit": None}) == "?"  # no git: no commit to name
 
 
+def _tuned_store(*checks):
+    """A stand-in for the records at a revision, with their final rounds (the views are stubbed)."""
+    from types import SimpleNamespace
+    return SimpleNamespace(checks=lambda kind: [c for c in checks if c["kind"] == kind])
+
+
+TUNED = _tuned_store({"kind": "tune"})
+
+
 def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
     """Its trials all disturbed at the revision and now: it was listed as "nothing timed then"."""
     from tunebench.lookup import Choice
@@ -360,9 +369,9 @@ def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
     served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "wide", True, "d")
     view = TaskView("layernorm", "cpu", "float32", bucket, "h", {}, None, {"ok": 3}, [], {}, served=served)
     monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [view])
-    assert _changes(None, [view]) == ([], 1)
+    assert _changes(TUNED, [view]) == ([], 1)
     timed = dataclasses.replace(view, served=dataclasses.replace(served, baseline_ms=1.0))
-    assert _changes(None, [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
+    assert _changes(TUNED, [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
 
 
 def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, capsys):
@@ -375,8 +384,8 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
                     served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
     now = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=1.3))  # 2.0x -> 1.54x
     monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [then])
-    assert [r[-1] for r in _changes(None, [now])[0]] == ["**slower**"]
-    assert [r[-1] for r in _changes(None, [now], threshold=0.5)[0]] == [""]
+    assert [r[-1] for r in _changes(TUNED, [now])[0]] == ["**slower**"]
+    assert [r[-1] for r in _changes(TUNED, [now], threshold=0.5)[0]] == [""]
     monkeypatch.undo()
     root = Path(__file__).resolve().parent.parent
     (tmp_path / "records").mkdir()
@@ -421,3 +430,25 @@ def test_compare_on_records_outside_git_says_so(tmp_path, capsys):
                  "--compare", "HEAD"]) == 2
     assert f"--compare HEAD: {tmp_path / 'records'} is not in a git repository" in capsys.readouterr().err
     assert not (tmp_path / "r" / "report.md").exists()
+
+
+def test_compare_with_records_from_before_final_rounds_reads_their_trials_best(monkeypatch):
+    """No final round in the old records: best() reads them today as serving the heuristic, and
+    9 of 12 tasks were flagged "faster" against "the heuristic 1.00x*"."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+    fast, heuristic = (("vec", 4),), (("vec", 8),)
+    then = TaskView("k", "cpu", "float32", bucket, "h", {fast: 1.0, heuristic: 2.0}, 2.0, {"ok": 2}, [2.0, 1.0],
+                    {fast: {"vec": 4}, heuristic: {"vec": 8}}, heuristic=frozenset({heuristic}),
+                    served=Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "all", True, "d", baseline_ms=2.0))
+    now = dataclasses.replace(then, confirmed=(1.0, 2.0), checks=[{"kind": "tune"}],
+                              served=Choice({"vec": 4}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
+    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [then])
+    legacy = _tuned_store({"kind": "gate"})
+    assert _changes(legacy, [now]) == ([], 1)
+    quicker = dataclasses.replace(now, served=dataclasses.replace(now.served, objective_ms=0.8), confirmed=(0.8, 2.0))
+    assert [r[3:7] for r in _changes(legacy, [quicker])[0]] == [["1*", "0.8 (-20%)", "2.00x* -> 2.50x", "same config"]]
+    # records with final rounds, this task's never ran (interrupted): best() served the heuristic then
+    assert [r[6] for r in _changes(TUNED, [now])[0]] == ["the heuristic -> vec:4"]

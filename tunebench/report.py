@@ -10,6 +10,7 @@ and the distribution of its successful trials. ``compare`` adds what changed sin
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import math
 import subprocess
@@ -433,7 +434,9 @@ def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None
     A row is flagged where its lead over the heuristic moved beyond ``threshold``: the two are
     measured in one run, and times of separate runs drift by as much (by its time only where a
     lead is unknown); * marks a figure no final round confirmed."""
-    before = {(v.kernel, v.dtype, v.bucket.name): v for v in task_views(old, suites)}
+    legacy = not old.checks(kind="tune")  # from before final rounds: best() then served the trials' best,
+    before = {(v.kernel, v.dtype, v.bucket.name): dataclasses.replace(v, served=None) if legacy else v
+              for v in task_views(old, suites)}  # unconfirmed, not the heuristic it serves on them today
     rows, same, notable = [], 0, threshold
     for v in views:
         was = before.get((v.kernel, v.dtype, v.bucket.name))
