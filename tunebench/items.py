@@ -315,7 +315,7 @@ class Gate(Item):
         kernel = self.parent.kernel
         settings = self.settings()
         result = gate(self.run.store, self.run.workers, kernel, self.variant, self.run.target, self.dtype,
-                      self.bucket, settings, self.run.commit, busy=self.run.busy)
+                      self.bucket, settings, self.run.commit, busy=self.run.busy, dirty=self.run.dirty)
         self.run.busy = any(c.disturbed and len(c.disturbed) == len(c.objectives)
                             for c in result.comparisons.values())
         results = self.config.stash[GATE_RESULTS]  # a rerun (pytest-rerunfailures) replaces its attempt before

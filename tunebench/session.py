@@ -442,7 +442,7 @@ class Task:
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
                                 # a heuristic's trial other load disturbed is no reference for the trials' lead
                                 self.baseline.clean_times if self.baseline else None,
-                                self.baseline.failure if self.baseline else None, self.compiler)
+                                self.baseline.failure if self.baseline else None, self.compiler, self.dirty)
         self.check = check
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
