@@ -866,3 +866,29 @@ def test_a_child_forked_while_a_suite_imports_keeps_the_framework_modules_import
     done = subprocess.run([sys.executable, "-c", FORKED_BESIDE, str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "True", done.stderr
+
+
+NO_IMPORT_AFTER_BIND = """\
+import json, sys, warnings, tunebench
+records, device = sys.argv[1], sys.argv[2]
+warnings.simplefilter("ignore")
+handles = [tunebench.tuned(k, records=records, device=device) for k in ("layernorm", "row_reduce", "softmax")]
+before = set(sys.modules)
+notes = [tunebench.lookup(h.kernel, shape, device, records=records).note
+         for h in handles for shape in [(300, 8192), (4, 262144), (16384, 256), (64, 4096), (3, 5)]]
+print(json.dumps([sorted(set(sys.modules) - before), notes]))
+"""
+
+
+def test_no_lookup_after_a_kernel_is_bound_imports_a_module_even_to_name_the_tune_command(deployed):
+    """A lookup's note names the tune command, which reads the project's pyproject.toml with
+    pytest's reader: imported there at the first such note, in a worker forked while a thread of
+    the parent ran that import, the worker waited forever on the import's lock."""
+    (deployed / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    with open(deployed / "kernels" / "layernorm.c", "a") as f:
+        f.write("/* a comment added after the tune */\n")  # the note says which command tunes it again
+    done = subprocess.run([sys.executable, "-c", NO_IMPORT_AFTER_BIND, str(deployed / "records"), DEVICE],
+                          capture_output=True, text=True, timeout=120, check=True)
+    imported, notes = json.loads(done.stdout)
+    assert any("--tune" in (n or "") for n in notes)  # the message path was taken
+    assert imported == []

@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import KernelError, constant_suspects, overridden
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.space import Space, SpaceError, closest
+
+__import__("tomllib")  # pytest's reader imports it per call, for a pyproject.toml: imported with this module
 
 #: Default (rtol, atol) per dtype: |out - ref| <= atol + rtol * |ref| must hold everywhere.
 DEFAULT_TOLERANCE = {
@@ -106,9 +109,9 @@ INI_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproj
 
 def _configures_pytest(path: Path) -> bool:
     """Whether ``path`` holds pytest's configuration, as pytest judges it (a pyproject.toml without
-    a pytest table, a setup.cfg without ``[tool:pytest]``, do not)."""
-    from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
-
+    a pytest table, a setup.cfg without ``[tool:pytest]``, do not). Its reader is imported with
+    this module, not here: a lookup's message names the tune command, and its first import there,
+    in a child forked while another thread ran it, waited forever on that import's lock."""
     try:
         return path.is_file() and load_config_dict_from_file(path) is not None
     except Exception:  # noqa: BLE001 - a file pytest fails on: then no run of ours has this root either

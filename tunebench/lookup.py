@@ -40,6 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _pytest.outcomes import Skipped
+
 from tunebench.backends import fingerprint, resolve
 from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
@@ -104,8 +106,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
                     spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - any error in a suite is reported with its file
                 sys.modules.pop(name, None)  # half run: the next import must not take it for the suite
-                from _pytest.outcomes import Skipped  # a BaseException, past a framework's `except Exception`
-                if isinstance(e, Skipped):
+                if isinstance(e, Skipped):  # a BaseException, past a framework's `except Exception`
                     continue
                 if not isinstance(e, Exception):
                     raise
