@@ -655,7 +655,7 @@ def test_answers_for_many_shapes_of_a_bucket_share_its_ranking_and_each_caller_g
     records = deployed / "records"
     first, second = (tunebench.lookup("layernorm", (300 + i, 8192), DEVICE, records=records) for i in range(2))
     assert first.ranked and first.ranked == second.ranked
-    cached = [c.ranked for memo, (_, _, c) in lookup_module._FAST.items()
+    cached = [c.ranked for memo, (_, _, c, *_) in lookup_module._FAST.items()
               if str(records) in memo and c.kernel == "layernorm" and c.bucket == first.bucket]  # this test's alone
     assert len(cached) >= 2 and all(r is cached[0] for r in cached)
     first.ranked[0].clear()  # the caller's own: the next answer is whole
@@ -892,3 +892,23 @@ def test_no_lookup_after_a_kernel_is_bound_imports_a_module_even_to_name_the_tun
     imported, notes = json.loads(done.stdout)
     assert any("--tune" in (n or "") for n in notes)  # the message path was taken
     assert imported == []
+
+
+def test_a_template_edited_while_a_process_runs_is_read_again_with_the_records(deployed, monkeypatch):
+    """A long-lived process kept the text it first read: after the template was edited (and
+    tuned again elsewhere), it paired that text with the new records, and its note called the
+    records' template an earlier one. The template is read again, as the records are, once its
+    file changed; the answers made for the old text are not served for the new."""
+    monkeypatch.setattr(importlib.import_module("tunebench.kernel"), "REREAD_S", 0.0, raising=False)
+    template = deployed / "kernels" / "layernorm.c"
+    shipped = template.read_text()
+    ln = tunebench.tuned("layernorm", records=deployed / "records", device=DEVICE)
+    assert ln.source((300, 8192)).endswith(shipped.splitlines()[-1] + "\n")
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=deployed / "records").note is None
+    template.write_text(shipped + "/* edited */\n")
+    assert "/* edited */" in ln.source((300, 8192))
+    edited = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=deployed / "records")
+    assert "tuned with an earlier layernorm.c" in edited.note
+    template.write_text(shipped)  # and back: the records' template again
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=deployed / "records").note is None
+    assert "/* edited */" not in ln.source((300, 8192))

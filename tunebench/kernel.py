@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -157,16 +158,19 @@ _GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
-                    dirs: tuple[Path, ...] = ()) -> str:
+                    dirs: tuple[Path, ...] = (), read: list[Path] | None = None) -> str:
     """The file's text with every ``#include "header"`` found beside it, and every include found
     in one of ``dirs`` (the variant's ``-I`` folders: the user's own library, not the system's),
     replaced by the header's text, recursively, as the compiler reads it: #line markers name it
     from the template's folder for the compiler's messages, a ``#pragma once`` header is wrapped
     in a guard of its own, and a header including one it is inside is skipped where a guard or
     ``#pragma once`` would skip it. The source hash then covers the headers too, so an edited
-    header is measured again, and the build needs no include path."""
+    header is measured again, and the build needs no include path. ``read``, where given, gets
+    each file read appended."""
     top = top or path.parent
     out = []
+    if read is not None:
+        read.append(path)
     for number, line in enumerate(path.read_text().splitlines(keepends=True), 1):
         if within and _PRAGMA_ONCE.match(line):
             out.append("\n")  # the guard around the inlined text does its work
@@ -184,7 +188,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
                 out.append("\n")  # the compiler skips it there: it is being read already
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
-        inner = inline_includes(header, (*within, header.resolve()), top, dirs)
+        inner = inline_includes(header, (*within, header.resolve()), top, dirs, read)
         inner += "" if inner.endswith("\n") else "\n"
         if _PRAGMA_ONCE.search(text):
             guard = "TB_ONCE_" + re.sub(r"\W", "_", name)
@@ -196,6 +200,23 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
 
 
 _LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
+
+
+#: Seconds between checks that a template's files are unchanged (as lookups check the records).
+REREAD_S = 1.0
+
+
+def _stamps(files: tuple[Path, ...]) -> tuple:
+    """Each file's size, times and inode now (None where it is gone): an edit, a checkout or a
+    copy over it changes them."""
+    found = []
+    for path in files:
+        try:
+            st = path.stat()
+            found.append((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
 
 
 def changed_files(before: str, after: str, template: str) -> list[str]:
@@ -342,27 +363,50 @@ class Variant:
         flags = " ".join(self._written(lambda p: os.path.relpath(p, base), lambda p, given: given))
         return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
-    @cached_property
+    @property
     def template(self) -> str:
         """The template with its local headers, and those of its header folders, inlined (see
         :func:`inline_includes`), and after it, for each file its flags name, a comment holding
         the hash of its content (its own headers inlined): an edited file is another source, so
-        it is built and measured again, and a #line naming it says where the edit lies."""
-        if self.text is not None:
-            return self.text
-        text = inline_includes(self.path, dirs=self.include_dirs)
-        for file in self.flag_files:
-            content = file.read_bytes() if file.suffix in BINARY_SUFFIXES else inline_includes(
-                file, top=self.path.parent, dirs=self.include_dirs).encode()
-            text += ("" if text.endswith("\n") else "\n") + (
-                f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
-                f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
-        return text
+        it is built and measured again, and a #line naming it says where the edit lies. Read
+        again once a file it was read from changes (checked at most every :data:`REREAD_S`): a
+        long-lived process paired its first text with the config of a tune of the edited one."""
+        return self._read()[0]
 
-    @cached_property
+    @property
     def source_hash(self) -> str:
         """A short hash of the template text: a record is reused only for the same source."""
-        return hashlib.sha256(self.template.encode()).hexdigest()[:16]
+        return self._read()[1]
+
+    def _read(self) -> tuple[str, str]:
+        """(template, source hash), kept with the files read for them and their stamps; where
+        they cannot be read again (a checkout midway), as last read, until the next check."""
+        kept = self.__dict__.get("_kept")  # (text, hash, files, their stamps, when checked)
+        now = time.monotonic()
+        if kept is not None and (self.text is not None or 0 <= now - kept[4] < REREAD_S):
+            return kept[:2]
+        if kept is not None and _stamps(kept[2]) == kept[3]:
+            self.__dict__["_kept"] = (*kept[:4], now)
+            return kept[:2]
+        text, read = self.text, []
+        try:
+            if text is None:
+                text = inline_includes(self.path, dirs=self.include_dirs, read=read)
+                for file in self.flag_files:
+                    read.append(file)
+                    content = file.read_bytes() if file.suffix in BINARY_SUFFIXES else inline_includes(
+                        file, top=self.path.parent, dirs=self.include_dirs, read=read).encode()
+                    text += ("" if text.endswith("\n") else "\n") + (
+                        f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
+                        f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
+        except OSError:
+            if kept is None:
+                raise
+            self.__dict__["_kept"] = (*kept[:4], now)
+            return kept[:2]
+        files = tuple(dict.fromkeys(read))
+        self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
+        return self.__dict__["_kept"][:2]
 
     def baseline(self, shape: tuple) -> dict:
         """The heuristic config for a shape, checked to have exactly the space's params; numpy

@@ -607,8 +607,8 @@ _DECLARED: dict[tuple, tuple[Kernel | None, tuple, float]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
-#: its generation when the answer was made, answer)
-_FAST: dict[tuple, tuple[_Directory, int, Choice]] = {}
+#: its generation when the answer was made, answer, the variant answered for and its source hash then)
+_FAST: dict[tuple, tuple[_Directory, int, Choice, Variant | None, str | None]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 
 
@@ -658,9 +658,9 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
             *_context(records, suites, device))
     hit = _FAST.get(memo)
     if hit is not None:
-        folder, generation, choice = hit
+        folder, generation, choice, variant, source = hit
         folder.refresh()
-        if folder.generation == generation:
+        if folder.generation == generation and (source is None or variant.source_hash == source):
             return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     try:
@@ -689,16 +689,20 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     folder = _directory(records_dir)
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     try:
-        choice = _choose(folder, decl, name, _dims(shape), device, dtype, records_dir, suites_dir)
+        choice, variant = _choose(folder, decl, name, _dims(shape), device, dtype, records_dir, suites_dir)
     except (SpaceError, KernelError) as e:  # the declaration's code (a heuristic, a constraint) at fault
         where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
         at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
         raise type(e)(f"kernel {name!r}{where}{at}: {e}") from None
+    try:  # its template edited since: answered again, for the text, the config and the note to agree
+        source = variant.source_hash if variant is not None else None
+    except KernelError:  # shipped without it: answered for the recorded one
+        source = None
     with _FAST_LOCK:
         if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
                 del _FAST[old]
-        _FAST[memo] = (folder, generation, choice)
+        _FAST[memo] = (folder, generation, choice, variant, source)
     return choice
 
 
@@ -861,7 +865,8 @@ def recorded_target(fingerprint: dict | None, tasks: Callable[[], list[dict]], d
 
 
 def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, device: str, dtype: str | None,
-            records_dir: Path, suites_dir: Path) -> Choice:
+            records_dir: Path, suites_dir: Path) -> tuple[Choice, Variant | None]:
+    """The answer, and the declaration's variant it was made for (None without one)."""
     store = folder.summary(device)
     tasks = store.tasks(name) if store else []
     target = recorded_target(store.fingerprint if store else None, store.tasks if store else list, device)
@@ -1042,7 +1047,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
-    return choice
+    return choice, variant
 
 
 def _configs_text(by_shape: dict) -> str:
