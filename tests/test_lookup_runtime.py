@@ -912,3 +912,27 @@ def test_a_template_edited_while_a_process_runs_is_read_again_with_the_records(d
     template.write_text(shipped)  # and back: the records' template again
     assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=deployed / "records").note is None
     assert "/* edited */" not in ln.source((300, 8192))
+
+
+def test_records_merged_with_a_later_round_of_an_older_template_serve_and_gate_todays_round(deployed, monkeypatch):
+    """Records merged from two branches hold a round of today's template and, later in the file,
+    one of the older template the other branch tuned: the last round was read, of another
+    source, so best() served the heuristic and the gate held no pick of today's template."""
+    from tunebench.gate import recorded_best
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records = deployed / "records"
+    shape = (300, 8192)
+    today = tunebench.lookup("layernorm", shape, DEVICE, records=records)
+    assert today.source == "tuned"
+    store = RecordStore(records / f"{DEVICE}.json")
+    ours = [c for c in store.checks(kernel="layernorm", kind="tune", bucket=today.bucket)][-1]
+    theirs = {**ours, "source_hash": "0123456789abcdef", "setup_hash": "fedcba9876543210",
+              "timestamp": "2026-11-24T00:00:00+00:00",
+              "shapes": [{**e, "best": {**e["best"], "vec": 1}} for e in ours["shapes"]]}
+    store.add_check(theirs)
+    merged = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)  # a shape not answered yet
+    assert (merged.source, merged.config) == ("tuned", today.config)
+    kernel = REGISTRY["layernorm"]
+    bucket = next(b for b in kernel.buckets_for("cpu") if b.name == today.bucket)
+    picks, source = recorded_best(RecordStore(records / f"{DEVICE}.json"), kernel, "cpu", "float32", bucket)
+    assert source == ours["source_hash"] and picks == {tuple(e["shape"]): e["best"] for e in ours["shapes"]}

@@ -148,11 +148,12 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     config ``best()`` serves. Trials no final round judged are never gated: nothing serves them.
     A round that kept the heuristic chose today's heuristic, as best() serves it: its config of
     the tune's day measured against a faster rule since failed the gate."""
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket)
+    variant = kernel.variant(target)
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
+                                kernel.setup_hash(variant, dtype))
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:
-        variant = kernel.variant(target)
         return {tuple(e["shape"]): variant.baseline(tuple(e["shape"])) for e in check["shapes"]}, check["source_hash"]
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
 
@@ -280,7 +281,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                             + (f", and holds today's build of the best to its build with the tune's flags "
                                f"[{tuned_flags[0]}]" if tune_flags is not None else "")
                             + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket)
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
+                                kernel.setup_hash(variant, dtype))
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned

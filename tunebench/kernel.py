@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 import os
 import re
@@ -759,6 +760,10 @@ class Kernel:
                 "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
                     f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
                 "outputs": repr((self.outputs, self.inout, self.inplace))}
+
+    def setup_hash(self, variant: Variant, dtype: str) -> str:
+        """A short hash of :meth:`declaration`, kept with each trial and final round."""
+        return hashlib.sha256(json.dumps(self.declaration(variant, dtype), sort_keys=True).encode()).hexdigest()[:16]
 
     @staticmethod
     def retargeted(variant: Variant, task: Mapping[str, Any]) -> str | None:

@@ -341,8 +341,8 @@ class Summary:
 
     @classmethod
     def of(cls, store: RecordStore) -> Summary:
-        finals, unjudged = {}, {}
-        for check in store.checks(kind="tune"):  # the latest of each task that judged its finalists wins
+        finals, unjudged = defaultdict(list), {}
+        for check in store.checks(kind="tune"):  # each task's rounds that judged its finalists, in order
             task = [check["kernel"], check["target"], check["dtype"], check["bucket"]]
             if check.get("disturbed"):  # what kept the latest round from judging, where it is the latest
                 unjudged[json.dumps(task)] = check.get("problem") or "the machine stayed disturbed"
@@ -350,10 +350,10 @@ class Summary:
             unjudged.pop(json.dumps(task), None)
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             shapes = _shapes_key(e["shape"] for e in check["shapes"])  # a bucket's shapes may change, and back
-            finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)] = (
-                check["source_hash"], [[e["shape"], e["best"], *ms, e["baseline"]]
-                                       for e, ms in zip(check["shapes"], measured)],
-                check.get("reason") or "")
+            finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)].append({
+                "source_hash": check["source_hash"], "setup_hash": check.get("setup_hash"),
+                "entries": [[e["shape"], e["best"], *ms, e["baseline"]] for e, ms in zip(check["shapes"], measured)],
+                "reason": check.get("reason") or ""})
         trials = store.triage()
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
                 for d in trials.undisturbed]
@@ -374,38 +374,42 @@ class Summary:
     def kernels(self) -> set[str]:
         return {t["kernel"] for t in self._tasks}
 
-    def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple | None:
-        """(source, entries, reason) of the task's latest final round, where it judged the
-        bucket's representative shapes (one of other shapes judged another bucket)."""
-        return self._finals.get((kernel, target, dtype, bucket.name, _shapes_key(bucket.shapes)))
+    def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple = (None, None)) -> dict | None:
+        """{source_hash, setup_hash, entries, reason} of the task's latest final round, where it
+        judged the bucket's representative shapes (one of other shapes judged another bucket); of
+        ``today``'s (source hash, setup hash) where recorded (see :func:`preferred`)."""
+        return preferred(self._finals.get((kernel, target, dtype, bucket.name, _shapes_key(bucket.shapes)), []),
+                         *today)
 
     def reshaped(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> list[tuple] | None:
         """The shapes the task's latest final round judged, where they are not the bucket's now."""
         if self._final(kernel, target, dtype, bucket):
             return None
-        other = [v for k, v in self._finals.items() if k[:4] == (kernel, target, dtype, bucket.name)]
-        return [tuple(e[0]) for e in other[-1][1]] if other else None
+        other = [v[-1] for k, v in self._finals.items() if k[:4] == (kernel, target, dtype, bucket.name)]
+        return [tuple(e[0]) for e in other[-1]["entries"]] if other else None
 
-    def final(self, kernel: str, target: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict | None:
-        """shape -> config the latest final round of the task chose for this source, if any."""
-        found = self._final(kernel, target, dtype, bucket)
-        if found is None or found[0] != source_hash:
+    def final(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> dict | None:
+        """shape -> config the latest final round of the task chose for ``today``'s (source hash,
+        setup hash), if any of this source."""
+        found = self._final(kernel, target, dtype, bucket, today)
+        if found is None or found["source_hash"] != today[0]:
             return None
-        return {tuple(shape): config for shape, config, *_ in found[1]}
+        return {tuple(shape): config for shape, config, *_ in found["entries"]}
 
-    def final_baseline(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> dict | None:
+    def final_baseline(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> dict | None:
         """shape -> the heuristic's config as the task's latest final round measured it."""
-        found = self._final(kernel, target, dtype, bucket)
-        return {tuple(e[0]): e[4] for e in found[1]} if found else None
+        found = self._final(kernel, target, dtype, bucket, today)
+        return {tuple(e[0]): e[4] for e in found["entries"]} if found else None
 
-    def final_reason(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> str:
+    def final_reason(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> str:
         """Why the latest final round of the task kept the heuristic, or took no lead over it."""
-        return (self._final(kernel, target, dtype, bucket) or (None, [], ""))[2]
+        return (self._final(kernel, target, dtype, bucket, today) or {"reason": ""})["reason"]
 
-    def confirmed(self, kernel: str, target: str, dtype: str, bucket: Bucket) -> tuple[float, float] | None:
+    def confirmed(self, kernel: str, target: str, dtype: str, bucket: Bucket,
+                  today: tuple) -> tuple[float, float] | None:
         """(chosen, heuristic) bucket objectives in ms as the latest final round measured them (the
         summary's figures), or None where it measured none."""
-        entries = (self._final(kernel, target, dtype, bucket) or (None, []))[1]
+        entries = (self._final(kernel, target, dtype, bucket, today) or {"entries": []})["entries"]
         if not entries or any(e[2] is None for e in entries):
             return None
         return (bucket.objective({tuple(e[0]): e[2] for e in entries}),
@@ -415,7 +419,7 @@ class Summary:
         """The template source the task was last tuned with: its final round's, else its trials'."""
         found = self._final(kernel, target, dtype, bucket)
         if found is not None:
-            return found[0]
+            return found["source_hash"]
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
                      == (kernel, target, dtype, bucket.name)), None)
 
@@ -591,7 +595,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 10
+INDEX_FORMAT = 11
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -901,10 +905,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
                        + _other_threads(folder, device, store, name, dtype, bucket.name))
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
-    source_hash = (task or {}).get("source_hash")
+    source_hash, setup = (task or {}).get("source_hash"), None
     if variant is not None:
         try:
             source_hash = variant.source_hash
+            setup = decl.setup_hash(variant, dtype) if declared else None
         except KernelError as e:  # a deployment that shipped the suites without the templates
             choice.note = f"{e}: answered for the template the records were tuned with"
     # tuned with another entry point: its records measured another function, and none of them serves this one
@@ -913,7 +918,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     ranked, times = usable.ranked(name, dtype, bucket, source_hash) if usable and declared else ({}, {})
     recorded, ranked = len(ranked), _in_space(variant, ranked)
     earlier = usable.latest_source(name, target, dtype, bucket) if usable and variant and declared else None
-    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, source_hash) is None:
+    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, (source_hash, setup)) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
         old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
         recorded = recorded or len(old_ranked)  # where none is in the space any more, that is the reason
@@ -928,12 +933,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
-    final = usable.final(name, target, dtype, bucket, source_hash) if usable else None
+    today = (source_hash, setup)  # the round read: of today's template and declaration where recorded
+    final = usable.final(name, target, dtype, bucket, today) if usable else None
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
     unconfirmed = ""  # why the trials' fastest is not served: no final round judged it
-    judged = store.final_baseline(name, target, dtype, bucket) if final else None  # the heuristic it measured
+    judged = store.final_baseline(name, target, dtype, bucket, today) if final else None  # the heuristic it measured
     kept = final is not None and final == judged  # the round kept the heuristic of its day
     retold = final is not None and variant is not None and judged != dict(zip(bucket.shapes, baseline))
     if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
@@ -964,7 +970,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         order = adopt + [k for k in order if k != key]
     else:
         adopt = [k for k in order[:1] if choice.baseline_ms is None or ranked[k] < choice.baseline_ms]
-    why_kept = store.final_reason(name, target, dtype, bucket) if final is not None and not adopt else ""
+    why_kept = store.final_reason(name, target, dtype, bucket, today) if final is not None and not adopt else ""
     if why_kept and retold:
         why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
                     f"heuristic has changed since, and no final round measured today's: "
@@ -993,7 +999,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         choice.reason = (f"no recorded config {'faster than it' if choice.baseline_ms else 'that ran to the end'} "
                          f"satisfies the constraints for {shape}")
         adopt = fits[:1]
-    confirmed = store.confirmed(name, target, dtype, bucket) if picked == (adopt[:1] or [None]) else None
+    confirmed = store.confirmed(name, target, dtype, bucket, today) if picked == (adopt[:1] or [None]) else None
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
         choice.baseline_ms = confirmed[1]
     if adopt and decl is None and task and task.get("shaped") and shape not in bucket.shapes:
@@ -1019,7 +1025,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                 f"tuned on {', '.join(map(str, bucket.shapes))}: {shape} lies {far:.0f} octaves from the nearest "
                 f"in a dim, where the pick may not hold; a representative shape near it measures it there"))))
     elif variant is not None:
-        measured = store.confirmed(name, target, dtype, bucket) if final is not None and not confirmed \
+        measured = store.confirmed(name, target, dtype, bucket, today) if final is not None and not confirmed \
             and not retold else None
         if measured:  # served though the round picked another config: its time as the round measured it
             choice.baseline_ms = measured[1]
@@ -1128,14 +1134,27 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     return dict(choice.config)
 
 
-def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket) -> dict | None:
+def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
+                        source_hash: str | None = None, setup_hash: str | None = None) -> dict | None:
     """The final round of the latest tune of a task (see :mod:`tunebench.final_round`) that
     judged its finalists on the bucket's representative shapes: one that stayed disturbed by
     other load judged nothing, and one of other shapes judged another bucket (its shapes changed
-    since: best(), the gate and a re-tune read none)."""
+    since: best(), the gate and a re-tune read none). Of today's declaration and template where
+    given and recorded (see :func:`preferred`)."""
     found = [c for c in store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket.name, kind="tune")
              if not c.get("disturbed") and {tuple(e["shape"]) for e in c["shapes"]} == set(bucket.shapes)]
-    return found[-1] if found else None
+    return preferred(found, source_hash, setup_hash)
+
+
+def preferred(rounds: list[dict], source_hash: str | None, setup_hash: str | None) -> dict | None:
+    """The latest of a task's final rounds (in file order) for today's declaration (``setup_hash``),
+    else for today's template (``source_hash``), else the latest: records merged from two branches
+    hold rounds of both, and the last in the file may be the other branch's, of an older template."""
+    for wanted, key in ((setup_hash, "setup_hash"), (source_hash, "source_hash")):
+        found = [r for r in rounds if wanted is not None and r.get(key) == wanted]
+        if found:
+            return found[-1]
+    return rounds[-1] if rounds else None
 
 
 def final_ms(check: dict) -> list[tuple[float, float]] | None:
@@ -1164,7 +1183,7 @@ def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucke
                  source_hash: str | None) -> dict[tuple, dict] | None:
     """shape -> config the final round of the latest tune chose for this source, if any: it
     outranks the trials' own order, which drift between trials may have decided."""
-    check = latest_confirmation(store, kernel, target, dtype, bucket)
+    check = latest_confirmation(store, kernel, target, dtype, bucket, source_hash)
     if check is None or check["source_hash"] != source_hash:
         return None
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}

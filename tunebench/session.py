@@ -18,8 +18,6 @@ of a busy machine records noise, not picks.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import subprocess
@@ -233,7 +231,7 @@ class Task:
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
             tuner.root, (variant.path, *([kernel.declared_in] if kernel.declared_in else [])))
-        self.setup_hash = hashlib.sha256(json.dumps(self.declaration, sort_keys=True).encode()).hexdigest()[:16]
+        self.setup_hash = kernel.setup_hash(variant, dtype)
         self._reused: set[tuple] = set()  # trials taken from the records instead of measured, each once
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
@@ -407,8 +405,7 @@ class Task:
         candidates deselected, a small budget) still meets it in the final round, so a re-run
         never drops a pick the records hold without measuring it again. Not under --tune-fresh."""
         t = self.tuner
-        check = None if t.fresh else latest_confirmation(t.store, self.kernel.name, t.target, self.dtype,
-                                                         self.bucket)
+        check = None if t.fresh else self._latest_confirmation()
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else None
         space = self.variant.space
         dims = self.kernel.buckets_for(t.target).dims
@@ -436,7 +433,7 @@ class Task:
         if not finalists:
             return
         t = self.tuner
-        check = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket)
+        check = self._latest_confirmation()
         if t.fresh or not self._judged(check, configs):
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
@@ -451,6 +448,12 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _latest_confirmation(self) -> dict | None:
+        """The task's latest final round, of this source and declaration where the records hold one."""
+        t = self.tuner
+        return latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket,
+                                   self.variant.source_hash, self.setup_hash)
 
     def _judged(self, check: dict | None, configs: list[dict]) -> bool:
         """Whether the latest final round already judged these finalists, for this source and
@@ -707,9 +710,7 @@ class Task:
         # than after a disturbed round, and best(), the gate and the report serve what they served before
         unjudged = self.check is None and (self.busy is not None or self.interrupted[1] is not None)
         if check.get("disturbed") or check.get("problem") or unjudged:
-            t = self.tuner
-            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket) \
-                if check.get("disturbed") or unjudged else None
+            earlier = self._latest_confirmation() if check.get("disturbed") or unjudged else None
             if earlier is not None and earlier.get("winner") is not None:
                 served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"]))
                 confirmed = confirmed_ms(earlier, self.bucket)
@@ -743,8 +744,7 @@ class Task:
         why it judged them without the heuristic (its config fails)."""
         check = self.check or {}
         if check.get("disturbed"):
-            t = self.tuner
-            earlier = latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket)
+            earlier = self._latest_confirmation()
             kept = (f"the pick of the round of {earlier['timestamp']}" if earlier and earlier.get("winner") is not None
                     else "the heuristic")
             return (f"the final round confirmed nothing ({check['problem']}): {kept} is still served; tune again "
