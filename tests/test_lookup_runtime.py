@@ -936,3 +936,27 @@ def test_records_merged_with_a_later_round_of_an_older_template_serve_and_gate_t
     bucket = next(b for b in kernel.buckets_for("cpu") if b.name == today.bucket)
     picks, source = recorded_best(RecordStore(records / f"{DEVICE}.json"), kernel, "cpu", "float32", bucket)
     assert source == ours["source_hash"] and picks == {tuple(e["shape"]): e["best"] for e in ours["shapes"]}
+
+
+def test_the_heuristic_served_for_another_device_or_an_undeclared_dtype_is_said_once_per_kernel(deployed, monkeypatch):
+    """best() and Tuned.config() served the heuristic without a word where this machine's id
+    (here: another thread count) has no records but others are recorded, or where the dtype is
+    not declared: only lookup().note said it. A warning per kernel and cause, not per launch."""
+    monkeypatch.setattr(lookup_module, "_SAID", {}, raising=False)
+    monkeypatch.delenv("TUNEBENCH_DEVICE", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    records = deployed / "records"
+    ln = tunebench.tuned("layernorm", records=records)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (300, 301, 302, 300):
+            assert ln.config((rows, 8192)) == tunebench.lookup("layernorm", (rows, 8192), records=records).config
+        tunebench.best("softmax", (64, 4096), records=records)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        for rows in (300, 303):
+            tunebench.best("layernorm", (rows, 8192), DEVICE, records=records, dtype="float64")
+    said = [(w.category.__name__, str(w.message).split(":")[0]) for w in caught]
+    assert said == [("UntunedWarning", "kernel 'layernorm'"), ("UntunedWarning", "kernel 'softmax'"),
+                    ("UntunedWarning", "kernel 'layernorm'")], [str(w.message) for w in caught]
+    assert "-7t-" in str(caught[0].message) and "float64" in str(caught[2].message)
+    assert all(w.filename == __file__ for w in caught)

@@ -570,6 +570,24 @@ class UnknownDeviceWarning(UserWarning):
     most likely a typo, which would otherwise quietly serve the heuristic at every launch."""
 
 
+class UntunedWarning(UserWarning):
+    """The heuristic is served, untuned, where only a lookup's note said so: this machine's own
+    id (another CPU, another thread count) has no records though others' are there, or the dtype
+    asked is not declared. Said once per kernel and cause, not per launch."""
+
+
+#: (kernel, warning category, device or dtype) said already: a fallback is said once per process, not per launch.
+_SAID: dict[tuple, object] = {}
+
+
+def _say_once(kernel: str, category: type[Warning], about: str, message: str) -> None:
+    """Warn of a fallback to the heuristic once per (kernel, category, device or dtype): an
+    answer is made once per shape, and a framework's shapes are many."""
+    token = object()
+    if _SAID.setdefault((kernel, category, about), token) is token:  # one thread of those asking at once
+        warnings.warn(category(f"kernel {kernel!r}: {message}"), stacklevel=_caller())
+
+
 class StaleRecordsWarning(UserWarning):
     """A records file could not be read (half written?): answers come from its last whole read."""
 
@@ -899,11 +917,14 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if not declared:
         choice.note = (f"{dtype} is not among the dtypes {name} declares for the {target} target "
                        f"({', '.join(variant.dtypes)}): its heuristic")
+        _say_once(name, UntunedWarning, dtype, f"{choice.note} is served, untuned")
     elif store is None:
         others = sorted(p.stem for p in records_dir.glob("*.json"))
         choice.note = (f"nothing is recorded for this device ({device})"
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
                        + _other_threads(folder, device, store, name, dtype, bucket.name))
+        if others:  # tuned elsewhere, not here: a framework must hear it without reading each note
+            _say_once(name, UntunedWarning, device, f"the heuristic is served: {choice.note}")
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash, setup = (task or {}).get("source_hash"), None
     if variant is not None:
