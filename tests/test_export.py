@@ -280,7 +280,8 @@ def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best
                            check=True).stdout.splitlines()
     assert lines[0] == "48 tuned"  # a representative shape: its config was measured there
     assert lines[1] == (f"50 no declaration of gemm under {alone.parent / 'suites'}, and its constraints read the "
-                        f"shape: the bucket's best is served unchecked for (50,), which it may not fit; pass suites= "
+                        f"shape: the bucket's best is served unchecked on bucket 'small' for shapes other than its "
+                        f"representative ones (lookup().note names each), which it may not fit; pass suites= "
                         f"(--suites)")
 
 

@@ -399,7 +399,7 @@ def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warni
     """warnings.catch_warnings swaps process-wide state: two threads inside it at once left every
     later warning of the process recorded and never shown."""
     monkeypatch.setattr(lookup_module, "warnings", types.SimpleNamespace(warn=warnings.warn))  # warn, nothing else
-    with pytest.warns(tunebench.ShapeOutsideBuckets, match=r"shape \(0, 8192\) lies outside every bucket"):
+    with pytest.warns(tunebench.ShapeOutsideBuckets, match=r"kernel 'layernorm': a shape outside every bucket"):
         tunebench.best("layernorm", (0, 8192), DEVICE, records=deployed / "records")
 
 
@@ -960,3 +960,19 @@ def test_the_heuristic_served_for_another_device_or_an_undeclared_dtype_is_said_
                     ("UntunedWarning", "kernel 'layernorm'")], [str(w.message) for w in caught]
     assert "-7t-" in str(caught[0].message) and "float64" in str(caught[2].message)
     assert all(w.filename == __file__ for w in caught)
+
+
+def test_shapes_outside_every_bucket_are_warned_once_per_bucket_not_once_per_shape(deployed):
+    """Each shape was in the warning's words, so Python's filters, which say a warning once per
+    line and text, said one per shape (3001 entries in the caller's registry for 3000 shapes);
+    the shape stays in Choice.warnings."""
+    records = deployed / "records"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for cols in range(8192, 8192 + 40):
+            tunebench.best("layernorm", (0, cols), DEVICE, records=records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        buckets = {tunebench.lookup("layernorm", (0, cols), DEVICE, records=records).bucket for cols in (8192, 8231)}
+        assert "(0, 8200)" in tunebench.lookup("layernorm", (0, 8200), DEVICE, records=records).warnings[0]
+    assert len(caught) == len(buckets) and all("(0, 8" not in str(w.message) for w in caught)

@@ -873,8 +873,7 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
     defaults to the one the kernel is tuned in on the device (float32 where several are)."""
     choice = _answer(kernel, shape, device, dtype, records, suites)
-    for message in choice.warnings:
-        warnings.warn(ShapeOutsideBuckets(message), stacklevel=_caller())
+    _warn_outside(choice)
     return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
 
 
@@ -1024,8 +1023,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
         choice.baseline_ms = confirmed[1]
     if adopt and decl is None and task and task.get("shaped") and shape not in bucket.shapes:
-        choice.note = "; ".join(filter(None, (choice.note, _unchecked(name, suites_dir, shape))))
-        warnings.warn(_unchecked(name, suites_dir, shape), SuiteImportWarning, stacklevel=_caller())
+        choice.note = "; ".join(filter(None, (choice.note, _unchecked(name, suites_dir, f"for {shape}"))))
+        # a shape in its words made one warning per shape asked: the note names it
+        warnings.warn(_unchecked(name, suites_dir, f"on bucket {bucket.name!r} for shapes other than its "
+                                                   f"representative ones (lookup().note names each)"),
+                      SuiteImportWarning, stacklevel=_caller())
     if adopt:
         config = _declared(variant, adopt[0], list(task["baseline"][0]["config"]) if task else [])
         choice.config, choice.source, choice.reason = config, "tuned", None
@@ -1099,9 +1101,9 @@ def _recorded_buckets(tasks: list[dict]) -> Buckets:
     return Buckets(tasks[0]["dims"], kept[::-1])
 
 
-def _unchecked(name: str, suites_dir: Path, shape: tuple) -> str:
+def _unchecked(name: str, suites_dir: Path, where: str) -> str:
     return (f"no declaration of {name} under {suites_dir}, and its constraints read the shape: the bucket's best is "
-            f"served unchecked for {shape}, which it may not fit; pass suites= (--suites)")
+            f"served unchecked {where}, which it may not fit; pass suites= (--suites)")
 
 
 def _nearest_recorded(baseline: list[dict], shape: tuple) -> dict:
@@ -1149,10 +1151,19 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
     machine's), else the kernel's heuristic for ``shape`` (a copy: the caller may change it)."""
     choice = _answer(kernel, shape, device, dtype, records, suites)
-    if choice.warnings:
-        for message in choice.warnings:
-            warnings.warn(ShapeOutsideBuckets(message), stacklevel=_caller())
+    _warn_outside(choice)
     return dict(choice.config)
+
+
+def _warn_outside(choice: Choice) -> None:
+    """Warn of a shape outside every bucket in words naming the kernel and the bucket serving it,
+    not the shape (:attr:`Choice.warnings` does): Python's filters then say it once per caller's
+    line and bucket, where a warning per shape was said for each (3000 shapes, 3001 entries in
+    the caller's ``__warningregistry__``)."""
+    if choice.warnings:
+        warnings.warn(ShapeOutsideBuckets(f"kernel {choice.kernel!r}: a shape outside every bucket is served by the "
+                                          f"nearest, {choice.bucket!r} (lookup().warnings names the shape)"),
+                      stacklevel=_caller())
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
