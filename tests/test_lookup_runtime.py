@@ -976,3 +976,41 @@ def test_shapes_outside_every_bucket_are_warned_once_per_bucket_not_once_per_sha
         buckets = {tunebench.lookup("layernorm", (0, cols), DEVICE, records=records).bucket for cols in (8192, 8231)}
         assert "(0, 8200)" in tunebench.lookup("layernorm", (0, 8200), DEVICE, records=records).warnings[0]
     assert len(caught) == len(buckets) and all("(0, 8" not in str(w.message) for w in caught)
+
+
+def test_a_launch_while_the_records_are_read_again_is_answered_from_the_old_ones_without_waiting(deployed,
+                                                                                                   monkeypatch):
+    """Another process tuning into the folder changes it at each trial: the summary was dropped,
+    and the next launch read the records again while every launch thread waited (up to 1.3 s, once
+    a second). A thread of its own reads them now; launches are answered as before until it is
+    done, for at most REFRESH_S more."""
+    clock = [100.0]
+    monkeypatch.setattr(lookup_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    records = deployed / "records"
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+    build, reading, release = lookup_module.Summary.of, threading.Event(), threading.Event()
+
+    def slow_build(store):
+        reading.set()
+        release.wait(10)
+        return build(store)
+
+    monkeypatch.setattr(lookup_module.Summary, "of", slow_build)
+    path = records / f"{DEVICE}.json"
+    data = json.loads(path.read_text())  # the records without layernorm's tune: its heuristic serves
+    for table in ("trials", "checks"):
+        data[table] = {i: d for i, d in data[table].items() if d["kernel"] != "layernorm"}
+    path.write_text(json.dumps(data))
+    clock[0] += lookup_module.REFRESH_S
+    meanwhile = []
+    launch = threading.Thread(target=lambda: meanwhile.append(tunebench.lookup("layernorm", (300, 8192), DEVICE,
+                                                                               records=records)))
+    launch.start()
+    assert reading.wait(10)
+    launch.join(5)
+    done = not launch.is_alive()
+    release.set()
+    launch.join(10)
+    assert done and meanwhile[0].source == "tuned"  # the answer as it was, while the records are read
+    clock[0] += lookup_module.REFRESH_S  # the next check waits for the read, and the new records answer
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "heuristic"

@@ -468,9 +468,9 @@ _UNREAD = object()
 
 
 class _Directory:
-    """A records folder held in memory: one :class:`Summary` per device, dropped when a records
-    file, its archive or its journal changes (checked at most every :data:`REFRESH_S` seconds);
-    ``generation`` counts the changes, and an answer made at an older one is not served."""
+    """A records folder held in memory: one :class:`Summary` per device, built again when a
+    records file, its archive or its journal changes (checked at most every :data:`REFRESH_S`
+    seconds); ``generation`` counts the changes, and an answer made at an older one is not served."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -480,17 +480,50 @@ class _Directory:
         self._checked = -math.inf
         self._summaries: dict[str, Summary | str | None] = {}  # str: why the file cannot be read
         self._last_read: dict[str, Summary] = {}  # each device's summary as last read whole
+        self.rebuild: threading.Thread | None = None  # building the summaries read again, where one is
 
     def refresh(self) -> None:
+        """Notice a change of the folder's files. The summaries read are built again by a thread of
+        their own, and answers made from the old ones are served meanwhile, for at most
+        :data:`REFRESH_S` more; the next check waits for the rebuild. While another process tuned
+        into the folder, each append dropped them, and a launch a second waited on the lock for
+        the whole summary to be read again (up to 1.3 s)."""
         now = time.monotonic()
         if now - self._checked < REFRESH_S:
             return
         self._checked = now
+        rebuild = self.rebuild
+        if rebuild is not None:  # its time to serve the old answers is over
+            rebuild.join()
+            return
         stamp = self._stamps()
-        if stamp != self._stamp:
-            with self.lock:
+        if stamp == self._stamp:
+            return
+        with self.lock:
+            if self.rebuild is not None or stamp == self._stamp:  # another thread saw it first
+                return
+            read = [device for device, found in self._summaries.items() if isinstance(found, Summary)]
+            if REFRESH_S <= 0 or not read:  # none to serve meanwhile: read again when asked
                 self._stamp, self._summaries = stamp, {}
                 self.generation += 1
+                return
+            self.rebuild = threading.Thread(target=self._rebuild, args=(stamp, read), daemon=True,
+                                            name=f"tunebench records {self.path}")
+            self.rebuild.start()
+
+    def _rebuild(self, stamp: tuple, devices: list[str]) -> None:
+        """Build the summaries of ``devices`` again, then serve them; one that fails (a file half
+        written, a newer format) is left out, for the next lookup to read and say why."""
+        fresh = {}
+        try:
+            for device in devices:
+                with contextlib.suppress(RecordsError):
+                    fresh[device] = self._read(device)
+        finally:
+            with self.lock:
+                self._stamp, self._summaries = stamp, fresh
+                self.generation += 1
+                self.rebuild = None
 
     def _stamps(self, device: str = "*") -> tuple:
         found = []
@@ -651,6 +684,8 @@ def _fresh_locks() -> None:
     _IMPORTING.clear()
     for folder in _DIRECTORIES.values():
         folder.lock = threading.Lock()
+        if folder.rebuild is not None:  # its thread is not in the child: the files are checked again
+            folder.rebuild, folder._stamp, folder._checked = None, None, -math.inf
 
 
 os.register_at_fork(after_in_child=_fresh_locks)
