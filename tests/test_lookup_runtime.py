@@ -1014,3 +1014,18 @@ def test_a_launch_while_the_records_are_read_again_is_answered_from_the_old_ones
     assert done and meanwhile[0].source == "tuned"  # the answer as it was, while the records are read
     clock[0] += lookup_module.REFRESH_S  # the next check waits for the read, and the new records answer
     assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "heuristic"
+
+
+@pytest.mark.parametrize("shape, error, says", [
+    (b"1", TypeError, "shape b'1' is a bytes"),  # served as the shape (49,)
+    ("1024", TypeError, "shape '1024' is a str"),  # refused as the dims '1', '0', '2', '4'
+    (bytearray(b"12"), TypeError, "shape bytearray(b'12') is a bytearray"),
+    ((64, 10**400), ValueError, "a dim beyond 2**63 - 1"),  # a bare OverflowError of a float
+    ((2**63, 4096), ValueError, "a dim beyond 2**63 - 1"),
+])
+def test_text_and_dims_beyond_64_bits_are_no_shape_and_the_error_names_kernel_and_shape(deployed, shape, error,
+                                                                                        says):
+    with pytest.raises(error) as caught:
+        tunebench.best("softmax", shape, DEVICE, records=deployed / "records")
+    assert str(caught.value).startswith(f"kernel 'softmax': shape {shape!r}") and says in str(caught.value)
+    assert tunebench.best("softmax", (2**63 - 1, 4096), DEVICE, records=deployed / "records")  # the most it takes

@@ -705,7 +705,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     """The cached answer to a lookup: a dictionary hit and a clock check per call once seen."""
     if not isinstance(kernel, (str, Kernel)):
         raise TypeError(f"kernel {kernel!r}: give a kernel's name or its tunebench.Kernel")
-    shape = _shape(shape)
+    shape = _shape(shape, getattr(kernel, "name", kernel))
     if type(dtype).__hash__ is None:  # an array, a list: the answers' cache failed naming nothing
         raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: dtype is a {type(dtype).__name__}: give a "
                         f"dtype's name, a numpy dtype or an array's .dtype")
@@ -746,7 +746,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     folder = _directory(records_dir)
     generation = folder.generation  # before choosing: an answer from records that change meanwhile is not kept
     try:
-        choice, variant = _choose(folder, decl, name, _dims(shape), device, dtype, records_dir, suites_dir)
+        choice, variant = _choose(folder, decl, name, _dims(shape, name), device, dtype, records_dir, suites_dir)
     except (SpaceError, KernelError) as e:  # the declaration's code (a heuristic, a constraint) at fault
         where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
         at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
@@ -779,9 +779,18 @@ def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
             f"{', '.join(others)}" + (f" (did you mean {meant}?)" if meant else "")), stacklevel=_caller())
 
 
-def _shape(shape) -> tuple:
+#: The largest dim a lookup takes: a 64-bit index's, as the exported header's (a dim of 400
+#: digits overflowed a float, an error naming neither the kernel nor the shape).
+MAX_DIM = 2**63 - 1
+
+
+def _shape(shape, kernel: str) -> tuple:
     """A shape as a tuple of ints; an int is a 1-D shape, as numpy takes one. Checked on every
-    call, cached answer or not: (64.0, 1024) equals (64, 1024), and would find its answer."""
+    call, cached answer or not: (64.0, 1024) equals (64, 1024), and would find its answer. Text
+    is no shape: b"1" was served as (49,), "1024" refused as four dims."""
+    if isinstance(shape, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"kernel {kernel!r}: shape {shape!r} is a {type(shape).__name__}: give a sequence of ints "
+                        f"(x.shape), or an int for one dim")
     try:
         found = tuple(shape)
     except TypeError:
@@ -790,19 +799,22 @@ def _shape(shape) -> tuple:
                 raise TypeError
             return (operator.index(shape),)
         except TypeError:
-            raise TypeError(f"shape {shape!r}: give a sequence of ints (x.shape), or an int for one dim") from None
-    return found if all(type(v) is int for v in found) else _dims(found)
+            raise TypeError(f"kernel {kernel!r}: shape {shape!r}: give a sequence of ints (x.shape), or an int for "
+                            f"one dim") from None
+    return found if all(type(v) is int for v in found) else _dims(found, kernel)
 
 
-def _dims(shape: tuple) -> tuple[int, ...]:
+def _dims(shape: tuple, kernel: str) -> tuple[int, ...]:
     """A shape's dims as ints: a float, a string or a bool is no dim (300.5 was served as 300),
-    nor is a negative one."""
+    nor is a negative one or one beyond :data:`MAX_DIM`."""
     for v in shape:
         if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-            raise TypeError(f"shape {shape!r}: {v!r} is no dim: give a sequence of ints (x.shape)")
+            raise TypeError(f"kernel {kernel!r}: shape {shape!r}: {v!r} is no dim: give a sequence of ints (x.shape)")
     dims = tuple(operator.index(v) for v in shape)
     if any(d < 0 for d in dims):
-        raise ValueError(f"shape {shape!r}: a dim below 0")
+        raise ValueError(f"kernel {kernel!r}: shape {shape!r}: a dim below 0")
+    if any(d > MAX_DIM for d in dims):
+        raise ValueError(f"kernel {kernel!r}: shape {shape!r}: a dim beyond 2**63 - 1, the most a 64-bit index holds")
     return dims
 
 
