@@ -45,7 +45,7 @@ from _pytest.outcomes import Skipped
 from tunebench.backends import fingerprint, resolve
 from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
-from tunebench.device import device_id
+from tunebench.device import device_id, threads_apart
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, rootdir
 from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
@@ -269,9 +269,8 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
     own = store.fingerprint if store else None
     if own is None and not _named_device() and device == _device_id(None, *_threads()):
         own = _fingerprint(None, *_threads())  # this machine, never tuned with today's thread count
-    if not own or "threads" not in own:
+    if not own or "threads" not in own:  # no CPU's: no other device id of it to read
         return ""
-    bare = {k: v for k, v in own.items() if k != "threads"}
     found = []
     for path in sorted(folder.path.glob("*.json")):
         try:
@@ -279,8 +278,7 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
         except RecordsError:
             continue
         theirs = other.fingerprint if other else None
-        if theirs and theirs.get("threads") != own["threads"] and {
-                k: v for k, v in theirs.items() if k != "threads"} == bare and any(
+        if theirs and threads_apart(own, theirs) and any(
                 (dtype is None or t["dtype"] == dtype) and bucket in (None, t["bucket"]) for t in other.tasks(kernel)):
             n = theirs["threads"]  # the affinity is the calling thread's: a pinned thread counts its own cores
             found.append(f"{path.stem} (this machine running {n} thread{'s' if n != 1 else ''}: served to a caller "
