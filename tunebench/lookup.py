@@ -323,7 +323,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
 class Summary:
     """What lookups need of one device's records, small enough to load in milliseconds: the
     fingerprint, the task descriptions, the final rounds' choices and, per successful undisturbed
-    trial, (kernel, dtype, source hash, shape, config, median). Kept beside the records in
+    trial, (kernel, dtype, source hash, shape, config, median, setup hash). Kept beside the records in
     ``.index/<device>.v<INDEX_FORMAT>.json``, valid while the records file, its archive and its
     journal keep their size, times and inode."""
 
@@ -353,8 +353,8 @@ class Summary:
                 "entries": [[e["shape"], e["best"], *ms, e["baseline"]] for e, ms in zip(check["shapes"], measured)],
                 "reason": check.get("reason") or ""})
         trials = store.triage()
-        rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"]]
-                for d in trials.undisturbed]
+        rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
+                 d.get("setup_hash")] for d in trials.undisturbed]
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
                   for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
@@ -447,15 +447,21 @@ class Summary:
         shapes = set(bucket.shapes)
         return sum(k == kernel and d == dtype and tuple(shape) in shapes for k, d, shape in self._disturbed)
 
-    def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> tuple[dict, dict]:
-        """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes."""
-        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash)
+    def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+               setup_hash: str | None = None) -> tuple[dict, dict]:
+        """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes,
+        of the trials of ``setup_hash`` (the task's declaration) where some are recorded: those of
+        another declaration of the same source (an earlier entry point) measured another function."""
+        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash)
         if key not in self._ranked:
             times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
             shapes = set(bucket.shapes)
-            for k, d, h, shape, config, median in self._rows:
-                if k == kernel and d == dtype and (source_hash is None or h == source_hash) and tuple(shape) in shapes:
-                    times[config_key(config)][tuple(shape)] = median
+            rows = [r for r in self._rows if r[:2] == [kernel, dtype] and source_hash in (None, r[2])
+                    and tuple(r[3]) in shapes]
+            if setup_hash is not None and any(r[6] == setup_hash for r in rows):
+                rows = [r for r in rows if r[6] == setup_hash]
+            for _, _, _, shape, config, median, _ in rows:
+                times[config_key(config)][tuple(shape)] = median
             self._ranked[key] = ({c: bucket.objective(t) for c, t in times.items() if len(t) == len(bucket.shapes)},
                                  times)
         return self._ranked[key]
@@ -644,7 +650,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 11
+INDEX_FORMAT = 12
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -980,12 +986,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     # tuned with another entry point: its records measured another function, and none of them serves this one
     retargeted = decl.retargeted(variant, task) if variant is not None and task else None
     usable = store if not retargeted else None
-    ranked, times = usable.ranked(name, dtype, bucket, source_hash) if usable and declared else ({}, {})
+    tuned_as = (task or {}).get("setup_hash")  # the task's latest declaration: its trials alone are ranked
+    ranked, times = usable.ranked(name, dtype, bucket, source_hash, tuned_as) if usable and declared else ({}, {})
     recorded, ranked = len(ranked), _in_space(variant, ranked)
     earlier = usable.latest_source(name, target, dtype, bucket) if usable and variant and declared else None
     if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, (source_hash, setup)) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
-        old_ranked, old_times = store.ranked(name, dtype, bucket, earlier)
+        old_ranked, old_times = store.ranked(name, dtype, bucket, earlier, tuned_as)
         recorded = recorded or len(old_ranked)  # where none is in the space any more, that is the reason
         old_ranked = _in_space(variant, old_ranked)
         if old_ranked:
