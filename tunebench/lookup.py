@@ -354,7 +354,7 @@ class Summary:
                 "reason": check.get("reason") or ""})
         trials = store.triage()
         rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
-                 d.get("setup_hash")] for d in trials.undisturbed]
+                 d.get("setup_hash"), d.get("entry")] for d in trials.undisturbed]
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
                   for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
@@ -448,11 +448,11 @@ class Summary:
         return sum(k == kernel and d == dtype and tuple(shape) in shapes for k, d, shape in self._disturbed)
 
     def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
-               setup_hash: str | None = None) -> tuple[dict, dict]:
+               setup_hash: str | None = None, entry: str | None = None) -> tuple[dict, dict]:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes,
-        of the trials of ``setup_hash`` (the task's declaration) where some are recorded: those of
-        another declaration of the same source (an earlier entry point) measured another function."""
-        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash)
+        of the trials of ``setup_hash`` (the task's declaration) where some are recorded, and of
+        none that says it called another ``entry`` than today's (another function of the same source)."""
+        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash, entry)
         if key not in self._ranked:
             times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
             shapes = set(bucket.shapes)
@@ -460,7 +460,9 @@ class Summary:
                     and tuple(r[3]) in shapes]
             if setup_hash is not None and any(r[6] == setup_hash for r in rows):
                 rows = [r for r in rows if r[6] == setup_hash]
-            for _, _, _, shape, config, median, _ in rows:
+            if entry is not None:
+                rows = [r for r in rows if r[7] in (None, entry)]
+            for _, _, _, shape, config, median, _, _ in rows:
                 times[config_key(config)][tuple(shape)] = median
             self._ranked[key] = ({c: bucket.objective(t) for c, t in times.items() if len(t) == len(bucket.shapes)},
                                  times)
@@ -650,7 +652,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 12
+INDEX_FORMAT = 13
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -987,12 +989,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     retargeted = decl.retargeted(variant, task) if variant is not None and task else None
     usable = store if not retargeted else None
     tuned_as = (task or {}).get("setup_hash")  # the task's latest declaration: its trials alone are ranked
-    ranked, times = usable.ranked(name, dtype, bucket, source_hash, tuned_as) if usable and declared else ({}, {})
+    entry = variant.entry if variant is not None else None
+    ranked, times = usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry) if usable and declared else ({}, {})
     recorded, ranked = len(ranked), _in_space(variant, ranked)
     earlier = usable.latest_source(name, target, dtype, bucket) if usable and variant and declared else None
     if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, (source_hash, setup)) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
-        old_ranked, old_times = store.ranked(name, dtype, bucket, earlier, tuned_as)
+        old_ranked, old_times = store.ranked(name, dtype, bucket, earlier, tuned_as, entry)
         recorded = recorded or len(old_ranked)  # where none is in the space any more, that is the reason
         old_ranked = _in_space(variant, old_ranked)
         if old_ranked:
