@@ -484,3 +484,38 @@ def test_openmp_settings_a_librarys_initialiser_makes_are_not_the_workers_own(tm
     finally:
         workers.close()
     assert team["status"] == "ok", team
+
+
+def test_a_worker_forked_from_a_process_whose_openmp_pool_ran_measures_as_before(tmp_path):
+    """Every build links libgomp: a worker forked after the parent ran a parallel region (a
+    framework's torch, an in-process kernel) set its candidates' floating-point state on the
+    parent's pool, whose threads it does not have, and waited for them for ever (a full test
+    run hung so). The pool of a runtime the worker was forked with is left alone."""
+    import ctypes
+
+    (tmp_path / "team.c").write_text("#include <omp.h>\nvolatile int seen;\n"
+                                     "void team(void) {\n#pragma omp parallel\n{ seen += omp_get_thread_num(); }\n}\n")
+    subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", tmp_path / "team.so", tmp_path / "team.c"],
+                   check=True)
+    ctypes.CDLL(str(tmp_path / "team.so")).team()  # the pool is up, in this process
+    (tmp_path / "double.c").write_text(DOUBLE_C)
+    Kernel("double_forked", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1]}),
+                       heuristic=lambda shape: {"step": 1}, flags=("-ffast-math",)))  # a state of its own to set
+    workers = Workers("cpu", timeout=5.0)
+
+    def stuck(*_):
+        raise TimeoutError("the worker's trial did not return")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(60)
+    try:
+        result = workers.trial(TrialJob("double_forked", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        workers.close()
+    assert result["status"] == "ok", result

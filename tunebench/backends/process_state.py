@@ -11,7 +11,8 @@ OpenMP runtime's pool threads (each keeps the state of the thread that created i
 runtime's thread count and dynamic adjustment as the worker's environment asks. Between calls
 (a reference, a comparison of outputs) the worker's own environment holds. Switching costs
 about a microsecond a call, outside every timed call; the pool is switched only where the
-environment differs from the one it last got.
+environment differs from the one it last got, and never that of a runtime the worker was forked
+with (its pool's threads are the parent's, and a parallel region waits for them for ever).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
 _FESETENV = ctypes.cast(_libm.fesetenv, ctypes.c_void_p).value
 
 
+def _runtimes() -> list[ctypes.CDLL]:
+    """The OpenMP runtimes in the process now."""
+    found = []
+    for name in OPENMP_RUNTIMES:
+        try:
+            found.append(ctypes.CDLL(name, mode=os.RTLD_NOLOAD))
+        except OSError:  # not in the process
+            pass
+    return found
+
+
 def _fenv() -> ctypes.Array:
     env = ctypes.create_string_buffer(FENV_BYTES)
     _libm.fegetenv(env)
@@ -45,15 +57,17 @@ class _OpenMP:
     it (OMP_NUM_THREADS, OMP_DYNAMIC): not those it has when first seen, which a library's
     initialiser may have changed already."""
 
-    def __init__(self, lib: ctypes.CDLL):
+    def __init__(self, lib: ctypes.CDLL, inherited: bool):
         self._set_threads, self._set_dynamic = lib.omp_set_num_threads, lib.omp_set_dynamic
         self.threads = thread_count()
         self.dynamic = int(os.environ.get("OMP_DYNAMIC", "").strip().lower() == "true")
-        try:  # LLVM's and Intel's runtimes offer GCC's entry point too
-            self._parallel = lib.GOMP_parallel
-            self._parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
-        except AttributeError:
-            self._parallel = None
+        self._parallel = None
+        if not inherited:  # one loaded before the worker was forked may hold a pool of the parent's threads,
+            try:  # which a parallel region waits on for ever; LLVM's and Intel's runtimes offer GCC's entry point
+                self._parallel = lib.GOMP_parallel
+                self._parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+            except AttributeError:
+                pass
 
     def apply(self) -> None:
         self._set_threads(self.threads)
@@ -72,22 +86,18 @@ class ProcessState:
         self._start = _fenv()
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
-        self._pool: ctypes.Array | None = None  # the environment the runtimes' pool threads last got
+        self._inherited = {lib._handle for lib in _runtimes()}  # in the process before the worker's first load
+        self._pool = self._start.raw  # the environment the runtimes' pool threads have: their creator's
 
     def load(self, build: str, load: Callable):
         """``load()``'s runner, made in the worker's own state; the state that runner runs in
         (for :meth:`enter`)."""
         _libm.fesetenv(self._start)
         self._apply_openmp()
-        self._pool = None  # a candidate may have changed its threads' state: set again before the next call
         runner = load()
-        for name in OPENMP_RUNTIMES:
-            try:
-                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
-            except OSError:  # not in the process
-                continue
+        for lib in _runtimes():
             if lib._handle not in self._openmp:  # libomp.so is often libomp.so.5
-                self._openmp[lib._handle] = _OpenMP(lib)
+                self._openmp[lib._handle] = _OpenMP(lib, lib._handle in self._inherited)
         env = self._builds.setdefault(build, _fenv())
         self.leave()
         return runner, env
@@ -96,10 +106,10 @@ class ProcessState:
         """Make the process's state a build's (``env``, from :meth:`load`) before its call."""
         _libm.fesetenv(env)
         self._apply_openmp()
-        if self._pool is not env:
+        if self._pool != env.raw:  # a parallel region wakes the pool: only where the state differs
             for runtime in self._openmp.values():
                 runtime.on_every_thread(env)
-            self._pool = env
+            self._pool = env.raw
 
     def leave(self) -> None:
         """The worker's own floating-point environment again on its thread, after a call: its
