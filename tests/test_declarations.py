@@ -1203,6 +1203,26 @@ def test_another_entry_point_is_another_function_whose_records_nothing_serves(tw
     again.stdout.fnmatch_lines(["*twice?small-float32?: the entry changed since the last tune: measured again*"])
 
 
+def test_a_final_round_of_another_entry_point_is_neither_served_nor_gated(twice_project, pytester):
+    """A tune of the new entry stopped before its final round (its task already rewritten): the
+    old entry's round, of the same declaration, was served and gated as the new function's."""
+    root = twice_project
+    (root / "twice.c").write_text(TWO_ENTRIES_C)
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('entry="twice"', 'entry="twice_v1"'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert best_json(root)["source"] == "tuned"
+    suite.write_text(suite.read_text().replace('entry="twice_v1"', 'entry="twice_v2"'))
+    path = next((root / "records").glob("*.json"))
+    data = json.loads(path.read_text())
+    for task in data["tasks"].values():  # as a tune of twice_v2 leaves it once its heuristic ran, before its round
+        task["entry"] = "twice_v2"
+    path.write_text(json.dumps(data))
+    assert best_json(root)["source"] == "heuristic"
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+
+
 def test_records_from_before_the_entry_point_was_kept_serve_and_are_reused_under_an_entry_of_another_name(
         twice_project, pytester):
     """A declaration that kept the entry only where it was not the kernel's name took every

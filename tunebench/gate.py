@@ -150,7 +150,7 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     the tune's day measured against a faster rule since failed the gate."""
     variant = kernel.variant(target)
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype))
+                                kernel.setup_hash(variant, dtype), variant.entry)
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:
@@ -232,15 +232,15 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     earlier item found the machine disturbed, so disturbed processes are not measured again;
     ``dirty``: the tree held uncommitted changes, kept with the run for the report's history."""
     retries = 0 if busy else RETRIES
-    found = recorded_best(store, kernel, target, dtype, bucket)
-    if found is None:
-        return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
-    best, recorded_hash = found
     task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
     retargeted = kernel.retargeted(variant, task)
     if retargeted:  # as best() serves: the heuristic
         return GateResult("skip", f"nothing to gate for {kernel.name} {bucket.name} {dtype}: {retargeted}, so best() "
                                   f"serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it")
+    found = recorded_best(store, kernel, target, dtype, bucket)
+    if found is None:
+        return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
+    best, recorded_hash = found
     gone = [c for c in best.values() if not variant.space.holds(c)]
     if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: the heuristic
         return GateResult("skip", (
@@ -282,7 +282,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                f"[{tuned_flags[0]}]" if tune_flags is not None else "")
                             + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype))
+                                kernel.setup_hash(variant, dtype), variant.entry)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned

@@ -349,7 +349,7 @@ class Summary:
             measured = final_ms(check) or [(None, None)] * len(check["shapes"])
             shapes = _shapes_key(e["shape"] for e in check["shapes"])  # a bucket's shapes may change, and back
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)].append({
-                "source_hash": check["source_hash"], "setup_hash": check.get("setup_hash"),
+                "source_hash": check["source_hash"], "setup_hash": check.get("setup_hash"), "entry": check.get("entry"),
                 "entries": [[e["shape"], e["best"], *ms, e["baseline"]] for e, ms in zip(check["shapes"], measured)],
                 "reason": check.get("reason") or ""})
         trials = store.triage()
@@ -372,10 +372,11 @@ class Summary:
     def kernels(self) -> set[str]:
         return {t["kernel"] for t in self._tasks}
 
-    def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple = (None, None)) -> dict | None:
-        """{source_hash, setup_hash, entries, reason} of the task's latest final round, where it
+    def _final(self, kernel: str, target: str, dtype: str, bucket: Bucket,
+               today: tuple = (None, None, None)) -> dict | None:
+        """{source_hash, setup_hash, entry, entries, reason} of the task's latest final round, where it
         judged the bucket's representative shapes (one of other shapes judged another bucket); of
-        ``today``'s (source hash, setup hash) where recorded (see :func:`preferred`)."""
+        ``today``'s (source hash, setup hash, entry point) where recorded (see :func:`preferred`)."""
         return preferred(self._finals.get((kernel, target, dtype, bucket.name, _shapes_key(bucket.shapes)), []),
                          *today)
 
@@ -388,7 +389,7 @@ class Summary:
 
     def final(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> dict | None:
         """shape -> config the latest final round of the task chose for ``today``'s (source hash,
-        setup hash), if any of this source."""
+        setup hash, entry point), if any of this source."""
         found = self._final(kernel, target, dtype, bucket, today)
         if found is None or found["source_hash"] != today[0]:
             return None
@@ -652,7 +653,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 13
+INDEX_FORMAT = 14
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -993,7 +994,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     ranked, times = usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry) if usable and declared else ({}, {})
     recorded, ranked = len(ranked), _in_space(variant, ranked)
     earlier = usable.latest_source(name, target, dtype, bucket) if usable and variant and declared else None
-    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, (source_hash, setup)) is None:
+    if earlier not in (None, source_hash) and store.final(name, target, dtype, bucket, (source_hash, setup, entry)) is None:
         # the template changed since the last complete tune: as the gate, serve what it chose, where it fits
         old_ranked, old_times = store.ranked(name, dtype, bucket, earlier, tuned_as, entry)
         recorded = recorded or len(old_ranked)  # where none is in the space any more, that is the reason
@@ -1008,7 +1009,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
-    today = (source_hash, setup)  # the round read: of today's template and declaration where recorded
+    today = (source_hash, setup, entry)  # the round read: of today's template, declaration and entry where recorded
     final = usable.final(name, target, dtype, bucket, today) if usable else None
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
@@ -1222,7 +1223,8 @@ def _warn_outside(choice: Choice) -> None:
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
-                        source_hash: str | None = None, setup_hash: str | None = None) -> dict | None:
+                        source_hash: str | None = None, setup_hash: str | None = None,
+                        entry: str | None = None) -> dict | None:
     """The final round of the latest tune of a task (see :mod:`tunebench.final_round`) that
     judged its finalists on the bucket's representative shapes: one that stayed disturbed by
     other load judged nothing, and one of other shapes judged another bucket (its shapes changed
@@ -1230,13 +1232,17 @@ def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str
     given and recorded (see :func:`preferred`)."""
     found = [c for c in store.checks(kernel=kernel, target=target, dtype=dtype, bucket=bucket.name, kind="tune")
              if not c.get("disturbed") and {tuple(e["shape"]) for e in c["shapes"]} == set(bucket.shapes)]
-    return preferred(found, source_hash, setup_hash)
+    return preferred(found, source_hash, setup_hash, entry)
 
 
-def preferred(rounds: list[dict], source_hash: str | None, setup_hash: str | None) -> dict | None:
+def preferred(rounds: list[dict], source_hash: str | None, setup_hash: str | None,
+              entry: str | None = None) -> dict | None:
     """The latest of a task's final rounds (in file order) for today's declaration (``setup_hash``),
     else for today's template (``source_hash``), else the latest: records merged from two branches
-    hold rounds of both, and the last in the file may be the other branch's, of an older template."""
+    hold rounds of both, and the last in the file may be the other branch's, of an older template.
+    None of another ``entry`` point, which judged another function of the same declaration (a tune
+    of today's stopped before its round: the other's pick was served and gated)."""
+    rounds = [r for r in rounds if entry is None or r.get("entry") in (None, entry)]
     for wanted, key in ((setup_hash, "setup_hash"), (source_hash, "source_hash")):
         found = [r for r in rounds if wanted is not None and r.get(key) == wanted]
         if found:

@@ -193,7 +193,8 @@ def _final_key(store: RecordStore, task: dict, bucket: Bucket) -> tuple | None:
 
 def _confirmed(store: RecordStore, task: dict, bucket: Bucket) -> tuple[float, float] | None:
     """(best, heuristic) bucket objectives the latest final round measured, for this source."""
-    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"])
+    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"],
+                                entry=task.get("entry"))
     return confirmed_ms(check, bucket) if check and check["source_hash"] == task["source_hash"] else None
 
 

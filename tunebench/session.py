@@ -453,7 +453,7 @@ class Task:
         """The task's latest final round, of this source and declaration where the records hold one."""
         t = self.tuner
         return latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket,
-                                   self.variant.source_hash, self.setup_hash)
+                                   self.variant.source_hash, self.setup_hash, self.variant.entry)
 
     def _judged(self, check: dict | None, configs: list[dict]) -> bool:
         """Whether the latest final round already judged these finalists, for this source and
