@@ -294,6 +294,11 @@ def test_an_output_keyed_by_its_name_has_its_own_tolerance_and_a_misspelt_key_is
                                                     r"nor an output \(y\): did you mean 'float32'\?"):
         tunebench.Kernel("typo", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
                          outputs=["y"], tolerance={"flaot32": (1e-3, 0.0)}, cpu=kernel.variants["cpu"])
+    for bad in ((-1, 1e-3), (1e-3,), (float("nan"), 0.0), "1e-3"):  # a negative one failed every config, recorded
+        with pytest.raises(tunebench.KernelError, match=rf"^kernel 'negative': tolerance 'float32' is "
+                                                        rf"{re.escape(repr(bad))}: give \(rtol, atol\), each a number >= 0$"):
+            tunebench.Kernel("negative", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                             outputs=["y"], tolerance={"float32": bad}, cpu=kernel.variants["cpu"])
 
 
 class PrintedDtype:

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import math
+import numbers
 import os
 import re
 import sys
@@ -45,6 +46,15 @@ DEFAULT_TOLERANCE = {
     "float8_e5m2": (2.0**-2, 2.0**-14),
     **{f"{sign}{bits}": (0.0, 0.0) for sign in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
+
+def _tolerance_pair(given) -> bool:
+    """Whether a tolerance is (rtol, atol), two numbers >= 0."""
+    try:
+        rtol, atol = given
+    except (TypeError, ValueError):
+        return False
+    return all(isinstance(t, numbers.Real) and not isinstance(t, bool) and t >= 0 for t in (rtol, atol))
+
 
 def _dtype_name(name: str) -> bool:
     """Whether a tolerance key names a dtype (numpy's, or bfloat16 and the 8-bit floats)."""
@@ -553,6 +563,10 @@ class Kernel:
             meant = closest(unknown[0], [*DEFAULT_TOLERANCE, *self.outputs])
             raise KernelError(f"kernel {name!r}: tolerance key {unknown[0]!r} is neither a dtype nor an output "
                               f"({', '.join(self.outputs)})" + (f": did you mean {meant!r}?" if meant else ""))
+        bad = next(((k, v) for k, v in (tolerance or {}).items() if not _tolerance_pair(v)), None)
+        if bad:  # a negative one failed every config, each recorded as a wrong result
+            raise KernelError(f"kernel {name!r}: tolerance {bad[0]!r} is {bad[1]!r}: give (rtol, atol), each a "
+                              f"number >= 0")
         self.tolerance = {**DEFAULT_TOLERANCE, **(tolerance or {})}
         self.inplace = tuple(n for n in inplace if n not in self.outputs)
         self.marks = tuple(marks)
