@@ -272,13 +272,15 @@ def _not_measured(config: pytest.Config, reason: str) -> None:
 
 def gate_ini(config: pytest.Config) -> dict:
     """The gate settings of the ini file, checked: a bad value is one usage error naming it."""
-    ini = config.getini
-    try:
-        values = {"threshold": float(ini("gate_threshold")), "processes": int(ini("gate_processes")),
-                  "max_processes": int(ini("gate_max_processes"))}
-        GateSettings(**values)
-    except ValueError as e:
-        raise pytest.UsageError(f"ini options gate_threshold, gate_processes, gate_max_processes: {e}") from None
+    values = {}
+    for option, field, kind, form in (("gate_threshold", "threshold", float, "a fraction, as 0.10 for 10 %"),
+                                      ("gate_processes", "processes", int, "a count, as 3"),
+                                      ("gate_max_processes", "max_processes", int, "a count, as 7")):
+        try:
+            values[field] = kind(config.getini(option))
+            GateSettings(**values)
+        except ValueError as e:
+            raise pytest.UsageError(f"ini option {option} = {config.getini(option)!r}: {e} ({form})") from None
     try:  # read when a task cannot be measured: a bad value was a traceback then, and unseen otherwise
         strict(config)
     except (ValueError, pytest.UsageError) as e:
