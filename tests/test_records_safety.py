@@ -267,6 +267,17 @@ def _tuned_slow(pytester) -> None:
     pytester.runpytest("test_slow.py", *TUNE)
 
 
+def test_a_tune_given_a_file_for_its_records_folder_says_so_in_one_line(pytester):
+    """It said the file was read-only, and to fix its permissions."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    pytester.path.joinpath("afile").write_text("")
+    result = pytester.runpytest("test_slow.py", *TUNE, "--tune-records", str(pytester.path / "afile"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*records cannot be written there ({pytester.path / 'afile'} is a file, not a "
+                                 f"folder): pass --tune-records a folder*"])
+
+
 def test_the_gate_on_a_read_only_checkout_gates_and_says_its_run_is_not_recorded(pytester):
     _tuned_slow(pytester)
     records = pytester.path / "records"

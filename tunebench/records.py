@@ -153,6 +153,9 @@ def _writable(path: Path) -> None:
     """Fail early, in one line, where the records could not be written (a read-only folder or
     file); creates nothing."""
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir():  # a --tune-records that names a file
+        raise NotWritable(f"{path}: records cannot be written there ({folder} is a file, not a folder): pass "
+                          f"--tune-records a folder")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         unreadable = path.exists() and not os.access(path, os.R_OK)  # another user's 0600 file
         raise NotWritable(f"{path}: records cannot be written there ({folder if not path.exists() else path} "
