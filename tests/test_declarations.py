@@ -1250,3 +1250,30 @@ def test_flags_given_as_a_string_are_a_declaration_error_that_says_how_to_write_
                                                     r"\('-O2',\)$"):
         tunebench.Variant(source="kernels/k.c", entry="k", space=tunebench.Space({"u": [1]}),
                           heuristic=lambda shape: {"u": 1}, flags=flags)
+
+
+def test_a_template_edited_during_a_tune_is_measured_as_it_was_when_the_tune_began(twice_project, pytester,
+                                                                                    monkeypatch):
+    """Read again midway, an edit's trials were recorded under the declaration of the text the tune
+    began with, beside trials, a final round and a task of the first text, one of them a config
+    verified by the first text alone and kept as the edit's."""
+    import tunebench.kernel
+    import tunebench.session
+
+    monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # a long tune: every check finds the edit
+    real, measured = tunebench.session.Task._measure, []
+
+    def then_edit(task, config, shape):
+        doc = real(task, config, shape)
+        measured.append(doc)
+        if len(measured) == 1:
+            source = twice_project / "twice.c"
+            source.write_text(source.read_text().replace("+ r * 0;", "+ r * 0 + (pad > 0);"))  # pad:1 wrong
+        return doc
+
+    monkeypatch.setattr(tunebench.session.Task, "_measure", then_edit)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    db = records(twice_project)
+    hashes = {d["source_hash"] for table in ("trials", "tasks", "checks") for d in db.table(table).all()}
+    assert len(measured) > 2 and len(hashes) == 1, hashes
+    assert {d["status"] for d in db.table("trials").all()} <= {"ok", "early_stopped"}  # the text it began with

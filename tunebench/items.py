@@ -18,7 +18,7 @@ from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
-from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.kernel import Kernel, KernelError, Variant, pin_templates
 from tunebench.progress import UNSAMPLED
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
 from tunebench.replay import Replay, ReplayError
@@ -98,6 +98,8 @@ def _gate_run(config: pytest.Config) -> GateRun | None:
             config.stash[GATE] = False
             raise SuiteError(str(e)) from None
         config.stash[GATE] = found and GateRun(*found, *git_state(config.rootpath, found[2].path.parent))
+        if found:
+            pin_templates(True)  # released when the run ends (see plugin.pytest_unconfigure)
     return config.stash[GATE] or None
 
 

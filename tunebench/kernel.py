@@ -215,6 +215,14 @@ _LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
 
 #: Seconds between checks that a template's files are unchanged (as lookups check the records).
 REREAD_S = 1.0
+_PINNED = [0]  # runs measuring in this process now (a tune, a gate): templates keep the text they read
+
+
+def pin_templates(measuring: bool) -> None:
+    """A tune or a gate measures one text of each template from its start to its end (one run
+    more, or one fewer): read again midway, an edit made during a tune had its trials, builds and
+    final round recorded under the declaration of the text the run began with."""
+    _PINNED[0] = max(0, _PINNED[0] + (1 if measuring else -1))
 
 
 def _stamps(files: tuple[Path, ...]) -> tuple:
@@ -394,7 +402,7 @@ class Variant:
         they cannot be read again (a checkout midway), as last read, until the next check."""
         kept = self.__dict__.get("_kept")  # (text, hash, files, their stamps, when checked)
         now = time.monotonic()
-        if kept is not None and (self.text is not None or 0 <= now - kept[4] < REREAD_S):
+        if kept is not None and (self.text is not None or _PINNED[0] or 0 <= now - kept[4] < REREAD_S):
             return kept[:2]
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)

@@ -29,7 +29,7 @@ from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
                              gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError, declared_twice
+from tunebench.kernel import Kernel, KernelError, declared_twice, pin_templates
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -147,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 ahead=None if isinstance(workers, (Replay, ClusterWorkers)) else Ahead(
                     target, fp, config.getoption("tune_builders")))
             config.stash[TUNER].progress = Progress(config)
+            pin_templates(True)  # one text of each template for the whole tune
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -167,6 +168,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 def pytest_unconfigure(config: pytest.Config) -> None:
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
+            pin_templates(False)
             run.workers.close()
             try:
                 run.store.compact()  # the records file holds every trial once the run is over
