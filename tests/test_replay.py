@@ -568,7 +568,9 @@ def test_a_strategys_options_are_set_from_the_command_line_and_kept_with_its_tri
     assert [c for c, _ in by_small] != [c for c, _ in by_default]  # another search, not only another label
     for bad, said in (("size=3", "strategy genetic takes NAME=VALUE of its options: population (default 10), "
                                  "mutation (default 0.1)"),
-                      ("population=many", "genetic's population is an int (default 10), not 'many'")):
+                      ("population=many", "genetic's population is an int (default 10), not 'many'"),
+                      ("population=0", "strategy genetic cannot search with it (IndexError: "),  # ended the tune
+                      ("mutation=nan", "genetic's mutation is a finite number")):
         refused = pytester.runpytest("--tune", "--tune-target", f"replay:{PNPOLY_GZ}", "--tune-strategy", "genetic",
                                      "--tune-strategy-option", bad, "-p", "no:cacheprovider")
         assert refused.ret == pytest.ExitCode.USAGE_ERROR

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,4 +59,25 @@ def options(name: str, given: Sequence[str]) -> dict[str, Any]:
             article = "an" if kind.__name__[0] in "aeiou" else "a"
             raise ValueError(f"--tune-strategy-option {setting}: {name}'s {option} is {article} {kind.__name__} "
                              f"(default {takes[option]!r}), not {value!r}") from None
+        if isinstance(found[option], float) and not math.isfinite(found[option]):
+            raise ValueError(f"--tune-strategy-option {setting}: {name}'s {option} is a finite number")
+    if found:
+        _tried(name, found)
     return found
+
+
+def _tried(name: str, options: dict[str, Any]) -> None:
+    """A short search of a small space with the options: a value the strategy cannot search with
+    (population=0 ended a tune in an IndexError, -3 in random's ValueError) is said now, once."""
+    from tunebench.space import Space
+    from tunebench.strategies.base import search
+
+    space = Space({"a": [1, 2, 4, 8], "b": [0, 1, 2], "c": ["x", "y"]})
+    candidates, _ = space.enumerate()
+    try:
+        search(get(name)(space, candidates, random.Random(0), **options),
+               lambda key: 1.0 + sum(hash(v) % 7 for v in key) / 10, trials=12)
+    except Exception as e:  # noqa: BLE001 - whatever the strategy raises of a value it cannot use
+        settings = " ".join(f"{k}={v}" for k, v in options.items())
+        raise ValueError(f"--tune-strategy-option {settings}: strategy {name} cannot search with it "
+                         f"({type(e).__name__}: {e})") from None
