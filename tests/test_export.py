@@ -388,6 +388,7 @@ def test_an_export_for_this_machine_with_no_records_of_its_own_names_the_others_
     assert "did you mean" not in err
     assert (f"warning: nothing is recorded for device {here} (records/{here}.json, this machine): every bucket "
             f"exports the heuristic; --device exports another's: {other}") in err
+    assert "the heuristic is served" not in err  # a framework's warning, once per kernel: said here once in all
 
 
 def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_does(exported):
