@@ -38,7 +38,7 @@ import numpy as np
 from tunebench import interference
 from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
-from tunebench.backends.process_state import ProcessState
+from tunebench.backends.process_state import ProcessState, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, verify_after, warm_up
@@ -462,6 +462,7 @@ class Workers:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
         self._clock = context.RawArray("d", 3)
+        release_pools()  # the worker's candidates make pools of their own
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
                                                              self._log.fileno(), self._conn.fileno()),
                                         daemon=True, name=f"tunebench-{self.target}-worker")

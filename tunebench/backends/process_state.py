@@ -11,8 +11,8 @@ OpenMP runtime's pool threads (each keeps the state of the thread that created i
 runtime's thread count and dynamic adjustment as the worker's environment asks. Between calls
 (a reference, a comparison of outputs) the worker's own environment holds. Switching costs
 about a microsecond a call, outside every timed call; the pool is switched only where the
-environment differs from the one it last got, and never that of a runtime the worker was forked
-with (its pool's threads are the parent's, and a parallel region waits for them for ever).
+environment differs from the one it last got. A worker is forked once the parent's pools let
+their threads go (:func:`release_pools`): a pool without its threads waits for them for ever.
 """
 
 from __future__ import annotations
@@ -46,6 +46,21 @@ def _runtimes() -> list[ctypes.CDLL]:
     return found
 
 
+#: ``omp_pause_hard`` of OpenMP 5's ``omp_pause_resource_t``: the runtime lets go of its threads.
+OMP_PAUSE_HARD = 2
+
+
+def release_pools() -> None:
+    """Each OpenMP runtime of this process lets its pool's threads go, before a worker is forked:
+    the worker would hold the pool without its threads, and its candidates' first parallel region
+    waited for them for ever (every OpenMP kernel timed out once a test, or a framework, had run one
+    in the process that forks). A runtime makes a new pool at its next region."""
+    for lib in _runtimes():
+        pause = getattr(lib, "omp_pause_resource_all", None)  # OpenMP 5 (GCC 9, LLVM 8 and later)
+        if pause is not None:
+            pause(OMP_PAUSE_HARD)
+
+
 def _fenv() -> ctypes.Array:
     env = ctypes.create_string_buffer(FENV_BYTES)
     _libm.fegetenv(env)
@@ -57,17 +72,15 @@ class _OpenMP:
     it (OMP_NUM_THREADS, OMP_DYNAMIC): not those it has when first seen, which a library's
     initialiser may have changed already."""
 
-    def __init__(self, lib: ctypes.CDLL, inherited: bool):
+    def __init__(self, lib: ctypes.CDLL):
         self._set_threads, self._set_dynamic = lib.omp_set_num_threads, lib.omp_set_dynamic
         self.threads = thread_count()
         self.dynamic = int(os.environ.get("OMP_DYNAMIC", "").strip().lower() == "true")
-        self._parallel = None
-        if not inherited:  # one loaded before the worker was forked may hold a pool of the parent's threads,
-            try:  # which a parallel region waits on for ever; LLVM's and Intel's runtimes offer GCC's entry point
-                self._parallel = lib.GOMP_parallel
-                self._parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
-            except AttributeError:
-                pass
+        try:  # LLVM's and Intel's runtimes offer GCC's entry point too
+            self._parallel = lib.GOMP_parallel
+            self._parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+        except AttributeError:
+            self._parallel = None
 
     def apply(self) -> None:
         self._set_threads(self.threads)
@@ -86,7 +99,6 @@ class ProcessState:
         self._start = _fenv()
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
-        self._inherited = {lib._handle for lib in _runtimes()}  # in the process before the worker's first load
         self._pool = self._start.raw  # the environment the runtimes' pool threads have: their creator's
 
     def load(self, build: str, load: Callable):
@@ -97,7 +109,7 @@ class ProcessState:
         runner = load()
         for lib in _runtimes():
             if lib._handle not in self._openmp:  # libomp.so is often libomp.so.5
-                self._openmp[lib._handle] = _OpenMP(lib, lib._handle in self._inherited)
+                self._openmp[lib._handle] = _OpenMP(lib)
         env = self._builds.setdefault(build, _fenv())
         self.leave()
         return runner, env
