@@ -22,7 +22,7 @@ def test_best_answers_inside_and_outside_the_buckets(project, pytester, capsys, 
 
     assert main(["best", "axpb", "--shape", "0"]) == 0
     out, err = capsys.readouterr()
-    assert "lies outside every bucket; using the nearest" in err
+    assert "a shape outside every bucket is served by the nearest, 'small'" in err
     assert out.startswith("axpb float32 shape 0: bucket small (outside every bucket; nearest)")
 
 
