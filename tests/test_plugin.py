@@ -625,3 +625,15 @@ def test_a_gate_given_a_records_folder_that_does_not_exist_is_a_usage_error(proj
            "writes them)" in result.stderr.str()
     (pytester.path / "recods").write_text("")
     assert "--tune-records recods: not a folder: pass its folder" in pytester.runpytest(*gate, "recods").stderr.str()
+
+
+def test_a_budget_given_on_the_command_line_replaces_the_ini_files_whole(project, pytester):
+    """The project's ``tune_trials`` capped a ``--tune-time`` run: a user asking for ten minutes
+    got the ini's trials, and nothing said why."""
+    root = project()
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntune_trials = "1"\n')
+    ini = pytester.runpytest("suites", *TUNE, "-k", "small", "-rs")
+    ini.stdout.fnmatch_lines(["*not sampled: budget of 1 trials spent*"])
+    timed = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-time", "120", "-rs")
+    assert "not sampled" not in timed.stdout.str()
+    timed.assert_outcomes(passed=6, deselected=8)

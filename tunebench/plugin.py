@@ -66,11 +66,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "genetic, initial=8 for hybrid); repeat for several")
     group.addoption("--tune-trials", type=positive(int), default=None, metavar="N",
                     help="budget: at most N candidates per kernel, dtype and bucket (the baseline "
-                         "is always measured on top); default: the tune_trials ini value, else none")
+                         "is always measured on top); default: the tune_trials and tune_time ini values, unless "
+                         "--tune-time is given, else none")
     group.addoption("--tune-time", type=positive(float), default=None, metavar="SECONDS",
                     help="budget: stop asking for candidates once a kernel, dtype and bucket has taken "
                          "SECONDS of wall time, builds included (the final round apart); default: the "
-                         "tune_time ini value, else none")
+                         "tune_time and tune_trials ini values, unless --tune-trials is given, else none")
     group.addoption("--tune-timeout", type=positive(float), default=10.0, metavar="SECONDS",
                     help="kill a candidate one of whose calls, or the loading of its build, runs longer than "
                          "SECONDS, however many calls a measurement makes (compiling is not counted), and record "
@@ -139,7 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
             target, fp, store, workers = found
             config.stash[TUNER] = Tuner(
                 target, fp, store, workers, strategy=strategy,
-                budget=Budget(_budget(config, "tune_trials", int), _budget(config, "tune_time", float)),
+                budget=_budget(config),
                 seed=config.getoption("tune_seed"), root=config.rootpath,
                 settings=MeasureSettings(repeats=config.getoption("tune_repeats")),
                 retry_failed=config.getoption("tune_retry_failed"), fresh=config.getoption("tune_fresh"),
@@ -179,15 +180,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         tuner.ahead.close()
 
 
-def _budget(config: pytest.Config, name: str, kind):
-    """The command line's value, else the ini file's, else None (no limit)."""
-    value = config.getoption(name)
-    if value is None and config.getini(name):
+def _budget(config: pytest.Config) -> Budget:
+    """The command line's budget, else the ini file's: a budget given on the command line replaces
+    the ini's whole (``--tune-time 600`` stopped after the project's ``tune_trials = 30``)."""
+    ini = {}
+    for name, kind in (("tune_trials", int), ("tune_time", float)):
         try:
-            value = positive(kind)(config.getini(name))
+            ini[name] = positive(kind)(config.getini(name)) if config.getini(name) else None
         except argparse.ArgumentTypeError as e:
             raise pytest.UsageError(f"ini option {name}: {e}") from None
-    return value
+    given = {name: config.getoption(name) for name in ini}
+    chosen = given if any(v is not None for v in given.values()) else ini
+    return Budget(chosen["tune_trials"], chosen["tune_time"])
 
 
 class SuiteModule(pytest.Module):
