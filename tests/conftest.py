@@ -1,5 +1,7 @@
 """Fixtures for the harness's own tests: an isolated compile cache and a small tuning project."""
 
+import contextlib
+import multiprocessing
 import textwrap
 
 import pytest
@@ -234,3 +236,24 @@ stage = Kernel(
                  heuristic=lambda shape: {"kib": 1}, launch=launch),
 )
 """
+
+
+def _spin(stop):
+    while not stop.is_set():
+        pass
+
+
+@contextlib.contextmanager
+def busy_processes(n: int = 2):
+    """``n`` processes spinning beside the block: a busy machine."""
+    fork = multiprocessing.get_context("fork")
+    stop = fork.Event()
+    hogs = [fork.Process(target=_spin, args=(stop,)) for _ in range(n)]
+    for hog in hogs:
+        hog.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join()

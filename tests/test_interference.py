@@ -3,7 +3,6 @@ does with a disturbed measurement."""
 
 import ctypes
 import json
-import multiprocessing
 import os
 import random
 import subprocess
@@ -12,7 +11,7 @@ import time
 import pytest
 from tinydb import TinyDB
 
-from tests.conftest import AXPB_SUITE, said
+from tests.conftest import AXPB_SUITE, busy_processes, said
 from tests.test_plugin import TUNE
 from tunebench.compare import compare, undisturbed
 from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
@@ -83,24 +82,11 @@ def test_the_monitor_sees_another_process_take_the_cpu():
     monitor = Monitor()
     time.sleep(0.6)
     monitor.conditions()
-    stop = multiprocessing.get_context("fork").Event()
-    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
-    for hog in hogs:
-        hog.start()
-    try:
+    with busy_processes(2):
         time.sleep(0.8)
         busy = monitor.conditions()
-    finally:
-        stop.set()
-        for hog in hogs:
-            hog.join()
     # two spinning processes: most of two cores' time, whatever else ran (this test's own does not count)
     assert busy["others_cpu"] > 0.6 * 2 / max(2, os.cpu_count()) and busy["window_s"] >= 0.5
-
-
-def _spin(stop):
-    while not stop.is_set():
-        pass
 
 
 class FlakyWorkers:
@@ -176,16 +162,8 @@ void axpb(const real *x, real *y, int n, real a, real b)
 def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_saw(project, pytester):
     root = project()
     (root / "kernels" / "axpb.c").write_text(AXPB_OMP_C)  # anything else running disturbs it
-    stop = multiprocessing.get_context("fork").Event()
-    hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(stop,)) for _ in range(2)]
-    for hog in hogs:
-        hog.start()
-    try:
+    with busy_processes(2):
         result = pytester.runpytest("suites", *TUNE, "-p", "no:randomly")
-    finally:
-        stop.set()
-        for hog in hogs:
-            hog.join()
     assert result.parseoutcomes().get("failed") == 1  # one item says it; the other tasks' items skip
     result.stdout.fnmatch_lines(["*stopped: the machine is busy (other processes took *% of the CPU time*",
                                  "*stopped, disturbed: * tasks (axpb?small-float32?*); the first failure above "
