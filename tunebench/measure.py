@@ -4,8 +4,8 @@ The runner is reset (outputs poisoned, guard zones armed, in-place inputs restor
 once; its outputs must match the reference within its tolerance, and nothing may have
 been written past them, before a single timed call is made, and again after the last.
 
-Warm-up runs until a few calls in a row are within 10 % of the fastest seen, or for at most
-``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence
+Warm-up runs until a few calls in a row are within 10 % of the fastest seen and the calls
+took at least ``warmup_min_s``, or for at most ``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence
 interval of the median is narrower than ``rel_ci`` of it, or the time cap is reached, or the
 candidate is clearly worse than the incumbent (the best trial so far on the same shape): its
 lower bound above the incumbent's upper bound by ``early_stop_margin``. Such a trial is
@@ -37,6 +37,7 @@ from tunebench.stats import median_ci
 @dataclass(frozen=True)
 class MeasureSettings:
     warmup_s: float = 0.05  # the longest warm-up; the first calls on a CPU are several times slower
+    warmup_min_s: float = 0.02  # the shortest, in calls: a core's clock ramps up over milliseconds
     warmup_stable: int = 3  # warm-up ends once this many calls in a row are near the fastest
     min_samples: int = 5
     max_samples: int = 300
@@ -197,13 +198,16 @@ def _poison_passes(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray]
 
 
 def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
-    """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed:
-    (calls, the fastest in ms)."""
+    """Timed calls until a few in a row are within 10 % of the fastest and the calls took
+    ``warmup_min_s`` in all, or ``warmup_s`` passed: (calls, the fastest in ms). Without the
+    minimum, a kernel slow for its first few hundred calls (a clock ramping up, lazy
+    initialisation) stopped its warm-up after 3 and was recorded 3.9x its steady time."""
     start, times = time.perf_counter(), []
     while time.perf_counter() - start < settings.warmup_s:
         times.append(runner.timed_call())
         last = times[-settings.warmup_stable:]  # a new fastest counts against the calls before it
-        if len(last) == settings.warmup_stable and max(last) <= 1.1 * min(times):
+        if (len(last) == settings.warmup_stable and max(last) <= 1.1 * min(times)
+                and sum(times) >= settings.warmup_min_s * 1e3):
             break
     return len(times), min(times, default=float("inf"))
 
