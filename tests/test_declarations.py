@@ -843,6 +843,10 @@ def test_a_task_whose_calls_take_microseconds_is_said_to_be_timed_with_the_cost_
     result = pytester.runpytest("suites", *TUNE, "-k", "tiny")
     result.stdout.re_match_lines([r"short calls: twice\[tiny-float32\] take under 10 µs a call, and each is timed "
                                   r"with the cost of a call from Python \(about [\d.]+ µs here\)"])
+    # the gate says so too: its threshold is one on the call (a 3x slower kernel read 1.03x, and passed)
+    gated = pytester.runpytest("suites", *TUNE[1:], "-k", "tiny", "-rA")
+    gated.stdout.re_match_lines([r".*short calls on \(8,\): [\d.]+ µs a call, each timed with the cost of a call "
+                                 r"from Python \(about [\d.]+ µs here\), so the threshold applies to the call"])
 
 
 def test_best_says_a_final_round_that_ran_disturbed_confirmed_nothing_not_that_the_tune_ended_before_it(

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tunebench import __version__, backends
+from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
@@ -358,6 +359,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                            min(2, settings.max_processes - len(comp.objectives)), settings.budget_s, into=comp,
                            retries=retries)
         result.comparisons[shape] = comp
+        short = min(comp.median(label) for label in comp.labels)
+        if target == "cpu" and short < SHORT_CALL_MS:
+            result.notes.append(f"short calls on {shape}: {short * 1e3:.2g} µs a call, each timed with the cost of a "
+                                f"call from Python (about {call_overhead_us():.2g} µs here), so the threshold applies "
+                                f"to the call, not the kernel: a slower kernel reads as a smaller ratio (give the "
+                                f"bucket a larger representative shape)")
         if comp.disturbed:
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = trusted(verdicts, comp)

@@ -11,6 +11,7 @@ the device fingerprint.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -219,9 +220,10 @@ def native_isa() -> tuple[str, ...]:
 SHORT_CALL_MS = 0.01
 
 
+@functools.cache
 def call_overhead_us(calls: int = 20000) -> float:
     """What one ctypes call of a C function with a few pointer arguments costs here (µs): the
-    part of each sample that is not the kernel."""
+    part of each sample that is not the kernel (measured once a process)."""
     memcmp = ctypes.CDLL(None).memcmp
     memcmp.argtypes, memcmp.restype = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
     buffer = ctypes.c_void_p(id(memcmp))
