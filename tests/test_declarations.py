@@ -1281,3 +1281,14 @@ def test_a_template_edited_during_a_tune_is_measured_as_it_was_when_the_tune_beg
     hashes = {d["source_hash"] for table in ("trials", "tasks", "checks") for d in db.table(table).all()}
     assert len(measured) > 2 and len(hashes) == 1, hashes
     assert {d["status"] for d in db.table("trials").all()} <= {"ok", "early_stopped"}  # the text it began with
+
+
+def test_a_suites_folder_linked_from_elsewhere_finds_the_kernels_beside_the_link(project, pytester, tmp_path):
+    """The template was looked up from where the link leads: `source 'kernels/axpb.c' not found
+    from /shared upwards`, and every suite of a project sharing its suites failed to collect."""
+    root = project()
+    shared = tmp_path / "shared-suites"
+    shutil.move(root / "suites", shared)
+    (root / "suites").symlink_to(shared)
+    result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
+    assert "not found from" not in result.stdout.str() and result.ret == 0, result.stdout.str()[-2000:]

@@ -557,7 +557,9 @@ class Kernel:
         #: The test module pytest collected the kernel from (set at collection): the file that
         #: imports it where a helper module beside it declares it.
         self.collected_from: Path | None = None
-        origin = self.declared_in.parent if declared_in else Path.cwd()
+        # templates are looked up from the folder as the suite was reached, not where its symlink leads
+        # (suites/ linked to a shared folder found no kernels/ beside it)
+        origin = Path(os.path.abspath(declared_in)).parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
         arch = [f for f in getattr(given.get("cuda"), "flags", ())  # "-arch=sm_90", and "-arch sm_90" as one flag
                 if f.split("=")[0].split(" ")[0] in ARCH_FLAGS]
