@@ -95,17 +95,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--tune-fresh", action="store_true",
                     help="reuse nothing recorded: measure every trial and the final round anew")
     parser.addini("gate_threshold", "gate: a slowdown beyond this fraction is a regression (default 0.10)",
-                  default="0.10")
+                  type=_number(float), default="0.10")
     parser.addini("gate_processes", "gate: fresh processes each comparison is measured in at first (default 3)",
-                  default="3")
+                  type=_number(int), default="3")
     parser.addini("gate_max_processes", "gate: the most processes for an ambiguous comparison (default 7)",
-                  default="7")
+                  type=_number(int), default="7")
     group.addoption("--gate-strict", action="store_true", default=None,
                     help="the gate fails, instead of skipping, a task it cannot measure: nothing recorded for "
                          "this device, the target unavailable, the machine too busy (for a required CI check)")
     parser.addini("gate_strict", "default of --gate-strict for this project", type="bool", default=False)
-    parser.addini("tune_trials", "default of --tune-trials for this project", default="")
-    parser.addini("tune_time", "default of --tune-time for this project", default="")
+    parser.addini("tune_trials", "default of --tune-trials for this project", type=_number(int), default="")
+    parser.addini("tune_time", "default of --tune-time for this project", type=_number(float), default="")
     group.addoption("--tune-records", default=None, metavar="DIR",
                     help="record store directory, one TinyDB file per device (default: records/ "
                          "under the rootdir)")
@@ -178,6 +178,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     tuner = config.stash.get(TUNER, None)
     if tuner and tuner.ahead:
         tuner.ahead.close()
+
+
+def _number(kind):
+    """An ini option's type for a number: pytest's own TOML table (``[tool.pytest]``) holds it
+    unquoted (``tune_trials = 30``), which an option of text refuses; pytest before 9.2 takes
+    no other type, and its value is text (read as a number where it is used)."""
+    return kind | str if pytest.version_tuple[:2] >= (9, 2) else None
 
 
 def _budget(config: pytest.Config) -> Budget:
