@@ -6,7 +6,7 @@ cluster this machine belongs to (``ray start``). Each device is a Ray actor that
 a :class:`~tunebench.workers.Workers` of its own: it builds and measures on its host, in a worker
 process, and sends back the result; only the driver (the pytest process) reads and writes the
 records, so no filesystem is shared. The actors receive the suites' and templates' text from the
-driver and import it from a temporary folder: a host needs tunebench (``pip install -e '.[ray]'``)
+driver and import it from a temporary folder: a host needs tunebench and Ray (``pip install 'ray>=2.9'``)
 and its compilers, not the project. All devices must share one fingerprint, since records are
 kept per device: a cluster of mixed devices is refused, naming what it found.
 
@@ -183,7 +183,7 @@ class ClusterWorkers:
         try:
             import ray
         except ImportError:
-            raise WorkerError("--tune-cluster needs Ray: pip install -e '.[ray]'") from None
+            raise WorkerError("--tune-cluster needs Ray: pip install 'ray>=2.9'") from None
         self._ray = ray
         if not ray.is_initialized():
             try:

@@ -17,7 +17,7 @@ device on one side is a conflict: the merge leaves ours and fails.
 Install it once per clone (``git config``) and once per repository (``.gitattributes``)::
 
     git config merge.tunebench.name "tunebench records"
-    git config merge.tunebench.driver "$PWD/.venv/bin/tunebench merge-records %O %A %B"
+    git config merge.tunebench.driver "'$PWD/.venv/bin/tunebench' merge-records %O %A %B"
     echo 'records/*.json merge=tunebench' >> .gitattributes
     echo 'records/*.archive.jsonl merge=union' >> .gitattributes
 

@@ -24,7 +24,7 @@ _PROBE = ("import json, pycuda.driver as d; from tunebench.backends.cuda import 
 def _cuda_probe() -> tuple[dict | None, str]:
     """(fingerprint of device 0, "") where CUDA can be used, else (None, why). Never raises."""
     if importlib.util.find_spec("pycuda") is None:
-        return None, "PyCUDA is not installed (pip install -e '.[cuda]' on a machine with a GPU)"
+        return None, "PyCUDA is not installed (pip install pycuda on a machine with a GPU and the CUDA toolkit)"
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
