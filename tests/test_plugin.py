@@ -643,3 +643,12 @@ def test_a_budget_given_on_the_command_line_replaces_the_ini_files_whole(project
     timed = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-time", "120", "-rs")
     assert "budget of 1 trials" not in timed.stdout.str()
     timed.assert_outcomes(passed=6, deselected=8)
+
+
+def test_the_cuda_target_asked_for_on_suites_without_a_cuda_variant_says_so(project, pytester):
+    """``--tune-target cuda`` on CPU-only suites collected nothing and exited 5 without a word."""
+    project()
+    for args in (("--tune",), ()):
+        result = pytester.runpytest("suites", "--tune-target", "cuda", "-p", "no:cacheprovider", "-rs", *args)
+        result.assert_outcomes(skipped=1)
+        result.stdout.fnmatch_lines(["SKIPPED * kernel axpb has no cuda variant"])

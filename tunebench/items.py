@@ -168,8 +168,10 @@ class Suite(pytest.Collector):
             self.add_marker(mark)
         tuning = self.config.getoption("tune")
         run = self.config.stash[TUNER] if tuning else _gate_run(self.config)
-        items = [Unavailable.from_parent(self, name=t, reason=why, asked=asked)
-                 for t, (why, asked) in self.config.stash[UNAVAILABLE].items() if self.kernel.variant(t)]
+        # a target of no variant here is said too: --tune-target cuda on CPU-only suites collected nothing, unsaid
+        items = [Unavailable.from_parent(self, name=t, reason=why, asked=asked) if self.kernel.variant(t) else
+                 Unavailable.from_parent(self, name=t, reason=f"kernel {self.kernel.name} has no {t} variant")
+                 for t, (why, asked) in self.config.stash[UNAVAILABLE].items() if asked or self.kernel.variant(t)]
         try:  # every target's declaration, though this machine runs one: a typo fails here, not on the GPU box
             for name, declared in self.kernel.variants.items():
                 self.kernel.check(declared, name)
