@@ -2,11 +2,15 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import tunebench
 from tests.test_plugin import TUNE
 from tunebench.cli import main, positive
+
+ROOT = Path(__file__).parent.parent  # this repository: its suites and committed records
 
 
 def test_best_answers_inside_and_outside_the_buckets(project, pytester, capsys, monkeypatch):
@@ -76,3 +80,14 @@ def test_a_budget_or_timeout_that_is_not_a_positive_number_is_refused(text):
     with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive float, got '{text}'"):
         positive(float)(text)
     assert positive(float)("0.5") == 0.5 and positive(int, zero=True)("0") == 0
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly_and_the_version_is_told(tmp_path):
+    """``tunebench best ... | head`` ended in a BrokenPipeError traceback."""
+    command = [sys.executable, "-m", "tunebench.cli", "best", "layernorm", "--shape", "300,8192", "--json",
+               "--records", str(ROOT / "records"), "--suites", str(ROOT / "suites")]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run.stdout.close()
+    assert run.wait() == 141 and b"Traceback" not in run.stderr.read()
+    version = subprocess.run([sys.executable, "-m", "tunebench.cli", "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == f"tunebench {tunebench.__version__}"

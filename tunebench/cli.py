@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunebench import compile_check, export, records_merge
+from tunebench import __version__, compile_check, export, records_merge
 from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError
 from tunebench.kernel import rootdir
@@ -272,6 +273,7 @@ def cmd_merge_records(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunebench", description=__doc__)
+    p.add_argument("--version", action="version", version=f"tunebench {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("best", help="print the best config for a shape (else the heuristic)")
@@ -351,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LookupError, RecordsError, BucketError, ValueError, ImportError) as e:  # ExportError is a ValueError
         print(f"tunebench {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `tunebench best ... | head` closed its end: no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, flushing
+        return 141
 
 
 if __name__ == "__main__":
