@@ -1292,3 +1292,42 @@ def test_a_suites_folder_linked_from_elsewhere_finds_the_kernels_beside_the_link
     (root / "suites").symlink_to(shared)
     result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
     assert "not found from" not in result.stdout.str() and result.ret == 0, result.stdout.str()[-2000:]
+
+
+ASSERTING = '''\
+import numpy as np
+
+
+def reference(x, n):
+    assert x.shape == (n,)  # pytest rewrites this, -O drops it: the bytecode differs, not the source
+    return x.astype(np.float64) * 2
+'''
+
+
+def test_a_functions_hash_is_its_source_not_the_bytecode_of_this_python_or_of_pytests_assert_rewriting(tmp_path):
+    """A CI image on another Python, or -O, or --assert=plain, said every reference had changed
+    since the tune (a hash of its bytecode), and measured every trial again."""
+    (tmp_path / "asserting.py").write_text(ASSERTING)
+    script = "import sys, asserting; from tunebench.kernel import code_hash; print(code_hash(asserting.reference))"
+    hashes = {subprocess.run([sys.executable, *flags, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                             check=True).stdout.strip() for flags in ((), ("-O",))}
+    assert len(hashes) == 1, hashes
+    (tmp_path / "asserting.py").write_text(ASSERTING.replace("* 2", "* 3"))
+    edited = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert edited not in hashes
+
+
+def test_records_whose_functions_an_earlier_tunebench_hashed_by_bytecode_are_reused_on_the_same_python(
+        project, pytester, monkeypatch):
+    """Hashed anew by their source, every committed trial would have read as of another reference."""
+    from tunebench import kernel
+    root = project()
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "code_hash", kernel.bytecode_hash)  # as tunebench hashed them before
+        pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
+    recorded = records(root).table("trials").all()
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
+    assert "changed since the last tune" not in again.stdout.str()
+    assert len(records(root).table("trials").all()) == len(recorded)  # nothing measured again
+    gated = pytester.runpytest("suites", *TUNE[1:], "-k", "small", "-rA")
+    assert "changed since the tune" not in gated.stdout.str()

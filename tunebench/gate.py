@@ -150,8 +150,9 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     A round that kept the heuristic chose today's heuristic, as best() serves it: its config of
     the tune's day measured against a faster rule since failed the gate."""
     variant = kernel.variant(target)
+    task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype), variant.entry)
+                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:
@@ -248,7 +249,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
             f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it again"))
     result = GateResult("pass")
-    today = kernel.declaration(variant, dtype)
+    today = kernel.declaration(variant, dtype, task.get("declaration"))
     changed = [part for part, value in task.get("declaration", {}).items()
                if part != "template" and today.get(part) != value]  # the template has its own note below
     compiler = backends.compiler(target, variant)
@@ -283,7 +284,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                f"[{tuned_flags[0]}]" if tune_flags is not None else "")
                             + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype), variant.entry)
+                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned

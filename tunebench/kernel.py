@@ -7,9 +7,11 @@ heuristic baseline). A module-level ``Kernel`` in a collected test module is a t
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import math
 import numbers
@@ -457,11 +459,31 @@ class Variant:
 
 
 def code_hash(fn: Any, seen: set | None = None) -> str:
-    """A short hash of what a Python callable computes: its bytecode, constants and the names it
-    reads, and, followed through its globals, its closure and its defaults, the same of the
-    functions it calls and the values of the constants it reads (numbers, strings, numpy scalars
-    and arrays: a reference's ``SHIFT = np.float32(0.5)`` or ``make_reference(0.5)``).
-    Formatting and comments do not change it."""
+    """A short hash of what a Python callable computes: its source as Python parses it, and,
+    followed through the names it reads, its closure and its defaults, the same of the functions
+    it calls and the values of the constants it reads (numbers, strings, numpy scalars and
+    arrays: a reference's ``SHIFT = np.float32(0.5)`` or ``make_reference(0.5)``). Formatting and
+    comments do not change it, nor the Python version, pytest's assert rewriting or ``-O``, which
+    change its bytecode (a CI image on another Python said every reference had changed since the
+    tune); a callable without source (made by ``exec``) is hashed by its bytecode."""
+    seen = set() if seen is None else seen
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    node = _source_node(code) if code is not None else None
+    if node is None:
+        return bytecode_hash(fn, seen)
+    digest = hashlib.sha256(ast.unparse(node).encode())
+    scope = getattr(fn, "__globals__", {})
+    for name in dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+        _read(digest, name, scope.get(name), seen, code_hash)
+    _closure(digest, fn, code, seen, code_hash)
+    return digest.hexdigest()[:16]
+
+
+def bytecode_hash(fn: Any, seen: set | None = None) -> str:
+    """:func:`code_hash` by bytecode, constants and the names it reads: what tunebench hashed a
+    callable by before, so that records made then are still recognised on the Python that made
+    them (:meth:`Kernel.declaration`), and what a callable without source is hashed by."""
     seen = set() if seen is None else seen
     digest = hashlib.sha256()
     fn = getattr(fn, "__wrapped__", fn)
@@ -480,30 +502,67 @@ def code_hash(fn: Any, seen: set | None = None) -> str:
             else:
                 digest.update(repr(const).encode())
         for name in c.co_names:
-            read(name, scope.get(name))
-
-    def read(name: str, value) -> None:
-        if callable(value) and hasattr(value, "__code__"):
-            if id(value) not in seen:
-                seen.add(id(value))
-                digest.update(code_hash(value, seen).encode())
-        elif isinstance(value, (int, float, str, bytes, bool, tuple)):
-            digest.update(f"{name}={value!r}".encode())
-        elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
-            digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
-        elif isinstance(value, np.ndarray):
-            digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
-                np.ascontiguousarray(value).view(np.uint8)).digest())
+            _read(digest, name, scope.get(name), seen, bytecode_hash)
 
     walk(code)
+    _closure(digest, fn, code, seen, bytecode_hash)
+    return digest.hexdigest()[:16]
+
+
+def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
+    """Into ``digest``: a function ``name`` reads, by ``hashed``, or a constant's value."""
+    if callable(value) and hasattr(value, "__code__"):
+        if id(value) not in seen:
+            seen.add(id(value))
+            digest.update(hashed(value, seen).encode())
+    elif isinstance(value, (int, float, str, bytes, bool, tuple)):
+        digest.update(f"{name}={value!r}".encode())
+    elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
+        digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
+    elif isinstance(value, np.ndarray):
+        digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
+            np.ascontiguousarray(value).view(np.uint8)).digest())
+
+
+def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
+    """Into ``digest``: the values ``fn`` closes over and its defaults."""
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
         try:
-            read(name, cell.cell_contents)
+            _read(digest, name, cell.cell_contents, seen, hashed)
         except ValueError:  # a cell not filled yet
             pass
     for i, value in enumerate((*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())):
-        read(f"default {i}", value)
-    return digest.hexdigest()[:16]
+        _read(digest, f"default {i}", value, seen, hashed)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _source_node(code) -> ast.AST | None:
+    """The ``def`` or ``lambda`` of ``code`` in its file as written (pytest's assert rewriting
+    leaves the file alone), or None where there is none to be sure of."""
+    try:
+        lines, _ = inspect.findsource(code)
+    except (OSError, TypeError, IndexError):
+        return None
+    tree = _parsed("".join(lines))
+    if tree is None:
+        return None
+    line = code.co_firstlineno
+    if code.co_name == "<lambda>":
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+        starts = [(ln, col) for ln, _, col, _ in code.co_positions() if ln is not None and col]
+        if len(found) > 1 and starts:  # several on the line: the one its body is in
+            found = [n for n in found if (n.lineno, n.col_offset) <= min(starts) <= (n.end_lineno, n.end_col_offset)]
+    else:
+        found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == code.co_name and line in (n.lineno, *(d.lineno for d in n.decorator_list))]
+    return found[0] if len(found) == 1 else None
 
 
 class Kernel:
@@ -776,18 +835,27 @@ class Kernel:
                 found.append((max(task[0], out[0]), max(task[1], out[1])))
         return found
 
-    def declaration(self, variant: Variant, dtype: str) -> dict[str, str]:
+    def declaration(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None = None) -> dict[str, str]:
         """What decides a trial's outcome besides the config and shape, part by part: a trial is
-        reused only while every part is unchanged, and the summary names the parts that did."""
-        return {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
-                "args builder": code_hash(self.args), "reference": code_hash(self.reference),
-                "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
-                    f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
-                "outputs": repr((self.outputs, self.inout, self.inplace))}
+        reused only while every part is unchanged, and the summary names the parts that did.
+        ``recorded``: the task's declaration in the records, whose functions an earlier tunebench
+        hashed by their bytecode; where today's bytecode hashes the same, that part is unchanged
+        (its records are reused on the Python that made them, not all measured again)."""
+        found = {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
+                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
+                 "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
+                     f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
+                 "outputs": repr((self.outputs, self.inout, self.inplace))}
+        for part, fn in (("args builder", self.args), ("reference", self.reference)):
+            was = (recorded or {}).get(part)
+            if was not in (None, found[part]) and was == bytecode_hash(fn):
+                found[part] = was
+        return found
 
-    def setup_hash(self, variant: Variant, dtype: str) -> str:
+    def setup_hash(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None = None) -> str:
         """A short hash of :meth:`declaration`, kept with each trial and final round."""
-        return hashlib.sha256(json.dumps(self.declaration(variant, dtype), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.declaration(variant, dtype, recorded),
+                                         sort_keys=True).encode()).hexdigest()[:16]
 
     @staticmethod
     def retargeted(variant: Variant, task: Mapping[str, Any]) -> str | None:

@@ -983,7 +983,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if variant is not None:
         try:
             source_hash = variant.source_hash
-            setup = decl.setup_hash(variant, dtype) if declared else None
+            setup = decl.setup_hash(variant, dtype, (task or {}).get("declaration")) if declared else None
         except KernelError as e:  # a deployment that shipped the suites without the templates
             choice.note = f"{e}: answered for the template the records were tuned with"
     # tuned with another entry point: its records measured another function, and none of them serves this one

@@ -348,6 +348,9 @@ class Task:
         warm_from = (recorded.get("warm_from") if recorded.get("source_hash") == self.variant.source_hash
                      else None)
         warm_from = len(store.trials()) if warm_from is None else warm_from
+        if recorded.get("declaration"):  # its functions hashed by their bytecode, where an earlier tunebench did
+            self.declaration = self.kernel.declaration(self.variant, self.dtype, recorded["declaration"])
+            self.setup_hash = self.kernel.setup_hash(self.variant, self.dtype, recorded["declaration"])
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
         if Kernel.retargeted(self.variant, recorded):
