@@ -24,7 +24,8 @@ from tests.test_records_safety import SLOW_C
 from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
 from tunebench.backends import cpu, cuda
 from tunebench.backends.cpu import CpuBackend
-from tunebench.kernel import Kernel
+from tunebench.kernel import Kernel, Variant
+from tunebench.space import Space
 from tunebench.lookup import load_suites
 from tunebench.records import RecordStore
 
@@ -1331,3 +1332,12 @@ def test_records_whose_functions_an_earlier_tunebench_hashed_by_bytecode_are_reu
     assert len(records(root).table("trials").all()) == len(recorded)  # nothing measured again
     gated = pytester.runpytest("suites", *TUNE[1:], "-k", "small", "-rA")
     assert "changed since the tune" not in gated.stdout.str()
+
+
+def test_a_heuristics_int_for_a_param_of_floats_is_its_float_as_a_bool_for_ints_is_its_int(tmp_path):
+    """``SCALE: 1`` built ``SCALE / 2`` as an integer division, and the candidate ``SCALE: 1.0``
+    took that wrong result as its own trial (1 == 1.0), never built."""
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"SCALE": [1.0, 3.0], "USE": [0, 1]}),
+                      heuristic=lambda shape: {"SCALE": 1, "USE": True})
+    config = variant.baseline((8,))
+    assert config == {"SCALE": 1.0, "USE": 1} and type(config["SCALE"]) is float and type(config["USE"]) is int

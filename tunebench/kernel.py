@@ -431,8 +431,10 @@ class Variant:
 
     def baseline(self, shape: tuple) -> dict:
         """The heuristic config for a shape, checked to have exactly the space's params; numpy
-        values are made Python's, as the space's are (records and exports are JSON), and a bool
-        for a param of ints its int (``USE_SIMD: True`` was recorded and exported). A float where
+        values are made Python's, as the space's are (records and exports are JSON), a bool for a
+        param of ints its int (``USE_SIMD: True`` was recorded and exported), and an int for a param
+        of floats its float (``SCALE: 1`` built ``SCALE / 2`` as an integer division, and
+        the candidate ``SCALE: 1.0`` took its trial, never built, as 1 == 1.0). A float where
         the space's values are ints (``4096 / 16``) would build ``#define BLOCK 256.0``, another
         kernel than the one tuned, and is refused, as is a heuristic that raises."""
         try:
@@ -450,6 +452,9 @@ class Variant:
         for name, value in config.items():
             if isinstance(value, bool) and not any(isinstance(v, bool) for v in self.space.values[name]):
                 config[name] = int(value)  # a comparison's answer for a 0/1 param: the space's value, as recorded
+            elif (type(value) is int and self.space.values[name]
+                  and all(isinstance(v, float) for v in self.space.values[name])):
+                config[name] = float(value)  # `#define SCALE 1` divides as ints, and 1 == 1.0 took 1.0's trial
             if isinstance(value, float) and all(isinstance(v, int) and not isinstance(v, bool)
                                                 for v in self.space.values[name]):
                 raise KernelError(f"heuristic for shape {tuple(shape)} gives {name}={value!r}, a float, where the "
