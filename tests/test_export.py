@@ -108,8 +108,24 @@ def test_a_string_param_is_carried_as_its_text_and_a_mixed_one_is_an_error_namin
     subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "main.c"),
                     "-o", str(tmp_path / "main"), "-lm"], check=True)
     assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == "row col_major 4\n"
-    with pytest.raises(export.ExportError, match="kernel 'k': param 'layout' has values"):
-        export.header(exported_layouts("row", 2))
+    # a param no C type carries leaves its kernel out, not every kernel of the export
+    mixed = exported_layouts("row", 2)
+    mixed["kernels"]["other"] = exported_layouts("row")["kernels"]["k"]
+    with pytest.warns(export.ExportNote, match="k float32: left out of the header: kernel 'k': param 'layout' has values"):
+        text = export.header(mixed)
+    assert "/* tb_k_float32: left out: kernel 'k': param 'layout' has values" in text and "tb_other_float32(" in text
+
+
+def test_an_int_param_beyond_32_bits_is_a_long_long_in_c_and_cpp(tmp_path):
+    """A workspace of 2**32 bytes was an int field: gcc warned and served 0, g++ -std=c++11 refused it."""
+    data = exported_layouts("row")
+    data["kernels"]["k"]["float32"]["buckets"][0]["ranked"] = [{"layout": "row", "tile": 3 << 33}]
+    (tmp_path / "tunebench_configs.h").write_text(export.header(data))
+    (tmp_path / "main.cpp").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\nint main()\n{\n'
+                                       '    printf("%lld\\n", tb_k_float32(5).tile);\n    return 0;\n}\n')
+    subprocess.run(["g++", "-std=c++11", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "main.cpp"),
+                    "-o", str(tmp_path / "main")], check=True)
+    assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == f"{3 << 33}\n"
 
 
 def test_a_param_or_dim_the_header_cannot_name_is_an_error_naming_it_not_a_header_that_does_not_compile():

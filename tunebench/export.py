@@ -151,8 +151,8 @@ def _names(kernel: str, entry: dict) -> None:
 
 
 def _c_type(kernel: str, param: str, values) -> str:
-    if all(isinstance(v, (bool, int)) for v in values):
-        return "int"
+    if all(isinstance(v, (bool, int)) for v in values):  # a workspace of 2**32 bytes held 0 in an int
+        return "int" if all(-2**31 <= v < 2**31 for v in values) else "long long"
     if all(isinstance(v, (bool, int, float)) for v in values):
         return "double"
     if all(isinstance(v, str) for v in values):
@@ -170,8 +170,8 @@ def _bound(value: int | None, lower: bool = False) -> str:
 
 
 def _c_value(value, c_type: str) -> str:
-    if c_type == "int":
-        return str(int(value))
+    if c_type in ("int", "long long"):
+        return f"{int(value)}{'LL' if c_type == 'long long' else ''}"
     if c_type == "double":
         return repr(float(value))
     return json.dumps(value)  # a JSON string of ASCII text is a C string literal
@@ -200,8 +200,13 @@ def header(data: dict, prefix: str = "tb") -> str:
             name = re.sub(r"\W", "_", f"{prefix}_{kernel}_{dtype}")
             params, dims, buckets = entry["params"], entry["dims"], entry["buckets"]
             _names(kernel, entry)
-            types = {p: _c_type(kernel, p, [c[p] for b in buckets for c in (*b["ranked"], b["heuristic"])])
-                     for p in params}
+            try:
+                types = {p: _c_type(kernel, p, [c[p] for b in buckets for c in (*b["ranked"], b["heuristic"])])
+                         for p in params}
+            except ExportError as e:  # this kernel's configs alone: every other kernel's header stands
+                warnings.warn(f"{kernel} {dtype}: left out of the header: {e}", ExportNote, stacklevel=2)
+                out += [f"/* {name}: left out: {e} */", ""]
+                continue
             fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
             size = max(len(b["ranked"]) for b in buckets) + 1
             dim_args = ", ".join(f"long long {d}" for d in dims)
@@ -265,6 +270,7 @@ def write(out: Path, device: str | None = None, records: str | Path | None = Non
     out.mkdir(parents=True, exist_ok=True)
     stem = "tunebench_configs" if prefix == "tb" else f"tunebench_configs_{prefix}"
     paths = [out / f"{stem}.json", out / f"{stem}.h"]
-    paths[0].write_text(json.dumps(data, indent=1) + "\n")
-    paths[1].write_text(header(data, prefix))
+    texts = [json.dumps(data, indent=1) + "\n", header(data, prefix)]  # both made before either is written
+    for path, text in zip(paths, texts):
+        path.write_text(text)
     return paths
