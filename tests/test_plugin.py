@@ -652,3 +652,31 @@ def test_the_cuda_target_asked_for_on_suites_without_a_cuda_variant_says_so(proj
         result = pytester.runpytest("suites", "--tune-target", "cuda", "-p", "no:cacheprovider", "-rs", *args)
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["SKIPPED * kernel axpb has no cuda variant"])
+
+
+GENERATED_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+
+def make(op):
+    return Kernel(f"axpb_{op}", buckets=Buckets("N", [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                  args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                                  "n": np.int32(shape[0]), "a": np.float32(2), "b": np.float32(1)},
+                  reference=lambda x, n, a, b: 2.0 * x + 1.0, outputs=["y"],
+                  cpu=Variant(source="kernels/axpb.c", entry="axpb", space=Space({"vec": [1, 4], "unroll": [1], "mode": [0]}),
+                              heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0}))
+
+
+KERNELS = {op: make(op) for op in ("one", "two")}
+"""
+
+
+def test_a_table_of_kernels_a_generator_made_is_collected_and_looked_up(project, pytester):
+    """``KERNELS = {op: Kernel(...)}`` collected nothing (no tests ran), while best() found them."""
+    root = project(suite=GENERATED_SUITE)
+    result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
+    assert result.ret == 0 and {"axpb_one", "axpb_two"} <= {
+        line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
+    from tunebench.lookup import load_suites
+    assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}

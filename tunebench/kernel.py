@@ -894,3 +894,11 @@ class Kernel:
             return self.bytes(shape, dtype) / (ms * 1e-3) / 1e9, "GB/s"
         return None
 
+
+def kernels_in(value: Any) -> list[Kernel]:
+    """The kernels a module-level name holds: a Kernel, or a table of them (a dict's values, a
+    list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``."""
+    if isinstance(value, Kernel):
+        return [value]
+    found = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    return found if found and all(isinstance(k, Kernel) for k in found) else []

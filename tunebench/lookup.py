@@ -47,7 +47,8 @@ from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import device_id, threads_apart
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, rootdir
+from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
+                              rootdir)
 from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
                                stores)
 from tunebench.space import SpaceError, closest
@@ -118,7 +119,7 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
                 if _IMPORTING.pop(name, None) is not None:  # a child forked meanwhile took its entry out
                     with contextlib.suppress(ValueError):  # as a suite may have itself
                         sys.path.remove(first)
-        found = list(dict.fromkeys(v for v in vars(sys.modules[name]).values() if isinstance(v, Kernel)))
+        found = list(dict.fromkeys(k for v in vars(sys.modules[name]).values() for k in kernels_in(v)))
         first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
         if first is not None:  # as pytest refuses it: which would the records and the framework follow?
             REGISTRY[first.name] = first

@@ -29,7 +29,7 @@ from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
                              gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError, declared_twice, pin_templates
+from tunebench.kernel import Kernel, KernelError, declared_twice, kernels_in, pin_templates
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -217,8 +217,13 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
-    if not isinstance(obj, Kernel):
-        return None
+    """A module-level Kernel is a suite, and so is each of a table of them (a generator's
+    ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid)."""
+    kernels = kernels_in(obj)
+    return [suite for k in kernels for suite in _suite(collector, k)] if kernels else None
+
+
+def _suite(collector: pytest.Collector, obj: Kernel) -> list[Suite]:
     seen = collector.config.stash[SEEN]
     first, where = seen.get(obj.name, (None, None))
     if first is obj:
@@ -227,7 +232,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
         raise KernelError(declared_twice(obj.name, where))
     seen[obj.name] = obj, collector.nodeid
     obj.collected_from = Path(collector.path)
-    return Suite.from_parent(collector, name=obj.name, kernel=obj)
+    return [Suite.from_parent(collector, name=obj.name, kernel=obj)]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m, so every constraint violation is counted
