@@ -20,6 +20,7 @@ them, so a config is only as fast as its worst.
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 import weakref
@@ -286,12 +287,16 @@ def objective_ms(samples: Mapping[str, Sequence[float]]) -> float:
 def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:
     """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
     in the machine's speed falls on all of them alike: round r's samples are a matched set.
-    Each timed call follows an untimed one of the same runner, so that it finds the caches as a
-    trial's consecutive calls do, not as the previous arm left them."""
+    Each timed call follows one or two untimed ones of the same runner, so that it finds the
+    caches as a trial's consecutive calls do, not as the previous arm left them; one or two, drawn
+    (seeded), so that a kernel whose calls alternate in speed is timed in both phases (always one,
+    its arm was timed in the slow phase alone: two arms of the same code read 0.021x)."""
     labels = list(runners)
     samples: dict[str, list[float]] = {label: [] for label in labels}
+    untimed = random.Random(rounds)
     for r in range(rounds):
         for label in labels[r % len(labels):] + labels[:r % len(labels)]:
-            runners[label].timed_call()
+            for _ in range(1 + untimed.randrange(2)):
+                runners[label].timed_call()
             samples[label].append(runners[label].timed_call())
     return samples

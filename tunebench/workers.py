@@ -372,8 +372,8 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
                 if failed.status != "ok":
                     return {"status": failed.status, "arm": label, "error": failed.error}
                 call_ms += warm_up(runners[label], job.settings)[1]
-            # each round is a timed and an untimed call of every arm, under every placement
-            fit = int(job.budget_s * 1e3 / (2 * call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
+            # each round is a timed call and one or two untimed ones (1.5 on average) of every arm, under every placement
+            fit = int(job.budget_s * 1e3 / (2.5 * call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
             busy = interference.BusyThreads()
             samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)))
             threads.append(busy.count())
