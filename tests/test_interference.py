@@ -247,3 +247,15 @@ def test_a_helper_threads_wake_up_in_a_short_span_is_not_a_thread_of_the_kernel_
         monkeypatch.setattr(interference, "_run_ns", lambda: next(readings))
         monkeypatch.setattr(interference.time, "perf_counter", lambda: next(clock))
         assert BusyThreads().count() == threads
+
+
+def test_a_kernel_whose_calls_alternate_in_speed_is_not_taken_for_a_busy_machine():
+    """Every other call sweeps a 16 MB buffer: its trials were disturbed by their samples alone,
+    retried for 31.5 s each, and the task stopped as "the machine is busy" on a quiet machine."""
+    rng = random.Random(4)
+    for period in (2, 3):
+        samples = [(0.23 if i % period == 0 else 0.01) + rng.uniform(0, 0.002) for i in range(40)]
+        assert sample_signals(samples) == [], period
+    # the same two speeds in bursts, as a load makes them, are still seen
+    bursts = [0.01 + rng.uniform(0, 0.002) for _ in range(20)] + [0.23 + rng.uniform(0, 0.002) for _ in range(20)]
+    assert any(r.startswith("two modes") for r in sample_signals(bursts))

@@ -63,22 +63,32 @@ def sample_signals(samples: Sequence[float]) -> list[str]:
     ordered = sorted(samples)
     fast = ordered[max(0, n // 10 - 1)] if n >= 10 else ordered[0]
     median = statistics.median(ordered)
-    found = []
-    excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
-    if len(excess) >= max(2, OUTLIER_SHARE * n):
-        tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None)
-        found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
-                     + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
     edge = math.ceil(MODE_SHARE * n)  # samples on each side of the gap, at least
     gaps = [(ordered[i] / ordered[i - 1] - 1, i) for i in range(edge, n - edge + 1) if ordered[i - 1] > 0]
-    if gaps:
-        gap, i = max(gaps)
-        if gap > MODE_GAP:
-            found.append(f"two modes: {i} samples up to {ordered[i - 1]:.4g} ms, {n - i} from "
-                         f"{ordered[i]:.4g} ms")
+    gap, split = max(gaps) if gaps else (0.0, 0)
+    excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
+    tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None) \
+        if excess else None
+    if gap > MODE_GAP and not tick and _rhythm([x >= ordered[split] for x in samples]):
+        return []  # the kernel's own two speeds, call by call: no load keeps such a beat, nor a scheduler's slices
+    found = []
+    if len(excess) >= max(2, OUTLIER_SHARE * n):
+        found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
+                     + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
+    if gap > MODE_GAP:
+        found.append(f"two modes: {split} samples up to {ordered[split - 1]:.4g} ms, {n - split} from "
+                     f"{ordered[split]:.4g} ms")
     if n >= 10 and fast < LOW_QUANTILE * median:
         found.append(f"the fastest tenth at {fast / median:.0%} of the median: most calls were slowed")
     return found
+
+
+def _rhythm(slow: Sequence[bool]) -> bool:
+    """Whether the slow calls come in a fixed rhythm of 2 to 4 calls (every other call sweeps a
+    buffer): a kernel of two speeds, which was stopped as "the machine is busy" on a quiet one."""
+    n, changes = len(slow), sum(a != b for a, b in zip(slow, slow[1:]))  # a beat changes speed twice a period
+    return any(n >= 4 * p and changes >= 0.9 * 2 * (n - 1) / p
+               and sum(slow[i] == slow[i - p] for i in range(p, n)) >= 0.95 * (n - p) for p in (2, 3, 4))
 
 
 def _near_multiple(value: float, tick: float) -> bool:
