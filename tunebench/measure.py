@@ -284,19 +284,25 @@ def objective_ms(samples: Mapping[str, Sequence[float]]) -> float:
     return statistics.median(samples[slowest(samples)])
 
 
-def interleave(runners: Mapping[str, Runner], rounds: int) -> dict[str, list[float]]:
+#: Calls at least this long (ms) are timed without untimed calls before them: what the previous
+#: arm left in the caches is little beside them, and a 2 s kernel's gate took 312 s a shape.
+UNPRIMED_MS = 10.0
+
+
+def interleave(runners: Mapping[str, Runner], rounds: int, primed: bool = True) -> dict[str, list[float]]:
     """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
     in the machine's speed falls on all of them alike: round r's samples are a matched set.
     Each timed call follows one or two untimed ones of the same runner, so that it finds the
     caches as a trial's consecutive calls do, not as the previous arm left them; one or two, drawn
     (seeded), so that a kernel whose calls alternate in speed is timed in both phases (always one,
-    its arm was timed in the slow phase alone: two arms of the same code read 0.021x)."""
+    its arm was timed in the slow phase alone: two arms of the same code read 0.021x); none where
+    not ``primed`` (calls of :data:`UNPRIMED_MS` and longer)."""
     labels = list(runners)
     samples: dict[str, list[float]] = {label: [] for label in labels}
     untimed = random.Random(rounds)
     for r in range(rounds):
         for label in labels[r % len(labels):] + labels[:r % len(labels)]:
-            for _ in range(1 + untimed.randrange(2)):
+            for _ in range(1 + untimed.randrange(2) if primed else 0):
                 runners[label].timed_call()
             samples[label].append(runners[label].timed_call())
     return samples

@@ -41,7 +41,8 @@ from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, 
 from tunebench.backends.process_state import ProcessState, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
-from tunebench.measure import MeasureSettings, interleave, measure_placements, verify, verify_after, warm_up
+from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
+                               warm_up)
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -361,7 +362,7 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
     for index, placement in enumerate(backend.placements):
         runners = {}
         try:
-            call_ms = 0.0
+            fastest = []
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
                 try:
                     runners[label] = watched(build, lambda: backend.load(build, kernel, arm_variant, config, job.shape,
@@ -371,11 +372,14 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
                 failed = verify(runners[label], reference, kernel.outputs, kernel.tolerances(job.dtype, args))
                 if failed.status != "ok":
                     return {"status": failed.status, "arm": label, "error": failed.error}
-                call_ms += warm_up(runners[label], job.settings)[1]
-            # each round is a timed call and one or two untimed ones (1.5 on average) of every arm, under every placement
-            fit = int(job.budget_s * 1e3 / (2.5 * call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
+                fastest.append(warm_up(runners[label], job.settings)[1])
+            # each round is a timed call of every arm, under every placement, after one or two untimed ones (1.5 on
+            # average) where the calls are short
+            primed = min(fastest) < UNPRIMED_MS
+            call_ms = sum(fastest) * (2.5 if primed else 1)
+            fit = int(job.budget_s * 1e3 / (call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
             busy = interference.BusyThreads()
-            samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)))
+            samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)), primed)
             threads.append(busy.count())
             for label, runner in runners.items():
                 failed = verify_after(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
