@@ -505,6 +505,20 @@ def test_a_dtype_is_a_name_a_numpy_type_or_an_arrays_dtype_and_an_undeclared_one
 
 
 
+def test_a_dtype_the_suite_no_longer_declares_gets_its_heuristic_not_its_old_pick(twice_project, pytester):
+    """A dtype dropped from the declaration after its tune: its final round's pick was served as
+    "tuned" while the note and the warning said the heuristic was."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert best_json(root, "--dtype", "float32")["source"] == "tuned"
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace("heuristic=lambda shape:", 'dtypes=("float64",), heuristic=lambda shape:'))
+    dropped = best_json(root, "--dtype", "float32")
+    assert (dropped["source"], dropped["config"]) == ("heuristic", {"reps": 4, "pad": 0})
+    assert dropped["note"].startswith("float32 is not among the dtypes twice declares for the cpu target (float64)")
+    assert dropped["objective_ms"] is None and "no config recorded for it is served" in dropped["reason"]
+
+
 def test_a_pytorch_framework_asks_with_its_tensors_shape_and_dtype(twice_project, pytester):
     """A PyTorch framework's launch path hands over ``x.shape`` (a ``torch.Size``) and ``x.dtype``
     (``torch.float32``, which numpy does not take): the answers are those for the numpy names."""

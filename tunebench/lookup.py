@@ -1011,7 +1011,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if baseline and all(v is not None for v in got.values()):
         choice.baseline_ms = bucket.objective(got)
     today = (source_hash, setup, entry)  # the round read: of today's template, declaration and entry where recorded
-    final = usable.final(name, target, dtype, bucket, today) if usable else None
+    final = usable.final(name, target, dtype, bucket, today) if usable and declared else None  # as ranked
     order = sorted(ranked, key=ranked.get)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
@@ -1052,7 +1052,9 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         why_kept = (f"the final round kept the heuristic of its day ({_configs_text(judged)}: {why_kept}); the "
                     f"heuristic has changed since, and no final round measured today's: "
                     f"`{decl.tune_command(records_dir)}` does")
-    choice.reason = (f"{retargeted}: its records measured another function, so none is served; "
+    choice.reason = (f"{dtype} is not among the dtypes {name} declares for the {target} target: no config "
+                     f"recorded for it is served" if not declared else
+                     f"{retargeted}: its records measured another function, so none is served; "
                      f"`{decl.tune_command(records_dir)}` tunes this one" if retargeted else
                      "today's heuristic is the config the final round adopted" if final is not None and not kept
                      and not adopt and not unconfirmed else
