@@ -150,6 +150,24 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
 
 
+def test_a_disturbed_round_after_a_param_is_renamed_shows_the_heuristic_served_not_the_old_pick(
+        twice_project, pytester, monkeypatch):
+    """The row and its line showed the earlier round's pick, of a param the space no longer has, as
+    still served, while best() and the gate served the heuristic."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = twice_project / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('"pad"', '"gap"'))  # in the space and the heuristic
+    busy_rounds(monkeypatch)
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    again.stdout.fnmatch_lines(["*the final round confirmed nothing (the machine stayed disturbed on *): the "
+                                "heuristic is served, the pick of the round of * being no longer in the space; tune "
+                                "again on a quieter machine*"])
+    (row,) = [line for line in again.stdout.lines if line.startswith("twice ")]
+    assert " the baseline " in row and "pad" not in row, row
+    served = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
+    assert (served.source, served.config) == ("heuristic", {"reps": 4, "gap": 0})
+
+
 def failing_finalists(monkeypatch, failure: dict, calls: int | None = None) -> list[list[dict]]:
     """The final round's comparisons report ``failure`` (of arm "1", its first finalist) in
     their first ``calls`` (all where None); returns each comparison's configs as it is asked."""

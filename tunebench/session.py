@@ -458,6 +458,13 @@ class Task:
         return latest_confirmation(t.store, self.kernel.name, t.target, self.dtype, self.bucket,
                                    self.variant.source_hash, self.setup_hash, self.variant.entry)
 
+    def _served(self, check: dict | None) -> bool:
+        """Whether best() still serves a final round's pick: it adopted a config, and today's space
+        holds it (the lookup's own test: a param renamed or removed, a value taken out or a
+        constraint that excludes it now sends best() and the gate to the heuristic)."""
+        return (check is not None and check.get("winner") is not None
+                and all(self.variant.space.holds(e["best"]) for e in check["shapes"]))
+
     def _judged(self, check: dict | None, configs: list[dict]) -> bool:
         """Whether the latest final round already judged these finalists, for this source and
         declaration: each was among its finalists (a subset: the config it adopted, recalled
@@ -714,7 +721,7 @@ class Task:
         unjudged = self.check is None and (self.busy is not None or self.interrupted[1] is not None)
         if check.get("disturbed") or check.get("problem") or unjudged:
             earlier = self._latest_confirmation() if check.get("disturbed") or unjudged else None
-            if earlier is not None and earlier.get("winner") is not None:
+            if self._served(earlier):
                 served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"]))
                 confirmed = confirmed_ms(earlier, self.bucket)
                 best_ms, base_ms = confirmed if confirmed else (None, base_ms)
@@ -748,10 +755,10 @@ class Task:
         check = self.check or {}
         if check.get("disturbed"):
             earlier = self._latest_confirmation()
-            kept = (f"the pick of the round of {earlier['timestamp']}" if earlier and earlier.get("winner") is not None
-                    else "the heuristic")
-            return (f"the final round confirmed nothing ({check['problem']}): {kept} is still served; tune again "
-                    f"on a quieter machine")
+            kept = (f"the pick of the round of {earlier['timestamp']} is still served" if self._served(earlier) else
+                    f"the heuristic is served, the pick of the round of {earlier['timestamp']} being no longer in "
+                    f"the space" if earlier and earlier.get("winner") is not None else "the heuristic is still served")
+            return f"the final round confirmed nothing ({check['problem']}): {kept}; tune again on a quieter machine"
         if check.get("problem"):
             return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"
         if check.get("baseline_failure"):
