@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from tinydb import TinyDB
 
+import tunebench
+
 from tests.test_plugin import TUNE
 from tests.test_records import FINGERPRINT, trial
 from tunebench.records import RecordsError, RecordStore
@@ -231,6 +233,29 @@ def test_trials_a_killed_run_left_in_the_journal_are_folded_by_the_next_and_said
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
     gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
                                f"and are now folded into {path}; measured outside a git checkout"])
+
+
+def test_an_archive_left_after_its_records_file_is_deleted_is_read_by_nothing_and_named(twice_project, pytester):
+    """The records file deleted to start over, its archive kept: best() said nothing was recorded,
+    the gate read the archive's trials and said the tune had stopped before the heuristic, and the
+    next tune reused them."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    archive = path.with_name(f"{path.stem}.archive.jsonl")
+    archive.write_text("".join(json.dumps(t) + "\n" for t in RecordStore(path).trials()))
+    path.unlink()
+    left = f"{archive} is left from {path.name}, which is gone: its trials are not read, and it can be deleted"
+    served = tunebench.lookup("twice", (4096,), records=root / "records", suites=root / "suites")
+    assert served.source == "heuristic" and left in served.note, served.note
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+    assert "its trials are recorded" not in gate.stdout.str()
+    gate.stdout.fnmatch_lines([f"*nothing recorded for twice small float32 on this device, {path.stem}: it was never "
+                               f"tuned here*", f"records: {left}*"])
+    tune = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert tune.ret == pytest.ExitCode.USAGE_ERROR and not path.exists()
+    tune.stderr.fnmatch_lines([f"*{left} (or {path.name} restored): delete it to tune anew here"])
 
 
 def test_a_run_waiting_for_another_runs_task_says_so_then_resumes(twice_project, pytester, tmp_path):

@@ -79,13 +79,16 @@ def measuring(config: pytest.Config):
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:
     """This device's store; the gate reads one it cannot write (a read-only checkout), and its
-    runs go unrecorded."""
+    runs go unrecorded. A tune starts no file beside an orphaned archive (see :func:`orphaned`)."""
     try:
-        return RecordStore.for_device(records, fp)
+        store = RecordStore.for_device(records, fp)
     except NotWritable:
         if config.getoption("tune"):
             raise
         return RecordStore.for_device(records, fp, read_only=True)
+    if store.orphan and config.getoption("tune"):  # a file started beside it would read it again
+        raise RecordsError(f"{store.orphan}: delete it to tune anew here")
+    return store
 
 
 def _gate_run(config: pytest.Config) -> GateRun | None:

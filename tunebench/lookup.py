@@ -50,7 +50,7 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
                               rootdir)
 from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
-                               stores)
+                               orphaned, stores)
 from tunebench.space import SpaceError, closest
 
 
@@ -974,10 +974,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         _say_once(name, UntunedWarning, dtype, f"{choice.note} is served, untuned")
     elif store is None:
         others = sorted(p.stem for p in records_dir.glob("*.json"))
-        choice.note = (f"nothing is recorded for this device ({device})"
+        orphan = orphaned(records_dir / f"{device}.json")
+        choice.note = (f"nothing is recorded for this device ({device})" + (f"; {orphan}" if orphan else "")
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
                        + _other_threads(folder, device, store, name, dtype, bucket.name))
-        if others:  # tuned elsewhere, not here: a framework must hear it without reading each note
+        if others or orphan:  # tuned elsewhere, or deleted here: a framework must hear it without reading each note
             _say_once(name, UntunedWarning, device, f"the heuristic is served: {choice.note}")
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash, setup = (task or {}).get("source_hash"), None

@@ -321,6 +321,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                 reason = "  nothing to measure (see -rA)"
             terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",
                                         red=shown == "fail", green=shown == "pass")
+        if run.store.orphan:  # nothing recorded here, for every task: said once
+            terminalreporter.write_line(f"records: {run.store.orphan}", yellow=True)
         if run.store.read_only or run.store.unwritten:
             why = run.store.unwritten or f"{run.store.path.parent} cannot be written"
             terminalreporter.write_line(f"records: {why}: this gate run is not kept in the records' history",

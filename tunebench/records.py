@@ -18,7 +18,9 @@ A file that does not parse is an error naming it, and is never overwritten.
 A fold rewrites the whole TinyDB file, so the file holds at most :data:`ARCHIVE_ABOVE` trials:
 beyond them the oldest move to an archive beside it (``<device>.archive.jsonl``, one trial per
 line, only ever appended to), which readers see as part of the trials. A fold then costs the same
-at a million trials as at twenty thousand, and the committed archive diffs as added lines.
+at a million trials as at twenty thousand, and the committed archive diffs as added lines. An
+archive whose records file is gone (deleted to start over) is an orphan: nothing reads it, a tune
+will not start a file beside it, and each says so, naming it.
 """
 
 from __future__ import annotations
@@ -176,6 +178,17 @@ def companions(path: Path) -> tuple[Path, Path]:
     into a shared store, whichever path a run or a lookup reaches it by."""
     real = Path(os.path.realpath(path))
     return real.with_name(f"{real.stem}.archive.jsonl"), real.parent / ".journal" / f"{real.name}l"
+
+
+def orphaned(path: Path) -> str | None:
+    """Why the archive beside a records file that is gone is not read (its JSON deleted to start
+    over, the archive left behind), else None: read with a file tuned anew, or by the gate, it
+    would bring back the trials the deletion dropped, which best() no longer serves."""
+    archive = companions(path)[0]
+    if os.path.exists(path) or not archive.exists():
+        return None
+    return (f"{archive} is left from {Path(path).name}, which is gone: its trials are not read, and it can be "
+            f"deleted (or {Path(path).name} restored)")
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
@@ -553,6 +566,8 @@ class RecordStore:
         if not self.read_only:
             _writable(self.real)
         self.archive, self.journal = companions(self.path)
+        #: Why the archive is not read: the records file it belongs to is gone (see :func:`orphaned`).
+        self.orphan = orphaned(self.path)
         self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
@@ -580,6 +595,8 @@ class RecordStore:
 
     def _archived(self) -> list[dict]:
         """The archive's trials (the oldest, moved out of the file), read again only when it grew."""
+        if self.orphan:
+            return []
         try:
             st = os.stat(self.archive)
         except FileNotFoundError:
