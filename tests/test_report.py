@@ -276,6 +276,37 @@ def test_a_task_stopped_before_its_heuristic_ran_is_named_though_it_has_no_row(p
             "on (8, 3) was disturbed by other load, so best() serves the heuristic; a tune resumes it\n") in md, md
 
 
+def test_tasks_no_suite_declares_any_more_are_named_apart_not_as_rows_of_what_best_serves(project, pytester):
+    """A removed bucket and a renamed kernel were rows under "the best config is what best()
+    serves", which serves neither, while an export left them out."""
+    import sys
+
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    suite = root / "suites" / "test_axpb.py"
+
+    def report() -> tuple[list[str], str]:
+        subprocess.run([sys.executable, "-m", "tunebench.cli", "report", "--out", str(root / "r")], cwd=root,
+                       check=True, capture_output=True)
+        md = (root / "r" / "report.md").read_text()
+        head = "### Recorded, but no suite declares them (no row)"
+        assert head[4:] in (root / "r" / "report.html").read_text()
+        table = [line for line in md.split(head)[0].splitlines() if line.startswith("| axpb")]
+        return table, md.split(head)[1].split("\n\n")[1]
+
+    suite.write_text(suite.read_text().replace('Bucket("large", N=(4097, None), shapes=[(20000,), (50000,)]),', ""))
+    table, apart = report()
+    assert [row.split(" | ")[1] for row in table] == ["small"]
+    assert re.fullmatch(rf"- axpb large float32: \d+ configs recorded, but no suite under {re.escape(str(root))}/suites "
+                        rf"declares the bucket: best\(\) serves none of them, and an export leaves them out", apart), apart
+    suite.write_text(suite.read_text().replace('"axpb",\n    buckets', '"axpy",\n    buckets'))
+    table, apart = report()
+    assert table == [] and [line.split(":")[0] for line in apart.splitlines()] == ["- axpb large float32",
+                                                                                  "- axpb small float32"]
+    assert apart.splitlines()[1].endswith("declares the kernel: best() serves none of them, and an export leaves "
+                                          "them out")
+
+
 def test_report_reads_the_suites_where_they_are_not_the_projects_suites_folder(project, pytester, capsys,
                                                                                monkeypatch):
     """It said "no declaration of axpb under <root>/suites" and told to tune a folder that holds none."""

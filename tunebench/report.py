@@ -1,7 +1,8 @@
 """The reviewer's report: ``report.md``, a self-contained ``report.html`` and PNG plots, made from
 the record store alone (every task describes its bucket and baseline there).
 
-Per device: a table of tuned against heuristic per (kernel, bucket, dtype), the latest gate
+Per device: a table of tuned against heuristic per (kernel, bucket, dtype) the suites declare (the
+others named apart: best() serves none of them), the latest gate
 verdicts, and four figures: the speedup of each task, its time history across commits (gate runs
 and tuning confirmations, regressions marked), tuning convergence (best so far against trial)
 and the distribution of its successful trials. ``compare`` adds what changed since a git revision.
@@ -30,8 +31,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.lookup import (Choice, confirmed_ms, final_choice, latest_confirmation, lookup,  # noqa: E402
-                              shape_times)
+from tunebench.lookup import (Choice, _load_once, confirmed_ms, final_choice, latest_confirmation,  # noqa: E402
+                              lookup, project, shape_times)
 from tunebench.records import RecordsError, RecordStore, companions, config_key, config_text  # noqa: E402
 
 
@@ -170,6 +171,32 @@ def undescribed(store: RecordStore) -> list[str]:
                      + (f" ({disturbed} disturbed by other load)" if disturbed else "")
                      + f", but {why}, so best() serves the heuristic; a tune resumes it")
     return lines
+
+
+def undeclared(views: list[TaskView], records: Path, suites: Path | None) -> tuple[list[TaskView], list[str]]:
+    """The tasks no suite declares any more (a kernel renamed, a bucket or dtype removed), each
+    with what is missing, and the others, as the export decides: it writes the suites' kernels,
+    their target's buckets and dtypes, and best() serves no other. Where no suite is found (the
+    records alone), every task is reported as declared."""
+    suites_dir = project(records, suites)[1]
+    failed, kernels = _load_once(suites_dir) if suites_dir.exists() else ([], {})
+    if not kernels:
+        return views, []
+    kept, gone = [], []
+    for v in views:
+        kernel = kernels.get(v.kernel)
+        variant = kernel.variant(v.target) if kernel else None
+        missing = ("the kernel" if kernel is None else f"its {v.target} variant" if variant is None else
+                   "the bucket" if v.bucket.name not in {b.name for b in kernel.buckets_for(v.target)} else
+                   "the dtype" if v.dtype not in variant.dtypes else None)
+        if missing is None:
+            kept.append(v)
+        else:
+            gone.append(f"{v.kernel} {v.bucket.name} {v.dtype}: {len(v.configs)} configs recorded, but no suite under "
+                        f"{suites_dir} declares {missing}"
+                        + (f" (these failed to import: {'; '.join(failed)})" if failed and kernel is None else "")
+                        + ": best() serves none of them, and an export leaves them out")
+    return kept, gone
 
 
 def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None = None) -> Choice | None:
@@ -519,7 +546,7 @@ def write(records: Path, out: Path, compare: str | None = None,
         body += ["<p><b>Not reported</b>, as their records file cannot be read:</p><ul>"] + [
             f"<li>{html.escape(e)}</li>" for e in unreadable] + ["</ul>"]
     for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
-        views = task_views(store, suites)
+        views, gone = undeclared(task_views(store, suites), records, suites)
         device = store.device
         fp = store.fingerprint or {}
         md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
@@ -527,6 +554,10 @@ def write(records: Path, out: Path, compare: str | None = None,
         rows = _rows(views)
         md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
         body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+        if gone:  # not rows of the table, which says what best() serves
+            md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
+            body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
+                f"<li>{html.escape(line)}</li>" for line in gone] + ["</ul>"]
         stopped = undescribed(store)
         if stopped:
             md += ["### Stopped before the heuristic was timed (no row)", ""] + [f"- {line}" for line in stopped] + [""]
