@@ -527,6 +527,33 @@ def test_where_both_sides_tuned_a_task_the_round_of_the_template_one_side_change
         assert [r["winner"] for r in later["checks"].values() if r["kind"] == "tune"] == [0, 2, 1]
 
 
+def test_a_merge_judges_what_changed_by_the_bases_template_not_its_last_round_of_one_reverted_since(tmp_path):
+    """The base edited the template, tuned, and reverted it (the re-tune reused every trial: no new
+    round). Its last round, of the reverted template, was taken for the base's, so a branch that
+    tuned the unchanged template counted as a change too, and its later round was the one used."""
+    def round_(source, when, winner):
+        return {"kind": "tune", "kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "all",
+                "source_hash": source, "setup_hash": "s", "shapes": [], "winner": winner, "timestamp": when}
+
+    def side(name, source, checks):
+        path = tmp_path / f"{name}.json"
+        task = {"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "all", "source_hash": source,
+                "setup_hash": "s"}
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "tasks": {"1": task},
+                                    "checks": dict(enumerate(checks, 1))}))
+        return path
+
+    history = [round_("old", "2026-11-01T00:00:00+00:00", 0), round_("v2", "2026-11-02T00:00:00+00:00", 1)]
+    base = side("base", "old", history)  # reverted to "old": its description says so, its last round does not
+    edited = side("b", "new", [*history, round_("new", "2026-11-03T00:00:00+00:00", 2)])
+    again = side("a", "old", [*history, round_("old", "2026-11-04T00:00:00+00:00", 3)])
+    merged, notes = records_merge.merge(base, edited, again)
+    assert [r["winner"] for r in merged["checks"].values()][-1] == 2  # the edited template's round, read last
+    assert notes == ["k[all-float32] on cpu: both sides tuned it; our side's final round (2026-11-03T00:00:00+00:00), "
+                     "the only one of a template or declaration changed since the base, is the one used, as git keeps "
+                     "that side's template; the other side's (2026-11-04T00:00:00+00:00) is kept as history"]
+
+
 def test_a_process_forked_while_another_thread_loads_records_collects_its_garbage():
     """The collector is off while documents load; a data-loader worker forked in that window
     kept it off for good (19 of 33 workers), as no thread of its own would end the load."""

@@ -118,7 +118,9 @@ def _retuned(base: dict, ours: dict, theirs: dict, checks: list[dict]) -> list[s
                 if d.get("kind") == "tune" and not d.get("disturbed")  # round judged nothing: none reads it
                 and json.dumps(d, sort_keys=True) not in old}
     o, t = tuned(ours, base.get("checks")), tuned(theirs, base.get("checks"))
-    was = {**{_task(d): d for d in base.get("tasks", {}).values()}, **tuned(base)}
+    # the base's template and declaration: its description's (its latest tune's), else its last round's; the last
+    # round in the file may be of a template reverted since, whose re-tune reused every trial and judged nothing new
+    was = {**tuned(base), **{_task(d): d for d in base.get("tasks", {}).values()}}
     notes = []
     for key in sorted(o.keys() & t.keys()):
         kernel, target, dtype, bucket = key
