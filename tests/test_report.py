@@ -17,7 +17,7 @@ from tunebench.buckets import Bucket
 from tunebench.cli import main
 from tunebench.lookup import confirmed_ms
 from tunebench.records import RecordsError, RecordStore
-from tunebench.report import _changes, _check_ms, _rows, records_at, task_views
+from tunebench.report import _changes, _check_ms, _rows, _spread, records_at, task_views
 
 
 def git(root, *args):
@@ -35,7 +35,7 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     pngs = sorted(p.rsplit("-", 1)[-1] for p in written if p.endswith(".png"))
     assert pngs == ["convergence.png", "distribution.png", "history.png", "speedup.png"]
     md = (out / "report.md").read_text()
-    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x\*? \| "
+    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x\*?( \([\d.]+-[\d.]+\))? \| "
                      r"(vec:\S+ unroll:\S+ mode:0|the heuristic) \| - \| \d \| pass( \(nothing to measure\))? \|", md), md
     assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
     page = (out / "report.html").read_text()
@@ -483,3 +483,14 @@ def test_compare_with_records_from_before_final_rounds_reads_their_trials_best(m
     assert [r[3:7] for r in _changes(legacy, [quicker])[0]] == [["1*", "0.8 (-20%)", "2.00x* -> 2.50x", "same config"]]
     # records with final rounds, this task's never ran (interrupted): best() served the heuristic then
     assert [r[6] for r in _changes(TUNED, [now])[0]] == ["the heuristic -> vec:4"]
+
+
+def test_a_speedup_is_shown_with_its_range_over_the_final_rounds_processes():
+    """One figure hid that layernorm's 1.22x was 1.16x in one fresh process and 1.52x in another."""
+    bucket = Bucket("b", N=(1, None), shapes=[(8,), (64,)])
+    check = {"shapes": [{"shape": [8], "ratios": [0.5, 0.8], "confirmed_ms": [1.0, 2.0]},
+                        {"shape": [64], "ratios": [0.5, 0.2], "confirmed_ms": [1.0, 4.0]}]}
+    low, high = _spread(check, bucket)  # per process: the geometric mean of its ratios over the shapes, inverted
+    assert math.isclose(low, 2.0) and math.isclose(high, 1 / math.sqrt(0.8 * 0.2))
+    del check["shapes"][1]["confirmed_ms"]  # published from another round than the ratios: no range beside it
+    assert _spread(check, bucket) is None

@@ -55,6 +55,7 @@ class TaskView:
     confirmed: tuple[float, float] | None = None  # (best, heuristic) ms from that final round
     heuristic: frozenset = frozenset()  # the config keys the heuristic picks on the bucket's shapes
     served: Choice | None = None  # what best() serves on the bucket's first shape, where it answers
+    spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the final round's processes
 
     @property
     def label(self) -> str:
@@ -135,6 +136,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
                 for b in task["baseline"]}
+        check = _confirmation(store, task, bucket)
         statuses: dict[str, int] = defaultdict(int)
         for t in mine:
             statuses[t["status"]] += 1
@@ -145,8 +147,9 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
-            _final_key(store, task, bucket), _confirmed(store, task, bucket),
-            frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites)))
+            _final_key(store, task, bucket), confirmed_ms(check, bucket) if check else None,
+            frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
+            _spread(check, bucket) if check else None))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -218,11 +221,25 @@ def _final_key(store: RecordStore, task: dict, bucket: Bucket) -> tuple | None:
     return config_key(next(iter(final.values()))) if final else None
 
 
-def _confirmed(store: RecordStore, task: dict, bucket: Bucket) -> tuple[float, float] | None:
-    """(best, heuristic) bucket objectives the latest final round measured, for this source."""
+def _confirmation(store: RecordStore, task: dict, bucket: Bucket) -> dict | None:
+    """The latest final round of this source: its (best, heuristic) bucket objectives are the
+    table's times."""
     check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"],
                                 entry=task.get("entry"))
-    return confirmed_ms(check, bucket) if check and check["source_hash"] == task["source_hash"] else None
+    return check if check and check["source_hash"] == task["source_hash"] else None
+
+
+def _spread(check: dict, bucket: Bucket) -> tuple[float, float] | None:
+    """The speedup's lowest and highest over a final round's fresh processes (the bucket
+    objective of each process's best/heuristic ratios): one figure hid that layernorm's 1.22x
+    was 1.16x in one process and 1.52x in another."""
+    ratios = [e.get("ratios") for e in check["shapes"]]
+    if not ratios or not all(ratios) or len({len(r) for r in ratios}) != 1 or any(
+            "confirmed_ms" not in e for e in check["shapes"]):  # records before it published another round's times
+        return None
+    shapes = [tuple(e["shape"]) for e in check["shapes"]]
+    speedups = [1 / bucket.objective(dict(zip(shapes, column))) for column in zip(*ratios)]
+    return min(speedups), max(speedups)
 
 
 def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[float]:
@@ -417,7 +434,8 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
             e.get("objectives") for e in gate.get("shapes", []))  # a fail is never idle: a crash measures nothing
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}{mark}" if best_ms else "-", f"{base_ms:.4g}{mark}" if base_ms else "-",
-                     f"{v.speedup:.2f}x{mark}" if v.speedup else "-",
+                     f"{v.speedup:.2f}x{mark}" + (f" ({v.spread[0]:.2f}-{v.spread[1]:.2f})" if v.spread and v.confirmed
+                                                  else "") if v.speedup else "-",
                      "the heuristic" if v.heuristic_best else config_text(served) if served else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
@@ -432,7 +450,8 @@ HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "spee
 #: What the table's times are, under it in both documents.
 TIMES = ("Times are the bucket objective: the weighted geometric mean of the median times on the bucket's "
          "representative shapes, as the final round measured them (in fresh processes, under every buffer "
-         "placement); * where no final round did and the trials' are shown. The best config is what best() "
+         "placement), the speedup's range over those processes in brackets; * where no final round did and the "
+         "trials' are shown. The best config is what best() "
          "serves; the last gate, the latest gate run of it since its tune.")
 
 
