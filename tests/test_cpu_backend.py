@@ -182,6 +182,33 @@ def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile
     assert list(tmp_path.glob("*.err")) == [err]  # the one written above alone
 
 
+def test_a_compiler_stopped_by_a_limit_or_out_of_memory_caches_nothing_and_is_no_compile_error(tmp_path):
+    """Under ``ulimit -f`` gcc's assembler died of SIGXFSZ ("File size limit exceeded signal
+    terminated program as"), which was cached as the template's compile error and reused once the
+    limit was lifted; "cc1: out of memory" under ``ulimit -v`` alike."""
+    cache = BuildCache(tmp_path)
+    source = "".join(f"int g{i}(int x) {{ return x * {i}; }}\n" for i in range(50))  # more than 1 KiB built
+    limited = ["sh", "-c", "ulimit -f 1; exec gcc -O2 -shared -fPIC -o {out} {src}"]
+    with pytest.raises(CompilerKilled, match=r"^sh was killed \(gcc: .*File size limit exceeded signal terminated "
+                                             r"program \w+\) while compiling: the machine or its limits stopped it"):
+        cache.get("k", source, "t", (".c", ".so"), lambda src, out: run_compiler(limited, src, out))
+    assert not list(tmp_path.glob("*.err")) and not list(tmp_path.glob("*.so*"))
+    path, _, cached = cache.get("k", source, "t", (".c", ".so"),
+                                lambda src, out: run_compiler(["gcc", "-O2", "-shared", "-fPIC", "-o", "{out}",
+                                                               "{src}"], src, out))
+    assert path.exists() and not cached  # the limit lifted, the same source builds
+    oom = ["sh", "-c", "echo 'cc1: out of memory allocating 4096 bytes after a total of 434176 bytes' >&2; exit 1",
+           "{src}", "{out}"]
+    with pytest.raises(CompilerKilled, match=r"^sh ran out of memory \(cc1: out of memory allocating"):
+        cache.get("k", "int g;", "t", (".c", ".so"), lambda src, out: run_compiler(oom, src, out))
+    (err,) = [p.with_suffix(".err") for p in tmp_path.glob("k-*.c") if not p.with_suffix(".so").exists()]
+    assert not err.exists()
+    err.write_text("gcc: internal compiler error: File size limit exceeded signal terminated program cc1")  # as cached before
+    path, _, cached = cache.get("k", "int g;", "t", (".c", ".so"),
+                                lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
+    assert path.exists() and not cached
+
+
 def test_a_compile_cache_that_cannot_be_written_is_named_with_what_to_set(tmp_path):
     """Its PermissionError was each candidate's crash, recorded and reused by later runs."""
     (tmp_path / "cache").write_text("")  # a file where the folder would be

@@ -519,3 +519,27 @@ def test_a_worker_forked_from_a_process_whose_openmp_pool_ran_measures_as_before
         signal.signal(signal.SIGALRM, previous)
         workers.close()
     assert result["status"] == "ok", result
+
+
+def test_a_compiler_killed_by_a_file_size_limit_stops_the_task_and_records_nothing(tmp_path, monkeypatch):
+    """Under ``ulimit -f`` gcc died of SIGXFSZ, and the worker answered a crashed (or a compile
+    error) trial, recorded for the config and reused once the limit was lifted."""
+    import resource
+
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "cache"))
+    _faulty_kernel(tmp_path, "faulty_limited", 1000, {"passes": [1], "fault": [0]})
+    job = TrialJob("faulty_limited", {"passes": 1, "fault": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+    workers = Workers("cpu", timeout=5.0)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, limit[1]))  # the worker, forked now, and gcc inherit it
+        try:
+            with pytest.raises(KernelError, match=r"File size limit exceeded signal terminated program .*the machine "
+                                                  r"or its limits stopped it"):
+                workers.trial(job)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        workers.restart()
+        assert workers.trial(job)["status"] == "ok"
+    finally:
+        workers.close()

@@ -70,18 +70,22 @@ def excerpt(message: str, lines: int = 12) -> str:
     return "\n".join(wanted[:lines]).strip()
 
 
-class CompilerKilled(RuntimeError):
-    """The compiler was killed by a signal (Ctrl-C, the out-of-memory killer): no verdict on the
-    candidate, so nothing is cached, and a later run compiles it again."""
+class CompilerKilled(BuildEnvironmentError):
+    """The compiler was killed by a signal (Ctrl-C, the out-of-memory killer, a limit: SIGXFSZ under
+    ``ulimit -f``, SIGSEGV under ``ulimit -v``) or ran out of memory: the machine's doing, no verdict
+    on the candidate, so nothing is cached or recorded, and a later run compiles it again."""
 
 
 #: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error,
-#: and a driver's words where the signal killed its compiler proper (gcc then exits 1).
-_KILLED_CACHED = re.compile(r"exited -\d+\s*\Z|Killed signal terminated program|terminated program \S+ signal")
+#: and a driver's words where a signal killed its compiler proper, assembler or linker (gcc then
+#: exits 1 or 4: "<the signal's name> signal terminated program cc1|as|ld").
+_KILLED = re.compile(r"exited -\d+\s*\Z|signal terminated program|terminated program \S+ signal")
+#: A compiler's words where it ran out of memory (``ulimit -v``, a full machine): cc1's, ld's, the loader's.
+_EXHAUSTED = re.compile(r"out of memory|memory exhausted|Cannot allocate memory|failed to map segment")
 #: A compiler's words where the machine kept it from reading or writing its files: no verdict on
 #: the source (and none that an earlier tunebench cached as its compile error holds).
 _ENVIRONMENT = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
-                          r"Too many open files|cannot create temporary file")
+                          r"Too many open files|cannot create temporary file|File too large")
 #: A line that quotes the template's own ``#error`` or ``#warning``: its words are the author's.
 _QUOTED = re.compile(r"#\s*(?:error|warning)\b")
 
@@ -99,11 +103,14 @@ def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
     else what it said; :class:`CompilerKilled` where a signal ended it."""
     proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
     said = proc.stderr or proc.stdout
-    killed = _machine(_KILLED_CACHED, said) if proc.returncode > 0 else None
-    if proc.returncode < 0 or killed:
-        how = f"by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"({killed.string.strip()})"
-        raise CompilerKilled(f"{command[0]} was killed {how} while compiling (Ctrl-C, or out of memory): no "
-                             f"verdict on the candidate, and nothing is cached")
+    killed = _machine(_KILLED, said) if proc.returncode > 0 else None
+    exhausted = _machine(_EXHAUSTED, said) if proc.returncode > 0 else None
+    if proc.returncode < 0 or killed or exhausted:
+        how = (f"was killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else
+               f"was killed ({killed.string.strip()})" if killed else f"ran out of memory ({exhausted.string.strip()})")
+        raise CompilerKilled(f"{command[0]} {how} while compiling: the machine or its limits stopped it (Ctrl-C, "
+                             f"the out-of-memory killer, ulimit -f, -v or -t), not the candidate: nothing is cached "
+                             f"or recorded; lift the limit or free memory and tune again")
     found = _machine(_ENVIRONMENT, said) if proc.returncode else None
     if found:
         raise BuildEnvironmentError(
@@ -137,7 +144,7 @@ class BuildCache:
             return out, 0.0, True
         with self._writing():
             cached = err.read_text() if err.exists() else None
-        if cached is not None and not (_machine(_KILLED_CACHED, cached) or _machine(_ENVIRONMENT, cached)):
+        if cached is not None and not any(_machine(p, cached) for p in (_KILLED, _EXHAUSTED, _ENVIRONMENT)):
             self.reused += 1
             raise CompileError(cached, cached=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
