@@ -543,3 +543,55 @@ def test_a_compiler_killed_by_a_file_size_limit_stops_the_task_and_records_nothi
         assert workers.trial(job)["status"] == "ok"
     finally:
         workers.close()
+
+
+#: A helper forked once that leaves the worker's group and session, as a daemon does; it says its pid.
+DAEMON_C = """\
+#include <stdio.h>
+#include <unistd.h>
+void daemonise(const float *x, float *y, int n)
+{
+    static int once;
+    for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+    if (!once++ && fork() == 0) {
+        setsid();
+        if (fork() == 0) {  /* and its own child, orphaned */
+            FILE *f = fopen(PID_FILE, "w");
+            fprintf(f, "%d", (int)getpid());
+            fclose(f);
+            for (;;) pause();
+        }
+        for (;;) pause();
+    }
+}
+"""
+
+
+def test_a_helper_a_candidate_forked_into_a_session_of_its_own_ends_with_the_worker(tmp_path):
+    """Killing the worker's group missed a helper that had called setsid(): it outlived the run and
+    held pytest's stdout open, so `pytest | cat` never ended (122 of them, 1 GB, in one run)."""
+    from tests.test_faults import _alive
+
+    pid_file = tmp_path / "daemon.pid"
+    (tmp_path / "daemon.c").write_text(DAEMON_C.replace("PID_FILE", f'"{pid_file}"'))
+    Kernel("daemonise", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "daemon.c"), entry="daemonise", space=Space({"u": [1]}),
+                       heuristic=lambda shape: {"u": 1}))
+    workers = Workers("cpu", timeout=5.0)
+    try:
+        result = workers.trial(TrialJob("daemonise", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+        deadline = time.monotonic() + 10
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        daemon = int(pid_file.read_text())
+        assert _alive(daemon)
+    finally:
+        workers.close()
+    survived = _alive(daemon)
+    if survived:  # else it holds this run's output open for good
+        os.killpg(os.getpgid(daemon), signal.SIGKILL)
+    assert not survived

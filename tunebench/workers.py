@@ -17,6 +17,7 @@ its workers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import faulthandler
@@ -38,7 +39,7 @@ import numpy as np
 from tunebench import interference
 from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
-from tunebench.backends.process_state import ProcessState, release_pools
+from tunebench.backends.process_state import ProcessState, descendants, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
@@ -103,16 +104,21 @@ class WorkerError(RuntimeError):
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` where the kernel has it (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _die_with_parent(parent: int) -> None:
     """Have the kernel kill this process when its parent dies (Linux), so that a killed pytest
     leaves no worker running on a task's buffers."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # it died before the request took effect
         os._exit(0)
 
@@ -218,6 +224,9 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
     _die_with_parent(parent)
     os.close(parents_end)  # a candidate writing into it would send this worker jobs
     os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
+    # and the orphans of its descendants adopted, not init's: a helper that left the group (setsid) is
+    # still found, and killed with the worker (see _kill)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     for fd in (1, 2):  # what a candidate prints (an assert's message, say) goes to the parent's log
         os.dup2(log, fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -404,11 +413,17 @@ SIGNAL_HINTS = {
 
 
 def _kill(group: int) -> None:
-    """A worker's group: with any process a candidate forked and left running."""
-    try:
+    """A worker's group: with any process a candidate forked and left running, first every one the
+    worker leads to (it adopts orphans: see _serve), in its group or not. A helper that called
+    setsid() had outlived the run, holding pytest's stdout open (`pytest | cat` never ended)."""
+    deadline = time.monotonic() + 1.0  # a fork bomb is not waited out: what is left stays in the group
+    while (found := descendants(group)) and time.monotonic() < deadline:
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)  # killed, each becomes a zombie
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _index(value: float, count: int) -> int:

@@ -61,6 +61,24 @@ def release_pools() -> None:
             pause(OMP_PAUSE_HARD)
 
 
+def descendants(root: int) -> list[int]:
+    """The processes running whose parents lead to ``root`` (read from ``/proc``), children first;
+    zombies, which have ended, left out."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, parent = f.read().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):  # not a process, or one that has gone
+            continue
+        if state != "Z":
+            children.setdefault(int(parent), []).append(int(entry))
+    found = children.get(root, [])[:]
+    for pid in found:  # grows as it goes: each one's children after it
+        found.extend(children.get(pid, ()))
+    return found
+
+
 def _fenv() -> ctypes.Array:
     env = ctypes.create_string_buffer(FENV_BYTES)
     _libm.fegetenv(env)
