@@ -545,24 +545,31 @@ def test_a_compiler_killed_by_a_file_size_limit_stops_the_task_and_records_nothi
         workers.close()
 
 
-#: A helper forked once that leaves the worker's group and session, as a daemon does; it says its pid.
+#: A helper forked once that leaves the worker's group and session and forks again, as a daemon does:
+#: its child, orphaned, says its pid before the call returns.
 DAEMON_C = """\
 #include <stdio.h>
 #include <unistd.h>
 void daemonise(const float *x, float *y, int n)
 {
     static int once;
+    int ready[2];
+    char byte;
     for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
-    if (!once++ && fork() == 0) {
+    if (once++ || pipe(ready)) return;
+    if (fork() == 0) {
         setsid();
-        if (fork() == 0) {  /* and its own child, orphaned */
+        if (fork() == 0) {
             FILE *f = fopen(PID_FILE, "w");
             fprintf(f, "%d", (int)getpid());
             fclose(f);
+            (void)!write(ready[1], "", 1);
             for (;;) pause();
         }
-        for (;;) pause();
+        _exit(0);  /* the daemon's double fork */
     }
+    (void)!read(ready[0], &byte, 1);
+    close(ready[0]), close(ready[1]);
 }
 """
 
@@ -583,15 +590,55 @@ def test_a_helper_a_candidate_forked_into_a_session_of_its_own_ends_with_the_wor
     workers = Workers("cpu", timeout=5.0)
     try:
         result = workers.trial(TrialJob("daemonise", {"u": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
-        assert result["status"] == "ok", result
-        deadline = time.monotonic() + 10
-        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        daemon = int(pid_file.read_text())
-        assert _alive(daemon)
     finally:
         workers.close()
+    assert result["status"] == "ok" and "1 process(es) it forked still running" in result["left_behind"][0], result
+    daemon = int(pid_file.read_text())
     survived = _alive(daemon)
     if survived:  # else it holds this run's output open for good
         os.killpg(os.getpgid(daemon), signal.SIGKILL)
     assert not survived
+
+
+#: Threads started once and left waiting (spinners slowed every later kernel of the worker 3-6x).
+THREADS_C = """\
+#include <pthread.h>
+#include <unistd.h>
+static void *wait_for_ever(void *unused) { for (;;) pause(); return unused; }
+void threads(const float *x, float *y, int n)
+{
+    static int started;
+    pthread_t t;
+    if (!started++) pthread_create(&t, 0, wait_for_ever, 0), pthread_create(&t, 0, wait_for_ever, 0);
+    for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+}
+"""
+
+
+def test_threads_a_candidate_leaves_running_are_named_and_its_worker_replaced(tmp_path, monkeypatch):
+    """Spinners one candidate left ran on through every later trial of its worker, unnoticed (the
+    interference check counts the worker's threads as the kernel's). An OpenMP kernel's pool is no
+    leftover: its worker stays."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    (tmp_path / "threads.c").write_text(THREADS_C)
+    (tmp_path / "double.c").write_text(DOUBLE_C.replace("    for (int i = 0;", "#pragma omp parallel for\n    for (int i = 0;"))
+    for name, source, entry, flags in (("threads", "threads.c", "threads", ("-pthread",)),
+                                       ("double_team", "double.c", "double_it", ("-fopenmp",))):
+        Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                               "n": np.int32(shape[0])},
+               reference=lambda x, n: 2.0 * x, outputs=["y"],
+               cpu=Variant(source=str(tmp_path / source), entry=entry, space=Space({"step": [1]}),
+                           heuristic=lambda shape: {"step": 1}, flags=flags))
+    workers = Workers("cpu", timeout=5.0)
+    results, pids = [], []
+    try:
+        for name in ("double_team", "double_team", "threads", "double_team"):
+            results.append(workers.trial(TrialJob(name, {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3))))
+            pids.append(workers._process.pid if workers._process is not None else None)
+    finally:
+        workers.close()
+    assert [r["status"] for r in results] == ["ok"] * 4, results
+    assert [bool(r.get("left_behind")) for r in results] == [False, False, True, False], results
+    assert "2 thread(s) it started still running" in results[2]["left_behind"][0]
+    assert pids[0] == pids[1] and pids[2] is None and pids[3] not in (None, pids[0]), pids

@@ -6,7 +6,9 @@ it knows every declared kernel, and it owns the only CUDA context of the run. A 
 phases: preparing (compile, arguments, reference) and running (load, verify, measure), in which
 each load and each call is killed after ``timeout`` seconds, however many calls a trial makes; each
 phase as a whole has :data:`PREPARE_TIMEOUT_S`. A worker that dies (a signal, an exit, a CUDA
-error that spoils its context) or is killed is replaced before the next trial. A worker dies with
+error that spoils its context) or is killed is replaced before the next trial, and so is one whose
+candidates left threads or processes running after their calls (``left_behind`` in the result, see
+:meth:`ProcessState.left <tunebench.backends.process_state.ProcessState.left>`). A worker dies with
 the process that started it (a killed pytest leaves no worker behind) and holds none of its locks
 (see :mod:`tunebench.records`).
 
@@ -247,6 +249,9 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
             result = run(backend, job, prepared, conn, _Watch(clock, state))
+            left = state.left()
+            if left:  # the parent replaces this worker
+                result["left_behind"] = left
             threads = result.pop("threads", None)  # those that ran, over the count asked for
             if "samples" in result:
                 result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {})}
@@ -566,6 +571,8 @@ class Workers:
             pids = (self._process.pid,) if self._process is not None else ()
             result.update(interference.verdict(result.get("placements", result["samples"]),
                                                {**result.get("conditions", {}), **self._monitor.conditions(pids)}))
+        if result.get("left_behind"):  # threads, processes: in a fresh worker, no later candidate shares them
+            self._stop()
         result["cost_s"] = time.monotonic() - began
         return result
 

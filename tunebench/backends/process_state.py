@@ -1,5 +1,6 @@
 """The process-wide state one candidate may change and every later one in its worker would
-inherit: the floating-point environment and the OpenMP runtime's settings.
+inherit: the floating-point environment and the OpenMP runtime's settings, switched per build;
+and what lasts past a job's calls, which no switch undoes (:class:`ProcessState.left`).
 
 A library built with ``-ffast-math`` sets flush-to-zero and denormals-are-zero as it loads,
 and every kernel loaded after it computed denormals as zero (recorded as wrong results of
@@ -13,6 +14,12 @@ runtime's thread count and dynamic adjustment as the worker's environment asks. 
 about a microsecond a call, outside every timed call; the pool is switched only where the
 environment differs from the one it last got. A worker is forked once the parent's pools let
 their threads go (:func:`release_pools`): a pool without its threads waits for them for ever.
+
+Threads a candidate started and left running (spinners slowed every later candidate of the
+worker 3-6x, unseen: the interference check counts the worker's threads as the kernel's own) and
+processes it forked are not switched: the job's result names them, and the worker is replaced
+before the next. The OpenMP runtimes' pools let their threads go after every job first (made
+again at the next parallel region, in a few tenths of a ms): they are no candidate's leftovers.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import time
 from collections.abc import Callable
 
 from tunebench.backends.cpuinfo import thread_count
@@ -48,6 +56,8 @@ def _runtimes() -> list[ctypes.CDLL]:
 
 #: ``omp_pause_hard`` of OpenMP 5's ``omp_pause_resource_t``: the runtime lets go of its threads.
 OMP_PAUSE_HARD = 2
+#: How long a pool's threads, let go, may take to end (on a busy machine they wait for a core).
+SETTLE_S = 0.5
 
 
 def release_pools() -> None:
@@ -77,6 +87,13 @@ def descendants(root: int) -> list[int]:
     for pid in found:  # grows as it goes: each one's children after it
         found.extend(children.get(pid, ()))
     return found
+
+
+def _threads() -> frozenset[str]:
+    try:
+        return frozenset(os.listdir("/proc/self/task"))
+    except OSError:
+        return frozenset()
 
 
 def _fenv() -> ctypes.Array:
@@ -118,10 +135,13 @@ class ProcessState:
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
         self._pool = self._start.raw  # the environment the runtimes' pool threads have: their creator's
+        self._before: frozenset[str] | None = None  # the threads before the job's first load
 
     def load(self, build: str, load: Callable):
         """``load()``'s runner, made in the worker's own state; the state that runner runs in
         (for :meth:`enter`)."""
+        if self._before is None:  # after the job's arguments and reference: numpy's threads are not its
+            self._before = _threads()
         _libm.fesetenv(self._start)
         self._apply_openmp()
         runner = load()
@@ -145,6 +165,27 @@ class ProcessState:
         """The worker's own floating-point environment again on its thread, after a call: its
         reference and comparisons compute in it."""
         _libm.fesetenv(self._start)
+
+    def left(self) -> list[str]:
+        """What the job's candidates left running after their calls, in words (none where it loaded
+        nothing): the worker is to be replaced. Called at each job's end."""
+        before, self._before = self._before, None
+        if before is None:
+            return []
+        release_pools()
+        self._pool = b""  # unknown: the next call sets its build's state on the new pool
+        found = []
+        deadline = time.monotonic() + SETTLE_S
+        while (started := _threads() - before) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if started:
+            found.append(f"{len(started)} thread(s) it started still running after its calls, which would have "
+                         f"taken cores from every later candidate of its worker (replaced)")
+        forked = descendants(os.getpid())
+        if forked:
+            found.append(f"{len(forked)} process(es) it forked still running after its calls (killed with its "
+                         f"worker, replaced)")
+        return found
 
     def _apply_openmp(self) -> None:
         for runtime in self._openmp.values():
