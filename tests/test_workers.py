@@ -642,3 +642,46 @@ def test_threads_a_candidate_leaves_running_are_named_and_its_worker_replaced(tm
     assert [bool(r.get("left_behind")) for r in results] == [False, False, True, False], results
     assert "2 thread(s) it started still running" in results[2]["left_behind"][0]
     assert pids[0] == pids[1] and pids[2] is None and pids[3] not in (None, pids[0]), pids
+
+
+#: A timer armed once and forgotten (it killed a later candidate with SIGALRM), or a signal's
+#: handling changed for the whole process.
+ARMS_C = """\
+#include <signal.h>
+#include <unistd.h>
+void arms(const float *x, float *y, int n)
+{
+    static int once;
+    for (int i = 0; i < n; ++i) y[i] = 2 * x[i];
+    if (!once++) {
+        if (what == 1) alarm(100);
+        if (what == 2) signal(SIGTERM, SIG_IGN);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("what, said", [(1, "a timer it armed, to send SIGALRM in"),
+                                        (2, "the handling of SIGTERM changed")])
+def test_a_timer_or_a_signals_handling_a_candidate_leaves_is_named_and_its_worker_replaced(tmp_path, what, said):
+    """An alarm(1) one candidate armed fired during the next, recorded as crashed by SIGALRM (and
+    crashed trials are not retried)."""
+    (tmp_path / "arms.c").write_text(ARMS_C)
+    Kernel("arms", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "arms.c"), entry="arms", space=Space({"what": [0, 1, 2]}),
+                       heuristic=lambda shape: {"what": 0}))
+    workers = Workers("cpu", timeout=5.0)
+    try:
+        clean = workers.trial(TrialJob("arms", {"what": 0}, (1000,), "float32", MeasureSettings(repeats=3)))
+        first = workers._process.pid
+        armed = workers.trial(TrialJob("arms", {"what": what}, (1000,), "float32", MeasureSettings(repeats=3)))
+        after = workers.trial(TrialJob("arms", {"what": 0}, (1000,), "float32", MeasureSettings(repeats=3)))
+        second = workers._process.pid
+    finally:
+        workers.close()
+    assert "left_behind" not in clean and "left_behind" not in after, (clean, after)
+    assert armed["status"] == "ok" and said in " ".join(armed.get("left_behind", [])), armed
+    assert second != first

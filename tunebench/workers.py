@@ -7,7 +7,8 @@ phases: preparing (compile, arguments, reference) and running (load, verify, mea
 each load and each call is killed after ``timeout`` seconds, however many calls a trial makes; each
 phase as a whole has :data:`PREPARE_TIMEOUT_S`. A worker that dies (a signal, an exit, a CUDA
 error that spoils its context) or is killed is replaced before the next trial, and so is one whose
-candidates left threads or processes running after their calls (``left_behind`` in the result, see
+candidates left threads, processes or timers running, or signals handled otherwise, after their
+calls (``left_behind`` in the result, see
 :meth:`ProcessState.left <tunebench.backends.process_state.ProcessState.left>`). A worker dies with
 the process that started it (a killed pytest leaves no worker behind) and holds none of its locks
 (see :mod:`tunebench.records`).
@@ -414,6 +415,8 @@ SIGNAL_HINTS = {
               "this CPU does not have (-m flags or an intrinsic asking for another CPU's; `gcc -march=native -Q "
               "--help=target` lists this one's)",
     "SIGFPE": "an integer division by zero (or INT_MIN / -1)",
+    **dict.fromkeys(("SIGALRM", "SIGVTALRM", "SIGPROF"), "a timer this trial's candidate armed (alarm, setitimer) "
+                    "fired: one an earlier candidate left armed retired its worker"),
 }
 
 

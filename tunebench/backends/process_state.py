@@ -16,9 +16,10 @@ environment differs from the one it last got. A worker is forked once the parent
 their threads go (:func:`release_pools`): a pool without its threads waits for them for ever.
 
 Threads a candidate started and left running (spinners slowed every later candidate of the
-worker 3-6x, unseen: the interference check counts the worker's threads as the kernel's own) and
-processes it forked are not switched: the job's result names them, and the worker is replaced
-before the next. The OpenMP runtimes' pools let their threads go after every job first (made
+worker 3-6x, unseen: the interference check counts the worker's threads as the kernel's own),
+processes it forked, timers it armed (an ``alarm(1)`` killed the next candidate with SIGALRM,
+recorded as its crash) and signals whose handling it changed are not switched: the job's result
+names them, and the worker is replaced before the next. The OpenMP runtimes' pools let their threads go after every job first (made
 again at the next parallel region, in a few tenths of a ms): they are no candidate's leftovers.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -89,11 +91,42 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+#: The interval timers a process may arm, and the signal each sends.
+TIMERS = ((signal.ITIMER_REAL, "SIGALRM"), (signal.ITIMER_VIRTUAL, "SIGVTALRM"), (signal.ITIMER_PROF, "SIGPROF"))
+
+
 def _threads() -> frozenset[str]:
     try:
         return frozenset(os.listdir("/proc/self/task"))
     except OSError:
         return frozenset()
+
+
+def _signals() -> dict[str, int]:
+    """The masks of the signals the process ignores and handles, and those its main thread blocks."""
+    try:
+        with open("/proc/self/status") as f:
+            return {k: int(v, 16) for k, _, v in (ln.partition(":") for ln in f) if k in ("SigIgn", "SigCgt", "SigBlk")}
+    except (OSError, ValueError):
+        return {}
+
+
+def _timers() -> list[str]:
+    """The timers armed in the process, as the signal each sends and when."""
+    armed = [f"{name} in {signal.getitimer(which)[0]:.3g} s" for which, name in TIMERS if signal.getitimer(which)[0]]
+    try:
+        with open("/proc/self/timers") as f:  # timer_create's (the worker makes none)
+            posix = sum(ln.startswith("ID:") for ln in f)
+    except OSError:
+        posix = 0
+    return armed + ([f"{posix} POSIX timer(s)"] if posix else [])
+
+
+def _name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _fenv() -> ctypes.Array:
@@ -135,13 +168,13 @@ class ProcessState:
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
         self._pool = self._start.raw  # the environment the runtimes' pool threads have: their creator's
-        self._before: frozenset[str] | None = None  # the threads before the job's first load
+        self._before: tuple | None = None  # the threads and signal masks before the job's first load
 
     def load(self, build: str, load: Callable):
         """``load()``'s runner, made in the worker's own state; the state that runner runs in
         (for :meth:`enter`)."""
         if self._before is None:  # after the job's arguments and reference: numpy's threads are not its
-            self._before = _threads()
+            self._before = _threads(), _signals()
         _libm.fesetenv(self._start)
         self._apply_openmp()
         runner = load()
@@ -174,9 +207,9 @@ class ProcessState:
             return []
         release_pools()
         self._pool = b""  # unknown: the next call sets its build's state on the new pool
-        found = []
+        (threads, masks), found = before, []
         deadline = time.monotonic() + SETTLE_S
-        while (started := _threads() - before) and time.monotonic() < deadline:
+        while (started := _threads() - threads) and time.monotonic() < deadline:
             time.sleep(0.001)
         if started:
             found.append(f"{len(started)} thread(s) it started still running after its calls, which would have "
@@ -185,6 +218,15 @@ class ProcessState:
         if forked:
             found.append(f"{len(forked)} process(es) it forked still running after its calls (killed with its "
                          f"worker, replaced)")
+        armed = _timers()
+        if armed:
+            found.append(f"a timer it armed, to send {', '.join(armed)}, which would have killed a later candidate "
+                         f"of its worker (replaced)")
+        now = _signals()
+        changed = sorted({n + 1 for k, mask in masks.items() for n in range(64) if (mask ^ now.get(k, mask)) >> n & 1})
+        if changed:
+            found.append(f"the handling of {', '.join(map(_name, changed))} changed (ignored, caught or blocked) for "
+                         f"every later candidate of its worker (replaced)")
         return found
 
     def _apply_openmp(self) -> None:
