@@ -680,3 +680,16 @@ def test_a_table_of_kernels_a_generator_made_is_collected_and_looked_up(project,
         line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
     from tunebench.lookup import load_suites
     assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}
+
+
+def test_a_compiler_that_is_not_there_stops_the_task_saying_so_and_records_nothing(project, pytester, monkeypatch):
+    """TUNEBENCH_CC=gcc-99: every candidate was recorded "crashed: FileNotFoundError"."""
+    from tunebench.backends import cpu
+    project()
+    monkeypatch.setattr(cpu, "CC", "gcc-99")
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*gcc-99 cannot be run (No such file or directory): no candidate can be built*"])
+    assert "crashed" not in result.stdout.str()
+    for path in (pytester.path / "records").glob("*.json"):
+        assert json.loads(path.read_text()).get("trials", {}) == {}

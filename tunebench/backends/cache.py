@@ -101,7 +101,12 @@ def _machine(pattern: re.Pattern, said: str) -> re.Match | None:
 def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
     """Run a compiler ``command`` with ``{src}`` and ``{out}`` filled in: None where it succeeds,
     else what it said; :class:`CompilerKilled` where a signal ended it."""
-    proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
+    except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError
+        raise BuildEnvironmentError(f"{command[0]} cannot be run ({e.strerror or e}): no candidate can be built, and "
+                                    f"nothing is cached or recorded; install it, put it on PATH or name another "
+                                    f"(TUNEBENCH_CC for C, CUDA_HOME for nvcc)") from None
     said = proc.stderr or proc.stdout
     killed = _machine(_KILLED, said) if proc.returncode > 0 else None
     exhausted = _machine(_EXHAUSTED, said) if proc.returncode > 0 else None

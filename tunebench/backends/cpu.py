@@ -29,6 +29,7 @@ from tunebench.backends.base import (
     INTEGER_CTYPES,
     Backend,
     Build,
+    BuildEnvironmentError,
     CompileError,
     KernelError,
     Runner,
@@ -398,6 +399,13 @@ class CpuBackend(Backend):
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:  # unchecked above where pyelftools is not installed (the GPU image)
             raise KernelError(f"kernel {kernel.name!r}: {missing_entry(variant, None)}") from None
+        except OSError as e:  # a cache where nothing may run: every candidate was recorded crashed, and reused
+            if "failed to map segment" not in str(e) and "not permitted" not in str(e):
+                raise
+            raise BuildEnvironmentError(
+                f"{build.handle.parent}: a build there cannot be loaded ({e}): the folder's filesystem does not let "
+                f"programs run from it (mounted noexec?); set TUNEBENCH_CACHE to a folder on another and tune again "
+                f"(nothing is recorded)") from None
         fn.restype = None
         params = functions.get(variant.entry) if functions is not None else None
         mismatch = args_problem(args, params) if params is not None else None
