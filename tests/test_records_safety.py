@@ -423,3 +423,26 @@ def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_a
     with linked.task_lock("k[all-float32]"):
         assert RecordStore.for_device(shared, FINGERPRINT).leftover == []  # not a killed run's, by either path
     assert len(RecordStore.for_device(shared, FINGERPRINT).leftover) == 1  # it ended without folding
+
+
+#: A candidate (tag 3) that kills the tuning run itself, as a kernel sending its parent a signal does.
+KILLER_C = SLOW_C.replace("    nanosleep(&nap, 0);", "    nanosleep(&nap, 0);\n    if (tag == 3) kill(getppid(), 9);") \
+    .replace("#include <time.h>", "#include <time.h>\nint kill(int, int);\nint getppid(void);  /* unistd.h: its pause() */")
+
+
+def test_a_candidate_that_kills_the_run_is_recorded_crashed_after_two_deaths_and_the_tune_goes_past_it(pytester):
+    """Every run died at the same candidate (the fixed order of brute force measures it first each
+    time) and nothing named it: the tune could never get past it."""
+    pytester.path.joinpath("slow.c").write_text(KILLER_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
+                                                      .replace('"pause": [1, 2]', '"pause": [1]'))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    runs = [subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300) for _ in range(3)]
+    assert [r.returncode for r in runs[:2]] == [-9, -9], [r.stdout[-500:] for r in runs]
+    assert runs[2].returncode in (0, 1) and "died 2 times while measuring this config" in runs[2].stdout, \
+        runs[2].stdout[-3000:]
+    (path,) = (pytester.path / "records").glob("*.json")
+    trials = RecordStore(path).trials()
+    killer = [t for t in trials if t["config"]["tag"] == 3]
+    assert [t["status"] for t in killer] == ["crashed"] and {t["config"]["tag"] for t in trials} >= {0, 1, 2, 4}
+    assert not list((pytester.path / "records" / ".journal").glob("*.inflight-*"))

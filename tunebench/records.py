@@ -510,6 +510,17 @@ def _whole_lines(f, block: int = 1 << 16) -> int:
     return 0
 
 
+def _alive(pid) -> bool:
+    """Whether process ``pid`` is running."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError):
+        return isinstance(pid, int)
+    return True
+
+
 def _lines(path: Path) -> list[dict]:
     """The documents of a JSON-lines file; a torn last line (a killed append) is dropped."""
     try:
@@ -684,6 +695,33 @@ class RecordStore:
             if time.monotonic() - self._compacted > COMPACT_EVERY_S:
                 self._fold()
         self._remember(dict(doc))
+
+    def measuring(self, doc: Mapping) -> int:
+        """Mark the trial of ``doc`` (its document before it is measured) as being measured by
+        this process until :meth:`measured`; returns how many runs died measuring it before, by
+        the marks they left (a candidate that killed the run itself, ``kill(getppid(), ...)``,
+        killed every later run at the same place, and nothing named it)."""
+        if self.read_only:
+            return 0
+        key, died = json.dumps(trial_identity(doc)), 0
+        self.journal.parent.mkdir(exist_ok=True)
+        for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
+            try:
+                mark = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if mark.get("key") == key and not _alive(mark.get("pid")):
+                died = max(died, mark.get("died", 0) + 1)
+                path.unlink(missing_ok=True)
+        self._mark = self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}"
+        self._mark.write_text(json.dumps({"key": key, "pid": os.getpid(), "died": died}))
+        return died
+
+    def measured(self) -> None:
+        """The trial :meth:`measuring` marked ended with this process alive."""
+        mark = getattr(self, "_mark", None)
+        if mark is not None:
+            mark.unlink(missing_ok=True)
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write)."""

@@ -59,6 +59,10 @@ NOISY_SPREAD = 0.25
 #: of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
+#: Runs that died while a config was measured, after which it is recorded crashed, not measured
+#: again: one death may be the user's kill or a CI timeout, a second at the same config is the config.
+DEATHS = 2
+
 
 class TaskFailed(RuntimeError):
     """The task this candidate belongs to failed earlier in the run (its error was shown once)."""
@@ -632,8 +636,20 @@ class Task:
     def _measure(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
         ahead = self._inflight.pop((shape, config_key(config)), None)
-        result = ahead.result() if ahead is not None else undisturbed(
-            t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
+        if ahead is None:  # measured by this process's worker: a candidate may kill this run itself
+            died = t.store.measuring(self._document(config, shape))
+            if died >= DEATHS:
+                t.store.measured()
+                return {**self._document(config, shape), "status": "crashed", "cost_s": 0.0, "retries": 0, "error": (
+                    f"the tuning run died {died} times while measuring this config (the candidate killed it, as "
+                    f"kill(getppid(), ...) does, or the out-of-memory killer took it): recorded as crashed, not "
+                    f"measured again (--tune-retry-failed measures it)")}
+        try:
+            result = ahead.result() if ahead is not None else undisturbed(
+                t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
+        finally:  # ended, or interrupted (Ctrl-C is no death of the run)
+            if ahead is None:
+                t.store.measured()
         self.spent_s += result.pop("cost_s")
         t.remeasured += result["retries"]
         # what the trial took of the budget, all of it (the worker, loading, verifying, retries, the
