@@ -76,7 +76,6 @@ class Comparison:
     objectives: list[dict[str, float]] = field(default_factory=list)  # per process: arm -> ms
     samples: list[dict] = field(default_factory=list)  # per process: placement -> arm -> ms samples
     disturbed: list[str] = field(default_factory=list)  # why processes stayed disturbed
-    threads: list[int | None] = field(default_factory=list)  # per process: the most threads that ran its calls
     failure: dict | None = None  # the first failed arm: status, arm (label), error
 
     def ratios(self, label: str, to: str) -> list[float]:
@@ -109,7 +108,6 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
                   for label in found.labels}
         found.objectives.append({label: objective_ms(s) for label, s in by_arm.items()})
         found.samples.append(result["samples"])
-        found.threads.append(result.get("conditions", {}).get("threads"))
         if result.get("verdict") == "disturbed":
             found.disturbed.append("; ".join(result.get("interference", [])))
     return found

@@ -66,13 +66,12 @@ def sample_signals(samples: Sequence[float]) -> list[str]:
     edge = math.ceil(MODE_SHARE * n)  # samples on each side of the gap, at least
     gaps = [(ordered[i] / ordered[i - 1] - 1, i) for i in range(edge, n - edge + 1) if ordered[i - 1] > 0]
     gap, split = max(gaps) if gaps else (0.0, 0)
-    excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
-    tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None) \
-        if excess else None
-    if gap > MODE_GAP and not tick and _rhythm([x >= ordered[split] for x in samples]):
-        return []  # the kernel's own two speeds, call by call: no load keeps such a beat, nor a scheduler's slices
+    if gap > MODE_GAP and _rhythm([x >= ordered[split] for x in samples]):
+        return []  # the kernel's own two speeds, call by call: no load keeps such a beat
     found = []
+    excess = [x - fast for x in ordered if x - fast > max(OUTLIER_MS, OUTLIER_REL * fast)]
     if len(excess) >= max(2, OUTLIER_SHARE * n):
+        tick = next((t for t in sorted(TICKS_MS, reverse=True) if all(_near_multiple(e, t) for e in excess)), None)
         found.append(f"{len(excess)} of {n} samples {min(excess):.2g}-{max(excess):.2g} ms above the fast ones"
                      + (f", in multiples of a {tick:g} ms scheduler tick" if tick else ""))
     if gap > MODE_GAP:

@@ -4,8 +4,8 @@ The runner is reset (outputs poisoned, guard zones armed, in-place inputs restor
 once; its outputs must match the reference within its tolerance, and nothing may have
 been written past them, before a single timed call is made, and again after the last.
 
-Warm-up runs until a few calls in a row are within 10 % of the fastest seen and the calls
-took at least ``warmup_min_s``, or for at most ``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence
+Warm-up runs until a few calls in a row are within 10 % of the fastest seen, or for at most
+``warmup_s``. Sampling takes at least ``min_samples``, then stops as soon as the confidence
 interval of the median is narrower than ``rel_ci`` of it, or the time cap is reached, or the
 candidate is clearly worse than the incumbent (the best trial so far on the same shape): its
 lower bound above the incumbent's upper bound by ``early_stop_margin``. Such a trial is
@@ -20,7 +20,6 @@ them, so a config is only as fast as its worst.
 from __future__ import annotations
 
 import os
-import random
 import statistics
 import time
 import weakref
@@ -38,7 +37,6 @@ from tunebench.stats import median_ci
 @dataclass(frozen=True)
 class MeasureSettings:
     warmup_s: float = 0.05  # the longest warm-up; the first calls on a CPU are several times slower
-    warmup_min_s: float = 0.02  # the shortest, in calls: a core's clock ramps up over milliseconds
     warmup_stable: int = 3  # warm-up ends once this many calls in a row are near the fastest
     min_samples: int = 5
     max_samples: int = 300
@@ -199,16 +197,13 @@ def _poison_passes(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray]
 
 
 def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
-    """Timed calls until a few in a row are within 10 % of the fastest and the calls took
-    ``warmup_min_s`` in all, or ``warmup_s`` passed: (calls, the fastest in ms). Without the
-    minimum, a kernel slow for its first few hundred calls (a clock ramping up, lazy
-    initialisation) stopped its warm-up after 3 and was recorded 3.9x its steady time."""
+    """Timed calls until a few in a row are within 10 % of the fastest, or ``warmup_s`` passed:
+    (calls, the fastest in ms)."""
     start, times = time.perf_counter(), []
     while time.perf_counter() - start < settings.warmup_s:
         times.append(runner.timed_call())
         last = times[-settings.warmup_stable:]  # a new fastest counts against the calls before it
-        if (len(last) == settings.warmup_stable and max(last) <= 1.1 * min(times)
-                and sum(times) >= settings.warmup_min_s * 1e3):
+        if len(last) == settings.warmup_stable and max(last) <= 1.1 * min(times):
             break
     return len(times), min(times, default=float("inf"))
 
@@ -284,25 +279,23 @@ def objective_ms(samples: Mapping[str, Sequence[float]]) -> float:
     return statistics.median(samples[slowest(samples)])
 
 
-#: Calls at least this long (ms) are timed without untimed calls before them: what the previous
-#: arm left in the caches is little beside them, and a 2 s kernel's gate took 312 s a shape.
-UNPRIMED_MS = 10.0
+#: Calls at least this long (ms) are timed without an untimed call before them: what the previous
+#: arm left in the caches is little beside them (an L3 refills in a few ms), and a 2 s kernel's
+#: gate took 312 s a shape.
+UNPRIMED_MS = 100.0
 
 
 def interleave(runners: Mapping[str, Runner], rounds: int, primed: bool = True) -> dict[str, list[float]]:
     """``rounds`` timed calls of every runner, in turn and in a rotating order, so that drift
     in the machine's speed falls on all of them alike: round r's samples are a matched set.
-    Each timed call follows one or two untimed ones of the same runner, so that it finds the
-    caches as a trial's consecutive calls do, not as the previous arm left them; one or two, drawn
-    (seeded), so that a kernel whose calls alternate in speed is timed in both phases (always one,
-    its arm was timed in the slow phase alone: two arms of the same code read 0.021x); none where
-    not ``primed`` (calls of :data:`UNPRIMED_MS` and longer)."""
+    Each timed call follows an untimed one of the same runner, so that it finds the caches as a
+    trial's consecutive calls do, not as the previous arm left them; none where not ``primed``
+    (calls of :data:`UNPRIMED_MS` and longer)."""
     labels = list(runners)
     samples: dict[str, list[float]] = {label: [] for label in labels}
-    untimed = random.Random(rounds)
     for r in range(rounds):
         for label in labels[r % len(labels):] + labels[:r % len(labels)]:
-            for _ in range(1 + untimed.randrange(2) if primed else 0):
+            if primed:
                 runners[label].timed_call()
             samples[label].append(runners[label].timed_call())
     return samples

@@ -388,10 +388,9 @@ def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
                 if failed.status != "ok":
                     return {"status": failed.status, "arm": label, "error": failed.error}
                 fastest.append(warm_up(runners[label], job.settings)[1])
-            # each round is a timed call of every arm, under every placement, after one or two untimed ones (1.5 on
-            # average) where the calls are short
+            # each round is a timed call of every arm, under every placement, after an untimed one where calls are short
             primed = min(fastest) < UNPRIMED_MS
-            call_ms = sum(fastest) * (2.5 if primed else 1)
+            call_ms = sum(fastest) * (2 if primed else 1)
             fit = int(job.budget_s * 1e3 / (call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
             busy = interference.BusyThreads()
             samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)), primed)
