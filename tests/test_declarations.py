@@ -1330,6 +1330,15 @@ def test_a_functions_hash_is_its_source_not_the_bytecode_of_this_python_or_of_py
     (tmp_path / "asserting.py").write_text(ASSERTING.replace("* 2", "* 3"))
     edited = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert edited not in hashes
+    # a process hashes what it imported, not the file as edited since (a tune that outlived an edit
+    # recorded trials verified against the old reference under the new one's hash)
+    from tunebench.kernel import code_hash
+    spec = importlib.util.spec_from_file_location("asserting_imported", tmp_path / "asserting.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    imported = code_hash(module.reference)
+    (tmp_path / "asserting.py").write_text("# edited\n" + ASSERTING)
+    assert code_hash(module.reference) == imported == edited
 
 
 def test_records_whose_functions_an_earlier_tunebench_hashed_by_bytecode_are_reused_on_the_same_python(

@@ -474,15 +474,43 @@ def code_hash(fn: Any, seen: set | None = None) -> str:
     seen = set() if seen is None else seen
     fn = getattr(fn, "__wrapped__", fn)
     code = getattr(fn, "__code__", None)
-    node = _source_node(code) if code is not None else None
-    if node is None:
+    source = _source(code) if code is not None else None
+    if source is None:
         return bytecode_hash(fn, seen)
-    digest = hashlib.sha256(ast.unparse(node).encode())
+    text, names = source
+    digest = hashlib.sha256(text.encode())
     scope = getattr(fn, "__globals__", {})
-    for name in dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+    for name in names:
         _read(digest, name, scope.get(name), seen, code_hash)
     _closure(digest, fn, code, seen, code_hash)
     return digest.hexdigest()[:16]
+
+
+#: code object -> (the text its source is hashed by, the names it reads), or None: read once, at
+#: its first hash (a Kernel hashes its functions when declared), not from the file as it is later
+#: (an edit on disk during a tune was hashed as what the running process computed), and parsed once
+#: (a framework's lookup of each new shape hashes the declaration).
+_SOURCES: dict = {}
+
+
+def _source(code) -> tuple[str, tuple[str, ...]] | None:
+    if code not in _SOURCES:
+        node = _source_node(code)
+        _SOURCES[code] = None if node is None else (
+            repr(_shape(node)), tuple(dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))))
+    return _SOURCES[code]
+
+
+def _shape(node):
+    """A syntax tree as nested tuples of node types and the fields set, without positions or
+    fields left empty: the same on every Python that parses the source alike (``ast.unparse``
+    quoted an f-string's keys otherwise from 3.12, and 3.12 added empty ``type_params``)."""
+    if isinstance(node, ast.AST):
+        return (type(node).__name__, *((name, _shape(value)) for name, value in ast.iter_fields(node)
+                                       if value not in (None, []) and name not in ("ctx", "kind", "type_comment")))
+    if isinstance(node, list):
+        return tuple(_shape(v) for v in node)
+    return repr(node)
 
 
 def bytecode_hash(fn: Any, seen: set | None = None) -> str:
@@ -540,7 +568,7 @@ def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
         _read(digest, f"default {i}", value, seen, hashed)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> ast.Module | None:
     try:
         return ast.parse(text)
@@ -562,8 +590,9 @@ def _source_node(code) -> ast.AST | None:
     if code.co_name == "<lambda>":
         found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
         starts = [(ln, col) for ln, _, col, _ in code.co_positions() if ln is not None and col]
-        if len(found) > 1 and starts:  # several on the line: the one its body is in
+        if len(found) > 1 and starts:  # several on the line: the innermost one its body is in
             found = [n for n in found if (n.lineno, n.col_offset) <= min(starts) <= (n.end_lineno, n.end_col_offset)]
+            found = sorted(found, key=lambda n: (n.lineno, n.col_offset))[-1:]
     else:
         found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and n.name == code.co_name and line in (n.lineno, *(d.lineno for d in n.decorator_list))]
@@ -608,6 +637,10 @@ class Kernel:
         self.buckets = buckets
         self.args = args
         self.reference = reference
+        for fn in (args, reference):  # their source as imported, whatever the file holds when they are hashed
+            code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+            if code is not None:
+                _source(code)
         self.outputs = tuple(dict.fromkeys([*outputs, *inout]))
         if not self.outputs:
             raise KernelError(f"kernel {name!r} declares no output")
