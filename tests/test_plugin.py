@@ -668,7 +668,15 @@ def make(op):
                               heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0}))
 
 
-KERNELS = {op: make(op) for op in ("one", "two")}
+KERNELS = {**{op: make(op) for op in ("one", "two")}, "three": None}
+
+
+class Odd(dict):
+    def values(self):
+        raise RuntimeError("not a table of kernels")
+
+
+ODD = Odd(a=1)
 """
 
 

@@ -151,14 +151,14 @@ def _names(kernel: str, entry: dict) -> None:
 
 
 def _c_type(kernel: str, param: str, values) -> str:
-    if all(isinstance(v, (bool, int)) for v in values):  # a workspace of 2**32 bytes held 0 in an int
-        return "int" if all(-2**31 <= v < 2**31 for v in values) else "long long"
+    if all(isinstance(v, (bool, int)) for v in values) and all(-2**63 <= v < 2**63 for v in values):
+        return "int" if all(-2**31 <= v < 2**31 for v in values) else "long long"  # 2**32 bytes held 0 in an int
     if all(isinstance(v, (bool, int, float)) for v in values):
         return "double"
     if all(isinstance(v, str) for v in values):
         return "const char *"  # the token a template is built with, as a string
     raise ExportError(f"kernel {kernel!r}: param {param!r} has values {sorted(map(repr, values))}, which a C "
-                      f"header cannot carry (all ints and floats, or all strings)")
+                      f"header cannot carry (all ints of 64 bits and floats, or all strings)")
 
 
 def _bound(value: int | None, lower: bool = False) -> str:
@@ -205,7 +205,7 @@ def header(data: dict, prefix: str = "tb") -> str:
                          for p in params}
             except ExportError as e:  # this kernel's configs alone: every other kernel's header stands
                 warnings.warn(f"{kernel} {dtype}: left out of the header: {e}", ExportNote, stacklevel=2)
-                out += [f"/* {name}: left out: {e} */", ""]
+                out += [f"/* {name}: left out: {str(e).replace('*/', '* /')} */", ""]
                 continue
             fields = " ".join(f"{types[p]}{'' if types[p].endswith('*') else ' '}{p};" for p in params)
             size = max(len(b["ranked"]) for b in buckets) + 1

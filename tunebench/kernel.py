@@ -929,9 +929,11 @@ class Kernel:
 
 
 def kernels_in(value: Any) -> list[Kernel]:
-    """The kernels a module-level name holds: a Kernel, or a table of them (a dict's values, a
-    list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``."""
+    """The kernels a module-level name holds: a Kernel, or those in a table (a dict's values, a
+    list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``
+    (with ``None`` for an op it cannot make). Plain dicts, lists and tuples alone: every test
+    module of any project is asked, and a class of its own may do anything when iterated."""
     if isinstance(value, Kernel):
         return [value]
-    found = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
-    return found if found and all(isinstance(k, Kernel) for k in found) else []
+    found = dict.values(value) if type(value) is dict else value if type(value) in (list, tuple) else ()
+    return [k for k in found if isinstance(k, Kernel)]
