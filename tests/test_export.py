@@ -127,9 +127,12 @@ def test_an_int_param_beyond_32_bits_is_a_long_long_in_c_and_cpp(tmp_path):
                     "-o", str(tmp_path / "main")], check=True)
     assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == f"{3 << 33}\n"
     # beyond 64 bits, or a text that would end the header's comment: that kernel is left out, and the header builds
-    data["kernels"]["k"]["float32"]["buckets"][0]["ranked"] = [{"layout": "*/ row", "tile": 2**64}]
-    with pytest.warns(export.ExportNote, match="left out of the header"):
+    data["kernels"]["k"]["float32"]["buckets"][0]["ranked"] = [{"layout": "row", "tile": 2**64}]
+    data["kernels"]["other"] = exported_layouts("*/ row", 7)["kernels"]["k"]
+    with pytest.warns(export.ExportNote) as noted:
         (tmp_path / "tunebench_configs.h").write_text(export.header(data))
+    assert [str(n.message).split(":")[0] for n in noted] == ["k float32", "other float32"]
+    assert "beyond 64 bits (18446744073709551616)" in str(noted[0].message)
     (tmp_path / "empty.c").write_text('#include "tunebench_configs.h"\nint main(void) { return 0; }\n')
     subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "empty.c"),
                     "-o", str(tmp_path / "empty")], check=True)

@@ -153,6 +153,9 @@ def _names(kernel: str, entry: dict) -> None:
 def _c_type(kernel: str, param: str, values) -> str:
     if all(isinstance(v, (bool, int)) for v in values) and all(-2**63 <= v < 2**63 for v in values):
         return "int" if all(-2**31 <= v < 2**31 for v in values) else "long long"  # 2**32 bytes held 0 in an int
+    if all(isinstance(v, (bool, int)) for v in values):
+        raise ExportError(f"kernel {kernel!r}: param {param!r} has values beyond 64 bits ({max(values, key=abs)}), "
+                          f"which no C integer carries")
     if all(isinstance(v, (bool, int, float)) for v in values):
         return "double"
     if all(isinstance(v, str) for v in values):
