@@ -2,6 +2,7 @@
 declaration, shape-aware constraints, slow kernels, one error per cause, and lookups that find
 the project from anywhere."""
 
+import functools
 import importlib
 import json
 import os
@@ -767,6 +768,18 @@ def defaulted(x, shift=0.5):
     return x + shift
 
 
+class Shifter:
+    def __call__(self, x):
+        return x + 1
+
+
+WEIGHTS = [1.0, 2.0]
+
+
+def by_weights(x):
+    return x * WEIGHTS[1]
+
+
 def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(monkeypatch):
     """Their change reused every trial verified against the old reference: code_hash read only
     plain numbers and strings of the module."""
@@ -782,6 +795,14 @@ def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(
     half = code_hash(defaulted)
     monkeypatch.setattr(defaulted, "__defaults__", (0.75,))
     assert code_hash(defaulted) != half
+    # a partial and a callable object by what they compute, not by their repr's memory address (every
+    # run said the args builder had changed); a list of weights a reference reads is part of it
+    assert code_hash(functools.partial(defaulted, shift=1)) == code_hash(functools.partial(defaulted, shift=1)) \
+        != code_hash(functools.partial(defaulted, shift=2))
+    assert code_hash(Shifter()) == code_hash(Shifter())
+    weighted = code_hash(by_weights)
+    monkeypatch.setitem(globals(), "WEIGHTS", [1.0, 3.0])
+    assert code_hash(by_weights) != weighted
 
 
 def test_a_bucket_of_zero_sized_shapes_with_bytes_declared_tunes_and_summarises(twice_project, pytester):

@@ -522,7 +522,7 @@ def bytecode_hash(fn: Any, seen: set | None = None) -> str:
     fn = getattr(fn, "__wrapped__", fn)
     code = getattr(fn, "__code__", None)
     if code is None:
-        digest.update(repr(fn).encode())
+        digest.update(_uncoded(fn, seen).encode())
         return digest.hexdigest()[:16]
     scope = getattr(fn, "__globals__", {})
 
@@ -542,13 +542,29 @@ def bytecode_hash(fn: Any, seen: set | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
+def _uncoded(fn: Any, seen: set) -> str:
+    """What a callable without code of its own computes: a ``functools.partial`` by its function
+    and arguments, an object by its class's ``__call__``; their repr held a memory address, so
+    every run said the args builder had changed and measured every trial again."""
+    if isinstance(fn, functools.partial):
+        digest = hashlib.sha256(code_hash(fn.func, seen).encode())
+        for i, value in enumerate((*fn.args, *fn.keywords.values())):
+            _read(digest, f"argument {i}", value, seen, code_hash)
+        return digest.hexdigest()
+    call = getattr(type(fn), "__call__", None)
+    if getattr(call, "__code__", None) is not None:
+        return f"{type(fn).__qualname__}:{code_hash(call, seen)}"
+    return repr(fn)
+
+
 def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
     """Into ``digest``: a function ``name`` reads, by ``hashed``, or a constant's value."""
     if callable(value) and hasattr(value, "__code__"):
         if id(value) not in seen:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
-    elif isinstance(value, (int, float, str, bytes, bool, tuple)):
+    elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
+            type(value) in (list, dict) and len(value) <= 10_000):
         digest.update(f"{name}={value!r}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
         digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
