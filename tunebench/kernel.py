@@ -564,7 +564,7 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
-            type(value) in (list, dict) and len(value) <= 10_000):
+            hashed is code_hash and type(value) in (list, dict) and len(value) <= 10_000):  # (bytecode_hash: as before)
         digest.update(f"{name}={value!r}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
         digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
