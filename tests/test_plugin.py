@@ -701,3 +701,23 @@ def test_a_compiler_that_is_not_there_stops_the_task_saying_so_and_records_nothi
     assert "crashed" not in result.stdout.str()
     for path in (pytester.path / "records").glob("*.json"):
         assert json.loads(path.read_text()).get("trials", {}) == {}
+
+
+def test_the_summary_names_trials_that_left_threads_running_in_their_worker(pytester):
+    """A candidate's spinners were recorded in the trial's left_behind, and its worker replaced,
+    while the tune's summary said nothing of it."""
+    from tests.test_workers import THREADS_C
+    pytester.path.joinpath("threads.c").write_text(THREADS_C)
+    pytester.path.joinpath("test_threads.py").write_text(
+        "import numpy as np\n"
+        "from tunebench import Bucket, Buckets, Kernel, Space, Variant\n"
+        "k = Kernel('threads', buckets=Buckets('N', [Bucket('all', N=(1, None), shapes=[(1000,)])]),\n"
+        "           args=lambda shape, dtype, rng: {'x': rng.random(shape[0], dtype=np.float32),\n"
+        "                                           'y': np.empty(shape[0], np.float32), 'n': np.int32(shape[0])},\n"
+        "           reference=lambda x, n: 2.0 * x, outputs=['y'],\n"
+        "           cpu=Variant(source='threads.c', entry='threads', heuristic=lambda shape: {'step': 1},\n"
+        "                       space=Space({'step': [1]}), flags=('-pthread',)))\n")
+    result = pytester.runpytest("test_threads.py", *TUNE)
+    result.stdout.fnmatch_lines(["left behind: 1 trial left threads, processes or timers running in their worker, "
+                                 "which was replaced before the next trial: threads?all-float32? ?step:1? on (1000,): "
+                                 "2 thread(s) it started still running*"])

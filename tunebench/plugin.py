@@ -411,6 +411,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"disturbed machine, {disturbed} config{'s' if disturbed != 1 else ''} stayed disturbed (not used), "
             f"{tuner.noisy} trial{'s' if tuner.noisy != 1 else ''} noisy (spread over "
             f"{NOISY_SPREAD:.0%}); each trial's verdict and conditions are in the records", yellow=True)
+    if tuner.left_behind:  # measured all the same, in a worker replaced after each: the config's own doing
+        terminalreporter.write_line(
+            f"left behind: {len(tuner.left_behind)} trial{'s' if len(tuner.left_behind) != 1 else ''} left "
+            f"threads, processes or timers running in their worker, which was replaced before the next trial: "
+            f"{'; '.join(tuner.left_behind[:3])}{' ...' if len(tuner.left_behind) > 3 else ''} (each trial's "
+            f"left_behind is in the records)", yellow=True)
     busy = [t for t in ran if t.busy]
     if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run
         terminalreporter.write_line(

@@ -197,6 +197,7 @@ class Tuner:
         self.fixed_s = 0.0  # what the fixed protocol would have spent on them
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
+        self.left_behind: list[str] = []  # trials that left threads, processes or timers running in their worker
         self.busy: str | None = None  # why a task stopped on a busy machine
         self.busy_reported: str | None = None  # the item that failed with it: the others say "see above"
         self.discarded = 0  # measurements other devices made for candidates never asked for
@@ -652,6 +653,8 @@ class Task:
                 t.store.measured()
         self.spent_s += result.pop("cost_s")
         t.remeasured += result["retries"]
+        if result.get("left_behind"):
+            t.left_behind.append(f"{self.label} [{config_text(config)}] on {shape}: {'; '.join(result['left_behind'])}")
         # what the trial took of the budget, all of it (the worker, loading, verifying, retries, the
         # search between trials): a run that reuses it counts that much spent (see elapsed)
         before, self._mark = self._mark, self.elapsed()
