@@ -207,6 +207,10 @@ def test_a_compiler_stopped_by_a_limit_or_out_of_memory_caches_nothing_and_is_no
     path, _, cached = cache.get("k", "int g;", "t", (".c", ".so"),
                                 lambda src, out: run_compiler(["cp", "{src}", "{out}"], src, out))
     assert path.exists() and not cached
+    # gcc's own crash on one candidate's code is that candidate's compile error, not the machine's
+    ice = ["sh", "-c", "echo 'gcc: internal compiler error: Segmentation fault signal terminated program cc1' >&2; "
+           "exit 4", "{src}", "{out}"]
+    assert "Segmentation fault" in run_compiler(ice, tmp_path / "k.c", tmp_path / "k.so")
 
 
 def test_a_compile_cache_that_cannot_be_written_is_named_with_what_to_set(tmp_path):
@@ -240,8 +244,9 @@ def test_a_user_without_a_home_gets_a_compile_cache_of_its_own_in_the_temp_folde
 
 
 def test_a_compiler_that_is_not_there_says_so_itself(tmp_path):
-    """Its FileNotFoundError was said to be a compile cache that cannot be written."""
-    with pytest.raises(FileNotFoundError, match="no-such-cc"):
+    """Its FileNotFoundError was said to be a compile cache that cannot be written, and then each
+    candidate's crash."""
+    with pytest.raises(BuildEnvironmentError, match=r"^no-such-cc cannot be run \(No such file or directory\)"):
         BuildCache(tmp_path).get("k", "int f;", "t", (".c", ".so"),
                                  lambda src, out: run_compiler(["no-such-cc", "{src}", "{out}"], src, out))
 

@@ -77,9 +77,12 @@ class CompilerKilled(BuildEnvironmentError):
 
 
 #: What an earlier tunebench cached for a compiler killed by a signal, as if it were its error,
-#: and a driver's words where a signal killed its compiler proper, assembler or linker (gcc then
-#: exits 1 or 4: "<the signal's name> signal terminated program cc1|as|ld").
-_KILLED = re.compile(r"exited -\d+\s*\Z|signal terminated program|terminated program \S+ signal")
+#: and a driver's words where a signal sent from outside killed its compiler proper, assembler or
+#: linker (gcc then exits 1 or 4: "<the signal's name> signal terminated program cc1|as|ld"). Not
+#: a segmentation fault or an abort: an internal compiler error on one candidate's code (a vector
+#: size gcc mishandles) is that candidate's compile error, and stopped the whole task otherwise.
+_KILLED = re.compile(r"exited -\d+\s*\Z|(?:Killed|File size limit exceeded|CPU time limit exceeded|Terminated|"
+                     r"Interrupt|Hangup) signal terminated program|terminated program \S+ signal")
 #: A compiler's words where it ran out of memory (``ulimit -v``, a full machine): cc1's, ld's, the loader's.
 _EXHAUSTED = re.compile(r"out of memory|memory exhausted|Cannot allocate memory|failed to map segment")
 #: A compiler's words where the machine kept it from reading or writing its files: no verdict on
