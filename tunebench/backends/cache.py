@@ -71,8 +71,8 @@ def excerpt(message: str, lines: int = 12) -> str:
 
 
 class CompilerKilled(BuildEnvironmentError):
-    """The compiler was killed by a signal (Ctrl-C, the out-of-memory killer, a limit: SIGXFSZ under
-    ``ulimit -f``, SIGSEGV under ``ulimit -v``) or ran out of memory: the machine's doing, no verdict
+    """The compiler was killed by a signal from outside (Ctrl-C, the out-of-memory killer, a limit:
+    SIGXFSZ under ``ulimit -f``) or ran out of memory (``ulimit -v``): the machine's doing, no verdict
     on the candidate, so nothing is cached or recorded, and a later run compiles it again."""
 
 
