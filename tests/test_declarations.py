@@ -1385,3 +1385,21 @@ def test_a_heuristics_int_for_a_param_of_floats_is_its_float_as_a_bool_for_ints_
                       heuristic=lambda shape: {"SCALE": 1, "USE": True})
     config = variant.baseline((8,))
     assert config == {"SCALE": 1.0, "USE": 1} and type(config["SCALE"]) is float and type(config["USE"]) is int
+
+
+def test_a_pick_a_shaped_constraint_now_excludes_on_its_shape_is_neither_gated_nor_summarised_as_served(
+        twice_project, pytester):
+    """The gate measured, and the summary showed as still served, a pick best() no longer serves on
+    its own shape (a constraint reading the shape added since the tune)."""
+    root = twice_project
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    assert best_json(root)["config"]["reps"] == 1
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('space=Space({"reps": [1, 4], "pad": [0, 1]})',
+                                               'space=Space({"reps": [1, 4], "pad": [0, 1]}, '
+                                               'constraints=[lambda N, reps: reps > 1 or N < 1000])'))
+    assert best_json(root)["config"]["reps"] == 4
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+    assert said(gate, "the recorded pick [reps:1 pad:") and said(gate, "breaks a constraint on (4096,) today, so "
+                                                                       "best() serves another config there")

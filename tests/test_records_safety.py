@@ -245,17 +245,19 @@ def test_an_archive_left_after_its_records_file_is_deleted_is_read_by_nothing_an
     archive = path.with_name(f"{path.stem}.archive.jsonl")
     archive.write_text("".join(json.dumps(t) + "\n" for t in RecordStore(path).trials()))
     path.unlink()
-    left = f"{archive} is left from {path.name}, which is gone: its trials are not read, and it can be deleted"
+    left = (f"{archive} is left from {path.name}, which is not there: its trials are not read. If {path.name} was "
+            f"deleted to tune anew, delete the archive too (`git rm {archive}`, or `rm` outside git); else restore "
+            f"{path.name} (`git checkout HEAD -- {path}`)")
     served = tunebench.lookup("twice", (4096,), records=root / "records", suites=root / "suites")
     assert served.source == "heuristic" and left in served.note, served.note
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rs")
     gate.assert_outcomes(skipped=1)
     assert "its trials are recorded" not in gate.stdout.str()
-    gate.stdout.fnmatch_lines([f"*nothing recorded for twice small float32 on this device, {path.stem}: it was never "
-                               f"tuned here*", f"records: {left}*"])
+    gate.stdout.fnmatch_lines([f"*nothing to gate for twice small float32 on this device, {path.stem}: no records "
+                               f"file; {left}*", f"records: {left}*"])
     tune = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert tune.ret == pytest.ExitCode.USAGE_ERROR and not path.exists()
-    tune.stderr.fnmatch_lines([f"*{left} (or {path.name} restored): delete it to tune anew here"])
+    tune.stderr.fnmatch_lines([f"*{left}; a tune starts no records file beside it"])
 
 
 def test_a_run_waiting_for_another_runs_task_says_so_then_resumes(twice_project, pytester, tmp_path):

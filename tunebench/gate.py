@@ -49,7 +49,7 @@ from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files
-from tunebench.lookup import latest_confirmation, shape_times
+from tunebench.lookup import fits, latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
@@ -190,6 +190,8 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     if store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype):
         return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
                 f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
+    if store.orphan:  # "never tuned here" was false, and its command refused
+        return f"nothing to gate for {what}: no records file; {store.orphan}"
     former = renamed_from(store, kernel, bucket, dtype)
     if former:
         return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
@@ -243,11 +245,15 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if found is None:
         return GateResult("skip", not_recorded(store, kernel, bucket, dtype))
     best, recorded_hash = found
-    gone = [c for c in best.values() if not variant.space.holds(c)]
-    if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: the heuristic
-        return GateResult("skip", (
-            f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick [{config_text(gone[0])}] is "
-            f"no longer in the space, so best() serves the heuristic; `{kernel.tune_command(store.path.parent)}` tunes it again"))
+    dims = kernel.buckets_for(target).dims
+    gone = [(c, s) for s, c in best.items() if not variant.space.holds(c) or not fits(variant, c, s, dims)]
+    if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: not the pick
+        config, shape = gone[0]
+        why = ("is no longer in the space, so best() serves the heuristic" if not variant.space.holds(config) else
+               f"breaks a constraint on {shape} today, so best() serves another config there")
+        return GateResult("skip", (f"nothing to gate for {kernel.name} {bucket.name} {dtype}: the recorded pick "
+                                   f"[{config_text(config)}] {why}; `{kernel.tune_command(store.path.parent)}` tunes it "
+                                   f"again"))
     result = GateResult("pass")
     today = kernel.declaration(variant, dtype, task.get("declaration"))
     changed = [part for part, value in task.get("declaration", {}).items()

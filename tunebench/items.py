@@ -63,8 +63,7 @@ def measuring(config: pytest.Config):
     if cluster:  # the devices are the cluster's: this machine needs no GPU of its own
         workers = ClusterWorkers(cluster, requested, config.rootpath, timeout=config.getoption("tune_timeout"),
                                  cpus_per_device=config.getoption("tune_cluster_cpus"))
-        return (workers.target, workers.fingerprint, RecordStore.for_device(records, workers.fingerprint),
-                workers)
+        return workers.target, workers.fingerprint, _store(config, records, workers.fingerprint), workers
     target, why_not_cuda = resolve(requested)
     if requested == "cuda":
         ok, why_not_cuda = cuda_status()
@@ -87,7 +86,7 @@ def _store(config: pytest.Config, records, fp: dict) -> RecordStore:
             raise
         return RecordStore.for_device(records, fp, read_only=True)
     if store.orphan and config.getoption("tune"):  # a file started beside it would read it again
-        raise RecordsError(f"{store.orphan}: delete it to tune anew here")
+        raise RecordsError(f"{store.orphan}; a tune starts no records file beside it")
     return store
 
 

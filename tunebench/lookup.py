@@ -1071,8 +1071,8 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))
-    if adopt and not _fits(variant, dict(adopt[0]), shape, buckets.dims):
-        fits = [k for k in served if _fits(variant, dict(k), shape, buckets.dims)]
+    if adopt and not fits(variant, dict(adopt[0]), shape, buckets.dims):
+        fits = [k for k in served if fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(_declared(variant, adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fits else "the heuristic instead")))))
@@ -1198,7 +1198,7 @@ def _in_space(variant: Variant | None, ranked: dict) -> dict:
     return {k: v for k, v in ranked.items() if variant.space.holds(dict(k))}
 
 
-def _fits(variant: Variant | None, config: dict, shape: tuple, dims: Sequence[str]) -> bool:
+def fits(variant: Variant | None, config: dict, shape: tuple, dims: Sequence[str]) -> bool:
     """Whether a config's shaped constraints hold for ``shape`` (unknown without a declaration)."""
     if variant is None or not variant.space.shaped or not variant.space.contains(config):
         return True

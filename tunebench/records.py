@@ -187,8 +187,9 @@ def orphaned(path: Path) -> str | None:
     archive = companions(path)[0]
     if os.path.exists(path) or not archive.exists():
         return None
-    return (f"{archive} is left from {Path(path).name}, which is gone: its trials are not read, and it can be "
-            f"deleted (or {Path(path).name} restored)")
+    return (f"{archive} is left from {Path(path).name}, which is not there: its trials are not read. If "
+            f"{Path(path).name} was deleted to tune anew, delete the archive too (`git rm {archive}`, or `rm` outside "
+            f"git); else restore {Path(path).name} (`git checkout HEAD -- {path}`)")
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).

@@ -2,7 +2,7 @@
 the record store alone (every task describes its bucket and baseline there).
 
 Per device: a table of tuned against heuristic per (kernel, bucket, dtype) the suites declare (the
-others named apart: best() serves none of them), the latest gate
+others named apart), the latest gate
 verdicts, and four figures: the speedup of each task, its time history across commits (gate runs
 and tuning confirmations, regressions marked), tuning convergence (best so far against trial)
 and the distribution of its successful trials. ``compare`` adds what changed since a git revision.
@@ -179,7 +179,8 @@ def undescribed(store: RecordStore) -> list[str]:
 def undeclared(views: list[TaskView], records: Path, suites: Path | None) -> tuple[list[TaskView], list[str]]:
     """The tasks no suite declares any more (a kernel renamed, a bucket or dtype removed), each
     with what is missing, and the others, as the export decides: it writes the suites' kernels,
-    their target's buckets and dtypes, and best() serves no other. Where no suite is found (the
+    their target's buckets and dtypes (best() serves no other bucket or dtype of a declared kernel,
+and answers for an undeclared kernel from the records alone). Where no suite is found (the
     records alone), every task is reported as declared."""
     suites_dir = project(records, suites)[1]
     failed, kernels = _load_once(suites_dir) if suites_dir.exists() else ([], {})
@@ -198,7 +199,9 @@ def undeclared(views: list[TaskView], records: Path, suites: Path | None) -> tup
             gone.append(f"{v.kernel} {v.bucket.name} {v.dtype}: {len(v.configs)} configs recorded, but no suite under "
                         f"{suites_dir} declares {missing}"
                         + (f" (these failed to import: {'; '.join(failed)})" if failed and kernel is None else "")
-                        + ": best() serves none of them, and an export leaves them out")
+                        + (": best() still answers for it by name from the records alone, and an export leaves "
+                           "them out" if missing in ("the kernel", f"its {v.target} variant") else
+                           ": best() serves none of them, and an export leaves them out"))
     return kept, gone
 
 

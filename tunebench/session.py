@@ -36,7 +36,7 @@ from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now
 from tunebench.interference import machine_signals
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.lookup import confirmed_ms, latest_confirmation, related_results
+from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import RecordStore, config_key, config_text
 from tunebench.replay import Replay
@@ -465,10 +465,12 @@ class Task:
 
     def _served(self, check: dict | None) -> bool:
         """Whether best() still serves a final round's pick: it adopted a config, and today's space
-        holds it (the lookup's own test: a param renamed or removed, a value taken out or a
-        constraint that excludes it now sends best() and the gate to the heuristic)."""
+        holds it on its shapes (the lookup's own tests: a param renamed or removed, a value taken out
+        or a constraint that excludes it, on its shape too, sends best() and the gate elsewhere)."""
+        dims = self.kernel.buckets_for(self.tuner.target).dims  # a shaped constraint may exclude it on its shape
         return (check is not None and check.get("winner") is not None
-                and all(self.variant.space.holds(e["best"]) for e in check["shapes"]))
+                and all(self.variant.space.holds(e["best"]) and fits(self.variant, e["best"], tuple(e["shape"]), dims)
+                        for e in check["shapes"]))
 
     def _judged(self, check: dict | None, configs: list[dict]) -> bool:
         """Whether the latest final round already judged these finalists, for this source and
