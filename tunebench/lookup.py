@@ -1072,13 +1072,13 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))
     if adopt and not fits(variant, dict(adopt[0]), shape, buckets.dims):
-        fits = [k for k in served if fits(variant, dict(k), shape, buckets.dims)]
+        fitting = [k for k in served if fits(variant, dict(k), shape, buckets.dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(_declared(variant, adopt[0]))}] does not satisfy the constraints for {shape}: "
-            + ("the best recorded config that does" if fits else "the heuristic instead")))))
+            + ("the best recorded config that does" if fitting else "the heuristic instead")))))
         choice.reason = (f"no recorded config {'faster than it' if choice.baseline_ms else 'that ran to the end'} "
                          f"satisfies the constraints for {shape}")
-        adopt = fits[:1]
+        adopt = fitting[:1]
     confirmed = store.confirmed(name, target, dtype, bucket, today) if picked == (adopt[:1] or [None]) else None
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
         choice.baseline_ms = confirmed[1]
