@@ -575,3 +575,28 @@ def test_a_strategys_options_are_set_from_the_command_line_and_kept_with_its_tri
                                      "--tune-strategy-option", bad, "-p", "no:cacheprovider")
         assert refused.ret == pytest.ExitCode.USAGE_ERROR
         refused.stderr.fnmatch_lines([f"*--tune-strategy-option {bad}: {said}*"])
+
+
+def test_a_kernel_tuner_1_5_cache_with_failed_configs_and_float32_keys_replays(tmp_path, recwarn):
+    """Kernel Tuner 1.5 marks a failure in "__error__", with no time, writes its objective as a
+    list, and keys a float32 param by str(np.float32(0.1)) while its JSON holds 0.10000000149011612:
+    every such cache was refused ("has no 'time'", "holds the params of another key") or warned of."""
+    entries = {}
+    for block in (32, 64):
+        for scale in (0.10000000149011612, 0.5):
+            key = f"{block},{0.1 if scale < 0.2 else scale}"
+            entries[key] = ({"block": block, "scale": scale, "__error__": "CompilationFailedConfig", "compile_time": 1.0}
+                            if block == 64 and scale == 0.5 else
+                            {"block": block, "scale": scale, "time": block * scale, "times": [block * scale] * 3,
+                             "compile_time": 40.0, "benchmark_time": 5.0})
+    path = tmp_path / "kt15.json"
+    path.write_text(json.dumps({"device_name": "A4000", "kernel_name": "k", "problem_size": 1000,
+                                "objective": ["time"], "tune_params_keys": ["block", "scale"],
+                                "tune_params": {"block": [32, 64], "scale": [0.10000000149011612, 0.5]},
+                                "cache": entries}))
+    workers = Replay(path)
+    statuses = {tuple(sorted(c.items())): workers.trial(job(c, (1000,), kernel="k"))["status"]
+                for c in ({"block": b, "scale": s} for b in (32, 64) for s in (0.10000000149011612, 0.5))}
+    assert statuses[(("block", 64), ("scale", 0.5))] == "pruned_resources"
+    assert sorted(statuses.values()).count("ok") == 3
+    assert not [w for w in recwarn if "tuned for" in str(w.message)]

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.records import RecordsError, RecordStore, config_key
@@ -52,6 +54,7 @@ KERNEL_TUNER_FAILURES = {
     "InvalidConfig": ("pruned_resources", "its restrictions"),
     "CompilationFailedConfig": ("pruned_resources", "too much shared or local memory for the compiler"),
     "RuntimeFailedConfig": ("pruned_resources", "too many resources requested for launch"),
+    "ErrorConfig": ("crashed", "a failure of another kind"),
 }
 #: The time Kernel Tuner 0.3.0 to 0.4.1 wrote for a config it skipped, where later versions write
 #: a failure marker: too many resources requested for launch, too much shared memory, too many
@@ -150,9 +153,13 @@ def _time(value) -> bool:
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
     where = f"{path}: cache entry {key!r}"
-    if "time" not in doc:
-        raise ReplayError(f"{where} has no 'time'")
-    time = doc["time"]
+    # Kernel Tuner 1.5 marks a failure in "__error__", without a time; before, "time" held the marker,
+    # and its own reader takes a marker from any field
+    marker = next((v for v in (doc.get("__error__"), *doc.values()) if isinstance(v, str) and v in KERNEL_TUNER_FAILURES),
+                  None)
+    if marker is None and "time" not in doc:
+        raise ReplayError(f"{where} has no 'time' and no failure marker ({', '.join(KERNEL_TUNER_FAILURES)})")
+    time = marker or doc["time"]
     costs = [doc.get("compile_time") or 0, doc.get("benchmark_time") or 0]
     if not all(_number(c) for c in costs):
         raise ReplayError(f"{where} has a non-numeric 'compile_time' or 'benchmark_time'")
@@ -172,11 +179,29 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     return Run("ok", tuple(t * scale for t in runs), compile_s, measure_s)
 
 
+def _same_key(cache_key: str, values: list) -> bool:
+    """Whether a cache key names these values as Kernel Tuner writes a key: a float32 param's
+    ``str(np.float32(0.1))`` is "0.1", while its JSON holds 0.10000000149011612."""
+    parts = cache_key.split(",")
+    if len(parts) != len(values):
+        return False
+    for part, value in zip(parts, values):
+        if isinstance(value, float) and not isinstance(value, bool):
+            try:
+                if float(np.float32(part)) != float(np.float32(value)) and float(part) != value:
+                    return False
+            except ValueError:
+                return False
+        elif part != str(value):
+            return False
+    return True
+
+
 def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     """A Kernel Tuner cache: one recording over ``tune_params`` and one shape, its
     ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable")."""
     params, cache = data["tune_params"], data["cache"]
-    if data.get("objective") not in (None, "time"):  # Kernel Tuner records a time for every config all the same
+    if data.get("objective") not in (None, "time", ["time"]):  # Kernel Tuner records a time for every config all the same
         warnings.warn(f"{path}: the cache was tuned for {data['objective']!r}; it is replayed by each config's "
                       f"'time'", ReplayWarning, stacklevel=2)
     names = data.get("tune_params_keys") or (list(params) if isinstance(params, Mapping) else None)
@@ -210,7 +235,7 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         if outside is not None:
             raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
                               f"among its 'tune_params' values")
-        if ",".join(str(doc[n]) for n in names) != cache_key:  # as Kernel Tuner writes the key
+        if ",".join(str(doc[n]) for n in names) != cache_key and not _same_key(cache_key, [doc[n] for n in names]):
             raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params of another key, "
                               f"{','.join(str(doc[n]) for n in names)!r}: one would replace the other")
         runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
