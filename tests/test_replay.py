@@ -600,3 +600,17 @@ def test_a_kernel_tuner_1_5_cache_with_failed_configs_and_float32_keys_replays(t
     assert statuses[(("block", 64), ("scale", 0.5))] == "pruned_resources"
     assert sorted(statuses.values()).count("ok") == 3
     assert not [w for w in recwarn if "tuned for" in str(w.message)]
+
+
+def test_the_replay_command_takes_the_strategys_settings_and_refuses_a_bad_one(capsys):
+    """Only a tune took --tune-strategy-option: the settings a Kernel Tuner user compares offline
+    could not be replayed."""
+    args = ["replay", str(PNPOLY), "--strategy", "genetic", "--budget", "12", "--seeds", "2", "--json"]
+    assert main([*args, "--strategy-option", "population=4"]) == 0
+    tuned = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert tuned["strategy_options"] == {"population": 4} and default["strategy_options"] == {}
+    assert tuned["runs"] != default["runs"]
+    assert main([*args, "--strategy-option", "population=0"]) == 2
+    assert "population=0" in capsys.readouterr().err

@@ -22,6 +22,7 @@ from tunebench.lookup import UnknownDeviceWarning, UntunedWarning, load_suites, 
 from tunebench.records import RecordsError, config_text
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
+from tunebench.strategies import options as strategy_options
 
 
 def positive(kind, zero: bool = False):
@@ -232,6 +233,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tunebench.replay import Replay, convergence, simulate  # the measuring machinery: only to replay
     get_strategy(args.strategy)  # an unknown name fails before the file is read
+    options = strategy_options(args.strategy, args.strategy_option)  # and a bad setting
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
     with _warnings_said():
         replay = Replay(args.file)
@@ -239,14 +241,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.noise and all(len(r.samples) <= 1 for shapes in recording.runs.values() for r in shapes.values()):
         print(f"tunebench replay: {args.file} records one run per config (no 'times'): --noise has no "
               f"runs to draw from, and measures each config at its recorded time", file=sys.stderr)
-    traces = [simulate(args.file, args.strategy, args.budget, seed, noise=args.noise, **select)
+    traces = [simulate(args.file, args.strategy, args.budget, seed, options=options, noise=args.noise, **select)
               for seed in range(args.seeds)]
     summary = convergence(traces, args.budget)
     if args.json:
         print(json.dumps({
             "file": str(args.file), "device": replay.fingerprint["name"], "kernel": recording.kernel,
             "dtype": recording.dtype, "bucket": recording.bucket.name, "candidates": len(recording.candidates),
-            "optimum_ms": recording.optimum, "strategy": args.strategy, "budget": args.budget,
+            "optimum_ms": recording.optimum, "strategy": args.strategy, "strategy_options": options,
+            "budget": args.budget,
             "seeds": args.seeds, "noise": args.noise, "runs": [{"seed": seed, "fractions": [round(f, 6) for f in trace]}
                                           for seed, trace in enumerate(traces)],
             "summary": summary}))
@@ -254,7 +257,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"{args.file}: {recording.label()} on {replay.fingerprint['name']}, "
           f"{len(recording.candidates)} candidates, optimum {recording.optimum:.4g} ms")
     evaluated = "on samples drawn from the recorded runs" if args.noise else "at their recorded objective"
-    print(f"strategy {args.strategy}, budget {args.budget} trials, seeds 0..{args.seeds - 1}, configs {evaluated}")
+    settings = "".join(f" {n}={v}" for n, v in options.items())
+    print(f"strategy {args.strategy}{settings}, budget {args.budget} trials, seeds 0..{args.seeds - 1}, "
+          f"configs {evaluated}")
     for seed, trace in enumerate(traces):
         print(f"seed {seed}: {trace[-1] if trace else 0.0:.3f} of the optimum after {len(trace)} trials")
     at = ", ".join(f"{f:.3f} after {b} trials" for b, f in summary["fraction_at"].items())
@@ -335,6 +340,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--strategy", default=DEFAULT_STRATEGY, help=f"search strategy (default: {DEFAULT_STRATEGY})")
     rp.add_argument("--budget", type=positive(int), default=200, metavar="N", help="trials per seed (default: 200)")
     rp.add_argument("--seeds", type=positive(int), default=25, metavar="K", help="seeds 0..K-1 (default: 25)")
+    rp.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting of the strategy, as --tune-strategy-option takes it; repeat for several")
     rp.add_argument("--kernel", help="a records file's task: its kernel")
     rp.add_argument("--dtype", help="a records file's task: its dtype")
     rp.add_argument("--bucket", help="a records file's task: its bucket")
