@@ -614,3 +614,16 @@ def test_the_replay_command_takes_the_strategys_settings_and_refuses_a_bad_one(c
     assert tuned["runs"] != default["runs"]
     assert main([*args, "--strategy-option", "population=0"]) == 2
     assert "population=0" in capsys.readouterr().err
+
+
+def test_a_kernel_tuner_param_named_as_a_replayed_dim_tunes(pytester):
+    """A param called N0 took the name of the dim a replayed cache's problem size is given: an
+    INTERNALERROR saying to rename the param of a recorded file."""
+    data = well_formed()
+    data["tune_params_keys"] = ["N0", "tile"]
+    data["tune_params"] = {"N0": [32, 64], "tile": [1, 2]}
+    data["cache"] = {k: {("N0" if n == "block" else n): v for n, v in e.items()} for k, e in data["cache"].items()}
+    path = pytester.path / "cache.json"
+    path.write_text(json.dumps(data))
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-2000:]

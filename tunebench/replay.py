@@ -241,7 +241,9 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
-    bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"N{i}": (v, v) for i, v in enumerate(shape)})
+    # dims N0..Nk-1, else of a prefix no param's name takes (a param N0 was an INTERNALERROR: rename the param)
+    prefix = next(p for p in ("N", "dim", "size", "problem_size_dim") if not any(f"{p}{i}" in names for i in range(len(shape))))
+    bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"{prefix}{i}": (v, v) for i, v in enumerate(shape)})
     values = {n: [value(n, v) for v in params[n]] for n in names}
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
     name = name if name.isidentifier() else f"kernel_{name}"
@@ -463,7 +465,7 @@ class Replay:
 
     def kernel(self) -> Kernel:
         """A Kernel Tuner cache as a suite: its kernel, one bucket ``recorded`` over dims
-        N0..Nk-1 holding ``problem_size``, and a variant registered under the target ``replay``
+        N0..Nk-1 (another prefix where a param is so named) holding ``problem_size``, and a variant registered under the target ``replay``
         whose space is the recorded one and whose baseline is the first config that ran. Its
         template is one line naming the file and its digest: what a record's source hash keys."""
         recording = self.recordings[0]
