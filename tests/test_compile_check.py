@@ -2,12 +2,15 @@
 
 import re
 import shutil
+import subprocess
 import textwrap
 
 import pytest
 
 from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda, launch
+from tunebench.backends.base import KernelError
 from tunebench.cli import main
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -643,3 +646,48 @@ def test_an_array_not_in_c_order_fails_the_cuda_check_as_the_cpu_one(tmp_path, c
     assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90", "--sample", "1"]) == 1
     assert ("float32 arguments: kernel 'stage': array 'x' is not C-contiguous: build it with np.ascontiguousarray(...)"
             in capsys.readouterr().out)
+
+
+#: A kernel that reaches its extern shared array through two device functions, neither inlined.
+NESTED_SHARED_CU = """\
+extern __shared__ float smem[];
+__device__ __noinline__ float inner(float v) { smem[threadIdx.x] = v; __syncthreads(); return smem[0]; }
+__device__ __noinline__ float outer(float v) { return inner(v) * 2.f; }
+extern "C" __global__ void nest(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = outer(i < n ? x[i] : 0.f);
+    if (i < n) y[i] = v;
+}
+extern "C" __global__ void plain(const float *x, float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = x[0]; }
+"""
+
+
+@needs_nvcc
+def test_extern_shared_memory_reached_through_calls_at_any_depth_is_found(tmp_path):
+    """Two levels of device functions (a -G build inlines none) hid the use: the check passed a
+    launch with 0 bytes of it."""
+    (tmp_path / "nest.cu").write_text(NESTED_SHARED_CU)
+    subprocess.run([cuda.nvcc(), "-ptx", "-arch=sm_90", "-o", str(tmp_path / "nest.ptx"), str(tmp_path / "nest.cu")],
+                   check=True)
+    assert launch.extern_shared_users((tmp_path / "nest.ptx").read_text()) == {"nest"}
+
+
+@needs_nvcc
+def test_an_architecture_or_family_target_before_its_first_is_one_error():
+    """sm_90f was taken: every build of an arch-specific variant failed in nvcc, and a plain one
+    was built as sm_90 without a word."""
+    assert cuda.arch_problem("sm_90f") == "sm_90 has no family-specific target sm_90f (they begin with sm_100f)"
+    assert cuda.arch_problem("sm_80a") == ("sm_80 has no architecture-specific target sm_80a (they begin with "
+                                           "sm_90a)")
+
+
+@pytest.mark.parametrize("flag", ["-rdc=true", "-dc", "--relocatable-device-code=true"])
+def test_a_cuda_variant_that_makes_relocatable_device_code_is_refused_naming_the_flag(flag):
+    """A cubin with an external device function unresolved compiled, passed compile-check, and
+    could not be loaded on the GPU."""
+    with pytest.raises(KernelError, match=rf"kernel 'rdc': the cuda variant's flags \['{flag}'\] make relocatable "):
+        Kernel("rdc", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+               args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+               cuda=Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                            flags=(flag,)))

@@ -115,6 +115,9 @@ def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
 
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
+#: nvcc flags that make relocatable device code: a cubin PyCUDA loads alone, its external device
+#: functions unresolved (it compiled and passed compile-check, and could not load on the GPU).
+RDC_FLAGS = ("-rdc=true", "--relocatable-device-code=true", "-dc", "--device-c", "-rdc", "--relocatable-device-code")
 
 #: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes), in
 #: the order pytest tries them (pytest.toml from pytest 9: an older pytest finds no pytest table in it).
@@ -679,6 +682,12 @@ class Kernel:
         if arch:
             raise KernelError(f"kernel {name!r}: the cuda variant's flags {arch} set the architecture, which "
                               f"tunebench sets to the device's own (sm_XY; compile-check's for each --arch)")
+        rdc = [f for f in getattr(given.get("cuda"), "flags", ()) if f.replace(" ", "=") in RDC_FLAGS
+               or f.split("=")[0] in RDC_FLAGS and not f.endswith("=false")]
+        if rdc:
+            raise KernelError(f"kernel {name!r}: the cuda variant's flags {rdc} make relocatable device code, which "
+                              f"a candidate's cubin cannot be loaded as alone (its external device functions are "
+                              f"never linked): define them in the template, or #include their source")
         self.flops = flops
         self.bytes = bytes
         unknown = [k for k in tolerance or {} if k not in self.outputs and not _dtype_name(k)]

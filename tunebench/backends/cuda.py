@@ -121,9 +121,10 @@ def arch_problem(arch: str) -> str | None:
     if not found:
         return f"{arch!r} is no architecture name: give sm_ and the compute capability's digits (sm_80, sm_90)"
     if found.group(1) in nvcc_archs():
-        if not found.group(3) or int(found.group(2)) >= 9:
+        if not found.group(3) or int(found.group(2)) >= {"a": 9, "f": 10}[found.group(3)]:
             return None
-        return f"{found.group(1)} has no architecture-specific target {arch} (they begin with sm_90a)"
+        return (f"{found.group(1)} has no {'architecture' if found.group(3) == 'a' else 'family'}-specific target "
+                f"{arch} (they begin with {'sm_90a' if found.group(3) == 'a' else 'sm_100f'})")
     return (f"nvcc ({nvcc_version().removeprefix('Build ')}) builds no {arch}; it builds {' '.join(nvcc_archs())}: "
             f"a device of another architecture needs a CUDA toolkit that supports it")
 

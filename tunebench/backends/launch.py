@@ -238,7 +238,13 @@ def extern_shared_users(ptx: str) -> set[str]:
     def reaches(body: str, names: list[str]) -> bool:
         return any(re.search(rf"\b{re.escape(n)}\b", body) for n in names)
 
-    functions = [name for kind, name, body in bodies if kind == "func" and reaches(body, arrays)]
+    functions: list[str] = []
+    while True:  # through calls at any depth (a -G build inlines nothing: two levels went unseen)
+        more = [name for kind, name, body in bodies
+                if kind == "func" and name not in functions and reaches(body, arrays + functions)]
+        if not more:
+            break
+        functions += more
     return {name for kind, name, body in bodies if kind == "entry" and reaches(body, arrays + functions)}
 
 
