@@ -691,3 +691,28 @@ def test_a_cuda_variant_that_makes_relocatable_device_code_is_refused_naming_the
                args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
                cuda=Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                             flags=(flag,)))
+
+
+CLUSTER_CU = """\
+extern "C" __global__ void __cluster_dims__(cx, 1, 1) stage(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+@needs_nvcc
+def test_a_cluster_the_grid_is_no_multiple_of_or_beyond_the_portable_size_fails_the_check(tmp_path, capsys):
+    """Both passed, and fail at launch: a grid of 4 and 20 blocks in clusters of 3, and a cluster
+    of 16 blocks, which needs an opt-in tunebench does not make."""
+    (tmp_path / "stage.cu").write_text(CLUSTER_CU)
+    (tmp_path / "test_stage.py").write_text(textwrap.dedent(SHARED_SUITE).replace(
+        'space=Space({"kib": [0, 1, 200]})', 'space=Space({"cx": [1, 2, 3, 16]})').replace(
+        'heuristic=lambda shape: {"kib": 1}', 'heuristic=lambda shape: {"cx": 2}').replace(
+        '    if config["kib"] == 0:\n        return (shape[0],)  # a launch that forgot its block\n', '').replace(
+        ', config["kib"] * 1024  # dynamic shared memory per block', ''))
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90", "--sample", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "[cx:3] shape (1000,): grid (4, 1, 1) is not a multiple of the function's cluster (3, 1, 1)" in out
+    assert "[cx:16] shape (1000,) and 1 more: a cluster of 16 blocks ((16, 1, 1)), beyond the portable 8" in out, out

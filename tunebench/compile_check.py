@@ -99,10 +99,13 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
 
 def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
     """The cubin's kernels (:func:`~tunebench.backends.launch.cubin_kernels`), each with whether
-    it uses ``extern __shared__`` memory, from the PTX nvcc kept beside it (where it kept one)."""
+    it uses ``extern __shared__`` memory and its cluster dims, from the PTX nvcc kept beside it
+    (where it kept one)."""
     ptx = out.with_name("kernel.ptx")
-    users = launch.extern_shared_users(ptx.read_text()) if ptx.exists() else set()
-    return {name: replace(fn, extern_shared=name in users) for name, fn in launch.cubin_kernels(out).items()}
+    text = ptx.read_text() if ptx.exists() else ""
+    users, clusters = launch.extern_shared_users(text), launch.cluster_dims(text)
+    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name))
+            for name, fn in launch.cubin_kernels(out).items()}
 
 
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:

@@ -128,6 +128,7 @@ class FunctionResources:
     params: tuple[Param, ...] | None = None
     launch_bounds: int | None = None  # the threads its ``__launch_bounds__`` allows, from a cubin
     extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
+    cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
 
     @classmethod
     def of(cls, fn) -> FunctionResources:
@@ -248,6 +249,22 @@ def extern_shared_users(ptx: str) -> set[str]:
     return {name for kind, name, body in bodies if kind == "entry" and reaches(body, arrays + functions)}
 
 
+def cluster_dims(ptx: str) -> dict[str, tuple[int, ...]]:
+    """The kernels (by symbol) declared with ``__cluster_dims__``, and those dims: a launch's grid
+    must be a multiple of them, and a cluster beyond 8 blocks needs an opt-in tunebench does not
+    make (both passed compile-check, and fail at launch)."""
+    found = {}
+    for name, directives in re.findall(r"^(?:\.visible |\.weak )?\.entry\s+(\w+)([^{]*)\{", ptx, flags=re.M):
+        dims = re.search(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", directives)
+        if dims:
+            found[name] = tuple(int(d or 1) for d in dims.groups())
+    return found
+
+
+#: The most blocks a cluster holds without the non-portable opt-in.
+PORTABLE_CLUSTER = 8
+
+
 def qualified_name(symbol: str) -> str | None:
     """A C++ function's name with its namespaces (``ns::softmax``) from its Itanium-mangled
     symbol (``_ZN2ns7softmaxILi256EEvPfi``), template arguments and parameters left off; None
@@ -324,4 +341,10 @@ def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = Fu
     for what, dims, limit in (("block", launch.block, limits["block"]), ("grid", launch.grid, limits["grid"])):
         if any(d < 1 or d > lim for d, lim in zip(dims, limit)):
             return f"{what} {dims} is outside {where}'s limits {limit}"
+    if fn.cluster is not None:
+        if math.prod(fn.cluster) > PORTABLE_CLUSTER:
+            return (f"a cluster of {math.prod(fn.cluster)} blocks ({fn.cluster}), beyond the portable "
+                    f"{PORTABLE_CLUSTER}, which needs an opt-in tunebench does not make")
+        if any(g % c for g, c in zip(launch.grid, fn.cluster)):
+            return f"grid {launch.grid} is not a multiple of the function's cluster {fn.cluster}"
     return None
