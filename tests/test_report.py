@@ -36,7 +36,7 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     assert pngs == ["convergence.png", "distribution.png", "history.png", "speedup.png"]
     md = (out / "report.md").read_text()
     assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x\*?( \([\d.]+-[\d.]+\))? \| "
-                     r"(vec:\S+ unroll:\S+ mode:0|the heuristic) \| - \| \d \| pass( \(nothing to measure\))? \|", md), md
+                     r"(vec:\S+ unroll:\S+ mode:0|the heuristic) \| - \| \d \| pass( \(nothing to measure\))? at \S+ \|", md), md
     assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
     page = (out / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
@@ -204,7 +204,7 @@ def test_a_gate_run_before_the_latest_tune_is_not_the_last_gate_of_what_is_serve
     pytester.runpytest("suites", *GATE, "-k", "small").assert_outcomes(passed=1, deselected=1)
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
-    assert re.search(r"\| axpb \| small \| float32 \|.*\| pass( \(nothing to measure\))? \|$",
+    assert re.search(r"\| axpb \| small \| float32 \|.*\| pass( \(nothing to measure\))? at \S+ \|$",
                      (root / "r" / "report.md").read_text(), re.MULTILINE)
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")  # a new final round, not gated since
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
@@ -227,7 +227,7 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
     assert history(view) == [(tune, 2.0), (failed, 2.0)]
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
-    assert _rows([view])[0][-1] == "fail"  # it read "fail (nothing to measure)": the best crashed
+    assert _rows([view])[0][-1] == "fail at ?"  # it read "fail (nothing to measure)": the best crashed
 
 
 def test_a_served_heuristic_without_a_time_shows_none_not_a_candidates_under_its_name():

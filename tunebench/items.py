@@ -163,8 +163,8 @@ class Suite(pytest.Collector):
     def collect(self):
         if hasattr(self.config, "workerinput"):  # a pytest-xdist worker, one of several measuring at once
             raise SuiteError(f"suite {self.nodeid}: pytest-xdist (-n) runs suites in several processes at once, "
-                             f"whose timings disturb each other: run tunebench suites without -n (-n 0, or "
-                             f"-p no:xdist, where addopts sets it; run the other tests with -n apart); several "
+                             f"whose timings disturb each other: run tunebench suites without -n (-n 0 where addopts "
+                             f"sets it, or -p no:xdist where it does not; run the other tests with -n apart); several "
                              f"devices measure at once with --tune-cluster")
         for mark in self.kernel.marks:
             self.add_marker(mark)
@@ -342,9 +342,15 @@ class Gate(Item):
         if result.outcome == "skip":  # and a skip's: what was measured through the noise
             _not_measured(self.config, result.reason)
         if result.outcome == "fail":  # a regression's verdicts, else why nothing could be compared
-            fails = [v.line().split(maxsplit=1)[1] for v in result.verdicts if v.outcome == "fail"]
+            failed = [v for v in result.verdicts if v.outcome == "fail"]
+            fails = [v.line().split(maxsplit=1)[1] for v in failed]
+            # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"
+            retold = all(v.what == "best/baseline" for v in failed) and any(
+                n.startswith("the heuristic changed since the tune") for n in result.notes)
+            headline = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else \
+                "regression"
             # the first line is all a CI's test report (JUnit's message, pytest's short summary) shows
-            lines = [f"regression: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1
+            lines = [f"{headline}: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1
                                                   else ""), *report] if fails else [result.reason, *result.notes]
             raise ItemFailed("\n".join(lines))
         self.add_report_section("call", "tunebench gate", "\n".join(report))

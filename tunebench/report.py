@@ -443,7 +443,8 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
                      str(v.statuses.get("early_stopped", 0)),
-                     f"{gate['outcome']}{' (nothing to measure)' if idle else ''}" if gate else "-"])
+                     f"{gate['outcome']}{' (nothing to measure)' if idle else ''} at {revision(gate)}" if gate else
+                     "-"])
     return rows
 
 
@@ -455,7 +456,8 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "representative shapes, as the final round measured them (in fresh processes, under every buffer "
          "placement), the speedup's range over those processes in brackets; * where no final round did and the "
          "trials' are shown. The best config is what best() "
-         "serves; the last gate, the latest gate run of it since its tune.")
+         "serves; the last gate, the latest gate run of it since its tune and the commit it ran at (an older "
+         "commit's where a later gate measured nothing on this device).")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
@@ -576,6 +578,17 @@ def write(records: Path, out: Path, compare: str | None = None,
         rows = _rows(views)
         md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
         body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+        gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
+        if not gated and any(v.last_gate for v in views):
+            md += [LEGACY, ""]
+            body += [f"<p>{html.escape(LEGACY)}</p>"]
+        failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
+        if failing:
+            md += ["### Regressions (latest gate run)", ""] + [
+                f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
+            body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
+                f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
+                f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
         if gone:  # not rows of the table, which says what best() serves
             md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
             body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
@@ -590,17 +603,6 @@ def write(records: Path, out: Path, compare: str | None = None,
             md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
             body += ["<h3>Notes (what best() says)</h3><ul>"] + [
                 f"<li><b>{html.escape(label)}</b>: {html.escape(n)}</li>" for label, n in noted] + ["</ul>"]
-        gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
-        if not gated and any(v.last_gate for v in views):
-            md += [LEGACY, ""]
-            body += [f"<p>{html.escape(LEGACY)}</p>"]
-        failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
-        if failing:
-            md += ["### Regressions (latest gate run)", ""] + [
-                f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
-            body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
-                f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
-                f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
         if compare:
             with records_at(compare, store.path, root) as old:
                 changes, same = _changes(old, views, suites, threshold) if old else (None, 0)
