@@ -49,7 +49,7 @@ def test_pytest_xdist_workers_are_refused_naming_why(project, pytester, tune):
     result = pytester.runpytest("suites", *(TUNE if tune else ("-p", "no:cacheprovider", "--tune-target", "cpu")),
                                 "-n", "2")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*pytest-xdist (-n) runs suites in several processes at once*without -n (-n 0, "
+    result.stdout.fnmatch_lines(["*pytest-xdist (-n) runs suites in several processes at once*without -n (-n 0 "
                                  "where addopts sets it, or -p no:xdist where it does not*"])
     assert not list((root / "records").glob("*.json")) or not TinyDB(
         next((root / "records").glob("*.json"))).table("trials").all()
