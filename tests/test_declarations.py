@@ -880,6 +880,8 @@ def test_a_task_whose_calls_take_microseconds_is_said_to_be_timed_with_the_cost_
     result.stdout.re_match_lines([r"short calls: twice\[tiny-float32\] take under 10 µs a call, and each is timed "
                                   r"with the cost of a call from Python \(about [\d.]+ µs here\)"])
     # the gate says so too: its threshold is one on the call (a 3x slower kernel read 1.03x, and passed)
+    with open(twice_project / "twice.c", "a") as f:  # an edit: today's build is measured against the recorded one
+        f.write("/* edited */\n")
     gated = pytester.runpytest("suites", *TUNE[1:], "-k", "tiny", "-rA")
     gated.stdout.re_match_lines([r".*short calls on \(8,\): [\d.]+ µs a call, each timed with the cost of a call "
                                  r"from Python \(about [\d.]+ µs here\), so the threshold applies to the call"])
