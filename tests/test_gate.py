@@ -247,15 +247,15 @@ def test_a_best_config_that_no_longer_compiles_fails_saying_so_not_as_a_regressi
 
 
 @pytest.mark.parametrize("ini, message", [  # each names the one option at fault, not all three
-    ('gate_threshold = "abc"', "gate_threshold = 'abc': could not convert string to float: 'abc' (a fraction"),
-    ('gate_threshold = "10%"', "gate_threshold = '10%': could not convert string to float: '10%' (a fraction, as "
+    ('gate_threshold = "abc"', "gate_threshold = abc: could not convert string to float: 'abc' (a fraction"),
+    ('gate_threshold = "10%"', "gate_threshold = 10%: could not convert string to float: '10%' (a fraction, as "
                                "0.10 for 10 %)"),
-    ('gate_threshold = "-0.5"', "gate_threshold = '-0.5': threshold -0.5: a slowdown fraction between 0 and 1"),
+    ('gate_threshold = "-0.5"', "gate_threshold = -0.5: threshold -0.5: a slowdown fraction between 0 and 1"),
     ('gate_threshold = "1.10"', "threshold 1.1: a slowdown fraction between 0 and 1 (0.10 fails a slowdown beyond "
                                 "10 %, a ratio of 1.10)"),
-    ('gate_processes = "0"', "gate_processes = '0': processes 0, max_processes 7: need 1 <= processes <= "
+    ('gate_processes = "0"', "gate_processes = 0: processes 0, max_processes 7: need 1 <= processes <= "
                              "max_processes"),
-    ('gate_processes = "5"\ngate_max_processes = "3"', "gate_max_processes = '3': processes 5, max_processes 3"),
+    ('gate_processes = "5"\ngate_max_processes = "3"', "gate_max_processes = 3: processes 5, max_processes 3"),
 ])
 def test_a_bad_gate_setting_is_one_usage_error_naming_it(project, pytester, ini, message):
     root = project()

@@ -286,7 +286,7 @@ def gate_ini(config: pytest.Config) -> dict:
             values[field] = kind(config.getini(option))
             GateSettings(**values)
         except ValueError as e:
-            raise pytest.UsageError(f"ini option {option} = {config.getini(option)!r}: {e} ({form})") from None
+            raise pytest.UsageError(f"ini option {option} = {config.getini(option)}: {e} ({form})") from None
     try:  # read when a task cannot be measured: a bad value was a traceback then, and unseen otherwise
         strict(config)
     except (ValueError, pytest.UsageError) as e:
