@@ -433,7 +433,7 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
     assert main(report) == 0 and seen == [0.5]
     (tmp_path / "pytest.ini").write_text("[pytest]\ngate_threshold = half\n")  # as the gate would say it
     assert main(report) == 2
-    assert "ini option gate_threshold = 'half': " in capsys.readouterr().err
+    assert "ini option gate_threshold = half: " in capsys.readouterr().err
 
 
 def test_panels_without_data_say_so_and_draw_no_time_axis(monkeypatch):
