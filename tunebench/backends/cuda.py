@@ -176,6 +176,15 @@ def fingerprint_of(drv, device) -> dict:
             "driver": drv.get_driver_version(), "cuda": ".".join(map(str, drv.get_version()))}
 
 
+def transferable(array: np.ndarray) -> np.ndarray:
+    """The array as PyCUDA's copies take it. They read a host array by the buffer protocol, which
+    refuses ml_dtypes' floats (bfloat16, the float8s: "cannot include dtype 'E' in a buffer", every
+    bfloat16 candidate crashed on an H200): those are given as their bits, unsigned ints of their
+    size, in the same memory (a copy into the view fills the array)."""
+    array = np.ascontiguousarray(array)
+    return array if array.dtype.isbuiltin == 1 else array.view(f"u{array.dtype.itemsize}")  # 2: ml_dtypes'
+
+
 def args_refusal(args: Mapping[str, Any]) -> str | None:
     """Why the CUDA target cannot launch a kernel with these arguments as given (compile-check
     says it too): an array not in C order, which the copy to the device would re-lay; a long
@@ -251,10 +260,10 @@ class CudaRunner(Runner):
                 return damage
         for name, given in self._read_only.items():
             now = np.empty(given.shape, given.dtype)
-            drv.memcpy_dtoh(now, self._inputs[name])
+            drv.memcpy_dtoh(transferable(now), self._inputs[name])
             damage = input_damage(name, given, now)
             if damage:  # copied once per shape for every candidate: the next must not see the damage
-                drv.memcpy_htod(self._inputs[name], given)
+                drv.memcpy_htod(self._inputs[name], transferable(given))
                 return damage
         return None
 
@@ -273,7 +282,7 @@ class CudaRunner(Runner):
 
     def outputs(self) -> list[np.ndarray]:
         for host, dev in zip(self._host_out, self._dev_out):
-            self._backend.drv.memcpy_dtoh(host, dev)
+            self._backend.drv.memcpy_dtoh(transferable(host), dev)
         return self._host_out
 
     def close(self) -> None:
@@ -471,8 +480,8 @@ class CudaBackend(CudaCompiler, Backend):
                         name in kernel.outputs and name not in kernel.inout):
                     continue
                 if name not in (*kernel.outputs, *kernel.inplace):  # an in-place input is each runner's own
-                    bufs[name] = self.drv.to_device(np.ascontiguousarray(value))
+                    bufs[name] = self.drv.to_device(transferable(value))
                 if name in (*kernel.inplace, *kernel.inout):
-                    bufs[f"{name}@pristine"] = self.drv.to_device(np.ascontiguousarray(value))
+                    bufs[f"{name}@pristine"] = self.drv.to_device(transferable(value))
             self._inputs[key] = bufs
         return self._inputs[key]
