@@ -15,6 +15,8 @@ from tests.test_faults import FAULTY_C
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
+from tunebench.dtypes import numpy_dtype
+from tunebench.prepared import keep, kept
 from tunebench.workers import CompareJob, TrialJob, Workers
 
 DOUBLE_C = """\
@@ -50,6 +52,62 @@ def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
+
+
+def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
+    """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
+    float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over
+    a minute. Arrays, a scalar and the argument order come back as built; the run's folder goes
+    with it."""
+    monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is slow (forked: the worker sees it)
+    (tmp_path / "double.c").write_text(DOUBLE_C.replace("2 * x[j]", "2 * (TB_DTYPE)w[j]").replace(
+        "const real *x,", "const real *x, const unsigned short *w,"))
+    built = tmp_path / "built.txt"
+
+    def args(shape, dtype, rng):
+        with built.open("a") as f:
+            f.write(f"{shape}\n")
+        x = rng.random(shape[0], dtype=np.float32)
+        w = (x * 1000).astype(np.uint16)
+        return {"x": x, "w": w, "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
+
+    Kernel("double_kept", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=args, reference=lambda x, w, n: 2.0 * w, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2]}),
+                       heuristic=lambda shape: {"step": 1}))
+    workers = Workers("cpu")
+    try:
+        result = workers.trial(TrialJob("double_kept", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+        arms = (("a", {"step": 1}, None), ("b", {"step": 2}, None))
+        for _ in range(3):
+            workers.restart()
+            result = workers.trial(CompareJob("double_kept", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+        folder = workers._inputs
+        (kept_args, reference), = [kept(folder, "double_kept", (1000,), "float32")]
+    finally:
+        workers.close()
+    assert built.read_text().splitlines() == ["(1000,)"]
+    assert list(kept_args) == ["x", "w", "y", "n"] and kept_args["w"].dtype == np.uint16
+    assert type(kept_args["n"]) is np.int32 and kept_args["n"] == 1000
+    assert np.array_equal(reference[0], 2.0 * kept_args["w"])
+    assert not folder.exists()
+
+
+def test_kept_arguments_keep_their_dtypes_and_one_array_given_for_two_is_not_kept_apart(tmp_path):
+    """numpy saves ml_dtypes' floats as raw bytes, and two files would be two arrays."""
+    x = np.ones(4, np.float32)
+    half = np.arange(4, dtype=np.float32).astype(numpy_dtype("bfloat16"))
+    keep(tmp_path, "bf16", (4,), "bfloat16", {"x": half, "s": half[1], "n": np.int32(4)}, [half])
+    (args, (reference,)) = kept(tmp_path, "bf16", (4,), "bfloat16")
+    assert args["x"].dtype == half.dtype and np.array_equal(args["x"], half) and args["s"] == half[1]
+    assert type(args["s"]) is type(half[1]) and reference.dtype == half.dtype
+    keep(tmp_path, "inplace", (4,), "float32", {"x": x, "y": x, "n": np.int32(4)}, [x])
+    keep(tmp_path, "records", (4,), "float32", {"x": np.zeros(2, [("a", "f4"), ("b", "i4")])}, [x])
+    assert kept(tmp_path, "inplace", (4,), "float32") is None and kept(tmp_path, "records", (4,), "float32") is None
+    keep(tmp_path, "plain", (4,), "float32", {"x": x, "n": np.int32(4)}, [x])
+    assert kept(tmp_path, "plain", (4,), "float16") is None and kept(tmp_path, "plain", (4,), "float32") is not None
 
 
 def _faulty_kernel(folder, name: str, n: int, params: dict) -> None:

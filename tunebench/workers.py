@@ -29,12 +29,14 @@ import multiprocessing
 import os
 import pickle
 import select
+import shutil
 import signal
 import tempfile
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,8 @@ from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
                                warm_up)
+from tunebench.prepared import SLOW_S, keep, kept
+from tunebench.prepared import folder as inputs_folder
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -222,7 +226,7 @@ class _Watch:
         return _Watched(runner, self._clock, self._state, env, arm, placement)
 
 
-def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) -> None:
+def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, inputs: Path) -> None:
     """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
     _die_with_parent(parent)
     os.close(parents_end)  # a candidate writing into it would send this worker jobs
@@ -249,7 +253,7 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
             return
         run = _compare if isinstance(job, CompareJob) else _trial
         try:
-            result = run(backend, job, prepared, conn, _Watch(clock, state))
+            result = run(backend, job, (prepared, inputs), conn, _Watch(clock, state))
             left = state.left()
             if left:  # the parent replaces this worker
                 result["left_behind"] = left
@@ -264,10 +268,12 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int) ->
             os._exit(70)  # its context may be spoilt: the parent starts a fresh worker
 
 
-def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: OrderedDict):
+def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[OrderedDict, Path]):
     """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
-    once per shape while it is among the latest (random inputs of a large shape take seconds);
-    each runner gets its own copy of the inputs and fresh outputs."""
+    once per shape while it is among the latest (random inputs of a large shape take seconds),
+    and once per run where they took long (see :mod:`tunebench.prepared`); each runner gets its
+    own copy of the inputs and fresh outputs."""
+    cache, inputs = shapes
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
@@ -277,7 +283,7 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: Ordered
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        cache[key] = _declared(kernel, shape, dtype)
+        cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs)
         limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
             cache.popitem(last=False)
@@ -285,19 +291,24 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, cache: Ordered
     return kernel, kernel.variant(backend.name), args, reference
 
 
-def _declared(kernel, shape: tuple, dtype: str) -> tuple:
-    """A shape's arguments and reference outputs. The suite's own code failing here is the
-    declaration's fault, not a candidate's: one error for the task, never a record."""
+def _declared(kernel, shape: tuple, dtype: str, inputs: Path) -> tuple:
+    """A shape's arguments and reference outputs, kept for the run's next workers where they
+    took long. The suite's own code failing here is the declaration's fault, not a candidate's:
+    one error for the task, never a record."""
     what = "args builder"
+    began = time.perf_counter()
     try:
         args = kernel.build_args(shape, dtype)
         what = "reference"
-        return args, kernel.expected(args)
+        reference = kernel.expected(args)
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {type(e).__name__}: {e} "
                           f"(shape {shape}, {dtype})") from e
+    if time.perf_counter() - began >= SLOW_S:
+        keep(inputs, kernel.name, shape, dtype, args, reference)
+    return args, reference
 
 
 def _nbytes(prepared: tuple) -> int:
@@ -305,7 +316,7 @@ def _nbytes(prepared: tuple) -> int:
     return sum(a.nbytes for a in (*args.values(), *reference) if isinstance(a, np.ndarray))
 
 
-def _trial(backend, job: TrialJob, prepared: dict, conn, watched) -> dict:
+def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
     kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
@@ -358,7 +369,7 @@ def _dtype_hint(args: dict, dtype: str) -> str:
             f"TB_DTYPE needs .astype(dtype))") if other else ""
 
 
-def _compare(backend, job: CompareJob, prepared: dict, conn, watched) -> dict:
+def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     """Every arm built, then under each placement loaded, verified and sampled interleaved;
     the first arm that fails is the result (its status, error and label). ``samples`` is
     placement -> arm label -> ms."""
@@ -477,6 +488,7 @@ class Workers:
         # the worker's stdout and stderr, a file without a name (nothing is left behind), appended
         # to whatever the parent reads: the last lines a candidate printed before it died
         self._log = tempfile.TemporaryFile(prefix="tunebench-worker-")
+        self._inputs = inputs_folder()  # slow shapes' arguments and references, for the next worker
         fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
 
     def compiler(self, kernel: str, variant) -> str | None:
@@ -490,7 +502,7 @@ class Workers:
         self._clock = context.RawArray("d", 3)
         release_pools()  # the worker's candidates make pools of their own
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
-                                                             self._log.fileno(), self._conn.fileno()),
+                                                             self._log.fileno(), self._conn.fileno(), self._inputs),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
@@ -634,6 +646,7 @@ class Workers:
         """The worker stopped and its log closed: the run is over."""
         self._stop()
         self._log.close()
+        shutil.rmtree(self._inputs, ignore_errors=True)
 
     def _stop(self) -> None:
         if self._process is not None:
