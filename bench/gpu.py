@@ -11,7 +11,7 @@ the figure is the median. GB/s counts the bytes the suite declares per call (rea
 the copy bandwidth is a device-to-device memcpy of 1 GiB, counted the same way (read and
 written), so "% copy" compares like with like. matmul_add is reported in GFLOP/s.
 
-    python bench/gpu.py [--rounds 100] [--out docs/results-gpu-table.md] [--json docs/results-gpu.json]
+    python bench/gpu.py [--rounds 100] [--kernel NAME] [--out docs/results-gpu-table.md] [--json docs/results-gpu.json]
 
 Needs a GPU, PyCUDA and PyTorch (with CUDA); exits 1 if any implementation gives a wrong answer.
 """
@@ -116,7 +116,7 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
             "flops": kernel.flops(shape) if kernel.flops else None, "wrong": wrong}
 
 
-def run(rounds: int) -> dict:
+def run(rounds: int, only: list[str]) -> dict:
     import torch
     backend = CudaBackend()
     device = this_device("cuda")
@@ -124,7 +124,7 @@ def run(rounds: int) -> dict:
               "copy_gb_s": copy_bandwidth(backend, rounds), "rows": []}
     for kernel in sorted(load_suites(ROOT / "suites"), key=lambda k: k.name):
         variant = kernel.variant("cuda")
-        if variant is None:
+        if variant is None or (only and kernel.name not in only):
             continue
         for dtype in variant.dtypes:
             for bucket in kernel.buckets_for("cuda"):
@@ -164,10 +164,11 @@ def table(result: dict) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100, help="interleaved rounds per shape (default 100)")
+    parser.add_argument("--kernel", action="append", default=[], help="only this kernel (repeat for several)")
     parser.add_argument("--out", type=Path, help="write the table (markdown) here")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
-    result = run(args.rounds)
+    result = run(args.rounds, args.kernel)
     lines = table(result)
     print("\n".join(lines))
     wrong = [(r["kernel"], r["bucket"], r["dtype"], r["shape"], r["wrong"]) for r in result["rows"] if r["wrong"]]
