@@ -14,7 +14,7 @@ from tests.conftest import SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
-from tunebench.backends.base import CompileError, ResourceError, input_damage
+from tunebench.backends.base import CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import CudaCompiler, inputs_key, nvcc_command, transferable
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, entry_symbol,
@@ -285,6 +285,17 @@ def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():
     assert "of 24 bytes changed), which the kernel does not declare inplace=" in input_damage("x", given, now)
     nan = np.full(3, np.nan, np.float32)
     assert input_damage("x", nan, nan.copy()) is None  # compared by bits: a NaN input left alone is unchanged
+
+
+@pytest.mark.parametrize("size, dtype", [(1001, np.float32), (1001, np.int8), (5, np.float16)])
+def test_inputs_are_compared_by_words_chunk_by_chunk_down_to_their_last_byte(size, dtype):
+    given = np.arange(size).astype(dtype)
+    assert same_bytes(given, given.copy(), chunk=7)
+    for at in (0, size // 2, size - 1):
+        now = given.copy()
+        now.reshape(-1).view(np.uint8)[at * given.itemsize + given.itemsize - 1] ^= 1
+        assert not same_bytes(given, now, chunk=7)
+        assert input_damage("x", given, now).startswith("wrote into input 'x' (1 of ")
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float16", "complex64"])

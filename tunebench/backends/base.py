@@ -144,12 +144,21 @@ def guard_damage(name: str, before: np.ndarray, after: np.ndarray, what: str = "
     return None
 
 
+def same_bytes(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 21) -> bool:
+    """Whether two contiguous arrays of one size hold the same bytes, compared as 8-byte words
+    where the size allows, a chunk at a time: byte by byte, a 512 MB input took 1.5 s to compare
+    (after every verifying call of a GPU candidate), as words 0.2 s."""
+    width = next(w for w in (8, 4, 2, 1) if a.nbytes % w == 0)
+    x, y = a.reshape(-1).view(np.uint8).view(f"u{width}"), b.reshape(-1).view(np.uint8).view(f"u{width}")
+    return all(np.array_equal(x[i:i + chunk], y[i:i + chunk]) for i in range(0, x.size, chunk))
+
+
 def input_damage(name: str, given: np.ndarray, now: np.ndarray) -> str | None:
     """A message naming the input a call changed and how much of it, if it changed one it was
     not declared to write: a target without read-only memory (a GPU) finds it by comparing."""
-    changed = np.count_nonzero(given.reshape(-1).view(np.uint8) != now.reshape(-1).view(np.uint8))
-    if not changed:
+    if same_bytes(given, now):
         return None
+    changed = np.count_nonzero(given.reshape(-1).view(np.uint8) != now.reshape(-1).view(np.uint8))
     return (f"wrote into input {name!r} ({changed} of {given.nbytes} bytes changed), which the kernel does not "
             f"declare inplace= (or inout=, for an output it also reads): declare it, or stop writing it")
 
