@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -95,19 +96,55 @@ def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_the
     assert not folder.exists()
 
 
-def test_kept_arguments_keep_their_dtypes_and_one_array_given_for_two_is_not_kept_apart(tmp_path):
-    """numpy saves ml_dtypes' floats as raw bytes, and two files would be two arrays."""
-    x = np.ones(4, np.float32)
-    half = np.arange(4, dtype=np.float32).astype(numpy_dtype("bfloat16"))
-    keep(tmp_path, "bf16", (4,), "bfloat16", {"x": half, "s": half[1], "n": np.int32(4)}, [half])
-    (args, (reference,)) = kept(tmp_path, "bf16", (4,), "bfloat16")
-    assert args["x"].dtype == half.dtype and np.array_equal(args["x"], half) and args["s"] == half[1]
-    assert type(args["s"]) is type(half[1]) and reference.dtype == half.dtype
-    keep(tmp_path, "inplace", (4,), "float32", {"x": x, "y": x, "n": np.int32(4)}, [x])
-    keep(tmp_path, "records", (4,), "float32", {"x": np.zeros(2, [("a", "f4"), ("b", "i4")])}, [x])
-    assert kept(tmp_path, "inplace", (4,), "float32") is None and kept(tmp_path, "records", (4,), "float32") is None
-    keep(tmp_path, "plain", (4,), "float32", {"x": x, "n": np.int32(4)}, [x])
-    assert kept(tmp_path, "plain", (4,), "float16") is None and kept(tmp_path, "plain", (4,), "float32") is not None
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e5m2", "float8_e4m3fn", "complex64", "bool"])
+def test_kept_arguments_come_back_with_their_dtypes_and_scalar_types(tmp_path, dtype):
+    """numpy saves ml_dtypes' floats as raw bytes, and float8_e5m2 (a '<f1' to numpy) it could
+    not read back: every later worker crashed on it."""
+    values = np.arange(4, dtype=np.float32).astype(numpy_dtype(dtype))
+    keep(tmp_path, "k", (4,), dtype, {"x": values, "s": values[1], "n": np.int32(4)}, [values])
+    args, (reference,) = kept(tmp_path, "k", (4,), dtype)
+    assert list(args) == ["x", "s", "n"] and args["x"].dtype == values.dtype and np.array_equal(args["x"], values)
+    assert type(args["s"]) is type(values[1]) and args["s"] == values[1] and type(args["n"]) is np.int32
+    assert reference.dtype == values.dtype and np.array_equal(reference, values)
+
+
+def test_what_would_not_come_back_as_given_is_not_kept_and_an_unused_output_is_kept_as_its_shape(tmp_path):
+    """Two files would be two arrays; a strided or read-only array would come back contiguous and
+    writable (a strided one is refused by the target, and must stay so); a record's fields and
+    another byte order have no dtype name. An output no call reads costs no disk."""
+    x = np.ones(8, np.float32)
+    frozen = np.ones(8, np.float32)
+    frozen.flags.writeable = False
+    for name, given in {"inplace": {"x": x, "y": x}, "strided": {"x": x[::2]}, "frozen": {"x": frozen},
+                        "records": {"x": np.zeros(2, [("a", "f4"), ("b", "i4")])},
+                        "swapped": {"x": x.astype(">f4")}}.items():
+        keep(tmp_path, name, (8,), "float32", given, [x])
+        assert kept(tmp_path, name, (8,), "float32") is None, name
+    keep(tmp_path, "plain", (8,), "float32", {"x": x, "y": np.zeros((2, 4), np.float16)}, [x], blank=("y",))
+    args, _ = kept(tmp_path, "plain", (8,), "float32")
+    assert args["y"].shape == (2, 4) and args["y"].dtype == np.float16 and args["y"].flags.writeable
+    assert kept(tmp_path, "plain", (8,), "float16") is None
+
+
+def test_kept_shapes_are_bounded_by_disk_space_and_the_least_recently_used_goes_first(tmp_path, monkeypatch):
+    """A bucket of six shapes taken in turn was built again in every process under a bound of four
+    files; the bound is the temp folder's free space now."""
+    x = np.ones(1000, np.float32)
+    for n in range(6):
+        keep(tmp_path, "k", (n,), "float32", {"x": x}, [x])
+    assert all(kept(tmp_path, "k", (n,), "float32") is not None for n in range(6))
+    size = next(tmp_path.glob("*.npz")).stat().st_size
+    monkeypatch.setattr("tunebench.prepared.DISK_SHARE", 2.5 * size / shutil.disk_usage(tmp_path).free)
+    os.utime(next(p for p in tmp_path.glob("*.npz")), (0, 0))  # one read long ago, the others since
+    keep(tmp_path, "k", (6,), "float32", {"x": x}, [x])
+    assert len(list(tmp_path.glob("*.npz"))) == 2 and kept(tmp_path, "k", (6,), "float32") is not None
+
+
+def test_a_kept_file_that_cannot_be_read_is_built_again_not_a_crash(tmp_path):
+    keep(tmp_path, "k", (8,), "float32", {"x": np.ones(8, np.float32)}, [np.ones(8)])
+    (path,) = tmp_path.glob("*.npz")
+    path.write_bytes(path.read_bytes()[:100])
+    assert kept(tmp_path, "k", (8,), "float32") is None and not path.exists()
 
 
 def _faulty_kernel(folder, name: str, n: int, params: dict) -> None:

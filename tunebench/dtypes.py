@@ -51,6 +51,14 @@ def numpy_dtype(dtype) -> np.dtype:
     return found
 
 
+def as_bits(array: np.ndarray) -> np.ndarray:
+    """An array of a type numpy does not define (ml_dtypes': the extension floats, int4) as its
+    bits, unsigned ints of its size, in the same memory; any other as it is. The buffer protocol
+    refuses those types ("cannot include dtype 'E' in a buffer") and numpy's files cannot read
+    float8_e5m2 back."""
+    return array.view(f"u{array.dtype.itemsize}") if array.dtype.isbuiltin == 2 else array
+
+
 def framework_name(dtype) -> str | None:
     """The numpy name of a framework's dtype object: ``float32`` for PyTorch's ``torch.float32``
     (a module path, then the name, as Paddle's and MLX's print too) or for a dtype whose ``name``

@@ -1,13 +1,14 @@
 """A shape's arguments and reference outputs, kept on disk for the fresh workers of one run.
 
 The final round and the gate measure in fresh processes, and each built a shape's random
-inputs and float64 reference again: for one GPU shape of 134 million elements about 2 s on an
-H200's host and 10 s on a 2-core VM (softmax 4096 x 32768), in each of a round's 6 to 16
-processes. A worker that took :data:`SLOW_S` or more to build a shape leaves them here, and the
-next one reads them back: the same values, since the args builder is seeded by kernel and shape
-(a fresh process of a 2048 x 32768 softmax comparison on the VM took 5.7 s instead of 8.7). Only the run's own workers read the folder, and the run removes it: a
-declaration changed between runs is never served from an older one. Arguments given as one
-array for two (an in-place call) are not kept: two files would be two arrays.
+inputs and float64 reference again, in each of a round's 6 to 16 processes: for softmax's
+4096 x 32768, 10 s on a 2-core VM (on an H200's host, the first trial of such a shape, which
+builds them, cost 3 to 9 s against 1 s for the next). A worker that took :data:`SLOW_S` or more
+to build a shape leaves them here, and the next one reads them back: the same values, since the
+args builder is seeded by kernel and shape (a fresh process of a 2048 x 32768 softmax
+comparison on the VM took 5.7 s instead of 8.7). Only the run's own workers read the folder,
+and the run removes it: a declaration changed between runs is never served from an older one.
+What would not come back as the builder gave it is not kept (see :func:`keep`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from tunebench.dtypes import numpy_dtype
+from tunebench.dtypes import as_bits, numpy_dtype
 
 #: A shape whose arguments and reference took this long to build is kept for the next worker.
 SLOW_S = 1.0
-#: The files kept, the oldest removed first: a bucket's shapes, taken in turn.
-KEPT = 4
+#: The share of the temp folder's free space the kept shapes may take, the least recently used
+#: removed first (a GPU shape's file is up to 2 GB).
+DISK_SHARE = 0.25
 PREFIX = "tunebench-inputs-"
 
 
@@ -36,30 +38,36 @@ def _path(folder: Path, kernel: str, shape: tuple, dtype: str) -> Path:
     return folder / f"{key}.npz"
 
 
-def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, Any], reference: list) -> None:
-    """Keep them, unless two arguments share an array or an array's dtype is not one its name
-    gives back (a structured one, another byte order, objects); written whole or not at all, and
-    a full disk only costs the next worker the build. numpy saves ml_dtypes' floats (bfloat16) as
-    raw bytes: the dtypes' names are kept beside them."""
+def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, Any], reference: list,
+         blank: tuple[str, ...] = ()) -> None:
+    """Keep them, unless they would not come back as given: two arguments sharing an array, an
+    array not in C order or read-only, a dtype its name does not give back (a structured one,
+    another byte order, objects). ``blank``: the outputs whose values no call reads (not inout),
+    kept as their shape. Written whole or not at all; a full disk only costs the next worker the
+    build. ml_dtypes' floats are kept as their bits (numpy cannot read float8_e5m2 back)."""
     arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
-    if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]):
+    if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]) or not all(
+            a.flags.c_contiguous and a.flags.writeable for a in arrays):
         return
-    items = {**{f"a{i}": np.asarray(v) for i, v in enumerate(args.values())},
-             **{f"r{i}": np.asarray(v) for i, v in enumerate(reference)}}
-    if not all(_named(v.dtype) for v in items.values()):
+    values = [np.asarray(v) for v in (*args.values(), *reference)]
+    if not all(_named(v.dtype) for v in values):
         return
+    shapes = {f"s{i}": np.array(v.shape, np.int64) for i, (n, v) in enumerate(args.items()) if n in blank}
+    items = {f"a{i}": as_bits(np.empty(0, v.dtype) if f"s{i}" in shapes else v) for i, v in enumerate(values[:len(args)])}
+    items.update({f"r{i}": as_bits(v) for i, v in enumerate(values[len(args):])})
     path = _path(folder, kernel, shape, dtype)
     partial = path.with_suffix(f".{os.getpid()}.part")
     try:
         with open(partial, "wb") as f:
-            np.savez(f, names=np.array(list(args)), dtypes=np.array([v.dtype.name for v in items.values()]),
-                     scalars=np.array([isinstance(v, np.generic) for v in args.values()]), **items)
+            np.savez(f, names=np.array(list(args)), dtypes=np.array([v.dtype.name for v in values]),
+                     scalars=np.array([isinstance(v, np.generic) for v in args.values()]), **items, **shapes)
         os.replace(partial, path)
+        files = sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)
+        room = DISK_SHARE * (shutil.disk_usage(folder).free + sum(p.stat().st_size for p in files))
+        while len(files) > 1 and sum(p.stat().st_size for p in files) > room:
+            files.pop(0).unlink(missing_ok=True)
     except OSError:
         partial.unlink(missing_ok=True)
-        return
-    for old in sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)[:-KEPT]:
-        old.unlink(missing_ok=True)
 
 
 def _named(dtype: np.dtype) -> bool:
@@ -71,19 +79,24 @@ def _named(dtype: np.dtype) -> bool:
 
 def kept(folder: Path, kernel: str, shape: tuple, dtype: str) -> tuple[dict[str, Any], list] | None:
     """What :func:`keep` kept for this shape, as the args builder and reference gave them; None
-    where nothing was."""
+    where nothing was, or where it cannot be read (then it is built again)."""
+    path = _path(folder, kernel, shape, dtype)
     try:
-        found = np.load(_path(folder, kernel, shape, dtype))
-    except OSError:
+        with np.load(path) as found:
+            dtypes = [numpy_dtype(d) for d in found["dtypes"]]
+            count = len(found["names"])
+            values = [found[f"a{i}"] if f"s{i}" not in found else np.empty(tuple(found[f"s{i}"]), dtypes[i])
+                      for i in range(count)]
+            values += [found[f"r{i}"] for i in range(len(dtypes) - count)]
+            values = [v.view(d) if v.dtype != d else v for v, d in zip(values, dtypes)]
+            args = {str(n): v[()] if scalar else v for n, v, scalar in zip(found["names"], values, found["scalars"])}
+        os.utime(path)  # used now: the last to be removed
+    except FileNotFoundError:
         return None
-    with found:
-        dtypes = [numpy_dtype(d) for d in found["dtypes"]]
-        values = [found[f"a{i}"] for i in range(len(found["names"]))]
-        values = [v.view(d) if v.dtype != d else v for v, d in zip(values, dtypes)]
-        args = {str(n): v[()] if scalar else v for n, v, scalar in zip(found["names"], values, found["scalars"])}
-        reference = [found[f"r{i}"] for i in range(len(dtypes) - len(args))]
-        reference = [v.view(d) if v.dtype != d else v for v, d in zip(reference, dtypes[len(args):])]
-    return args, reference
+    except Exception:  # noqa: BLE001 - a file that cannot be read back is no input: the shape is built again
+        path.unlink(missing_ok=True)
+        return None
+    return args, values[count:]
 
 
 def folder() -> Path:

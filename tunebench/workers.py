@@ -307,7 +307,8 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path) -> tuple:
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {type(e).__name__}: {e} "
                           f"(shape {shape}, {dtype})") from e
     if time.perf_counter() - began >= SLOW_S:
-        keep(inputs, kernel.name, shape, dtype, args, reference)
+        keep(inputs, kernel.name, shape, dtype, args, reference,
+             blank=tuple(n for n in kernel.outputs if n not in kernel.inout))
     return args, reference
 
 

@@ -55,6 +55,7 @@ from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, entry_symbol,
                                        launch_of, resource_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
+from tunebench.dtypes import as_bits
 
 if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported at run time
     from tunebench.kernel import Kernel, Variant
@@ -177,12 +178,10 @@ def fingerprint_of(drv, device) -> dict:
 
 
 def transferable(array: np.ndarray) -> np.ndarray:
-    """The array as PyCUDA's copies take it. They read a host array by the buffer protocol, which
-    refuses ml_dtypes' floats (bfloat16, the float8s: "cannot include dtype 'E' in a buffer", every
-    bfloat16 candidate crashed on an H200): those are given as their bits, unsigned ints of their
-    size, in the same memory (a copy into the view fills the array)."""
-    array = np.ascontiguousarray(array)
-    return array if array.dtype.isbuiltin == 1 else array.view(f"u{array.dtype.itemsize}")  # 2: ml_dtypes'
+    """The array as PyCUDA's copies take it: by the buffer protocol, which refused ml_dtypes'
+    floats (every bfloat16 candidate crashed on an H200), so those go as their bits
+    (:func:`~tunebench.dtypes.as_bits`; a copy into the view fills the array)."""
+    return as_bits(np.ascontiguousarray(array))
 
 
 def args_refusal(args: Mapping[str, Any]) -> str | None:
