@@ -13,6 +13,7 @@ from tests.test_plugin import TUNE
 from tunebench.replay import Replay, simulate
 from tunebench.space import Space
 from tunebench.strategies import MODULES, get, hybrid
+from tunebench.strategies import options as strategy_options
 from tunebench.strategies.base import positions, search
 from tunebench.strategies.bayes import GaussianProcess, _matern
 from tunebench.strategies.hybrid import farthest_first, product_columns, views
@@ -378,3 +379,14 @@ def test_a_spaces_numbers_are_placed_by_their_order_not_the_order_they_are_liste
             positions(ordered, [ordered.key(c) for c in configs])).all()
     assert positions(listed, [listed.key(configs[0])]).tolist() == [[0, 2, 1]]  # text keeps the list's order
     assert hybrid._categorical([1, 0, 2]) and hybrid._categorical([0, 1, 2]) and not hybrid._categorical([1, 2, 4])
+
+
+@pytest.mark.parametrize("name, setting, error", [("bayes", "warm_noise=-1", "LinAlgError"),
+                                                  ("hybrid", "warm_noise=-1", "LinAlgError"),
+                                                  ("bayes", "warm_points=-2", "ValueError")])
+def test_an_option_a_strategy_cannot_search_with_once_warm_data_comes_is_refused_before_the_tune(name, setting, error):
+    """Warm data (the kernel's other buckets) comes on a re-tune or a second bucket: the check of
+    the options searched without it, and the tune ended there instead."""
+    option = setting.split("=")[0]
+    with pytest.raises(ValueError, match=f"{option}=-[0-9.]+: strategy {name} cannot search with it \\({error}"):
+        strategy_options(name, [setting])

@@ -67,16 +67,20 @@ def options(name: str, given: Sequence[str]) -> dict[str, Any]:
 
 
 def _tried(name: str, options: dict[str, Any]) -> None:
-    """A short search of a small space with the options: a value the strategy cannot search with
-    (population=0 ended a tune in an IndexError, -3 in random's ValueError) is said now, once."""
+    """Short searches of a small space with the options, with and without warm data (results of
+    other buckets): a value the strategy cannot search with (population=0 ended a tune in an
+    IndexError, -3 in random's ValueError, bayes' warm_noise=-1 in a LinAlgError once warm data
+    came) is said now, once."""
     from tunebench.space import Space
     from tunebench.strategies.base import search
 
     space = Space({"a": [1, 2, 4, 8], "b": [0, 1, 2], "c": ["x", "y"]})
     candidates, _ = space.enumerate()
+    warm = [(key, 1.0 + i / 10) for i, key in enumerate(candidates[::3])]
     try:
-        search(get(name)(space, candidates, random.Random(0), **options),
-               lambda key: 1.0 + sum(hash(v) % 7 for v in key) / 10, trials=12)
+        for given in ((), warm):
+            search(get(name)(space, candidates, random.Random(0), warm=given, **options),
+                   lambda key: 1.0 + sum(hash(v) % 7 for v in key) / 10, trials=12)
     except Exception as e:  # noqa: BLE001 - whatever the strategy raises of a value it cannot use
         settings = " ".join(f"{k}={v}" for k, v in options.items())
         raise ValueError(f"--tune-strategy-option {settings}: strategy {name} cannot search with it "
