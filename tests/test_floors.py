@@ -14,7 +14,7 @@ FLOORS = {
     1: ["plugin", "cli", "items", "progress"],  # entry points and the terminal
     2: ["session", "gate", "final_round", "compile_check"],  # orchestration
     # measurement; replay answers the workers' jobs in their place, from a recorded space
-    3: ["measure", "workers", "compare", "cluster", "builds", "interference", "replay"],
+    3: ["measure", "workers", "prepared", "compare", "cluster", "builds", "interference", "replay"],
     4: ["strategies", "report", "summary", "lookup", "apply", "export", "kernel", "c_constraint", "benchmark_json"],
     5: ["backends", "records", "records_merge", "space", "buckets", "device", "stats", "dtypes"],  # foundations
 }
