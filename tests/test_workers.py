@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.test_faults import FAULTY_C
+from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
@@ -128,16 +129,26 @@ def test_what_would_not_come_back_as_given_is_not_kept_and_an_unused_output_is_k
 
 def test_kept_shapes_are_bounded_by_disk_space_and_the_least_recently_used_goes_first(tmp_path, monkeypatch):
     """A bucket of six shapes taken in turn was built again in every process under a bound of four
-    files; the bound is the temp folder's free space now."""
+    files; the bound is a share of the temp folder's free space now, for the run's folders together
+    (one per device of a cluster), checked before a file is written: a file over it is not kept
+    (the compilers write to the same disk, and a full one stops the task)."""
+    run = [tmp_path / "tunebench-inputs-123-a", tmp_path / "tunebench-inputs-123-b"]
+    other = tmp_path / "tunebench-inputs-456-a"
+    for folder in (*run, other):
+        folder.mkdir()
     x = np.ones(1000, np.float32)
     for n in range(6):
-        keep(tmp_path, "k", (n,), "float32", {"x": x}, [x])
-    assert all(kept(tmp_path, "k", (n,), "float32") is not None for n in range(6))
-    size = next(tmp_path.glob("*.npz")).stat().st_size
+        keep(run[n % 2], "k", (n,), "float32", {"x": x}, [x])
+    keep(other, "k", (0,), "float32", {"x": x}, [x])
+    assert all(kept(run[n % 2], "k", (n,), "float32") is not None for n in range(6))
+    size = next(run[0].glob("*.npz")).stat().st_size
     monkeypatch.setattr("tunebench.prepared.DISK_SHARE", 2.5 * size / shutil.disk_usage(tmp_path).free)
-    os.utime(next(p for p in tmp_path.glob("*.npz")), (0, 0))  # one read long ago, the others since
-    keep(tmp_path, "k", (6,), "float32", {"x": x}, [x])
-    assert len(list(tmp_path.glob("*.npz"))) == 2 and kept(tmp_path, "k", (6,), "float32") is not None
+    os.utime(next(run[1].glob("*.npz")), (0, 0))  # read long ago: the first to go
+    keep(run[0], "k", (6,), "float32", {"x": x}, [x])
+    assert len([f for d in run for f in d.glob("*.npz")]) == 2 and kept(run[0], "k", (6,), "float32") is not None
+    assert kept(other, "k", (0,), "float32") is not None  # another run's
+    keep(run[1], "big", (1,), "float32", {"x": np.ones(10_000, np.float32)}, [x])
+    assert kept(run[1], "big", (1,), "float32") is None and len([f for d in run for f in d.glob("*")]) == 2
 
 
 def test_a_kept_file_that_cannot_be_read_is_built_again_not_a_crash(tmp_path):
@@ -783,3 +794,25 @@ def test_a_timer_or_a_signals_handling_a_candidate_leaves_is_named_and_its_worke
     assert "left_behind" not in clean and "left_behind" not in after, (clean, after)
     assert armed["status"] == "ok" and said in " ".join(armed.get("left_behind", [])), armed
     assert second != first
+
+
+def test_every_worker_of_a_cpu_tune_is_forked_from_a_process_of_one_thread(project, pytester):
+    """Python 3.12 warned at every fork of a worker, dozens of times a tune, of a possible deadlock:
+    the build pool's idle threads were alive, and the watchdog of the worker's first message had
+    not quite ended when the sentinel was forked. Python's threads, counted at each fork (numpy's
+    BLAS may hold threads of its own)."""
+    project()
+    pytester.makeconftest('''
+import os, threading
+_fork = os.fork
+def fork():
+    with open("forks.txt", "a") as f:
+        f.write(f"{threading.active_count()}\\n")
+    return _fork()
+os.fork = fork
+''')
+    # pytest-rerunfailures, which our users combine with us, serves from a thread of its own
+    result = pytester.runpytest_subprocess(*TUNE, "--tune-trials", "4", "-p", "no:rerunfailures", "suites")
+    assert result.ret == 0, result.stdout.str()
+    counts = (pytester.path / "forks.txt").read_text().split()
+    assert len(counts) >= 4 and set(counts) == {"1"}, counts

@@ -58,16 +58,31 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     path = _path(folder, kernel, shape, dtype)
     partial = path.with_suffix(f".{os.getpid()}.part")
     try:
+        if not _room(folder, sum(v.nbytes for v in items.values())):
+            return
         with open(partial, "wb") as f:
             np.savez(f, names=np.array(list(args)), dtypes=np.array([v.dtype.name for v in values]),
                      scalars=np.array([isinstance(v, np.generic) for v in args.values()]), **items, **shapes)
         os.replace(partial, path)
-        files = sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)
-        room = DISK_SHARE * (shutil.disk_usage(folder).free + sum(p.stat().st_size for p in files))
-        while len(files) > 1 and sum(p.stat().st_size for p in files) > room:
-            files.pop(0).unlink(missing_ok=True)
     except OSError:
         partial.unlink(missing_ok=True)
+
+
+def _room(folder: Path, size: int) -> bool:
+    """Whether a file of ``size`` bytes fits this run's share of the temp folder's disk, the least
+    recently used kept files removed to make it fit. The run's share: its folders together (one a
+    device on a cluster's host), so that the compilers, which write there too, never run out."""
+    run = folder.name.rpartition("-")[0]
+    folders = folder.parent.glob(f"{run}-*") if run else [folder]
+    files = sorted((f for d in folders for f in d.glob("*.npz")), key=lambda f: f.stat().st_mtime)
+    sizes = [f.stat().st_size for f in files]
+    room = DISK_SHARE * (shutil.disk_usage(folder).free + sum(sizes))
+    if size > room:
+        return False
+    while files and sum(sizes) + size > room:
+        files.pop(0).unlink(missing_ok=True)
+        sizes.pop(0)
+    return True
 
 
 def _named(dtype: np.dtype) -> bool:
