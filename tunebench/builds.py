@@ -4,7 +4,10 @@ tuning process, into the compile cache where the worker then finds them.
 On a GPU most of a trial is the compile (nvcc, about 0.5 s), so the next candidates are compiled
 while the device measures the current one. On the CPU target the compiler would compete with the
 kernel's threads for the cores it is timed on, so the next candidates are compiled together, in
-parallel, before the measurements and never beside them.
+parallel, before the measurements and never beside them; the pool's threads end with each batch,
+so that the workers forked after it come from a process of one thread (Python 3.12 warned of a
+possible deadlock at every fork, and a user's tune printed it dozens of times). On a GPU they
+compile while the worker is forked: that warning stays.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class Ahead:
         self.compiled = 0  # builds this pool compiled (not the cache's), failed ones included
         self.artefacts: set[str] = set()  # the artefacts among them
         self._count = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="tunebench-build")
+        self._pool: ThreadPoolExecutor | None = None
         self._builds: dict[tuple, Future] = {}
 
     def build(self, kernel: Kernel, variant: Variant, dtype: str, configs: list[dict], now: dict) -> None:
@@ -35,6 +38,8 @@ class Ahead:
         built, and, where builds compete with measurements, once every one started is."""
         if self.backend is None:
             return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="tunebench-build")
         for config in [now, *configs]:
             key = (kernel.name, variant.source_hash, dtype, config_key(config))
             if key not in self._builds:
@@ -44,6 +49,7 @@ class Ahead:
             wait([current])
         else:
             wait(list(self._builds.values()))
+            self.close()  # its threads end: the worker is forked from one thread
 
     def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
         try:
@@ -61,7 +67,9 @@ class Ahead:
                     self.artefacts.add(build.handle.name)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def counts(builds: dict[str, bool], ahead: Ahead | None) -> tuple[int, int]:

@@ -507,14 +507,18 @@ class Workers:
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
-        kind, message = self._receive(PREPARE_TIMEOUT_S)
+        kind, message = self._receive(PREPARE_TIMEOUT_S, candidates_ran=False)
         if kind != "ready":
             self._stop()
             raise WorkerError(message or f"the {self.target} worker did not start")
         self._placements = message
         self._guard = _sentinel(self._process.pid)  # its group exists: the worker is ready
 
-    def _receive(self, timeout: float) -> tuple[str, Any]:
+    def _receive(self, timeout: float, candidates_ran: bool = True) -> tuple[str, Any]:
+        """The worker's next message. A length a candidate wrote into the pipe, which no message
+        follows, is cut short by a watchdog thread; before any candidate ran (the worker's
+        "ready") there is none, and no thread: the sentinel forked right after would come from a
+        process whose watchdog had not quite ended (Python 3.12 warns of such forks)."""
         if not self._conn.poll(timeout):
             return "timeout", None
         garbled = threading.Event()  # a length the candidate wrote, which no message follows
@@ -523,8 +527,9 @@ class Workers:
             garbled.set()
             _kill(group)  # every holder of the pipe's other end: the read ends
 
-        watchdog = threading.Timer(RECEIVE_S, stuck, args=(self._process.pid,))
-        watchdog.start()
+        watchdog = threading.Timer(RECEIVE_S, stuck, args=(self._process.pid,)) if candidates_ran else None
+        if watchdog:
+            watchdog.start()
         try:
             data = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, ConnectionError):
@@ -532,8 +537,9 @@ class Workers:
         except Exception:  # noqa: BLE001 - a length over the limit (OSError), or no length at all
             return "crashed", GARBLED
         finally:
-            watchdog.cancel()
-            watchdog.join()  # it fired or it never will: no kill after this returns
+            if watchdog:
+                watchdog.cancel()
+                watchdog.join()  # it fired or it never will: no kill after this returns
         if garbled.is_set():  # even where the message came whole as it fired: the worker is gone
             return "crashed", GARBLED
         if data is None:
