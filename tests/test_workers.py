@@ -18,6 +18,7 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
 from tunebench.dtypes import numpy_dtype
+from tunebench.prepared import folder as inputs_folder
 from tunebench.prepared import keep, kept
 from tunebench.workers import CompareJob, TrialJob, Workers
 
@@ -816,3 +817,15 @@ os.fork = fork
     assert result.ret == 0, result.stdout.str()
     counts = (pytester.path / "forks.txt").read_text().split()
     assert len(counts) >= 4 and set(counts) == {"1"}, counts
+
+
+def test_a_killed_runs_inputs_folder_is_removed_by_the_next_run_and_a_live_runs_is_not(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead, live = tmp_path / f"tunebench-inputs-{ended.pid}-x", tmp_path / f"tunebench-inputs-{os.getpid()}-y"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "k.npz").write_bytes(b"")
+    fresh = inputs_folder()
+    assert not dead.exists() and live.exists() and fresh.parent == tmp_path and fresh.exists()

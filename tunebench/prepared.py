@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tunebench.dtypes import as_bits, numpy_dtype
+from tunebench.records import alive
 
 #: A shape whose arguments and reference took this long to build is kept for the next worker.
 SLOW_S = 1.0
@@ -120,16 +121,6 @@ def folder() -> Path:
     for old in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         pid = old.name[len(PREFIX):].split("-")[0]
         with contextlib.suppress(OSError, ValueError):
-            if old.stat().st_uid == os.getuid() and not _running(int(pid)):
+            if old.stat().st_uid == os.getuid() and not alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        pass
-    return True

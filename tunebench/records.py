@@ -511,7 +511,7 @@ def _whole_lines(f, block: int = 1 << 16) -> int:
     return 0
 
 
-def _alive(pid) -> bool:
+def alive(pid) -> bool:
     """Whether process ``pid`` is running."""
     try:
         os.kill(int(pid), 0)
@@ -711,7 +711,7 @@ class RecordStore:
                 mark = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if mark.get("key") == key and not _alive(mark.get("pid")):
+            if mark.get("key") == key and not alive(mark.get("pid")):
                 died = max(died, mark.get("died", 0) + 1)
                 path.unlink(missing_ok=True)
         self._mark = self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}"
