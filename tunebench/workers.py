@@ -51,6 +51,7 @@ from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure
                                warm_up)
 from tunebench.prepared import SLOW_S, keep, kept
 from tunebench.prepared import folder as inputs_folder
+from tunebench.records import alive
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -145,21 +146,13 @@ def _sentinel(worker: int) -> int:
         try:
             select.select([os.pidfd_open(worker)], [], [])  # readable once the worker has ended
         except (OSError, AttributeError):  # no pidfd here (Linux before 5.3): ask every half second
-            while _running(worker):
+            while alive(worker):
                 time.sleep(0.5)
         os.killpg(worker, signal.SIGKILL)
     except BaseException:  # noqa: BLE001 - the group is gone already, or never formed
         pass
     finally:
         os._exit(0)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 class _Watched(Runner):
