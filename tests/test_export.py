@@ -12,6 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tunebench
@@ -224,6 +225,38 @@ def test_a_c_form_reads_a_modules_number_not_a_dim_of_its_name_negative_indices_
     expected = "".join(str(int(space.holds_for((space.key({"tile": tile})), s, ("B", "N"))))
                        for s in shapes for tile in (1, 2, 8, 16))
     assert got == expected and "1" in got and "0" in got
+
+
+#: numpy's scalars, as a suite computes its numbers: the header wrote ``np.float64(0.75)``.
+SCALE, WIDTH, LIMIT = np.float64(0.75), np.int64(64), float("inf")
+
+
+def test_numpy_numbers_powers_and_two_lambdas_on_a_line_have_the_c_form_python_computes(tmp_path):
+    """The header held ``np.float64(0.75)`` and gcc refused it while the export succeeded;
+    ``2**40`` had no C form; two constraints of the same arguments on one line left the
+    kernel's every tuned config out of the header."""
+    constraints = [lambda N, tile: N * SCALE >= tile * 2 ** -1, lambda N, tile: N * tile < 2**40 - WIDTH,
+                   lambda N, tile: N % tile != 5, lambda N, tile: tile <= N + -3 ** 2]  # noqa: E731
+    space = Space({"tile": [1, 2, 8, 16]}, constraints=constraints)
+    forms = [c_form(c, ("N",)) for c in space.shaped_constraints]
+    assert "np." not in " ".join(forms) and "0.75" in forms[0] and str(2**40) in forms[1] and "-9LL" in forms[3]
+    assert forms[2] != forms[3]  # each lambda of the line its own
+    shapes = [(n,) for n in (1, 2, 7, 13, 21, 2**28, 2**36)]
+    lines = [f'    {{ cfg v = {{{tile}}}, *c = &v; long long N = {n}LL; int tb_ok = 1, r = {" && ".join(forms)}; '
+             f'printf("%d", tb_ok && r); }}' for (n,) in shapes for tile in (1, 2, 8, 16)]
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { int tile; } cfg;\n"
+                                     "int main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                   check=True)
+    got = subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout
+    expected = "".join(str(int(space.holds_for(space.key({"tile": tile}), s, ("N",))))
+                       for s in shapes for tile in (1, 2, 8, 16))
+    assert got == expected and "1" in got and "0" in got
+    beyond = Space({"tile": [1, 2]}, constraints=[lambda N, tile: N < LIMIT, lambda N, tile: N < 10 ** 100,
+                                                 lambda N, tile: tile ** 2 <= N])
+    for constraint, what in zip(beyond.shaped_constraints, ("LIMIT", "10 ** 100", "tile ** 2")):
+        with pytest.raises(NoCForm, match=f"`{re.escape(what)}` has no C form"):
+            c_form(constraint, ("N",))
 
 
 def divides(tile, N):

@@ -260,3 +260,28 @@ def test_a_kernel_whose_calls_alternate_in_speed_is_not_taken_for_a_busy_machine
     # the same two speeds in bursts, as a load makes them, are still seen
     bursts = [0.01 + rng.uniform(0, 0.002) for _ in range(20)] + [0.23 + rng.uniform(0, 0.002) for _ in range(20)]
     assert any(r.startswith("two modes") for r in sample_signals(bursts))
+
+
+def test_the_summary_counts_each_config_that_stayed_disturbed_once_the_heuristics_too(twice_project, pytester,
+                                                                                       monkeypatch):
+    """The search asked the heuristic's own config, measured once as the baseline: the summary
+    counted it twice ("5 configs stayed disturbed" of a space of 4)."""
+    import tunebench.compare
+    import tunebench.interference
+    import tunebench.session
+
+    def disturbed(samples, conditions):
+        return {"conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]}
+
+    monkeypatch.setattr(tunebench.interference, "verdict", disturbed)
+    monkeypatch.setattr(tunebench.compare.time, "sleep", lambda s: None)
+    monkeypatch.setattr(tunebench.session, "BUSY_STRIKES", 10)
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force",
+                                "--tune-trials", "4")
+    (row,) = [line for line in result.stdout.lines if line.startswith("twice ")]
+    assert row.split()[3] == "4", row  # configs
+    result.stdout.fnmatch_lines(["*, 4 configs stayed disturbed (not used)*"])
+    # and the task's own line says why it has no pick (its row showed "-" everywhere, without a word)
+    result.stdout.fnmatch_lines(["twice[small-float32]: no config was timed undisturbed (4 stayed disturbed by other "
+                                 "load, the last by: a planted disturbance), so none was judged: the heuristic is "
+                                 "still served; tune again on a quieter machine"])

@@ -2,7 +2,8 @@
 cannot import tunebench must still never launch a config whose constraint fails for its shape.
 
 A constraint is a Python callable; its C form is made from its source: a ``lambda`` or a
-one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >>``), comparisons
+one-``return`` function whose body uses only arithmetic (``+ - * // % / & | << >>``, and ``**`` of
+numbers, written in as its value), comparisons
 (chained too), ``and``/``or``/``not``, ``x if c else y``, ``min``/``max`` of two values, numbers,
 the params and the kernel's dims it takes as arguments, ``shape[i]``, and names of numbers it
 reads from its module or closure (``B = 4`` beside it), written in as their values: a dim of
@@ -20,8 +21,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from tunebench.space import Constraint
 
@@ -62,13 +67,15 @@ def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c", float
 
 
 def _numbers(fn) -> dict[str, int | float]:
-    """The numbers a constraint reads by name from its closure or module (``B = 4``)."""
+    """The numbers a constraint reads by name from its closure or module (``B = 4``, numpy's
+    ``np.float64(0.75)`` too), as Python's ints and floats."""
     try:
         found = inspect.getclosurevars(fn)
     except (TypeError, ValueError):
         return {}
-    return {n: v for n, v in {**found.builtins, **found.globals, **found.nonlocals}.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {n: int(v) if isinstance(v, numbers.Integral) else float(v)
+            for n, v in {**found.builtins, **found.globals, **found.nonlocals}.items()
+            if isinstance(v, (numbers.Integral, float, np.floating)) and not isinstance(v, (bool, np.bool_))}
 
 
 def _body(constraint: Constraint) -> ast.expr:
@@ -83,7 +90,7 @@ def _body(constraint: Constraint) -> ast.expr:
     if code is None or tree is None:
         raise NoCForm(f"{constraint.label}: its source is not available")
     arg_names = list(code.co_varnames[:code.co_argcount])
-    found = []
+    found = []  # (the lambda or def, the expression it returns)
     for node in ast.walk(tree):
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))], default=0) \
             if isinstance(node, (ast.Lambda, ast.FunctionDef)) else None
@@ -92,16 +99,27 @@ def _body(constraint: Constraint) -> ast.expr:
                 s for i, s in enumerate(node.body) if i or not (  # a docstring is no statement
                     isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
             if isinstance(node, ast.Lambda):
-                found.append(node.body)
+                found.append((node, node.body))
             elif len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-                found.append(body[0].value)
+                found.append((node, body[0].value))
             else:
                 raise NoCForm(f"{constraint.label}: a function of more than one `return` statement")
     if not found:
         raise NoCForm(f"{constraint.label}: its source was not found in {path}")
-    if len({ast.dump(b) for b in found}) != 1:
+    if len({ast.dump(b) for _, b in found}) > 1:  # lambdas of the same arguments on one line: by their columns
+        found = [f for f in found if _within(f[0], code)]
+    if len({ast.dump(b) for _, b in found}) != 1:
         raise NoCForm(f"{constraint.label}: its source could not be told apart on its line")
-    return found[0]
+    return found[0][1]
+
+
+def _within(node: ast.AST, code) -> bool:
+    """Whether every instruction of ``code`` was compiled from ``node``'s span of the source (but
+    those of no span, as a function's entry and return)."""
+    start, end = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+    return all(start <= (line, col) and (end_line, end_col) <= end
+               for line, end_line, col, end_col in code.co_positions()
+               if None not in (line, end_line, col, end_col) and (line, col) != (end_line, end_col))
 
 
 class _Writer:
@@ -114,15 +132,41 @@ class _Writer:
         """Whether an operand can only be an integer (no float param or number in it)."""
         return not any(isinstance(n, ast.Constant) and isinstance(n.value, float) or isinstance(n, ast.Name)
                        and (n.id in self.floats or isinstance(self.numbers.get(n.id), float))
-                       or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node))
+                       or isinstance(n, ast.BinOp) and (isinstance(n.op, ast.Div) or isinstance(n.op, ast.Pow)
+                                                        and isinstance(self.constant(n), float))
+                       for n in ast.walk(node))
 
     def number(self, value: bool | int | float, node: ast.expr) -> str:
         """A Python number as a C literal: an int as a 64-bit one, as the C form computes."""
         if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.refuse(node)
             return repr(value)
         if not -2**63 < value < 2**63:
             raise self.refuse(node)
         return f"{int(value)}LL"
+
+    def constant(self, node: ast.expr) -> int | float | complex | None:
+        """The value of a power of numbers (``2**40``, ``-B ** 2``) as Python computes it, written
+        in as a number; None where an operand is a param or a dim, or the value too large for C."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in self.numbers and node.id not in self.params \
+                and not (node.id in self.dims and node.id in self.taken):
+            return self.numbers[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            value = self.constant(node.operand)
+            return None if value is None else -value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            base, exponent = self.constant(node.left), self.constant(node.right)
+            if base is None or exponent is None or isinstance(base, int) and isinstance(exponent, int) \
+                    and abs(base) > 1 and exponent > 64:  # beyond 64 bits, not worth computing
+                return None
+            try:
+                return base ** exponent
+            except (OverflowError, ZeroDivisionError):
+                return None
+        return None
 
     def refuse(self, node: ast.AST) -> NoCForm:
         return NoCForm(f"{self.label}: `{ast.unparse(node)}` has no C form in the exported header")
@@ -141,6 +185,11 @@ class _Writer:
                 and "shape" in self.taken and isinstance(index := _index(node.slice), int) \
                 and -len(self.dims) <= index < len(self.dims):
             return f"(0LL + {self.dims[index]})"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):  # C has no operator for it
+            value = self.constant(node)
+            if not isinstance(value, (int, float)):
+                raise self.refuse(node)
+            return self.number(value, node)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
         if isinstance(node, ast.BinOp) and type(node.op) in _FLOOR and self.integral(node):

@@ -279,17 +279,23 @@ class Task:
             return f"{what}: {self.reused} trials recorded with this declaration before were reused"
         return f"{what}: measured again"
 
+    def once(self, outcomes) -> list[Outcome]:
+        """The baseline, then ``outcomes`` but the one of the heuristic's own config, which the
+        search may ask too: it was measured once, as the baseline."""
+        if self.baseline is None:
+            return list(outcomes)
+        return [self.baseline, *(o for o in outcomes if o.configs != self.baseline.configs)]
+
     @property
     def all_wrong(self) -> str | None:
         """Where every config measured, the heuristic's included, gave a wrong result: the
         reference or its tolerance is more likely at fault than every config."""
-        outcomes = [self.baseline, *(o for o in self.outcomes.values() if o.configs != self.baseline.configs)] \
-            if self.baseline is not None else []  # the heuristic's own config asked by the search: once
+        outcomes = self.once(self.outcomes.values()) if self.baseline is not None else []
         if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
             return None
         return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
-                f"heuristic's: {self.baseline.error}; where all miss by little, the reference or the tolerance is "
-                f"at fault rather than every config (Kernel(tolerance={{dtype: (rtol, atol)}}))")
+                f"heuristic's: {self.baseline.error}; the reference is more likely at fault than every config, "
+                f"or, where all miss by little, its tolerance (Kernel(tolerance={{dtype: (rtol, atol)}}))")
 
     @property
     def heuristic_strays(self) -> str | None:
@@ -756,8 +762,7 @@ class Task:
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
             "pruned": sum(o.status == "pruned_resources" for o in outcomes),
-            "disturbed": sum(any(t.get("verdict") == "disturbed" for t in o.trials.values())
-                             for o in (*outcomes, *([self.baseline] if self.baseline else []))),
+            "disturbed": len(self.stayed_disturbed(outcomes)),
             "deselected": self.deselected,
             "best_ms": best_ms, "best_rate": self.rate(best_ms),
             "baseline_ms": base_ms,
@@ -770,22 +775,40 @@ class Task:
             "trials_ms": next(iter(self.ranked()), (None,))[0] if served else None,
         }
 
+    def stayed_disturbed(self, outcomes) -> list[Outcome]:
+        """Of the baseline and ``outcomes`` (see :meth:`once`), those with a trial that stayed
+        disturbed by other load after its retries: no time of theirs is used."""
+        return [o for o in self.once(outcomes) if any(t.get("verdict") == "disturbed" for t in o.trials.values())]
+
     def unconfirmed(self) -> str | None:
         """Why the final round could not judge the finalists (a failure, a disturbed machine), or
-        why it judged them without the heuristic (its config fails)."""
+        why it judged them without the heuristic (its config fails), or why it had none to judge."""
+        if self.check is None and self.done and self.busy is None and not self.ranked():
+            stayed = self.stayed_disturbed(self.outcomes.values())
+            if stayed:
+                seen = next(t.get("interference", []) for t in stayed[-1].trials.values()
+                            if t.get("verdict") == "disturbed")
+                return (f"no config was timed undisturbed ({len(stayed)} stayed disturbed by other load, the last "
+                        f"by: {'; '.join(seen)}), so none was judged: {self._kept()}; tune again on a quieter machine")
         check = self.check or {}
         if check.get("disturbed"):
-            earlier = self._latest_confirmation()
-            kept = (f"the pick of the round of {earlier['timestamp']} is still served" if self._served(earlier) else
-                    f"the heuristic is served, the pick of the round of {earlier['timestamp']} being no longer in "
-                    f"the space" if earlier and earlier.get("winner") is not None else "the heuristic is still served")
-            return f"the final round confirmed nothing ({check['problem']}): {kept}; tune again on a quieter machine"
+            return (f"the final round confirmed nothing ({check['problem']}): {self._kept()}; tune again on a "
+                    f"quieter machine")
         if check.get("problem"):
             return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"
         if check.get("baseline_failure"):
             return (f"the heuristic's config fails ({check['baseline_failure']}): the fastest finalist is "
                     f"served instead, and the gate does not compare with it")
         return None
+
+    def _kept(self) -> str:
+        """What is served where this run judged nothing: the latest round's pick, if it still can be."""
+        earlier = self._latest_confirmation()
+        if self._served(earlier):
+            return f"the pick of the round of {earlier['timestamp']} is still served"
+        if earlier and earlier.get("winner") is not None:
+            return f"the heuristic is served, the pick of the round of {earlier['timestamp']} being no longer in the space"
+        return "the heuristic is still served"
 
     def _confirmed(self) -> tuple[float, float] | None:
         """(best, baseline) bucket objectives in ms from the final round, where it measured them."""
