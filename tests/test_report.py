@@ -6,6 +6,7 @@ import json
 import math
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tunebench.buckets import Bucket
 from tunebench.cli import main
 from tunebench.lookup import confirmed_ms
 from tunebench.records import RecordsError, RecordStore
-from tunebench.report import _changes, _check_ms, _rows, _spread, records_at, task_views
+from tunebench.report import _before, _changes, _check_ms, _rows, _spread, records_at, task_views
 
 
 def git(root, *args):
@@ -88,21 +89,21 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
     store = RecordStore(next((root / "records").glob("*.json")))
     slower = [dataclasses.replace(v, served=dataclasses.replace(v.served, objective_ms=2 * v.times[0]))
               for v in task_views(store)]
-    rows, same = _changes(store, slower)
+    rows, same = _changes(_before(store, task_views(store)), slower)
     assert same == 0 and {(r[1], r[4].endswith("(+100%)"), r[7]) for r in rows} == {
         ("small", True, "**slower**"), ("large", True, "**slower**")}
     # 10 % slower than the record, but in a run where the heuristic took twice its time: times drift
     # between runs, and its lead grew; flagged slower, it was a false regression for a reviewer
     drifted = [dataclasses.replace(v, served=dataclasses.replace(
         v.served, objective_ms=1.1 * v.times[0], baseline_ms=2 * v.times[1])) for v in task_views(store)]
-    rows, _ = _changes(store, drifted)
+    rows, _ = _changes(_before(store, task_views(store)), drifted)
     assert {(r[1], r[4].endswith("(+10%)"), r[7]) for r in rows} == {("small", True, "faster"), ("large", True, "faster")}
     assert all(re.fullmatch(r"[\d.]+x -> [\d.]+x", r[5]) for r in rows), rows
     # another config, 0.3 % faster: its change reads +0%, as an unchanged time does, not -0%
     moved = [dataclasses.replace(v, served=dataclasses.replace(v.served, config={**v.served.config, "vec": 99},
                                                                objective_ms=0.997 * v.times[0]))
              for v in task_views(store)]
-    rows, _ = _changes(store, moved)
+    rows, _ = _changes(_before(store, task_views(store)), moved)
     assert rows and all(r[4].endswith("(+0%)") for r in rows), rows
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "nosuch"]) == 2
@@ -125,9 +126,9 @@ def test_a_revisions_records_are_read_with_their_archive_and_leave_no_copy_behin
     git(root, "init", "-q")
     git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "records")
     git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "records")
-    with records_at("HEAD", store.path, root) as old:
-        assert [t["config"]["vec"] for t in old.trials()] == list(range(12))
-    with records_at("HEAD", store.path.with_name("other.json"), root) as none:
+    with records_at("HEAD", store.path.parent, root) as old:
+        assert [t["config"]["vec"] for t in RecordStore(old / store.path.name).trials()] == list(range(12))
+    with records_at("HEAD", root / "elsewhere" / "records", root) as none:
         assert none is None
     assert list((tmp_path / "tmp").iterdir()) == []
 
@@ -399,10 +400,9 @@ def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
     bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
     served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "wide", True, "d")
     view = TaskView("layernorm", "cpu", "float32", bucket, "h", {}, None, {"ok": 3}, [], {}, served=served)
-    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [view])
-    assert _changes(TUNED, [view]) == ([], 1)
+    assert _changes(_before(TUNED, [view]), [view]) == ([], 1)
     timed = dataclasses.replace(view, served=dataclasses.replace(served, baseline_ms=1.0))
-    assert _changes(TUNED, [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
+    assert _changes(_before(TUNED, [view]), [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
 
 
 def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, capsys):
@@ -414,10 +414,8 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
     then = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, confirmed=(1.0, 2.0),
                     served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
     now = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=1.3))  # 2.0x -> 1.54x
-    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [then])
-    assert [r[-1] for r in _changes(TUNED, [now])[0]] == ["**slower**"]
-    assert [r[-1] for r in _changes(TUNED, [now], threshold=0.5)[0]] == [""]
-    monkeypatch.undo()
+    assert [r[-1] for r in _changes(_before(TUNED, [then]), [now])[0]] == ["**slower**"]
+    assert [r[-1] for r in _changes(_before(TUNED, [then]), [now], threshold=0.5)[0]] == [""]
     root = Path(__file__).resolve().parent.parent
     (tmp_path / "records").mkdir()
     name = "cpu-amd-epyc-f26m2-2t-506d4e.json"
@@ -428,7 +426,7 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
     git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "records")
     report = ["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"), "--compare", "HEAD"]
     seen = []
-    monkeypatch.setattr("tunebench.report._changes", lambda old, views, suites=None, threshold=None:
+    monkeypatch.setattr("tunebench.report._changes", lambda before, views, threshold=None:
                         seen.append(threshold) or ([], 0))
     assert main(report) == 0 and seen == [0.5]
     (tmp_path / "pytest.ini").write_text("[pytest]\ngate_threshold = half\n")  # as the gate would say it
@@ -476,13 +474,12 @@ def test_compare_with_records_from_before_final_rounds_reads_their_trials_best(m
                     served=Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "all", True, "d", baseline_ms=2.0))
     now = dataclasses.replace(then, confirmed=(1.0, 2.0), checks=[{"kind": "tune"}],
                               served=Choice({"vec": 4}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
-    monkeypatch.setattr("tunebench.report.task_views", lambda store, suites=None: [then])
-    legacy = _tuned_store({"kind": "gate"})
+    legacy = _before(_tuned_store({"kind": "gate"}), [then])
     assert _changes(legacy, [now]) == ([], 1)
     quicker = dataclasses.replace(now, served=dataclasses.replace(now.served, objective_ms=0.8), confirmed=(0.8, 2.0))
     assert [r[3:7] for r in _changes(legacy, [quicker])[0]] == [["1*", "0.8 (-20%)", "2.00x* -> 2.50x", "same config"]]
     # records with final rounds, this task's never ran (interrupted): best() served the heuristic then
-    assert [r[6] for r in _changes(TUNED, [now])[0]] == ["the heuristic -> vec:4"]
+    assert [r[6] for r in _changes(_before(TUNED, [then]), [now])[0]] == ["the heuristic -> vec:4"]
 
 
 def test_a_speedup_is_shown_with_its_range_over_the_final_rounds_processes():
@@ -494,3 +491,57 @@ def test_a_speedup_is_shown_with_its_range_over_the_final_rounds_processes():
     assert math.isclose(low, 2.0) and math.isclose(high, 1 / math.sqrt(0.8 * 0.2))
     del check["shapes"][1]["confirmed_ms"]  # published from another round than the ratios: no range beside it
     assert _spread(check, bucket) is None
+
+
+def commit(root, message):
+    if not (root / ".git").exists():
+        git(root, "init", "-q")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", message)
+
+
+def test_compare_judges_a_revisions_records_by_its_own_suites_and_names_what_is_gone(twice_project, pytester):
+    """A suite edit that took the tuned pick out of the space read "1 task unchanged" (the old
+    records were judged by today's suites, which serve the heuristic on them too), a bucket
+    renamed since left the tuned one out of the comparison, and the row kept the old pick's range."""
+    root = twice_project
+    tuned = pytester.runpytest("suites", *TUNE, "--tune-trials", "4")
+    tuned.assert_outcomes(passed=10)
+    picks = [line for line in tuned.stdout.lines if re.match(r"twice +(small|large) .* reps:1 pad:\d +reps:4 pad:0$", line)]
+    assert len(picks) == 2, tuned.stdout.str()  # both buckets tuned to one pass over the data
+    commit(root, "tuned")
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('Space({"reps": [1, 4]', 'Space({"reps": [4]')
+                     .replace('Bucket("large"', 'Bucket("huge"'))
+    report = subprocess.run([sys.executable, "-m", "tunebench.cli", "report", "--records", str(root / "records"),
+                             "--out", str(root / "r"), "--compare", "HEAD"], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr  # its own process: this one holds the suites as the tune read them
+    md = (root / "r" / "report.md").read_text()
+    main_table, changes = md.split("### Changes since HEAD")
+    assert re.search(r"\| twice \| small \| float32 \| \d+ \| [\d.]+ \| [\d.]+ \| 1\.00x \| the heuristic \|", main_table), md
+    assert re.search(r"\| twice \| small \| float32 \| [\d.]+ \| [\d.]+ \([+-]\d+%\) \| [\d.]+x -> 1\.00x \| "
+                     r"reps:1 pad:\d -> the heuristic \| \*\*slower\*\* \|", changes), changes
+    assert re.search(r"\| twice \| large \| float32 \| [\d.]+ \| - \| [\d.]+x -> - \| gone: reps:1 pad:\d then, no row "
+                     r"now \| \*\*dropped\*\* \|", changes), changes
+    assert "0 tasks unchanged since HEAD." in changes, changes
+
+
+def test_compare_with_a_revisions_records_that_cannot_be_read_still_reports_and_names_them(twice_project, pytester,
+                                                                                             capsys):
+    """A broken records file at the base revision ended the report (exit 2, nothing written), and
+    its message named a temporary copy."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    good = path.read_text()
+    data = json.loads(good)
+    del next(iter(data["trials"].values()))["status"]
+    path.write_text(json.dumps(data))
+    commit(root, "broken")
+    path.write_text(good)
+    capsys.readouterr()
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "HEAD"]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert re.search(rf"The records of \S+ at HEAD cannot be read \(HEAD:records/{re.escape(path.name)}: trial \d+ "
+                     rf"lacks status.*\): nothing is compared\.", md), md
+    assert "tunebench-report-" not in md

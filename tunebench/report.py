@@ -11,10 +11,13 @@ and the distribution of its successful trials. ``compare`` adds what changed sin
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import html
+import io
 import math
 import subprocess
+import tarfile
 import tempfile
 import warnings
 from collections import defaultdict
@@ -33,7 +36,7 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, confirmed_ms, final_choice, latest_confirmation,  # noqa: E402
                               lookup, project, shape_times)
-from tunebench.records import RecordsError, RecordStore, companions, config_key, config_text  # noqa: E402
+from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
 
 
 @dataclass
@@ -89,6 +92,12 @@ class TaskView:
         if self.served is not None:
             return self.served.config
         return self.configs[self.best[0]] if self.best else None
+
+    @property
+    def serves_final(self) -> bool:
+        """Whether what is served is the latest final round's pick, whose processes' spread the
+        table shows: not where its space no longer holds it (a range of 1.09x beside 1.00x)."""
+        return self.served is None or self.final is None or config_key(self.served.config) == self.final
 
     @property
     def times(self) -> tuple[float | None, float | None]:
@@ -438,7 +447,7 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}{mark}" if best_ms else "-", f"{base_ms:.4g}{mark}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" + (f" ({v.spread[0]:.2f}-{v.spread[1]:.2f})" if v.spread and v.confirmed
-                                                  else "") if v.speedup else "-",
+                                                  and v.serves_final else "") if v.speedup else "-",
                      "the heuristic" if v.heuristic_best else config_text(served) if served else "-",
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
@@ -479,19 +488,27 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
 FLAGGED = 0.10
 
 
-def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None,
+def _before(old: RecordStore, views: list[TaskView]) -> dict[tuple, TaskView]:
+    """A revision's task views by (kernel, dtype, bucket), as a comparison takes them: from records
+    made before final rounds, best() then served the trials' best, unconfirmed, not the heuristic
+    it serves on them today."""
+    legacy = not old.checks(kind="tune")
+    return {(v.kernel, v.dtype, v.bucket.name): dataclasses.replace(v, served=None) if legacy else v for v in views}
+
+
+def _changes(before: dict[tuple, TaskView], views: list[TaskView],
              threshold: float = FLAGGED) -> tuple[list[list[str]], int]:
-    """A row per task whose best changed since ``old`` (its time as a signed change, + slower,
-    which the speedup's ``x`` would read the other way round), and how many tasks did not change.
-    A row is flagged where its lead over the heuristic moved beyond ``threshold``: the two are
-    measured in one run, and times of separate runs drift by as much (by its time only where a
-    lead is unknown); * marks a figure no final round confirmed."""
-    legacy = not old.checks(kind="tune")  # from before final rounds: best() then served the trials' best,
-    before = {(v.kernel, v.dtype, v.bucket.name): dataclasses.replace(v, served=None) if legacy else v
-              for v in task_views(old, suites)}  # unconfirmed, not the heuristic it serves on them today
+    """A row per task whose best changed since ``before`` (:func:`_before`: a revision's tasks,
+    judged by the suites as they were then: a space that no longer holds the pick must read as a
+    change), its time as a signed change, + slower, which the speedup's ``x`` would read the other
+    way round, or that is gone since (its bucket, dtype or kernel no longer declared or recorded),
+    and how many tasks did not change. A row is flagged where its lead over the heuristic moved
+    beyond ``threshold``: the two are measured in one run, and times of separate runs drift by as
+    much (by its time only where a lead is unknown); * marks a figure no final round confirmed."""
+    before = dict(before)
     rows, same, notable = [], 0, threshold
     for v in views:
-        was = before.get((v.kernel, v.dtype, v.bucket.name))
+        was = before.pop((v.kernel, v.dtype, v.bucket.name), None)
         now, then = v.served_config, was.served_config if was else None  # what best() serves, then and now
         now_ms, then_ms = v.times[0], was.times[0] if was else None
         if was is not None and then_ms is None and now_ms is None and now == then:  # nothing timed, then or now
@@ -514,6 +531,11 @@ def _changes(old: RecordStore, views: list[TaskView], suites: Path | None = None
         shown = change if round(change, 2) else 0.0  # under half a per cent: +0%, never -0%
         rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({shown:+.0%})",
                      _lead(was, v), what, flag])
+    for was in before.values():  # a pick a framework got then, and gets no more
+        tuned = was.served_config is not None and not was.heuristic_best
+        rows.append([was.kernel, was.bucket.name, was.dtype, _ms(was.times[0], was), "-", _lead(was, None),
+                     f"gone: {'the heuristic' if not tuned else config_text(was.served_config)} then, no row now",
+                     "**dropped**" if tuned else ""])
     return rows, same
 
 
@@ -521,29 +543,43 @@ def _ms(ms: float | None, view: TaskView) -> str:
     return f"{ms:.4g}{'' if view.confirmed else '*'}" if ms else "-"
 
 
-def _lead(was: TaskView | None, now: TaskView) -> str:
+def _lead(was: TaskView | None, now: TaskView | None) -> str:
     """The speedup over the heuristic then and now, as the main table shows it."""
     return " -> ".join(f"{v.speedup:.2f}x{'' if v.confirmed else '*'}" if v and v.speedup else "-" for v in (was, now))
 
 
 @contextmanager
-def records_at(revision: str, path: Path, root: Path) -> Iterator[RecordStore | None]:
-    """The records file as it was at a git revision, with its archive (its oldest trials), or
-    None where it did not exist; a revision git does not know is a :class:`ValueError` naming
-    it. The copy lives in a temporary folder for the ``with`` block only."""
+def records_at(revision: str, records: Path, root: Path) -> Iterator[Path | None]:
+    """The records folder as it was at a git revision, in its project as it was then (the folder
+    above it: its suites and kernel sources, which say what best() served then), or None where
+    the folder did not exist; a revision git does not know is a :class:`ValueError` naming it.
+    The copy lives in a temporary folder for the ``with`` block only."""
     known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], cwd=root,
                            capture_output=True, text=True)
     if known.returncode != 0:
         raise ValueError(f"--compare {revision}: not a git revision of {root}")
+    project_dir = records.resolve().parent.relative_to(root.resolve()).as_posix()
     with tempfile.TemporaryDirectory(prefix="tunebench-report-") as folder:
-        found = False
-        for file in (path, companions(path)[0]):
-            rel = file.resolve().relative_to(root.resolve()).as_posix()
-            proc = subprocess.run(["git", "show", f"{revision}:{rel}"], cwd=root, capture_output=True)
-            if proc.returncode == 0:
-                (Path(folder) / file.resolve().name).write_bytes(proc.stdout)
-                found = found or file is path
-        yield RecordStore(Path(folder) / path.resolve().name) if found else None
+        tree = subprocess.run(["git", "archive", "--format=tar", revision, "--", project_dir], cwd=root,
+                              capture_output=True)
+        if tree.returncode == 0:  # else the project's folder did not exist then
+            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
+                tar.extractall(folder, filter="data")
+        then = Path(folder, project_dir, records.resolve().name)
+        yield then if then.is_dir() else None
+
+
+def _old_store(folder: Path | None, path: Path, revision: str, root: Path) -> RecordStore | str | None:
+    """A device's records file in the folder :func:`records_at` gave: None where it did not exist
+    then, and why where it cannot be read, naming it as ``REV:path`` (not the temporary copy)."""
+    old = folder / path.name if folder is not None else None
+    if old is None or not old.exists():
+        return None
+    try:
+        return RecordStore(old)
+    except RecordsError as e:
+        named = f"{revision}:{path.resolve().relative_to(root.resolve()).as_posix()}"
+        return str(e).replace(str(old), named).replace(str(old.parent), f"{revision}:{path.parent.name}")
 
 
 def write(records: Path, out: Path, compare: str | None = None,
@@ -569,63 +605,70 @@ def write(records: Path, out: Path, compare: str | None = None,
         md += ["**Not reported**, as their records file cannot be read:", ""] + [f"- {e}" for e in unreadable] + [""]
         body += ["<p><b>Not reported</b>, as their records file cannot be read:</p><ul>"] + [
             f"<li>{html.escape(e)}</li>" for e in unreadable] + ["</ul>"]
-    for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
-        views, gone = undeclared(task_views(store, suites), records, suites)
-        device = store.device
-        fp = store.fingerprint or {}
-        md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
-        body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
-        rows = _rows(views)
-        md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
-        body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
-        gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
-        if not gated and any(v.last_gate for v in views):
-            md += [LEGACY, ""]
-            body += [f"<p>{html.escape(LEGACY)}</p>"]
-        failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
-        if failing:
-            md += ["### Regressions (latest gate run)", ""] + [
-                f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
-            body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
-                f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
-                f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
-        if gone:  # not rows of the table, which says what best() serves
-            md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
-            body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
-                f"<li>{html.escape(line)}</li>" for line in gone] + ["</ul>"]
-        stopped = undescribed(store)
-        if stopped:
-            md += ["### Stopped before the heuristic was timed (no row)", ""] + [f"- {line}" for line in stopped] + [""]
-            body += ["<h3>Stopped before the heuristic was timed (no row)</h3><ul>"] + [
-                f"<li>{html.escape(line)}</li>" for line in stopped] + ["</ul>"]
-        noted = [(v.label, n) for v in views for n in v.notes]
-        if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
-            md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
-            body += ["<h3>Notes (what best() says)</h3><ul>"] + [
-                f"<li><b>{html.escape(label)}</b>: {html.escape(n)}</li>" for label, n in noted] + ["</ul>"]
-        if compare:
-            with records_at(compare, store.path, root) as old:
-                changes, same = _changes(old, views, suites, threshold) if old else (None, 0)
-            head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
-                    f"speedup at {compare} -> now", "config", f"lead moved beyond {threshold:.0%}"]
-            md += [f"### Changes since {compare}", ""]
-            body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
-            unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
-            if changes is None:
-                none = f"No records for {device} at {compare}: all {len(views)} tasks are new since."
-                md += [none, ""]
-                body += [f"<p>{html.escape(none)}</p>"]
-            else:
-                md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
-                body += ([_html_table(head, [[c[2:-2] if c.startswith("**") else c for c in r] for r in changes])] if changes else []) + [
-                    f"<p>{html.escape(unchanged)}</p>"]
-        for kind, plot in (("speedup", plot_speedup), ("history", plot_history),
-                           ("convergence", plot_convergence), ("distribution", plot_distribution)):
-            png = plot(views, out / f"{device}-{kind}.png", device)
-            written.append(png)
-            md += [f"![{kind}]({png.name})", ""]
-            data = base64.b64encode(png.read_bytes()).decode()
-            body += [f'<h3>{kind}</h3><img alt="{kind}" src="data:image/png;base64,{data}">']
+    with records_at(compare, records, root) if compare else contextlib.nullcontext() as then:
+        then_suites = _suites_at(then, records, suites)
+        for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
+            views, gone = undeclared(task_views(store, suites), records, suites)
+            device = store.device
+            fp = store.fingerprint or {}
+            md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
+            body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
+            rows = _rows(views)
+            md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
+            body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
+            gated = microarchitecture_known(fp)  # a legacy file's last gate runs are history: none runs again
+            if not gated and any(v.last_gate for v in views):
+                md += [LEGACY, ""]
+                body += [f"<p>{html.escape(LEGACY)}</p>"]
+            failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
+            if failing:
+                md += ["### Regressions (latest gate run)", ""] + [
+                    f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
+                body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
+                    f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
+                    f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
+            if gone:  # not rows of the table, which says what best() serves
+                md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
+                body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
+                    f"<li>{html.escape(line)}</li>" for line in gone] + ["</ul>"]
+            stopped = undescribed(store)
+            if stopped:
+                md += ["### Stopped before the heuristic was timed (no row)", ""] + [f"- {line}" for line in stopped] + [""]
+                body += ["<h3>Stopped before the heuristic was timed (no row)</h3><ul>"] + [
+                    f"<li>{html.escape(line)}</li>" for line in stopped] + ["</ul>"]
+            noted = [(v.label, n) for v in views for n in v.notes]
+            if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
+                md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
+                body += ["<h3>Notes (what best() says)</h3><ul>"] + [
+                    f"<li><b>{html.escape(label)}</b>: {html.escape(n)}</li>" for label, n in noted] + ["</ul>"]
+            if compare:
+                old = _old_store(then, store.path, compare, root)
+                changes, same = None, 0
+                if isinstance(old, RecordStore):  # its tasks the suites declared then, as they were then
+                    declared = undeclared(task_views(old, then_suites), old.path.parent, then_suites)[0]
+                    changes, same = _changes(_before(old, declared), views, threshold)
+                head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
+                        f"speedup at {compare} -> now", "config", f"lead moved beyond {threshold:.0%}"]
+                md += [f"### Changes since {compare}", ""]
+                body += [f"<h3>Changes since {html.escape(compare)}</h3>"]
+                unchanged = f"{same} task{'s' if same != 1 else ''} unchanged since {compare}."
+                if changes is None:
+                    none = (f"The records of {device} at {compare} cannot be read ({old}): nothing is compared."
+                            if isinstance(old, str) else
+                            f"No records for {device} at {compare}: all {len(views)} tasks are new since.")
+                    md += [none, ""]
+                    body += [f"<p>{html.escape(none)}</p>"]
+                else:
+                    md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
+                    body += ([_html_table(head, [[c[2:-2] if c.startswith("**") else c for c in r] for r in changes])] if changes else []) + [
+                        f"<p>{html.escape(unchanged)}</p>"]
+            for kind, plot in (("speedup", plot_speedup), ("history", plot_history),
+                               ("convergence", plot_convergence), ("distribution", plot_distribution)):
+                png = plot(views, out / f"{device}-{kind}.png", device)
+                written.append(png)
+                md += [f"![{kind}]({png.name})", ""]
+                data = base64.b64encode(png.read_bytes()).decode()
+                body += [f'<h3>{kind}</h3><img alt="{kind}" src="data:image/png;base64,{data}">']
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>tunebench report</title><style>"
@@ -633,6 +676,18 @@ def write(records: Path, out: Path, compare: str | None = None,
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
         "</style></head><body>" + "\n".join(body) + "</body></html>\n")
     return [out / "report.md", out / "report.html", *written], unreadable
+
+
+def _suites_at(then: Path | None, records: Path, suites: Path | None) -> Path | None:
+    """The suites given for today as they were at the compared revision, in its copy of the
+    project ``then`` is the records folder of; None where none is given (``suites/`` beside the
+    records, there too) or they lie outside the project."""
+    if then is None or suites is None:
+        return None
+    try:
+        return then.parent / suites.resolve().relative_to(records.resolve().parent)
+    except ValueError:
+        return None
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
