@@ -13,6 +13,7 @@ from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
 from tunebench import records_merge
+from tunebench.buckets import Bucket
 from tunebench.records import FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
@@ -102,7 +103,7 @@ def test_a_corrupted_file_is_named_and_left_untouched(tmp_path):
 def test_a_file_of_the_wrong_form_is_refused(tmp_path):
     path = tmp_path / f"{device_id(FINGERPRINT)}.json"
     path.write_text(json.dumps({"trials": {"1": {"kernel": "k"}}}))
-    with pytest.raises(RecordsError, match="trial 1 lacks source_hash"):
+    with pytest.raises(RecordsError, match="trial 1 lacks source_hash, .*; the file is left untouched: restore it"):
         RecordStore.for_device(tmp_path, FINGERPRINT)
 
 
@@ -113,13 +114,25 @@ def test_a_file_of_the_wrong_form_is_refused(tmp_path):
     ("sources", lambda d: d.pop("source_hash"), "source 1: its 'source_hash' is 'missing', not a string"),
     ("checks", lambda d: d.pop("kind"), "check 1: its 'kind' is None, not a string"),
     ("checks", lambda d: d["shapes"][0].pop("best"), "check 1: its best on [4, 8] is 'missing', not a config"),
+    # each of these crashed best, the report and the gate with a TypeError naming no file
+    ("trials", lambda d: d.update(status="okay"), "trial 1: its status is 'okay', none of ok, early_stopped, "),
+    ("tasks", lambda d: d.update(baseline=None), "task 1: its baseline is None, not a list of shapes and the "),
+    ("tasks", lambda d: d.update(range="few"), "task 1: its range is 'few', not a bucket's description"),
+    ("tasks", lambda d: d["range"].update(shapes=[["a"]]), "task 1: its range is {"),
+    ("checks", lambda d: d["shapes"][0].update(confirmed_ms=["a", "b"]),
+     "check 1: its confirmed_ms on [4, 8] is ['a', 'b'], not a list of numbers"),
+    ("checks", lambda d: d["shapes"][0].update(ratios="x"), "check 1: its ratios on [4, 8] is 'x', not a list of"),
+    ("checks", lambda d: d["shapes"][0].update(baseline_ms="1"), "check 1: its baseline_ms on [4, 8] is '1', not a "
+                                                                  "number"),
 ])
 def test_a_hand_edited_document_is_an_error_naming_the_file_and_document(tmp_path, table, edit, said):
     """Each was read unchecked: an unhashable config, a KeyError naming nothing, or a math
     domain error, in best, report, the gate and the tune alike."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     store.add(trial({"vec": 1}, stats={"median": 1.0}))
-    store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b"})
+    store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b",
+                    "range": Bucket("b", M=(1, None), N=(1, None), shapes=[(4, 8)]).describe(),
+                    "baseline": [{"shape": [4, 8], "config": {"vec": 1}}]})
     store.put_source("k", "abc", "text")
     store.add_check({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "kind": "tune",
                      "shapes": [{"shape": [4, 8], "best": {"vec": 1}, "baseline": {"vec": 1}}]})
@@ -308,7 +321,7 @@ def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driv
     (root / ".gitignore").write_text("records/.*/\n__pycache__/\n")
     (root / ".gitattributes").write_text("records/*.json merge=tunebench\nrecords/*.archive.jsonl merge=union\n")
     git("init", "-q", "-b", "main")
-    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B")
+    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B %P")
     pytester.runpytest("suites", *TUNE, "-k", "small")
     git("add", "-A")
     git("commit", "-qm", "small tuned")
@@ -332,6 +345,37 @@ def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driv
     assert {c["bucket"] for c in store.checks(kind="tune")} == {"small", "large"}
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
     gate.assert_outcomes(passed=2), gate.stdout.str()[-3000:]  # the merged records gate both buckets
+
+
+def test_a_merge_whose_side_cannot_be_read_names_the_side_and_file_not_gits_temporary_copy(tmp_path):
+    """It said ".merge_file_4skosm: trial 2 lacks status" and left ours alone in the file, where a
+    `git add` drops theirs' trials without a word."""
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
+                              capture_output=True, text=True)
+
+    store = RecordStore.for_device(tmp_path / "records", FINGERPRINT)
+    store.add(trial({"vec": 1}, timestamp="2026-11-01T00:00:00+00:00"))
+    store.compact()
+    (tmp_path / ".gitattributes").write_text("records/*.json merge=tunebench\n")
+    git("init", "-q", "-b", "main")
+    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B %P")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    git("checkout", "-qb", "broken")
+    data = json.loads(store.path.read_text())
+    data["trials"]["2"] = {k: v for k, v in trial({"vec": 2}).items() if k != "status"}
+    store.path.write_text(json.dumps(data))
+    git("commit", "-qam", "a trial without its status")
+    git("checkout", "-q", "main")
+    store.add(trial({"vec": 3}, timestamp="2026-11-03T00:00:00+00:00"))
+    store.compact()
+    git("commit", "-qam", "ours")
+    merged = git("merge", "broken", "-m", "merge")
+    assert merged.returncode != 0
+    said = merged.stdout + merged.stderr
+    assert f"records/{store.path.name}, theirs (the branch merged in): trial 2 lacks status" in said, said
+    assert "do not add it as it is" in said and ".merge_file" not in said, said
 
 
 def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away(tmp_path):

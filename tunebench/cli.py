@@ -271,7 +271,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_merge_records(args: argparse.Namespace) -> int:
-    for note in records_merge.merge_into(Path(args.base), Path(args.ours), Path(args.theirs)):
+    for note in records_merge.merge_into(Path(args.base), Path(args.ours), Path(args.theirs), args.path):
         print(f"tunebench merge-records: {note}", file=sys.stderr)
     return 0
 
@@ -332,6 +332,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("base", help="the common ancestor's file (%%O)")
     m.add_argument("ours", help="our file, replaced by the merge (%%A)")
     m.add_argument("theirs", help="their file (%%B)")
+    m.add_argument("path", nargs="?", help="the file merged, as the repository names it (%%P), for messages")
     m.set_defaults(run=cmd_merge_records)
 
     rp = sub.add_parser("replay", help="run a strategy on a recorded tuning space (a Kernel Tuner cache "

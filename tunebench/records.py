@@ -42,6 +42,7 @@ from pathlib import Path
 from tinydb import TinyDB
 from tinydb.storages import Storage
 
+from tunebench.buckets import Bucket
 from tunebench.device import device_id
 
 TABLES = ("format", "device", "tasks", "trials", "sources", "checks")
@@ -54,6 +55,12 @@ COMPACT_EVERY_S = 30.0
 #: Trials the TinyDB file holds at most; a fold moves the oldest beyond it to the archive.
 ARCHIVE_ABOVE = 20_000
 TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "device")
+#: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the
+#: candidate cannot launch on this device) and ``early_stopped`` is a slower candidate.
+FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout")
+#: Every status a trial is recorded with: measured, stopped once clearly slower, set aside as
+#: beyond the device's resources, or failed.
+STATUSES = ("ok", "early_stopped", "pruned_resources", *FAILED)
 
 
 #: A records file named as a device id is (its fingerprint's hash last): its device table must say so.
@@ -252,12 +259,10 @@ def _validate(path: Path, data) -> None:
                            f"left untouched)")
     for doc_id, doc in data.get("trials", {}).items():
         missing = [k for k in TRIAL_KEYS if k not in doc]
-        if missing:
-            raise RecordsError(f"{path}: trial {doc_id} lacks {', '.join(missing)}")
-        wrong = trial_problem(doc)
+        wrong = f"lacks {', '.join(missing)}" if missing else trial_problem(doc)
         if wrong:
-            raise RecordsError(f"{path}: trial {doc_id}: {wrong}; the file is left untouched: restore it (git "
-                               f"checkout) or remove the trial")
+            raise RecordsError(f"{path}: trial {doc_id}{' ' if missing else ': '}{wrong}; the file is left "
+                               f"untouched: restore it (git checkout) or remove the trial")
     _devices_named(path, data)
     for table, what, problem in (("checks", "check", _check_problem), ("tasks", "task", _described_problem),
                                  ("sources", "source", _described_problem)):
@@ -304,6 +309,8 @@ def trial_problem(doc: Mapping) -> str | None:
     for key in ("kernel", "source_hash", "dtype", "status", "device"):
         if not isinstance(doc[key], str):
             return f"its {key!r} is {doc[key]!r}, not a string"
+    if doc["status"] not in STATUSES:
+        return f"its status is {doc['status']!r}, none of {', '.join(STATUSES)}"
     if not _shape(doc["shape"]):
         return f"its shape is {doc['shape']!r}, not a list of dims"
     if not isinstance(doc["config"], dict):
@@ -317,6 +324,16 @@ def trial_problem(doc: Mapping) -> str | None:
             and not isinstance(stats.get("median"), bool) and stats["median"] >= 0):
         return f"its stats are {stats!r}, without a median time"
     return None
+
+
+def _time(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+#: A final round's or gate run's figures per shape, as readers compute with them: a time or a
+#: ratio, or a list of them (None where a finalist failed).
+_CHECK_NUMBERS = ("baseline_ms", "best_ms", "baseline_trial_ms", "ratio", "trial_ratio")
+_CHECK_LISTS = ("ratios", "finalist_ms", "finalist_trial_ms", "confirmed_ms")
 
 
 def _check_problem(doc: Mapping) -> str | None:
@@ -333,14 +350,33 @@ def _check_problem(doc: Mapping) -> str | None:
         for key in ("best", "baseline"):
             if (key in entry or doc["kind"] == "tune") and not isinstance(entry.get(key, ""), (dict, type(None))):
                 return f"its {key} on {entry['shape']} is {entry.get(key, 'missing')!r}, not a config"
+        wrong = next((k for k in _CHECK_NUMBERS if k in entry and not (entry[k] is None or _time(entry[k]))), None) \
+            or next((k for k in _CHECK_LISTS if k in entry and not (isinstance(entry[k], list) and all(
+                v is None or _time(v) for v in entry[k]))), None)
+        if wrong:
+            return f"its {wrong} on {entry['shape']} is {entry[wrong]!r}, not {'a number' if wrong in _CHECK_NUMBERS else 'a list of numbers'}"
     return None
 
 
 def _described_problem(table: str, doc: Mapping) -> str | None:
-    """What a task's description or a kept source lacks that every reader looks it up by."""
+    """What a task's description or a kept source lacks that every reader looks it up by, or
+    holds in a form no tunebench writes (its bucket's range, its heuristic's configs)."""
     keys = ("kernel", "target", "dtype", "bucket") if table == "tasks" else ("kernel", "source_hash", "text")
     wrong = next((k for k in keys if not isinstance(doc.get(k), str)), None)
-    return f"its {wrong!r} is {doc.get(wrong, 'missing')!r}, not a string" if wrong else None
+    if wrong:
+        return f"its {wrong!r} is {doc.get(wrong, 'missing')!r}, not a string"
+    if table != "tasks":
+        return None
+    if "range" in doc:
+        try:
+            Bucket.from_description(doc["range"])
+        except Exception:  # noqa: BLE001 - whatever the description lacks: a bucket no reader can make
+            return f"its range is {doc['range']!r}, not a bucket's description"
+    baseline = doc.get("baseline", [])
+    if not isinstance(baseline, list) or not all(
+            isinstance(b, dict) and _shape(b.get("shape")) and isinstance(b.get("config"), dict) for b in baseline):
+        return f"its baseline is {baseline!r}, not a list of shapes and the heuristic's configs"
+    return None
 
 
 def _merge_command(name: str, sides: str) -> str:

@@ -17,7 +17,7 @@ device on one side is a conflict: the merge leaves ours and fails.
 Install it once per clone (``git config``) and once per repository (``.gitattributes``)::
 
     git config merge.tunebench.name "tunebench records"
-    git config merge.tunebench.driver "'$PWD/.venv/bin/tunebench' merge-records %O %A %B"
+    git config merge.tunebench.driver "'$PWD/.venv/bin/tunebench' merge-records %O %A %B %P"
     echo 'records/*.json merge=tunebench' >> .gitattributes
     echo 'records/*.archive.jsonl merge=union' >> .gitattributes
 
@@ -42,11 +42,23 @@ def _task(doc: dict) -> tuple:
     return tuple(doc[k] for k in TASK_KEY)
 
 
-def _tables(path: Path) -> dict:
-    """A records file's tables; an empty file (git's stand-in for no common ancestor) is none."""
+#: The three files git gives the driver, as a person names them.
+SIDES = ("the merge base", "ours (the branch checked out)", "theirs (the branch merged in)")
+
+
+def _tables(path: Path, side: str, name: str | None) -> dict:
+    """A records file's tables; an empty file (git's stand-in for no common ancestor) is none.
+    One that cannot be read is named by its side and the file merged (``name``, git's ``%P``),
+    not by git's temporary copy, with what the file is left holding."""
     if not path.exists() or not path.read_bytes().strip():
         return {}
-    return AtomicJSONStorage(path).read()
+    try:
+        return AtomicJSONStorage(path).read()
+    except RecordsError as e:
+        what = str(e).replace(str(path), f"{name or 'the records file'}, {side}")
+        raise RecordsError(f"{what}. The merge stopped and left ours alone in the file, without theirs' trials: "
+                           f"do not add it as it is; fix that side's file on its branch and merge again, or "
+                           f"`git merge --abort`") from None
 
 
 def _union(base: dict, ours: dict, theirs: dict) -> list[dict]:
@@ -82,14 +94,14 @@ def _tasks(base: dict, ours: dict, theirs: dict) -> list[dict]:
     return list(merged.values())
 
 
-def merge(base_path: Path, ours_path: Path, theirs_path: Path) -> tuple[dict, list[str]]:
+def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None = None) -> tuple[dict, list[str]]:
     """The merged tables of two sides of one device's records file (see the module docstring),
-    and what a person should know of the merge (:func:`_retuned`)."""
-    base, ours, theirs = (_tables(p) for p in (base_path, ours_path, theirs_path))
+    and what a person should know of the merge (:func:`_retuned`); ``name``: the file merged."""
+    base, ours, theirs = (_tables(p, side, name) for p, side in zip((base_path, ours_path, theirs_path), SIDES))
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
     if None not in devices and devices[0] != devices[1]:
         ids = " and ".join(device_id(d) for d in devices)  # git names a temporary file: the ids say which
-        raise RecordsError(f"{ours_path}: the two sides hold records of different devices, {ids}; merge by hand")
+        raise RecordsError(f"{name or ours_path}: the two sides hold records of different devices, {ids}; merge by hand")
     get = lambda side, table: side.get(table, {})  # noqa: E731 - a table, or none
     tables = {
         "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
@@ -143,9 +155,9 @@ def _retuned(base: dict, ours: dict, theirs: dict, checks: list[dict]) -> list[s
     return notes
 
 
-def merge_into(base_path: Path, ours_path: Path, theirs_path: Path) -> list[str]:
+def merge_into(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None = None) -> list[str]:
     """git's merge driver contract: the merge written over ``ours_path`` (atomically); returns
     what a person should know of it."""
-    merged, notes = merge(base_path, ours_path, theirs_path)
+    merged, notes = merge(base_path, ours_path, theirs_path, name)
     AtomicJSONStorage(ours_path).write(merged)
     return notes

@@ -38,7 +38,7 @@ from tunebench.interference import machine_signals
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
-from tunebench.records import RecordStore, config_key, config_text
+from tunebench.records import FAILED, RecordStore, config_key, config_text
 from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -46,9 +46,6 @@ from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import TrialJob
 
-#: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the
-#: candidate cannot launch on this device) and ``early_stopped`` is a slower candidate.
-FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout")
 #: The fastest outcomes of a search that meet again, interleaved, in its final round.
 FINALISTS = 4
 #: A fixed protocol takes this many samples: what the summary's saved time is measured against.
