@@ -682,7 +682,7 @@ def test_an_architecture_or_family_target_before_its_first_is_one_error():
                                            "sm_90a)")
 
 
-@pytest.mark.parametrize("flag", ["-rdc=true", "-dc", "--relocatable-device-code=true"])
+@pytest.mark.parametrize("flag", ["-rdc=true", "-dc", "--relocatable-device-code=true", "-ewp"])
 def test_a_cuda_variant_that_makes_relocatable_device_code_is_refused_naming_the_flag(flag):
     """A cubin with an external device function unresolved compiled, passed compile-check, and
     could not be loaded on the GPU."""

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -291,6 +292,27 @@ def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_te
     (tmp_path / "common.h").write_text('#include "detail/loads.h"\n')  # no guard: the compiler would loop
     with pytest.raises(KernelError, match="loads.h: common.h includes itself, without a guard"):
         declared()[0].template  # noqa: B018
+
+
+def test_a_library_of_headers_that_include_each_other_is_inlined_once_each_and_a_commented_include_is_none(tmp_path):
+    """Each header was copied at every #include of it: a CUB under -I hung collection (copies
+    grew as Fibonacci's numbers with the depth), and an #include in a comment was inlined, its
+    header's own comment closing the template's."""
+    (tmp_path / "lib").mkdir()
+    depth = 18
+    for i in range(depth):  # h_i includes h_{i+1} and h_{i+2}; guards and #pragma once alike
+        guard = ["#pragma once"] if i % 2 else [f"#ifndef LIB_H{i}", f"#define LIB_H{i}"]
+        body = [*guard, *(f'#include "h{j}.h"' for j in (i + 1, i + 2) if j < depth),
+                f"static inline int f{i}(void) {{ return {i}; }}", *([] if i % 2 else ["#endif"])]
+        (tmp_path / "lib" / f"h{i}.h").write_text("\n".join(body) + "\n")
+    (tmp_path / "old.h").write_text("/* kept for reference */\nstatic int old_helper(void) { return 0; }\n")
+    (tmp_path / "k.c").write_text('/* we used to include\n#include "old.h"\n   but no longer */\n#include <h0.h>\n'
+                                  f"int k(void) {{ return f0() + f{depth - 1}(); }}\n")
+    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path / "lib",))
+    assert all(text.count(f"int f{i}(void)") == 1 for i in range(depth)), len(text)
+    assert "old_helper" not in text and '#include "old.h"' in text  # the comment, as written
+    (tmp_path / "out.c").write_text(text)
+    subprocess.run(["gcc", "-c", "-Wall", "-Werror", "-o", str(tmp_path / "out.o"), str(tmp_path / "out.c")], check=True)
 
 
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.

@@ -115,9 +115,11 @@ def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
 
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
 ARCH_FLAGS = ("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code")
-#: nvcc flags that make relocatable device code: a cubin PyCUDA loads alone, its external device
-#: functions unresolved (it compiled and passed compile-check, and could not load on the GPU).
-RDC_FLAGS = ("-rdc=true", "--relocatable-device-code=true", "-dc", "--device-c", "-rdc", "--relocatable-device-code")
+#: nvcc flags that make relocatable (or extensible whole-program) device code: a cubin PyCUDA
+#: loads alone, its external device functions unresolved (it compiled and passed compile-check,
+#: and could not load on the GPU).
+RDC_FLAGS = ("-rdc=true", "--relocatable-device-code=true", "-dc", "--device-c", "-rdc", "--relocatable-device-code",
+             "-ewp", "--extensible-whole-program")
 
 #: The files whose folder is a project's root (pytest's rootdir, where ``records/`` goes), in
 #: the order pytest tries them (pytest.toml from pytest 9: an older pytest finds no pytest table in it).
@@ -174,45 +176,100 @@ _GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
-                    dirs: tuple[Path, ...] = (), read: list[Path] | None = None) -> str:
+                    dirs: tuple[Path, ...] = (), read: list[Path] | None = None,
+                    once: set[Path] | None = None, conditional: bool = False) -> str:
     """The file's text with every ``#include "header"`` found beside it, and every include found
     in one of ``dirs`` (the variant's ``-I`` folders: the user's own library, not the system's),
     replaced by the header's text, recursively, as the compiler reads it: #line markers name it
     from the template's folder for the compiler's messages, a ``#pragma once`` header is wrapped
     in a guard of its own, and a header including one it is inside is skipped where a guard or
-    ``#pragma once`` would skip it. The source hash then covers the headers too, so an edited
-    header is measured again, and the build needs no include path. ``read``, where given, gets
-    each file read appended."""
+    ``#pragma once`` would skip it, as is one (``once``) a guard or ``#pragma once`` keeps to its
+    first inclusion, where that inclusion was under no ``#if`` (``conditional``): a library of
+    headers that include each other (CUB, CUTLASS) was copied at every include, exponentially
+    many times. An ``#include`` in a comment is none. The source hash then covers the headers
+    too, so an edited header is measured again, and the build needs no include path. ``read``,
+    where given, gets each file read appended."""
     top = top or path.parent
+    once = set() if once is None else once
     out = []
     if read is not None:
         read.append(path)
-    for number, line in enumerate(path.read_text().splitlines(keepends=True), 1):
-        if within and _PRAGMA_ONCE.match(line):
+    lines = path.read_text().splitlines(keepends=True)
+    # a header's include guard (after its #pragma once, if it has both) is no condition on its includes
+    depth, guard = 0, 1 if within and _GUARDED.match(_PRAGMA_ONCE.sub("", "".join(lines), count=1)) else 0
+    for number, (line, code) in enumerate(zip(lines, _code(lines)), 1):
+        if within and _PRAGMA_ONCE.match(code):
             out.append("\n")  # the guard around the inlined text does its work
             continue
-        found = _INCLUDE.match(line)
+        depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
+        found = _INCLUDE.match(code)
         wanted = found and (found.group(1) or found.group(2))
         places = ([path.parent] if found and found.group(1) else []) + list(dirs)
         header = next((d / wanted for d in places if (d / wanted).is_file()), None) if found else None
         if header is None:
             out.append(line)
             continue
-        text, name = header.read_text(), os.path.relpath(header, top)
-        if header.resolve() in within:
-            if _PRAGMA_ONCE.search(text) or _GUARDED.match(text):
+        text, name, resolved = header.read_text(), os.path.relpath(header, top), header.resolve()
+        guarded = bool(_PRAGMA_ONCE.search(text) or _GUARDED.match(text))
+        if resolved in once:
+            out.append("\n")  # the compiler skips it: it was read in full already
+            continue
+        if resolved in within:
+            if guarded:
                 out.append("\n")  # the compiler skips it there: it is being read already
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
-        inner = inline_includes(header, (*within, header.resolve()), top, dirs, read)
+        inside_if = conditional or depth > guard
+        inner = inline_includes(header, (*within, resolved), top, dirs, read, once, inside_if)
+        if guarded and not inside_if:
+            once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
         if _PRAGMA_ONCE.search(text):
-            guard = "TB_ONCE_" + re.sub(r"\W", "_", name)
-            inner = f'#ifndef {guard}\n#define {guard}\n#line 1 "{name}"\n{inner}#endif\n'
+            guard_name = "TB_ONCE_" + re.sub(r"\W", "_", name)
+            inner = f'#ifndef {guard_name}\n#define {guard_name}\n#line 1 "{name}"\n{inner}#endif\n'
         else:
             inner = f'#line 1 "{name}"\n{inner}'
         out.append(f'{inner}#line {number + 1} "{os.path.relpath(path, top)}"\n')
     return "".join(out)
+
+
+_OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
+_CLOSES = re.compile(r"^\s*#\s*endif\b")
+#: A string or character literal, or the start or end of a comment.
+_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//|/\*|\*/')
+
+
+def _code(lines: list[str]) -> list[str]:
+    """Each line with its comments taken out (a ``/* */`` comment may span lines), to read the
+    preprocessor's directives from: an ``#include`` in a comment is none."""
+    out, comment = [], False
+    for line in lines:
+        if not comment and "/" not in line:
+            out.append(line)
+            continue
+        kept, at = [], 0
+        while at < len(line):
+            if comment:
+                end = line.find("*/", at)
+                if end < 0:
+                    break
+                comment, at = False, end + 2
+                kept.append(" ")
+                continue
+            token = _TOKENS.search(line, at)
+            if token is None:
+                kept.append(line[at:])
+                break
+            kept.append(line[at:token.start()])
+            if token.group() == "//":
+                break
+            if token.group() == "/*":
+                comment = True
+            else:
+                kept.append(token.group())  # a literal, kept whole: a "/*" in it opens no comment
+            at = token.end()
+        out.append("".join(kept))
+    return out
 
 
 _LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
