@@ -294,10 +294,10 @@ def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_te
         declared()[0].template  # noqa: B018
 
 
-def test_a_library_of_headers_that_include_each_other_is_inlined_once_each_and_a_commented_include_is_none(tmp_path):
-    """Each header was copied at every #include of it: a CUB under -I hung collection (copies
-    grew as Fibonacci's numbers with the depth), and an #include in a comment was inlined, its
-    header's own comment closing the template's."""
+def test_local_headers_that_include_each_other_are_inlined_once_each_and_a_commented_include_is_none(tmp_path):
+    """Each header was copied at every #include of it (copies grew as Fibonacci's numbers with the
+    depth of the includes), and an #include in a comment was inlined, its header's own comment
+    closing the template's."""
     (tmp_path / "lib").mkdir()
     depth = 18
     for i in range(depth):  # h_i includes h_{i+1} and h_{i+2}; guards and #pragma once alike
@@ -306,13 +306,48 @@ def test_a_library_of_headers_that_include_each_other_is_inlined_once_each_and_a
                 f"static inline int f{i}(void) {{ return {i}; }}", *([] if i % 2 else ["#endif"])]
         (tmp_path / "lib" / f"h{i}.h").write_text("\n".join(body) + "\n")
     (tmp_path / "old.h").write_text("/* kept for reference */\nstatic int old_helper(void) { return 0; }\n")
-    (tmp_path / "k.c").write_text('/* we used to include\n#include "old.h"\n   but no longer */\n#include <h0.h>\n'
+    (tmp_path / "k.c").write_text('/* we used to include\n#include "old.h"\n   but no longer */\n#include "lib/h0.h"\n'
                                   f"int k(void) {{ return f0() + f{depth - 1}(); }}\n")
-    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path / "lib",))
+    text = inline_includes(tmp_path / "k.c")
     assert all(text.count(f"int f{i}(void)") == 1 for i in range(depth)), len(text)
     assert "old_helper" not in text and '#include "old.h"' in text  # the comment, as written
     (tmp_path / "out.c").write_text(text)
     subprocess.run(["gcc", "-c", "-Wall", "-Werror", "-o", str(tmp_path / "out.o"), str(tmp_path / "out.c")], check=True)
+
+
+#: A header library's computed include, as Thrust's ``#include __THRUST_DEVICE_SYSTEM_TAG_HEADER``.
+LIBRARY = {"lib/config.h": "#pragma once\n#define LIB_POLICY_HEADER <lib/policy.h>\n",
+           "lib/policy.h": "#pragma once\nstatic inline float lib_scale(void) { return 2.0f; }\n",
+           "lib/all.h": '#pragma once\n#include "config.h"\n#include "policy.h"\n#include LIB_POLICY_HEADER\n'}
+
+
+def test_a_header_librarys_computed_include_builds_and_an_edit_of_any_header_it_reads_is_another_source(tmp_path):
+    """Inlined, the library's headers met the real files its ``#include MACRO`` made the compiler
+    read, and every #pragma once header was defined twice (a vendored CUB failed to build)."""
+    for name, text in LIBRARY.items():
+        (tmp_path / "include" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "include" / name).write_text(text)
+    (tmp_path / "k.c").write_text("#include <lib/all.h>\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = lib_scale() * x[i];\n}\n")
+
+    def declared():
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=("-Iinclude",), origin=tmp_path)
+        return variant, Kernel("library_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                               "y": np.empty(shape[0], np.float32),
+                                                               "n": np.int32(shape[0])},
+                               reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
+
+    variant, kernel = declared()
+    assert "#include <lib/all.h>" in variant.template and "return 2.0f" not in variant.template
+    assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+        f'#line 1 "include/lib/{name}"' for name in ("all.h", "config.h", "policy.h")]
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    before = variant.source_hash
+    (tmp_path / "include" / "lib" / "policy.h").write_text(LIBRARY["lib/policy.h"].replace("2.0f", "2.5f"))
+    assert declared()[0].source_hash != before
 
 
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
@@ -478,7 +513,7 @@ def test_tb_unroll_unrolls_a_loop_by_a_param_where_a_pragma_would_not_expand_it(
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-def test_a_header_of_an_include_folder_is_hashed_inlined_and_found_from_the_suites_folder(tmp_path, monkeypatch):
+def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folder(tmp_path, monkeypatch):
     """Edited, it is measured again (its trials were reused); the -I folder is the suite's, from
     wherever the run starts, and kept relative in the declaration, as another checkout has it."""
     (tmp_path / "include" / "mylib").mkdir(parents=True)
@@ -499,7 +534,7 @@ def test_a_header_of_an_include_folder_is_hashed_inlined_and_found_from_the_suit
 
     monkeypatch.chdir(tmp_path / "include")  # not where the suite is
     variant, kernel = declared()
-    assert "#define MYLIB_SCALE 3.0f" in variant.template and "#include <math.h>" in variant.template
+    assert '#line 1 "../include/mylib/scale.h"' in variant.template and "#include <math.h>" in variant.template
     before = variant.source_hash  # a variant reads its files again once they change
     assert kernel.declaration(variant, "float32")["flags"] == "-I../include"
     got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=9)
@@ -515,8 +550,10 @@ def test_an_include_written_without_a_space_is_inlined_too(tmp_path):
     (tmp_path / "near.h").write_text("#define NEAR 1\n")
     (tmp_path / "lib" / "far.h").write_text("#define FAR 2\n")
     (tmp_path / "k.c").write_text('#include"near.h"\n#  include<far.h>\nint k(void) { return NEAR + FAR; }\n')
-    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path / "lib",))
-    assert "#define NEAR 1" in text and "#define FAR 2" in text and "#include" not in text
+    library = {}
+    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path / "lib",), library=library)
+    assert "#define NEAR 1" in text and "#include\"near.h\"" not in text  # beside it: inlined
+    assert list(library) == [(tmp_path / "lib" / "far.h").resolve()]  # in a header folder: found, to be hashed
 
 
 @pytest.mark.parametrize("flag", ["-arch=sm_90a", "-arch sm_90"])  # one flag with its value after a space too

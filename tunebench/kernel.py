@@ -177,18 +177,22 @@ _GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
                     dirs: tuple[Path, ...] = (), read: list[Path] | None = None,
-                    once: set[Path] | None = None, conditional: bool = False) -> str:
-    """The file's text with every ``#include "header"`` found beside it, and every include found
-    in one of ``dirs`` (the variant's ``-I`` folders: the user's own library, not the system's),
-    replaced by the header's text, recursively, as the compiler reads it: #line markers name it
-    from the template's folder for the compiler's messages, a ``#pragma once`` header is wrapped
-    in a guard of its own, and a header including one it is inside is skipped where a guard or
-    ``#pragma once`` would skip it, as is one (``once``) a guard or ``#pragma once`` keeps to its
-    first inclusion, where that inclusion was under no ``#if`` (``conditional``): a library of
-    headers that include each other (CUB, CUTLASS) was copied at every include, exponentially
-    many times. An ``#include`` in a comment is none. The source hash then covers the headers
-    too, so an edited header is measured again, and the build needs no include path. ``read``,
-    where given, gets each file read appended."""
+                    library: dict[Path, None] | None = None, once: set[Path] | None = None,
+                    conditional: bool = False) -> str:
+    """The file's text with every ``#include "header"`` found beside it replaced by the header's
+    text, recursively, as the compiler reads it: #line markers name it from the template's folder
+    for the compiler's messages, a ``#pragma once`` header is wrapped in a guard of its own, and a
+    header including one it is inside is skipped where a guard or ``#pragma once`` would skip it,
+    as is one (``once``) a guard or ``#pragma once`` keeps to its first inclusion, where that
+    inclusion was under no ``#if`` (``conditional``): a set of headers that include each other
+    was copied at every include, exponentially many times. An ``#include`` in a comment is none.
+    The source hash then covers the headers too, so an edited header is measured again, and the
+    build needs no include path for them. A header found in one of ``dirs`` (the variant's ``-I``
+    folders: a library, CUB or CUTLASS vendored) is left to the compiler, which the flags give
+    those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
+    real files again beside inlined copies (every ``#pragma once`` header defined twice). It and
+    the headers it includes, as far as they can be found, go into ``library`` to be hashed.
+    ``read``, where given, gets each file read appended."""
     top = top or path.parent
     once = set() if once is None else once
     out = []
@@ -203,10 +207,10 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             continue
         depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
         found = _INCLUDE.match(code)
-        wanted = found and (found.group(1) or found.group(2))
-        places = ([path.parent] if found and found.group(1) else []) + list(dirs)
-        header = next((d / wanted for d in places if (d / wanted).is_file()), None) if found else None
-        if header is None:
+        header = found and found.group(1) and path.parent / found.group(1)
+        if not header or not header.is_file():
+            if found and library is not None:
+                _library(path, found, dirs, library)
             out.append(line)
             continue
         text, name, resolved = header.read_text(), os.path.relpath(header, top), header.resolve()
@@ -220,7 +224,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
-        inner = inline_includes(header, (*within, resolved), top, dirs, read, once, inside_if)
+        inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if)
         if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
@@ -231,6 +235,23 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             inner = f'#line 1 "{name}"\n{inner}'
         out.append(f'{inner}#line {number + 1} "{os.path.relpath(path, top)}"\n')
     return "".join(out)
+
+
+def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, None]) -> None:
+    """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
+    (a quoted one is looked for beside the file first), and every header that one includes, as
+    far as they can be found, each once: the files a build reads from the folders, to hash."""
+    wanted = include.group(1) or include.group(2)
+    places = ([path.parent] if include.group(1) else []) + list(dirs)
+    header = next((d / wanted for d in places if (d / wanted).is_file()), None)
+    if header is None or not any(header.resolve().is_relative_to(d.resolve()) for d in dirs) \
+            or header.resolve() in found:
+        return
+    found[header.resolve()] = None
+    for code in _code(header.read_text().splitlines()):
+        nested = _INCLUDE.match(code)
+        if nested:
+            _library(header, nested, dirs, found)
 
 
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
@@ -446,9 +467,10 @@ class Variant:
 
     @property
     def template(self) -> str:
-        """The template with its local headers, and those of its header folders, inlined (see
-        :func:`inline_includes`), and after it, for each file its flags name, a comment holding
-        the hash of its content (its own headers inlined): an edited file is another source, so
+        """The template with its local headers inlined (see :func:`inline_includes`), and after
+        it, for each file its flags name, a comment holding the hash of its content (its own
+        headers inlined), and one for each header its header folders give it (``-I``, left to the
+        compiler to include): an edited file is another source, so
         it is built and measured again, and a #line naming it says where the edit lies. Read
         again once a file it was read from changes (checked at most every :data:`REREAD_S`): a
         long-lived process paired its first text with the config of a tune of the edited one."""
@@ -469,17 +491,22 @@ class Variant:
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        text, read = self.text, []
+        text, read, library = self.text, [], {}
         try:
             if text is None:
-                text = inline_includes(self.path, dirs=self.include_dirs, read=read)
+                text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
                 for file in self.flag_files:
                     read.append(file)
                     content = file.read_bytes() if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent, dirs=self.include_dirs, read=read).encode()
+                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library).encode()
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
                         f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
+                for header in library:  # read by the compiler from the -I folders: edited, another source
+                    read.append(header)
+                    text += ("" if text.endswith("\n") else "\n") + (
+                        f'#line 1 "{os.path.relpath(header, self.path.parent)}"\n/* built with this header of '
+                        f"the include folders: sha256 {hashlib.sha256(header.read_bytes()).hexdigest()[:16]} */\n")
         except OSError:
             if kept is None:
                 raise
