@@ -375,3 +375,23 @@ def test_a_task_stopped_before_its_final_round_shows_what_is_served_not_the_tria
     assert row[-5:-2] == ["1.00x*", "the", "baseline"], row
     assert lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites").source \
         == "heuristic"
+
+
+def test_a_records_only_answer_names_no_suites_folder_the_project_does_not_have(twice_project, pytester):
+    """A project whose suites live elsewhere (tuning/) was told to run `pytest suites --tune`,
+    which collects nothing there."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # as a tune stopped before its final round
+    path.write_text(json.dumps(data))
+    (twice_project / "suites").rename(twice_project / "tuning")
+
+    def reason():
+        done = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json",
+                               "--records", str(twice_project / "records")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["reason"]
+    assert reason().endswith("is not served; `pytest <the suite declaring it> --tune` resumes the tune"), reason()
+    (twice_project / "suites").mkdir()  # a suites folder, declaring it or not: the project's own command
+    assert reason().endswith("is not served; `pytest suites --tune` resumes the tune"), reason()

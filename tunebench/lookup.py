@@ -238,6 +238,16 @@ def _fingerprint(target: str | None, threads: str | None, cores: int) -> dict:
     return fingerprint(target or resolve("auto")[0])
 
 
+def tune_command(decl: Kernel | None, records_dir: Path) -> str:
+    """The command that tunes a kernel again, for a message: its own suite's where its declaration
+    is known, else the project's suites folder's; where the project has none (its suites elsewhere,
+    and no suites= given), one that says so rather than a ``pytest suites`` that runs nothing."""
+    if decl is not None:
+        return decl.tune_command(records_dir)
+    return "pytest suites --tune" if (Path(records_dir).parent / "suites").is_dir() else \
+        "pytest <the suite declaring it> --tune"
+
+
 def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,
                       bucket: Bucket, records_dir: Path, source_hash: str | None = None, timed: bool = False) -> str:
     """Why a bucket has nothing to serve: no trial, only trials other load disturbed, or trials
@@ -246,7 +256,7 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
     if judged:
         return (f"the bucket's representative shapes changed since its final round, which judged "
                 f"{', '.join(map(str, judged))}, and no config recorded has a time on each of today's; "
-                f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
+                f"`{tune_command(decl, records_dir)}` tunes it again")
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
     # every config failed: none ran on any of the bucket's shapes (``timed``: some did, on some)
     failures = store.failures(kernel, dtype, bucket, source_hash) if store and not disturbed and not timed else {}
@@ -258,7 +268,7 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
     some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
         "1 trial recorded on this bucket's shapes was"
     return (f"the {some} disturbed by other load, so none is served; "
-            f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` on a quiet machine measures "
+            f"`{tune_command(decl, records_dir)}` on a quiet machine measures "
             f"again")
 
 
@@ -1023,7 +1033,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
         unconfirmed = (f"the final round's pick [{config_text(_declared(variant, key))}] is no longer in the space, and no final "
                        f"round judged another config, so no other is served; "
-                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` tunes it again")
+                       f"`{tune_command(decl, records_dir)}` tunes it again")
         final, order = None, []
     elif final is None and order and (ranked[order[0]] < choice.baseline_ms if choice.baseline_ms is not None
                                       else [dict(order[0])] * len(baseline) != baseline):
@@ -1040,7 +1050,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                 "resumes the tune" if task else "tunes it")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
                        f"[{config_text(_declared(variant, order[0]))}]{by} is not served; "
-                       f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` {then}")
+                       f"`{tune_command(decl, records_dir)}` {then}")
         order = []
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
         adopt = [] if kept or list(final.values()) == baseline else [key]
@@ -1064,7 +1074,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
-                          f"`{decl.tune_command(records_dir) if decl else 'pytest suites --tune'}` measures today's"
+                          f"`{tune_command(decl, records_dir)}` measures today's"
                      if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir,
                                                          source_hash, bool(times))
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
