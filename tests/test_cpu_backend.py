@@ -16,6 +16,14 @@ from tunebench.measure import MeasureSettings, measure
 from tunebench.space import Space
 
 
+def scaling(name: str, variant: Variant, factor: float, n: int) -> Kernel:
+    """A kernel ``y = factor * x`` of one bucket, measured on ``(n,)``, around ``variant``."""
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(n,)])]),
+                  args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                  "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                  reference=lambda x, n: factor * x, outputs=["y"], cpu=variant)
+
+
 @pytest.fixture
 def axpb(tmp_path):
     (tmp_path / "axpb.c").write_text(AXPB_C)
@@ -276,11 +284,7 @@ def test_local_headers_are_read_as_the_compiler_reads_them_and_named_from_the_te
     def declared():
         variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"tile": [1]}),
                           heuristic=lambda shape: {"tile": 1})
-        return variant, Kernel("headers_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
-                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                               "y": np.empty(shape[0], np.float32),
-                                                               "n": np.int32(shape[0])},
-                               reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
+        return variant, scaling("headers_test", variant, 2.0, 100)
 
     variant, kernel = declared()
     got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=100)
@@ -333,11 +337,7 @@ def test_a_header_librarys_computed_include_builds_and_an_edit_of_any_header_it_
     def declared():
         variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                           flags=("-Iinclude",), origin=tmp_path)
-        return variant, Kernel("library_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
-                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                               "y": np.empty(shape[0], np.float32),
-                                                               "n": np.int32(shape[0])},
-                               reference=lambda x, n: 2.0 * x, outputs=["y"], cpu=variant)
+        return variant, scaling("library_test", variant, 2.0, 9)
 
     variant, kernel = declared()
     assert "#include <lib/all.h>" in variant.template and "return 2.0f" not in variant.template
@@ -465,10 +465,7 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
     (tmp_path / "div.c").write_text(template)
     variant = Variant(source=tmp_path / "div.c", entry="scale", space=Space({"div": [2, 4], "broken": [0, 1]}),
                       heuristic=lambda shape: {"div": 2, "broken": 0})
-    kernel = Kernel("div_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
-                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-                    reference=lambda x, n: x / 4, outputs=["y"], cpu=variant)
+    kernel = scaling("div_test", variant, 0.25, 100)
     backend = CpuBackend()
     if not compiles:
         with pytest.raises(CompileError, match=r"expected identifier(.|\n)*\(tunebench: param 'div' is #defined "
@@ -526,11 +523,7 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     def declared():
         variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                           flags=("-I../include",), origin=tmp_path / "suites")
-        return variant, Kernel("include_dir_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
-                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                               "y": np.empty(shape[0], np.float32),
-                                                               "n": np.int32(shape[0])},
-                               reference=lambda x, n: 3.0 * x, outputs=["y"], cpu=variant)
+        return variant, scaling("include_dir_test", variant, 3.0, 9)
 
     monkeypatch.chdir(tmp_path / "include")  # not where the suite is
     variant, kernel = declared()
@@ -640,10 +633,7 @@ def test_flags_naming_what_the_compiler_finds_or_a_value_like_a_file_are_passed_
                       flags=flags, origin=tmp_path)
     assert variant.build_flags == flags and variant.declared_flags == " ".join(flags)
     assert variant.template == (tmp_path / "k.c").read_text()
-    kernel = Kernel("passed_flags_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(8,)])]),
-                    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                    "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-                    reference=lambda x, n: x, outputs=["y"], cpu=variant)
+    kernel = scaling("passed_flags_test", variant, 1.0, 8)
     got, want = run_once(CpuBackend(), kernel, variant, {"u": 1}, n=8)
     np.testing.assert_allclose(got, want)
 
@@ -681,10 +671,7 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     def declared():
         variant = Variant(source="scaled.c", entry="scaled", space=Space({"tile": [1]}), flags=flags,
                           heuristic=lambda shape: {"tile": 1}, origin=tmp_path / "suites")
-        return variant, Kernel("scaled_flags_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(8,)])]),
-                               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                               "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-                               reference=lambda x, n: SCALE * x, outputs=["y"], cpu=variant)
+        return variant, scaling("scaled_flags_test", variant, SCALE, 8)
 
     SCALE = 2
     variant, kernel = declared()

@@ -563,8 +563,8 @@ def records_at(revision: str, records: Path, root: Path) -> Iterator[Path | None
         tree = subprocess.run(["git", "archive", "--format=tar", revision, "--", project_dir], cwd=root,
                               capture_output=True)
         if tree.returncode == 0:  # else the project's folder did not exist then
-            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
-                tar.extractall(folder, filter="data")
+            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:  # git's own archive: the filter where
+                tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))  # 3.11.4+
         then = Path(folder, project_dir, records.resolve().name)
         yield then if then.is_dir() else None
 
