@@ -319,6 +319,37 @@ def test_local_headers_that_include_each_other_are_inlined_once_each_and_a_comme
     subprocess.run(["gcc", "-c", "-Wall", "-Werror", "-o", str(tmp_path / "out.o"), str(tmp_path / "out.c")], check=True)
 
 
+@pytest.mark.parametrize("files, template, folder", [
+    # a header that begins with a default, not a guard: its #if is a condition on its include
+    ({"cfg.h": "#ifndef BLOCK\n#define BLOCK 2\n#endif\n#ifdef USE_X\n#include \"x.h\"\n#endif\n"
+               "int cfg(void) { return BLOCK; }\n", "x.h": "#pragma once\nint x_fn(void) { return 7; }\n"},
+     '#include "cfg.h"\n#include "x.h"\nint k(void) { return x_fn() + cfg(); }\n', False),
+    # an X-macro file, read twice on purpose
+    ({"ops.def": "#ifndef OP\n#define OP(x)\n#endif\nOP(add)\nOP(sub)\n#undef OP\n"},
+     '#define OP(x) int x##_a;\n#include "ops.def"\n#define OP(x) int x##_b;\n#include "ops.def"\n'
+     "int k(void) { return add_b + sub_a; }\n", False),
+    # an include in a // comment continued by a backslash, and in a macro's body
+    ({"d.h": "int dup(void) { return 1; }\n"},
+     '#include "d.h"\n// old: \\\n#include "d.h"\n#define TWICE 1 \\\n#include "d.h"\nint k(void) { return dup(); }\n', False),
+    # a #pragma once header beside the template that is in its header folder too, as a library's header reads it
+    ({"a.h": "#pragma once\nstatic int a_fn(void) { return 1; }\n", "b.h": '#pragma once\n#include "a.h"\n'},
+     '#include "a.h"\n#include <b.h>\nint k(void) { return a_fn(); }\n', True),
+])
+def test_headers_are_read_where_and_as_often_as_the_compiler_reads_them(tmp_path, files, template, folder):
+    """Each was read otherwise (a header skipped, read twice, or read in a comment): gcc refused
+    the template it builds, which it compiles as written."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "k.c").write_text(template)
+    subprocess.run(["gcc", "-c", "-I.", "-o", "as_written.o", "k.c"], cwd=tmp_path, check=True)
+    (tmp_path / "build").mkdir()  # where a build compiles it: the header folder its flags give, not beside it
+    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path,) if folder else (), library={})
+    assert ('#include "a.h"' in text) == folder  # in a header folder too: the compiler's to include
+    (tmp_path / "build" / "k.c").write_text(text)
+    flags = [f"-I{tmp_path}"] if folder else []
+    subprocess.run(["gcc", "-c", *flags, "-o", "k.o", "k.c"], cwd=tmp_path / "build", check=True)
+
+
 #: A header library's computed include, as Thrust's ``#include __THRUST_DEVICE_SYSTEM_TAG_HEADER``.
 LIBRARY = {"lib/config.h": "#pragma once\n#define LIB_POLICY_HEADER <lib/policy.h>\n",
            "lib/policy.h": "#pragma once\nstatic inline float lib_scale(void) { return 2.0f; }\n",

@@ -545,3 +545,24 @@ def test_compare_with_a_revisions_records_that_cannot_be_read_still_reports_and_
     assert re.search(rf"The records of \S+ at HEAD cannot be read \(HEAD:records/{re.escape(path.name)}: trial \d+ "
                      rf"lacks status.*\): nothing is compared\.", md), md
     assert "tunebench-report-" not in md
+
+
+def test_compare_in_a_records_only_repository_and_beside_a_link_out_of_the_project(tmp_path, capsys):
+    """The records folder as the repository's top ended the report (not in the subpath), and a
+    link to an absolute path anywhere in the project did too (tarfile's AbsoluteLinkError)."""
+    shipped = Path(__file__).resolve().parent.parent / "records" / "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / shipped.name).write_bytes(shipped.read_bytes())
+    (tmp_path / "records" / "stdio.h").symlink_to("/usr/include/stdio.h")
+    commit(tmp_path / "records", "records alone")
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"),
+                 "--compare", "HEAD"]) == 0, capsys.readouterr().err
+    assert re.search(r"\d+ tasks unchanged since HEAD\.", (tmp_path / "r" / "report.md").read_text())
+    (tmp_path / "project" / "records").mkdir(parents=True)  # and in a project of a repository, beside the link
+    (tmp_path / "project" / "records" / shipped.name).write_bytes(shipped.read_bytes())
+    (tmp_path / "project" / "kernels").mkdir()
+    (tmp_path / "project" / "kernels" / "stdio.h").symlink_to("/usr/include/stdio.h")
+    commit(tmp_path / "project", "a project")
+    assert main(["report", "--records", str(tmp_path / "project" / "records"), "--out", str(tmp_path / "r"),
+                 "--compare", "HEAD"]) == 0, capsys.readouterr().err
+    assert re.search(r"\d+ tasks unchanged since HEAD\.", (tmp_path / "r" / "report.md").read_text())

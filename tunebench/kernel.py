@@ -171,8 +171,6 @@ def declared_twice(name: str, where: object) -> str:
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
-#: A header whose first directive opens an include guard (``#ifndef X`` / ``#define X``).
-_GUARDED = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+\1\b", re.DOTALL)
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
@@ -199,22 +197,23 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     if read is not None:
         read.append(path)
     lines = path.read_text().splitlines(keepends=True)
-    # a header's include guard (after its #pragma once, if it has both) is no condition on its includes
-    depth, guard = 0, 1 if within and _GUARDED.match(_PRAGMA_ONCE.sub("", "".join(lines), count=1)) else 0
-    for number, (line, code) in enumerate(zip(lines, _code(lines)), 1):
+    codes = _code(lines)
+    depth, guard = 0, 1 if within and _include_guard(codes) else 0  # a header's guard is no condition on its includes
+    for number, (line, code) in enumerate(zip(lines, codes), 1):
         if within and _PRAGMA_ONCE.match(code):
             out.append("\n")  # the guard around the inlined text does its work
             continue
         depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
         found = _INCLUDE.match(code)
         header = found and found.group(1) and path.parent / found.group(1)
-        if not header or not header.is_file():
-            if found and library is not None:
+        if not header or not header.is_file() or any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
+            # not beside it, or in a header folder too, where the compiler may read it again: the compiler's
+            if found and library is not None:  # to include, hashed
                 _library(path, found, dirs, library)
             out.append(line)
             continue
         text, name, resolved = header.read_text(), os.path.relpath(header, top), header.resolve()
-        guarded = bool(_PRAGMA_ONCE.search(text) or _GUARDED.match(text))
+        guarded = _PRAGMA_ONCE.search(text) is not None or _include_guard(_code(text.splitlines()))
         if resolved in once:
             out.append("\n")  # the compiler skips it: it was read in full already
             continue
@@ -241,17 +240,19 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
     (a quoted one is looked for beside the file first), and every header that one includes, as
     far as they can be found, each once: the files a build reads from the folders, to hash."""
-    wanted = include.group(1) or include.group(2)
-    places = ([path.parent] if include.group(1) else []) + list(dirs)
-    header = next((d / wanted for d in places if (d / wanted).is_file()), None)
-    if header is None or not any(header.resolve().is_relative_to(d.resolve()) for d in dirs) \
-            or header.resolve() in found:
-        return
-    found[header.resolve()] = None
-    for code in _code(header.read_text().splitlines()):
-        nested = _INCLUDE.match(code)
-        if nested:
-            _library(header, nested, dirs, found)
+    folders = [d.resolve() for d in dirs]
+    pending = [(path, include)]
+    while pending:
+        at, wanted = pending.pop()
+        name = wanted.group(1) or wanted.group(2)
+        places = ([at.parent] if wanted.group(1) else []) + list(dirs)
+        header = next((d / name for d in places if (d / name).is_file()), None)
+        if header is None or header.resolve() in found \
+                or not any(header.resolve().is_relative_to(d) for d in folders):
+            continue
+        found[header.resolve()] = None
+        codes = _code(header.read_text(errors="replace").splitlines())
+        pending.extend((header, nested) for nested in reversed([_INCLUDE.match(c) for c in codes]) if nested)
 
 
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
@@ -260,14 +261,29 @@ _CLOSES = re.compile(r"^\s*#\s*endif\b")
 _TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//|/\*|\*/')
 
 
+def _include_guard(codes: list[str]) -> bool:
+    """Whether a header's directives (its lines as :func:`_code` gives them) are an include guard
+    around all of it: ``#ifndef X`` and ``#define X`` first (after a ``#pragma once``), and the
+    ``#endif`` that closes them last. A header that begins with a default (``#ifndef BLOCK`` /
+    ``#define BLOCK 256`` / ``#endif``), or an X-macro file, is read again at each include."""
+    lines = [c.strip() for c in codes if c.strip() and not _PRAGMA_ONCE.match(c)]
+    opening = re.match(r"#\s*ifndef\s+(\w+)$", lines[0]) if len(lines) > 2 else None
+    if opening is None or not re.match(rf"#\s*define\s+{opening.group(1)}\b", lines[1]):
+        return False
+    depth = 0
+    for i, line in enumerate(lines):
+        depth += 1 if _OPENS.match(line) else -1 if _CLOSES.match(line) else 0
+        if depth == 0:
+            return i == len(lines) - 1
+    return False
+
+
 def _code(lines: list[str]) -> list[str]:
-    """Each line with its comments taken out (a ``/* */`` comment may span lines), to read the
-    preprocessor's directives from: an ``#include`` in a comment is none."""
-    out, comment = [], False
+    """Each line with its comments taken out (a ``/* */`` comment may span lines), and a line
+    that continues the one before it (a backslash at its end, in a ``//`` comment too) blanked,
+    to read the preprocessor's directives from: an ``#include`` in a comment or a macro is none."""
+    out, comment, continued = [], False, False
     for line in lines:
-        if not comment and "/" not in line:
-            out.append(line)
-            continue
         kept, at = [], 0
         while at < len(line):
             if comment:
@@ -277,7 +293,7 @@ def _code(lines: list[str]) -> list[str]:
                 comment, at = False, end + 2
                 kept.append(" ")
                 continue
-            token = _TOKENS.search(line, at)
+            token = _TOKENS.search(line, at) if "/" in line or '"' in line or "'" in line else None
             if token is None:
                 kept.append(line[at:])
                 break
@@ -289,7 +305,8 @@ def _code(lines: list[str]) -> list[str]:
             else:
                 kept.append(token.group())  # a literal, kept whole: a "/*" in it opens no comment
             at = token.end()
-        out.append("".join(kept))
+        out.append("" if continued else "".join(kept))
+        continued = not comment and line.rstrip("\r\n").endswith("\\")
     return out
 
 

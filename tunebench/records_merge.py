@@ -55,7 +55,7 @@ def _tables(path: Path, side: str, name: str | None) -> dict:
     try:
         return AtomicJSONStorage(path).read()
     except RecordsError as e:
-        what = str(e).replace(str(path), f"{name or 'the records file'}, {side}")
+        what = str(e).replace(str(path), f"{name or 'the records file'}, {side}").split("; the file is left")[0]
         raise RecordsError(f"{what}. The merge stopped and left ours alone in the file, without theirs' trials: "
                            f"do not add it as it is; fix that side's file on its branch and merge again, or "
                            f"`git merge --abort`") from None

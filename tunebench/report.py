@@ -558,15 +558,25 @@ def records_at(revision: str, records: Path, root: Path) -> Iterator[Path | None
                            capture_output=True, text=True)
     if known.returncode != 0:
         raise ValueError(f"--compare {revision}: not a git revision of {root}")
-    project_dir = records.resolve().parent.relative_to(root.resolve()).as_posix()
+    top, here = root.resolve(), records.resolve()
+    project_dir = (here.parent if here != top else here).relative_to(top).as_posix()  # a records-only repository's
     with tempfile.TemporaryDirectory(prefix="tunebench-report-") as folder:
         tree = subprocess.run(["git", "archive", "--format=tar", revision, "--", project_dir], cwd=root,
                               capture_output=True)
         if tree.returncode == 0:  # else the project's folder did not exist then
-            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:  # git's own archive: the filter where
-                tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))  # 3.11.4+
-        then = Path(folder, project_dir, records.resolve().name)
+            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
+                tar.extractall(folder, **({"filter": _inside} if hasattr(tarfile, "data_filter") else {}))
+        then = Path(folder, here.relative_to(top).as_posix())
         yield then if then.is_dir() else None
+
+
+def _inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter (Python 3.11.4+), a member it refuses left out rather than the
+    report ended: a link to an absolute path or out of the project (``/usr/include/stdio.h``)."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
 
 
 def _old_store(folder: Path | None, path: Path, revision: str, root: Path) -> RecordStore | str | None:
