@@ -505,14 +505,16 @@ def test_compare_judges_a_revisions_records_by_its_own_suites_and_names_what_is_
     records were judged by today's suites, which serve the heuristic on them too), a bucket
     renamed since left the tuned one out of the comparison, and the row kept the old pick's range."""
     root = twice_project
+    suite = root / "suites" / "test_twice.py"  # its space from a helper module beside it, as the shipped suites'
+    suite.write_text("from passes import REPS\n" + suite.read_text().replace('Space({"reps": [1, 4]', 'Space({"reps": REPS'))
+    (root / "suites" / "passes.py").write_text("REPS = [1, 4]\n")
     tuned = pytester.runpytest("suites", *TUNE, "--tune-trials", "4")
     tuned.assert_outcomes(passed=10)
     picks = [line for line in tuned.stdout.lines if re.match(r"twice +(small|large) .* reps:1 pad:\d +reps:4 pad:0$", line)]
     assert len(picks) == 2, tuned.stdout.str()  # both buckets tuned to one pass over the data
     commit(root, "tuned")
-    suite = root / "suites" / "test_twice.py"
-    suite.write_text(suite.read_text().replace('Space({"reps": [1, 4]', 'Space({"reps": [4]')
-                     .replace('Bucket("large"', 'Bucket("huge"'))
+    (root / "suites" / "passes.py").write_text("REPS = [4]\n")
+    suite.write_text(suite.read_text().replace('Bucket("large"', 'Bucket("huge"'))
     report = subprocess.run([sys.executable, "-m", "tunebench.cli", "report", "--records", str(root / "records"),
                              "--out", str(root / "r"), "--compare", "HEAD"], capture_output=True, text=True)
     assert report.returncode == 0, report.stderr  # its own process: this one holds the suites as the tune read them
