@@ -160,7 +160,7 @@ class _Writer:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
             base, exponent = self.constant(node.left), self.constant(node.right)
             if base is None or exponent is None or isinstance(base, int) and isinstance(exponent, int) \
-                    and abs(base) > 1 and exponent > 64:  # beyond 64 bits, not worth computing
+                    and abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > 64:  # beyond 64 bits: not computed
                 return None
             try:
                 return base ** exponent
