@@ -323,30 +323,41 @@ def test_local_headers_that_include_each_other_are_inlined_once_each_and_a_comme
     # a header that begins with a default, not a guard: its #if is a condition on its include
     ({"cfg.h": "#ifndef BLOCK\n#define BLOCK 2\n#endif\n#ifdef USE_X\n#include \"x.h\"\n#endif\n"
                "int cfg(void) { return BLOCK; }\n", "x.h": "#pragma once\nint x_fn(void) { return 7; }\n"},
-     '#include "cfg.h"\n#include "x.h"\nint k(void) { return x_fn() + cfg(); }\n', False),
-    # an X-macro file, read twice on purpose
-    ({"ops.def": "#ifndef OP\n#define OP(x)\n#endif\nOP(add)\nOP(sub)\n#undef OP\n"},
+     '#include "cfg.h"\n#include "x.h"\nint k(void) { return x_fn() + cfg(); }\n', None),
+    # an X-macro file, read twice on purpose; a "guard" with an #else, read twice for its #else
+    ({"ops.def": "#ifndef OP\n#define OP(x)\n#endif\nOP(add)\nOP(sub)\n#undef OP\n",
+      "a.h": "#ifndef A_H\n#define A_H\nint first = 1;\n#else\nint second = 2;\n#endif\n"},
      '#define OP(x) int x##_a;\n#include "ops.def"\n#define OP(x) int x##_b;\n#include "ops.def"\n'
-     "int k(void) { return add_b + sub_a; }\n", False),
+     '#include "a.h"\n#include "a.h"\nint k(void) { return add_b + sub_a + first + second; }\n', None),
     # an include in a // comment continued by a backslash, and in a macro's body
     ({"d.h": "int dup(void) { return 1; }\n"},
-     '#include "d.h"\n// old: \\\n#include "d.h"\n#define TWICE 1 \\\n#include "d.h"\nint k(void) { return dup(); }\n', False),
+     '#include "d.h"\n// old: \\\n#include "d.h"\n#define TWICE 1 \\\n#include "d.h"\nint k(void) { return dup(); }\n',
+     None),
+    # headers that include each other under #if !defined guards, an include opening a comment, a form feed
+    ({"p.h": '#if !defined(P_H)\n#define P_H\n#include "q.h"\nint p_fn(void) { return 1; }\n#endif\n',
+      "q.h": '#if !defined(Q_H)\n#define Q_H\n#include "p.h"\nint q_fn(void) { return 2; }\n#endif\n'},
+     '#include "p.h" /* the helpers,\n   see p.h */\n\f\nint k(void) { return p_fn() + q_fn(); }\n'
+     '_Static_assert(__LINE__ == 5, "line");\n', None),
     # a #pragma once header beside the template that is in its header folder too, as a library's header reads it
     ({"a.h": "#pragma once\nstatic int a_fn(void) { return 1; }\n", "b.h": '#pragma once\n#include "a.h"\n'},
-     '#include "a.h"\n#include <b.h>\nint k(void) { return a_fn(); }\n', True),
+     '#include "a.h"\n#include <b.h>\nint k(void) { return a_fn(); }\n', "."),
+    # a header folder above the template's: a header beside it, not named from the folder, is inlined
+    ({"common.h": "static int scale(void) { return 2; }\n"},
+     '#include "common.h"\nint k(void) { return scale(); }\n', ".."),
 ])
 def test_headers_are_read_where_and_as_often_as_the_compiler_reads_them(tmp_path, files, template, folder):
     """Each was read otherwise (a header skipped, read twice, or read in a comment): gcc refused
-    the template it builds, which it compiles as written."""
+    the template it builds, which it compiles as written (with the header folder its flags give)."""
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     (tmp_path / "k.c").write_text(template)
-    subprocess.run(["gcc", "-c", "-I.", "-o", "as_written.o", "k.c"], cwd=tmp_path, check=True)
-    (tmp_path / "build").mkdir()  # where a build compiles it: the header folder its flags give, not beside it
-    text = inline_includes(tmp_path / "k.c", dirs=(tmp_path,) if folder else (), library={})
-    assert ('#include "a.h"' in text) == folder  # in a header folder too: the compiler's to include
-    (tmp_path / "build" / "k.c").write_text(text)
-    flags = [f"-I{tmp_path}"] if folder else []
+    given = (tmp_path / folder).resolve() if folder else None
+    flags = [f"-I{given}"] if given else []
+    subprocess.run(["gcc", "-c", *flags, "-o", "as_written.o", "k.c"], cwd=tmp_path, check=True)
+    (tmp_path / "build").mkdir()  # where a build compiles it, with the flags' header folder, not beside it
+    (tmp_path / "build" / "k.c").write_text(inline_includes(tmp_path / "k.c", dirs=(given,) if given else (),
+                                                            library={}))
     subprocess.run(["gcc", "-c", *flags, "-o", "k.o", "k.c"], cwd=tmp_path / "build", check=True)
 
 

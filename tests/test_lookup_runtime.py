@@ -1052,3 +1052,47 @@ def test_the_configs_served_after_the_pick_are_of_the_tasks_declaration_alone(de
     monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
     after = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)
     assert faster not in after.ranked and after.ranked == before.ranked
+
+
+HELPERS = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+VALUE = {value}
+shared = Kernel("helpers_{project}", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(8,)])]),
+                args=lambda shape, dtype, rng: {{}}, reference=lambda: None, outputs=["y"],
+                cpu=Variant(source="k.c", entry="k", space=Space({{"t": [1, 2]}}), heuristic=lambda shape: {{"t": VALUE}}))
+"""
+
+
+def test_two_projects_suites_each_import_their_own_helper_modules(tmp_path, monkeypatch):
+    """The second project's suites took the first's `helpers` (a revision's suites, compared by the
+    report, read today's helpers); set aside, it was imported again for each suite file, and the
+    kernel it declares was "declared twice"."""
+    from tunebench.lookup import load_suites
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    for value, project in ((1, "a"), (2, "b")):
+        flat = tmp_path / project / "suites"
+        flat.mkdir(parents=True)
+        (flat / "helpers.py").write_text(HELPERS.format(value=value, project="flat"))
+        for test in ("test_one.py", "test_two.py"):
+            (flat / test).write_text("from helpers import shared\n")
+        package = tmp_path / project / "pkg" / "suites"  # a package of suites, its helper named absolutely
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "helpers.py").write_text(f"VALUE = {value}\n")
+        (package / "test_abs.py").write_text("from suites.helpers import VALUE as SEEN\n")
+    try:
+        for project in ("a", "b", "a"):
+            (kernel,) = load_suites(tmp_path / project / "suites")
+            assert kernel.variants["cpu"].heuristic((8,)) == {"t": 1 if project == "a" else 2}
+        for project in ("a", "b"):
+            load_suites(tmp_path / project / "pkg" / "suites")
+            seen = [m.SEEN for m in list(sys.modules.values()) if getattr(m, "__file__", None)
+                    == str(tmp_path / project / "pkg" / "suites" / "test_abs.py")]
+            assert seen == [1 if project == "a" else 2], seen
+    finally:  # the projects' modules only: the suites' and their helpers
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
+                del sys.modules[name]

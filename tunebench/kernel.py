@@ -196,7 +196,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     out = []
     if read is not None:
         read.append(path)
-    lines = path.read_text().splitlines(keepends=True)
+    lines = _lines(path)
     codes = _code(lines)
     depth, guard = 0, 1 if within and _include_guard(codes) else 0  # a header's guard is no condition on its includes
     for number, (line, code) in enumerate(zip(lines, codes), 1):
@@ -206,33 +206,37 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
         depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
         found = _INCLUDE.match(code)
         header = found and found.group(1) and path.parent / found.group(1)
-        if not header or not header.is_file() or any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
-            # not beside it, or in a header folder too, where the compiler may read it again: the compiler's
-            if found and library is not None:  # to include, hashed
+        if not header or not header.is_file() or any((d / found.group(1)).resolve() == header.resolve() for d in dirs):
+            # not beside it, or the header a header folder gives by that name too, which the compiler may
+            if found and library is not None:  # read again from there: the compiler's to include, hashed
                 _library(path, found, dirs, library)
             out.append(line)
             continue
-        text, name, resolved = header.read_text(), os.path.relpath(header, top), header.resolve()
-        guarded = _PRAGMA_ONCE.search(text) is not None or _include_guard(_code(text.splitlines()))
+        header_lines = _lines(header)
+        header_codes = _code(header_lines)
+        name, resolved = os.path.relpath(header, top), header.resolve()
+        pragma_once = any(_PRAGMA_ONCE.match(c) for c in header_codes)
+        rest = _after_include(line)  # a comment the include line opens goes on
         if resolved in once:
-            out.append("\n")  # the compiler skips it: it was read in full already
+            out.append(rest)  # the compiler skips it: it was read in full already
             continue
         if resolved in within:
-            if guarded:
-                out.append("\n")  # the compiler skips it there: it is being read already
+            if pragma_once or _include_guard(header_codes):
+                out.append(rest)  # the compiler skips it there: it is being read already
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
         inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if)
-        if guarded and not inside_if:
+        if (pragma_once or _include_guard(header_codes)) and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
-        if _PRAGMA_ONCE.search(text):
+        if pragma_once:
             guard_name = "TB_ONCE_" + re.sub(r"\W", "_", name)
             inner = f'#ifndef {guard_name}\n#define {guard_name}\n#line 1 "{name}"\n{inner}#endif\n'
         else:
             inner = f'#line 1 "{name}"\n{inner}'
-        out.append(f'{inner}#line {number + 1} "{os.path.relpath(path, top)}"\n')
+        here = os.path.relpath(path, top)
+        out.append(f'{inner}#line {number + 1} "{here}"\n' if rest == "\n" else f'{inner}#line {number} "{here}"\n{rest}')
     return "".join(out)
 
 
@@ -257,22 +261,47 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
 
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
 _CLOSES = re.compile(r"^\s*#\s*endif\b")
+_GUARD_OPENS = re.compile(r"#\s*(?:ifndef\s+(\w+)|if\s+!\s*defined\s*(?:\(\s*(\w+)\s*\)|\s(\w+)))\s*$")
 #: A string or character literal, or the start or end of a comment.
 _TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//|/\*|\*/')
 
 
+def _lines(path: Path) -> list[str]:
+    """A source file's lines as the compiler counts them (at newlines alone: Python's splitlines
+    also splits at form feeds, and every #line marker after one was off by one). A file that is
+    not UTF-8 text is a :class:`KernelError` naming it."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise KernelError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}): tunebench reads a template and "
+                          f"its headers as UTF-8") from None
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _after_include(line: str) -> str:
+    """What follows an include on its line, where it opens a comment that goes on to the next
+    lines (``#include "a.h" /* helpers,`` ...), which must stay open; else a newline."""
+    include = _INCLUDE.match(line)
+    opens = _code([line, "x"])[1] == ""  # the line after it is in the comment
+    return line[include.end():] if include and opens else "\n"
+
+
 def _include_guard(codes: list[str]) -> bool:
     """Whether a header's directives (its lines as :func:`_code` gives them) are an include guard
-    around all of it: ``#ifndef X`` and ``#define X`` first (after a ``#pragma once``), and the
-    ``#endif`` that closes them last. A header that begins with a default (``#ifndef BLOCK`` /
-    ``#define BLOCK 256`` / ``#endif``), or an X-macro file, is read again at each include."""
+    around all of it: ``#ifndef X`` (or ``#if !defined(X)``) and ``#define X`` first (after a
+    ``#pragma once``), the ``#endif`` that closes them last, and no ``#else`` or ``#elif`` of
+    theirs between. A header that begins with a default (``#ifndef BLOCK`` / ``#define BLOCK 256``
+    / ``#endif``), or an X-macro file, is read again at each include."""
     lines = [c.strip() for c in codes if c.strip() and not _PRAGMA_ONCE.match(c)]
-    opening = re.match(r"#\s*ifndef\s+(\w+)$", lines[0]) if len(lines) > 2 else None
-    if opening is None or not re.match(rf"#\s*define\s+{opening.group(1)}\b", lines[1]):
+    opening = _GUARD_OPENS.match(lines[0]) if len(lines) > 2 else None
+    if opening is None or not re.match(rf"#\s*define\s+{next(filter(None, opening.groups()))}\b", lines[1]):
         return False
     depth = 0
     for i, line in enumerate(lines):
         depth += 1 if _OPENS.match(line) else -1 if _CLOSES.match(line) else 0
+        if depth == 1 and re.match(r"#\s*(else|elif)\b", line):
+            return False
         if depth == 0:
             return i == len(lines) - 1
     return False

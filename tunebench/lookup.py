@@ -36,7 +36,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +88,15 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     (``pytest.importorskip("pycuda.driver")``) declares nothing here, as under pytest."""
     kernels: list[Kernel] = []
     paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
+    aside: dict = {}  # other projects' helper modules, back in sys.modules once these suites are imported
+    try:
+        return _load(paths, failed, kernels, aside)
+    finally:
+        sys.modules.update(aside)
+
+
+def _load(paths: list[Path], failed: list[str] | None, kernels: list[Kernel], aside: dict) -> list[Kernel]:
+    """:func:`load_suites`' imports, each suite's helpers its own (:func:`_set_aside`)."""
     for path in paths:
         package = package_root(path)
         name = _suite_name(path, package)
@@ -96,16 +105,16 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
             sys.path.insert(0, first)
             _IMPORTING[name] = first
             try:
-                with _own_helpers(Path(first)):
-                    if package:  # its relative imports (from .helpers import ...) need its packages
-                        if name.startswith(_module_name(package)):
-                            _import_package(package)
-                        importlib.import_module(name)
-                    else:
-                        spec = importlib.util.spec_from_file_location(name, path)
-                        module = importlib.util.module_from_spec(spec)
-                        sys.modules[name] = module
-                        spec.loader.exec_module(module)
+                _set_aside(Path(first), aside)
+                if package:  # its relative imports (from .helpers import ...) need its packages
+                    if name.startswith(_module_name(package)):
+                        _import_package(package)
+                    importlib.import_module(name)
+                else:
+                    spec = importlib.util.spec_from_file_location(name, path)
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[name] = module
+                    spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - any error in a suite is reported with its file
                 sys.modules.pop(name, None)  # half run: the next import must not take it for the suite
                 if isinstance(e, Skipped):  # a BaseException, past a framework's `except Exception`
@@ -133,26 +142,27 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     return kernels
 
 
-@contextlib.contextmanager
-def _own_helpers(folder: Path) -> Iterator[None]:
-    """A suite's helper modules beside it (``from reduction_family import cpu_space``) imported
-    from its own folder, as pytest would, not taken from another project's module of that name
-    this process holds (the report compared a revision's suites with today's helpers): each such
-    module, one whose file lies in another folder of suites, is set aside while the suite
-    imports, and put back after it for the code that imported it."""
+#: The folders suites were imported from (put first on the import path) by this process.
+_SUITE_FOLDERS: set[Path] = set()
+
+
+def _set_aside(folder: Path, aside: dict) -> None:
+    """Let a suite's helper modules beside it (``from reduction_family import cpu_space``) be
+    imported from its own folder, as pytest would, not taken from another project's module of
+    that name this process holds (the report compared a revision's suites with today's helpers):
+    each such module, one from another folder of suites, moves from ``sys.modules`` to
+    ``aside``, to be put back once the folder's suites are imported, for the code that uses it."""
     here = folder.resolve()
+    _SUITE_FOLDERS.add(here)
     names = {p.stem for p in here.glob("*.py")} | {p.parent.name for p in here.glob("*/__init__.py")}
     theirs = set()
     for name in names & set(sys.modules):
         top = Path(getattr(sys.modules[name], "__file__", None) or "/")
-        home = top.parent.parent if top.name == "__init__.py" else top.parent
-        if home.resolve() != here and any(home.glob("test_*.py")):
+        home = (top.parent.parent if top.name == "__init__.py" else top.parent).resolve()
+        if home != here and (home in _SUITE_FOLDERS or any(home.glob("test_*.py"))):
             theirs.add(name)
-    aside = {n: sys.modules.pop(n) for n in [n for n in sys.modules if n.split(".")[0] in theirs]}
-    try:
-        yield
-    finally:
-        sys.modules.update(aside)
+    for name in [n for n in sys.modules if n.split(".")[0] in theirs]:
+        aside.setdefault(name, sys.modules.pop(name))
 
 
 def package_root(path: Path) -> Path | None:
