@@ -185,9 +185,9 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     inclusion was under no ``#if`` (``conditional``): a set of headers that include each other
     was copied at every include, exponentially many times. An ``#include`` in a comment is none.
     The source hash then covers the headers too, so an edited header is measured again, and the
-    build needs no include path for them. A header found in one of ``dirs`` (the variant's ``-I``
-    folders: a library, CUB or CUTLASS vendored) is left to the compiler, which the flags give
-    those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
+    build needs no include path for them. A header one of ``dirs`` gives by the name included (the
+    variant's ``-I`` folders: a library, CUB or CUTLASS vendored) is left to the compiler, which
+    the flags give those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
     real files again beside inlined copies (every ``#pragma once`` header defined twice). It and
     the headers it includes, as far as they can be found, go into ``library`` to be hashed.
     ``read``, where given, gets each file read appended."""
@@ -216,18 +216,19 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
         header_codes = _code(header_lines)
         name, resolved = os.path.relpath(header, top), header.resolve()
         pragma_once = any(_PRAGMA_ONCE.match(c) for c in header_codes)
+        guarded = pragma_once or _include_guard(header_codes)
         rest = _after_include(line)  # a comment the include line opens goes on
         if resolved in once:
             out.append(rest)  # the compiler skips it: it was read in full already
             continue
         if resolved in within:
-            if pragma_once or _include_guard(header_codes):
+            if guarded:
                 out.append(rest)  # the compiler skips it there: it is being read already
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
         inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if)
-        if (pragma_once or _include_guard(header_codes)) and not inside_if:
+        if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
         if pragma_once:
