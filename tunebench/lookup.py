@@ -86,17 +86,17 @@ def load_suites(directory: str | Path, failed: list[str] | None = None) -> list[
     module level. A suite that fails to import raises :class:`ImportError` naming it, or, where
     ``failed`` is given, is left out and its error appended there. One that skips itself
     (``pytest.importorskip("pycuda.driver")``) declares nothing here, as under pytest."""
-    kernels: list[Kernel] = []
     paths = [Path(directory)] if Path(directory).is_file() else sorted(Path(directory).glob("**/test_*.py"))
     aside: dict = {}  # other projects' helper modules, back in sys.modules once these suites are imported
     try:
-        return _load(paths, failed, kernels, aside)
+        return _load(paths, failed, aside)
     finally:
         sys.modules.update(aside)
 
 
-def _load(paths: list[Path], failed: list[str] | None, kernels: list[Kernel], aside: dict) -> list[Kernel]:
+def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kernel]:
     """:func:`load_suites`' imports, each suite's helpers its own (:func:`_set_aside`)."""
+    kernels: list[Kernel] = []
     for path in paths:
         package = package_root(path)
         name = _suite_name(path, package)
