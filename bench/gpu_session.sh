@@ -7,6 +7,9 @@
 # lines of JSON), so a later session resumes where this one stopped.
 #
 #   bash bench/gpu_session.sh OUT_DIR [SECONDS (default 570)] [TRIALS (default 8)]
+#
+# TESTS_S (default 90) limits the GPU tests; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
+# to what this session tuned, leaving the tune more of a short lease.
 set -u
 OUT=${1:?usage: bash bench/gpu_session.sh OUT_DIR [SECONDS] [TRIALS]}
 mkdir -p "$OUT"
@@ -22,7 +25,7 @@ stage setup
 timeout 60 bash .gpu/setup.sh >> "$L" 2>&1; echo "setup rc $?" | tee -a "$L"
 . .gpu/env.sh
 stage gpu-tests
-timeout 90 python3 -m pytest -p no:cacheprovider tests/test_cuda.py -q -rs >> "$L" 2>&1
+timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.py -q -rs >> "$L" 2>&1
 echo "tests rc $?" | tee -a "$L"
 stage tune
 # shellcheck disable=SC2086
@@ -34,7 +37,7 @@ stage gate
 timeout 55 python3 -m pytest -p no:cacheprovider $SUITES --tune-target cuda -q >> "$L" 2>&1; echo "gate rc $?" | tee -a "$L"
 save
 stage bench
-timeout "$(budget 5)" python3 bench/gpu.py --rounds 30 --json "$OUT"/bench.json --out "$OUT"/table.md > "$OUT"/bench.jsonl 2>&1
+timeout "$(budget 5)" python3 bench/gpu.py ${BENCH_ARGS:-} --rounds 30 --json "$OUT"/bench.json --out "$OUT"/table.md > "$OUT"/bench.jsonl 2>&1
 echo "bench rc $?" | tee -a "$L"
 save
 stage end
