@@ -14,7 +14,9 @@ set -u
 OUT=${1:?usage: bash bench/gpu_session.sh OUT_DIR [SECONDS] [TRIALS]}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TUNEBENCH_CACHE=${TUNEBENCH_CACHE:-/tmp/tbc}
-END=$(( $(date +%s) + ${2:-570} ))  # the tune gets what the others leave: 570 s left it about 300; left() { echo $(( END - $(date +%s) )); }
+END=$(( $(date +%s) + ${2:-570} ))
+# the tune gets what the others leave: 570 s left it about 300
+left() { echo $(( END - $(date +%s) )); }
 SUITES="suites/test_row_reduce.py suites/test_matmul_add.py suites/test_softmax.py suites/test_layernorm.py"
 L=$OUT/log.txt
 stage() { echo "=== $(date +%T) ($(left) s left) $*" | tee -a "$L"; }
@@ -29,7 +31,9 @@ timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.p
 echo "tests rc $?" | tee -a "$L"
 stage tune
 # shellcheck disable=SC2086
-timeout "$(budget 175)" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" -q >> "$L" 2>&1
+# no -q: a progress line every 10 s; a test running 90 s leaves every thread's stack in the log
+timeout "$(budget 175)" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" \
+    -o faulthandler_timeout=90 >> "$L" 2>&1
 echo "tune rc $?" | tee -a "$L"
 save
 stage gate
