@@ -721,3 +721,17 @@ def test_the_summary_names_trials_that_left_threads_running_in_their_worker(pyte
     result.stdout.fnmatch_lines(["left behind: 1 trial left threads, processes or timers running in their worker, "
                                  "which was replaced before the next trial: threads?all-float32? ?step:1? on (1000,): "
                                  "2 thread(s) it started still running*"])
+
+
+def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(project, pytester):
+    root = project(suite=AXPB_SUITE.replace("    (n,) = shape\n", "    (n,) = shape\n    __import__('time').sleep(0.4)\n"))
+    result = pytester.runpytest("suites", *TUNE)
+    result.assert_outcomes(passed=12, deselected=2)
+    result.stdout.fnmatch_lines(["the new trials took * s: *s building inputs and references*, *s verifying (before "
+                                 "and after the timed calls)*the rest (waiting for compiles ahead, the search, the records)"])
+    trials = [t for t in recorded_trials(root) if t["status"] in ("ok", "early_stopped")]
+    for shape in ([1000], [20000], [50000]):
+        built = sorted(t["prepare_s"] for t in trials if t["shape"] == shape)
+        # the worker builds a shape's inputs once, in the trial that first asks for them
+        assert built[-1] >= 0.4 and built[0] < 0.1, (shape, built)
+    assert all(t["verify_s"] > 0 and t["load_s"] >= 0 and t["cost_s"] >= t["verify_s"] + t["measure_s"] for t in trials)

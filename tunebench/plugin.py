@@ -38,7 +38,7 @@ from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.strategies import options as strategy_options
-from tunebench.summary import table
+from tunebench.summary import spent, table
 from tunebench.workers import WorkerError
 
 
@@ -397,6 +397,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
         f"{cached} from the compile cache (compiled by an earlier run); measuring new trials took "
         f"{took}{share}")
+    where = spent(tuner.trials_s, tuner.phases)
+    if where:
+        terminalreporter.write_line(where)
     terminalreporter.write_line(
         "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
         "round (fresh processes, every buffer placement; * where none confirmed it); configs: the candidates "

@@ -52,6 +52,10 @@ FINALISTS = 4
 FIXED_REPEATS = 30
 #: Samples spread wider than this (10th to 90th percentile over the median) are counted as noisy.
 NOISY_SPREAD = 0.25
+#: Where a trial's worker spends its time: compiling (where no compile ahead did), building the
+#: shape's inputs and reference, loading the candidate, verifying it (before and after its timed
+#: calls), timing it.
+PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
 #: Trials in a row that stay disturbed after their retries before a task stops (one once a task
 #: of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
@@ -191,6 +195,8 @@ class Tuner:
         self.commit, self.dirty = git_state(self.root, store.path.parent)
         self.tasks: list[Task] = []
         self.measure_s = 0.0  # time spent measuring new trials
+        self.trials_s = 0.0  # all the new trials took, and where their workers spent it (see workers._trial)
+        self.phases = dict.fromkeys(PHASES, 0.0)
         self.fixed_s = 0.0  # what the fixed protocol would have spent on them
         self.noisy = 0  # new trials whose samples spread too wide
         self.remeasured = 0  # measurements repeated because the machine was disturbed
@@ -664,6 +670,9 @@ class Task:
         # search between trials): a run that reuses it counts that much spent (see elapsed)
         before, self._mark = self._mark, self.elapsed()
         doc = {**self._document(config, shape), **result, "cost_s": self._mark - before}
+        t.trials_s += doc["cost_s"]
+        for phase in PHASES:
+            t.phases[phase] += doc.get(phase) or 0.0
         samples = doc["samples"]
         if samples:
             doc["stats"] = {**summarize(samples), "ci95": list(median_ci(samples))}

@@ -37,3 +37,19 @@ def table(rows: Sequence[Mapping]) -> list[str]:
     numeric = set(range(3, 12))
     return ["  ".join(c.rjust(w) if i in numeric else c.ljust(w)
                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells]
+
+
+#: What each of a trial's phases is called in the summary (see :data:`tunebench.session.PHASES`).
+PHASE_WORDS = {"measure_s": "timing the calls", "verify_s": "verifying (before and after the timed calls)",
+               "load_s": "loading", "prepare_s": "building inputs and references", "compile_time_s": "compiling"}
+
+
+def spent(total_s: float, phases: Mapping[str, float]) -> str | None:
+    """Where the new trials' ``total_s`` seconds went, largest phase first (None where they took
+    none): a tune that takes long says whether the kernels, the verifying or the inputs did."""
+    if total_s <= 0:
+        return None
+    parts = [f"{s:.2g} s {PHASE_WORDS[p]}" for p, s in sorted(phases.items(), key=lambda kv: -kv[1]) if s >= 0.005]
+    rest = max(0.0, total_s - sum(phases.values()))
+    parts.append(f"{rest:.2g} s the rest (waiting for compiles ahead, the search, the records)")
+    return f"the new trials took {total_s:.3g} s: {', '.join(parts)}"
