@@ -185,9 +185,10 @@ def test_an_array_of_the_same_size_read_as_another_kind_or_sign_fails_the_check(
 
 @pytest.mark.parametrize("name, change, said", [
     ("raises", ('{"vec": 2, "unroll": 1, "mode": 0}', '{"vec": {1: 2}[shape[0]], "unroll": 1, "mode": 0}'),
-     "declaration: heuristic raised KeyError: 1000 for shape (1000,)"),
+     "declaration: the cpu variant: heuristic raised KeyError: 1000 for shape (1000,)"),
     ("floats", ('"vec": 2, "unroll": 1', '"vec": 4 / 2, "unroll": 1'),
-     "declaration: heuristic for shape (1000,) gives vec=2.0, a float, where the space's values of vec are ints"),
+     "declaration: the cpu variant: heuristic for shape (1000,) gives vec=2.0, a float, where the space's values of "
+     "vec are ints"),
     ("typo", ("lambda vec, unroll:", "lambda vec, unrol:"),
      "declaration: the cpu variant: constraint <lambda> at test_typo.py:21 names unknown param 'unrol' (did you "
      "mean 'unroll'?)"),

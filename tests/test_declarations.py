@@ -18,7 +18,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_C, AXPB_SUITE, GEMM_C, GEMM_SUITE, TWICE_C, said
+from tests.conftest import AXPB_C, AXPB_CUDA_VARIANT, AXPB_SUITE, GEMM_C, GEMM_SUITE, TWICE_C, said
 from tests.test_cpu_backend import DIV_C
 from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
@@ -1405,3 +1405,13 @@ def test_a_pick_a_shaped_constraint_now_excludes_on_its_shape_is_neither_gated_n
     gate.assert_outcomes(skipped=1)
     assert said(gate, "the recorded pick [reps:1 pad:") and said(gate, "breaks a constraint on (4096,) today, so "
                                                                        "best() serves another config there")
+
+
+def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytester):
+    """A kernel's CPU and CUDA variants each have a heuristic: the error named neither."""
+    project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace('heuristic=lambda shape: {"block": 128}',
+                                                         'heuristic=lambda shape: {"block": shape[1]}'))
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["suite suites/test_axpb.py::axpb: the cuda variant: heuristic raised IndexError: "
+                                 "tuple index out of range for shape (1000,)"])

@@ -988,7 +988,10 @@ class Kernel:
             raise SpaceError(f"the {target} variant: {e}") from None
         for bucket in buckets:
             for shape in bucket.shapes:
-                variant.baseline(shape)
+                try:
+                    variant.baseline(shape)
+                except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
+                    raise KernelError(f"the {target} variant: {e}") from None
                 for dtype in variant.dtypes:
                     self._work(shape, dtype)
 
