@@ -1415,3 +1415,19 @@ def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytest
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["suite suites/test_axpb.py::axpb: the cuda variant: heuristic raised IndexError: "
                                  "tuple index out of range for shape (1000,)"])
+
+
+def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_saying_where_it_was_looked_for(
+        project, pytester):
+    """The compiler skips a folder that is not there: a -I written from the project's root, not
+    the suite's folder, built every config against "header not found", or against another header."""
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-Ikernels/include",),'))
+    (root / "kernels" / "include").mkdir()
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        f"suite suites/test_axpb.py::axpb: variant kernels/axpb.c: flag -Ikernels/include names no folder: "
+        f"{root / 'suites' / 'kernels' / 'include'} does not exist (a folder in flags is taken from the declaring "
+        f"file's folder, {root / 'suites'}); {root / 'kernels' / 'include'} is: write -I../kernels/include"])
+    project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-I../kernels/include",),'))
+    assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
