@@ -1431,3 +1431,6 @@ def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_sayin
         f"file's folder, {root / 'suites'}); {root / 'kernels' / 'include'} is: write -I../kernels/include"])
     project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-I../kernels/include",),'))
     assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    # another target's folder is that machine's (a submodule a CPU-only CI does not check out)
+    project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace('entry="axpb",', 'entry="axpb", flags=("-I../cutlass",),'))
+    assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK

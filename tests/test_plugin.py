@@ -728,7 +728,7 @@ def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(
     result = pytester.runpytest("suites", *TUNE)
     result.assert_outcomes(passed=12, deselected=2)
     result.stdout.fnmatch_lines(["the new trials took * s: *s building inputs and references*, *s verifying (before "
-                                 "and after the timed calls)*the rest (waiting for compiles ahead, the search, the records)"])
+                                 "and after the timed calls)*the rest (waiting for compiles ahead, retries, the search, the records)"])
     trials = [t for t in recorded_trials(root) if t["status"] in ("ok", "early_stopped")]
     for shape in ([1000], [20000], [50000]):
         built = sorted(t["prepare_s"] for t in trials if t["shape"] == shape)

@@ -466,25 +466,28 @@ class Variant:
         from wherever the run started: a folder from the declaring file's folder, a file from
         there upwards; None for a flag that names none."""
         base = self.origin or Path.cwd()
-        return tuple(None if named is None else self._folder(named) if named[2] in ("dir", "system")
+        return tuple(None if named is None else (base / named[1]).resolve() if named[2] in ("dir", "system")
                      else self._local(named[1]) if named[2] == "include"
                      else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
                      for named in flag_paths(self.flags))
 
-    def _folder(self, named: tuple[str, str, str]) -> Path:
-        """The folder a flag names, from the declaring file's folder. The compiler skips a folder
-        that is not there, so a project's ``-Ikernels/include`` written from the project's root,
-        not the suite's folder, built nothing but "header not found" errors, each config's own (or,
-        where a header of the name was found elsewhere, that other header): refused here, naming
-        the flag. A folder given whole may be another machine's (a toolkit's), and is not checked."""
+    def missing_folder(self) -> str | None:
+        """Why a header folder its flags name, relative, is not there; None where each is. The
+        compiler skips such a folder, so a project's ``-Ikernels/include`` written from the
+        project's root, not the suite's folder, built nothing but "header not found" errors, each
+        config's own (or, where a header of the name was found elsewhere, that other header). Asked
+        for the target a run builds alone: another target's folder (a submodule a CPU-only CI does
+        not check out) is that machine's. A folder given whole may be another machine's (a
+        toolkit's), and is not checked."""
         base = self.origin or Path.cwd()
-        found = (base / named[1]).resolve()
-        if os.path.isabs(named[1]) or found.is_dir():
-            return found
-        near = next((d / named[1] for d in (*base.parents, Path.cwd()) if (d / named[1]).is_dir()), None)
-        hint = f"; {near} is: write {named[0]}{os.path.relpath(near, base)}" if near else ""
-        raise KernelError(f"variant {self.source}: flag {named[0]}{named[1]} names no folder: {found} does not exist "
-                          f"(a folder in flags is taken from the declaring file's folder, {base}){hint}")
+        for named, found in zip(flag_paths(self.flags), self._paths):
+            if named is None or named[2] not in ("dir", "system") or os.path.isabs(named[1]) or found.is_dir():
+                continue
+            near = next((d / named[1] for d in (*base.parents, Path.cwd()) if (d / named[1]).is_dir()), None)
+            hint = f"; {near} is: write {named[0]}{os.path.relpath(near, base)}" if near else ""
+            return (f"variant {self.source}: flag {named[0]}{named[1]} names no folder: {found} does not exist (a "
+                    f"folder in flags is taken from the declaring file's folder, {base}){hint}")
+        return None
 
     def _local(self, given: str) -> Path | None:
         """The file an -include/-imacros flag names, where it is the project's; None where the

@@ -237,6 +237,8 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
     result.seconds = time.perf_counter() - began
     result.threads = busy.count()
     after = verify_after(runner, expected, names, tolerances)
+    if after.status != "ok":
+        after.seconds = result.seconds  # timed before it failed: not verifying time
     return result if after.status == "ok" else after
 
 
@@ -255,6 +257,7 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
         if m.status not in ("ok", "early_stopped"):
             if len(runners) > 1:
                 m.error = f"{m.error} (buffers placed {placement})"
+            m.seconds += combined.seconds  # the placements timed before it
             return m
         if not timed:
             continue  # verified only: its timing stopped under a placement before

@@ -46,10 +46,17 @@ PHASE_WORDS = {"measure_s": "timing the calls", "verify_s": "verifying (before a
 
 def spent(total_s: float, phases: Mapping[str, float]) -> str | None:
     """Where the new trials' ``total_s`` seconds went, largest phase first (None where they took
-    none): a tune that takes long says whether the kernels, the verifying or the inputs did."""
+    none): a tune that takes long says whether the kernels, the verifying or the inputs did. On a
+    cluster the phases are each device's, at once: they may add up to more than the total."""
     if total_s <= 0:
         return None
-    parts = [f"{s:.2g} s {PHASE_WORDS[p]}" for p, s in sorted(phases.items(), key=lambda kv: -kv[1]) if s >= 0.005]
-    rest = max(0.0, total_s - sum(phases.values()))
-    parts.append(f"{rest:.2g} s the rest (waiting for compiles ahead, the search, the records)")
-    return f"the new trials took {total_s:.3g} s: {', '.join(parts)}"
+    parts = [f"{_s(s)} s {PHASE_WORDS[p]}" for p, s in sorted(phases.items(), key=lambda kv: -kv[1]) if s >= 0.005]
+    rest = total_s - sum(phases.values())
+    if rest > 0:
+        parts.append(f"{_s(rest)} s the rest (waiting for compiles ahead, retries, the search, the records)")
+    return f"the new trials took {_s(total_s)} s: {', '.join(parts)}"
+
+
+def _s(seconds: float) -> str:
+    """Seconds as a person reads them: 0.43, 3.2, 1234 (not 1.2e+03)."""
+    return f"{seconds:.2g}" if seconds < 10 else f"{seconds:.0f}"
