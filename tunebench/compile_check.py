@@ -133,9 +133,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             start = time.perf_counter()
             try:
                 kernel.check(variant, target)
-                missing = variant.missing_folder()
-                if missing:
-                    raise KernelError(missing)
+                variant.check_folders()
                 configs = configs_to_check(kernel, variant, target, sample, seed)
                 strays = kernel.heuristic_strays(variant, target)
             except (KernelError, SpaceError, BucketError) as e:

@@ -187,9 +187,7 @@ class Suite(pytest.Collector):
             return items + [Unavailable.from_parent(
                 self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
         try:
-            missing = variant.missing_folder()
-            if missing:
-                raise KernelError(missing)
+            variant.check_folders()
             if not tuning:
                 return items + [Gate.from_parent(self, name=f"{b.name}-{d}[gate]", run=run, variant=variant,
                                                  dtype=d, bucket=b)

@@ -471,8 +471,8 @@ class Variant:
                      else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
                      for named in flag_paths(self.flags))
 
-    def missing_folder(self) -> str | None:
-        """Why a header folder its flags name, relative, is not there; None where each is. The
+    def check_folders(self) -> None:
+        """A :class:`KernelError` where a header folder its flags name, relative, is not there. The
         compiler skips such a folder, so a project's ``-Ikernels/include`` written from the
         project's root, not the suite's folder, built nothing but "header not found" errors, each
         config's own (or, where a header of the name was found elsewhere, that other header). Asked
@@ -485,9 +485,8 @@ class Variant:
                 continue
             near = next((d / named[1] for d in (*base.parents, Path.cwd()) if (d / named[1]).is_dir()), None)
             hint = f"; {near} is: write {named[0]}{os.path.relpath(near, base)}" if near else ""
-            return (f"variant {self.source}: flag {named[0]}{named[1]} names no folder: {found} does not exist (a "
-                    f"folder in flags is taken from the declaring file's folder, {base}){hint}")
-        return None
+            raise KernelError(f"variant {self.source}: flag {named[0]}{named[1]} names no folder: {found} does not "
+                              f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
 
     def _local(self, given: str) -> Path | None:
         """The file an -include/-imacros flag names, where it is the project's; None where the
