@@ -1429,6 +1429,12 @@ def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_sayin
         f"suite suites/test_axpb.py::axpb: variant kernels/axpb.c: flag -Ikernels/include names no folder: "
         f"{root / 'suites' / 'kernels' / 'include'} does not exist (a folder in flags is taken from the declaring "
         f"file's folder, {root / 'suites'}); {root / 'kernels' / 'include'} is: write -I../kernels/include"])
+    # the option and its folder as two flags: the message names the option (it read "flag kernels/include")
+    project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-isystem", "kernels/include"),'))
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*: flag -isystem kernels/include names no folder: *; "
+                                 f"{root / 'kernels' / 'include'} is: write -isystem ../kernels/include"])
     project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-I../kernels/include",),'))
     assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
     # another target's folder is that machine's (a submodule a CPU-only CI does not check out)

@@ -480,12 +480,13 @@ class Variant:
         not check out) is that machine's. A folder given whole may be another machine's (a
         toolkit's), and is not checked."""
         base = self.origin or Path.cwd()
-        for named, found in zip(flag_paths(self.flags), self._paths):
+        for i, (named, found) in enumerate(zip(flag_paths(self.flags), self._paths)):
             if named is None or named[2] not in ("dir", "system") or os.path.isabs(named[1]) or found.is_dir():
                 continue
+            option = named[0] or self.flags[i - 1] + " "  # "-I dir", two flags: the option is the one before
             near = next((d / named[1] for d in (*base.parents, Path.cwd()) if (d / named[1]).is_dir()), None)
-            hint = f"; {near} is: write {named[0]}{os.path.relpath(near, base)}" if near else ""
-            raise KernelError(f"variant {self.source}: flag {named[0]}{named[1]} names no folder: {found} does not "
+            hint = f"; {near} is: write {option}{os.path.relpath(near, base)}" if near else ""
+            raise KernelError(f"variant {self.source}: flag {option}{named[1]} names no folder: {found} does not "
                               f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
 
     def _local(self, given: str) -> Path | None:
