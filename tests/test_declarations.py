@@ -1414,7 +1414,7 @@ def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytest
     result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["suite suites/test_axpb.py::axpb: the cuda variant: heuristic raised IndexError: "
-                                 "tuple index out of range for shape (1000,)"])
+                                 "tuple index out of range for shape (1000,), in <lambda> at suites/test_axpb.py:27"])
 
 
 def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_saying_where_it_was_looked_for(

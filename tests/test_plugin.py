@@ -99,6 +99,9 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
      "the reference returned float16 for output 'y' of float32"),
     ("lambda x, a, b: a * x + b",  # forgets an argument: pytest would blame every candidate
      "the reference raised TypeError: <lambda>() got an unexpected keyword argument 'n' (shape (1000,), float32)"),
+    ("lambda x, n, a, b: a * x.reshape(n // 3, -1) + b",  # fails inside: the line is the suite's, not numpy's
+     "the reference raised ValueError: cannot reshape array of size 1000 into shape (333,newaxis) "
+     "(shape (1000,), float32), in <lambda> at suites/test_axpb.py:15"),
 ])
 def test_a_reference_that_does_not_match_its_outputs_is_a_declaration_error_never_recorded(
         project, pytester, reference, message):

@@ -38,6 +38,7 @@ from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.space import SpaceError
+from tunebench.user_code import raised
 from tunebench.records import config_key, config_text
 
 ARCHS = ("sm_80", "sm_90")
@@ -306,7 +307,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
             found[f"{dtype} arguments"] = str(e)
             continue
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-            found[f"{dtype} arguments"] = f"the args builder raised {type(e).__name__} for {shape}: {e}"
+            found[f"{dtype} arguments"] = f"the args builder raised {raised(e, f'for {shape}')}"
             continue
         refused = (cpu if target == "cpu" else cuda).args_refusal(args)
         if refused:  # every trial of the dtype would stop the task
@@ -317,7 +318,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
         except KernelError as e:
             found[f"{dtype} reference"] = str(e)
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-            found[f"{dtype} reference"] = f"the reference raised {type(e).__name__} for {shape}: {e}"
+            found[f"{dtype} reference"] = f"the reference raised {raised(e, f'for {shape}')}"
     return found
 
 

@@ -33,6 +33,7 @@ from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.space import Space, SpaceError, closest
+from tunebench.user_code import raised
 
 __import__("tomllib")  # pytest's reader imports it per call, for a pyproject.toml: imported with this module
 
@@ -592,7 +593,7 @@ class Variant:
         try:
             given = dict(self.heuristic(tuple(shape)))
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-            raise KernelError(f"heuristic raised {type(e).__name__}: {e} for shape {tuple(shape)}") from e
+            raise KernelError(f"heuristic raised {raised(e, f'for shape {tuple(shape)}')}") from e
         config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
         if set(config) != set(self.space.names):
             missing = [n for n in self.space.names if n not in config]
@@ -1024,7 +1025,7 @@ class Kernel:
             try:
                 value = fn(*args)
             except Exception as e:  # noqa: BLE001 - the user's code: any error is the declaration's
-                raise KernelError(f"kernel {self.name!r}: {call} raised {type(e).__name__}: {e} "
+                raise KernelError(f"kernel {self.name!r}: {call} raised {raised(e)} "
                                   f"(it is called as {form})") from None
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
                     or not math.isfinite(value) or value < 0:

@@ -52,6 +52,7 @@ from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure
 from tunebench.prepared import SLOW_S, keep, kept
 from tunebench.prepared import folder as inputs_folder
 from tunebench.records import alive
+from tunebench.user_code import raised
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
 PREPARE_TIMEOUT_S = 900.0
@@ -297,8 +298,7 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path) -> tuple:
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
-        raise KernelError(f"kernel {kernel.name!r}: the {what} raised {type(e).__name__}: {e} "
-                          f"(shape {shape}, {dtype})") from e
+        raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, f'(shape {shape}, {dtype})')}") from e
     if time.perf_counter() - began >= SLOW_S:
         keep(inputs, kernel.name, shape, dtype, args, reference,
              blank=tuple(n for n in kernel.outputs if n not in kernel.inout))
