@@ -292,6 +292,12 @@ def test_a_kept_heuristic_that_fails_under_a_changed_declaration_fails_the_gate(
     failed = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small")
     failed.assert_outcomes(failed=1)
     failed.stdout.fnmatch_lines(["*the recorded best [[]reps:1 pad:0[]] on (4096,) ended wrong_result*"])
+    # tuned again under the broken reference: every config fails, the records take today's declaration, and the
+    # gate still verifies the pick (it passed, nothing measured, with a round of the old declaration its evidence)
+    pytester.runpytest("suites", *TUNE, "-k", "small").assert_outcomes(failed=3)
+    again = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*the recorded best [[]reps:1 pad:0[]] on (4096,) ended wrong_result*"])
 
 
 

@@ -151,8 +151,11 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     the tune's day measured against a faster rule since failed the gate."""
     variant = kernel.variant(target)
     task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
+    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
+    # a pick whose final round judged another declaration (a re-tune under a broken reference confirmed nothing,
+    # and took today's declaration into the task) is verified, as one that changed since the tune is
+    unconfirmed = not check or check.get("setup_hash") != setup
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:
@@ -289,8 +292,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                             + (f", and holds today's build of the best to its build with the tune's flags "
                                f"[{tuned_flags[0]}]" if tune_flags is not None else "")
                             + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
+    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
+    # a pick whose final round judged another declaration (a re-tune under a broken reference confirmed nothing,
+    # and took today's declaration into the task) is verified, as one that changed since the tune is
+    unconfirmed = not check or check.get("setup_hash") != setup
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
@@ -320,7 +326,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         comp = None
         # one arm where the declaration or the template changed (a tolerance, the args, the code): verified, as it
         # may fail today
-        while len(arms) > 1 or changed or recorded_hash != variant.source_hash:
+        while len(arms) > 1 or changed or unconfirmed or recorded_hash != variant.source_hash:
             try:
                 comp = compare(workers, kernel.name, shape, dtype, arms,
                                settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
