@@ -392,6 +392,34 @@ def test_a_header_librarys_computed_include_builds_and_an_edit_of_any_header_it_
     assert declared()[0].source_hash != before
 
 
+def test_a_computed_include_beside_the_template_builds_and_an_edit_of_a_header_it_may_read_is_another_source(
+        tmp_path):
+    """``#include IMPL``, a param naming the header: the build, of a copy elsewhere, found no
+    header ("impl_a.h: No such file"), and with ``-I.`` an edited impl_a.h kept the old source
+    hash, so its old trials and builds were reused (--tune-fresh too) and a wrong kernel passed."""
+    (tmp_path / "src").mkdir()
+    for name, factor in (("impl_a.h", "2.0f"), ("impl_b.h", "2.0f * 1.0f")):
+        (tmp_path / "src" / name).write_text(f"static inline float scale(void) {{ return {factor}; }}\n")
+    (tmp_path / "src" / "k.c").write_text("#include IMPL\nvoid k(const float *x, float *y, int n)\n"
+                                          "{\n    for (int i = 0; i < n; ++i) y[i] = scale() * x[i];\n}\n")
+
+    def declared():
+        variant = Variant(source="src/k.c", entry="k", space=Space({"IMPL": ['"impl_a.h"', '"impl_b.h"']}),
+                          heuristic=lambda shape: {"IMPL": '"impl_a.h"'}, origin=tmp_path)
+        return variant, scaling("computed_include_test", variant, 2.0, 9)
+
+    variant, kernel = declared()
+    for impl in ('"impl_a.h"', '"impl_b.h"'):
+        got, want = run_once(CpuBackend(), kernel, variant, {"IMPL": impl}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    before = variant.source_hash
+    (tmp_path / "src" / "impl_a.h").write_text("static inline float scale(void) { return 3.0f; }\n")
+    edited, kernel = declared()
+    assert edited.source_hash != before
+    got, want = run_once(CpuBackend(), kernel, edited, {"IMPL": '"impl_a.h"'}, n=9)
+    np.testing.assert_allclose(got, 1.5 * want, rtol=1e-6)  # the edited header built, not the cached build
+
+
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
 AXPB_CPP = """\
 #include <algorithm>
@@ -415,7 +443,7 @@ ENTRY void axpb(const TB_DTYPE *x, TB_DTYPE *y, int n, TB_DTYPE a, TB_DTYPE b)
 """
 
 
-@pytest.mark.parametrize("suffix", [".cpp", ".cc"])
+@pytest.mark.parametrize("suffix", [".cpp", ".cc", ".hpp"])  # .hpp: a header-only library's entry
 def test_a_cpp_template_is_compiled_as_cpp_and_its_extern_c_entry_called(axpb, tmp_path, suffix):
     kernel, variant = axpb
     (tmp_path / f"axpb{suffix}").write_text('#define ENTRY extern "C"\n' + AXPB_CPP)

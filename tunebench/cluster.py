@@ -63,6 +63,7 @@ def project_files(root: Path) -> dict[str, str | bytes]:
                 if variant.text is None:
                     folders.add(variant.path.parent)
                 folders.update(variant.include_dirs)
+                folders.update(variant.computed_include_dirs)
                 folders.update(f.parent for f in variant.flag_files)
     binary = {f.resolve() for kernel in REGISTRY.values() for variant in kernel.variants.values()
               for f in _flag_files(variant)}  # an object or library the flags link: sent as its bytes

@@ -112,13 +112,13 @@ def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
     if target == "cuda":  # the PTX kept beside the cubin: which kernels use extern __shared__ memory
-        return {arch: [*cuda.nvcc_command(cuda.variant_arch(arch, variant), variant.build_flags),
+        return {arch: [*cuda.nvcc_command(cuda.variant_arch(arch, variant), cuda.copy_flags(variant)),
                        "--keep", "--keep-dir", "{out.parent}"] for arch in archs}
     lang = cpu.language(variant)
     if shutil.which(cpu.compiler(lang)) is None:
         raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
                                 f"{variant.path.name} needs it")
-    return {"host": cpu.gcc_command(variant.build_flags, lang)}
+    return {"host": cpu.gcc_command(cpu.copy_flags(variant), lang)}
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
@@ -162,7 +162,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters
             debug = {dtype: pool.submit(_compile, cuda.nvcc_command(cuda.variant_arch(kernel_archs[0], variant),
-                                                                     (*variant.build_flags, *cuda.DEBUG_FLAGS)),
+                                                                     (*cuda.copy_flags(variant), *cuda.DEBUG_FLAGS)),
                                         cuda.source(variant, configs[0], dtype), suffix, variant.path.name,
                                         params.debug_functions)
                      for dtype in variant.dtypes if target == "cuda" and configs}

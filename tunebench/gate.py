@@ -151,11 +151,8 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     the tune's day measured against a faster rule since failed the gate."""
     variant = kernel.variant(target)
     task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
-    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
-    # a pick whose final round judged another declaration (a re-tune under a broken reference confirmed nothing,
-    # and took today's declaration into the task) is verified, as one that changed since the tune is
-    unconfirmed = not check or check.get("setup_hash") != setup
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
+                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:

@@ -172,6 +172,10 @@ def declared_twice(name: str, where: object) -> str:
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
+#: ``#include IMPL``: a header only the preprocessor can name (a param, a macro).
+_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s*(?![\"<\s])\S")
+#: What a computed include may name beside the file holding it.
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", ".tcc")
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
@@ -240,6 +244,13 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
         here = os.path.relpath(path, top)
         out.append(f'{inner}#line {number + 1} "{here}"\n' if rest == "\n" else f'{inner}#line {number} "{here}"\n{rest}')
     return "".join(out)
+
+
+def _computed_folders(files: Sequence[Path]) -> dict[Path, None]:
+    """The folders of the ``files`` (source text; objects and libraries are skipped) holding a
+    computed include (see :data:`_COMPUTED_INCLUDE`), resolved, each once."""
+    return dict.fromkeys(f.parent.resolve() for f in files if f.suffix not in BINARY_SUFFIXES and any(
+        _COMPUTED_INCLUDE.match(c) for c in _code(f.read_text(errors="replace").splitlines())))
 
 
 def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, None]) -> None:
@@ -536,7 +547,8 @@ class Variant:
         """The template with its local headers inlined (see :func:`inline_includes`), and after
         it, for each file its flags name, a comment holding the hash of its content (its own
         headers inlined), and one for each header its header folders give it (``-I``, left to the
-        compiler to include): an edited file is another source, so
+        compiler to include) or a computed include may read (see :attr:`computed_include_dirs`):
+        an edited file is another source, so
         it is built and measured again, and a #line naming it says where the edit lies. Read
         again once a file it was read from changes (checked at most every :data:`REREAD_S`): a
         long-lived process paired its first text with the config of a tune of the edited one."""
@@ -546,6 +558,15 @@ class Variant:
     def source_hash(self) -> str:
         """A short hash of the template text: a record is reused only for the same source."""
         return self._read()[1]
+
+    @property
+    def computed_include_dirs(self) -> tuple[Path, ...]:
+        """The folders of the template's files that include a header a macro names (``#include
+        IMPL``, a param giving ``"impl_a.h"``): the compiler looks for it beside the file holding
+        the include, which a build of a copy elsewhere must be told. Each header there is hashed
+        with the template (see :attr:`template`): any may be the one read."""
+        self._read()
+        return self.__dict__.get("_computed", ())
 
     def _read(self) -> tuple[str, str]:
         """(template, source hash), kept with the files read for them and their stamps; where
@@ -568,7 +589,12 @@ class Variant:
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
                         f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
-                for header in library:  # read by the compiler from the -I folders: edited, another source
+                computed = _computed_folders([*read, *library])
+                inlined = {f.resolve() for f in read}
+                library.update(dict.fromkeys(h for d in computed for h in sorted(d.iterdir())
+                                             if h.suffix in HEADER_SUFFIXES and h.is_file() and h not in inlined))
+                self.__dict__["_computed"] = tuple(computed)
+                for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
                     read.append(header)
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(header, self.path.parent)}"\n/* built with this header of '

@@ -52,7 +52,7 @@ CC = os.environ.get("TUNEBENCH_CC", "gcc")
 CXX = os.environ.get("TUNEBENCH_CXX", "g++")
 #: Templates with these suffixes are C++ (templates, the standard library), compiled by ``CXX``;
 #: any other template is C, compiled by ``CC``.
-CXX_SUFFIXES = (".cpp", ".cc", ".cxx")
+CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".hpp", ".hh", ".hxx")
 #: ``-z defs``: a symbol the library needs and nothing linked defines (a helper declared and
 #: never written, in one config's branch) is the linker's error, naming it, rather than
 #: dlopen's at load, which is no build's status.
@@ -138,6 +138,13 @@ def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str 
     hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
     said = f"{variant.path.name} exports no function {variant.entry!r}{hint}"
     return said if functions is None else f"{said}; it exports: {', '.join(sorted(functions)) or 'none'}"
+
+
+def copy_flags(variant: Variant) -> tuple[str, ...]:
+    """The flags of a build of the template's copy in the build cache: the variant's, and
+    ``-iquote`` each folder a computed include reads from (see
+    :attr:`~tunebench.kernel.Variant.computed_include_dirs`), searched beside the copy no more."""
+    return (*variant.build_flags, *(f"-iquote{d}" for d in variant.computed_include_dirs))
 
 
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
@@ -376,9 +383,9 @@ class CpuBackend(Backend):
         if problem:
             raise CompileError(problem)
         source, lang = render(variant, config, CTYPES[dtype]), language(variant)
-        command = gcc_command(variant.build_flags, lang)
+        command = gcc_command(copy_flags(variant), lang)
         # -march=native: a build is only valid on a CPU with the same ISA
-        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *variant.build_flags, *native_isa()))
+        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *copy_flags(variant), *native_isa()))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(command, src, out))

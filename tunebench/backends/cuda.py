@@ -95,6 +95,13 @@ def code_flags(variant: Variant) -> list[str]:
     return [*NVCC_OPTIONS, *variant.build_flags]
 
 
+def copy_flags(variant: Variant) -> tuple[str, ...]:
+    """The flags of a build of the template's copy in the build cache: the variant's, and ``-I``
+    each folder a computed include reads from (see
+    :attr:`~tunebench.kernel.Variant.computed_include_dirs`; nvcc has no ``-iquote``)."""
+    return (*variant.build_flags, *(f"-I{d}" for d in variant.computed_include_dirs))
+
+
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
     """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
     return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
@@ -310,7 +317,7 @@ class CudaCompiler:
         if unsupported:
             raise KernelError(f"kernel {kernel.name!r}: the cuda variant is arch_specific, and {unsupported}")
         text = source(variant, config, dtype)
-        flags = (*variant.build_flags, *(DEBUG_FLAGS if debug else ()))
+        flags = (*copy_flags(variant), *(DEBUG_FLAGS if debug else ()))
         command = nvcc_command(arch, flags)
         tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
         try:
