@@ -2,6 +2,7 @@
 declaration, shape-aware constraints, slow kernels, one error per cause, and lookups that find
 the project from anywhere."""
 
+import dataclasses
 import functools
 import importlib
 import json
@@ -803,6 +804,39 @@ def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(
     weighted = code_hash(by_weights)
     monkeypatch.setitem(globals(), "WEIGHTS", [1.0, 3.0])
     assert code_hash(by_weights) != weighted
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    scale: float
+
+
+SPEC = Spec(2.0)
+
+
+def by_spec(x):
+    return x * SPEC.scale
+
+
+def test_what_a_reference_reads_through_a_module_or_an_object_of_the_users_is_part_of_its_hash(
+        monkeypatch, tmp_path):
+    """``refops.scaled(x, 2.0)`` and ``SPEC.scale``: an edit of either reused every trial verified
+    against the old reference (code_hash followed names, not the attributes read through them)."""
+    from tunebench.kernel import code_hash
+    (tmp_path / "refops.py").write_text("def scaled(x, s):\n    return x * s\n")
+    (tmp_path / "refsuite.py").write_text("import numpy as np\nimport refops\n\n"
+                                          "def reference(x):\n    return refops.scaled(x, np.float64(2.0))\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    import refops
+    import refsuite
+    before = code_hash(refsuite.reference)
+    monkeypatch.setattr(refops, "scaled", lambda x, s: x * s + 100)
+    assert code_hash(refsuite.reference) != before
+    monkeypatch.undo()
+    assert code_hash(refsuite.reference) == before
+    spec = code_hash(by_spec)
+    monkeypatch.setitem(globals(), "SPEC", Spec(7.0))
+    assert code_hash(by_spec) != spec
 
 
 def test_a_bucket_of_zero_sized_shapes_with_bytes_declared_tunes_and_summarises(twice_project, pytester):

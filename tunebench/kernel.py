@@ -33,7 +33,7 @@ from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.space import Space, SpaceError, closest
-from tunebench.user_code import raised
+from tunebench.user_code import is_users, raised
 
 __import__("tomllib")  # pytest's reader imports it per call, for a pyproject.toml: imported with this module
 
@@ -656,16 +656,34 @@ def code_hash(fn: Any, seen: set | None = None) -> str:
     source = _source(code) if code is not None else None
     if source is None:
         return bytecode_hash(fn, seen)
-    text, names = source
+    text, names, chains = source
     digest = hashlib.sha256(text.encode())
     scope = getattr(fn, "__globals__", {})
     for name in names:
         _read(digest, name, scope.get(name), seen, code_hash)
+    for chain in chains:
+        _through(digest, chain, scope.get(chain[0]), seen)
     _closure(digest, fn, code, seen, code_hash)
     return digest.hexdigest()[:16]
 
 
-#: code object -> (the text its source is hashed by, the names it reads), or None: read once, at
+def _through(digest, chain: tuple[str, ...], value, seen: set) -> None:
+    """Into ``digest``: what ``a.b.c`` reads, followed through modules and objects of the user's
+    code (``refops.scaled``, ``SPEC.scale``: an edit of either reused every trial of the old
+    reference), never through a library's (numpy's functions change with its version, not the
+    suite's). Attributes are read statically: a property's code is not run to hash it."""
+    followed = 0
+    for attr in chain[1:]:
+        if not is_users(value):
+            break
+        value = inspect.getattr_static(value, attr, None)
+        followed += 1
+    if followed:
+        _read(digest, ".".join(chain[:followed + 1]), value, seen, code_hash)
+
+
+#: code object -> (the text its source is hashed by, the names it reads, the attribute chains it
+#: reads through them: ``("refops", "scaled")``), or None: read once, at
 #: its first hash (a Kernel hashes its functions when declared), not from the file as it is later
 #: (an edit on disk during a tune was hashed as what the running process computed), and parsed once
 #: (a framework's lookup of each new shape hashes the declaration).
@@ -676,8 +694,18 @@ def _source(code) -> tuple[str, tuple[str, ...]] | None:
     if code not in _SOURCES:
         node = _source_node(code)
         _SOURCES[code] = None if node is None else (
-            repr(_shape(node)), tuple(dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))))
+            repr(_shape(node)), tuple(dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))),
+            tuple(dict.fromkeys(filter(None, (_chain(n) for n in ast.walk(node) if isinstance(n, ast.Attribute))))))
     return _SOURCES[code]
+
+
+def _chain(node: ast.Attribute) -> tuple[str, ...] | None:
+    """``("a", "b", "c")`` of ``a.b.c``; None where it starts from no name (``f().x``)."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    return (node.id, *reversed(attrs)) if isinstance(node, ast.Name) else None
 
 
 def _shape(node):

@@ -1,4 +1,4 @@
-"""Where in a suite's own code an error arose, for the messages that report it.
+"""What is a suite's own code, and where in it an error arose, for the messages that report it.
 
 A suite's args builder, reference, heuristic, constraints and byte counts are the user's code;
 tunebench reports their errors in one line, without a traceback (a traceback would be mostly
@@ -9,14 +9,26 @@ mistake in a 40-line reference is found without a debugger.
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 import traceback
+import types
 from pathlib import Path
 
 #: tunebench's own folder, and with it the folders of code that is not the suite's (the standard
 #: library, installed packages).
 _OURS = str(Path(__file__).parent) + os.sep
 _NOT_USERS = (_OURS, *{sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def is_users(value) -> bool:
+    """Whether ``value`` is a module, a class or an object of the suite's own code (a module of
+    the project's, a dataclass of its settings): not tunebench's, the standard library's or an
+    installed package's."""
+    module = value if isinstance(value, types.ModuleType) else sys.modules.get(
+        getattr(value if isinstance(value, type) else type(value), "__module__", None) or "")
+    where = getattr(module, "__file__", None)
+    return bool(where) and not where.startswith(_NOT_USERS)
 
 
 def raised(e: BaseException, about: str = "") -> str:
