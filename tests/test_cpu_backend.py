@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import AXPB_C
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
+from tunebench import compile_check
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, inline_includes
@@ -706,6 +707,28 @@ def test_flags_naming_what_the_compiler_finds_or_a_value_like_a_file_are_passed_
     kernel = scaling("passed_flags_test", variant, 1.0, 8)
     got, want = run_once(CpuBackend(), kernel, variant, {"u": 1}, n=8)
     np.testing.assert_allclose(got, want)
+
+
+def test_a_source_file_the_flags_build_with_the_template_gets_the_params_as_the_template_does(tmp_path):
+    """A kernel split over two files, the helper reading a param and TB_DTYPE (as a framework
+    building both with defines() gives them): the helper was built as given, '#error VEC not
+    defined', and every config failed to build; compile-check said the same."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "helper.h").write_text("#define HELPER_BIAS 0\n")
+    (tmp_path / "src" / "helper.c").write_text(
+        '#include "helper.h"\n#ifndef VEC\n#error "VEC not defined"\n#endif\n'
+        "TB_DTYPE helper(TB_DTYPE v) { return VEC * v + HELPER_BIAS; }\n")
+    (tmp_path / "k.c").write_text("float helper(float v);\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = helper(x[i]);\n}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"VEC": [2, 3]}), flags=("src/helper.c",),
+                      heuristic=lambda shape: {"VEC": 2}, origin=tmp_path)
+    for vec in (2, 3):
+        got, want = run_once(CpuBackend(), scaling(f"split_files_test_{vec}", variant, vec, 9), variant, {"VEC": vec},
+                             n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert not list(tmp_path.rglob("*-input0.c"))  # the rendered copy is the command's alone
+    (checked,) = compile_check.check([scaling("split_files_check", variant, 2, 9)], "cpu", sample=2)
+    assert checked.ok, checked.failures
 
 
 #: A kernel scaling by what a header (``SCALE``) or a helper compiled beside it (``helper``) says.

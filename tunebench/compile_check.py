@@ -27,13 +27,13 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunebench.backends import cpu, cuda, launch, params
-from tunebench.backends.base import BuildEnvironmentError, explain, render
+from tunebench.backends.base import BuildEnvironmentError, explain, render, render_inputs
 from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
@@ -82,14 +82,15 @@ def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int,
 
 
 def _compile(command: Sequence[str], source: str, suffix: str, name: str,
-             inspect: Callable[[Path], dict] | None) -> tuple[str | None, dict]:
+             inspect: Callable[[Path], dict] | None, inputs: Mapping[str, str] | None = None) -> tuple[str | None, dict]:
     """(None, what ``inspect`` reads of the artefact) when ``command`` (with ``{src}`` and
-    ``{out}``) compiles ``source``, else (the message, {}), naming the source by ``name``."""
+    ``{out}``) compiles ``source`` (and ``inputs``, see :func:`run_compiler`), else (the
+    message, {}), naming the source by ``name``."""
     with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
         src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
         src.write_text(source)
         try:
-            error = run_compiler(command, src, out)
+            error = run_compiler(command, src, out, inputs)
         except (CompilerKilled, BuildEnvironmentError) as e:  # the machine's, not the kernel's: said, not raised
             return str(e), {}
         if error is None:
@@ -157,7 +158,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             inspect = cubin_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
-                else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect))
+                else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect,
+                None if target == "cuda" else render_inputs(variant, config, cpu.CTYPES[dtype])))
                 for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant).items()
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters

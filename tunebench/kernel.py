@@ -568,6 +568,15 @@ class Variant:
         self._read()
         return self.__dict__.get("_computed", ())
 
+    @property
+    def input_sources(self) -> dict[Path, str]:
+        """The source files the flags build with the template (``flags=("../src/helper.c",)``),
+        each as its text with its local headers inlined: a build gives each the params' #defines
+        as it gives the template (a kernel split over files reads ``VEC`` in each, as a framework
+        building them with :meth:`~tunebench.apply.Tuned.defines` gives it)."""
+        self._read()
+        return self.__dict__.get("_inputs", {})
+
     def _read(self) -> tuple[str, str]:
         """(template, source hash), kept with the files read for them and their stamps; where
         they cannot be read again (a checkout midway), as last read, until the next check."""
@@ -578,22 +587,28 @@ class Variant:
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        text, read, library = self.text, [], {}
+        text, read, library, inputs, computed = self.text, [], {}, {}, {}
         try:
             if text is None:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
+                sources = {p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "file"}
                 for file in self.flag_files:
                     read.append(file)
-                    content = file.read_bytes() if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library).encode()
+                    if file.suffix in BINARY_SUFFIXES:
+                        content = file.read_bytes()
+                    else:
+                        inlined = inline_includes(file, top=self.path.parent, dirs=self.include_dirs, read=read,
+                                                  library=library)
+                        content = inlined.encode()
+                        if file in sources:
+                            inputs[file] = inlined
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
                         f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
                 computed = _computed_folders([*read, *library])
-                inlined = {f.resolve() for f in read}
+                done = {f.resolve() for f in read}
                 library.update(dict.fromkeys(h for d in computed for h in sorted(d.iterdir())
-                                             if h.suffix in HEADER_SUFFIXES and h.is_file() and h not in inlined))
-                self.__dict__["_computed"] = tuple(computed)
+                                             if h.suffix in HEADER_SUFFIXES and h.is_file() and h not in done))
                 for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
                     read.append(header)
                     text += ("" if text.endswith("\n") else "\n") + (
@@ -605,6 +620,7 @@ class Variant:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         files = tuple(dict.fromkeys(read))
+        self.__dict__["_computed"], self.__dict__["_inputs"] = tuple(computed), inputs
         self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
         return self.__dict__["_kept"][:2]
 

@@ -6,6 +6,7 @@ it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
 
 from __future__ import annotations
 
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -211,9 +212,21 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
     """The template with the config's params and the dtype as ``#define`` lines (and
     ``TB_UNROLL``): at its ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the
     compiler's messages on the template's own lines."""
+    return _defined(variant.template, variant.path.name, config, ctype, target)
+
+
+def render_inputs(variant: Variant, config: Mapping, ctype: str) -> dict[str, str]:
+    """Each source file the flags build with the template (see
+    :attr:`~tunebench.kernel.Variant.input_sources`), by the path the flags give the compiler,
+    rendered as the template is: a helper.c reading ``VEC`` or ``TB_DTYPE`` found neither."""
+    return {str(path): _defined(text, os.path.relpath(path, variant.path.parent), config, ctype)
+            for path, text in variant.input_sources.items()}
+
+
+def _defined(text: str, name: str, config: Mapping, ctype: str, target: str = "cpu") -> str:
+    """``text``, the file ``name``, with the defines placed (see :func:`render`)."""
     defines = f'#line 1 "{PARAMS_FILE}"\n' + "".join(
-        f"#define {name} {value}\n" for name, value in macros(config, ctype, target).items())
-    text, name = variant.template, variant.path.name
+        f"#define {macro} {value}\n" for macro, value in macros(config, ctype, target).items())
     marker = PARAMS_HERE.search(text)
     if marker is None:
         return f"{defines}#line 1 \"{name}\"\n{text}"

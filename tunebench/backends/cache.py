@@ -17,7 +17,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
@@ -101,9 +101,23 @@ def _machine(pattern: re.Pattern, said: str) -> re.Match | None:
                 None)
 
 
-def run_compiler(command: Sequence[str], src: Path, out: Path) -> str | None:
+def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[str, str] | None = None) -> str | None:
     """Run a compiler ``command`` with ``{src}`` and ``{out}`` filled in: None where it succeeds,
-    else what it said; :class:`CompilerKilled` where a signal ended it."""
+    else what it said; :class:`CompilerKilled` where a signal ended it. ``inputs``: the text to
+    build in place of each source file the command names (a rendered copy, written beside ``out``
+    for the command alone)."""
+    copies = {given: out.with_name(f"{out.stem}-input{i}{Path(given).suffix}") for i, given in enumerate(inputs or {})}
+    try:
+        for given, copy in copies.items():
+            copy.write_text(inputs[given])
+        return _compiled([str(copies.get(c, c)) for c in command], src, out)
+    finally:
+        for copy in copies.values():
+            copy.unlink(missing_ok=True)
+
+
+def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
+    """:func:`run_compiler`'s run of the command, its inputs in place."""
     try:
         proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True)
     except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError

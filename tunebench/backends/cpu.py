@@ -39,6 +39,7 @@ from tunebench.backends.base import (
     not_contiguous,
     poison,
     render,
+    render_inputs,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
@@ -388,7 +389,8 @@ class CpuBackend(Backend):
         tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *copy_flags(variant), *native_isa()))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
-                                                   lambda src, out: run_compiler(command, src, out))
+                                                   lambda src, out: run_compiler(
+                                                       command, src, out, render_inputs(variant, config, CTYPES[dtype])))
         except CompileError as e:
             raise CompileError(explain(variant, config, str(e)), cached=e.cached) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
