@@ -504,6 +504,21 @@ def test_a_renamed_bucket_skips_naming_its_recorded_name(tuned):
     assert "never tuned" not in result.stdout.str()
 
 
+def test_a_gate_beside_a_records_file_that_cannot_be_read_still_names_the_other_thread_count(tuned, monkeypatch):
+    """Any unreadable file in the folder (another device's, conflicted) hid every other device's
+    records from the skip: it said "never tuned here", without the OMP_NUM_THREADS that gates it."""
+    pytester, path = tuned
+    n = json.loads(path.read_text())["device"]["1"]["threads"]
+    (path.parent / "cuda-nvidia-h200-sm90-132sm-448dce.json").write_text('{\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}\n')
+    monkeypatch.setenv("OMP_NUM_THREADS", str(n + 1))  # this machine, another device id
+    result = pytester.runpytest("test_chain.py", *GATE, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*nothing recorded for chain all float32 on this device, *: it is recorded with {n} "
+                                 f"thread* ({path.stem}); this run has {n + 1} (OMP_NUM_THREADS={n + 1}), *: gate "
+                                 f"with OMP_NUM_THREADS={n} as it was tuned*"])
+    assert "never tuned" not in result.stdout.str()
+
+
 def test_a_compiler_changed_since_the_tune_is_named_with_todays_by_the_gate(tuned):
     """The gate said "the compiler changed since the tune", naming neither."""
     from tunebench.backends import cpu

@@ -558,6 +558,24 @@ def test_warm_start_data_reads_a_stores_trials_once_for_all_its_tasks(project, p
     assert sorted(v for _, v in found)[:2] == [1.0, 1.0]  # each task's best, against itself
 
 
+def test_a_tune_beside_other_files_that_cannot_be_read_goes_on_without_them_naming_each(project, pytester):
+    """Other devices' records are only a warm start: one conflicted file of a GPU box, one of a
+    newer tunebench or a stray JSON in the folder failed every tune of this device."""
+    root = project()
+    folder = root / "records"
+    folder.mkdir()
+    bad = {"cuda-nvidia-h200-sm90-132sm-448dce.json": '{"trials": {\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}}\n',
+           "cuda-nvidia-h100-sm90-132sm-123abc.json": json.dumps({"format": {"1": {"version": 2}}}),
+           "tunebench_configs.json": json.dumps({"configs": [{"vec": 4}]})}
+    for name, text in bad.items():
+        (folder / name).write_text(text)
+    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small")
+    result.assert_outcomes(passed=3, skipped=3, deselected=8)
+    for name, why in zip(bad, ("holds git conflict markers", "records format 2", "table 'configs' is not a map")):
+        result.stdout.fnmatch_lines([f"*axpb: a records file is left out of the warm start*{folder / name}: {why}*"])
+    assert {p.name: p.read_text() for p in folder.glob("*.json") if p.name in bad} == bad  # left as they were
+
+
 def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_the_reference(project, pytester):
     """A tolerance too tight for the data (a scan's float32 sums): every config failed, the
     heuristic's too, and nothing said that this points at the reference, not the kernels."""

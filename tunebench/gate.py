@@ -50,7 +50,7 @@ from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files
 from tunebench.lookup import fits, latest_confirmation, shape_times
-from tunebench.records import NotWritable, RecordsError, RecordStore, config_text, stores
+from tunebench.records import NotWritable, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -222,11 +222,9 @@ def renamed_from(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
 
 
 def devices(store: RecordStore) -> list[RecordStore]:
-    """Every readable records file beside ``store``'s, its own included."""
-    try:
-        return stores(store.path.parent)
-    except RecordsError:
-        return [store]
+    """Every readable records file beside ``store``'s, its own included: one that cannot be read
+    (another device's, conflicted) is left out, not the others with it."""
+    return stores(store.path.parent, unread=[])
 
 
 def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,

@@ -857,6 +857,14 @@ class RecordStore:
                 if all(d.get(k) == v for k, v in match.items())]
 
 
-def stores(directory: str | Path) -> list[RecordStore]:
-    """Every records file under ``directory``, opened read-only."""
-    return [RecordStore(p) for p in sorted(Path(directory).glob("*.json"))]
+def stores(directory: str | Path, unread: list[str]) -> list[RecordStore]:
+    """Every records file under ``directory`` that can be read, opened read-only; each other's
+    error is appended to ``unread``. Another device's file (conflicted, of a newer format, or a
+    stray JSON beside them) must not stop what reads it only for a hint."""
+    found = []
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            found.append(RecordStore(path))
+        except RecordsError as e:
+            unread.append(str(e))
+    return found
