@@ -69,7 +69,8 @@ def test_a_file_from_before_formats_is_read_and_stamped_on_its_next_write(tmp_pa
 
 
 @pytest.mark.parametrize("version, message", [
-    (FORMAT + 1, f"records format {FORMAT + 1}, written by a newer tunebench; this one reads formats up to {FORMAT}"),
+    (FORMAT + 1, re.escape(f"records format {FORMAT + 1}, written by a newer tunebench (this one reads formats up to "
+                           f"{FORMAT})")),
     ("2", "table 'format' holds \\['2'\\], not one version number"),
 ])
 def test_a_file_of_a_newer_or_unreadable_format_is_refused_by_readers_and_writers_and_left_untouched(
@@ -376,6 +377,61 @@ def test_a_merge_whose_side_cannot_be_read_names_the_side_and_file_not_gits_temp
     said = merged.stdout + merged.stderr
     assert f"records/{store.path.name}, theirs (the branch merged in): trial 2 lacks status" in said, said
     assert "do not add it as it is" in said and ".merge_file" not in said, said
+
+
+CONFLICTED = '{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n'
+
+
+def test_a_merge_whose_side_cannot_be_read_says_in_words_what_fixes_that_side(tmp_path):
+    """The side's name replaced git's temporary path inside the shell command the reader gives
+    (`git show $s./records/x.json, ours (the branch checked out) > ...`), and that command ran
+    the same merge, which failed on the same side again."""
+    readable = tmp_path / "readable.json"
+    readable.write_text(json.dumps({"device": {"1": FINGERPRINT}, "trials": {"1": trial({"t": 1})}}))
+    conflicted, newer = tmp_path / ".merge_file_a1", tmp_path / ".merge_file_b2"
+    conflicted.write_text(CONFLICTED)
+    newer.write_text(json.dumps({"format": {"1": {"version": FORMAT + 1}}}))
+    for ours, theirs, said in (
+            (conflicted, readable, "records/x.json, ours (the branch checked out): holds git conflict markers (merged "
+                                   "without tunebench's merge driver, see the README's Records). The merge stopped "
+                                   "and left ours alone in the file, without theirs' trials: do not add it as it is; "
+                                   "`git merge --abort`, make the file readable on this branch and commit it"),
+            (readable, conflicted, "records/x.json, theirs (the branch merged in): holds git conflict markers (merged "
+                                   "without tunebench's merge driver, see the README's Records). The merge stopped "
+                                   "and left ours alone in the file, without theirs' trials: do not add it as it is; "
+                                   "`git merge --abort`, make the file readable on the branch merged in and commit it"),
+            (readable, newer, f"records/x.json, theirs (the branch merged in): records format {FORMAT + 1}, written by "
+                              f"a newer tunebench (this one reads formats up to {FORMAT}). The merge stopped and left ours alone in the file, without theirs' "
+                              f"trials: do not add it as it is; `git merge --abort`, then merge again with a tunebench "
+                              f"that reads it")):
+        with pytest.raises(RecordsError) as caught:
+            records_merge.merge(readable, ours, theirs, "records/x.json")
+        assert str(caught.value).startswith(said), str(caught.value)
+        assert ".merge_file" not in str(caught.value) and "git show" not in str(caught.value)
+
+
+def test_a_merge_whose_base_cannot_be_read_keeps_every_document_of_both_sides_and_says_so(tmp_path):
+    """A base committed with conflict markers: "fix that side's file on its branch" cannot be
+    done for a commit both branches descend from, and the merge could not be made."""
+    def side(name, rounds, trials):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "checks": {
+            str(i): {"kind": "tune", "kernel": "k", "target": "cpu", "dtype": "float32", "bucket": b,
+                     "timestamp": f"2026-11-0{i}T00:00:00+00:00"} for i, b in enumerate(rounds, 1)},
+            "trials": {str(i): trial({"t": t}, timestamp=f"2026-11-0{t}T00:00:00+00:00")
+                       for i, t in enumerate(trials, 1)}}))
+        return path
+
+    base = tmp_path / "base.json"
+    base.write_text(CONFLICTED)
+    ours, theirs = side("ours", ["all", "small"], [1, 2]), side("theirs", ["all"], [1, 3])
+    merged, notes = records_merge.merge(base, ours, theirs, "records/x.json")
+    assert [d["config"]["t"] for d in merged["trials"].values()] == [1, 2, 3]
+    assert [c["bucket"] for c in merged["checks"].values()] == ["all", "small"]
+    # the round both hold was the base's: not one both sides tuned since
+    assert notes == ["records/x.json, the merge base: holds git conflict markers (merged without tunebench's merge "
+                     "driver, see the README's Records); merged as if it held what both sides hold alike: every "
+                     "trial, source and check of either side is kept"]
 
 
 def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away(tmp_path):

@@ -68,7 +68,8 @@ DEVICE_NAME = re.compile(r".+-[0-9a-f]{6}")
 
 
 class RecordsError(RuntimeError):
-    """A records file that cannot be read or written; the message names the file."""
+    """A records file that cannot be read or written; the message names the file, says what is
+    wrong with it, then, after the first "; ", what to do (which a merge of git's copies leaves out)."""
 
 
 #: ``setup_hash`` of :meth:`RecordStore.lookup` for a trial of any declaration.
@@ -254,8 +255,8 @@ def _validate(path: Path, data) -> None:
             raise RecordsError(f"{path}: table {table!r} is not a map of documents")
     version = file_format(path, data)
     if version > FORMAT:
-        raise NewerFormat(f"{path}: records format {version}, written by a newer tunebench; this one reads "
-                           f"formats up to {FORMAT}: use the tunebench that wrote it, or a newer one (the file is "
+        raise NewerFormat(f"{path}: records format {version}, written by a newer tunebench (this one reads "
+                           f"formats up to {FORMAT}); use the tunebench that wrote it, or a newer one (the file is "
                            f"left untouched)")
     for doc_id, doc in data.get("trials", {}).items():
         missing = [k for k in TRIAL_KEYS if k not in doc]

@@ -12,7 +12,10 @@ declaration, git keeps that side's template: its final round and description are
 and the other side's round stays as history. A trial both sides
 measured since the base is kept twice, as the two measurements it is; the store reads the later
 (as it reads a trial measured again on one branch), and the next measurement of it replaces both. A file of another
-device on one side is a conflict: the merge leaves ours and fails.
+device on one side is a conflict: the merge leaves ours and fails, as it does where ours or theirs
+cannot be read (that branch's file is to fix). A merge base that cannot be read (committed with
+conflict markers) cannot be fixed on either branch: what both sides hold alike stands in for it, so
+the merge keeps every document of both, and says so.
 
 Install it once per clone (``git config``) and once per repository (``.gitattributes``)::
 
@@ -31,7 +34,7 @@ import json
 from pathlib import Path
 
 from tunebench.device import device_id
-from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, RecordsError
+from tunebench.records import FORMAT, TABLES, AtomicJSONStorage, NewerFormat, RecordsError
 
 #: What identifies a task's description.
 TASK_KEY = ("kernel", "target", "dtype", "bucket")
@@ -48,17 +51,46 @@ SIDES = ("the merge base", "ours (the branch checked out)", "theirs (the branch 
 
 def _tables(path: Path, side: str, name: str | None) -> dict:
     """A records file's tables; an empty file (git's stand-in for no common ancestor) is none.
-    One that cannot be read is named by its side and the file merged (``name``, git's ``%P``),
-    not by git's temporary copy, with what the file is left holding."""
+    One that cannot be read raises :class:`RecordsError` naming its side and the file merged
+    (``name``, git's ``%P``), not git's temporary copy, with what is wrong with it alone: the
+    fix a reader of the file gives (restore it, the commands that merge it again) is for a
+    checkout's file, and ran this very merge, which fails on the same side."""
     if not path.exists() or not path.read_bytes().strip():
         return {}
     try:
         return AtomicJSONStorage(path).read()
+    except RecordsError as e:  # the message: the file, what is wrong, then after "; " what to do
+        problem = str(e).removeprefix(f"{path}: ").split("; ")[0]
+        raise type(e)(f"{name or 'the records file'}, {side}: {problem}") from None
+
+
+def _unreadable(side: str, error: RecordsError) -> RecordsError:
+    """The driver's error where ours or theirs cannot be read, with what fixes it on that side:
+    it leaves ours in the file, so adding it as it is drops theirs' trials."""
+    branch = "this branch" if side == SIDES[1] else "the branch merged in"
+    fix = ("`git merge --abort`, then merge again with a tunebench that reads it (a newer one)"
+           if isinstance(error, NewerFormat) else
+           f"`git merge --abort`, make the file readable on {branch} and commit it (read there, tunebench says "
+           f"what is wrong with it), then merge again")
+    return RecordsError(f"{error}. The merge stopped and left ours alone in the file, without theirs' trials: do "
+                        f"not add it as it is; {fix}")
+
+
+def _base(path: Path, ours: dict, theirs: dict, name: str | None) -> tuple[dict, list[str]]:
+    """The merge base's tables, and a note where it cannot be read (a file committed with conflict
+    markers on both branches' history): no branch can fix a commit both descend from, so what
+    both sides hold alike stands in for it. The merge is then the union of the two sides (a
+    document of the base that one side moved to the archive comes back into the file beside its
+    archived copy, which the store reads as one), and every document either side holds is kept."""
+    try:
+        return _tables(path, SIDES[0], name), []
     except RecordsError as e:
-        what = str(e).replace(str(path), f"{name or 'the records file'}, {side}").split("; the file is left")[0]
-        raise RecordsError(f"{what}. The merge stopped and left ours alone in the file, without theirs' trials: "
-                           f"do not add it as it is; fix that side's file on its branch and merge again, or "
-                           f"`git merge --abort`") from None
+        common = {}
+        for table, docs in ours.items():
+            held = {json.dumps(d, sort_keys=True) for d in theirs.get(table, {}).values()}
+            common[table] = {key: doc for key, doc in docs.items() if json.dumps(doc, sort_keys=True) in held}
+        return common, [f"{e}; merged as if it held what both sides hold alike: every trial, source and check of "
+                        f"either side is kept"]
 
 
 def _union(base: dict, ours: dict, theirs: dict) -> list[dict]:
@@ -97,7 +129,14 @@ def _tasks(base: dict, ours: dict, theirs: dict) -> list[dict]:
 def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None = None) -> tuple[dict, list[str]]:
     """The merged tables of two sides of one device's records file (see the module docstring),
     and what a person should know of the merge (:func:`_retuned`); ``name``: the file merged."""
-    base, ours, theirs = (_tables(p, side, name) for p, side in zip((base_path, ours_path, theirs_path), SIDES))
+    sides = []
+    for path, side in zip((ours_path, theirs_path), SIDES[1:]):
+        try:
+            sides.append(_tables(path, side, name))
+        except RecordsError as e:
+            raise _unreadable(side, e) from None
+    ours, theirs = sides
+    base, unread = _base(base_path, ours, theirs, name)
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
     if None not in devices and devices[0] != devices[1]:
         ids = " and ".join(device_id(d) for d in devices)  # git names a temporary file: the ids say which
@@ -112,7 +151,7 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None 
         "sources": list({d["source_hash"]: d for side in (theirs, ours) for d in get(side, "sources").values()}.values()),
         "checks": _union(get(base, "checks"), get(ours, "checks"), get(theirs, "checks")),
     }
-    notes = _retuned(base, ours, theirs, tables["checks"])
+    notes = unread + _retuned(base, ours, theirs, tables["checks"])
     for table in sorted((set(ours) | set(theirs)) - set(TABLES)):  # a newer tunebench's: kept, not dropped
         tables[table] = _union(get(base, table), get(ours, table), get(theirs, table))
     merged = {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
