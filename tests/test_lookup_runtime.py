@@ -6,6 +6,7 @@ import gc
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -154,6 +155,22 @@ def test_a_half_written_records_file_is_answered_from_its_last_whole_read_and_re
     assert len(reads) == 1
     path.write_bytes(whole)
     assert tunebench.best("layernorm", (297, 8192), DEVICE, records=records) == tuned
+
+
+def test_a_document_id_edited_by_hand_into_no_number_is_named_by_the_lookups_at_each_launch(deployed, monkeypatch):
+    """TinyDB's "invalid literal for int()" named no file, in the thread that reads the records
+    again (it suppresses only records errors) and then at the next lookup."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 1e-9)  # read again in a thread of its own
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    tuned = tunebench.best("layernorm", (300, 8192), DEVICE, records=records)
+    data = json.loads(path.read_text())
+    data["trials"]["a1"] = data["trials"].pop("1")
+    path.write_text(json.dumps(data))
+    with pytest.warns(lookup_module.StaleRecordsWarning, match=re.escape(f"{path}: table 'trials' holds document "
+                                                                         f"id 'a1', not a number")):
+        for shape in ((299, 8192), (298, 8192), (297, 8192)):
+            assert tunebench.best("layernorm", shape, DEVICE, records=records) == tuned
 
 
 def test_a_process_started_while_the_file_is_half_written_answers_from_the_index_of_its_last_whole_read(deployed):

@@ -145,6 +145,24 @@ def test_a_hand_edited_document_is_an_error_naming_the_file_and_document(tmp_pat
         RecordStore(store.path)
 
 
+@pytest.mark.parametrize("table, doc_id", [("trials", "a1"), ("tasks", "01"), ("checks", "1.0")])
+def test_a_hand_edited_document_id_that_is_no_number_is_an_error_naming_the_file_table_and_id(tmp_path, table,
+                                                                                              doc_id):
+    """TinyDB reads every id as a number: "a1" passed the checks, then every reader crashed with
+    "invalid literal for int()" naming no file; "01" beside "1" read as one document, one lost."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b"})
+    store.add_check({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "kind": "tune"})
+    store.compact()
+    data = json.loads(store.path.read_text())
+    data[table][doc_id] = data[table].pop("1")
+    store.path.write_text(json.dumps(data))
+    with pytest.raises(RecordsError, match=re.escape(f"{store.path}: table {table!r} holds document id {doc_id!r}, "
+                                                     f"not a number as TinyDB writes one")):
+        RecordStore(store.path).trials()
+
+
 def test_a_trial_without_its_keys_is_refused(tmp_path):
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     with pytest.raises(RecordsError, match="without status"):

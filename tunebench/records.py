@@ -65,6 +65,8 @@ STATUSES = ("ok", "early_stopped", "pruned_resources", *FAILED)
 
 #: A records file named as a device id is (its fingerprint's hash last): its device table must say so.
 DEVICE_NAME = re.compile(r".+-[0-9a-f]{6}")
+#: A document's id as TinyDB writes it: "01" beside "1" would be read as the same document, one lost.
+DOC_ID = re.compile(r"0|[1-9][0-9]*")
 
 
 class RecordsError(RuntimeError):
@@ -253,6 +255,11 @@ def _validate(path: Path, data) -> None:
     for table, docs in data.items():
         if not isinstance(docs, dict) or not all(isinstance(d, dict) for d in docs.values()):
             raise RecordsError(f"{path}: table {table!r} is not a map of documents")
+        wrong = next((doc_id for doc_id in docs if not DOC_ID.fullmatch(doc_id)), None)
+        if wrong is not None:  # TinyDB reads each id as a number: a ValueError naming no file, at every reader
+            raise RecordsError(f"{path}: table {table!r} holds document id {wrong!r}, not a number as TinyDB "
+                               f"writes one (1, 2, ...); the file is left untouched: restore it (git checkout) or "
+                               f"give the document the next free number")
     version = file_format(path, data)
     if version > FORMAT:
         raise NewerFormat(f"{path}: records format {version}, written by a newer tunebench (this one reads "
