@@ -459,6 +459,17 @@ def test_records_alone_answer_a_shape_between_representatives_with_the_nearest_o
     assert "nearest representative shape (4, 262144)" in note and "apply your own rule for (2, 1048576)" in note
 
 
+def test_records_alone_asked_for_a_dtype_not_recorded_name_the_dtypes_recorded_not_the_kernel_itself(deployed):
+    """It said "no records for it ... (did you mean 'row_reduce'?)", of the very name asked."""
+    records, bare = deployed / "records", deployed / "bare"
+    bare.mkdir()
+    with pytest.raises(LookupError) as caught:
+        tunebench.lookup("row_reduce", (4, 262144), DEVICE, records=records, suites=bare, dtype="float16")
+    assert str(caught.value) == (f"kernel 'row_reduce': {records / DEVICE}.json records it only in float32: float16 "
+                                 f"has no record there, and no declaration of it was found under {bare} to serve its "
+                                 f"heuristic")
+
+
 def in_memory(name: str, vec: int) -> tunebench.Kernel:
     """A kernel a compiler declares in memory, today's rule its only answer (nothing recorded)."""
     return tunebench.Kernel(

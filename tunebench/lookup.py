@@ -995,11 +995,17 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         tuned = sorted({t["dtype"] for t in tasks} & set(kinds) if kinds else {t["dtype"] for t in tasks})
         dtype = "float32" if "float32" in tuned else tuned[0] if tuned else (
             "float32" if "float32" in kinds or not kinds else kinds[0])
+    recorded_in = sorted({t["dtype"] for t in tasks})
     tasks = [t for t in tasks if t["dtype"] == dtype]
     if decl is None and not tasks:
+        path = records_dir / f"{device}.json"
+        if recorded_in:  # the kernel is there, not this dtype: its name is right
+            raise LookupError(f"kernel {name!r}: {path} records it only in {', '.join(recorded_in)}: {dtype} has no "
+                              f"record there, and no declaration of it was found under {suites_dir} to serve its "
+                              f"heuristic" + _other_threads(folder, device, store, name, dtype, None))
         meant = closest(name, sorted(set(REGISTRY) | (store.kernels() if store else set())))
-        raise LookupError(f"kernel {name!r}: no records for it in {records_dir / (device + '.json')} and no "
-                          f"declaration found under {suites_dir}" + (f" (did you mean {meant!r}?)" if meant else "")
+        raise LookupError(f"kernel {name!r}: no records for it in {path} and no declaration found under {suites_dir}"
+                          + (f" (did you mean {meant!r}?)" if meant else "")
                           + _other_threads(folder, device, store, name, dtype, None))
     buckets = decl.buckets_for(target) if decl else _recorded_buckets(tasks)
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
