@@ -407,6 +407,22 @@ def test_a_misspelt_device_warns_naming_the_recorded_devices_and_the_one_it_mean
         assert tunebench.lookup("layernorm", (300, 8192), records=records).device == lookup_module.this_device("cpu")
 
 
+def test_a_device_named_by_its_records_files_path_is_that_device_in_device_and_tunebench_device_alike(
+        deployed, monkeypatch):
+    """device= took records/<id>.json for its id; $TUNEBENCH_DEVICE, the same path, warned that
+    no records were there and failed: "no records/cpu variant"."""
+    monkeypatch.chdir(deployed)
+    path = f"records/{DEVICE}.json"
+    given = tunebench.lookup("matmul_add", (8, 1024, 1024), path, records="records")
+    assert given.device == DEVICE and given.source == "tuned"
+    monkeypatch.setenv("TUNEBENCH_DEVICE", path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no UnknownDeviceWarning: the device is recorded
+        assert tunebench.lookup("matmul_add", (8, 1024, 1024), records="records") == given
+        assert tunebench.tuned("matmul_add", records="records").flags() == \
+            tunebench.tuned("matmul_add", device=path, records="records").flags()
+
+
 def test_a_kernel_given_as_neither_a_name_nor_a_kernel_is_a_type_error_naming_it(deployed):
     with pytest.raises(TypeError, match=r"^kernel None: give a kernel's name or its tunebench.Kernel$"):
         tunebench.lookup(None, (300, 8192), DEVICE, records=deployed / "records")

@@ -28,7 +28,7 @@ from typing import Any
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import PARAMS_HERE, macros, render
 from tunebench.kernel import Kernel
-from tunebench.lookup import best, check_known, declaration, lookup, this_device
+from tunebench.lookup import best, check_known, declaration, device_named, lookup, this_device
 
 
 class Tuned:
@@ -65,7 +65,7 @@ class Tuned:
         the device's target (``-O3 -march=native -fopenmp -std=gnu11`` and the variant's own on
         the CPU; ``-O3`` and the variant's own, the device's ``-arch`` apart, on CUDA): a build
         without them is not the code that was measured (without ``-fopenmp``, a serial one)."""
-        device = Path(self.device).stem if self.device else this_device()
+        device = device_named(self.device) if self.device else this_device()
         target = device.split("-", 1)[0]
         decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(self.kernel, self.records, self.suites)
         variant = decl.variant(target) if decl else None

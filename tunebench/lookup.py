@@ -249,9 +249,17 @@ def this_device(target: str | None = None) -> str:
     return _device_id(target, *_threads())
 
 
+def device_named(name: str) -> str:
+    """The device id that ``device=`` or ``$TUNEBENCH_DEVICE`` names, by itself or by its records
+    file's path (``records/<id>.json``, as a shell completes it), without the spaces a shell or a
+    YAML file may leave."""
+    return Path(name.strip()).stem
+
+
 def _named_device() -> str | None:
-    """``$TUNEBENCH_DEVICE`` without the spaces a shell or a YAML file may leave; None where unset or blank."""
-    return os.environ.get("TUNEBENCH_DEVICE", "").strip() or None
+    """The device id ``$TUNEBENCH_DEVICE`` names (:func:`device_named`); None where unset or blank."""
+    named = os.environ.get("TUNEBENCH_DEVICE", "").strip()
+    return device_named(named) if named else None
 
 
 def _threads() -> tuple[str | None, int]:
@@ -791,7 +799,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                           stacklevel=_caller())
     name = decl.name if decl else kernel
     named = "device" if device else "$TUNEBENCH_DEVICE" if _named_device() else None
-    device = Path(device).stem if device else this_device()
+    device = device_named(device) if device else this_device()
     if named and not (records_dir / f"{device}.json").exists():
         _warn_unknown(named, device, records_dir)
     folder = _directory(records_dir)
