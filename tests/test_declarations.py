@@ -400,6 +400,14 @@ def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(t
     assert busy["reason"].endswith("--tune` on a quiet machine measures again")
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
     gate.assert_outcomes(skipped=1)  # it said "no config completed every shape (the tune's failures say why)"
+    # tuned again under a reference no config meets: the reason said only the disturbed trials of before
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace("reference=lambda x, n: 2.0 * x", "reference=lambda x, n: 3.0 * x"))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    broken = best_json(root)
+    assert broken["source"] == "heuristic" and broken["reason"].startswith(
+        f"every trial recorded on this bucket failed ({n} wrong_result) or was disturbed by other load ({n}), "), \
+        broken["reason"]
     assert said(gate, f"its {n} trials that ran were measured only while other load disturbed the machine, so "
                       f"best() serves the heuristic; `pytest suites/test_twice.py --tune` on a quieter machine")
 

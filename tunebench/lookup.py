@@ -300,9 +300,14 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
                 f"`{tune_command(decl, records_dir)}` tunes it again")
     disturbed = store.disturbed(kernel, dtype, bucket) if store else 0
     # every config failed: none ran on any of the bucket's shapes (``timed``: some did, on some)
-    failures = store.failures(kernel, dtype, bucket, source_hash) if store and not disturbed and not timed else {}
+    failures = store.failures(kernel, dtype, bucket, source_hash) if store and not timed else {}
+    failed = ", ".join(f"{n} {s}" for s, n in failures.items())
+    if failures and disturbed:  # a re-tune whose every trial failed, after one other load disturbed: both said
+        return (f"every trial recorded on this bucket failed ({failed}) or was disturbed by other load ({disturbed}), "
+                f"so none is served; each failure's error is in the records (`tunebench report` lists them), and "
+                f"`{tune_command(decl, records_dir)}` on a quiet machine measures the disturbed again")
     if failures:
-        return (f"every config recorded on this bucket failed ({', '.join(f'{n} {s}' for s, n in failures.items())}), "
+        return (f"every config recorded on this bucket failed ({failed}), "
                 f"so none is served; each trial's error is in the records (`tunebench report` lists them)")
     if not disturbed:
         return "nothing is recorded for this bucket"
