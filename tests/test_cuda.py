@@ -49,6 +49,25 @@ def scale_kernel(tmp_path, launch=lambda config, shape: (((shape[0] + 127) // 12
 
 
 @needs_nvcc
+def test_a_param_named_as_a_template_parameter_of_a_header_beside_it_is_named_by_the_build_error(tmp_path):
+    """nvcc quotes the line as expanded (``template <int 64>``) and names no macro: the error was
+    "expected a ',' or '>'" in tile.cuh alone, where the CPU target names the param."""
+    (tmp_path / "tile.cuh").write_text("template <int BLOCK>\n__device__ float tile(const float *x) "
+                                       "{ return x[BLOCK]; }\n")
+    (tmp_path / "k.cu").write_text('#include "tile.cuh"\n'
+                                   'extern "C" __global__ void k(const float *x, float *y) { y[0] = tile<4>(x); }\n')
+    kernel = Kernel("clash", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="k", space=Space({"BLOCK": [64, 128]}),
+                                 heuristic=lambda shape: {"BLOCK": 64}, launch=lambda config, shape: ((1,), (64,))))
+    with pytest.raises(CompileError) as error:
+        CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {"BLOCK": 64},
+                                                                   "float32")
+    assert "(tunebench: param 'BLOCK' is #defined ahead of tile.cuh, whose line 1 reads 'BLOCK' as a name: " \
+           "rename it)" in str(error.value), str(error.value)
+
+
+@needs_nvcc
 def test_a_cuda_build_is_a_cubin_compiled_per_architecture_and_reused(tmp_path):
     """The tuning process compiles ahead without PyCUDA, a driver or a device (none of which CI has)."""
     kernel = scale_kernel(tmp_path)

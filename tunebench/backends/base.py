@@ -394,9 +394,10 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
                if not f.endswith(name)]  # a header, or a #define read where the header wanted a name
     marker = PARAMS_HERE.search(variant.template)
     after = variant.template[marker.end():] if marker else variant.template  # what the defines come before
-    if not hints and outside and re.search(r"#\s*include\s*<", after):
+    inlined = re.search(r'^#line 1 "', after, re.MULTILINE)  # a header beside it, inlined after the defines
+    if not hints and outside and (re.search(r"#\s*include\s*<", after) or inlined):
         named = {}  # param -> the first header line that reads it
-        for header, number, line in _header_lines(error):
+        for header, number, line in _header_lines(error, variant.path.parent):
             for p in config:
                 if p not in named and re.search(rf"\b{re.escape(p)}\b", line):
                     named[p] = f"param {p!r} is #defined ahead of {header}, whose line {number} reads {p!r} as a name"
@@ -412,14 +413,15 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(pragmas + hints))
 
 
-def _header_lines(error: str) -> list[tuple[str, int, str]]:
-    """(header, line number, its text) of each line a compiler's error places in a header by its
-    absolute path, as gcc (``/usr/include/stdlib.h:123:5:``) and nvcc (``.../util_arch.cuh(146):``)
-    name them."""
+def _header_lines(error: str, folder: Path) -> list[tuple[str, int, str]]:
+    """(header, line number, its text) of each line a compiler's error places in a header, as gcc
+    (``/usr/include/stdlib.h:123:5:``) and nvcc (``.../util_arch.cuh(146):``) name them: by its
+    absolute path, or, inlined, by its path from the template's ``folder`` (nvcc quotes the line
+    as expanded, ``template <int 64>``, and names no macro: the file's own line shows the param)."""
     found = []
-    for path, number in dict.fromkeys(re.findall(r"^(/[^:(\s]+)(?::|\()(\d+)", error, re.MULTILINE)):
+    for path, number in dict.fromkeys(re.findall(r"^([^:(\s]+)(?::|\()(\d+)", error, re.MULTILINE)):
         try:
-            lines = Path(path).read_text(errors="replace").splitlines()
+            lines = (folder / path).read_text(errors="replace").splitlines()
         except OSError:
             continue
         if 0 < int(number) <= len(lines):
