@@ -90,7 +90,7 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
     expected = kernel.expected(args)
     tolerances = kernel.tolerances(dtype, args)
     runners, wrong = {}, {}
-    for label, config in (("tuned", choice.config), ("heuristic", variant.baseline(shape))):
+    for label, config in (("tuned", choice.config), ("heuristic", variant.baseline(shape, dtype))):
         build = backend.build(kernel, variant, config, dtype)
         runners[label] = backend.load(build, kernel, variant, config, shape, args)
         failed = verify(runners[label], expected, kernel.outputs, tolerances)

@@ -116,7 +116,7 @@ def run(rounds: int) -> list[dict]:
                     args = kernel.build_args(shape, dtype)  # numpy's own allocation, as a framework has it
                     expected = kernel.expected(args)
                     calls = {"tuned": built(backend, kernel, choice.config, dtype, args),
-                             "heuristic": built(backend, kernel, variant.baseline(shape), dtype, args)}
+                             "heuristic": built(backend, kernel, variant.baseline(shape, dtype), dtype, args)}
                     numpy_call, torch_call = peers(kernel.name, args)
                     calls["numpy"] = numpy_call
                     if torch_call:

@@ -84,11 +84,11 @@ def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_
         kernel.expected(kernel.build_args((8,), "float32"))
     kernel.reference = lambda n: np.arange(int(n), dtype=np.float64)
     kernel.expected(kernel.build_args((8,), "float32"))
-    config = kernel.variant("cpu").baseline((8,))
+    config = kernel.variant("cpu").baseline((8,), "float32")
     assert type(config["b"]) is int and json.dumps(config) == '{"b": 2}'
     switch = tunebench.Variant(source=tmp_path / "k.c", entry="k", space=tunebench.Space({"simd": [0, 1]}),
                                heuristic=lambda shape: {"simd": np.bool_(shape[0] > 4)})  # a comparison's answer
-    assert json.dumps(switch.baseline((8,))) == '{"simd": 1}'  # the space's value, not true
+    assert json.dumps(switch.baseline((8,), "float32")) == '{"simd": 1}'  # the space's value, not true
 
 
 def test_a_shaped_constraint_keeps_candidates_to_the_buckets_they_fit(gemm):
@@ -1427,7 +1427,7 @@ def test_a_heuristics_int_for_a_param_of_floats_is_its_float_as_a_bool_for_ints_
     took that wrong result as its own trial (1 == 1.0), never built."""
     variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"SCALE": [1.0, 3.0], "USE": [0, 1]}),
                       heuristic=lambda shape: {"SCALE": 1, "USE": True})
-    config = variant.baseline((8,))
+    config = variant.baseline((8,), "float32")
     assert config == {"SCALE": 1.0, "USE": 1} and type(config["SCALE"]) is float and type(config["USE"]) is int
 
 
@@ -1447,6 +1447,24 @@ def test_a_pick_a_shaped_constraint_now_excludes_on_its_shape_is_neither_gated_n
     gate.assert_outcomes(skipped=1)
     assert said(gate, "the recorded pick [reps:1 pad:") and said(gate, "breaks a constraint on (4096,) today, so "
                                                                        "best() serves another config there")
+
+
+def test_a_heuristic_with_a_dtype_parameter_is_given_each_tasks_dtype(project, pytester):
+    """Today's rule of a kernel tuned in two dtypes differs by the element (a vector of 16 bytes):
+    a heuristic took the shape alone, so the rule of one dtype was the baseline of both, or the
+    kernel was declared twice, once per dtype."""
+    root = project(suite=AXPB_SUITE.replace(
+        'heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0},',
+        'heuristic=lambda shape, dtype: {"vec": 4 if dtype == "float32" else 2, "unroll": 1, "mode": 0}, '
+        'dtypes=("float32", "float64"),').replace('np.float32(2.0)', 'np.dtype(dtype).type(2.0)').replace(
+        'np.float32(0.5)', 'np.dtype(dtype).type(0.5)'))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
+    assert result.ret == 0, result.stdout.str()
+    rounds = {c["dtype"]: c["shapes"][0]["baseline"] for c in records(root).table("checks").all()}
+    assert rounds == {"float32": {"vec": 4, "unroll": 1, "mode": 0}, "float64": {"vec": 2, "unroll": 1, "mode": 0}}
+    for dtype, vec in (("float32", 4), ("float64", 2)):  # a bucket never tuned serves today's rule of its dtype
+        choice = tunebench.lookup("axpb", (20000,), dtype=dtype, records=root / "records", suites=root / "suites")
+        assert (choice.source, choice.config["vec"]) == ("heuristic", vec)
 
 
 def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytester):

@@ -831,7 +831,7 @@ def test_two_projects_with_a_package_of_one_name_each_import_their_own_suite(dep
     """The second project's ``fwpkg.suites.test_pk`` is not the first's, already imported."""
     first, second = (packaged_project(deployed / release, vec) for release, vec in (("r1", 2), ("r2", 8)))
     kernels = [lookup_module.load_suites(p / "suites")[0] for p in (first, second)]
-    assert [k.variant("cpu").baseline((1024,)) for k in kernels] == [{"vec": 2}, {"vec": 8}]
+    assert [k.variant("cpu").baseline((1024,), "float32") for k in kernels] == [{"vec": 2}, {"vec": 8}]
     assert [Path(k.declared_in).parent for k in kernels] == [first.resolve(), second.resolve()]
 
 

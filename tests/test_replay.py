@@ -171,7 +171,7 @@ def test_a_kernel_tuner_cache_is_a_suite_of_its_own():
     valid, invalid = variant.space.enumerate()
     assert (len(valid), len(invalid)) == (6768, 0)  # the product's unrecorded configs are no candidates at all
     first = json.loads(CONVOLUTION.read_text())["cache"]["2,32,15,15,0,1,1,0"]  # the first entry that ran
-    assert variant.baseline((4096, 4096)) == {n: first[n] for n in variant.space.names}
+    assert variant.baseline((4096, 4096), "float32") == {n: first[n] for n in variant.space.names}
     with pytest.raises(Exception, match="never run"):
         kernel.build_args((4096, 4096), "float32")
 

@@ -67,8 +67,9 @@ class KernelCheck:
 
 
 def heuristic_configs(kernel: Kernel, variant: Variant, target: str) -> dict[tuple, dict]:
-    """The heuristic's config of every representative shape, each once, by its order-free key."""
-    return {config_key(c): c for b in kernel.buckets_for(target) for c in map(variant.baseline, b.shapes)}
+    """The heuristic's config of every representative shape and dtype, each once, by its order-free key."""
+    return {config_key(c): c for b in kernel.buckets_for(target) for s in b.shapes for d in variant.dtypes
+            for c in [variant.baseline(s, d)]}
 
 
 def configs_to_check(kernel: Kernel, variant: Variant, target: str, sample: int, seed: int) -> list[dict]:
@@ -204,7 +205,7 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     the check; what it asks beyond an architecture's limits fails it for a heuristic config,
     which is always measured, and is noted for a candidate, which a tune prunes there."""
     buckets = kernel.buckets_for("cuda")
-    heuristic = {(config_text(variant.baseline(s)), s) for b in buckets for s in b.shapes}
+    heuristic = {(config_text(variant.baseline(s, d)), s) for b in buckets for s in b.shapes for d in variant.dtypes}
     space, failing = variant.space, set()
     entries, missing = {}, {}  # (dtype, arch, config) -> the entry point's symbol, or why there is none
     for where, kernels in built.items():

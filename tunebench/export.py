@@ -84,8 +84,8 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
                 ranked = [] if unchecked else choice.ranked if variant.space.shaped else choice.ranked[:1]
                 entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
                                 "weight": bucket.weight, "source": choice.source,
-                                "config": choice.config if choice.source == "tuned" else variant.baseline(shape),
-                                "ranked": ranked, "heuristic": variant.baseline(shape),
+                                "config": choice.config if choice.source == "tuned" else variant.baseline(shape, dtype),
+                                "ranked": ranked, "heuristic": variant.baseline(shape, dtype),
                                 "objective_ms": choice.objective_ms, "baseline_ms": choice.baseline_ms})
             for note, named in notes.items():  # said, not exported: the files stay the same bytes wherever made
                 warnings.warn(f"{kernel.name} {dtype} ({', '.join(named)}): {note}", ExportNote, stacklevel=2)

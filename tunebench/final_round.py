@@ -69,7 +69,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     entries, problem, disturbed, failed = [], None, False, False
     dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
     for shape in bucket.shapes:
-        baseline = variant.baseline(shape)
+        baseline = variant.baseline(shape, dtype)
         configs = [f[shape] for f in finalists]
         entry = {"shape": list(shape), "finalists": configs, "baseline": baseline}
         if trial_ms and baseline_trial_ms and shape in baseline_trial_ms:

@@ -156,7 +156,7 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     if check is None:
         return None
     if "winner" in check and check["winner"] is None:
-        return {tuple(e["shape"]): variant.baseline(tuple(e["shape"])) for e in check["shapes"]}, check["source_hash"]
+        return {tuple(e["shape"]): variant.baseline(tuple(e["shape"]), dtype) for e in check["shapes"]}, check["source_hash"]
     return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
 
 
@@ -245,7 +245,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     best, recorded_hash = found
     dims = kernel.buckets_for(target).dims
     gone = [(c, s) for s, c in best.items() if not variant.space.holds(c) or not fits(variant, c, s, dims)]
-    if gone and best != {s: variant.baseline(s) for s in bucket.shapes}:  # as best() serves: not the pick
+    if gone and best != {s: variant.baseline(s, dtype) for s in bucket.shapes}:  # as best() serves: not the pick
         config, shape = gone[0]
         why = ("is no longer in the space, so best() serves the heuristic" if not variant.space.holds(config) else
                f"breaks a constraint on {shape} today, so best() serves another config there")
@@ -297,7 +297,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
     failing = rules if check and check.get("baseline_failure") else {}
     for shape in bucket.shapes:
-        baseline = variant.baseline(shape)
+        baseline = variant.baseline(shape, dtype)
         retold = shape in rules and rules[shape] != baseline
         if retold and best[shape] == baseline and check.get("winner", 0) is not None:  # today's rule is the pick
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "

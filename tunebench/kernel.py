@@ -29,6 +29,7 @@ import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import KernelError, constant_suspects, overridden
+from tunebench.backends.launch import takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -624,8 +625,9 @@ class Variant:
         self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
         return self.__dict__["_kept"][:2]
 
-    def baseline(self, shape: tuple) -> dict:
-        """The heuristic config for a shape, checked to have exactly the space's params; numpy
+    def baseline(self, shape: tuple, dtype: str) -> dict:
+        """The heuristic config for a shape (and the task's ``dtype``, where the heuristic has a
+        parameter of that name: a vector width is 16 bytes of the element), checked to have exactly the space's params; numpy
         values are made Python's, as the space's are (records and exports are JSON), a bool for a
         param of ints its int (``USE_SIMD: True`` was recorded and exported), and an int for a param
         of floats its float (``SCALE: 1`` built ``SCALE / 2`` as an integer division, and
@@ -633,7 +635,7 @@ class Variant:
         the space's values are ints (``4096 / 16``) would build ``#define BLOCK 256.0``, another
         kernel than the one tuned, and is refused, as is a heuristic that raises."""
         try:
-            given = dict(self.heuristic(tuple(shape)))
+            given = dict(self.heuristic(tuple(shape), *((dtype,) if takes_dtype(self.heuristic) else ())))
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
             raise KernelError(f"heuristic raised {raised(e, f'for shape {tuple(shape)}')}") from e
         config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
@@ -940,9 +942,14 @@ class Kernel:
         shape by default): a constraint, a value it lacks. A rule the candidates are held to and it
         is not (a tail it may drop, a read past a row); it is built and measured all the same."""
         buckets = self.buckets_for(target)
-        found = [(variant.baseline(s), s) for s in (shapes or [s for b in buckets for s in b.shapes])]
-        return [f"[{config_text(c)}] on {s}: {'; '.join(broken)}" for c, s in found
-                if (broken := variant.space.broken(c, s, buckets.dims))]
+        said: dict[str, None] = {}  # each once: a heuristic of the shape alone is the same in every dtype
+        for shape in shapes or [s for b in buckets for s in b.shapes]:
+            for dtype in variant.dtypes:
+                config = variant.baseline(shape, dtype)
+                broken = variant.space.broken(config, shape, buckets.dims)
+                if broken:
+                    said.setdefault(f"[{config_text(config)}] on {shape}: {'; '.join(broken)}")
+        return list(said)
 
     def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
         """Fresh arguments for one shape; the same values every call (seeded by kernel and shape).
@@ -1077,11 +1084,11 @@ class Kernel:
             raise SpaceError(f"the {target} variant: {e}") from None
         for bucket in buckets:
             for shape in bucket.shapes:
-                try:
-                    variant.baseline(shape)
-                except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
-                    raise KernelError(f"the {target} variant: {e}") from None
                 for dtype in variant.dtypes:
+                    try:
+                        variant.baseline(shape, dtype)
+                    except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
+                        raise KernelError(f"the {target} variant: {e}") from None
                     self._work(shape, dtype)
 
     def _work(self, shape: tuple, dtype: str) -> None:

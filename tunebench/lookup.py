@@ -1068,7 +1068,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             choice.note = (f"tuned with an earlier {variant.path.name}, or a header it includes ({earlier}; now "
                            f"{variant.source_hash}): "
                            f"`{decl.tune_command(records_dir)}` tunes this one, and the gate checks the config on it")
-    baseline = ([variant.baseline(s) for s in bucket.shapes] if variant else
+    baseline = ([variant.baseline(s, dtype) for s in bucket.shapes] if variant else
                 [b["config"] for b in task["baseline"]] if task else [])
     got = {s: times.get(config_key(c), {}).get(s) for s, c in zip(bucket.shapes, baseline)}
     if baseline and all(v is not None for v in got.values()):
@@ -1174,7 +1174,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             and not retold else None
         if measured:  # served though the round picked another config: its time as the round measured it
             choice.baseline_ms = measured[1]
-        choice.config, choice.objective_ms = variant.baseline(shape), choice.baseline_ms
+        choice.config, choice.objective_ms = variant.baseline(shape, dtype), choice.baseline_ms
         broken = variant.space.broken(choice.config, shape, buckets.dims)
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "

@@ -374,7 +374,7 @@ class Task:
         self.undeclared = bool(recorded) and "declaration" not in recorded  # nothing to reuse its trials by
         self.unbuilt = bool(recorded) and "compiler" not in recorded and not backends.built_by(None, self.compiler)
         try:
-            self.baseline = self._evaluate({s: self.variant.baseline(s) for s in self.bucket.shapes})
+            self.baseline = self._evaluate({s: self.variant.baseline(s, self.dtype) for s in self.bucket.shapes})
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
@@ -693,7 +693,7 @@ class Task:
             "kernel": self.kernel.name, "target": t.target, "device": t.store.device,
             "fingerprint": t.fingerprint, "source_hash": self.variant.source_hash, "setup_hash": self.setup_hash,
             "bucket": self.bucket.name, "shape": list(shape), "dtype": self.dtype, "config": config,
-            "baseline": config == self.variant.baseline(shape),
+            "baseline": config == self.variant.baseline(shape, self.dtype),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
             "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler, "entry": self.variant.entry,
             "repeats": t.settings.repeats, "timeout_s": getattr(t.workers, "timeout", None),  # how it was measured
@@ -715,7 +715,7 @@ class Task:
                 "shaped": self.variant.space.shaped,  # for a lookup without the declaration to say it cannot check
                 "flags": list(self.variant.flags),  # as declared: the gate builds the best with them again
                 "compiler": self.compiler, "entry": self.variant.entry,
-                "baseline": [{"shape": list(s), "config": self.variant.baseline(s)} for s in self.bucket.shapes]}
+                "baseline": [{"shape": list(s), "config": self.variant.baseline(s, self.dtype)} for s in self.bucket.shapes]}
 
     # -- reporting ----------------------------------------------------------------------------
     def outcome(self, key: tuple) -> Outcome | None:

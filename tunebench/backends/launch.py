@@ -65,7 +65,7 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
 
     if variant.launch is None:
         raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no launch=(config, shape) -> (grid, block)")
-    given = (dict(config), tuple(shape), *((dtype,) if _takes_dtype(variant.launch) else ()))
+    given = (dict(config), tuple(shape), *((dtype,) if takes_dtype(variant.launch) else ()))
     where = f"kernel {kernel.name!r}: the cuda variant's launch{given}"
     try:
         answer = variant.launch(*given)
@@ -87,10 +87,11 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
     return made
 
 
-def _takes_dtype(launch: Callable) -> bool:
-    """Whether a launch function has a parameter named ``dtype``."""
+def takes_dtype(fn: Callable) -> bool:
+    """Whether a suite's launch function or heuristic has a parameter named ``dtype``: given the
+    task's dtype (shared memory sized by the element, a vector width of 16 bytes)."""
     try:
-        return "dtype" in inspect.signature(launch).parameters
+        return "dtype" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 
