@@ -9,6 +9,7 @@ mistake in a 40-line reference is found without a debugger.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import sysconfig
 import traceback
@@ -16,9 +17,16 @@ import types
 from pathlib import Path
 
 #: tunebench's own folder, and with it the folders of code that is not the suite's (the standard
-#: library, installed packages).
+#: library; installed packages are told by their folder's name, wherever pip put them: a venv, a
+#: user's ~/.local, Debian's dist-packages).
 _OURS = str(Path(__file__).parent) + os.sep
-_NOT_USERS = (_OURS, *{sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+_NOT_USERS = (_OURS, *{sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib")})
+_PACKAGES = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+
+
+def _library(filename: str) -> bool:
+    """Whether a file is tunebench's, the standard library's or an installed package's."""
+    return filename.startswith(_NOT_USERS) or bool(_PACKAGES.search(filename))
 
 
 def is_users(value) -> bool:
@@ -28,7 +36,7 @@ def is_users(value) -> bool:
     module = value if isinstance(value, types.ModuleType) else sys.modules.get(
         getattr(value if isinstance(value, type) else type(value), "__module__", None) or "")
     where = getattr(module, "__file__", None)
-    return bool(where) and not where.startswith(_NOT_USERS)
+    return bool(where) and not _library(where)
 
 
 def raised(e: BaseException, about: str = "") -> str:
@@ -36,10 +44,11 @@ def raised(e: BaseException, about: str = "") -> str:
     what it was ``about``, and the innermost frame of the user's code it passed through; where
     every frame is a package's (a project installed as one), the first frame tunebench called."""
     said = f"{type(e).__name__}: {str(e).rstrip()}" + (f" {about}" if about else "")
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(_OURS)]
-    users = [f for f in frames if not f.filename.startswith(_NOT_USERS)]
+    frames = [f for f in traceback.extract_tb(e.__traceback__)  # code made by exec has no file to name
+              if not f.filename.startswith((_OURS, "<"))]
+    users = [f for f in frames if not _library(f.filename)]
     frame = users[-1] if users else frames[0] if frames else None
-    if frame is None or frame.filename.startswith("<"):  # code made by exec has no file to name
+    if frame is None:
         return said
     where = os.path.relpath(frame.filename) if frame.filename.startswith(os.getcwd() + os.sep) else frame.filename
     return f"{said}, in {frame.name} at {where}:{frame.lineno}"

@@ -24,6 +24,7 @@ import numpy as np
 
 from tunebench.backends.base import KernelError
 from tunebench.backends.params import Param
+from tunebench.user_code import raised
 
 if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported at run time
     from tunebench.kernel import Kernel, Variant
@@ -70,7 +71,7 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
     try:
         answer = variant.launch(*given)
     except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
-        raise KernelError(f"{where} raised {type(e).__name__}: {e}") from None
+        raise KernelError(f"{where} raised {raised(e)}") from None
     try:
         if not isinstance(answer, (tuple, list)) or len(answer) not in (2, 3):
             raise TypeError
