@@ -290,8 +290,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
     # a pick whose final round judged another declaration (a re-tune under a broken reference confirmed nothing,
-    # and took today's declaration into the task) is verified, as one that changed since the tune is
-    unconfirmed = not check or check.get("setup_hash") != setup
+    # and took today's declaration into the task) is verified, as one that changed since the tune is; a round
+    # from before rounds kept their declaration's hash judged the task's as recorded
+    unconfirmed = check is None or check.get("setup_hash", setup) != setup
     reference = {tuple(e["shape"]): _reference(e) for e in check["shapes"]} if check else {}
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
