@@ -421,6 +421,45 @@ def test_a_computed_include_beside_the_template_builds_and_an_edit_of_a_header_i
     np.testing.assert_allclose(got, 1.5 * want, rtol=1e-6)  # the edited header built, not the cached build
 
 
+@pytest.mark.parametrize("value, flags, edited", [
+    ('"impls/a.h"', (), "impls/a.h"),  # a header in a folder below
+    ('"a.h"', (), "detail/d.h"),  # a header the one named includes
+    ('"impl_a.h"', ("-Iinc",), "inc/impl_a.h"),  # a header of an include folder
+])
+def test_every_header_a_computed_include_of_a_param_may_read_is_hashed(tmp_path, value, flags, edited):
+    """Only the headers beside the template were hashed: an edit of any of these reused the old
+    trials and builds."""
+    for name in ("impls/a.h", "a.h", "detail/d.h", "inc/impl_a.h"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "impls" / "a.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "a.h").write_text('#include "detail/d.h"\n')
+    (tmp_path / "detail" / "d.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "inc" / "impl_a.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "k.c").write_text("#include IMPL\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = scale() * x[i];\n}\n")
+
+    def declared():
+        variant = Variant(source="k.c", entry="k", space=Space({"IMPL": [value]}), flags=flags,
+                          heuristic=lambda shape: {"IMPL": value}, origin=tmp_path)
+        return variant, scaling("computed_param_test", variant, 2.0, 9)
+
+    variant, kernel = declared()
+    got, want = run_once(CpuBackend(), kernel, variant, {"IMPL": value}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    before = variant.source_hash
+    (tmp_path / edited).write_text("static inline float scale(void) { return 3.0f; }\n")
+    assert declared()[0].source_hash != before
+
+
+def test_include_next_is_no_computed_include(tmp_path):
+    """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was
+    hashed, and the folder given to the compiler."""
+    (tmp_path / "k.c").write_text("#include_next <stdlib.h>\nint k(void) { return 0; }\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"u": [1]}), heuristic=lambda shape: {"u": 1},
+                      origin=tmp_path)
+    assert variant.computed_include_dirs == ()
+
+
 #: The same kernel as a C++ user writes it: a template over the unrolled width, the standard library.
 AXPB_CPP = """\
 #include <algorithm>

@@ -814,6 +814,33 @@ def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(
     assert code_hash(by_weights) != weighted
 
 
+def test_an_error_is_placed_on_the_suites_line_not_a_librarys_wherever_pip_put_the_library(tmp_path):
+    """numpy from Debian's dist-packages or a user's ~/.local counted as the suite's code: the
+    error named numpy's line, and a reference's hash followed numpy's functions."""
+    import types
+
+    from tunebench.user_code import is_users, raised
+    library = types.ModuleType("vendored")
+    library.__file__ = "/usr/lib/python3/dist-packages/vendored/__init__.py"
+    exec(compile("def check(x):\n    raise ValueError('bad ' + x)\n", library.__file__, "exec"), library.__dict__)
+
+    def reference(x):
+        return library.check(x)
+
+    try:
+        reference("input")
+    except ValueError as e:
+        said = raised(e, "for shape (4,)")
+    line = reference.__code__.co_firstlineno + 1
+    assert said == f"ValueError: bad input for shape (4,), in reference at tests/test_declarations.py:{line}" \
+        or said.endswith(f"in reference at {__file__}:{line}"), said
+    assert not is_users(library) and is_users(sys.modules[__name__])
+    try:
+        exec("raise KeyError('made by exec')")
+    except KeyError as e:  # the frame made by exec has no file: the test's own line is named
+        assert "in test_an_error_is_placed_on_the_suites_line" in raised(e), raised(e)
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     scale: float
@@ -824,6 +851,43 @@ SPEC = Spec(2.0)
 
 def by_spec(x):
     return x * SPEC.scale
+
+
+@dataclasses.dataclass(slots=True)
+class Slotted:
+    scale: float
+
+
+SLOTTED = Slotted(2.0)
+
+
+def by_slot(x):
+    return x * SLOTTED.scale
+
+
+class Scales:
+    @staticmethod
+    def factor():
+        return 2.0
+
+    @property
+    def twice(self):
+        return 2.0
+
+
+SCALES = Scales()
+
+
+def by_static(x):
+    return x * Scales.factor()
+
+
+def by_property(x):
+    return x * SCALES.twice
+
+
+def closing_over(spec):
+    return lambda x: x * spec.scale
 
 
 def test_what_a_reference_reads_through_a_module_or_an_object_of_the_users_is_part_of_its_hash(
@@ -845,6 +909,17 @@ def test_what_a_reference_reads_through_a_module_or_an_object_of_the_users_is_pa
     spec = code_hash(by_spec)
     monkeypatch.setitem(globals(), "SPEC", Spec(7.0))
     assert code_hash(by_spec) != spec
+    # a slotted settings object, a static method, a property, and a chain from a closure's variable
+    first = code_hash(by_slot)
+    monkeypatch.setitem(globals(), "SLOTTED", Slotted(3.0))
+    assert code_hash(by_slot) != first
+    first = code_hash(by_static)
+    monkeypatch.setattr(Scales, "factor", staticmethod(lambda: 3.0))
+    assert code_hash(by_static) != first
+    first = code_hash(by_property)
+    monkeypatch.setattr(Scales, "twice", property(lambda self: 3.0))
+    assert code_hash(by_property) != first
+    assert code_hash(closing_over(Spec(2.0))) != code_hash(closing_over(Spec(3.0)))
 
 
 def test_a_bucket_of_zero_sized_shapes_with_bytes_declared_tunes_and_summarises(twice_project, pytester):

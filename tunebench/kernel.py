@@ -8,6 +8,7 @@ heuristic baseline). A module-level ``Kernel`` in a collected test module is a t
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import os
 import re
 import sys
 import time
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -173,8 +175,8 @@ def declared_twice(name: str, where: object) -> str:
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
-#: ``#include IMPL``: a header only the preprocessor can name (a param, a macro).
-_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s*(?![\"<\s])\S")
+#: ``#include IMPL``: a header only the preprocessor can name (a param, a macro); not ``#include_next``.
+_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+([A-Za-z_]\w*)")
 #: What a computed include may name beside the file holding it.
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", ".tcc")
 
@@ -247,11 +249,29 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     return "".join(out)
 
 
-def _computed_folders(files: Sequence[Path]) -> dict[Path, None]:
-    """The folders of the ``files`` (source text; objects and libraries are skipped) holding a
-    computed include (see :data:`_COMPUTED_INCLUDE`), resolved, each once."""
-    return dict.fromkeys(f.parent.resolve() for f in files if f.suffix not in BINARY_SUFFIXES and any(
-        _COMPUTED_INCLUDE.match(c) for c in _code(f.read_text(errors="replace").splitlines())))
+def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
+              values: Mapping[str, Sequence]) -> tuple[dict[Path, None], dict[Path, None]]:
+    """(the folders of the ``files`` holding a computed include, see :data:`_COMPUTED_INCLUDE`;
+    the headers such an include may read, to hash), each resolved and once. An include of a
+    param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
+    the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
+    other (a macro of a header) may read any header beside the file."""
+    folders: dict[Path, None] = {}
+    headers: dict[Path, None] = {}
+    for file in (f for f in files if f.suffix not in BINARY_SUFFIXES):
+        for code in _code(file.read_text(errors="replace").splitlines()):
+            found = _COMPUTED_INCLUDE.match(code)
+            if found is None:
+                continue
+            folders[file.parent.resolve()] = None
+            named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
+                     for m in [_INCLUDE.match(f"#include {v}")] if m]
+            for include in named:
+                _library(file, include, (file.parent, *dirs), headers)
+            if not named:
+                headers.update(dict.fromkeys(h.resolve() for h in sorted(file.parent.iterdir())
+                                             if h.suffix in HEADER_SUFFIXES and h.is_file()))
+    return folders, headers
 
 
 def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, None]) -> None:
@@ -562,10 +582,10 @@ class Variant:
 
     @property
     def computed_include_dirs(self) -> tuple[Path, ...]:
-        """The folders of the template's files that include a header a macro names (``#include
-        IMPL``, a param giving ``"impl_a.h"``): the compiler looks for it beside the file holding
-        the include, which a build of a copy elsewhere must be told. Each header there is hashed
-        with the template (see :attr:`template`): any may be the one read."""
+        """The folders of the template's files (inlined, see :func:`inline_includes`) that include
+        a header a macro names (``#include IMPL``, a param giving ``"impl_a.h"``): the compiler
+        looks for it beside the file holding the include, which a build of a copy elsewhere must
+        be told. The headers it may read are hashed with the template (see :func:`_computed`)."""
         self._read()
         return self.__dict__.get("_computed", ())
 
@@ -606,10 +626,12 @@ class Variant:
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
                         f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
-                computed = _computed_folders([*read, *library])
+                # the compiler is told the folders of the files it reads as copies (inlined); a library's files
+                # it reads in place
+                computed, beside = _computed(read, self.include_dirs, self.space.values)
+                _, in_library = _computed(list(library), self.include_dirs, self.space.values)
                 done = {f.resolve() for f in read}
-                library.update(dict.fromkeys(h for d in computed for h in sorted(d.iterdir())
-                                             if h.suffix in HEADER_SUFFIXES and h.is_file() and h not in done))
+                library.update(dict.fromkeys(h for h in (*beside, *in_library) if h not in done))
                 for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
                     read.append(header)
                     text += ("" if text.endswith("\n") else "\n") + (
@@ -679,8 +701,11 @@ def code_hash(fn: Any, seen: set | None = None) -> str:
     scope = getattr(fn, "__globals__", {})
     for name in names:
         _read(digest, name, scope.get(name), seen, code_hash)
+    closed = dict(zip(code.co_freevars, fn.__closure__ or ()))
     for chain in chains:
-        _through(digest, chain, scope.get(chain[0]), seen)
+        cell = closed.get(chain[0])
+        with contextlib.suppress(ValueError):  # a cell not filled yet
+            _through(digest, chain, cell.cell_contents if cell is not None else scope.get(chain[0]), seen)
     _closure(digest, fn, code, seen, code_hash)
     return digest.hexdigest()[:16]
 
@@ -689,12 +714,12 @@ def _through(digest, chain: tuple[str, ...], value, seen: set) -> None:
     """Into ``digest``: what ``a.b.c`` reads, followed through modules and objects of the user's
     code (``refops.scaled``, ``SPEC.scale``: an edit of either reused every trial of the old
     reference), never through a library's (numpy's functions change with its version, not the
-    suite's). Attributes are read statically: a property's code is not run to hash it."""
+    suite's). Attributes are read statically: a property is hashed by its code, not run."""
     followed = 0
     for attr in chain[1:]:
         if not is_users(value):
             break
-        value = inspect.getattr_static(value, attr, None)
+        value = _unwrapped(inspect.getattr_static(value, attr, None), value)
         followed += 1
     if followed:
         _read(digest, ".".join(chain[:followed + 1]), value, seen, code_hash)
@@ -708,13 +733,29 @@ def _through(digest, chain: tuple[str, ...], value, seen: set) -> None:
 _SOURCES: dict = {}
 
 
-def _source(code) -> tuple[str, tuple[str, ...]] | None:
+def _source(code) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
     if code not in _SOURCES:
         node = _source_node(code)
         _SOURCES[code] = None if node is None else (
             repr(_shape(node)), tuple(dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))),
             tuple(dict.fromkeys(filter(None, (_chain(n) for n in ast.walk(node) if isinstance(n, ast.Attribute))))))
     return _SOURCES[code]
+
+
+def _unwrapped(found, owner):
+    """What an attribute read statically computes: a static or class method's function, a
+    property's getter, a slot's value (a member descriptor reads it without running user code)."""
+    if isinstance(found, (staticmethod, classmethod)):
+        return found.__func__
+    if isinstance(found, property):
+        return found.fget
+    if isinstance(found, functools.cached_property):
+        return found.func
+    if isinstance(found, types.MemberDescriptorType) and not isinstance(owner, type):
+        with contextlib.suppress(AttributeError):  # a slot not set
+            return found.__get__(owner, type(owner))
+        return None
+    return found
 
 
 def _chain(node: ast.Attribute) -> tuple[str, ...] | None:

@@ -212,18 +212,18 @@ def render(variant: Variant, config: Mapping, ctype: str, target: str = "cpu") -
     """The template with the config's params and the dtype as ``#define`` lines (and
     ``TB_UNROLL``): at its ``// tunebench: params`` line, else ahead of it; ``#line`` keeps the
     compiler's messages on the template's own lines."""
-    return _defined(variant.template, variant.path.name, config, ctype, target)
+    return _with_params(variant.template, variant.path.name, config, ctype, target)
 
 
 def render_inputs(variant: Variant, config: Mapping, ctype: str) -> dict[str, str]:
     """Each source file the flags build with the template (see
     :attr:`~tunebench.kernel.Variant.input_sources`), by the path the flags give the compiler,
     rendered as the template is: a helper.c reading ``VEC`` or ``TB_DTYPE`` found neither."""
-    return {str(path): _defined(text, os.path.relpath(path, variant.path.parent), config, ctype)
+    return {str(path): _with_params(text, os.path.relpath(path, variant.path.parent), config, ctype)
             for path, text in variant.input_sources.items()}
 
 
-def _defined(text: str, name: str, config: Mapping, ctype: str, target: str = "cpu") -> str:
+def _with_params(text: str, name: str, config: Mapping, ctype: str, target: str = "cpu") -> str:
     """``text``, the file ``name``, with the defines placed (see :func:`render`)."""
     defines = f'#line 1 "{PARAMS_FILE}"\n' + "".join(
         f"#define {macro} {value}\n" for macro, value in macros(config, ctype, target).items())

@@ -89,7 +89,7 @@ def code_flags(variant: Variant) -> list[str]:
     """The flags of a build that decide its code (not its form as a library): what a framework
     building the template itself passes for the code tunebench measured."""
     return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [STANDARD[language(variant)],
-                                                                         *variant.build_flags]
+                                                                         *copy_flags(variant)]
 
 
 def constant_param(variant: Variant, suspects: list[tuple[str, str]], values: Mapping[str, tuple]) -> str | None:

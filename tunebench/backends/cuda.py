@@ -92,7 +92,7 @@ def nvcc() -> str:
 def code_flags(variant: Variant) -> list[str]:
     """The flags of a build that decide its code, the device's ``-arch`` apart (``sm_90a`` for an
     arch-specific variant on an sm_90): what a framework building the template itself passes."""
-    return [*NVCC_OPTIONS, *variant.build_flags]
+    return [*NVCC_OPTIONS, *copy_flags(variant)]
 
 
 def copy_flags(variant: Variant) -> tuple[str, ...]:
