@@ -449,7 +449,9 @@ def test_a_merge_whose_base_cannot_be_read_keeps_every_document_of_both_sides_an
     # the round both hold was the base's: not one both sides tuned since
     assert notes == ["records/x.json, the merge base: holds git conflict markers (merged without tunebench's merge "
                      "driver, see the README's Records); merged as if it held what both sides hold alike: every "
-                     "trial, source and check of either side is kept"]
+                     "trial, source and check of either side is kept, and where the two describe a task "
+                     "differently, ours is kept (with no base, which side changed it cannot be told; a tune of the "
+                     "task describes it anew)"]
 
 
 def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away(tmp_path):

@@ -316,7 +316,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"CUDA architecture, repeatable (default: {' '.join(compile_check.ARCHS)})")
     c.add_argument("--sample", type=positive(int, zero=True), default=6, metavar="N",
                    help="constraint-valid candidates per kernel besides the heuristic (default: 6)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=int, default=0, help="seed of the candidates sampled (default: 0)")
     c.set_defaults(run=cmd_compile_check)
 
     r = sub.add_parser("report", help="write report.md, report.html and PNG plots from the records")

@@ -81,7 +81,8 @@ def _base(path: Path, ours: dict, theirs: dict, name: str | None) -> tuple[dict,
     markers on both branches' history): no branch can fix a commit both descend from, so what
     both sides hold alike stands in for it. The merge is then the union of the two sides (a
     document of the base that one side moved to the archive comes back into the file beside its
-    archived copy, which the store reads as one), and every document either side holds is kept."""
+    archived copy, which the store reads as one), and every document either side holds is kept,
+    but for a task's description where the two differ: ours, as no base tells who changed it."""
     try:
         return _tables(path, SIDES[0], name), []
     except RecordsError as e:
@@ -90,7 +91,8 @@ def _base(path: Path, ours: dict, theirs: dict, name: str | None) -> tuple[dict,
             held = {json.dumps(d, sort_keys=True) for d in theirs.get(table, {}).values()}
             common[table] = {key: doc for key, doc in docs.items() if json.dumps(doc, sort_keys=True) in held}
         return common, [f"{e}; merged as if it held what both sides hold alike: every trial, source and check of "
-                        f"either side is kept"]
+                        f"either side is kept, and where the two describe a task differently, ours is kept (with no "
+                        f"base, which side changed it cannot be told; a tune of the task describes it anew)"]
 
 
 def _union(base: dict, ours: dict, theirs: dict) -> list[dict]:

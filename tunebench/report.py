@@ -458,20 +458,22 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
 
 
 HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
-        "failed trials", "stopped early", "last gate"]
+        "failed trials", "early trials", "last gate"]
 
 #: What the table's times are, under it in both documents.
 TIMES = ("Times are the bucket objective: the weighted geometric mean of the median times on the bucket's "
          "representative shapes, as the final round measured them (in fresh processes, under every buffer "
-         "placement), the speedup's range over those processes in brackets; * where no final round did and the "
-         "trials' are shown. The best config is what best() "
+         "placement), the speedup's range over those processes in brackets (none from records older than the "
+         "range); * where the records hold no final round's times (none ran, or one from before they were kept) "
+         "and the trials' are shown. The best config is what best() "
          "serves; the last gate, the latest gate run of it since its tune and the commit it ran at (an older "
          "commit's where a later gate measured nothing on this device).")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
           "heuristic's included; failed trials: the trials (one per config and shape) that failed, by status; "
-          "stopped early: those stopped once clearly slower than the best so far, as the search means to.")
+          "early trials: the trials stopped once clearly slower than the best so far, as the search means to "
+          "(trials, not configs: a config stopped on two shapes counts twice).")
 
 
 LEGACY = ("These records were made before the microarchitecture was fingerprinted: the gate never runs on "
