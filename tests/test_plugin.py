@@ -247,11 +247,15 @@ def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_nam
     other = tunebench.records.RecordStore.for_device(tuned.parent, {**store.fingerprint, "name": "Other CPU"})
     (task,) = store.tasks()
     other.put_task(task)
+    gpu = tunebench.records.RecordStore.for_device(tuned.parent, {"target": "cuda", "name": "NVIDIA H200",
+                                                                  "compute_capability": "9.0", "sm_count": 132})
+    gpu.put_task({**task, "target": "cuda"})  # the CUDA variant's task of the same name: not named to a CPU gate
     tuned.unlink()
     result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
     result.stdout.fnmatch_lines([f"*nothing recorded for axpb small float32 on this device, {here}; *records holds it "
                                  f"for {other.device}: timings do not carry across devices; run `pytest "
                                  f"suites/test_axpb.py --tune` here to record it*"])
+    assert not [line for line in result.stdout.lines if "holds it for" in line and gpu.device in line]
 
 
 def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(project, pytester):

@@ -197,8 +197,9 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
                 f"renamed? best() serves the heuristic for it until you name it {former!r} again, or run "
                 f"`{command}` here to record it under its new name")
+    target = store.device.split("-", 1)[0]  # another target's records are another kernel's code: not named
     others = [s for s in devices(store)
-              if s.path != store.path and s.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)]
+              if s.path != store.path and s.tasks(kernel=kernel.name, target=target, bucket=bucket.name, dtype=dtype)]
     threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]
     if threads:  # this machine, tuned with another thread count: the fix is in the CI's environment
         n, now = threads[0].fingerprint["threads"], store.fingerprint["threads"]
