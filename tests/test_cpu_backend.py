@@ -168,6 +168,15 @@ def test_a_compiler_killed_by_a_signal_caches_nothing_and_is_no_compile_error(tm
     assert path.exists() and not cached
 
 
+def test_a_rendered_input_that_cannot_be_written_is_the_machines_fault_not_the_candidates(tmp_path):
+    """A source file of the flags is rendered beside the build: a disk that refused it was a raw
+    OSError, recorded as the candidate's crash (and out of compile-check's threads, a traceback)."""
+    gone = tmp_path / "gone" / "k.so"
+    with pytest.raises(BuildEnvironmentError, match=r"^the rendered copy of /src/helper.c could not be written to "
+                                                    rf"{gone.parent} \(No such file or directory\)"):
+        run_compiler(["cp", "/src/helper.c", "{out}"], tmp_path / "k.c", gone, {"/src/helper.c": "int h;"})
+
+
 def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile_error(tmp_path):
     """A full TMPDIR's "No space left on device" was cached as the heuristic's compile error: the
     task stopped on every later run, --tune-fresh and --tune-retry-failed alike."""

@@ -109,7 +109,13 @@ def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[s
     copies = {given: out.with_name(f"{out.stem}-input{i}{Path(given).suffix}") for i, given in enumerate(inputs or {})}
     try:
         for given, copy in copies.items():
-            copy.write_text(inputs[given])
+            try:
+                copy.write_text(inputs[given])
+            except OSError as e:  # the machine's (a full disk), as the compiler's own writes are
+                raise BuildEnvironmentError(f"the rendered copy of {given} could not be written to {copy.parent} "
+                                            f"({e.strerror or e}): no candidate can be built, and nothing is cached "
+                                            f"or recorded; free space or fix the permissions there and tune again"
+                                            ) from None
         return _compiled([str(copies.get(c, c)) for c in command], src, out)
     finally:
         for copy in copies.values():
