@@ -408,10 +408,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         "slower than the best so far); new: trials measured now, one per config and shape; desel: "
         "candidates deselected for breaking a constraint")
     disturbed = sum(r["disturbed"] for r in rows)
+    # which tasks: the table's rows show no such column, and a config left out of a final round was unsaid
+    whose = ", ".join(f"{t.label} {r['disturbed']}" for t, r in zip(ran, rows) if r["disturbed"])
     if tuner.remeasured or disturbed or tuner.noisy:
         terminalreporter.write_line(
             f"interference: {tuner.remeasured} measurement{'s' if tuner.remeasured != 1 else ''} repeated on a "
-            f"disturbed machine, {disturbed} config{'s' if disturbed != 1 else ''} stayed disturbed (not used), "
+            f"disturbed machine, {disturbed} config{'s' if disturbed != 1 else ''} stayed disturbed (not used"
+            f"{f': {whose}' if whose else ''}), "
             f"{tuner.noisy} trial{'s' if tuner.noisy != 1 else ''} noisy (spread over "
             f"{NOISY_SPREAD:.0%}); each trial's verdict and conditions are in the records", yellow=True)
     if tuner.left_behind:  # measured all the same, in a worker replaced after each: the config's own doing
