@@ -492,6 +492,37 @@ def test_arguments_that_do_not_fit_the_kernels_parameters_fail_the_check_naming_
             "give it np.int32") in out
 
 
+@needs_nvcc
+@pytest.mark.parametrize("flags", [("-Xptxas", "-O3"), ("--ptxas-options=-v,-O2",), ("-dopt=on",)])
+def test_the_c_types_are_checked_whatever_optimises_the_device_code(tmp_path, capsys, flags):
+    """ptxas refuses to optimise a -G build, and -dopt=on built one without its DWARF: two 4-byte
+    scalars swapped passed the check, its C types unread and unsaid."""
+    (tmp_path / "args.cu").write_text(ARGS_CU)
+    suite = ARGS_SUITE.split("fits = ")[0].replace('entry="scale",', f'entry="scale", flags={flags!r},')
+    (tmp_path / "test_args.py").write_text(suite + "swapped = kernel('swapped', n=np.float32(2), alpha=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert ("float32 arguments: argument 'n' (float32 scalar) where the kernel's 3rd parameter (int n) takes a 4-byte int: "
+            "give it np.int32") in out, out
+
+
+@needs_nvcc
+def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
+    """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""
+    (tmp_path / "args.cu").write_text('#ifdef __CUDACC_DEBUG__\n#error "no debug build here"\n#endif\n' + ARGS_CU)
+    (tmp_path / "test_args.py").write_text(ARGS_SUITE.split("wide = ")[0])
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 0
+    out = capsys.readouterr().out
+    assert "    C types unchecked: float32: the -G build that gives the entry point's C types failed, so the " \
+           "arguments' are not checked against them: " in out and "no debug build here" in out, out
+
+
+def test_a_build_for_c_types_keeps_the_flags_but_what_optimises_device_code():
+    from tunebench.backends.cuda import debug_flags
+    assert debug_flags(("-Xptxas", "-v,-O3", "-dopt", "on", "-lineinfo", "--ptxas-options=-O2", "-DX=1")) == (
+        "-Xptxas=-v", "-lineinfo", "-DX=1", "-G")
+
+
 NEGATE_CU = """\
 extern "C" __global__ void neg(const TB_DTYPE *x, TB_DTYPE *y, int n)
 {

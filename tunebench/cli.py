@@ -195,6 +195,8 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
             print(f"    the heuristic's config is outside the space: {note}")
         for note in r.unbuilt:
             print(f"    not built for {note}")
+        for note in r.untyped:
+            print(f"    C types unchecked: {note}")
     failed = [r.kernel for r in results if not r.ok]
     print(f"compile-check {target}: {len(results) - len(failed)} of {len(results)} kernels ok"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -58,6 +58,7 @@ class KernelCheck:
     pruned: list[tuple[str, str]] = field(default_factory=list)  # candidates a tune prunes there: not failures
     strays: list[str] = field(default_factory=list)  # where the heuristic's config breaks the space: not failures
     unbuilt: list[str] = field(default_factory=list)  # architectures an arch_specific variant has no target on
+    untyped: list[str] = field(default_factory=list)  # dtypes whose arguments' C types could not be read: not failures
     built_for: tuple[str, ...] = ()  # what nvcc built for (sm_90a for sm_90, arch_specific)
     seconds: float = 0.0
 
@@ -165,7 +166,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters
             debug = {dtype: pool.submit(_compile, cuda.nvcc_command(cuda.variant_arch(kernel_archs[0], variant),
-                                                                     (*cuda.copy_flags(variant), *cuda.DEBUG_FLAGS)),
+                                                                     cuda.debug_flags(cuda.copy_flags(variant))),
                                         cuda.source(variant, configs[0], dtype), suffix, variant.path.name,
                                         params.debug_functions)
                      for dtype in variant.dtypes if target == "cuda" and configs}
@@ -186,6 +187,9 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 else:
                     built[(dtype, where, config_text(config))] = found
             if target == "cuda":
+                result.untyped = [f"{dtype}: the -G build that gives the entry point's C types failed, so the "
+                                  f"arguments' are not checked against them: {error.splitlines()[0]}"
+                                  for dtype, future in debug.items() if (error := future.result()[0])]
                 check_launches(result, kernel, variant, configs, kernel_archs, built,
                                {dtype: future.result()[1] for dtype, future in debug.items()})
             else:

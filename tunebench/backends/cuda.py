@@ -28,7 +28,7 @@ import re
 import shutil
 import subprocess
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,33 @@ if TYPE_CHECKING:  # the declarations it builds: a floor above, never imported a
 NVCC_OPTIONS = ("-O3",)
 #: What a build whose DWARF is read for its parameters' C types adds (device debug information).
 DEBUG_FLAGS = ("-G",)
+#: The variant's options a ``-G`` build leaves out: ptxas refuses to optimise debug code ("Optimized
+#: debugging not supported"), and ``-dopt=on`` builds it without its DWARF.
+_NOT_DEBUGGED = ("-dopt", "--dopt")
+_PTXAS = ("-Xptxas", "--ptxas-options")
+
+
+def debug_flags(flags: Sequence[str]) -> tuple[str, ...]:
+    """``flags`` for a ``-G`` build, and ``-G``: without what optimises the device code (see
+    :data:`_NOT_DEBUGGED`; ``-Xptxas -O3`` built nothing, and every argument's C type went
+    unchecked, unsaid). Only the parameters' types are read of it."""
+    kept, skip = [], False
+    for i, flag in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        option, _, joined = flag.partition("=")
+        if option in _NOT_DEBUGGED:
+            skip = not joined
+            continue
+        if option in _PTXAS:
+            value = joined or (flags[i + 1] if i + 1 < len(flags) else "")
+            skip = not joined
+            rest = ",".join(v for v in value.split(",") if v and not v.startswith("-O"))
+            kept += [f"{option}={rest}"] if rest else []
+            continue
+        kept.append(flag)
+    return (*kept, *DEBUG_FLAGS)
 CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
           "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", **INTEGER_CTYPES}
 #: The header a dtype's C type is declared in, included ahead of the config's #defines so that
@@ -317,7 +344,7 @@ class CudaCompiler:
         if unsupported:
             raise KernelError(f"kernel {kernel.name!r}: the cuda variant is arch_specific, and {unsupported}")
         text = source(variant, config, dtype)
-        flags = (*copy_flags(variant), *(DEBUG_FLAGS if debug else ()))
+        flags = debug_flags(copy_flags(variant)) if debug else copy_flags(variant)
         command = nvcc_command(arch, flags)
         tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
         try:
