@@ -506,6 +506,34 @@ def test_the_c_types_are_checked_whatever_optimises_the_device_code(tmp_path, ca
             "give it np.int32") in out, out
 
 
+SYNCS_CU = """\
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void SYNC_sum(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+    cg::this_SYNC().sync();
+    if (i < n) y[i] += y[(i + 1) % n];
+}
+"""
+
+
+@needs_nvcc
+def test_a_kernel_that_syncs_its_grid_fails_the_check_and_one_that_syncs_its_block_passes(tmp_path, capsys):
+    """grid.sync() needs a cooperative launch, which tunebench does not make: it passed, and on
+    the GPU every config would fail alike."""
+    for scope in ("grid", "thread_block"):
+        (tmp_path / f"{scope}.cu").write_text(SYNCS_CU.replace("SYNC", scope))
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
+    (tmp_path / "test_syncs.py").write_text(suite.replace("alpha=np.float32(2)", "") + "grid = kernel('grid', "
+                                            "n=np.int32(4096))\nthread_block = kernel('thread_block', n=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^grid +cuda .* FAILED", out, re.M) and re.search(r"^thread_block +cuda .* ok", out, re.M), out
+    assert "the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative launch allows" in out
+
+
 @needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""

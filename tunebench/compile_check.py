@@ -103,12 +103,12 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
 
 def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
     """The cubin's kernels (:func:`~tunebench.backends.launch.cubin_kernels`), each with whether
-    it uses ``extern __shared__`` memory and its cluster dims, from the PTX nvcc kept beside it
-    (where it kept one)."""
+    it uses ``extern __shared__`` memory or syncs its grid, and its cluster dims, from the PTX
+    nvcc kept beside it (where it kept one)."""
     ptx = out.with_name("kernel.ptx")
     text = ptx.read_text() if ptx.exists() else ""
-    users, clusters = launch.extern_shared_users(text), launch.cluster_dims(text)
-    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name))
+    users, clusters, syncing = launch.extern_shared_users(text), launch.cluster_dims(text), launch.grid_sync_users(text)
+    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing)
             for name, fn in launch.cubin_kernels(out).items()}
 
 
@@ -248,6 +248,13 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                             failing.add(where)  # every launch of the dtype misreads its arguments
                             continue
                         function = kernels[entries[dtype, arch, named]]
+                        if function.grid_sync:
+                            failing.add(where)
+                            result.launch_failures.append((f"{dtype} {arch} [{named}]", (
+                                "the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative "
+                                "launch allows, and tunebench launches each kernel as any other: split it into two "
+                                "kernels where it syncs the grid")))
+                            continue
                         if function.extern_shared and not made.shared:
                             failing.add(where)
                             result.launch_failures.append((where, (

@@ -130,6 +130,7 @@ class FunctionResources:
     params: tuple[Param, ...] | None = None
     launch_bounds: int | None = None  # the threads its ``__launch_bounds__`` allows, from a cubin
     extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
+    grid_sync: bool = False  # its code reads the grid's sync workspace, which a cooperative launch sets (the PTX)
     cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
 
     @classmethod
@@ -233,22 +234,33 @@ def extern_shared_users(ptx: str) -> set[str]:
     the module's level only. Such a kernel launched with no dynamic shared bytes reads and
     writes past the block's shared memory."""
     arrays = re.findall(r"^\.extern \.shared\b[^\n]*?(\w+)\[\]", ptx, re.M)
-    if not arrays:
-        return set()
+    return _reaching(ptx, [rf"\b{re.escape(a)}\b" for a in arrays]) if arrays else set()
+
+
+def grid_sync_users(ptx: str) -> set[str]:
+    """The kernels (by symbol) whose code reads the grid's sync workspace (``%envreg1``/``2``, what
+    ``cg::this_grid()`` is made of): only a cooperative launch sets it, and tunebench launches
+    none; launched as any other kernel, its ``grid.sync()`` fails on the GPU, every config alike."""
+    return _reaching(ptx, [r"%envreg[12]\b"])
+
+
+def _reaching(ptx: str, patterns: list[str]) -> set[str]:
+    """The kernels (by symbol) whose code matches one of ``patterns``, directly or through a
+    device function it calls."""
     parts = re.split(r"^(?:\.visible |\.weak )?\.(entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", ptx, flags=re.M)
     bodies = list(zip(parts[1::3], parts[2::3], parts[3::3]))
 
-    def reaches(body: str, names: list[str]) -> bool:
-        return any(re.search(rf"\b{re.escape(n)}\b", body) for n in names)
+    def reaches(body: str, found: list[str]) -> bool:
+        return any(re.search(p, body) for p in patterns) or any(re.search(rf"\b{re.escape(n)}\b", body) for n in found)
 
     functions: list[str] = []
     while True:  # through calls at any depth (a -G build inlines nothing: two levels went unseen)
         more = [name for kind, name, body in bodies
-                if kind == "func" and name not in functions and reaches(body, arrays + functions)]
+                if kind == "func" and name not in functions and reaches(body, functions)]
         if not more:
             break
         functions += more
-    return {name for kind, name, body in bodies if kind == "entry" and reaches(body, arrays + functions)}
+    return {name for kind, name, body in bodies if kind == "entry" and reaches(body, functions)}
 
 
 def cluster_dims(ptx: str) -> dict[str, tuple[int, ...]]:
