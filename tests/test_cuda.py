@@ -142,6 +142,8 @@ def test_a_launch_gives_grid_block_and_dynamic_shared_memory_in_the_forms_users_
     (lambda config, shape: ((1,), (config["tile"],)), r"\(\{'broken': 0\}, \(1000,\)\) raised KeyError: 'tile'"),
     (lambda config, shape: (shape[0] // 4096, 256), r"returned grid \(0, 1, 1\), block \(256, 1, 1\): a dimension "
                                                     r"below 1 launches nothing \(round the grid up"),
+    (lambda config, shape: (1, (32, 32, 64 // 128)), r"block \(32, 32, 0\): a dimension below 1 launches nothing "
+                                                     r"\(a block's dimension is its threads along it"),
 ])
 def test_a_launch_that_raises_or_answers_in_another_form_is_a_declaration_error_naming_config_and_shape(
         tmp_path, launch, message):

@@ -1534,6 +1534,22 @@ def test_a_heuristic_with_a_dtype_parameter_is_given_each_tasks_dtype(project, p
         assert (choice.source, choice.config["vec"]) == ("heuristic", vec)
 
 
+@pytest.mark.parametrize("old, new, said", [
+    ('heuristic=lambda shape: {"block": 128}', 'heuristic=lambda shape, dt: {"block": 128}',
+     "its heuristic has a parameter 'dt' beyond (shape)"),
+    ("launch=lambda config, shape:", "launch=lambda config, shape, dt:",
+     "its launch has a parameter 'dt' beyond (config, shape)"),
+])
+def test_a_heuristic_or_launch_with_a_parameter_nothing_gives_is_a_declaration_error(project, pytester, old, new,
+                                                                                      said):
+    """``(shape, dt)``: a TypeError at every config, said on the GPU box and at compile-check."""
+    project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace(old, new))
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"suite suites/test_axpb.py::axpb: kernel 'axpb', the cuda variant: {said}, which "
+                                 f"nothing gives: the task's dtype is given to a parameter named dtype"])
+
+
 def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytester):
     """A kernel's CPU and CUDA variants each have a heuristic: the error named neither."""
     project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace('heuristic=lambda shape: {"block": 128}',

@@ -31,7 +31,7 @@ import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import KernelError, constant_suspects, overridden
-from tunebench.backends.launch import takes_dtype
+from tunebench.backends.launch import stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -1107,6 +1107,13 @@ class Kernel:
         from tunebench.backends import dtype_problem  # the targets' C types: a floor below
 
         variant.template  # noqa: B018 - read here, so that a missing file or include is one line
+        for what, fn, given in (("heuristic", variant.heuristic, ("shape",)),
+                                ("launch", variant.launch, ("config", "shape"))):
+            stray = stray_parameter(fn, len(given)) if fn is not None else None
+            if stray:
+                raise KernelError(f"kernel {self.name!r}, the {target} variant: its {what} has a parameter {stray!r} "
+                                  f"beyond ({', '.join(given)}), which nothing gives: the task's dtype is given to "
+                                  f"a parameter named dtype")
         why = overridden(variant, variant.space.names)
         if not why and target == "cpu":  # CUDA: nvcc's preprocessor takes seconds, and a launch may read a param
             from tunebench.backends.cpu import constant_param

@@ -83,9 +83,23 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
         raise KernelError(f"{where} returned {answer!r}: it must return (grid, block) or (grid, block, "
                           f"shared_bytes), a grid or block an int or up to three whole numbers") from None
     if min(*made.grid, *made.block) < 1:  # the arithmetic's fault, not a limit: it would launch nothing
+        fix = ("round the grid up: (n + per_block - 1) // per_block" if min(made.grid) < 1 else
+               "a block's dimension is its threads along it: at least 1 each")  # a block's 0 took the grid's hint
         raise KernelError(f"{where} returned grid {made.grid}, block {made.block}: a dimension below 1 launches "
-                          f"nothing (round the grid up: (n + per_block - 1) // per_block)")
+                          f"nothing ({fix})")
     return made
+
+
+def stray_parameter(fn: Callable, given: int) -> str | None:
+    """The first parameter of a suite's launch function or heuristic beyond the ``given`` it is
+    called with that nothing fills (not ``dtype``, nor defaulted): ``lambda config, shape, dt``
+    raised a TypeError at every config, on the GPU, not at collection."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[given:]
+    except (TypeError, ValueError):
+        return None
+    named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return next((p.name for p in params if p.kind in named and p.default is p.empty and p.name != "dtype"), None)
 
 
 def takes_dtype(fn: Callable) -> bool:
