@@ -1550,6 +1550,19 @@ def test_a_heuristic_or_launch_with_a_parameter_nothing_gives_is_a_declaration_e
                                  f"nothing gives: the task's dtype is given to a parameter named dtype"])
 
 
+def test_a_cuda_param_named_as_a_built_in_variable_is_a_declaration_error(project, pytester):
+    """``warpSize`` in the space: its #define rewrote the built-in, and every config reduced over
+    half a warp, passing compile-check."""
+    project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace('Space({"block": [64, 128, 256]})',
+                                                         'Space({"block": [64, 128, 256], "warpSize": [16, 32]})')
+            .replace('{"block": 128}', '{"block": 128, "warpSize": 32}'))
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["suite suites/test_axpb.py::axpb: kernel 'axpb', the cuda variant: param 'warpSize' "
+                                 "is a CUDA built-in variable's name, which its #define would rewrite in the "
+                                 "kernel: rename the param"])
+
+
 def test_a_heuristic_that_raises_names_the_variant_it_belongs_to(project, pytester):
     """A kernel's CPU and CUDA variants each have a heuristic: the error named neither."""
     project(suite=AXPB_SUITE + AXPB_CUDA_VARIANT.replace('heuristic=lambda shape: {"block": 128}',

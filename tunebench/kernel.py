@@ -177,6 +177,8 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
 #: ``#include IMPL``: a header only the preprocessor can name (a param, a macro); not ``#include_next``.
 _COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+([A-Za-z_]\w*)")
+#: CUDA's built-in variables: a param of the name is #defined over them.
+CUDA_BUILTINS = ("warpSize", "threadIdx", "blockIdx", "blockDim", "gridDim")
 #: What a computed include may name beside the file holding it.
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", ".tcc")
 
@@ -1114,6 +1116,10 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}, the {target} variant: its {what} has a parameter {stray!r} "
                                   f"beyond ({', '.join(given)}), which nothing gives: the task's dtype is given to "
                                   f"a parameter named dtype")
+        builtin = [n for n in variant.space.names if n in CUDA_BUILTINS] if target == "cuda" else []
+        if builtin:  # `#define warpSize 16` rewrote the builtin: a reduction over a warp halved, and verified wrong
+            raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "
+                              f"variable's name, which its #define would rewrite in the kernel: rename the param")
         why = overridden(variant, variant.space.names)
         if not why and target == "cpu":  # CUDA: nvcc's preprocessor takes seconds, and a launch may read a param
             from tunebench.backends.cpu import constant_param
