@@ -757,6 +757,9 @@ def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(
     trials = [t for t in recorded_trials(root) if t["status"] in ("ok", "early_stopped")]
     for shape in ([1000], [20000], [50000]):
         built = sorted(t["prepare_s"] for t in trials if t["shape"] == shape)
-        # the worker builds a shape's inputs once, in the trial that first asks for them
-        assert built[-1] >= 0.4 and built[0] < 0.1, (shape, built)
+        # the worker builds a shape's inputs once, in the trial that first asks for them; where other load
+        # disturbed that trial, the record is of its retry, in the worker that holds them (the build's time is
+        # then the summary's "rest": retries)
+        retried = any(t.get("retries") for t in trials if t["shape"] == shape)
+        assert (built[-1] >= 0.4 or retried) and built[0] < 0.1, (shape, built)
     assert all(t["verify_s"] > 0 and t["load_s"] >= 0 and t["cost_s"] >= t["verify_s"] + t["measure_s"] for t in trials)
