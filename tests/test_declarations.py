@@ -458,7 +458,9 @@ def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_r
 
 
 def test_after_the_heuristic_changes_best_says_whose_lead_it_serves_and_never_serves_the_old_rule_as_tuned(
-        twice_project, pytester):
+        twice_project, pytester, quiet_verdicts):
+    # its point needs both final rounds to judge: beside other load the second confirmed nothing, as documented, the
+    # first one's pick stayed served, and the last answer was that pick (the CI failed so on a loaded machine)
     root = twice_project
     suite = root / "suites" / "test_twice.py"
     original = suite.read_text()
