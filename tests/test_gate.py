@@ -445,6 +445,31 @@ def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tu
                                  "*the recorded build of the best [[]reps:1[]] on (2048,) ended compile_error today*"])
 
 
+def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_rendered(pytester, tmp_path,
+                                                                                         monkeypatch):
+    """A template changed since the tune of a kernel split over files, its helper reading a param:
+    the gate built the recorded template with the helper as given, '#error reps not defined' (in
+    a cache without the tune's builds, as a CI's), and compared today's build with nothing."""
+    (pytester.path / "src").mkdir()
+    helper = pytester.path / "src" / "helper.c"
+    helper.write_text('#ifndef reps\n#error "reps not defined"\n#endif\n'
+                      + CHAIN_C.replace("void chain(", "void pass("))
+    source = pytester.path / "chain.c"
+    source.write_text("typedef TB_DTYPE real;\nvoid pass(const real *x, real *y, int n);\n"
+                      "void chain(const real *x, real *y, int n) { pass(x, y, n); }\n")
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]}))', 'Space({"reps": [1, 2]}), flags=("src/helper.c",))'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    source.write_text(source.read_text() + "/* a comment */\n")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
+    assert "chain.c edited); today's build is compared with the recorded one" in out
+    assert "compile_error" not in out, out
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert "best against the recorded source" in [v["what"] for v in gate["verdicts"]]
+
+
 def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):
     """The note said "only the baseline comparison is made" over a check against the tune's flags."""
     pytester, path = tuned

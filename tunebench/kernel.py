@@ -612,9 +612,13 @@ class Variant:
             return kept[:2]
         text, read, library, inputs, computed = self.text, [], {}, {}, {}
         try:
-            if text is None:
+            sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
+                       if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
+            if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
+                # the source files its flags build with it are read as they are now
+                inputs = {file: inline_includes(file, top=self.path.parent, dirs=self.include_dirs) for file in sources}
+            else:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
-                sources = {p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "file"}
                 for file in self.flag_files:
                     read.append(file)
                     if file.suffix in BINARY_SUFFIXES:
