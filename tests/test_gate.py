@@ -445,11 +445,11 @@ def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tu
                                  "*the recorded build of the best [[]reps:1[]] on (2048,) ended compile_error today*"])
 
 
-def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_rendered(pytester, tmp_path,
-                                                                                         monkeypatch):
-    """A template changed since the tune of a kernel split over files, its helper reading a param:
-    the gate built the recorded template with the helper as given, '#error reps not defined' (in
-    a cache without the tune's builds, as a CI's), and compared today's build with nothing."""
+@pytest.fixture
+def split(pytester, tmp_path, monkeypatch):
+    """The chain kernel split over two files, its helper reading the param (as a framework building
+    both with defines() gives it), tuned; its template then edited, and gated in a cache without
+    the tune's builds, as a CI's: (pytester, records file, helper)."""
     (pytester.path / "src").mkdir()
     helper = pytester.path / "src" / "helper.c"
     helper.write_text('#ifndef reps\n#error "reps not defined"\n#endif\n'
@@ -463,11 +463,30 @@ def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_
     (path,) = (pytester.path / "records").glob("*.json")
     source.write_text(source.read_text() + "/* a comment */\n")
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    return pytester, path, helper
+
+
+def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_rendered(split):
+    """The gate built the recorded template with the helper as given, '#error reps not defined',
+    and compared today's build with nothing."""
+    pytester, path, _ = split
     out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
     assert "chain.c edited); today's build is compared with the recorded one" in out
     assert "compile_error" not in out, out
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert "best against the recorded source" in [v["what"] for v in gate["verdicts"]]
+
+
+def test_a_recorded_template_whose_flags_source_file_was_edited_since_is_not_built_again(split):
+    """The records keep the helper's hash alone: built with today's helper, made 15 % slower, the
+    recorded build was today's, and passed at 1.000x, "compared with the recorded one"."""
+    pytester, path, helper = split
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
+    assert ("chain.c, src/helper.c edited); the records keep only the hash of src/helper.c as tuned, so the recorded "
+            "source cannot be built again, and is not compared with today's build" in out), out
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert "best against the recorded source" not in [v["what"] for v in gate["verdicts"]]
 
 
 def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):

@@ -12,7 +12,10 @@ template, the tune's flags); every check is made on the per-process ratios:
 - **best against the recorded source**, or **the tune's flags** (template or flags changed):
   the same rule on best/recorded. Flags that slow every config alike (``-O0``) pass
   best/baseline; they fail here. A recorded build that fails today (a flag this compiler
-  refuses) is named and left out: it is no fault of today's code.
+  refuses) is named and left out: it is no fault of today's code. So is a recorded template
+  that keeps a file its build reads where it is (a source file of the flags, a header of the
+  include folders) as its hash alone, edited since: built with today's copy, it is not the
+  recorded build (a helper's slowdown was held to itself, and its build cached as the tune's).
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
   tune measured the same ratio in several fresh processes, and the trials minutes before it.
   Where today's ratio is beyond the highest of them by the threshold, the verdict says
@@ -48,7 +51,7 @@ from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files, unkept_files
 from tunebench.lookup import fits, latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordStore, config_text, stores
 
@@ -269,12 +272,18 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
         edited = changed_files(recorded_text, variant.template, variant.path.name) if recorded_text else []
+        unkept = _unkept(variant, recorded_text, tune_flags) if recorded_text else []
+        why = ("the recorded source is not in the records, so it is" if not recorded_text else
+               f"the records keep only the hash{'es' if len(unkept) > 1 else ''} of {', '.join(unkept)} as tuned, "
+               f"so the recorded source cannot be built again, and is" if unkept else None)
         result.notes.append(
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
-            + ("today's build is compared with the recorded one" if recorded_text else
-               "the recorded source is not in the records, so it is not compared with today's build"
-               + ("" if tune_flags is not None else ", and only the baseline comparison is made")))
+            + (f"{why} not compared with today's build"
+               + ("" if tune_flags is not None else ", and only the baseline comparison is made") if why else
+               "today's build is compared with the recorded one"))
+        if unkept:
+            recorded_text = None
     recorded = {}
     if recorded_text is not None or tune_flags is not None:
         recorded["text"] = recorded_text if recorded_text is not None else variant.template
@@ -404,6 +413,18 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if through:  # a slowdown the noise hid is no verdict, and no secret either
             result.reason += f"; measured through the noise: {'; '.join(' '.join(line.split()) for line in through)}"
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
+
+
+def _unkept(variant: Variant, text: str, flags: tuple[str, ...] | None) -> list[str]:
+    """The files the recorded template ``text`` keeps as their hash alone that its build, with
+    ``flags`` (the tune's) or the variant's, would read otherwise today (see
+    :func:`~tunebench.kernel.unkept_files`): a file of the flags edited since the tune. One of
+    the flags gone fails that build, which says so."""
+    built = dataclasses.replace(variant, flags=flags) if flags is not None else variant
+    try:
+        return unkept_files(text, built.template, variant.path.name)
+    except KernelError:
+        return []
 
 
 def _reference(entry: dict) -> list[float] | None:

@@ -376,6 +376,9 @@ def _code(lines: list[str]) -> list[str]:
 
 
 _LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
+#: What :attr:`Variant.template` keeps of a file the compiler reads where it is: its hash.
+_HASH_ALONE = re.compile(r"/\* built with this (?:file of the flags|header of the include folders): "
+                         r"sha256 \w+ \*/$")
 
 
 #: Seconds between checks that a template's files are unchanged (as lookups check the records).
@@ -407,18 +410,32 @@ def changed_files(before: str, after: str, template: str) -> list[str]:
     """The files, the template or a header it inlines (:func:`inline_includes`' #line markers
     name them), whose text differs between two expanded sources: where an edit lies, for a note
     that would otherwise name the template alone."""
-    def by_file(text: str) -> dict[str, list[str]]:
-        files, current = {template: []}, template
-        for line in text.splitlines():
-            mark = _LINE_MARK.match(line)
-            if mark:
-                current = mark.group(1)
-                files.setdefault(current, [])
-            else:
-                files[current].append(line)
-        return files
-    old, new = by_file(before), by_file(after)
+    old, new = _by_file(before, template), _by_file(after, template)
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+
+
+def unkept_files(before: str, after: str, template: str) -> list[str]:
+    """The files that either expanded source keeps as its hash alone (a file of the flags, a
+    header of the include folders: see :attr:`Variant.template`) and the other does not, or
+    hashes otherwise: a build of ``before``, read from the files as they are when ``after`` was
+    expanded, is not the build ``before`` names."""
+    old, new = _by_file(before, template), _by_file(after, template)
+    return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name)
+                  and any(lines and all(_HASH_ALONE.match(line) for line in lines)
+                          for lines in (old.get(name), new.get(name))))
+
+
+def _by_file(text: str, template: str) -> dict[str, list[str]]:
+    """An expanded source's lines, by the file its #line markers name (the template before any)."""
+    files, current = {template: []}, template
+    for line in text.splitlines():
+        mark = _LINE_MARK.match(line)
+        if mark:
+            current = mark.group(1)
+            files.setdefault(current, [])
+        else:
+            files[current].append(line)
+    return files
 
 
 @dataclass(frozen=True)
