@@ -16,9 +16,9 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import CudaCompiler, inputs_key, nvcc_command, transferable
-from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, cubin_kernels, entry_symbol,
-                                       launch_of, register_threads, resource_problem)
+from tunebench.backends.cuda import CudaCompiler, entry_of, inputs_key, nvcc_command, transferable
+from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, compiled_kernels, cubin_kernels,
+                                       entry_symbol, launch_of, register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import KernelError
@@ -113,6 +113,35 @@ def test_static_shared_memory_no_block_gets_is_a_resource_refusal_not_a_compile_
                                                 r"\(0x10000 bytes, 0xc000 max\)$"):
             compiler.build(kernel, kernel.variant("cuda"), {"kib": 64}, "float32")
     assert compiler.cache.compiled == 2
+
+
+@needs_nvcc
+def test_a_kernel_that_syncs_its_grid_is_refused_at_its_first_load_and_one_that_syncs_its_block_is_not(tmp_path):
+    """tunebench makes no cooperative launch: on the GPU every config of it failed alike, one by
+    one, each with an obscure error. The cubin does not say it; the PTX of its build, kept beside
+    it in the compile cache, does, cached or not."""
+    from tests.test_compile_check import SYNCS_CU
+
+    cache = BuildCache(tmp_path / "cache")
+    for scope in ("grid", "thread_block"):
+        (tmp_path / f"{scope}.cu").write_text(SYNCS_CU.replace("SYNC", scope))
+        kernel = Kernel(scope, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1024,)])]),
+                        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                        cuda=Variant(source=str(tmp_path / f"{scope}.cu"), entry=f"{scope}_sum",
+                                     space=Space({"UNUSED": [1]}), heuristic=lambda shape: {"UNUSED": 1},
+                                     launch=lambda config, shape: (shape[0] // 128, 128)))
+        for cached in (False, True):
+            build = CudaCompiler("sm_90", cache).build(kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32")
+            assert build.cached is cached
+            kernels = compiled_kernels(build.handle)
+            if scope == "thread_block":
+                assert entry_of(kernel, kernel.variant("cuda"), kernels) == "thread_block_sum"
+                continue
+            with pytest.raises(KernelError, match=r"^kernel 'grid': grid.cu's 'grid_sum': the kernel syncs its whole "
+                                                  r"grid \(cg::this_grid\(\).sync\(\)\), which only a cooperative "
+                                                  r"launch allows"):
+                entry_of(kernel, kernel.variant("cuda"), kernels)
+    assert sorted(p.suffix for p in cache.root.iterdir()) == [".cu", ".cu", ".cubin", ".cubin", ".ptx", ".ptx"]
 
 
 def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:

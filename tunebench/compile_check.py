@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunebench.backends import cpu, cuda, launch, params
@@ -101,20 +101,9 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
                                                                                 "<its ptx>")), {}
 
 
-def cubin_kernels(out: Path) -> dict[str, launch.FunctionResources]:
-    """The cubin's kernels (:func:`~tunebench.backends.launch.cubin_kernels`), each with whether
-    it uses ``extern __shared__`` memory or syncs its grid, and its cluster dims, from the PTX
-    nvcc kept beside it (where it kept one)."""
-    ptx = out.with_name("kernel.ptx")
-    text = ptx.read_text() if ptx.exists() else ""
-    users, clusters, syncing = launch.extern_shared_users(text), launch.cluster_dims(text), launch.grid_sync_users(text)
-    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing)
-            for name, fn in launch.cubin_kernels(out).items()}
-
-
 def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
     """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
-    if target == "cuda":  # the PTX kept beside the cubin: which kernels use extern __shared__ memory
+    if target == "cuda":  # the PTX kept beside the cubin (see launch.compiled_kernels)
         return {arch: [*cuda.nvcc_command(cuda.variant_arch(arch, variant), cuda.copy_flags(variant)),
                        "--keep", "--keep-dir", "{out.parent}"] for arch in archs}
     lang = cpu.language(variant)
@@ -157,7 +146,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             if target == "cuda":
                 result.built_for = tuple(cuda.variant_arch(a, variant) for a in kernel_archs)
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
-            inspect = cubin_kernels if target == "cuda" else params.library_functions
+            inspect = launch.compiled_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect,
@@ -250,10 +239,7 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                         function = kernels[entries[dtype, arch, named]]
                         if function.grid_sync:
                             failing.add(where)
-                            result.launch_failures.append((f"{dtype} {arch} [{named}]", (
-                                "the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative "
-                                "launch allows, and tunebench launches each kernel as any other: split it into two "
-                                "kernels where it syncs the grid")))
+                            result.launch_failures.append((f"{dtype} {arch} [{named}]", launch.GRID_SYNC))
                             continue
                         if function.extern_shared and not made.shared:
                             failing.add(where)

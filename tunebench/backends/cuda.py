@@ -17,7 +17,9 @@ memory, its bytes per block. Before any measurement, a candidate whose launch ex
 compiled function can make (threads for its registers, static and dynamic shared memory against
 the device's opt-in limit, grid and block limits) is refused with a
 :class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``; so is one
-whose static shared or local memory ptxas refuses to build (:func:`resource_refusal`).
+whose static shared or local memory ptxas refuses to build (:func:`resource_refusal`). A kernel
+that syncs its whole grid, which the PTX kept beside each cubin tells, stops the task at its first
+load (:func:`entry_of`): tunebench makes no cooperative launch.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,8 +56,8 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, cubin_kernels, entry_symbol,
-                                       launch_of, resource_problem)
+from tunebench.backends.launch import (DEFAULT_SHARED, GRID_SYNC, FunctionResources, Launch, compiled_kernels,
+                                       entry_symbol, launch_of, resource_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
 from tunebench.dtypes import as_bits
 
@@ -132,6 +136,19 @@ def copy_flags(variant: Variant) -> tuple[str, ...]:
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
     """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
     return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
+
+
+def compile_keeping_ptx(command: Sequence[str], src: Path, out: Path) -> str | None:
+    """:func:`~tunebench.backends.cache.run_compiler`'s run of an nvcc ``command``, the PTX it makes
+    kept beside ``src`` under its name, as the cache names the cubin (see
+    :func:`~tunebench.backends.launch.compiled_kernels`): the cubin does not say which kernels sync
+    their grid. nvcc's other intermediate files go."""
+    with tempfile.TemporaryDirectory(prefix="nvcc-keep-", dir=src.parent) as keep:
+        ptx = Path(keep) / f"{src.stem}.ptx"
+        error = run_compiler([*command, "--keep", "--keep-dir", keep], src, out)
+        if error is None:
+            os.replace(ptx, src.with_suffix(".ptx"))
+        return error and error.replace(str(ptx), "<its ptx>")
 
 
 @cache
@@ -349,7 +366,7 @@ class CudaCompiler:
         tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
-                                                   lambda src, out: run_compiler(command, src, out))
+                                                   lambda src, out: compile_keeping_ptx(command, src, out))
         except CompileError as e:
             refused = resource_refusal(str(e))
             if refused:
@@ -367,6 +384,22 @@ class CudaCompiler:
             return debug_functions(self.build(kernel, variant, config, dtype, debug=True).handle).get(symbol)
         except (CompileError, ResourceError, ImportError):
             return None
+
+
+def entry_of(kernel: Kernel, variant: Variant, kernels: Mapping[str, FunctionResources] | None) -> str:
+    """The symbol of the variant's entry point among a build's ``kernels`` (its name where they are
+    not known: pyelftools is not installed); a KernelError naming the kernel where the build has
+    none, or where it syncs its whole grid (:data:`~tunebench.backends.launch.GRID_SYNC`): refused
+    once, before any measurement, where every config would fail alike, each with an obscure error."""
+    if kernels is None:
+        return variant.entry
+    try:
+        symbol = entry_symbol(variant.entry, kernels, variant.path.name)
+    except KernelError as e:
+        raise KernelError(f"kernel {kernel.name!r}: {e}") from None
+    if kernels[symbol].grid_sync:
+        raise KernelError(f"kernel {kernel.name!r}: {variant.path.name}'s {variant.entry!r}: {GRID_SYNC}")
+    return symbol
 
 
 def inputs_key(kernel: str, shape: tuple, args: Mapping[str, Any]) -> tuple:
@@ -454,12 +487,9 @@ class CudaBackend(CudaCompiler, Backend):
         key = str(build.handle)
         if key not in self._modules:
             self._modules[key] = self.drv.module_from_buffer(build.handle.read_bytes())
-        kernels = self._kernels_of(build)
+        symbol = entry_of(kernel, variant, self._kernels_of(build))
         try:
-            symbol = entry_symbol(variant.entry, kernels, variant.path.name) if kernels is not None else variant.entry
             fn = self._modules[key].get_function(symbol)
-        except KernelError as e:
-            raise KernelError(f"kernel {kernel.name!r}: {e}") from None
         except self.drv.LogicError:
             raise KernelError(f"kernel {kernel.name!r}: {variant.path.name} has no __global__ "
                               f"{variant.entry!r}") from None
@@ -476,11 +506,11 @@ class CudaBackend(CudaCompiler, Backend):
         return runner
 
     def _kernels_of(self, build: Build) -> dict[str, FunctionResources] | None:
-        """The build's kernels as its cubin lists them; None where pyelftools is not installed."""
+        """The build's kernels as its cubin and PTX list them; None where pyelftools is not installed."""
         key = str(build.handle)
         if key not in self._kernels:
             try:
-                self._kernels[key] = cubin_kernels(build.handle)
+                self._kernels[key] = compiled_kernels(build.handle)
             except ImportError:
                 self._kernels[key] = None
         return self._kernels[key]

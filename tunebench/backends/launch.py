@@ -16,7 +16,7 @@ import math
 import re
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -240,6 +240,22 @@ def cubin_kernels(path: Path) -> dict[str, FunctionResources]:
         found[name] = FunctionResources(max(sizes.get(f".nv.shared.{name}", 0) - reserved, 0), count,
                                         min(limits) if limits else None, _params(info), bounds)
     return found
+
+
+def compiled_kernels(cubin: Path) -> dict[str, FunctionResources]:
+    """The cubin's kernels (:func:`cubin_kernels`), each with whether it uses ``extern __shared__``
+    memory or syncs its grid, and its cluster dims, from the PTX nvcc made of it, kept beside it
+    under its name (``k.ptx`` for ``k.cubin``; a cubin cached without one says none of them)."""
+    ptx = cubin.with_suffix(".ptx")
+    text = ptx.read_text() if ptx.exists() else ""
+    users, clusters, syncing = extern_shared_users(text), cluster_dims(text), grid_sync_users(text)
+    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing)
+            for name, fn in cubin_kernels(cubin).items()}
+
+
+#: Why a kernel that syncs its whole grid is refused (compile-check fails it, a tune stops at it).
+GRID_SYNC = ("the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative launch allows, and "
+             "tunebench launches each kernel as any other: split it into two kernels where it syncs the grid")
 
 
 def extern_shared_users(ptx: str) -> set[str]:
