@@ -295,6 +295,33 @@ def test_a_debug_build_gives_the_c_types_a_cubin_built_for_speed_reduces_to_byte
 
 
 @needs_nvcc
+def test_a_pointer_to_a_cuda_vector_type_is_checked_against_its_elements_type(tmp_path):
+    """A ``uchar4 *`` took an array of any dtype: a float32 image read as bytes, every config wrong."""
+    (tmp_path / "vec.cu").write_text(
+        '#include <cuda_fp16.h>\nextern "C" __global__ void vec(const uchar4 *img, double4 *acc, float2 *z, '
+        'const __half2 *h, char3 *c) { acc[0].x = img[0].x + z[0].y + __low2float(h[0]) + c[0].z; }\n')
+    kernel = Kernel("vec", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["acc"],
+                    cuda=Variant(source=str(tmp_path / "vec.cu"), entry="vec", space=Space({"UNUSED": [1]}),
+                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (1, 32)))
+    types = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).parameter_types(
+        kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32", "vec")
+    fits = {"img": np.zeros((8, 4), np.uint8), "acc": np.zeros((8, 4)), "z": np.zeros(8, np.complex64),
+            "h": np.zeros((8, 2), np.float16), "c": np.zeros((8, 3), np.int8)}
+    assert args_problem(fits, types) is None
+    assert args_problem({**fits, "img": np.zeros((8, 4), np.float32), "acc": np.zeros((8, 4), np.float32),
+                         "h": np.zeros((8, 2), np.float32), "c": np.zeros((8, 3), np.uint8)}, types) == (
+        "argument 'img' (float32 array) where the kernel's 1st parameter (uchar4 *img) points to uchar4, of 1-byte "
+        "unsigned char: give an array of np.uint8; argument 'acc' (float32 array) where the kernel's 2nd parameter "
+        "(double4 *acc) points to double4, of 8-byte double: give an array of np.float64; argument 'h' (float32 "
+        "array) where the kernel's 4th parameter (__half2 *h) points to __half2, of 2-byte __half: give an array of "
+        "np.float16; argument 'c' (uint8 array) where the kernel's 5th parameter (char3 *c) points to char3, of "
+        "signed char, signed: give an array of np.int8")
+    assert args_problem({**fits, "z": np.zeros(8, np.int32)}, types).endswith(
+        "(float2 *z) points to float2, of float, a float: give an array of np.float32")
+
+
+@needs_nvcc
 def test_an_arch_specific_variant_is_built_apart_for_sm90a_and_is_a_declaration_error_before_sm90(tmp_path):
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float *y) { asm volatile("setmaxnreg.inc.sync.'
                                    'aligned.u32 240;"); y[threadIdx.x] = B; }\n')

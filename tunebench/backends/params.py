@@ -45,7 +45,7 @@ class Param:
     (``pointer``, ``float``, ``int``, ``complex`` or ``other``), its C spelling, whether an integer is
     unsigned, and for a pointer what it points to (None for ``void *``); where a cubin says so,
     its offset in a launch's argument buffer. ``dtype``: of a float in :data:`NAMED_FLOATS`,
-    the dtype it holds."""
+    the dtype it holds. A CUDA vector type's kind is ``vector``."""
 
     size: int
     kind: str | None = None
@@ -55,6 +55,7 @@ class Param:
     offset: int | None = None  # in a launch's argument buffer, where a cubin says
     name: str | None = None  # as the source names it, where the DWARF says
     dtype: str | None = None
+    element: Param | None = None  # of a CUDA vector type (uchar4, float2, __half2): its x, y, z and w's type
 
     @property
     def scalar(self) -> str | None:
@@ -105,18 +106,21 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         to = param.pointee
         if to is not None and to.kind == "complex" and (dtype.kind != "c" or dtype.itemsize != to.size):
             return f"points to {to.ctype}: give an array of np.complex{to.size * 8}"
+        # a vector type's elements, as a pointer to its element type's are: a float32 array for a uchar4 * passed
+        vector, to = (to, to.element) if to is not None and to.element is not None else (None, to)
+        of = f"{vector.ctype}, of " if vector else ""
         if to is None or to.kind not in ("float", "int") or to.ctype == "char":  # void *, char *: any bytes
             return None
         if _other_float(dtype, to):
-            return f"points to {to.ctype}, which holds {to.dtype}: give an array of {to.scalar}"
+            return f"points to {of}{to.ctype}, which holds {to.dtype}: give an array of {to.scalar}"
         if kind(dtype) in "cV":  # complex, records
             return None
         if to.size != dtype.itemsize:
-            return f"points to {to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
+            return f"points to {of}{to.size}-byte {to.ctype}: give an array of {to.scalar or to.ctype}"
         if to.kind == "float" and _kind_of(dtype) == "int":  # a float's bits read as an integer type are the
-            return f"points to {to.ctype}, a float: give an array of {to.scalar or to.ctype}"  # template's way
+            return f"points to {of}{to.ctype}, a float: give an array of {to.scalar or to.ctype}"  # template's way
         if to.kind == "int" and dtype.kind in "iub" and to.unsigned != (dtype.kind in "ub"):
-            return f"points to {to.ctype}, {'un' if to.unsigned else ''}signed: give an array of {to.scalar}"
+            return f"points to {of}{to.ctype}, {'un' if to.unsigned else ''}signed: give an array of {to.scalar}"
         return None
     if param.kind == "pointer":
         return "takes a pointer: pass an array"
@@ -248,7 +252,28 @@ def _param(die, pointee: bool = True) -> Param:
         return Param(size, "int", f"enum {name or ''}".strip())
     if die.tag == "DW_TAG_array_type":  # a C99 pointer to rows, float (*x)[n]: its elements are what it holds
         return _param(_resolve(die), pointee)
+    element = _vector_element(die)
+    if element is not None:
+        return Param(size, "vector", name, element=element)
     return Param(size, "other", name or die.tag[len("DW_TAG_"):].replace("_type", ""))
+
+
+#: The members of a CUDA vector type (uchar4, float2, double4, __half2), in order.
+VECTOR_MEMBERS = ("x", "y", "z", "w")
+
+
+def _vector_element(die) -> Param | None:
+    """The element type of a CUDA vector type's DIE (a struct of one to four members ``x``, ``y``,
+    ``z``, ``w`` of one float or integer type); None for any other type."""
+    if die.tag != "DW_TAG_structure_type":
+        return None
+    members = [m for m in die.iter_children() if m.tag == "DW_TAG_member"]
+    names = tuple(m.attributes["DW_AT_name"].value.decode() if "DW_AT_name" in m.attributes else "" for m in members)
+    if not members or names != VECTOR_MEMBERS[:len(members)]:
+        return None
+    types = {_param(_resolve(m), pointee=False) for m in members}
+    element = types.pop()
+    return element if not types and element.kind in ("float", "int") else None
 
 
 def _parameters(function) -> tuple[Param, ...] | None:
