@@ -430,6 +430,22 @@ def test_a_computed_include_beside_the_template_builds_and_an_edit_of_a_header_i
     np.testing.assert_allclose(got, 1.5 * want, rtol=1e-6)  # the edited header built, not the cached build
 
 
+def test_a_computed_include_of_a_param_naming_its_header_bare_says_to_quote_it(tmp_path):
+    """``"impl_a.h"`` in Python is ``impl_a.h`` to the preprocessor: gcc said only that #include
+    expects "FILENAME" or <FILENAME>, of a line that reads no file name."""
+    (tmp_path / "impl_a.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "k.c").write_text("#include IMPL\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = scale() * x[i];\n}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"IMPL": ["impl_a.h"]}),
+                      heuristic=lambda shape: {"IMPL": "impl_a.h"}, origin=tmp_path)
+    with pytest.raises(CompileError) as error:
+        CpuBackend().build(scaling("bare_include_test", variant, 2.0, 9), variant, {"IMPL": "impl_a.h"}, "float32")
+    assert '#include expects "FILENAME" or <FILENAME>' in str(error.value)
+    assert str(error.value).endswith(
+        "(tunebench: param 'IMPL' is impl_a.h, which #include IMPL reads bare: quote the header's name in its value, "
+        "'\"impl_a.h\"' (or '<impl_a.h>' for a header of the include path))")
+
+
 @pytest.mark.parametrize("value, flags, edited", [
     ('"impls/a.h"', (), "impls/a.h"),  # a header in a folder below
     ('"a.h"', (), "detail/d.h"),  # a header the one named includes

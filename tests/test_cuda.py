@@ -144,6 +144,28 @@ def test_a_kernel_that_syncs_its_grid_is_refused_at_its_first_load_and_one_that_
     assert sorted(p.suffix for p in cache.root.iterdir()) == [".cu", ".cu", ".cubin", ".cubin", ".ptx", ".ptx"]
 
 
+@needs_nvcc
+def test_a_computed_include_of_a_param_naming_its_header_bare_says_to_quote_it(tmp_path):
+    """nvcc's preprocessor said only that #include expects "FILENAME" or <FILENAME>."""
+    (tmp_path / "impl.cuh").write_text("__device__ float twice(float v) { return 2 * v; }\n")
+    (tmp_path / "k.cu").write_text('#include IMPL\nextern "C" __global__ void k(const float *x, float *y) '
+                                   "{ y[0] = twice(x[0]); }\n")
+    kernel = Kernel("bare", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="k", space=Space({"IMPL": ["impl.cuh"]}),
+                                 heuristic=lambda shape: {"IMPL": "impl.cuh"}, launch=lambda config, shape: (1, 1)))
+    with pytest.raises(CompileError) as error:
+        CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"),
+                                                                   {"IMPL": "impl.cuh"}, "float32")
+    assert '#include expects "FILENAME" or <FILENAME>' in str(error.value)
+    assert str(error.value).endswith(
+        "(tunebench: param 'IMPL' is impl.cuh, which #include IMPL reads bare: quote the header's name in its value, "
+        "'\"impl.cuh\"' (or '<impl.cuh>' for a header of the include path))")
+    quoted = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"),
+                                                                        {"IMPL": '"impl.cuh"'}, "float32")
+    assert quoted.handle.exists()
+
+
 def with_launch(tmp_path, launch) -> tuple[Kernel, Variant]:
     kernel = scale_kernel(tmp_path, launch)
     return kernel, kernel.variant("cuda")

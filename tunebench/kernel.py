@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import KernelError, constant_suspects, overridden
+from tunebench.backends.base import COMPUTED_INCLUDE, KernelError, constant_suspects, overridden
 from tunebench.backends.launch import stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -175,8 +175,6 @@ def declared_twice(name: str, where: object) -> str:
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
-#: ``#include IMPL``: a header only the preprocessor can name (a param, a macro); not ``#include_next``.
-_COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+([A-Za-z_]\w*)")
 #: CUDA's built-in variables: a param of the name is #defined over them.
 CUDA_BUILTINS = ("warpSize", "threadIdx", "blockIdx", "blockDim", "gridDim")
 #: What a computed include may name beside the file holding it.
@@ -253,7 +251,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
 
 def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
               values: Mapping[str, Sequence]) -> tuple[dict[Path, None], dict[Path, None]]:
-    """(the folders of the ``files`` holding a computed include, see :data:`_COMPUTED_INCLUDE`;
+    """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each resolved and once. An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
     the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
@@ -262,7 +260,7 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
     headers: dict[Path, None] = {}
     for file in (f for f in files if f.suffix not in BINARY_SUFFIXES):
         for code in _code(file.read_text(errors="replace").splitlines()):
-            found = _COMPUTED_INCLUDE.match(code)
+            found = COMPUTED_INCLUDE.match(code)
             if found is None:
                 continue
             folders[file.parent.resolve()] = None

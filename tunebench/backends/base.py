@@ -353,6 +353,28 @@ def _bare(condition: str) -> str:
     return condition
 
 
+#: ``#include IMPL``: a header only the preprocessor can name (a param, a macro); not ``#include_next``.
+COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+([A-Za-z_]\w*)")
+#: What the preprocessor (gcc's, nvcc's) says of an ``#include`` whose macro names no "FILENAME" or <FILENAME>.
+_BARE_INCLUDE = re.compile(r'#include expects "FILENAME" or <FILENAME>')
+
+
+def _bare_includes(variant: Variant, config: Mapping, error: str) -> list[str]:
+    """Where the preprocessor refused an ``#include P`` of a param: each such param whose value
+    names its header bare (``"impl.cuh"`` in Python is ``impl.cuh`` to it), with how to quote it."""
+    if not _BARE_INCLUDE.search(error):
+        return []
+    code = _COMMENT.sub("", variant.template)
+    included = {found.group(1) for line in code.splitlines() if (found := COMPUTED_INCLUDE.match(line))}
+    hints = []
+    for p, v in config.items():
+        if p in included and isinstance(v, str) and not v.startswith(('"', "<")):
+            quoted, bracketed = f'"{v}"', f"<{v}>"
+            hints.append(f"param {p!r} is {v}, which #include {p} reads bare: quote the header's name in its value, "
+                         f"{quoted!r} (or {bracketed!r} for a header of the include path)")
+    return hints
+
+
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
 #: g++, nvcc): only these errors get a hint that a param's name may be at fault.
 RENAMED = re.compile(r"expected (?:an )?identifier|expected unqualified-id|before numeric constant|"
@@ -370,8 +392,10 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     a param's #define it says was expanded (the #define rewrote the template's own identifier);
     else, where the error lies outside the template's own lines and the template includes
     headers ahead of its params, that the defines may have rewritten the header (``//
-    tunebench: params`` puts them after it)."""
-    name, hints, pragmas = variant.path.name, [], []
+    tunebench: params`` puts them after it). Any error gets the hints of :func:`_bare_includes` and
+    of a ``#pragma unroll`` of a param."""
+    name, hints = variant.path.name, []
+    noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
     try:
         lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()
     except OSError:
@@ -379,10 +403,10 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     for number in map(int, re.findall(rf"{re.escape(name)}(?::|\()(\d+)", error)):
         pragma = _UNROLL_BY_NAME.match(lines[number - 1]) if 0 < number <= len(lines) else None
         if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
-            pragmas.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
-                           f"TB_UNROLL({pragma.group(1)}) before the loop instead")
+            noted.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
+                         f"TB_UNROLL({pragma.group(1)}) before the loop instead")
     if not RENAMED.search(error):
-        return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(pragmas))
+        return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted))
     for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
         number = int(found.group(1))
         line = lines[number - 1] if 0 < number <= len(lines) else ""
@@ -410,7 +434,7 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
                      "header may rewrite its identifiers; a line `// tunebench: params` after the includes puts "
                      "the defines there" + (" (this template's comes before one)" if marker else ""))
-    return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(pragmas + hints))
+    return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
 
 
 def _header_lines(error: str, folder: Path) -> list[tuple[str, int, str]]:
