@@ -98,10 +98,14 @@ def test_each_misfit_is_named_with_what_to_give():
         "ml_dtypes.float8_e4m3fn, ...)")  # an __nv_fp8_e4m3 given as a float32
     struct = np.dtype([("n", np.int64), ("alpha", np.float64)])
     assert args_problem({**fits, "n": np.zeros((), struct)}, (Param(8), Param(16))) == (
-        "argument 'n' (0-d 16-byte struct, 8 bytes) where the kernel's 2nd parameter takes 16 bytes: give it a numpy "
-        "scalar of its C type, of 16 bytes (a numpy struct scalar for a struct) (a 0-d array is passed as a "
-        "pointer: give its scalar, n[()])")
+        "argument 'n' (0-d array of 16-byte structs, passed as an 8-byte pointer) where the kernel's 2nd parameter "
+        "takes 16 bytes: give it a numpy scalar of its C type, of 16 bytes (a numpy struct scalar for a struct) (a 0-d "
+        "array is passed as a pointer: give its scalar, n[()])")
     assert args_problem({**fits, "n": np.zeros((), struct)[()]}, (Param(8), Param(16))) is None
+    # a struct's size said once: it was "(16-byte struct, 16 bytes)"
+    assert args_problem({**fits, "n": np.zeros((), struct)[()]}, (Param(8), Param(12))) == (
+        "argument 'n' (16-byte struct) where the kernel's 2nd parameter takes 12 bytes: give it a numpy scalar of its "
+        "C type, of 12 bytes (a numpy struct scalar for a struct)")
 
 
 def test_a_launch_packs_half_and_bool_scalars_by_their_bits_and_a_struct_where_c_would_not():

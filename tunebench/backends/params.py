@@ -77,7 +77,16 @@ def _given(value) -> tuple[str, np.dtype]:
 
 
 def _described(what: str, dtype: np.dtype) -> str:
-    return f"{dtype.itemsize}-byte struct" if kind(dtype) == "V" else f"{dtype} {what}"
+    if kind(dtype) == "V":
+        return f"{dtype.itemsize}-byte struct" if what == "scalar" else f"array of {dtype.itemsize}-byte structs"
+    return f"{dtype} {what}"
+
+
+def _bytes(what: str, dtype: np.dtype) -> str:
+    """What an argument passes, in bytes, where its description does not say it (a struct's does)."""
+    if what == "array":
+        return ", passed as an 8-byte pointer"
+    return "" if kind(dtype) == "V" else f", {dtype.itemsize} bytes"
 
 
 def _kind_of(dtype: np.dtype) -> str:
@@ -187,7 +196,7 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     for n, ((name, what, dtype), param, value) in enumerate(zip(given, params, args.values())):
         why = _mismatch(what, dtype, param)
         if why:
-            size = f", {8 if what == 'array' else dtype.itemsize} bytes" if param.kind is None else ""
+            size = _bytes(what, dtype) if param.kind is None else ""
             declared = f" ({_declaration(param)})" if param.ctype or param.name else ""
             zero_d = isinstance(value, np.ndarray) and value.ndim == 0
             wrong.append(f"argument {name!r} ({'0-d ' if zero_d else ''}{_described(what, dtype)}{size}) where the "
