@@ -1146,13 +1146,30 @@ def test_a_template_that_defines_a_param_again_is_a_declaration_error_naming_its
     _check_template(tmp_path, "overridden", template, {"vec": [2, 4], "unroll": [1, 2]}, said)
 
 
-def _check_template(tmp_path, name: str, template: str, params: dict, said: str | None) -> None:
+@pytest.mark.parametrize("folder", ["", "inc"])  # beside the template (inlined), or of an -I folder (the compiler's)
+@pytest.mark.parametrize("nested, template, said", [
+    ("#define vec 8\n", '#include "cfg.h"\nvoid axpb(void) {}\n', "nested.h line 1 #defines param 'vec' after "
+     "tunebench's #define of it, so every config builds the same code: put it under #ifndef vec"),
+    ("#ifndef vec\n#define vec 8\n#endif\n", '#include "cfg.h"\nvoid axpb(void) {}\n', None),
+    ("#define vec 8\n", '#include "cfg.h"\n// tunebench: params\nvoid axpb(void) {}\n', None),  # before the params
+])
+def test_a_header_the_template_includes_that_defines_a_param_again_is_a_declaration_error_naming_it(
+        tmp_path, folder, nested, template, said):
+    """One of an -I folder, which the compiler reads in place, was not read: every config built the same code."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / folder / "cfg.h").write_text('#pragma once\n#include "nested.h"\n')
+    (tmp_path / folder / "nested.h").write_text(nested)
+    _check_template(tmp_path, "overridden_in_header", template, {"vec": [2, 4]},
+                    said and os.path.join(folder, said), flags=(f"-I{tmp_path / 'inc'}",))
+
+
+def _check_template(tmp_path, name: str, template: str, params: dict, said: str | None, flags=()) -> None:
     """Declare a kernel over ``template`` (axpb.c) and ``params``, and check it for the cpu
     target: it passes where ``said`` is None, else fails saying it."""
     (tmp_path / "axpb.c").write_text(template)
     variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb",
                                 heuristic=lambda shape: {n: v[0] for n, v in params.items()},
-                                space=tunebench.Space(params))
+                                space=tunebench.Space(params), flags=flags)
     kernel = tunebench.Kernel(name, buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
                                                                                        shapes=[(8,)])]),
                               args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),

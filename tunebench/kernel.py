@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import COMPUTED_INCLUDE, KernelError, constant_suspects, overridden
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, constant_suspects, folder_header,
+                                     overridden)
 from tunebench.backends.launch import stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -173,7 +174,6 @@ def declared_twice(name: str, where: object) -> str:
     return f"kernel name {name!r} is declared twice, here and in {where}: records keep one task per name"
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
 #: CUDA's built-in variables: a param of the name is #defined over them.
 CUDA_BUILTINS = ("warpSize", "threadIdx", "blockIdx", "blockDim", "gridDim")
@@ -212,7 +212,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             out.append("\n")  # the guard around the inlined text does its work
             continue
         depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
-        found = _INCLUDE.match(code)
+        found = INCLUDE.match(code)
         header = found and found.group(1) and path.parent / found.group(1)
         if not header or not header.is_file() or any((d / found.group(1)).resolve() == header.resolve() for d in dirs):
             # not beside it, or the header a header folder gives by that name too, which the compiler may
@@ -265,7 +265,7 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
                 continue
             folders[file.parent.resolve()] = None
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
-                     for m in [_INCLUDE.match(f"#include {v}")] if m]
+                     for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
                 _library(file, include, (file.parent, *dirs), headers)
             if not named:
@@ -278,19 +278,15 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
     (a quoted one is looked for beside the file first), and every header that one includes, as
     far as they can be found, each once: the files a build reads from the folders, to hash."""
-    folders = [d.resolve() for d in dirs]
     pending = [(path, include)]
     while pending:
         at, wanted = pending.pop()
-        name = wanted.group(1) or wanted.group(2)
-        places = ([at.parent] if wanted.group(1) else []) + list(dirs)
-        header = next((d / name for d in places if (d / name).is_file()), None)
-        if header is None or header.resolve() in found \
-                or not any(header.resolve().is_relative_to(d) for d in folders):
+        header = folder_header(at, wanted, dirs)
+        if header is None or header.resolve() in found:
             continue
         found[header.resolve()] = None
         codes = _code(header.read_text(errors="replace").splitlines())
-        pending.extend((header, nested) for nested in reversed([_INCLUDE.match(c) for c in codes]) if nested)
+        pending.extend((header, nested) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
 
 
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
@@ -316,7 +312,7 @@ def _lines(path: Path) -> list[str]:
 def _after_include(line: str) -> str:
     """What follows an include on its line, where it opens a comment that goes on to the next
     lines (``#include "a.h" /* helpers,`` ...), which must stay open; else a newline."""
-    include = _INCLUDE.match(line)
+    include = INCLUDE.match(line)
     opens = _code([line, "x"])[1] == ""  # the line after it is in the comment
     return line[include.end():] if include and opens else "\n"
 

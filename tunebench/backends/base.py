@@ -240,11 +240,14 @@ def _with_params(text: str, name: str, config: Mapping, ctype: str, target: str 
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$")
+#: An ``#include "header"`` or ``#include <header>``: the header's name, quoted or bracketed.
+INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 
 
 def overridden(variant: Variant, params: Sequence[str]) -> str | None:
-    """Where the template #defines a param after tunebench's #define of it, outside a branch that
+    """Where the template, or a header of its header folders that it includes (``-I``: left to the
+    compiler, not inlined), #defines a param after tunebench's #define of it, outside a branch that
     only a missing param takes (``#ifndef P``, ``#if !defined(P)``, a branch after ``#ifdef P``)
     or ``#if 0``, or after an ``#undef`` of it: every config then builds the same code, and the
     tune measures noise; gcc only warns of it (None where none does)."""
@@ -252,7 +255,7 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
     after = variant.template.count("\n", 0, marker.end()) if marker else 0  # lines before the params' defines
     frames: list[list[str]] = []  # per open #if: its branches' conditions so far, the current one last
     undone: set[str] = set()  # params #undef-ed after their #define
-    for index, file, number, directive, rest in _directives(variant):
+    for index, file, number, directive, rest in _directives(variant, headers=True):
         condition = _condition(rest)
         name = (re.match(r"\w+", rest) or [None])[0]
         if directive in ("if", "ifdef", "ifndef"):
@@ -272,11 +275,12 @@ def overridden(variant: Variant, params: Sequence[str]) -> str | None:
     return None
 
 
-def _directives(variant: Variant):
+def _directives(variant: Variant, headers: bool = False):
     """The template's preprocessor directives, comments out: (line index, the file and line the
-    compiler names, directive, the rest of the line)."""
+    compiler names, directive, the rest of the line). ``headers``: with those of each header of
+    its header folders that it includes, at the index of the include (see :func:`_header_directives`)."""
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)  # the lines kept
-    file, number = variant.path.name, 0
+    file, number, seen = variant.path.name, 0, set()
     for index, line in enumerate(code.split("\n")):
         number += 1
         mark = _LINE.match(line + "\n")
@@ -286,6 +290,41 @@ def _directives(variant: Variant):
         found = _DIRECTIVE.match(line)
         if found:
             yield index, file, number, found.group(1), found.group(2)
+            if headers and found.group(1) == "include":
+                for directive in _header_directives(variant, variant.path.parent / file, found.group(2), seen):
+                    yield index, *directive
+
+
+def _header_directives(variant: Variant, at: Path, operand: str, seen: set[Path]):
+    """The directives of the header an ``#include operand`` in the file ``at`` reads from one of
+    the variant's header folders (a library's, left to the compiler), and of those it includes
+    from them, each header once (as its guard would have it; ``seen``): (the file from the
+    template's folder, line, directive, the rest of the line). None for a system header."""
+    include = INCLUDE.match(f"#include {operand}")
+    header = include and folder_header(at, include, variant.include_dirs)
+    if not header or header.resolve() in seen:
+        return
+    seen.add(header.resolve())
+    name = os.path.relpath(header, variant.path.parent)
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), header.read_text(errors="replace"))
+    for number, line in enumerate(code.split("\n"), 1):
+        found = _DIRECTIVE.match(line)
+        if found:
+            yield name, number, found.group(1), found.group(2)
+            if found.group(1) == "include":
+                yield from _header_directives(variant, header, found.group(2), seen)
+
+
+def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
+    """The header an include (:data:`INCLUDE`) in the file ``at`` names where one of the header
+    folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
+    None where none does (a system header)."""
+    name = include.group(1) or include.group(2)
+    places = ([at.parent] if include.group(1) else []) + list(dirs)
+    header = next((d / name for d in places if (d / name).is_file()), None)
+    if header is None or not any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
+        return None
+    return header
 
 
 def _condition(text: str) -> str:
