@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import CudaCompiler, entry_of, inputs_key, nvcc_command, transferable
+from tunebench.backends.cuda import (CudaCompiler, entry_of, inputs_key, launch_refusal, nvcc_command,
+                                     transferable)
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, compiled_kernels, cubin_kernels,
                                        entry_symbol, launch_of, register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
@@ -142,6 +144,39 @@ def test_a_kernel_that_syncs_its_grid_is_refused_at_its_first_load_and_one_that_
                                                   r"launch allows"):
                 entry_of(kernel, kernel.variant("cuda"), kernels)
     assert sorted(p.suffix for p in cache.root.iterdir()) == [".cu", ".cu", ".cubin", ".cubin", ".ptx", ".ptx"]
+
+
+@needs_nvcc
+def test_a_launch_compile_check_fails_is_refused_before_measuring_with_what_the_build_and_device_say(tmp_path):
+    """Only grid sync was refused: a kernel using extern __shared__ memory launched with 0 bytes
+    of it, and a grid that is no multiple of the kernel's cluster or a cluster beyond 8 blocks,
+    passed to the GPU (the device's function does not say them; its build's PTX does)."""
+    from tests.test_compile_check import CLUSTER_CU
+
+    (tmp_path / "stage.cu").write_text(SHARED_CU)
+    (tmp_path / "cluster.cu").write_text(CLUSTER_CU)
+    device_fn = SimpleNamespace(shared_size_bytes=0, num_regs=16, max_threads_per_block=1024)  # as PyCUDA's says
+    compiler, limits = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")), arch_limits("sm_90")
+
+    def refusal(source: str, config: dict, made: Launch) -> str | None:
+        kernel = Kernel("stage", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                        cuda=Variant(source=str(tmp_path / source), entry="stage", space=Space({"cx": [1, 3, 16]}),
+                                     heuristic=lambda shape: {"cx": 1}, launch=lambda config, shape: (4, 256)))
+        build = compiler.build(kernel, kernel.variant("cuda"), config, "float32")
+        fn = FunctionResources.of(device_fn, compiled_kernels(build.handle)["stage"])
+        return launch_refusal(kernel, kernel.variant("cuda"), config, (1000,), made, fn, limits)
+
+    with pytest.raises(KernelError, match=r"^kernel 'stage': stage.cu's 'stage' launched for \{'cx': 1\} on shape "
+                                          r"\(1000,\): the kernel uses extern __shared__ memory, and the launch gives "
+                                          r"it 0 bytes: return \(grid, block, shared_bytes\)$"):
+        refusal("stage.cu", {"cx": 1}, Launch((4, 1, 1), (256, 1, 1)))
+    assert refusal("stage.cu", {"cx": 1}, Launch((4, 1, 1), (256, 1, 1), 1024)) is None
+    assert refusal("cluster.cu", {"cx": 3}, Launch((4, 1, 1), (256, 1, 1))) == (
+        "grid (4, 1, 1) is not a multiple of the function's cluster (3, 1, 1)")
+    assert refusal("cluster.cu", {"cx": 3}, Launch((6, 1, 1), (256, 1, 1))) is None
+    assert refusal("cluster.cu", {"cx": 16}, Launch((16, 1, 1), (256, 1, 1))).startswith(
+        "a cluster of 16 blocks ((16, 1, 1)), beyond the portable 8")
 
 
 @needs_nvcc

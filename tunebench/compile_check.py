@@ -241,13 +241,12 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                             failing.add(where)
                             result.launch_failures.append((f"{dtype} {arch} [{named}]", launch.GRID_SYNC))
                             continue
-                        if function.extern_shared and not made.shared:
+                        try:
+                            problem = launch.launch_problem(launch.arch_limits(arch), made, function, arch)
+                        except KernelError as e:  # the launch's fault, not the architecture's: a candidate fails too
                             failing.add(where)
-                            result.launch_failures.append((where, (
-                                "the kernel uses extern __shared__ memory, and the launch gives it 0 bytes: "
-                                "return (grid, block, shared_bytes)")))
+                            result.launch_failures.append((where, str(e)))
                             continue
-                        problem = launch.resource_problem(launch.arch_limits(arch), made, function, arch)
                         if problem and (named, shape) in heuristic:
                             failing.add(where)
                             result.launch_failures.append((where, f"the heuristic's config: {problem}"))

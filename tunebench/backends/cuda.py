@@ -15,11 +15,13 @@ events, after a memset of a buffer twice the L2 size has evicted the kernel's da
 A variant's ``launch`` gives each config's grid, block and, for a kernel with ``extern __shared__``
 memory, its bytes per block. Before any measurement, a candidate whose launch exceeds what its
 compiled function can make (threads for its registers, static and dynamic shared memory against
-the device's opt-in limit, grid and block limits) is refused with a
+the device's opt-in limit, grid and block limits, a grid that is no multiple of the kernel's
+``__cluster_dims__`` or a cluster beyond the portable 8 blocks) is refused with a
 :class:`~tunebench.backends.base.ResourceError`, recorded as ``pruned_resources``; so is one
 whose static shared or local memory ptxas refuses to build (:func:`resource_refusal`). A kernel
 that syncs its whole grid, which the PTX kept beside each cubin tells, stops the task at its first
-load (:func:`entry_of`): tunebench makes no cooperative launch.
+load (:func:`entry_of`): tunebench makes no cooperative launch; so does a launch that gives a
+kernel using ``extern __shared__`` memory none of it (:func:`launch_refusal`, compile-check's check).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from tunebench.backends.base import (
 )
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.launch import (DEFAULT_SHARED, GRID_SYNC, FunctionResources, Launch, compiled_kernels,
-                                       entry_symbol, launch_of, resource_problem)
+                                       entry_symbol, launch_of, launch_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
 from tunebench.dtypes import as_bits
 
@@ -402,6 +404,20 @@ def entry_of(kernel: Kernel, variant: Variant, kernels: Mapping[str, FunctionRes
     return symbol
 
 
+def launch_refusal(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, launch: Launch,
+                   fn: FunctionResources, limits: Mapping) -> str | None:
+    """Why a tune does not measure this launch of the entry point ``fn`` (as the device and its
+    build's PTX give it), checked as compile-check checks it
+    (:func:`~tunebench.backends.launch.launch_problem`): a KernelError naming the kernel, config
+    and shape where the launch is at fault, which stops the task; else what the device cannot
+    launch, a candidate pruned (a grid that is no multiple of the kernel's cluster among it)."""
+    try:
+        return launch_problem(limits, launch, fn)
+    except KernelError as e:
+        raise KernelError(f"kernel {kernel.name!r}: {variant.path.name}'s {variant.entry!r} launched for "
+                          f"{dict(config)} on shape {tuple(shape)}: {e}") from None
+
+
 def inputs_key(kernel: str, shape: tuple, args: Mapping[str, Any]) -> tuple:
     """What a worker's device copies of a task's inputs are kept under: the kernel, the shape and
     every array's dtype. A float16 task after a float32 one on the same shape must not read the
@@ -496,7 +512,8 @@ class CudaBackend(CudaCompiler, Backend):
         mismatch = self._args_problem(build, kernel, variant, config, symbol, args)
         if mismatch:
             raise KernelError(f"kernel {kernel.name!r}: {mismatch}")
-        problem = resource_problem(self.limits, launch, FunctionResources.of(fn))
+        built = (self._kernels_of(build) or {}).get(symbol)
+        problem = launch_refusal(kernel, variant, config, shape, launch, FunctionResources.of(fn, built), self.limits)
         if problem:
             raise ResourceError(problem)
         if fn.shared_size_bytes + launch.shared > DEFAULT_SHARED:  # beyond it, only where the function asks

@@ -148,12 +148,15 @@ class FunctionResources:
     cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
 
     @classmethod
-    def of(cls, fn) -> FunctionResources:
+    def of(cls, fn, built: FunctionResources | None = None) -> FunctionResources:
         """Of a function loaded on the device (PyCUDA): fewer threads than its registers allow
-        are its ``__launch_bounds__``."""
+        are its ``__launch_bounds__``; what the PTX of its build says (``built``: its entry in
+        :func:`compiled_kernels`), which the driver does not, is taken from there."""
         bounded = fn.max_threads_per_block < register_threads(fn.num_regs)
-        return cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block,
-                   launch_bounds=fn.max_threads_per_block if bounded else None)
+        found = cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block,
+                    launch_bounds=fn.max_threads_per_block if bounded else None)
+        return found if built is None else replace(found, extern_shared=built.extern_shared,
+                                                   grid_sync=built.grid_sync, cluster=built.cluster)
 
 
 #: Attributes of a cubin's ``.nv.info`` sections: a kernel's parameter and its
@@ -362,6 +365,21 @@ def _within(entry: list[str], parts: list[str]) -> bool:
     between are namespaces C++ looks through (inline, as CUTLASS's versioned ones, or anonymous)."""
     rest = iter(parts)
     return entry[-1] == parts[-1] and all(part in rest for part in entry)
+
+
+#: Why a launch that gives a kernel using ``extern __shared__`` memory none of it is refused.
+EXTERN_SHARED = ("the kernel uses extern __shared__ memory, and the launch gives it 0 bytes: return (grid, block, "
+                 "shared_bytes)")
+
+
+def launch_problem(limits: Mapping, launch: Launch, fn: FunctionResources, where: str = "the device") -> str | None:
+    """What a tune checks before measuring a launch, and compile-check without a device, alike: a
+    KernelError (:data:`EXTERN_SHARED`) where the launch is at fault on any device, as a launch in
+    another form is (it would read and write past the block's shared memory), else
+    :func:`resource_problem`'s answer, the cluster's among it, which prunes a candidate."""
+    if fn.extern_shared and not launch.shared:
+        raise KernelError(EXTERN_SHARED)
+    return resource_problem(limits, launch, fn, where)
 
 
 def resource_problem(limits: Mapping, launch: Launch, fn: FunctionResources = FunctionResources(),
