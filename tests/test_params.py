@@ -54,6 +54,22 @@ def test_a_complex_array_is_checked_against_the_complex_type_it_is_given_for(tmp
     assert "give an array of np.complex64" in args_problem({"z": np.zeros(4, np.float64), "n": np.int32(4)}, (z, n))
 
 
+def test_a_scalar_of_another_size_than_a_struct_the_dwarf_names_is_refused_as_a_cubins_bytes_are(tmp_path):
+    """Only a cubin's bytes were checked for a struct by value: on the CPU, whose library's DWARF
+    names it, a float32 for a 12-byte struct passed, and every config read garbage."""
+    y, t, n = library_functions(build(tmp_path, "struct tri { float a, b, c; };\n"
+                                                "void k(float *y, struct tri t, int n) {}\n"))["k"]
+    tri = np.dtype([("a", np.float32), ("b", np.float32), ("c", np.float32)])
+    fits = {"y": np.zeros(4, np.float32), "t": np.zeros((), tri)[()], "n": np.int32(4)}
+    assert args_problem(fits, (y, t, n)) is None
+    assert args_problem({**fits, "t": np.float32(1)}, (y, t, n)) == (
+        "argument 't' (float32 scalar, 4 bytes) where the kernel's 2nd parameter (tri t) takes 12 bytes: give it a "
+        "numpy struct scalar of its fields, 12 bytes as C lays them out")
+    padded = np.dtype([("a", np.float32), ("b", np.float32), ("c", np.float32), ("pad", np.float32)])
+    assert args_problem({**fits, "t": np.zeros((), padded)[()]}, (y, t, n)).startswith(
+        "argument 't' (16-byte struct) where the kernel's 2nd parameter (tri t) takes 12 bytes: ")
+
+
 def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):
     functions = library_functions(build(tmp_path, 'template <int V> void f(float *x) {}\n'
                                                   'extern "C" void entry(float &x, long n) { f<4>(&x); }\n', "c++"))

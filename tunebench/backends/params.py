@@ -99,13 +99,17 @@ SCALARS_OF_SIZE = {1: "np.int8, np.uint8, np.bool_, ml_dtypes.float8_e4m3fn",
                    8: "np.float64, np.int64"}
 
 
+#: The kinds of a parameter passed by value as its bytes: a struct, a CUDA vector type.
+STRUCTS = ("other", "vector")
+
+
 def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
     """Why one argument does not fit its parameter (None where it does, or cannot be told)."""
+    bytes_ = f"{param.size} byte{'s' if param.size != 1 else ''}"
     if param.kind is None:  # only the bytes are known: an array passes an 8-byte pointer
         size = 8 if what == "array" else dtype.itemsize
         if size == param.size:
             return None
-        bytes_ = f"{param.size} byte{'s' if param.size != 1 else ''}"
         return (f"takes {bytes_}: give it a numpy scalar of its C type, of {bytes_} ("
                 + (f"{SCALARS_OF_SIZE[param.size]}, ..." if param.size in SCALARS_OF_SIZE else "a numpy struct scalar "
                    "for a struct") + ")")
@@ -139,6 +143,8 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         article = "an" if param.size == 8 else "a"
         return (f"takes {article} {param.size}-byte {param.kind}: give it "
                 f"{param.scalar or 'a numpy scalar of its C type'}")
+    if param.kind in STRUCTS and param.size and param.size != dtype.itemsize:  # as a cubin's bytes are checked
+        return f"takes {bytes_}: give it a numpy struct scalar of its fields, {bytes_} as C lays them out"
     return None
 
 
@@ -196,7 +202,7 @@ def args_problem(args: Mapping, params: tuple[Param, ...]) -> str | None:
     for n, ((name, what, dtype), param, value) in enumerate(zip(given, params, args.values())):
         why = _mismatch(what, dtype, param)
         if why:
-            size = _bytes(what, dtype) if param.kind is None else ""
+            size = _bytes(what, dtype) if param.kind in (None, *STRUCTS) else ""
             declared = f" ({_declaration(param)})" if param.ctype or param.name else ""
             zero_d = isinstance(value, np.ndarray) and value.ndim == 0
             wrong.append(f"argument {name!r} ({'0-d ' if zero_d else ''}{_described(what, dtype)}{size}) where the "
