@@ -845,3 +845,16 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     assert not backend.build(kernel, edited, {"tile": 1}, "float32").cached
     got, want = run_once(backend, kernel, edited, {"tile": 1}, n=100)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
+    """It was told to pass np.float32(...) and declare it float, as a float16 is."""
+    from tunebench.backends.cpu import args_refusal
+
+    tri = np.dtype([("a", np.float32), ("b", np.float32), ("c", np.float32)])
+    assert args_refusal({"t": np.zeros((), tri)[()]}) == (
+        "scalar 't' has dtype [('a', '<f4'), ('b', '<f4'), ('c', '<f4')], which the CPU target cannot pass by value "
+        "(it passes int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, bool): pass it as a "
+        "1-element array to a kernel that takes a pointer to it, or its fields as separate scalars")
+    assert args_refusal({"h": np.float16(1)}).endswith(": pass np.float32(...) and declare it `float` in the kernel, "
+                                                       "converting there")

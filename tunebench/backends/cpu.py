@@ -301,9 +301,10 @@ def args_refusal(args: Mapping[str, Any]) -> str | None:
         return refused
     for name, value in args.items():
         if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
-            instead = ("pass its real and imaginary parts as two scalars of their float type" if
-                       value.dtype.kind == "c" else "pass np.float32(...) and declare it `float` in the kernel, "
-                                                    "converting there")
+            instead = ("pass its real and imaginary parts as two scalars of their float type" if value.dtype.kind == "c"
+                       else "pass it as a 1-element array to a kernel that takes a pointer to it, or its fields as "
+                            "separate scalars" if value.dtype.kind in "VS"  # a struct, bytes
+                       else "pass np.float32(...) and declare it `float` in the kernel, converting there")
             return (f"scalar {name!r} has dtype {value.dtype}, which the CPU target cannot pass by value (it "
                     f"passes {', '.join(d.name for d in SCALARS)}): {instead}")
     return None
