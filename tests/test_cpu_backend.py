@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -444,6 +445,26 @@ def test_a_computed_include_of_a_param_naming_its_header_bare_says_to_quote_it(t
     assert str(error.value).endswith(
         "(tunebench: param 'IMPL' is impl_a.h, which #include IMPL reads bare: quote the header's name in its value, "
         "'\"impl_a.h\"' (or '<impl_a.h>' for a header of the include path))")
+
+
+def test_a_computed_include_of_a_param_naming_a_file_bare_is_a_declaration_error_before_any_build(tmp_path):
+    """Every config with the value failed to compile alike, each with gcc's error and the hint; a
+    value that is an identifier may be a macro naming a header, and is left to the compiler."""
+    (tmp_path / "impl_a.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "k.c").write_text('#define IMPL_A "impl_a.h"\n#include IMPL\nvoid k(const float *x, float *y, '
+                                  "int n)\n{\n    for (int i = 0; i < n; ++i) y[i] = scale() * x[i];\n}\n")
+    for values, fault in ((['"impl_a.h"', "IMPL_A"], None), (['"impl_a.h"', "impls/impl_a.h"], "impls/impl_a.h")):
+        variant = Variant(source="k.c", entry="k", space=Space({"IMPL": values}),
+                          heuristic=lambda shape: {"IMPL": '"impl_a.h"'}, origin=tmp_path)
+        kernel = scaling("bare_include_declared", variant, 2.0, 9)
+        if fault is None:
+            kernel.check(variant, "cpu")
+            continue
+        with pytest.raises(KernelError, match=re.escape(
+                f"kernel 'bare_include_declared', the cpu variant: param 'IMPL' is {fault}, which #include IMPL reads "
+                f"bare: quote the header's name in its value, '\"{fault}\"' (or '<{fault}>' for a header of the "
+                f"include path)")):
+            kernel.check(variant, "cpu")
 
 
 @pytest.mark.parametrize("value, flags, edited", [

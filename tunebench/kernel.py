@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, constant_suspects, folder_header,
-                                     overridden)
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_suspects,
+                                     folder_header, overridden)
 from tunebench.backends.launch import stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -1115,7 +1115,8 @@ class Kernel:
 
     def check(self, variant: Variant, target: str) -> None:
         """What a variant must hold before anything is built for a target, checked with or
-        without its device (collection, compile-check): its template reads, the target has a C
+        without its device (collection, compile-check): its template reads (and no param that its
+        ``#include P`` reads names a file bare, see :func:`bare_include`), the target has a C
         type for each dtype, each constraint names params and the dims and runs on every config
         and representative shape without raising, some config holds on every bucket, the heuristic gives a
         config of the space for each representative shape, ``flops``/``bytes`` answer a number
@@ -1135,7 +1136,7 @@ class Kernel:
         if builtin:  # `#define warpSize 16` rewrote the builtin: a reduction over a warp halved, and verified wrong
             raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "
                               f"variable's name, which its #define would rewrite in the kernel: rename the param")
-        why = overridden(variant, variant.space.names)
+        why = overridden(variant, variant.space.names) or bare_include(variant, variant.space.values)
         if not why and target == "cpu":  # CUDA: nvcc's preprocessor takes seconds, and a launch may read a param
             from tunebench.backends.cpu import constant_param
             why = constant_param(variant, constant_suspects(variant, variant.space.values), variant.space.values)

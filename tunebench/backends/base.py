@@ -398,20 +398,41 @@ COMPUTED_INCLUDE = re.compile(r"^\s*#\s*include\s+([A-Za-z_]\w*)")
 _BARE_INCLUDE = re.compile(r'#include expects "FILENAME" or <FILENAME>')
 
 
+#: A value that can only be a file's name (``impl.h``, ``impls/a.cuh``), which no macro's can be.
+_FILE_NAME = re.compile(r"[\w+-]*[./][\w./+-]*")
+
+
+def _included(variant: Variant) -> set[str]:
+    """The names the template's computed includes read (``#include IMPL``), comments out."""
+    code = _COMMENT.sub("", variant.template)
+    return {found.group(1) for line in code.splitlines() if (found := COMPUTED_INCLUDE.match(line))}
+
+
+def _quote(param: str, value: str) -> str:
+    """How to give a header's name that ``#include param`` reads bare."""
+    quoted, bracketed = f'"{value}"', f"<{value}>"
+    return (f"param {param!r} is {value}, which #include {param} reads bare: quote the header's name in its value, "
+            f"{quoted!r} (or {bracketed!r} for a header of the include path)")
+
+
 def _bare_includes(variant: Variant, config: Mapping, error: str) -> list[str]:
     """Where the preprocessor refused an ``#include P`` of a param: each such param whose value
     names its header bare (``"impl.cuh"`` in Python is ``impl.cuh`` to it), with how to quote it."""
     if not _BARE_INCLUDE.search(error):
         return []
-    code = _COMMENT.sub("", variant.template)
-    included = {found.group(1) for line in code.splitlines() if (found := COMPUTED_INCLUDE.match(line))}
-    hints = []
-    for p, v in config.items():
-        if p in included and isinstance(v, str) and not v.startswith(('"', "<")):
-            quoted, bracketed = f'"{v}"', f"<{v}>"
-            hints.append(f"param {p!r} is {v}, which #include {p} reads bare: quote the header's name in its value, "
-                         f"{quoted!r} (or {bracketed!r} for a header of the include path)")
-    return hints
+    included = _included(variant)
+    return [_quote(p, v) for p, v in config.items()
+            if p in included and isinstance(v, str) and not v.startswith(('"', "<"))]
+
+
+def bare_include(variant: Variant, values: Mapping[str, Sequence]) -> str | None:
+    """Where a param that the template's ``#include P`` reads has a value naming a file bare
+    (``"impl.h"`` in Python is ``impl.h`` to the preprocessor, which refuses it in every config
+    that has it), told before any build; a value that is an identifier may be a macro naming a
+    header, and is left to the compiler (and the hint of :func:`_bare_includes`)."""
+    included = _included(variant) & set(values)
+    return next((_quote(p, v) for p in sorted(included) for v in values[p]
+                 if isinstance(v, str) and _FILE_NAME.fullmatch(v)), None)
 
 
 #: What compilers say where a name was rewritten into a number or a type by a #define (gcc,
