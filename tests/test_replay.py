@@ -627,3 +627,18 @@ def test_a_kernel_tuner_param_named_as_a_replayed_dim_tunes(pytester):
     path.write_text(json.dumps(data))
     result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()[-2000:]
+
+
+def test_a_kernel_tuner_cache_whose_params_take_every_dim_prefix_replays(tmp_path):
+    """Params N0, dim0, size0 and problem_size_dim0 took every prefix the replayed dims had: a
+    StopIteration, from the CLI and the plugin alike."""
+    data = well_formed()
+    taken = ["N0", "dim0", "size0", "problem_size_dim0"]
+    data["tune_params_keys"] = [*taken, "block", "tile"]
+    data["tune_params"] = {**{n: [1] for n in taken}, **data["tune_params"]}
+    data["cache"] = {f"1,1,1,1,{k}": {**{n: 1 for n in taken}, **e} for k, e in data["cache"].items()}
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    recording = Replay(path).recording()
+    assert not set(recording.bucket.ranges) & set(recording.space.names)
+    assert simulate(path, "hybrid", 2)[-1] == 1.0  # both recorded configs measured

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -241,8 +242,10 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
-    # dims N0..Nk-1, else of a prefix no param's name takes (a param N0 was an INTERNALERROR: rename the param)
-    prefix = next(p for p in ("N", "dim", "size", "problem_size_dim") if not any(f"{p}{i}" in names for i in range(len(shape))))
+    # dims N0..Nk-1, else of a prefix no param's name takes (a param N0 was an INTERNALERROR: rename the param;
+    # params taking all four prefixes, a StopIteration)
+    prefixes = itertools.chain(("N", "dim", "size", "problem_size_dim"), (f"N{'_' * k}" for k in itertools.count(1)))
+    prefix = next(p for p in prefixes if not any(f"{p}{i}" in names for i in range(len(shape))))
     bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"{prefix}{i}": (v, v) for i, v in enumerate(shape)})
     values = {n: [value(n, v) for v in params[n]] for n in names}
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
