@@ -642,3 +642,20 @@ def test_a_kernel_tuner_cache_whose_params_take_every_dim_prefix_replays(tmp_pat
     recording = Replay(path).recording()
     assert not set(recording.bucket.ranges) & set(recording.space.names)
     assert simulate(path, "hybrid", 2)[-1] == 1.0  # both recorded configs measured
+
+
+@pytest.mark.parametrize("param", ["config", "configs"])
+def test_a_kernel_tuner_param_named_config_replays_and_unrecorded_configs_stay_out(param, tmp_path):
+    """The replay's constraint that a config be recorded took its one argument, ``config``, for a
+    param so named (a TypeError once the plugin checked a config) or for a typo of ``configs``
+    (the cache did not load)."""
+    data = well_formed()
+    data["tune_params_keys"] = [param, "tile"]
+    data["tune_params"] = {param: [32, 64], "tile": [1, 2]}
+    data["cache"] = {k: {(param if n == "block" else n): v for n, v in e.items()} for k, e in data["cache"].items()}
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    space = Replay(path).recording().space
+    assert space.holds({param: 32, "tile": 1}) and space.holds({param: 64, "tile": 2})
+    assert not space.holds({param: 32, "tile": 2})  # in the product, not recorded
+    assert space.broken({param: 32, "tile": 2}, (1024,), ["N0"]) == ["is not one of the space's known configs"]

@@ -127,10 +127,10 @@ class Recording:
 
 
 def _space(path: Path, names: list[str], values: Mapping[str, list], recorded: set[tuple]) -> Space:
-    """The space of the recorded values; a config absent from the recording is not in it."""
-    def recorded_config(config):
-        return tuple(config[n] for n in names) in recorded
-    space = Space({n: values[n] for n in names}, constraints=[recorded_config], configs=recorded)
+    """The space of the recorded values; a config absent from the recording is not in it (a
+    constraint saying so read a param named ``config`` as the config, and took ``configs`` for
+    its typo)."""
+    space = Space({n: values[n] for n in names}, configs=recorded)
     try:
         inside = any(space.contains(space.config(key)) for key in recorded)
     except SpaceError as e:

@@ -178,8 +178,8 @@ class Space:
     def __init__(self, params: Mapping[str, Any], constraints: Iterable[Callable[..., Any]] = (),
                  configs: Iterable[tuple] | None = None):
         """``configs``: the keys of the valid configs where they are known (a recording's, which
-        its constraints must hold): the product is then neither enumerated nor bounded by
-        :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
+        its constraints must hold): no other key is valid, and the product is neither enumerated
+        nor bounded by :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
         self._spec = dict(params)
         if isinstance(constraints, str) or callable(constraints):  # one given bare: a string ran letter by letter
             raise SpaceError(f"constraints={constraints!r}: give a list of functions of the params, as "
@@ -274,7 +274,9 @@ class Space:
 
     def is_valid(self, key: tuple) -> bool:
         """Whether every constraint but the shaped ones holds for this key (the values must be
-        in the space)."""
+        in the space), and it is one of the ``configs`` where they are known."""
+        if self._configs is not None and key not in self._configs:
+            return False
         names, _, constraints = self._check()
         index = {n: i for i, n in enumerate(names)}
         return all(self._holds(c, index, key) for c in constraints if not c.shaped)
@@ -328,6 +330,8 @@ class Space:
             return outside
         names, _, constraints = self._check()
         index, key = {n: i for i, n in enumerate(names)}, self.key(config)
+        if self._configs is not None and key not in self._configs:
+            return ["is not one of the space's known configs"]
         at = {"shape": tuple(shape), **dict(zip(dims, shape))}
         return [f"breaks {c.label}" for c in constraints if not self._holds(c, index, key, at if c.shaped else None)]
 
