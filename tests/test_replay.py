@@ -659,3 +659,17 @@ def test_a_kernel_tuner_param_named_config_replays_and_unrecorded_configs_stay_o
     assert space.holds({param: 32, "tile": 1}) and space.holds({param: 64, "tile": 2})
     assert not space.holds({param: 32, "tile": 2})  # in the product, not recorded
     assert space.broken({param: 32, "tile": 2}, (1024,), ["N0"]) == ["is not one of the space's known configs"]
+
+
+def test_a_kernel_tuner_param_named_shape_is_refused_in_one_line_naming_the_file(tmp_path):
+    """It has the name of the shape, which a suite's constraints read: the collection of the
+    replayed suite raised it as an INTERNALERROR."""
+    data = well_formed()
+    data["tune_params_keys"] = ["shape", "tile"]
+    data["tune_params"] = {"shape": [32, 64], "tile": [1, 2]}
+    data["cache"] = {k: {("shape" if n == "block" else n): v for n, v in e.items()} for k, e in data["cache"].items()}
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    assert simulate(path, "random", 2)[-1] == 1.0  # a search needs no shape
+    with pytest.raises(ReplayError, match=re.escape(f"{path}: param 'shape' has the name of the shape")):
+        Replay(path).kernel()
