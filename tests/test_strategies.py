@@ -4,6 +4,7 @@
 import math
 import random
 import re
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from tests.test_plugin import TUNE
 from tunebench.replay import Replay, simulate
 from tunebench.space import Space
-from tunebench.strategies import MODULES, get, hybrid
+from tunebench.strategies import MODULES, bayes, get, hybrid
 from tunebench.strategies import options as strategy_options
 from tunebench.strategies.base import positions, search
 from tunebench.strategies.bayes import GaussianProcess, _matern
@@ -353,6 +354,28 @@ def test_the_gaussian_process_posterior_is_exact_whether_it_predicted_before_the
         want_mean, want_sd, want_evidence = exact_posterior(gp, y)
         assert np.allclose(mean, want_mean, atol=1e-8) and np.allclose(sd, want_sd, atol=1e-6)
         assert gp.evidence(y) == pytest.approx(want_evidence, abs=1e-8)
+
+
+def test_the_gaussian_process_forms_its_posterior_of_many_candidates_in_blocks_of_rows(monkeypatch):
+    """The kernel of every candidate against the points, formed at once, took 3.5 times the
+    posterior's own matrix beside it: 11 GB at a million candidates and 200 points."""
+    rng = np.random.default_rng(0)
+    X, y = rng.random((20_000, 3)), rng.normal(size=60)
+    posteriors = []
+    for rows in (len(X), 1_000):
+        monkeypatch.setattr(bayes, "ROWS", rows, raising=False)
+        gp = GaussianProcess(X)
+        for i in range(len(y)):
+            gp.add(i * 300)
+        gp.fit(y)
+        tracemalloc.start()
+        try:
+            posteriors.append(gp.predict(y))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 1.5 * gp.V.nbytes
+    assert np.allclose(posteriors[0][0], posteriors[1][0]) and np.allclose(posteriors[0][1], posteriors[1][1])
 
 
 def test_hybrid_names_its_next_start_draws_ahead_and_a_guess_once_the_model_chooses():
