@@ -429,6 +429,10 @@ MALFORMED = {
     "cache not a map": (broken(lambda d: d.update(cache=[1, 2])), "'cache' is not a map"),
     "values not a list": (broken(lambda d: d["tune_params"].update(tile=2)), "'tune_params' is not a map"),
     "keys disagree": (broken(lambda d: d.update(tune_params_keys=["block"])), "'tune_params_keys' does not list"),
+    "key not a name": (broken(lambda d: d.update(tune_params_keys=["block", ["tile"]])),
+                       "'tune_params_keys' does not list"),  # a TypeError: unhashable type
+    "key twice": (broken(lambda d: d.update(tune_params_keys=["block", "block", "tile"])),
+                  "'tune_params_keys' does not list the params of 'tune_params', each once"),  # blamed an entry's key
     "empty cache": (broken(lambda d: d.update(cache={})), "holds no entry"),
     "entry not an object": (broken(lambda d: d["cache"].update({"32,1": 1.5})), "'32,1' is not an object"),
     "param missing": (broken(lambda d: d["cache"]["32,1"].pop("tile")), "lacks the tunable param 'tile'"),

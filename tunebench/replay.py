@@ -208,8 +208,8 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     names = data.get("tune_params_keys") or (list(params) if isinstance(params, Mapping) else None)
     if not isinstance(params, Mapping) or not all(isinstance(v, list) for v in params.values()):
         raise ReplayError(f"{path}: 'tune_params' is not a map from each param to its list of values")
-    if not isinstance(names, list) or set(names) != set(params):
-        raise ReplayError(f"{path}: 'tune_params_keys' does not list the params of 'tune_params'")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or sorted(names) != sorted(params):
+        raise ReplayError(f"{path}: 'tune_params_keys' does not list the params of 'tune_params', each once")
     if not isinstance(cache, Mapping):
         raise ReplayError(f"{path}: 'cache' is not a map from config keys to entries")
     size = data.get("problem_size")
