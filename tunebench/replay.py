@@ -222,6 +222,11 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     def value(name, given):
         return str(given) if name in mixed else _hashable(given)
 
+    values = {n: [value(n, v) for v in params[n]] for n in names}
+    # each entry's values looked up in a set, not in a list made again per entry: a param of 10,000
+    # values took 11 s to load, of 50,000 minutes (an object, which no entry's value equals, is the
+    # space's to refuse)
+    listed = {n: {v for v in vs if not isinstance(v, dict)} for n, vs in values.items()}
     runs: dict[tuple, dict[tuple, Run]] = {}
     for cache_key, doc in cache.items():
         if not isinstance(doc, Mapping):
@@ -232,7 +237,7 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
         key = tuple(value(n, doc[n]) for n in names)
         if any(isinstance(v, dict) for v in key):
             raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object")
-        outside = next((n for n, v in zip(names, key) if v not in [value(n, u) for u in params[n]]), None)
+        outside = next((n for n, v in zip(names, key) if v not in listed[n]), None)
         if outside is not None:
             raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
                               f"among its 'tune_params' values")
@@ -247,7 +252,6 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     prefixes = itertools.chain(("N", "dim", "size", "problem_size_dim"), (f"N{'_' * k}" for k in itertools.count(1)))
     prefix = next(p for p in prefixes if not any(f"{p}{i}" in names for i in range(len(shape))))
     bucket = Bucket(KERNEL_TUNER_BUCKET, shapes=[shape], **{f"{prefix}{i}": (v, v) for i, v in enumerate(shape)})
-    values = {n: [value(n, v) for v in params[n]] for n in names}
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
     name = name if name.isidentifier() else f"kernel_{name}"
     return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(path, names, values, set(runs)), runs)]
