@@ -693,3 +693,18 @@ def test_a_kernel_tuner_param_of_many_values_loads_each_value_once_per_entry(tmp
     monkeypatch.setattr(replay_module, "_hashable", lambda value: calls.append(value) or made(value))
     assert len(Replay(path).recording().candidates) == 1000
     assert len(calls) <= 2 * 1000
+
+
+def test_a_replayed_caches_heuristic_is_the_same_whatever_the_order_of_its_entries(tmp_path):
+    """It was the first entry of the file that ran: one space, its entries written in another
+    order (by a tune that did not brute-force it), had another heuristic."""
+    data = well_formed()
+    data["cache"] = {f"{b},{t}": cache_entry({"block": b, "tile": t}, 1.0 + b / 100 + t, times=[1.0])
+                     for b in (32, 64) for t in (1, 2)}
+    baselines = []
+    for order in (list, reversed):
+        data["cache"] = dict(order(list(data["cache"].items())))
+        path = tmp_path / f"{order.__name__}.json"
+        path.write_text(json.dumps(data))
+        baselines.append(Replay(path).kernel().variant("replay").baseline((1024,), "float32"))
+    assert baselines == [{"block": 32, "tile": 1}] * 2

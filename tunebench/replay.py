@@ -473,13 +473,14 @@ class Replay:
     def kernel(self) -> Kernel:
         """A Kernel Tuner cache as a suite: its kernel, one bucket ``recorded`` over dims
         N0..Nk-1 (another prefix where a param is so named) holding ``problem_size``, and a variant registered under the target ``replay``
-        whose space is the recorded one and whose baseline is the first config that ran. Its
+        whose space is the recorded one and whose baseline is the first config that ran, in the
+        space's order (in the cache's, shuffled entries changed the heuristic of one space). Its
         template is one line naming the file and its digest: what a record's source hash keys."""
         recording = self.recordings[0]
         if not self.suite_of_its_own:
             raise ReplayError(f"{self.path}: a records file replays the suites that recorded it; "
                               f"only a Kernel Tuner cache is a suite of its own")
-        first = next((k for k in recording.runs if recording.objectives.get(k) is not None), None)
+        first = next((k for k in recording.candidates if recording.objectives[k] is not None), None)
         if first is None:
             raise ReplayError(f"{self.path}: no recorded config ran, so there is no baseline")
         baseline = recording.space.config(first)
