@@ -708,3 +708,18 @@ def test_a_replayed_caches_heuristic_is_the_same_whatever_the_order_of_its_entri
         path.write_text(json.dumps(data))
         baselines.append(Replay(path).kernel().variant("replay").baseline((1024,), "float32"))
     assert baselines == [{"block": 32, "tile": 1}] * 2
+
+
+@pytest.mark.parametrize("samples", [[0.0, 0.0], [-1.0], ["x"]])
+def test_a_records_file_whose_samples_are_not_times_is_one_line_naming_the_file(samples, tmp_path):
+    """A trial's samples of 0 or below were a math domain error naming nothing, and text a TypeError."""
+    path = records_file(tmp_path)
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add({  # a hand edit of a trial of the bucket
+        "kernel": "k", "source_hash": "new", "bucket": "small", "shape": [10], "dtype": "float32",
+        "config": {"vec": 2, "unroll": 1}, "status": "ok", "error": None, "max_error": None, "samples": samples,
+        "stats": {"median": 1.0}, "compile_time_s": 0.2, "measure_s": 0.01, "device": store.device,
+        "timestamp": "2026-01-03T00:00:00+00:00"})
+    with pytest.raises(ReplayError, match=re.escape(f"{path}: the trial of k with {{'vec': 2, 'unroll': 1}} on shape "
+                                                    f"[10] has samples {samples!r}, not a list of positive times")):
+        simulate(path, "random", 4, bucket="small")

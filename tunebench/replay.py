@@ -276,6 +276,8 @@ def _records(path: Path) -> list[Recording]:
         raise ReplayError(str(e)) from None
     try:
         return _tasks(path, store)
+    except ReplayError:
+        raise
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise ReplayError(f"{path}: a trial or task document is malformed ({type(e).__name__}: {e})") from None
 
@@ -308,8 +310,12 @@ def _tasks(path: Path, store: RecordStore) -> list[Recording]:
         for d in docs:
             if set(d["config"]) == set(names):  # configs of an older space are left out
                 key = tuple(d["config"][n] for n in names)  # one value each, as the records hold them
+                samples = d.get("samples") or []
+                if not isinstance(samples, list) or not all(_time(t) for t in samples):  # a math domain error
+                    raise ReplayError(f"{path}: the trial of {kernel} with {d['config']} on shape {d['shape']} has "
+                                      f"samples {samples!r}, not a list of positive times (ms)")
                 runs.setdefault(key, {})[tuple(d["shape"])] = Run(
-                    d["status"], tuple(d.get("samples") or ()), d.get("compile_time_s") or 0.0,
+                    d["status"], tuple(samples), d.get("compile_time_s") or 0.0,
                     d.get("measure_s") or 0.0, d.get("error"), d.get("max_error"))
         complete = {k for k, r in runs.items() if len(r) == len(bucket.shapes)}
         values = {n: _ordered({k[i] for k in runs}) for i, n in enumerate(names)}
