@@ -360,7 +360,8 @@ def test_the_summary_counts_the_configs_pruned_as_beyond_the_devices_resources(p
                                  "per block), set aside without a failure: *[[]recorded-float32[]] 1"])
 
 
-def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(project, pytester):
+def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(project, pytester, quiet_verdicts):
+    # its point is the replay: the real tune before it must record every trial, which other load may stop
     from tests.test_plugin import TUNE
     root = project()
     pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force").assert_outcomes(passed=12, deselected=2)
@@ -373,7 +374,7 @@ def test_the_plugin_replays_a_records_file_through_the_suites_that_recorded_it(p
     assert len(RecordStore(replayed).trials()) == 15  # every trial answered from the records
 
 
-def test_a_records_file_replays_only_the_configs_and_tasks_it_recorded(project, pytester):
+def test_a_records_file_replays_only_the_configs_and_tasks_it_recorded(project, pytester, quiet_verdicts):
     """Unrecorded configs were asked, recorded as pruned_resources and spent the budget, and a
     kernel or bucket the file lacks was "tuned" on nothing."""
     from tests.test_plugin import TUNE
