@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from tunebench.backends import CompileError, ResourceError, builder
+from tunebench.backends.cpuinfo import cores_usable
 from tunebench.kernel import Kernel, Variant
 from tunebench.records import config_key
 
@@ -26,7 +27,12 @@ class Ahead:
 
     def __init__(self, target: str, fingerprint: dict, workers: int | None = None):
         self.backend = builder(target, fingerprint)
-        self.size = workers or len(os.sched_getaffinity(0))
+        # no more compiles than the cgroup's CPU quota keeps running (past it, the quota stalls them
+        # all), less the CPU of a measurement beside them
+        cores, usable = len(os.sched_getaffinity(0)), cores_usable()
+        if usable < cores and self.backend is not None and self.backend.builds_beside_measurement:
+            usable = max(1, usable - 1)
+        self.size = workers or min(cores, usable)
         self.compiled = 0  # builds this pool compiled (not the cache's), failed ones included
         self.artefacts: set[str] = set()  # the artefacts among them
         self._count = threading.Lock()

@@ -11,7 +11,9 @@ decide, each a reason in words:
 - the machine while it was measured: CPU time that other processes took, niced ones included
   (a niced job on a 2-core VM was seen to hold a kernel at 8 ms where it takes 0.04), the
   hypervisor's steal time (``/proc/stat``), the load average against the core count
-  (:class:`Monitor`, :func:`machine_signals`).
+  (:class:`Monitor`, :func:`machine_signals`), and the periods in which the cgroup's CPU quota
+  stopped the process (:class:`Throttling`): a container's limit stalls every thread of it for
+  the rest of a period, tens of ms, on a machine that is otherwise quiet.
 
 A measurement with any reason is ``disturbed``, else ``clean`` (:func:`verdict`).
 """
@@ -25,6 +27,8 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from tunebench.backends import quota
 
 #: Scheduler ticks (ms) that preemption delays come in multiples of (HZ 1000, 250, 100).
 TICKS_MS = (1.0, 4.0, 10.0)
@@ -185,12 +189,37 @@ class BusyThreads:
         return 1 + sum(ns - self._ran.get(t, 0) >= least for t, ns in ran.items() if t != self._caller)
 
 
+class Throttling:
+    """The cgroup's CPU quota, and the periods in which it stopped this process over a span
+    (started at creation): the conditions ``cpu_quota`` (cores' worth), ``quota_period_ms``,
+    ``throttled`` (periods) and ``throttled_ms``, none of them where no quota is set. The counters
+    are the whole cgroup's: its throttling stalls every thread in it, the kernel's among them."""
+
+    def __init__(self):
+        self._levels = quota.folders_of_process()
+        self._began = quota.throttled(self._levels)
+
+    def conditions(self) -> dict:
+        found = quota.limit(self._levels)
+        if found is None:
+            return {}
+        times, ns = (b - a for a, b in zip(self._began, quota.throttled(self._levels)))
+        return {"cpu_quota": round(found.cpus, 3), "quota_period_ms": found.period_us / 1000,
+                "throttled": times, "throttled_ms": round(ns / 1e6, 3)}
+
+
 def machine_signals(conditions: Mapping) -> list[str]:
     """Reasons the machine's conditions during a measurement show interference. Other processes
     disturb once they want more than the cores the kernel's threads (``threads``, those that
     ran while it was sampled, :class:`BusyThreads`; default 1) leave free: a kernel with a
-    thread on every core stalls at its barriers for a scheduler slice whenever anything else runs."""
+    thread on every core stalls at its barriers for a scheduler slice whenever anything else runs.
+    A cgroup's CPU quota that throttled it (:class:`Throttling`) disturbs it however quiet the rest is."""
     found = []
+    if conditions.get("throttled"):  # first: the container's own limit, which no quieter moment lifts
+        n = conditions["throttled"]
+        found.append(f"the cgroup's CPU quota ({conditions['cpu_quota']:g} CPU per {conditions['quota_period_ms']:g} "
+                     f"ms) throttled the measurement {n} time{'' if n == 1 else 's'} ({conditions['throttled_ms']:.3g} "
+                     f"ms in all)")
     others, steal = conditions.get("others_cpu"), conditions.get("steal")
     cores = conditions.get("cores") or 1
     spare = max(0, cores - conditions.get("threads", 1))

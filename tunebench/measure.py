@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunebench.backends.base import Runner, poison_value
-from tunebench.interference import BusyThreads
+from tunebench.interference import BusyThreads, Throttling
 from tunebench.stats import median_ci
 
 
@@ -57,6 +57,7 @@ class Measurement:
     warmup_calls: int = 0
     seconds: float = 0.0  # wall time of warm-up and sampling, the part the protocol decides
     threads: int | None = None  # the process's threads that ran while it was sampled (unknown: None)
+    throttling: dict = field(default_factory=dict)  # the cgroup's CPU quota and its throttling meanwhile
 
 
 #: Elements of an output compared at a time: the float64 temporaries stay in cache, and the
@@ -248,8 +249,9 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
     """One trial under every placement (``runners``: placement -> runner), verified under
     each; its samples are the slowest placement's. A placement that fails ends the trial, and
     one stopped early ends its timing: the placements after it are only verified (a config
-    wrong where malloc puts buffers was recorded as stopped early, and reached a final round)."""
-    combined = Measurement("ok")
+    wrong where malloc puts buffers was recorded as stopped early, and reached a final round).
+    Its throttling spans them all."""
+    combined, throttling = Measurement("ok"), Throttling()
     for placement, runner in runners.items():
         timed = combined.status != "early_stopped"
         m = measure(runner, expected, names, tolerances, settings, incumbent) if timed else \
@@ -269,6 +271,7 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
         if m.status == "early_stopped":
             combined.status = "early_stopped"
     combined.samples = combined.placements[slowest(combined.placements)]
+    combined.throttling = throttling.conditions()
     return combined
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from tunebench.backends import TARGETS, fingerprint, resolve
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
+from tunebench.backends.cpuinfo import quota_note
 from tunebench.builds import Ahead
 from tunebench.builds import counts as build_counts
 from tunebench.cli import positive
@@ -111,7 +112,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "under the rootdir)")
 
 
+#: The cgroup's CPU quota as the run began (:func:`quota_note`): before the CPU target sets
+#: OMP_NUM_THREADS to what it runs, which the note would read as the user's.
+QUOTA = pytest.StashKey[str | None]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[QUOTA] = quota_note()
     config.addinivalue_line(
         "markers", "tunebench_gate(threshold=0.1, processes=3, max_processes=7, budget_s=1.0): gate settings for the "
                    "suites of a module (pytestmark) or of one kernel (Kernel(marks=[...]))")
@@ -251,10 +258,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Each task's selected candidates, in its space's order whatever order the items run in: a
-    plugin shuffling them (pytest-randomly) made the same --tune-seed ask other candidates."""
+    plugin shuffling them (pytest-randomly) made the same --tune-seed ask other candidates. And
+    before anything is measured here, once, the cgroup's CPU quota where it cuts the CPU target's
+    threads or throttles them (see :func:`quota_note`)."""
     selected = [i for i in session.items if isinstance(i, Trial) and i.key is not None]
     for item in sorted(selected, key=lambda i: i.order):
         item.task.candidates.append(item.key)
+    run = session.config.stash.get(TUNER, None) or session.config.stash.get(GATE, None)
+    local = run and run.target == "cpu" and not isinstance(run.workers, (Replay, ClusterWorkers))
+    note = session.config.stash[QUOTA] if local else None
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if note and reporter:
+        reporter.write_line(f"tunebench: {note}", yellow=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: absent under -p no:benchmark
@@ -392,9 +407,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     took = f"{tuner.measure_s:.1f} s" if tuner.measure_s >= 0.1 else f"{tuner.measure_s * 1e3:.2g} ms"
     compiled, cached = build_counts(tuner.workers.builds, tuner.ahead)
     settings = "".join(f" {n}={v}" for n, v in tuner.strategy_options.items())
+    cores = tuner.ahead.size if tuner.ahead else 0
     terminalreporter.write_line(
         f"strategy {tuner.strategy}{settings}, seed {tuner.seed}; builds: {compiled} compiled "
-        f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {tuner.ahead.size if tuner.ahead else 0} cores), "
+        f"({tuner.ahead.compiled if tuner.ahead else 0} ahead, on {cores} core{'' if cores == 1 else 's'}), "
         f"{cached} from the compile cache (compiled by an earlier run); measuring new trials took "
         f"{took}{share}")
     where = spent(tuner.trials_s, tuner.phases)

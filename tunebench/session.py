@@ -72,6 +72,10 @@ class TaskFailed(RuntimeError):
 def stopped(doc: dict, strikes: int, retries: int) -> str:
     """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last)."""
     seen = "; ".join(doc.get("interference", []))
+    if doc.get("conditions", {}).get("throttled"):  # no quieter moment comes: the limit is the container's
+        return (f"stopped: the cgroup's CPU quota throttled the measurements ({seen}); {strikes} trial(s) in a row "
+                f"stayed disturbed after {retries} retries. Times measured under it would be noise: run fewer "
+                f"threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit")
     if machine_signals(doc.get("conditions", {})):
         return (f"stopped: the machine is busy ({seen}); {strikes} trial(s) in a row stayed disturbed after "
                 f"{retries} retries. Times measured now would be noise: tune when the machine is quiet")

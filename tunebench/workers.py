@@ -252,8 +252,10 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, in
             if left:  # the parent replaces this worker
                 result["left_behind"] = left
             threads = result.pop("threads", None)  # those that ran, over the count asked for
+            throttling = result.pop("throttling", {})
             if "samples" in result:
-                result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {})}
+                result["conditions"] = {**backend.conditions(), **({"threads": threads} if threads else {}),
+                                        **throttling}
             conn.send(("result", result))
         except (KernelError, WorkerError, BuildEnvironmentError) as e:
             conn.send(("error", str(e)))
@@ -354,7 +356,7 @@ def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
     error = m.error + _dtype_hint(args, job.dtype) if m.status == "wrong_result" and not typed else m.error
     found = {**done, "status": m.status, "error": error, "max_error": m.max_error, "warmup_calls": m.warmup_calls,
              "measure_s": m.seconds, "prepare_s": prepare_s, "load_s": load_s, "verify_s": verify_s,
-             "threads": m.threads,
+             "threads": m.threads, "throttling": m.throttling,
              # each output's dtype and what it was verified within: a trial is reused only while they hold
              "tolerances": {n: [numpy_dtype(args[n].dtype).name, *t] for n, t in zip(kernel.outputs, tolerances)}}
     if m.placements:
@@ -387,7 +389,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         except ResourceError as e:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
     conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
-    samples, threads = {}, []
+    samples, threads, throttling = {}, [], interference.Throttling()
     for index, placement in enumerate(backend.placements):
         runners = {}
         try:
@@ -416,7 +418,8 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         finally:
             for runner in runners.values():
                 runner.close()
-    return {"status": "ok", "samples": samples, "threads": max(filter(None, threads), default=None)}
+    return {"status": "ok", "samples": samples, "threads": max(filter(None, threads), default=None),
+            "throttling": throttling.conditions()}
 
 
 #: The signals of a memory fault, and what may have caused one (see :mod:`tunebench.backends.memory`).

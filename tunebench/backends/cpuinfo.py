@@ -12,6 +12,8 @@ import os
 import platform
 from pathlib import Path
 
+from tunebench.backends import quota
+
 #: ISA extensions that change what gcc -march=native emits for these kernels (x86 flags as
 #: /proc/cpuinfo spells them; aarch64 "Features").
 ISA_FLAGS = (
@@ -23,10 +25,15 @@ ISA_FLAGS = (
 )
 
 
-def thread_count() -> int:
-    """OMP_NUM_THREADS if set, else the cores this process may run on."""
+def _asked() -> int | None:
+    """The threads OMP_NUM_THREADS asks for (its first level), None where unset."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
-    return int(env) if env.isdigit() and int(env) > 0 else cores_allowed()
+    return int(env) if env.isdigit() and int(env) > 0 else None
+
+
+def thread_count() -> int:
+    """OMP_NUM_THREADS if set, else the cores this process can keep busy (:func:`cores_usable`)."""
+    return _asked() or cores_usable()
 
 
 def _binds() -> bool:
@@ -60,6 +67,38 @@ def cores_allowed() -> int:
     """The cores this process may run on: the calling thread's, or where OpenMP binds its
     threads, the team's (see :data:`_TEAM`)."""
     return _TEAM if _TEAM is not None else len(os.sched_getaffinity(0))
+
+
+def cores_usable() -> int:
+    """The cores allowed, fewer where the cgroup's CPU quota gives less (rounded down, at least
+    one): a thread per core under 1.5 CPU on 2 cores is stopped for a quarter of every period, and
+    its times stall by tens of ms. (Go 1.25 and the JVM read the quota too and round up, for
+    throughput; Uber's automaxprocs rounds down, as here.)"""
+    found = quota.limit()
+    return min(cores_allowed(), found.threads) if found else cores_allowed()
+
+
+def quota_note() -> str | None:
+    """Where the cgroup's CPU quota gives less than the cores allowed or the threads asked for:
+    what the CPU target runs, what the quota does to its measurements, and what to do; else None."""
+    found, allowed, asked = quota.limit(), cores_allowed(), _asked()
+    if found is None or (asked or allowed) <= found.cpus:
+        return None
+    threads, period_ms = thread_count(), found.period_us / 1000
+    them = f"{threads} thread{'' if threads == 1 else 's'}"
+    said = f"the cgroup's CPU quota ({found}, set in {found.cgroup})"
+    if asked is None:
+        said += (f" gives less than the {allowed} cores allowed: the CPU target runs {them} (a thread per core "
+                 f"would stall in every period), on the {threads}-thread device; run the tuned kernels with "
+                 f"OMP_NUM_THREADS={threads} too, or raise the limit to {allowed} CPUs to tune {allowed} threads")
+    if threads > found.cpus:
+        said += (f"{'; even' if asked is None else ': OMP_NUM_THREADS asks for'} {them}, which the quota stops "
+                 f"after {found.cpus * period_ms / threads:.3g} ms of every {period_ms:g} ms period: measurements "
+                 f"it throttles are judged disturbed; "
+                 + (f"{'set OMP_NUM_THREADS=1 and ' if threads > 1 else ''}raise the limit to at least 1 CPU"
+                    if found.cpus < 1 else
+                    f"set OMP_NUM_THREADS={found.threads} or raise the limit to {threads} CPUs"))
+    return said
 
 
 def _cpuinfo(text: str) -> dict[str, str]:
