@@ -17,7 +17,7 @@ import tunebench.backends.cpuinfo as cpuinfo
 from tests.test_plugin import TUNE
 from tunebench.backends import quota
 from tunebench.device import device_id
-from tunebench.interference import Throttling, machine_signals, verdict
+from tunebench.interference import Throttling, machine_signals, remedy, verdict
 from tunebench.session import stopped
 
 #: Files as kernels write them: v1's cpu.stat (6.18, a cgroup throttled at 0.5 CPU), v2's of a
@@ -183,6 +183,15 @@ def test_a_tune_the_quota_keeps_throttling_stops_saying_so_and_what_to_do():
     assert said.startswith("stopped: the cgroup's CPU quota throttled the measurements (the cgroup's CPU quota (0.5 "
                            "CPU per 100 ms) throttled the measurement 3 times")
     assert "OMP_NUM_THREADS" in said and "raise the limit" in said and "quiet" not in said
+
+
+def test_what_to_do_about_a_measurement_the_quota_disturbed_is_never_a_quieter_machine():
+    throttled = {"others_cpu": 0.6, "steal": 0.0, "cores": 2, "threads": 1, "cpu_quota": 0.5,
+                 "quota_period_ms": 100.0, "throttled": 2, "throttled_ms": 59.1}
+    assert remedy("; ".join(machine_signals(throttled)), "tune again on a quieter machine") == \
+        "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit"
+    assert remedy("; ".join(machine_signals({**throttled, "throttled": 0})), "tune again on a quieter machine") == \
+        "tune again on a quieter machine"
 
 
 def test_a_tune_under_a_quota_says_so_once_before_it_measures_and_records_the_quota(project, pytester, under_quota):

@@ -51,6 +51,7 @@ from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
+from tunebench.interference import remedy
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, unkept_files
 from tunebench.lookup import fits, latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordStore, config_text, stores
@@ -408,7 +409,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.reason = "; ".join(v.line() for v in failed)
     elif noisy:
         result.outcome = "skip"
-        result.reason = f"machine too noisy to gate ({'; '.join(noisy)}): run the gate on a quiet machine"
+        result.reason = (f"machine too noisy to gate ({'; '.join(noisy)}): "
+                         f"{remedy('; '.join(noisy), 'run the gate on a quiet machine')}")
         through = [v.line() for v in result.verdicts if v.outcome == "noisy"]
         if through:  # a slowdown the noise hid is no verdict, and no secret either
             result.reason += f"; measured through the noise: {'; '.join(' '.join(line.split()) for line in through)}"

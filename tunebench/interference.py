@@ -208,6 +208,17 @@ class Throttling:
                 "throttled": times, "throttled_ms": round(ns / 1e6, 3)}
 
 
+#: How a reason naming the cgroup's CPU quota begins, and what to do about it: no quieter moment lifts it.
+QUOTA_REASON = "the cgroup's CPU quota"
+QUOTA_REMEDY = "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit"
+
+
+def remedy(reasons: str, otherwise: str) -> str:
+    """What to do about a measurement disturbed for ``reasons``: :data:`QUOTA_REMEDY` where they
+    name the quota, else ``otherwise`` (a quieter machine)."""
+    return QUOTA_REMEDY if QUOTA_REASON in reasons else otherwise
+
+
 def machine_signals(conditions: Mapping) -> list[str]:
     """Reasons the machine's conditions during a measurement show interference. Other processes
     disturb once they want more than the cores the kernel's threads (``threads``, those that
@@ -217,7 +228,7 @@ def machine_signals(conditions: Mapping) -> list[str]:
     found = []
     if conditions.get("throttled"):  # first: the container's own limit, which no quieter moment lifts
         n = conditions["throttled"]
-        found.append(f"the cgroup's CPU quota ({conditions['cpu_quota']:g} CPU per {conditions['quota_period_ms']:g} "
+        found.append(f"{QUOTA_REASON} ({conditions['cpu_quota']:g} CPU per {conditions['quota_period_ms']:g} "
                      f"ms) throttled the measurement {n} time{'' if n == 1 else 's'} ({conditions['throttled_ms']:.3g} "
                      f"ms in all)")
     others, steal = conditions.get("others_cpu"), conditions.get("steal")
