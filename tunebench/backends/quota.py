@@ -73,7 +73,7 @@ def folders(proc_cgroup: str, mountinfo: str) -> list[Path]:
     found = []
     for line in mountinfo.splitlines():
         mount, _, fs = line.partition(" - ")
-        fields, (kind, _source, options) = mount.split(), (fs.split() + ["", "", ""])[:3]
+        fields, (kind, _, options) = mount.split(), (fs.split() + ["", "", ""])[:3]
         key = "" if kind == "cgroup2" else "cpu" if kind == "cgroup" and "cpu" in options.split(",") else None
         if key not in paths:
             continue
