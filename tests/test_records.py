@@ -14,7 +14,7 @@ from tinydb import TinyDB
 from tests.test_plugin import TUNE
 from tunebench import records_merge
 from tunebench.buckets import Bucket
-from tunebench.records import FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id
+from tunebench.records import FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id, stores
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
 
@@ -211,7 +211,8 @@ def test_a_trial_appended_after_a_torn_line_is_kept_and_the_journal_stays_readab
 
 
 @pytest.mark.parametrize("line, said", [('{"kernel": "k"}', "lacks source_hash, shape, dtype, config, status, device"),
-                                         ("[1, 2]", "not a trial"), (None, "its stats are None, without a median time")])
+                                         ("[1, 2]", "not a trial"), (None, "its stats are None, without a median time, in the trial of k [vec:2] on "
+                                                                  "shape [4, 8]")])
 @pytest.mark.parametrize("where", ["journal", "archive"])
 def test_a_journal_or_archive_line_that_is_no_trial_is_an_error_naming_the_file_and_line(tmp_path, line, said,
                                                                                         where):
@@ -706,3 +707,42 @@ def test_a_process_forked_while_another_thread_loads_records_collects_its_garbag
     done.set()
     thread.join()
     assert child == b"1" and gc.isenabled()
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("samples", ["0.5", "0.6"], "its samples are ['0.5', '0.6']"),
+    ("samples", [0.0, 0.5], "its samples are [0.0, 0.5]"),
+    ("samples", [-1.0], "its samples are [-1.0]"),
+    ("samples", [float("nan")], "its samples are [nan]"),
+    ("samples", None, "its samples are None"),
+    ("samples", "0.5", "its samples are '0.5'"),
+    ("samples", [], "its samples are []"),
+    ("stats", {"median": float("nan")}, "its stats are {'median': nan}, without a median time"),
+    ("stats", {"median": float("inf")}, "its stats are {'median': inf}, without a median time"),
+    ("stats", {"median": 0}, "its stats are {'median': 0}, without a median time"),
+    ("stats", {"median": None}, "its stats are {'median': None}, without a median time"),
+])
+def test_a_trial_whose_times_are_not_positive_times_is_refused_naming_file_kernel_config_and_shape(
+        tmp_path, field, value, shown):
+    """They were read unchecked: a median of 0 or infinity ranked silently first or last, text
+    samples a TypeError and empty ones an IndexError when a resumed tune took the trial as its
+    incumbent; every reader gets this one line instead, the merge driver too, and the file is
+    left as it was."""
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    good = trial({"vec": 1}, samples=[0.5, 0.6], stats={"median": 0.55})
+    with TinyDB(path) as db:
+        db.table("trials").insert_multiple([good, {**trial({"vec": 2}, samples=[0.5]), field: value}])
+    before = path.read_bytes()
+    said = re.escape(f"{path}: trial 2: {shown}") + r".*" + re.escape(
+        ", in the trial of k [vec:2] on shape [4, 8]; the file is left untouched")
+    with pytest.raises(RecordsError, match=said):
+        RecordStore(path)
+    with pytest.raises(RecordsError, match=re.escape(f"{shown}") + r".*" + re.escape("k [vec:2] on shape [4, 8]")):
+        records_merge.merge(path, path, path)
+    unread = []
+    assert stores(tmp_path, unread) == [] and re.match(said, unread[0])
+    assert path.read_bytes() == before
+    good_path = tmp_path / "other.json"
+    with TinyDB(good_path) as db:
+        db.table("trials").insert(good)
+    assert RecordStore(good_path).trials() == [good]  # a good file beside it still reads

@@ -721,6 +721,7 @@ def test_a_records_file_whose_samples_are_not_times_is_one_line_naming_the_file(
         "config": {"vec": 2, "unroll": 1}, "status": "ok", "error": None, "max_error": None, "samples": samples,
         "stats": {"median": 1.0}, "compile_time_s": 0.2, "measure_s": 0.01, "device": store.device,
         "timestamp": "2026-01-03T00:00:00+00:00"})
-    with pytest.raises(ReplayError, match=re.escape(f"{path}: the trial of k with {{'vec': 2, 'unroll': 1}} on shape "
-                                                    f"[10] has samples {samples!r}, not a list of positive times")):
+    with pytest.raises(ReplayError, match=re.escape(f"{store.journal}: line 26: its samples are {samples!r}, not a list "
+                                                    f"of positive times (ms), in the trial of k [vec:2 unroll:1] on "
+                                                    f"shape [10]")):
         simulate(path, "random", 4, bucket="small")

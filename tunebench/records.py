@@ -30,6 +30,7 @@ import errno
 import fcntl
 import gc
 import json
+import math
 import os
 import re
 import stat
@@ -326,12 +327,21 @@ def trial_problem(doc: Mapping) -> str | None:
     for name, value in doc["config"].items():
         if not isinstance(value, (str, int, float, bool, type(None))):
             return f"its config's {name!r} is {value!r}, not one value"
+    which = f"the trial of {doc['kernel']} [{config_text(doc['config'])}] on shape {doc['shape']}"
+    samples = doc.get("samples", [])
+    if not isinstance(samples, list) or not all(measured_time(t) for t in samples) or (
+            doc["status"] == "ok" and "samples" in doc and not samples):
+        return f"its samples are {samples!r}, not a list of positive times (ms), in {which}"
     stats = doc.get("stats")
     if (stats is not None or doc["status"] == "ok") and not (
-            isinstance(stats, dict) and isinstance(stats.get("median"), (int, float))
-            and not isinstance(stats.get("median"), bool) and stats["median"] >= 0):
-        return f"its stats are {stats!r}, without a median time"
+            isinstance(stats, dict) and measured_time(stats.get("median"))):
+        return f"its stats are {stats!r}, without a median time, in {which}"
     return None
+
+
+def measured_time(value) -> bool:
+    """A measured time: a finite positive number (ranked, divided by, and its log taken)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _time(value) -> bool:

@@ -41,7 +41,7 @@ import numpy as np
 
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.records import RecordsError, RecordStore, config_key
+from tunebench.records import RecordsError, RecordStore, config_key, measured_time
 from tunebench.space import Space, SpaceError
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
@@ -146,11 +146,6 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _time(value) -> bool:
-    """A measured time: a finite positive number (a strategy takes its log)."""
-    return _number(value) and value > 0
-
-
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
     where = f"{path}: cache entry {key!r}"
@@ -171,10 +166,10 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     if time == KERNEL_TUNER_SKIPPED:
         return Run("pruned_resources", (), compile_s, measure_s,
                    error="Kernel Tuner before 0.4.2: time 1e20 (skipped as beyond the device's resources)")
-    if not _time(time):
+    if not measured_time(time):
         raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
     runs = doc.get("times") or [time]
-    if not isinstance(runs, list) or not all(_time(t) for t in runs):
+    if not isinstance(runs, list) or not all(measured_time(t) for t in runs):
         raise ReplayError(f"{where} has a 'times' that is not a list of positive numbers")
     scale = time / statistics.median(runs)  # the objective is 'time' (see the module docstring)
     return Run("ok", tuple(t * scale for t in runs), compile_s, measure_s)
@@ -310,12 +305,8 @@ def _tasks(path: Path, store: RecordStore) -> list[Recording]:
         for d in docs:
             if set(d["config"]) == set(names):  # configs of an older space are left out
                 key = tuple(d["config"][n] for n in names)  # one value each, as the records hold them
-                samples = d.get("samples") or []
-                if not isinstance(samples, list) or not all(_time(t) for t in samples):  # a math domain error
-                    raise ReplayError(f"{path}: the trial of {kernel} with {d['config']} on shape {d['shape']} has "
-                                      f"samples {samples!r}, not a list of positive times (ms)")
                 runs.setdefault(key, {})[tuple(d["shape"])] = Run(
-                    d["status"], tuple(samples), d.get("compile_time_s") or 0.0,
+                    d["status"], tuple(d.get("samples") or ()), d.get("compile_time_s") or 0.0,
                     d.get("measure_s") or 0.0, d.get("error"), d.get("max_error"))
         complete = {k for k, r in runs.items() if len(r) == len(bucket.shapes)}
         values = {n: _ordered({k[i] for k in runs}) for i, n in enumerate(names)}
