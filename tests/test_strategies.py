@@ -83,6 +83,24 @@ def test_genetic_breeds_only_valid_configs():
             assert SMALL.is_valid(strategy.candidates[child])
 
 
+def test_genetic_draws_half_its_first_generation_whatever_the_warm_data():
+    """Warm data from another device may point away from this one's optimum: seeded with it
+    alone, the first generation bred only there (MI250X warmed with A4000 results reached 0.75
+    of its optimum in 100 trials, 0.94 cold)."""
+    space = Space({"a": [1, 2, 3, 4], "b": [1, 2, 3, 4], "c": ["x", "y"]})
+    valid, _ = space.enumerate()
+    warm = [(key, 1.0 + i / 100) for i, key in enumerate(k for k in valid if k[2] == "x")]  # 16, all c == "x"
+    drawn = set()
+    for seed in range(5):
+        strategy = get("genetic")(space, valid, random.Random(seed), warm=warm, population=10)
+        first = []
+        search(strategy, lambda key: first.append(key) or 1.0, trials=10)
+        assert first[:5] == [key for key, _ in warm[:5]]  # the best warm configs, best first
+        assert first[5:] != [key for key, _ in warm[5:10]]
+        drawn |= set(first[5:])
+    assert any(key[2] == "y" for key in drawn)  # the rest drawn from the whole space
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_time_budget_ends_the_search_once_spent(strategy):
     valid, _ = SMALL.enumerate()
