@@ -8,7 +8,7 @@ instead of discarding what violates them, by choosing among the valid candidates
 - mutation moves one param to another value such that the config stays valid (a config that
   agrees on every other param), each param with probability ``mutation``.
 
-The first generation is the best warm configs, half of it at most, then random candidates:
+The first generation is the best warm configs, half of it at most (one at least), then random candidates:
 warm data comes from other buckets or devices and may mislead, and a generation made of it alone
 breeds only from where the other task was fast (MI250X warmed with A4000 results reached a median
 0.75 of its optimum in 100 trials, 0.94 cold); the random half keeps the first parents diverse,
@@ -47,7 +47,7 @@ class Genetic(Strategy):
         self.unmeasured = np.ones(len(self.candidates), dtype=bool)
         self.fitness: dict[int, float] = {}  # measured candidate -> log objective (inf: failed)
         self.population: list[int] = []
-        warm = [self.index[k] for k in self.warm_first()[:population // 2]]
+        warm = [self.index[k] for k in self.warm_first()[:max(1, population // 2)]]  # a population of 1: the warm best
         self.generation = warm + self._random(population - len(warm), exclude=set(warm))
 
     def ask(self) -> tuple | None:
