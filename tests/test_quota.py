@@ -352,3 +352,16 @@ def test_a_real_tune_under_a_quota_it_outruns_stops_naming_the_quota(cpu_cgroup,
     trials = TinyDB(path).table("trials").all()
     assert trials and all(t["conditions"]["cpu_quota"] == 0.5 and t["fingerprint"]["threads"] == 1 for t in trials)
     assert all(t["verdict"] == "disturbed" and t["conditions"]["throttled"] >= 1 for t in trials)
+
+
+def test_builds_beside_a_gpu_measurement_leave_it_a_cpu_of_a_quota_even_one_of_every_core(under_quota, monkeypatch):
+    """A quota of all the cores was spent by the builds ahead alone (a compile per core), and its
+    throttling disturbed the GPU's measurements beside them; the CPU target builds between its own."""
+    from tunebench.builds import Ahead
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    under_quota(None)
+    assert Ahead("cuda", {"compute_capability": "9.0"}).size == 2  # no quota: a compile per core, as before
+    under_quota(2)
+    assert Ahead("cuda", {"compute_capability": "9.0"}).size == 1
+    assert Ahead("cpu", {}).size == 2

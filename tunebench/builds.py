@@ -16,7 +16,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from tunebench.backends import CompileError, ResourceError, builder
+from tunebench.backends import CompileError, ResourceError, builder, quota
 from tunebench.backends.cpuinfo import cores_usable
 from tunebench.kernel import Kernel, Variant
 from tunebench.records import config_key
@@ -30,7 +30,8 @@ class Ahead:
         # no more compiles than the cgroup's CPU quota keeps running (past it, the quota stalls them
         # all), less the CPU of a measurement beside them
         cores, usable = len(os.sched_getaffinity(0)), cores_usable()
-        if usable < cores and self.backend is not None and self.backend.builds_beside_measurement:
+        limited = usable < cores or quota.limit() is not None  # a quota of all the cores is spent by builds alone
+        if limited and self.backend is not None and self.backend.builds_beside_measurement:
             usable = max(1, usable - 1)
         self.size = workers or min(cores, usable)
         self.compiled = 0  # builds this pool compiled (not the cache's), failed ones included

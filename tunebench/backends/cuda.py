@@ -148,7 +148,7 @@ def compile_keeping_ptx(command: Sequence[str], src: Path, out: Path) -> str | N
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-", dir=src.parent) as keep:
         ptx = Path(keep) / f"{src.stem}.ptx"
         error = run_compiler([*command, "--keep", "--keep-dir", keep], src, out)
-        if error is None:
+        if error is None and ptx.exists():  # none made (another nvcc's naming): no kernel's launch is known to need one
             os.replace(ptx, src.with_suffix(".ptx"))
         return error and error.replace(str(ptx), "<its ptx>")
 
