@@ -327,16 +327,20 @@ def trial_problem(doc: Mapping) -> str | None:
     for name, value in doc["config"].items():
         if not isinstance(value, (str, int, float, bool, type(None))):
             return f"its config's {name!r} is {value!r}, not one value"
-    which = f"the trial of {doc['kernel']} [{config_text(doc['config'])}] on shape {doc['shape']}"
     samples = doc.get("samples", [])
     if not isinstance(samples, list) or not all(measured_time(t) for t in samples) or (
             doc["status"] == "ok" and "samples" in doc and not samples):
-        return f"its samples are {samples!r}, not a list of positive times (ms), in {which}"
+        return f"its samples are {samples!r}, not a list of positive times (ms), in {_which(doc)}"
     stats = doc.get("stats")
     if (stats is not None or doc["status"] == "ok") and not (
             isinstance(stats, dict) and measured_time(stats.get("median"))):
-        return f"its stats are {stats!r}, without a median time, in {which}"
+        return f"its stats are {stats!r}, without a median time, in {_which(doc)}"
     return None
+
+
+def _which(doc: Mapping) -> str:
+    """A trial in words, for a message: made only where one is said (every trial is checked on every read)."""
+    return f"the trial of {doc['kernel']} [{config_text(doc['config'])}] on shape {doc['shape']}"
 
 
 def measured_time(value) -> bool:
