@@ -175,7 +175,8 @@ def test_a_measurement_the_quota_throttled_is_disturbed_naming_the_quota(under_q
 
 
 def test_a_tune_the_quota_keeps_throttling_stops_saying_so_and_what_to_do():
-    doc = {"interference": ["the cgroup's CPU quota (0.5 CPU per 100 ms) throttled the measurement 3 times (100 ms "
+    doc = {"target": "cpu",
+           "interference": ["the cgroup's CPU quota (0.5 CPU per 100 ms) throttled the measurement 3 times (100 ms "
                             "in all)"],
            "conditions": {"others_cpu": 0.0, "cores": 2, "threads": 1, "cpu_quota": 0.5, "quota_period_ms": 100.0,
                           "throttled": 3, "throttled_ms": 100.0}}
@@ -183,15 +184,29 @@ def test_a_tune_the_quota_keeps_throttling_stops_saying_so_and_what_to_do():
     assert said.startswith("stopped: the cgroup's CPU quota throttled the measurements (the cgroup's CPU quota (0.5 "
                            "CPU per 100 ms) throttled the measurement 3 times")
     assert "OMP_NUM_THREADS" in said and "raise the limit" in said and "quiet" not in said
+    on_gpu = stopped({**doc, "target": "cuda", "conditions": {**doc["conditions"], "sm_clock_mhz": 1980}}, 3, 3)
+    assert on_gpu.endswith("Times measured under it would be noise: the host thread that launches and times the "
+                           "kernels is throttled with the rest of the container: raise the limit, or keep the "
+                           "container's other work off its CPUs while it tunes")
 
 
 def test_what_to_do_about_a_measurement_the_quota_disturbed_is_never_a_quieter_machine():
     throttled = {"others_cpu": 0.6, "steal": 0.0, "cores": 2, "threads": 1, "cpu_quota": 0.5,
                  "quota_period_ms": 100.0, "throttled": 2, "throttled_ms": 59.1}
-    assert remedy("; ".join(machine_signals(throttled)), "tune again on a quieter machine") == \
+    assert remedy("; ".join(machine_signals(throttled)), "tune again on a quieter machine", "cpu") == \
         "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit"
-    assert remedy("; ".join(machine_signals({**throttled, "throttled": 0})), "tune again on a quieter machine") == \
-        "tune again on a quieter machine"
+    assert remedy("; ".join(machine_signals({**throttled, "throttled": 0})), "tune again on a quieter machine",
+                  "cpu") == "tune again on a quieter machine"
+
+
+def test_a_gpu_measurement_the_quota_disturbed_is_told_to_raise_the_limit_not_to_run_fewer_cpu_threads():
+    """A GPU's kernel is timed by one host thread: no OMP_NUM_THREADS lifts its throttling."""
+    throttled = {"others_cpu": 0.0, "steal": 0.0, "cores": 2, "cpu_quota": 0.5, "quota_period_ms": 100.0,
+                 "throttled": 2, "throttled_ms": 59.1, "sm_clock_mhz": 1980}
+    said = remedy("; ".join(machine_signals(throttled)), "run the gate on a quiet machine", "cuda")
+    assert said == ("the host thread that launches and times the kernels is throttled with the rest of the "
+                    "container: raise the limit, or keep the container's other work off its CPUs while it tunes")
+    assert "OMP_NUM_THREADS" not in said and "fewer threads" not in said
 
 
 def test_a_tune_under_a_quota_says_so_once_before_it_measures_and_records_the_quota(project, pytester, under_quota):

@@ -410,7 +410,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     elif noisy:
         result.outcome = "skip"
         result.reason = (f"machine too noisy to gate ({'; '.join(noisy)}): "
-                         f"{remedy('; '.join(noisy), 'run the gate on a quiet machine')}")
+                         f"{remedy('; '.join(noisy), 'run the gate on a quiet machine', target)}")
         through = [v.line() for v in result.verdicts if v.outcome == "noisy"]
         if through:  # a slowdown the noise hid is no verdict, and no secret either
             result.reason += f"; measured through the noise: {'; '.join(' '.join(line.split()) for line in through)}"

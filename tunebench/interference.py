@@ -208,15 +208,24 @@ class Throttling:
                 "throttled": times, "throttled_ms": round(ns / 1e6, 3)}
 
 
-#: How a reason naming the cgroup's CPU quota begins, and what to do about it: no quieter moment lifts it.
+#: How a reason naming the cgroup's CPU quota begins: no quieter moment lifts it.
 QUOTA_REASON = "the cgroup's CPU quota"
-QUOTA_REMEDY = "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit"
 
 
-def remedy(reasons: str, otherwise: str) -> str:
-    """What to do about a measurement disturbed for ``reasons``: :data:`QUOTA_REMEDY` where they
-    name the quota, else ``otherwise`` (a quieter machine)."""
-    return QUOTA_REMEDY if QUOTA_REASON in reasons else otherwise
+def quota_remedy(target: str) -> str:
+    """What to do about measurements the quota throttled on ``target``. On the CPU the kernel's
+    threads outran it; a GPU's kernel is launched and timed by one host thread, which the quota
+    stops with the rest of the container however few threads its kernels run."""
+    if target == "cpu":
+        return "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit"
+    return ("the host thread that launches and times the kernels is throttled with the rest of the container: "
+            "raise the limit, or keep the container's other work off its CPUs while it tunes")
+
+
+def remedy(reasons: str, otherwise: str, target: str) -> str:
+    """What to do about a measurement on ``target`` disturbed for ``reasons``: :func:`quota_remedy`
+    where they name the quota, else ``otherwise`` (a quieter machine)."""
+    return quota_remedy(target) if QUOTA_REASON in reasons else otherwise
 
 
 def machine_signals(conditions: Mapping) -> list[str]:

@@ -34,7 +34,7 @@ from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now
-from tunebench.interference import QUOTA_REASON, QUOTA_REMEDY, machine_signals, remedy
+from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
@@ -74,7 +74,8 @@ def stopped(doc: dict, strikes: int, retries: int) -> str:
     seen = "; ".join(doc.get("interference", []))
     if doc.get("conditions", {}).get("throttled"):  # no quieter moment comes: the limit is the container's
         return (f"stopped: {QUOTA_REASON} throttled the measurements ({seen}); {strikes} trial(s) in a row stayed "
-                f"disturbed after {retries} retries. Times measured under it would be noise: {QUOTA_REMEDY}")
+                f"disturbed after {retries} retries. Times measured under it would be noise: "
+                f"{quota_remedy(doc['target'])}")
     if machine_signals(doc.get("conditions", {})):
         return (f"stopped: the machine is busy ({seen}); {strikes} trial(s) in a row stayed disturbed after "
                 f"{retries} retries. Times measured now would be noise: tune when the machine is quiet")
@@ -799,11 +800,11 @@ class Task:
                             if t.get("verdict") == "disturbed")
                 return (f"no config was timed undisturbed ({len(stayed)} stayed disturbed by other load, the last "
                         f"by: {'; '.join(seen)}), so none was judged: {self._kept()}; "
-                        f"{remedy('; '.join(seen), 'tune again on a quieter machine')}")
+                        f"{remedy('; '.join(seen), 'tune again on a quieter machine', self.tuner.target)}")
         check = self.check or {}
         if check.get("disturbed"):
             return (f"the final round confirmed nothing ({check['problem']}): {self._kept()}; "
-                    f"{remedy(check['problem'], 'tune again on a quieter machine')}")
+                    f"{remedy(check['problem'], 'tune again on a quieter machine', self.tuner.target)}")
         if check.get("problem"):
             return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"
         if check.get("baseline_failure"):
