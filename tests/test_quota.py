@@ -10,15 +10,21 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tinydb import TinyDB
 
 import tunebench.backends.cpuinfo as cpuinfo
+from tests.test_measure import Unwriting
 from tests.test_plugin import TUNE
+from tests.test_workers import DOUBLE_C
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import quota
 from tunebench.device import device_id
 from tunebench.interference import Throttling, machine_signals, remedy, verdict
+from tunebench.measure import MeasureSettings, measure_placements
 from tunebench.session import stopped
+from tunebench.workers import CompareJob, Workers
 
 #: Files as kernels write them: v1's cpu.stat (6.18, a cgroup throttled at 0.5 CPU), v2's of a
 #: throttled cgroup (6.8) and of the root, which counts no throttling.
@@ -159,9 +165,12 @@ def test_under_one_cpu_even_one_thread_is_throttled_and_the_note_says_to_raise_t
 def test_a_measurement_the_quota_throttled_is_disturbed_naming_the_quota(under_quota):
     folder = under_quota(0.5)
     span = Throttling()
+    with span.timing():
+        pass
     assert span.conditions() == {"cpu_quota": 0.5, "quota_period_ms": 100.0, "throttled": 0, "throttled_ms": 0.0}
-    (folder / "cpu.stat").write_text(V2_STAT.replace("nr_throttled 46", "nr_throttled 49").replace(
-        "throttled_usec 2367211", "throttled_usec 2467211"))
+    with span.timing():
+        (folder / "cpu.stat").write_text(V2_STAT.replace("nr_throttled 46", "nr_throttled 49").replace(
+            "throttled_usec 2367211", "throttled_usec 2467211"))
     throttled = span.conditions()
     assert throttled == {"cpu_quota": 0.5, "quota_period_ms": 100.0, "throttled": 3, "throttled_ms": 100.0}
     found = verdict([1.0] * 20, {"others_cpu": 0.0, "steal": 0.0, "cores": 2, **throttled})
@@ -172,6 +181,80 @@ def test_a_measurement_the_quota_throttled_is_disturbed_naming_the_quota(under_q
                             "throttled": 0}) == []  # a quota that stopped nothing disturbs nothing
     under_quota(None)
     assert Throttling().conditions() == {}  # no quota: the records hold nothing new
+
+
+def throttle(folder: Path) -> None:
+    """The quota throttles the cgroup of ``folder`` (:func:`under_quota`'s) once more, for 100 ms."""
+    times, ns = quota.throttling((folder / "cpu.stat").read_text())
+    (folder / "cpu.stat").write_text(f"nr_throttled {times + 1}\nthrottled_usec {ns // 1000 + 100000}\n")
+
+
+class ThrottledIn(Unwriting):
+    """A kernel that writes its output, and that the quota throttles once in each call of a kind,
+    ``when``: "verify" (the untimed calls that verify it), "warm-up" (its first 3 timed calls, of
+    equal times) or "sample" (those after)."""
+
+    def __init__(self, folder: Path, when: str):
+        super().__init__(np.arange(4.0), None)
+        self.folder, self.when, self.timed = folder, when, 0
+
+    def call(self) -> None:
+        super().call()
+        if self.when == "verify":
+            throttle(self.folder)
+
+    def timed_call(self) -> float:
+        super().call()
+        self.timed += 1
+        if self.when == ("warm-up" if self.timed <= 3 else "sample"):
+            throttle(self.folder)
+        return 1.0
+
+
+@pytest.mark.parametrize("when, throttled", [("verify", 0), ("warm-up", 0), ("sample", 10)])
+def test_only_the_quota_throttling_a_measurement_while_it_samples_disturbs_it(under_quota, when, throttled):
+    """A throttle while the candidate was verified (before and after its samples) or warmed up
+    stalled no sample; it was counted, and the trial judged disturbed, retried, and its task stopped."""
+    folder = under_quota(0.5)
+    runners = {placement: ThrottledIn(folder, when) for placement in ("staggered", "malloc")}
+    m = measure_placements(runners, [np.arange(4.0)], ["y"], [(0.0, 0.0)], MeasureSettings(warmup_s=5.0, repeats=5))
+    assert m.status == "ok" and [r.timed for r in runners.values()] == [8, 8]  # 3 warming up, 5 samples
+    assert m.throttling == {"cpu_quota": 0.5, "quota_period_ms": 100.0, "throttled": throttled,
+                            "throttled_ms": throttled * 100.0}
+    assert bool(machine_signals({"cores": 2, **m.throttling})) == bool(throttled)
+
+
+@pytest.mark.parametrize("where, counted", [("verify", False), ("warm_up", False), ("interleave", True)])
+def test_a_comparison_counts_only_the_quota_throttling_its_interleaved_samples(tmp_path, under_quota, monkeypatch,
+                                                                                 where, counted):
+    """The final round's and the gate's processes: a throttle while the arms were verified or
+    warmed up was counted, and the process judged disturbed."""
+    import tunebench.workers
+
+    folder = under_quota(0.5)
+    real = getattr(tunebench.workers, where)
+
+    def throttled(*args, **kwargs):
+        throttle(folder)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tunebench.workers, where, throttled)  # forked: the worker sees it
+    (tmp_path / "double.c").write_text(DOUBLE_C)
+    name = f"double_throttled_in_{where}"
+    Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                           "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+           reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2]}),
+                       heuristic=lambda shape: {"step": 1}))
+    workers = Workers("cpu")
+    try:
+        arms = (("a", {"step": 1}, None), ("b", {"step": 2}, None))
+        result = workers.trial(CompareJob(name, (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "ok", result
+    assert (result["conditions"]["throttled"] > 0) == counted, result["conditions"]
 
 
 def test_a_tune_the_quota_keeps_throttling_stops_saying_so_and_what_to_do():
@@ -232,12 +315,12 @@ def test_a_tune_whose_every_measurement_the_quota_throttles_stops_naming_the_quo
     project()
     under_quota(1.5)
     counts = iter(range(0, 10**6, 7))
-    monkeypatch.setattr(quota, "throttled", lambda levels=None: (next(counts), 0))  # every span: 7 more periods
+    monkeypatch.setattr(quota, "throttled", lambda levels=None: (next(counts), 0))  # every reading: 7 more periods
     monkeypatch.setattr(tunebench.compare, "BACKOFF_S", 0.0)  # the point is the verdict, not the pauses
     result = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert result.parseoutcomes().get("failed") == 1
     result.stdout.fnmatch_lines(["*stopped: the cgroup's CPU quota throttled the measurements (the cgroup's CPU quota "
-                                 "(1.5 CPU per 100 ms) throttled the measurement 7 times (0 ms in all)*; 3 trial(s) in "
+                                 "(1.5 CPU per 100 ms) throttled the measurement 14 times (0 ms in all)*; 3 trial(s) in "
                                  "a row stayed disturbed after 3 retries. Times measured under it would be noise: run "
                                  "fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit*"])
 
@@ -327,9 +410,10 @@ SPAN = textwrap.dedent("""\
     from tunebench.backends.cpuinfo import quota_note, thread_count
     from tunebench.interference import Throttling, machine_signals
     span = Throttling()
-    end = time.perf_counter() + 0.5
-    while time.perf_counter() < end:
-        pass
+    with span.timing():
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            pass
     found = span.conditions()
     print(json.dumps({"conditions": found, "signals": machine_signals(found), "threads": thread_count(),
                       "note": quota_note()}))
@@ -345,6 +429,55 @@ def test_under_a_real_quota_a_busy_span_is_throttled_and_judged_so(cpu_cgroup):
     assert found["threads"] == 1 and found["note"].endswith("raise the limit to at least 1 CPU")
     free = json.loads(cpu_cgroup(None, [sys.executable, "-c", SPAN], env=env, check=True).stdout)
     assert free["conditions"] == {} and free["signals"] == [] and free["note"] is None
+
+
+#: A trial of one placement, under 0.3 CPU, whose untimed (verifying) calls or timed calls spin
+#: 0.1 s of CPU time each, past what the quota gives a period: the throttling its samples met.
+SPUN = textwrap.dedent("""\
+    import json, sys, time
+    import numpy as np
+    from tunebench.backends.base import Runner
+    from tunebench.measure import MeasureSettings, measure_placements
+
+    def spin(cpu_s):
+        end = time.thread_time() + cpu_s
+        while time.thread_time() < end:
+            pass
+
+    class Spinning(Runner):
+        def __init__(self, untimed_s, timed_s):
+            self.untimed_s, self.timed_s, self.y = untimed_s, timed_s, np.empty(4)
+        def reset(self, pattern=0):
+            self.y[:] = np.nan
+        def call(self):
+            spin(self.untimed_s)
+            time.sleep(0.2)  # into a period of a fresh quota: none of it is spent as the samples begin
+            self.y[:] = np.arange(4.0)
+        def timed_call(self):
+            began = time.perf_counter()
+            spin(self.timed_s)
+            return (time.perf_counter() - began) * 1e3
+        def outputs(self):
+            return [self.y]
+        def overrun(self):
+            return None
+
+    runner = Spinning(*map(float, sys.argv[1:]))
+    m = measure_placements({"only": runner}, [np.arange(4.0)], ["y"], [(0.0, 0.0)],
+                           MeasureSettings(warmup_s=0.0, repeats=5))
+    print(json.dumps(m.throttling))
+""")
+
+
+def test_under_a_real_quota_throttling_outside_the_samples_disturbs_no_measurement(cpu_cgroup):
+    """The verifying calls before and after the samples spin past the quota, and were throttled:
+    the measurement was judged disturbed (and retried, and its task stopped) for stalls between
+    its samples; samples that spin past it are throttled and judged so."""
+    verifying = json.loads(cpu_cgroup(0.3, [sys.executable, "-c", SPUN, "0.1", "0"], check=True).stdout)
+    assert verifying["cpu_quota"] == 0.3 and verifying["throttled"] == 0, verifying
+    sampling = json.loads(cpu_cgroup(0.3, [sys.executable, "-c", SPUN, "0", "0.1"], check=True).stdout)
+    assert sampling["throttled"] >= 1 and machine_signals({"cores": 2, **sampling})[0].startswith(
+        "the cgroup's CPU quota (0.3 CPU per 100 ms) throttled the measurement "), sampling
 
 
 def test_a_real_tune_under_a_quota_it_outruns_stops_naming_the_quota(cpu_cgroup, pytester):

@@ -20,6 +20,7 @@ A measurement with any reason is ``disturbed``, else ``clean`` (:func:`verdict`)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -190,22 +191,32 @@ class BusyThreads:
 
 
 class Throttling:
-    """The cgroup's CPU quota, and the periods in which it stopped this process over a span
-    (started at creation): the conditions ``cpu_quota`` (cores' worth), ``quota_period_ms``,
+    """The cgroup's CPU quota, and the periods in which it stopped this process while it timed
+    (:meth:`timing`): the conditions ``cpu_quota`` (cores' worth), ``quota_period_ms``,
     ``throttled`` (periods) and ``throttled_ms``, none of them where no quota is set. The counters
-    are the whole cgroup's: its throttling stalls every thread in it, the kernel's among them."""
+    are the whole cgroup's: its throttling stalls every thread in it, the kernel's among them.
+    A throttle while a candidate is verified or warmed up stalls no sample, and is not counted."""
 
     def __init__(self):
         self._levels = quota.folders_of_process()
-        self._began = quota.throttled(self._levels)
+        self._times = self._ns = 0
+
+    @contextlib.contextmanager
+    def timing(self):
+        """Counts the throttling within the block, whose calls are the samples. (The kernel counts
+        a throttle as it ends, before a stopped thread runs again: one that stalled a sample is
+        counted by the time the sample returns.)"""
+        times, ns = quota.throttled(self._levels)
+        yield
+        after = quota.throttled(self._levels)
+        self._times, self._ns = self._times + after[0] - times, self._ns + after[1] - ns
 
     def conditions(self) -> dict:
         found = quota.limit(self._levels)
         if found is None:
             return {}
-        times, ns = (b - a for a, b in zip(self._began, quota.throttled(self._levels)))
         return {"cpu_quota": round(found.cpus, 3), "quota_period_ms": found.period_us / 1000,
-                "throttled": times, "throttled_ms": round(ns / 1e6, 3)}
+                "throttled": self._times, "throttled_ms": round(self._ns / 1e6, 3)}
 
 
 #: How a reason naming the cgroup's CPU quota begins: no quieter moment lifts it.

@@ -211,8 +211,10 @@ def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
 
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
             tolerances: Sequence[tuple[float, float]], settings: MeasureSettings,
-            incumbent: float | None = None) -> Measurement:
-    """One trial; ``incumbent`` is the upper confidence bound of the best trial on this shape."""
+            incumbent: float | None = None, throttling: Throttling | None = None) -> Measurement:
+    """One trial; ``incumbent`` is the upper confidence bound of the best trial on this shape;
+    ``throttling`` counts the quota's throttling of its samples (a trial's placements share one)."""
+    throttling = throttling or Throttling()
     result = verify(runner, expected, names, tolerances)
     if result.status != "ok":
         return result
@@ -220,22 +222,24 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
     result.warmup_calls, _ = warm_up(runner, settings)
     samples = result.samples
     start = time.perf_counter()
-    if settings.repeats is not None:
-        samples.extend(runner.timed_call() for _ in range(settings.repeats))
-    else:
-        while len(samples) < settings.min_samples or (
-                len(samples) < settings.max_samples and time.perf_counter() - start < settings.max_time_s):
-            samples.append(runner.timed_call())
-            n = len(samples)
-            if n < settings.min_samples or (n - settings.min_samples) % 5:
-                continue
-            lo, hi = median_ci(samples, settings.confidence)
-            if incumbent is not None and lo > incumbent * (1 + settings.early_stop_margin):
-                result.status = "early_stopped"
-                break
-            if hi - lo <= settings.rel_ci * sorted(samples)[n // 2]:
-                break
+    with throttling.timing():
+        if settings.repeats is not None:
+            samples.extend(runner.timed_call() for _ in range(settings.repeats))
+        else:
+            while len(samples) < settings.min_samples or (
+                    len(samples) < settings.max_samples and time.perf_counter() - start < settings.max_time_s):
+                samples.append(runner.timed_call())
+                n = len(samples)
+                if n < settings.min_samples or (n - settings.min_samples) % 5:
+                    continue
+                lo, hi = median_ci(samples, settings.confidence)
+                if incumbent is not None and lo > incumbent * (1 + settings.early_stop_margin):
+                    result.status = "early_stopped"
+                    break
+                if hi - lo <= settings.rel_ci * sorted(samples)[n // 2]:
+                    break
     result.seconds = time.perf_counter() - began
+    result.throttling = throttling.conditions()
     result.threads = busy.count()
     after = verify_after(runner, expected, names, tolerances)
     if after.status != "ok":
@@ -250,11 +254,11 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
     each; its samples are the slowest placement's. A placement that fails ends the trial, and
     one stopped early ends its timing: the placements after it are only verified (a config
     wrong where malloc puts buffers was recorded as stopped early, and reached a final round).
-    Its throttling spans them all."""
+    Its throttling is their samples'."""
     combined, throttling = Measurement("ok"), Throttling()
     for placement, runner in runners.items():
         timed = combined.status != "early_stopped"
-        m = measure(runner, expected, names, tolerances, settings, incumbent) if timed else \
+        m = measure(runner, expected, names, tolerances, settings, incumbent, throttling) if timed else \
             verify(runner, expected, names, tolerances)
         if m.status not in ("ok", "early_stopped"):
             if len(runners) > 1:
@@ -268,10 +272,10 @@ def measure_placements(runners: Mapping[str, Runner], expected: Sequence[np.ndar
         combined.seconds += m.seconds
         combined.max_error = max(combined.max_error or 0.0, m.max_error or 0.0)
         combined.threads = max(filter(None, (combined.threads, m.threads)), default=None)
+        combined.throttling = m.throttling  # the shared count: every placement's samples so far
         if m.status == "early_stopped":
             combined.status = "early_stopped"
     combined.samples = combined.placements[slowest(combined.placements)]
-    combined.throttling = throttling.conditions()
     return combined
 
 

@@ -409,7 +409,8 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
             call_ms = sum(fastest) * (2 if primed else 1)
             fit = int(job.budget_s * 1e3 / (call_ms * len(backend.placements))) if call_ms > 0 else job.rounds
             busy = interference.BusyThreads()
-            samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)), primed)
+            with throttling.timing():
+                samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)), primed)
             threads.append(busy.count())
             for label, runner in runners.items():
                 failed = verify_after(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
