@@ -103,6 +103,37 @@ def test_the_tightest_quota_of_the_levels_holds_and_their_throttling_adds_up(tmp
                                unified={"cpu.stat": V2_ROOT_STAT})) is None
 
 
+def test_of_several_mounts_of_a_hierarchy_the_one_that_shows_the_process_cgroup_is_read(tmp_path):
+    """The first mount of a kind was read: another container's cgroup bind-mounted ahead of the
+    process's own gave its quota, and a v2 service's folder a session's."""
+    k8s = "12:cpu,cpuacct:/kubepods/burstable/pod1234/abcd\n11:memory:/kubepods/burstable/pod1234/abcd\n"
+    other, own, host = tmp_path / "other", tmp_path / "cpu,cpuacct", tmp_path / "host"
+    mounts = (f"1500 1490 0:31 /kubepods/besteffort/pod999/ef01 {other} ro,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+              f"1501 1490 0:31 /kubepods/burstable/pod1234/abcd {own} ro,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+              f"1502 1490 0:32 /kubepods/burstable/pod1234/abcd {tmp_path / 'memory'} ro - cgroup cgroup rw,memory\n")
+    cgroups(tmp_path, other={"cpu.cfs_quota_us": "25000\n", "cpu.cfs_period_us": "100000\n"})
+    cgroups(tmp_path, **{"cpu,cpuacct": {"cpu.cfs_quota_us": "150000\n", "cpu.cfs_period_us": "100000\n"}})
+    levels = quota.folders(k8s, mounts)
+    assert levels == [own] and quota.limit(levels).cpus == 1.5
+    # the host's hierarchy mounted too, which shows the pod's limit above the container's: it holds
+    pod = cgroups(host, abcd={"cpu.cfs_quota_us": "150000\n", "cpu.cfs_period_us": "100000\n"},
+                  pod1234={"cpu.cfs_quota_us": "100000\n", "cpu.cfs_period_us": "100000\n"}, burstable={},
+                  kubepods={})[1]
+    levels = quota.folders(k8s, mounts + f"1503 1490 0:31 / {host} rw - cgroup cgroup rw,cpu,cpuacct\n")
+    assert levels[:2] == [pod / "abcd", pod] and levels[-1] == host and quota.limit(levels).cgroup == pod
+    # v2: a service's cgroup bind-mounted ahead of the whole hierarchy, beside a v1 mount without cpu
+    session = "0::/user.slice/session-2.scope\n"
+    service, whole = tmp_path / "service", tmp_path / "cgroup"
+    v2 = (f"40 24 0:30 /system.slice/other.service {service} rw - cgroup2 cgroup2 rw\n"
+          f"41 24 0:40 / {tmp_path / 'systemd'} rw - cgroup cgroup rw,name=systemd\n"
+          f"35 24 0:30 / {whole} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n")
+    cgroups(tmp_path, service={"cpu.max": "20000 100000\n"})
+    scope = cgroups(whole, **{"session-2.scope": {"cpu.max": "max 100000\n"},
+                              "user.slice": {"cpu.max": "50000 100000\n"}})
+    levels = quota.folders(session, v2)
+    assert levels == [*scope, whole] and quota.limit(levels).cpus == 0.5
+
+
 @pytest.fixture
 def under_quota(tmp_path, monkeypatch):
     """``under_quota(cpus)``: this process's cgroup seen as one of 2 cores allowed and a quota of

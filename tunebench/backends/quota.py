@@ -62,24 +62,36 @@ def _unescaped(path: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), path)  # mountinfo writes a space as \040
 
 
+def _holds(root: str, path: str) -> bool:
+    """Whether a mount of a hierarchy's folder ``root`` shows the cgroup ``path`` (both as the
+    hierarchy names them): the root is the path or above it."""
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
 def folders(proc_cgroup: str, mountinfo: str) -> list[Path]:
     """The cpu controller's folders of the process's cgroup and of each above it up to its mount,
-    the process's own first, from ``/proc/self/cgroup`` and ``/proc/self/mountinfo``: v2's and v1's."""
+    the process's own first, from ``/proc/self/cgroup`` and ``/proc/self/mountinfo``: v2's and v1's.
+    Of several mounts of a hierarchy (another container's cgroup bind-mounted, the host's
+    hierarchy beside the container's own), one that shows the process's cgroup is read, the one
+    that shows the most levels above it (a pod's limit); where none does, the first mount's own."""
     paths = {}  # "" for v2, "cpu" for the v1 hierarchy holding the cpu controller -> the cgroup's path
     for line in proc_cgroup.splitlines():
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
         if path and (controllers == "" or "cpu" in controllers.split(",")):
             paths.setdefault("cpu" if controllers else "", path)
-    found = []
+    mounts: dict[str, list[tuple[str, Path]]] = {}  # key -> (root, mount point) of each mount, in mountinfo's order
     for line in mountinfo.splitlines():
         mount, _, fs = line.partition(" - ")
         fields, (kind, _, options) = mount.split(), (fs.split() + ["", "", ""])[:3]
         key = "" if kind == "cgroup2" else "cpu" if kind == "cgroup" and "cpu" in options.split(",") else None
-        if key not in paths:
-            continue
-        root, point, path = _unescaped(fields[3]), Path(_unescaped(fields[4])), paths.pop(key)
-        inside = root == "/" or path == root or path.startswith(root + "/")
-        leaf = point / path[len(root) if root != "/" else 0:].lstrip("/") if inside else point  # else: the mount's own
+        if key in paths:
+            mounts.setdefault(key, []).append((_unescaped(fields[3]), Path(_unescaped(fields[4]))))
+    found = []
+    for key, each in mounts.items():
+        path = paths[key]
+        holding = [m for m in each if _holds(m[0], path)]
+        root, point = min(holding, key=lambda m: len(m[0].rstrip("/"))) if holding else each[0]
+        leaf = point / path[len(root) if root != "/" else 0:].lstrip("/") if holding else point
         found += [p for p in (leaf, *leaf.parents) if p == point or point in p.parents]
     return found
 
