@@ -13,6 +13,7 @@ from tinydb import TinyDB
 
 from tests.conftest import AXPB_SUITE, busy_processes, said
 from tests.test_plugin import TUNE
+from tunebench import interference
 from tunebench.compare import compare, undisturbed
 from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
 
@@ -88,6 +89,32 @@ def test_the_monitor_sees_another_process_take_the_cpu():
         busy = monitor.conditions()
     # two spinning processes: most of two cores' time, whatever else ran (this test's own does not count)
     assert busy["others_cpu"] > 0.6 * 2 / max(2, os.cpu_count()) and busy["window_s"] >= 0.5
+
+
+def proc_stat(*cores: tuple[int, int]) -> str:
+    """A /proc/stat (6.18) of cores with (user, idle) ticks each, the "cpu" line their sum."""
+    lines = [f"cpu{i} {user} 0 0 {idle} 0 0 0 0 0 0" for i, (user, idle) in enumerate(cores)]
+    total = f"cpu  {sum(u for u, _ in cores)} 0 0 {sum(i for _, i in cores)} 0 0 0 0 0 0"
+    return "\n".join([total, *lines, "intr 61660371 0 0", "ctxt 81028411", "btime 1795858086"]) + "\n"
+
+
+@pytest.mark.parametrize("busy, disturbed", [(0, True), (1, False)])
+def test_the_monitor_reads_the_cores_the_run_may_run_on(tmp_path, monkeypatch, busy, disturbed):
+    """Run on core 0 alone of 4 (taskset, a container's cpuset, a batch job's cores): another
+    process on core 0 took half of it and was read as an eighth of the machine, 0.5 of 4 cores
+    with 3 left free by a 1-thread kernel: clean. One on core 1 takes nothing of it."""
+    stat = tmp_path / "stat"
+    stat.write_text(proc_stat((100, 1000), (100, 1000), (100, 1000), (100, 1000)))
+    monkeypatch.setattr(interference, "PROC_STAT", stat)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monitor = Monitor()
+    later = [(100, 1030)] * 4
+    later[busy] = (115, 1015)  # 0.3 s at 100 ticks a second: half of a core
+    stat.write_text(proc_stat(*later))
+    time.sleep(0.3)  # a window /proc/stat's ticks resolve
+    found = monitor.conditions()
+    assert found["cores"] == 1 and (found["others_cpu"] > 0.4) == disturbed, found
+    assert bool(machine_signals({**found, "threads": 1})) == disturbed
 
 
 class FlakyWorkers:

@@ -26,8 +26,9 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tunebench.backends import quota
 
@@ -103,8 +104,20 @@ def _near_multiple(value: float, tick: float) -> bool:
 @dataclass(frozen=True)
 class _Stat:
     wall: float  # monotonic seconds
-    cpu: tuple[int, ...]  # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
+    cpu: tuple[int, ...]  # /proc/stat's cores allowed: user nice system idle iowait irq softirq steal ...
     own: int  # ticks of user and system time of the tuning run's own processes and their waited children
+
+
+#: Where the kernel counts each core's time (``cpuN`` lines, in ticks).
+PROC_STAT = Path("/proc/stat")
+
+
+def cpu_ticks(text: str, cores: Collection[int]) -> tuple[int, ...]:
+    """The ticks of ``cores`` in a /proc/stat, summed field by field: what runs on a core this
+    process may not run on takes none of its kernel's time, and what runs on one it may does."""
+    rows = [[int(v) for v in fields[1:]] for fields in map(str.split, text.splitlines())
+            if fields and fields[0][:3] == "cpu" and fields[0][3:].isdigit() and int(fields[0][3:]) in cores]
+    return tuple(map(sum, zip(*rows)))
 
 
 def _process_ticks(pid: int | str) -> int:
@@ -116,31 +129,32 @@ def _process_ticks(pid: int | str) -> int:
     return sum(int(v) for v in fields[11:15])  # utime stime cutime cstime (fields 14-17 of proc(5))
 
 
-def _stat(pids: tuple[int, ...]) -> _Stat | None:
+def _stat(pids: tuple[int, ...], cores: Collection[int]) -> _Stat | None:
     try:
-        with open("/proc/stat") as f:
-            cpu = tuple(int(v) for v in f.readline().split()[1:])
+        cpu = cpu_ticks(PROC_STAT.read_text(), cores)
     except (OSError, ValueError):
         return None
     return _Stat(time.monotonic(), cpu, sum(_process_ticks(p) for p in ("self", *pids)))
 
 
 class Monitor:
-    """The machine over the last :data:`HORIZON_S` seconds or more, as seen from the tuning
-    run: the share of the CPU time that processes other than the run's own (this one, its
-    workers and their compilers) took, steal, and the load average. One measurement is often
-    shorter than /proc/stat's 10 ms ticks can resolve, so each reading spans back to an earlier
-    one at least the horizon old; readings are taken by the process that starts the workers, so
-    the span runs across fresh workers."""
+    """The cores the tuning run may run on (its workers and their kernels are forked from it)
+    over the last :data:`HORIZON_S` seconds or more, as seen from the run: the share of their
+    CPU time that processes other than the run's own (this one, its workers and their compilers)
+    took, steal, and the load average. One measurement is often shorter than /proc/stat's 10 ms
+    ticks can resolve, so each reading spans back to an earlier one at least the horizon old;
+    readings are taken by the process that starts the workers, so the span runs across fresh
+    workers."""
 
     def __init__(self):
-        first = _stat(())
+        self._cores = os.sched_getaffinity(0)
+        first = _stat((), self._cores)
         self._marks = [first] if first else []
 
     def conditions(self, pids: tuple[int, ...] = ()) -> dict:
         """Now, with ``pids`` (live workers) counted as the run's own."""
-        found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}
-        end = _stat(pids)
+        found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": len(self._cores)}
+        end = _stat(pids, self._cores)
         if end is None or not self._marks:
             return found
         start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])
