@@ -443,8 +443,8 @@ def test_a_computed_include_of_a_param_naming_its_header_bare_says_to_quote_it(t
         CpuBackend().build(scaling("bare_include_test", variant, 2.0, 9), variant, {"IMPL": "impl_a.h"}, "float32")
     assert '#include expects "FILENAME" or <FILENAME>' in str(error.value)
     assert str(error.value).endswith(
-        "(tunebench: param 'IMPL' is impl_a.h, which #include IMPL reads bare: quote the header's name in its value, "
-        "'\"impl_a.h\"' (or '<impl_a.h>' for a header of the include path))")
+        "(tunebench: param 'IMPL' is impl_a.h, which #include IMPL at k.c line 1 reads bare: quote the header's name "
+        "in its value, '\"impl_a.h\"' (or '<impl_a.h>' for a header of the include path))")
 
 
 def test_a_computed_include_of_a_param_naming_a_file_bare_is_a_declaration_error_before_any_build(tmp_path):
@@ -461,10 +461,40 @@ def test_a_computed_include_of_a_param_naming_a_file_bare_is_a_declaration_error
             kernel.check(variant, "cpu")
             continue
         with pytest.raises(KernelError, match=re.escape(
-                f"kernel 'bare_include_declared', the cpu variant: param 'IMPL' is {fault}, which #include IMPL reads "
-                f"bare: quote the header's name in its value, '\"{fault}\"' (or '<{fault}>' for a header of the "
+                f"kernel 'bare_include_declared', the cpu variant: param 'IMPL' is {fault}, which #include IMPL at k.c "
+                f"line 2 reads bare: quote the header's name in its value, '\"{fault}\"' (or '<{fault}>' for a header of the "
                 f"include path)")):
             kernel.check(variant, "cpu")
+
+
+@pytest.mark.parametrize("included", ["lib.h", "lib/detail.h"])  # the header the template includes, or one it does
+def test_a_computed_include_in_a_header_of_an_include_folder_naming_a_file_bare_is_a_declaration_error(
+        tmp_path, included):
+    """Only the template's own ``#include IMPL`` was checked: one of a header the compiler reads
+    from an -I folder passed collection, and every config with the value failed to compile alike."""
+    (tmp_path / "inc" / "lib").mkdir(parents=True)
+    (tmp_path / "inc" / "impl.h").write_text("static inline float scale(void) { return 2.0f; }\n")
+    (tmp_path / "inc" / "lib.h").write_text("#pragma once\n" + ("#include IMPL\n" if included == "lib.h"
+                                                                 else '#include "lib/detail.h"\n'))
+    (tmp_path / "inc" / "lib" / "detail.h").write_text("#pragma once\n/* the implementation */\n#include IMPL\n")
+    (tmp_path / "k.c").write_text('#include "lib.h"\nvoid k(const float *x, float *y, int n)\n'
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = scale() * x[i];\n}\n")
+    where = "inc/lib.h line 2" if included == "lib.h" else "inc/lib/detail.h line 3"
+    hint = (f"param 'IMPL' is impl.h, which #include IMPL at {where} reads bare: quote the header's name in its "
+            f"value, '\"impl.h\"' (or '<impl.h>' for a header of the include path)")
+    for values in (['"impl.h"', "impl.h"], ['"impl.h"', "<impl.h>"]):
+        variant = Variant(source="k.c", entry="k", space=Space({"IMPL": values}),
+                          heuristic=lambda shape: {"IMPL": '"impl.h"'}, flags=("-Iinc",), origin=tmp_path)
+        kernel = scaling("bare_in_header", variant, 2.0, 9)
+        if "impl.h" not in values:
+            kernel.check(variant, "cpu")
+            continue
+        with pytest.raises(KernelError, match=re.escape(f"kernel 'bare_in_header', the cpu variant: {hint}")):
+            kernel.check(variant, "cpu")
+        with pytest.raises(CompileError) as error:  # gcc refuses it, and its error gets the hint too
+            CpuBackend().build(kernel, variant, {"IMPL": "impl.h"}, "float32")
+        assert '#include expects "FILENAME" or <FILENAME>' in str(error.value)
+        assert str(error.value).endswith(f"(tunebench: {hint})")
 
 
 @pytest.mark.parametrize("value, flags, edited", [

@@ -194,8 +194,8 @@ def test_a_computed_include_of_a_param_naming_its_header_bare_says_to_quote_it(t
                                                                    {"IMPL": "impl.cuh"}, "float32")
     assert '#include expects "FILENAME" or <FILENAME>' in str(error.value)
     assert str(error.value).endswith(
-        "(tunebench: param 'IMPL' is impl.cuh, which #include IMPL reads bare: quote the header's name in its value, "
-        "'\"impl.cuh\"' (or '<impl.cuh>' for a header of the include path))")
+        "(tunebench: param 'IMPL' is impl.cuh, which #include IMPL at k.cu line 1 reads bare: quote the header's name "
+        "in its value, '\"impl.cuh\"' (or '<impl.cuh>' for a header of the include path))")
     quoted = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"),
                                                                         {"IMPL": '"impl.cuh"'}, "float32")
     assert quoted.handle.exists()

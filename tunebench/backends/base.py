@@ -402,17 +402,23 @@ _BARE_INCLUDE = re.compile(r'#include expects "FILENAME" or <FILENAME>')
 _FILE_NAME = re.compile(r"[\w+-]*[./][\w./+-]*")
 
 
-def _included(variant: Variant) -> set[str]:
-    """The names the template's computed includes read (``#include IMPL``), comments out."""
-    code = _COMMENT.sub("", variant.template)
-    return {found.group(1) for line in code.splitlines() if (found := COMPUTED_INCLUDE.match(line))}
+def _included(variant: Variant) -> dict[str, str]:
+    """The names the computed includes (``#include IMPL``) read, each with where it is first read
+    (file and line): the template's, and those of the headers of its header folders that it
+    includes (``-I``: the compiler's to read, not inlined, yet a bare value fails there alike)."""
+    found: dict[str, str] = {}
+    for _, file, number, directive, rest in _directives(variant, headers=True):
+        computed = COMPUTED_INCLUDE.match(f"#include {rest}") if directive == "include" else None
+        if computed:
+            found.setdefault(computed.group(1), f"{file} line {number}")
+    return found
 
 
-def _quote(param: str, value: str) -> str:
-    """How to give a header's name that ``#include param`` reads bare."""
+def _quote(param: str, value: str, where: str) -> str:
+    """How to give a header's name that ``#include param``, at ``where``, reads bare."""
     quoted, bracketed = f'"{value}"', f"<{value}>"
-    return (f"param {param!r} is {value}, which #include {param} reads bare: quote the header's name in its value, "
-            f"{quoted!r} (or {bracketed!r} for a header of the include path)")
+    return (f"param {param!r} is {value}, which #include {param} at {where} reads bare: quote the header's name in "
+            f"its value, {quoted!r} (or {bracketed!r} for a header of the include path)")
 
 
 def _bare_includes(variant: Variant, config: Mapping, error: str) -> list[str]:
@@ -421,17 +427,18 @@ def _bare_includes(variant: Variant, config: Mapping, error: str) -> list[str]:
     if not _BARE_INCLUDE.search(error):
         return []
     included = _included(variant)
-    return [_quote(p, v) for p, v in config.items()
+    return [_quote(p, v, included[p]) for p, v in config.items()
             if p in included and isinstance(v, str) and not v.startswith(('"', "<"))]
 
 
 def bare_include(variant: Variant, values: Mapping[str, Sequence]) -> str | None:
-    """Where a param that the template's ``#include P`` reads has a value naming a file bare
-    (``"impl.h"`` in Python is ``impl.h`` to the preprocessor, which refuses it in every config
-    that has it), told before any build; a value that is an identifier may be a macro naming a
-    header, and is left to the compiler (and the hint of :func:`_bare_includes`)."""
-    included = _included(variant) & set(values)
-    return next((_quote(p, v) for p in sorted(included) for v in values[p]
+    """Where a param that an ``#include P`` of the template, or of a header of its header folders,
+    reads has a value naming a file bare (``"impl.h"`` in Python is ``impl.h`` to the
+    preprocessor, which refuses it in every config that has it), told before any build; a value
+    that is an identifier may be a macro naming a header, and is left to the compiler (and the
+    hint of :func:`_bare_includes`)."""
+    included = _included(variant)
+    return next((_quote(p, v, included[p]) for p in sorted(set(included) & set(values)) for v in values[p]
                  if isinstance(v, str) and _FILE_NAME.fullmatch(v)), None)
 
 
