@@ -1467,6 +1467,73 @@ def test_a_template_edited_during_a_tune_is_measured_as_it_was_when_the_tune_beg
     assert {d["status"] for d in db.table("trials").all()} <= {"ok", "early_stopped"}  # the text it began with
 
 
+@pytest.mark.parametrize("unread, include, flags", [
+    ("kernels/secret.h", '#include "secret.h"\n', "()"),  # beside the template: inlined
+    ("inc/lib.h", '#include "lib.h"\n', '("-I../inc",)'),  # of an -I folder: the compiler's, hashed
+    ("kernels/pre", "", '("-include", "ROOT/kernels/pre")'),  # a file of the flags that is a folder
+])
+def test_a_file_a_build_reads_that_cannot_be_read_is_a_declaration_error_of_its_suite_alone(
+        project, pytester, unread, include, flags):
+    """A header of mode 000, a folder named as a file: a raw PermissionError (IsADirectoryError)
+    traceback at collection, naming no suite."""
+    root = project()
+    (root / "inc").mkdir()
+    (root / "kernels" / "secret.h").write_text("#define SECRET 1\n")
+    (root / "inc" / "lib.h").write_text("#define LIB 1\n")
+    (root / "kernels" / "pre").mkdir()
+    (root / "kernels" / "sealed.c").write_text(include + AXPB_C)
+    (root / "suites" / "test_sealed.py").write_text(
+        AXPB_SUITE.replace("MODES", "[0]").replace('"axpb",\n', '"sealed",\n')
+        .replace('source="kernels/axpb.c",', f'source="kernels/sealed.c", flags={flags.replace("ROOT", str(root))},'))
+    if (root / unread).is_file():
+        (root / unread).chmod(0)
+    result = pytester.run(*_as_a_user(), sys.executable, "-m", "pytest", "suites", "--collect-only", "-q",
+                          "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([f"suite suites/test_sealed.py::sealed: {root / unread}: cannot be read "
+                                 f"({'Is a directory' if unread == 'kernels/pre' else 'Permission denied'}): "
+                                 f"tunebench reads every file a build reads, to hash it with the template",
+                                 "*2 tests collected, 1 error*"])
+    assert "Traceback" not in result.stdout.str() and "suites/test_axpb.py::axpb::small-float32[gate]" in (
+        result.stdout.str())
+
+
+def test_a_header_of_an_include_folder_unreadable_after_the_template_was_read_is_a_declaration_error(tmp_path):
+    """The template read before kept (a file that cannot be read again keeps the last text), its
+    check read the header again for its #defines: a raw PermissionError."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "lib.h").write_text("#define LIB 1\n")
+    (tmp_path / "axpb.c").write_text('#include "lib.h"\n' + AXPB_C)
+    script = f"""if True:
+        import os, pathlib, numpy as np, tunebench
+        variant = tunebench.Variant(source="axpb.c", entry="axpb", heuristic=lambda shape: {{"vec": 1}},
+                                    space=tunebench.Space({{"vec": [1, 2]}}), flags=("-Iinc",),
+                                    origin=pathlib.Path({str(tmp_path)!r}))
+        kernel = tunebench.Kernel("sealed_later", buckets=tunebench.Buckets(["N"], [tunebench.Bucket(
+            "all", N=(1, None), shapes=[(8,)])]), args=lambda shape, dtype, rng: {{"y": np.empty(8, dtype)}},
+            reference=lambda: np.zeros(8), outputs=["y"], cpu=variant)
+        variant.template
+        os.chmod({str(tmp_path / "inc" / "lib.h")!r}, 0)
+        try:
+            kernel.check(variant, "cpu")
+        except tunebench.KernelError as e:
+            print(e)
+    """
+    done = subprocess.run([*_as_a_user(), sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout == (f"{tmp_path / 'inc' / 'lib.h'}: cannot be read (Permission denied): tunebench reads every "
+                           f"file a build reads, to hash it with the template\n"), done.stdout + done.stderr
+
+
+def _as_a_user() -> list[str]:
+    """What a command runs under for a file of mode 000 to be unreadable to it: nothing for a
+    user; for root, whose capabilities read it, a user namespace of its own, where they do not
+    reach files of the host's users (skipped where one cannot be made)."""
+    if os.geteuid() != 0:
+        return []
+    if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("root reads a file of mode 000, and no user namespace can be made to run without that")
+    return ["unshare", "--user"]
+
+
 def test_a_suites_folder_linked_from_elsewhere_finds_the_kernels_beside_the_link(project, pytester, tmp_path):
     """The template was looked up from where the link leads: `source 'kernels/axpb.c' not found
     from /shared upwards`, and every suite of a project sharing its suites failed to collect."""

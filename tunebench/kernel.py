@@ -31,7 +31,7 @@ import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_suspects,
-                                     folder_header, overridden)
+                                     folder_header, overridden, unreadable)
 from tunebench.backends.launch import stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -654,9 +654,9 @@ class Variant:
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(header, self.path.parent)}"\n/* built with this header of '
                         f"the include folders: sha256 {hashlib.sha256(header.read_bytes()).hexdigest()[:16]} */\n")
-        except OSError:
+        except OSError as e:
             if kept is None:
-                raise
+                raise unreadable(e) from None
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         files = tuple(dict.fromkeys(read))

@@ -306,13 +306,25 @@ def _header_directives(variant: Variant, at: Path, operand: str, seen: set[Path]
         return
     seen.add(header.resolve())
     name = os.path.relpath(header, variant.path.parent)
-    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), header.read_text(errors="replace"))
+    try:
+        text = header.read_text(errors="replace")
+    except OSError as e:
+        raise unreadable(e) from None
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     for number, line in enumerate(code.split("\n"), 1):
         found = _DIRECTIVE.match(line)
         if found:
             yield name, number, found.group(1), found.group(2)
             if found.group(1) == "include":
                 yield from _header_directives(variant, header, found.group(2), seen)
+
+
+def unreadable(error: OSError) -> KernelError:
+    """What is said of a file a build reads (the template, a header, a file of its flags) that
+    cannot be read (permission denied, a folder where a file is expected): its path and why,
+    where the raw error was a traceback at collection naming no suite."""
+    return KernelError(f"{error.filename}: cannot be read ({error.strerror}): tunebench reads every file a build "
+                       f"reads, to hash it with the template")
 
 
 def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
