@@ -772,6 +772,35 @@ def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_foun
         entry_symbol("other::scale", kernels, "inl.cu")
 
 
+@needs_nvcc
+def test_a_complex_scalar_is_checked_against_the_complex_a_kernel_takes_by_value_in_size_and_kind(tmp_path):
+    """A cuFloatComplex took a float64 (its 8 bytes), a thrust::complex<float> a complex128 and
+    nvcc's float _Complex a float32: each passed, and every config read garbage."""
+    (tmp_path / "cplx.cu").write_text(
+        "#include <cuComplex.h>\n#include <thrust/complex.h>\n#include <cuda/std/complex>\n"
+        'extern "C" __global__ void cplx(float *y, cuFloatComplex a, thrust::complex<float> b, '
+        "cuda::std::complex<double> c, float _Complex d, int2 e)\n"
+        "{ y[0] = a.x + b.real() + (float)c.real() + __real__ d + e.x; }\n")
+    kernel = Kernel("cplx", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "cplx.cu"), entry="cplx", space=Space({"UNUSED": [1]}),
+                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (1, 32)))
+    types = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).parameter_types(
+        kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32", "cplx")
+    fits = {"y": np.zeros(8, np.float32), "a": np.complex64(1j), "b": np.complex64(1j), "c": np.complex128(1j),
+            "d": np.complex64(1j), "e": np.zeros((), [("x", np.int32), ("y", np.int32)])[()]}
+    assert args_problem(fits, types) is None
+    assert args_problem({**fits, "a": np.float64(1), "b": np.complex128(1j), "c": np.float64(1), "d": np.float32(1),
+                         "e": np.complex64(1j)}, types) == (
+        "argument 'a' (float64 scalar, 8 bytes) where the kernel's 2nd parameter (float2 a) takes two 4-byte floats: "
+        "give it np.complex64, its real part x and its imaginary part y; argument 'b' (complex128 scalar) where the "
+        "kernel's 3rd parameter (complex<float> b) takes an 8-byte complex: give it np.complex64; argument 'c' "
+        "(float64 scalar) where the kernel's 4th parameter (complex<double> c) takes a 16-byte complex: give it "
+        "np.complex128; argument 'd' (float32 scalar) where the kernel's 5th parameter (_Complex_float d) takes an "
+        "8-byte complex: give it np.complex64; argument 'e' (complex64 scalar, 8 bytes) where the kernel's 6th "
+        "parameter (int2 e) is no complex: give it a numpy struct scalar of its fields")
+
+
 def test_a_complex128_after_a_pointer_is_named_as_a_double2_and_a_long_double_is_refused_not_a_traceback():
     """A cuDoubleComplex was advised as a cuFloatComplex, and a long double scalar raised struct's
     error out of the argument check."""

@@ -54,6 +54,24 @@ def test_a_complex_array_is_checked_against_the_complex_type_it_is_given_for(tmp
     assert "give an array of np.complex64" in args_problem({"z": np.zeros(4, np.float64), "n": np.int32(4)}, (z, n))
 
 
+def test_a_complex_scalar_is_checked_as_a_float_is_in_size_and_kind(tmp_path):
+    """A float32 for a float _Complex taken by value, a complex64 for a double (its 8 bytes) or
+    for a std::complex<double>: each passed, and every config read garbage."""
+    z, w, d = library_functions(build(tmp_path, "void k(float _Complex z, double _Complex w, double d) {}\n"))["k"]
+    (c,) = library_functions(build(tmp_path, '#include <complex>\nextern "C" void p(std::complex<double> c) {}\n',
+                                   "c++"))["p"]
+    fits = {"z": np.complex64(1j), "w": np.complex128(1j), "d": np.float64(1)}
+    assert args_problem(fits, (z, w, d)) is None and args_problem({"c": np.complex128(1j)}, (c,)) is None
+    assert args_problem({"z": np.float32(1), "w": np.complex64(1j), "d": np.complex64(1j)}, (z, w, d)) == (
+        "argument 'z' (float32 scalar) where the kernel's 1st parameter (complex float z) takes an 8-byte complex: "
+        "give it np.complex64; argument 'w' (complex64 scalar) where the kernel's 2nd parameter (complex double w) "
+        "takes a 16-byte complex: give it np.complex128; argument 'd' (complex64 scalar) where the kernel's 3rd "
+        "parameter (double d) takes an 8-byte float: give it np.float64")
+    assert args_problem({"c": np.complex64(1j)}, (c,)) == (
+        "argument 'c' (complex64 scalar) where the kernel's 1st parameter (complex<double> c) takes a 16-byte "
+        "complex: give it np.complex128")
+
+
 def test_a_scalar_of_another_size_than_a_struct_the_dwarf_names_is_refused_as_a_cubins_bytes_are(tmp_path):
     """Only a cubin's bytes were checked for a struct by value: on the CPU, whose library's DWARF
     names it, a float32 for a 12-byte struct passed, and every config read garbage."""

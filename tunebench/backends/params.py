@@ -37,6 +37,9 @@ POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_refer
 #: a float16 array read as ``__nv_bfloat16`` has the right size and every value wrong.
 NAMED_FLOATS = {"__half": "float16", "_Float16": "float16", "__nv_bfloat16": "bfloat16", "__bf16": "bfloat16",
                 "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2"}
+#: The structs that are a complex, by name: C++'s ``std::complex<float>``, ``thrust::complex`` and
+#: ``cuda::std::complex`` alike, and nvcc's own ``float _Complex``; their DWARF names a struct.
+COMPLEX_STRUCTS = ("complex<float>", "complex<double>", "_Complex_float", "_Complex_double")
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,19 @@ class Param:
             return "np.bool_"
         if self.kind == "float" and self.size in (2, 4, 8):
             return f"np.float{self.size * 8}"
+        if self.complex is not None:
+            return f"np.{self.complex}"
         if self.kind == "int" and self.size in (1, 2, 4, 8):
             return f"np.{'u' if self.unsigned else ''}int{self.size * 8}"
         return None
+
+    @property
+    def complex(self) -> str | None:
+        """The numpy complex dtype whose parts a parameter taken by value holds: a complex's, or a
+        CUDA vector's of two floats (``float2``, which ``cuFloatComplex`` is); None for any other."""
+        pair = self.kind == "vector" and self.element.kind == "float" and self.element.dtype is None \
+            and self.size == 2 * self.element.size
+        return f"complex{self.size * 8}" if (self.kind == "complex" or pair) and self.size in (8, 16) else None
 
 
 def _given(value) -> tuple[str, np.dtype]:
@@ -90,7 +103,8 @@ def _bytes(what: str, dtype: np.dtype) -> str:
 
 
 def _kind_of(dtype: np.dtype) -> str:
-    return "float" if kind(dtype) in "fc" else "int" if dtype.kind in "iub" else "other"
+    return "float" if kind(dtype) == "f" else "complex" if kind(dtype) == "c" else "int" if dtype.kind in "iub" \
+        else "other"
 
 
 #: The numpy scalars of a parameter's size, for a parameter whose C type is not known.
@@ -143,6 +157,12 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         article = "an" if param.size == 8 else "a"
         return (f"takes {article} {param.size}-byte {param.kind}: give it "
                 f"{param.scalar or 'a numpy scalar of its C type'}")
+    if kind(dtype) != "V" and (param.complex or (param.kind == "vector" and kind(dtype) == "c")) \
+            and dtype.name != param.complex:  # a complex, checked as a float is: its parts' size and kind
+        if param.kind == "vector":
+            return (f"takes two {param.element.size}-byte floats: give it np.{param.complex}, its real part x and its "
+                    f"imaginary part y" if param.complex else "is no complex: give it a numpy struct scalar of its fields")
+        return f"takes {'an' if param.size == 8 else 'a'} {param.size}-byte complex: give it np.{param.complex}"
     if param.kind in STRUCTS and param.size and param.size != dtype.itemsize:  # as a cubin's bytes are checked
         return f"takes {bytes_}: give it a numpy struct scalar of its fields, {bytes_} as C lays them out"
     return None
@@ -258,6 +278,8 @@ def _param(die, pointee: bool = True) -> Param:
         return Param(size or 8, "pointer", f"{to.ctype if to else '?'} *", pointee=to)
     if name in NAMED_FLOATS:
         return Param(size, "float", name, dtype=NAMED_FLOATS[name])
+    if name in COMPLEX_STRUCTS:
+        return Param(size, "complex", name)
     if die.tag == "DW_TAG_base_type":
         encoding = attrs["DW_AT_encoding"].value
         kind = ("float" if encoding in FLOAT_ENCODINGS else "int" if encoding in INTEGER_ENCODINGS
