@@ -772,6 +772,52 @@ def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_foun
         entry_symbol("other::scale", kernels, "inl.cu")
 
 
+#: A kernel whose code only tests whether bool param ``fast`` is defined, always so.
+IFDEF_CU = """\
+#include "twice.cuh"
+extern "C" __global__ void k(const float *x, float *y, int n)
+{
+#ifdef fast
+    y[0] = TWICE(x[0]);
+#else
+    y[0] = x[0] + x[0];
+#endif
+}
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize("template, header, grid, said", [
+    (IFDEF_CU, "#define TWICE(v) (2 * (v))\n", lambda c, s: -(-s[0] // c["block"]),
+     "k.cu line 4 tests whether bool param 'fast' is defined, which it always is (False is #defined as 0): every "
+     "config builds the same code; test its value, #if fast"),
+    (IFDEF_CU.replace("#ifdef fast", "#if fast"), "#define TWICE(v) (2 * (v))\n", lambda c, s: -(-s[0] // c["block"]),
+     None),
+    (IFDEF_CU, "#define TWICE(v) (2 * (v))\n", lambda c, s: -(-s[0] // c["block"]) * (2 if c["fast"] else 1),
+     None),  # the launch tells its values apart
+    (IFDEF_CU, "#if fast\n#define TWICE(v) (2 * (v))\n#else\n#define TWICE(v) ((v) * 2)\n#endif\n",
+     lambda c, s: -(-s[0] // c["block"]), None),  # a header of an -I folder reads its value: nvcc -E sees it
+])
+def test_a_cuda_template_that_only_tests_whether_a_bool_param_is_defined_is_a_declaration_error(
+        tmp_path, template, header, grid, said):
+    """gcc's preprocessor confirmed it for the CPU target alone: a CUDA kernel with the mistake
+    built one code for every config, and the tune measured noise."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "twice.cuh").write_text(header)
+    (tmp_path / "k.cu").write_text(template)
+    variant = Variant(source=str(tmp_path / "k.cu"), entry="k", flags=(f"-I{tmp_path / 'inc'}",),
+                      space=Space({"fast": [False, True], "block": [64, 128]}),
+                      heuristic=lambda shape: {"fast": False, "block": 128},
+                      launch=lambda config, shape: (grid(config, shape), config["block"]))
+    kernel = Kernel("defined", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cuda=variant)
+    if said is None:
+        kernel.check(variant, "cuda")
+        return
+    with pytest.raises(KernelError, match=re.escape(f"kernel 'defined', the cuda variant: {said}")):
+        kernel.check(variant, "cuda")
+
+
 @needs_nvcc
 def test_a_complex_scalar_is_checked_against_the_complex_a_kernel_takes_by_value_in_size_and_kind(tmp_path):
     """A cuFloatComplex took a float64 (its 8 bytes), a thrust::complex<float> a complex128 and

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_suspects,
-                                     folder_header, overridden, unreadable)
-from tunebench.backends.launch import stray_parameter, takes_dtype
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
+                                     constant_suspects, folder_header, overridden, unreadable)
+from tunebench.backends.launch import launch_of, stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -1137,9 +1137,13 @@ class Kernel:
             raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "
                               f"variable's name, which its #define would rewrite in the kernel: rename the param")
         why = overridden(variant, variant.space.names) or bare_include(variant, variant.space.values)
-        if not why and target == "cpu":  # CUDA: nvcc's preprocessor takes seconds, and a launch may read a param
-            from tunebench.backends.cpu import constant_param
-            why = constant_param(variant, constant_suspects(variant, variant.space.values), variant.space.values)
+        if not why:
+            from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
+
+            suspects = [(p, said) for p, said in constant_suspects(variant, variant.space.values)
+                        if target == "cpu" or self._launched_alike(variant, p)]
+            preprocessed = {"cpu": cpu.preprocessed, "cuda": cuda.preprocessed}[target]
+            why = constant_param(suspects, variant.space.values, functools.partial(preprocessed, variant))
         if why:
             raise KernelError(f"kernel {self.name!r}, the {target} variant: {why}")
         for dtype in variant.dtypes:
@@ -1160,6 +1164,18 @@ class Kernel:
                     except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
                         raise KernelError(f"the {target} variant: {e}") from None
                     self._work(shape, dtype)
+
+    def _launched_alike(self, variant: Variant, param: str) -> bool:
+        """Whether the CUDA variant's launch is one whatever the param's value (the others at their
+        first values) on each representative shape and dtype: a param the template cannot tell
+        apart may still size the grid, which tells it apart (a launch that raises: not judged)."""
+        first = {n: vs[0] for n, vs in variant.space.values.items()}
+        try:
+            return all(len({launch_of(self, variant, {**first, param: value}, shape, dtype)
+                            for value in variant.space.values[param]}) == 1
+                       for bucket in self.buckets_for("cuda") for shape in bucket.shapes for dtype in variant.dtypes)
+        except KernelError:
+            return False
 
     def _work(self, shape: tuple, dtype: str) -> None:
         """``flops(shape)`` and ``bytes(shape, dtype)`` called as a tune calls them: an error, or

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -351,7 +352,7 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
     a param whose values are names the template never #defines, compared in #if (there each
     is 0). Suspects only: a header, the compiler or token pasting may define or read what this
     reading of the text cannot see, so the target's preprocessor confirms them (see
-    :func:`tunebench.backends.cpu.constant_param`)."""
+    :func:`constant_param`)."""
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)
     directives = list(_directives(variant))
     found: list[tuple[str, str]] = []
@@ -379,6 +380,44 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
                                      f"({', '.join(named[param])}) is a macro it #defines: in #if each is 0, so every "
                                      f"config builds the same code; #define them ({shown}) or give ints"))
     return found
+
+
+def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequence],
+                   preprocessed: Callable[[dict], str | None]) -> str | None:
+    """Why the first suspect (see :func:`constant_suspects`) is a param whose every value the
+    target's preprocessor reads as the same code (``preprocessed``: a config's template as its
+    build reads it, None where the preprocessor fails), under each setting of the other params
+    (all at their first values, then each other param at each of its others: a param read only
+    behind another's later value tells its values apart there); None where none is."""
+    first = {n: vs[0] for n, vs in values.items()}
+    for param, why in suspects:
+        others = [first] + [{**first, n: v} for n, vs in values.items() if n != param for v in vs[1:]]
+        if all(_one_code(preprocessed, [{**other, param: value} for value in values[param]]) for other in others):
+            return why
+    return None
+
+
+def preprocess(command: list[str], text: str, cwd: Path | None) -> str | None:
+    """What a preprocessor's ``command`` (reading the source from its stdin, run in ``cwd``)
+    makes of ``text``; None where it fails or is not there: it judges nothing then."""
+    try:
+        done = subprocess.run(command, input=text, capture_output=True, text=True, cwd=cwd)
+    except OSError:
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _one_code(preprocessed: Callable[[dict], str | None], configs: list[dict]) -> bool:
+    """Whether the configs' templates preprocess to one text; False where the preprocessor fails."""
+    texts = set()
+    for config in configs:
+        text = preprocessed(config)
+        if text is None:
+            return False
+        texts.add(text)
+        if len(texts) > 1:
+            return False
+    return True
 
 
 def _only_without(branches: list[str], param: str) -> bool:

@@ -38,6 +38,7 @@ from tunebench.backends.base import (
     input_damage,
     not_contiguous,
     poison,
+    preprocess,
     render,
     render_inputs,
 )
@@ -92,40 +93,14 @@ def code_flags(variant: Variant) -> list[str]:
                                                                          *copy_flags(variant)]
 
 
-def constant_param(variant: Variant, suspects: list[tuple[str, str]], values: Mapping[str, tuple]) -> str | None:
-    """Why the first suspect (see :func:`~tunebench.backends.base.constant_suspects`) is a param
-    whose every value the compiler reads as the same code: the template preprocessed as a build
-    reads it (gcc -E, the variant's flags, from its folder), once per value, under each setting
-    of the other params (all at their first values, then each other param at each of its others:
-    a param read only behind another's later value tells its values apart there); None where
-    none is (a preprocessor that fails, or is not there, judges nothing)."""
+def preprocessed(variant: Variant, config: Mapping) -> str | None:
+    """A config's template as a build reads it (gcc -E, the variant's flags, from its folder), to
+    tell whether a param's values make another code (see
+    :func:`~tunebench.backends.base.constant_param`); None where the preprocessor fails."""
     lang = language(variant)
     ctype = CTYPES.get(variant.dtypes[0], "float")  # the code's type, which no #if reads
-    first = {n: vs[0] for n, vs in values.items()}
-    for param, why in suspects:
-        others = [first] + [{**first, n: v} for n, vs in values.items() if n != param for v in vs[1:]]
-        if all(_one_code(variant, lang, ctype, [{**other, param: value} for value in values[param]])
-               for other in others):
-            return why
-    return None
-
-
-def _one_code(variant: Variant, lang: str, ctype: str, configs: list[dict]) -> bool:
-    """Whether the configs' templates preprocess to one text; False where the preprocessor fails."""
-    texts = set()
-    for config in configs:
-        try:
-            done = subprocess.run([compiler(lang), "-E", "-P", *code_flags(variant), "-x", lang, "-"],
-                                  input=render(variant, config, ctype), capture_output=True, text=True,
-                                  cwd=variant.origin or None)
-        except OSError:
-            return False
-        if done.returncode != 0:
-            return False
-        texts.add(done.stdout)
-        if len(texts) > 1:
-            return False
-    return True
+    return preprocess([compiler(lang), "-E", "-P", *code_flags(variant), "-x", lang, "-"],
+                      render(variant, config, ctype), variant.origin)
 
 
 def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:

@@ -55,6 +55,7 @@ from tunebench.backends.base import (
     guard_damage,
     input_damage,
     not_contiguous,
+    preprocess,
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
@@ -214,6 +215,19 @@ def source(variant: Variant, config: Mapping, dtype: str) -> str:
     """What nvcc compiles for a config and dtype: a user's float16 kernel needs no include."""
     header = f"#include <{CTYPE_HEADERS[dtype]}>\n" if dtype in CTYPE_HEADERS else ""
     return header + render(variant, config, CTYPES[dtype], "cuda")
+
+
+def preprocessed(variant: Variant, config: Mapping) -> str | None:
+    """A config's template as a build reads it for the device (nvcc -E, the variant's flags), to
+    tell whether a param's values make another code (see
+    :func:`~tunebench.backends.base.constant_param`); None where nvcc fails or is not there (a
+    machine without CUDA collects the suite all the same)."""
+    dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
+    try:
+        command = [nvcc(), "-E", "-Xcompiler", "-P", *code_flags(variant), "-x", "cu", "-"]
+    except FileNotFoundError:
+        return None
+    return preprocess(command, source(variant, config, dtype), variant.origin)
 
 
 def fingerprint_of(drv, device) -> dict:
