@@ -7,8 +7,8 @@ config's coordinates are, per param, the log of its value where every value is a
 number (block sizes and tiles act multiplicatively), else the value's position in the list,
 each scaled to [0, 1]. The hyperparameters maximise the marginal likelihood under weak
 log-normal priors (gradient steps from the last fit), refitted whenever the data has grown by
-``refit``; in between, the factor of the kernel matrix is extended by one point per trial, so
-a trial costs O(candidates x points).
+``refit`` until it holds ``FIT_POINTS`` points; in between and after, the factor of the kernel
+matrix is extended by one point per trial, so a trial costs O(candidates x points).
 
 Each trial measures the unmeasured candidate of the largest expected improvement over the
 fastest config measured, evaluated over every candidate rather than a sample. A candidate that
@@ -45,6 +45,10 @@ PRIORS = {"lengthscale": (math.log(0.3), 1.0), "signal": (0.0, 1.0), "noise": (m
 #: Gradient (Adam) steps of the first fit of the hyperparameters and of a refit, which starts
 #: from the last fit; and their step size.
 FIT_STEPS, REFIT_STEPS, FIT_RATE = 30, 10, 0.1
+#: Points beyond which the hyperparameters stay as last fitted: a gradient step costs O(points^3),
+#: and refits near a thousand points took 13 of the 15 s of CPU that ``hybrid`` spent measuring
+#: every config of a 1,023-config space; a budget of 200 trials with 40 warm points stays below.
+FIT_POINTS = 256
 #: Candidates whose kernel against the points is formed at once (see ``GaussianProcess._spread``).
 ROWS = 1 << 16
 
@@ -96,6 +100,12 @@ def log_expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.
     zt = z[tail]  # zn * cdf + pdf ~ pdf / z^2 there
     out[tail] = np.log(sd[tail]) - 0.5 * zt * zt - 0.5 * math.log(2 * math.pi) - 2 * np.log(-zt)
     return out
+
+
+def refit_due(fitted_at: int, points: int, growth: float) -> bool:
+    """Whether the hyperparameters are fitted (again) to ``points`` points, the last fit having
+    had ``fitted_at``: first, then whenever the data has grown by ``growth``, up to ``FIT_POINTS``."""
+    return fitted_at == 0 or fitted_at * (1 + growth) <= points <= FIT_POINTS
 
 
 def warm_points(warm, index: dict[tuple, int], count: int, rng) -> dict[int, float]:
@@ -302,7 +312,7 @@ class Bayes(Strategy):
         measured = np.array([ran.max() if v is None else v for v in self.logs])
         mean, sd = ran.mean(), max(ran.std(), 1e-9)
         y = np.concatenate([self.warm_logs, (measured - mean) / sd])
-        if self.fitted_at == 0 or len(y) >= self.fitted_at * (1 + self.refit):
+        if refit_due(self.fitted_at, len(y), self.refit):
             self.gp.fit(y)
             self.fitted_at = len(y)
         mu, sd_post = self.gp.predict(y)

@@ -76,7 +76,7 @@ import math
 import numpy as np
 
 from tunebench.strategies.base import Strategy, numeric, positions
-from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, positive, warm_points
+from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, positive, refit_due, warm_points
 
 
 #: Runners-up of a global choice kept for :meth:`Hybrid.upcoming`.
@@ -248,12 +248,12 @@ class Hybrid(Strategy):
     def _propose(self) -> int:
         """The free candidate of the largest expected improvement, or every ``local``-th time the
         one on the lines of the elites that the model expects fastest (see the module docstring)."""
-        ran = [v for v in self.logs if v is not None]
-        logs = np.array([max(ran) if v is None else v for v in self.logs])
+        worst = max(v for v in self.logs if v is not None)
+        logs = np.array([worst if v is None else v for v in self.logs])
         logs = np.minimum(logs, np.quantile(logs, self.clip))
         mean, sd = logs.mean(), max(logs.std(), 1e-9)
         y = np.concatenate([self.warm_logs, (logs - mean) / sd])
-        if self.fitted_at == 0 or len(y) >= self.fitted_at * (1 + self.refit):
+        if refit_due(self.fitted_at, len(y), self.refit):
             for model in self.models:
                 model.fit(y)
             self.model = max(self.models, key=lambda m: m.evidence(y))
