@@ -2,14 +2,18 @@
 
 The walk starts at the best warm config (else a random candidate) and steps to a random
 unmeasured neighbour: a config whose every param is at most one value away (diagonal steps
-included, so that e.g. halving one block dimension while doubling another is one step), or,
-with probability ``jump``, a config with one param changed to any value (to leave a basin along
-a param whose values are not ordered). A faster neighbour is always taken; a slower one with
-probability ``exp(-ln(slower / current) / T)``, so that early on the walk crosses ridges and
-later it only descends. ``T`` starts at ``temperature`` and is multiplied by ``cooling`` after
-every trial. After ``patience`` trials without a new best, or where no unmeasured neighbour is
-left, the walk restarts at a random candidate. A config that failed is never stepped to.
-Neighbours are found on the positions of values in each param's value list, whatever the values.
+included, so that e.g. halving one block dimension while doubling another is one step), or, with
+probability ``jump``, a config with one param changed to any value (to leave a basin along a
+param whose values are not ordered). With warm data, a step draws two such neighbours and takes
+the one of the better warm score (a config without one counts as the warm median): a bias toward
+where the other task was fast that can still step anywhere, as warm data from another device may
+mislead. Started from the warm best alone, the walk gained little from warm data (see
+docs/strategies.md). A faster neighbour is always taken; a slower one with probability
+``exp(-ln(slower / current) / T)``, so that early on the walk crosses ridges and later it only
+descends. ``T`` starts at ``temperature`` and is multiplied by ``cooling`` after every trial.
+After ``patience`` trials without a new best, or where no unmeasured neighbour is left, the walk
+restarts at a random candidate. A config that failed is never stepped to. Neighbours are found
+on the positions of values in each param's value list, whatever the values.
 
 Options (keyword arguments):
 
@@ -40,6 +44,11 @@ class Annealing(Strategy):
         self.unmeasured = np.ones(len(self.candidates), dtype=bool)
         self.logs: dict[int, float] = {}  # measured candidate -> log objective (inf: failed)
         warm = self.warm_first()
+        scores = self.warm_scores()
+        self.warm_score: np.ndarray | None = None  # per candidate, where there is warm data
+        if scores:
+            self.warm_score = np.full(len(self.candidates), np.median(list(scores.values())))
+            self.warm_score[[self.index[k] for k in scores]] = list(scores.values())
         self.current: int | None = self.index[warm[0]] if warm else None  # where the walk is
         self.proposed: int | None = None
         self.best, self.since = math.inf, 0  # the best log objective, trials since it was found
@@ -82,5 +91,9 @@ class Annealing(Strategy):
         for ring in rings:
             found = np.flatnonzero(ring & self.unmeasured)
             if len(found):
-                return int(found[self.rng.randrange(len(found))])
+                step = int(found[self.rng.randrange(len(found))])
+                if self.warm_score is not None:  # the better of two by warm score (see the module docstring)
+                    other = int(found[self.rng.randrange(len(found))])
+                    step = other if self.warm_score[other] < self.warm_score[step] else step
+                return step
         return None

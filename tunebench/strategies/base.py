@@ -33,15 +33,20 @@ class Strategy(ABC):
         self.rng = rng
         self.warm = list(warm)
 
-    def warm_first(self) -> list[tuple]:
-        """The warm configs that are candidates here, each once, best score first: where a
-        strategy may begin."""
+    def warm_scores(self) -> dict[tuple, float]:
+        """The best warm score of each warm config that is a candidate here."""
         best: dict[tuple, float] = {}
         valid = set(self.candidates)
         for key, score in self.warm:
             key = tuple(key)
             if key in valid and score < best.get(key, float("inf")):
                 best[key] = score
+        return best
+
+    def warm_first(self) -> list[tuple]:
+        """The warm configs that are candidates here, each once, best score first: where a
+        strategy may begin."""
+        best = self.warm_scores()
         return sorted(best, key=best.get)
 
     @abstractmethod
