@@ -41,7 +41,7 @@ import numpy as np
 
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.records import RecordsError, RecordStore, config_key, measured_time
+from tunebench.records import RecordsError, RecordStore, config_key, measured_time, measured_times
 from tunebench.space import Space, SpaceError
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
@@ -75,7 +75,7 @@ class ReplayWarning(UserWarning):
     """A recorded space replayed otherwise than it was tuned; the message names the file."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a million of them in a large cache: no dict each
 class Run:
     """One recorded trial, a config on one shape, as the device answered it."""
 
@@ -169,7 +169,7 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     if not measured_time(time):
         raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
     runs = doc.get("times") or [time]
-    if not isinstance(runs, list) or not all(measured_time(t) for t in runs):
+    if not isinstance(runs, list) or not measured_times(runs):
         raise ReplayError(f"{where} has a 'times' that is not a list of positive numbers")
     scale = time / statistics.median(runs)  # the objective is 'time' (see the module docstring)
     return Run("ok", tuple(t * scale for t in runs), compile_s, measure_s)
@@ -193,9 +193,10 @@ def _same_key(cache_key: str, values: list) -> bool:
     return True
 
 
-def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
+def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
     """A Kernel Tuner cache: one recording over ``tune_params`` and one shape, its
-    ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable")."""
+    ``problem_size`` (``()`` where that is not a list of integers, e.g. "callable"). Empties
+    ``data``'s cache as it reads it."""
     params, cache = data["tune_params"], data["cache"]
     if data.get("objective") not in (None, "time", ["time"]):  # Kernel Tuner records a time for every config all the same
         warnings.warn(f"{path}: the cache was tuned for {data['objective']!r}; it is replayed by each config's "
@@ -223,7 +224,8 @@ def _kernel_tuner(path: Path, data: Mapping) -> list[Recording]:
     # space's to refuse)
     listed = {n: {v for v in vs if not isinstance(v, dict)} for n, vs in values.items()}
     runs: dict[tuple, dict[tuple, Run]] = {}
-    for cache_key, doc in cache.items():
+    for cache_key in list(cache):  # each entry's document freed once its run is made, not held beside them all
+        doc = cache.pop(cache_key)
         if not isinstance(doc, Mapping):
             raise ReplayError(f"{path}: cache entry {cache_key!r} is not an object")
         missing = next((n for n in names if n not in doc), None)
@@ -340,6 +342,7 @@ def _json(path: Path) -> object:
         text = raw.decode()
     except UnicodeDecodeError as e:
         raise ReplayError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from None
+    del raw  # freed before the parse, beside which it held as much again as the text
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -389,8 +392,14 @@ class Replay:
         self._compare_rng = random.Random(f"{seed}:compare")
         device, self.recordings = load(self.path)
         self.fingerprint = {"target": "replay", "name": device, "file": self.path.name}
-        self._runs = {(r.kernel, r.dtype, shape, config_key(r.space.config(key))): run
-                      for r in self.recordings for key, shapes in r.runs.items() for shape, run in shapes.items()}
+
+    @cached_property
+    def _runs(self) -> dict[tuple, Run]:
+        """Each recorded run by (kernel, dtype, shape, config key), as a trial names it: made at
+        the first trial, not for a search that only reads a recording's objectives (every
+        :func:`simulate` call made it: 9.5 s of a million-config cache)."""
+        return {(r.kernel, r.dtype, shape, config_key(r.space.config(key))): run
+                for r in self.recordings for key, shapes in r.runs.items() for shape, run in shapes.items()}
 
     def recording(self, kernel: str | None = None, dtype: str | None = None,
                   bucket: str | None = None) -> Recording:
