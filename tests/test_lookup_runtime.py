@@ -1140,3 +1140,22 @@ def test_two_projects_suites_each_import_their_own_helper_modules(tmp_path, monk
         for name in set(sys.modules) - before:
             if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
                 del sys.modules[name]
+
+
+def test_a_launcher_given_a_param_positionally_runs_with_it_and_shape_and_dtype_get_the_arguments_they_take(deployed):
+    """A framework's own launcher takes its params positionally too: ``launch(x, g, b, y, 4)``
+    was a TypeError (multiple values for 'vec'), and ``shape=lambda x: x.shape`` on a call of
+    four arguments one from the lambda, naming neither the kernel nor the param."""
+    layernorm = tunebench.tuned("layernorm", device=DEVICE, records=deployed / "records")
+    tuned = layernorm.config((300, 8192))
+
+    @layernorm.apply(shape=lambda x: x.shape, dtype=lambda x: x.dtype)
+    def launch(x, gamma, beta, y, vec, unroll, chunk, two_pass):
+        return {"vec": vec, "unroll": unroll, "chunk": chunk, "two_pass": two_pass}
+
+    x = np.zeros((300, 8192), np.float32)
+    assert launch(x, None, None, None) == tuned
+    assert launch(x, None, None, None, 4) == {**tuned, "vec": 4}  # the call's own param wins, as by keyword
+    assert launch(x, None, None, None, 4, 2) == {**tuned, "vec": 4, "unroll": 2}
+    assert launch(x, None, None, None, 4, unroll=2) == {**tuned, "vec": 4, "unroll": 2}
+    assert launch(x=x, gamma=None, beta=None, y=None) == tuned

@@ -103,17 +103,20 @@ class Tuned:
         """A decorator: the function is called with its own arguments and the config for the
         shape ``shape(*args, **kwargs)`` gives, in the dtype ``dtype(*args, **kwargs)`` gives
         (``dtype=lambda x, *rest: x.dtype``; default: the handle's), as keyword arguments. A
-        param the call passes itself (``launch(x, y, vec=4)``) overrides the tuned one; ``shape``
-        and ``dtype`` are given only the keyword arguments they take."""
-        shape_of, dtype_of = _keywords_taken(shape), _keywords_taken(dtype) if dtype is not None else None
+        param the call passes itself (``launch(x, y, vec=4)``, or in its place ``launch(x, y, 4)``)
+        overrides the tuned one; ``shape`` and ``dtype`` are given only the arguments they take
+        (``lambda x: x.shape``: the first)."""
+        shape_of, dtype_of = _taken(shape), _taken(dtype) if dtype is not None else None
 
         def decorate(fn: Callable) -> Callable:
-            takes = _keywords(fn)
+            takes, places = _keywords(fn), _positional(fn) or ()
 
             @functools.wraps(fn)
             def call(*args, **kwargs):
                 kind = dtype_of(args, kwargs) if dtype_of is not None else None
                 config = self.config(shape_of(args, kwargs), kind)
+                for given in places[:len(args)]:  # passed in its place: the call's own, as by keyword
+                    config.pop(given, None)
                 if takes is not None and not takes.issuperset(config):  # said here, not as a bare TypeError
                     missing = ", ".join(sorted(set(config) - takes))
                     raise TypeError(f"{fn.__qualname__}() takes no {missing}, params of the config tunebench applies "
@@ -134,13 +137,27 @@ def _keywords(fn: Callable) -> set[str] | None:
     return {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
 
 
-def _keywords_taken(fn: Callable) -> Callable[[tuple, dict], Any]:
-    """``fn`` called with the positional arguments and those keyword arguments it takes: the
-    call's own overrides of params are not for a ``lambda x, *rest: x.shape``."""
-    names = _keywords(fn)
-    if names is None:  # it takes any: give it everything
-        return lambda args, kwargs: fn(*args, **kwargs)
-    return lambda args, kwargs: fn(*args, **{k: v for k, v in kwargs.items() if k in names})
+def _positional(fn: Callable) -> tuple[str, ...] | None:
+    """The names of the parameters ``fn`` takes in place, in order; None where it takes any
+    number (``*args``) or has no signature."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return None
+    return tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _taken(fn: Callable) -> Callable[[tuple, dict], Any]:
+    """``fn`` called with the positional and keyword arguments it takes: the call's own
+    overrides of params are not for a ``lambda x, *rest: x.shape``, nor its buffers after the
+    first for a ``lambda x: x.shape``."""
+    names, places = _keywords(fn), _positional(fn)
+    count = len(places) if places is not None else None
+    if names is None:  # it takes any keyword: give it every one
+        return lambda args, kwargs: fn(*args[:count], **kwargs)
+    return lambda args, kwargs: fn(*args[:count], **{k: v for k, v in kwargs.items() if k in names})
 
 
 def tuned(kernel: str | Kernel, *, device: str | None = None, dtype: str | None = None,
