@@ -405,6 +405,27 @@ def test_the_headers_of_two_devices_go_into_one_program_under_their_prefixes(tmp
     assert main(["export", "--out", str(tmp_path), "--prefix", "h100-sxm"]) == 2
 
 
+
+def test_two_devices_headers_under_one_prefix_in_one_program_are_an_error_not_the_first_devices_configs(tmp_path):
+    """Both exported without --prefix, the second device's header was skipped whole by the first's
+    include guard: a program compiled and served the first device's configs for both."""
+    root = Path(__file__).resolve().parent.parent
+    for device in ("cpu-amd-epyc-f26m2-2t-506d4e", "cpu-amd-epyc-2t-b42c66"):
+        assert main(["export", "--out", str(tmp_path / device), "--device", device, "--records",
+                     str(root / "records"), "--suites", str(root / "suites")]) == 0
+    (tmp_path / "main.c").write_text(
+        '#include "cpu-amd-epyc-f26m2-2t-506d4e/tunebench_configs.h"\n'
+        '#include "cpu-amd-epyc-f26m2-2t-506d4e/tunebench_configs.h"\n'  # the same device's again: one
+        '#include "cpu-amd-epyc-2t-b42c66/tunebench_configs.h"\nint main(void) { return 0; }\n')
+    for compiler in ("gcc", "g++"):
+        done = subprocess.run([compiler, "-fsyntax-only", f"-I{tmp_path}", "-x", "c" if compiler == "gcc" else "c++",
+                               str(tmp_path / "main.c")], capture_output=True, text=True)
+        assert done.returncode != 0
+        errors = [line for line in done.stderr.splitlines() if ": error:" in line]
+        assert len(errors) == 1 and ("the header of device cpu-amd-epyc-2t-b42c66, and the header of another "
+                                     "device is included already under the prefix tb: export each device with its "
+                                     "own --prefix") in errors[0], done.stderr
+
 def test_a_kernel_whose_space_collection_refuses_is_an_export_error_naming_it(tmp_path, capsys):
     """Its constraint raised and pytest refused the suite, while the export wrote its heuristic unsaid."""
     (tmp_path / "records").mkdir()

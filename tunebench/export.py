@@ -184,7 +184,9 @@ def header(data: dict, prefix: str = "tb") -> str:
     """The C/C++ header of an export's content; its functions and types are named
     ``<prefix>_<kernel>_<dtype>``, so that the headers of several devices (another ``prefix``
     each) go into one program, which picks by the GPU it runs on."""
-    guard = "TUNEBENCH_CONFIGS_H" if prefix == "tb" else f"TUNEBENCH_{prefix.upper()}_CONFIGS_H"
+    # the prefix's guard says its names are taken; the device's keeps one header included once
+    guard = "TUNEBENCH_CONFIGS_H" if prefix == "tb" else f"TUNEBENCH_{prefix}_CONFIGS_H"
+    own = f"{guard}_{re.sub(r'[^A-Za-z0-9]', '_', data['device'])}"
     made_from = f"sha256 {data['records_sha256']}" if data["records_sha256"] else "not there: nothing recorded"
     out = [f"/* {data['generated_by']} for device {data['device']}: {data['description']}.",
            f" * From {data['records']} ({made_from}). Do not edit: run `tunebench export` again.",
@@ -192,7 +194,10 @@ def header(data: dict, prefix: str = "tb") -> str:
            " * nearest): its best tuned config whose shaped constraints hold for the shape, as best() answers;",
            " * tuned == 0 where none does or the heuristic stayed: apply your own rule (the fields hold",
            " * the heuristic's config at the bucket's representative shape). */",
-           f"#ifndef {guard}", f"#define {guard}", "", "#include <math.h>", "",
+           f"#ifndef {own}", f"#define {own}", f"#ifdef {guard}",
+           f'#error "the header of device {data["device"]}, and the header of another device is included already '
+           f'under the prefix {prefix}: export each device with its own --prefix"', "#else", f"#define {guard}", "",
+           "#include <math.h>", "",
            C_HELPERS]
     # the file that builds a kernel with its params as macros (-DBLOCK=256) may include this too
     names = sorted({n for by_dtype in data["kernels"].values() for entry in by_dtype.values()
@@ -259,7 +264,7 @@ def header(data: dict, prefix: str = "tb") -> str:
                     "            return tb_buckets[tb_best].configs[tb_i];",
                     "    return tb_buckets[tb_best].configs[tb_buckets[tb_best].n];", "}", ""]
     out += [f'#pragma pop_macro("{n}")' for n in reversed(names)]
-    out += [f"#endif /* {guard} */", ""]
+    out += [f"#endif /* {guard} */", f"#endif /* {own} */", ""]
     return "\n".join(out)
 
 
