@@ -426,6 +426,24 @@ def test_two_devices_headers_under_one_prefix_in_one_program_are_an_error_not_th
                                      "device is included already under the prefix tb: export each device with its "
                                      "own --prefix") in errors[0], done.stderr
 
+
+def test_the_header_builds_under_a_frameworks_strictest_warnings(tmp_path):
+    """-Wconversion (each dim read as a double) and -Wfloat-equal (a division's zero test) failed
+    a framework's -Werror build at the header, with no constraint of its own in it."""
+    root = Path(__file__).resolve().parent.parent
+    for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cuda-nvidia-h200-sm90-132sm-448dce", "h200")):
+        assert main(["export", "--out", str(tmp_path), "--device", device, "--prefix", prefix, "--records",
+                     str(root / "records"), "--suites", str(root / "suites")]) == 0
+    (tmp_path / "main.c").write_text('#include "tunebench_configs_zen5.h"\n#include "tunebench_configs_h200.h"\n'
+                                     "int main(void) { return zen5_layernorm_float32(300, 8192).vec "
+                                     "+ h200_softmax_float16(3, 4).vec; }\n")
+    strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal", "-Wshadow", "-Wundef", "-Wcast-qual"]
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99", "-Wstrict-prototypes"]),
+                               ("g++", ["-x", "c++", "-std=c++11", "-Wold-style-cast", "-Wuseless-cast"])):
+        done = subprocess.run([compiler, *language, *strict, "-fsyntax-only", str(tmp_path / "main.c")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
 def test_a_kernel_whose_space_collection_refuses_is_an_export_error_naming_it(tmp_path, capsys):
     """Its constraint raised and pytest refused the suite, while the export wrote its heuristic unsaid."""
     (tmp_path / "records").mkdir()

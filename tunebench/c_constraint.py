@@ -50,7 +50,8 @@ static inline long long tb_floordiv(long long a, long long b, int *ok)
 { long long q; if (b == 0) { *ok = 0; return 0; } q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
 static inline long long tb_floormod(long long a, long long b, int *ok)
 { long long r; if (b == 0) { *ok = 0; return 0; } r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
-static inline double tb_div(double a, double b, int *ok) { if (b == 0) { *ok = 0; return 0; } return a / b; }
+static inline double tb_div(double a, double b, int *ok)  /* b == 0, which -Wfloat-equal refuses */
+{ if (b <= 0 && b >= 0) { *ok = 0; return 0; } return a / b; }
 #endif
 """
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
