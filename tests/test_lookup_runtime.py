@@ -1066,6 +1066,9 @@ def test_a_launch_while_the_records_are_read_again_is_answered_from_the_old_ones
     (bytearray(b"12"), TypeError, "shape bytearray(b'12') is a bytearray"),
     ((64, 10**400), ValueError, "a dim beyond 2**63 - 1"),  # a bare OverflowError of a float
     ((2**63, 4096), ValueError, "a dim beyond 2**63 - 1"),
+    # an array of one float has __index__, and refused it in numpy's words, naming no kernel
+    ((np.array(64.0), 4096), TypeError, "array(64.) is no dim: give a sequence of ints"),
+    ((64, np.array([4096.5])), TypeError, "is no dim: give a sequence of ints"),
 ])
 def test_text_and_dims_beyond_64_bits_are_no_shape_and_the_error_names_kernel_and_shape(deployed, shape, error,
                                                                                         says):

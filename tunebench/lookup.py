@@ -872,11 +872,18 @@ def _shape(shape, kernel: str) -> tuple:
 
 def _dims(shape: tuple, kernel: str) -> tuple[int, ...]:
     """A shape's dims as ints: a float, a string or a bool is no dim (300.5 was served as 300),
-    nor is a negative one or one beyond :data:`MAX_DIM`."""
+    nor an array of one float (whose ``__index__`` refuses it), a negative one or one beyond
+    :data:`MAX_DIM`."""
+    found: list[int] = []
     for v in shape:
-        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-            raise TypeError(f"kernel {kernel!r}: shape {shape!r}: {v!r} is no dim: give a sequence of ints (x.shape)")
-    dims = tuple(operator.index(v) for v in shape)
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            found.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"kernel {kernel!r}: shape {shape!r}: {v!r} is no dim: give a sequence of ints "
+                            f"(x.shape)") from None
+    dims = tuple(found)
     if any(d < 0 for d in dims):
         raise ValueError(f"kernel {kernel!r}: shape {shape!r}: a dim below 0")
     if any(d > MAX_DIM for d in dims):
