@@ -1,7 +1,10 @@
 """Fixtures for the harness's own tests: an isolated compile cache and a small tuning project."""
 
 import contextlib
-import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -251,22 +254,20 @@ def quiet_verdicts(monkeypatch):
         "conditions": dict(conditions), "verdict": "clean", "interference": []})
 
 
-def _spin(stop):
-    while not stop.is_set():
-        pass
+#: A process spinning for at most a few minutes (should the block that started it never end).
+SPIN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:\n    pass"
 
 
 @contextlib.contextmanager
 def busy_processes(n: int = 2):
-    """``n`` processes spinning beside the block: a busy machine."""
-    fork = multiprocessing.get_context("fork")
-    stop = fork.Event()
-    hogs = [fork.Process(target=_spin, args=(stop,)) for _ in range(n)]
-    for hog in hogs:
-        hog.start()
+    """``n`` processes spinning beside the block: a busy machine. Other processes, not the run's:
+    a shell starts them and exits, so that none is under this one, whose every process the
+    monitor counts as the run's own (its workers, their compilers)."""
+    shell = f'for i in $(seq {n}); do "$0" -c \'{SPIN}\' >/dev/null 2>&1 & echo $!; done'
+    hogs = [int(pid) for pid in subprocess.run(["sh", "-c", shell, sys.executable], capture_output=True,
+                                               text=True, check=True).stdout.split()]
     try:
         yield
     finally:
-        stop.set()
         for hog in hogs:
-            hog.join()
+            os.kill(hog, signal.SIGKILL)
