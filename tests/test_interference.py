@@ -1,11 +1,13 @@
 """The interference detector on synthetic samples and machine readings, and what a tuning run
 does with a disturbed measurement."""
 
+import contextlib
 import ctypes
 import json
 import os
 import random
 import subprocess
+import sys
 import time
 
 import pytest
@@ -15,7 +17,7 @@ from tests.conftest import AXPB_SUITE, busy_processes, said
 from tests.test_plugin import TUNE
 from tunebench import interference
 from tunebench.compare import compare, undisturbed
-from tunebench.interference import BusyThreads, Monitor, machine_signals, sample_signals, verdict
+from tunebench.interference import BusyThreads, Monitor, OwnTime, machine_signals, sample_signals, verdict
 
 
 def clean(n=60, median=0.8, spread=0.03, seed=0):
@@ -89,6 +91,68 @@ def test_the_monitor_sees_another_process_take_the_cpu():
         busy = monitor.conditions()
     # two spinning processes: most of two cores' time, whatever else ran (this test's own does not count)
     assert busy["others_cpu"] > 0.6 * 2 / max(2, os.cpu_count()) and busy["window_s"] >= 0.5
+
+
+#: Burns the seconds of CPU time it is given, says so, and waits for its stdin to close.
+BURN = """import sys, time
+end = time.process_time() + float(sys.argv[1])
+while time.process_time() < end:
+    pass
+print("burnt", flush=True)
+sys.stdin.read()
+"""
+#: Runs the command it is given and waits for it: the burner under it is this process's grandchild,
+#: as a worker's compile is.
+THROUGH = (sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])")
+TICKS_S = os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def burnt(seconds: float, *through: str):
+    """A process this one started (through ``through``), which has burnt ``seconds`` of CPU time
+    and runs no more until the block closes its stdin; it is waited for by the block's end."""
+    child = subprocess.Popen([*through, sys.executable, "-c", BURN, str(seconds)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "burnt\n"
+        yield child
+    finally:
+        child.stdin.close()
+        child.wait()
+
+
+def test_a_process_the_run_started_is_its_own_while_it_runs():
+    """A compile under a worker, not yet waited for, was another process's: builds ahead beside a
+    GPU measurement disturbed it."""
+    own = OwnTime()
+    before = own.ticks()
+    with burnt(1.0, *THROUGH):
+        running = own.ticks()
+    assert running - before >= 0.8 * TICKS_S  # its second, whatever else the machine ran
+
+
+def test_a_process_waited_for_adds_what_it_ran_since_the_last_reading_not_its_whole_time():
+    own = OwnTime()
+    with burnt(1.0) as child:
+        before = own.ticks()
+        child.stdin.close()
+        child.wait()  # having run nothing more
+        after = own.ticks()
+    assert after - before < 0.5 * TICKS_S  # none of its second
+
+
+def test_a_compile_waited_for_during_a_measurement_hides_no_other_process():
+    """A compile that burnt 1.5 s before a 0.6 s window and was waited for in it counted whole in
+    the window as the run's own, more than two cores gave: two other processes spinning beside it
+    read as none."""
+    with burnt(1.5) as compile_:
+        monitor = Monitor()
+        with busy_processes(2):
+            time.sleep(0.6)
+            compile_.stdin.close()
+            compile_.wait()
+            busy = monitor.conditions()
+    assert busy["others_cpu"] * busy["cores"] > 1, busy  # of the two spinning cores' worth
 
 
 def proc_stat(*cores: tuple[int, int]) -> str:

@@ -105,7 +105,7 @@ def _near_multiple(value: float, tick: float) -> bool:
 class _Stat:
     wall: float  # monotonic seconds
     cpu: tuple[int, ...]  # /proc/stat's cores allowed: user nice system idle iowait irq softirq steal ...
-    own: int  # ticks of user and system time of the tuning run's own processes and their waited children
+    own: int  # ticks of user and system time the tuning run's own processes took (OwnTime)
 
 
 #: Where the kernel counts each core's time (``cpuN`` lines, in ticks).
@@ -120,41 +120,99 @@ def cpu_ticks(text: str, cores: Collection[int]) -> tuple[int, ...]:
     return tuple(map(sum, zip(*rows)))
 
 
-def _process_ticks(pid: int | str) -> int:
+def _process(pid: int) -> tuple[int, int] | None:
+    """Process ``pid``'s parent and its ticks of user and system time, its waited children's with
+    them (fields 4 and 14-17 of proc(5)); None once it has gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
     except OSError:
-        return 0  # gone: its ticks are in its parent's waited-children count
-    return sum(int(v) for v in fields[11:15])  # utime stime cutime cstime (fields 14-17 of proc(5))
+        return None
+    return int(fields[1]), sum(map(int, fields[11:15]))
 
 
-def _stat(pids: tuple[int, ...], cores: Collection[int]) -> _Stat | None:
+def _last_pid() -> int:
+    """The pid the kernel gave last (/proc/loadavg's last field)."""
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[-1])
+
+
+def _given(pids: list[int], after: int, last: int) -> set[int]:
+    """Those of ``pids`` given after ``after`` up to ``last``: pids are given in turn, and start
+    again from the lowest past pid_max."""
+    if after <= last:
+        return {p for p in pids if after < p <= last}
+    return {p for p in pids if p > after or p <= last}
+
+
+def _descendants(root: int, parents: Mapping[int, int]) -> set[int]:
+    """``root`` and every process under it, of those in ``parents`` (pid: its parent's)."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += children.get(pid, ())
+    return found
+
+
+class OwnTime:
+    """The CPU time the tuning run's own processes took: this process and every live one under it
+    (its workers, the compilers of builds ahead beside a GPU measurement, a worker's compilers,
+    what candidates start), each with its waited children's. A compile the run started is its own
+    while it runs, not another process's. Summed over the live ones, a tick counts once: a child's
+    are its own while it runs and its parent's once waited for, so the sum grows by what ran
+    between two readings alone (a compile begun before a measurement and waited for during it adds
+    what it ran during it, not its whole time, which hid other processes' load).
+
+    No process moves under this one (orphans go to init, or to a worker, a subreaper), so a
+    reading reads the stat of the run's processes and of those started since the last reading
+    (pids are given in turn), not of every process on the machine."""
+
+    def __init__(self):
+        self._ours: set[int] = set()
+        self._last: int | None = None  # the pid given last at the last reading
+
+    def ticks(self) -> int:
+        last = _last_pid()  # first: a process started after it is read at the next reading
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        if self._last is not None:
+            pids = self._ours.intersection(pids) | _given(pids, self._last, last)
+        found = {p: read for p in pids if (read := _process(p))}
+        self._ours = _descendants(os.getpid(), {p: parent for p, (parent, _) in found.items()})
+        self._last = last
+        return sum(found[p][1] for p in self._ours if p in found)
+
+
+def _stat(own: OwnTime, cores: Collection[int]) -> _Stat | None:
     try:
         cpu = cpu_ticks(PROC_STAT.read_text(), cores)
+        ticks = own.ticks()
     except (OSError, ValueError):
         return None
-    return _Stat(time.monotonic(), cpu, sum(_process_ticks(p) for p in ("self", *pids)))
+    return _Stat(time.monotonic(), cpu, ticks)
 
 
 class Monitor:
     """The cores the tuning run may run on (its workers and their kernels are forked from it)
     over the last :data:`HORIZON_S` seconds or more, as seen from the run: the share of their
-    CPU time that processes other than the run's own (this one, its workers and their compilers)
-    took, steal, and the load average. One measurement is often shorter than /proc/stat's 10 ms
-    ticks can resolve, so each reading spans back to an earlier one at least the horizon old;
-    readings are taken by the process that starts the workers, so the span runs across fresh
-    workers."""
+    CPU time that processes other than the run's own (:class:`OwnTime`) took, steal, and the load
+    average. One measurement is often shorter than /proc/stat's 10 ms ticks can resolve, so each
+    reading spans back to an earlier one at least the horizon old; readings are taken by the
+    process that starts the workers, so the span runs across fresh workers."""
 
     def __init__(self):
         self._cores = os.sched_getaffinity(0)
-        first = _stat((), self._cores)
+        self._own = OwnTime()
+        first = _stat(self._own, self._cores)
         self._marks = [first] if first else []
 
-    def conditions(self, pids: tuple[int, ...] = ()) -> dict:
-        """Now, with ``pids`` (live workers) counted as the run's own."""
+    def conditions(self) -> dict:
+        """Now, over the span back to an earlier reading."""
         found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": len(self._cores)}
-        end = _stat(pids, self._cores)
+        end = _stat(self._own, self._cores)
         if end is None or not self._marks:
             return found
         start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])

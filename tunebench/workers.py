@@ -595,9 +595,8 @@ class Workers:
         if "samples" not in result and "arm" not in result and arm >= 0:
             result["arm"] = job.arms[arm][0]  # the arm whose call hung or crashed
         if "samples" in result:
-            pids = (self._process.pid,) if self._process is not None else ()
             result.update(interference.verdict(result.get("placements", result["samples"]),
-                                               {**result.get("conditions", {}), **self._monitor.conditions(pids)}))
+                                               {**result.get("conditions", {}), **self._monitor.conditions()}))
         if result.get("left_behind"):  # threads, processes: in a fresh worker, no later candidate shares them
             self._stop()
         result["cost_s"] = time.monotonic() - began
