@@ -534,6 +534,34 @@ def test_a_kernel_that_syncs_its_grid_fails_the_check_and_one_that_syncs_its_blo
     assert "the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative launch allows" in out
 
 
+CONSTANT_CU = """\
+__constant__ float weights[4]FILLED;
+
+extern "C" __global__ void NAME_sum(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = weights[i % 4] * x[i];
+}
+"""
+
+
+@needs_nvcc
+def test_a_kernel_reading_constant_memory_only_the_host_fills_fails_the_check(tmp_path, capsys):
+    """Kernel Tuner's style fills __constant__ arrays from the host (cmem_args); tunebench copies
+    nothing there, so every config would read zeros and fail as a wrong result on the GPU, the
+    reference blamed: the check passed it. An array with an initialiser is the template's own."""
+    for name, filled in (("host", ""), ("inited", " = {1, 2, 3, 4}")):
+        (tmp_path / f"{name}.cu").write_text(CONSTANT_CU.replace("FILLED", filled).replace("NAME", name))
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
+    (tmp_path / "test_constant.py").write_text(suite.replace("alpha=np.float32(2)", "") + "host = kernel('host', "
+                                               "n=np.int32(4096))\ninited = kernel('inited', n=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^host +cuda .* FAILED", out, re.M) and re.search(r"^inited +cuda .* ok", out, re.M), out
+    assert ("the kernel reads __constant__ weights, which has no initialiser, and tunebench copies nothing into "
+            "constant memory") in out, out
+
+
 @needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""

@@ -147,6 +147,24 @@ def test_a_kernel_that_syncs_its_grid_is_refused_at_its_first_load_and_one_that_
 
 
 @needs_nvcc
+def test_a_kernel_reading_constant_memory_only_the_host_fills_is_refused_at_its_first_load(tmp_path):
+    """tunebench copies nothing into __constant__ memory: a Kernel Tuner style kernel whose filter
+    the host fills read zeros in every config, each a wrong result blamed on the reference."""
+    from tests.test_compile_check import CONSTANT_CU
+
+    (tmp_path / "host.cu").write_text(CONSTANT_CU.replace("FILLED", "").replace("NAME", "host"))
+    kernel = Kernel("host", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1024,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "host.cu"), entry="host_sum", space=Space({"UNUSED": [1]}),
+                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (8, 128)))
+    build = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {"UNUSED": 1},
+                                                                       "float32")
+    with pytest.raises(KernelError, match=r"^kernel 'host': host.cu's 'host_sum': the kernel reads __constant__ "
+                                          r"weights, which has no initialiser"):
+        entry_of(kernel, kernel.variant("cuda"), compiled_kernels(build.handle))
+
+
+@needs_nvcc
 def test_a_launch_compile_check_fails_is_refused_before_measuring_with_what_the_build_and_device_say(tmp_path):
     """Only grid sync was refused: a kernel using extern __shared__ memory launched with 0 bytes
     of it, and a grid that is no multiple of the kernel's cluster or a cluster beyond 8 blocks,

@@ -237,9 +237,10 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
                             failing.add(where)  # every launch of the dtype misreads its arguments
                             continue
                         function = kernels[entries[dtype, arch, named]]
-                        if function.grid_sync:
+                        refusal = launch.entry_refusal(function)
+                        if refusal:
                             failing.add(where)
-                            result.launch_failures.append((f"{dtype} {arch} [{named}]", launch.GRID_SYNC))
+                            result.launch_failures.append((f"{dtype} {arch} [{named}]", refusal))
                             continue
                         try:
                             problem = launch.launch_problem(launch.arch_limits(arch), made, function, arch)

@@ -59,8 +59,8 @@ from tunebench.backends.base import (
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
-from tunebench.backends.launch import (DEFAULT_SHARED, GRID_SYNC, FunctionResources, Launch, compiled_kernels,
-                                       entry_symbol, launch_of, launch_problem)
+from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, compiled_kernels,
+                                       entry_refusal, entry_symbol, launch_of, launch_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
 from tunebench.dtypes import as_bits
 
@@ -405,16 +405,18 @@ class CudaCompiler:
 def entry_of(kernel: Kernel, variant: Variant, kernels: Mapping[str, FunctionResources] | None) -> str:
     """The symbol of the variant's entry point among a build's ``kernels`` (its name where they are
     not known: pyelftools is not installed); a KernelError naming the kernel where the build has
-    none, or where it syncs its whole grid (:data:`~tunebench.backends.launch.GRID_SYNC`): refused
-    once, before any measurement, where every config would fail alike, each with an obscure error."""
+    none, or where :func:`~tunebench.backends.launch.entry_refusal` refuses it (it syncs its whole
+    grid, it reads unfilled constant memory): refused once, before any measurement, where every
+    config would fail alike, each with an obscure error or a wrong result."""
     if kernels is None:
         return variant.entry
     try:
         symbol = entry_symbol(variant.entry, kernels, variant.path.name)
     except KernelError as e:
         raise KernelError(f"kernel {kernel.name!r}: {e}") from None
-    if kernels[symbol].grid_sync:
-        raise KernelError(f"kernel {kernel.name!r}: {variant.path.name}'s {variant.entry!r}: {GRID_SYNC}")
+    refusal = entry_refusal(kernels[symbol])
+    if refusal:
+        raise KernelError(f"kernel {kernel.name!r}: {variant.path.name}'s {variant.entry!r}: {refusal}")
     return symbol
 
 

@@ -146,6 +146,7 @@ class FunctionResources:
     extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
     grid_sync: bool = False  # its code reads the grid's sync workspace, which a cooperative launch sets (the PTX)
     cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
+    unfilled_constants: tuple[str, ...] = ()  # the ``__constant__`` arrays it reads that no initialiser fills (the PTX)
 
     @classmethod
     def of(cls, fn, built: FunctionResources | None = None) -> FunctionResources:
@@ -155,8 +156,8 @@ class FunctionResources:
         bounded = fn.max_threads_per_block < register_threads(fn.num_regs)
         found = cls(fn.shared_size_bytes, fn.num_regs, fn.max_threads_per_block,
                     launch_bounds=fn.max_threads_per_block if bounded else None)
-        return found if built is None else replace(found, extern_shared=built.extern_shared,
-                                                   grid_sync=built.grid_sync, cluster=built.cluster)
+        return found if built is None else replace(found, extern_shared=built.extern_shared, grid_sync=built.grid_sync,
+                                                   cluster=built.cluster, unfilled_constants=built.unfilled_constants)
 
 
 #: Attributes of a cubin's ``.nv.info`` sections: a kernel's parameter and its
@@ -252,13 +253,35 @@ def compiled_kernels(cubin: Path) -> dict[str, FunctionResources]:
     ptx = cubin.with_suffix(".ptx")
     text = ptx.read_text() if ptx.exists() else ""
     users, clusters, syncing = extern_shared_users(text), cluster_dims(text), grid_sync_users(text)
-    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing)
-            for name, fn in cubin_kernels(cubin).items()}
+    constants = unfilled_constants(text)
+    return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing,
+                          unfilled_constants=constants.get(name, ())) for name, fn in cubin_kernels(cubin).items()}
 
 
 #: Why a kernel that syncs its whole grid is refused (compile-check fails it, a tune stops at it).
 GRID_SYNC = ("the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative launch allows, and "
              "tunebench launches each kernel as any other: split it into two kernels where it syncs the grid")
+
+
+def entry_refusal(fn: FunctionResources) -> str | None:
+    """Why an entry point fails every config alike, whatever its launch: it syncs its grid, or it
+    reads constant memory that only the host could fill (None where neither)."""
+    if fn.grid_sync:
+        return GRID_SYNC
+    if fn.unfilled_constants:
+        return (f"the kernel reads __constant__ {', '.join(fn.unfilled_constants)}, which has no initialiser, and "
+                "tunebench copies nothing into constant memory (every config would read zeros): pass it as an argument "
+                "(const float *__restrict__), or give it its values in the template")
+    return None
+
+
+def unfilled_constants(ptx: str) -> dict[str, tuple[str, ...]]:
+    """The kernels (by symbol) whose code reads ``__constant__`` arrays declared without an
+    initialiser, each with those arrays: a host's ``cudaMemcpyToSymbol`` fills such an array, and
+    tunebench launches with the args builder's arguments alone."""
+    arrays = re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
+    readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in arrays}
+    return {k: tuple(a for a in arrays if k in readers[a]) for k in set().union(*readers.values())}
 
 
 def extern_shared_users(ptx: str) -> set[str]:
