@@ -88,6 +88,19 @@ def test_a_scalar_of_another_size_than_a_struct_the_dwarf_names_is_refused_as_a_
         "argument 't' (16-byte struct) where the kernel's 2nd parameter (tri t) takes 12 bytes: ")
 
 
+def test_an_array_of_structs_of_another_size_than_the_struct_pointed_to_is_refused(tmp_path):
+    """A params struct passed by pointer took any array: a float64 field for the struct's float
+    made the structs 16 bytes for 12, the check passed, and every config read garbage."""
+    p, y = library_functions(build(tmp_path, "struct cfg { int n, m; float scale; };\n"
+                                             "void k(const struct cfg *p, float *y) {}\n"))["k"]
+    fields = [("n", np.int32), ("m", np.int32)]
+    fits = {"p": np.zeros(1, fields + [("scale", np.float32)]), "y": np.zeros(4, np.float32)}
+    assert args_problem(fits, (p, y)) is None
+    assert args_problem({**fits, "p": np.zeros(1, fields + [("scale", np.float64)])}, (p, y)) == (
+        "argument 'p' (array of 16-byte structs) where the kernel's 1st parameter (cfg *p) points to 12-byte cfg "
+        "structs: give an array of a numpy struct dtype of its fields, 12 bytes as C lays them out")
+
+
 def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):
     functions = library_functions(build(tmp_path, 'template <int V> void f(float *x) {}\n'
                                                   'extern "C" void entry(float &x, long n) { f<4>(&x); }\n', "c++"))

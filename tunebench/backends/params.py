@@ -136,6 +136,9 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         # a vector type's elements, as a pointer to its element type's are: a float32 array for a uchar4 * passed
         vector, to = (to, to.element) if to is not None and to.element is not None else (None, to)
         of = f"{vector.ctype}, of " if vector else ""
+        if to is not None and to.kind == "other" and kind(dtype) == "V" and to.size and dtype.itemsize != to.size:
+            return (f"points to {to.size}-byte {to.ctype} structs: give an array of a numpy struct dtype of its "
+                    f"fields, {to.size} bytes as C lays them out")
         if to is None or to.kind not in ("float", "int") or to.ctype == "char":  # void *, char *: any bytes
             return None
         if _other_float(dtype, to):
