@@ -101,6 +101,26 @@ def test_an_array_of_structs_of_another_size_than_the_struct_pointed_to_is_refus
         "structs: give an array of a numpy struct dtype of its fields, 12 bytes as C lays them out")
 
 
+def test_an_array_for_a_container_or_struct_holding_pointers_is_refused_and_a_plain_struct_is_not(tmp_path):
+    """An extern "C" entry taking a std::vector<float> & took a float32 array: every config
+    crashed with SIGSEGV (the floats read as the vector's pointers), with no word on why."""
+    functions = library_functions(build(tmp_path, "#include <vector>\nstruct xy { float x, y; };\n"
+                                                  "struct view { const float *data; long n; };\n"
+                                                  'extern "C" void k(std::vector<float> &v, const view *w, xy *p)'
+                                                  " { v[0] = w->n + p->x; }\n",
+                                        "c++"))
+    v, w, p = functions["k"]
+    floats = np.zeros(8, np.float32)
+    assert args_problem({"v": floats}, (v,)) == (
+        "argument 'v' (float32 array) where the kernel's 1st parameter (vector<float, std::allocator<float> > *v) "
+        "points to vector<float, std::allocator<float> >, which holds pointers (a C++ container's, or a struct's): no "
+        "numpy array is one; take a pointer to its elements (const float *) and their count")
+    assert args_problem({"w": np.zeros(1, [("data", np.uint64), ("n", np.int64)])}, (w,)).startswith(
+        "argument 'w' (array of 16-byte structs) where the kernel's 1st parameter (view *w) points to view, which "
+        "holds pointers")
+    assert args_problem({"p": floats}, (p,)) is None  # pairs of floats, as the struct lays them out
+
+
 def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):
     functions = library_functions(build(tmp_path, 'template <int V> void f(float *x) {}\n'
                                                   'extern "C" void entry(float &x, long n) { f<4>(&x); }\n', "c++"))

@@ -59,6 +59,7 @@ class Param:
     name: str | None = None  # as the source names it, where the DWARF says
     dtype: str | None = None
     element: Param | None = None  # of a CUDA vector type (uchar4, float2, __half2): its x, y, z and w's type
+    holds_pointers: bool = False  # a struct or class with a pointer among its members or bases' (std::vector)
 
     @property
     def scalar(self) -> str | None:
@@ -136,6 +137,9 @@ def _mismatch(what: str, dtype: np.dtype, param: Param) -> str | None:
         # a vector type's elements, as a pointer to its element type's are: a float32 array for a uchar4 * passed
         vector, to = (to, to.element) if to is not None and to.element is not None else (None, to)
         of = f"{vector.ctype}, of " if vector else ""
+        if to is not None and to.holds_pointers:
+            return (f"points to {to.ctype}, which holds pointers (a C++ container's, or a struct's): no numpy array "
+                    "is one; take a pointer to its elements (const float *) and their count")
         if to is not None and to.kind == "other" and kind(dtype) == "V" and to.size and dtype.itemsize != to.size:
             return (f"points to {to.size}-byte {to.ctype} structs: give an array of a numpy struct dtype of its "
                     f"fields, {to.size} bytes as C lays them out")
@@ -295,7 +299,25 @@ def _param(die, pointee: bool = True) -> Param:
     element = _vector_element(die)
     if element is not None:
         return Param(size, "vector", name, element=element)
-    return Param(size, "other", name or die.tag[len("DW_TAG_"):].replace("_type", ""))
+    return Param(size, "other", name or die.tag[len("DW_TAG_"):].replace("_type", ""),
+                 holds_pointers=_holds_pointers(die))
+
+
+#: The DIEs of a struct's or class's own members and bases, whose types make up its bytes.
+MEMBERS = ("DW_TAG_member", "DW_TAG_inheritance")
+
+
+def _holds_pointers(die) -> bool:
+    """Whether a struct's or class's bytes hold a pointer, in a member or a base at any depth (a
+    C++ container's, std::vector's begin and end): no numpy array's data is one."""
+    for child in die.iter_children():
+        if child.tag not in MEMBERS or child.attributes.get("DW_AT_external"):  # a static member holds no bytes
+            continue
+        member = _resolve(child)
+        if member is not None and (member.tag in POINTERS or (member.tag != "DW_TAG_base_type"
+                                                              and _holds_pointers(member))):
+            return True
+    return False
 
 
 #: The members of a CUDA vector type (uchar4, float2, double4, __half2), in order.
