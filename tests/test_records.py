@@ -1,3 +1,4 @@
+import hashlib
 import json
 import re
 import os
@@ -115,6 +116,11 @@ def test_a_file_of_the_wrong_form_is_refused(tmp_path):
     ("trials", lambda d: d["stats"].update(median=-1.0), "trial 1: its stats are {'median': -1.0}, without a median"),
     ("tasks", lambda d: d.pop("bucket"), "task 1: its 'bucket' is 'missing', not a string"),
     ("sources", lambda d: d.pop("source_hash"), "source 1: its 'source_hash' is 'missing', not a string"),
+    # the gate would build the recorded template with another file than the one its hash names
+    ("sources", lambda d: d.update(files=["helper.c"]), "source 1: its files are ['helper.c'], not an object of "
+                                                         "texts by their hash"),
+    ("sources", lambda d: d.update(files={"8c2a1a6a1e5ce2b1": "int x;\n"}), "source 1: its file '8c2a1a6a1e5ce2b1' "
+                                                                            "is not a text of that hash"),
     ("checks", lambda d: d.pop("kind"), "check 1: its 'kind' is None, not a string"),
     ("checks", lambda d: d["shapes"][0].pop("best"), "check 1: its best on [4, 8] is 'missing', not a config"),
     # each of these crashed best, the report and the gate with a TypeError naming no file
@@ -136,7 +142,7 @@ def test_a_hand_edited_document_is_an_error_naming_the_file_and_document(tmp_pat
     store.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b",
                     "range": Bucket("b", M=(1, None), N=(1, None), shapes=[(4, 8)]).describe(),
                     "baseline": [{"shape": [4, 8], "config": {"vec": 1}}]})
-    store.put_source("k", "abc", "text")
+    store.put_source("k", "abc", "text", {})
     store.add_check({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "kind": "tune",
                      "shapes": [{"shape": [4, 8], "best": {"vec": 1}, "baseline": {"vec": 1}}]})
     store.compact()
@@ -367,6 +373,46 @@ def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driv
     assert {c["bucket"] for c in store.checks(kind="tune")} == {"small", "large"}
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
     gate.assert_outcomes(passed=2), gate.stdout.str()[-3000:]  # the merged records gate both buckets
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_the_texts_of_the_files_a_template_keeps_as_their_hash_are_kept_once_each_within_a_size(tmp_path,
+                                                                                               monkeypatch):
+    """The gate builds a recorded template with them once one is edited: a helper unchanged across
+    template versions is kept once, a vendored library's headers beyond FILE_TEXT_BYTES not at all."""
+    monkeypatch.setattr("tunebench.records.FILE_TEXT_BYTES", 100)
+    helper, header, large = "void pass(void);\n", "#define EXTRA 0\n", "/* a library */\n" * 10
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.put_source("k", "s1", "t1", {digest(helper): helper, digest(large): large, digest(header): header})
+    store.put_source("k", "s2", "t2", {digest(helper): helper, digest("#define EXTRA 30\n"): "#define EXTRA 30\n"})
+    store.put_source("k", "s3", "t3", {})
+    store.compact()
+    again = RecordStore(store.path)  # read and checked
+    assert [d.get("files") for d in TinyDB(store.path).table("sources").all()] == [
+        {digest(helper): helper, digest(header): header}, {digest("#define EXTRA 30\n"): "#define EXTRA 30\n"}, None]
+    assert again.file_texts() == {digest(helper): helper, digest(header): header,
+                                  digest("#define EXTRA 30\n"): "#define EXTRA 30\n"}
+    assert again.source("s2") == "t2"
+
+
+def test_a_merge_keeps_the_file_texts_of_either_sides_sources(tmp_path):
+    def side(name, sources):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "sources": {
+            str(i): {"kernel": "k", "source_hash": h, "text": h, "files": {digest(t): t}}
+            for i, (h, t) in enumerate(sources, 1)}}))
+        return path
+
+    base = side("base", [("s1", "a\n")])
+    merged, _ = records_merge.merge(base, side("ours", [("s1", "a\n"), ("s2", "b\n")]),
+                                    side("theirs", [("s1", "a\n"), ("s3", "c\n")]))
+    path = tmp_path / "records" / f"{device_id(FINGERPRINT)}.json"
+    path.parent.mkdir()
+    AtomicJSONStorage(path).write(merged)
+    assert RecordStore(path).file_texts() == {digest(t): t for t in ("a\n", "b\n", "c\n")}
 
 
 def test_a_merge_whose_side_cannot_be_read_names_the_side_and_file_not_gits_temporary_copy(tmp_path):

@@ -372,7 +372,7 @@ def _code(lines: list[str]) -> list[str]:
 _LINE_MARK = re.compile(r'^#line \d+ "([^"]+)"$')
 #: What :attr:`Variant.template` keeps of a file the compiler reads where it is: its hash.
 _HASH_ALONE = re.compile(r"/\* built with this (?:file of the flags|header of the include folders): "
-                         r"sha256 \w+ \*/$")
+                         r"sha256 (\w+) \*/$")
 
 
 #: Seconds between checks that a template's files are unchanged (as lookups check the records).
@@ -417,6 +417,13 @@ def unkept_files(before: str, after: str, template: str) -> list[str]:
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name)
                   and any(lines and all(_HASH_ALONE.match(line) for line in lines)
                           for lines in (old.get(name), new.get(name))))
+
+
+def hashed_files(text: str, template: str) -> dict[str, str]:
+    """The files an expanded source keeps as their hash alone (see :attr:`Variant.template`),
+    each with that hash: what a build of it reads where it lies, as it was."""
+    return {name: found[-1].group(1) for name, lines in _by_file(text, template).items()
+            for found in [[_HASH_ALONE.match(line) for line in lines]] if found and all(found)}
 
 
 def _by_file(text: str, template: str) -> dict[str, list[str]]:
@@ -603,6 +610,15 @@ class Variant:
         return self.__dict__.get("_computed", ())
 
     @property
+    def file_texts(self) -> dict[str, str]:
+        """The text of each file the template keeps as its hash alone (a file of the flags with its
+        own headers inlined, a header of the include folders as it lies), by that hash, for the
+        records: once one is edited, the gate builds the recorded template with the recorded texts.
+        A binary file's (an object, a library) and one that is not UTF-8 have none."""
+        self._read()
+        return self.__dict__.get("_texts", {})
+
+    @property
     def input_sources(self) -> dict[Path, str]:
         """The source files the flags build with the template (``flags=("../src/helper.c",)``),
         each as its text with its local headers inlined: a build gives each the params' #defines
@@ -621,7 +637,7 @@ class Variant:
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        text, read, library, inputs, computed = self.text, [], {}, {}, {}
+        text, read, library, inputs, computed, texts = self.text, [], {}, {}, {}, {}
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
@@ -632,17 +648,16 @@ class Variant:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
                 for file in self.flag_files:
                     read.append(file)
-                    if file.suffix in BINARY_SUFFIXES:
-                        content = file.read_bytes()
-                    else:
-                        inlined = inline_includes(file, top=self.path.parent, dirs=self.include_dirs, read=read,
-                                                  library=library)
-                        content = inlined.encode()
-                        if file in sources:
-                            inputs[file] = inlined
+                    inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
+                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library)
+                    digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
+                    if inlined is not None:
+                        texts[digest] = inlined
+                    if file in sources:
+                        inputs[file] = inlined
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
-                        f"/* built with this file of the flags: sha256 {hashlib.sha256(content).hexdigest()[:16]} */\n")
+                        f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
                 computed, beside = _computed(read, self.include_dirs, self.space.values)
@@ -651,16 +666,20 @@ class Variant:
                 library.update(dict.fromkeys(h for h in (*beside, *in_library) if h not in done))
                 for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
                     read.append(header)
+                    content = header.read_bytes()
+                    digest = hashlib.sha256(content).hexdigest()[:16]
+                    with contextlib.suppress(UnicodeDecodeError):
+                        texts[digest] = content.decode()
                     text += ("" if text.endswith("\n") else "\n") + (
                         f'#line 1 "{os.path.relpath(header, self.path.parent)}"\n/* built with this header of '
-                        f"the include folders: sha256 {hashlib.sha256(header.read_bytes()).hexdigest()[:16]} */\n")
+                        f"the include folders: sha256 {digest} */\n")
         except OSError as e:
             if kept is None:
                 raise unreadable(e) from None
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         files = tuple(dict.fromkeys(read))
-        self.__dict__["_computed"], self.__dict__["_inputs"] = tuple(computed), inputs
+        self.__dict__.update(_computed=tuple(computed), _inputs=inputs, _texts=texts)
         self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
         return self.__dict__["_kept"][:2]
 

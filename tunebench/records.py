@@ -4,8 +4,9 @@ Tables: ``format`` (the layout's version, :data:`FORMAT`), ``device`` (the finge
 ``tasks`` (one document per kernel, target, dtype and bucket, describing the bucket and its
 baseline), ``trials`` (one document per measured config on one shape, whatever its status),
 ``sources`` (every template version tuned, by source hash, so that a later source can be
-measured against it) and ``checks`` (interleaved comparisons of a task's best config: the
-confirmation at the end of tuning, and every gate run).
+measured against it, with the texts of the files it keeps as their hash alone: see
+:meth:`RecordStore.put_source`) and ``checks`` (interleaved comparisons of a task's best
+config: the confirmation at the end of tuning, and every gate run).
 
 A trial is first appended to a journal beside the file (``.journal/<file>l``, one JSON line,
 fsynced), which costs the same however many trials the file holds; the journal is folded into
@@ -29,6 +30,7 @@ import contextlib
 import errno
 import fcntl
 import gc
+import hashlib
 import json
 import math
 import os
@@ -51,6 +53,10 @@ TABLES = ("format", "device", "tasks", "trials", "sources", "checks")
 #: was written in (its ``format`` table, stamped on the first write; a file from before it has none
 #: and is format 1). A newer layout is refused, never misread or rewritten without its new fields.
 FORMAT = 1
+#: The most bytes of file texts one template version adds to the ``sources`` (see
+#: :meth:`RecordStore.put_source`): a project's helpers and headers; beyond them (a vendored
+#: library's thousands of headers) the files are kept as their hashes alone.
+FILE_TEXT_BYTES = 256 << 10
 #: Seconds between foldings of the journal into the file while trials are being added.
 COMPACT_EVERY_S = 30.0
 #: Trials the TinyDB file holds at most; a fold moves the oldest beyond it to the archive.
@@ -396,7 +402,7 @@ def _described_problem(table: str, doc: Mapping) -> str | None:
     if wrong:
         return f"its {wrong!r} is {doc.get(wrong, 'missing')!r}, not a string"
     if table != "tasks":
-        return None
+        return _files_problem(doc.get("files", {}))
     if "range" in doc:
         try:
             Bucket.from_description(doc["range"])
@@ -407,6 +413,17 @@ def _described_problem(table: str, doc: Mapping) -> str | None:
             isinstance(b, dict) and _shape(b.get("shape")) and isinstance(b.get("config"), dict) for b in baseline):
         return f"its baseline is {baseline!r}, not a list of shapes and the heuristic's configs"
     return None
+
+
+def _files_problem(files) -> str | None:
+    """What in a kept source's file texts (see :meth:`RecordStore.put_source`) no tunebench
+    writes: each a text under the hash of its content, as the template names it, or the gate
+    would build another file than the one tuned."""
+    if not isinstance(files, dict):
+        return f"its files are {files!r}, not an object of texts by their hash"
+    wrong = next((h for h, t in files.items()
+                  if not isinstance(t, str) or hashlib.sha256(t.encode()).hexdigest()[:16] != h), None)
+    return f"its file {wrong!r} is not a text of that hash (sha256, 16 digits)" if wrong is not None else None
 
 
 def _merge_command(name: str, sides: str) -> str:
@@ -851,15 +868,29 @@ class RecordStore:
                        and d["status"] in ("ok", "early_stopped")])
 
     # -- sources and checks -------------------------------------------------------------------
-    def put_source(self, kernel: str, source_hash: str, text: str) -> None:
-        """Keep a template version once, so the gate can build it again after it changed."""
-        if self.source(source_hash) is None:
-            with self._locked():
-                self._db.table("sources").insert({"kernel": kernel, "source_hash": source_hash, "text": text})
+    def put_source(self, kernel: str, source_hash: str, text: str, files: Mapping[str, str]) -> None:
+        """Keep a template version once, so the gate can build it again after it changed, with
+        ``files``, the texts of the files it keeps as their hash alone, by hash (see
+        :attr:`~tunebench.kernel.Variant.file_texts`): those no version keeps yet, as many as
+        :data:`FILE_TEXT_BYTES` holds, so that a helper edited since is built as it was."""
+        if self.source(source_hash) is not None:
+            return
+        kept, new, size = self.file_texts(), {}, 0
+        for digest, content in files.items():
+            if digest not in kept and size + len(content.encode()) <= FILE_TEXT_BYTES:
+                new[digest], size = content, size + len(content.encode())
+        with self._locked():
+            self._db.table("sources").insert({"kernel": kernel, "source_hash": source_hash, "text": text,
+                                              **({"files": new} if new else {})})
 
     def source(self, source_hash: str) -> str | None:
         found = [d["text"] for d in self._db.table("sources").all() if d["source_hash"] == source_hash]
         return found[0] if found else None
+
+    def file_texts(self) -> dict[str, str]:
+        """Every file text the kept sources hold, by its hash (see :meth:`put_source`)."""
+        return {digest: content for doc in self._db.table("sources").all()
+                for digest, content in doc.get("files", {}).items()}
 
     def add_check(self, doc: Mapping) -> None:
         with self._locked():

@@ -389,7 +389,7 @@ class Task:
         # described once the heuristic ran on every shape: a declaration error (an args builder, a
         # reference at fault) raises first, and the records keep the last description that worked
         store.put_task({**self._description(), "warm_from": warm_from})
-        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template)
+        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template, self.variant.file_texts)
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from),
