@@ -477,16 +477,61 @@ def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_
     assert "best against the recorded source" in [v["what"] for v in gate["verdicts"]]
 
 
-def test_a_recorded_template_whose_flags_source_file_was_edited_since_is_not_built_again(split):
-    """The records keep the helper's hash alone: built with today's helper, made 15 % slower, the
+def test_a_helper_made_15_percent_slower_fails_against_the_recorded_template_built_with_its_recorded_text(split):
+    """The records kept the helper's hash alone: built with today's helper, the recorded build
+    was not the tune's, and was left out, so a helper made 15 % slower (every config alike)
+    passed. The records keep its text: the recorded build reads it as tuned, and the gate fails
+    naming the helper."""
+    pytester, path, helper = split
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert ("chain.c, src/helper.c edited); today's build is compared with the recorded one, built with "
+            "src/helper.c as tuned (the records keep its text)" in out), out
+    assert re.search(r"FAIL +best against the recorded source \(src/helper.c as tuned\) on \(2048,\): 1\.", out), out
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert [v["outcome"] for v in gate["verdicts"] if v["what"] == "best against the recorded source "
+            "(src/helper.c as tuned)"] == ["fail"]
+
+
+def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_once_it_is_edited(split):
+    """Records from before file texts were kept: built with today's helper, made 15 % slower, the
     recorded build was today's, and passed at 1.000x, "compared with the recorded one"."""
     pytester, path, helper = split
+    TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
     helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
     out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
     assert ("chain.c, src/helper.c edited); the records keep only the hash of src/helper.c as tuned, so the recorded "
             "source cannot be built again, and is not compared with today's build" in out), out
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
-    assert "best against the recorded source" not in [v["what"] for v in gate["verdicts"]]
+    assert not [v for v in gate["verdicts"] if v["what"].startswith("best against the recorded source")]
+
+
+def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_the_recorded_template(
+        pytester, tmp_path, monkeypatch):
+    """The template unchanged, a header an -I folder gives it (through another one, by a path
+    relative to that one) made every config 15 % slower: only its hash was kept, so the recorded
+    template was not built again and the gate passed. Built with the headers as the records keep
+    them, searched ahead of today's, it fails naming the header."""
+    extra = pytester.path / "include" / "sub" / "extra.h"
+    extra.parent.mkdir(parents=True)
+    extra.write_text("#define EXTRA 0\n")
+    (pytester.path / "include" / "chain_extra.h").write_text('#include "sub/extra.h"\n')
+    pytester.path.joinpath("chain.c").write_text('#include "chain_extra.h"\n'
+                                                 + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]}))', 'Space({"reps": [1, 2]}), flags=("-Iinclude",))'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    extra.write_text("#define EXTRA 30\n")
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert ("include/sub/extra.h edited); today's build is compared with the recorded one, built with "
+            "include/sub/extra.h as tuned (the records keep its text)" in out), out
+    assert re.search(r"FAIL +best against the recorded source \(include/sub/extra.h as tuned\) on \(2048,\)", out), out
 
 
 def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):

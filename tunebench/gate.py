@@ -12,10 +12,13 @@ template, the tune's flags); every check is made on the per-process ratios:
 - **best against the recorded source**, or **the tune's flags** (template or flags changed):
   the same rule on best/recorded. Flags that slow every config alike (``-O0``) pass
   best/baseline; they fail here. A recorded build that fails today (a flag this compiler
-  refuses) is named and left out: it is no fault of today's code. So is a recorded template
-  that keeps a file its build reads where it is (a source file of the flags, a header of the
-  include folders) as its hash alone, edited since: built with today's copy, it is not the
-  recorded build (a helper's slowdown was held to itself, and its build cached as the tune's).
+  refuses) is named and left out: it is no fault of today's code. A file the recorded build
+  reads where it is (a source file of the flags, a header of the include folders), edited
+  since, is read as the records keep its text (see :func:`_kept_flags`): a helper made 15 %
+  slower slows every config alike, which only this check shows. Where the records keep its
+  hash alone (records from before), the recorded build is left out: built with today's copy,
+  it is not the recorded build (a helper's slowdown was held to itself, and its build cached
+  as the tune's).
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
   tune measured the same ratio in several fresh processes, and the trials minutes before it.
   Where today's ratio is beyond the highest of them by the threshold, the verdict says
@@ -44,15 +47,17 @@ import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tunebench import __version__, backends
+from tunebench.backends.cache import BuildCache
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files, unkept_files
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files, flag_paths, hashed_files, unkept_files
 from tunebench.lookup import fits, latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordStore, config_text, stores
 
@@ -269,30 +274,35 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only
     # their joined text, which cannot be split back)
     tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
-    recorded_text = None
+    recorded_text, kept_flags, as_tuned = None, None, ""
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
         edited = changed_files(recorded_text, variant.template, variant.path.name) if recorded_text else []
-        unkept = _unkept(variant, recorded_text, tune_flags) if recorded_text else []
+        built = dataclasses.replace(variant, flags=tune_flags) if tune_flags is not None else variant
+        unkept = _unkept(built, recorded_text) if recorded_text else []
+        kept_flags = _kept_flags(store, built, recorded_text, recorded_hash, unkept) if unkept else None
+        as_tuned = f" ({', '.join(unkept)} as tuned)" if kept_flags is not None else ""
         why = ("the recorded source is not in the records, so it is" if not recorded_text else
                f"the records keep only the hash{'es' if len(unkept) > 1 else ''} of {', '.join(unkept)} as tuned, "
-               f"so the recorded source cannot be built again, and is" if unkept else None)
+               f"so the recorded source cannot be built again, and is" if unkept and kept_flags is None else None)
         result.notes.append(
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
             + (f"{why} not compared with today's build"
                + ("" if tune_flags is not None else ", and only the baseline comparison is made") if why else
-               "today's build is compared with the recorded one"))
-        if unkept:
+               "today's build is compared with the recorded one"
+               + (f", built with {', '.join(unkept)} as tuned (the records keep "
+                  f"{'their texts' if len(unkept) > 1 else 'its text'})" if as_tuned else "")))
+        if why:
             recorded_text = None
     recorded = {}
     if recorded_text is not None or tune_flags is not None:
         recorded["text"] = recorded_text if recorded_text is not None else variant.template
-    if tune_flags is not None:
-        recorded["flags"] = tune_flags
+    if tune_flags is not None or kept_flags is not None:
+        recorded["flags"] = kept_flags if kept_flags is not None else tune_flags
     against = "best against the " + " and ".join(
         what for what, held in (("recorded source", recorded_text is not None), ("tune's flags", tune_flags is not None))
-        if held)
+        if held) + as_tuned
     if changed:
         result.notes.append(f"the {', '.join(changed)} changed since the tune: the gate measures with today's"
                             + (f", and holds today's build of the best to its build with the tune's flags "
@@ -417,16 +427,42 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
 
 
-def _unkept(variant: Variant, text: str, flags: tuple[str, ...] | None) -> list[str]:
+def _unkept(built: Variant, text: str) -> list[str]:
     """The files the recorded template ``text`` keeps as their hash alone that its build, with
-    ``flags`` (the tune's) or the variant's, would read otherwise today (see
+    the flags of ``built`` (the tune's, or the variant's), would read otherwise today (see
     :func:`~tunebench.kernel.unkept_files`): a file of the flags edited since the tune. One of
     the flags gone fails that build, which says so."""
-    built = dataclasses.replace(variant, flags=flags) if flags is not None else variant
     try:
-        return unkept_files(text, built.template, variant.path.name)
+        return unkept_files(text, built.template, built.path.name)
     except KernelError:
         return []
+
+
+def _kept_flags(store: RecordStore, built: Variant, text: str, source_hash: str,
+                unkept: list[str]) -> tuple[str, ...] | None:
+    """The flags of ``built`` that build the recorded template ``text`` (``source_hash``) with
+    the files it keeps as their hash alone as tuned, from the texts the records keep: each
+    written to a folder of the compile cache at its own path, a file of the flags named there,
+    each header folder's copy searched ahead of it (a header including ``"sub/x.h"`` finds the
+    copy). None where the records keep no text of a file of ``unkept`` (records from before kept
+    none), or it is today's alone: the build would read today's."""
+    hashes, texts = hashed_files(text, built.path.name), store.file_texts()
+    if any(hashes.get(file) not in texts for file in unkept):
+        return None
+    folder = BuildCache().copies({(built.path.parent / file).resolve(): texts[digest]
+                                  for file, digest in hashes.items() if digest in texts}, source_hash)
+    flags = []
+    for flag, named in zip(built.build_flags, flag_paths(built.flags)):
+        kind = named[2] if named else None
+        path = Path(flag[len(named[0]):]) if kind in ("dir", "file", "include") else None
+        copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
+        if copy is None or not copy.exists():
+            flags.append(flag)
+        elif kind == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
+            flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
+        else:
+            flags.append(named[0] + str(copy))
+    return tuple(flags)
 
 
 def _reference(entry: dict) -> list[float] | None:

@@ -197,6 +197,20 @@ class BuildCache:
             os.replace(tmp, out)
         return out, seconds, False
 
+    def copies(self, texts: Mapping[Path, str], name: str) -> Path:
+        """A folder of the cache, ``kept/<name>``, holding each text at its file's absolute path
+        below it: a build reads files as they were (the records' texts of a helper or a header
+        edited since), their relative paths as they are. Each is written once, whole, so gates
+        running at once read the same files, and their builds are cached under one name."""
+        folder = self.root / "kept" / name
+        with self._writing():
+            for path, text in texts.items():
+                copy = folder / path.relative_to(path.anchor)
+                if not copy.exists():
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
+        return folder
+
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
         """The cache's own files: an error writing them is the machine's, no verdict on the candidate
