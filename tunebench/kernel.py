@@ -1156,7 +1156,7 @@ class Kernel:
             raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "
                               f"variable's name, which its #define would rewrite in the kernel: rename the param")
         why = overridden(variant, variant.space.names) or bare_include(variant, variant.space.values)
-        if not why:
+        if not why and target in ("cpu", "cuda"):  # the replay target builds nothing
             from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
 
             suspects = [(p, said) for p, said in constant_suspects(variant, variant.space.values)
