@@ -499,3 +499,36 @@ def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_doe
                            str(root / "records"), "--suites", str(root / "suites")], capture_output=True, text=True)
     err = done.stderr  # a fresh process, which reads the template anew
     assert done.returncode == 0 and re.search(r"warning: twice float32 \(small\): tuned with an earlier twice.c, or a header it includes", err), err
+
+
+def test_an_export_written_into_the_records_folder_is_no_device_there(tmp_path):
+    """`tunebench export --out records` left tunebench_configs.json beside the records: lookups
+    named it among the devices recorded, and the warm start and the report could not read it."""
+    from tunebench.lookup import check_known
+    from tunebench.records import stores
+
+    root = Path(__file__).resolve().parent.parent
+    records = tmp_path / "records"
+    shutil.copytree(root / "records", records, ignore=shutil.ignore_patterns(".*"))
+    device = "cpu-amd-epyc-f26m2-2t-506d4e"
+    before = tunebench.lookup("layernorm", (300, 8192), device, records=records, suites=root / "suites")
+    assert main(["export", "--out", str(records), "--device", device, "--records", str(records),
+                 "--suites", str(root / "suites")]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        choice = tunebench.lookup("layernorm", (300, 8192), "cpu-exported-2t-000000", records=records,
+                                  suites=root / "suites")
+    said = [choice.note, *(str(w.message) for w in caught)]
+    assert len(said) == 3 and all("cpu-amd-epyc-2t-b42c66" in s and "tunebench_configs" not in s for s in said), said
+    unread = []
+    assert sorted(s.device for s in stores(records, unread)) == sorted(p.stem for p in (root / "records").glob("*.json"))
+    assert unread == []
+    with pytest.raises(LookupError) as raised:
+        check_known("layer_norm", records=records, suites=root / "suites")
+    assert "no records to read" not in str(raised.value)
+    with pytest.raises(tunebench.records.RecordsError, match=r"tunebench_configs.json: the configs of `tunebench "
+                       r"\S+ export`, not records of a device$"):
+        tunebench.lookup("layernorm", (300, 8192), str(records / "tunebench_configs.json"), records=records)
+    # what is recorded is served as before
+    after = tunebench.lookup("layernorm", (300, 8192), device, records=records, suites=root / "suites")
+    assert (after.source, after.config) == (before.source, before.config)

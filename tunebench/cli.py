@@ -19,7 +19,7 @@ from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.kernel import rootdir
 from tunebench.lookup import UnknownDeviceWarning, UntunedWarning, load_suites, lookup, project
-from tunebench.records import RecordsError, config_text
+from tunebench.records import RecordsError, config_text, records_files
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies import options as strategy_options
@@ -100,7 +100,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(path)
     data = json.loads(paths[0].read_text())
     if data["records_sha256"] is None and not any(w.category is UnknownDeviceWarning for w in caught):
-        others = sorted(p.stem for p in project(args.records, args.suites)[0].glob("*.json") if p.stem != data["device"])
+        others = [p.stem for p in records_files(project(args.records, args.suites)[0]) if p.stem != data["device"]]
         print(f"warning: nothing is recorded for device {data['device']} ({data['records']}"
               f"{', this machine' if args.device is None else ''}): every bucket exports the heuristic"
               + (f"; --device exports another's: {', '.join(others)}" if others else ""), file=sys.stderr)

@@ -34,7 +34,7 @@ from tunebench.backends import TARGETS
 from tunebench.c_constraint import C_HELPERS, OK, NoCForm, c_form
 from tunebench.device import describe
 from tunebench.lookup import load_suites, lookup, project, recorded_target, this_device
-from tunebench.records import RecordStore
+from tunebench.records import RecordStore, records_files
 from tunebench.space import SpaceError
 
 
@@ -57,7 +57,7 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
     target = recorded_target(fingerprint, store.tasks if store else list, device)
     targets = [t for t in (*TARGETS, "replay") if t != "auto"]
     if target not in targets:  # a typo, read as a target: "no kernel has a nosuch variant"
-        recorded = sorted(p.stem for p in records_dir.glob("*.json"))
+        recorded = [p.stem for p in records_files(records_dir)]
         raise ExportError(f"device {device!r}: not a device id, which names its target first "
                           f"({', '.join(f'{t}-...' for t in targets)}), and {records_dir} holds no records of it; "
                           f"it holds {', '.join(recorded) or 'none'}")

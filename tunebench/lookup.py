@@ -50,7 +50,7 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
                               rootdir)
 from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
-                               orphaned, stores)
+                               orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
 
 
@@ -331,7 +331,7 @@ def _other_threads(folder: _Directory, device: str, store: Summary | None, kerne
     if not own or "threads" not in own:  # no CPU's: no other device id of it to read
         return ""
     found = []
-    for path in sorted(folder.path.glob("*.json")):
+    for path in records_files(folder.path):
         try:
             other = folder.summary(path.stem) if path.stem != device else None
         except RecordsError:
@@ -837,7 +837,7 @@ def _shapes_key(shapes) -> str:
 def _warn_unknown(named: str, device: str, records_dir: Path) -> None:
     """Where a named device has no records file but others are recorded, say which are, and the
     one it most likely meant."""
-    others = sorted(p.stem for p in records_dir.glob("*.json"))
+    others = [p.stem for p in records_files(records_dir)]
     if others:
         meant = closest(device, others)
         warnings.warn(UnknownDeviceWarning(
@@ -956,7 +956,7 @@ def check_known(kernel: str, records: str | Path | None = None, suites: str | Pa
     if kernel in REGISTRY:
         return
     folder, recorded, unread = _directory(records_dir), set(), []
-    for path in records_dir.glob("*.json"):
+    for path in records_files(records_dir):
         try:
             found = folder.summary(path.stem)
         except RecordsError:
@@ -1044,7 +1044,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        f"({', '.join(variant.dtypes)}): its heuristic")
         _say_once(name, UntunedWarning, dtype, f"{choice.note} is served, untuned")
     elif store is None:
-        others = sorted(p.stem for p in records_dir.glob("*.json"))
+        others = [p.stem for p in records_files(records_dir)]
         orphan = orphaned(records_dir / f"{device}.json")
         choice.note = (f"nothing is recorded for this device ({device})" + (f"; {orphan}" if orphan else "")
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")

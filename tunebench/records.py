@@ -74,6 +74,8 @@ STATUSES = ("ok", "early_stopped", "pruned_resources", *FAILED)
 DEVICE_NAME = re.compile(r".+-[0-9a-f]{6}")
 #: A document's id as TinyDB writes it: "01" beside "1" would be read as the same document, one lost.
 DOC_ID = re.compile(r"0|[1-9][0-9]*")
+#: How ``tunebench export``'s JSON file begins (its ``generated_by``, "tunebench 0.1.0 export").
+EXPORTED = re.compile(rb'\s*\{\s*"generated_by"\s*:\s*"tunebench [^"]* export"')
 
 
 class RecordsError(RuntimeError):
@@ -259,6 +261,8 @@ def file_format(path: Path, data: Mapping) -> int:
 def _validate(path: Path, data) -> None:
     if not isinstance(data, dict):
         raise RecordsError(f"{path}: not a tunebench records file (top level is not an object)")
+    if isinstance(data.get("generated_by"), str):  # asked for by name: its text was "table ... is not a map"
+        raise RecordsError(f"{path}: the configs of `{data['generated_by']}`, not records of a device")
     for table, docs in data.items():
         if not isinstance(docs, dict) or not all(isinstance(d, dict) for d in docs.values()):
             raise RecordsError(f"{path}: table {table!r} is not a map of documents")
@@ -918,12 +922,27 @@ class RecordStore:
                 if all(d.get(k) == v for k, v in match.items())]
 
 
+def exported(path: Path) -> bool:
+    """Whether a JSON file is ``tunebench export``'s: one written into the records folder
+    (``--out records``) holds configs, not trials, and is no device's records."""
+    try:
+        with open(path, "rb") as f:
+            return EXPORTED.match(f.read(256)) is not None
+    except OSError:  # unreadable: left to the reader, which says why
+        return False
+
+
+def records_files(directory: str | Path) -> list[Path]:
+    """The records files under ``directory``, one per device, by name: its JSON files but an export."""
+    return [p for p in sorted(Path(directory).glob("*.json")) if not exported(p)]
+
+
 def stores(directory: str | Path, unread: list[str]) -> list[RecordStore]:
     """Every records file under ``directory`` that can be read, opened read-only; each other's
     error is appended to ``unread``. Another device's file (conflicted, of a newer format, or a
     stray JSON beside them) must not stop what reads it only for a hint."""
     found = []
-    for path in sorted(Path(directory).glob("*.json")):
+    for path in records_files(directory):
         try:
             found.append(RecordStore(path))
         except RecordsError as e:

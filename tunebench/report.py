@@ -36,7 +36,7 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, confirmed_ms, final_choice, latest_confirmation,  # noqa: E402
                               lookup, project, shape_times)
-from tunebench.records import RecordsError, RecordStore, config_key, config_text  # noqa: E402
+from tunebench.records import RecordsError, RecordStore, config_key, config_text, stores  # noqa: E402
 
 
 @dataclass
@@ -600,12 +600,8 @@ def write(records: Path, out: Path, compare: str | None = None,
     records file that cannot be read is left out (the report of the others is made, and says so);
     ``threshold``: the gate's, beyond which ``compare`` flags a lead that moved."""
     out.mkdir(parents=True, exist_ok=True)
-    found, unreadable = [], []
-    for path in sorted(records.glob("*.json")):
-        try:
-            found.append(RecordStore(path))
-        except RecordsError as e:
-            unreadable.append(str(e))
+    unreadable = []
+    found = stores(records, unreadable)
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True, text=True)
