@@ -680,22 +680,25 @@ def test_a_frameworks_own_build_with_the_flags_builds_the_code_that_was_measured
     assert on_gpu.flags() == ["-O3", *tunebench.kernel.REGISTRY["layernorm"].variant("cuda").build_flags]
 
 
+DIV_SUITE = textwrap.dedent('''\
+    import numpy as np
+    from tunebench import Bucket, Buckets, Kernel, Space, Variant
+    div_scale = Kernel("div_scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
+                       args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                       "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+                       reference=lambda x, n: x / 4, outputs=["y"],
+                       cpu=Variant(source="div.c", entry="scale", heuristic=lambda shape: {"div": 4, "broken": 0},
+                                   space=Space({"div": [2, 4], "broken": [0, 1]})))
+    ''')
+
+
 def test_a_template_placing_its_params_after_its_headers_is_built_from_its_source_not_flags(tmp_path):
     """Flags would define ``div`` ahead of <stdlib.h> and rewrite its div(): defines() refuses,
     naming source(), which places the #defines at the template's params line."""
     (tmp_path / "suites").mkdir()
     (tmp_path / "records").mkdir()
     (tmp_path / "suites" / "div.c").write_text(DIV_C.replace("MARKER", "// tunebench: params"))
-    (tmp_path / "suites" / "test_div.py").write_text(textwrap.dedent('''\
-        import numpy as np
-        from tunebench import Bucket, Buckets, Kernel, Space, Variant
-        div_scale = Kernel("div_scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),
-                           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-                           reference=lambda x, n: x / 4, outputs=["y"],
-                           cpu=Variant(source="div.c", entry="scale", heuristic=lambda shape: {"div": 4, "broken": 0},
-                                       space=Space({"div": [2, 4], "broken": [0, 1]})))
-        '''))
+    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
     handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
     with pytest.raises(ValueError, match=r"div.c places its params at its `// tunebench: params` line.*source\(shape\)"):
         handle.defines((100,))
@@ -704,6 +707,37 @@ def test_a_template_placing_its_params_after_its_headers_is_built_from_its_sourc
     done = subprocess.run([a.format(src=source, out=out) for a in cpu.gcc_command((), "c")], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_defines_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
+    """defines() searched the whole template for a `// tunebench: params` line at every launch,
+    half its time; once per text, an edit adding the line is still refused, and one removing it
+    served."""
+    monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # every call finds an edit
+    searched, pattern = [], tunebench.apply.PARAMS_HERE
+
+    class Counted:
+        def search(self, text):
+            searched.append(text)
+            return pattern.search(text)
+
+    monkeypatch.setattr(tunebench.apply, "PARAMS_HERE", Counted())
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
+    template = tmp_path / "suites" / "div.c"
+    unasked = f"/* {tmp_path.name} */\n"  # texts no other test asked of
+    template.write_text(DIV_C.replace("MARKER", "") + unasked)
+    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
+    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    flags = [handle.defines((100,)) for _ in range(3)]
+    assert flags[0] == flags[2] and "-Ddiv=4" in flags[0] and len(searched) == 1
+    template.write_text(DIV_C.replace("MARKER", "// tunebench: params") + unasked)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"div.c places its params at its `// tunebench: params` line"):
+            handle.defines((100,))
+    assert len(searched) == 2
+    template.write_text(DIV_C.replace("MARKER", "") + unasked)
+    assert handle.defines((100,)) == flags[0]
 
 
 BRANCHY_SUITE = """\

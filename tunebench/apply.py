@@ -52,7 +52,7 @@ class Tuned:
         them as it did when it was tuned; ``-include`` ahead, with the header that declares a CUDA
         dtype's type where it has one). A list of arguments, one flag each, not a shell line."""
         choice, target, backend, variant = self._built_as(shape, dtype)
-        if variant is not None and PARAMS_HERE.search(variant.template):
+        if variant is not None and _places_params(variant.template):
             raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
                              f"`// tunebench: params` line, after headers that flags would rewrite: build "
                              f"source(shape) instead, the template with the config's #defines there")
@@ -124,6 +124,14 @@ class Tuned:
                 return fn(*args, **{**config, **kwargs})
             return call
         return decorate
+
+
+@functools.lru_cache(maxsize=64)
+def _places_params(template: str) -> bool:
+    """Whether a template has a ``// tunebench: params`` line; kept per text, as
+    :meth:`Tuned.defines` asks it per launch and the search was half its time (an edited
+    template is read again as another text, and searched anew)."""
+    return PARAMS_HERE.search(template) is not None
 
 
 def _keywords(fn: Callable) -> set[str] | None:
