@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tunebench
-from tests.conftest import GEMM_C
+from tests.conftest import GEMM_C, GEMM_SUITE
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Space, export
 from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
@@ -202,6 +202,47 @@ def test_shaped_constraints_are_checked_in_c_as_in_python(tmp_path):
         c_form(floating.shaped_constraints[0], ("N",), floats=["ratio"])
 
 
+#: Shaped constraints where a float param meets an int, compares with ``==`` and ``!=``, and is
+#: read for its truth, and one whose value is an int beyond 32 bits.
+FLOATING = [lambda N, tile, ratio: N * ratio >= tile,
+            lambda M, ratio, tile: ratio * tile == M or ratio != 1.5,
+            lambda N, ratio: N / ratio != 4 and (N - 1) / 2 == ratio * 2 or N > 6,
+            lambda M, N, ratio, tile: (ratio if M > N else tile) <= min(N, ratio * 8),
+            lambda N, ratio, tile: (ratio - 1 and tile * 2) or not ratio - 0.5 or N == 6,
+            lambda M, ratio: M * ratio - 2,  # true but where it is 0.0
+            lambda N, tile: N * tile * 2**32]  # its low 32 bits are 0: an int held 0, false
+
+
+def test_constraints_mixing_floats_with_ints_are_checked_in_c_as_in_python_under_strict_warnings(tmp_path):
+    """An int meeting a float was converted implicitly (-Wconversion), a float compared with ==
+    or read for its truth (-Wfloat-equal): a framework's -Werror build failed at the header."""
+    values = {"tile": [1, 3, 4, 8], "ratio": [0.5, 1.0, 1.5, 2.0]}
+    alone = [Space(values, constraints=[fn]) for fn in FLOATING]  # each constraint's answer on its own
+    shapes = [(m, n) for m in (1, 2, 4, 6, 12) for n in (0, 1, 2, 3, 4, 6, 9, 100)]
+    configs = [dict(zip(("tile", "ratio"), k)) for k in itertools.product((1, 3, 4, 8), (0.5, 1.0, 1.5, 2.0))]
+    forms = [c_form(a.shaped_constraints[0], ("M", "N"), floats=["ratio"]) for a in alone]
+    lines = [f"    {{ cfg v = {{{c['tile']}, {c['ratio']!r}}}; const cfg *c = &v; long long M = {m}, N = {n}; "
+             f"int tb_ok = 1, r[] = {{{', '.join(forms)}}}; for (int i = 0; i < {len(forms)}; ++i) "
+             f"printf(\"%d\", tb_ok && r[i]); }}"
+             for m, n in shapes for c in configs]
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { int tile; double ratio; } "
+                                     "cfg;\nint main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
+    strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal"]
+    expected = "".join(str(int(a.holds_for(a.key(c), s, ("M", "N")))) for s in shapes for c in configs for a in alone)
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99"]),
+                               ("g++", ["-x", "c++", "-std=c++11", "-Wold-style-cast", "-Wuseless-cast"])):
+        done = subprocess.run([compiler, *language, *strict, str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        got = subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout
+        assert got == expected
+    for i in range(len(FLOATING)):  # each constraint holds for some and fails for others
+        assert {expected[j] for j in range(i, len(expected), len(FLOATING))} == {"0", "1"}, i
+    shifted = Space(values, constraints=[lambda N, ratio: N >> ratio])  # Python raises: C did not compile
+    with pytest.raises(NoCForm, match="`N >> ratio` has no C form"):
+        c_form(shifted.shaped_constraints[0], ("N",), floats=["ratio"])
+
+
 #: A module's number a constraint reads: in Python the global, never the dim of the same name.
 B = 4
 
@@ -309,27 +350,40 @@ def test_the_header_serves_the_best_config_whose_shaped_constraint_holds_as_best
                               "spin < 400000; ++spin) {}\n#endif\n    for (int i = 0;", 1)
     assert spinning != GEMM_C
     gemm.path.joinpath("gemm.c").write_text(spinning)
+    # a float param its constraints mix with ints and compare with == and !=, as the header must build
+    floating = GEMM_SUITE.replace('"skip_c": [0, 1]}', '"skip_c": [0, 1], "ratio": [0.5, 1.0]}').replace(
+        '{"tile": 4, "skip_c": 0}', '{"tile": 4, "skip_c": 0, "ratio": 1.0}').replace(
+        "constraints=[lambda N, tile: N % tile == 0]",
+        "constraints=[lambda N, tile: N % tile == 0, lambda N, tile, ratio: N * ratio >= tile,\n"
+        "                                         lambda N, tile, ratio: ratio * tile != N / 2 or N == 16]")
+    assert floating.count("ratio") == 6
+    gemm.path.joinpath("test_gemm.py").write_text(floating)
     gemm.runpytest("test_gemm.py", *TUNE, "--tune-strategy", "brute_force")
     out = tmp_path / "export"
     assert main(["export", "--out", str(out), "--records", str(gemm.path / "records"), "--suites", str(gemm.path)]) == 0
-    sizes = range(1, 200)
-    calls = "\n".join(f'    {{ tb_gemm_float32_config c = tb_gemm_float32({n}); printf("%d %d\\n", c.tuned, c.tile); }}'
-                      for n in sizes)
+    sizes = range(0, 200)  # 0 lies outside both buckets, 64 and 65 at their edges
+    calls = "\n".join(f'    {{ tb_gemm_float32_config c = tb_gemm_float32({n}); printf("%d %d %.17g\\n", c.tuned, '
+                      f'c.tile, c.ratio); }}' for n in sizes)
     (tmp_path / "main.c").write_text(f'#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{{\n'
                                      f'{calls}\n    return 0;\n}}\n')
-    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{out}", str(tmp_path / "main.c"),
-                    "-o", str(tmp_path / "main"), "-lm"], check=True)
-    answers = subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout.splitlines()
-    tuned = 0
-    for n, line in zip(sizes, answers):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", tunebench.buckets.ShapeOutsideBuckets)
-            choice = tunebench.lookup("gemm", (n,), records=gemm.path / "records", suites=gemm.path)
-        got_tuned, tile = map(int, line.split())
-        assert (got_tuned, tile) == (choice.source == "tuned", choice.config["tile"]), n
-        assert not got_tuned or n % tile == 0
-        tuned += got_tuned
-    assert tuned  # some shapes got a tuned config
+    strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal"]
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99"]),
+                               ("g++", ["-x", "c++", "-std=c++11", "-Wold-style-cast", "-Wuseless-cast"])):
+        done = subprocess.run([compiler, *language, *strict, f"-I{out}", str(tmp_path / "main.c"),
+                               "-o", str(tmp_path / "main"), "-lm"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        answers = subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout.splitlines()
+        tuned = set()
+        for n, line in zip(sizes, answers):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", tunebench.buckets.ShapeOutsideBuckets)
+                choice = tunebench.lookup("gemm", (n,), records=gemm.path / "records", suites=gemm.path)
+            got_tuned, tile, ratio = int(line.split()[0]), int(line.split()[1]), float(line.split()[2])
+            assert (got_tuned, tile, ratio) == (choice.source == "tuned", choice.config["tile"],
+                                                choice.config["ratio"]), n
+            assert not got_tuned or n % tile == 0 and n * ratio >= tile and (ratio * tile != n / 2 or n == 16)
+            tuned |= {(tile, ratio)} if got_tuned else set()
+        assert tuned  # some shapes got a tuned config
     # records shipped without the suite: a tuned config is served unchecked, and it says so
     alone = tmp_path / "alone" / "records"
     shutil.copytree(gemm.path / "records", alone)

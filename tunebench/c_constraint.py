@@ -9,9 +9,11 @@ the params and the kernel's dims it takes as arguments, ``shape[i]``, and names 
 reads from its module or closure (``B = 4`` beside it), written in as their values: a dim of
 that name must not be read in their place. The C form computes what Python does: in 64-bit
 integers (Python's do not overflow; C's ``int`` did at ``tile * 2**30``), ``//`` and ``%``
-floored (:data:`C_HELPERS`, on integers only: a float operand has no C form), and ``a or b`` is
-``a`` where ``a`` is true, else ``b``. Where Python would raise dividing by zero,
-the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
+floored (:data:`C_HELPERS`, on integers only: a float operand has no C form, nor has one of
+``& | << >>``), and ``a or b`` is ``a`` where ``a`` is true, else ``b``. Where an integer meets a
+float it is cast to a double, and a float's ``==`` and truth are read by ``<=`` and ``>=``, as a
+framework's -Wconversion and -Wfloat-equal ask (an integer beyond 2**53 is then rounded, where
+Python compares it exactly). Where Python would raise dividing by zero, the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
 then does not fit: a framework's launch path must not die of SIGFPE where ``best()`` says the
 constraint raised). Anything else has no C form, and :class:`NoCForm` says which constraint and
 what in it.
@@ -37,12 +39,15 @@ class NoCForm(ValueError):
 
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<",
            ast.RShift: ">>"}
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult)
 _FLOOR = {ast.FloorDiv: "tb_floordiv", ast.Mod: "tb_floormod"}
 #: The int a C form clears where it divides by zero (declared 1 by the function it is in).
 OK = "tb_ok"
 
 #: Python's flooring ``//`` and ``%`` on integers, which C truncates, and ``/``, each clearing
-#: the flag where the divisor is zero; what a C form calls.
+#: the flag where the divisor is zero; a float's ``==`` (``tb_eq``) and an integer read as a
+#: double (``tb_real``), in the spellings a framework's strictest warnings take (-Wfloat-equal,
+#: -Wconversion; -Wold-style-cast in C++); what a C form calls.
 C_HELPERS = """\
 #ifndef TUNEBENCH_FLOOR_DIVISION
 #define TUNEBENCH_FLOOR_DIVISION
@@ -53,18 +58,31 @@ static inline long long tb_floormod(long long a, long long b, int *ok)
 static inline double tb_div(double a, double b, int *ok)  /* b == 0, which -Wfloat-equal refuses */
 { if (b <= 0 && b >= 0) { *ok = 0; return 0; } return a / b; }
 #endif
+#ifndef TUNEBENCH_FLOAT_EQUAL
+#define TUNEBENCH_FLOAT_EQUAL
+static inline int tb_eq(double a, double b) { return a <= b && a >= b; }  /* a == b, as Python's (NaN: 0) */
+#endif
+#ifndef TUNEBENCH_REAL
+#define TUNEBENCH_REAL
+#ifdef __cplusplus
+static inline double tb_real(long long v) { return static_cast<double>(v); }
+#else
+static inline double tb_real(long long v) { return (double)v; }
+#endif
+#endif
 """
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c", floats: Sequence[str] = ()) -> str:
-    """The C expression of a shaped constraint over ``config->param`` and the dims as variables;
-    ``floats`` names the params with non-integer values (see :data:`C_HELPERS`)."""
+    """The C expression of a shaped constraint over ``config->param`` and the dims as variables,
+    an int 0 or 1 (an int holds it); ``floats`` names the params with non-integer values (see
+    :data:`C_HELPERS`)."""
     body = _body(constraint)
     args = constraint.params or ()
     writer = _Writer(constraint.label, set(args) - set(constraint.shaped), tuple(dims), config, set(floats),
                      set(constraint.shaped), _numbers(constraint.fn))
-    return writer.expr(body)
+    return writer.test(body, whole=True)
 
 
 def _numbers(fn) -> dict[str, int | float]:
@@ -130,12 +148,44 @@ class _Writer:
         self.taken, self.numbers = taken, numbers  # the dims (or shape) it takes; numbers it reads by name
 
     def integral(self, node: ast.expr) -> bool:
-        """Whether an operand can only be an integer (no float param or number in it)."""
-        return not any(isinstance(n, ast.Constant) and isinstance(n.value, float) or isinstance(n, ast.Name)
-                       and (n.id in self.floats or isinstance(self.numbers.get(n.id), float))
-                       or isinstance(n, ast.BinOp) and (isinstance(n.op, ast.Div) or isinstance(n.op, ast.Pow)
-                                                        and isinstance(self.constant(n), float))
-                       for n in ast.walk(node))
+        """Whether an operand is an integer in Python (a comparison's bool too), as its C form is:
+        a float param or number, ``/`` or a float power makes it a float as far as its value reaches."""
+        if isinstance(node, ast.Compare) or isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return True
+        if isinstance(node, ast.Constant):
+            return not isinstance(node.value, float)
+        if isinstance(node, ast.Name):  # read as expr() reads it: a param, else a dim, else a number
+            if node.id in self.params or node.id in self.dims and node.id in self.taken:
+                return node.id not in self.floats
+            return not isinstance(self.numbers.get(node.id), float)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            return not isinstance(self.constant(node), float)
+        if isinstance(node, ast.BinOp):
+            return not isinstance(node.op, ast.Div) and self.integral(node.left) and self.integral(node.right)
+        if isinstance(node, ast.IfExp):
+            return self.integral(node.body) and self.integral(node.orelse)
+        values = node.values if isinstance(node, ast.BoolOp) else node.args if isinstance(node, ast.Call) else \
+            [node.operand] if isinstance(node, ast.UnaryOp) else []
+        return all(self.integral(v) for v in values)
+
+    def real(self, node: ast.expr) -> str:
+        """The C form of an operand that meets a float, as a double: an integer cast, which
+        -Wconversion asks for (its implicit conversion may round); a number's, its double."""
+        value = self.constant(node)
+        if isinstance(value, int) and abs(value) < 2**53:  # exactly a double
+            return self.number(float(value), node)
+        return f"tb_real({self.expr(node)})" if self.integral(node) else self.expr(node)
+
+    def test(self, node: ast.expr, whole: bool = False) -> str:
+        """The C form of an operand read for its truth, as Python's ``bool()``: a float's by
+        ``tb_eq`` (C's ``!`` and ``?`` of a double compare it with ==, which -Wfloat-equal
+        refuses); where ``whole``, an int 0 or 1 (a 64-bit value held in an int lost its bits)."""
+        if not self.integral(node):
+            return f"(!tb_eq({self.expr(node)}, 0.0))"
+        if whole and not isinstance(node, ast.Compare) and not (isinstance(node, ast.UnaryOp)
+                                                                 and isinstance(node.op, ast.Not)):
+            return f"({self.expr(node)} != 0)"
+        return self.expr(node)
 
     def number(self, value: bool | int | float, node: ast.expr) -> str:
         """A Python number as a C literal: an int as a 64-bit one, as the C form computes."""
@@ -191,31 +241,45 @@ class _Writer:
             if not isinstance(value, (int, float)):
                 raise self.refuse(node)
             return self.number(value, node)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY and self.integral(node):
             return f"({self.expr(node.left)} {_BINARY[type(node.op)]} {self.expr(node.right)})"
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:  # a float's: Python raises for & | << >>
+            return f"({self.real(node.left)} {_BINARY[type(node.op)]} {self.real(node.right)})"
         if isinstance(node, ast.BinOp) and type(node.op) in _FLOOR and self.integral(node):
             return f"{_FLOOR[type(node.op)]}({self.expr(node.left)}, {self.expr(node.right)}, &{OK})"
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            return f"tb_div({self.expr(node.left)}, {self.expr(node.right)}, &{OK})"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            return f"({'!' if isinstance(node.op, ast.Not) else '-'}{self.expr(node.operand)})"
+            return f"tb_div({self.real(node.left)}, {self.real(node.right)}, &{OK})"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return f"(!{self.test(node.operand)})"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"(-{self.expr(node.operand)})"
+        value = self.expr if self.integral(node) else self.real  # where the operands' kinds meet, a double
         if isinstance(node, ast.BoolOp):  # the operand Python returns, as a value may be used
-            found = self.expr(node.values[0])
-            for value in node.values[1:]:
-                a, b = found, self.expr(value)
-                found = f"({a} ? {b} : {a})" if isinstance(node.op, ast.And) else f"({a} ? {a} : {b})"
+            found = value(node.values[0])
+            for operand in node.values[1:]:
+                a, b = found, value(operand)
+                tested = a if self.integral(node) else f"(!tb_eq({a}, 0.0))"
+                found = f"({tested} ? {b} : {a})" if isinstance(node.op, ast.And) else f"({tested} ? {a} : {b})"
             return found
         if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
             sides = [node.left, *node.comparators]
-            return "(" + " && ".join(f"({self.expr(a)} {_COMPARE[type(op)]} {self.expr(b)})"
-                                     for a, op, b in zip(sides, node.ops, sides[1:])) + ")"
+            return "(" + " && ".join(self.compare(a, op, b) for a, op, b in zip(sides, node.ops, sides[1:])) + ")"
         if isinstance(node, ast.IfExp):
-            return f"({self.expr(node.test)} ? {self.expr(node.body)} : {self.expr(node.orelse)})"
+            return f"({self.test(node.test)} ? {value(node.body)} : {value(node.orelse)})"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
                 and len(node.args) == 2 and not node.keywords:
-            a, b = (self.expr(v) for v in node.args)
+            a, b = (value(v) for v in node.args)
             return f"({a} {'<' if node.func.id == 'min' else '>'} {b} ? {a} : {b})"
         raise self.refuse(node)
+
+
+    def compare(self, a: ast.expr, op: ast.cmpop, b: ast.expr) -> str:
+        """One comparison of a chain; of a float, in doubles, its ``==`` and ``!=`` by ``tb_eq``."""
+        if self.integral(a) and self.integral(b):
+            return f"({self.expr(a)} {_COMPARE[type(op)]} {self.expr(b)})"
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            return f"({'' if isinstance(op, ast.Eq) else '!'}tb_eq({self.real(a)}, {self.real(b)}))"
+        return f"({self.real(a)} {_COMPARE[type(op)]} {self.real(b)})"
 
 
 def _index(node: ast.expr) -> int | None:

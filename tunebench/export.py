@@ -164,20 +164,6 @@ def _c_type(kernel: str, param: str, values) -> str:
                       f"header cannot carry (all ints of 64 bits and floats, or all strings)")
 
 
-#: A dim as a double, for the distance to a bucket: said as a cast, which -Wconversion asks for,
-#: in the spelling each language's strictest warnings take (-Wold-style-cast in C++).
-C_REAL = """\
-#ifndef TUNEBENCH_REAL
-#define TUNEBENCH_REAL
-#ifdef __cplusplus
-static inline double tb_real(long long v) { return static_cast<double>(v); }
-#else
-static inline double tb_real(long long v) { return (double)v; }
-#endif
-#endif
-"""
-
-
 def _bound(value: int | None, lower: bool = False) -> str:
     """A bucket's bound as a 64-bit literal: an upper one beyond 64 bits is none (-1) for a 64-bit
     dim, a lower one the largest (no such dim lies above it)."""
@@ -212,7 +198,7 @@ def header(data: dict, prefix: str = "tb") -> str:
            f'#error "the header of device {data["device"]}, and the header of another device is included already '
            f'under the prefix {prefix}: export each device with its own --prefix"', "#else", f"#define {guard}", "",
            "#include <math.h>", "",
-           C_HELPERS, C_REAL]
+           C_HELPERS]
     # the file that builds a kernel with its params as macros (-DBLOCK=256) may include this too
     names = sorted({n for by_dtype in data["kernels"].values() for entry in by_dtype.values()
                     for n in (*entry["params"], *entry["dims"])})
