@@ -1006,6 +1006,27 @@ def test_the_heuristic_served_for_another_device_or_an_undeclared_dtype_is_said_
     assert all(w.filename == __file__ for w in caught)
 
 
+def test_a_legacy_records_file_named_as_the_device_is_served_with_its_caveat_once_per_kernel(deployed, monkeypatch):
+    """A CPU's records of before tunebench fingerprinted family, model and ISA, asked for by
+    name: best() served their configs without a word that the machine they suit is not known."""
+    monkeypatch.setattr(lookup_module, "_SAID", {}, raising=False)
+    legacy = "cpu-amd-epyc-2t-b42c66"
+    records = deployed / "records"
+    shutil.copy(ROOT / "records" / f"{legacy}.json", records)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        choices = [tunebench.lookup("layernorm", (rows, 8192), legacy, records=records) for rows in (300, 301)]
+        assert tunebench.best("softmax", (4096, 512), legacy, records=records) == tunebench.lookup(
+            "softmax", (4096, 512), legacy, records=records).config
+        known = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+    assert all(c.source == "tuned" and f"{legacy} is a legacy records file: AMD EPYC, 2 threads, microarchitecture "
+               f"unknown" in c.note for c in choices), [c.note for c in choices]
+    said = [(w.category.__name__, str(w.message).split(":")[0]) for w in caught]
+    assert said == [("LegacyRecordsWarning", "kernel 'layernorm'"), ("LegacyRecordsWarning", "kernel 'softmax'")]
+    assert "may not suit this one" in str(caught[0].message) and all(w.filename == __file__ for w in caught)
+    assert known.source == "tuned" and "legacy" not in (known.note or "")
+
+
 def test_shapes_outside_every_bucket_are_warned_once_per_bucket_not_once_per_shape(deployed):
     """Each shape was in the warning's words, so Python's filters, which say a warning once per
     line and text, said one per shape (3001 entries in the caller's registry for 3000 shapes);

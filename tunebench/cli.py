@@ -18,7 +18,8 @@ from tunebench import __version__, compile_check, export, records_merge
 from tunebench.backends import cuda, launch
 from tunebench.buckets import BucketError, ShapeOutsideBuckets
 from tunebench.kernel import rootdir
-from tunebench.lookup import UnknownDeviceWarning, UntunedWarning, load_suites, lookup, project
+from tunebench.lookup import (LegacyRecordsWarning, UnknownDeviceWarning, UntunedWarning, load_suites, lookup,
+                              project)
 from tunebench.records import RecordsError, config_text, records_files
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
@@ -58,7 +59,8 @@ def _warnings_said() -> Iterator[list]:
     the command then fails: a misspelt device's warning says what the error cannot."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # each of tunebench's, however often the same line asks
-        warnings.simplefilter("ignore", UntunedWarning)  # a framework's word for what each command says itself
+        for said_by_the_command in (UntunedWarning, LegacyRecordsWarning):  # a framework's word for its notes
+            warnings.simplefilter("ignore", said_by_the_command)
         warnings.simplefilter("ignore", ShapeOutsideBuckets)  # its "lookup().warnings" is a caller's: best says the shape
         try:
             yield caught

@@ -45,7 +45,7 @@ from _pytest.outcomes import Skipped
 from tunebench.backends import fingerprint, resolve
 from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
-from tunebench.device import device_id, threads_apart
+from tunebench.device import describe, device_id, microarchitecture_known, threads_apart
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
                               rootdir)
@@ -687,6 +687,12 @@ def _say_once(kernel: str, category: type[Warning], about: str, message: str) ->
         warnings.warn(category(f"kernel {kernel!r}: {message}"), stacklevel=_caller())
 
 
+class LegacyRecordsWarning(UserWarning):
+    """Tuned configs are served from a CPU's records of before tunebench fingerprinted family,
+    model and ISA (a device named by ``device=`` or ``$TUNEBENCH_DEVICE``): which machine they
+    were measured on is not known, nor whether they suit this one. Said once per kernel and device."""
+
+
 class StaleRecordsWarning(UserWarning):
     """A records file could not be read (half written?): answers come from its last whole read."""
 
@@ -1173,6 +1179,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned with the flags [{tuned_flags}], and the variant builds with [{flags}] now: "
                 f"`{decl.tune_command(records_dir)}` tunes with these, and the gate checks the config with them"))))
+        if store.fingerprint and not microarchitecture_known(store.fingerprint):
+            legacy = f"{device} is a legacy records file: {describe(store.fingerprint)}"
+            choice.note = "; ".join(filter(None, (choice.note, legacy)))
+            _say_once(name, LegacyRecordsWarning, device, f"{legacy}; its configs are served, and may not suit this "
+                                                          f"one: `pytest suites --tune` on that machine records it anew")
         far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
         if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
             choice.note = "; ".join(filter(None, (choice.note, (
