@@ -250,10 +250,10 @@ def compiled_kernels(cubin: Path) -> dict[str, FunctionResources]:
     """The cubin's kernels (:func:`cubin_kernels`), each with whether it uses ``extern __shared__``
     memory or syncs its grid, and its cluster dims, from the PTX nvcc made of it, kept beside it
     under its name (``k.ptx`` for ``k.cubin``; a cubin cached without one says none of them)."""
-    ptx = cubin.with_suffix(".ptx")
+    ptx, source = cubin.with_suffix(".ptx"), cubin.with_suffix(".cu")
     text = ptx.read_text() if ptx.exists() else ""
     users, clusters, syncing = extern_shared_users(text), cluster_dims(text), grid_sync_users(text)
-    constants = unfilled_constants(text)
+    constants = unfilled_constants(text, source.read_text() if source.exists() else "")
     return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing,
                           unfilled_constants=constants.get(name, ())) for name, fn in cubin_kernels(cubin).items()}
 
@@ -275,11 +275,14 @@ def entry_refusal(fn: FunctionResources) -> str | None:
     return None
 
 
-def unfilled_constants(ptx: str) -> dict[str, tuple[str, ...]]:
+def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[str, ...]]:
     """The kernels (by symbol) whose code reads ``__constant__`` arrays declared without an
     initialiser, each with those arrays: a host's ``cudaMemcpyToSymbol`` fills such an array, and
-    tunebench launches with the args builder's arguments alone."""
-    arrays = re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
+    tunebench launches with the args builder's arguments alone. The PTX writes zeros (``= {0}``)
+    as no initialiser too, so an array counts only where the build's ``source`` declares it
+    without one (one the source does not show, from a header of the include folders, is not judged)."""
+    bare = {m[1] for m in re.finditer(r"__constant__[^;={}()]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;", source)}
+    arrays = [a for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M) if a in bare]
     readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in arrays}
     return {k: tuple(a for a in arrays if k in readers[a]) for k in set().union(*readers.values())}
 
