@@ -181,6 +181,20 @@ def test_the_monitor_reads_the_cores_the_run_may_run_on(tmp_path, monkeypatch, b
     assert bool(machine_signals({**found, "threads": 1})) == disturbed
 
 
+def test_the_load_average_is_judged_against_the_machines_cores_not_those_the_run_may_run_on(monkeypatch):
+    """The load average counts the whole machine (a container's host): on 1 core of 2 allowed,
+    a load of 2.5 read as one beyond "1 cores", and the first measurements of a run (no window
+    /proc/stat resolves yet) were judged disturbed on a machine with a core to spare."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 0.0, 0.0))
+    found = Monitor().conditions()
+    assert found["cores"] == 1 and "others_cpu" not in found, found
+    assert machine_signals({**found, "threads": 1}) == []
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 0.0, 0.0))
+    assert machine_signals({**Monitor().conditions(), "threads": 1}) == ["load average 5.5 on 4 cores"]
+
+
 class FlakyWorkers:
     """Answers ``disturbed`` a given number of times, then ``clean``."""
 

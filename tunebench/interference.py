@@ -212,6 +212,8 @@ class Monitor:
     def conditions(self) -> dict:
         """Now, over the span back to an earlier reading."""
         found = {"loadavg_1m": round(os.getloadavg()[0], 2), "cores": len(self._cores)}
+        if len(self._cores) != os.cpu_count():  # the load average counts the machine's, not the cores allowed
+            found["machine_cores"] = os.cpu_count()
         end = _stat(self._own, self._cores)
         if end is None or not self._marks:
             return found
@@ -331,9 +333,9 @@ def machine_signals(conditions: Mapping) -> list[str]:
                      f"{spare} left free by the kernel's threads)")
     if steal is not None and steal >= STEAL:
         found.append(f"the hypervisor stole {steal:.0%} of the CPU time")
-    load = conditions.get("loadavg_1m")
-    if others is None and load is not None and load > cores + 1:
-        found.append(f"load average {load:.1f} on {cores} cores")
+    load, machine = conditions.get("loadavg_1m"), conditions.get("machine_cores") or cores
+    if others is None and load is not None and load > machine + 1:
+        found.append(f"load average {load:.1f} on {machine} cores")
     return found
 
 
