@@ -12,8 +12,10 @@ import pytest
 from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
+from tests.test_records import digest
 from tunebench.compare import Comparison
 from tunebench.gate import checks, judge, trusted
+from tunebench.kernel import Variant
 
 #: ITERS dependent multiply-adds per element, 8 independent chains at a time, the whole pass done
 #: ``reps`` times: the heuristic (reps 2) and the best (reps 1) run the same code, so their ratio
@@ -506,6 +508,30 @@ def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_
             "source cannot be built again, and is not compared with today's build" in out), out
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert not [v for v in gate["verdicts"] if v["what"].startswith("best against the recorded source")]
+
+
+def test_a_re_tune_of_the_unchanged_template_gives_records_from_before_the_helpers_text(split, monkeypatch):
+    """Records committed before file texts were kept: a re-tune of the template as tuned added
+    nothing to its source, so the recorded build stayed out and a helper made 15 % slower kept
+    passing. The re-tune keeps the helper's text (not one of another hash, as an edit read after
+    the template gives), and the gate fails naming it."""
+    pytester, path, helper = split
+    source, tuned, slower = pytester.path / "chain.c", helper.read_text(), helper.read_text().replace(
+        "#define EXTRA 0", "#define EXTRA 30")
+    edited = source.read_text()
+    TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
+    source.write_text(edited.replace("/* a comment */\n", ""))  # the template as tuned
+    read = Variant.file_texts.fget
+    with monkeypatch.context() as patched:
+        patched.setattr(Variant, "file_texts", property(lambda v: {**read(v), digest(slower): slower}))
+        pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    assert [d.get("files") for d in TinyDB(path).table("sources").all()] == [{digest(tuned): tuned}]
+    source.write_text(edited)
+    helper.write_text(slower)
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    out = result.stdout.str()
+    assert re.search(r"FAIL +best against the recorded source \(src/helper.c as tuned\) on \(2048,\): 1\.", out), out
+    result.assert_outcomes(failed=1)
 
 
 def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_the_recorded_template(

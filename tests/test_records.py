@@ -398,6 +398,24 @@ def test_the_texts_of_the_files_a_template_keeps_as_their_hash_are_kept_once_eac
     assert again.source("s2") == "t2"
 
 
+def test_a_version_kept_without_file_texts_gets_them_when_tuned_again_and_nothing_else_of_it_changes(
+        tmp_path, monkeypatch):
+    """Records from before texts were kept: a re-tune of the template found its version kept and
+    added nothing, so the gate never built its helpers as tuned. It adds those no version keeps,
+    within FILE_TEXT_BYTES with what the version keeps already."""
+    monkeypatch.setattr("tunebench.records.FILE_TEXT_BYTES", 40)
+    helper, header, large, more = "void pass(void);\n", "#define EXTRA 0\n", "/* a library */\n" * 2, "int more;\n"
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.put_source("k", "s1", "t1", {})
+    store.put_source("k", "s1", "t1", {digest(helper): helper})
+    store.put_source("k", "s1", "t1", {digest(helper): helper, digest(large): large, digest(header): header})
+    store.put_source("k", "s1", "t1", {digest(more): more})  # 33 bytes kept: beyond 40 with it
+    store.compact()
+    RecordStore(store.path)  # read and checked
+    assert TinyDB(store.path).table("sources").all() == [
+        {"kernel": "k", "source_hash": "s1", "text": "t1", "files": {digest(helper): helper, digest(header): header}}]
+
+
 def test_a_merge_keeps_the_file_texts_of_either_sides_sources(tmp_path):
     def side(name, sources):
         path = tmp_path / f"{name}.json"

@@ -876,16 +876,23 @@ class RecordStore:
         """Keep a template version once, so the gate can build it again after it changed, with
         ``files``, the texts of the files it keeps as their hash alone, by hash (see
         :attr:`~tunebench.kernel.Variant.file_texts`): those no version keeps yet, as many as
-        :data:`FILE_TEXT_BYTES` holds, so that a helper edited since is built as it was."""
-        if self.source(source_hash) is not None:
-            return
-        kept, new, size = self.file_texts(), {}, 0
+        :data:`FILE_TEXT_BYTES` holds, so that a helper edited since is built as it was. A version
+        kept without them (records from before texts were kept) gets them when tuned again, its
+        other fields as they were: until then its helpers' edits leave the recorded build out."""
+        found = next((d for d in self._db.table("sources").all() if d["source_hash"] == source_hash), None)
+        has = found.get("files", {}) if found is not None else {}
+        kept, new, size = self.file_texts(), {}, sum(len(t.encode()) for t in has.values())
         for digest, content in files.items():
             if digest not in kept and size + len(content.encode()) <= FILE_TEXT_BYTES:
                 new[digest], size = content, size + len(content.encode())
+        if found is not None and not new:
+            return
         with self._locked():
-            self._db.table("sources").insert({"kernel": kernel, "source_hash": source_hash, "text": text,
-                                              **({"files": new} if new else {})})
+            if found is None:
+                self._db.table("sources").insert({"kernel": kernel, "source_hash": source_hash, "text": text,
+                                                  **({"files": new} if new else {})})
+            else:
+                self._db.table("sources").update({"files": {**has, **new}}, doc_ids=[found.doc_id])
 
     def source(self, source_hash: str) -> str | None:
         found = [d["text"] for d in self._db.table("sources").all() if d["source_hash"] == source_hash]

@@ -35,7 +35,7 @@ from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
-from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.kernel import Kernel, KernelError, Variant, hashed_files
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import MeasureSettings
 from tunebench.records import FAILED, RecordStore, config_key, config_text
@@ -389,7 +389,7 @@ class Task:
         # described once the heuristic ran on every shape: a declaration error (an args builder, a
         # reference at fault) raises first, and the records keep the last description that worked
         store.put_task({**self._description(), "warm_from": warm_from})
-        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template, self.variant.file_texts)
+        store.put_source(self.kernel.name, self.variant.source_hash, self.variant.template, self._file_texts())
         space = self.variant.space
         rng = random.Random(f"{self.tuner.seed}:{self.kernel.name}:{self.dtype}:{self.bucket.name}")
         strategy = get_strategy(self.tuner.strategy)(space, self.candidates, rng, warm=self._warm(warm_from),
@@ -710,6 +710,13 @@ class Task:
         k = self.kernel
         return {"flops": k.flops(shape) if k.flops else None,
                 "bytes": k.bytes(shape, self.dtype) if k.bytes else None}
+
+    def _file_texts(self) -> dict[str, str]:
+        """The texts of the files the template keeps as their hash alone (see
+        :attr:`~tunebench.kernel.Variant.file_texts`) whose hash it names: the records keep them
+        with this version, and a file read otherwise (edited since) is another version's."""
+        named = set(hashed_files(self.variant.template, self.variant.path.name).values())
+        return {digest: text for digest, text in self.variant.file_texts.items() if digest in named}
 
     def _description(self) -> dict:
         return {"kernel": self.kernel.name, "target": self.tuner.target, "dtype": self.dtype,
