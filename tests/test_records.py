@@ -417,15 +417,17 @@ def test_a_version_kept_without_file_texts_gets_them_when_tuned_again_and_nothin
 
 
 def test_a_merge_keeps_the_file_texts_of_either_sides_sources(tmp_path):
+    """Theirs re-tuned a version both keep, and kept its texts (records from before had none):
+    ours' document of it, without them, was kept whole."""
     def side(name, sources):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps({"device": {"1": FINGERPRINT}, "sources": {
-            str(i): {"kernel": "k", "source_hash": h, "text": h, "files": {digest(t): t}}
+            str(i): {"kernel": "k", "source_hash": h, "text": h, **({"files": {digest(t): t}} if t else {})}
             for i, (h, t) in enumerate(sources, 1)}}))
         return path
 
-    base = side("base", [("s1", "a\n")])
-    merged, _ = records_merge.merge(base, side("ours", [("s1", "a\n"), ("s2", "b\n")]),
+    base = side("base", [("s1", None)])
+    merged, _ = records_merge.merge(base, side("ours", [("s1", None), ("s2", "b\n")]),
                                     side("theirs", [("s1", "a\n"), ("s3", "c\n")]))
     path = tmp_path / "records" / f"{device_id(FINGERPRINT)}.json"
     path.parent.mkdir()

@@ -4,7 +4,8 @@ and committed records merge without a conflict and without losing a measurement.
 Every tune appends trials at the end of the same tables, under TinyDB's sequential document ids,
 so two branches' records always conflict in a line merge, and taking either side loses the
 other's trials. Records are a set of facts, not text: the merge is the union of trials, sources
-and checks (each a document that either side wrote, kept once), in the order they were made
+and checks (each a document that either side wrote, kept once; a source with the file texts
+either side keeps of it), in the order they were made
 (each side's own order, the two interleaved by their timestamps, so that the latest final round
 of a task stays the one lookups read), and per task the description of the side that changed it
 (ours where both did). Where both sides tuned a task and only one of them changed its template or
@@ -114,6 +115,17 @@ def _declared(doc: dict | None) -> tuple | None:
     return (doc.get("source_hash"), doc.get("setup_hash")) if doc else None
 
 
+def _sources(ours: dict, theirs: dict) -> list[dict]:
+    """Each template version once, ours where both keep it, with the file texts either side
+    keeps of it: a re-tune adds them to a version kept without them (see
+    :meth:`~tunebench.records.RecordStore.put_source`), on one side alone."""
+    merged: dict[str, dict] = {}
+    for doc in (*theirs.values(), *ours.values()):
+        files = {**merged.get(doc["source_hash"], {}).get("files", {}), **doc.get("files", {})}
+        merged[doc["source_hash"]] = {**doc, **({"files": files} if files else {})}
+    return list(merged.values())
+
+
 def _tasks(base: dict, ours: dict, theirs: dict) -> list[dict]:
     """Per task, ours, else theirs where only theirs changed it since the base, or where both
     did and only theirs changed its template or declaration (the side whose template git keeps)."""
@@ -150,7 +162,7 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None 
         "tasks": _tasks(get(base, "tasks"), get(ours, "tasks"), get(theirs, "tasks")),
         # a trial both sides measured is two measurements, both kept: the store reads the later
         "trials": _union(get(base, "trials"), get(ours, "trials"), get(theirs, "trials")),
-        "sources": list({d["source_hash"]: d for side in (theirs, ours) for d in get(side, "sources").values()}.values()),
+        "sources": _sources(get(ours, "sources"), get(theirs, "sources")),
         "checks": _union(get(base, "checks"), get(ours, "checks"), get(theirs, "checks")),
     }
     notes = unread + _retuned(base, ours, theirs, tables["checks"])
