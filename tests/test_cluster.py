@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_gate import GATE, split_project
 from tests.test_plugin import TUNE
 from tunebench.kernel import KernelError
 from tunebench.lookup import load_suites
@@ -301,3 +302,40 @@ def test_a_device_gets_the_whole_package_a_suite_imports_from_relatively(increme
     assert device.load(files, ["suites/pkg/test_packaged.py"]) == {}
     assert "in_package" in REGISTRY and not str(REGISTRY["in_package"].declared_in).startswith(str(incremented))
     device.close()
+
+
+#: A driver's conftest: the devices are other hosts, so what it wrote into its compile cache is
+#: gone once a job is sent (the devices' cache is the one the cluster started with).
+ANOTHER_HOST = """\
+import shutil
+from tunebench import cluster
+from tunebench.backends.cache import BuildCache
+
+send = cluster.ClusterWorkers.trial
+
+
+def trial(self, job):
+    shutil.rmtree(BuildCache().root, ignore_errors=True)
+    return send(self, job)
+
+
+cluster.ClusterWorkers.trial = trial
+"""
+
+
+def test_a_device_builds_the_recorded_template_with_the_records_text_of_a_helper_edited_since(
+        pytester, cluster, monkeypatch, tmp_path):
+    """The gate's recorded build named the helper's copy in the driver's compile cache, which a
+    device on another host has not: "the file of flags ... not found", the recorded build was
+    left out, and a helper made 15 % slower passed. The job carries the records' text, and the
+    device writes the copy where it builds."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
+    _, helper = split_project(pytester)
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    pytester.makeconftest(ANOTHER_HOST)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "driver"))
+    result = pytester.runpytest_subprocess("test_chain.py", *GATE, "-rA", "--tune-cluster", cluster)
+    out = result.stdout.str()  # Ray's own processes beside the device may leave it NOISY
+    assert re.search(r"(FAIL|NOISY) +best against the recorded source \(src/helper.c as tuned\) on \(2048,\): "
+                     r"1\.[1-9]", out), out

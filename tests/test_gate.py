@@ -447,11 +447,9 @@ def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tu
                                  "*the recorded build of the best [[]reps:1[]] on (2048,) ended compile_error today*"])
 
 
-@pytest.fixture
-def split(pytester, tmp_path, monkeypatch):
+def split_project(pytester):
     """The chain kernel split over two files, its helper reading the param (as a framework building
-    both with defines() gives it), tuned; its template then edited, and gated in a cache without
-    the tune's builds, as a CI's: (pytester, records file, helper)."""
+    both with defines() gives it), tuned; its template then edited: (records file, helper)."""
     (pytester.path / "src").mkdir()
     helper = pytester.path / "src" / "helper.c"
     helper.write_text('#ifndef reps\n#error "reps not defined"\n#endif\n'
@@ -464,6 +462,14 @@ def split(pytester, tmp_path, monkeypatch):
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
     (path,) = (pytester.path / "records").glob("*.json")
     source.write_text(source.read_text() + "/* a comment */\n")
+    return path, helper
+
+
+@pytest.fixture
+def split(pytester, tmp_path, monkeypatch):
+    """The :func:`split_project`, gated in a cache without the tune's builds, as a CI's:
+    (pytester, records file, helper)."""
+    path, helper = split_project(pytester)
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
     return pytester, path, helper
 

@@ -14,7 +14,7 @@ template, the tune's flags); every check is made on the per-process ratios:
   best/baseline; they fail here. A recorded build that fails today (a flag this compiler
   refuses) is named and left out: it is no fault of today's code. A file the recorded build
   reads where it is (a source file of the flags, a header of the include folders), edited
-  since, is read as the records keep its text (see :func:`_kept_flags`): a helper made 15 %
+  since, is read as the records keep its text (see :func:`_kept_texts`): a helper made 15 %
   slower slows every config alike, which only this check shows. Where the records keep its
   hash alone (records from before), the recorded build is left out: built with today's copy,
   it is not the recorded build (a helper's slowdown was held to itself, and its build cached
@@ -47,17 +47,15 @@ import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tunebench import __version__, backends
-from tunebench.backends.cache import BuildCache
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart
 from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files, flag_paths, hashed_files, unkept_files
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, unkept_files
 from tunebench.lookup import fits, latest_confirmation, shape_times
 from tunebench.records import NotWritable, RecordStore, config_text, stores
 
@@ -274,17 +272,17 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only
     # their joined text, which cannot be split back)
     tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
-    recorded_text, kept_flags, as_tuned = None, None, ""
+    recorded_text, kept, as_tuned = None, None, ""
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
         edited = changed_files(recorded_text, variant.template, variant.path.name) if recorded_text else []
         built = dataclasses.replace(variant, flags=tune_flags) if tune_flags is not None else variant
         unkept = _unkept(built, recorded_text) if recorded_text else []
-        kept_flags = _kept_flags(store, built, recorded_text, recorded_hash, unkept) if unkept else None
-        as_tuned = f" ({', '.join(unkept)} as tuned)" if kept_flags is not None else ""
+        kept = _kept_texts(store, recorded_text, variant.path.name, unkept) if unkept else None
+        as_tuned = f" ({', '.join(unkept)} as tuned)" if kept is not None else ""
         why = ("the recorded source is not in the records, so it is" if not recorded_text else
                f"the records keep only the hash{'es' if len(unkept) > 1 else ''} of {', '.join(unkept)} as tuned, "
-               f"so the recorded source cannot be built again, and is" if unkept and kept_flags is None else None)
+               f"so the recorded source cannot be built again, and is" if unkept and kept is None else None)
         result.notes.append(
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
@@ -298,8 +296,10 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     recorded = {}
     if recorded_text is not None or tune_flags is not None:
         recorded["text"] = recorded_text if recorded_text is not None else variant.template
-    if tune_flags is not None or kept_flags is not None:
-        recorded["flags"] = kept_flags if kept_flags is not None else tune_flags
+    if tune_flags is not None:
+        recorded["flags"] = tune_flags
+    if kept is not None:
+        recorded["files"] = kept
     against = "best against the " + " and ".join(
         what for what, held in (("recorded source", recorded_text is not None), ("tune's flags", tune_flags is not None))
         if held) + as_tuned
@@ -438,31 +438,16 @@ def _unkept(built: Variant, text: str) -> list[str]:
         return []
 
 
-def _kept_flags(store: RecordStore, built: Variant, text: str, source_hash: str,
-                unkept: list[str]) -> tuple[str, ...] | None:
-    """The flags of ``built`` that build the recorded template ``text`` (``source_hash``) with
-    the files it keeps as their hash alone as tuned, from the texts the records keep: each
-    written to a folder of the compile cache at its own path, a file of the flags named there,
-    each header folder's copy searched ahead of it (a header including ``"sub/x.h"`` finds the
-    copy). None where the records keep no text of a file of ``unkept`` (records from before kept
-    none), or it is today's alone: the build would read today's."""
-    hashes, texts = hashed_files(text, built.path.name), store.file_texts()
+def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str]) -> dict[str, str] | None:
+    """The records' texts of the files the recorded template ``text`` keeps as their hash alone,
+    by the path it names them by (from the folder of ``template``), for its build to read as
+    tuned wherever it is built (see :func:`~tunebench.kernel.kept_flags`: a cluster's device is
+    another host). None where the records keep no text of a file of ``unkept`` (records from
+    before kept none), or it is today's alone: the build would read today's."""
+    hashes, texts = hashed_files(text, template), store.file_texts()
     if any(hashes.get(file) not in texts for file in unkept):
         return None
-    folder = BuildCache().copies({(built.path.parent / file).resolve(): texts[digest]
-                                  for file, digest in hashes.items() if digest in texts}, source_hash)
-    flags = []
-    for flag, named in zip(built.build_flags, flag_paths(built.flags)):
-        kind = named[2] if named else None
-        path = Path(flag[len(named[0]):]) if kind in ("dir", "file", "include") else None
-        copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
-        if copy is None or not copy.exists():
-            flags.append(flag)
-        elif kind == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
-            flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
-        else:
-            flags.append(named[0] + str(copy))
-    return tuple(flags)
+    return {file: texts[digest] for file, digest in hashes.items() if digest in texts}
 
 
 def _reference(entry: dict) -> list[float] | None:

@@ -32,6 +32,7 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
                                      constant_suspects, folder_header, overridden, unreadable)
+from tunebench.backends.cache import BuildCache
 from tunebench.backends.launch import launch_of, stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -424,6 +425,28 @@ def hashed_files(text: str, template: str) -> dict[str, str]:
     each with that hash: what a build of it reads where it lies, as it was."""
     return {name: found[-1].group(1) for name, lines in _by_file(text, template).items()
             for found in [[_HASH_ALONE.match(line) for line in lines]] if found and all(found)}
+
+
+def kept_flags(built: Variant, texts: Mapping[str, str]) -> tuple[str, ...]:
+    """The flags of ``built`` that build it reading ``texts`` (the records' texts of files edited
+    since the tune, by path from its template's folder) in their place: each written to a folder
+    of this host's compile cache at its own path (a cluster's device has not the driver's), a
+    file of the flags named there, each header folder's copy searched ahead of it (a header
+    including ``"sub/x.h"`` finds the copy). The folder is named by the texts: written once."""
+    name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
+    folder = BuildCache().copies({(built.path.parent / file).resolve(): text for file, text in texts.items()}, name)
+    flags = []
+    for flag, named in zip(built.build_flags, flag_paths(built.flags)):
+        names = named[2] if named else None
+        path = Path(flag[len(named[0]):]) if names in ("dir", "file", "include") else None
+        copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
+        if copy is None or not copy.exists():
+            flags.append(flag)
+        elif names == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
+            flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
+        else:
+            flags.append(named[0] + str(copy))
+    return tuple(flags)
 
 
 def _by_file(text: str, template: str) -> dict[str, list[str]]:

@@ -46,7 +46,7 @@ from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
 from tunebench.backends.process_state import ProcessState, descendants, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
-from tunebench.kernel import REGISTRY, KernelError
+from tunebench.kernel import REGISTRY, KernelError, Variant, kept_flags
 from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
                                warm_up)
 from tunebench.prepared import SLOW_S, keep, kept
@@ -80,7 +80,9 @@ class TrialJob:
 class CompareJob:
     """Configs (arms) measured interleaved on one shape: a timed call of each in turn, round
     after round, under every placement. An arm is (label, config, the variant's fields built
-    otherwise for it, as ``{"text": the recorded template, "flags": the tune's}``, or None).
+    otherwise for it, as ``{"text": the recorded template, "flags": the tune's}``, with ``files``,
+    the records' texts of the files it reads edited since, by path from the template's folder
+    (written where the job is built: see :func:`_arm_variant`), or None).
     The rounds are sized to ``budget_s`` of calls (after the warm-up tells how long a call
     takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer."""
 
@@ -374,6 +376,16 @@ def _dtype_hint(args: dict, dtype: str) -> str:
             f"TB_DTYPE needs .astype(dtype))") if other else ""
 
 
+def _arm_variant(variant: Variant, changes: dict | None) -> Variant:
+    """The variant an arm builds: ``changes`` its fields, and its ``files`` (the records' texts
+    of files edited since the tune) written where this process builds (see
+    :func:`~tunebench.kernel.kept_flags`), as a cluster's device builds on its own host."""
+    if not changes:
+        return variant
+    built = dataclasses.replace(variant, **{field: v for field, v in changes.items() if field != "files"})
+    return dataclasses.replace(built, flags=kept_flags(built, changes["files"])) if "files" in changes else built
+
+
 def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     """Every arm built, then under each placement loaded, verified and sampled interleaved;
     the first arm that fails is the result (its status, error and label). ``samples`` is
@@ -381,7 +393,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
     builds = {}
     for label, config, changes in job.arms:
-        arm_variant = dataclasses.replace(variant, **changes) if changes else variant
+        arm_variant = _arm_variant(variant, changes)
         try:
             builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
         except CompileError as e:
