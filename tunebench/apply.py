@@ -134,27 +134,28 @@ def _places_params(template: str) -> bool:
     return PARAMS_HERE.search(template) is not None
 
 
-def _keywords(fn: Callable) -> set[str] | None:
-    """The keyword arguments ``fn`` takes; None where it takes any (``**kwargs``) or has no signature."""
+def _parameters(fn: Callable, any_kind, kinds: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The names of ``fn``'s parameters of ``kinds``, in order; None where it takes any number of
+    them (a parameter of ``any_kind``: ``*args``, ``**kwargs``) or has no signature (a builtin)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature
+    except (TypeError, ValueError):
         return None
-    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+    if any(p.kind is any_kind for p in parameters):
         return None
-    return {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return tuple(p.name for p in parameters if p.kind.name in kinds)
+
+
+def _keywords(fn: Callable) -> set[str] | None:
+    """The keyword arguments ``fn`` takes; None where it takes any (``**kwargs``) or has no signature."""
+    found = _parameters(fn, inspect.Parameter.VAR_KEYWORD, ("KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD"))
+    return None if found is None else set(found)
 
 
 def _positional(fn: Callable) -> tuple[str, ...] | None:
     """The names of the parameters ``fn`` takes in place, in order; None where it takes any
     number (``*args``) or has no signature."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature
-        return None
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return None
-    return tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return _parameters(fn, inspect.Parameter.VAR_POSITIONAL, ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD"))
 
 
 def _taken(fn: Callable) -> Callable[[tuple, dict], Any]:

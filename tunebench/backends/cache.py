@@ -208,7 +208,7 @@ class BuildCache:
                 copy = folder / path.relative_to(path.anchor)
                 if not copy.exists():
                     copy.parent.mkdir(parents=True, exist_ok=True)
-                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
+                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}", "utf-8")  # as the records decoded it
         return folder
 
     @contextlib.contextmanager
@@ -224,10 +224,10 @@ class BuildCache:
                 f"with free space") from None
 
 
-def _write_atomic(path: Path, text: str, stamp: str) -> None:
+def _write_atomic(path: Path, text: str, stamp: str, encoding: str | None = None) -> None:
     tmp = path.with_name(f"{path.name}.{stamp}")
     try:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding=encoding)
         os.replace(tmp, path)
     except OSError:  # a full disk: no empty file left behind
         tmp.unlink(missing_ok=True)
