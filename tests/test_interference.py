@@ -282,6 +282,8 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
     # no final round confirmed a pick: each row is what best() serves, the heuristic, as the report says
     # (the trials' fastest, 1.38x*, stood beside a report of 1.00x*)
     assert all(" ".join(row).count("vec:") <= 1 for row in rows), rows
+    # a task the busy machine stopped in its heuristic's trials still names the heuristic's config ('-' before)
+    assert len(rows) == 2 and all(" ".join(row).endswith("vec:2 unroll:1 mode:0") for row in rows), rows
 
 
 #: Spins ``threads`` OpenMP threads (a serial loop where it is 1) for ``seconds``.
