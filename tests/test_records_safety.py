@@ -360,6 +360,26 @@ def test_a_full_disk_is_one_error_naming_the_file_and_loses_nothing(tmp_path):
     assert [t["config"] for t in again.trials()] == [{"vec": 1}]
 
 
+def test_a_full_disk_at_the_mark_of_a_trial_in_flight_is_one_error_naming_it_and_leaves_no_empty_mark(tmp_path):
+    """The mark a tune writes before each trial (see RecordStore.measuring) had failed with an
+    OSError traceback on every item, and left an empty mark that no run reads or removes."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    script = textwrap.dedent(f"""
+        from tests.test_records import FINGERPRINT, trial
+        from tunebench.records import NotWritable, RecordStore
+        try:
+            RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT).measuring(trial({{"vec": 1}}))
+        except NotWritable as e:
+            print(e)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).parent.parent, preexec_fn=_file_size_limit(16))
+    assert run.returncode == 0, run.stderr
+    assert f"{store.journal.parent}/{store.path.name}.inflight-" in run.stdout, run.stdout
+    assert "records cannot be written (File too large); every record written before is kept" in run.stdout
+    assert not list(store.journal.parent.glob("*.inflight-*"))
+
+
 def test_the_gate_on_a_full_disk_gates_and_says_its_run_is_not_recorded(pytester):
     """Every gate item failed with the OSError of keeping its run, its verdict lost."""
     _tuned_slow(pytester)

@@ -802,7 +802,11 @@ class RecordStore:
                 died = max(died, mark.get("died", 0) + 1)
                 path.unlink(missing_ok=True)
         self._mark = self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}"
-        self._mark.write_text(json.dumps({"key": key, "pid": os.getpid(), "died": died}))
+        try:
+            self._mark.write_text(json.dumps({"key": key, "pid": os.getpid(), "died": died}))
+        except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
+            self._mark.unlink(missing_ok=True)
+            raise _unwritten(self._mark, e) from None
         return died
 
     def measured(self) -> None:
