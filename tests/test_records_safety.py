@@ -361,14 +361,16 @@ def test_a_full_disk_is_one_error_naming_the_file_and_loses_nothing(tmp_path):
 
 
 def test_a_full_disk_at_the_mark_of_a_trial_in_flight_is_one_error_naming_it_and_leaves_no_empty_mark(tmp_path):
-    """The mark a tune writes before each trial (see RecordStore.measuring) had failed with an
-    OSError traceback on every item, and left an empty mark that no run reads or removes."""
+    """The mark a tune writes as a trial's candidate is loaded (see RecordStore.loading) had failed
+    with an OSError traceback on every item, and left an empty mark that no run reads or removes."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     script = textwrap.dedent(f"""
         from tests.test_records import FINGERPRINT, trial
         from tunebench.records import NotWritable, RecordStore
         try:
-            RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT).measuring(trial({{"vec": 1}}))
+            store = RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT)
+            store.measuring(trial({{"vec": 1}}))
+            store.loading()
         except NotWritable as e:
             print(e)
     """)
@@ -468,3 +470,40 @@ def test_a_candidate_that_kills_the_run_is_recorded_crashed_after_two_deaths_and
     killer = [t for t in trials if t["config"]["tag"] == 3]
     assert [t["status"] for t in killer] == ["crashed"] and {t["config"]["tag"] for t in trials} >= {0, 1, 2, 4}
     assert not list((pytester.path / "records" / ".journal").glob("*.inflight-*"))
+
+
+#: A reference that, told to by $IN_REFERENCE, says so in that file and takes a minute (a large shape's).
+SLOW_REFERENCE = """
+def reference(x, n):
+    import os, pathlib, time
+    if os.environ.get("IN_REFERENCE"):
+        pathlib.Path(os.environ["IN_REFERENCE"]).touch()
+        time.sleep(60)
+    return x
+"""
+
+
+def test_runs_killed_before_a_candidate_ran_are_no_deaths_of_its_config(pytester):
+    """Two runs killed (a CI job cancelled twice) while the heuristic's first trial built its
+    reference had recorded the heuristic as crashed, served a candidate in its place and failed
+    its item: no code of the heuristic's had run."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    suite = textwrap.dedent(SLOW_SUITE).replace("reference=lambda x, n: x,", "reference=reference,")
+    pytester.path.joinpath("test_slow.py").write_text(suite.replace("\nslow = ", f"{SLOW_REFERENCE}\nslow = "))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    told = pytester.path / "in-reference"
+    for _ in range(2):
+        told.unlink(missing_ok=True)
+        proc = subprocess.Popen(command, cwd=pytester.path, env={**os.environ, "IN_REFERENCE": str(told)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert told.exists(), "the run never built the reference"
+        proc.terminate()  # as a CI job's cancel does
+        assert proc.wait(60) == -signal.SIGTERM
+    run = subprocess.run([*command, "--tune-trials", "1"], cwd=pytester.path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and "died 2 times" not in run.stdout, run.stdout[-3000:]
+    (path,) = (pytester.path / "records").glob("*.json")
+    assert [t["status"] for t in RecordStore(path).trials(baseline=True)] == ["ok"]

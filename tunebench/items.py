@@ -73,7 +73,8 @@ def measuring(config: pytest.Config):
     elif why_not_cuda:
         config.stash[UNAVAILABLE]["cuda"] = f"cuda target not used: {why_not_cuda}", False
     fp = fingerprint(target)
-    return target, fp, _store(config, records, fp), Workers(target, timeout=config.getoption("tune_timeout"))
+    store = _store(config, records, fp)
+    return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"), loading=store.loading)
 
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:

@@ -660,6 +660,8 @@ class RecordStore:
         self.read_only = read_only or fingerprint is None
         #: Why a write of this run failed (a full disk): a gate's later runs are not kept either.
         self.unwritten: str | None = None
+        #: The trial in flight's mark and its text (see :meth:`measuring`).
+        self._mark: tuple[Path, str] | None = None
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         if not self.read_only:
@@ -785,10 +787,12 @@ class RecordStore:
         self._remember(dict(doc))
 
     def measuring(self, doc: Mapping) -> int:
-        """Mark the trial of ``doc`` (its document before it is measured) as being measured by
-        this process until :meth:`measured`; returns how many runs died measuring it before, by
-        the marks they left (a candidate that killed the run itself, ``kill(getppid(), ...)``,
-        killed every later run at the same place, and nothing named it)."""
+        """The trial of ``doc`` (its document before it is measured) is measured by this process
+        until :meth:`measured`, and marked so once its candidate runs (:meth:`loading`); returns
+        how many runs died while its candidate ran before, by the marks they left (a candidate that
+        killed the run itself, ``kill(getppid(), ...)``, killed every later run at the same place,
+        and nothing named it)."""
+        self._mark = None
         if self.read_only:
             return 0
         key, died = json.dumps(trial_identity(doc)), 0
@@ -801,19 +805,29 @@ class RecordStore:
             if mark.get("key") == key and not alive(mark.get("pid")):
                 died = max(died, mark.get("died", 0) + 1)
                 path.unlink(missing_ok=True)
-        self._mark = self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}"
-        try:
-            self._mark.write_text(json.dumps({"key": key, "pid": os.getpid(), "died": died}))
-        except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
-            self._mark.unlink(missing_ok=True)
-            raise _unwritten(self._mark, e) from None
+        self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}",
+                      json.dumps({"key": key, "pid": os.getpid(), "died": died}))
         return died
 
+    def loading(self) -> None:
+        """The worker loads the build of the trial :meth:`measuring` named: from here its candidate's
+        own code runs, and a death of this run may be its doing. Not before: two runs killed (a CI
+        job cancelled twice) while the heuristic's first trial built its reference had recorded the
+        heuristic as crashed, served a candidate in its place and failed its item."""
+        if self._mark is None:
+            return
+        path, text = self._mark
+        try:
+            path.write_text(text)
+        except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
+            path.unlink(missing_ok=True)
+            raise _unwritten(path, e) from None
+
     def measured(self) -> None:
-        """The trial :meth:`measuring` marked ended with this process alive."""
-        mark = getattr(self, "_mark", None)
-        if mark is not None:
-            mark.unlink(missing_ok=True)
+        """The trial :meth:`measuring` named ended with this process alive."""
+        if self._mark is not None:
+            self._mark[0].unlink(missing_ok=True)
+            self._mark = None
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write)."""

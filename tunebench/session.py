@@ -60,8 +60,9 @@ PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
 #: of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
-#: Runs that died while a config was measured, after which it is recorded crashed, not measured
-#: again: one death may be the user's kill or a CI timeout, a second at the same config is the config.
+#: Runs that died while a config's candidate ran (see RecordStore.loading), after which it is recorded
+#: crashed, not measured again: one death may be the user's kill or a CI timeout, a second at the same
+#: config is the config.
 DEATHS = 2
 
 

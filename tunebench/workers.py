@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -494,9 +495,10 @@ def _death(process) -> str:
 class Workers:
     """Runs trials in a worker process for one target; see the module docstring."""
 
-    def __init__(self, target: str, timeout: float = 10.0):
+    def __init__(self, target: str, timeout: float = 10.0, loading: Callable[[], None] = lambda: None):
         self.target = target
         self.timeout = timeout
+        self.loading = loading  # told as a job's builds are about to be loaded: its candidates' code runs next
         self.builds: dict[str, bool] = {}  # artefact loaded this run -> whether a worker compiled it
         self._placements: list[str] = []  # the backend's, as the worker said when it started
         self._guard: int | None = None  # the worker's sentinel (see _sentinel)
@@ -588,6 +590,7 @@ class Workers:
             if kind == "built":
                 for artefact, cached in message:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
+                self.loading()
                 kind, message = self._watch()
         except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
             self._stop()  # was read as the next job's, and recorded under its config
