@@ -107,7 +107,15 @@ def test_an_array_for_a_container_or_struct_holding_pointers_is_refused_and_a_pl
     functions = library_functions(build(tmp_path, "#include <vector>\nstruct xy { float x, y; };\n"
                                                   "struct view { const float *data; long n; };\n"
                                                   'extern "C" void k(std::vector<float> &v, const view *w, xy *p)'
-                                                  " { v[0] = w->n + p->x; }\n",
+                                                  " { v[0] = w->n + p->x; }\n"
+                                                  # an array member's DIE has subranges for children, no members
+                                                  "typedef const float *row[2];\n"
+                                                  "struct rows { const float *r[4]; int n; };\n"
+                                                  "struct vectors { std::vector<float> v[2]; };\n"
+                                                  "struct grid { row g[3][2]; };\n"
+                                                  "struct tile { float t[4][4]; int n; };\n"
+                                                  'extern "C" void arrays(rows *r, const vectors &v, grid *g, '
+                                                  "tile *t) { t->n = r->n + v.v[0].size() + !g->g[0][0][0]; }\n",
                                         "c++"))
     v, w, p = functions["k"]
     floats = np.zeros(8, np.float32)
@@ -119,6 +127,12 @@ def test_an_array_for_a_container_or_struct_holding_pointers_is_refused_and_a_pl
         "argument 'w' (array of 16-byte structs) where the kernel's 1st parameter (view *w) points to view, which "
         "holds pointers")
     assert args_problem({"p": floats}, (p,)) is None  # pairs of floats, as the struct lays them out
+    *holding, tile = functions["arrays"]
+    for param, held in zip(holding, ("rows", "vectors", "grid")):
+        assert args_problem({param.name: floats}, (param,)).startswith(
+            f"argument {param.name!r} (float32 array) where the kernel's 1st parameter ({held} *{param.name}) "
+            f"points to {held}, which holds pointers")
+    assert args_problem({"t": np.zeros(17, np.float32)}, (tile,)) is None  # floats and an int's 4 bytes
 
 
 def test_an_extern_c_entry_of_a_cpp_build_is_read_under_its_own_name(tmp_path):

@@ -314,6 +314,8 @@ def _holds_pointers(die) -> bool:
         if child.tag not in MEMBERS or child.attributes.get("DW_AT_external"):  # a static member holds no bytes
             continue
         member = _resolve(child)
+        while member is not None and member.tag == "DW_TAG_array_type":  # its bytes are its elements' (its
+            member = _resolve(member)  # DIE's children are subranges, no members: an array of rows too)
         if member is not None and (member.tag in POINTERS or (member.tag != "DW_TAG_base_type"
                                                               and _holds_pointers(member))):
             return True
