@@ -1,6 +1,7 @@
 """The CUDA target. Builds are real nvcc runs, checked wherever nvcc is (CI included); the faults
 and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -834,6 +835,47 @@ def test_a_cuda_template_that_only_tests_whether_a_bool_param_is_defined_is_a_de
         return
     with pytest.raises(KernelError, match=re.escape(f"kernel 'defined', the cuda variant: {said}")):
         kernel.check(variant, "cuda")
+
+
+@needs_nvcc
+def test_the_preprocessors_verdict_on_a_suspect_is_kept_so_a_second_collection_runs_no_nvcc(tmp_path, monkeypatch):
+    """A suspect's check ran nvcc -E (0.1 to 0.3 s) for each value under each setting of the
+    others at every collection: seconds a collection for a kernel of several params, accepted or not."""
+    real = shutil.which("nvcc")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text(f'#!/bin/sh\ncase " $* " in *" -E "*) echo >> {tmp_path / "runs"}; '
+                                           f'[ -e {tmp_path / "stopped"} ] && exit 1;; esac\nexec {real} "$@"\n')
+    (tmp_path / "bin" / "nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "k.cu").write_text(IFDEF_CU)
+
+    def collected(header: str) -> tuple[str | None, int]:
+        """A fresh declaration's check, with the header given: what it says and the nvcc -E runs."""
+        (tmp_path / "inc" / "twice.cuh").write_text(header)
+        (tmp_path / "runs").write_text("")
+        variant = Variant(source=str(tmp_path / "k.cu"), entry="k", flags=(f"-I{tmp_path / 'inc'}",),
+                          space=Space({"fast": [False, True], "block": [64, 128], "unroll": [1, 4]}),
+                          heuristic=lambda shape: {"fast": False, "block": 128, "unroll": 1},
+                          launch=lambda config, shape: (-(-shape[0] // config["block"]), config["block"]))
+        kernel = Kernel("kept", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cuda=variant)
+        try:
+            kernel.check(variant, "cuda")
+            said = None
+        except KernelError as e:
+            said = str(e)
+        return said, len((tmp_path / "runs").read_text().splitlines())
+
+    reads = "#if fast && unroll == 4\n#define TWICE(v) (2 * (v))\n#else\n#define TWICE(v) ((v) * 2)\n#endif\n"
+    assert collected(reads) == (None, 6)  # each value of fast with the others at their first, block 128, unroll 4
+    assert collected(reads) == (None, 0)
+    (tmp_path / "stopped").touch()  # nvcc fails (the machine's doing, as far as tunebench can tell)
+    assert collected("#define TWICE(v) (2 * (v))\n") == (None, 1)  # an edited header: another template
+    (tmp_path / "stopped").unlink()
+    said, runs = collected("#define TWICE(v) (2 * (v))\n")  # judged again: the failed runs' verdict was not kept
+    assert "tests whether bool param 'fast' is defined" in said and runs == 6
+    assert collected("#define TWICE(v) (2 * (v))\n") == (said, 0)
 
 
 @needs_nvcc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import signal
@@ -196,6 +197,22 @@ class BuildCache:
         with self._writing():
             os.replace(tmp, out)
         return out, seconds, False
+
+    def verdict(self, name: str, key: str, judge: Callable[[], tuple[str | None, bool]]) -> str | None:
+        """A check's verdict (None, or why it refuses) on what ``key`` spells out whole (the text
+        judged, the tool's identity), judged once and kept as ``<name>-<hash>.verdict``: the
+        preprocessor's check of constant params ran nvcc -E dozens of times at every collection.
+        ``judge`` gives the verdict and whether it holds (a tool that failed may have been the
+        machine's doing); a cache that cannot be read or written keeps nothing, and it judges again."""
+        path = self.root / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.verdict"
+        with contextlib.suppress(OSError, ValueError):  # none kept (or not JSON): judged again
+            return json.loads(path.read_text())
+        why, holds = judge()
+        if holds:
+            with contextlib.suppress(OSError):
+                self.root.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, json.dumps(why), f"{os.getpid()}-{time.monotonic_ns()}")
+        return why
 
     def copies(self, texts: Mapping[Path, str], name: str) -> Path:
         """A folder of the cache, ``kept/<name>``, holding each text at its file's absolute path

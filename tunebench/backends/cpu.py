@@ -38,7 +38,6 @@ from tunebench.backends.base import (
     input_damage,
     not_contiguous,
     poison,
-    preprocess,
     render,
     render_inputs,
 )
@@ -93,14 +92,17 @@ def code_flags(variant: Variant) -> list[str]:
                                                                          *copy_flags(variant)]
 
 
-def preprocessed(variant: Variant, config: Mapping) -> str | None:
-    """A config's template as a build reads it (gcc -E, the variant's flags, from its folder), to
-    tell whether a param's values make another code (see
-    :func:`~tunebench.backends.base.constant_param`); None where the preprocessor fails."""
+def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
+    """How a build reads a config's template, to tell whether a param's values make another code
+    (see :func:`~tunebench.backends.base.constant_param`): the compiler's path and version (the
+    verdict is kept under them), the command (gcc -E, the variant's flags, from its folder) and the
+    text it reads; None where the compiler is not there (it judges nothing then)."""
     lang = language(variant)
+    path = shutil.which(compiler(lang))
+    if path is None:
+        return None
     ctype = CTYPES.get(variant.dtypes[0], "float")  # the code's type, which no #if reads
-    return preprocess([compiler(lang), "-E", "-P", *code_flags(variant), "-x", lang, "-"],
-                      render(variant, config, ctype), variant.origin)
+    return version_of(path), [path, "-E", "-P", *code_flags(variant), "-x", lang, "-"], render(variant, config, ctype)
 
 
 def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:

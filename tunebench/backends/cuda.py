@@ -55,7 +55,6 @@ from tunebench.backends.base import (
     guard_damage,
     input_damage,
     not_contiguous,
-    preprocess,
     render,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
@@ -217,17 +216,18 @@ def source(variant: Variant, config: Mapping, dtype: str) -> str:
     return header + render(variant, config, CTYPES[dtype], "cuda")
 
 
-def preprocessed(variant: Variant, config: Mapping) -> str | None:
-    """A config's template as a build reads it for the device (nvcc -E, the variant's flags), to
-    tell whether a param's values make another code (see
-    :func:`~tunebench.backends.base.constant_param`); None where nvcc fails or is not there (a
-    machine without CUDA collects the suite all the same)."""
+def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
+    """How a build reads a config's template for the device, to tell whether a param's values make
+    another code (see :func:`~tunebench.backends.base.constant_param`): nvcc's path and version (the
+    verdict is kept under them), the command (nvcc -E, the variant's flags) and the text it reads;
+    None where nvcc is not there (a machine without CUDA collects the suite all the same)."""
     dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
     try:
-        command = [nvcc(), "-E", "-Xcompiler", "-P", *code_flags(variant), "-x", "cu", "-"]
+        path = nvcc()
     except FileNotFoundError:
         return None
-    return preprocess(command, source(variant, config, dtype), variant.origin)
+    return (f"{path} {nvcc_version()}", [path, "-E", "-Xcompiler", "-P", *code_flags(variant), "-x", "cu", "-"],
+            source(variant, config, dtype))
 
 
 def fingerprint_of(drv, device) -> dict:
