@@ -1,13 +1,14 @@
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import AXPB_C
+from tests.conftest import AXPB_C, TWICE_C
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
@@ -151,6 +152,35 @@ def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     changed = Variant(source=tmp_path / "axpb.c", entry="axpb", space=variant.space, heuristic=variant.heuristic)
     assert changed.source_hash != before_hash
     assert changed_files(before, changed.template, "axpb.c") == ["scale.h"]  # the gate names the edit
+
+
+#: Hashes and builds the template argv[1] names, and prints its source hash and whether it computed.
+BUILD_IN_LOCALE = """\
+import sys
+import numpy as np
+from tests.test_cpu_backend import TWICE_SPACE, run_once, scaling
+from tunebench.backends.cpu import CpuBackend
+from tunebench.kernel import Variant
+variant = Variant(source=sys.argv[1], entry="twice", space=TWICE_SPACE, heuristic=lambda shape: {"reps": 1, "pad": 0})
+got, want = run_once(CpuBackend(), scaling("twice_locale_test", variant, 2.0, 100), variant, {"reps": 1, "pad": 0})
+print(variant.source_hash, np.allclose(got, want))
+"""
+TWICE_SPACE = Space({"reps": [1], "pad": [0]})
+
+
+def test_a_template_is_read_and_built_as_utf8_whatever_the_locale(tmp_path):
+    """Read in the locale's encoding, a template with a "µs" in a comment hashed otherwise under a
+    Latin-1 locale (LANG=en_US on Debian: the gate said the template had changed since the tune),
+    and under an ASCII one was refused as "not UTF-8 text"."""
+    (tmp_path / "note.h").write_text("/* a few µs a call — no more */\n", encoding="utf-8")
+    (tmp_path / "twice.c").write_text('#include "note.h"\n' + TWICE_C, encoding="utf-8")
+    here = Variant(source=tmp_path / "twice.c", entry="twice", space=TWICE_SPACE, heuristic=lambda shape: {})
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",  # the locale's codec: ASCII
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    ran = subprocess.run([sys.executable, "-c", BUILD_IN_LOCALE, str(tmp_path / "twice.c")], env=env,
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [here.source_hash, "True"]
 
 
 

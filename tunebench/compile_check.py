@@ -90,7 +90,7 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
     message, {}), naming the source by ``name``."""
     with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
         src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
-        src.write_text(source)
+        src.write_text(source, encoding="utf-8")
         try:
             error = run_compiler(command, src, out, inputs)
         except (CompilerKilled, BuildEnvironmentError) as e:  # the machine's, not the kernel's: said, not raised

@@ -260,7 +260,7 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
     folders: dict[Path, None] = {}
     headers: dict[Path, None] = {}
     for file in (f for f in files if f.suffix not in BINARY_SUFFIXES):
-        for code in _code(file.read_text(errors="replace").splitlines()):
+        for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines()):
             found = COMPUTED_INCLUDE.match(code)
             if found is None:
                 continue
@@ -286,7 +286,7 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
         if header is None or header.resolve() in found:
             continue
         found[header.resolve()] = None
-        codes = _code(header.read_text(errors="replace").splitlines())
+        codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
         pending.extend((header, nested) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
 
 
@@ -302,7 +302,7 @@ def _lines(path: Path) -> list[str]:
     also splits at form feeds, and every #line marker after one was off by one). A file that is
     not UTF-8 text is a :class:`KernelError` naming it."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")  # not the locale's: a Latin-1 one hashed another text
     except UnicodeDecodeError as e:
         raise KernelError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}): tunebench reads a template and "
                           f"its headers as UTF-8") from None

@@ -308,7 +308,7 @@ def _header_directives(variant: Variant, at: Path, operand: str, seen: set[Path]
     seen.add(header.resolve())
     name = os.path.relpath(header, variant.path.parent)
     try:
-        text = header.read_text(errors="replace")
+        text = header.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise unreadable(e) from None
     code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
@@ -515,7 +515,7 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     name, hints = variant.path.name, []
     noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
     try:
-        lines = variant.path.read_text().splitlines() if variant.text is None else variant.text.splitlines()
+        lines = variant.path.read_text(encoding="utf-8", errors="replace").splitlines() if variant.text is None else variant.text.splitlines()
     except OSError:
         lines = []
     for number in map(int, re.findall(rf"{re.escape(name)}(?::|\()(\d+)", error)):
@@ -563,7 +563,7 @@ def _header_lines(error: str, folder: Path) -> list[tuple[str, int, str]]:
     found = []
     for path, number in dict.fromkeys(re.findall(r"^([^:(\s]+)(?::|\()(\d+)", error, re.MULTILINE)):
         try:
-            lines = (folder / path).read_text(errors="replace").splitlines()
+            lines = (folder / path).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
         if 0 < int(number) <= len(lines):

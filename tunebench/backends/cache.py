@@ -111,7 +111,7 @@ def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[s
     try:
         for given, copy in copies.items():
             try:
-                copy.write_text(inputs[given])
+                copy.write_text(inputs[given], encoding="utf-8")
             except OSError as e:  # the machine's (a full disk), as the compiler's own writes are
                 raise BuildEnvironmentError(f"the rendered copy of {given} could not be written to {copy.parent} "
                                             f"({e.strerror or e}): no candidate can be built, and nothing is cached "
@@ -172,7 +172,7 @@ class BuildCache:
             self.reused += 1
             return out, 0.0, True
         with self._writing():
-            cached = err.read_text() if err.exists() else None
+            cached = err.read_text(encoding="utf-8") if err.exists() else None
         if cached is not None and not any(_machine(p, cached) for p in (_KILLED, _EXHAUSTED, _ENVIRONMENT)):
             self.reused += 1
             raise CompileError(cached, cached=True)
@@ -225,7 +225,7 @@ class BuildCache:
                 copy = folder / path.relative_to(path.anchor)
                 if not copy.exists():
                     copy.parent.mkdir(parents=True, exist_ok=True)
-                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}", "utf-8")  # as the records decoded it
+                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
         return folder
 
     @contextlib.contextmanager
@@ -241,10 +241,10 @@ class BuildCache:
                 f"with free space") from None
 
 
-def _write_atomic(path: Path, text: str, stamp: str, encoding: str | None = None) -> None:
+def _write_atomic(path: Path, text: str, stamp: str) -> None:
     tmp = path.with_name(f"{path.name}.{stamp}")
     try:
-        tmp.write_text(text, encoding=encoding)
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError:  # a full disk: no empty file left behind
         tmp.unlink(missing_ok=True)
