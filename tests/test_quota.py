@@ -339,6 +339,38 @@ def test_a_tune_under_a_quota_says_so_once_before_it_measures_and_records_the_qu
     assert not [r for t in trials for r in t.get("interference", []) if "quota" in r]
 
 
+def test_a_gate_held_to_fewer_threads_than_the_tune_says_what_holds_it_and_what_to_give_it(
+        project, pytester, under_quota, monkeypatch, quiet_verdicts):
+    """Beside records of 2 threads, a gate held to 1 by a 1-CPU quota said "this run has 1 (the
+    cores it may run on) ... gate with OMP_NUM_THREADS=2 as it was tuned": 2 threads the quota
+    throttles in every period, so a gate that skips as too busy; held to 1 core (``taskset -c 0``),
+    the same advice ran 2 threads on it, filed as the 2-core tune's device."""
+    project()
+    under_quota(None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small")
+    (tuned,) = (pytester.path / "records").glob("*.json")
+    assert "-2t-" in tuned.name
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    gate = ("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rs")
+    under_quota(1.0)
+    result = pytester.runpytest(*gate)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 1 (the cgroup's CPU "
+                                 f"quota, 1 CPU per 100 ms), and timings do not carry across thread counts: raise "
+                                 f"the limit to 2 CPUs as it was tuned, or run `pytest suites/test_axpb.py --tune` "
+                                 f"here to record it with 1*"])
+    under_quota(None)
+    monkeypatch.setattr(cpuinfo, "cores_allowed", lambda: 1)  # taskset -c 0
+    result = pytester.runpytest(*gate)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 1 (the cores it may "
+                                 f"run on), and timings do not carry across thread counts: gate on 2 cores as it was "
+                                 f"tuned (taskset, a container's cpuset), or run `pytest suites/test_axpb.py --tune` "
+                                 f"here to record it with 1*"])
+    assert "OMP_NUM_THREADS=2" not in result.stdout.str()
+
+
 def test_a_tune_whose_every_measurement_the_quota_throttles_stops_naming_the_quota(project, pytester, under_quota,
                                                                                     monkeypatch):
     import tunebench.compare

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tunebench import __version__, backends
+from tunebench.backends import cpuinfo, quota
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
@@ -210,15 +211,35 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]
     if threads:  # this machine, tuned with another thread count: the fix is in the CI's environment
         n, now = threads[0].fingerprint["threads"], store.fingerprint["threads"]
-        given = os.environ.get("OMP_NUM_THREADS")
         return (f"nothing recorded for {what}: it is recorded with {n} thread{'' if n == 1 else 's'} "
-                f"({', '.join(s.device for s in threads)}); this run has {now} "
-                f"({f'OMP_NUM_THREADS={given}' if given else 'the cores it may run on'}), and timings do not carry "
-                f"across thread counts: gate with OMP_NUM_THREADS={n} as it was tuned, or run `{command}` here to "
-                f"record it with {now}")
+                f"({', '.join(s.device for s in threads)}); this run has {now} ({_thread_source()}), and timings do "
+                f"not carry across thread counts: {_as_tuned(n)}, or run `{command}` here to record it with {now}")
     held = (f"; {store.path.parent} holds it for {', '.join(s.device for s in others)}: timings do not carry across "
             f"devices" if others else ": it was never tuned here")
     return f"nothing recorded for {what}{held}; run `{command}` here to record it"
+
+
+def _thread_source() -> str:
+    """What gave this run its thread count: OMP_NUM_THREADS, a cgroup's CPU quota below the cores
+    allowed, or the cores."""
+    given, found = os.environ.get("OMP_NUM_THREADS"), quota.limit()
+    if given:
+        return f"OMP_NUM_THREADS={given}"
+    return f"the cgroup's CPU quota, {found}" if found and found.cpus < cpuinfo.cores_allowed() else \
+        "the cores it may run on"
+
+
+def _as_tuned(n: int) -> str:
+    """How to gate the tune's ``n`` threads: OMP_NUM_THREADS alone only where this run may keep
+    them busy; beside fewer cores they would share them, and under a smaller quota be throttled
+    in every period (a gate that skips as too busy)."""
+    allowed, found = cpuinfo.cores_allowed(), quota.limit()
+    asked = f" with OMP_NUM_THREADS={n}" if os.environ.get("OMP_NUM_THREADS") else ""
+    if n > allowed:
+        return f"gate on {n} cores{asked} as it was tuned (taskset, a container's cpuset)"
+    if found and n > found.cpus:
+        return f"raise the limit to {n} CPUs{asked} as it was tuned"
+    return f"gate with OMP_NUM_THREADS={n} as it was tuned"
 
 
 def renamed_from(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str) -> str | None:
