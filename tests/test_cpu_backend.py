@@ -752,6 +752,28 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     assert declared()[0].source_hash != before
 
 
+def test_a_header_of_an_include_folder_given_absolute_is_the_same_source_from_a_checkout_at_any_depth(tmp_path):
+    """A library's folder outside the project (``-I/opt/mylib/include``) was written from the
+    suite's folder, in the declaration and the template's hash: a fresh clone at another depth (a CI
+    runner's workspace) said the flags and the template had changed since the tune, and measured
+    every trial again."""
+    (tmp_path / "opt" / "mylib").mkdir(parents=True)
+    (tmp_path / "opt" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 3.0f\n")
+    flags = (f"-I{tmp_path / 'opt'}",)
+    found = []
+    for checkout in (tmp_path / "proj", tmp_path / "runner" / "work" / "proj"):
+        (checkout / "suites").mkdir(parents=True)
+        (checkout / "suites" / "k.c").write_text("#include <mylib/scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                                 "{\n    for (int i = 0; i < n; ++i) y[i] = MYLIB_SCALE * x[i];\n}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=flags, origin=checkout / "suites")
+        kernel = scaling("absolute_include_test", variant, 3.0, 9)
+        got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        found.append((variant.source_hash, kernel.declaration(variant, "float32")["flags"]))
+    assert found[0] == found[1] and found[0][1] == flags[0]
+
+
 def test_an_include_written_without_a_space_is_inlined_too(tmp_path):
     """``#include"h.h"`` is valid C: missed, it reaches the compiler, which builds in the cache's
     folder, where the header is not, and every config fails to compile."""

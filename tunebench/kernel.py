@@ -585,6 +585,21 @@ class Variant:
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
                      if named and named[2] in ("file", "include") and p is not None)
 
+    @cached_property
+    def _absolute(self) -> tuple[Path, ...]:
+        """The folders and files its flags name by an absolute path (a library installed apart from
+        the project): the same path in every checkout, where one from the suite's folder is not."""
+        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
+                     if named and p is not None and os.path.isabs(named[1]))
+
+    def _named(self, path: Path, base: Path | None = None) -> str:
+        """A file the build reads where it lies, as the declaration and the template name it: from
+        ``base`` (the template's folder, where None), or, under a folder or file its flags give
+        absolute, by its own absolute path, so that a checkout at another depth is the same source."""
+        if any(path.is_relative_to(given) for given in self._absolute):
+            return str(path)
+        return os.path.relpath(path, base or self.path.parent)
+
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
         path resolved, and as given)."""
@@ -603,7 +618,7 @@ class Variant:
         file's folder and a file as given, so that a checkout elsewhere is the same declaration;
         "(arch-specific)" where it builds for the device's architecture-specific target."""
         base = self.origin or Path.cwd()
-        flags = " ".join(self._written(lambda p: os.path.relpath(p, base), lambda p, given: given))
+        flags = " ".join(self._written(lambda p: self._named(p, base), lambda p, given: given))
         return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
     @property
@@ -679,7 +694,7 @@ class Variant:
                     if file in sources:
                         inputs[file] = inlined
                     text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{os.path.relpath(file, self.path.parent)}"\n'
+                        f'#line 1 "{self._named(file)}"\n'
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
@@ -694,7 +709,7 @@ class Variant:
                     with contextlib.suppress(UnicodeDecodeError):
                         texts[digest] = content.decode()
                     text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{os.path.relpath(header, self.path.parent)}"\n/* built with this header of '
+                        f'#line 1 "{self._named(header)}"\n/* built with this header of '
                         f"the include folders: sha256 {digest} */\n")
         except OSError as e:
             if kept is None:
