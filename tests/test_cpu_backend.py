@@ -134,6 +134,25 @@ def test_the_fingerprint_holds_the_thread_count(monkeypatch):
     assert fp["target"] == "cpu" and fp["threads"] == 1 and fp["name"]
 
 
+#: Prints this machine's device id, as a tune files its records under it.
+DEVICE_ID = "from tunebench.backends.cpuinfo import identify\nfrom tunebench.device import device_id\nprint(device_id(identify()))"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores allowed, to pin a run to one of them")
+def test_threads_beyond_the_cores_allowed_are_a_device_of_their_own():
+    """OMP_NUM_THREADS=2 under taskset -c 0 was filed as the 2-core run's 2-thread device: a tune's
+    trials of two threads sharing a core, judged clean and 2.1x slower (row_reduce short_rows,
+    0.695 ms against 0.338), went into its records, to be reused and gated there."""
+    def device(cores: set[int]) -> str:
+        env = {**os.environ, "OMP_NUM_THREADS": "2"}
+        return subprocess.run([sys.executable, "-c", DEVICE_ID], env=env, capture_output=True, text=True, check=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, cores)).stdout.strip()
+
+    two = sorted(os.sched_getaffinity(0))[:2]
+    spread, shared = device(set(two)), device({two[0]})
+    assert "-2t-" in spread and "-2t-1c-" in shared, (spread, shared)
+
+
 def test_a_local_header_is_inlined_and_covered_by_the_source_hash(tmp_path):
     (tmp_path / "scale.h").write_text("#define SCALE 3.0f\n")
     (tmp_path / "axpb.c").write_text('#include "scale.h"\n' + AXPB_C.replace("a * x", "SCALE * x"))

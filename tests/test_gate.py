@@ -643,7 +643,7 @@ def test_a_gate_beside_a_records_file_that_cannot_be_read_still_names_the_other_
     result = pytester.runpytest("test_chain.py", *GATE, "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([f"*nothing recorded for chain all float32 on this device, *: it is recorded with {n} "
-                                 f"thread* ({path.stem}); this run has {n + 1} (OMP_NUM_THREADS={n + 1}), *: gate "
+                                 f"thread* ({path.stem}); this run has {n + 1}* (OMP_NUM_THREADS={n + 1}), *: gate "
                                  f"with OMP_NUM_THREADS={n} as it was tuned*"])
     assert "never tuned" not in result.stdout.str()
 

@@ -369,6 +369,13 @@ def test_a_gate_held_to_fewer_threads_than_the_tune_says_what_holds_it_and_what_
                                  f"tuned (taskset, a container's cpuset), or run `pytest suites/test_axpb.py --tune` "
                                  f"here to record it with 1*"])
     assert "OMP_NUM_THREADS=2" not in result.stdout.str()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # as the skip said before: 2 threads sharing the core
+    result = pytester.runpytest(*gate)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 2 on 1 core "
+                                 f"(OMP_NUM_THREADS=2), and timings do not carry across core counts: gate on 2 cores "
+                                 f"with OMP_NUM_THREADS=2 as it was tuned (taskset, a container's cpuset), or run "
+                                 f"`pytest suites/test_axpb.py --tune` here to record it with 2 on 1 core*"])
 
 
 def test_a_tune_whose_every_measurement_the_quota_throttles_stops_naming_the_quota(project, pytester, under_quota,

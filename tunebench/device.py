@@ -26,11 +26,15 @@ def microarchitecture_known(fingerprint: Mapping) -> bool:
 
 def threads_apart(here: Mapping, there: Mapping) -> bool:
     """Whether two fingerprints are one CPU run with other thread counts (``OMP_NUM_THREADS``,
-    ``taskset`` or a cgroup): a device id of its own, though the machine is the same."""
+    ``taskset`` or a cgroup), or more threads than cores on one of them: a device id of its own,
+    though the machine is the same."""
     def bare(fp: Mapping) -> dict:
-        return {k: v for k, v in fp.items() if k != "threads"}
+        return {k: v for k, v in fp.items() if k not in ("threads", "cores")}
 
-    return "threads" in here and there.get("threads") != here["threads"] and bare(there) == bare(here)
+    def run(fp: Mapping) -> tuple:
+        return fp.get("threads"), fp.get("cores")
+
+    return "threads" in here and run(there) != run(here) and bare(there) == bare(here)
 
 
 def device_id(fingerprint: Mapping) -> str:
@@ -44,6 +48,8 @@ def device_id(fingerprint: Mapping) -> str:
         parts.append(f"{fingerprint['sm_count']}sm")
     if "threads" in fingerprint:
         parts.append(f"{fingerprint['threads']}t")
+    if "cores" in fingerprint:
+        parts.append(f"{fingerprint['cores']}c")
     slug = re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts if p is not None).lower()).strip("-")
     digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:6]
     return f"{slug}-{digest}"
@@ -51,7 +57,13 @@ def device_id(fingerprint: Mapping) -> str:
 
 def _threads(fp: Mapping) -> str:
     n = fp.get("threads")
-    return f"{n} thread{'' if n == 1 else 's'}"
+    return f"{n} thread{'' if n == 1 else 's'}{threads_on(fp)}"
+
+
+def threads_on(fp: Mapping) -> str:
+    """`` on 1 core`` where a fingerprint's threads outnumber its cores, else nothing."""
+    cores = fp.get("cores")
+    return f" on {cores} core{'' if cores == 1 else 's'}" if cores else ""
 
 
 def describe(fingerprint: Mapping) -> str:

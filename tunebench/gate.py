@@ -53,7 +53,7 @@ from tunebench.backends import cpuinfo, quota
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
 from tunebench.compare import RETRIES, Comparison, compare
-from tunebench.device import threads_apart
+from tunebench.device import threads_apart, threads_on
 from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, unkept_files
@@ -210,10 +210,12 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
               if s.path != store.path and s.tasks(kernel=kernel.name, target=target, bucket=bucket.name, dtype=dtype)]
     threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]
     if threads:  # this machine, tuned with another thread count: the fix is in the CI's environment
-        n, now = threads[0].fingerprint["threads"], store.fingerprint["threads"]
-        return (f"nothing recorded for {what}: it is recorded with {n} thread{'' if n == 1 else 's'} "
-                f"({', '.join(s.device for s in threads)}); this run has {now} ({_thread_source()}), and timings do "
-                f"not carry across thread counts: {_as_tuned(n)}, or run `{command}` here to record it with {now}")
+        n, here = threads[0].fingerprint["threads"], store.fingerprint
+        now, apart = f"{here['threads']}{threads_on(here)}", "thread counts" if n != here["threads"] else "core counts"
+        return (f"nothing recorded for {what}: it is recorded with {n} thread{'' if n == 1 else 's'}"
+                f"{threads_on(threads[0].fingerprint)} ({', '.join(s.device for s in threads)}); this run has {now} "
+                f"({_thread_source()}), and timings do not carry across {apart}: {_as_tuned(n)}, or run `{command}` "
+                f"here to record it with {now}")
     held = (f"; {store.path.parent} holds it for {', '.join(s.device for s in others)}: timings do not carry across "
             f"devices" if others else ": it was never tuned here")
     return f"nothing recorded for {what}{held}; run `{command}` here to record it"

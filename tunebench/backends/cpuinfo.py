@@ -142,7 +142,9 @@ def caches(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str,
 
 def identify(cpuinfo: str | None = None, cache_root: Path | None = None) -> dict:
     """The CPU's fingerprint fields (see the module docstring); every key is always present,
-    None where this machine does not say."""
+    None where this machine does not say, but ``cores``: the cores allowed, where the threads
+    outnumber them (OMP_NUM_THREADS=2 under ``taskset -c 0``), whose threads share cores and time
+    as no run of that thread count on its own cores does."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -163,4 +165,5 @@ def identify(cpuinfo: str | None = None, cache_root: Path | None = None) -> dict
         **{"l1d_kib": None, "l2_kib": None, "l3_kib": None,
            **caches(*(() if cache_root is None else (cache_root,)))},
         "threads": thread_count(),
+        **({"cores": cores_allowed()} if thread_count() > cores_allowed() else {}),
     }
