@@ -135,7 +135,8 @@ def test_the_fingerprint_holds_the_thread_count(monkeypatch):
 
 
 #: Prints this machine's device id, as a tune files its records under it.
-DEVICE_ID = "from tunebench.backends.cpuinfo import identify\nfrom tunebench.device import device_id\nprint(device_id(identify()))"
+DEVICE_ID = ("from tunebench.backends.cpuinfo import identify\nfrom tunebench.device import device_id\n"
+             "print(device_id(identify()))")
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores allowed, to pin a run to one of them")
@@ -769,6 +770,26 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (tmp_path / "include" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 4.0f\n")
     assert declared()[0].source_hash != before
+
+
+def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):
+    """The template and its local headers were read with their newlines as Python reads text,
+    a header of an include folder by its bytes: a checkout with core.autocrlf (or ``eol=crlf``)
+    said that header had changed since the tune, and measured every trial again."""
+    files = {"suites/k.c": '#include "local.h"\n#include <mylib/scale.h>\nvoid k(const float *x, float *y, int n)\n'
+                           "{\n    for (int i = 0; i < n; ++i) y[i] = LOCAL * MYLIB_SCALE * x[i];\n}\n",
+             "suites/local.h": "#define LOCAL 1.0f\n", "include/mylib/scale.h": "#define MYLIB_SCALE 3.0f\n"}
+    found = []
+    for checkout, eol in ((tmp_path / "lf", "\n"), (tmp_path / "crlf", "\r\n")):
+        for name, text in files.items():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / name).write_bytes(text.replace("\n", eol).encode())
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=("-I../include",), origin=checkout / "suites")
+        got, want = run_once(CpuBackend(), scaling("crlf_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        found.append(variant.source_hash)
+    assert found[0] == found[1]
 
 
 def test_a_header_of_an_include_folder_given_absolute_is_the_same_source_from_a_checkout_at_any_depth(tmp_path):

@@ -704,7 +704,7 @@ class Variant:
                 library.update(dict.fromkeys(h for h in (*beside, *in_library) if h not in done))
                 for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
                     read.append(header)
-                    content = header.read_bytes()
+                    content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
                     digest = hashlib.sha256(content).hexdigest()[:16]
                     with contextlib.suppress(UnicodeDecodeError):
                         texts[digest] = content.decode()
