@@ -1129,20 +1129,27 @@ def test_records_replaced_by_a_symlink_out_of_the_tree_leave_the_trials_clean(tm
     assert git_state(root, root / "records")[1] is True
 
 
-def test_a_checkout_git_refuses_as_another_users_is_said_not_silently_unrecorded(tmp_path):
-    """A CI container run as root on the runner's checkout: no commit on any trial, and no word."""
+def test_a_checkout_git_refuses_as_another_users_is_said_not_silently_unrecorded(project, pytester):
+    """A CI container run as root on the runner's checkout: no commit on any trial, and no word.
+    Said as a warning, it was an error under a project's ``filterwarnings = error`` (or ``-W
+    error``): every suite's collection failed, and the gate measured nothing on unchanged code."""
     from tunebench.session import git_state
 
-    root = tmp_path / "repo"
-    _committed(root, "suites/test_k.py")
+    project()
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=pytester.path, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "x"], cwd=pytester.path,
+                   check=True)
     try:
-        subprocess.run(["chown", "-R", "65534:65534", str(root)], check=True, capture_output=True)
+        subprocess.run(["chown", "-R", "65534:65534", str(pytester.path)], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("needs to give the checkout to another user (chown as root)")
-    with pytest.warns(UserWarning, match=rf"git refuses to read {re.escape(str(root))} \(dubious ownership: another "
-                                         rf"user owns it\), so these trials record no commit; `git config --global "
-                                         rf"--add safe.directory {re.escape(str(root))}` trusts it"):
-        assert git_state(root, root / "records") == (None, None)
+    assert git_state(pytester.path, pytester.path / "records") == (None, None)
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-W", "error", "-rs")
+    result.assert_outcomes(skipped=2)  # nothing recorded: the gate ran
+    result.stdout.fnmatch_lines([f"tunebench: git refuses to read {pytester.path} (dubious ownership: another user "
+                                 f"owns it), so this run's records name no commit; `git config --global --add "
+                                 f"safe.directory {pytester.path}` trusts it"])
 
 
 def test_a_committed_template_with_a_non_ascii_name_is_tracked(tmp_path):

@@ -35,7 +35,7 @@ from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
 from tunebench.space import SpaceError
-from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner
+from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner, refused_checkout
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.strategies import options as strategy_options
@@ -266,9 +266,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         item.task.candidates.append(item.key)
     run = session.config.stash.get(TUNER, None) or session.config.stash.get(GATE, None)
     local = run and run.target == "cpu" and not isinstance(run.workers, (Replay, ClusterWorkers))
-    note = session.config.stash[QUOTA] if local else None
+    notes = (session.config.stash[QUOTA] if local else None,
+             refused_checkout(session.config.rootpath) if run and not run.commit else None)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if note and reporter:
+    for note in filter(None, notes if reporter else ()):
         reporter.write_line(f"tunebench: {note}", yellow=True)
 
 

@@ -22,7 +22,6 @@ import os
 import random
 import subprocess
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -146,14 +145,26 @@ def git_state(root: Path, records: Path) -> tuple[str | None, bool | None]:
                                 text=True, errors="replace", check=True).stdout.strip()
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
                                 cwd=root, capture_output=True, text=True, errors="replace", check=True).stdout
-    except OSError:
-        return None, None
-    except subprocess.CalledProcessError as e:
-        if "safe.directory" in (e.stderr or ""):  # a checkout another user owns (a CI container run as root)
-            warnings.warn(f"git refuses to read {root} (dubious ownership: another user owns it), so these trials "
-                          f"record no commit; `git config --global --add safe.directory {root}` trusts it")
+    except (OSError, subprocess.CalledProcessError):  # no git, or a checkout it refuses (see refused_checkout)
         return None, None
     return commit, bool(status.strip())
+
+
+def refused_checkout(root: Path) -> str | None:
+    """Where git refuses to read the checkout at ``root`` as another user's (a CI container run as
+    root on the runner's checkout), what the run's records lack and the command that trusts it;
+    else None. A note before anything is measured, not a warning, which a project's
+    ``filterwarnings = error`` made an error of every suite's collection."""
+    try:
+        subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, errors="replace",
+                       check=True)
+    except OSError:
+        return None
+    except subprocess.CalledProcessError as e:
+        if "safe.directory" in (e.stderr or ""):
+            return (f"git refuses to read {root} (dubious ownership: another user owns it), so this run's records "
+                    f"name no commit; `git config --global --add safe.directory {root}` trusts it")
+    return None
 
 
 def untracked(root: Path, paths: tuple[Path, ...]) -> bool:
