@@ -313,6 +313,20 @@ def test_a_user_without_a_home_gets_a_compile_cache_of_its_own_in_the_temp_folde
         default_root()
 
 
+def test_a_user_whose_home_cannot_be_written_builds_in_a_compile_cache_of_its_own_in_the_temp_folder(
+        monkeypatch, tmp_path, axpb):
+    """``docker run -u 1000`` (HOME=/) or nobody's /nonexistent: every build failed "the compile
+    cache /.cache/tunebench cannot be written", and so did the gate on unchanged code."""
+    for name in ("TUNEBENCH_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "/proc")  # no folder can be made there, by root either
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kernel, variant = axpb
+    got, want = run_once(CpuBackend(), kernel, variant, {"vec": 4, "unroll": 2, "mode": 0})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert default_root() == tmp_path / f"tunebench-cache-{os.getuid()}"
+
+
 def test_a_compiler_that_is_not_there_says_so_itself(tmp_path):
     """Its FileNotFoundError was said to be a compile cache that cannot be written, and then each
     candidate's crash."""

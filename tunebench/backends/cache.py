@@ -26,14 +26,17 @@ from tunebench.backends.base import BuildEnvironmentError, CompileError
 
 def default_root() -> Path:
     """``$TUNEBENCH_CACHE``, else ``$XDG_CACHE_HOME/tunebench``, else ``~/.cache/tunebench``; a
-    user without a home (a container's arbitrary uid, HOME unset) gets one in the temp folder."""
+    user without a home (a container's arbitrary uid: HOME unset, or one it cannot write, ``/``
+    under ``docker run -u 1000``, nobody's ``/nonexistent``) gets one in the temp folder."""
     if os.environ.get("TUNEBENCH_CACHE"):
         return Path(os.environ["TUNEBENCH_CACHE"])
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]) / "tunebench"
     try:
-        return Path.home() / ".cache" / "tunebench"
-    except RuntimeError:  # no HOME and no passwd entry
+        home = Path.home() / ".cache" / "tunebench"
+        home.mkdir(parents=True, exist_ok=True)
+        return home
+    except (RuntimeError, OSError):  # no HOME and no passwd entry, or a home this user cannot write
         return _own_folder(Path(tempfile.gettempdir()) / f"tunebench-cache-{os.getuid()}")
 
 
