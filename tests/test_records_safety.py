@@ -507,3 +507,30 @@ def test_runs_killed_before_a_candidate_ran_are_no_deaths_of_its_config(pytester
     assert run.returncode == 0 and "died 2 times" not in run.stdout, run.stdout[-3000:]
     (path,) = (pytester.path / "records").glob("*.json")
     assert [t["status"] for t in RecordStore(path).trials(baseline=True)] == ["ok"]
+
+
+def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_its_command_resumes(pytester):
+    """Ctrl-C after the heuristic's first shape, before its second: the summary said nothing of the
+    task (only a task whose heuristic had every shape was listed as interrupted), though its trial
+    was kept and the run's command resumes from it."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    suite = (textwrap.dedent(SLOW_SUITE).replace("reference=lambda x, n: x,", "reference=reference,")
+             .replace("shapes=[(1000,)]", "shapes=[(1000,), (2000,)]"))
+    second = SLOW_REFERENCE.replace("if os.environ", "if n == 2000 and os.environ")  # the second shape's alone
+    pytester.path.joinpath("test_slow.py").write_text(suite.replace("\nslow = ", f"{second}\nslow = "))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    told = pytester.path / "in-reference"
+    proc = subprocess.Popen(command, cwd=pytester.path, env={**os.environ, "IN_REFERENCE": str(told)},
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert told.exists(), "the run never built the second shape's reference"
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "slow[all-float32]: interrupted in its heuristic's trials, after 1 of its 2 shapes; their trials are " \
+           f"kept and `{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out, out[-3000:]
+    assert "--tune-strategy brute_force -q` resumes from them" in out
+    (path,) = (pytester.path / "records").glob("*.json")
+    assert [t["shape"] for t in RecordStore(path).trials(baseline=True)] == [[1000]]

@@ -356,7 +356,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if tuner is None:
         return
     ran = [t for t in tuner.tasks if t.done and t.failure is None]
-    stopped = [t for t in tuner.tasks if t.baseline is not None and not t.ended and t.failure is None]  # Ctrl-C
+    stopped = [t for t in tuner.tasks if t.began is not None and not t.ended and t.failure is None]  # Ctrl-C
     if not ran and not stopped:
         return
     fp = tuner.fingerprint
@@ -368,11 +368,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     again = " ".join([program, *(shlex.quote(os.fspath(a)) for a in config.invocation_params.args
                                  if a != "--tune-fresh")])
     for task in stopped:
+        where = (f"its heuristic's trials, after {task.heuristic_kept()} of its {len(task.bucket.shapes)} shapes"
+                 if task.baseline is None else f"its {'final round' if task.done else 'search'}, after "
+                 f"{len(task.outcomes)} configs and the heuristic")
         terminalreporter.write_line(
-            f"{task.label}: interrupted in its {'final round' if task.done else 'search'}, after "
-            f"{len(task.outcomes)} configs and the heuristic; their trials are kept and `{again}` "
-            f"resumes from them. No final round confirmed a pick, so best() serves the heuristic there (or an "
-            f"earlier tune's pick) until then", yellow=True)
+            f"{task.label}: interrupted in {where}; their trials are kept and `{again}` resumes from them. No "
+            f"final round confirmed a pick, so best() serves the heuristic there (or an earlier tune's pick) until "
+            f"then", yellow=True)
     if not ran:
         return
     rows = [t.summary_row() for t in ran]

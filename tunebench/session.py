@@ -277,6 +277,14 @@ class Task:
         (at collection the devices have not every suite yet)."""
         return self.tuner.workers.compiler(self.kernel.name, self.variant)
 
+    def heuristic_kept(self) -> int:
+        """On how many of the bucket's shapes the records hold the heuristic's trial: a task
+        interrupted in its heuristic's own trials has no baseline outcome to count them by."""
+        t = self.tuner
+        return sum(t.store.lookup(self.kernel.name, self.variant.source_hash, s, self.dtype,
+                                  self.variant.baseline(s, self.dtype), self.setup_hash) is not None
+                   for s in self.bucket.shapes)
+
     @property
     def reused(self) -> int:
         """How many trials were taken from the records instead of measured."""
