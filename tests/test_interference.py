@@ -1,6 +1,7 @@
 """The interference detector on synthetic samples and machine readings, and what a tuning run
 does with a disturbed measurement."""
 
+import collections
 import contextlib
 import ctypes
 import json
@@ -284,6 +285,25 @@ def test_a_tune_beside_two_busy_processes_stops_with_one_failure_saying_what_it_
     assert all(" ".join(row).count("vec:") <= 1 for row in rows), rows
     # a task the busy machine stopped in its heuristic's trials still names the heuristic's config ('-' before)
     assert len(rows) == 2 and all(" ".join(row).endswith("vec:2 unroll:1 mode:0") for row in rows), rows
+
+
+def test_a_busy_stop_counts_the_config_it_cut_short_among_those_that_stayed_disturbed(project, pytester):
+    """The trial that stops a task belongs to no outcome: the interference line left its config out,
+    and so a task the busy machine stopped in its heuristic's own trials altogether, though the
+    records hold their disturbed trials."""
+    root = project()
+    (root / "kernels" / "axpb.c").write_text(AXPB_OMP_C)  # anything else running disturbs it
+    with busy_processes(2):
+        result = pytester.runpytest("suites", *TUNE, "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["stopped, disturbed: *"])
+    (path,) = (root / "records").glob("*.json")
+    stayed = collections.Counter(bucket for bucket, _ in {
+        (t["bucket"], json.dumps(t["config"], sort_keys=True)) for t in json.loads(path.read_text())["trials"].values()
+        if t.get("verdict") == "disturbed"})
+    whose = ", ".join(f"axpb[{bucket}-float32] {stayed[bucket]}" for bucket in ("small", "large") if stayed[bucket])
+    total = sum(stayed.values())
+    (line,) = [line for line in result.stdout.lines if line.startswith("interference: ")]
+    assert f", {total} config{'s' if total != 1 else ''} stayed disturbed (not used: {whose})," in line, line
 
 
 #: Spins ``threads`` OpenMP threads (a serial loop where it is 1) for ``seconds``.

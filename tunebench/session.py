@@ -251,6 +251,7 @@ class Task:
         self.strikes = 0  # trials in a row that stayed disturbed
         self.busy: str | None = None  # why the task stopped on a busy machine
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
+        self.cut_short: dict | None = None  # the trial a busy stop ended at: recorded, its config in no outcome
         self.declaration = kernel.declaration(variant, dtype)
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
@@ -708,6 +709,7 @@ class Task:
         if self.strikes >= (1 if t.busy else BUSY_STRIKES):
             t.store.add(doc)
             self.new += 1  # recorded, and measured now, though no outcome holds it
+            self.cut_short = doc
             raise MachineBusy(stopped(doc, self.strikes, result["retries"]))
         return doc
 
@@ -800,7 +802,8 @@ class Task:
             "failed": sum(o.status in FAILED for o in outcomes),
             "early": sum(o.status == "early_stopped" for o in outcomes),
             "pruned": sum(o.status == "pruned_resources" for o in outcomes),
-            "disturbed": len(self.stayed_disturbed(outcomes)),
+            # and the config a busy stop cut short (the heuristic's, where it stopped in its shapes), in no outcome
+            "disturbed": len(self.stayed_disturbed(outcomes)) + (self.cut_short is not None),
             "deselected": self.deselected,
             "best_ms": best_ms, "best_rate": self.rate(best_ms),
             "baseline_ms": base_ms,
