@@ -226,13 +226,15 @@ def test_trials_a_killed_run_left_in_the_journal_are_folded_by_the_next_and_said
     journal.parent.mkdir(exist_ok=True)
     journal.write_text(json.dumps(left) + "\n")
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
-    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
-                               f"and are now folded into {path}; measured at commit deadbeefdead*"])
+    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not fold them (killed, or unable to "
+                               f"write the records) were in {journal} and are now folded into {path}; measured at "
+                               f"commit deadbeefdead*"])
     assert not journal.exists() and left["config"] in [t["config"] for t in RecordStore(path).trials()]
     journal.write_text(json.dumps({**left, "git_commit": None, "config": {"reps": 4, "pad": 8}}) + "\n")
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
-    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not end (killed?) were in {journal} "
-                               f"and are now folded into {path}; measured outside a git checkout"])
+    gate.stdout.fnmatch_lines([f"records: 1 trials of an earlier run that did not fold them (killed, or unable to "
+                               f"write the records) were in {journal} and are now folded into {path}; measured "
+                               f"outside a git checkout"])
 
 
 def test_an_archive_left_after_its_records_file_is_deleted_is_read_by_nothing_and_named(twice_project, pytester):
@@ -395,6 +397,49 @@ def test_the_gate_on_a_full_disk_gates_and_says_its_run_is_not_recorded(pytester
     assert f"records: {path}: records cannot be written (File too large); every record written before is kept" in (
         run.stdout), run.stdout[-3000:]
     assert "this gate run is not kept in the records' history" in run.stdout
+
+
+def test_a_tune_that_could_not_write_its_records_is_not_taken_for_a_killed_one_and_loses_no_trial(pytester):
+    """A tune whose records file could not be written (a full disk) ended with its trials in the
+    journal, and the next run, folding them, called it "an earlier run that did not end (killed?)"."""
+    _tuned_slow(pytester)  # every config built: the run on the full disk compiles nothing
+    (path,) = (pytester.path / "records").glob("*.json")
+    full = subprocess.run([sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-fresh", "--tune-trials", "1"],
+                          cwd=pytester.path, capture_output=True, text=True, timeout=300,
+                          preexec_fn=_file_size_limit(path.stat().st_size // 2))  # room for the journal's trials
+    unwritten = f"{path}: records cannot be written (File too large)"
+    assert f"tunebench: {unwritten}; every record written before is kept" in full.stderr, full.stdout[-3000:]
+    journal = RecordStore(path).journal
+    kept = RecordStore(path).trials()  # the file's and the journal's
+    gate = subprocess.run([sys.executable, "-m", "pytest", "test_slow.py", "-p", "no:cacheprovider", "--tune-target",
+                           "cpu"], cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert f"trials of an earlier run that could not fold them ({unwritten}) were in {journal} and are now folded " \
+           f"into {path}" in gate.stdout, gate.stdout[-3000:]
+    assert RecordStore(path).trials() == kept and not journal.exists() and not list(journal.parent.glob("*.unfolded"))
+
+
+def test_why_a_run_could_not_fold_its_journal_is_not_said_of_trials_a_killed_run_appended_since(tmp_path):
+    """The note stands for the journal as that run left it: a later run killed after adding to it
+    (a full disk freed, then kill -9) left trials the note does not explain."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}, pad="x" * 4096))
+    script = textwrap.dedent(f"""
+        from tests.test_records import FINGERPRINT, trial
+        from tunebench.records import NotWritable, RecordStore
+        store = RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT)
+        try:
+            store.compact()
+        except NotWritable as e:
+            print(e)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).parent.parent, preexec_fn=_file_size_limit(1024))
+    assert run.stdout.startswith(f"{store.path}: records cannot be written (File too large)"), run.stdout + run.stderr
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).unfolded == f"{store.path}: records cannot be written " \
+                                                                      f"(File too large)"
+    RecordStore.for_device(tmp_path, FINGERPRINT).add(trial({"vec": 2}))  # then killed
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert len(again.leftover) == 2 and again.unfolded is None
 
 
 def test_the_gate_replaying_read_only_records_gates_them(pytester):

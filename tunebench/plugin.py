@@ -294,15 +294,18 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 
 def _leftover(terminalreporter, run) -> None:
-    """Trials a killed run left in the journal, folded by this one: where they were measured at
-    another commit, they now sit in this checkout's records, not in that commit's."""
+    """Trials a run left in the journal, killed or unable to write the file (a full disk), folded
+    by this one: where they were measured at another commit, they now sit in this checkout's
+    records, not in that commit's."""
     found = run.store.leftover
     if not found:
         return
     commits = sorted({t["git_commit"][:12] for t in found if t.get("git_commit")})
     elsewhere = [c for c in commits if run.commit is None or not run.commit.startswith(c)]
+    why = f"could not fold them ({run.store.unfolded})" if run.store.unfolded else \
+        "did not fold them (killed, or unable to write the records)"
     terminalreporter.write_line(
-        f"records: {len(found)} trials of an earlier run that did not end (killed?) were in {run.store.journal} "
+        f"records: {len(found)} trials of an earlier run that {why} were in {run.store.journal} "
         f"and are now folded into {run.store.path}; "
         + (f"measured at commit {', '.join(commits)}" if commits else "measured outside a git checkout")
         + (f", while this checkout is at {run.commit[:12]}: commit them where they belong" if elsewhere and run.commit

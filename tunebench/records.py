@@ -667,14 +667,20 @@ class RecordStore:
         if not self.read_only:
             _writable(self.real)
         self.archive, self.journal = companions(self.path)
+        #: Beside the journal: why the run that left it could not fold it (see :meth:`compact`).
+        self._unfolded_note = self.journal.with_name(f"{self.journal.name}.unfolded")
         #: Why the archive is not read: the records file it belongs to is gone (see :func:`orphaned`).
         self.orphan = orphaned(self.path)
         self._archived_cache: tuple[tuple | None, list[dict]] = (None, [])
         self._db = TinyDB(self.path, storage=AtomicJSONStorage)
         data = self._reload()
         #: Opened to write: the trials a run left in the journal without folding them (it was
-        #: killed; not one still running); they are folded with this run's, and the run says so.
+        #: killed, or could not write the file; not one still running); they are folded with this
+        #: run's, and the run says so.
         self.leftover = self._pending() if not self.read_only and not self._running() else []
+        #: Why the run that left them could not fold them (a full disk), where it noted so; else it was
+        #: killed, or could not write the note either.
+        self.unfolded = self._unfolded() if self.leftover else None
         recorded = next(iter(data.get("device", {}).values()), None)
         self.fingerprint = recorded or (dict(fingerprint) if fingerprint is not None else None)
         self._stamped = recorded is not None and bool(data.get("format"))
@@ -689,6 +695,15 @@ class RecordStore:
             for doc in [*data.get("trials", {}).values(), *self._pending()]:
                 self._remember(doc)
         return data
+
+    def _unfolded(self) -> str | None:
+        """Why the run that left the journal could not fold it, as it noted (see :meth:`compact`),
+        where the journal is as it left it: a run killed after appending to it noted nothing."""
+        try:
+            note = json.loads(self._unfolded_note.read_text())
+            return note["why"] if note["bytes"] == self.journal.stat().st_size else None
+        except (OSError, ValueError, KeyError, TypeError):  # none, or one the full disk cut short
+            return None
 
     def _pending(self) -> list[dict]:
         """The journal's trials, not yet in the file."""
@@ -830,10 +845,19 @@ class RecordStore:
             self._mark = None
 
     def compact(self) -> None:
-        """Fold the journal into the file (a run's last write)."""
-        if self.journal.exists() and not self.read_only:
+        """Fold the journal into the file (a run's last write). Where the file cannot be written (a
+        full disk), the journal keeps the trials, and a note beside it says why where it fits: the
+        next run, which folds them, says so rather than take this run for a killed one."""
+        if not self.journal.exists() or self.read_only:
+            return
+        try:
             with self._locked():
                 self._fold()
+        except NotWritable as e:
+            with contextlib.suppress(OSError):  # no room for the note either: the next run names both causes
+                self._unfolded_note.write_text(json.dumps({"bytes": self.journal.stat().st_size,
+                                                           "why": str(e).split("; ")[0]}))
+            raise
 
     def _fold(self) -> None:
         """Under the lock: the journal's trials into the file, once per key (a trial measured
@@ -857,6 +881,7 @@ class RecordStore:
                 oldest = sorted(docs, key=lambda d: d.doc_id)[:len(docs) - ARCHIVE_ABOVE]
                 _append(self.archive, oldest)  # first: a kill between the two leaves a copy, not a loss
                 table.remove(doc_ids=[d.doc_id for d in oldest])
+        self._unfolded_note.unlink(missing_ok=True)  # first: a note outliving its journal would explain the next
         self.journal.unlink(missing_ok=True)
         self._compacted = time.monotonic()
 
