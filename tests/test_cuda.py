@@ -370,18 +370,24 @@ def test_a_debug_build_gives_the_c_types_a_cubin_built_for_speed_reduces_to_byte
     assert compiler.parameter_types(kernel, variant, {"broken": 1}, "float32", "scale") is None
 
 
+def entry_types(tmp_path, entry: str, output: str, code: str):
+    """The C types of the parameters of ``entry``, a kernel of its own file of ``code``, as its
+    -G build's debug info gives them (what arguments are checked against)."""
+    (tmp_path / f"{entry}.cu").write_text(code)
+    kernel = Kernel(entry, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=[output],
+                    cuda=Variant(source=str(tmp_path / f"{entry}.cu"), entry=entry, space=Space({"UNUSED": [1]}),
+                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (1, 32)))
+    return CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).parameter_types(
+        kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32", entry)
+
+
 @needs_nvcc
 def test_a_pointer_to_a_cuda_vector_type_is_checked_against_its_elements_type(tmp_path):
     """A ``uchar4 *`` took an array of any dtype: a float32 image read as bytes, every config wrong."""
-    (tmp_path / "vec.cu").write_text(
+    types = entry_types(tmp_path, "vec", "acc", (
         '#include <cuda_fp16.h>\nextern "C" __global__ void vec(const uchar4 *img, double4 *acc, float2 *z, '
-        'const __half2 *h, char3 *c) { acc[0].x = img[0].x + z[0].y + __low2float(h[0]) + c[0].z; }\n')
-    kernel = Kernel("vec", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["acc"],
-                    cuda=Variant(source=str(tmp_path / "vec.cu"), entry="vec", space=Space({"UNUSED": [1]}),
-                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (1, 32)))
-    types = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).parameter_types(
-        kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32", "vec")
+        'const __half2 *h, char3 *c) { acc[0].x = img[0].x + z[0].y + __low2float(h[0]) + c[0].z; }\n'))
     fits = {"img": np.zeros((8, 4), np.uint8), "acc": np.zeros((8, 4)), "z": np.zeros(8, np.complex64),
             "h": np.zeros((8, 2), np.float16), "c": np.zeros((8, 3), np.int8)}
     assert args_problem(fits, types) is None
@@ -882,17 +888,11 @@ def test_the_preprocessors_verdict_on_a_suspect_is_kept_so_a_second_collection_r
 def test_a_complex_scalar_is_checked_against_the_complex_a_kernel_takes_by_value_in_size_and_kind(tmp_path):
     """A cuFloatComplex took a float64 (its 8 bytes), a thrust::complex<float> a complex128 and
     nvcc's float _Complex a float32: each passed, and every config read garbage."""
-    (tmp_path / "cplx.cu").write_text(
+    types = entry_types(tmp_path, "cplx", "y", (
         "#include <cuComplex.h>\n#include <thrust/complex.h>\n#include <cuda/std/complex>\n"
         'extern "C" __global__ void cplx(float *y, cuFloatComplex a, thrust::complex<float> b, '
         "cuda::std::complex<double> c, float _Complex d, int2 e)\n"
-        "{ y[0] = a.x + b.real() + (float)c.real() + __real__ d + e.x; }\n")
-    kernel = Kernel("cplx", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
-                    cuda=Variant(source=str(tmp_path / "cplx.cu"), entry="cplx", space=Space({"UNUSED": [1]}),
-                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (1, 32)))
-    types = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).parameter_types(
-        kernel, kernel.variant("cuda"), {"UNUSED": 1}, "float32", "cplx")
+        "{ y[0] = a.x + b.real() + (float)c.real() + __real__ d + e.x; }\n"))
     fits = {"y": np.zeros(8, np.float32), "a": np.complex64(1j), "b": np.complex64(1j), "c": np.complex128(1j),
             "d": np.complex64(1j), "e": np.zeros((), [("x", np.int32), ("y", np.int32)])[()]}
     assert args_problem(fits, types) is None

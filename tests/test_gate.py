@@ -485,6 +485,18 @@ def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_
     assert "best against the recorded source" in [v["what"] for v in gate["verdicts"]]
 
 
+def fails_as_tuned(pytester, edited: str) -> None:
+    """The gate fails best against the recorded template built with the last of the ``edited``
+    files as the records keep it."""
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    out, kept = result.stdout.str(), edited.split(", ")[-1]
+    assert (f"{edited} edited); today's build is compared with the recorded one, built with {kept} as tuned (the "
+            f"records keep its text)" in out), out
+    assert re.search(rf"FAIL +best against the recorded source \({re.escape(kept)} as tuned\) on \(2048,\): 1\.",
+                     out), out
+
+
 def test_a_helper_made_15_percent_slower_fails_against_the_recorded_template_built_with_its_recorded_text(split):
     """The records kept the helper's hash alone: built with today's helper, the recorded build
     was not the tune's, and was left out, so a helper made 15 % slower (every config alike)
@@ -492,12 +504,7 @@ def test_a_helper_made_15_percent_slower_fails_against_the_recorded_template_bui
     naming the helper."""
     pytester, path, helper = split
     helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
-    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    assert ("chain.c, src/helper.c edited); today's build is compared with the recorded one, built with "
-            "src/helper.c as tuned (the records keep its text)" in out), out
-    assert re.search(r"FAIL +best against the recorded source \(src/helper.c as tuned\) on \(2048,\): 1\.", out), out
+    fails_as_tuned(pytester, "chain.c, src/helper.c")
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert [v["outcome"] for v in gate["verdicts"] if v["what"] == "best against the recorded source "
             "(src/helper.c as tuned)"] == ["fail"]
@@ -558,12 +565,7 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     (path,) = (pytester.path / "records").glob("*.json")
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
     extra.write_text("#define EXTRA 30\n")
-    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    assert ("include/sub/extra.h edited); today's build is compared with the recorded one, built with "
-            "include/sub/extra.h as tuned (the records keep its text)" in out), out
-    assert re.search(r"FAIL +best against the recorded source \(include/sub/extra.h as tuned\) on \(2048,\)", out), out
+    fails_as_tuned(pytester, "include/sub/extra.h")
 
 
 def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):

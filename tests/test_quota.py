@@ -354,28 +354,29 @@ def test_a_gate_held_to_fewer_threads_than_the_tune_says_what_holds_it_and_what_
     monkeypatch.delenv("OMP_NUM_THREADS")
     gate = ("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rs")
     under_quota(1.0)
-    result = pytester.runpytest(*gate)
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 1 (the cgroup's CPU "
-                                 f"quota, 1 CPU per 100 ms), and timings do not carry across thread counts: raise "
-                                 f"the limit to 2 CPUs as it was tuned, or run `pytest suites/test_axpb.py --tune` "
-                                 f"here to record it with 1*"])
+    recorded = f"*it is recorded with 2 threads ({tuned.stem}); this run has"
+    skips_saying(pytester, gate, f"{recorded} 1 (the cgroup's CPU quota, 1 CPU per 100 ms), and timings do not carry "
+                                 f"across thread counts: raise the limit to 2 CPUs as it was tuned, or run `pytest "
+                                 f"suites/test_axpb.py --tune` here to record it with 1*")
     under_quota(None)
     monkeypatch.setattr(cpuinfo, "cores_allowed", lambda: 1)  # taskset -c 0
-    result = pytester.runpytest(*gate)
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 1 (the cores it may "
-                                 f"run on), and timings do not carry across thread counts: gate on 2 cores as it was "
-                                 f"tuned (taskset, a container's cpuset), or run `pytest suites/test_axpb.py --tune` "
-                                 f"here to record it with 1*"])
-    assert "OMP_NUM_THREADS=2" not in result.stdout.str()
+    out = skips_saying(pytester, gate, f"{recorded} 1 (the cores it may run on), and timings do not carry across "
+                                       f"thread counts: gate on 2 cores as it was tuned (taskset, a container's "
+                                       f"cpuset), or run `pytest suites/test_axpb.py --tune` here to record it with 1*")
+    assert "OMP_NUM_THREADS=2" not in out
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # as the skip said before: 2 threads sharing the core
+    skips_saying(pytester, gate, f"{recorded} 2 on 1 core (OMP_NUM_THREADS=2), and timings do not carry across core "
+                                 f"counts: gate on 2 cores with OMP_NUM_THREADS=2 as it was tuned (taskset, a "
+                                 f"container's cpuset), or run `pytest suites/test_axpb.py --tune` here to record it "
+                                 f"with 2 on 1 core*")
+
+
+def skips_saying(pytester, gate: tuple, line: str) -> str:
+    """The output of a gate that skipped its one task with ``line`` (a glob)."""
     result = pytester.runpytest(*gate)
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines([f"*it is recorded with 2 threads ({tuned.stem}); this run has 2 on 1 core "
-                                 f"(OMP_NUM_THREADS=2), and timings do not carry across core counts: gate on 2 cores "
-                                 f"with OMP_NUM_THREADS=2 as it was tuned (taskset, a container's cpuset), or run "
-                                 f"`pytest suites/test_axpb.py --tune` here to record it with 2 on 1 core*"])
+    result.stdout.fnmatch_lines([line])
+    return result.stdout.str()
 
 
 def test_a_tune_whose_every_measurement_the_quota_throttles_stops_naming_the_quota(project, pytester, under_quota,
