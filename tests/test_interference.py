@@ -18,7 +18,7 @@ from tests.conftest import AXPB_SUITE, busy_processes, said
 from tests.test_plugin import TUNE
 from tunebench import interference
 from tunebench.compare import compare, undisturbed
-from tunebench.interference import BusyThreads, Monitor, OwnTime, machine_signals, sample_signals, verdict
+from tunebench.interference import BusyThreads, Monitor, OwnTime, cpu_ticks, machine_signals, sample_signals, verdict
 
 
 def clean(n=60, median=0.8, spread=0.03, seed=0):
@@ -180,6 +180,15 @@ def test_the_monitor_reads_the_cores_the_run_may_run_on(tmp_path, monkeypatch, b
     found = monitor.conditions()
     assert found["cores"] == 1 and (found["others_cpu"] > 0.4) == disturbed, found
     assert bool(machine_signals({**found, "threads": 1})) == disturbed
+
+
+def test_a_proc_stat_that_numbers_the_cores_otherwise_is_read_whole():
+    """A container's /proc/stat (lxcfs) numbers its cores from 0, where the affinity names the
+    host's (4 and 5): no line matched, so the run read no CPU time at all and judged every
+    measurement on the load average alone. Whole, as before the cores allowed were read."""
+    text = proc_stat((100, 1000), (300, 800))
+    assert cpu_ticks(text, {0, 1}) == cpu_ticks(text, {4, 5}) == (400, 0, 0, 1800, 0, 0, 0, 0, 0, 0)
+    assert cpu_ticks(text, {1}) == (300, 0, 0, 800, 0, 0, 0, 0, 0, 0)
 
 
 def test_the_load_average_is_judged_against_the_machines_cores_not_those_the_run_may_run_on(monkeypatch):

@@ -114,9 +114,13 @@ PROC_STAT = Path("/proc/stat")
 
 def cpu_ticks(text: str, cores: Collection[int]) -> tuple[int, ...]:
     """The ticks of ``cores`` in a /proc/stat, summed field by field: what runs on a core this
-    process may not run on takes none of its kernel's time, and what runs on one it may does."""
-    rows = [[int(v) for v in fields[1:]] for fields in map(str.split, text.splitlines())
-            if fields and fields[0][:3] == "cpu" and fields[0][3:].isdigit() and int(fields[0][3:]) in cores]
+    process may not run on takes none of its kernel's time, and what runs on one it may does.
+    A /proc/stat without a line for each (a container's, lxcfs numbering its cores from 0) is
+    read whole, its "cpu" line."""
+    lines = {fields[0]: [int(v) for v in fields[1:]] for fields in map(str.split, text.splitlines())
+             if fields and fields[0][:3] == "cpu"}
+    named = [f"cpu{core}" for core in cores]
+    rows = [lines[name] for name in named] if all(name in lines for name in named) else [lines.get("cpu", [])]
     return tuple(map(sum, zip(*rows)))
 
 
