@@ -1011,7 +1011,34 @@ def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
     tri = np.dtype([("a", np.float32), ("b", np.float32), ("c", np.float32)])
     assert args_refusal({"t": np.zeros((), tri)[()]}) == (
         "scalar 't' has dtype [('a', '<f4'), ('b', '<f4'), ('c', '<f4')], which the CPU target cannot pass by value "
-        "(it passes int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, bool): pass it as a "
-        "1-element array to a kernel that takes a pointer to it, or its fields as separate scalars")
+        "(it passes int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, bool, complex64, "
+        "complex128): pass it as a 1-element array to a kernel that takes a pointer to it, or its fields as separate "
+        "scalars")
+    assert args_refusal({"z": np.clongdouble(1j)}).endswith(
+        ": it is a long double complex, whose parts ctypes passes only as Python floats (53 bits of their 64): pass "
+        "it as a 1-element array to a kernel that takes a pointer to it")
     assert args_refusal({"h": np.float16(1)}).endswith(": pass np.float32(...) and declare it `float` in the kernel, "
                                                        "converting there")
+
+
+@pytest.mark.parametrize("suffix, ctype, dtype", [(".c", "float _Complex", np.complex64),
+                                                  (".c", "double _Complex", np.complex128),
+                                                  (".cpp", "std::complex<float>", np.complex64),
+                                                  (".cpp", "std::complex<double>", np.complex128)])
+def test_a_complex_scalar_is_passed_by_value_as_the_kernel_takes_it(tmp_path, suffix, ctype, dtype):
+    """It was refused: "pass its real and imaginary parts as two scalars of their float type"."""
+    header, extern = ("<complex.h>", "") if suffix == ".c" else ("<complex>", 'extern "C" ')
+    (tmp_path / f"cscale{suffix}").write_text(
+        f"#include {header}\n{extern}void cscale(int n, {ctype} a, const {ctype} *x, {ctype} *y, float b)\n"
+        f"{{\n    for (int i = 0; i < n; ++i) y[i] = a * x[i] + ({ctype})(b * U);\n}}\n")
+    variant = Variant(source=tmp_path / f"cscale{suffix}", entry="cscale", space=Space({"U": [1]}),
+                      heuristic=lambda shape: {"U": 1})
+    kernel = Kernel(f"cscale_{dtype.__name__}", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                    args=lambda shape, _, rng: {"n": np.int32(shape[0]), "a": dtype(2.5 - 1.5j),
+                                                "x": (rng.random(shape[0]) + 1j * rng.random(shape[0])).astype(dtype),
+                                                "y": np.empty(shape[0], dtype), "b": np.float32(0.5)},
+                    reference=lambda n, a, x, b: a * x + b, outputs=["y"], cpu=variant)
+    got, want = run_once(CpuBackend(), kernel, variant, {"U": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (checked,) = compile_check.check([kernel], "cpu", sample=1)
+    assert checked.ok, checked.failures

@@ -66,6 +66,26 @@ CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloa
           **dict.fromkeys(BITS_ONLY, "unsigned char")}
 #: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
 ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
+
+
+class _Complex(ctypes.Structure):
+    """A complex scalar passed by value: ctypes has no complex type, and the x86-64 ABI passes
+    ``float _Complex`` and ``double _Complex`` (and C++'s ``std::complex``, a class of one) as it
+    passes a struct of the real and the imaginary part, in the same registers (gcc's code for the
+    two is the same); built from the Python complex a numpy one gives."""
+
+    def __init__(self, value: complex):
+        super().__init__(value.real, value.imag)
+
+
+class ComplexFloat(_Complex):
+    _fields_ = [("real", ctypes.c_float), ("imag", ctypes.c_float)]
+
+
+class ComplexDouble(_Complex):
+    _fields_ = [("real", ctypes.c_double), ("imag", ctypes.c_double)]
+
+
 SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
@@ -73,6 +93,7 @@ SCALARS = {
     np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
     np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
     np.dtype(np.bool_): ctypes.c_bool,  # a C99 bool flag, as a foreign signature has it
+    np.dtype(np.complex64): ComplexFloat, np.dtype(np.complex128): ComplexDouble,
 }
 
 
@@ -278,7 +299,9 @@ def args_refusal(args: Mapping[str, Any]) -> str | None:
         return refused
     for name, value in args.items():
         if not isinstance(value, np.ndarray) and value.dtype not in SCALARS:
-            instead = ("pass its real and imaginary parts as two scalars of their float type" if value.dtype.kind == "c"
+            instead = ("it is a long double complex, whose parts ctypes passes only as Python floats (53 bits of "
+                       "their 64): pass it as a 1-element array to a kernel that takes a pointer to it"
+                       if value.dtype.kind == "c"
                        else "pass it as a 1-element array to a kernel that takes a pointer to it, or its fields as "
                             "separate scalars" if value.dtype.kind in "VS"  # a struct, bytes
                        else "pass np.float32(...) and declare it `float` in the kernel, converting there")
