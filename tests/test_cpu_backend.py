@@ -919,10 +919,13 @@ def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_i
                                    ("-D", "NAME=x.c"), ("-MF", "/dev/null", "-MD"), ("-isystem", "/usr/include")])
 def test_flags_naming_what_the_compiler_finds_or_a_value_like_a_file_are_passed_as_given(tmp_path, flags):
     """Each was refused as "the file of flags 'math.h' not found", and -isystem /usr/include
-    inlined 51 KB of libc headers into the template."""
+    inlined 51 KB of libc headers into the template. A folder named as the header is no folder
+    the flag names: the compiler skips it."""
     (tmp_path / "k.c").write_text("void k(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n")
+    (tmp_path / "stdint.h").mkdir()
     variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"u": [1]}), heuristic=lambda shape: {"u": 1},
                       flags=flags, origin=tmp_path)
+    variant.check_folders()
     assert variant.build_flags == flags and variant.declared_flags == " ".join(flags)
     assert variant.template == (tmp_path / "k.c").read_text()
     kernel = scaling("passed_flags_test", variant, 1.0, 8)

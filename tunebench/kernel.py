@@ -554,9 +554,13 @@ class Variant:
         config's own (or, where a header of the name was found elsewhere, that other header). Asked
         for the target a run builds alone: another target's folder (a submodule a CPU-only CI does
         not check out) is that machine's. A folder given whole may be another machine's (a
-        toolkit's), and is not checked."""
+        toolkit's), and is not checked. A folder an ``-include`` names (see :meth:`_included_folder`) is
+        an error too."""
         base = self.origin or Path.cwd()
         for i, (named, found) in enumerate(zip(flag_paths(self.flags), self._paths)):
+            if named is not None and named[2] == "include":
+                self._included_folder(self.flags[i - 1], named[1])
+                continue
             if named is None or named[2] not in ("dir", "system") or os.path.isabs(named[1]) or found.is_dir():
                 continue
             option = named[0] or self.flags[i - 1] + " "  # "-I dir", two flags: the option is the one before
@@ -564,6 +568,27 @@ class Variant:
             hint = f"; {near} is: write {option}{os.path.relpath(near, base)}" if near else ""
             raise KernelError(f"variant {self.source}: flag {option}{named[1]} names no folder: {found} does not "
                               f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
+
+    def _included_folder(self, option: str, given: str) -> None:
+        """A :class:`KernelError` where an ``-include`` or ``-imacros`` flag names a folder by a path
+        (written with a ``/`` at its end, or one found as its file would be, from the declaring
+        file's folder upwards): the compiler reads one file ahead of the template, and said only
+        "fatal error: include/: No such file or directory", in every config's build. A bare name
+        is the compiler's to find: it skips a folder of that name (``-include memory`` beside a
+        ``memory/`` folder reads <memory>)."""
+        if "/" not in given:
+            return
+        path = Path(given)
+        start = self.origin or Path.cwd()
+        found = next((d for d in ([path] if path.is_absolute() else [d / path for d in (start, *start.parents)])
+                      if d.is_dir()), None)
+        if found is None and not given.endswith("/"):
+            return
+        folder = os.path.relpath(found, start) if found and not path.is_absolute() else given.rstrip("/")
+        where = f" ({found})" if found else ""
+        raise KernelError(f"variant {self.source}: flag {option} {given} names a folder{where}, and {option} reads one "
+                          f"file ahead of the template: name a header in it ({option} {folder}/<header>.h), or search "
+                          f"it for the template's #include lines with -I{folder}")
 
     def _local(self, given: str) -> Path | None:
         """The file an -include/-imacros flag names, where it is the project's; None where the
