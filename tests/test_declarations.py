@@ -1265,6 +1265,28 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
     _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
 
 
+@pytest.mark.parametrize("include, values", [("-I", [1, 2]), ("-I", [1, 2, 3, 4, 5]),  # every combination, or
+                                             ("computed", [1, 2])])  # each pair (125 of them > 64)
+def test_a_bool_param_a_header_reads_only_behind_two_other_params_later_values_is_told_apart(tmp_path, include,
+                                                                                             values):
+    """Read behind ``#if a == 2 && b == 2`` in a header of the include folders, or one a computed
+    include reads: the preprocessor was run with one other param at a time off its first value,
+    never both, and the kernel was refused ("tests whether bool param 'fast' is defined, which it
+    always is")."""
+    (tmp_path / "inc").mkdir()
+    template = '#include IMPL\n#ifdef fast\nint j(void) { return 0; }\n#endif\n'
+    params = {"fast": [False, True], "a": values, "b": values, "c": values, "IMPL": ['"inc/impl.h"']}
+    flags = ()
+    if include == "-I":
+        template, flags = template.replace("IMPL", '"impl.h"'), (f"-I{tmp_path / 'inc'}",)
+        del params["IMPL"]
+    for read, refused in (("1", None), ("0", "axpb.c line 2 tests whether bool param 'fast' is defined, which it "
+                                                "always is")):
+        (tmp_path / "inc" / "impl.h").write_text(f"#if a == {values[-1]} && b == {values[-1]} && c > 0 && {read}\n"
+                                                 "#if fast\nint k(void) { return 1; }\n#endif\n#endif\n")
+        _check_template(tmp_path, "behind_two", template, params, refused, flags=flags)
+
+
 def test_the_if_check_needs_no_c_type_of_the_first_dtype_nor_a_compiler_to_refuse_nothing(tmp_path, monkeypatch):
     """A suspect with a first dtype the C target has no type for raised KeyError; with no C
     compiler on the machine (a CUDA box), FileNotFoundError: each a traceback at collection."""

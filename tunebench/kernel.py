@@ -31,7 +31,8 @@ import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
-                                     constant_suspects, folder_header, overridden, preprocess, unreadable)
+                                     constant_settings, constant_suspects, folder_header, overridden, preprocess,
+                                     unreadable)
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.launch import launch_of, stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
@@ -1354,9 +1355,10 @@ class Kernel:
 def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]],
                     preprocessing: Callable[[Variant, Mapping], tuple[str, list[str], str] | None]) -> str | None:
     """:func:`~tunebench.backends.base.constant_param` by the target's preprocessor, its verdict
-    kept in the compile cache under the first config's text, the preprocessor, the suspects and
-    the values: nvcc -E takes 0.1 to 0.3 s a run, and the check ran it dozens of times for a
-    kernel of several params of many values at every collection and compile-check. A verdict
+    kept in the compile cache under the first config's text, the preprocessor, the suspects, the
+    values and the settings of the others judged: nvcc -E takes 0.1 to 0.3 s a run, and the
+    check ran it dozens of times for a kernel of several params of many values at every
+    collection and compile-check. A verdict
     that a failed run of the preprocessor had a say in is not kept: the machine may have stopped it."""
     values = variant.space.values
     first = preprocessing(variant, {n: vs[0] for n, vs in values.items()})
@@ -1370,8 +1372,10 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         failed.append(text is None)
         return text
 
-    return BuildCache().verdict(f"{name}-constant-params", repr((first, str(variant.origin), suspects, values)),
-                                lambda: (constant_param(suspects, values, preprocessed), not any(failed)))
+    settings = constant_settings(variant, suspects, values)  # in the key: a verdict holds for those judged
+    key = repr((first, str(variant.origin), suspects, values, settings))
+    return BuildCache().verdict(f"{name}-constant-params", key,
+                                lambda: (constant_param(suspects, values, settings, preprocessed), not any(failed)))
 
 
 def kernels_in(value: Any) -> list[Kernel]:

@@ -6,6 +6,8 @@ it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import re
 import subprocess
@@ -382,17 +384,75 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
     return found
 
 
+#: The most settings of the params a template's directives read that a suspect is preprocessed
+#: under in every combination (see :func:`constant_settings`); beyond, each pair of their values.
+COMBINATIONS = 64
+
+
+def constant_settings(variant: Variant, suspects: list[tuple[str, str]],
+                      values: Mapping[str, Sequence]) -> dict[str, list[dict]]:
+    """Per suspect, the settings of the other params it is preprocessed under (see
+    :func:`constant_param`): all at their first values, each other param at each of its others
+    (a param read only behind another's later value), then the params the directives name (see
+    :func:`_directive_names`), in every combination, or where there are more than
+    :data:`COMBINATIONS`, each pair of their later values at least once (a suspect read only
+    behind ``#if a == 2 && b == 2``, which no setting of one param at a time reaches). Params no
+    directive names decide no #if, and stay at their first values there."""
+    read = _directive_names(variant)
+    first = {n: vs[0] for n, vs in values.items()}
+    found = {}
+    for param, _ in suspects:
+        settings = [first] + [{**first, n: v} for n, vs in values.items() if n != param for v in vs[1:]]
+        deciding = [n for n, vs in values.items() if n != param and n in read and len(vs) > 1]
+        if math.prod(len(values[n]) for n in deciding) <= COMBINATIONS:
+            settings += [{**first, **dict(zip(deciding, c))} for c in itertools.product(*(values[n] for n in deciding))]
+        else:
+            settings += [{**first, **{deciding[i]: values[deciding[i]][v] for i, v in row.items()}}
+                         for row in _pairs_covered([len(values[n]) for n in deciding])]
+        found[param] = [s for i, s in enumerate(settings) if s not in settings[:i]]
+    return found
+
+
+def _directive_names(variant: Variant) -> set[str]:
+    """The names the preprocessor's directives hold, comments out, in the template (its local
+    headers inlined) and in every file its build may read as well (a header of the include
+    folders, one a computed include may read: :attr:`~tunebench.kernel.Variant.file_texts`)."""
+    names = set()
+    for text in (variant.template, *variant.file_texts.values()):
+        for line in _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text).split("\n"):
+            found = _DIRECTIVE.match(line)
+            names.update(re.findall(r"\b[A-Za-z_]\w*\b", found.group(2)) if found else ())
+    return names
+
+
+def _pairs_covered(counts: list[int]) -> list[dict[int, int]]:
+    """Rows of value indices (param index -> value index, the others' first) in which each pair
+    of later values of two of the params (their counts of values given) meets at least once,
+    chosen greedily: some tens of rows where every combination would be thousands."""
+    uncovered = dict.fromkeys(((i, x), (j, y)) for i, j in itertools.combinations(range(len(counts)), 2)
+                              for x in range(1, counts[i]) for y in range(1, counts[j]))
+    rows = []
+    while uncovered:
+        row = dict(next(iter(uncovered)))
+        for k in range(len(counts)):
+            if k not in row:  # the value meeting the most pairs not yet met with those chosen
+                row[k] = max(range(counts[k]), key=lambda v: sum(tuple(sorted(((m, w), (k, v)))) in uncovered
+                                                                 for m, w in row.items()))
+        for pair in itertools.combinations(sorted(row.items()), 2):
+            uncovered.pop(pair, None)
+        rows.append(row)
+    return rows
+
+
 def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequence],
-                   preprocessed: Callable[[dict], str | None]) -> str | None:
+                   settings: Mapping[str, list[dict]], preprocessed: Callable[[dict], str | None]) -> str | None:
     """Why the first suspect (see :func:`constant_suspects`) is a param whose every value the
     target's preprocessor reads as the same code (``preprocessed``: a config's template as its
-    build reads it, None where the preprocessor fails), under each setting of the other params
-    (all at their first values, then each other param at each of its others: a param read only
-    behind another's later value tells its values apart there); None where none is."""
-    first = {n: vs[0] for n, vs in values.items()}
+    build reads it, None where the preprocessor fails), under each of its ``settings`` of the
+    other params (see :func:`constant_settings`); None where none is."""
     for param, why in suspects:
-        others = [first] + [{**first, n: v} for n, vs in values.items() if n != param for v in vs[1:]]
-        if all(_one_code(preprocessed, [{**other, param: value} for value in values[param]]) for other in others):
+        if all(_one_code(preprocessed, [{**other, param: value} for value in values[param]])
+               for other in settings[param]):
             return why
     return None
 
