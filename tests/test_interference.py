@@ -156,6 +156,32 @@ def test_a_compile_waited_for_during_a_measurement_hides_no_other_process():
     assert busy["others_cpu"] * busy["cores"] > 1, busy  # of the two spinning cores' worth
 
 
+#: Starts short-lived children one after another, each burning a few ticks, as a build pool's
+#: compilers come and go.
+CHURN = """import subprocess, sys
+while True:
+    subprocess.run([sys.executable, "-c", "import time; end = time.process_time() + 0.03\\nwhile time.process_time() < end: pass"])
+"""
+
+
+def test_a_child_waited_for_while_the_run_is_read_is_counted_once():
+    """A child that its parent waited for between the reading of the parent and its own was in
+    neither for a reading: the run's time fell by its ticks (a build pool's compile read as another
+    process's time, and the measurement beside it disturbed), and rose by them at the next."""
+    own = OwnTime()
+    churn = [subprocess.Popen([sys.executable, "-c", CHURN]) for _ in range(2)]
+    try:
+        readings, end = [own.ticks()], time.monotonic() + 3
+        while time.monotonic() < end:  # back to back: a child ends during a reading now and then
+            readings.append(own.ticks())
+    finally:
+        for process in churn:
+            process.kill()
+            process.wait()
+    falls = [(a, b) for a, b in zip(readings, readings[1:]) if b < a]
+    assert not falls, f"{len(falls)} of {len(readings)} readings fell: {falls[:5]}"
+
+
 def proc_stat(*cores: tuple[int, int]) -> str:
     """A /proc/stat (6.18) of cores with (user, idle) ticks each, the "cpu" line their sum."""
     lines = [f"cpu{i} {user} 0 0 {idle} 0 0 0 0 0 0" for i, (user, idle) in enumerate(cores)]

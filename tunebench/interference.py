@@ -141,25 +141,30 @@ def _last_pid() -> int:
         return int(f.read().split()[-1])
 
 
-def _given(pids: list[int], after: int, last: int) -> set[int]:
-    """Those of ``pids`` given after ``after`` up to ``last``: pids are given in turn, and start
-    again from the lowest past pid_max."""
+def _given(pids: list[int], after: int, last: int) -> list[int]:
+    """Those of ``pids`` given after ``after`` up to ``last``, in the order they were given: pids
+    are given in turn, and start again from the lowest past pid_max."""
     if after <= last:
-        return {p for p in pids if after < p <= last}
-    return {p for p in pids if p > after or p <= last}
+        return sorted(p for p in pids if after < p <= last)
+    return sorted((p for p in pids if p > after or p <= last), key=lambda p: (p <= after, p))
 
 
-def _descendants(root: int, parents: Mapping[int, int]) -> set[int]:
-    """``root`` and every process under it, of those in ``parents`` (pid: its parent's)."""
+def _descendants(root: int, parents: Mapping[int, int]) -> list[int]:
+    """``root`` and every process under it, of those in ``parents`` (pid: its parent's), each
+    after its parent."""
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
-    found, todo = set(), [root]
+    found, todo = [], [root]
     while todo:
         pid = todo.pop()
-        found.add(pid)
+        found.append(pid)
         todo += children.get(pid, ())
     return found
+
+
+#: Readings of the run's processes a reading takes at most while one of them ends during it.
+READ_PASSES = 4
 
 
 class OwnTime:
@@ -171,20 +176,31 @@ class OwnTime:
     between two readings alone (a compile begun before a measurement and waited for during it adds
     what it ran during it, not its whole time, which hid other processes' load).
 
-    No process moves under this one (orphans go to init, or to a worker, a subreaper), so a
-    reading reads the stat of the run's processes and of those started since the last reading
-    (pids are given in turn), not of every process on the machine."""
+    A reading reads the stat of the run's processes and of those started since the last reading
+    (pids are given in turn), not of every process on the machine; each after its parent, and
+    all again where one ended during it: a child waited for between its parent's reading and its
+    own was in neither (a build pool's compile read as another process's time, the measurement
+    beside it disturbed), and read before its parent, in both.
+    No process moves under this one (orphans go to init, or to a worker, a subreaper)."""
 
     def __init__(self):
-        self._ours: set[int] = set()
+        self._ours: list[int] = []  # each after its parent
         self._last: int | None = None  # the pid given last at the last reading
 
     def ticks(self) -> int:
         last = _last_pid()  # first: a process started after it is read at the next reading
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-        if self._last is not None:
-            pids = self._ours.intersection(pids) | _given(pids, self._last, last)
-        found = {p: read for p in pids if (read := _process(p))}
+        listed = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        if self._last is None:
+            pids = listed
+        else:
+            new = _given(listed, self._last, last)
+            live = set(listed).difference(new)
+            pids = [p for p in self._ours if p in live] + new
+        for _ in range(READ_PASSES):
+            found = {p: read for p in pids if (read := _process(p))}
+            if len(found) == len(pids):
+                break
+            pids = list(found)
         self._ours = _descendants(os.getpid(), {p: parent for p, (parent, _) in found.items()})
         self._last = last
         return sum(found[p][1] for p in self._ours if p in found)
