@@ -182,6 +182,30 @@ def test_a_child_waited_for_while_the_run_is_read_is_counted_once():
     assert not falls, f"{len(falls)} of {len(readings)} readings fell: {falls[:5]}"
 
 
+def test_a_process_of_the_run_whose_parent_ended_stays_the_runs_and_its_ticks_once_it_ends():
+    """A grandchild whose parent ended is init's: its ticks left the run's at the next reading,
+    and what it ran after was another process's time (a helper a compiler left running). Once it
+    ends, init waits for it, not the run: its ticks stay."""
+    launch = "import subprocess, sys; subprocess.Popen(sys.argv[1:]); sys.stdin.readline()"
+    burner = "import os; print(os.getpid(), flush=True)\n" + BURN
+    own = OwnTime()
+    with subprocess.Popen([sys.executable, "-c", launch, sys.executable, "-c", burner, "1.0"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as parent:
+        grandchild = int(parent.stdout.readline())
+        seen = own.ticks()  # the grandchild under its parent
+        parent.stdin.write("end\n")
+        parent.stdin.flush()
+        parent.wait()  # the grandchild is init's now, and burns on
+        assert parent.stdout.readline() == "burnt\n"
+        orphaned = own.ticks()
+        parent.stdin.close()  # the grandchild ends
+    end = time.monotonic() + 10
+    while os.path.exists(f"/proc/{grandchild}") and time.monotonic() < end:  # till init has waited for it
+        time.sleep(0.05)
+    ended = own.ticks()
+    assert orphaned - seen >= 0.5 * TICKS_S and ended >= orphaned, (seen, orphaned, ended)
+
+
 def proc_stat(*cores: tuple[int, int]) -> str:
     """A /proc/stat (6.18) of cores with (user, idle) ticks each, the "cpu" line their sum."""
     lines = [f"cpu{i} {user} 0 0 {idle} 0 0 0 0 0 0" for i, (user, idle) in enumerate(cores)]

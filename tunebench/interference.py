@@ -149,18 +149,19 @@ def _given(pids: list[int], after: int, last: int) -> list[int]:
     return sorted((p for p in pids if p > after or p <= last), key=lambda p: (p <= after, p))
 
 
-def _descendants(root: int, parents: Mapping[int, int]) -> list[int]:
-    """``root`` and every process under it, of those in ``parents`` (pid: its parent's), each
+def _descendants(roots: Sequence[int], parents: Mapping[int, int]) -> list[int]:
+    """``roots`` and every process under them, of those in ``parents`` (pid: its parent's), each
     after its parent."""
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
-    found, todo = [], [root]
+    found, todo = {}, list(reversed(roots))
     while todo:
         pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, ())
-    return found
+        if pid not in found:
+            found[pid] = None
+            todo += children.get(pid, ())
+    return list(found)
 
 
 #: Readings of the run's processes a reading takes at most while one of them ends during it.
@@ -181,29 +182,41 @@ class OwnTime:
     all again where one ended during it: a child waited for between its parent's reading and its
     own was in neither (a build pool's compile read as another process's time, the measurement
     beside it disturbed), and read before its parent, in both.
-    No process moves under this one (orphans go to init, or to a worker, a subreaper)."""
+
+    A process the run's at a reading stays the run's while it lives: one whose parent ended is
+    init's (a compiler driver's helper, what a candidate forked outside a worker), and its time
+    was another process's from then on. Its ticks at its last reading are kept once it ends, as
+    init waits for it, not the run. (One that a process of the run started and left between two
+    readings is not seen as the run's.)"""
 
     def __init__(self):
         self._ours: list[int] = []  # each after its parent
         self._last: int | None = None  # the pid given last at the last reading
+        self._orphans: dict[int, int] = {}  # the run's processes whose parent is not, at the last reading: ticks
+        self._ended = 0  # ticks of the orphans that have ended
 
     def ticks(self) -> int:
         last = _last_pid()  # first: a process started after it is read at the next reading
         listed = [int(name) for name in os.listdir("/proc") if name.isdigit()]
         if self._last is None:
-            pids = listed
+            pids, known = listed, []
         else:
             new = _given(listed, self._last, last)
             live = set(listed).difference(new)
-            pids = [p for p in self._ours if p in live] + new
+            known = [p for p in self._ours if p in live]
+            pids = known + new
         for _ in range(READ_PASSES):
             found = {p: read for p in pids if (read := _process(p))}
             if len(found) == len(pids):
                 break
             pids = list(found)
-        self._ours = _descendants(os.getpid(), {p: parent for p, (parent, _) in found.items()})
+        self._ended += sum(t for p, t in self._orphans.items() if p not in found or p not in known)
+        root = os.getpid()
+        self._ours = _descendants([root, *known], {p: parent for p, (parent, _) in found.items()})
+        ours = set(self._ours)
+        self._orphans = {p: found[p][1] for p in self._ours if p != root and p in found and found[p][0] not in ours}
         self._last = last
-        return sum(found[p][1] for p in self._ours if p in found)
+        return self._ended + sum(found[p][1] for p in self._ours if p in found)
 
 
 def _stat(own: OwnTime, cores: Collection[int]) -> _Stat | None:
