@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -579,3 +580,32 @@ def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_
     assert "--tune-strategy brute_force -q` resumes from them" in out
     (path,) = (pytester.path / "records").glob("*.json")
     assert [t["shape"] for t in RecordStore(path).trials(baseline=True)] == [[1000]]
+
+
+#: A candidate (tag 3) whose build kills the tuning run as it is loaded: a constructor runs in dlopen.
+LOAD_KILLER_C = SLOW_C.replace("#include <time.h>", "#include <time.h>\nint kill(int, int);\nint getppid(void);\n"
+                               "__attribute__((constructor)) static void on_load(void) { if (tag == 3) "
+                               "kill(getppid(), 9); }")
+
+
+def test_a_candidate_that_kills_the_run_as_it_is_loaded_is_recorded_crashed_after_two_deaths(pytester):
+    """The mark was written as the parent read the worker's "built", while the worker went on to
+    load the build: its constructor killed the run before the mark was there, and every resumed
+    tune measured it again, killed at the same place."""
+    pytester.path.joinpath("slow.c").write_text(LOAD_KILLER_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
+                                                      .replace('"pause": [1, 2]', '"pause": [1]'))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    records = pytester.path / "records"
+    for _ in range(4):  # a race the run lost about half the time: each killed run leaves its mark
+        shutil.rmtree(records, ignore_errors=True)
+        run = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == -9, run.stdout[-3000:]
+        assert len(list((records / ".journal").glob("*.inflight-*"))) == 1
+    shutil.rmtree(records)
+    runs = [subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300) for _ in range(3)]
+    assert [r.returncode for r in runs[:2]] == [-9, -9], [r.stdout[-500:] for r in runs]
+    assert runs[2].returncode in (0, 1) and "died 2 times while measuring this config" in runs[2].stdout, \
+        runs[2].stdout[-3000:]
+    (path,) = records.glob("*.json")
+    assert [t["status"] for t in RecordStore(path).trials() if t["config"]["tag"] == 3] == ["crashed"]

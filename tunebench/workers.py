@@ -224,7 +224,7 @@ class _Watch:
 
 
 def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, inputs: Path) -> None:
-    """The worker's loop: answer every job with ("built", ...) and then ("result", ...)."""
+    """The worker's loop: answer every job with ("built", ...), then, told to load, ("result", ...)."""
     _die_with_parent(parent)
     os.close(parents_end)  # a candidate writing into it would send this worker jobs
     os.setpgid(0, 0)  # a group of its own, which the parent kills whole: with any child a candidate forked
@@ -315,6 +315,15 @@ def _nbytes(prepared: tuple) -> int:
     return sum(a.nbytes for a in (*args.values(), *reference) if isinstance(a, np.ndarray))
 
 
+def _built(conn, artefacts: list[tuple[str, bool]]) -> None:
+    """Say what was built, then load nothing before the parent answers: it marks the trial as the
+    candidate's first (see RecordStore.loading). A constructor runs as its build loads: one that
+    killed the run had done so before the mark was written, about half the time, and a resumed
+    tune measured it again, killed at the same place."""
+    conn.send(("built", artefacts))
+    conn.recv()
+
+
 def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
     """A trial of one config on one shape. Besides its outcome, where the worker's time went
     (``prepare_s``, ``load_s``, ``verify_s`` beside ``measure_s``): on an H200 a trial of a
@@ -328,7 +337,7 @@ def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
         return {"status": "compile_error", "error": str(e)}
     except ResourceError as e:  # beyond what the architecture gives a block: refused by the compiler
         return {"status": "pruned_resources", "error": str(e)}
-    conn.send(("built", [(build.handle.name, build.cached)]))
+    _built(conn, [(build.handle.name, build.cached)])
     done = {"compile_time_s": build.compile_time_s}
     if job.probe:
         runner = watched(build, lambda: backend.load(build, kernel, variant, job.config, job.shape, args,
@@ -401,7 +410,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
             return {"status": "compile_error", "arm": label, "error": str(e)}
         except ResourceError as e:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
-    conn.send(("built", [(b.handle.name, b.cached) for _, _, b in builds.values()]))
+    _built(conn, [(b.handle.name, b.cached) for _, _, b in builds.values()])
     samples, threads, throttling = {}, [], interference.Throttling()
     for index, placement in enumerate(backend.placements):
         runners = {}
@@ -591,6 +600,7 @@ class Workers:
                 for artefact, cached in message:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
                 self.loading()
+                self._conn.send("load")
                 kind, message = self._watch()
         except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
             self._stop()  # was read as the next job's, and recorded under its config
