@@ -609,3 +609,28 @@ def test_a_candidate_that_kills_the_run_as_it_is_loaded_is_recorded_crashed_afte
         runs[2].stdout[-3000:]
     (path,) = records.glob("*.json")
     assert [t["status"] for t in RecordStore(path).trials() if t["config"]["tag"] == 3] == ["crashed"]
+
+
+def test_a_tune_interrupted_while_waiting_for_another_runs_lock_on_its_task_says_so_and_what_resumes(pytester):
+    """Ctrl-C while another run held the task's lock: the summary said nothing at all (only a task
+    whose search had begun was listed), though that run's trials are kept and the command resumes."""
+    _tuned_slow(pytester)
+    (path,) = (pytester.path / "records").glob("*.json")
+    store = RecordStore(path)
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "-q"]
+    with store.task_lock("slow[all-float32]"):  # as another run tuning the task holds it
+        lock = str(store._lock_file("slow[all-float32]"))
+        proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not any(  # it opened the lock to wait on it
+                os.path.realpath(fd) == lock for fd in Path(f"/proc/{proc.pid}/fd").iterdir()):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "slow[all-float32]: interrupted while waiting for another run tuning it (which holds its lock), before " \
+           "this run measured any of its trials; what that run records is kept and " \
+           f"`{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out, out[-3000:]
+    assert "-q` resumes from it" in out

@@ -359,7 +359,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if tuner is None:
         return
     ran = [t for t in tuner.tasks if t.done and t.failure is None]
-    stopped = [t for t in tuner.tasks if t.began is not None and not t.ended and t.failure is None]  # Ctrl-C
+    # Ctrl-C: in a task's search, or while it waited for another run's lock on it
+    stopped = [t for t in tuner.tasks if (t.began is not None or t.waiting) and not t.ended and t.failure is None]
     if not ran and not stopped:
         return
     fp = tuner.fingerprint
@@ -371,6 +372,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     again = " ".join([program, *(shlex.quote(os.fspath(a)) for a in config.invocation_params.args
                                  if a != "--tune-fresh")])
     for task in stopped:
+        if task.waiting:  # nothing of it measured here: the run holding its lock goes on recording
+            terminalreporter.write_line(
+                f"{task.label}: interrupted while waiting for another run tuning it (which holds its lock), before "
+                f"this run measured any of its trials; what that run records is kept and `{again}` resumes from it",
+                yellow=True)
+            continue
         where = (f"its heuristic's trials, after {task.heuristic_kept()} of its {len(task.bucket.shapes)} shapes"
                  if task.baseline is None else f"its {'final round' if task.done else 'search'}, after "
                  f"{len(task.outcomes)} configs and the heuristic")
