@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -19,6 +20,7 @@ from tests.test_plugin import TUNE
 from tunebench import interference
 from tunebench.compare import compare, undisturbed
 from tunebench.interference import BusyThreads, Monitor, OwnTime, cpu_ticks, machine_signals, sample_signals, verdict
+from tunebench.records import RecordStore
 
 
 def clean(n=60, median=0.8, spread=0.03, seed=0):
@@ -471,3 +473,38 @@ def test_the_summary_counts_each_config_that_stayed_disturbed_once_the_heuristic
     result.stdout.fnmatch_lines(["twice[small-float32]: no config was timed undisturbed (4 stayed disturbed by other "
                                  "load, the last by: a planted disturbance), so none was judged: the heuristic is "
                                  "still served; tune again on a quieter machine"])
+
+
+def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_is_a_stop_not_a_failure(
+        pytester, monkeypatch):
+    """The search ended, and the final round's earlier pick, measured again (its template edited
+    since), stayed disturbed: the task failed ("the task failed: stopped: the machine is busy"),
+    not "stopped, disturbed" with its trials kept for a later tune."""
+    import tunebench.compare
+    import tunebench.interference
+    from tests.test_records_safety import SLOW_C, SLOW_SUITE
+
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    suite = (textwrap.dedent(SLOW_SUITE).replace("shapes=[(1000,)]", "shapes=[(1000,), (2000,)]")
+             .replace('{"pause": 1, "tag": 0}', '{"pause": 3, "tag": 0}')
+             .replace('{"pause": [1, 2], "tag": range(10)}', '{"pause": [1, 3], "tag": [0]}'))
+    pytester.path.joinpath("test_slow.py").write_text(suite)
+    monkeypatch.setattr(tunebench.compare.time, "sleep", lambda s: None)
+    with monkeypatch.context() as m:  # the other runs on this machine do not decide the pick
+        m.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
+            "conditions": dict(conditions), "verdict": "clean", "interference": []})
+        pytester.runpytest("test_slow.py", *TUNE, "--tune-strategy", "brute_force").assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    assert [c["shapes"][0]["best"] for c in TinyDB(path).table("checks").all()] == [{"pause": 1, "tag": 0}]
+    pytester.path.joinpath("slow.c").write_text(SLOW_C + "/* edited */\n")  # every trial is measured again
+    pytester.path.joinpath("test_slow.py").write_text(suite.replace('"pause": [1, 3]', '"pause": [3, 1]'))
+    monkeypatch.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
+        "conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]})
+    result = pytester.runpytest("test_slow.py", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "1")
+    assert "the task failed" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*stopped: * (a planted disturbance); 3 trial(s) in a row stayed disturbed*",
+                                 "*stopped, disturbed: 1 of 1 tasks (slow?all-float32?)*their trials are kept, and a "
+                                 "later tune resumes them*"])
+    shapes = {(t["config"]["pause"], tuple(t["shape"])) for t in RecordStore(path).trials()
+              if t.get("verdict") == "disturbed"}
+    assert (1, (1000,)) in shapes  # the pick's trial that stopped it, kept

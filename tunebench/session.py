@@ -428,15 +428,16 @@ class Task:
 
         budget = self.tuner.budget
         try:
-            self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
-                                      spent=self.elapsed)
+            try:
+                self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
+                                          spent=self.elapsed)
+            finally:
+                self._settle()
+            self._recall()  # may measure the records' pick again: a busy stop there is the search's too
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
-        finally:
-            self._settle()
         self.tuner.busy = None
-        self._recall()
         self._confirm()
         self.tuner.progress(self, True)
 
