@@ -263,6 +263,24 @@ def test_a_worker_that_died_between_jobs_is_replaced_for_the_next(tmp_path):
         workers.close()
 
 
+def test_a_worker_that_died_waiting_to_load_its_build_is_a_crashed_trial(tmp_path):
+    """It waits for the parent's word to load once its trial is marked; killed then (the OOM
+    killer, say), the word raised BrokenPipeError past the trial."""
+    _faulty_kernel(tmp_path, "faulty_waiting", 1000, {"passes": [1], "fault": [0]})
+    job = TrialJob("faulty_waiting", {"passes": 1, "fault": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+
+    def killed():
+        os.killpg(workers._process.pid, signal.SIGKILL)
+        workers._process.join()
+
+    workers = Workers("cpu", timeout=5.0, loading=killed)
+    try:
+        result = workers.trial(job)
+    finally:
+        workers.close()
+    assert result["status"] == "crashed" and "the worker was killed by SIGKILL" in result["error"], result
+
+
 def test_a_candidate_waiting_for_all_its_children_and_a_suite_reading_its_open_files_work(tmp_path):
     """The worker's sentinel was its child, so `while (wait(NULL) > 0);` waited for it until the
     timeout; and the worker closed every descriptor it inherited, the suite's own open files

@@ -600,7 +600,8 @@ class Workers:
                 for artefact, cached in message:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
                 self.loading()
-                self._conn.send("load")
+                with contextlib.suppress(BrokenPipeError, ConnectionError):  # it died waiting: _watch says how
+                    self._conn.send("load")
                 kind, message = self._watch()
         except BaseException:  # interrupted (pytest-timeout, Ctrl-C): the job's answer, still to come,
             self._stop()  # was read as the next job's, and recorded under its config
