@@ -557,7 +557,8 @@ def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_doe
 
 def test_an_export_written_into_the_records_folder_is_no_device_there(tmp_path):
     """`tunebench export --out records` left tunebench_configs.json beside the records: lookups
-    named it among the devices recorded, and the warm start and the report could not read it."""
+    named it among the devices recorded, and the warm start and the report could not read it; once
+    a formatter had sorted its keys (``python -m json.tool --sort-keys``), it was listed unreadable."""
     from tunebench.lookup import check_known
     from tunebench.records import stores
 
@@ -575,6 +576,13 @@ def test_an_export_written_into_the_records_folder_is_no_device_there(tmp_path):
     said = [choice.note, *(str(w.message) for w in caught)]
     assert len(said) == 3 and all("cpu-amd-epyc-2t-b42c66" in s and "tunebench_configs" not in s for s in said), said
     unread = []
+    assert sorted(s.device for s in stores(records, unread)) == sorted(p.stem for p in (root / "records").glob("*.json"))
+    assert unread == []
+    sorted_export = tmp_path / "sorted.json"
+    subprocess.run([sys.executable, "-m", "json.tool", "--sort-keys", str(records / "tunebench_configs.json"),
+                    str(sorted_export)], check=True)
+    assert not sorted_export.read_text().lstrip("{ \n").startswith('"generated_by"')
+    shutil.move(sorted_export, records / "tunebench_configs.json")
     assert sorted(s.device for s in stores(records, unread)) == sorted(p.stem for p in (root / "records").glob("*.json"))
     assert unread == []
     with pytest.raises(LookupError) as raised:

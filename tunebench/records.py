@@ -74,8 +74,13 @@ STATUSES = ("ok", "early_stopped", "pruned_resources", *FAILED)
 DEVICE_NAME = re.compile(r".+-[0-9a-f]{6}")
 #: A document's id as TinyDB writes it: "01" beside "1" would be read as the same document, one lost.
 DOC_ID = re.compile(r"0|[1-9][0-9]*")
-#: How ``tunebench export``'s JSON file begins (its ``generated_by``, "tunebench 0.1.0 export").
-EXPORTED = re.compile(rb'\s*\{\s*"generated_by"\s*:\s*"tunebench [^"]* export"')
+#: How ``tunebench export``'s JSON file begins: its ``generated_by`` ("tunebench 0.1.0 export"),
+#: after the other strings of its top level where a formatter sorted its keys (``description``,
+#: ``device``); a records file's top level holds tables, no string.
+EXPORTED = re.compile(rb'\s*\{\s*(?:"(?:[^"\\]|\\.)*"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*)*'
+                      rb'"generated_by"\s*:\s*"tunebench [^"]* export"')
+#: How much of a JSON file :func:`exported` reads: its top level's strings, a device's description among them.
+EXPORTED_HEAD = 65536
 
 
 class RecordsError(RuntimeError):
@@ -977,7 +982,7 @@ def exported(path: Path) -> bool:
     (``--out records``) holds configs, not trials, and is no device's records."""
     try:
         with open(path, "rb") as f:
-            return EXPORTED.match(f.read(256)) is not None
+            return EXPORTED.match(f.read(EXPORTED_HEAD)) is not None
     except OSError:  # unreadable: left to the reader, which says why
         return False
 
