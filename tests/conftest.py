@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -137,6 +138,27 @@ def twice_project(pytester):
     (root / "twice.c").write_text(TWICE_C)
     (root / "suites" / "test_twice.py").write_text(TWICE_SUITE.replace('source="twice.c"', f'source="{root / "twice.c"}"'))
     return root
+
+
+@pytest.fixture
+def twice_beyond_ascii(twice_project):
+    """The twice project with text beyond ASCII where a user may write it: a bucket named
+    ``klein_µ``, and a comment beside its shaped constraint, whose C form is read from the suite."""
+    suite = twice_project / "suites" / "test_twice.py"
+    text = suite.read_text().replace('"small"', '"klein_µ"').replace(
+        'space=Space({"reps": [1, 4], "pad": [0, 1]})),',
+        'space=Space({"reps": [1, 4], "pad": [0, 1]}, constraints=[lambda N, reps: N >= reps])),  # a few µs')
+    assert "klein_µ" in text and "a few µs" in text
+    suite.write_text(text, encoding="utf-8")
+    return twice_project
+
+
+def ascii_locale() -> dict[str, str]:
+    """The environment of a subprocess whose locale's codec is ASCII (LC_ALL=C, with Python's
+    UTF-8 mode and its coercion of the C locale off), importing this checkout's tunebench: a file
+    read or written in the locale's encoding fails there on any text beyond ASCII."""
+    return {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
 
 
 def said(result, text: str) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import AXPB_C, TWICE_C
+from tests.conftest import AXPB_C, TWICE_C, ascii_locale
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
@@ -195,9 +195,7 @@ def test_a_template_is_read_and_built_as_utf8_whatever_the_locale(tmp_path):
     (tmp_path / "note.h").write_text("/* a few µs a call — no more */\n", encoding="utf-8")
     (tmp_path / "twice.c").write_text('#include "note.h"\n' + TWICE_C, encoding="utf-8")
     here = Variant(source=tmp_path / "twice.c", entry="twice", space=TWICE_SPACE, heuristic=lambda shape: {})
-    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",  # the locale's codec: ASCII
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
-    ran = subprocess.run([sys.executable, "-c", BUILD_IN_LOCALE, str(tmp_path / "twice.c")], env=env,
+    ran = subprocess.run([sys.executable, "-c", BUILD_IN_LOCALE, str(tmp_path / "twice.c")], env=ascii_locale(),
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == [here.source_hash, "True"]

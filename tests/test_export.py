@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tunebench
-from tests.conftest import GEMM_C, GEMM_SUITE
+from tests.conftest import GEMM_C, GEMM_SUITE, ascii_locale
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Space, export
 from tunebench.c_constraint import C_HELPERS, NoCForm, c_form
@@ -594,3 +594,21 @@ def test_an_export_written_into_the_records_folder_is_no_device_there(tmp_path):
     # what is recorded is served as before
     after = tunebench.lookup("layernorm", (300, 8192), device, records=records, suites=root / "suites")
     assert (after.source, after.config) == (before.source, before.config)
+
+
+def test_an_export_of_text_beyond_ascii_is_the_same_utf8_whatever_the_locale(twice_beyond_ascii, tmp_path):
+    """Under an ASCII locale (LC_ALL=C, PYTHONUTF8=0) the export failed reading the suite for its
+    constraint's C form ("'ascii' codec can't decode byte 0xc2"), then writing a bucket's name
+    into the header; under a Latin-1 one it wrote that name in Latin-1 into a UTF-8 header."""
+    root = twice_beyond_ascii
+    (root / "records").mkdir()
+    made = {}
+    for name, env in (("utf-8", {**ascii_locale(), "PYTHONUTF8": "1"}), ("ascii", ascii_locale())):
+        ran = subprocess.run([sys.executable, "-m", "tunebench.cli", "export", "--out", str(tmp_path / name),
+                              "--records", str(root / "records"), "--suites", str(root / "suites")],
+                             env=env, capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        made[name] = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()}
+    assert made["ascii"] == made["utf-8"]
+    header = made["ascii"]["tunebench_configs.h"].decode("utf-8")
+    assert "/* klein_µ */" in header and "(0LL + N) >= (0LL + tb_c->reps)" in header

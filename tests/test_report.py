@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ascii_locale
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
@@ -47,6 +48,19 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     monkeypatch.chdir(root / "suites")
     assert main(["report", "--out", str(root / "again")]) == 0
     assert (root / "again" / "report.md").read_text() == md
+
+
+def test_report_of_text_beyond_ascii_is_written_in_utf8_whatever_the_locale(twice_beyond_ascii, pytester):
+    """Under an ASCII locale (LC_ALL=C, PYTHONUTF8=0) the report of a bucket named ``klein_µ``
+    failed ("'ascii' codec can't encode character '\\xb5'") and left report.md empty; under a
+    Latin-1 one, report.html said charset utf-8 of its Latin-1 bytes."""
+    root = twice_beyond_ascii
+    pytester.runpytest("suites", *TUNE, "-k", "klein")  # its bucket named, measured or stopped by a busy machine
+    ran = subprocess.run([sys.executable, "-m", "tunebench.cli", "report", "--records", str(root / "records"),
+                          "--out", str(root / "report")], env=ascii_locale(), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "klein_µ" in (root / "report" / "report.md").read_text(encoding="utf-8")
+    assert "klein_µ" in (root / "report" / "report.html").read_text(encoding="utf-8")
 
 
 def test_report_names_the_heuristic_where_the_trials_rank_it_first(project, pytester, capsys):

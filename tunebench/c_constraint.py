@@ -103,7 +103,7 @@ def _body(constraint: Constraint) -> ast.expr:
     code = getattr(fn, "__code__", None)
     try:
         path = inspect.getsourcefile(fn)
-        tree = ast.parse(Path(path).read_text()) if path else None
+        tree = ast.parse(Path(path).read_bytes()) if path else None  # as Python decodes it: UTF-8, or its coding line
     except (OSError, TypeError, SyntaxError):
         tree = None
     if code is None or tree is None:

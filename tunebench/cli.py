@@ -100,7 +100,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         paths = export.write(Path(args.out), args.device, args.records, args.suites, args.prefix)
     for path in paths:
         print(path)
-    data = json.loads(paths[0].read_text())
+    data = json.loads(paths[0].read_text(encoding="utf-8"))
     if data["records_sha256"] is None and not any(w.category is UnknownDeviceWarning for w in caught):
         others = [p.stem for p in records_files(project(args.records, args.suites)[0]) if p.stem != data["device"]]
         print(f"warning: nothing is recorded for device {data['device']} ({data['records']}"

@@ -280,5 +280,5 @@ def write(out: Path, device: str | None = None, records: str | Path | None = Non
     paths = [out / f"{stem}.json", out / f"{stem}.h"]
     texts = [json.dumps(data, indent=1) + "\n", header(data, prefix)]  # both made before either is written
     for path, text in zip(paths, texts):
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")  # whatever the locale: a bucket's name is any text
     return paths

@@ -677,12 +677,13 @@ def write(records: Path, out: Path, compare: str | None = None,
                 md += [f"![{kind}]({png.name})", ""]
                 data = base64.b64encode(png.read_bytes()).decode()
                 body += [f'<h3>{kind}</h3><img alt="{kind}" src="data:image/png;base64,{data}">']
-    (out / "report.md").write_text("\n".join(md))
+    # UTF-8, as the page declares, whatever the locale: a suite's names and the devices' descriptions are any text
+    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "report.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>tunebench report</title><style>"
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
-        "</style></head><body>" + "\n".join(body) + "</body></html>\n")
+        "</style></head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
     return [out / "report.md", out / "report.html", *written], unreadable
 
 
