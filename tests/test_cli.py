@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import tunebench
+from tests.conftest import ascii_locale
 from tests.test_plugin import TUNE
 from tunebench.cli import main, positive
 
@@ -30,6 +31,18 @@ def test_best_answers_inside_and_outside_the_buckets(project, pytester, capsys, 
     assert err == "warning: kernel 'axpb': shape (0,) lies outside every bucket; using the nearest, " \
                   "Bucket('small', N=1..4096)\n", err
     assert out.startswith("axpb float32 shape 0: bucket small (outside every bucket; nearest)")
+
+
+def test_best_says_a_bucket_name_beyond_ascii_whatever_the_locale(twice_beyond_ascii):
+    """Under an ASCII locale (LC_ALL=C, PYTHONUTF8=0) best failed printing the bucket klein_µ:
+    "tunebench best: 'ascii' codec can't encode character '\\xb5'"."""
+    root = twice_beyond_ascii
+    (root / "records").mkdir()
+    ran = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "100", "--records",
+                          str(root / "records"), "--suites", str(root / "suites")],
+                         env=ascii_locale(), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "bucket klein_\\xb5 (inside)" in ran.stdout
 
 
 def test_best_reports_bad_input_with_a_clear_error(project, pytester, capsys, monkeypatch):

@@ -363,6 +363,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):  # a name the locale's codec cannot hold (klein_µ under LC_ALL=C), escaped
+        sys.stdout.reconfigure(errors="backslashreplace")  # as Python's stderr writes it, not the command's error
     try:
         return args.run(args)
     except (LookupError, RecordsError, BucketError, ValueError, ImportError) as e:  # ExportError is a ValueError
