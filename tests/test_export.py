@@ -243,6 +243,46 @@ def test_constraints_mixing_floats_with_ints_are_checked_in_c_as_in_python_under
         c_form(shifted.shaped_constraints[0], ("N",), floats=["ratio"])
 
 
+#: Shaped constraints where an integer beyond 2**53 (a dim, a param, a number) meets a float.
+BEYOND_DOUBLES = [lambda N, tile: N <= 9007199254740992.0,
+                  lambda N, ratio: N == ratio or ratio != N and N >= ratio,
+                  lambda N, tile, ratio: ratio < tile < N * 1.0,
+                  lambda N, ratio: 9007199254740993 > ratio * 1 >= N - 1]
+
+
+def test_an_int_beyond_2_53_meets_a_float_in_c_as_in_python_exactly(tmp_path):
+    """An int meeting a float was cast to a double in C, rounding 2**53 + 1 to 2**53, where Python
+    compares them exactly: ``N <= 9007199254740992.0`` held for N = 2**53 + 1 in the header, and
+    a config's ``tile`` of 2**53 + 1 failed ``ratio < tile`` for a ratio of 2.0**53."""
+    values = {"tile": [1, 2**53 + 1, 2**62 + 1], "ratio": [0.5, 2.0**53, 2.0**63, -2.0**63]}
+    alone = [Space(values, constraints=[fn]) for fn in BEYOND_DOUBLES]
+    shapes = [(n,) for n in (1, 2**53 - 1, 2**53, 2**53 + 1, 2**53 + 2, 2**62 + 1, 2**63 - 1, -2**63 + 1)]
+    configs = [dict(zip(values, k)) for k in itertools.product(*values.values())]
+    forms = [c_form(a.shaped_constraints[0], ("N",), floats=["ratio"]) for a in alone]
+    lines = [f"    {{ cfg v = {{{c['tile']}LL, {c['ratio']!r}}}; const cfg *c = &v; long long N = {n}LL; "
+             f"int tb_ok = 1, r[] = {{{', '.join(forms)}}}; for (int i = 0; i < {len(forms)}; ++i) "
+             f"printf(\"%d\", tb_ok && r[i]); }}" for (n,) in shapes for c in configs]
+    (tmp_path / "fits.c").write_text("#include <stdio.h>\n" + C_HELPERS + "typedef struct { long long tile; double "
+                                     "ratio; } cfg;\nint main(void)\n{\n" + "\n".join(lines) + "\n    return 0;\n}\n")
+    expected = "".join(str(int(a.holds_for(a.key(c), s, ("N",)))) for s in shapes for c in configs for a in alone)
+    strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal", "-Wshadow"]
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99"]),
+                               ("g++", ["-x", "c++", "-std=c++11", "-Wold-style-cast", "-Wuseless-cast"])):
+        done = subprocess.run([compiler, *language, *strict, str(tmp_path / "fits.c"), "-o", str(tmp_path / "fits")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert subprocess.run([tmp_path / "fits"], check=True, capture_output=True, text=True).stdout == expected
+    for i in range(len(BEYOND_DOUBLES)):  # each constraint holds for some and fails for others
+        assert {expected[j] for j in range(i, len(expected), len(BEYOND_DOUBLES))} == {"0", "1"}, i
+    # a param whose ints beyond 2**53 sit among floats has no C type that holds both: its kernel is left out
+    data = exported_layouts("row")
+    data["kernels"]["k"]["float32"]["buckets"][0]["ranked"] = [{"layout": "row", "tile": 2**53 + 1}]
+    data["kernels"]["k"]["float32"]["buckets"][0]["heuristic"] = {"layout": "row", "tile": 0.5}
+    with pytest.warns(export.ExportNote, match=r"k float32: left out of the header: kernel 'k': param 'tile' has "
+                                               r"the int 9007199254740993 among floats, which a C double would round"):
+        assert "tb_k_float32(" not in export.header(data)
+
+
 #: A module's number a constraint reads: in Python the global, never the dim of the same name.
 B = 4
 

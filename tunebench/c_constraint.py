@@ -12,8 +12,11 @@ integers (Python's do not overflow; C's ``int`` did at ``tile * 2**30``), ``//``
 floored (:data:`C_HELPERS`, on integers only: a float operand has no C form, nor has one of
 ``& | << >>``), and ``a or b`` is ``a`` where ``a`` is true, else ``b``. Where an integer meets a
 float it is cast to a double, and a float's ``==`` and truth are read by ``<=`` and ``>=``, as a
-framework's -Wconversion and -Wfloat-equal ask (an integer beyond 2**53 is then rounded, where
-Python compares it exactly). Where Python would raise dividing by zero, the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
+framework's -Wconversion and -Wfloat-equal ask; compared with a float, an integer is compared
+exactly (``tb_order``), as Python compares them, where a cast would round it beyond 2**53 (a
+param or dim of 2**53 + 1 against a float 2.0**53). A value that is an integer or a float by
+the branch taken (``min``, ``max``, ``x if c else y``, ``or``) is a double, as is an integer's
+``/``: beyond 2**53 those round where Python's may not. Where Python would raise dividing by zero, the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
 then does not fit: a framework's launch path must not die of SIGFPE where ``best()`` says the
 constraint raised). Anything else has no C form, and :class:`NoCForm` says which constraint and
 what in it.
@@ -70,8 +73,32 @@ static inline double tb_real(long long v) { return static_cast<double>(v); }
 static inline double tb_real(long long v) { return (double)v; }
 #endif
 #endif
+#ifndef TUNEBENCH_EXACT_ORDER
+#define TUNEBENCH_EXACT_ORDER
+#ifdef __cplusplus
+static inline long long tb_whole(double v) { return static_cast<long long>(v); }
+#else
+static inline long long tb_whole(double v) { return (long long)v; }
+#endif
+/* where a lies against b, exactly, as Python compares them (tb_real(a) rounds beyond 2**53):
+   1 below, 2 equal, 4 above, 8 unordered (b is NaN) */
+static inline int tb_order(long long a, double b)
+{
+    long long t;
+    if (!(b <= b)) return 8;
+    if (b >= 9223372036854775808.0) return 1;
+    if (b < -9223372036854775808.0) return 4;
+    t = tb_whole(b);  /* b truncated, exactly: |b| < 2**63 */
+    if (a != t) return a < t ? 1 : 4;
+    return b > tb_real(t) ? 1 : b < tb_real(t) ? 4 : 2;  /* b's fraction decides */
+}
+#endif
 """
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+#: The answers of ``tb_order`` (an integer against a float) for which a comparison holds; and the
+#: comparison of the float against the integer, where the float is written first.
+_ORDER = {ast.Lt: 1, ast.LtE: 1 | 2, ast.Eq: 2, ast.NotEq: 1 | 4 | 8, ast.Gt: 4, ast.GtE: 4 | 2}
+_MIRROR = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
 
 
 def c_form(constraint: Constraint, dims: Sequence[str], config: str = "c", floats: Sequence[str] = ()) -> str:
@@ -168,12 +195,16 @@ class _Writer:
             [node.operand] if isinstance(node, ast.UnaryOp) else []
         return all(self.integral(v) for v in values)
 
+    def exact(self, node: ast.expr) -> bool:
+        """Whether an integer operand is a number a double holds exactly."""
+        value = self.constant(node)
+        return isinstance(value, int) and abs(value) < 2**53
+
     def real(self, node: ast.expr) -> str:
         """The C form of an operand that meets a float, as a double: an integer cast, which
         -Wconversion asks for (its implicit conversion may round); a number's, its double."""
-        value = self.constant(node)
-        if isinstance(value, int) and abs(value) < 2**53:  # exactly a double
-            return self.number(float(value), node)
+        if self.exact(node):
+            return self.number(float(self.constant(node)), node)
         return f"tb_real({self.expr(node)})" if self.integral(node) else self.expr(node)
 
     def test(self, node: ast.expr, whole: bool = False) -> str:
@@ -274,9 +305,13 @@ class _Writer:
 
 
     def compare(self, a: ast.expr, op: ast.cmpop, b: ast.expr) -> str:
-        """One comparison of a chain; of a float, in doubles, its ``==`` and ``!=`` by ``tb_eq``."""
+        """One comparison of a chain; of a float, in doubles, its ``==`` and ``!=`` by ``tb_eq``;
+        of an integer with a float, by ``tb_order``, but a number a double holds exactly."""
         if self.integral(a) and self.integral(b):
             return f"({self.expr(a)} {_COMPARE[type(op)]} {self.expr(b)})"
+        whole, real, kind = (a, b, type(op)) if self.integral(a) else (b, a, _MIRROR[type(op)])
+        if self.integral(whole) and not self.exact(whole):
+            return f"((tb_order({self.expr(whole)}, {self.expr(real)}) & {_ORDER[kind]}) != 0)"
         if isinstance(op, (ast.Eq, ast.NotEq)):
             return f"({'' if isinstance(op, ast.Eq) else '!'}tb_eq({self.real(a)}, {self.real(b)}))"
         return f"({self.real(a)} {_COMPARE[type(op)]} {self.real(b)})"

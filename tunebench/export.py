@@ -157,11 +157,23 @@ def _c_type(kernel: str, param: str, values) -> str:
         raise ExportError(f"kernel {kernel!r}: param {param!r} has values beyond 64 bits ({max(values, key=abs)}), "
                           f"which no C integer carries")
     if all(isinstance(v, (bool, int, float)) for v in values):
+        rounded = next((v for v in values if isinstance(v, int) and _rounded(v)), None)
+        if rounded is not None:  # the records, the constraints and best() hold it exactly
+            raise ExportError(f"kernel {kernel!r}: param {param!r} has the int {rounded} among floats, which a C "
+                              f"double would round: a header carries such a param's values as 64-bit ints alone")
         return "double"
     if all(isinstance(v, str) for v in values):
         return "const char *"  # the token a template is built with, as a string
     raise ExportError(f"kernel {kernel!r}: param {param!r} has values {sorted(map(repr, values))}, which a C "
                       f"header cannot carry (all ints of 64 bits and floats, or all strings)")
+
+
+def _rounded(value: int) -> bool:
+    """Whether a C double would not hold an int exactly (beyond 2**53, most)."""
+    try:
+        return float(value) != value
+    except OverflowError:
+        return True
 
 
 def _bound(value: int | None, lower: bool = False) -> str:
