@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ascii_locale
 from tests.test_gate import GATE, split_project
 from tests.test_plugin import TUNE
 from tunebench.kernel import KernelError
@@ -162,6 +163,33 @@ def test_a_device_gets_the_helper_packages_and_include_folders_a_local_build_rea
     assert Path(device_copy.declared_in).is_file()
     device.close()  # the tune is over: a host serving many keeps no copy of each project
     assert not Path(device_copy.declared_in).parent.exists()
+
+
+#: Sends a project's files (argv[1]) to a device, as the driver does, and prints what the device
+#: failed to import and whether its copy of the suite is the suite's bytes.
+SEND_IN_LOCALE = """\
+import sys
+from pathlib import Path
+from tunebench.cluster import Device, project_files, suite_files
+from tunebench.lookup import load_suites
+root = Path(sys.argv[1])
+load_suites(root / "suites", [])
+device = Device("cpu", 10.0, None)
+print(device.load(project_files(root), suite_files(root)))
+print((device.root / "suites" / "test_twice.py").read_bytes() == (root / "suites" / "test_twice.py").read_bytes())
+device.close()
+"""
+
+
+def test_a_suite_of_text_beyond_ascii_is_sent_as_utf8_whatever_the_locale(twice_beyond_ascii):
+    """Read in the locale's encoding, a suite with a bucket named klein_µ was not sent under an
+    ASCII locale (LC_ALL=C, PYTHONUTF8=0): the device said "not among the files sent (its folder
+    is no suite's, template's or -I folder)"; a host of another locale than the driver's wrote
+    its text in its own encoding."""
+    ran = subprocess.run([sys.executable, "-c", SEND_IN_LOCALE, str(twice_beyond_ascii)], env=ascii_locale(),
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[:2] == ["{}", "True"]
 
 
 @pytest.mark.parametrize("cluster", [3], indirect=True)

@@ -82,7 +82,7 @@ def project_files(root: Path) -> dict[str, str | bytes]:
             if name in found:  # a folder inside another one sent
                 continue
             try:
-                text = path.read_bytes() if path.resolve() in binary else path.read_text()
+                text = path.read_bytes() if path.resolve() in binary else path.read_text(encoding="utf-8")
             except UnicodeDecodeError:
                 continue
             shipped += len(text if isinstance(text, bytes) else text.encode())
@@ -138,7 +138,10 @@ class Device:
         root = self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
         for relative, text in files.items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
-            (root / relative).write_bytes(text) if isinstance(text, bytes) else (root / relative).write_text(text)
+            if isinstance(text, bytes):
+                (root / relative).write_bytes(text)
+            else:  # UTF-8, as it was read, whatever either host's locale
+                (root / relative).write_text(text, encoding="utf-8")
         failed: list[str] = []
         for suite in suites:
             if not (root / suite).is_file():  # outside the folders sent: said, not skipped
