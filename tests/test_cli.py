@@ -1,5 +1,6 @@
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,27 @@ def test_best_says_a_bucket_name_beyond_ascii_whatever_the_locale(twice_beyond_a
                          env=ascii_locale(), capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert "bucket klein_\\xb5 (inside)" in ran.stdout
+
+
+def test_the_commands_read_a_project_in_a_folder_named_beyond_ascii_whatever_the_locale(tmp_path):
+    """Under an ASCII locale (LC_ALL=C, PYTHONUTF8=0), where a tune and the gate ran, best and
+    export of a project in a folder named prøj failed hashing a suite's path for its module's name
+    ("'utf-8' codec can't encode characters: surrogates not allowed"), and the report failed
+    reading the repository's folder from git ("'ascii' codec can't decode byte 0xc3")."""
+    shipped = Path(__file__).resolve().parent.parent
+    root = tmp_path / "prøj"
+    for part in ("suites", "kernels", "records"):
+        shutil.copytree(shipped / part, root / part, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+    shutil.copy(shipped / "pyproject.toml", root)
+    for git in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "p"]):
+        subprocess.run(["git", *git], cwd=root, check=True)
+    device = "cpu-amd-epyc-f26m2-2t-506d4e"
+    for command in (["best", "layernorm", "--shape", "300,8192", "--device", device],
+                    ["export", "--device", device], ["report"]):
+        ran = subprocess.run([sys.executable, "-m", "tunebench.cli", *command], cwd=root, env=ascii_locale(),
+                             capture_output=True, text=True)
+        assert ran.returncode == 0, (command, ran.stderr)
+    assert (root / "export" / "tunebench_configs.h").is_file() and (root / "report" / "report.md").is_file()
 
 
 def test_best_reports_bad_input_with_a_clear_error(project, pytester, capsys, monkeypatch):

@@ -178,8 +178,9 @@ def package_root(path: Path) -> Path | None:
 
 def _module_name(path: Path) -> str:
     """A module name of this process for a suite file or package folder: its own, whichever
-    other project holds one of the same name (two projects' ``suites/test_softmax.py``)."""
-    return f"tunebench_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
+    other project holds one of the same name (two projects' ``suites/test_softmax.py``); of the
+    path's bytes, which a folder's name beyond ASCII has in any locale."""
+    return f"tunebench_suite_{hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]}"
 
 
 def _suite_name(path: Path, package: Path | None) -> str:

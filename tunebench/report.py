@@ -16,6 +16,7 @@ import dataclasses
 import html
 import io
 import math
+import os
 import subprocess
 import tarfile
 import tempfile
@@ -604,10 +605,10 @@ def write(records: Path, out: Path, compare: str | None = None,
     found = stores(records, unreadable)
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True, text=True)
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True)
     if compare and top.returncode != 0:  # "not a git revision of" it blamed the revision
         raise ValueError(f"--compare {compare}: {records} is not in a git repository")
-    root = Path(top.stdout.strip() or records)
+    root = Path(os.fsdecode(top.stdout.strip()) or records)  # a path's bytes, as any other path is read
     md, body, written = ["# tunebench report", ""], ["<h1>tunebench report</h1>"], []
     if unreadable:
         md += ["**Not reported**, as their records file cannot be read:", ""] + [f"- {e}" for e in unreadable] + [""]
