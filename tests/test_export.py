@@ -523,12 +523,14 @@ def test_two_devices_headers_under_one_prefix_in_one_program_are_an_error_not_th
 
 def test_the_header_builds_under_a_frameworks_strictest_warnings(tmp_path):
     """-Wconversion (each dim read as a double) and -Wfloat-equal (a division's zero test) failed
-    a framework's -Werror build at the header, with no constraint of its own in it."""
+    a framework's -Werror build at the header, with no constraint of its own in it; -Wshadow
+    failed it after a global named as a helper's argument (``a``, ``b``, ``v``)."""
     root = Path(__file__).resolve().parent.parent
     for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cuda-nvidia-h200-sm90-132sm-448dce", "h200")):
         assert main(["export", "--out", str(tmp_path), "--device", device, "--prefix", prefix, "--records",
                      str(root / "records"), "--suites", str(root / "suites")]) == 0
-    (tmp_path / "main.c").write_text('#include "tunebench_configs_zen5.h"\n#include "tunebench_configs_h200.h"\n'
+    (tmp_path / "main.c").write_text("double a, b, q, r, t, v; int ok;\n"  # the program's globals, ahead of the header
+                                     '#include "tunebench_configs_zen5.h"\n#include "tunebench_configs_h200.h"\n'
                                      "int main(void) { return zen5_layernorm_float32(300, 8192).vec "
                                      "+ h200_softmax_float16(3, 4).vec; }\n")
     strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal", "-Wshadow", "-Wundef", "-Wcast-qual"]

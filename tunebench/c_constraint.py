@@ -16,7 +16,8 @@ framework's -Wconversion and -Wfloat-equal ask; compared with a float, an intege
 exactly (``tb_order``), as Python compares them, where a cast would round it beyond 2**53 (a
 param or dim of 2**53 + 1 against a float 2.0**53). A value that is an integer or a float by
 the branch taken (``min``, ``max``, ``x if c else y``, ``or``) is a double, as is an integer's
-``/``: beyond 2**53 those round where Python's may not. Where Python would raise dividing by zero, the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
+``/``: beyond 2**53 those round where Python's may not. Where Python would raise dividing by
+zero, the C form clears the flag :data:`OK` names instead, which the caller reads after it (the config
 then does not fit: a framework's launch path must not die of SIGFPE where ``best()`` says the
 constraint raised). Anything else has no C form, and :class:`NoCForm` says which constraint and
 what in it.
@@ -54,43 +55,46 @@ OK = "tb_ok"
 C_HELPERS = """\
 #ifndef TUNEBENCH_FLOOR_DIVISION
 #define TUNEBENCH_FLOOR_DIVISION
-static inline long long tb_floordiv(long long a, long long b, int *ok)
-{ long long q; if (b == 0) { *ok = 0; return 0; } q = a / b; return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q; }
-static inline long long tb_floormod(long long a, long long b, int *ok)
-{ long long r; if (b == 0) { *ok = 0; return 0; } r = a % b; return (r != 0 && (r < 0) != (b < 0)) ? r + b : r; }
-static inline double tb_div(double a, double b, int *ok)  /* b == 0, which -Wfloat-equal refuses */
-{ if (b <= 0 && b >= 0) { *ok = 0; return 0; } return a / b; }
+static inline long long tb_floordiv(long long tb_a, long long tb_b, int *tb_flag)
+{ long long tb_q; if (tb_b == 0) { *tb_flag = 0; return 0; } tb_q = tb_a / tb_b;
+  return (tb_q * tb_b != tb_a && (tb_a < 0) != (tb_b < 0)) ? tb_q - 1 : tb_q; }
+static inline long long tb_floormod(long long tb_a, long long tb_b, int *tb_flag)
+{ long long tb_r; if (tb_b == 0) { *tb_flag = 0; return 0; } tb_r = tb_a % tb_b;
+  return (tb_r != 0 && (tb_r < 0) != (tb_b < 0)) ? tb_r + tb_b : tb_r; }
+static inline double tb_div(double tb_a, double tb_b, int *tb_flag)  /* b == 0, which -Wfloat-equal refuses */
+{ if (tb_b <= 0 && tb_b >= 0) { *tb_flag = 0; return 0; } return tb_a / tb_b; }
 #endif
 #ifndef TUNEBENCH_FLOAT_EQUAL
 #define TUNEBENCH_FLOAT_EQUAL
-static inline int tb_eq(double a, double b) { return a <= b && a >= b; }  /* a == b, as Python's (NaN: 0) */
+static inline int tb_eq(double tb_a, double tb_b)  /* a == b, as Python's (NaN: 0) */
+{ return tb_a <= tb_b && tb_a >= tb_b; }
 #endif
 #ifndef TUNEBENCH_REAL
 #define TUNEBENCH_REAL
 #ifdef __cplusplus
-static inline double tb_real(long long v) { return static_cast<double>(v); }
+static inline double tb_real(long long tb_v) { return static_cast<double>(tb_v); }
 #else
-static inline double tb_real(long long v) { return (double)v; }
+static inline double tb_real(long long tb_v) { return (double)tb_v; }
 #endif
 #endif
 #ifndef TUNEBENCH_EXACT_ORDER
 #define TUNEBENCH_EXACT_ORDER
 #ifdef __cplusplus
-static inline long long tb_whole(double v) { return static_cast<long long>(v); }
+static inline long long tb_whole(double tb_v) { return static_cast<long long>(tb_v); }
 #else
-static inline long long tb_whole(double v) { return (long long)v; }
+static inline long long tb_whole(double tb_v) { return (long long)tb_v; }
 #endif
 /* where a lies against b, exactly, as Python compares them (tb_real(a) rounds beyond 2**53):
    1 below, 2 equal, 4 above, 8 unordered (b is NaN) */
-static inline int tb_order(long long a, double b)
+static inline int tb_order(long long tb_a, double tb_b)
 {
-    long long t;
-    if (!(b <= b)) return 8;
-    if (b >= 9223372036854775808.0) return 1;
-    if (b < -9223372036854775808.0) return 4;
-    t = tb_whole(b);  /* b truncated, exactly: |b| < 2**63 */
-    if (a != t) return a < t ? 1 : 4;
-    return b > tb_real(t) ? 1 : b < tb_real(t) ? 4 : 2;  /* b's fraction decides */
+    long long tb_t;
+    if (!(tb_b <= tb_b)) return 8;
+    if (tb_b >= 9223372036854775808.0) return 1;
+    if (tb_b < -9223372036854775808.0) return 4;
+    tb_t = tb_whole(tb_b);  /* b truncated, exactly: |b| < 2**63 */
+    if (tb_a != tb_t) return tb_a < tb_t ? 1 : 4;
+    return tb_b > tb_real(tb_t) ? 1 : tb_b < tb_real(tb_t) ? 4 : 2;  /* b's fraction decides */
 }
 #endif
 """
