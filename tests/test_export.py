@@ -139,6 +139,23 @@ def test_an_int_param_beyond_32_bits_is_a_long_long_in_c_and_cpp(tmp_path):
                     "-o", str(tmp_path / "empty")], check=True)
 
 
+def test_a_float_params_infinite_and_nan_values_are_carried_in_c_and_cpp(tmp_path):
+    """The header wrote ``inf`` and ``nan`` for them, and did not compile ("'inf' undeclared")."""
+    data = exported_layouts("row", "col", "row")
+    for bucket, value in zip(data["kernels"]["k"]["float32"]["buckets"], (math.inf, -math.inf, math.nan)):
+        bucket["ranked"], bucket["heuristic"] = [{"layout": "row", "tile": value}], {"layout": "row", "tile": 0.5}
+    (tmp_path / "tunebench_configs.h").write_text(export.header(data))
+    (tmp_path / "main.c").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{\n'
+                                     '    printf("%g %g %d\\n", tb_k_float32(5).tile, tb_k_float32(15).tile, '
+                                     'isnan(tb_k_float32(25).tile) != 0);\n    return 0;\n}\n')
+    strict = ["-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wfloat-equal"]
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99"]), ("g++", ["-x", "c++", "-std=c++11", "-Wold-style-cast"])):
+        done = subprocess.run([compiler, *language, *strict, f"-I{tmp_path}", str(tmp_path / "main.c"), "-o",
+                               str(tmp_path / "main"), "-lm"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout == "inf -inf 1\n"
+
+
 def test_a_param_or_dim_the_header_cannot_name_is_an_error_naming_it_not_a_header_that_does_not_compile():
     data = exported_layouts("row", "col")
     for kind, field, bad, what in (("param", "params", "new", "a C or C++ keyword"),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import warnings
 from pathlib import Path
@@ -188,7 +189,10 @@ def _c_value(value, c_type: str) -> str:
     if c_type in ("int", "long long"):
         return f"{int(value)}{'LL' if c_type == 'long long' else ''}"
     if c_type == "double":
-        return repr(float(value))
+        value = float(value)
+        if math.isfinite(value):
+            return repr(value)
+        return "NAN" if math.isnan(value) else "INFINITY" if value > 0 else "-INFINITY"  # math.h's: repr()'s inf is none
     return json.dumps(value)  # a JSON string of ASCII text is a C string literal
 
 
