@@ -139,6 +139,20 @@ def test_an_int_param_beyond_32_bits_is_a_long_long_in_c_and_cpp(tmp_path):
                     "-o", str(tmp_path / "empty")], check=True)
 
 
+def test_a_string_params_text_is_carried_byte_for_byte_whatever_its_characters(tmp_path):
+    """Written as JSON, a text beyond the BMP ("\\ud83d\\ude00") or of a control character
+    ("\\u0001") did not compile, and "??=" was read as the trigraph "#" under -std=c99."""
+    texts = ["row", 'a"b\\c', "a??=b", "klein_µ", "\U0001f642", "\x01\t"]
+    (tmp_path / "tunebench_configs.h").write_text(export.header(exported_layouts(*texts)), encoding="utf-8")
+    (tmp_path / "main.c").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{\n' + "".join(
+        f'    printf("%s\\n", tb_k_float32({10 * i + 5}).layout);\n' for i in range(len(texts))) + "    return 0;\n}\n")
+    for compiler, language in (("gcc", ["-x", "c", "-std=c99"]), ("g++", ["-x", "c++", "-std=c++11"])):
+        done = subprocess.run([compiler, *language, "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}",
+                               str(tmp_path / "main.c"), "-o", str(tmp_path / "main"), "-lm"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert subprocess.run([tmp_path / "main"], check=True, capture_output=True).stdout.decode().split("\n")[:-1] == texts
+
+
 def test_a_float_params_infinite_and_nan_values_are_carried_in_c_and_cpp(tmp_path):
     """The header wrote ``inf`` and ``nan`` for them, and did not compile ("'inf' undeclared")."""
     data = exported_layouts("row", "col", "row")

@@ -193,7 +193,10 @@ def _c_value(value, c_type: str) -> str:
         if math.isfinite(value):
             return repr(value)
         return "NAN" if math.isnan(value) else "INFINITY" if value > 0 else "-INFINITY"  # math.h's: repr()'s inf is none
-    return json.dumps(value)  # a JSON string of ASCII text is a C string literal
+    # the text's UTF-8 bytes, each but printable ASCII in octal: JSON's \u0001 and surrogate pairs are
+    # no C escapes, and C99 reads ??= as a trigraph
+    return '"' + "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}"
+                         for b in value.encode()) + '"'
 
 
 def header(data: dict, prefix: str = "tb") -> str:
