@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 from types import SimpleNamespace
 
@@ -163,6 +164,29 @@ def test_a_kernel_reading_constant_memory_only_the_host_fills_is_refused_at_its_
     with pytest.raises(KernelError, match=r"^kernel 'host': host.cu's 'host_sum': the kernel reads __constant__ "
                                           r"weights, which has no initialiser"):
         entry_of(kernel, kernel.variant("cuda"), compiled_kernels(build.handle))
+
+
+@needs_nvcc
+def test_a_builds_kept_source_and_ptx_are_read_as_utf8_whatever_the_locale(tmp_path):
+    """The kept .cu was read in the locale's encoding: under LC_ALL=C a template with a comment
+    beyond ASCII failed its first load with UnicodeDecodeError, where it is written as UTF-8."""
+    from tests.conftest import ascii_locale
+    from tests.test_compile_check import CONSTANT_CU
+
+    (tmp_path / "host.cu").write_text("// weights in µs\n" + CONSTANT_CU.replace("FILLED", "").replace("NAME", "host"),
+                                      encoding="utf-8")
+    kernel = Kernel("host", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1024,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "host.cu"), entry="host_sum", space=Space({"UNUSED": [1]}),
+                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (8, 128)))
+    build = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {"UNUSED": 1},
+                                                                       "float32")
+    assert "µs" in build.handle.with_suffix(".cu").read_text(encoding="utf-8")
+    read = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tunebench.backends.launch "
+                           "import compiled_kernels; print(compiled_kernels(Path(sys.argv[1]))['host_sum']"
+                           ".unfilled_constants)", str(build.handle)],
+                          env=ascii_locale(), capture_output=True, text=True)
+    assert (read.returncode, read.stdout.strip()) == (0, "('weights',)"), read.stderr[-2000:]
 
 
 @needs_nvcc

@@ -251,9 +251,9 @@ def compiled_kernels(cubin: Path) -> dict[str, FunctionResources]:
     memory or syncs its grid, and its cluster dims, from the PTX nvcc made of it, kept beside it
     under its name (``k.ptx`` for ``k.cubin``; a cubin cached without one says none of them)."""
     ptx, source = cubin.with_suffix(".ptx"), cubin.with_suffix(".cu")
-    text = ptx.read_text() if ptx.exists() else ""
+    text = ptx.read_text(encoding="utf-8", errors="replace") if ptx.exists() else ""  # nvcc's: ASCII
     users, clusters, syncing = extern_shared_users(text), cluster_dims(text), grid_sync_users(text)
-    constants = unfilled_constants(text, source.read_text() if source.exists() else "")
+    constants = unfilled_constants(text, source.read_text(encoding="utf-8") if source.exists() else "")
     return {name: replace(fn, extern_shared=name in users, cluster=clusters.get(name), grid_sync=name in syncing,
                           unfilled_constants=constants.get(name, ())) for name, fn in cubin_kernels(cubin).items()}
 
