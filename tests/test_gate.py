@@ -3,6 +3,7 @@ a best config that fell behind the heuristic fails, and pytest-benchmark reads i
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -566,6 +567,39 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
     extra.write_text("#define EXTRA 30\n")
     fails_as_tuned(pytester, "include/sub/extra.h")
+
+
+def test_a_clone_at_another_depth_gates_a_helper_given_absolute_as_tuned_and_catches_its_header_slowed(
+        pytester, tmp_path, monkeypatch):
+    """A file of the flags given by an absolute path (a helper installed apart from the project)
+    that includes a header of its own: the header was named from the template's folder in the
+    helper's hash, so a clone at another depth, gated on the records of the first, said on
+    unchanged code that the helper was edited since the tune (and left out the tuning-time
+    ratios). Named by its absolute path, it is the same source there; its header made 15 % slower
+    still fails against the recorded template."""
+    outside = pytester.path / "opt"
+    outside.mkdir()
+    (outside / "helper.h").write_text('#include "extra.h"\n')
+    (outside / "extra.h").write_text("#define EXTRA 0\n")
+    clones = pytester.path / "a" / "p", pytester.path / "b" / "x" / "y" / "p"
+    for clone in clones:
+        clone.mkdir(parents=True)
+        (clone / "pytest.ini").write_text("[pytest]\n")
+        (clone / "chain.c").write_text(CHAIN_C.replace("#define EXTRA 0\n", ""))
+        (clone / "test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+            'Space({"reps": [1, 2]}))', f'Space({{"reps": [1, 2]}}), flags=("-include", "{outside / "helper.h"}"))'))
+    monkeypatch.chdir(clones[0])
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    shutil.copytree(clones[0] / "records", clones[1] / "records")
+    monkeypatch.chdir(clones[1])
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "changed since the record" not in out, out
+    assert re.search(r"PASS +best/baseline against the tuning-time ratios", out), out
+    (outside / "extra.h").write_text("#define EXTRA 30\n")
+    fails_as_tuned(pytester, str(outside / "helper.h"))
 
 
 def test_a_template_whose_source_is_not_recorded_is_still_held_to_the_tunes_flags_and_the_note_says_so(tuned):

@@ -186,7 +186,7 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
                     dirs: tuple[Path, ...] = (), read: list[Path] | None = None,
                     library: dict[Path, None] | None = None, once: set[Path] | None = None,
-                    conditional: bool = False) -> str:
+                    conditional: bool = False, anchored: bool = False) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
     text, recursively, as the compiler reads it: #line markers name it from the template's folder
     for the compiler's messages, a ``#pragma once`` header is wrapped in a guard of its own, and a
@@ -200,7 +200,10 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     the flags give those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
     real files again beside inlined copies (every ``#pragma once`` header defined twice). It and
     the headers it includes, as far as they can be found, go into ``library`` to be hashed.
-    ``read``, where given, gets each file read appended."""
+    ``read``, where given, gets each file read appended. A file reached by an absolute path
+    (``anchored``: a file of the flags given so, an ``#include "/opt/lib/x.h"``) lies there in
+    every checkout, and is named by that path with the headers it includes, not from ``top``:
+    from a checkout at another depth, "../../opt/lib/x.h" was another source."""
     top = top or path.parent
     once = set() if once is None else once
     out = []
@@ -224,7 +227,8 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             continue
         header_lines = _lines(header)
         header_codes = _code(header_lines)
-        name, resolved = os.path.relpath(header, top), header.resolve()
+        absolute = anchored or os.path.isabs(found.group(1))
+        name, resolved = _name(header, top, absolute), header.resolve()
         pragma_once = any(_PRAGMA_ONCE.match(c) for c in header_codes)
         guarded = pragma_once or _include_guard(header_codes)
         rest = _after_include(line)  # a comment the include line opens goes on
@@ -237,7 +241,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
-        inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if)
+        inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if, absolute)
         if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
@@ -246,9 +250,14 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             inner = f'#ifndef {guard_name}\n#define {guard_name}\n#line 1 "{name}"\n{inner}#endif\n'
         else:
             inner = f'#line 1 "{name}"\n{inner}'
-        here = os.path.relpath(path, top)
+        here = _name(path, top, anchored)
         out.append(f'{inner}#line {number + 1} "{here}"\n' if rest == "\n" else f'{inner}#line {number} "{here}"\n{rest}')
     return "".join(out)
+
+
+def _name(path: Path, top: Path, anchored: bool) -> str:
+    """A file's name in an inlined text's #line markers (see :func:`inline_includes`)."""
+    return os.path.normpath(path) if anchored else os.path.relpath(path, top)
 
 
 def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
@@ -618,13 +627,15 @@ class Variant:
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
                      if named and p is not None and os.path.isabs(named[1]))
 
+    def _anchored(self, path: Path) -> bool:
+        """Whether a file the build reads lies under a folder or file its flags give absolute."""
+        return any(path.is_relative_to(given) for given in self._absolute)
+
     def _named(self, path: Path, base: Path | None = None) -> str:
         """A file the build reads where it lies, as the declaration and the template name it: from
         ``base`` (the template's folder, where None), or, under a folder or file its flags give
         absolute, by its own absolute path, so that a checkout at another depth is the same source."""
-        if any(path.is_relative_to(given) for given in self._absolute):
-            return str(path)
-        return os.path.relpath(path, base or self.path.parent)
+        return str(path) if self._anchored(path) else os.path.relpath(path, base or self.path.parent)
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
@@ -707,13 +718,15 @@ class Variant:
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
-                inputs = {file: inline_includes(file, top=self.path.parent, dirs=self.include_dirs) for file in sources}
+                inputs = {file: inline_includes(file, top=self.path.parent, dirs=self.include_dirs,
+                                                anchored=self._anchored(file)) for file in sources}
             else:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
                 for file in self.flag_files:
                     read.append(file)
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library)
+                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library,
+                        anchored=self._anchored(file))
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
                         texts[digest] = inlined
