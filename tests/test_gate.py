@@ -569,6 +569,25 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     fails_as_tuned(pytester, "include/sub/extra.h")
 
 
+def test_a_header_a_computed_include_reads_beside_the_template_made_15_percent_slower_fails_against_the_recorded_one(
+        pytester, tmp_path, monkeypatch):
+    """``#include IMPL`` (a param naming ``"extra.h"``, beside the template): the recorded
+    template's build was told no folder to find it in, and failed ("extra.h: No such file or
+    directory"), so it was left out and the header made every config 15 % slower passed. Its
+    folder's copy of the records' text is searched ahead of it: the gate fails naming it."""
+    pytester.path.joinpath("extra.h").write_text("#define EXTRA 0\n")
+    pytester.path.joinpath("chain.c").write_text("#include IMPL\n" + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]})', 'Space({"reps": [1, 2], "IMPL": [\'"extra.h"\']})').replace(
+        '{"reps": 2}', '{"reps": 2, "IMPL": \'"extra.h"\'}'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "/* a comment */\n")
+    pytester.path.joinpath("extra.h").write_text("#define EXTRA 30\n")
+    fails_as_tuned(pytester, "chain.c, extra.h")
+
+
 def test_a_clone_at_another_depth_gates_a_helper_given_absolute_as_tuned_and_catches_its_header_slowed(
         pytester, tmp_path, monkeypatch):
     """A file of the flags given by an absolute path (a helper installed apart from the project)

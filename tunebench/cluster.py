@@ -16,7 +16,7 @@ the others measure the candidates it will ask next (:meth:`Strategy.upcoming
 that candidate, so the records and the choices are a one-device run's, sooner. Final rounds and
 gate comparisons run on the first device; a gate's recorded build of a helper edited since
 carries the records' text of it, which the device writes where it builds (see
-:func:`~tunebench.kernel.kept_flags`): the driver's compile cache is on another host.
+:func:`~tunebench.kernel.kept_variant`): the driver's compile cache is on another host.
 """
 
 from __future__ import annotations

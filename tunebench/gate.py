@@ -464,7 +464,7 @@ def _unkept(built: Variant, text: str) -> list[str]:
 def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str]) -> dict[str, str] | None:
     """The records' texts of the files the recorded template ``text`` keeps as their hash alone,
     by the path it names them by (from the folder of ``template``), for its build to read as
-    tuned wherever it is built (see :func:`~tunebench.kernel.kept_flags`: a cluster's device is
+    tuned wherever it is built (see :func:`~tunebench.kernel.kept_variant`: a cluster's device is
     another host). None where the records keep no text of a file of ``unkept`` (records from
     before kept none), or it is today's alone: the build would read today's."""
     hashes, texts = hashed_files(text, template), store.file_texts()

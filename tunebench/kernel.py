@@ -285,6 +285,14 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
     return folders, headers
 
 
+def _computed_in(text: str, template: Path) -> dict[Path, None]:
+    """The folders of the files an expanded source inlines (by its #line markers) that hold a
+    computed include, each resolved and once: a recorded template's, whose build of a copy
+    elsewhere found no header such an include reads beside them ("extra.h: No such file")."""
+    return {(template.parent / name).parent.resolve(): None for name, lines in _by_file(text, template.name).items()
+            if any(COMPUTED_INCLUDE.match(code) for code in _code(lines))}
+
+
 def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, None]) -> None:
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
     (a quoted one is looked for beside the file first), and every header that one includes, as
@@ -437,12 +445,13 @@ def hashed_files(text: str, template: str) -> dict[str, str]:
             for found in [[_HASH_ALONE.match(line) for line in lines]] if found and all(found)}
 
 
-def kept_flags(built: Variant, texts: Mapping[str, str]) -> tuple[str, ...]:
-    """The flags of ``built`` that build it reading ``texts`` (the records' texts of files edited
-    since the tune, by path from its template's folder) in their place: each written to a folder
-    of this host's compile cache at its own path (a cluster's device has not the driver's), a
-    file of the flags named there, each header folder's copy searched ahead of it (a header
-    including ``"sub/x.h"`` finds the copy). The folder is named by the texts: written once."""
+def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
+    """``built`` as it builds reading ``texts`` (the records' texts of files edited since the
+    tune, by path from its template's folder) in their place: each written to a folder of this
+    host's compile cache at its own path (a cluster's device has not the driver's), a file of the
+    flags named there, each header folder's copy searched ahead of it (a header including
+    ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
+    :attr:`Variant.kept`). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     folder = BuildCache().copies({(built.path.parent / file).resolve(): text for file, text in texts.items()}, name)
     flags = []
@@ -456,7 +465,7 @@ def kept_flags(built: Variant, texts: Mapping[str, str]) -> tuple[str, ...]:
             flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
         else:
             flags.append(named[0] + str(copy))
-    return tuple(flags)
+    return dataclasses.replace(built, flags=tuple(flags), kept=folder)
 
 
 def _by_file(text: str, template: str) -> dict[str, list[str]]:
@@ -516,6 +525,7 @@ class Variant:
     arch_specific: bool = False
     origin: Path | None = field(default=None, compare=False)
     text: str | None = None  # a recorded version of the template, used instead of the file
+    kept: Path | None = None  # the folder of the records' copies of its files (see kept_variant)
 
     def __post_init__(self):
         if isinstance(self.dtypes, str) or not all(isinstance(d, str) for d in self.dtypes):
@@ -680,9 +690,15 @@ class Variant:
         """The folders of the template's files (inlined, see :func:`inline_includes`) that include
         a header a macro names (``#include IMPL``, a param giving ``"impl_a.h"``): the compiler
         looks for it beside the file holding the include, which a build of a copy elsewhere must
-        be told. The headers it may read are hashed with the template (see :func:`_computed`)."""
+        be told. The headers it may read are hashed with the template (see :func:`_computed`). A
+        recorded template's are those of the files its text inlines (:func:`_computed_in`), each
+        searched after its copy where the records' copies are :attr:`kept` (see :func:`kept_variant`)."""
         self._read()
-        return self.__dict__.get("_computed", ())
+        found = self.__dict__.get("_computed", ())
+        if self.kept is None:
+            return found
+        return tuple(d for folder in found for d in (self.kept / folder.relative_to(folder.anchor), folder)
+                     if d.is_dir())
 
     @property
     def file_texts(self) -> dict[str, str]:
@@ -720,6 +736,7 @@ class Variant:
                 # the source files its flags build with it are read as they are now
                 inputs = {file: inline_includes(file, top=self.path.parent, dirs=self.include_dirs,
                                                 anchored=self._anchored(file)) for file in sources}
+                computed = _computed_in(text, self.path)
             else:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
                 for file in self.flag_files:

@@ -47,7 +47,7 @@ from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
 from tunebench.backends.process_state import ProcessState, descendants, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
-from tunebench.kernel import REGISTRY, KernelError, Variant, kept_flags
+from tunebench.kernel import REGISTRY, KernelError, Variant, kept_variant
 from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
                                warm_up)
 from tunebench.prepared import SLOW_S, keep, kept
@@ -389,11 +389,11 @@ def _dtype_hint(args: dict, dtype: str) -> str:
 def _arm_variant(variant: Variant, changes: dict | None) -> Variant:
     """The variant an arm builds: ``changes`` its fields, and its ``files`` (the records' texts
     of files edited since the tune) written where this process builds (see
-    :func:`~tunebench.kernel.kept_flags`), as a cluster's device builds on its own host."""
+    :func:`~tunebench.kernel.kept_variant`), as a cluster's device builds on its own host."""
     if not changes:
         return variant
     built = dataclasses.replace(variant, **{field: v for field, v in changes.items() if field != "files"})
-    return dataclasses.replace(built, flags=kept_flags(built, changes["files"])) if "files" in changes else built
+    return kept_variant(built, changes["files"]) if "files" in changes else built
 
 
 def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
