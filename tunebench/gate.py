@@ -295,6 +295,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only
     # their joined text, which cannot be split back)
     tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
+    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
     recorded_text, kept, as_tuned = None, None, ""
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
@@ -310,7 +312,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             f"the template changed since the record ({recorded_hash} -> {variant.source_hash}"
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
             + (f"{why} not compared with today's build"
-               + ("" if tune_flags is not None else ", and only the baseline comparison is made") if why else
+               + ("" if tune_flags is not None else ", and only the baseline comparison is made")
+               + (_texts_remedy(kernel, store, check) if unkept and kept is None else "") if why else
                "today's build is compared with the recorded one"
                + (f", built with {', '.join(unkept)} as tuned (the records keep "
                   f"{'their texts' if len(unkept) > 1 else 'its text'})" if as_tuned else "")))
@@ -331,8 +334,6 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                             + (f", and holds today's build of the best to its build with the tune's flags "
                                f"[{tuned_flags[0]}]" if tune_flags is not None else "")
                             + f", and `{kernel.tune_command(store.path.parent)}` tunes the task again with them")
-    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
     # a pick whose final round judged another declaration (a re-tune under a broken reference confirmed nothing,
     # and took today's declaration into the task) is verified, as one that changed since the tune is; a round
     # from before rounds kept their declaration's hash judged the task's as recorded
@@ -459,6 +460,15 @@ def _unkept(built: Variant, text: str) -> list[str]:
         return unkept_files(text, built.template, built.path.name)
     except KernelError:
         return []
+
+
+def _texts_remedy(kernel: Kernel, store: RecordStore, check: dict | None) -> str:
+    """How records from before file texts were kept get them: a tune of the template as tuned
+    adds them to its source (a tune of today's records today's, and the gate holds it to those)."""
+    commit = (check or {}).get("git_commit")
+    where = f"a checkout of the commit that tuned it ({commit[:12]})" if commit else "a checkout of its files as tuned"
+    return (f" (records from before file texts were kept: `{kernel.tune_command(store.path.parent)}` on {where} adds "
+            f"them, reusing its trials; commit the records)")
 
 
 def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str]) -> dict[str, str] | None:
