@@ -524,8 +524,9 @@ def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_
     out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
     assert ("chain.c, src/helper.c edited); the records keep only the hash of src/helper.c as tuned, so the recorded "
             "source cannot be built again, and is not compared with today's build, and only the baseline comparison "
-            "is made (records from before file texts were kept: `pytest test_chain.py --tune` on a checkout of the "
-            "commit that tuned it (0123456789ab) adds them, reusing its trials; commit the records)" in out), out
+            "is made (records from before file texts were kept get them from `pytest test_chain.py --tune` on a "
+            "checkout of the commit that tuned it (0123456789ab), reusing its trials, 256 KiB a version at most; "
+            "commit the records)" in out), out
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert not [v for v in gate["verdicts"] if v["what"].startswith("best against the recorded source")]
     assert {t: TinyDB(path).table(t).all() for t in before} == before

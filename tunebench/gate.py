@@ -47,6 +47,7 @@ import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tunebench import __version__, backends
 from tunebench.backends import cpuinfo, quota
@@ -56,9 +57,10 @@ from tunebench.compare import RETRIES, Comparison, compare
 from tunebench.device import threads_apart, threads_on
 from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, unkept_files
+from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
+                              unkept_files)
 from tunebench.lookup import fits, latest_confirmation, shape_times
-from tunebench.records import NotWritable, RecordStore, config_text, stores
+from tunebench.records import FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -313,7 +315,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             + (f": {', '.join(edited)} edited" if edited else "") + "); "
             + (f"{why} not compared with today's build"
                + ("" if tune_flags is not None else ", and only the baseline comparison is made")
-               + (_texts_remedy(kernel, store, check) if unkept and kept is None else "") if why else
+               + (_texts_remedy(kernel, store, check, unkept) if unkept and kept is None else "") if why else
                "today's build is compared with the recorded one"
                + (f", built with {', '.join(unkept)} as tuned (the records keep "
                   f"{'their texts' if len(unkept) > 1 else 'its text'})" if as_tuned else "")))
@@ -462,13 +464,16 @@ def _unkept(built: Variant, text: str) -> list[str]:
         return []
 
 
-def _texts_remedy(kernel: Kernel, store: RecordStore, check: dict | None) -> str:
+def _texts_remedy(kernel: Kernel, store: RecordStore, check: dict | None, unkept: list[str]) -> str:
     """How records from before file texts were kept get them: a tune of the template as tuned
-    adds them to its source (a tune of today's records today's, and the gate holds it to those)."""
+    adds them to its source (a tune of today's files adds today's). A binary file (an object, a
+    library) has no text to keep."""
+    if all(Path(name).suffix in BINARY_SUFFIXES for name in unkept):
+        return ""
     commit = (check or {}).get("git_commit")
     where = f"a checkout of the commit that tuned it ({commit[:12]})" if commit else "a checkout of its files as tuned"
-    return (f" (records from before file texts were kept: `{kernel.tune_command(store.path.parent)}` on {where} adds "
-            f"them, reusing its trials; commit the records)")
+    return (f" (records from before file texts were kept get them from `{kernel.tune_command(store.path.parent)}` on "
+            f"{where}, reusing its trials, {FILE_TEXT_BYTES >> 10} KiB a version at most; commit the records)")
 
 
 def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str]) -> dict[str, str] | None:
