@@ -853,6 +853,25 @@ def test_a_header_included_by_an_absolute_path_is_the_same_source_from_a_checkou
     assert edited.source_hash != found[0]
 
 
+def test_a_checkout_reached_through_a_symlink_is_the_same_source_and_declaration(tmp_path):
+    """A header of an -I folder, and one a file of the flags includes, were named from the suite's
+    folder as given (the symlink) to their resolved paths: ``pytest /ci/link/test_k.py`` on the tune's
+    unchanged checkout said the template and flags had changed since the tune ("../../real/p/
+    include/extra.h edited", the flags "-I../../real/p/include"), and a tune measured every trial again."""
+    real = tmp_path / "real" / "p"
+    for folder in ("suites", "include", "src"):
+        (real / folder).mkdir(parents=True)
+    (real / "include" / "extra.h").write_text("#define EXTRA 0\n")
+    (real / "src" / "inner.h").write_text("#define INNER 1\n")
+    (real / "src" / "helper.c").write_text('#include "inner.h"\nint helper(void) { return INNER; }\n')
+    (real / "suites" / "k.c").write_text('#include "extra.h"\nvoid k(float *x) { x[0] = EXTRA; }\n')
+    (tmp_path / "link").symlink_to(real)
+    found = [(v.source_hash, v.declared_flags) for checkout in (real, tmp_path / "link")
+             for v in [Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                               flags=("-I../include", "../src/helper.c"), origin=checkout / "suites")]]
+    assert found[0] == found[1] and found[0][1] == "-I../include ../src/helper.c"
+
+
 def test_an_include_written_without_a_space_is_inlined_too(tmp_path):
     """``#include"h.h"`` is valid C: missed, it reaches the compiler, which builds in the cache's
     folder, where the header is not, and every config fails to compile."""

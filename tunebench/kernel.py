@@ -642,10 +642,12 @@ class Variant:
         return any(path.is_relative_to(given) for given in self._absolute)
 
     def _named(self, path: Path, base: Path | None = None) -> str:
-        """A file the build reads where it lies, as the declaration and the template name it: from
-        ``base`` (the template's folder, where None), or, under a folder or file its flags give
-        absolute, by its own absolute path, so that a checkout at another depth is the same source."""
-        return str(path) if self._anchored(path) else os.path.relpath(path, base or self.path.parent)
+        """A file the build reads where it lies (resolved), as the declaration and the template name
+        it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
+        symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
+        its flags give absolute, by its own absolute path, so that a checkout at another depth is
+        the same source."""
+        return str(path) if self._anchored(path) else os.path.relpath(path, (base or self.path.parent).resolve())
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
@@ -734,7 +736,7 @@ class Variant:
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
-                inputs = {file: inline_includes(file, top=self.path.parent, dirs=self.include_dirs,
+                inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
                                                 anchored=self._anchored(file)) for file in sources}
                 computed = _computed_in(text, self.path)
             else:
@@ -742,7 +744,7 @@ class Variant:
                 for file in self.flag_files:
                     read.append(file)
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent, dirs=self.include_dirs, read=read, library=library,
+                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, read=read, library=library,
                         anchored=self._anchored(file))
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
