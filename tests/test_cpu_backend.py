@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, r
 from tunebench import compile_check
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files, inline_includes
+from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
 from tunebench.measure import MeasureSettings, measure
 from tunebench.space import Space
 
@@ -870,6 +871,32 @@ def test_a_checkout_reached_through_a_symlink_is_the_same_source_and_declaration
              for v in [Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                                flags=("-I../include", "../src/helper.c"), origin=checkout / "suites")]]
     assert found[0] == found[1] and found[0][1] == "-I../include ../src/helper.c"
+
+
+@pytest.mark.parametrize("flags", [(), ("src/helper.c",)])
+def test_a_recorded_template_builds_the_header_a_computed_include_reads_as_the_records_keep_it(tmp_path, flags):
+    """``#include IMPL`` beside the template, or in a source file of the flags: the recorded
+    template's build (the gate's, the header edited since) was told no folder to find the header
+    in ("factor.h: No such file or directory"), so the gate left it out. It reads the records'
+    copy of the header: the factor as tuned, not today's."""
+    (tmp_path / "src").mkdir()
+    body = "void k(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = factor() * x[i]; }\n"
+    if flags:
+        (tmp_path / "src" / "helper.c").write_text("#include IMPL\nfloat factor(void) { return FACTOR; }\n")
+        (tmp_path / "k.c").write_text("float factor(void);\n" + body)
+    else:
+        (tmp_path / "k.c").write_text("#include IMPL\nstatic float factor(void) { return FACTOR; }\n" + body)
+    header = tmp_path / ("src" if flags else "") / "factor.h"
+    header.write_text("#define FACTOR 3.0f\n")
+    config = {"IMPL": '"factor.h"'}
+    tuned = Variant(source="k.c", entry="k", space=Space({"IMPL": ['"factor.h"']}), heuristic=lambda shape: config,
+                    flags=flags, origin=tmp_path)
+    text, texts = tuned.template, tuned.file_texts
+    header.write_text("#define FACTOR 2.0f\n")
+    recorded = kept_variant(dataclasses.replace(tuned, text=text),
+                            {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()})
+    got, want = run_once(CpuBackend(), scaling("computed_recorded_test", recorded, 3.0, 9), recorded, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_an_include_written_without_a_space_is_inlined_too(tmp_path):

@@ -693,8 +693,9 @@ class Variant:
         a header a macro names (``#include IMPL``, a param giving ``"impl_a.h"``): the compiler
         looks for it beside the file holding the include, which a build of a copy elsewhere must
         be told. The headers it may read are hashed with the template (see :func:`_computed`). A
-        recorded template's are those of the files its text inlines (:func:`_computed_in`), each
-        searched after its copy where the records' copies are :attr:`kept` (see :func:`kept_variant`)."""
+        recorded template's are those of the files its text inlines (:func:`_computed_in`) and of
+        the source files its flags build with it, each searched after its copy where the records'
+        copies are :attr:`kept` (see :func:`kept_variant`)."""
         self._read()
         found = self.__dict__.get("_computed", ())
         if self.kept is None:
@@ -738,7 +739,8 @@ class Variant:
                 # the source files its flags build with it are read as they are now
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
                                                 anchored=self._anchored(file)) for file in sources}
-                computed = _computed_in(text, self.path)
+                computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
+                            **_computed(sources, self.include_dirs, self.space.values)[0]}
             else:
                 text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
                 for file in self.flag_files:
