@@ -17,6 +17,12 @@ from tunebench.lookup import this_device
 TUNE = ("--tune", "--tune-target", "cpu", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
+#: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
+#: stops, or its final round confirms nothing, as documented, and their points (what a run reuses,
+#: records, skips and says) go unchecked. A busy machine's tunes have tests of their own
+#: (test_interference.py).
+pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
 
 def records(path):
     (file,) = (path / "records").glob("*.json")
@@ -635,10 +641,7 @@ def test_the_progress_line_shows_the_best_when_the_heuristic_fails(project, pyte
     done = [line for line in result.stdout.lines if line.startswith("tunebench axpb[") and line.endswith("done")]
     trials = records(root).table("trials").all()
     assert any(t["config"]["mode"] == 1 and t["status"] == "wrong_result" for t in trials)
-    if any(t["status"] in ("ok", "early_stopped") and t.get("verdict") != "disturbed" for t in trials):
-        assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
-    else:  # a machine so loaded that every config that verified was disturbed: none is a best
-        assert len(done) == 1 and ", best: none yet, " in done[0], done
+    assert len(done) == 1 and re.search(r"best [\d.]+ ms \(the heuristic: wrong_result, ", done[0]), done
 
 
 def test_a_gate_given_a_records_folder_that_does_not_exist_is_a_usage_error(project, pytester):
@@ -758,9 +761,6 @@ def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(
     trials = [t for t in recorded_trials(root) if t["status"] in ("ok", "early_stopped")]
     for shape in ([1000], [20000], [50000]):
         built = sorted(t["prepare_s"] for t in trials if t["shape"] == shape)
-        # the worker builds a shape's inputs once, in the trial that first asks for them; where other load
-        # disturbed that trial, the record is of its retry, in the worker that holds them (the build's time is
-        # then the summary's "rest": retries)
-        retried = any(t.get("retries") for t in trials if t["shape"] == shape)
-        assert (built[-1] >= 0.4 or retried) and built[0] < 0.1, (shape, built)
+        # the worker builds a shape's inputs once, in the trial that first asks for them
+        assert built[-1] >= 0.4 and built[0] < 0.1, (shape, built)
     assert all(t["verify_s"] > 0 and t["load_s"] >= 0 and t["cost_s"] >= t["verify_s"] + t["measure_s"] for t in trials)
