@@ -79,6 +79,11 @@ def tuned(pytester):
 
 GATE = ("-p", "no:cacheprovider", "--tune-target", "cpu", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
+#: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load the tune
+#: their gates read confirms no pick, and a gate skips as too noisy, as documented, so what a gate says
+#: of a change goes unchecked. A noisy gate is planted where a test is about it.
+pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
 
 def test_two_gate_runs_with_nothing_changed_pass(tuned):
     pytester, path = tuned
