@@ -18,6 +18,11 @@ from tunebench import dtypes, measure
 from tunebench.backends import cpu, cuda
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
 
+#: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
+#: stops and a gate skips, as documented, and how a dtype is built, verified and looked up goes
+#: unchecked. A busy machine's tunes have tests of their own (test_interference.py).
+pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
 #: y = x + 3 on bfloat16 data read and written as its 16 bits, so that any C compiler builds it;
 #: ``skip`` leaves the last element unwritten.
 BITS_C = """\
