@@ -263,17 +263,30 @@ stage = Kernel(
 """
 
 
+#: Every measurement judged clean (:func:`quiet_verdicts`), as a conftest.py of a project whose
+#: runs a test starts in processes of their own, which no monkeypatch reaches.
+QUIET_CONFTEST = """\
+import tunebench.interference
+
+tunebench.interference.verdict = lambda samples, conditions: {
+    "conditions": dict(conditions), "verdict": "clean", "interference": []}
+"""
+
+
 @pytest.fixture
-def quiet_verdicts(monkeypatch):
-    """Every measurement of this test's in-process runs is judged clean, whatever else the
-    machine runs. For a test whose point is what best() makes of a tune's records, where the
-    documented outcome of other load (a tune that stops, a final round that confirms nothing and
-    leaves the earlier pick served) leaves nothing of that point to check; how a tune and the gate
-    meet a busy machine has tests of its own (test_interference.py, busy_rounds, the noisy gate's)."""
+def quiet_verdicts(request, monkeypatch):
+    """Every measurement of this test's runs is judged clean, whatever else the machine runs (in
+    a process of its own, run on pytester's folder, through its conftest.py). For a test whose
+    point is what best() makes of a tune's records, where the documented outcome of other load (a
+    tune that stops, a final round that confirms nothing and leaves the earlier pick served)
+    leaves nothing of that point to check; how a tune and the gate meet a busy machine has tests
+    of its own (test_interference.py, busy_rounds, the noisy gate's)."""
     import tunebench.interference
 
     monkeypatch.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
         "conditions": dict(conditions), "verdict": "clean", "interference": []})
+    if "pytester" in request.fixturenames:
+        (request.getfixturevalue("pytester").path / "conftest.py").write_text(QUIET_CONFTEST)
 
 
 #: A process spinning for at most a few minutes (should the block that started it never end).
