@@ -187,7 +187,9 @@ class OwnTime:
     init's (a compiler driver's helper, what a candidate forked outside a worker), and its time
     was another process's from then on. Its ticks at its last reading are kept once it ends, as
     init waits for it, not the run. (One that a process of the run started and left between two
-    readings is not seen as the run's.)"""
+    readings is not seen as the run's. One that outlives its parent after a reading and ends
+    before the next takes its ticks at that reading out of the run's: whether its parent waited
+    for it, or init did, is not known then; a grandchild that burnt 1 s took 100.)"""
 
     def __init__(self):
         self._ours: list[int] = []  # each after its parent
