@@ -1787,3 +1787,19 @@ def test_a_folder_an_include_flag_names_is_a_declaration_error_naming_the_suite_
             f"{hint}/<header>.h), or search it for the template's #include lines with -I{hint}"])
     project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-include", "include/cfg.h"),'))
     assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+
+
+def test_a_kept_verdict_on_a_suspect_param_is_read_without_working_out_its_settings_again(tmp_path, monkeypatch):
+    """The settings of the other params a suspect is preprocessed under (each pair of their later
+    values beyond 64 combinations: 0.26 s for 4 params of 32 values, 0.46 s for 6) were worked out
+    at every collection and compile-check, to spell the key of the verdict kept, before it was read."""
+    (tmp_path / "inc").mkdir()  # read by the preprocessor alone: 'fast' a suspect of the template
+    (tmp_path / "inc" / "impl.h").write_text("#if a > 1 && b > 1 && c > 1\n#if fast\nint k(void) { return 1; }\n"
+                                             "#endif\n#endif\n")
+    template = '#include "impl.h"\n#ifdef fast\nint j(void) { return 0; }\n#endif\n'
+    params = {"fast": [False, True], **{name: list(range(1, 33)) for name in "abc"}}
+    flags = (f"-I{tmp_path / 'inc'}",)
+    _check_template(tmp_path, "kept_settings", template, params, None, flags=flags)
+    monkeypatch.setattr(tunebench.kernel, "constant_settings",
+                        lambda *args: pytest.fail("the settings worked out again for a verdict kept"))
+    _check_template(tmp_path, "kept_settings", template, params, None, flags=flags)

@@ -31,8 +31,8 @@ import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
-                                     constant_settings, constant_suspects, folder_header, overridden, preprocess,
-                                     unreadable)
+                                     constant_settings, constant_suspects, directive_names, folder_header, overridden,
+                                     preprocess, unreadable)
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.launch import launch_of, stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
@@ -1390,10 +1390,11 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
                     preprocessing: Callable[[Variant, Mapping], tuple[str, list[str], str] | None]) -> str | None:
     """:func:`~tunebench.backends.base.constant_param` by the target's preprocessor, its verdict
     kept in the compile cache under the first config's text, the preprocessor, the suspects, the
-    values and the settings of the others judged: nvcc -E takes 0.1 to 0.3 s a run, and the
-    check ran it dozens of times for a kernel of several params of many values at every
-    collection and compile-check. A verdict
-    that a failed run of the preprocessor had a say in is not kept: the machine may have stopped it."""
+    values and the names the directives read, which give the settings of the others judged (see
+    :func:`~tunebench.backends.base.constant_settings`, worked out only where it judges): nvcc -E
+    takes 0.1 to 0.3 s a run, and the check ran it dozens of times for a kernel of several params
+    of many values at every collection and compile-check. A verdict that a failed run of the
+    preprocessor had a say in is not kept: the machine may have stopped it."""
     values = variant.space.values
     first = preprocessing(variant, {n: vs[0] for n, vs in values.items()})
     if first is None:  # no preprocessor here: it judges nothing
@@ -1406,10 +1407,10 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         failed.append(text is None)
         return text
 
-    settings = constant_settings(variant, suspects, values)  # in the key: a verdict holds for those judged
-    key = repr((first, str(variant.origin), suspects, values, settings))
-    return BuildCache().verdict(f"{name}-constant-params", key,
-                                lambda: (constant_param(suspects, values, settings, preprocessed), not any(failed)))
+    read = directive_names(variant)  # in the key: a verdict holds for the settings judged, which it gives
+    key = repr((first, str(variant.origin), suspects, values, sorted(read)))
+    return BuildCache().verdict(f"{name}-constant-params", key, lambda: (
+        constant_param(suspects, values, constant_settings(read, suspects, values), preprocessed), not any(failed)))
 
 
 def kernels_in(value: Any) -> list[Kernel]:
