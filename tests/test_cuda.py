@@ -17,7 +17,7 @@ from tests.conftest import SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
-from tunebench.backends.base import CompileError, ResourceError, input_damage, same_bytes
+from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import (CudaCompiler, entry_of, inputs_key, launch_refusal, nvcc_command,
                                      transferable)
@@ -148,19 +148,26 @@ def test_a_kernel_that_syncs_its_grid_is_refused_at_its_first_load_and_one_that_
     assert sorted(p.suffix for p in cache.root.iterdir()) == [".cu", ".cu", ".cubin", ".cubin", ".ptx", ".ptx"]
 
 
-@needs_nvcc
-def test_a_kernel_reading_constant_memory_only_the_host_fills_is_refused_at_its_first_load(tmp_path):
-    """tunebench copies nothing into __constant__ memory: a Kernel Tuner style kernel whose filter
-    the host fills read zeros in every config, each a wrong result blamed on the reference."""
+def _host_filled(tmp_path, ahead: str = "") -> tuple[Kernel, Build]:
+    """A kernel reading __constant__ weights only the host fills (``ahead`` its source's first
+    lines), and its build."""
     from tests.test_compile_check import CONSTANT_CU
 
-    (tmp_path / "host.cu").write_text(CONSTANT_CU.replace("FILLED", "").replace("NAME", "host"))
+    (tmp_path / "host.cu").write_text(ahead + CONSTANT_CU.replace("FILLED", "").replace("NAME", "host"),
+                                      encoding="utf-8")
     kernel = Kernel("host", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1024,)])]),
                     args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
                     cuda=Variant(source=str(tmp_path / "host.cu"), entry="host_sum", space=Space({"UNUSED": [1]}),
                                  heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (8, 128)))
-    build = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {"UNUSED": 1},
-                                                                       "float32")
+    return kernel, CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"),
+                                                                                {"UNUSED": 1}, "float32")
+
+
+@needs_nvcc
+def test_a_kernel_reading_constant_memory_only_the_host_fills_is_refused_at_its_first_load(tmp_path):
+    """tunebench copies nothing into __constant__ memory: a Kernel Tuner style kernel whose filter
+    the host fills read zeros in every config, each a wrong result blamed on the reference."""
+    kernel, build = _host_filled(tmp_path)
     with pytest.raises(KernelError, match=r"^kernel 'host': host.cu's 'host_sum': the kernel reads __constant__ "
                                           r"weights, which has no initialiser"):
         entry_of(kernel, kernel.variant("cuda"), compiled_kernels(build.handle))
@@ -171,16 +178,8 @@ def test_a_builds_kept_source_and_ptx_are_read_as_utf8_whatever_the_locale(tmp_p
     """The kept .cu was read in the locale's encoding: under LC_ALL=C a template with a comment
     beyond ASCII failed its first load with UnicodeDecodeError, where it is written as UTF-8."""
     from tests.conftest import ascii_locale
-    from tests.test_compile_check import CONSTANT_CU
 
-    (tmp_path / "host.cu").write_text("// weights in µs\n" + CONSTANT_CU.replace("FILLED", "").replace("NAME", "host"),
-                                      encoding="utf-8")
-    kernel = Kernel("host", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1024,)])]),
-                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
-                    cuda=Variant(source=str(tmp_path / "host.cu"), entry="host_sum", space=Space({"UNUSED": [1]}),
-                                 heuristic=lambda shape: {"UNUSED": 1}, launch=lambda config, shape: (8, 128)))
-    build = CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"), {"UNUSED": 1},
-                                                                       "float32")
+    _, build = _host_filled(tmp_path, "// weights in µs\n")
     assert "µs" in build.handle.with_suffix(".cu").read_text(encoding="utf-8")
     read = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tunebench.backends.launch "
                            "import compiled_kernels; print(compiled_kernels(Path(sys.argv[1]))['host_sum']"
