@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tinydb import TinyDB
 
 import tunebench
 from tests.conftest import GEMM_C, GEMM_SUITE, ascii_locale
@@ -626,6 +627,22 @@ def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_doe
                            str(root / "records"), "--suites", str(root / "suites")], capture_output=True, text=True)
     err = done.stderr  # a fresh process, which reads the template anew
     assert done.returncode == 0 and re.search(r"warning: twice float32 \(small\): tuned with an earlier twice.c, or a header it includes", err), err
+
+
+def test_an_export_of_a_bucket_no_final_round_confirmed_says_why_it_carries_the_heuristic(quiet_verdicts, exported):
+    """A tune stopped before its final round (interrupted, a busy machine): best() said why the
+    trials' fastest is not served; the export carried the heuristic without a word."""
+    root, out = exported
+    (file,) = (root / "records").glob("*.json")
+    with TinyDB(file) as db:
+        db.drop_table("checks")  # the final round's: as if the tune had stopped before it
+    done = subprocess.run([sys.executable, "-m", "tunebench.cli", "export", "--out", str(out), "--records",
+                           str(root / "records"), "--suites", str(root / "suites")], capture_output=True, text=True)
+    assert done.returncode == 0 and re.search(  # a fresh process: the records as they are now
+        r"warning: twice float32 \(small\): no final round confirmed a pick on this bucket \(its tune ended before "
+        r"one.*\), so the trials' fastest \[reps:1 pad:0\].* is not served", done.stderr), done.stderr
+    (entry,) = json.loads((out / "tunebench_configs.json").read_text())["kernels"]["twice"].values()
+    assert [b["source"] for b in entry["buckets"]] == ["heuristic", "heuristic"]
 
 
 def test_an_export_written_into_the_records_folder_is_no_device_there(tmp_path):

@@ -76,12 +76,13 @@ def collect(device: str | None = None, records: str | Path | None = None, suites
         for dtype in variant.dtypes:
             entries = []
             fits, unchecked = _fits(variant.space, buckets.dims)
-            notes: dict[str, list[str]] = {}  # what best() notes of a bucket's answer (an earlier template's)
+            notes: dict[str, list[str]] = {}  # what best() notes of a bucket's answer (an earlier template's, an
+            # unconfirmed pick's: a stopped tune's trials found a faster config, and the heuristic is carried)
             for bucket in buckets:
                 shape = bucket.shapes[0]
                 choice = lookup(kernel, shape, asked, dtype=dtype, records=records_dir, suites=suites_dir)
-                if choice.note:
-                    notes.setdefault(choice.note, []).append(bucket.name)
+                for note in filter(None, (choice.note, choice.unconfirmed)):
+                    notes.setdefault(note, []).append(bucket.name)
                 ranked = [] if unchecked else choice.ranked if variant.space.shaped else choice.ranked[:1]
                 entries.append({"name": bucket.name, "ranges": {d: list(r) for d, r in bucket.ranges.items()},
                                 "weight": bucket.weight, "source": choice.source,

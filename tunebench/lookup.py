@@ -68,6 +68,7 @@ class Choice:
     baseline_ms: float | None = None  # the baseline's objective on the same bucket
     note: str | None = None  # why the answer is not simply the bucket's best
     reason: str | None = None  # why the heuristic is the answer, where it is
+    unconfirmed: str | None = None  # why the trials' faster config is not served (said by an export too)
     #: The bucket's configs in the order they are served: the first whose shaped constraints
     #: hold for a shape is its answer, the heuristic where none does (what an export carries).
     ranked: list[dict] = field(default_factory=list)
@@ -1120,6 +1121,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        f"[{config_text(_declared(variant, order[0]))}]{by} is not served; "
                        f"`{tune_command(decl, records_dir)}` {then}")
         order = []
+    choice.unconfirmed = unconfirmed or None
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
         adopt = [] if kept or list(final.values()) == baseline else [key]
         picked = adopt[:1] or [None]
