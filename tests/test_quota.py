@@ -398,6 +398,34 @@ def test_a_tune_whose_every_measurement_the_quota_throttles_stops_naming_the_quo
                                   r"the limit"])
 
 
+def test_a_tune_stopped_where_the_quota_throttled_a_strike_names_the_quota_though_other_load_disturbed_the_last(
+        project, pytester, under_quota, monkeypatch):
+    """Of three trials in a row that stayed disturbed, the quota throttled the first two and other
+    load the last: the stop read the last alone and said "the machine is busy ... tune when the
+    machine is quiet", where no quieter moment lifts the quota that throttled the others."""
+    import tunebench.session
+
+    project()
+    under_quota(1.5)
+    readings = iter([{"throttled": 3, "throttled_ms": 40.0, "others_cpu": 0.0}] * 2 +
+                    [{"throttled": 0, "throttled_ms": 0.0, "others_cpu": 0.9}])
+    real = tunebench.session.undisturbed
+
+    def disturbed(*args, **kwargs):
+        result = real(*args, **kwargs)
+        conditions = {**result["conditions"], **next(readings)}
+        return {**result, "conditions": conditions, "verdict": "disturbed", "interference": machine_signals(conditions)}
+
+    monkeypatch.setattr(tunebench.session, "undisturbed", disturbed)
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert result.parseoutcomes().get("failed") == 1
+    assert next(readings, None) is None  # the three strikes, the last of other load
+    result.stdout.fnmatch_lines(["*stopped: the cgroup's CPU quota throttled the measurements (the cgroup's CPU quota "
+                                 "(1.5 CPU per 100 ms) throttled the measurement 3 times (40 ms in all)); 3 trial(s) "
+                                 "in a row stayed disturbed after * retries. Times measured under it would be noise: "
+                                 "run fewer threads than the quota's CPUs (OMP_NUM_THREADS), or raise the limit*"])
+    assert "the machine is busy" not in result.stdout.str()
+
 # -- under a real quota, where this machine lets a test make a cgroup -------------------------------
 
 #: Busy for ``MS`` ms a call, then writes its output: past a 0.5-CPU quota within a few calls.

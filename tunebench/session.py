@@ -70,7 +70,8 @@ class TaskFailed(RuntimeError):
 
 
 def stopped(doc: dict, strikes: int, retries: int) -> str:
-    """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last)."""
+    """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last, or
+    the latest a quota throttled)."""
     seen = "; ".join(doc.get("interference", []))
     if doc.get("conditions", {}).get("throttled"):  # no quieter moment comes: the limit is the container's
         return (f"stopped: {QUOTA_REASON} throttled the measurements ({seen}); {strikes} trial(s) in a row stayed "
@@ -249,6 +250,9 @@ class Task:
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
         self.strikes = 0  # trials in a row that stayed disturbed
+        # the latest of them a quota throttled: the stop names the quota, which no quieter moment lifts,
+        # though other load disturbed the last one too
+        self.throttled: dict | None = None
         self.busy: str | None = None  # why the task stopped on a busy machine
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.cut_short: dict | None = None  # the trial a busy stop ended at: recorded, its config in no outcome
@@ -706,12 +710,17 @@ class Task:
             t.fixed_s += doc["measure_s"] + (FIXED_REPEATS - len(samples)) * doc["stats"]["median"] / 1e3
             doc["spread"] = spread(samples)
             t.noisy += doc["spread"] > NOISY_SPREAD
-        self.strikes = self.strikes + 1 if doc.get("verdict") == "disturbed" else 0
+        if doc.get("verdict") != "disturbed":
+            self.strikes, self.throttled = 0, None
+        else:
+            self.strikes += 1
+            if doc.get("conditions", {}).get("throttled"):
+                self.throttled = doc
         if self.strikes >= (1 if t.busy else BUSY_STRIKES):
             t.store.add(doc)
             self.new += 1  # recorded, and measured now, though no outcome holds it
             self.cut_short = doc
-            raise MachineBusy(stopped(doc, self.strikes, result["retries"]))
+            raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"]))
         return doc
 
     def _document(self, config: dict, shape: tuple) -> dict:
