@@ -25,6 +25,12 @@ from tunebench.cli import main
 
 SHAPES = [(1,), (1000,), (4096,), (4097,), (20000,), (10**9,), (0,)]
 
+#: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
+#: stops at its heuristic, or its final round confirms nothing, as documented, and what an export
+#: writes of a tuned config goes unchecked (5 of them failed beside two busy processes). A busy
+#: machine's tunes have tests of their own (test_interference.py).
+pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
 @pytest.fixture
 def exported(pytester, twice_project, tmp_path):
     root = twice_project
