@@ -333,9 +333,12 @@ def test_beyond_its_limit_the_file_moves_its_oldest_trials_to_the_archive(tmp_pa
     assert last.lookup("k", "abc", (4, 8), "float32", {"vec": 0})["status"] == "wrong_result"
 
 
-def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driver(twice_project, pytester):
+def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driver(twice_project, pytester,
+                                                                                   quiet_verdicts):
     """Every tune appends to the same tables under sequential ids: a line merge always conflicts,
     and either side alone loses the other's trials. The driver merges the measurements."""
+    # its point is the merge: beside other load a tune stopped at its heuristic, as documented, before
+    # its final round, so a branch's records held no check of it to merge
     root = twice_project
 
     def git(*args):
