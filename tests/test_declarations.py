@@ -32,9 +32,10 @@ from tunebench.lookup import load_suites
 from tunebench.records import RecordStore
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
-#: stops at its heuristic, or its final round confirms nothing, as documented, and what a test
-#: asks of its records (best() serving the tuned pick, a timeout per launch) goes unchecked. A
-#: busy machine's records are planted where a test is about them.
+#: stops at its heuristic, or its final round confirms nothing, and a gate skips as too noisy, as
+#: documented, and what a user's declaration records, serves and says goes unchecked. Disturbed
+#: trials and rounds are planted where a test is about them; a busy machine's tunes have tests of
+#: their own (test_interference.py).
 pytestmark = pytest.mark.usefixtures("quiet_verdicts")
 
 
@@ -232,20 +233,9 @@ def test_slow_kernels_tune_and_gate_with_a_timeout_per_launch(pytester):
     gate = pytester.runpytest("test_slow.py", "-p", "no:cacheprovider", "--tune-target", "cpu",
                               "--tune-timeout", "0.2", "-rs")
     assert "ended timeout" not in tune.stdout.str() + gate.stdout.str() and "None config" not in gate.stdout.str()
-    if round_.get("disturbed"):  # other load kept a process of the round disturbed (a sleeping kernel's times hold,
-        # the machine's readings do not): it judged nothing, as documented, so the heuristic is served, and gated
-        # by nobody; what the round measured timed out nowhere all the same
-        assert round_["problem"].startswith("the machine stayed disturbed on (1000,)") and "the baseline" in row, row
-        gate.assert_outcomes(skipped=1)
-        gate.stdout.fnmatch_lines(["*its final round confirmed nothing (the machine stayed disturbed on (1000,)*"])
-        return
     tune.stdout.fnmatch_lines(["*slow*all*float32*pause:15 tag:0*pause:30 tag:0*"])
     assert "*" not in row  # confirmed
-    if gate.parseoutcomes().get("skipped"):  # its processes stayed disturbed by other load: a skip saying so
-        gate.assert_outcomes(skipped=1)
-        gate.stdout.fnmatch_lines(["*machine too noisy to gate (on (1000,): *"])
-    else:
-        gate.assert_outcomes(passed=1)
+    gate.assert_outcomes(passed=1)
 
 
 def test_best_without_dtype_answers_in_the_dtype_tuned_from_any_directory(project, pytester, tmp_path):
@@ -465,7 +455,7 @@ def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_r
 
 
 def test_after_the_heuristic_changes_best_says_whose_lead_it_serves_and_never_serves_the_old_rule_as_tuned(
-        twice_project, pytester, quiet_verdicts):
+        twice_project, pytester):
     # its point needs both final rounds to judge: beside other load the second confirmed nothing, as documented, the
     # first one's pick stayed served, and the last answer was that pick (the CI failed so on a loaded machine)
     root = twice_project
@@ -1398,9 +1388,8 @@ def test_a_tune_run_again_under_tune_time_counts_what_its_reused_trials_cost_who
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2")
     trials = records(root).table("trials").all()
     configs = {json.dumps(t["config"], sort_keys=True) for t in trials}
-    reusable = [t for t in trials if t.get("verdict") != "disturbed"]
-    assert reusable and all(t["cost_s"] >= 0.3 + (t["compile_time_s"] or 0) + t["measure_s"] for t in reusable)
-    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-time", f"{0.9 * sum(t['cost_s'] for t in reusable):.3f}")
+    assert trials and all(t["cost_s"] >= 0.3 + (t["compile_time_s"] or 0) + t["measure_s"] for t in trials)
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-time", f"{0.9 * sum(t['cost_s'] for t in trials):.3f}")
     assert {json.dumps(t["config"], sort_keys=True) for t in records(root).table("trials").all()} == configs
 
 
