@@ -635,7 +635,7 @@ def test_an_export_of_configs_tuned_with_an_earlier_template_says_so_as_best_doe
     assert done.returncode == 0 and re.search(r"warning: twice float32 \(small\): tuned with an earlier twice.c, or a header it includes", err), err
 
 
-def test_an_export_of_a_bucket_no_final_round_confirmed_says_why_it_carries_the_heuristic(quiet_verdicts, exported):
+def test_an_export_of_a_bucket_no_final_round_confirmed_says_why_it_carries_the_heuristic(exported):
     """A tune stopped before its final round (interrupted, a busy machine): best() said why the
     trials' fastest is not served; the export carried the heuristic without a word."""
     root, out = exported
