@@ -1764,7 +1764,6 @@ def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_sayin
     assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
 
 
-
 @pytest.mark.parametrize("flags, folder, hint", [(("-include", "include/"), "suites/include", "include"),
                                                  (("-imacros", "kernels/"), "kernels", "../kernels")])
 def test_a_folder_an_include_flag_names_is_a_declaration_error_naming_the_suite_and_the_flag(project, pytester, flags,

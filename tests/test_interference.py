@@ -502,7 +502,9 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
         "conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]})
     result = pytester.runpytest("test_slow.py", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "1")
     assert "the task failed" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["*stopped: * (a planted disturbance); 3 trial(s) in a row stayed disturbed*",
+    # "stayed disturbed after 3 retries" where the run's readings showed other load, "stayed so after 6 retries"
+    # where they were quiet (CI's machine, alone): the planted verdict's wording is the readings'
+    result.stdout.fnmatch_lines(["*stopped: * (a planted disturbance); 3 trial(s) in a row stayed * after * retries*",
                                  "*stopped, disturbed: 1 of 1 tasks (slow?all-float32?)*their trials are kept, and a "
                                  "later tune resumes them*"])
     shapes = {(t["config"]["pause"], tuple(t["shape"])) for t in RecordStore(path).trials()
