@@ -15,11 +15,6 @@ from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead, _unusable
 from tunebench.lookup import lookup
 from tunebench.records import RecordStore, config_text
 
-#: Every measurement of these tests' runs is judged clean (quiet_verdicts): their points need a tune's
-#: final round that judges; beside other load it confirms nothing, as documented, and a round a test
-#: needs disturbed is planted (busy_rounds). A busy machine's tunes have tests of their own.
-pytestmark = pytest.mark.usefixtures("quiet_verdicts")
-
 
 def two_shapes():
     return Bucket("narrow", S=(8, None), shapes=[(4096, 512), (2048, 1024)])
