@@ -347,8 +347,8 @@ def test_the_published_lead_is_the_one_the_pick_and_the_heuristic_showed_met_alo
     check = [c for c in RecordStore(path).checks(kind="tune")][-1]
     assert check["winner"] is not None
     (entry,) = check["shapes"]
-    best_ms, baseline_ms = entry["confirmed_ms"]
-    assert best_ms / baseline_ms != entry["finalist_ms"][check["winner"]] / entry["baseline_ms"]  # two rounds' reads
+    best_ms, baseline_ms = entry["confirmed_ms"]  # the pair's own read, beside the round of every finalist's
+    # (the two reads of 0.7 µs calls, kept to 3 digits, were once the same: their difference is no requirement)
     from tunebench.kernel import REGISTRY
 
     choice = lookup(REGISTRY["twice"], (4096,), records=twice_project / "records")
