@@ -1062,6 +1062,28 @@ def test_best_says_a_final_round_that_ran_disturbed_confirmed_nothing_not_that_t
                     rf"quieter machine measures the round again$", busy["reason"]), busy["reason"]
 
 
+def test_best_names_the_trials_fastest_stopped_early_where_the_final_round_confirmed_nothing(twice_project, pytester):
+    """Over a bucket of several shapes a config stopped early on one (its samples kept) may be the
+    trials' fastest, as the tune's summary named it ("no final round confirmed the trials' fastest
+    (0.9438 ms)"); where the round then stayed disturbed, best() ranked the configs run to the end
+    alone and said of the heuristic "it beat every recorded config on this bucket", and the export
+    wrote it without a warning."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    problem = "the machine stayed disturbed on (4096,): other processes took 90% of the CPU time"
+    data["checks"] = {k: {**c, "disturbed": True, "problem": problem} for k, c in data["checks"].items()}
+    for doc in data["trials"].values():  # every config but the heuristic's stopped early, as on another shape
+        if doc["config"] != {"reps": 4, "pad": 0} and doc["status"] == "ok":
+            doc["status"] = "early_stopped"
+    path.write_text(json.dumps(data))
+    busy = best_json(twice_project)
+    assert busy["source"] == "heuristic" and re.match(
+        rf"no final round confirmed a pick on this bucket \(its final round confirmed nothing: {re.escape(problem)}\), "
+        rf"so the trials' fastest \[reps:1 pad:[01]\], [\d.]+x by its trials alone, is not served", busy["reason"]), \
+        busy["reason"]
+
+
 def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_find_the_tunes_records(
         project, pytester, monkeypatch):
     """The tune writes records/ in pytest's rootdir, the monorepo's top; lookups looked beside the

@@ -384,7 +384,8 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
 class Summary:
     """What lookups need of one device's records, small enough to load in milliseconds: the
     fingerprint, the task descriptions, the final rounds' choices and, per successful undisturbed
-    trial, (kernel, dtype, source hash, shape, config, median, setup hash). Kept beside the records in
+    trial, (kernel, dtype, source hash, shape, config, median, setup hash, entry), and the same per
+    trial stopped early undisturbed (the tune ranks the trials' fastest by their samples too). Kept beside the records in
     ``.index/<device>.v<INDEX_FORMAT>.json``, valid while the records file, its archive and its
     journal keep their size, times and inode."""
 
@@ -393,6 +394,7 @@ class Summary:
         self._tasks = data["tasks"]
         self._finals = {tuple(k): v for k, v in data["finals"]}
         self._rows = data["rows"]
+        self._early = data["early"]
         self._disturbed = data["disturbed"]
         self._failed = data["failed"]
         self._unjudged = data["unjudged"]
@@ -414,16 +416,20 @@ class Summary:
                 "entries": [[e["shape"], e["best"], *ms, e["baseline"]] for e, ms in zip(check["shapes"], measured)],
                 "reason": check.get("reason") or ""})
         trials = store.triage()
-        rows = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
-                 d.get("setup_hash"), d.get("entry")] for d in trials.undisturbed]
+        def row(d):
+            return [d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
+                    d.get("setup_hash"), d.get("entry")]
+        rows = [row(d) for d in trials.undisturbed]
+        early = [row(d) for d in trials.latest if d["status"] == "early_stopped" and d.get("verdict") != "disturbed"]
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
                   for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
-        return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "disturbed": disturbed,
+        return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "early": early,
+                    "disturbed": disturbed,
                     "failed": failed, "unjudged": unjudged, "finals": [[list(k), v] for k, v in finals.items()]})
 
     def data(self) -> dict:
-        return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows,
+        return {"fingerprint": self.fingerprint, "tasks": self._tasks, "rows": self._rows, "early": self._early,
                 "disturbed": self._disturbed, "failed": self._failed, "unjudged": self._unjudged, "finals": [[list(k), v] for k, v in self._finals.items()]}
 
     def tasks(self, kernel: str | None = None) -> list[dict]:
@@ -510,16 +516,17 @@ class Summary:
         return sum(k == kernel and d == dtype and tuple(shape) in shapes for k, d, shape in self._disturbed)
 
     def ranked(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
-               setup_hash: str | None = None, entry: str | None = None) -> tuple[dict, dict]:
+               setup_hash: str | None = None, entry: str | None = None, early: bool = False) -> tuple[dict, dict]:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes,
         of the trials of ``setup_hash`` (the task's declaration) where some are recorded, and of
-        none that says it called another ``entry`` than today's (another function of the same source)."""
-        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash, entry)
+        none that says it called another ``entry`` than today's (another function of the same source);
+        with ``early``, of the trials stopped early too, as the tune ranks the trials' fastest."""
+        key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash, entry, early)
         if key not in self._ranked:
             times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
             shapes = set(bucket.shapes)
-            rows = [r for r in self._rows if r[:2] == [kernel, dtype] and source_hash in (None, r[2])
-                    and tuple(r[3]) in shapes]
+            rows = [r for r in self._rows + (self._early if early else []) if r[:2] == [kernel, dtype]
+                    and source_hash in (None, r[2]) and tuple(r[3]) in shapes]
             if setup_hash is not None and any(r[6] == setup_hash for r in rows):
                 rows = [r for r in rows if r[6] == setup_hash]
             if entry is not None:
@@ -720,7 +727,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 14
+INDEX_FORMAT = 15
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -1093,6 +1100,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     today = (source_hash, setup, entry)  # the round read: of today's template, declaration and entry where recorded
     final = usable.final(name, target, dtype, bucket, today) if usable and declared else None  # as ranked
     order = sorted(ranked, key=ranked.get)
+    # the trials' fastest as the tune's summary names it: a config stopped early on one of several
+    # shapes counts by its samples there, and may lead the bucket
+    by_trials = _in_space(variant, usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry, early=True)[0]
+                          ) if usable and declared else {}
+    fastest = min(by_trials, key=by_trials.get, default=None)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
     unconfirmed = ""  # why the trials' fastest is not served: no final round judged it
@@ -1104,10 +1116,11 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        f"round judged another config, so no other is served; "
                        f"`{tune_command(decl, records_dir)}` tunes it again")
         final, order = None, []
-    elif final is None and order and (ranked[order[0]] < choice.baseline_ms if choice.baseline_ms is not None
-                                      else [dict(order[0])] * len(baseline) != baseline):
+    elif final is None and fastest is not None and (
+            by_trials[fastest] < choice.baseline_ms if choice.baseline_ms is not None
+            else [dict(fastest)] * len(baseline) != baseline):
         # the heuristic's time unknown too (its trials disturbed): the trials' fastest is no more confirmed
-        by = f", {choice.baseline_ms / ranked[order[0]]:.2f}x by its trials alone," if choice.baseline_ms else ""
+        by = f", {choice.baseline_ms / by_trials[fastest]:.2f}x by its trials alone," if choice.baseline_ms else ""
         judged = store.reshaped(name, target, dtype, bucket)
         busy = store.unjudged(name, target, dtype, bucket) if store else None
         why = (f"the bucket's representative shapes changed since its final round, which judged "
@@ -1118,7 +1131,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         then = ("tunes it again" if judged else "on a quieter machine measures the round again" if busy else
                 "resumes the tune" if task else "tunes it")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
-                       f"[{config_text(_declared(variant, order[0]))}]{by} is not served; "
+                       f"[{config_text(_declared(variant, fastest))}]{by} is not served; "
                        f"`{tune_command(decl, records_dir)}` {then}")
         order = []
     choice.unconfirmed = unconfirmed or None
