@@ -98,6 +98,26 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
     assert wrong["max_error"] == pytest.approx(1.0) and wrong["samples"] == []
 
 
+def test_a_candidate_stopped_early_on_one_shape_and_wrong_on_another_fails(project, pytester):
+    """A stencil's configs stopped early on (512, 512), slower, and wrong on (256, 1024) passed, and
+    the summary counted them early, none failed: the outcome's status was its first shape's."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "large")
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    planted = {"vec": 1, "unroll": 1, "mode": 0}  # not the heuristic's config
+    for doc in data["trials"].values():
+        if doc["config"] == planted:
+            doc["status"] = "early_stopped" if doc["shape"] == [20000] else "wrong_result"
+            doc["error"] = None if doc["shape"] == [20000] else "output 'y': 3 of 50000 values off"
+    path.write_text(json.dumps(data))
+    again = pytester.runpytest("suites", *TUNE, "-k", "large and vec:1-unroll:1-mode:0")  # resumed from the records
+    again.assert_outcomes(failed=1, deselected=13)
+    again.stdout.fnmatch_lines(["*wrong_result*output 'y': 3 of 50000 values off*"])
+    (row,) = [line.split() for line in again.stdout.lines if line.startswith("axpb ")]
+    assert row[6] == "1", row  # failed
+
+
 @pytest.mark.parametrize("reference, message", [
     ("lambda x, n, a, b: (a * x.astype(np.float64) + b)[:-1]",
      "the reference returned shape (999,) for output 'y', which the args builder declares (1000,)"),

@@ -109,8 +109,10 @@ class Outcome:
 
     @property
     def status(self) -> str:
-        """``ok`` when every shape gave a time, else the first other status."""
-        return next((t["status"] for t in self.trials.values() if t["status"] != "ok"), "ok")
+        """``ok`` when every shape gave a time, else the first failure's status, else the first other:
+        a config stopped early on one shape (slower) and wrong on another fails, and was passed."""
+        statuses = [t["status"] for t in self.trials.values()]
+        return next((s for s in statuses if s in FAILED), next((s for s in statuses if s != "ok"), "ok"))
 
     @property
     def error(self) -> str | None:
