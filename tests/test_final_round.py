@@ -107,7 +107,7 @@ def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary
                                                                       "    y[0] += 1;\n#endif\n}"))
     again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1", "--tune-strategy", "brute_force")
     again.assert_outcomes(passed=2, failed=1, skipped=2, deselected=5)  # the search sampled reps:1 pad:0 alone
-    again.stdout.fnmatch_lines(["wrong_result: output 'y': 1 of 4096 values off*",
+    again.stdout.fnmatch_lines(["wrong_result on (4096,): output 'y': 1 of 4096 values off*",
                                 "FAILED suites/test_twice.py::twice::small-float32?reps:1-pad:1? - wrong_resul*"])
     (row,) = [line.split() for line in again.stdout.lines if line.startswith("twice ")]
     assert row[:7] == ["twice", "small", "float32", "2", "3", "0", "1"]  # two configs, one of them failed

@@ -86,8 +86,8 @@ def test_faulty_candidates_are_recorded_and_the_run_goes_on(project, pytester):
     # small: 15 valid candidates (5 per mode) + the baseline; modes 1 and 2 fail
     result.assert_outcomes(passed=6, failed=10, deselected=3 + 3 + 16)
     result.stdout.fnmatch_lines([
-        "*wrong_result: output 'y': 1 of 1000 values off, largest error 1*",
-        "*compile_error: *mode 2 does not compile*",
+        "*wrong_result on (1000,): output 'y': 1 of 1000 values off, largest error 1*",
+        "*compile_error on (1000,): *mode 2 does not compile*",
     ])
     statuses = {}
     for t in records(root).table("trials").all():
@@ -113,7 +113,7 @@ def test_a_candidate_stopped_early_on_one_shape_and_wrong_on_another_fails(proje
     path.write_text(json.dumps(data))
     again = pytester.runpytest("suites", *TUNE, "-k", "large and vec:1-unroll:1-mode:0")  # resumed from the records
     again.assert_outcomes(failed=1, deselected=13)
-    again.stdout.fnmatch_lines(["*wrong_result*output 'y': 3 of 50000 values off*"])
+    again.stdout.fnmatch_lines(["wrong_result on (50000,): output 'y': 3 of 50000 values off"])  # the shape named
     (row,) = [line.split() for line in again.stdout.lines if line.startswith("axpb ")]
     assert row[6] == "1", row  # failed
 
@@ -412,7 +412,7 @@ def test_tb_line_names_the_suite_of_a_failure(project, pytester):
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tb=line")
     declared = next(i for i, line in enumerate((root / "suites" / "test_axpb.py").read_text().splitlines(), 1)
                     if line.startswith("axpb = Kernel("))
-    result.stdout.re_match_lines([rf".*suites/test_axpb.py:{declared}: wrong_result: output 'y'.*"])
+    result.stdout.re_match_lines([rf".*suites/test_axpb.py:{declared}: wrong_result on \(1000,\): output 'y'.*"])
     assert not any(line.startswith(":0:") for line in result.stdout.lines)
 
 

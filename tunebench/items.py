@@ -261,7 +261,7 @@ class Trial(Item):
         if outcome.status == "pruned_resources":
             pytest.skip(f"pruned_resources: {outcome.error}")
         if outcome.status not in ("ok", "early_stopped"):  # an early-stopped candidate works, slower
-            raise ItemFailed(f"{outcome.status}: {outcome.error}")
+            raise ItemFailed(outcome.failure)  # on which of the bucket's shapes
         self.user_properties.append(("objective_ms", self.task.estimate(outcome)))
 
 
