@@ -27,17 +27,24 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 
 @pytest.fixture
-def cluster(request):
+def host_temp(tmp_path_factory):
+    """The temp folder of the cluster's hosts (their TMPDIR), apart from the driver's: what the
+    devices leave there is seen."""
+    return tmp_path_factory.mktemp("host-temp")
+
+
+@pytest.fixture
+def cluster(request, host_temp):
     """A local Ray head with two CPUs (two devices of one core each; another count, or
     ``{"cpus": N, "cc": script}`` for hosts that build with that compiler, by indirect
-    parametrization); its address."""
+    parametrization), its temp folder ``host_temp``; its address."""
     param = getattr(request, "param", 2)
     cpus, cc = (param["cpus"], param["cc"]) if isinstance(param, dict) else (param, None)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="tbray", dir="/tmp")  # Ray's socket paths must stay short
-    env = {}
+    env = {"TMPDIR": str(host_temp)}
     if cc is not None:
         env["TUNEBENCH_CC"] = os.path.join(temp, "cc")
         Path(env["TUNEBENCH_CC"]).write_text(cc)
@@ -227,6 +234,64 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
     finally:
         workers.close()
         ray.shutdown()
+
+
+#: A driver's conftest: the second and the third device are each killed as their second job is
+#: sent, the one by ray.kill, the other by a SIGKILL to its process; killed.txt names them.
+KILLED_MID_JOB = """\
+import os
+import signal
+
+import ray
+from tunebench import cluster
+
+start, submit = cluster.ClusterWorkers.__init__, cluster.ClusterWorkers.submit
+sent = {}
+
+
+def init(self, *args, **kwargs):
+    start(self, *args, **kwargs)
+    self.pids = ray.get([d.__ray_call__.remote(lambda device: os.getpid()) for d in self.devices])
+
+
+def kill_at_second_job(self, job):
+    result = submit(self, job)
+    index = self._busy.index(result)
+    sent[index] = sent.get(index, 0) + 1
+    if index and sent[index] == 2:
+        if index == 1:
+            ray.kill(self.devices[index])
+        else:
+            os.kill(self.pids[index], signal.SIGKILL)
+        with open("killed.txt", "a") as f:
+            f.write(f"{index}\\n")
+    return result
+
+
+cluster.ClusterWorkers.__init__ = init
+cluster.ClusterWorkers.submit = kill_at_second_job
+"""
+
+
+@pytest.mark.parametrize("cluster", [3], indirect=True)
+def test_no_copy_of_the_project_outlives_a_device_killed_mid_run(project, pytester, cluster, host_temp, monkeypatch):
+    """A device killed (ray.kill, a SIGKILL; its driver gone) never ran its close: its copy of
+    the project stayed in its host's temp folder, one per killed device and run."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
+    root = project()
+    pytester.makeconftest(KILLED_MID_JOB)
+    result = pytester.runpytest_subprocess("suites", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "6",
+                                           "--tune-cluster", cluster)
+    assert (root / "killed.txt").read_text().split() == ["1", "2"]
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    configs = [json.dumps({"vec": v, "unroll": u, "mode": 0}, sort_keys=True)
+               for v in (1, 2, 4) for u in (1, 2) if v * u <= 4]
+    # every config on every shape: what the killed devices measured first, and their jobs in flight
+    # measured again on the first device
+    assert trials(root)[1] == sorted((bucket, shape, config, "measured") for config in configs
+                                     for bucket, shape in (("small", (1000,)), ("large", (20000,)), ("large", (50000,))))
+    assert not list(host_temp.glob("tunebench-device-*"))
 
 
 TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"

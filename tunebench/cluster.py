@@ -6,9 +6,10 @@ cluster this machine belongs to (``ray start``). Each device is a Ray actor that
 a :class:`~tunebench.workers.Workers` of its own: it builds and measures on its host, in a worker
 process, and sends back the result; only the driver (the pytest process) reads and writes the
 records, so no filesystem is shared. The actors receive the suites' and templates' text from the
-driver and import it from a temporary folder: a host needs tunebench and Ray (``pip install 'ray>=2.9'``)
-and its compilers, not the project. All devices must share one fingerprint, since records are
-kept per device: a cluster of mixed devices is refused, naming what it found.
+driver and import it from a temporary folder, removed when the actor ends, however it ends: a host
+needs tunebench and Ray (``pip install 'ray>=2.9'``) and its compilers, not the project. All
+devices must share one fingerprint, since records are kept per device: a cluster of mixed devices
+is refused, naming what it found.
 
 A task's search stays the strategy's: the candidate it asks for is measured on one device while
 the others measure the candidates it will ask next (:meth:`Strategy.upcoming
@@ -24,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from concurrent.futures import Future
 from pathlib import Path
@@ -106,6 +109,38 @@ def suite_files(root: Path) -> list[str]:
     return sorted(found)
 
 
+#: A device's sentinel: run with the actor's pid and folders, it removes them once the actor's
+#: process has ended, however it ended (ray.kill, a signal, its driver gone: close never ran). It
+#: forks and the fork waits, since Ray kills an actor's children with it, whatever their session,
+#: but not their children. A fresh interpreter, not a fork of the actor: it holds none of the
+#: actor's sockets and bears no "ray::" title, which ``ray stop`` kills; the standard library
+#: alone, since importing tunebench to wait would cost half a second and 30 MB more per device.
+SENTINEL = """\
+import os, select, shutil, sys, time
+owner = int(sys.argv[1])
+try:
+    ended = os.pidfd_open(owner)  # the actor's: it waits for this process meanwhile
+except OSError:  # no pidfd here (Linux before 5.3): asked every half second
+    ended = None
+if os.fork():
+    os._exit(0)
+if ended is not None:
+    select.select([ended], [], [])  # readable once the actor has ended
+else:
+    while os.path.exists(f"/proc/{owner}"):
+        time.sleep(0.5)
+for folder in sys.argv[2:]:
+    shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
+def _sentinel(*folders: Path) -> None:
+    """Have ``folders`` removed once this process has ended (see :data:`SENTINEL`); a sentinel
+    that did not start costs only a killed actor's folders."""
+    subprocess.run([sys.executable, "-c", SENTINEL, str(os.getpid()), *map(str, folders)], start_new_session=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def _code(folder: Path, seen: frozenset = frozenset()):
     """The files under ``folder`` worth sending, its subfolders' too (a linked one as well, but
     not one leading back to a folder on the way: a loop)."""
@@ -128,14 +163,15 @@ class Device:
         from tunebench.workers import Workers
         self.workers = Workers(target, timeout=timeout)
         self.target = target
-        self.root: Path | None = None  # the project's copy, once loaded
+        self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))  # the project's copy, once loaded
+        _sentinel(self.root)
 
     def load(self, files: dict[str, str | bytes], suites: list[str]) -> dict[str, str]:
-        """Write the project's files to a temporary folder and import its ``suites``, so that the
+        """Write the project's files to this device's folder and import its ``suites``, so that the
         worker knows the kernels the jobs name; the suites that failed to import, by path
         relative to the project, with their errors (the others' jobs run)."""
         from tunebench.lookup import load_suites
-        root = self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))
+        root = self.root
         for relative, text in files.items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             if isinstance(text, bytes):
@@ -175,8 +211,7 @@ class Device:
     def close(self) -> None:
         """The worker stopped and the project's copy removed: a host serves many tunes."""
         self.workers.close()
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class ClusterWorkers:
