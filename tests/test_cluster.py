@@ -274,9 +274,10 @@ cluster.ClusterWorkers.submit = kill_at_second_job
 
 
 @pytest.mark.parametrize("cluster", [3], indirect=True)
-def test_no_copy_of_the_project_outlives_a_device_killed_mid_run(project, pytester, cluster, host_temp, monkeypatch):
+def test_a_device_killed_mid_run_leaves_no_folder_behind(project, pytester, cluster, host_temp, monkeypatch):
     """A device killed (ray.kill, a SIGKILL; its driver gone) never ran its close: its copy of
-    the project stayed in its host's temp folder, one per killed device and run."""
+    the project and its workers' folder of inputs stayed in its host's temp folder, one each per
+    killed device and run."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
     root = project()
@@ -291,7 +292,7 @@ def test_no_copy_of_the_project_outlives_a_device_killed_mid_run(project, pytest
     # measured again on the first device
     assert trials(root)[1] == sorted((bucket, shape, config, "measured") for config in configs
                                      for bucket, shape in (("small", (1000,)), ("large", (20000,)), ("large", (50000,))))
-    assert not list(host_temp.glob("tunebench-device-*"))
+    assert not list(host_temp.glob("tunebench-*"))  # no device's copy of the project, nor its workers' inputs
 
 
 TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"

@@ -88,7 +88,7 @@ def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_the
             workers.restart()
             result = workers.trial(CompareJob("double_kept", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
             assert result["status"] == "ok", result
-        folder = workers._inputs
+        folder = workers.inputs
         (kept_args, reference), = [kept(folder, "double_kept", (1000,), "float32")]
     finally:
         workers.close()

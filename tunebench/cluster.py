@@ -6,10 +6,11 @@ cluster this machine belongs to (``ray start``). Each device is a Ray actor that
 a :class:`~tunebench.workers.Workers` of its own: it builds and measures on its host, in a worker
 process, and sends back the result; only the driver (the pytest process) reads and writes the
 records, so no filesystem is shared. The actors receive the suites' and templates' text from the
-driver and import it from a temporary folder, removed when the actor ends, however it ends: a host
-needs tunebench and Ray (``pip install 'ray>=2.9'``) and its compilers, not the project. All
-devices must share one fingerprint, since records are kept per device: a cluster of mixed devices
-is refused, naming what it found.
+driver and import it from a temporary folder, removed with its workers' folder of inputs (see
+:mod:`tunebench.prepared`) when the actor ends, however it ends: a host needs tunebench and Ray
+(``pip install 'ray>=2.9'``) and its compilers, not the project. All devices must share one
+fingerprint, since records are kept per device: a cluster of mixed devices is refused, naming
+what it found.
 
 A task's search stays the strategy's: the candidate it asks for is measured on one device while
 the others measure the candidates it will ask next (:meth:`Strategy.upcoming
@@ -164,7 +165,7 @@ class Device:
         self.workers = Workers(target, timeout=timeout)
         self.target = target
         self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))  # the project's copy, once loaded
-        _sentinel(self.root)
+        _sentinel(self.root, self.workers.inputs)
 
     def load(self, files: dict[str, str | bytes], suites: list[str]) -> dict[str, str]:
         """Write the project's files to this device's folder and import its ``suites``, so that the

@@ -518,7 +518,7 @@ class Workers:
         # the worker's stdout and stderr, a file without a name (nothing is left behind), appended
         # to whatever the parent reads: the last lines a candidate printed before it died
         self._log = tempfile.TemporaryFile(prefix="tunebench-worker-")
-        self._inputs = inputs_folder()  # slow shapes' arguments and references, for the next worker
+        self.inputs = inputs_folder()  # slow shapes' arguments and references, for the next worker
         fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
 
     def compiler(self, kernel: str, variant) -> str | None:
@@ -532,7 +532,7 @@ class Workers:
         self._clock = context.RawArray("d", 3)
         release_pools()  # the worker's candidates make pools of their own
         self._process = context.Process(target=_serve, args=(child, self.target, os.getpid(), self._clock,
-                                                             self._log.fileno(), self._conn.fileno(), self._inputs),
+                                                             self._log.fileno(), self._conn.fileno(), self.inputs),
                                         daemon=True, name=f"tunebench-{self.target}-worker")
         self._process.start()
         child.close()
@@ -684,7 +684,7 @@ class Workers:
         """The worker stopped and its log closed: the run is over."""
         self._stop()
         self._log.close()
-        shutil.rmtree(self._inputs, ignore_errors=True)
+        shutil.rmtree(self.inputs, ignore_errors=True)
 
     def _stop(self) -> None:
         if self._process is not None:
