@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,30 @@ def test_a_device_killed_mid_run_leaves_no_folder_behind(project, pytester, clus
     assert trials(root)[1] == sorted((bucket, shape, config, "measured") for config in configs
                                      for bucket, shape in (("small", (1000,)), ("large", (20000,)), ("large", (50000,))))
     assert not list(host_temp.glob("tunebench-*"))  # no device's copy of the project, nor its workers' inputs
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "asked"])
+def test_a_devices_sentinel_removes_its_folders_once_the_actor_has_ended_not_before(tmp_path, pidfd):
+    """Without a pidfd (Linux before 5.3) the sentinel asks the process every half second."""
+    from tunebench.cluster import SENTINEL
+
+    actor = subprocess.Popen(["sleep", "600"])
+    folders = [tmp_path / "copy", tmp_path / "inputs"]
+    for folder in folders:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "file").write_text("x")
+    script = SENTINEL if pidfd else "import os\ndel os.pidfd_open\n" + SENTINEL
+    try:
+        subprocess.run([sys.executable, "-c", script, str(actor.pid), *map(str, folders)], check=True)
+        time.sleep(1.5)  # a sentinel that did not wait would have removed them by now
+        assert all(folder.is_dir() for folder in folders)
+    finally:
+        actor.kill()
+        actor.wait()
+    deadline = time.monotonic() + 30
+    while any(folder.exists() for folder in folders) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(folder.exists() for folder in folders)
 
 
 TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"

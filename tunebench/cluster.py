@@ -117,19 +117,21 @@ def suite_files(root: Path) -> list[str]:
 #: actor's sockets and bears no "ray::" title, which ``ray stop`` kills; the standard library
 #: alone, since importing tunebench to wait would cost half a second and 30 MB more per device.
 SENTINEL = """\
-import os, select, shutil, sys, time
+import contextlib, os, select, shutil, sys, time
 owner = int(sys.argv[1])
 try:
     ended = os.pidfd_open(owner)  # the actor's: it waits for this process meanwhile
-except OSError:  # no pidfd here (Linux before 5.3): asked every half second
+except (OSError, AttributeError):  # no pidfd here (Linux before 5.3, another system): asked every half second
     ended = None
 if os.fork():
     os._exit(0)
 if ended is not None:
     select.select([ended], [], [])  # readable once the actor has ended
 else:
-    while os.path.exists(f"/proc/{owner}"):
-        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError):  # raised once the actor has ended
+        while True:
+            os.kill(owner, 0)
+            time.sleep(0.5)
 for folder in sys.argv[2:]:
     shutil.rmtree(folder, ignore_errors=True)
 """
