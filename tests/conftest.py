@@ -29,8 +29,8 @@ void axpb(const real *x, real *y, int n, real a, real b)
 }
 """
 
-#: A suite over AXPB_C: 3 x 2 x 3 = 18 configs, of which vec * unroll <= 4 leaves 12 valid
-#: (6 per mode); two buckets over the one dim N.
+#: A suite over AXPB_C: 3 x 2 configs per mode (MODES, a test's choice), of which vec * unroll
+#: <= 4 leaves 5 valid per mode; two buckets over the one dim N.
 AXPB_SUITE = """\
 import numpy as np
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
