@@ -13,6 +13,7 @@ from tests.conftest import AXPB_C, TWICE_C, ascii_locale
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
+from tunebench.backends import cpu
 from tunebench.backends.cpu import CpuBackend
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
@@ -1114,5 +1115,39 @@ def test_a_complex_scalar_is_passed_by_value_as_the_kernel_takes_it(tmp_path, su
                     reference=lambda n, a, x, b: a * x + b, outputs=["y"], cpu=variant)
     got, want = run_once(CpuBackend(), kernel, variant, {"U": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+    (checked,) = compile_check.check([kernel], "cpu", sample=1)
+    assert checked.ok, checked.failures
+
+
+@pytest.mark.parametrize("suffix, dtype, ctype", [(".c", "complex64", "float _Complex"),
+                                                  (".c", "complex128", "double _Complex"),
+                                                  (".cpp", "complex64", "std::complex<float>"),
+                                                  (".cpp", "complex128", "std::complex<double>")])
+def test_a_complex_dtype_is_tb_dtype_in_the_templates_language_declared_ahead_of_it_and_its_helpers(
+        tmp_path, suffix, dtype, ctype):
+    """complex64 and complex128 had no C type on the cpu target: a complex task was refused. A C++
+    template's is std::complex, its header included ahead of the template (and of a source file of
+    its flags), neither of which includes it itself."""
+    extern = 'extern "C" ' if suffix == ".cpp" else ""
+    (tmp_path / f"scale{suffix}").write_text("TB_DTYPE scale(TB_DTYPE z) { return z * (TB_DTYPE)S; }\n")
+    (tmp_path / f"k{suffix}").write_text(
+        f"#include <stddef.h>\n// tunebench: params\nTB_DTYPE scale(TB_DTYPE z);\n"
+        f"{extern}void k(const TB_DTYPE *x, TB_DTYPE *y, int n) {{ for (int i = 0; i < n; ++i) y[i] = scale(x[i]); }}\n")
+    variant = Variant(source=f"k{suffix}", entry="k", space=Space({"S": [2]}), heuristic=lambda shape: {"S": 2},
+                      flags=(f"scale{suffix}",), origin=tmp_path, dtypes=(dtype,))
+    include = "#include <complex>\n" if suffix == ".cpp" else ""
+    text, (helper,) = cpu.source(variant, {"S": 2}, dtype), cpu.source_inputs(variant, {"S": 2}, dtype).values()
+    for rendered in (text, helper):
+        assert rendered.startswith(include + '#line 1 "') and f"#define TB_DTYPE {ctype}\n" in rendered
+    assert text.index("#include <stddef.h>") < text.index("#define TB_DTYPE")  # the params where the template has them
+    kernel = Kernel(f"k_{dtype}{suffix[1:]}", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                    args=lambda shape, dtype, rng: {"x": (rng.random(shape[0]) + 1j * rng.random(shape[0])).astype(dtype),
+                                                    "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+                    reference=lambda x, n: 2 * x.astype(np.complex128), outputs=["y"], cpu=variant)
+    backend = CpuBackend()
+    args = kernel.build_args((9,), dtype)
+    runner = backend.load(backend.build(kernel, variant, {"S": 2}, dtype), kernel, variant, {"S": 2}, (9,), args)
+    runner.call()
+    np.testing.assert_allclose(runner.outputs()[0], 2 * args["x"], rtol=1e-6)
     (checked,) = compile_check.check([kernel], "cpu", sample=1)
     assert checked.ok, checked.failures

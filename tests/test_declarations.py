@@ -618,10 +618,10 @@ def test_integer_and_float16_kernels_tune_exactly_and_an_unknown_dtype_is_a_coll
     trials = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials").all()
     assert {(t["dtype"], t["config"]["skip"], t["status"] == "wrong_result") for t in trials} == {
         (d, s, s == 1) for d in ("int32", "uint8", "int64", "float16") for s in (0, 1)}
-    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "complex64")'))
+    suite.write_text(IADD_SUITE.replace("DTYPES", '("int32", "complex256")'))
     result = pytester.runpytest("test_iadd.py", *TUNE)
-    result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'complex64' has no C type on the cpu target "
-                                 "(float32, float64, float16, bfloat16, int8, *)*"])
+    result.stdout.fnmatch_lines(["*suite test_iadd.py::iadd: dtype 'complex256' has no C type on the cpu target "
+                                 "(float32, float64, float16, bfloat16, complex64, complex128, int8, *)*"])
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
@@ -1311,7 +1311,7 @@ def test_the_if_check_needs_no_c_type_of_the_first_dtype_nor_a_compiler_to_refus
     compiler on the machine (a CUDA box), FileNotFoundError: each a traceback at collection."""
     (tmp_path / "axpb.c").write_text("#ifdef fast\nint k(void) { return 1; }\n#endif\n")
     variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb", heuristic=lambda shape: {"fast": False},
-                                space=tunebench.Space({"fast": [False, True]}), dtypes=("complex64",))
+                                space=tunebench.Space({"fast": [False, True]}), dtypes=("complex256",))
     kernel = tunebench.Kernel("no_ctype", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
                                                                                             shapes=[(8,)])]),
                               args=lambda shape, dtype, rng: {"y": np.empty(8, dtype)}, reference=lambda: np.zeros(8),
@@ -1319,7 +1319,7 @@ def test_the_if_check_needs_no_c_type_of_the_first_dtype_nor_a_compiler_to_refus
     with pytest.raises(tunebench.KernelError, match="tests whether bool param 'fast' is defined"):
         kernel.check(variant, "cpu")
     monkeypatch.setattr("tunebench.backends.cpu.CC", str(tmp_path / "no-such-cc"))
-    with pytest.raises(tunebench.KernelError, match="dtype 'complex64' has no C type"):
+    with pytest.raises(tunebench.KernelError, match="dtype 'complex256' has no C type"):
         kernel.check(variant, "cpu")  # the preprocessor cannot run: it judges nothing
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.backends import cpu, cuda
-from tunebench.backends.base import PARAMS_HERE, macros, render
+from tunebench.backends.base import PARAMS_HERE, macros
 from tunebench.kernel import Kernel
 from tunebench.lookup import best, check_known, declaration, device_named, lookup, this_device
 
@@ -49,16 +49,24 @@ class Tuned:
     def defines(self, shape: Sequence[int], dtype=None) -> list[str]:
         """The config as compiler flags, as tunebench itself builds the template for the device's
         target: ``["-Dvec=8", ..., "-DTB_DTYPE=float", "-DTB_UNROLL(n)=..."]`` (a template reads
-        them as it did when it was tuned; ``-include`` ahead, with the header that declares a CUDA
-        dtype's type where it has one). A list of arguments, one flag each, not a shell line."""
+        them as it did when it was tuned; ``-include`` ahead, with the header that declares the
+        type where it has one: a CUDA dtype's, a C++ template's complex). A list of arguments, one
+        flag each, not a shell line."""
         choice, target, backend, variant = self._built_as(shape, dtype)
         if variant is not None and _places_params(variant.template):
             raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
                              f"`// tunebench: params` line, after headers that flags would rewrite: build "
                              f"source(shape) instead, the template with the config's #defines there")
-        header = cuda.CTYPE_HEADERS.get(choice.dtype) if backend is cuda else None
+        if backend is cuda:
+            ctype, header = cuda.CTYPES[choice.dtype], cuda.CTYPE_HEADERS.get(choice.dtype)
+        elif variant is None and choice.dtype in cpu.CXX_CTYPES:
+            raise LookupError(f"kernel {choice.kernel!r}: TB_DTYPE's type in {choice.dtype} is its template's "
+                              f"language's ({cpu.CTYPES[choice.dtype]} in C, {cpu.CXX_CTYPES[choice.dtype]} in "
+                              f"C++), known from its declaration, which no suite found declares: pass suites=")
+        else:
+            ctype, header = cpu.ctype(choice.dtype, cpu.language(variant) if variant is not None else "c")
         return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
-            choice.config, backend.CTYPES[choice.dtype], target).items()]
+            choice.config, ctype, target).items()]
 
     def flags(self) -> list[str]:
         """The compiler flags besides :meth:`defines` that tunebench built the template with on
@@ -83,9 +91,7 @@ class Tuned:
         if variant is None:
             raise LookupError(f"kernel {choice.kernel!r}: its template is known from its declaration, which no "
                               f"suite found declares: pass suites=")
-        if backend is cuda:
-            return cuda.source(variant, choice.config, choice.dtype)
-        return render(variant, choice.config, cpu.CTYPES[choice.dtype])
+        return backend.source(variant, choice.config, choice.dtype)
 
     def _built_as(self, shape: Sequence[int], dtype) -> tuple:
         """(the answer for ``shape``, its target, that target's backend module, the kernel's

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunebench.backends import cpu, cuda, launch, params
-from tunebench.backends.base import BuildEnvironmentError, explain, render, render_inputs
+from tunebench.backends.base import BuildEnvironmentError, explain
 from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
@@ -149,8 +149,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
             inspect = launch.compiled_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
-                else render(variant, config, cpu.CTYPES[dtype]), suffix, variant.path.name, inspect,
-                None if target == "cuda" else render_inputs(variant, config, cpu.CTYPES[dtype])))
+                else cpu.source(variant, config, dtype), suffix, variant.path.name, inspect,
+                None if target == "cuda" else cpu.source_inputs(variant, config, dtype)))
                 for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant).items()
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters

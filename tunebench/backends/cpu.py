@@ -61,9 +61,19 @@ FLAGS = ("-O3", "-g", "-march=native", "-fopenmp", "-fPIC", "-shared", "-Wl,-z,d
 STANDARD = {"c": "-std=gnu11", "c++": "-std=gnu++17"}
 #: The dtypes no C compiler has a type for (8-bit floats): a template reads them as their bits.
 BITS_ONLY = ("float8_e4m3fn", "float8_e5m2")
-#: _Float16 from gcc 12; __bf16 only from gcc 13 and clang 17 (see :func:`dtype_problem`).
-CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "__bf16", **INTEGER_CTYPES,
+#: _Float16 from gcc 12; __bf16 only from gcc 13 and clang 17 (see :func:`dtype_problem`); the
+#: complex dtypes as C has them (a C++ template's: :data:`CXX_CTYPES`).
+CTYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "__bf16",
+          "complex64": "float _Complex", "complex128": "double _Complex", **INTEGER_CTYPES,
           **dict.fromkeys(BITS_ONLY, "unsigned char")}
+#: A C++ template's complex dtypes: ``std::complex``, which a C++ kernel's author computes with
+#: (``std::conj``, ``std::abs``, ``.real()`` take it; g++ accepts C's ``float _Complex`` too, but
+#: no function of the standard library does). It takes no ``2 * z`` (an int), only ``2.0f * z``,
+#: as any std::complex code has it; the ABI passes both alike (see :class:`_Complex`).
+CXX_CTYPES = {"complex64": "std::complex<float>", "complex128": "std::complex<double>"}
+#: The header that declares each of :data:`CXX_CTYPES`, included ahead of the template (where no
+#: param's #define can rewrite it): a template naming only TB_DTYPE needs no include of its own.
+CXX_HEADERS = dict.fromkeys(CXX_CTYPES, "complex")
 #: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
 ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
 
@@ -106,6 +116,33 @@ def compiler(lang: str) -> str:
     return CXX if lang == "c++" else CC
 
 
+def ctype(dtype: str, lang: str) -> tuple[str, str | None]:
+    """TB_DTYPE's type for a dtype in a template of ``lang``, and the header that declares it
+    (None where the language has the type itself)."""
+    if lang == "c++" and dtype in CXX_CTYPES:
+        return CXX_CTYPES[dtype], CXX_HEADERS[dtype]
+    return CTYPES[dtype], None
+
+
+def _declared(text: str, header: str | None) -> str:
+    """``text`` after the ``#include`` of ``header``, where there is one."""
+    return f"#include <{header}>\n{text}" if header else text
+
+
+def source(variant: Variant, config: Mapping, dtype: str) -> str:
+    """What the compiler builds for a config and dtype: the rendered template, after the header
+    that declares TB_DTYPE's type where it needs one (a C++ complex)."""
+    name, header = ctype(dtype, language(variant))
+    return _declared(render(variant, config, name), header)
+
+
+def source_inputs(variant: Variant, config: Mapping, dtype: str) -> dict[str, str]:
+    """The source files built with the template (see :func:`render_inputs`), each as
+    :func:`source` gives the template: a helper reading TB_DTYPE declares it alike."""
+    name, header = ctype(dtype, language(variant))
+    return {path: _declared(text, header) for path, text in render_inputs(variant, config, name).items()}
+
+
 def code_flags(variant: Variant) -> list[str]:
     """The flags of a build that decide its code (not its form as a library): what a framework
     building the template itself passes for the code tunebench measured."""
@@ -122,8 +159,8 @@ def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], st
     path = shutil.which(compiler(lang))
     if path is None:
         return None
-    ctype = CTYPES.get(variant.dtypes[0], "float")  # the code's type, which no #if reads
-    return version_of(path), [path, "-E", "-P", *code_flags(variant), "-x", lang, "-"], render(variant, config, ctype)
+    dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
+    return version_of(path), [path, "-E", "-P", *code_flags(variant), "-x", lang, "-"], source(variant, config, dtype)
 
 
 def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:
@@ -384,14 +421,14 @@ class CpuBackend(Backend):
         problem = dtype_problem(dtype, variant)
         if problem:
             raise CompileError(problem)
-        source, lang = render(variant, config, CTYPES[dtype]), language(variant)
+        text, lang = source(variant, config, dtype), language(variant)
         command = gcc_command(copy_flags(variant), lang)
         # -march=native: a build is only valid on a CPU with the same ISA
         tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *copy_flags(variant), *native_isa()))
         try:
-            path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", source, tag, (source_suffix(lang), ".so"),
+            path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(
-                                                       command, src, out, render_inputs(variant, config, CTYPES[dtype])))
+                                                       command, src, out, source_inputs(variant, config, dtype)))
         except CompileError as e:
             raise CompileError(explain(variant, config, str(e)), cached=e.cached) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
