@@ -1,9 +1,11 @@
 """bfloat16 and the 8-bit floats, the dtypes numpy lacks: declared, built, poisoned, checked,
 recorded and looked up by name like numpy's own, on a compiler with ``__bf16`` and on one
-without it."""
+without it; and the complex dtypes, in a C and a C++ template's type."""
 
 import re
 import shutil
+import subprocess
+import sys
 
 import ml_dtypes
 
@@ -17,6 +19,7 @@ from tests.test_plugin import TUNE
 from tunebench import dtypes, measure
 from tunebench.backends import cpu, cuda
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
+from tunebench.cli import main
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
 #: stops and a gate skips, as documented, and how a dtype is built, verified and looked up goes
@@ -306,6 +309,25 @@ def test_an_output_keyed_by_its_name_has_its_own_tolerance_and_a_misspelt_key_is
                              outputs=["y"], tolerance={"float32": bad}, cpu=kernel.variants["cpu"])
 
 
+def test_a_complex_task_or_output_is_verified_within_its_parts_floats_tolerance():
+    """complex64 and complex128 had no default tolerance: a complex64 task compared exactly, and a
+    kernel right to its float32 rounding was a wrong result."""
+    for complex_, real in (("complex64", "float32"), ("complex128", "float64")):
+        assert tunebench.kernel.DEFAULT_TOLERANCE[complex_] == tunebench.kernel.DEFAULT_TOLERANCE[real]
+    kernel = tunebench.Kernel(
+        "cmixed", buckets=tunebench.Buckets("N", [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["z"],
+        cpu=tunebench.Variant(source="k.c", entry="k", heuristic=lambda shape: {}, space=tunebench.Space({})))
+    f32 = kernel.tolerance["float32"]
+    assert kernel.tolerances("complex64", {"z": np.empty(8, np.complex64)}) == [f32]
+    assert kernel.tolerances("float64", {"z": np.empty(8, np.complex64)}) == [f32]  # the looser: the output's
+    exact = np.exp(1j * np.linspace(0, 7, 1001)) * np.linspace(-400, 400, 1001)
+    rounded = exact.astype(np.complex64)
+    assert measure.compare([rounded], [exact], ["z"], [f32])[1] is None
+    off = (rounded.astype(np.complex128) * (1 + 2j * f32[0])).astype(np.complex64)  # off in its phase alone
+    assert "values off" in measure.compare([off], [exact], ["z"], [f32])[1]
+
+
 class PrintedDtype:
     """A framework's dtype object as its printed form and ``name`` attribute show it."""
 
@@ -325,3 +347,93 @@ class PrintedDtype:
 def test_a_frameworks_dtype_means_the_numpy_dtype_of_its_name(framework, dtype, expected):
     """Paddle's ``paddle.float32`` was refused: its ``name`` is ``FLOAT32``."""
     assert dtypes.numpy_dtype(dtype).name == expected, framework
+
+
+#: y = a * x + 1 in complex numbers, TB_DTYPE's in C; ``skip`` leaves the last element unwritten.
+CAXPY_C = """\
+typedef TB_DTYPE cplx;
+void caxpy(const cplx *x, cplx *y, int n, cplx a)
+{
+    TB_UNROLL(unroll)
+    for (int i = 0; i < n - skip; ++i) y[i] = a * x[i] + (cplx)1.0f;
+}
+"""
+
+#: The same in C++, with the conjugate of x as std::complex gives it: the template includes no
+#: <complex> of its own, as one need not for TB_DTYPE.
+CAXPY_CPP = """\
+typedef TB_DTYPE cplx;
+extern "C" void caxpy(const cplx *x, cplx *y, int n, cplx a)
+{
+    TB_UNROLL(unroll)
+    for (int i = 0; i < n - skip; ++i) y[i] = a * std::conj(x[i]) + cplx(1.0f);
+}
+"""
+
+CAXPY_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng):
+    (n,) = shape
+    x = rng.uniform(-4, 4, n) + 1j * rng.uniform(-4, 4, n)
+    return {"x": x.astype(dtype), "y": np.empty(n, dtype), "n": np.int32(n), "a": np.dtype(dtype).type(0.5 - 1.5j)}
+
+caxpy = Kernel(
+    "caxpy", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1001,)])]),
+    args=args, reference=lambda x, n, a: np.complex128(a) * CONJ(x.astype(np.complex128)) + 1, outputs=["y"],
+    cpu=Variant(source="SOURCE", entry="caxpy", heuristic=lambda shape: {"unroll": 1, "skip": 0},
+                space=Space({"unroll": [1, 2], "skip": [0, 1]}), dtypes=("complex64",)),
+)
+"""
+
+
+@pytest.mark.parametrize("source", ["caxpy.c", "caxpy.cpp"])
+def test_a_complex_kernel_in_tb_dtype_tunes_is_verified_gated_served_by_best_and_exported(pytester, source, tmp_path):
+    """A complex64 task was refused on the CPU ("dtype 'complex64' has no C type"), whatever the
+    template: a complex kernel was declared float32, and best(dtype=complex64) served nothing."""
+    template = CAXPY_C if source.endswith(".c") else CAXPY_CPP
+    pytester.path.joinpath(source).write_text(template)
+    pytester.path.joinpath("test_caxpy.py").write_text(
+        CAXPY_SUITE.replace("SOURCE", source).replace("CONJ", "" if source.endswith(".c") else "np.conj"))
+    pytester.runpytest("test_caxpy.py", *TUNE).assert_outcomes(passed=3, failed=2)  # the baseline; skip 1 is caught
+    table = TinyDB(next((pytester.path / "records").glob("*.json"))).table("trials")
+    # verified, each right config then measured to the end or stopped as slower than the best
+    assert {(t["dtype"], t["config"]["unroll"], t["config"]["skip"], t["status"] == "wrong_result")
+            for t in table.all()} == {("complex64", u, s, s == 1) for u in (1, 2) for s in (0, 1)}
+    assert {tuple(t["tolerances"]["y"]) for t in table.all()} == {("complex64", 1e-4, 1e-5)}  # float32's
+    pytester.runpytest("test_caxpy.py", *GATE).assert_outcomes(passed=1)  # the complex64 task's records read
+    asked = {"records": pytester.path / "records", "suites": pytester.path}
+    served = tunebench.lookup("caxpy", (1001,), dtype="complex64", **asked)
+    assert (served.dtype, served.config["skip"], served.objective_ms > 0) == ("complex64", 0, True)
+    # the records' answer: a faster config, or the heuristic's own where the final round kept it
+    assert served.source == "tuned" or served.reason.startswith("the final round kept it")
+    for dtype in (np.complex64, np.dtype(np.complex64), PrintedDtype("torch.complex64", "complex64")):
+        assert tunebench.best("caxpy", (1001,), dtype=dtype, **asked) == served.config
+    # a framework's own build, with the defines and flags the tune built it with
+    handle = tunebench.tuned("caxpy", dtype="complex64", **asked)
+    compiler = "gcc" if source.endswith(".c") else "g++"
+    built = subprocess.run([compiler, *handle.flags(), "-fPIC", "-shared", *handle.defines((1001,)),
+                            str(pytester.path / source), "-o", str(tmp_path / "own.so")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    # a framework that loads no suite: the records do not say the template's language, whose type it is
+    bare = subprocess.run([sys.executable, "-c", "import tunebench; print(tunebench.tuned('caxpy', "
+                           f"dtype='complex64', records={str(asked['records'])!r}).defines((1001,)))"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert ("LookupError: kernel 'caxpy': TB_DTYPE's type in complex64 is its template's language's (float "
+            "_Complex in C, std::complex<float> in C++), known from its declaration, which no suite found "
+            "declares: pass suites=") in bare.stderr
+    # the export: one dispatch function for the complex64 task, agreeing with best()
+    assert main(["export", "--out", str(tmp_path), "--records", str(asked["records"]), "--suites",
+                 str(pytester.path)]) == 0
+    (tmp_path / "main.c").write_text('#include <stdio.h>\n#include "tunebench_configs.h"\nint main(void)\n{\n'
+                                     "    tb_caxpy_complex64_config c = tb_caxpy_complex64(1001);\n"
+                                     '    printf("%d %d %d\\n", c.tuned, c.unroll, c.skip);\n    return 0;\n}\n')
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "main.c"), "-o",
+                    str(tmp_path / "main"), "-lm"], check=True)
+    printed = subprocess.run([tmp_path / "main"], check=True, capture_output=True, text=True).stdout.split()
+    assert printed == [str(int(served.source == "tuned")), str(served.config["unroll"]), str(served.config["skip"])]
+    # the report in a process of its own: matplotlib, first imported under pytester, is not imported twice
+    subprocess.run([sys.executable, "-m", "tunebench.cli", "report", "--records", str(asked["records"]), "--suites",
+                    str(pytester.path), "--out", str(tmp_path / "report")], check=True, capture_output=True)
+    assert re.search(r"\| caxpy \| all \| complex64 \|", (tmp_path / "report" / "report.md").read_text())

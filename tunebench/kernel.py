@@ -55,6 +55,9 @@ DEFAULT_TOLERANCE = {
     "float8_e5m2": (2.0**-2, 2.0**-14),
     **{f"{sign}{bits}": (0.0, 0.0) for sign in ("int", "uint") for bits in (8, 16, 32, 64)},  # exact
 }
+#: A complex dtype's: its parts' float's, as |out - ref| of two complex values is off about as
+#: much as a part is (measure.py compares complex outputs so).
+DEFAULT_TOLERANCE.update(complex64=DEFAULT_TOLERANCE["float32"], complex128=DEFAULT_TOLERANCE["float64"])
 
 def _tolerance_pair(given) -> bool:
     """Whether a tolerance is (rtol, atol), two numbers >= 0."""
