@@ -147,6 +147,26 @@ def test_a_reference_coarser_than_its_output_is_told_by_its_significand_not_its_
         assert kernel.expected(kernel.build_args((8,), output))[0].dtype == np.dtype(reference)
 
 
+def test_a_complex64_reference_cannot_check_a_complex128_output(tmp_path):
+    """A complex64 reference of a complex128 task passed the check, and every config, off from it
+    by complex64's rounding, was a wrong result."""
+    (tmp_path / "k.c").write_text("void k(void *y, int n) {}\n")
+    out = {}
+    kernel = tunebench.Kernel(
+        "coarse_complex", buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+        args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},
+        reference=lambda n: (np.arange(int(n)) * (1 + 1j) / 3).astype(out["as"]), outputs=["y"],
+        cpu=tunebench.Variant(source=tmp_path / "k.c", entry="k", space=tunebench.Space({"b": [1]}),
+                              heuristic=lambda shape: {"b": 1}, dtypes=("complex64", "complex128")))
+    out["as"] = "complex64"
+    with pytest.raises(tunebench.KernelError, match="the reference returned complex64 for output 'y' of complex128: "
+                                                    "compute it in complex128 or a more precise type"):
+        kernel.expected(kernel.build_args((8,), "complex128"))
+    for reference, output in (("complex64", "complex64"), ("complex128", "complex64"), ("complex128", "complex128")):
+        out["as"] = reference
+        assert kernel.expected(kernel.build_args((8,), output))[0].dtype == np.dtype(reference)
+
+
 def test_an_extension_dtype_whose_package_is_missing_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(dtypes.EXTENSION_FLOATS, "float8_tb", "no_such_dtypes_package")
     with pytest.raises(ValueError, match="dtype 'float8_tb' is no_such_dtypes_package's: pip install "

@@ -83,8 +83,8 @@ def kind(dtype: np.dtype) -> str:
 
 
 def significand_bits(dtype: np.dtype) -> int:
-    """The bits of a float's significand, the implicit one included (24 for float32, 8 for
-    bfloat16): how precisely it can hold a value."""
+    """The bits of a float's significand (a complex's parts'), the implicit one included (24 for
+    float32 and complex64, 8 for bfloat16): how precisely it can hold a value."""
     if dtype.name in EXTENSION_FLOATS:
         return importlib.import_module(EXTENSION_FLOATS[dtype.name]).finfo(dtype).nmant + 1
     return np.finfo(dtype).nmant + 1

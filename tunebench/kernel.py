@@ -1226,7 +1226,7 @@ class Kernel:
                                   f"{name!r}, which the args builder declares {want.shape}: fix the reference")
             got_kind, want_kind = kind(got.dtype), kind(want.dtype)
             if got_kind not in "biufc" or (got_kind == "c") != (want_kind == "c") or (
-                    got_kind == want_kind == "f" and significand_bits(got.dtype) < significand_bits(want.dtype)) or (
+                    got_kind == want_kind in "fc" and significand_bits(got.dtype) < significand_bits(want.dtype)) or (
                     got_kind == "f" and want_kind in "iu" and got.dtype.itemsize < 8
                     and significand_bits(got.dtype) < 8 * want.dtype.itemsize - (want_kind == "i")):
                 raise KernelError(f"kernel {self.name!r}: the reference returned {got.dtype} for output {name!r} "
