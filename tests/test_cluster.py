@@ -320,6 +320,29 @@ def test_a_devices_sentinel_removes_its_folders_once_the_actor_has_ended_not_bef
     assert not any(folder.exists() for folder in folders)
 
 
+def test_a_device_removes_the_copies_of_devices_that_ended_on_its_host_and_their_sentinels_did_not(
+        tmp_path, monkeypatch):
+    """A sentinel killed with its actor (the raylet as subreaper kills an actor's orphans too,
+    RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) or by the OOM killer left the
+    copy of the project for good: the next device on the host removes those of ended devices."""
+    from tunebench.cluster import Device
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = [tmp_path / f"tunebench-device-{ended.pid}-x", tmp_path / f"tunebench-inputs-{ended.pid}-x"]
+    live = tmp_path / f"tunebench-device-{os.getpid()}-y"
+    for folder in (*dead, live):
+        (folder / "suites").mkdir(parents=True)
+        (folder / "suites" / "test_k.py").write_text("")
+    device = Device("cpu", 10.0, None)
+    try:
+        assert not any(folder.exists() for folder in dead) and live.exists()
+        assert device.root.parent == tmp_path and device.root.name.startswith(f"tunebench-device-{os.getpid()}-")
+    finally:
+        device.close()
+
+
 TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"
 TWO_SUITE = """\
 import numpy as np

@@ -7,7 +7,8 @@ a :class:`~tunebench.workers.Workers` of its own: it builds and measures on its 
 process, and sends back the result; only the driver (the pytest process) reads and writes the
 records, so no filesystem is shared. The actors receive the suites' and templates' text from the
 driver and import it from a temporary folder, removed with its workers' folder of inputs (see
-:mod:`tunebench.prepared`) when the actor ends, however it ends: a host needs tunebench and Ray
+:mod:`tunebench.prepared`) when the actor ends, however it ends (by the next device started on
+that host, where what removes them was killed too): a host needs tunebench and Ray
 (``pip install 'ray>=2.9'``) and its compilers, not the project. All devices must share one
 fingerprint, since records are kept per device: a cluster of mixed devices is refused, naming
 what it found.
@@ -28,18 +29,20 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import Future
 from pathlib import Path
 
 from tunebench.compare import undisturbed
 from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
+from tunebench.prepared import folder as owned_folder
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
 MAX_FILE_BYTES = 1 << 20
 #: The most bytes shipped in all: beyond it a folder holds more than a project's code.
 MAX_SHIPPED_BYTES = 64 << 20
+#: A device's copy of the project is ``tunebench-device-<pid>-...`` in its host's temp folder.
+COPY_PREFIX = "tunebench-device-"
 
 
 def _flag_files(variant) -> tuple[Path, ...]:
@@ -113,9 +116,13 @@ def suite_files(root: Path) -> list[str]:
 #: A device's sentinel: run with the actor's pid and folders, it removes them once the actor's
 #: process has ended, however it ended (ray.kill, a signal, its driver gone: close never ran). It
 #: forks and the fork waits, since Ray kills an actor's children with it, whatever their session,
-#: but not their children. A fresh interpreter, not a fork of the actor: it holds none of the
-#: actor's sockets and bears no "ray::" title, which ``ray stop`` kills; the standard library
-#: alone, since importing tunebench to wait would cost half a second and 30 MB more per device.
+#: but not their children, by default: where the raylet is their subreaper
+#: (RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) it kills them too, and the OOM
+#: killer may end a sentinel; then the next device started on the host removes the folders of
+#: ended devices, named by their pid (see :func:`tunebench.prepared.folder`). A fresh
+#: interpreter, not a fork of the actor: it holds none of the actor's sockets and bears no "ray::"
+#: title, which ``ray stop`` kills; the standard library alone, since importing tunebench to wait
+#: would cost half a second and 30 MB more per device.
 SENTINEL = """\
 import contextlib, os, select, shutil, sys, time
 owner = int(sys.argv[1])
@@ -166,7 +173,7 @@ class Device:
         from tunebench.workers import Workers
         self.workers = Workers(target, timeout=timeout)
         self.target = target
-        self.root = Path(tempfile.mkdtemp(prefix="tunebench-device-"))  # the project's copy, once loaded
+        self.root = owned_folder(COPY_PREFIX)  # the project's copy, once loaded; ended devices' removed
         _sentinel(self.root, self.workers.inputs)
 
     def load(self, files: dict[str, str | bytes], suites: list[str]) -> dict[str, str]:

@@ -115,12 +115,13 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str) -> tuple[dict[str,
     return args, values[count:]
 
 
-def folder() -> Path:
-    """A fresh folder of this run's, in the temp folder; those of runs that ended without removing
-    theirs (killed) are removed first."""
-    for old in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
-        pid = old.name[len(PREFIX):].split("-")[0]
+def folder(prefix: str = PREFIX) -> Path:
+    """A fresh folder of this process's, ``prefix<pid>-...`` in the temp folder; those of
+    processes that ended without removing theirs (killed) are removed first. A cluster's device
+    names its copy of the project so too (see :mod:`tunebench.cluster`)."""
+    for old in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = old.name[len(prefix):].split("-")[0]
         with contextlib.suppress(OSError, ValueError):
             if old.stat().st_uid == os.getuid() and not alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
