@@ -343,6 +343,19 @@ def test_a_device_removes_the_copies_of_devices_that_ended_on_its_host_and_their
         device.close()
 
 
+def test_a_device_whose_sentinel_cannot_start_starts_all_the_same(tmp_path, monkeypatch):
+    """The sentinel's OSError (no interpreter to run it, no process left to fork) failed the
+    actor's start, and with it the device, for folders that a later device sweeps anyway."""
+    from tunebench.cluster import Device
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    device = Device("cpu", 10.0, None)
+    assert device.root.is_dir() and device.workers.inputs.is_dir()
+    device.close()
+    assert not device.root.exists() and not device.workers.inputs.exists()
+
+
 TWO_C = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] + 1.0f * step; }\n"
 TWO_SUITE = """\
 import numpy as np

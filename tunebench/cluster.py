@@ -146,9 +146,11 @@ for folder in sys.argv[2:]:
 
 def _sentinel(*folders: Path) -> None:
     """Have ``folders`` removed once this process has ended (see :data:`SENTINEL`); a sentinel
-    that did not start costs only a killed actor's folders."""
-    subprocess.run([sys.executable, "-c", SENTINEL, str(os.getpid()), *map(str, folders)], start_new_session=True,
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    that did not start (no interpreter, no process left to fork) costs a killed actor's folders
+    until the next device on this host, not the device."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run([sys.executable, "-c", SENTINEL, str(os.getpid()), *map(str, folders)], start_new_session=True,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _code(folder: Path, seen: frozenset = frozenset()):
