@@ -296,16 +296,30 @@ def test_a_device_killed_mid_run_leaves_no_folder_behind(project, pytester, clus
     assert not list(host_temp.glob("tunebench-*"))  # no device's copy of the project, nor its workers' inputs
 
 
+def sentinel_folders(tmp_path) -> list[Path]:
+    """A copy of the project and a folder of inputs, as a device gives its sentinel."""
+    folders = [tmp_path / "copy", tmp_path / "inputs"]
+    for folder in folders:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "file").write_text("x")
+    return folders
+
+
+def removed(folders) -> bool:
+    """Whether ``folders`` are gone within 30 s: the sentinel's fork is no child to wait for."""
+    deadline = time.monotonic() + 30
+    while any(folder.exists() for folder in folders) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(folder.exists() for folder in folders)
+
+
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "asked"])
 def test_a_devices_sentinel_removes_its_folders_once_the_actor_has_ended_not_before(tmp_path, pidfd):
     """Without a pidfd (Linux before 5.3) the sentinel asks the process every half second."""
     from tunebench.cluster import SENTINEL
 
     actor = subprocess.Popen(["sleep", "600"])
-    folders = [tmp_path / "copy", tmp_path / "inputs"]
-    for folder in folders:
-        (folder / "sub").mkdir(parents=True)
-        (folder / "sub" / "file").write_text("x")
+    folders = sentinel_folders(tmp_path)
     script = SENTINEL if pidfd else "import os\ndel os.pidfd_open\n" + SENTINEL
     try:
         subprocess.run([sys.executable, "-c", script, str(actor.pid), *map(str, folders)], check=True)
@@ -314,10 +328,34 @@ def test_a_devices_sentinel_removes_its_folders_once_the_actor_has_ended_not_bef
     finally:
         actor.kill()
         actor.wait()
-    deadline = time.monotonic() + 30
-    while any(folder.exists() for folder in folders) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(folder.exists() for folder in folders)
+    assert removed(folders)
+
+
+#: Prepended to the sentinel: no pidfd, and kill 0 answers as for a process of another user.
+ANOTHER_USERS_PID = """\
+import os
+del os.pidfd_open
+def kill(pid, signal):
+    raise PermissionError(1, "Operation not permitted")
+os.kill = kill
+"""
+
+
+def test_a_devices_sentinel_without_a_pidfd_takes_another_users_process_at_its_pid_for_its_actor_ended(tmp_path):
+    """The actor's pid, once the actor has ended, may be another user's process: kill 0 raised
+    PermissionError, which ended the sentinel, and the folders stayed. The actor was of the
+    sentinel's user, so a process at its pid that the sentinel may not signal is another one."""
+    from tunebench.cluster import SENTINEL
+
+    running = subprocess.Popen(["sleep", "600"])  # a process at that pid: its kill 0 never says it ended
+    folders = sentinel_folders(tmp_path)
+    try:
+        subprocess.run([sys.executable, "-c", ANOTHER_USERS_PID + SENTINEL, str(running.pid), *map(str, folders)],
+                       check=True)
+        assert removed(folders)
+    finally:
+        running.kill()
+        running.wait()
 
 
 def test_a_device_removes_the_copies_of_devices_that_ended_on_its_host_and_their_sentinels_did_not(

@@ -114,15 +114,20 @@ def suite_files(root: Path) -> list[str]:
 
 
 #: A device's sentinel: run with the actor's pid and folders, it removes them once the actor's
-#: process has ended, however it ended (ray.kill, a signal, its driver gone: close never ran). It
-#: forks and the fork waits, since Ray kills an actor's children with it, whatever their session,
-#: but not their children, by default: where the raylet is their subreaper
+#: process has ended, however it ended (ray.kill, a signal, its driver gone: close never ran).
+#: It forks and the fork waits, since Ray kills an actor's children with it, whatever their
+#: session, but not by default their children: where the raylet is their subreaper
 #: (RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) it kills them too, and the OOM
 #: killer may end a sentinel; then the next device started on the host removes the folders of
-#: ended devices, named by their pid (see :func:`tunebench.prepared.folder`). A fresh
-#: interpreter, not a fork of the actor: it holds none of the actor's sockets and bears no "ray::"
-#: title, which ``ray stop`` kills; the standard library alone, since importing tunebench to wait
-#: would cost half a second and 30 MB more per device.
+#: ended devices, named by their pid (see :func:`tunebench.prepared.folder`). Orphaned, the fork
+#: is init's child: under a PID 1 that reaps none (a container's entrypoint, no init) it stays a
+#: zombie once done, a pid and no memory or folder, per device started. Without a pidfd it asks
+#: the actor's pid (kill 0) every half second: a process there that it may not signal is another
+#: user's, which took the pid once its own user's actor had ended (records.alive, which asks
+#: whether any process holds a pid, says yes). A fresh interpreter, not a fork of the actor: it
+#: holds none of the actor's sockets and bears no "ray::" title, which ``ray stop`` kills; the
+#: standard library alone, since importing tunebench to wait would cost half a second and 30 MB
+#: more per device.
 SENTINEL = """\
 import contextlib, os, select, shutil, sys, time
 owner = int(sys.argv[1])
@@ -135,7 +140,7 @@ if os.fork():
 if ended is not None:
     select.select([ended], [], [])  # readable once the actor has ended
 else:
-    with contextlib.suppress(ProcessLookupError):  # raised once the actor has ended
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the actor has ended (see above)
         while True:
             os.kill(owner, 0)
             time.sleep(0.5)
