@@ -238,10 +238,13 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
 
 
 #: A driver's conftest: the second and the third device are each killed as their second job is
-#: sent, the one by ray.kill, the other by a SIGKILL to its process; killed.txt names them.
+#: sent, the one by ray.kill, the other by a SIGKILL to its process; killed.txt names them, each
+#: with how many copies of the project and folders of inputs of its own the hosts' temp folder
+#: (HOST_TEMP) held just before.
 KILLED_MID_JOB = """\
 import os
 import signal
+from pathlib import Path
 
 import ray
 from tunebench import cluster
@@ -260,12 +263,14 @@ def kill_at_second_job(self, job):
     index = self._busy.index(result)
     sent[index] = sent.get(index, 0) + 1
     if index and sent[index] == 2:
+        host, pid = Path(os.environ["HOST_TEMP"]), self.pids[index]
+        held = [len(list(host.glob(f"tunebench-{kind}-{pid}-*"))) for kind in ("device", "inputs")]
         if index == 1:
             ray.kill(self.devices[index])
         else:
-            os.kill(self.pids[index], signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         with open("killed.txt", "a") as f:
-            f.write(f"{index}\\n")
+            f.write(f"{index} {held[0]} {held[1]}\\n")
     return result
 
 
@@ -281,11 +286,13 @@ def test_a_device_killed_mid_run_leaves_no_folder_behind(project, pytester, clus
     killed device and run."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
+    monkeypatch.setenv("HOST_TEMP", str(host_temp))
     root = project()
     pytester.makeconftest(KILLED_MID_JOB)
     result = pytester.runpytest_subprocess("suites", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "6",
                                            "--tune-cluster", cluster)
-    assert (root / "killed.txt").read_text().split() == ["1", "2"]
+    # each had its folders where the test looks, or it would find none left whatever the devices did
+    assert (root / "killed.txt").read_text().splitlines() == ["1 1 1", "2 1 1"]
     assert result.ret == 0, result.stdout.str()[-3000:]
     configs = [json.dumps({"vec": v, "unroll": u, "mode": 0}, sort_keys=True)
                for v in (1, 2, 4) for u in (1, 2) if v * u <= 4]
