@@ -16,7 +16,7 @@ from tinydb import TinyDB
 import tunebench
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
-from tunebench import dtypes, measure
+from tunebench import compile_check, dtypes, measure
 from tunebench.backends import cpu, cuda
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
 from tunebench.cli import main
@@ -95,13 +95,26 @@ def test_a_bfloat16_kernel_tunes_is_verified_against_a_nan_poison_gated_and_look
         assert tunebench.lookup("badd", (1001,), dtype=dtype, **asked) == by_name
 
 
-@pytest.mark.parametrize("program", ["gcc", "clang-19"])
-def test_a_template_computing_in_tb_dtype_needs_a_compiler_with_bf16_arithmetic(pytester, monkeypatch, program):
-    """gcc 12 has no ``__bf16``; gcc 13 and clang 17 compute in it. Where the compiler cannot,
-    the suite is one collection error naming it and the ways out, not a compile error per config."""
+def marched(march: str, *extra: str) -> tuple[str, ...]:
+    """The builds' flags for ``-march=march`` in place of native, and ``extra``."""
+    return (*(f"-march={march}" if f == "-march=native" else f for f in cpu.FLAGS), *extra)
+
+
+def needs(program: str) -> None:
     if shutil.which(program) is None:
         pytest.skip(f"{program} is not installed")
+
+
+#: x86-64-v3 has no AVX512-BF16: clang converts to __bf16 by calling __truncsfbf2 there, on any CPU.
+@pytest.mark.parametrize("program, march", [("gcc", "native"), ("clang-19", "native"), ("clang-19", "x86-64-v3")])
+def test_a_template_computing_in_tb_dtype_needs_a_compiler_with_bf16_arithmetic(pytester, monkeypatch, program,
+                                                                                 march):
+    """gcc 12 has no ``__bf16``; gcc 13 and clang 17 compute in it. Where the compiler cannot,
+    the suite is one collection error naming it and the ways out, not a compile error per config.
+    clang 19 builds it where -march lacks the conversions too, linking them from compiler-rt."""
+    needs(program)
     monkeypatch.setattr(cpu, "CC", program)
+    monkeypatch.setattr(cpu, "FLAGS", marched(march))
     result = tune(pytester, TYPED_C)
     if cpu.computes_in(program, "c", "bfloat16"):
         result.assert_outcomes(passed=2, failed=1)
@@ -112,6 +125,46 @@ def test_a_template_computing_in_tb_dtype_needs_a_compiler_with_bf16_arithmetic(
                                      f"have it: name one with TUNEBENCH_CC=), or read the elements there as their "
                                      f"16 bits*"])
         assert not (pytester.path / "records").exists() or not trials(pytester)
+
+
+def bf16_variant(path):
+    path.write_text(TYPED_C)
+    return tunebench.Variant(source=path, entry="badd", space=tunebench.Space({"skip": [0, 1]}),
+                             heuristic=lambda shape: {"skip": 0}, dtypes=("bfloat16",))
+
+
+def bf16_kernel(name: str, variant):
+    return tunebench.Kernel(
+        name, buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None), shapes=[(8,)])]),
+        args=lambda shape, dtype, rng: {"x": np.ones(shape[0], dtype), "y": np.empty(shape[0], dtype),
+                                        "n": np.int32(shape[0])},
+        reference=lambda x, n: x.astype(np.float64) + 3, outputs=["y"], cpu=variant)
+
+
+def test_the_compile_check_of_a_bf16_template_links_as_its_builds_do(tmp_path, monkeypatch):
+    """compile-check builds the template with the build's command: on a CPU without AVX512-BF16
+    (x86-64-v3), clang 19's link of each config needs compiler-rt's conversions there too."""
+    needs("clang-19")
+    monkeypatch.setattr(cpu, "CC", "clang-19")
+    monkeypatch.setattr(cpu, "FLAGS", marched("x86-64-v3"))
+    [result] = compile_check.check([bf16_kernel("badd_check", bf16_variant(tmp_path / "badd.c"))], "cpu", jobs=1)
+    assert (result.failures, result.launch_failures, result.builds) == ([], [], 2)
+
+
+def test_a_compiler_computing_in_bf16_whose_conversions_link_from_no_runtime_refuses_the_dtype(tmp_path, monkeypatch):
+    """The probe compiled the use alone: clang 19 was said to compute in ``__bf16`` and the tune
+    died at its first build. With no runtime library (``-nostdlib``: compiler-rt's is not linked
+    either) nothing defines the conversion, and the dtype is refused naming it and the ways out."""
+    needs("clang-19")
+    monkeypatch.setattr(cpu, "CC", "clang-19")
+    monkeypatch.setattr(cpu, "FLAGS", marched("x86-64-v3", "-nostdlib"))
+    assert cpu.computes_in("clang-19", "c", "bfloat16")
+    assert cpu.dtype_problem("bfloat16", bf16_variant(tmp_path / "badd.c")) == (
+        f"dtype 'bfloat16': {cpu.version_of('clang-19')} computes in __bf16, but a library doing so does not link "
+        f"(__truncsfbf2 undefined): this CPU has no instructions for its conversions, so the compiler calls them in "
+        f"its runtime library, which lacks them; gcc >= 13's libgcc and clang's compiler-rt (Debian: "
+        f"libclang-rt-19-dev) have them, or read the elements in badd.c as their 16 bits (unsigned short) and "
+        f"convert by hand")
 
 
 def test_bfloat16_is_a_float_to_every_check_that_numpy_would_call_a_struct():

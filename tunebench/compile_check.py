@@ -101,8 +101,9 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
                                                                                 "<its ptx>")), {}
 
 
-def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, list[str]]:
-    """Where -> the build command of the target's backend; FileNotFoundError names a missing compiler."""
+def commands(target: str, archs: Sequence[str], variant: Variant, dtype: str) -> dict[str, list[str]]:
+    """Where -> the build command of the target's backend in ``dtype``; FileNotFoundError names a missing
+    compiler."""
     if target == "cuda":  # the PTX kept beside the cubin (see launch.compiled_kernels)
         return {arch: [*cuda.nvcc_command(cuda.variant_arch(arch, variant), cuda.copy_flags(variant)),
                        "--keep", "--keep-dir", "{out.parent}"] for arch in archs}
@@ -110,7 +111,7 @@ def commands(target: str, archs: Sequence[str], variant: Variant) -> dict[str, l
     if shutil.which(cpu.compiler(lang)) is None:
         raise FileNotFoundError(f"{cpu.compiler(lang)} is not on PATH: the cpu compile check of "
                                 f"{variant.path.name} needs it")
-    return {"host": cpu.gcc_command(cpu.copy_flags(variant), lang)}
+    return {"host": cpu.gcc_command(cpu.build_flags(variant, dtype), lang)}
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
@@ -151,7 +152,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else cpu.source(variant, config, dtype), suffix, variant.path.name, inspect,
                 None if target == "cuda" else cpu.source_inputs(variant, config, dtype)))
-                for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant).items()
+                for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant, dtype).items()
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters
             debug = {dtype: pool.submit(_compile, cuda.nvcc_command(cuda.variant_arch(kernel_archs[0], variant),

@@ -13,8 +13,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from functools import cache
@@ -76,6 +78,10 @@ CXX_CTYPES = {"complex64": "std::complex<float>", "complex128": "std::complex<do
 CXX_HEADERS = dict.fromkeys(CXX_CTYPES, "complex")
 #: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
 ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
+#: What a build adds where the runtime library the compiler links by default lacks a dtype's
+#: conversions, which it calls where -march has no instructions for them (no AVX512-BF16): clang
+#: on Debian links gcc 12's libgcc, without ``__truncsfbf2``; compiler-rt's builtins have it.
+COMPILER_RT = ("--rtlib=compiler-rt",)
 
 
 class _Complex(ctypes.Structure):
@@ -183,6 +189,12 @@ def copy_flags(variant: Variant) -> tuple[str, ...]:
     return (*variant.build_flags, *(f"-iquote{d}" for d in variant.computed_include_dirs))
 
 
+def build_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
+    """The flags a build of the variant in a dtype adds to :data:`FLAGS`: its copy's
+    (:func:`copy_flags`) and the runtime it links (:func:`runtime_flags`)."""
+    return (*copy_flags(variant), *runtime_flags(dtype, language(variant)))
+
+
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]
@@ -234,6 +246,36 @@ def computes_in(program: str, lang: str, dtype: str) -> bool:
         return False
 
 
+@cache
+def linking(program: str, lang: str, dtype: str, flags: tuple[str, ...]) -> tuple[tuple[str, ...] | None, str]:
+    """How a library computing in a dtype the compiler has (:func:`computes_in`) links when built
+    with ``flags`` as a build is: (what it adds to link: nothing, or :data:`COMPILER_RT`, "") or,
+    where neither links, (None, the symbol the linker missed). The syntax alone does not tell: a
+    conversion -march has no instruction for is a call into the runtime library. gcc, which knows
+    no ``--rtlib``, fails it as a compiler without compiler-rt does."""
+    said = ""
+    with tempfile.TemporaryDirectory(prefix="tunebench-probe-") as tmp:
+        src = Path(tmp) / f"probe{source_suffix(lang)}"
+        src.write_text(ARITHMETIC[dtype], encoding="utf-8")
+        for runtime in ((), COMPILER_RT):
+            command = [program, *flags, STANDARD[lang], *runtime, "-o", "{out}", "{src}", "-lm"]
+            error = run_compiler(command, src, Path(tmp) / "probe.so")
+            if error is None:
+                return runtime, ""
+            said = said or error
+    missing = re.search(r"undefined reference to [`']([^']+)'", said)
+    return None, missing.group(1) if missing else said.strip().splitlines()[-1]
+
+
+def runtime_flags(dtype: str, lang: str) -> tuple[str, ...]:
+    """What a build in a dtype adds to link the conversions its compiler calls (see
+    :func:`linking`): probed once per compiler and flags, before any build pays for it."""
+    program = compiler(lang)
+    if dtype not in ARITHMETIC or not computes_in(program, lang, dtype):
+        return ()
+    return linking(program, lang, dtype, FLAGS)[0] or ()
+
+
 def dtype_problem(dtype: str, variant: Variant) -> str | None:
     """Why this machine's compiler cannot build the variant's template in a dtype (None where it
     can). A template that never names ``TB_DTYPE`` reads the elements its own way (a bfloat16 as
@@ -249,6 +291,14 @@ def dtype_problem(dtype: str, variant: Variant) -> str | None:
         return (f"dtype {dtype!r}: {compiler_version(lang)} has no {CTYPES[dtype]} arithmetic, which "
                 f"{variant.path.name} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
                 f"or read the elements there as their 16 bits (unsigned short) and convert by hand")
+    if dtype in ARITHMETIC and "TB_DTYPE" in variant.template:
+        runtime, missing = linking(compiler(lang), lang, dtype, FLAGS)
+        if runtime is None:
+            return (f"dtype {dtype!r}: {compiler_version(lang)} computes in {CTYPES[dtype]}, but a library doing so "
+                    f"does not link ({missing} undefined): this CPU has no instructions for its conversions, so "
+                    f"the compiler calls them in its runtime library, which lacks them; gcc >= 13's libgcc and "
+                    f"clang's compiler-rt (Debian: libclang-rt-19-dev) have them, or read the elements in "
+                    f"{variant.path.name} as their 16 bits (unsigned short) and convert by hand")
     return None
 
 
@@ -422,9 +472,10 @@ class CpuBackend(Backend):
         if problem:
             raise CompileError(problem)
         text, lang = source(variant, config, dtype), language(variant)
-        command = gcc_command(copy_flags(variant), lang)
+        flags = build_flags(variant, dtype)
+        command = gcc_command(flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
-        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *copy_flags(variant), *native_isa()))
+        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *flags, *native_isa()))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(
