@@ -141,6 +141,33 @@ def bf16_kernel(name: str, variant):
         reference=lambda x, n: x.astype(np.float64) + 3, outputs=["y"], cpu=variant)
 
 
+def test_clang_links_the_bf16_conversions_a_cpu_lacks_from_compiler_rt_and_a_frameworks_build_is_told_to(
+        tmp_path, monkeypatch):
+    """clang 19 on Debian links gcc 12's libgcc, which has no ``__truncsfbf2``: a build for a CPU
+    without AVX512-BF16 (x86-64-v3) links only with ``--rtlib=compiler-rt``, which the probe finds
+    before any build, and which the flags a framework builds the template with carry."""
+    needs("clang-19")
+    flags = marched("x86-64-v3")
+    assert cpu.linking("clang-19", "c", "bfloat16", flags) == (cpu.COMPILER_RT, "")
+    monkeypatch.setattr(cpu, "CC", "clang-19")
+    monkeypatch.setattr(cpu, "FLAGS", flags)
+    variant = bf16_variant(tmp_path / "badd.c")
+    assert cpu.dtype_problem("bfloat16", variant) is None
+    assert cpu.runtime_flags("float32", "c") == () and cpu.code_flags(variant, "float32")[-1] == "-std=gnu11"
+    own = cpu.code_flags(variant, "bfloat16")
+    assert own[-1] == "--rtlib=compiler-rt"
+    link = ["clang-19", "-fPIC", "-shared", "-Wl,-z,defs", "-Dskip=0", "-DTB_DTYPE=__bf16", "-o", str(tmp_path / "b.so"),
+            str(variant.path), "-lm"]
+    unlinked = subprocess.run(link + own[:-1], capture_output=True, text=True)
+    assert "undefined reference to `__truncsfbf2'" in unlinked.stderr
+    done = subprocess.run(link + own, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kernel = bf16_kernel("badd_flags", variant)
+    assert tunebench.tuned(kernel, device="cpu-test", dtype=ml_dtypes.bfloat16).flags() == own
+    assert tunebench.tuned(kernel, device="cpu-test").flags(dtype="bfloat16") == own
+    assert tunebench.tuned(kernel, device="cpu-test").flags() == own[:-1]
+
+
 def test_the_compile_check_of_a_bf16_template_links_as_its_builds_do(tmp_path, monkeypatch):
     """compile-check builds the template with the build's command: on a CPU without AVX512-BF16
     (x86-64-v3), clang 19's link of each config needs compiler-rt's conversions there too."""

@@ -28,7 +28,7 @@ from typing import Any
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import PARAMS_HERE, macros
 from tunebench.kernel import Kernel
-from tunebench.lookup import best, check_known, declaration, device_named, lookup, this_device
+from tunebench.lookup import best, check_known, declaration, device_named, dtype_name, lookup, this_device
 
 
 class Tuned:
@@ -68,11 +68,14 @@ class Tuned:
         return (["-include", header] if header else []) + [f"-D{name}={value}" for name, value in macros(
             choice.config, ctype, target).items()]
 
-    def flags(self) -> list[str]:
+    def flags(self, dtype=None) -> list[str]:
         """The compiler flags besides :meth:`defines` that tunebench built the template with on
         the device's target (``-O3 -march=native -fopenmp -std=gnu11`` and the variant's own on
         the CPU; ``-O3`` and the variant's own, the device's ``-arch`` apart, on CUDA): a build
-        without them is not the code that was measured (without ``-fopenmp``, a serial one)."""
+        without them is not the code that was measured (without ``-fopenmp``, a serial one). On
+        the CPU, in ``dtype`` (default: the handle's), also what the framework's library must link
+        with for the dtype's conversions where the compiler's default runtime lacks them
+        (``--rtlib=compiler-rt``: see :func:`tunebench.backends.cpu.code_flags`)."""
         device = device_named(self.device) if self.device else this_device()
         target = device.split("-", 1)[0]
         decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(self.kernel, self.records, self.suites)
@@ -81,7 +84,9 @@ class Tuned:
             name = decl.name if decl else self.kernel
             raise LookupError(f"kernel {name!r}: " + (f"no {target} variant" if decl else "its flags are known from "
                                                       "its declaration, which no suite found declares: pass suites="))
-        return (cuda if target == "cuda" else cpu).code_flags(variant)
+        if target == "cuda":
+            return cuda.code_flags(variant)
+        return cpu.code_flags(variant, dtype_name(dtype if dtype is not None else self.dtype))
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:

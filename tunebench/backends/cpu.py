@@ -149,11 +149,16 @@ def source_inputs(variant: Variant, config: Mapping, dtype: str) -> dict[str, st
     return {path: _declared(text, header) for path, text in render_inputs(variant, config, name).items()}
 
 
-def code_flags(variant: Variant) -> list[str]:
+def code_flags(variant: Variant, dtype: str | None = None) -> list[str]:
     """The flags of a build that decide its code (not its form as a library): what a framework
-    building the template itself passes for the code tunebench measured."""
-    return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [STANDARD[language(variant)],
-                                                                         *copy_flags(variant)]
+    building the template itself passes for the code tunebench measured; in a dtype whose
+    conversions the compiler calls in a runtime it does not link by default, that runtime's flag
+    too (:func:`runtime_flags`): a link flag (a ``-c`` compile ignores it, clang with a warning),
+    without which the framework's library is left needing a symbol nothing defines, and fails to
+    link or to load."""
+    lang = language(variant)
+    return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [
+        STANDARD[lang], *copy_flags(variant), *(runtime_flags(dtype, lang) if dtype else ())]
 
 
 def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
