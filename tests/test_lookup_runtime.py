@@ -22,7 +22,7 @@ import tunebench
 from tunebench.cli import main
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY
-from tunebench.records import RecordStore
+from tunebench.records import RecordStore, config_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICE = "cpu-amd-epyc-f26m2-2t-506d4e"
@@ -1120,6 +1120,24 @@ def test_the_configs_served_after_the_pick_are_of_the_tasks_declaration_alone(de
     monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
     after = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)
     assert faster not in after.ranked and after.ranked == before.ranked
+
+
+def test_a_trial_stopped_early_without_stats_is_left_out_of_the_ranking_not_a_keyerror(deployed, monkeypatch):
+    """The records ask stats of an ok trial alone (trial_problem): an early stop kept without them
+    made every lookup, export and report raise KeyError: 'stats' once the index ranked early stops."""
+    records = deployed / "records"
+    before = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+    store = RecordStore(records / f"{DEVICE}.json")
+    shape = next(b for b in REGISTRY["layernorm"].buckets_for("cpu") if b.name == before.bucket).shapes[0]
+    trials = [d for d in store.trials(kernel="layernorm", dtype="float32") if tuple(d["shape"]) == shape]
+    ran, tried = trials[0], {config_key(d["config"]) for d in trials}
+    untried = next(c for c in ({**before.config, "vec": v, "unroll": u} for v in (1, 2, 4, 8, 16) for u in (1, 2, 4, 8))
+                   if config_key(c) not in tried and REGISTRY["layernorm"].variant("cpu").space.holds(c))
+    stopped = {k: v for k, v in ran.items() if k not in ("stats", "samples")}
+    store.add({**stopped, "config": untried, "status": "early_stopped", "verdict": None})
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    after = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)
+    assert (after.source, after.config, after.ranked) == (before.source, before.config, before.ranked)
 
 
 HELPERS = """\

@@ -420,7 +420,8 @@ class Summary:
             return [d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
                     d.get("setup_hash"), d.get("entry")]
         rows = [row(d) for d in trials.undisturbed]
-        early = [row(d) for d in trials.latest if d["status"] == "early_stopped" and d.get("verdict") != "disturbed"]
+        early = [row(d) for d in trials.latest if d["status"] == "early_stopped" and d.get("verdict") != "disturbed"
+                 and d.get("stats")]  # stats are optional but for ok (trial_problem): none, no time to rank
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
         failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
                   for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
