@@ -13,6 +13,7 @@ import sys
 import threading
 import types
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import tunebench
 from tunebench.cli import main
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY
-from tunebench.records import RecordStore, config_key
+from tunebench.records import RecordStore, config_key, config_text
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICE = "cpu-amd-epyc-f26m2-2t-506d4e"
@@ -1120,6 +1121,59 @@ def test_the_configs_served_after_the_pick_are_of_the_tasks_declaration_alone(de
     monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
     after = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)
     assert faster not in after.ranked and after.ranked == before.ranked
+
+
+def test_no_final_round_serves_no_earlier_declarations_fastest_beside_an_early_stop_of_todays(deployed, monkeypatch):
+    """Which declaration's trials best() ranks was decided on the trials in the list: one early stop
+    of today's declaration left the earlier one's complete trials out of the ranking whose fastest
+    best() checks for a final round, not out of the one it serves, so with no final round it served
+    their fastest as tuned, confirmed by nothing. Here today's early stop is of that config (slow
+    today): the check read its time from it, and named the next."""
+    records = deployed / "records"
+    before = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+    bucket = next(b for b in REGISTRY["layernorm"].buckets_for("cpu") if b.name == before.bucket)
+    path = records / f"{DEVICE}.json"
+    data = json.loads(path.read_text())
+    data["checks"] = {i: c for i, c in data["checks"].items()  # the tune ended before its final round
+                      if (c["kernel"], c["bucket"]) != ("layernorm", bucket.name)}
+    mine = [d for d in data["trials"].values() if d["kernel"] == "layernorm" and d["dtype"] == "float32"
+            and tuple(d["shape"]) in bucket.shapes]
+    times, runs = defaultdict(dict), {}
+    for d in mine:
+        if d["status"] == "ok" and d.get("verdict") != "disturbed":
+            times[config_key(d["config"])][tuple(d["shape"])] = d["stats"]["median"]
+            runs[config_key(d["config"])] = d
+    fastest = runs[min((k for k, t in times.items() if len(t) == len(bucket.shapes)),
+                       key=lambda k: bucket.objective(times[k]))]
+    today = fastest["setup_hash"]
+    for d in mine:  # an earlier declaration's trials, run to the end
+        d["setup_hash"] = "0123456789abcdef"
+    for i, shape in enumerate(bucket.shapes, start=len(data["trials"]) + 1):  # today's: one config stopped early
+        data["trials"][str(i)] = {**fastest, "shape": list(shape), "setup_hash": today, "status": "early_stopped",
+                                  "stats": {**fastest["stats"], "median": 1e3}}
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    after = tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records)
+    assert before.source == "tuned" and after.source == "heuristic", after
+    assert re.match(rf"no final round confirmed a pick on this bucket \(its tune ended before one: interrupted, or "
+                    rf"the machine too busy\), so the trials' fastest \[{re.escape(config_text(fastest['config']))}\], "
+                    rf"[\d.]+x by its trials alone, is not served", after.reason), after.reason
+
+
+def test_the_trials_ranked_with_early_stops_are_of_the_declaration_ranked_without_them():
+    """An early stop of today's declaration (Y) beside complete trials of an earlier one (X) only:
+    with early stops, X's were left out; without, ranked alone, kept."""
+    bucket = tunebench.Bucket("b", N=(1, None), shapes=[(8,)])
+    row = lambda v, ms, setup: ["k", "float32", "src", [8], {"v": v}, ms, setup, None]  # noqa: E731
+    summary = lookup_module.Summary({"fingerprint": None, "tasks": [], "finals": [], "disturbed": [], "failed": [],
+                                     "unjudged": {}, "rows": [row(1, 1.0, "X"), row(2, 2.0, "X")],
+                                     "early": [row(3, 3.0, "Y")]})
+    ranked = summary.ranked("k", "float32", bucket, "src", "Y")[0]
+    assert ranked == pytest.approx({(("v", 1),): 1.0, (("v", 2),): 2.0})
+    assert summary.ranked("k", "float32", bucket, "src", "Y", early=True)[0] == pytest.approx(
+        {**ranked, (("v", 3),): 3.0})
+    of_x = lookup_module.Summary({**summary.data(), "early": [row(3, 3.0, "Y"), row(4, 0.5, "X")]})
+    assert of_x.ranked("k", "float32", bucket, "src", "X", early=True)[0] == pytest.approx({**ranked, (("v", 4),): 0.5})
 
 
 def test_a_trial_stopped_early_without_stats_is_left_out_of_the_ranking_not_a_keyerror(deployed, monkeypatch):

@@ -521,15 +521,19 @@ class Summary:
         """(config key -> bucket objective, config key -> {shape: median}) over the bucket's shapes,
         of the trials of ``setup_hash`` (the task's declaration) where some are recorded, and of
         none that says it called another ``entry`` than today's (another function of the same source);
-        with ``early``, of the trials stopped early too, as the tune ranks the trials' fastest."""
+        with ``early``, of the trials stopped early too, as the tune ranks the trials' fastest. Whether
+        ``setup_hash``'s trials alone are ranked is decided by those run to the end, with or without
+        ``early``: decided on both, one early stop of today's declaration left an earlier one's
+        complete trials out of the ranking with early stops alone."""
         key = (kernel, dtype, bucket.name, tuple(bucket.shapes), source_hash, setup_hash, entry, early)
         if key not in self._ranked:
             times: dict[tuple, dict[tuple, float]] = defaultdict(dict)
             shapes = set(bucket.shapes)
-            rows = [r for r in self._rows + (self._early if early else []) if r[:2] == [kernel, dtype]
-                    and source_hash in (None, r[2]) and tuple(r[3]) in shapes]
+            rows, stopped = ([r for r in found if r[:2] == [kernel, dtype] and source_hash in (None, r[2])
+                              and tuple(r[3]) in shapes] for found in (self._rows, self._early if early else []))
             if setup_hash is not None and any(r[6] == setup_hash for r in rows):
-                rows = [r for r in rows if r[6] == setup_hash]
+                rows, stopped = ([r for r in found if r[6] == setup_hash] for found in (rows, stopped))
+            rows += stopped
             if entry is not None:
                 rows = [r for r in rows if r[7] in (None, entry)]
             for _, _, _, shape, config, median, _, _ in rows:
@@ -1102,9 +1106,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     final = usable.final(name, target, dtype, bucket, today) if usable and declared else None  # as ranked
     order = sorted(ranked, key=ranked.get)
     # the trials' fastest as the tune's summary names it: a config stopped early on one of several
-    # shapes counts by its samples there, and may lead the bucket
-    by_trials = _in_space(variant, usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry, early=True)[0]
-                          ) if usable and declared else {}
+    # shapes counts by its samples there, and may lead the bucket; never one slower than order[0],
+    # served where no final round ran if it is not refused here
+    by_trials = {**(_in_space(variant, usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry, early=True)[0])
+                    if usable and declared else {}), **ranked}
     fastest = min(by_trials, key=by_trials.get, default=None)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
