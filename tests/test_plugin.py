@@ -127,6 +127,39 @@ def test_a_candidate_stopped_early_on_one_shape_and_wrong_on_another_fails(proje
     assert row[6:8] == ["2", "0"], row  # failed, early
 
 
+def test_a_candidate_out_of_resources_on_one_shape_is_pruned_and_a_failure_on_another_is_said(project, pytester):
+    """Out of resources on one shape and wrong on another, a config's item said the pruned reason
+    for the wrong result; stopped early on one shape and out of resources on the other, it passed
+    as early where the shapes came in that order, though it cannot run on one of them."""
+    wrong = "output 'y': 3 of 50000 values off"
+    again = planted(project, pytester, {(1, 1): [("pruned_resources", "needs 200 KiB of shared memory"),
+                                                 ("wrong_result", wrong)],
+                                        (1, 2): [("early_stopped", None), ("pruned_resources", "too many registers")]})
+    again.assert_outcomes(failed=1, skipped=1, deselected=12)
+    again.stdout.fnmatch_lines_random([f"wrong_result on (50000,): {wrong}",
+                                       "SKIPPED *: pruned_resources on (50000,): too many registers"])
+    assert not any("200 KiB" in line for line in again.stdout.lines)
+    (row,) = [line.split() for line in again.stdout.lines if line.startswith("axpb ")]
+    assert row[6:8] == ["1", "0"], row  # failed, early
+    again.stdout.fnmatch_lines(["pruned: *axpb?large-float32? 1"])
+
+
+def test_an_outcome_says_the_status_and_error_of_its_worst_shape_in_either_order():
+    """Statuses rank failure, out of resources, stopped early, ok; the error is that status's."""
+    from tunebench.session import Outcome
+    pruned, wrong = {"status": "pruned_resources", "error": "too many registers"}, {"status": "wrong_result",
+                                                                                    "error": "3 values off"}
+    early, ok = {"status": "early_stopped", "error": None}, {"status": "ok", "error": None}
+    for first, second, status, failure, error in [
+            (pruned, wrong, "wrong_result", "wrong_result on (2,): 3 values off", "3 values off"),
+            (wrong, pruned, "wrong_result", "wrong_result on (1,): 3 values off", "3 values off"),
+            (early, pruned, "pruned_resources", "pruned_resources on (2,): too many registers", "too many registers"),
+            (pruned, early, "pruned_resources", "pruned_resources on (1,): too many registers", "too many registers"),
+            (ok, early, "early_stopped", None, None), (ok, ok, "ok", None, None)]:
+        outcome = Outcome({(1,): {}, (2,): {}}, {(1,): first, (2,): second})
+        assert (outcome.status, outcome.failure, outcome.error) == (status, failure, error), (first, second)
+
+
 @pytest.mark.parametrize("reference, message", [
     ("lambda x, n, a, b: (a * x.astype(np.float64) + b)[:-1]",
      "the reference returned shape (999,) for output 'y', which the args builder declares (1000,)"),

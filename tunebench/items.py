@@ -259,7 +259,7 @@ class Trial(Item):
             self.user_properties.append(UNSAMPLED)
             pytest.skip(f"not sampled: {self.task.stop_reason}")
         if outcome.status == "pruned_resources":
-            pytest.skip(f"pruned_resources: {outcome.error}")
+            pytest.skip(outcome.failure)  # on which of the bucket's shapes
         if outcome.status not in ("ok", "early_stopped"):  # an early-stopped candidate works, slower
             raise ItemFailed(outcome.failure)  # on which of the bucket's shapes
         self.user_properties.append(("objective_ms", self.task.estimate(outcome)))

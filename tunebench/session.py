@@ -109,21 +109,28 @@ class Outcome:
 
     @property
     def status(self) -> str:
-        """``ok`` when every shape gave a time, else the first failure's status, else the first other:
-        a config stopped early on one shape (slower) and wrong on another fails, and was passed."""
+        """``ok`` when every shape gave a time, else the worst of its shapes': the first failure (a
+        wrong result, a crash), else out of resources (it cannot run on that shape), else stopped
+        early (it ran, slower). Read in shape order, a config stopped early on one shape passed
+        though it was wrong, or could not run, on another."""
         statuses = [t["status"] for t in self.trials.values()]
-        return next((s for s in statuses if s in FAILED), next((s for s in statuses if s != "ok"), "ok"))
+        return next((s for worst in (FAILED, ("pruned_resources",), ("early_stopped",)) for s in statuses
+                     if s in worst), "ok")
 
     @property
     def error(self) -> str | None:
-        return next((t["error"] for t in self.trials.values() if t.get("error")), None)
+        """The error of the first shape whose status is the outcome's: another shape's said another status's."""
+        status = self.status
+        return next((t.get("error") for t in self.trials.values() if t["status"] == status), None)
 
     @property
     def failure(self) -> str | None:
-        """``status on shape: error`` of the first shape that failed (a wrong result, a crash),
-        None where none did (an early stop is no failure)."""
-        return next((f"{t['status']} on {s}: {t['error']}" for s, t in self.trials.items()
-                     if t["status"] not in ("ok", "early_stopped")), None)
+        """``status on shape: error`` of the first shape whose status is the outcome's (a wrong
+        result, a crash, out of resources), None where the config ran on every shape (an early stop
+        is no failure)."""
+        status = self.status
+        return None if status in ("ok", "early_stopped") else next(
+            f"{status} on {s}: {t['error']}" for s, t in self.trials.items() if t["status"] == status)
 
     @property
     def times(self) -> dict[tuple, float]:
