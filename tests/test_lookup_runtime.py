@@ -1157,7 +1157,9 @@ def test_no_final_round_serves_no_earlier_declarations_fastest_beside_an_early_s
     assert before.source == "tuned" and after.source == "heuristic", after
     assert re.match(rf"no final round confirmed a pick on this bucket \(its tune ended before one: interrupted, or "
                     rf"the machine too busy\), so the trials' fastest \[{re.escape(config_text(fastest['config']))}\], "
-                    rf"[\d.]+x by its trials alone, is not served", after.reason), after.reason
+                    rf"{after.baseline_ms / bucket.objective(times[config_key(fastest['config'])]):.2f}x by its "
+                    rf"trials alone, is not served", after.reason), after.reason
+    assert after.unconfirmed_ms == pytest.approx(bucket.objective(times[config_key(fastest["config"])]))  # drawn
 
 
 def test_the_trials_ranked_with_early_stops_are_of_the_declaration_ranked_without_them():

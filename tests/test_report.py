@@ -384,6 +384,24 @@ def test_the_distributions_best_line_is_the_trials_fastest_where_no_final_round_
     assert drawn == {"best by its trials (unconfirmed)": 0.75, "heuristic (trials)": 1.2}
 
 
+def test_the_distributions_unconfirmed_best_line_is_the_config_best_names_stopped_early_or_not(monkeypatch):
+    """best()'s note names the trials' fastest counting a config stopped early on one of a bucket's
+    shapes, and its speedup: the line was drawn at the fastest run to the end, another config."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView, plot_distribution
+
+    bucket = Bucket("narrow", N=(1, None), shapes=[(8,), (64,)])
+    served = Choice({"vec": 8}, "heuristic", "k", (8,), "float32", "narrow", True, "d", baseline_ms=1.2,
+                    unconfirmed="no final round confirmed a pick on this bucket (...), so the trials' fastest "
+                                "[vec:2], 2.00x by its trials alone, is not served", unconfirmed_ms=0.6)
+    objectives = {(("vec", 16),): 0.75, (("vec", 8),): 1.2}  # vec:2 stopped early on (64,): none of them
+    view = TaskView("k", "cpu", "float32", bucket, "h", objectives, 1.2, {"ok": 5, "early_stopped": 1},
+                    [1.2, 0.75], {k: dict(k) for k in objectives}, heuristic=frozenset({(("vec", 8),)}), served=served)
+    ax = _drawn(monkeypatch, plot_distribution, [view])[0]
+    drawn = {line.get_label(): line.get_xdata()[0] for line in ax.lines}
+    assert drawn == {"best by its trials (unconfirmed)": 0.6, "heuristic (trials)": 1.2}
+
+
 def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_cross(monkeypatch):
     """A regression measured on a dirty tree was credited to its commit, which never held it; and the
     red cross had no legend."""

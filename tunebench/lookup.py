@@ -69,6 +69,7 @@ class Choice:
     note: str | None = None  # why the answer is not simply the bucket's best
     reason: str | None = None  # why the heuristic is the answer, where it is
     unconfirmed: str | None = None  # why the trials' faster config is not served (said by an export too)
+    unconfirmed_ms: float | None = None  # the trials' objective of the config it names (a report draws it)
     #: The bucket's configs in the order they are served: the first whose shaped constraints
     #: hold for a shape is its answer, the heuristic where none does (what an export carries).
     ranked: list[dict] = field(default_factory=list)
@@ -1139,6 +1140,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
                        f"[{config_text(_declared(variant, fastest))}]{by} is not served; "
                        f"`{tune_command(decl, records_dir)}` {then}")
+        choice.unconfirmed_ms = by_trials[fastest]
         order = []
     choice.unconfirmed = unconfirmed or None
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)

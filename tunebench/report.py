@@ -397,15 +397,17 @@ def distribution_lines(view: TaskView) -> list[tuple[float, str, str, str]]:
     """(ms, colour, line style, label) of the figures drawn over a task's distribution. Where no
     final round confirmed a pick, the best line is the trials' fastest, marked unconfirmed: the
     table's best is then the heuristic best() serves, and drawn as "best" it sat on the heuristic's
-    line with most configs well left of it."""
+    line with most configs well left of it. It is the config best()'s note names where it names
+    one, which may have stopped early on a shape: the fastest run to the end drew another."""
     fastest = min(view.objectives.values(), default=None)
+    named = view.served.unconfirmed_ms if view.served is not None else None
     best_ms, base_ms = view.times
     where = "final round" if view.confirmed else "trials"
     lines = []
     if view.confirmed and best_ms:
         lines.append((best_ms, "tab:green", "-", "best (final round)"))
-    elif fastest:
-        lines.append((fastest, "tab:green", "-", "best by its trials (unconfirmed)"))
+    elif named or fastest:
+        lines.append((named or fastest, "tab:green", "-", "best by its trials (unconfirmed)"))
     if base_ms:
         lines.append((base_ms, "tab:orange", "--", f"heuristic ({where})"))
     if view.confirmed and fastest:
