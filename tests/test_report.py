@@ -546,6 +546,21 @@ def test_the_range_of_a_speedup_over_several_shapes_holds_the_speedup_published(
     assert f"{published:.2f}" == "5.96" and low <= published <= high, (low, published, high)
 
 
+def test_the_range_of_a_speedup_over_several_shapes_counts_a_shape_whose_pick_is_its_heuristic_at_1():
+    """The final round measures no ratios on a shape where the pick is that shape's heuristic (it
+    judges the lead there at 1.0): a bucket with such a shape showed no range at all."""
+    bucket = Bucket("b", N=(1, None), shapes=[(8,), (64,)])
+    check = {"shapes": [{"shape": [8], "best": {"vec": 4}, "baseline": {"vec": 2}, "ratios": [0.5, 0.8],
+                         "confirmed_ms": [1.0, 2.0]},
+                        {"shape": [64], "best": {"vec": 4}, "baseline": {"vec": 4}}]}
+    low, high = _spread(check, bucket)
+    assert math.isclose(low, 1 / math.sqrt(0.8)) and math.isclose(high, 1 / math.sqrt(0.5))
+    check["shapes"][1]["baseline"] = {"vec": 2}  # another config there, and no ratios: records of before them
+    assert _spread(check, bucket) is None
+    kept = {"shapes": [{"shape": [n], "best": {"vec": 2}, "baseline": {"vec": 2}} for n in (8, 64)]}
+    assert _spread(kept, bucket) is None  # the heuristic stayed on every shape: no lead measured, no range
+
+
 def commit(root, message):
     if not (root / ".git").exists():
         git(root, "init", "-q")

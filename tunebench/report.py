@@ -247,12 +247,15 @@ def _spread(check: dict, bucket: Bucket) -> tuple[float, float] | None:
     of each shape's highest best/heuristic ratio and of each one's lowest: one figure hid that
     layernorm's 1.22x was 1.16x in one process and 1.52x in another. Each shape is measured in
     processes of its own, so the i-th processes of two shapes are no pair: read as one, they gave
-    a stencil's published 5.96x a range of 5.97-6.19x, which left it out."""
-    ratios = [e.get("ratios") for e in check["shapes"]]
-    if not ratios or not all(ratios) or any(
-            "confirmed_ms" not in e for e in check["shapes"]):  # records before it published another round's times
+    a stencil's published 5.96x a range of 5.97-6.19x, which left it out. A shape where the pick is
+    its heuristic is not measured again (ratio 1.0, as the round judges the lead): left out, a
+    bucket of several shapes showed no range."""
+    entries = check["shapes"]
+    ratios = [e.get("ratios") or ([1.0] if e["best"] == e["baseline"] else None) for e in entries]
+    if not any(e.get("ratios") for e in entries) or None in ratios or any(
+            "ratios" in e and "confirmed_ms" not in e for e in entries):  # records before a round kept its pair's times
         return None
-    shapes = [tuple(e["shape"]) for e in check["shapes"]]
+    shapes = [tuple(e["shape"]) for e in entries]
     return (1 / bucket.objective(dict(zip(shapes, map(max, ratios)))),
             1 / bucket.objective(dict(zip(shapes, map(min, ratios)))))
 
