@@ -1067,7 +1067,7 @@ def test_best_names_the_trials_fastest_stopped_early_where_the_final_round_confi
     trials' fastest, as the tune's summary named it ("no final round confirmed the trials' fastest
     (0.9438 ms)"); where the round then stayed disturbed, best() ranked the configs run to the end
     alone and said of the heuristic "it beat every recorded config on this bucket", and the export
-    wrote it without a warning."""
+    wrote it without a warning: the export warns, and the report notes, what best() says."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
     (path,) = (twice_project / "records").glob("*.json")
     data = json.loads(path.read_text())
@@ -1082,6 +1082,15 @@ def test_best_names_the_trials_fastest_stopped_early_where_the_final_round_confi
         rf"no final round confirmed a pick on this bucket \(its final round confirmed nothing: {re.escape(problem)}\), "
         rf"so the trials' fastest \[reps:1 pad:[01]\], [\d.]+x by its trials alone, is not served", busy["reason"]), \
         busy["reason"]
+    said = busy["reason"][:busy["reason"].index(" is not served; ")] + " is not served; "  # then each tool's command
+    asked = ["--records", str(twice_project / "records"), "--suites", str(twice_project / "suites")]
+    exported, reported = (subprocess.run([sys.executable, "-m", "tunebench.cli", *command, *asked],
+                                         capture_output=True, text=True)  # fresh processes: the records as they are
+                          for command in (["export", "--out", str(twice_project / "x")],
+                                          ["report", "--out", str(twice_project / "r")]))
+    assert exported.returncode == 0 and f"warning: twice float32 (small): {said}" in exported.stderr, exported.stderr
+    assert reported.returncode == 0, reported.stderr
+    assert f"- **twice[small-float32]**: {said}" in (twice_project / "r" / "report.md").read_text()
 
 
 def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_find_the_tunes_records(
