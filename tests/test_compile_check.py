@@ -566,6 +566,24 @@ def test_a_kernel_reading_constant_memory_only_the_host_fills_fails_the_check(tm
 
 
 @needs_nvcc
+def test_a_constant_array_in_a_namespace_only_the_host_fills_fails_the_check(tmp_path, capsys):
+    """nvcc's PTX names a namespace's __constant__ array by its mangled name (_ZN4conv7weightsE),
+    which was compared with the source's bare name: the check passed a kernel whose weights the
+    host alone fills, and on the GPU every config would read zeros."""
+    spaced = {"spaced": "", "spaced_inited": " = {1, 2, 3, 4}"}
+    for name, given in spaced.items():
+        (tmp_path / f"{name}.cu").write_text(CONSTANT_CU.replace("__constant__ float weights[4]FILLED;", (
+            f"namespace conv {{ __constant__ float weights[4]{given}; }}\nusing conv::weights;")).replace("NAME", name))
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
+    (tmp_path / "test_constant.py").write_text(suite.replace("alpha=np.float32(2)", "") + "".join(
+        f"{name} = kernel('{name}', n=np.int32(4096))\n" for name in spaced))
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^spaced +cuda .* FAILED", out, re.M) and re.search(r"^spaced_inited +cuda .* ok", out, re.M), out
+    assert "the kernel reads __constant__ weights, which has no initialiser" in out, out
+
+
+@needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""
     (tmp_path / "args.cu").write_text('#ifdef __CUDACC_DEBUG__\n#error "no debug build here"\n#endif\n' + ARGS_CU)

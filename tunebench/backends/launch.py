@@ -280,11 +280,14 @@ def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[str, ...]]:
     initialiser, each with those arrays: a host's ``cudaMemcpyToSymbol`` fills such an array, and
     tunebench launches with the args builder's arguments alone. The PTX writes zeros (``= {0}``)
     as no initialiser too, so an array counts only where the build's ``source`` declares it
-    without one (one the source does not show, from a header of the include folders, is not judged)."""
+    without one (one the source does not show, from a header of the include folders, is not judged).
+    The PTX names an array in a namespace by its mangled symbol (``_ZN4conv7weightsE``): it is
+    the source's by its last name, and said by that name."""
     bare = {m[1] for m in re.finditer(r"__constant__[^;={}()]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;", source)}
-    arrays = [a for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M) if a in bare]
+    arrays = {a: name for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
+              for name in [(qualified_name(a) or a).split("::")[-1]] if name in bare}  # PTX symbol -> its name
     readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in arrays}
-    return {k: tuple(a for a in arrays if k in readers[a]) for k in set().union(*readers.values())}
+    return {k: tuple(name for a, name in arrays.items() if k in readers[a]) for k in set().union(*readers.values())}
 
 
 def extern_shared_users(ptx: str) -> set[str]:
