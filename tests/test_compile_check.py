@@ -561,8 +561,8 @@ def test_a_kernel_reading_constant_memory_only_the_host_fills_fails_the_check(tm
     out = capsys.readouterr().out
     assert re.search(r"^host +cuda .* FAILED", out, re.M), out
     assert all(re.search(rf"^{name} +cuda .* ok", out, re.M) for name in filled if name != "host"), out
-    assert ("the kernel reads __constant__ weights, which has no initialiser, and tunebench copies nothing into "
-            "constant memory") in out, out
+    assert ("the kernel reads __constant__ float weights[4] (host.cu line 1), which no initialiser fills, and "
+            "tunebench copies nothing into constant memory") in out, out
 
 
 @needs_nvcc
@@ -580,7 +580,40 @@ def test_a_constant_array_in_a_namespace_only_the_host_fills_fails_the_check(tmp
     assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"^spaced +cuda .* FAILED", out, re.M) and re.search(r"^spaced_inited +cuda .* ok", out, re.M), out
-    assert "the kernel reads __constant__ weights, which has no initialiser" in out, out
+    assert "the kernel reads __constant__ float weights[4] (spaced.cu line 1), which no initialiser fills" in out, out
+
+
+POLYGON_CU = """\
+#include "slopes.cuh"
+#define VERTICES 600
+__constant__ float2 vertices[VERTICES];
+
+extern "C" __global__ void polygon_sum(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (vertices[i % VERTICES].x + slopes[i % VERTICES]) * x[i];
+}
+"""
+
+
+@needs_nvcc
+def test_a_refusal_of_constant_memory_names_each_arrays_declaration_and_the_parameter_that_takes_it(tmp_path, capsys):
+    """Kernel Tuner's pnpoly keeps its polygon in __constant__ float2 arrays that cmem_args fill:
+    the refusal offered a `const float *` for every array (a float2's would be read as floats),
+    named neither where the array lies (a header beside the template) nor Kernel Tuner's feature
+    it replaces, and said 'which has' of two arrays."""
+    (tmp_path / "polygon.cu").write_text(POLYGON_CU)
+    (tmp_path / "slopes.cuh").write_text("#pragma once\n__constant__ float slopes[600];\n")
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', '"polygon.cu", entry="polygon_sum"')
+    (tmp_path / "test_polygon.py").write_text(suite.replace("alpha=np.float32(2)", "")
+                                              + "polygon = kernel('polygon', n=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert ("the kernel reads __constant__ float slopes[600] (slopes.cuh line 2), float2 vertices[VERTICES] "
+            "(polygon.cu line 3), which no initialiser fills, and tunebench copies nothing into constant memory "
+            "(Kernel Tuner's cmem_args fill them from the host): every config would read zeros; pass each as an "
+            "argument the args builder gives (const float *__restrict__ slopes, const float2 *__restrict__ "
+            "vertices), or give each its values in the template") in out, out
 
 
 @needs_nvcc

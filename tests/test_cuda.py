@@ -169,7 +169,7 @@ def test_a_kernel_reading_constant_memory_only_the_host_fills_is_refused_at_its_
     the host fills read zeros in every config, each a wrong result blamed on the reference."""
     kernel, build = _host_filled(tmp_path)
     with pytest.raises(KernelError, match=r"^kernel 'host': host.cu's 'host_sum': the kernel reads __constant__ "
-                                          r"weights, which has no initialiser"):
+                                          r"float weights\[4\] \(host.cu line 1\), which no initialiser fills"):
         entry_of(kernel, kernel.variant("cuda"), compiled_kernels(build.handle))
 
 
@@ -182,10 +182,10 @@ def test_a_builds_kept_source_and_ptx_are_read_as_utf8_whatever_the_locale(tmp_p
     _, build = _host_filled(tmp_path, "// weights in µs\n")
     assert "µs" in build.handle.with_suffix(".cu").read_text(encoding="utf-8")
     read = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tunebench.backends.launch "
-                           "import compiled_kernels; print(compiled_kernels(Path(sys.argv[1]))['host_sum']"
-                           ".unfilled_constants)", str(build.handle)],
+                           "import compiled_kernels; print([str(c) for c in compiled_kernels(Path(sys.argv[1]))['host_sum']"
+                           ".unfilled_constants])", str(build.handle)],
                           env=ascii_locale(), capture_output=True, text=True)
-    assert (read.returncode, read.stdout.strip()) == (0, "('weights',)"), read.stderr[-2000:]
+    assert (read.returncode, read.stdout.strip()) == (0, "['float weights[4] (host.cu line 2)']"), read.stderr[-2000:]
 
 
 @needs_nvcc

@@ -234,12 +234,19 @@ def _with_params(text: str, name: str, config: Mapping, ctype: str, target: str 
     if marker is None:
         return f"{defines}#line 1 \"{name}\"\n{text}"
     before = text[:marker.start()]
-    last = None
-    for last in _LINE.finditer(before):  # an inlined header's lines are not the template's
-        pass
-    line, file = ((int(last.group(1)) + before.count("\n", last.end()), last.group(2)) if last
-                  else (before.count("\n") + 1, name))
+    line, file = source_line(text, marker.start(), name)  # an inlined header's lines are not the template's
     return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
+
+
+def source_line(text: str, offset: int, name: str) -> tuple[int, str]:
+    """The line and file a compiler names for ``offset`` of an expanded source, by its last
+    ``#line`` marker before it (``name``'s lines before any): where a message about the build
+    points the user, in the template or a header it inlines."""
+    last = None
+    for last in _LINE.finditer(text, 0, offset):
+        pass
+    return ((int(last.group(1)) + text.count("\n", last.end(), offset), last.group(2)) if last
+            else (text.count("\n", 0, offset) + 1, name))
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$")

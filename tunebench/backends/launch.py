@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tunebench.backends.base import KernelError
+from tunebench.backends.base import KernelError, source_line
 from tunebench.backends.params import Param
 from tunebench.user_code import raised
 
@@ -133,6 +133,25 @@ def arch_limits(arch: str) -> dict:
 
 
 @dataclass(frozen=True)
+class Constant:
+    """A ``__constant__`` array as the build's source declares it: what a refusal of it names, and
+    where to change it."""
+
+    name: str
+    ctype: str  # its elements' type, as written: float2
+    dims: str  # [VERTICES]
+    place: str  # where the compiler places its declaration: pnpoly.cu line 6
+
+    def __str__(self) -> str:
+        return f"{self.ctype} {self.name}{self.dims} ({self.place})"
+
+    @property
+    def parameter(self) -> str:
+        """The kernel's parameter that would take its values as an argument."""
+        return f"const {self.ctype} *__restrict__ {self.name}"
+
+
+@dataclass(frozen=True)
 class FunctionResources:
     """What a compiled function takes per block, which bounds the blocks it launches: its static
     shared memory, and on the device its registers and the most threads they allow; read from a
@@ -146,7 +165,7 @@ class FunctionResources:
     extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
     grid_sync: bool = False  # its code reads the grid's sync workspace, which a cooperative launch sets (the PTX)
     cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
-    unfilled_constants: tuple[str, ...] = ()  # the ``__constant__`` arrays it reads that no initialiser fills (the PTX)
+    unfilled_constants: tuple[Constant, ...] = ()  # the ``__constant__`` arrays it reads that no initialiser fills (the PTX)
 
     @classmethod
     def of(cls, fn, built: FunctionResources | None = None) -> FunctionResources:
@@ -269,25 +288,39 @@ def entry_refusal(fn: FunctionResources) -> str | None:
     if fn.grid_sync:
         return GRID_SYNC
     if fn.unfilled_constants:
-        return (f"the kernel reads __constant__ {', '.join(fn.unfilled_constants)}, which has no initialiser, and "
-                "tunebench copies nothing into constant memory (every config would read zeros): pass it as an argument "
-                "(const float *__restrict__), or give it its values in the template")
+        arrays, one = fn.unfilled_constants, len(fn.unfilled_constants) == 1
+        each = "it" if one else "each"
+        return (f"the kernel reads __constant__ {', '.join(map(str, arrays))}, which no initialiser fills, and tunebench "
+                f"copies nothing into constant memory (Kernel Tuner's cmem_args fill {'it' if one else 'them'} from the "
+                f"host): every config would read zeros; pass {each} as an argument the args builder gives "
+                f"({', '.join(c.parameter for c in arrays)}), or give {each} its values in the template")
     return None
 
 
-def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[str, ...]]:
+#: A ``__constant__`` declaration without an initialiser: the words before its name (its type,
+#: ``__device__``, ``static``), its name and its dimensions.
+_CONSTANT = re.compile(r"__constant__([^;={}()]*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
+#: Words of a declaration that are no part of its elements' type.
+_STORAGE = {"__device__", "static", "extern", "const", "volatile"}
+
+
+def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[Constant, ...]]:
     """The kernels (by symbol) whose code reads ``__constant__`` arrays declared without an
     initialiser, each with those arrays: a host's ``cudaMemcpyToSymbol`` fills such an array, and
     tunebench launches with the args builder's arguments alone. The PTX writes zeros (``= {0}``)
     as no initialiser too, so an array counts only where the build's ``source`` declares it
     without one (one the source does not show, from a header of the include folders, is not judged).
     The PTX names an array in a namespace by its mangled symbol (``_ZN4conv7weightsE``): it is
-    the source's by its last name, and said by that name."""
-    bare = {m[1] for m in re.finditer(r"__constant__[^;={}()]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;", source)}
-    arrays = {a: name for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
-              for name in [(qualified_name(a) or a).split("::")[-1]] if name in bare}  # PTX symbol -> its name
+    the source's by its last name, and said as the source declares it, where its #line markers place it."""
+    declared: dict[str, Constant] = {}
+    for found in _CONSTANT.finditer(source):
+        line, file = source_line(source, found.start(), "the source")
+        ctype = " ".join(w for w in found[1].split() if w not in _STORAGE)
+        declared.setdefault(found[2], Constant(found[2], ctype, re.sub(r"\s+", "", found[3]), f"{file} line {line}"))
+    arrays = {a: declared[name] for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
+              for name in [(qualified_name(a) or a).split("::")[-1]] if name in declared}  # PTX symbol -> its declaration
     readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in arrays}
-    return {k: tuple(name for a, name in arrays.items() if k in readers[a]) for k in set().union(*readers.values())}
+    return {k: tuple(c for a, c in arrays.items() if k in readers[a]) for k in set().union(*readers.values())}
 
 
 def extern_shared_users(ptx: str) -> set[str]:
