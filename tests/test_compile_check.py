@@ -617,6 +617,24 @@ def test_a_refusal_of_constant_memory_names_each_arrays_declaration_and_the_para
 
 
 @needs_nvcc
+def test_a_constant_scalar_only_the_host_fills_is_offered_as_a_parameter_by_value(tmp_path, capsys):
+    """cmem_args fill a __constant__ scalar as well as an array: the refusal offered a pointer
+    to it, `const unsigned int *__restrict__ scale`, where the args builder's np.uint32 is
+    passed by value."""
+    (tmp_path / "scalar.cu").write_text(CONSTANT_CU.replace("FILLED;", " = {1, 2, 3, 4};\n__constant__ unsigned int scale;")
+                                        .replace("weights[i % 4]", "weights[i % 4] * scale").replace("NAME", "scalar"))
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', '"scalar.cu", entry="scalar_sum"')
+    (tmp_path / "test_scalar.py").write_text(suite.replace("alpha=np.float32(2)", "")
+                                             + "scalar = kernel('scalar', n=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert ("the kernel reads __constant__ unsigned int scale (scalar.cu line 2), which no initialiser fills, and "
+            "tunebench copies nothing into constant memory (Kernel Tuner's cmem_args fill it from the host): every "
+            "config would read zeros; pass it as an argument the args builder gives (unsigned int scale), or give it "
+            "its values in the template") in out, out
+
+
+@needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""
     (tmp_path / "args.cu").write_text('#ifdef __CUDACC_DEBUG__\n#error "no debug build here"\n#endif\n' + ARGS_CU)

@@ -147,8 +147,8 @@ class Constant:
 
     @property
     def parameter(self) -> str:
-        """The kernel's parameter that would take its values as an argument."""
-        return f"const {self.ctype} *__restrict__ {self.name}"
+        """The kernel's parameter that would take its values as an argument: a scalar's by value."""
+        return f"const {self.ctype} *__restrict__ {self.name}" if self.dims else f"{self.ctype} {self.name}"
 
 
 @dataclass(frozen=True)
