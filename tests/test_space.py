@@ -124,3 +124,18 @@ def test_constraints_given_bare_not_in_a_list_are_refused_naming_the_form(given)
     """A string was taken letter by letter ("constraint 'v' is not callable"), at collection."""
     with pytest.raises(SpaceError, match=r"constraints=.*: give a list of functions of the params"):
         Space({"vec": [1, 2], "unroll": [1, 2]}, constraints=given)
+
+
+def test_a_string_constraint_as_kernel_tuner_writes_its_restrictions_is_refused_with_the_lambda_it_means():
+    """A port of a Kernel Tuner script copies its restrictions, strings of the params: the refusal
+    said only that strings are not evaluated, and the user had to find the form that is."""
+    with pytest.raises(SpaceError) as refused:
+        Space({"TILE_DIM": [16, 32], "BLOCK_ROWS": [4, 8]},
+              constraints=["BLOCK_ROWS <= TILE_DIM and TILE_DIM * BLOCK_ROWS <= max(1024, 32)"]).validate()
+    assert str(refused.value) == (
+        "constraint 'BLOCK_ROWS <= TILE_DIM and TILE_DIM * BLOCK_ROWS <= max(1024, 32)' is not callable (strings are "
+        "not evaluated): write it as lambda BLOCK_ROWS, TILE_DIM: BLOCK_ROWS <= TILE_DIM and TILE_DIM * BLOCK_ROWS "
+        "<= max(1024, 32)")
+    with pytest.raises(SpaceError) as refused:  # no Python expression: no lambda to offer
+        Space({"tile": [1, 2]}, constraints=["tile %% 2 =="]).validate()
+    assert str(refused.value) == "constraint 'tile %% 2 ==' is not callable (strings are not evaluated)"

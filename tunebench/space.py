@@ -19,6 +19,8 @@ config for a shape it does not hold for.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import difflib
 import inspect
 import itertools
@@ -128,6 +130,20 @@ class _UnknownParam(KeyError):
     pass
 
 
+def _as_lambda(text: Any) -> str:
+    """The callable a string constraint means, to offer in its refusal (``: write it as lambda a,
+    b: a <= b``): a port of a Kernel Tuner script copies its restrictions, Python expressions of
+    the params. Nothing where the string is no expression, or reads no name."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval") if isinstance(text, str) else None
+    except (SyntaxError, ValueError):  # ValueError: a null byte
+        tree = None
+    read = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name) and not hasattr(builtins, n.id)),
+                  key=lambda n: (n.lineno, n.col_offset)) if tree else []
+    names = ", ".join(dict.fromkeys(n.id for n in read))
+    return f": write it as lambda {names}: {text.strip()}" if names else ""
+
+
 class Constraint:
     """One constraint: the callable, the params it reads (``None``: the whole config, under the
     name of its one ``argument``), the other names it reads (``shape`` or dims: a shaped
@@ -135,7 +151,7 @@ class Constraint:
 
     def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
         if not callable(fn):
-            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated)")
+            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated){_as_lambda(fn)}")
         self.fn = fn
         code = getattr(fn, "__code__", None)
         where = f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else ""
