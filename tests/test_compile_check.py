@@ -645,6 +645,18 @@ def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys
            "arguments' are not checked against them: " in out and "no debug build here" in out, out
 
 
+@needs_nvcc
+def test_a_dtype_none_of_whose_builds_compiled_is_not_said_again_as_its_c_types_unchecked(tmp_path, capsys):
+    """Kernel Tuner's reduction reads `#pragma unroll loop_unroll_factor_0`, which no config
+    builds: under the builds' error, with its hint, came the same error again as 'C types
+    unchecked', as though the arguments were the next thing to look at."""
+    (tmp_path / "fill.cu").write_text(BROKEN_CU.replace("#if tile == 2", "#if tile"))
+    (tmp_path / "test_fill.py").write_text(textwrap.dedent(BROKEN_SUITE))
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED 2 of 2 builds" in out and "tile 2 is broken" in out and "C types unchecked" not in out, out
+
+
 def test_a_build_for_c_types_keeps_the_flags_but_what_optimises_device_code():
     from tunebench.backends.cuda import debug_flags
     assert debug_flags(("-Xptxas", "-v,-O3", "-dopt", "on", "-lineinfo", "--ptxas-options=-O2", "-DX=1")) == (

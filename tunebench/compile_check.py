@@ -176,10 +176,11 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                     result.failures.append((named, explained))
                 else:
                     built[(dtype, where, config_text(config))] = found
-            if target == "cuda":
+            if target == "cuda":  # where no build of the dtype compiled, the builds' failures say it
                 result.untyped = [f"{dtype}: the -G build that gives the entry point's C types failed, so the "
                                   f"arguments' are not checked against them: {error.splitlines()[0]}"
-                                  for dtype, future in debug.items() if (error := future.result()[0])]
+                                  for dtype, future in debug.items() if (error := future.result()[0])
+                                  and any(where[0] == dtype for where in built)]
                 check_launches(result, kernel, variant, configs, kernel_archs, built,
                                {dtype: future.result()[1] for dtype, future in debug.items()})
             else:
