@@ -2,7 +2,9 @@
 
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -71,6 +73,27 @@ def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys, monkeypatch):
     assert capsys.readouterr().out.splitlines()[-1] == out.splitlines()[-1]
     assert main(["compile-check", "--suites", "nosuch"]) == 2
     assert "--suites nosuch: no such folder or file" in capsys.readouterr().err
+
+
+def test_each_kernel_is_said_as_it_is_checked_so_a_run_killed_midway_keeps_what_it_checked(tmp_path):
+    """compile-check printed nothing until every kernel was checked, into a pipe only at exit:
+    five Kernel Tuner ports ran 4.5 minutes in silence, and one whose reference took more memory
+    than the machine has was killed with the run, which printed nothing at all, not the kernels
+    it had checked. The reference runs in the check's process: here it kills it as the
+    out-of-memory killer did."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "axpb.c").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]")
+    killer = suite.split("axpb = Kernel(")[1].replace('"axpb",', '"killer",', 1).replace(
+        "reference=lambda x, n, a, b: a * x.astype(np.float64) + b",
+        "reference=lambda x, n, a, b: os.kill(os.getpid(), signal.SIGKILL)")
+    (tmp_path / "test_axpb.py").write_text("import os, signal\n" + suite + "killer = Kernel(" + killer)
+    run = subprocess.run([sys.executable, "-c", "import sys; from tunebench.cli import main; sys.exit(main(sys.argv[1:]))",
+                          "compile-check", "--suites", str(tmp_path), "--target", "cpu", "--sample", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert re.match(r"axpb +cpu +float32 +host +\d+ configs, \d+ builds +ok ", run.stdout), (run.stdout, run.stderr[-2000:])
+    assert "killer" not in run.stdout
 
 
 def test_a_heuristic_config_outside_the_space_is_noted_not_failed_on_the_target_the_suites_declare(tmp_path, capsys):

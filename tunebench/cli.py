@@ -156,6 +156,7 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
 
 
 def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
+    checked = [k for k in kernels if k.variant(target)]
     try:
         archs = list(dict.fromkeys(args.arch or compile_check.ARCHS))  # each once, as asked
         unsupported = [p for p in map(cuda.arch_problem, archs) if p] if target == "cuda" else []
@@ -166,43 +167,50 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
             print("tunebench compile-check: --arch is a CUDA architecture; the cpu target builds for this host",
                   file=sys.stderr)
             return 2
+        if not checked:
+            print(f"tunebench compile-check: no kernel under {args.suites} has a {target} variant",
+                  file=sys.stderr)
+            return 2
         for arch in archs if target == "cuda" else ():
             if launch.shared_kib(arch) is None:
                 print(f"note: the shared memory a block of {arch} may have is not known to this tunebench: "
                       f"launches are checked for it without that limit")
-        results = compile_check.check(kernels, target, archs=archs, sample=args.sample, seed=args.seed)
+        where = " ".join(archs) if target == "cuda" else "host"
+        width = max(len(k.name) for k in checked)
+        failed = []
+        for r in compile_check.check(checked, target, archs=archs, sample=args.sample, seed=args.seed):
+            _print_check(r, target, where, width)
+            failed += [] if r.ok else [r.kernel]
     except FileNotFoundError as e:
         print(f"tunebench compile-check: {e}", file=sys.stderr)
         return 2
-    if not results:
-        print(f"tunebench compile-check: no kernel under {args.suites} has a {target} variant",
-              file=sys.stderr)
-        return 2
-    where = " ".join(archs) if target == "cuda" else "host"
-    width = max(len(r.kernel) for r in results)
-    for r in results:
-        failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
-        failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
-                   else "its launch" if target == "cuda" else "its entry point"] if r.launch_failures else []
-        failed += sorted({f"its {what.split()[-1]}" for what, _ in r.reference_failures})  # arguments, reference
-        launches = f", {r.launches} launches" if r.launches else ""
-        print(f"{r.kernel:<{width}}  {target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
-              f"{r.configs} configs, {r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  "
-              f"({r.seconds:.1f} s)")
-        for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
-            print("    " + failure.replace("\n", "\n    "))
-        for note in grouped(r.pruned):
-            print(f"    pruned where tuned: {note}")
-        for note in r.strays:
-            print(f"    the heuristic's config is outside the space: {note}")
-        for note in r.unbuilt:
-            print(f"    not built for {note}")
-        for note in r.untyped:
-            print(f"    C types unchecked: {note}")
-    failed = [r.kernel for r in results if not r.ok]
-    print(f"compile-check {target}: {len(results) - len(failed)} of {len(results)} kernels ok"
+    print(f"compile-check {target}: {len(checked) - len(failed)} of {len(checked)} kernels ok"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
+
+
+def _print_check(r: compile_check.KernelCheck, target: str, where: str, width: int) -> None:
+    """One kernel's check, as soon as it is made: into a pipe (a CI log) too, where a run killed
+    later would otherwise take it with it."""
+    failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
+    failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
+               else "its launch" if target == "cuda" else "its entry point"] if r.launch_failures else []
+    failed += sorted({f"its {what.split()[-1]}" for what, _ in r.reference_failures})  # arguments, reference
+    launches = f", {r.launches} launches" if r.launches else ""
+    print(f"{r.kernel:<{width}}  {target}  {','.join(r.dtypes)}  {' '.join(r.built_for) or where}  "
+          f"{r.configs} configs, {r.builds} builds{launches}  {'FAILED ' + ', '.join(failed) if failed else 'ok'}  "
+          f"({r.seconds:.1f} s)")
+    for failure in (*grouped(r.failures), *grouped(r.launch_failures), *grouped(r.reference_failures)):
+        print("    " + failure.replace("\n", "\n    "))
+    for note in grouped(r.pruned):
+        print(f"    pruned where tuned: {note}")
+    for note in r.strays:
+        print(f"    the heuristic's config is outside the space: {note}")
+    for note in r.unbuilt:
+        print(f"    not built for {note}")
+    for note in r.untyped:
+        print(f"    C types unchecked: {note}")
+    sys.stdout.flush()
 
 
 def gate_threshold(records: Path) -> float:

@@ -27,7 +27,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,10 +115,10 @@ def commands(target: str, archs: Sequence[str], variant: Variant, dtype: str) ->
 
 
 def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[str] = ARCHS,
-          sample: int = 6, seed: int = 0, jobs: int | None = None) -> list[KernelCheck]:
-    """Each kernel's check; a kernel whose declaration is at fault (a dtype without a C type, a
-    heuristic outside the space, a missing template) fails alone, the others are checked."""
-    results = []
+          sample: int = 6, seed: int = 0, jobs: int | None = None) -> Iterator[KernelCheck]:
+    """Each kernel's check, as it is made (a run of minutes is said as it goes, and one killed
+    midway keeps what it checked); a kernel whose declaration is at fault (a dtype without a C
+    type, a heuristic outside the space, a missing template) fails alone, the others are checked."""
     with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
         for kernel in kernels:
             variant = kernel.variant(target)
@@ -131,7 +131,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 configs = configs_to_check(kernel, variant, target, sample, seed)
                 strays = kernel.heuristic_strays(variant, target)
             except (KernelError, SpaceError, BucketError) as e:
-                results.append(KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))]))
+                yield KernelCheck(kernel.name, variant.dtypes, 0, failures=[("declaration", str(e))])
                 continue
             result = KernelCheck(kernel.name, variant.dtypes, len(configs), strays=strays)
             kernel_archs = list(archs)
@@ -142,7 +142,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 if not kernel_archs:
                     result.failures.append(("declaration", "arch_specific, and no --arch given has an "
                                                            "architecture-specific target"))
-                    results.append(result)
+                    yield result
                     continue
             if target == "cuda":
                 result.built_for = tuple(cuda.variant_arch(a, variant) for a in kernel_archs)
@@ -187,8 +187,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 check_entry(result, kernel, variant, built)
             result.reference_failures = list(reference_problems(kernel, variant, target).items())
             result.seconds = time.perf_counter() - start
-            results.append(result)
-    return results
+            yield result
 
 
 def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict],
