@@ -619,6 +619,16 @@ extern "C" __global__ void polygon_sum(const float *x, float *y, int n)
 """
 
 
+def refused(tmp_path, capsys, name: str) -> str:
+    """What compile-check says of kernel ``name`` (``<name>.cu``'s ``<name>_sum``, no alpha), which
+    it fails."""
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', f'"{name}.cu", entry="{name}_sum"')
+    (tmp_path / f"test_{name}.py").write_text(suite.replace("alpha=np.float32(2)", "")
+                                              + f"{name} = kernel('{name}', n=np.int32(4096))\n")
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    return capsys.readouterr().out
+
+
 @needs_nvcc
 def test_a_refusal_of_constant_memory_names_each_arrays_declaration_and_the_parameter_that_takes_it(tmp_path, capsys):
     """Kernel Tuner's pnpoly keeps its polygon in __constant__ float2 arrays that cmem_args fill:
@@ -627,11 +637,7 @@ def test_a_refusal_of_constant_memory_names_each_arrays_declaration_and_the_para
     it replaces, and said 'which has' of two arrays."""
     (tmp_path / "polygon.cu").write_text(POLYGON_CU)
     (tmp_path / "slopes.cuh").write_text("#pragma once\n__constant__ float slopes[600];\n")
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', '"polygon.cu", entry="polygon_sum"')
-    (tmp_path / "test_polygon.py").write_text(suite.replace("alpha=np.float32(2)", "")
-                                              + "polygon = kernel('polygon', n=np.int32(4096))\n")
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    out = capsys.readouterr().out
+    out = refused(tmp_path, capsys, "polygon")
     assert ("the kernel reads __constant__ float slopes[600] (slopes.cuh line 2), float2 vertices[VERTICES] "
             "(polygon.cu line 3), which no initialiser fills, and tunebench copies nothing into constant memory "
             "(Kernel Tuner's cmem_args fill them from the host): every config would read zeros; pass each as an "
@@ -646,11 +652,7 @@ def test_a_constant_scalar_only_the_host_fills_is_offered_as_a_parameter_by_valu
     passed by value."""
     (tmp_path / "scalar.cu").write_text(CONSTANT_CU.replace("FILLED;", " = {1, 2, 3, 4};\n__constant__ unsigned int scale;")
                                         .replace("weights[i % 4]", "weights[i % 4] * scale").replace("NAME", "scalar"))
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', '"scalar.cu", entry="scalar_sum"')
-    (tmp_path / "test_scalar.py").write_text(suite.replace("alpha=np.float32(2)", "")
-                                             + "scalar = kernel('scalar', n=np.int32(4096))\n")
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    out = capsys.readouterr().out
+    out = refused(tmp_path, capsys, "scalar")
     assert ("the kernel reads __constant__ unsigned int scale (scalar.cu line 2), which no initialiser fills, and "
             "tunebench copies nothing into constant memory (Kernel Tuner's cmem_args fill it from the host): every "
             "config would read zeros; pass it as an argument the args builder gives (unsigned int scale), or give it "
