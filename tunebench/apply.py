@@ -75,7 +75,9 @@ class Tuned:
         without them is not the code that was measured (without ``-fopenmp``, a serial one). On
         the CPU, in ``dtype`` (default: the handle's), also what the framework's library must link
         with for the dtype's conversions where the compiler's default runtime lacks them
-        (``--rtlib=compiler-rt``: see :func:`tunebench.backends.cpu.code_flags`)."""
+        (``--rtlib=compiler-rt``: see :func:`tunebench.backends.cpu.code_flags`); with neither,
+        what any dtype the variant declares links with, as :meth:`defines` serves the tuned dtype
+        without being told it (a link flag, which changes no dtype's code)."""
         device = device_named(self.device) if self.device else this_device()
         target = device.split("-", 1)[0]
         decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(self.kernel, self.records, self.suites)
@@ -86,7 +88,8 @@ class Tuned:
                                                       "its declaration, which no suite found declares: pass suites="))
         if target == "cuda":
             return cuda.code_flags(variant)
-        return cpu.code_flags(variant, dtype_name(dtype if dtype is not None else self.dtype))
+        dtype = dtype if dtype is not None else self.dtype
+        return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype)])
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,16 +149,18 @@ def source_inputs(variant: Variant, config: Mapping, dtype: str) -> dict[str, st
     return {path: _declared(text, header) for path, text in render_inputs(variant, config, name).items()}
 
 
-def code_flags(variant: Variant, dtype: str | None = None) -> list[str]:
+def code_flags(variant: Variant, dtypes: Iterable[str] = ()) -> list[str]:
     """The flags of a build that decide its code (not its form as a library): what a framework
-    building the template itself passes for the code tunebench measured; in a dtype whose
-    conversions the compiler calls in a runtime it does not link by default, that runtime's flag
-    too (:func:`runtime_flags`): a link flag (a ``-c`` compile ignores it, clang with a warning),
-    without which the framework's library is left needing a symbol nothing defines, and fails to
-    link or to load."""
+    building the template itself passes for the code tunebench measured; where a build in one of
+    ``dtypes`` links the conversions the compiler calls from a runtime it does not link by
+    default, that runtime's flag too, once (:func:`runtime_flags`): a link flag (a ``-c`` compile
+    ignores it, clang with a warning), without which the framework's library is left needing a
+    symbol nothing defines, and fails to link or to load; it changes no code, so a build in
+    another dtype given it links as it did."""
     lang = language(variant)
+    runtime = dict.fromkeys(f for dtype in dtypes for f in runtime_flags(dtype, lang))
     return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [
-        STANDARD[lang], *copy_flags(variant), *(runtime_flags(dtype, lang) if dtype else ())]
+        STANDARD[lang], *copy_flags(variant), *runtime]
 
 
 def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
