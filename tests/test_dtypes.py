@@ -127,10 +127,11 @@ def test_a_template_computing_in_tb_dtype_needs_a_compiler_with_bf16_arithmetic(
         assert not (pytester.path / "records").exists() or not trials(pytester)
 
 
-def bf16_variant(path):
-    path.write_text(TYPED_C)
+def bf16_variant(path, template: str = TYPED_C, dtypes=("bfloat16",), **given):
+    """``badd`` in ``template`` at ``path``, declared with ``given`` besides (flags, origin)."""
+    path.write_text(template)
     return tunebench.Variant(source=path, entry="badd", space=tunebench.Space({"skip": [0, 1]}),
-                             heuristic=lambda shape: {"skip": 0}, dtypes=("bfloat16",))
+                             heuristic=lambda shape: {"skip": 0}, dtypes=dtypes, **given)
 
 
 def bf16_kernel(name: str, variant):
@@ -168,6 +169,34 @@ def test_clang_links_the_bf16_conversions_a_cpu_lacks_from_compiler_rt_and_a_fra
     # no dtype given: what any dtype it declares links with, as defines() serves the tuned dtype untold
     assert tunebench.tuned(kernel, device="cpu-test").flags() == own
     assert tunebench.tuned(kernel, device="cpu-test").flags(dtype="float32") == own[:-1]
+
+
+def test_only_a_build_computing_in_tb_dtype_links_the_runtime_of_its_conversions(tmp_path, monkeypatch):
+    """A bit-level bfloat16 template (unsigned short, no TB_DTYPE) calls no conversion, yet clang's
+    builds of it were given --rtlib=compiler-rt: re-keyed in the build cache, and linked against
+    another runtime than the one measured. A source file of its flags computing in TB_DTYPE does
+    call them, and links them as a template doing so does."""
+    needs("clang-19")
+    monkeypatch.setattr(cpu, "CC", "clang-19")
+    monkeypatch.setattr(cpu, "FLAGS", marched("x86-64-v3"))
+    bits = bf16_variant(tmp_path / "bits.c", BITS_C)
+    assert cpu.runtime_flags(bits, "bfloat16") == () and cpu.build_flags(bits, "bfloat16") == ()
+    assert cpu.code_flags(bits, ["bfloat16"]) == cpu.code_flags(bits)
+    (tmp_path / "narrow.c").write_text("TB_DTYPE narrow(float v) { return (TB_DTYPE)v; }\n")
+    helped = bf16_variant(tmp_path / "bits.c", BITS_C, flags=("narrow.c",), origin=tmp_path)
+    assert cpu.runtime_flags(helped, "bfloat16") == cpu.COMPILER_RT
+
+
+def test_a_source_file_of_the_flags_computing_in_tb_dtype_is_refused_a_dtype_as_the_template_is(tmp_path):
+    """dtype_problem read the template alone: a template of bits whose helper file computes in
+    TB_DTYPE was let through in a float8 dtype, and every build failed on the helper."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "widen.c").write_text("float widen(TB_DTYPE v) { return (float)v; }\n")
+    variant = bf16_variant(tmp_path / "bits.c", BITS_C, dtypes=("float8_e4m3fn",), flags=("src/widen.c",),
+                           origin=tmp_path)
+    assert cpu.dtype_problem("float8_e4m3fn", variant) == (
+        "dtype 'float8_e4m3fn': no C compiler has an 8-bit float type for TB_DTYPE in src/widen.c: read the elements "
+        "there as their bits (unsigned char) and convert by hand")
 
 
 def test_the_compile_check_of_a_bf16_template_links_as_its_builds_do(tmp_path, monkeypatch):

@@ -158,7 +158,7 @@ def code_flags(variant: Variant, dtypes: Iterable[str] = ()) -> list[str]:
     symbol nothing defines, and fails to link or to load; it changes no code, so a build in
     another dtype given it links as it did."""
     lang = language(variant)
-    runtime = dict.fromkeys(f for dtype in dtypes for f in runtime_flags(dtype, lang))
+    runtime = dict.fromkeys(f for dtype in dtypes for f in runtime_flags(variant, dtype))
     return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [
         STANDARD[lang], *copy_flags(variant), *runtime]
 
@@ -199,7 +199,7 @@ def copy_flags(variant: Variant) -> tuple[str, ...]:
 def build_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
     """The flags a build of the variant in a dtype adds to :data:`FLAGS`: its copy's
     (:func:`copy_flags`) and the runtime it links (:func:`runtime_flags`)."""
-    return (*copy_flags(variant), *runtime_flags(dtype, language(variant)))
+    return (*copy_flags(variant), *runtime_flags(variant, dtype))
 
 
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
@@ -274,38 +274,54 @@ def linking(program: str, lang: str, dtype: str, flags: tuple[str, ...]) -> tupl
     return None, missing.group(1) if missing else said.strip().splitlines()[-1]
 
 
-def runtime_flags(dtype: str, lang: str) -> tuple[str, ...]:
-    """What a build in a dtype adds to link the conversions its compiler calls (see
-    :func:`linking`): probed once per compiler and flags, before any build pays for it."""
+def dtype_reader(variant: Variant) -> str | None:
+    """The first file of a build of the variant that names ``TB_DTYPE``: the template, else a
+    source file its flags build with it (:attr:`~tunebench.kernel.Variant.input_sources`, by its
+    path from the template's folder); None where none does: they read the elements their own way
+    (a bfloat16 as its 16 bits, ``unsigned short``), and any compiler builds and links them."""
+    if "TB_DTYPE" in variant.template:
+        return variant.path.name
+    return next((os.path.relpath(path, variant.path.parent) for path, text in variant.input_sources.items()
+                 if "TB_DTYPE" in text), None)
+
+
+def runtime_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
+    """What a build of the variant in a dtype adds to link the conversions its compiler calls
+    (see :func:`linking`): nothing where no file of it computes in TB_DTYPE (:func:`dtype_reader`,
+    as :func:`dtype_problem` asks), whose build calls none; probed once per compiler and flags,
+    before any build pays for it."""
+    lang = language(variant)
     program = compiler(lang)
-    if dtype not in ARITHMETIC or not computes_in(program, lang, dtype):
+    if dtype not in ARITHMETIC or dtype_reader(variant) is None or not computes_in(program, lang, dtype):
         return ()
     return linking(program, lang, dtype, FLAGS)[0] or ()
 
 
 def dtype_problem(dtype: str, variant: Variant) -> str | None:
     """Why this machine's compiler cannot build the variant's template in a dtype (None where it
-    can). A template that never names ``TB_DTYPE`` reads the elements its own way (a bfloat16 as
-    its 16 bits: ``unsigned short``) and builds with any compiler."""
+    can). Where no file of the build names ``TB_DTYPE`` (:func:`dtype_reader`), they read the
+    elements their own way and build with any compiler."""
     if dtype not in CTYPES:
         return f"dtype {dtype!r} has no C type on the cpu target ({', '.join(CTYPES)})"
-    if dtype in BITS_ONLY and "TB_DTYPE" in variant.template:
-        return (f"dtype {dtype!r}: no C compiler has an 8-bit float type for TB_DTYPE in {variant.path.name}: read "
+    reader = dtype_reader(variant) if dtype in BITS_ONLY or dtype in ARITHMETIC else None
+    if reader is None:
+        return None
+    if dtype in BITS_ONLY:
+        return (f"dtype {dtype!r}: no C compiler has an 8-bit float type for TB_DTYPE in {reader}: read "
                 f"the elements there as their bits (unsigned char) and convert by hand")
     lang = language(variant)
-    if dtype in ARITHMETIC and "TB_DTYPE" in variant.template and not computes_in(compiler(lang), lang, dtype):
+    if not computes_in(compiler(lang), lang, dtype):
         env = "TUNEBENCH_CXX" if lang == "c++" else "TUNEBENCH_CC"
         return (f"dtype {dtype!r}: {compiler_version(lang)} has no {CTYPES[dtype]} arithmetic, which "
-                f"{variant.path.name} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
+                f"{reader} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
                 f"or read the elements there as their 16 bits (unsigned short) and convert by hand")
-    if dtype in ARITHMETIC and "TB_DTYPE" in variant.template:
-        runtime, missing = linking(compiler(lang), lang, dtype, FLAGS)
-        if runtime is None:
-            return (f"dtype {dtype!r}: {compiler_version(lang)} computes in {CTYPES[dtype]}, but a library doing so "
-                    f"does not link ({missing} undefined): this CPU has no instructions for its conversions, so "
-                    f"the compiler calls them in its runtime library, which lacks them; gcc >= 13's libgcc and "
-                    f"clang's compiler-rt (Debian: libclang-rt-19-dev) have them, or read the elements in "
-                    f"{variant.path.name} as their 16 bits (unsigned short) and convert by hand")
+    runtime, missing = linking(compiler(lang), lang, dtype, FLAGS)
+    if runtime is None:
+        return (f"dtype {dtype!r}: {compiler_version(lang)} computes in {CTYPES[dtype]}, but a library doing so "
+                f"does not link ({missing} undefined): this CPU has no instructions for its conversions, so "
+                f"the compiler calls them in its runtime library, which lacks them; gcc >= 13's libgcc and "
+                f"clang's compiler-rt (Debian: libclang-rt-19-dev) have them, or read the elements in "
+                f"{reader} as their 16 bits (unsigned short) and convert by hand")
     return None
 
 
