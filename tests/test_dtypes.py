@@ -18,6 +18,7 @@ from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench import compile_check, dtypes, measure
 from tunebench.backends import cpu, cuda
+from tunebench.backends.cache import run_compiler
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
 from tunebench.cli import main
 
@@ -197,6 +198,21 @@ def test_a_source_file_of_the_flags_computing_in_tb_dtype_is_refused_a_dtype_as_
     assert cpu.dtype_problem("float8_e4m3fn", variant) == (
         "dtype 'float8_e4m3fn': no C compiler has an 8-bit float type for TB_DTYPE in src/widen.c: read the elements "
         "there as their bits (unsigned char) and convert by hand")
+
+
+def test_a_build_converting_a_double_to_bf16_links_where_march_converts_floats(tmp_path, monkeypatch):
+    """With AVX512-BF16 (cooperlake) a float converts to ``__bf16`` by an instruction, and the
+    probe, which converted only a float, let clang's builds link gcc 12's libgcc; a double (a
+    literal no float stands for: ``x * 0.1``) converts by a call to ``__truncdfbf2``, which that
+    lacks, and a tune failed at its first build. Built, not run: this CPU need not have AVX512-BF16."""
+    needs("clang-19")
+    monkeypatch.setattr(cpu, "CC", "clang-19")
+    monkeypatch.setattr(cpu, "FLAGS", marched("cooperlake"))
+    variant = bf16_variant(tmp_path / "badd.c", TYPED_C.replace("x[i] + (elem)3.0f", "x[i] * 0.1"))
+    src = tmp_path / "built.c"
+    src.write_text(cpu.source(variant, {"skip": 0}, "bfloat16"))
+    command = cpu.gcc_command(cpu.build_flags(variant, "bfloat16"))
+    assert run_compiler(command, src, tmp_path / "built.so") is None
 
 
 def test_the_compile_check_of_a_bf16_template_links_as_its_builds_do(tmp_path, monkeypatch):

@@ -76,11 +76,15 @@ CXX_CTYPES = {"complex64": "std::complex<float>", "complex128": "std::complex<do
 #: The header that declares each of :data:`CXX_CTYPES`, included ahead of the template (where no
 #: param's #define can rewrite it): a template naming only TB_DTYPE needs no include of its own.
 CXX_HEADERS = dict.fromkeys(CXX_CTYPES, "complex")
-#: The dtypes whose C type only some compilers can compute in, each with a use that needs it.
-ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b) { return (__bf16)(a * (__bf16)b + a); }\n"}
+#: The dtypes whose C type only some compilers can compute in, each with a use that needs it: its
+#: arithmetic, and the conversions to it from a float and from a double (a literal: ``x * 0.1``),
+#: each a call into the runtime library where -march has no instruction for it (a double's even
+#: with AVX512-BF16, whose instructions convert floats), which :func:`linking` must find defined.
+ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b, double c)\n"
+                          "{ return (__bf16)(a * (__bf16)b + a) + (__bf16)c; }\n"}
 #: What a build adds where the runtime library the compiler links by default lacks a dtype's
-#: conversions, which it calls where -march has no instructions for them (no AVX512-BF16): clang
-#: on Debian links gcc 12's libgcc, without ``__truncsfbf2``; compiler-rt's builtins have it.
+#: conversions, which it calls where -march has no instructions for them: clang on Debian links
+#: gcc 12's libgcc, without ``__truncsfbf2`` and ``__truncdfbf2``; compiler-rt's builtins have them.
 COMPILER_RT = ("--rtlib=compiler-rt",)
 
 
