@@ -241,17 +241,39 @@ def test_the_compile_check_of_a_bf16_template_links_as_its_builds_do(tmp_path, m
 def test_a_compiler_computing_in_bf16_whose_conversions_link_from_no_runtime_refuses_the_dtype(tmp_path, monkeypatch):
     """The probe compiled the use alone: clang 19 was said to compute in ``__bf16`` and the tune
     died at its first build. With no runtime library (``-nostdlib``: compiler-rt's is not linked
-    either) nothing defines the conversion, and the dtype is refused naming it and the ways out."""
+    either) nothing defines the conversion, and the dtype is refused naming it, the -march the
+    builds are for (not this CPU) and the ways out."""
     needs("clang-19")
     monkeypatch.setattr(cpu, "CC", "clang-19")
     monkeypatch.setattr(cpu, "FLAGS", marched("x86-64-v3", "-nostdlib"))
     assert cpu.computes_in("clang-19", "c", "bfloat16")
-    assert cpu.dtype_problem("bfloat16", bf16_variant(tmp_path / "badd.c")) == (
-        f"dtype 'bfloat16': {cpu.version_of('clang-19')} computes in __bf16, but a library doing so does not link "
-        f"(__truncsfbf2 undefined): this CPU has no instructions for its conversions, so the compiler calls them in "
-        f"its runtime library, which lacks them; gcc >= 13's libgcc and clang's compiler-rt (Debian: "
-        f"libclang-rt-19-dev) have them, or read the elements in badd.c as their 16 bits (unsigned short) and "
-        f"convert by hand")
+    refused = cpu.dtype_problem("bfloat16", bf16_variant(tmp_path / "badd.c"))
+    major = cpu.version_of("clang-19").split()[-1].split(".")[0]
+    assert re.fullmatch(
+        rf"dtype 'bfloat16': {re.escape(cpu.version_of('clang-19'))} computes in __bf16, but a library doing so does "
+        r"not link \(__trunc[sd]fbf2 undefined\): where the -march=x86-64-v3 it builds for has no instruction for a "
+        r"conversion to it, the compiler calls one in its runtime library, which lacks them; gcc >= 13's libgcc and "
+        rf"clang's compiler-rt \(Debian: libclang-rt-{major}-dev\) have them, or read the elements in badd.c as their "
+        r"16 bits \(unsigned short\) and convert by hand", refused)
+
+
+def test_a_failed_link_is_said_by_the_symbol_either_linker_missed_and_compiler_rt_by_clangs_version(tmp_path,
+                                                                                                       monkeypatch):
+    """The refusal said '<the last line> undefined' where GNU ld's words were not found (lld says
+    'undefined symbol: X'), and named libclang-rt-19-dev whatever clang built."""
+    assert cpu.link_failure("probe.c:(.text+0x9): undefined reference to `__truncsfbf2'\ncollect2: error: ld "
+                            "returned 1 exit status\n") == "__truncsfbf2 undefined"
+    assert cpu.link_failure("ld.lld: error: undefined symbol: __truncdfbf2\n>>> referenced by probe.c\n"
+                            "clang: error: linker command failed with exit code 1\n") == "__truncdfbf2 undefined"
+    assert cpu.link_failure("probe.c:1:1: error: unknown type name 'x'\n1 error generated.\n") == (
+        "its build said: 1 error generated.")
+    clang = tmp_path / "clang"  # a clang 18, by the name and version a compiler_identity reads
+    clang.write_text('#!/bin/sh\n[ "$1" = -dumpversion ] && echo 18.1.8\n')
+    clang.chmod(0o755)
+    monkeypatch.setattr(cpu, "CC", str(clang))
+    assert cpu.compiler_rt_package("c") == "libclang-rt-18-dev"
+    monkeypatch.setattr(cpu, "CC", "gcc")
+    assert cpu.compiler_rt_package("c") == "libclang-rt-N-dev, for clang N"
 
 
 def test_bfloat16_is_a_float_to_every_check_that_numpy_would_call_a_struct():

@@ -261,7 +261,7 @@ def computes_in(program: str, lang: str, dtype: str) -> bool:
 def linking(program: str, lang: str, dtype: str, flags: tuple[str, ...]) -> tuple[tuple[str, ...] | None, str]:
     """How a library computing in a dtype the compiler has (:func:`computes_in`) links when built
     with ``flags`` as a build is: (what it adds to link: nothing, or :data:`COMPILER_RT`, "") or,
-    where neither links, (None, the symbol the linker missed). The syntax alone does not tell: a
+    where neither links, (None, what failed: :func:`link_failure`). The syntax alone does not tell: a
     conversion -march has no instruction for is a call into the runtime library. gcc, which knows
     no ``--rtlib``, fails it as a compiler without compiler-rt does."""
     said = ""
@@ -274,8 +274,25 @@ def linking(program: str, lang: str, dtype: str, flags: tuple[str, ...]) -> tupl
             if error is None:
                 return runtime, ""
             said = said or error
-    missing = re.search(r"undefined reference to [`']([^']+)'", said)
-    return None, missing.group(1) if missing else said.strip().splitlines()[-1]
+    return None, link_failure(said)
+
+
+def link_failure(said: str) -> str:
+    """A failed build's words in short: the first symbol the linker missed (GNU ld's ``undefined
+    reference to `X'``, lld's ``undefined symbol: X``), else the last line it said."""
+    missing = re.search(r"undefined reference to [`']([^']+)'|undefined symbol: (\S+)", said)
+    if missing:
+        return f"{missing.group(1) or missing.group(2)} undefined"
+    return f"its build said: {(said.strip().splitlines() or ['nothing'])[-1]}"
+
+
+def compiler_rt_package(lang: str) -> str:
+    """Debian's package of the compiler-rt for ``lang``'s compiler: ``libclang-rt-N-dev``, N its
+    major version where it is a clang (any other's, gcc's, is no name of it)."""
+    identity = compiler_identity(lang) or ""
+    if identity.startswith("clang "):
+        return f"libclang-rt-{identity.split()[1].split('.')[0]}-dev"
+    return "libclang-rt-N-dev, for clang N"
 
 
 def dtype_reader(variant: Variant) -> str | None:
@@ -319,12 +336,13 @@ def dtype_problem(dtype: str, variant: Variant) -> str | None:
         return (f"dtype {dtype!r}: {compiler_version(lang)} has no {CTYPES[dtype]} arithmetic, which "
                 f"{reader} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
                 f"or read the elements there as their 16 bits (unsigned short) and convert by hand")
-    runtime, missing = linking(compiler(lang), lang, dtype, FLAGS)
+    runtime, failure = linking(compiler(lang), lang, dtype, FLAGS)
     if runtime is None:
+        march = next(f for f in FLAGS if f.startswith("-march="))
         return (f"dtype {dtype!r}: {compiler_version(lang)} computes in {CTYPES[dtype]}, but a library doing so "
-                f"does not link ({missing} undefined): this CPU has no instructions for its conversions, so "
-                f"the compiler calls them in its runtime library, which lacks them; gcc >= 13's libgcc and "
-                f"clang's compiler-rt (Debian: libclang-rt-19-dev) have them, or read the elements in "
+                f"does not link ({failure}): where the {march} it builds for has no instruction for a conversion "
+                f"to it, the compiler calls one in its runtime library, which lacks them; gcc >= 13's libgcc and "
+                f"clang's compiler-rt (Debian: {compiler_rt_package(lang)}) have them, or read the elements in "
                 f"{reader} as their 16 bits (unsigned short) and convert by hand")
     return None
 
