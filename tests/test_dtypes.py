@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import ml_dtypes
 
@@ -18,6 +19,7 @@ from tests.test_gate import GATE
 from tests.test_plugin import TUNE
 from tunebench import compile_check, dtypes, measure
 from tunebench.backends import cpu, cuda
+from tunebench.backends.base import BuildEnvironmentError
 from tunebench.backends.cache import run_compiler
 from tunebench.backends.params import Param, args_problem, launch_offsets, packed
 from tunebench.cli import main
@@ -255,6 +257,33 @@ def test_a_compiler_computing_in_bf16_whose_conversions_link_from_no_runtime_ref
         r"conversion to it, the compiler calls one in its runtime library, which lacks them; gcc >= 13's libgcc and "
         rf"clang's compiler-rt \(Debian: libclang-rt-{major}-dev\) have them, or read the elements in badd.c as their "
         r"16 bits \(unsigned short\) and convert by hand", refused)
+
+
+#: A compiler with ``__bf16`` (its -fsyntax-only use compiles) killed by SIGKILL at any build.
+KILLED_CC = '#!/bin/sh\ncase " $* " in *" -fsyntax-only "*) exit 0;; esac\nkill -KILL $$\n'
+
+
+@pytest.mark.parametrize("kept_from", ["killed compiler", "no temp folder"])
+def test_a_link_probe_the_machine_keeps_from_running_refuses_the_dtype_or_says_so_for_the_flags(
+        tmp_path, monkeypatch, kept_from):
+    """The probe's CompilerKilled, or the OSError of a temp folder it could not make, came out of
+    compile-check and Tuned.flags() bare. Now compile-check fails the declaration with it, and
+    flags() says which kernel's flags it kept from being known."""
+    cc = tmp_path / "cc"
+    cc.write_text(KILLED_CC)
+    cc.chmod(0o755)
+    monkeypatch.setattr(cpu, "CC", str(cc))
+    if kept_from == "no temp folder":
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    cause = "was killed by SIGKILL" if kept_from == "killed compiler" else "No such file or directory"
+    probed = f"dtype 'bfloat16': whether a library computing in __bf16 links could not be probed, building one with "
+    kernel = bf16_kernel(f"badd_{kept_from.split()[0]}", bf16_variant(tmp_path / "badd.c"))
+    [result] = compile_check.check([kernel], "cpu", jobs=1)
+    [(where, said)] = result.failures
+    assert where == "declaration" and said.startswith(f"{probed}{cc}: ") and cause in said
+    with pytest.raises(BuildEnvironmentError, match=rf"^kernel '{kernel.name}': its flags are not known: "
+                                                    rf"whether a library .* could not be probed.*{cause}"):
+        tunebench.tuned(kernel, device="cpu-test").flags()
 
 
 def test_a_failed_link_is_said_by_the_symbol_either_linker_missed_and_compiler_rt_by_clangs_version(tmp_path,

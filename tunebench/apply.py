@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.backends import cpu, cuda
-from tunebench.backends.base import PARAMS_HERE, macros
+from tunebench.backends.base import PARAMS_HERE, BuildEnvironmentError, macros
 from tunebench.kernel import Kernel
 from tunebench.lookup import best, check_known, declaration, device_named, dtype_name, lookup, this_device
 
@@ -89,7 +89,10 @@ class Tuned:
         if target == "cuda":
             return cuda.code_flags(variant)
         dtype = dtype if dtype is not None else self.dtype
-        return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype)])
+        try:
+            return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype)])
+        except BuildEnvironmentError as e:  # the link probe the machine kept from running: said for this kernel
+            raise BuildEnvironmentError(f"kernel {decl.name!r}: its flags are not known: {e}") from None
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:

@@ -263,17 +263,23 @@ def linking(program: str, lang: str, dtype: str, flags: tuple[str, ...]) -> tupl
     with ``flags`` as a build is: (what it adds to link: nothing, or :data:`COMPILER_RT`, "") or,
     where neither links, (None, what failed: :func:`link_failure`). The syntax alone does not tell: a
     conversion -march has no instruction for is a call into the runtime library. gcc, which knows
-    no ``--rtlib``, fails it as a compiler without compiler-rt does."""
+    no ``--rtlib``, fails it as a compiler without compiler-rt does. A probe the machine kept from
+    running (its temp folder, a compiler killed or not found) is a :class:`BuildEnvironmentError`
+    saying so, no verdict: it is not kept, and the next call probes again."""
     said = ""
-    with tempfile.TemporaryDirectory(prefix="tunebench-probe-") as tmp:
-        src = Path(tmp) / f"probe{source_suffix(lang)}"
-        src.write_text(ARITHMETIC[dtype], encoding="utf-8")
-        for runtime in ((), COMPILER_RT):
-            command = [program, *flags, STANDARD[lang], *runtime, "-o", "{out}", "{src}", "-lm"]
-            error = run_compiler(command, src, Path(tmp) / "probe.so")
-            if error is None:
-                return runtime, ""
-            said = said or error
+    try:
+        with tempfile.TemporaryDirectory(prefix="tunebench-probe-") as tmp:
+            src = Path(tmp) / f"probe{source_suffix(lang)}"
+            src.write_text(ARITHMETIC[dtype], encoding="utf-8")
+            for runtime in ((), COMPILER_RT):
+                command = [program, *flags, STANDARD[lang], *runtime, "-o", "{out}", "{src}", "-lm"]
+                error = run_compiler(command, src, Path(tmp) / "probe.so")
+                if error is None:
+                    return runtime, ""
+                said = said or error
+    except (OSError, BuildEnvironmentError) as e:
+        raise BuildEnvironmentError(f"whether a library computing in {CTYPES[dtype]} links could not be probed, "
+                                    f"building one with {program}: {e}") from None
     return None, link_failure(said)
 
 
@@ -321,7 +327,10 @@ def runtime_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
 def dtype_problem(dtype: str, variant: Variant) -> str | None:
     """Why this machine's compiler cannot build the variant's template in a dtype (None where it
     can). Where no file of the build names ``TB_DTYPE`` (:func:`dtype_reader`), they read the
-    elements their own way and build with any compiler."""
+    elements their own way and build with any compiler. A link probe the machine kept from
+    running refuses the dtype saying why: a collection error, or compile-check's failure of the
+    kernel's declaration, not an exception out of either (its builds' commands then ask the
+    probe it kept)."""
     if dtype not in CTYPES:
         return f"dtype {dtype!r} has no C type on the cpu target ({', '.join(CTYPES)})"
     reader = dtype_reader(variant) if dtype in BITS_ONLY or dtype in ARITHMETIC else None
@@ -336,7 +345,10 @@ def dtype_problem(dtype: str, variant: Variant) -> str | None:
         return (f"dtype {dtype!r}: {compiler_version(lang)} has no {CTYPES[dtype]} arithmetic, which "
                 f"{reader} needs for TB_DTYPE (gcc >= 13 and clang >= 17 have it: name one with {env}=), "
                 f"or read the elements there as their 16 bits (unsigned short) and convert by hand")
-    runtime, failure = linking(compiler(lang), lang, dtype, FLAGS)
+    try:
+        runtime, failure = linking(compiler(lang), lang, dtype, FLAGS)
+    except BuildEnvironmentError as e:  # the machine's: refused with what kept the probe from running
+        return f"dtype {dtype!r}: {e}"
     if runtime is None:
         march = next(f for f in FLAGS if f.startswith("-march="))
         return (f"dtype {dtype!r}: {compiler_version(lang)} computes in {CTYPES[dtype]}, but a library doing so "
