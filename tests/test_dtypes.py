@@ -276,7 +276,7 @@ def test_a_link_probe_the_machine_keeps_from_running_refuses_the_dtype_or_says_s
     if kept_from == "no temp folder":
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
     cause = "was killed by SIGKILL" if kept_from == "killed compiler" else "No such file or directory"
-    probed = f"dtype 'bfloat16': whether a library computing in __bf16 links could not be probed, building one with "
+    probed = "dtype 'bfloat16': whether a library computing in __bf16 links could not be probed, building one with "
     kernel = bf16_kernel(f"badd_{kept_from.split()[0]}", bf16_variant(tmp_path / "badd.c"))
     [result] = compile_check.check([kernel], "cpu", jobs=1)
     [(where, said)] = result.failures
