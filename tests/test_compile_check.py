@@ -660,6 +660,20 @@ def test_a_constant_scalar_only_the_host_fills_is_offered_as_a_parameter_by_valu
 
 
 @needs_nvcc
+def test_a_comment_naming_constant_memory_is_not_read_as_a_declaration(tmp_path, capsys):
+    """A comment above the array naming __constant__ began its declaration: the refusal named
+    '__constant__ , filled by the host __constant__ float weights[4]' at the comment's line, and
+    offered that as the parameter."""
+    (tmp_path / "noted.cu").write_text(CONSTANT_CU.replace("__constant__ float weights[4]FILLED;", (
+        "// weights: __constant__, filled by the host\n__constant__ float weights[4];")).replace("NAME", "noted"))
+    out = refused(tmp_path, capsys, "noted")
+    assert ("the kernel reads __constant__ float weights[4] (noted.cu line 2), which no initialiser fills, and "
+            "tunebench copies nothing into constant memory (Kernel Tuner's cmem_args fill it from the host): every "
+            "config would read zeros; pass it as an argument the args builder gives (const float *__restrict__ "
+            "weights), or give it its values in the template") in out, out
+
+
+@needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""
     (tmp_path / "args.cu").write_text('#ifdef __CUDACC_DEBUG__\n#error "no debug build here"\n#endif\n' + ARGS_CU)

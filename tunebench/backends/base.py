@@ -255,6 +255,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 
 
+def without_comments(text: str) -> str:
+    """``text`` with each comment blanked to its newlines (a space where it has none, as the
+    compiler reads it): what is read of the code after, and the lines it counts, are the source's."""
+    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n") or " ", text)
+
+
 def overridden(variant: Variant, params: Sequence[str]) -> str | None:
     """Where the template, or a header of its header folders that it includes (``-I``: left to the
     compiler, not inlined), #defines a param after tunebench's #define of it, outside a branch that
@@ -289,7 +295,7 @@ def _directives(variant: Variant, headers: bool = False):
     """The template's preprocessor directives, comments out: (line index, the file and line the
     compiler names, directive, the rest of the line). ``headers``: with those of each header of
     its header folders that it includes, at the index of the include (see :func:`_header_directives`)."""
-    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)  # the lines kept
+    code = without_comments(variant.template)  # the lines kept
     file, number, seen = variant.path.name, 0, set()
     for index, line in enumerate(code.split("\n")):
         number += 1
@@ -320,7 +326,7 @@ def _header_directives(variant: Variant, at: Path, operand: str, seen: set[Path]
         text = header.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise unreadable(e) from None
-    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    code = without_comments(text)
     for number, line in enumerate(code.split("\n"), 1):
         found = _DIRECTIVE.match(line)
         if found:
@@ -362,7 +368,7 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
     is 0). Suspects only: a header, the compiler or token pasting may define or read what this
     reading of the text cannot see, so the target's preprocessor confirms them (see
     :func:`constant_param`)."""
-    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), variant.template)
+    code = without_comments(variant.template)
     directives = list(_directives(variant))
     found: list[tuple[str, str]] = []
     for param in sorted(n for n, vs in values.items() if set(vs) == {False, True} and all(isinstance(v, bool)
@@ -427,7 +433,7 @@ def directive_names(variant: Variant) -> set[str]:
     folders, one a computed include may read: :attr:`~tunebench.kernel.Variant.file_texts`)."""
     names = set()
     for text in (variant.template, *variant.file_texts.values()):
-        for line in _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text).split("\n"):
+        for line in without_comments(text).split("\n"):
             found = _DIRECTIVE.match(line)
             names.update(re.findall(r"\b[A-Za-z_]\w*\b", found.group(2)) if found else ())
     return names

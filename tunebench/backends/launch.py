@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tunebench.backends.base import KernelError, source_line
+from tunebench.backends.base import KernelError, source_line, without_comments
 from tunebench.backends.params import Param
 from tunebench.user_code import raised
 
@@ -298,8 +298,8 @@ def entry_refusal(fn: FunctionResources) -> str | None:
 
 
 #: A ``__constant__`` declaration without an initialiser: the words before its name (its type,
-#: ``__device__``, ``static``), its name and its dimensions.
-_CONSTANT = re.compile(r"__constant__([^;={}()]*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
+#: ``__device__``, ``static``; never another ``__constant__``), its name and its dimensions.
+_CONSTANT = re.compile(r"__constant__((?:(?!__constant__)[^;={}()])*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
 #: Words of a declaration that are no part of its elements' type.
 _STORAGE = {"__device__", "static", "extern", "const", "volatile"}
 
@@ -311,10 +311,11 @@ def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[Constant, ...]]
     as no initialiser too, so an array counts only where the build's ``source`` declares it
     without one (one the source does not show, from a header of the include folders, is not judged).
     The PTX names an array in a namespace by its mangled symbol (``_ZN4conv7weightsE``): it is
-    the source's by its last name, and said as the source declares it, where its #line markers place it."""
-    declared: dict[str, Constant] = {}
-    for found in _CONSTANT.finditer(source):
-        line, file = source_line(source, found.start(), "the source")
+    the source's by its last name, and said as the source declares it, where its #line markers place it
+    (comments out: one naming ``__constant__`` above a declaration is no part of it)."""
+    code, declared = without_comments(source), {}
+    for found in _CONSTANT.finditer(code):
+        line, file = source_line(code, found.start(), "the source")
         ctype = " ".join(w for w in found[1].split() if w not in _STORAGE)
         declared.setdefault(found[2], Constant(found[2], ctype, re.sub(r"\s+", "", found[3]), f"{file} line {line}"))
     arrays = {a: declared[name] for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
