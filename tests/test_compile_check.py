@@ -674,6 +674,22 @@ def test_a_comment_naming_constant_memory_is_not_read_as_a_declaration(tmp_path,
 
 
 @needs_nvcc
+def test_an_aligned_constant_array_only_the_host_fills_fails_the_check(tmp_path, capsys):
+    """A declaration was read up to a parenthesis: an array declared __align__(16) or
+    __attribute__((aligned(16))) passed the check, and on the GPU every config would read zeros."""
+    aligned = {"aligned": "__constant__ __align__(16) float weights[4];",
+               "attributed": "__constant__ float __attribute__((aligned(16))) weights[4];"}
+    for name, declared in aligned.items():
+        (tmp_path / f"{name}.cu").write_text(CONSTANT_CU.replace("__constant__ float weights[4]FILLED;", declared)
+                                             .replace("NAME", name))
+    out = refused(tmp_path, capsys, *aligned)
+    for name in aligned:
+        assert re.search(rf"^{name} +cuda .* FAILED", out, re.M), out
+        assert (f"the kernel reads __constant__ float weights[4] ({name}.cu line 1), which no initialiser fills" in out
+                and "(const float *__restrict__ weights)" in out), out
+
+
+@needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""
     (tmp_path / "args.cu").write_text('#ifdef __CUDACC_DEBUG__\n#error "no debug build here"\n#endif\n' + ARGS_CU)

@@ -297,9 +297,12 @@ def entry_refusal(fn: FunctionResources) -> str | None:
     return None
 
 
+#: What may stand between ``__constant__`` and a declarator besides the type's words:
+#: ``__align__(16)``, ``__attribute__((aligned(16)))``; no part of the type.
+_ATTRIBUTE = re.compile(r"__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 #: A ``__constant__`` declaration without an initialiser: the words before its name (its type,
-#: ``__device__``, ``static``; never another ``__constant__``), its name and its dimensions.
-_CONSTANT = re.compile(r"__constant__((?:(?!__constant__)[^;={}()])*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
+#: ``__device__``, ``static``, attributes; never another ``__constant__``), its name and its dimensions.
+_CONSTANT = re.compile(rf"__constant__((?:{_ATTRIBUTE.pattern}|(?!__constant__)[^;={{}}()])*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
 #: Words of a declaration that are no part of its elements' type.
 _STORAGE = {"__device__", "static", "extern", "const", "volatile"}
 
@@ -316,7 +319,7 @@ def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[Constant, ...]]
     code, declared = without_comments(source), {}
     for found in _CONSTANT.finditer(code):
         line, file = source_line(code, found.start(), "the source")
-        ctype = " ".join(w for w in found[1].split() if w not in _STORAGE)
+        ctype = " ".join(w for w in _ATTRIBUTE.sub(" ", found[1]).split() if w not in _STORAGE)
         declared.setdefault(found[2], Constant(found[2], ctype, re.sub(r"\s+", "", found[3]), f"{file} line {line}"))
     arrays = {a: declared[name] for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
               for name in [(qualified_name(a) or a).split("::")[-1]] if name in declared}  # PTX symbol -> its declaration
