@@ -689,6 +689,33 @@ def test_an_aligned_constant_array_only_the_host_fills_fails_the_check(tmp_path,
                 and "(const float *__restrict__ weights)" in out), out
 
 
+SHAPES_CU = """\
+__constant__ float taps[4][4];
+__constant__ float a[4], b[4];
+namespace one { __constant__ float w[4]; }
+namespace two { __constant__ float w[4] = {0}; }
+
+extern "C" __global__ void shapes_sum(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (taps[i % 4][1] + a[i % 4] + b[i % 4] + one::w[i % 4] + two::w[i % 4]) * x[i];
+}
+"""
+
+
+@needs_nvcc
+def test_a_refusal_of_constant_memory_reads_each_declaration_as_the_compiler_does(tmp_path, capsys):
+    """A 2-D array was offered as 'const float *' (its code's taps[i][1] no longer compiles), two
+    arrays of one declaration as one named 'float a[4], b[4]', and a name in two namespaces as the
+    first's: two::w, whose template fills it with zeros, was refused as one::w."""
+    (tmp_path / "shapes.cu").write_text(SHAPES_CU)
+    out = refused(tmp_path, capsys, "shapes")
+    assert ("the kernel reads __constant__ float taps[4][4] (shapes.cu line 1), float a[4] (shapes.cu line 2), "
+            "float b[4] (shapes.cu line 2), float w[4] (shapes.cu line 3), which no initialiser fills") in out, out
+    assert ("pass each as an argument the args builder gives (const float (*__restrict__ taps)[4], const float "
+            "*__restrict__ a, const float *__restrict__ b, const float *__restrict__ w)") in out, out
+
+
 @needs_nvcc
 def test_a_build_for_c_types_that_fails_is_said_not_passed_over(tmp_path, capsys):
     """Its error was dropped: the arguments' C types went unchecked, and the check said ok."""

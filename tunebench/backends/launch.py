@@ -134,8 +134,8 @@ def arch_limits(arch: str) -> dict:
 
 @dataclass(frozen=True)
 class Constant:
-    """A ``__constant__`` array as the build's source declares it: what a refusal of it names, and
-    where to change it."""
+    """A ``__constant__`` array or scalar as the build's source declares it: what a refusal of it
+    names, and where to change it."""
 
     name: str
     ctype: str  # its elements' type, as written: float2
@@ -147,8 +147,13 @@ class Constant:
 
     @property
     def parameter(self) -> str:
-        """The kernel's parameter that would take its values as an argument: a scalar's by value."""
-        return f"const {self.ctype} *__restrict__ {self.name}" if self.dims else f"{self.ctype} {self.name}"
+        """The kernel's parameter that would take its values as an argument: a scalar's by value, an
+        array's as a pointer to its elements, or to its rows where it has more dimensions than one
+        (``const float (*__restrict__ w)[4]``, which its code indexes as it did the array)."""
+        if not self.dims:
+            return f"{self.ctype} {self.name}"
+        rows = self.dims[self.dims.index("]") + 1:]
+        return f"const {self.ctype} " + (f"(*__restrict__ {self.name}){rows}" if rows else f"*__restrict__ {self.name}")
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,7 @@ class FunctionResources:
     extern_shared: bool = False  # its code reaches an ``extern __shared__`` array (from the PTX)
     grid_sync: bool = False  # its code reads the grid's sync workspace, which a cooperative launch sets (the PTX)
     cluster: tuple[int, ...] | None = None  # its ``__cluster_dims__`` (from the PTX)
-    unfilled_constants: tuple[Constant, ...] = ()  # the ``__constant__`` arrays it reads that no initialiser fills (the PTX)
+    unfilled_constants: tuple[Constant, ...] = ()  # the ``__constant__`` variables it reads that no initialiser fills (the PTX)
 
     @classmethod
     def of(cls, fn, built: FunctionResources | None = None) -> FunctionResources:
@@ -288,43 +293,78 @@ def entry_refusal(fn: FunctionResources) -> str | None:
     if fn.grid_sync:
         return GRID_SYNC
     if fn.unfilled_constants:
-        arrays, one = fn.unfilled_constants, len(fn.unfilled_constants) == 1
+        constants, one = fn.unfilled_constants, len(fn.unfilled_constants) == 1
         each = "it" if one else "each"
-        return (f"the kernel reads __constant__ {', '.join(map(str, arrays))}, which no initialiser fills, and tunebench "
+        return (f"the kernel reads __constant__ {', '.join(map(str, constants))}, which no initialiser fills, and tunebench "
                 f"copies nothing into constant memory (Kernel Tuner's cmem_args fill {'it' if one else 'them'} from the "
                 f"host): every config would read zeros; pass {each} as an argument the args builder gives "
-                f"({', '.join(c.parameter for c in arrays)}), or give {each} its values in the template")
+                f"({', '.join(c.parameter for c in constants)}), or give {each} its values in the template")
     return None
 
 
 #: What may stand between ``__constant__`` and a declarator besides the type's words:
 #: ``__align__(16)``, ``__attribute__((aligned(16)))``; no part of the type.
 _ATTRIBUTE = re.compile(r"__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
-#: A ``__constant__`` declaration without an initialiser: the words before its name (its type,
-#: ``__device__``, ``static``, attributes; never another ``__constant__``), its name and its dimensions.
-_CONSTANT = re.compile(rf"__constant__((?:{_ATTRIBUTE.pattern}|(?!__constant__)[^;={{}}()])*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);")
+#: A ``__constant__`` declaration without an initialiser, to its ``;``: its type, attributes and
+#: declarators (a dimension may hold parentheses); never across another ``__constant__``.
+_CONSTANT = re.compile(rf"__constant__((?:{_ATTRIBUTE.pattern}|\[[^\]]*\]|(?!__constant__)[^;={{}}()\[])*);")
+#: One declarator of it: its pointer stars, name and dimensions.
+_DECLARATOR = re.compile(r"(.*?)(\**)\s*\b(\w+)\s*((?:\[[^\]]*\]\s*)*)", re.S)
+#: A namespace's opening brace (its name; none for an anonymous one), or another brace.
+_SCOPE = re.compile(r"\bnamespace\s+((?:\w+\s*::\s*)*\w+)?\s*\{|[{}]")
 #: Words of a declaration that are no part of its elements' type.
 _STORAGE = {"__device__", "static", "extern", "const", "volatile"}
 
 
-def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[Constant, ...]]:
-    """The kernels (by symbol) whose code reads ``__constant__`` arrays declared without an
-    initialiser, each with those arrays: a host's ``cudaMemcpyToSymbol`` fills such an array, and
-    tunebench launches with the args builder's arguments alone. The PTX writes zeros (``= {0}``)
-    as no initialiser too, so an array counts only where the build's ``source`` declares it
-    without one (one the source does not show, from a header of the include folders, is not judged).
-    The PTX names an array in a namespace by its mangled symbol (``_ZN4conv7weightsE``): it is
-    the source's by its last name, and said as the source declares it, where its #line markers place it
-    (comments out: one naming ``__constant__`` above a declaration is no part of it)."""
+def _declared_constants(source: str) -> dict[tuple[str, ...], Constant]:
+    """The ``__constant__`` variables ``source`` declares without an initialiser, by their
+    namespaces and name (comments out: a comment naming ``__constant__`` is no declaration)."""
     code, declared = without_comments(source), {}
+    scopes: list[tuple[str, ...]] = []  # per open brace: the namespaces it opens (none for another)
+    braces = iter(_SCOPE.finditer(code))
+    brace = next(braces, None)
     for found in _CONSTANT.finditer(code):
+        while brace is not None and brace.start() < found.start():
+            if brace[0] == "}":
+                scopes = scopes[:-1]
+            else:
+                scopes.append(tuple(re.split(r"\s*::\s*", brace[1])) if brace[1] else ())
+            brace = next(braces, None)
         line, file = source_line(code, found.start(), "the source")
-        ctype = " ".join(w for w in _ATTRIBUTE.sub(" ", found[1]).split() if w not in _STORAGE)
-        declared.setdefault(found[2], Constant(found[2], ctype, re.sub(r"\s+", "", found[3]), f"{file} line {line}"))
-    arrays = {a: declared[name] for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
-              for name in [(qualified_name(a) or a).split("::")[-1]] if name in declared}  # PTX symbol -> its declaration
-    readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in arrays}
-    return {k: tuple(c for a, c in arrays.items() if k in readers[a]) for k in set().union(*readers.values())}
+        parts = re.split(r",(?![^\[<]*[\]>])", _ATTRIBUTE.sub(" ", found[1]))  # a comma in [] or <> splits none
+        first = _DECLARATOR.fullmatch(parts[0])
+        if first is None:
+            continue
+        ctype = " ".join(w for w in first[1].split() if w not in _STORAGE)
+        later = [d for p in parts[1:] if (d := _DECLARATOR.fullmatch(p)) and not d[1].strip()]  # stars, name, dims
+        for declarator in [first, *later]:
+            name = (*(n for scope in scopes for n in scope), declarator[3])
+            declared.setdefault(name, Constant(declarator[3], " ".join(filter(None, (ctype, declarator[2]))),
+                                               re.sub(r"\s+", "", declarator[4]), f"{file} line {line}"))
+    return declared
+
+
+def _source_name(symbol: str) -> tuple[str, ...]:
+    """A PTX symbol's namespaces and name, as a source declares them: nvcc's internal name of a
+    static one's file, and an anonymous namespace, are no name the source writes."""
+    parts = (qualified_name(symbol) or symbol).split("::")
+    return tuple(p for p in parts if not p.startswith(("_INTERNAL", "_GLOBAL__N"))) or (symbol,)
+
+
+def unfilled_constants(ptx: str, source: str) -> dict[str, tuple[Constant, ...]]:
+    """The kernels (by symbol) whose code reads ``__constant__`` variables (arrays or scalars)
+    declared without an initialiser, each with those: a host's ``cudaMemcpyToSymbol`` fills such
+    a variable, and tunebench launches with the args builder's arguments alone. The PTX writes
+    zeros (``= {0}``) as no initialiser too, so a variable counts only where the build's ``source``
+    declares it without one (one the source does not show, from a header of the include folders,
+    is not judged). The PTX names a variable in a namespace by its mangled symbol
+    (``_ZN4conv7weightsE``): it is the source's of those namespaces and that name, and said as the
+    source declares it, where its #line markers place it."""
+    declared = _declared_constants(source)
+    found = {a: declared[name] for a in re.findall(r"^\.const\b[^\n=;]*?(\w+)(?:\[\d*\])?\s*;", ptx, re.M)
+             for name in [_source_name(a)] if name in declared}  # PTX symbol -> its declaration
+    readers = {a: _reaching(ptx, [rf"\b{re.escape(a)}\b"]) for a in found}
+    return {k: tuple(c for a, c in found.items() if k in readers[a]) for k in set().union(*readers.values())}
 
 
 def extern_shared_users(ptx: str) -> set[str]:
