@@ -139,3 +139,21 @@ def test_a_string_constraint_as_kernel_tuner_writes_its_restrictions_is_refused_
     with pytest.raises(SpaceError) as refused:  # no Python expression: no lambda to offer
         Space({"tile": [1, 2]}, constraints=["tile %% 2 =="]).validate()
     assert str(refused.value) == "constraint 'tile %% 2 ==' is not callable (strings are not evaluated)"
+
+
+def test_a_string_constraints_lambda_reads_a_param_named_as_a_builtin_and_not_a_name_it_binds():
+    """A param named max or len was left out of the offered lambda, which then read the builtin,
+    and a comprehension's variable was offered as a param."""
+    with pytest.raises(SpaceError) as refused:
+        Space({"max": [1, 2], "X": [1, 2], "Y": [1, 2]}, constraints=["all(b <= max for b in (X, Y))"]).validate()
+    assert str(refused.value).endswith(": write it as lambda max, X, Y: all(b <= max for b in (X, Y))")
+
+
+@pytest.mark.parametrize("given, meant", [("a <= b", "lambda a, b: a <= b"),
+                                          ("a <=", "lambda vec, unroll: vec * unroll <= 4")])
+def test_a_string_given_as_the_constraints_is_refused_with_the_lambda_it_means(given, meant):
+    """A bare string, as Kernel Tuner takes one restriction, got only the generic example where a
+    string in the list got the lambda it means; one that is no expression still gets the example."""
+    with pytest.raises(SpaceError) as refused:
+        Space({"a": [1, 2], "b": [1, 2]}, constraints=given)
+    assert str(refused.value) == f"constraints={given!r}: give a list of functions of the params, as constraints=[{meant}]"

@@ -24,7 +24,7 @@ import builtins
 import difflib
 import inspect
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -130,18 +130,23 @@ class _UnknownParam(KeyError):
     pass
 
 
-def _as_lambda(text: Any) -> str:
-    """The callable a string constraint means, to offer in its refusal (``: write it as lambda a,
-    b: a <= b``): a port of a Kernel Tuner script copies its restrictions, Python expressions of
-    the params. Nothing where the string is no expression, or reads no name."""
+def _as_lambda(text: Any, names: Collection[str]) -> str | None:
+    """The lambda a string constraint means, to offer in its refusal (``lambda a, b: a <= b``): a
+    port of a Kernel Tuner script copies its restrictions, Python expressions of the params. Its
+    arguments are the names the expression reads: each of ``names`` (the params, a param named
+    ``max`` too), and any other but a builtin or a name the expression binds itself (a
+    comprehension's). None where the string is no expression, or reads no name."""
     try:
         tree = ast.parse(text.strip(), mode="eval") if isinstance(text, str) else None
     except (SyntaxError, ValueError):  # ValueError: a null byte
         tree = None
-    read = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name) and not hasattr(builtins, n.id)),
-                  key=lambda n: (n.lineno, n.col_offset)) if tree else []
-    names = ", ".join(dict.fromkeys(n.id for n in read))
-    return f": write it as lambda {names}: {text.strip()}" if names else ""
+    if tree is None:
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    bound = {n.id for n in found if isinstance(n.ctx, ast.Store)}
+    read = sorted((n for n in found if n.id in names or (n.id not in bound and not hasattr(builtins, n.id))),
+                  key=lambda n: (n.lineno, n.col_offset))
+    return f"lambda {', '.join(dict.fromkeys(n.id for n in read))}: {text.strip()}" if read else None
 
 
 class Constraint:
@@ -151,7 +156,9 @@ class Constraint:
 
     def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
         if not callable(fn):
-            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated){_as_lambda(fn)}")
+            meant = _as_lambda(fn, names)
+            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated)"
+                             + (f": write it as {meant}" if meant else ""))
         self.fn = fn
         code = getattr(fn, "__code__", None)
         where = f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else ""
@@ -198,8 +205,9 @@ class Space:
         nor bounded by :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
         self._spec = dict(params)
         if isinstance(constraints, str) or callable(constraints):  # one given bare: a string ran letter by letter
+            meant = _as_lambda(constraints, self._spec) or "lambda vec, unroll: vec * unroll <= 4"
             raise SpaceError(f"constraints={constraints!r}: give a list of functions of the params, as "
-                             f"constraints=[lambda vec, unroll: vec * unroll <= 4]")
+                             f"constraints=[{meant}]")
         self._constraint_fns = list(constraints)
         self._configs = None if configs is None else set(configs)
         self._checked: tuple | None = None
