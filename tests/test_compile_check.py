@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
-from tunebench.backends import cuda, launch
+from tunebench.backends import cpu, cuda, launch
 from tunebench.backends.base import KernelError
 from tunebench.cli import main
 
@@ -134,6 +134,23 @@ def test_a_cpu_argument_of_another_c_type_and_a_missing_entry_fail_the_check_nam
             "4-byte float: give it np.float32") in out
     assert "    float32 [vec:2 unroll:1 mode:0] and 1 more: axpb.c exports no function 'axpby'; it exports: axpb" in out
     assert out.endswith("compile-check cpu: 0 of 2 kernels ok; failed: axpb, renamed\n")
+
+
+def test_a_kernel_whose_compiler_is_missing_fails_alone_and_the_others_are_checked(tmp_path, capsys, monkeypatch):
+    """Since the check is said kernel by kernel, a C++ kernel checked after a C one on a machine
+    without g++ raised out of the run: the C one said, the summary never printed, exit status 2."""
+    monkeypatch.setattr(cpu, "CXX", "g++-tunebench-none")
+    (tmp_path / "axpb.c").write_text(AXPB_C)
+    (tmp_path / "axpb.cpp").write_text(AXPB_C)
+    suite = AXPB_SUITE.replace("MODES", "[0]").replace('"kernels/axpb.c"', repr(str(tmp_path / "axpb.c")))
+    (tmp_path / "test_axpb.py").write_text(suite)
+    (tmp_path / "test_cxx.py").write_text(suite.replace('    "axpb",', '    "cxx",').replace("axpb.c'", "axpb.cpp'"))
+    assert main(["compile-check", "--target", "cpu", "--suites", str(tmp_path), "--sample", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "axpb  cpu  float32  host  2 configs, 2 builds  ok" in out, out
+    assert "cxx   cpu  float32  host  2 configs, 0 builds  FAILED its compiler" in out, out
+    assert "    compiler: g++-tunebench-none is not on PATH: the cpu compile check of axpb.cpp needs it\n" in out, out
+    assert out.endswith("compile-check cpu: 1 of 2 kernels ok; failed: cxx\n"), out
 
 
 def test_arguments_named_as_the_kernels_parameters_in_another_order_fail_the_check(tmp_path, capsys):

@@ -192,7 +192,8 @@ def _compile_check(args: argparse.Namespace, kernels: list, target: str) -> int:
 def _print_check(r: compile_check.KernelCheck, target: str, where: str, width: int) -> None:
     """One kernel's check, as soon as it is made: into a pipe (a CI log) too, where a run killed
     later would otherwise take it with it."""
-    failed = [f"{len(r.failures)} of {r.builds} builds" if r.builds else "its declaration"] if r.failures else []
+    failed = ([f"{len(r.failures)} of {r.builds} builds"] if r.builds  # else its declaration, or its compiler
+              else list(dict.fromkeys(f"its {part}" for part, _ in r.failures))) if r.failures else []
     failed += [f"{r.failed_launches} of {r.launches} launches" if r.launches
                else "its launch" if target == "cuda" else "its entry point"] if r.launch_failures else []
     failed += sorted({f"its {what.split()[-1]}" for what, _ in r.reference_failures})  # arguments, reference

@@ -118,7 +118,8 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
           sample: int = 6, seed: int = 0, jobs: int | None = None) -> Iterator[KernelCheck]:
     """Each kernel's check, as it is made (a run of minutes is said as it goes, and one killed
     midway keeps what it checked); a kernel whose declaration is at fault (a dtype without a C
-    type, a heuristic outside the space, a missing template) fails alone, the others are checked."""
+    type, a heuristic outside the space, a missing template), or whose compiler is missing, fails
+    alone, the others are checked."""
     with ThreadPoolExecutor(jobs or os.cpu_count()) as pool:
         for kernel in kernels:
             variant = kernel.variant(target)
@@ -146,13 +147,20 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                     continue
             if target == "cuda":
                 result.built_for = tuple(cuda.variant_arch(a, variant) for a in kernel_archs)
+            try:
+                built_with = {dtype: commands(target, kernel_archs, variant, dtype) for dtype in variant.dtypes}
+            except FileNotFoundError as e:  # this kernel's compiler (g++ for a C++ one): the others are checked
+                result.failures.append(("compiler", str(e)))
+                result.seconds = time.perf_counter() - start
+                yield result
+                continue
             suffix = ".cu" if target == "cuda" else cpu.source_suffix(cpu.language(variant))
             inspect = launch.compiled_kernels if target == "cuda" else params.library_functions
             jobs_ = [(dtype, where, config, pool.submit(
                 _compile, command, cuda.source(variant, config, dtype) if target == "cuda"
                 else cpu.source(variant, config, dtype), suffix, variant.path.name, inspect,
                 None if target == "cuda" else cpu.source_inputs(variant, config, dtype)))
-                for dtype in variant.dtypes for where, command in commands(target, kernel_archs, variant, dtype).items()
+                for dtype in variant.dtypes for where, command in built_with[dtype].items()
                 for config in configs]
             # one -G build per dtype, for the C types of the entry point's parameters
             debug = {dtype: pool.submit(_compile, cuda.nvcc_command(cuda.variant_arch(kernel_archs[0], variant),
