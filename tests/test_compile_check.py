@@ -546,6 +546,16 @@ def test_the_c_types_are_checked_whatever_optimises_the_device_code(tmp_path, ca
             "give it np.int32") in out, out
 
 
+def refused(tmp_path, capsys, *names: str) -> str:
+    """What compile-check says of the kernels ``names`` (each ``<name>.cu``'s ``<name>_sum``, no
+    alpha), one of which at least it fails."""
+    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
+    (tmp_path / "test_kernels.py").write_text(suite.replace("alpha=np.float32(2)", "") + "".join(
+        f"{name} = kernel('{name}', n=np.int32(4096))\n" for name in names))
+    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
+    return capsys.readouterr().out
+
+
 SYNCS_CU = """\
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -565,11 +575,7 @@ def test_a_kernel_that_syncs_its_grid_fails_the_check_and_one_that_syncs_its_blo
     the GPU every config would fail alike."""
     for scope in ("grid", "thread_block"):
         (tmp_path / f"{scope}.cu").write_text(SYNCS_CU.replace("SYNC", scope))
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
-    (tmp_path / "test_syncs.py").write_text(suite.replace("alpha=np.float32(2)", "") + "grid = kernel('grid', "
-                                            "n=np.int32(4096))\nthread_block = kernel('thread_block', n=np.int32(4096))\n")
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    out = capsys.readouterr().out
+    out = refused(tmp_path, capsys, "grid", "thread_block")
     assert re.search(r"^grid +cuda .* FAILED", out, re.M) and re.search(r"^thread_block +cuda .* ok", out, re.M), out
     assert "the kernel syncs its whole grid (cg::this_grid().sync()), which only a cooperative launch allows" in out
 
@@ -594,11 +600,7 @@ def test_a_kernel_reading_constant_memory_only_the_host_fills_fails_the_check(tm
     filled = {"host": "", "inited": " = {1, 2, 3, 4}", "zeros": " = {0, 0, 0, 0}", "braced": "{}", "zero": " = {0}"}
     for name, given in filled.items():
         (tmp_path / f"{name}.cu").write_text(CONSTANT_CU.replace("FILLED", given).replace("NAME", name))
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
-    (tmp_path / "test_constant.py").write_text(suite.replace("alpha=np.float32(2)", "") + "".join(
-        f"{name} = kernel('{name}', n=np.int32(4096))\n" for name in filled))
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    out = capsys.readouterr().out
+    out = refused(tmp_path, capsys, *filled)
     assert re.search(r"^host +cuda .* FAILED", out, re.M), out
     assert all(re.search(rf"^{name} +cuda .* ok", out, re.M) for name in filled if name != "host"), out
     assert ("the kernel reads __constant__ float weights[4] (host.cu line 1), which no initialiser fills, and "
@@ -610,17 +612,16 @@ def test_a_constant_array_in_a_namespace_only_the_host_fills_fails_the_check(tmp
     """nvcc's PTX names a namespace's __constant__ array by its mangled name (_ZN4conv7weightsE),
     which was compared with the source's bare name: the check passed a kernel whose weights the
     host alone fills, and on the GPU every config would read zeros."""
-    spaced = {"spaced": "", "spaced_inited": " = {1, 2, 3, 4}"}
+    spaced = {"spaced": "", "spaced_inited": " = {1, 2, 3, 4}", "spaced_static": ""}
     for name, given in spaced.items():
+        static = "static " if name.endswith("static") else ""  # _ZN..._INTERNAL_<the file>...4conv7weightsE
         (tmp_path / f"{name}.cu").write_text(CONSTANT_CU.replace("__constant__ float weights[4]FILLED;", (
-            f"namespace conv {{ __constant__ float weights[4]{given}; }}\nusing conv::weights;")).replace("NAME", name))
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', 'f"{name}.cu", entry=f"{name}_sum"')
-    (tmp_path / "test_constant.py").write_text(suite.replace("alpha=np.float32(2)", "") + "".join(
-        f"{name} = kernel('{name}', n=np.int32(4096))\n" for name in spaced))
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    out = capsys.readouterr().out
+            f"namespace conv {{ {static}__constant__ float weights[4]{given}; }}\nusing conv::weights;")).replace("NAME", name))
+    out = refused(tmp_path, capsys, *spaced)
     assert re.search(r"^spaced +cuda .* FAILED", out, re.M) and re.search(r"^spaced_inited +cuda .* ok", out, re.M), out
+    assert re.search(r"^spaced_static +cuda .* FAILED", out, re.M), out
     assert "the kernel reads __constant__ float weights[4] (spaced.cu line 1), which no initialiser fills" in out, out
+    assert "the kernel reads __constant__ float weights[4] (spaced_static.cu line 1), which no initialiser" in out, out
 
 
 POLYGON_CU = """\
@@ -634,16 +635,6 @@ extern "C" __global__ void polygon_sum(const float *x, float *y, int n)
     if (i < n) y[i] = (vertices[i % VERTICES].x + slopes[i % VERTICES]) * x[i];
 }
 """
-
-
-def refused(tmp_path, capsys, name: str) -> str:
-    """What compile-check says of kernel ``name`` (``<name>.cu``'s ``<name>_sum``, no alpha), which
-    it fails."""
-    suite = ARGS_SUITE.split("fits = ")[0].replace('"args.cu", entry="scale"', f'"{name}.cu", entry="{name}_sum"')
-    (tmp_path / f"test_{name}.py").write_text(suite.replace("alpha=np.float32(2)", "")
-                                              + f"{name} = kernel('{name}', n=np.int32(4096))\n")
-    assert main(["compile-check", "--suites", str(tmp_path), "--sample", "1", "--arch", "sm_90"]) == 1
-    return capsys.readouterr().out
 
 
 @needs_nvcc
