@@ -1,5 +1,6 @@
 """The final round's last check: a winner's lead must hold when measured again alone."""
 
+import importlib
 import json
 import re
 import subprocess
@@ -219,6 +220,50 @@ def test_where_every_finalist_fails_in_the_round_the_heuristic_stays_saying_so(t
         r"every finalist( but the heuristic's own config)? failed on \(4096,\): the worker was killed by SIGSEGV",
         round_["problem"])
     assert {json.dumps(d["config"], sort_keys=True) for d in entry["dropped"]} == others
+
+
+def fail_then_busy(monkeypatch, fails) -> list[dict]:
+    """The final round's first comparison fails the finalist ``fails(configs)`` picks, the
+    ones after it stay disturbed by other load; returns the configs failed."""
+    import tunebench.final_round
+
+    real, failed = tunebench.final_round.compare, []
+
+    def compare(workers, kernel, shape, dtype, arms, *args, **kwargs):
+        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
+        if failed:
+            found.disturbed.append("other processes took 90% of the CPU time")
+            return found
+        label, config = fails([(label, config) for label, config, _ in arms[1:]])  # arms[0]: the baseline
+        failed.append(config)
+        found.failure = {"arm": label, "status": "wrong_result", "error": "output 'y': 1 of 4096 values off"}
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", compare)
+    return failed
+
+
+@pytest.mark.parametrize("the_pick", [False, True])
+def test_a_round_disturbed_after_a_finalist_is_dropped_keeps_the_earlier_pick_unless_it_failed(
+        twice_project, pytester, monkeypatch, quiet_verdicts, the_pick):
+    """Any failure in the round made it a verdict: a finalist dropped (the others measured again),
+    then other load on the rest, and the heuristic replaced the earlier round's confirmed pick."""
+    monkeypatch.setattr(importlib.import_module("tunebench.lookup"), "REFRESH_S", 0.0)  # read again at once
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
+    before = lookup("twice", (4096,), **asked)
+    assert before.source == "tuned"
+    failed = fail_then_busy(monkeypatch, lambda arms: next(
+        (label, config) for label, config in arms if (config == before.config) == the_pick))
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
+    (path,) = (twice_project / "records").glob("*.json")
+    latest = RecordStore(path).checks(kind="tune")[-1]
+    assert latest["shapes"][0]["dropped"][0]["config"] == failed[0]
+    after = lookup("twice", (4096,), **asked)
+    if the_pick:  # the pick fails now: the round is the verdict, and the heuristic is served
+        assert not latest.get("disturbed") and after.source == "heuristic", latest
+    else:
+        assert latest.get("disturbed") and (after.source, after.config) == ("tuned", before.config), latest
 
 
 def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):

@@ -36,6 +36,7 @@ from tunebench import __version__
 from tunebench.buckets import Bucket
 from tunebench.compare import Comparison, compare
 from tunebench.kernel import Kernel, Variant
+from tunebench.lookup import latest_confirmation
 from tunebench.records import RecordStore, config_key, config_text
 
 FINAL_PROCESSES = 3
@@ -68,6 +69,9 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     ``dirty``: whether the tree held uncommitted changes (the report marks the round so)."""
     entries, problem, disturbed, failed = [], None, False, False
     dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
+    earlier = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup_hash,
+                                  variant.entry)
+    picked = {(tuple(e["shape"]), config_key(e["best"])) for e in earlier["shapes"]} if earlier else set()
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
         configs = [f[shape] for f in finalists]
@@ -85,10 +89,13 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
             labels = {config_key(c): str(i) for i, c in enumerate(unique)}
             comp = compare(workers, kernel.name, shape, dtype, [(labels[config_key(c)], c, None) for c in unique],
                            FINAL_PROCESSES, BUDGET_S)
-            failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
             at_fault = unique[int(comp.failure["arm"])] if comp.failure and comp.failure.get("arm") else None
             if at_fault is None or (at_fault == baseline and not baseline_failure):
+                failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
                 break
+            # a finalist dropped, the others measured again: a round that then stays disturbed judged nothing,
+            # and the earlier round's pick stands, unless it is the config that failed now
+            failed = failed or (shape, config_key(at_fault)) in picked
             dropped.add(config_key(at_fault))
             entry.setdefault("dropped", []).append({"config": at_fault, **{k: comp.failure[k] for k in
                                                                            ("status", "error")}})
