@@ -261,11 +261,14 @@ class FlakyWorkers:
     """Answers ``disturbed`` a given number of times, then ``clean``."""
 
     def __init__(self, disturbed, others_cpu=0.9):
-        self.left, self.restarts, self.calls = disturbed, 0, 0
+        self.left, self.restarts, self.calls, self.paused = disturbed, 0, 0, []
         self.others_cpu = others_cpu
 
     def restart(self):
         self.restarts += 1
+
+    def pause(self, seconds):
+        self.paused.append(seconds)
 
     def trial(self, job):
         self.calls += 1
@@ -306,8 +309,7 @@ class SampledWorkers(FlakyWorkers):
         return {**super().trial(job), "samples": {"staggered": {label: [1.0] * 5 for label, _, _ in job.arms}}}
 
 
-def test_once_a_process_stays_disturbed_the_comparison_measures_the_rest_once(monkeypatch):
-    monkeypatch.setattr("tunebench.compare.time.sleep", lambda s: None)
+def test_once_a_process_stays_disturbed_the_comparison_measures_the_rest_once():
     workers = SampledWorkers(disturbed=100, others_cpu=0.0)
     comp = compare(workers, "k", (8,), "float32", [("0", {}, None), ("1", {}, None)], processes=3)
     assert len(comp.disturbed) == 3 and workers.calls == 7 + 1 + 1  # retried until the patience ran out once
@@ -454,15 +456,15 @@ def test_the_summary_counts_each_config_that_stayed_disturbed_once_the_heuristic
                                                                                        monkeypatch):
     """The search asked the heuristic's own config, measured once as the baseline: the summary
     counted it twice ("5 configs stayed disturbed" of a space of 4)."""
-    import tunebench.compare
     import tunebench.interference
     import tunebench.session
+    import tunebench.workers
 
     def disturbed(samples, conditions):
         return {"conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]}
 
     monkeypatch.setattr(tunebench.interference, "verdict", disturbed)
-    monkeypatch.setattr(tunebench.compare.time, "sleep", lambda s: None)
+    monkeypatch.setattr(tunebench.workers.Workers, "pause", lambda self, seconds: None)  # retries at once
     monkeypatch.setattr(tunebench.session, "BUSY_STRIKES", 10)
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force",
                                 "--tune-trials", "4")
@@ -480,8 +482,8 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
     """The search ended, and the final round's earlier pick, measured again (its template edited
     since), stayed disturbed: the task failed ("the task failed: stopped: the machine is busy"),
     not "stopped, disturbed" with its trials kept for a later tune."""
-    import tunebench.compare
     import tunebench.interference
+    import tunebench.workers
     from tests.test_records_safety import SLOW_C, SLOW_SUITE
 
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
@@ -489,7 +491,7 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
              .replace('{"pause": 1, "tag": 0}', '{"pause": 3, "tag": 0}')
              .replace('{"pause": [1, 2], "tag": range(10)}', '{"pause": [1, 3], "tag": [0]}'))
     pytester.path.joinpath("test_slow.py").write_text(suite)
-    monkeypatch.setattr(tunebench.compare.time, "sleep", lambda s: None)
+    monkeypatch.setattr(tunebench.workers.Workers, "pause", lambda self, seconds: None)  # retries at once
     with monkeypatch.context() as m:  # the other runs on this machine do not decide the pick
         m.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
             "conditions": dict(conditions), "verdict": "clean", "interference": []})

@@ -58,6 +58,47 @@ def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
     assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
 
 
+def test_a_trials_reading_of_the_machine_spans_its_last_half_second_not_back_to_the_previous_trial(
+        tmp_path, monkeypatch):
+    """It spanned back to the previous trial's reading: across a slow args builder or reference,
+    a retry's pause or a wait for builds, so that load in them disturbed a measurement made on a
+    quiet machine, and load during the measurement was diluted into seconds of quiet."""
+    from tunebench.builds import Ahead
+
+    (tmp_path / "double.c").write_text(DOUBLE_C)
+
+    def args(shape, dtype, rng):
+        time.sleep(1.5 if shape == (3000,) else 0.0)  # a slow shape's inputs and reference
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
+
+    kernel = Kernel("double_read", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (3000,)])]),
+                    args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+                    cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2]}),
+                                heuristic=lambda shape: {"step": 1}))
+
+    def trial(n: int, step: int = 1) -> dict:
+        result = workers.trial(TrialJob("double_read", {"step": step}, (n,), "float32", MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+        return result["conditions"]
+
+    def compiled_slowly(self, *args):
+        time.sleep(1.5)
+        return real(self, *args)
+
+    workers, real = Workers("cpu"), Ahead._compile
+    monkeypatch.setattr(Ahead, "_compile", compiled_slowly)
+    try:
+        trial(1000)
+        spans = {"a slow shape's inputs": trial(3000)["window_s"]}
+        workers.pause(1.5)
+        spans["a retry's pause"] = trial(1000)["window_s"]
+        Ahead("cpu", {}).build(kernel, kernel.variant("cpu"), "float32", [], now={"step": 2}, waiting=workers.mark)
+        spans["a wait for builds"] = trial(1000, step=2)["window_s"]
+    finally:
+        workers.close()
+    assert all(span < 1.2 for span in spans.values()), spans  # half a second, and the readings' steps
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from tunebench.backends import CompileError, ResourceError, builder, quota
 from tunebench.backends.cpuinfo import cores_usable
+from tunebench.interference import MARK_S
 from tunebench.kernel import Kernel, Variant
 from tunebench.records import config_key
 
@@ -40,9 +42,12 @@ class Ahead:
         self._pool: ThreadPoolExecutor | None = None
         self._builds: dict[tuple, Future] = {}
 
-    def build(self, kernel: Kernel, variant: Variant, dtype: str, configs: list[dict], now: dict) -> None:
+    def build(self, kernel: Kernel, variant: Variant, dtype: str, configs: list[dict], now: dict,
+              waiting: Callable[[], None] = lambda: None) -> None:
         """Start compiling ``configs``; return once ``now`` (the config about to be measured) is
-        built, and, where builds compete with measurements, once every one started is."""
+        built, and, where builds compete with measurements, once every one started is, calling
+        ``waiting`` every :data:`~tunebench.interference.MARK_S` meanwhile (the workers read the
+        machine: see :meth:`~tunebench.workers.Workers.mark`)."""
         if self.backend is None:
             return
         if self._pool is None:
@@ -52,10 +57,10 @@ class Ahead:
             if key not in self._builds:
                 self._builds[key] = self._pool.submit(self._compile, kernel, variant, dtype, config)
         current = self._builds[(kernel.name, variant.source_hash, dtype, config_key(now))]
-        if self.backend.builds_beside_measurement:
-            wait([current])
-        else:
-            wait(list(self._builds.values()))
+        beside = self.backend.builds_beside_measurement
+        while wait([current] if beside else list(self._builds.values()), timeout=MARK_S).not_done:
+            waiting()
+        if not beside:
             self.close()  # its threads end: the worker is forked from one thread
 
     def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:

@@ -225,6 +225,9 @@ class Device:
     def restart(self) -> None:
         self.workers.restart()
 
+    def pause(self, seconds: float) -> None:
+        self.workers.pause(seconds)
+
     def close(self) -> None:
         """The worker stopped and the project's copy removed: a host serves many tunes."""
         self.workers.close()
@@ -354,6 +357,10 @@ class ClusterWorkers:
 
     def restart(self) -> None:
         self._ray.get(self.devices[self._first()].restart.remote())
+
+    def pause(self, seconds: float) -> None:
+        """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
+        self._ray.get(self.devices[self._first()].pause.remote(seconds))
 
     def _others(self) -> list[int]:
         """The devices besides the first that have nothing in flight."""

@@ -17,7 +17,6 @@ changed speed); what stays disturbed is marked so, never used as if it were clea
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -55,7 +54,7 @@ def undisturbed(workers, job: TrialJob | CompareJob, fresh: bool = False,
         if result.get("verdict") != "disturbed" or not (attempt < retries or _host_only(result, retries,
                                                                                           paused + pause)):
             break
-        (sleep or time.sleep)(pause)  # looked up now: a test may stub it
+        (sleep or workers.pause)(pause)  # looked up now: a test may stub it
         paused, attempt = paused + pause, attempt + 1
     result["retries"], result["cost_s"] = attempt, cost
     return result

@@ -52,6 +52,9 @@ CONTENTION_CORES = 0.25
 STEAL = 0.05
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
+#: Seconds between the readings taken while a trial runs or a retry waits (:meth:`Monitor.mark`;
+#: one takes about 0.4 ms).
+MARK_S = 0.1
 #: A thread besides the calling one (the kernel's first) that ran this share of a measurement's
 #: span is one of the kernel's ...
 BUSY_SHARE = 0.25
@@ -236,13 +239,27 @@ class Monitor:
     CPU time that processes other than the run's own (:class:`OwnTime`) took, steal, and the load
     average. One measurement is often shorter than /proc/stat's 10 ms ticks can resolve, so each
     reading spans back to an earlier one at least the horizon old; readings are taken by the
-    process that starts the workers, so the span runs across fresh workers."""
+    process that starts the workers, so the span runs across fresh workers, every
+    :data:`MARK_S` while a trial runs or a retry waits (:meth:`mark`), so that the span is the
+    measurement's last half second or so."""
 
     def __init__(self):
         self._cores = os.sched_getaffinity(0)
         self._own = OwnTime()
         first = _stat(self._own, self._cores)
         self._marks = [first] if first else []
+
+    def mark(self) -> None:
+        """A reading for a later span to start at. Without them the span reached back to the
+        previous measurement: across a compile, a reference's build or a string of failed
+        candidates, other load during the samples was diluted into seconds of quiet and the
+        trial judged clean; across a retry's pause, load that ended in the pause disturbed a
+        retry measured on a quiet machine."""
+        found = _stat(self._own, self._cores)
+        if found is None:
+            return
+        old = [i for i, m in enumerate(self._marks) if found.wall - m.wall >= HORIZON_S]
+        self._marks = self._marks[old[-1] if old else 0:] + [found]  # none before the latest old enough
 
     def conditions(self) -> dict:
         """Now, over the span back to an earlier reading."""
@@ -319,6 +336,18 @@ class Throttling:
         yield
         after = quota.throttled(self._levels)
         self._times, self._ns = self._times + after[0] - times, self._ns + after[1] - ns
+
+    def mark(self) -> None:
+        """A reading for a later span to start at. Without them the span reached back to the
+        previous measurement: across a compile, a reference's build or a string of failed
+        candidates, other load during the samples was diluted into seconds of quiet and the
+        trial judged clean; across a retry's pause, load that ended in the pause disturbed a
+        retry measured on a quiet machine."""
+        found = _stat(self._own, self._cores)
+        if found is None:
+            return
+        old = [i for i, m in enumerate(self._marks) if found.wall - m.wall >= HORIZON_S]
+        self._marks = self._marks[old[-1] if old else 0:] + [found]  # none before the latest old enough
 
     def conditions(self) -> dict:
         found = quota.limit(self._levels)

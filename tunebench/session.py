@@ -434,7 +434,8 @@ class Task:
             self._speculate(strategy)
             if self.tuner.ahead is not None:
                 upcoming = [space.config(k) for k in strategy.upcoming(self.tuner.ahead.size)]
-                self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config)
+                self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config,
+                                       waiting=self.tuner.workers.mark)
             self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
             self.tuner.progress(self, False)
             return self.estimate(self.outcomes[key])

@@ -548,7 +548,7 @@ class Workers:
         follows, is cut short by a watchdog thread; before any candidate ran (the worker's
         "ready") there is none, and no thread: the sentinel forked right after would come from a
         process whose watchdog had not quite ended (Python 3.12 warns of such forks)."""
-        if not self._conn.poll(timeout):
+        if not self._poll(timeout):
             return "timeout", None
         garbled = threading.Event()  # a length the candidate wrote, which no message follows
 
@@ -644,10 +644,33 @@ class Workers:
                                                    f"inputs writable (buffers placed {self._placements[0]}) did "
                                                    f"not repeat")}
 
+    def _poll(self, timeout: float) -> bool:
+        """Whether the worker's next message came within ``timeout`` s, the machine read meanwhile
+        (see :meth:`~tunebench.interference.Monitor.mark`)."""
+        end = time.monotonic() + timeout
+        while not self._conn.poll(max(0.0, min(interference.MARK_S, end - time.monotonic()))):
+            if time.monotonic() >= end:
+                return False
+            self.mark()
+        return True
+
+    def mark(self) -> None:
+        """A reading of the machine now, for a later trial's to span from (see
+        :meth:`~tunebench.interference.Monitor.mark`): called while the run waits for builds."""
+        self._monitor.mark()
+
+    def pause(self, seconds: float) -> None:
+        """Wait before a retry, the machine read meanwhile: the retry's reading spans the end of
+        the pause at most, where the load that disturbed the last attempt may have gone."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(interference.MARK_S, left))
+            self.mark()
+
     def _watch(self) -> tuple[str, Any]:
         """The job's answer, or "timeout" as soon as one call has run longer than the timeout."""
         began = time.monotonic()
-        while not self._conn.poll(0.1):
+        while not self._poll(interference.MARK_S):
             now, launched = time.monotonic(), self._clock[0]
             if (launched and now - launched > self.timeout) or now - began > PREPARE_TIMEOUT_S:
                 return "timeout", None
