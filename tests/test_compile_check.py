@@ -249,6 +249,10 @@ def test_an_array_of_the_same_size_read_as_another_kind_or_sign_fails_the_check(
     ("reference", ("a * x.astype(np.float64) + b", "(a * x + b).reshape(-1, 1)"),
      "float32 reference: kernel 'reference': the reference returned shape (1000, 1) for output 'y', which the "
      "args builder declares (1000,)"),
+    # a port of a Kernel Tuner script's answer=[None, expected, None, None, None]
+    ("answer", ("a * x.astype(np.float64) + b", "[None, a * x.astype(np.float64) + b, None, None, None]"),
+     "float32 reference: kernel 'answer': reference returned 5 outputs, expected 1 (y): return the outputs alone, "
+     "in that order, not Kernel Tuner's answer of one per argument with None for the others"),
 ])
 def test_a_declaration_at_fault_fails_its_kernel_alone_naming_the_fault(tmp_path, capsys, name, change, said):
     """Each was a bare message for the whole check (a KeyError's key alone), or passed here and

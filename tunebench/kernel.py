@@ -1215,9 +1215,11 @@ class Kernel:
                                   f"{lacking[0]!r}: key it by every output's name ({', '.join(self.outputs)})")
             result = [result[n] for n in self.outputs]
         result = list(result) if isinstance(result, (tuple, list)) else [result]
-        if len(result) != len(self.outputs):
+        if len(result) != len(self.outputs):  # None among them: a Kernel Tuner script's answer= list, ported
+            answer = (": return the outputs alone, in that order, not Kernel Tuner's answer of one per argument "
+                      "with None for the others" if any(r is None for r in result) else "")
             raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "
-                              f"expected {len(self.outputs)} ({', '.join(self.outputs)})")
+                              f"expected {len(self.outputs)} ({', '.join(self.outputs)}){answer}")
         result = [np.asarray(r) for r in result]
         for name, got in zip(self.outputs, result):
             want = args[name]
