@@ -982,3 +982,25 @@ def test_a_cluster_the_grid_is_no_multiple_of_or_beyond_the_portable_size_fails_
     out = capsys.readouterr().out
     assert "[cx:3] shape (1000,): grid (4, 1, 1) is not a multiple of the function's cluster (3, 1, 1)" in out
     assert "[cx:16] shape (1000,) and 1 more: a cluster of 16 blocks ((16, 1, 1)), beyond the portable 8" in out, out
+
+
+@needs_nvcc
+def test_a_cuda_variant_without_a_launch_fails_its_declaration_offering_kernel_tuners_default(tmp_path, capsys):
+    """A port of a Kernel Tuner script, which derives the launch from the problem size and the
+    block_size_x/_y params, leaves it out: every config was built, then each launch failed."""
+    (tmp_path / "stage.cu").write_text(SHARED_CU)
+    suite = textwrap.dedent(SHARED_SUITE).replace(", launch=launch", "")
+    tuner = "tuner = " + suite.split("stage = ")[1].replace('"stage",', '"tuner",', 1).replace(
+        '{"kib": [0, 1, 200]}', '{"kib": [0, 1], "block_size_x": [32, 64], "block_size_y": [1, 2]}').replace(
+        '{"kib": 1}', '{"kib": 1, "block_size_x": 32, "block_size_y": 1}')
+    (tmp_path / "test_stage.py").write_text(suite + tuner)
+    assert main(["compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert "stage  cuda  float32  sm_90  0 configs, 0 builds  FAILED its declaration" in out
+    assert ("    declaration: kernel 'stage', the cuda variant: no launch=(config, shape) -> (grid, block), which gives "
+            "each config's grid and block on a shape\n") in out, out
+    assert ("    declaration: kernel 'tuner', the cuda variant: no launch=(config, shape) -> (grid, block), which gives "
+            "each config's grid and block on a shape; Kernel Tuner's default, the problem size over the block_size "
+            "params, is launch=lambda config, shape: (((shape[0] + config['block_size_x'] - 1) // "
+            "config['block_size_x'], (shape[1] + config['block_size_y'] - 1) // config['block_size_y']), "
+            "(config['block_size_x'], config['block_size_y'])), shape[i] where the script's problem_size[i] was\n") in out

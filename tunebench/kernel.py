@@ -34,7 +34,7 @@ from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bar
                                      constant_settings, constant_suspects, directive_names, folder_header, overridden,
                                      preprocess, unreadable)
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.launch import launch_of, stray_parameter, takes_dtype
+from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes_dtype
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -1254,6 +1254,12 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}, the {target} variant: its {what} has a parameter {stray!r} "
                                   f"beyond ({', '.join(given)}), which nothing gives: the task's dtype is given to "
                                   f"a parameter named dtype")
+        if target == "cuda" and variant.launch is None:  # a Kernel Tuner script derives it: its port leaves it out
+            offer = kernel_tuner_launch(variant.space.names)
+            raise KernelError(f"kernel {self.name!r}, the cuda variant: no launch=(config, shape) -> (grid, block), "
+                              f"which gives each config's grid and block on a shape" + (
+                                  f"; Kernel Tuner's default, the problem size over the block_size params, is "
+                                  f"launch={offer}, shape[i] where the script's problem_size[i] was" if offer else ""))
         builtin = [n for n in variant.space.names if n in CUDA_BUILTINS] if target == "cuda" else []
         if builtin:  # `#define warpSize 16` rewrote the builtin: a reduction over a warp halved, and verified wrong
             raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "

@@ -15,7 +15,7 @@ import inspect
 import math
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,6 +88,25 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
         raise KernelError(f"{where} returned grid {made.grid}, block {made.block}: a dimension below 1 launches "
                           f"nothing ({fix})")
     return made
+
+
+#: The params Kernel Tuner takes a block's threads along x, y and z from, and each one's value
+#: where the space has no such param.
+BLOCK_SIZE_NAMES = {"block_size_x": 256, "block_size_y": 1, "block_size_z": 1}
+
+
+def kernel_tuner_launch(params: Iterable[str]) -> str | None:
+    """The launch Kernel Tuner makes where a script gives no grid (the block its ``block_size_x``,
+    ``_y``, ``_z`` params, the grid the problem size over them, rounded up), written as a
+    ``launch=`` for a port that left it out; None where the space has none of those params."""
+    names = list(BLOCK_SIZE_NAMES)
+    given = [n for n in names if n in set(params)]
+    if not given:
+        return None
+    sizes = [f"config[{n!r}]" if n in given else str(BLOCK_SIZE_NAMES[n])
+             for n in names[:names.index(given[-1]) + 1]]
+    grid = [f"shape[{i}]" if size == "1" else f"(shape[{i}] + {size} - 1) // {size}" for i, size in enumerate(sizes)]
+    return f"lambda config, shape: (({', '.join(grid)}{',' * (len(grid) == 1)}), ({', '.join(sizes)}{',' * (len(sizes) == 1)}))"
 
 
 def stray_parameter(fn: Callable, given: int) -> str | None:
