@@ -706,6 +706,35 @@ def test_a_template_placing_its_params_after_its_headers_is_built_from_its_sourc
     assert done.returncode == 0, done.stderr
 
 
+def test_an_array_or_a_tensor_given_for_its_dtype_is_refused_naming_the_kernel(tmp_path):
+    """A launch path passing ``x`` where it meant ``x.dtype``: a tensor, hashable unlike a numpy
+    array, failed as "dtype tensor([[...]]) is not a numpy dtype", its every row in the message,
+    and flags() named no kernel (nor for a dtype's misspelt name)."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
+    (tmp_path / "suites" / "div.c").write_text(DIV_C.replace("MARKER", ""))
+    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
+    asked = {"records": tmp_path / "records", "suites": tmp_path / "suites"}
+    handle = tunebench.tuned("div_scale", device="cpu-test", **asked)
+    class Tensor:  # a framework's: hashable, unlike a numpy array (torch's is not imported again after pytester)
+        dtype = np.dtype("float32")
+
+        def __repr__(self):
+            return "tensor([[1., 1., 1.], [1., 1., 1.]])"
+
+    given = [np.ones((64, 100), np.float32), Tensor()]
+    for x in given:
+        said_of = re.escape(f"kernel 'div_scale': dtype is a {type(x).__name__}: give a dtype's name, a numpy "
+                            f"dtype or an array's .dtype")
+        for call in (lambda: handle.config((100,), x), lambda: handle.defines((100,), x), lambda: handle.flags(x),
+                     lambda: tunebench.best("div_scale", (100,), "cpu-test", dtype=x, **asked)):
+            with pytest.raises(TypeError, match=rf"^{said_of}$"):
+                call()
+    with pytest.raises(ValueError, match=r"^kernel 'div_scale': dtype 'fp32' is not a numpy dtype"):
+        handle.flags("fp32")
+    assert handle.config((100,), given[0].dtype) == {"div": 4, "broken": 0}
+
+
 def test_defines_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
     """defines() searched the whole template for a `// tunebench: params` line at every launch,
     half its time; once per text, an edit adding the line is still refused, and one removing it

@@ -90,7 +90,7 @@ class Tuned:
             return cuda.code_flags(variant)
         dtype = dtype if dtype is not None else self.dtype
         try:
-            return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype)])
+            return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype, decl.name)])
         except BuildEnvironmentError as e:  # the link probe the machine kept from running: said for this kernel
             raise BuildEnvironmentError(f"kernel {decl.name!r}: its flags are not known: {e}") from None
 

@@ -794,8 +794,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         raise TypeError(f"kernel {kernel!r}: give a kernel's name or its tunebench.Kernel")
     shape = _shape(shape, getattr(kernel, "name", kernel))
     if type(dtype).__hash__ is None:  # an array, a list: the answers' cache failed naming nothing
-        raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: dtype is a {type(dtype).__name__}: give a "
-                        f"dtype's name, a numpy dtype or an array's .dtype")
+        raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: dtype is a {type(dtype).__name__}: {_A_DTYPE}")
     # the declaration itself, not its id (a later one may reuse it): by name, the one declared now
     memo = (kernel, REGISTRY.get(kernel) if isinstance(kernel, str) else None, shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
@@ -807,10 +806,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         if folder.generation == generation and (source is None or variant.source_hash == source):
             return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
-    try:
-        dtype = dtype_name(dtype)
-    except ValueError as e:
-        raise ValueError(f"kernel {getattr(kernel, 'name', kernel)!r}: {e}") from None
+    dtype = dtype_name(dtype, getattr(kernel, "name", kernel))
     records_dir, suites_dir = project(records, suites, decl)
     if isinstance(kernel, str):
         decl = declaration(kernel, records, suites, suites_dir)
@@ -1003,9 +999,22 @@ def _names(path: Path, kernel: str) -> bool:
         return True
 
 
-def dtype_name(dtype) -> str | None:
-    """The numpy name of a dtype given as a name, a numpy type or an array's dtype (``float32``)."""
-    return None if dtype is None else numpy_dtype(dtype).name
+#: What a lookup's ``dtype`` may be, said where it is none.
+_A_DTYPE = "give a dtype's name, a numpy dtype or an array's .dtype"
+
+
+def dtype_name(dtype, kernel: str) -> str | None:
+    """The numpy name of a dtype given as a name, a numpy type or an array's dtype (``float32``),
+    errors naming ``kernel``. An array or a tensor itself (``x`` for ``x.dtype``) is a TypeError:
+    a tensor's was "dtype tensor([[...]]) is not a numpy dtype", every row of it in the message."""
+    if dtype is None:
+        return None
+    if not isinstance(dtype, type) and hasattr(dtype, "dtype"):  # np.float32, a type, has one too
+        raise TypeError(f"kernel {kernel!r}: dtype is a {type(dtype).__name__}: {_A_DTYPE}")
+    try:
+        return numpy_dtype(dtype).name
+    except ValueError as e:
+        raise ValueError(f"kernel {kernel!r}: {e}") from None
 
 
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
