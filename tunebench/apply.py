@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.backends import cpu, cuda
-from tunebench.backends.base import PARAMS_HERE, BuildEnvironmentError, macros
+from tunebench.backends.base import BuildEnvironmentError, macros, params_line
 from tunebench.kernel import Kernel
 from tunebench.lookup import best, check_known, declaration, device_named, dtype_name, lookup, this_device
 
@@ -53,7 +53,7 @@ class Tuned:
         type where it has one: a CUDA dtype's, a C++ template's complex). A list of arguments, one
         flag each, not a shell line."""
         choice, target, backend, variant = self._built_as(shape, dtype)
-        if variant is not None and _places_params(variant.template):
+        if variant is not None and params_line(variant.template, variant.path.name) is not None:
             raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
                              f"`// tunebench: params` line, after headers that flags would rewrite: build "
                              f"source(shape) instead, the template with the config's #defines there")
@@ -141,14 +141,6 @@ class Tuned:
                 return fn(*args, **{**config, **kwargs})
             return call
         return decorate
-
-
-@functools.lru_cache(maxsize=64)
-def _places_params(template: str) -> bool:
-    """Whether a template has a ``// tunebench: params`` line; kept per text, as
-    :meth:`Tuned.defines` asks it per launch and the search was half its time (an edited
-    template is read again as another text, and searched anew)."""
-    return PARAMS_HERE.search(template) is not None
 
 
 def _parameters(fn: Callable, any_kind, kinds: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -6,6 +6,7 @@ it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -230,12 +231,24 @@ def _with_params(text: str, name: str, config: Mapping, ctype: str, target: str 
     """``text``, the file ``name``, with the defines placed (see :func:`render`)."""
     defines = f'#line 1 "{PARAMS_FILE}"\n' + "".join(
         f"#define {macro} {value}\n" for macro, value in macros(config, ctype, target).items())
-    marker = PARAMS_HERE.search(text)
+    marker = params_line(text, name)
     if marker is None:
         return f"{defines}#line 1 \"{name}\"\n{text}"
-    before = text[:marker.start()]
-    line, file = source_line(text, marker.start(), name)  # an inlined header's lines are not the template's
-    return f"#line 1 \"{name}\"\n{before}{defines}#line {line + 1} \"{file}\"\n{text[marker.end():]}"
+    start, end, line, file = marker
+    return f"#line 1 \"{name}\"\n{text[:start]}{defines}#line {line + 1} \"{file}\"\n{text[end:]}"
+
+
+@functools.lru_cache(maxsize=64)
+def params_line(text: str, name: str) -> tuple[int, int, int, str] | None:
+    """Where ``text``, the file ``name``, has its ``// tunebench: params`` line: its start and end
+    offsets, and the line and file a compiler names for it (an inlined header's lines are not the
+    template's); None where it has none. Kept per text: a framework asks per launch
+    (:meth:`~tunebench.apply.Tuned.source`, ``defines()``), and the search over the whole
+    template was most of the time of each (an edited template is another text, searched anew)."""
+    marker = PARAMS_HERE.search(text)
+    if marker is None:
+        return None
+    return marker.start(), marker.end(), *source_line(text, marker.start(), name)
 
 
 def source_line(text: str, offset: int, name: str) -> tuple[int, str]:
