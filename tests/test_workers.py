@@ -99,6 +99,30 @@ def test_a_trials_reading_of_the_machine_spans_its_last_half_second_not_back_to_
     assert all(span < 1.2 for span in spans.values()), spans  # half a second, and the readings' steps
 
 
+def test_a_trial_whose_preparation_outlasts_its_limit_says_so_not_that_a_call_did(tmp_path, monkeypatch):
+    """An args builder or a compile hanging for the 900 s of the preparing phase was recorded as a
+    call that "ran longer than the 10 s timeout": the user raised --tune-timeout, to no avail."""
+    monkeypatch.setattr("tunebench.workers.PREPARE_TIMEOUT_S", 1.0)
+    (tmp_path / "double.c").write_text(DOUBLE_C)
+
+    def args(shape, dtype, rng):
+        time.sleep(30)  # hangs: the worker is killed long before
+        return {}
+
+    Kernel("double_hangs", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2]}),
+                       heuristic=lambda shape: {"step": 1}))
+    workers = Workers("cpu", timeout=10.0)
+    try:
+        result = workers.trial(TrialJob("double_hangs", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "timeout" and result["error"].startswith(
+        "preparing the trial (compiling the candidate, building the shape's inputs and reference) ran longer than "
+        "1 s"), result
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

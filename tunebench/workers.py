@@ -596,6 +596,9 @@ class Workers:
                 self._clock[1] = self._clock[2] = -1
                 self._conn.send(job)
             kind, message = self._receive(PREPARE_TIMEOUT_S)
+            if kind == "timeout":  # not a call: the worker's words say which, or its last lines do
+                message = (f"preparing the trial (compiling the candidate, building the shape's inputs and "
+                           f"reference) ran longer than {PREPARE_TIMEOUT_S:g} s")
             if kind == "built":
                 for artefact, cached in message:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
@@ -672,8 +675,11 @@ class Workers:
         began = time.monotonic()
         while not self._poll(interference.MARK_S):
             now, launched = time.monotonic(), self._clock[0]
-            if (launched and now - launched > self.timeout) or now - began > PREPARE_TIMEOUT_S:
+            if launched and now - launched > self.timeout:
                 return "timeout", None
+            if now - began > PREPARE_TIMEOUT_S:
+                return "timeout", (f"loading, verifying and timing the candidate ran longer than {PREPARE_TIMEOUT_S:g} "
+                                   f"s, no call of it longer than the {self.timeout:g} s timeout")
             if not self._process.is_alive() and not self._conn.poll(0):
                 return "died", _death(self._process)
         return self._receive(0)
@@ -684,9 +690,9 @@ class Workers:
         if kind == "error":
             raise KernelError(message)
         self._stop()
-        if kind == "timeout":
-            return {"status": "timeout",
-                    "error": f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout"}
+        if kind == "timeout":  # a phase's limit names itself; a call's is --tune-timeout's
+            return {"status": "timeout", "error": message or (
+                f"a call, or loading the build, ran longer than the {self.timeout:g} s timeout")}
         return {"status": "crashed", "error": message}  # "died" or "crashed"
 
     def _last_words(self, lines: int = 3, tail: int = 4096) -> str:
