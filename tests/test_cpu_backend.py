@@ -732,6 +732,23 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
         backend.build(kernel, variant, {"div": 4, "broken": 1}, "float32")
 
 
+def test_a_param_name_that_rewrites_a_local_header_points_at_the_header_and_the_marker(tmp_path):
+    """A kernel's own header reading the param's name (``template <int TILE>``) failed with "rename
+    it" alone: gcc's "in expansion of macro" note hid the header's line and the marker that keeps
+    the defines out of the header, which is how a header's own names are kept."""
+    (tmp_path / "detail").mkdir()
+    (tmp_path / "detail" / "tile.h").write_text("static inline float first(const float *x, int TILE) { return x[0] * TILE; }\n")
+    (tmp_path / "tile.c").write_text('#include "detail/tile.h"\n'
+                                     "void scale(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) y[i] = "
+                                     "x[i] * 0.25f + 0 * first(x, TILE); }\n")
+    variant = Variant(source=tmp_path / "tile.c", entry="scale", space=Space({"TILE": [2, 4]}),
+                      heuristic=lambda shape: {"TILE": 2})
+    with pytest.raises(CompileError, match=r"\(tunebench: param 'TILE' is #defined ahead of tile.h, whose line 1 "
+                                           r"reads 'TILE' as a name: rename it\)\n\(tunebench: the error lies outside the "
+                                           r"template's own lines: .* `// tunebench: params` after the includes"):
+        CpuBackend().build(scaling("tile_test", variant, 0.25, 100), variant, {"TILE": 2}, "float32")
+
+
 def test_a_param_named_as_the_templates_own_argument_is_named_in_the_compile_error(tmp_path):
     (tmp_path / "axpb.c").write_text(AXPB_C)
     variant = Variant(source=tmp_path / "axpb.c", entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0],

@@ -593,12 +593,13 @@ _UNROLL_BY_NAME = re.compile(r"\s*#\s*pragma\s+(?:GCC\s+)?unroll\s+(\w+)")
 
 def explain(variant: Variant, config: Mapping, error: str) -> str:
     """A compiler's error, with why a param may be at fault where the error is one a rewritten
-    name gives (:data:`RENAMED`): a line of the template it names that reads a param's name, or
-    a param's #define it says was expanded (the #define rewrote the template's own identifier);
+    name gives (:data:`RENAMED`): a line of the template it names that reads a param's name;
     else, where the error lies outside the template's own lines and the template includes
     headers ahead of its params, that the defines may have rewritten the header (``//
-    tunebench: params`` puts them after it). Any error gets the hints of :func:`_bare_includes` and
-    of a ``#pragma unroll`` of a param."""
+    tunebench: params`` puts them after it: a header of the kernel's own, ``template <int TILE>``,
+    is named so, not only by gcc's note of the macro's expansion); else a param's #define it says
+    was expanded. Any error gets the hints of :func:`_bare_includes` and of a ``#pragma unroll`` of
+    a param."""
     name, hints = variant.path.name, []
     noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
     try:
@@ -617,8 +618,6 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         line = lines[number - 1] if 0 < number <= len(lines) else ""
         hints += [f"param {p!r} is #defined ahead of line {number}, which reads {p!r} as a name: rename one"
                   for p in config if re.search(rf"\b{re.escape(p)}\b", line) and not line.lstrip().startswith("#")]
-    hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
-              if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     outside = [f for f in re.findall(rf"^({re.escape(PARAMS_FILE)}|\S+?)(?::|\()\d+", error, re.MULTILINE)
                if not f.endswith(name)]  # a header, or a #define read where the header wanted a name
     marker = PARAMS_HERE.search(variant.template)
@@ -639,6 +638,8 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         hints.append("the error lies outside the template's own lines: a param's #define ahead of an included "
                      "header may rewrite its identifiers; a line `// tunebench: params` after the includes puts "
                      "the defines there" + (" (this template's comes before one)" if marker else ""))
+    hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
+              if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
 
 
