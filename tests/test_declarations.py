@@ -442,6 +442,25 @@ def test_a_heuristic_that_failed_when_tuned_is_served_with_a_note_that_says_so(t
                      r"bucket", served["note"] or ""), served["note"]
 
 
+def test_a_heuristic_that_failed_under_an_earlier_declaration_is_not_said_to_fail_once_it_verifies(twice_project,
+                                                                                                   pytester):
+    """A float reference summed in another order failed the heuristic; the tolerance loosened and
+    the bucket tuned again, the heuristic verified, and best() still said it "ended wrong_result"
+    (a trial of the earlier declaration), telling a framework to apply its own rule."""
+    root = twice_project
+    (root / "twice.c").write_text(TWICE_C.replace("2 * x[i] + r * 0", "2 * x[i] + r * 0 + pad"))
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('{"reps": 4, "pad": 0}', '{"reps": 4, "pad": 1}').replace(
+        '"reps": [1, 4], "pad": [0, 1]', '"reps": [4], "pad": [1, 2]'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert "ended wrong_result" in (best_json(root)["note"] or "")
+    suite.write_text(suite.read_text().replace('outputs=["y"],', 'outputs=["y"], tolerance={"float32": (0.0, 1.5)},'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    served = best_json(root)
+    assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 1}), served
+    assert "ended wrong_result" not in (served["note"] or ""), served["note"]
+
+
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):
     root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")

@@ -424,7 +424,7 @@ class Summary:
         early = [row(d) for d in trials.latest if d["status"] == "early_stopped" and d.get("verdict") != "disturbed"
                  and d.get("stats")]  # stats are optional but for ok (trial_problem): none, no time to rank
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
-        failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"]]
+        failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"], d.get("setup_hash")]
                   for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "early": early,
                     "disturbed": disturbed,
@@ -491,18 +491,20 @@ class Summary:
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
                      == (kernel, target, dtype, bucket.name)), None)
 
-    def failure(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+    def failure(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None, setup_hash: str | None,
                 config: dict) -> tuple[tuple, str] | None:
-        """(shape, status) of a failed trial of ``config`` on the bucket's shapes, if one is recorded."""
+        """(shape, status) of a failed trial of ``config`` on the bucket's shapes under the declaration
+        ``setup_hash``, if one is recorded: one that failed under a reference or tolerance since
+        corrected is no failure of today's."""
         shapes, key = set(bucket.shapes), config_key(config)
-        return next(((tuple(shape), status) for k, d, h, shape, c, status in self._failed
-                     if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes
-                     and config_key(c) == key), None)
+        return next(((tuple(shape), status) for k, d, h, shape, c, status, setup in self._failed
+                     if (k, d) == (kernel, dtype) and h in (source_hash, None) and setup in (setup_hash, None)
+                     and tuple(shape) in shapes and config_key(c) == key), None)
 
     def failures(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict[str, int]:
         """status -> configs of this source whose latest trial on one of the bucket's shapes failed so."""
         shapes, found = set(bucket.shapes), defaultdict(set)
-        for k, d, h, shape, config, status in self._failed:
+        for k, d, h, shape, config, status, _ in self._failed:
             if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes:
                 found[status].add(config_key(config))
         return {status: len(configs) for status, configs in sorted(found.items())}
@@ -733,7 +735,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 15
+INDEX_FORMAT = 16
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -1232,7 +1234,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
                                                                f"for {shape}: {'; '.join(broken)}")))
-        failed = usable.failure(name, dtype, bucket, source_hash, choice.config) if usable else None
+        failed = usable.failure(name, dtype, bucket, source_hash, setup or tuned_as, choice.config) if usable else None
         if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
