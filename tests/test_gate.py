@@ -725,3 +725,27 @@ def test_a_compiler_changed_since_the_tune_is_named_with_todays_by_the_gate(tune
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
     assert (f"the compiler (othercc 99.1 -> {cpu.compiler_identity()}) changed since the tune: the gate measures "
             f"with today's" in result.stdout.str()), result.stdout.str()
+
+
+def test_a_task_whose_heuristic_failed_to_build_is_not_said_to_be_stopped_by_a_busy_machine(twice_project, pytester):
+    """A heuristic's config that does not compile stops its tune before any description: the gate
+    said the tune "stopped before it measured the heuristic (the machine too busy, or
+    interrupted)" and that a tune resumes it, and the report the same, of a compile error."""
+    from tunebench.cli import main
+    from tests.conftest import TWICE_C
+
+    (twice_project / "twice.c").write_text(TWICE_C.replace("{\n", "{\n    char fits[reps == 4 ? -1 : 1]; (void)fits;\n", 1))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    gate.assert_outcomes(skipped=1)
+    out = gate.stdout.str()
+    assert "the machine too busy" not in out
+    assert "the heuristic's config [reps:4 pad:0] ended compile_error on (4096,), which stops its tune: fix it, " \
+           "then `pytest suites/test_twice.py --tune`" in " ".join(out.split()), out
+    assert main(["report", "--records", str(twice_project / "records"), "--out", str(twice_project / "r")]) == 0
+    md = (twice_project / "r" / "report.md").read_text()
+    assert ("- twice small float32: 1 trial recorded, but the heuristic's config [reps:4 pad:0] ended compile_error "
+            "on (4096,), which stops its tune, so best() serves the heuristic; fix it, then tune again") in md, md
+    (twice_project / "twice.c").write_text(TWICE_C)  # fixed, not tuned since: the error is no longer today's
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rs")
+    assert "compile_error" not in gate.stdout.str()

@@ -59,7 +59,7 @@ from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
-from tunebench.lookup import fits, latest_confirmation, shape_times
+from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
 from tunebench.records import FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
@@ -197,7 +197,12 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
                 f"failures say why); tune it again once fixed")
-    if store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype):
+    trials = store.trials(kernel=kernel.name, bucket=bucket.name, dtype=dtype)
+    variant = kernel.variant(store.device.split("-", 1)[0])
+    failed = heuristic_failed([t for t in trials if variant and t["source_hash"] == variant.source_hash])
+    if failed:  # of today's template: one fixed since is no longer what stops the tune
+        return f"nothing to gate for {what}: {failed}, which stops its tune: fix it, then `{command}`"
+    if trials:
         return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
                 f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
     if store.orphan:  # "never tuned here" was false, and its command refused

@@ -49,8 +49,8 @@ from tunebench.device import describe, device_id, microarchitecture_known, threa
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
                               rootdir)
-from tunebench.records import (NewerFormat, RecordsError, RecordStore, bulk, companions, config_key, config_text,
-                               orphaned, records_files, stores)
+from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
+                               config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
 
 
@@ -1408,6 +1408,14 @@ def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, sou
     """config key -> {shape: median ms} over the bucket's shapes, successful trials only (of the
     ``first`` trials recorded, where given)."""
     return _times(_measured(store.trials()[:first], kernel, dtype, source_hash), bucket)
+
+
+def heuristic_failed(trials: list[dict]) -> str | None:
+    """How the heuristic's config failed, where its latest trial on a shape of a task's ``trials``
+    did (a compile error, a crash): what stopped the task's tune, which no quieter machine resumes."""
+    latest = {tuple(t["shape"]): t for t in trials if t.get("baseline")}
+    return next((f"the heuristic's config [{config_text(t['config'])}] ended {t['status']} on {shape}"
+                 for shape, t in latest.items() if t["status"] in FAILED), None)
 
 
 def _measured(trials: list[dict], kernel: str, dtype: str, source_hash: str | None) -> list[tuple]:

@@ -36,7 +36,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, confirmed_ms, final_choice, latest_confirmation,  # noqa: E402
-                              lookup, project, shape_times)
+                              heuristic_failed, lookup, project, shape_times)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, stores  # noqa: E402
 
 
@@ -165,9 +165,9 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
 
 def undescribed(store: RecordStore) -> list[str]:
     """Tasks with trials but no description: their tune stopped before the heuristic was timed on
-    every shape (a busy machine, an interrupt). They have no row, and without this line no mention.
-    Where the heuristic's own trial was disturbed, it says so: "stopped before the heuristic ran"
-    was untrue of a task whose one trial was the heuristic's."""
+    every shape (a busy machine, an interrupt, the heuristic's own failure). They have no row, and
+    without this line no mention. Where the heuristic's own trial was disturbed or failed, it says
+    so: "stopped before the heuristic ran" was untrue of a task whose one trial was the heuristic's."""
     described = {(t["kernel"], t["dtype"], t["bucket"]) for t in store.tasks()}
     trials: dict[tuple, list[dict]] = defaultdict(list)
     for t in store.trials():
@@ -178,11 +178,14 @@ def undescribed(store: RecordStore) -> list[str]:
     for (kernel, dtype, bucket), found in sorted(trials.items(), key=lambda kv: tuple(map(str, kv[0]))):
         disturbed = sum(t.get("verdict") == "disturbed" for t in found)
         heuristic = sorted({tuple(t["shape"]) for t in found if t.get("baseline") and t.get("verdict") == "disturbed"})
-        why = (f"the heuristic's measurement on {', '.join(map(str, heuristic))} was disturbed by other load"
+        failed = heuristic_failed(found)
+        why = (f"{failed}, which stops its tune" if failed else
+               f"the heuristic's measurement on {', '.join(map(str, heuristic))} was disturbed by other load"
                if heuristic else "its tune stopped before the heuristic ran on every shape")
         lines.append(f"{kernel} {bucket} {dtype}: {len(found)} trial{'s' if len(found) != 1 else ''} recorded"
                      + (f" ({disturbed} disturbed by other load)" if disturbed else "")
-                     + f", but {why}, so best() serves the heuristic; a tune resumes it")
+                     + f", but {why}, so best() serves the heuristic; "
+                     + ("fix it, then tune again" if failed else "a tune resumes it"))
     return lines
 
 
