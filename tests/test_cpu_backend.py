@@ -732,6 +732,26 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
         backend.build(kernel, variant, {"div": 4, "broken": 1}, "float32")
 
 
+@pytest.mark.parametrize("link", [("-lscale",), ("-l", "scale"), ("LIB",)])
+def test_a_library_the_variant_links_is_linked_after_the_template(tmp_path, link):
+    """``flags=("-lfoo",)`` went ahead of the template on gcc's command line, where the linker
+    reads a library before anything needs it: every config was a compile error, "undefined
+    reference", under ``-z defs`` (an archive given by its path, ``libfoo.a``, the same)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "scale.c").write_text("float tb_scale(float x) { return 0.25f * x; }\n")
+    subprocess.run(["gcc", "-c", "-fPIC", "-o", lib / "scale.o", lib / "scale.c"], check=True)
+    subprocess.run(["ar", "rcs", lib / "libscale.a", lib / "scale.o"], check=True)
+    (tmp_path / "scale.c").write_text("float tb_scale(float x);\n"
+                                      "void scale(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) "
+                                      "y[i] = tb_scale(x[i]) * TILE / TILE; }\n")
+    flags = (str(lib / "libscale.a"),) if link == ("LIB",) else (f"-L{lib}", *link)
+    variant = Variant(source=tmp_path / "scale.c", entry="scale", space=Space({"TILE": [2]}),
+                      heuristic=lambda shape: {"TILE": 2}, flags=flags)
+    got, want = run_once(CpuBackend(), scaling("linked_test", variant, 0.25, 100), variant, {"TILE": 2}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_a_param_name_that_rewrites_a_local_header_points_at_the_header_and_the_marker(tmp_path):
     """A kernel's own header reading the param's name (``template <int TILE>``) failed with "rename
     it" alone: gcc's "in expansion of macro" note hid the header's line and the marker that keeps

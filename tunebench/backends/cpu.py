@@ -206,9 +206,26 @@ def build_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
     return (*copy_flags(variant), *runtime_flags(variant, dtype))
 
 
+def libraries_last(flags: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The flags that go ahead of the source, and the libraries that follow it (``-lfoo``, ``-l
+    foo``, ``libfoo.a`` or ``.so`` by its path): the linker takes from a library only what the files
+    before it need, so one ahead of the template linked nothing, an undefined reference under ``-z defs``."""
+    before, after, flags = [], [], list(flags)
+    while flags:
+        flag = flags.pop(0)
+        if flag == "-l" and flags:
+            after += [flag, flags.pop(0)]
+        elif flag.startswith("-l") or (not flag.startswith("-") and flag.endswith((".a", ".so"))):
+            after.append(flag)
+        else:
+            before.append(flag)
+    return tuple(before), tuple(after)
+
+
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
-    return [compiler(lang), *FLAGS, STANDARD[lang], *flags, "-o", "{out}", "{src}", "-lm"]
+    before, after = libraries_last(flags)
+    return [compiler(lang), *FLAGS, STANDARD[lang], *before, "-o", "{out}", "{src}", *after, "-lm"]
 
 
 def source_suffix(lang: str) -> str:
@@ -532,7 +549,9 @@ class CpuBackend(Backend):
         flags = build_flags(variant, dtype)
         command = gcc_command(flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
-        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *flags, *native_isa()))
+        before, after = libraries_last(flags)  # a library's place is part of the build: one ahead failed to link
+        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *before, *native_isa(),
+                        *(("{src}", *after) if after else ())))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag, (source_suffix(lang), ".so"),
                                                    lambda src, out: run_compiler(
