@@ -202,6 +202,10 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     failed = heuristic_failed([t for t in trials if variant and t["source_hash"] == variant.source_hash])
     if failed:  # of today's template: one fixed since is no longer what stops the tune
         return f"nothing to gate for {what}: {failed}, which stops its tune: fix it, then `{command}`"
+    if trials and variant and all(t["source_hash"] != variant.source_hash for t in trials):
+        return (f"nothing to gate for {what}: its trials are of an earlier {variant.path.name} (or a header it "
+                f"includes), and no tune of today's measured the heuristic; `{command}` tunes it, and says what "
+                f"stops it")
     if trials:
         return (f"nothing to gate for {what}: its trials are recorded, but its tune stopped before it measured the "
                 f"heuristic on every shape (the machine too busy, or interrupted); `{command}` resumes the tune")
