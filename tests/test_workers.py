@@ -94,9 +94,14 @@ def test_a_trials_reading_of_the_machine_spans_its_last_half_second_not_back_to_
         spans["a retry's pause"] = trial(1000)["window_s"]
         Ahead("cpu", {}).build(kernel, kernel.variant("cpu"), "float32", [], now={"step": 2}, waiting=workers.mark)
         spans["a wait for builds"] = trial(1000, step=2)["window_s"]
+        time.sleep(1.5)  # the run busy elsewhere, reading nothing
+        long = workers.trial(TrialJob("double_read", {"step": 1}, (4_000_000,), "float32", MeasureSettings(repeats=400)))
     finally:
         workers.close()
     assert all(span < 1.2 for span in spans.values()), spans  # half a second, and the readings' steps
+    # a measurement longer than that is spanned from its start: load early in its samples counts
+    assert long["measure_s"] > 0.7 and long["measure_s"] <= long["conditions"]["window_s"] < long["measure_s"] + 1.0, (
+        long["measure_s"], long["conditions"])
 
 
 def test_a_trial_whose_preparation_outlasts_its_limit_says_so_not_that_a_call_did(tmp_path, monkeypatch):

@@ -241,13 +241,20 @@ class Monitor:
     reading spans back to an earlier one at least the horizon old; readings are taken by the
     process that starts the workers, so the span runs across fresh workers, every
     :data:`MARK_S` while a trial runs or a retry waits (:meth:`mark`), so that the span is the
-    measurement's last half second or so."""
+    measurement's, from its start (:meth:`pin`), or its last half second or so where shorter."""
 
     def __init__(self):
         self._cores = os.sched_getaffinity(0)
         self._own = OwnTime()
         first = _stat(self._own, self._cores)
         self._marks = [first] if first else []
+        self._pinned: _Stat | None = None  # where the measurement began (see pin)
+
+    def pin(self) -> None:
+        """A reading the next span starts at or before: the measurement's start (its loading,
+        verifying, warm-up and samples follow), so that a span of its last half second does not
+        leave out load early in a long sampling."""
+        self._pinned = _stat(self._own, self._cores)
 
     def mark(self) -> None:
         """A reading for a later span to start at. Without them the span reached back to the
@@ -271,6 +278,9 @@ class Monitor:
             return found
         start = next((m for m in reversed(self._marks) if end.wall - m.wall >= HORIZON_S), self._marks[0])
         self._marks = [m for m in self._marks if m.wall >= start.wall] + [end]
+        if self._pinned is not None and self._pinned.wall < start.wall:
+            start = self._pinned
+        self._pinned = None
         d = [b - a for a, b in zip(start.cpu, end.cpu)]
         user, nice, system, _idle, _iowait, irq, softirq, steal = (d + [0] * 8)[:8]
         total = sum(d[:8])
@@ -336,18 +346,6 @@ class Throttling:
         yield
         after = quota.throttled(self._levels)
         self._times, self._ns = self._times + after[0] - times, self._ns + after[1] - ns
-
-    def mark(self) -> None:
-        """A reading for a later span to start at. Without them the span reached back to the
-        previous measurement: across a compile, a reference's build or a string of failed
-        candidates, other load during the samples was diluted into seconds of quiet and the
-        trial judged clean; across a retry's pause, load that ended in the pause disturbed a
-        retry measured on a quiet machine."""
-        found = _stat(self._own, self._cores)
-        if found is None:
-            return
-        old = [i for i, m in enumerate(self._marks) if found.wall - m.wall >= HORIZON_S]
-        self._marks = self._marks[old[-1] if old else 0:] + [found]  # none before the latest old enough
 
     def conditions(self) -> dict:
         found = quota.limit(self._levels)

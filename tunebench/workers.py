@@ -603,6 +603,7 @@ class Workers:
                 for artefact, cached in message:
                     self.builds[artefact] = self.builds.get(artefact, False) or not cached
                 self.loading()
+                self._monitor.pin()  # the measurement begins: its reading spans from here at least
                 with contextlib.suppress(BrokenPipeError, ConnectionError):  # it died waiting: _watch says how
                     self._conn.send("load")
                 kind, message = self._watch()
@@ -652,9 +653,9 @@ class Workers:
         (see :meth:`~tunebench.interference.Monitor.mark`)."""
         end = time.monotonic() + timeout
         while not self._conn.poll(max(0.0, min(interference.MARK_S, end - time.monotonic()))):
+            self.mark()
             if time.monotonic() >= end:
                 return False
-            self.mark()
         return True
 
     def mark(self) -> None:
