@@ -495,11 +495,15 @@ class Summary:
                 config: dict) -> tuple[tuple, str] | None:
         """(shape, status) of a failed trial of ``config`` on the bucket's shapes under the declaration
         ``setup_hash``, if one is recorded: one that failed under a reference or tolerance since
-        corrected is no failure of today's."""
+        corrected is no failure of today's. Where nothing of today's declaration is measured on them
+        (edited, not tuned since), the latest failure recorded stands, as :meth:`ranked` ranks."""
         shapes, key = set(bucket.shapes), config_key(config)
-        return next(((tuple(shape), status) for k, d, h, shape, c, status, setup in self._failed
-                     if (k, d) == (kernel, dtype) and h in (source_hash, None) and setup in (setup_hash, None)
-                     and tuple(shape) in shapes and config_key(c) == key), None)
+        failed = [f for f in self._failed if (f[0], f[1]) == (kernel, dtype) and f[2] in (source_hash, None)
+                  and tuple(f[3]) in shapes]
+        today = setup_hash is not None and (any(setup == setup_hash for *_, setup in failed) or any(
+            (r[0], r[1]) == (kernel, dtype) and r[6] == setup_hash and tuple(r[3]) in shapes for r in self._rows))
+        return next(((tuple(shape), status) for _, _, _, shape, c, status, setup in failed
+                     if config_key(c) == key and (not today or setup in (setup_hash, None))), None)
 
     def failures(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict[str, int]:
         """status -> configs of this source whose latest trial on one of the bucket's shapes failed so."""
