@@ -14,7 +14,7 @@ from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
 from tunebench.backends import cpu
-from tunebench.backends.cpu import CpuBackend
+from tunebench.backends.cpu import CpuBackend, libraries_last
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
 from tunebench.measure import MeasureSettings, measure
@@ -732,7 +732,7 @@ def test_params_go_where_the_template_says_after_the_headers_a_param_name_would_
         backend.build(kernel, variant, {"div": 4, "broken": 1}, "float32")
 
 
-@pytest.mark.parametrize("link", [("-lscale",), ("-l", "scale"), ("LIB",)])
+@pytest.mark.parametrize("link", [("-lscale",), ("-l", "scale"), ("LIB",), ("-Wl,-Bstatic", "-lscale", "-Wl,-Bdynamic")])
 def test_a_library_the_variant_links_is_linked_after_the_template(tmp_path, link):
     """``flags=("-lfoo",)`` went ahead of the template on gcc's command line, where the linker
     reads a library before anything needs it: every config was a compile error, "undefined
@@ -742,6 +742,9 @@ def test_a_library_the_variant_links_is_linked_after_the_template(tmp_path, link
     (lib / "scale.c").write_text("float tb_scale(float x) { return 0.25f * x; }\n")
     subprocess.run(["gcc", "-c", "-fPIC", "-o", lib / "scale.o", lib / "scale.c"], check=True)
     subprocess.run(["ar", "rcs", lib / "libscale.a", lib / "scale.o"], check=True)
+    if "-Wl,-Bstatic" in link:  # the shared one, which the linker prefers, is another: -Bstatic must stay with -lscale
+        (lib / "shared.c").write_text("float tb_scale(float x) { return 0.5f * x; }\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib / "libscale.so", lib / "shared.c"], check=True)
     (tmp_path / "scale.c").write_text("float tb_scale(float x);\n"
                                       "void scale(const float *x, float *y, int n) { for (int i = 0; i < n; ++i) "
                                       "y[i] = tb_scale(x[i]) * TILE / TILE; }\n")
@@ -750,6 +753,7 @@ def test_a_library_the_variant_links_is_linked_after_the_template(tmp_path, link
                       heuristic=lambda shape: {"TILE": 2}, flags=flags)
     got, want = run_once(CpuBackend(), scaling("linked_test", variant, 0.25, 100), variant, {"TILE": 2}, n=100)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert libraries_last(("-O2", "/opt/libfoo.so.1", "-DX")) == (("-O2",), ("/opt/libfoo.so.1", "-DX"))  # a version
 
 
 def test_a_param_name_that_rewrites_a_local_header_points_at_the_header_and_the_marker(tmp_path):

@@ -206,20 +206,22 @@ def build_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
     return (*copy_flags(variant), *runtime_flags(variant, dtype))
 
 
+#: A library on the command line: ``-lfoo``, ``-l foo``, or an archive or shared object by its path.
+_LIBRARY = re.compile(r"-l.*|[^-].*\.(a|so(\.\d+)*)")
+
+
 def libraries_last(flags: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The flags that go ahead of the source, and the libraries that follow it (``-lfoo``, ``-l
-    foo``, ``libfoo.a`` or ``.so`` by its path): the linker takes from a library only what the files
-    before it need, so one ahead of the template linked nothing, an undefined reference under ``-z defs``."""
-    before, after, flags = [], [], list(flags)
-    while flags:
-        flag = flags.pop(0)
-        if flag == "-l" and flags:
-            after += [flag, flags.pop(0)]
-        elif flag.startswith("-l") or (not flag.startswith("-") and flag.endswith((".a", ".so"))):
-            after.append(flag)
-        else:
-            before.append(flag)
-    return tuple(before), tuple(after)
+    """The flags that go ahead of the source, and those that follow it: from the first library
+    (``-lfoo``, ``-l foo``, ``libfoo.a`` or ``.so`` by its path), or the first linker option
+    before it (``-Wl,-Bstatic``, ``-Xlinker``, which govern the libraries after them), on, in their
+    order: the linker takes from a library only what the files before it need, so one ahead of
+    the template linked nothing, an undefined reference under ``-z defs``. Compiler options among
+    them apply wherever they stand. Without a library, every flag stays ahead (as cached builds had them)."""
+    first = next((i for i, f in enumerate(flags) if _LIBRARY.fullmatch(f)), None)
+    if first is None:
+        return tuple(flags), ()
+    first = next(i for i, f in enumerate(flags) if i == first or f.startswith(("-Wl,", "-Xlinker")))
+    return tuple(flags[:first]), tuple(flags[first:])
 
 
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
