@@ -426,15 +426,22 @@ def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(t
                       f"best() serves the heuristic; `pytest suites/test_twice.py --tune` on a quieter machine")
 
 
+def wrong_everywhere(root, pytester, reps: str = "[1, 4]"):
+    """The twice project's small bucket tuned where every config computes 2x + pad, the heuristic's
+    (pad 1) too; its suite."""
+    (root / "twice.c").write_text(TWICE_C.replace("2 * x[i] + r * 0", "2 * x[i] + r * 0 + pad"))
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace('{"reps": 4, "pad": 0}', '{"reps": 4, "pad": 1}').replace(
+        '"reps": [1, 4], "pad": [0, 1]', f'"reps": {reps}, "pad": [1, 2]'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    return suite
+
+
 def test_a_heuristic_that_failed_when_tuned_is_served_with_a_note_that_says_so(twice_project, pytester):
     """Every config of the bucket computes 2x + pad: the heuristic's (pad 1) is wrong as well, and
     best() served it as today's rule without a word."""
     root = twice_project
-    (root / "twice.c").write_text(TWICE_C.replace("2 * x[i] + r * 0", "2 * x[i] + r * 0 + pad"))
-    suite = root / "suites" / "test_twice.py"
-    suite.write_text(suite.read_text().replace('{"reps": 4, "pad": 0}', '{"reps": 4, "pad": 1}').replace(
-        '"pad": [0, 1]', '"pad": [1, 2]'))
-    pytester.runpytest("suites", *TUNE, "-k", "small")
+    wrong_everywhere(root, pytester)
     served = best_json(root)
     assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 1})
     assert re.search(r"the heuristic's config ended wrong_result when tuned on \(4096,\), and no config that "
@@ -448,11 +455,7 @@ def test_a_heuristic_that_failed_under_an_earlier_declaration_is_not_said_to_fai
     the bucket tuned again, the heuristic verified, and best() still said it "ended wrong_result"
     (a trial of the earlier declaration), telling a framework to apply its own rule."""
     root = twice_project
-    (root / "twice.c").write_text(TWICE_C.replace("2 * x[i] + r * 0", "2 * x[i] + r * 0 + pad"))
-    suite = root / "suites" / "test_twice.py"
-    suite.write_text(suite.read_text().replace('{"reps": 4, "pad": 0}', '{"reps": 4, "pad": 1}').replace(
-        '"reps": [1, 4], "pad": [0, 1]', '"reps": [4], "pad": [1, 2]'))
-    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = wrong_everywhere(root, pytester, reps="[4]")
     assert "ended wrong_result" in (best_json(root)["note"] or "")
     suite.write_text(suite.read_text().replace('outputs=["y"],', 'outputs=["y"], tolerance={"float32": (0.0, 1.5)},'))
     untried = best_json(root)  # nothing measured under today's declaration yet: the failure recorded is all there is
@@ -771,19 +774,28 @@ def searches_of(text: str, monkeypatch) -> list[str]:
     return searched
 
 
-def test_defines_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
-    """defines() searched the whole template for a `// tunebench: params` line at every launch,
-    half its time; once per text, an edit adding the line is still refused, and one removing it
-    served."""
+def searched_div(tmp_path, monkeypatch, text):
+    """The div project, its template ``text(unasked)`` (``unasked``: a line no other test's texts
+    hold) read again at every call: the template, ``unasked``, the searches for a params line in
+    texts holding it (see :func:`searches_of`), and the kernel's handle."""
     monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # every call finds an edit
-    unasked = f"/* {tmp_path.name} */\n"  # texts no other test asked of
+    unasked = f"/* {tmp_path.name} */\n"
     searched = searches_of(unasked, monkeypatch)
     (tmp_path / "suites").mkdir()
     (tmp_path / "records").mkdir()
     template = tmp_path / "suites" / "div.c"
-    template.write_text(DIV_C.replace("MARKER", "") + unasked)
+    template.write_text(text(unasked))
     (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
     handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    return template, unasked, searched, handle
+
+
+def test_defines_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
+    """defines() searched the whole template for a `// tunebench: params` line at every launch,
+    half its time; once per text, an edit adding the line is still refused, and one removing it
+    served."""
+    template, unasked, searched, handle = searched_div(tmp_path, monkeypatch, lambda unasked: DIV_C.replace(
+        "MARKER", "") + unasked)
     flags = [handle.defines((100,)) for _ in range(3)]
     assert flags[0] == flags[2] and "-Ddiv=4" in flags[0] and len(searched) == 1
     template.write_text(DIV_C.replace("MARKER", "// tunebench: params") + unasked)
@@ -799,15 +811,8 @@ def test_source_searches_a_template_for_its_params_line_once_per_text_and_follow
     """source(), which a framework building a template with a `// tunebench: params` line calls
     per launch, searched the whole template for the line at every call (80-130 µs a call against
     config()'s 14-19 µs on a busy 2-core VM); once per text, and an edit moving the line is followed."""
-    monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # every call finds an edit
-    unasked = f"/* {tmp_path.name} */\n"  # texts no other test asked of
-    searched = searches_of(unasked, monkeypatch)
-    (tmp_path / "suites").mkdir()
-    (tmp_path / "records").mkdir()
-    template = tmp_path / "suites" / "div.c"
-    template.write_text(unasked + DIV_C.replace("MARKER", "// tunebench: params"))
-    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
-    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    template, unasked, searched, handle = searched_div(tmp_path, monkeypatch, lambda unasked: unasked + DIV_C.replace(
+        "MARKER", "// tunebench: params"))
     sources = [handle.source((100,)) for _ in range(3)]
     assert sources[0] == sources[2] and len(searched) == 1
     before, defines = sources[0].split("#define div 4\n")[0], "#define div 4\n"
