@@ -1,11 +1,13 @@
 """Tuning on a local Ray cluster of CPU devices: the same records as a one-device run, with the
 driver owning the records and the devices importing the suites they were sent."""
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -50,12 +52,29 @@ def cluster(request, host_temp):
         env["TUNEBENCH_CC"] = os.path.join(temp, "cc")
         Path(env["TUNEBENCH_CC"]).write_text(cc)
         os.chmod(env["TUNEBENCH_CC"], 0o755)
-    start = subprocess.run([RAY, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
-                            f"--temp-dir={temp}", "--disable-usage-stats"], capture_output=True, text=True,
-                           env={**os.environ, "RAY_AUTH_MODE": "disabled", **env})  # a local test cluster
-    assert start.returncode == 0, start.stdout + start.stderr
-    yield f"127.0.0.1:{port}"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True)
+    # The head blocks in its own session, and stops with it: `ray stop` would stop every Ray
+    # cluster of the user on this machine, a cluster of their own included.
+    log = Path(temp, "start.log")
+    with open(log, "w") as out:
+        head = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}",
+                                 "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "RAY_AUTH_MODE": "disabled", **env})  # a local test cluster
+    deadline = time.monotonic() + 120
+    while "will now block" not in log.read_text() and head.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert head.poll() is None and "will now block" in log.read_text(), log.read_text()
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):  # a raylet's workers the head's exit left behind
+            os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -508,6 +527,7 @@ def test_a_device_gets_the_whole_package_a_suite_imports_from_relatively(increme
 #: gone once a job is sent (the devices' cache is the one the cluster started with).
 ANOTHER_HOST = """\
 import shutil
+import signal
 from tunebench import cluster
 from tunebench.backends.cache import BuildCache
 
