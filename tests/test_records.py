@@ -825,3 +825,31 @@ def test_a_trial_whose_times_are_not_positive_times_is_refused_naming_file_kerne
 def test_a_list_of_times_is_judged_at_once_as_each_time_is_judged(values):
     """A million-config cache's runs were judged one call per run, a third of its load."""
     assert measured_times(values) == all(measured_time(v) for v in values)
+
+
+def test_a_merge_keeps_ours_document_ids_and_table_order_so_its_diff_shows_only_what_theirs_added(tmp_path):
+    """The merge numbered every document anew from 1 and wrote its tables in an order of its own
+    (theirs' sources first): after one side moved a trial to the archive, every line of the file
+    changed in the merge commit, which a reviewer must read to find the few that theirs added."""
+    def side(name, trials, sources):
+        path = tmp_path / f"{name}.json"
+        AtomicJSONStorage(path).write({
+            "device": {"1": FINGERPRINT}, "format": {"1": {"version": FORMAT}}, "tasks": {}, "checks": {},
+            "sources": {str(i): {"kernel": "k", "source_hash": h, "text": h} for i, h in sources.items()},
+            "trials": {str(i): trial({"t": t}, timestamp=f"2026-11-0{t}T00:00:00+00:00") for i, t in trials.items()}})
+        return path
+
+    base = side("base", {1: 1, 2: 2}, {1: "s1"})
+    ours = side("ours", {1: 1, 2: 2, 3: 3}, {1: "s1", 2: "s2"})
+    theirs = side("theirs", {2: 2, 3: 4}, {1: "s1", 2: "s3"})  # moved trial 1 to the archive, measured 4
+    merged, _ = records_merge.merge(base, ours, theirs)
+    assert list(merged) == ["device", "format", "tasks", "checks", "sources", "trials"]
+    assert {i: d["config"]["t"] for i, d in merged["trials"].items()} == {"2": 2, "3": 3, "4": 4}
+    assert {i: d["source_hash"] for i, d in merged["sources"].items()} == {"1": "s1", "2": "s2", "3": "s3"}
+    path = tmp_path / "records" / f"{device_id(FINGERPRINT)}.json"
+    path.parent.mkdir()
+    AtomicJSONStorage(path).write(merged)
+    lines = {line.rstrip(",") for line in path.read_text().splitlines()}
+    gone = [line.rstrip(",") for line in ours.read_text().splitlines() if line.rstrip(",") not in lines]
+    assert gone == [f'  "1": {json.dumps(RecordStore(ours).trials()[0])}']  # the trial theirs moved away
+    assert [t["config"]["t"] for t in RecordStore(path).trials()] == [2, 3, 4]

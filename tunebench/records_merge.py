@@ -89,8 +89,8 @@ def _base(path: Path, ours: dict, theirs: dict, name: str | None) -> tuple[dict,
     except RecordsError as e:
         common = {}
         for table, docs in ours.items():
-            held = {json.dumps(d, sort_keys=True) for d in theirs.get(table, {}).values()}
-            common[table] = {key: doc for key, doc in docs.items() if json.dumps(doc, sort_keys=True) in held}
+            held = {_content(d) for d in theirs.get(table, {}).values()}
+            common[table] = {key: doc for key, doc in docs.items() if _content(doc) in held}
         return common, [f"{e}; merged as if it held what both sides hold alike: every trial, source and check of "
                         f"either side is kept, and where the two describe a task differently, ours is kept (with no "
                         f"base, which side changed it cannot be told; a tune of the task describes it anew)"]
@@ -101,7 +101,7 @@ def _union(base: dict, ours: dict, theirs: dict) -> list[dict]:
     two interleaved by timestamps (ISO-8601 in UTC), so that a round an earlier merge placed last
     stays last; one of the base that a side removed (moved to the archive) stays removed."""
     def keyed(docs: dict) -> dict:
-        return {json.dumps(d, sort_keys=True): d for d in docs.values()}
+        return {_content(d): d for d in docs.values()}
     b, o, t = keyed(base), keyed(ours), keyed(theirs)
     kept: dict[str, dict] = {}
     for key, doc in heapq.merge(o.items(), t.items(), key=lambda item: item[1].get("timestamp") or ""):
@@ -120,9 +120,10 @@ def _sources(ours: dict, theirs: dict) -> list[dict]:
     keeps of it: a re-tune adds them to a version kept without them (see
     :meth:`~tunebench.records.RecordStore.put_source`), on one side alone."""
     merged: dict[str, dict] = {}
-    for doc in (*theirs.values(), *ours.values()):
-        files = {**merged.get(doc["source_hash"], {}).get("files", {}), **doc.get("files", {})}
-        merged[doc["source_hash"]] = {**doc, **({"files": files} if files else {})}
+    for doc in (*ours.values(), *theirs.values()):  # ours first: in ours' order, theirs' new ones after
+        kept = merged.get(doc["source_hash"], {})
+        files = {**doc.get("files", {}), **kept.get("files", {})}
+        merged[doc["source_hash"]] = {**doc, **kept, **({"files": files} if files else {})}
     return list(merged.values())
 
 
@@ -168,8 +169,29 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None 
     notes = unread + _retuned(base, ours, theirs, tables["checks"])
     for table in sorted((set(ours) | set(theirs)) - set(TABLES)):  # a newer tunebench's: kept, not dropped
         tables[table] = _union(get(base, table), get(ours, table), get(theirs, table))
-    merged = {table: {str(i): doc for i, doc in enumerate(docs, 1)} for table, docs in tables.items()}
+    keys = {"tasks": _task, "sources": lambda d: d["source_hash"]}
+    merged = {table: _numbered(tables[table], get(ours, table), keys.get(table, _content))
+              for table in dict.fromkeys([*ours, *tables]) if table in tables}  # in ours' order
     return merged, notes
+
+
+def _content(doc: dict) -> str:
+    """A document as the one fact it is, whatever its keys' order."""
+    return json.dumps(doc, sort_keys=True)
+
+
+def _numbered(docs: list[dict], ours: dict, key) -> dict:
+    """The merged documents under ids in their order (readers go by it: the later of two
+    measurements is read), each of ours under its own id where the order allows (``key``: what
+    makes a document of the table ours'), so that the merge commit's diff shows what theirs
+    added, not every line renumbered after a document one side moved to the archive (ids need
+    not follow on: TinyDB's next is the highest plus one)."""
+    held = {key(doc): int(doc_id) for doc_id, doc in ours.items()}
+    numbered, last = {}, 0
+    for doc in docs:
+        last = max(last + 1, held.get(key(doc), 0))
+        numbered[str(last)] = doc
+    return numbered
 
 
 def _retuned(base: dict, ours: dict, theirs: dict, checks: list[dict]) -> list[str]:
@@ -178,10 +200,10 @@ def _retuned(base: dict, ours: dict, theirs: dict, checks: list[dict]) -> list[s
     declaration changed since the base. git keeps that side's template, so that round is read:
     the task's rounds after it in ``checks`` move before it, kept as history."""
     def tuned(side: dict, since: dict | None = None) -> dict:  # the latest round of each task
-        old = {json.dumps(d, sort_keys=True) for d in (since or {}).values()}
+        old = {_content(d) for d in (since or {}).values()}
         return {_task(d): d for d in side.get("checks", {}).values()  # a disturbed
                 if d.get("kind") == "tune" and not d.get("disturbed")  # round judged nothing: none reads it
-                and json.dumps(d, sort_keys=True) not in old}
+                and _content(d) not in old}
     o, t = tuned(ours, base.get("checks")), tuned(theirs, base.get("checks"))
     # the base's template and declaration: its description's (its latest tune's), else its last round's; the last
     # round in the file may be of a template reverted since, whose re-tune reused every trial and judged nothing new
