@@ -563,7 +563,10 @@ def test_a_trial_both_sides_measured_keeps_both_measurements_and_the_store_reads
     assert store.lookup("k", "abc", (4, 8), "float32", {"vec": 4})["stats"]["median"] == 1.1
 
 
-def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_path):
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_path, committed):
+    """Committed as it was (the fix the driver asks of a branch whose file has the markers), the
+    commands read git's index stages, which a commit empties: they stopped without a word."""
     path = tmp_path / "records" / "cpu-x.json"
     path.parent.mkdir()
     path.write_text('{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n')
@@ -586,6 +589,9 @@ def test_a_records_file_with_conflict_markers_says_how_to_merge_both_sides(tmp_p
         git("add", "-A")
         git("commit", "-qm", branch)
     assert git("merge", "-q", "a").returncode != 0  # add/add: conflict markers
+    if committed:
+        git("commit", "-qam", "merged with the markers")
+        assert "<<<<<<<" in git("show", "HEAD:records/cpu-x.json").stdout
     command = str(caught.value).split("in its folder: ", 1)[1]
     done = subprocess.run(["bash", "-c", command], cwd=repo / "records", capture_output=True, text=True,
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})

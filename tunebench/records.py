@@ -435,13 +435,21 @@ def _files_problem(files) -> str | None:
     return f"its file {wrong!r} is not a text of that hash (sha256, 16 digits)" if wrong is not None else None
 
 
-def _merge_command(name: str, sides: str) -> str:
-    """Shell commands, run in a records file's folder, that merge its three versions (``sides``:
-    where git finds the base's, ours and theirs) with tunebench's merge driver; where ours or
-    theirs is not found, they stop before overwriting the file."""
-    return (f"d=$(mktemp -d); i=0; for s in {sides}; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
-            f"|| : > $d/$i.json; done; [ -s $d/2.json ] && [ -s $d/3.json ] && tunebench merge-records $d/1.json "
-            f"$d/2.json $d/3.json && cp $d/2.json {name}")
+def _merge_command(name: str) -> str:
+    """Shell commands, run in a records file's folder, that merge its three versions with
+    tunebench's merge driver, from where git keeps them: its index stages while the file is
+    unmerged, HEAD and MERGE_HEAD once it is added, else the parents of the commit that last
+    changed it (a merge committed as it was: the fix the driver asks of a branch whose file
+    cannot be read, and a commit empties the stages). Where ours or theirs is not found, they
+    say so and stop before overwriting the file."""
+    return (f"if [ -n \"$(git ls-files -u -- {name})\" ]; then set -- :1: :2: :3:; elif git rev-parse -q --verify "
+            f"MERGE_HEAD >/dev/null; then set -- \"$(git merge-base HEAD MERGE_HEAD):\" HEAD: MERGE_HEAD:; else "
+            f"c=$(git log -1 --format=%H -- {name}); set -- \"$(git merge-base $c^1 $c^2 2>/dev/null):\" $c^1: $c^2:; "
+            f"fi; d=$(mktemp -d); i=0; for s in \"$@\"; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
+            f"|| : > $d/$i.json; done; if [ -s $d/2.json ] && [ -s $d/3.json ]; then tunebench merge-records "
+            f"$d/1.json $d/2.json $d/3.json && cp $d/2.json {name}; else echo \"{name}: no merge of it found, neither "
+            f"under way nor the commit that last changed it: merge its two sides' versions with tunebench "
+            f"merge-records BASE OURS THEIRS\" >&2; false; fi")
 
 
 class _Repeats(dict):
@@ -517,7 +525,7 @@ class AtomicJSONStorage(Storage):
             raise RecordsError(
                 f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
                 f"README's Records); to merge both sides' trials, in its folder: "
-                f"{_merge_command(self.path.name, ':1: :2: :3:')}") from None
+                f"{_merge_command(self.path.name)}") from None
         try:
             data = json.loads(raw.decode("utf-8"), object_pairs_hook=_keep_repeats)
         except UnicodeDecodeError as e:
@@ -530,9 +538,7 @@ class AtomicJSONStorage(Storage):
             raise RecordsError(
                 f"{self.path}: {repeated}: a conflict resolved by hand, both sides' documents under the same ids, "
                 f"of which a reader keeps only the last; {untouched}. To merge both sides with tunebench's merge "
-                f"driver (see the README's Records; before the merge is committed, HEAD and MERGE_HEAD for HEAD^1 "
-                f"and HEAD^2), in its folder: "
-                f"{_merge_command(self.path.name, '$(git merge-base HEAD^1 HEAD^2): HEAD^1: HEAD^2:')}")
+                f"driver (see the README's Records), in its folder: {_merge_command(self.path.name)}")
         _validate(self.path, data)
         # in the order they were recorded, whatever a tool did to the keys' order ("10" before "2"
         # sorted as text): the latest of a trial's measurements and of a task's final rounds is read
