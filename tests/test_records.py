@@ -538,9 +538,16 @@ def test_a_merge_keeps_what_either_side_added_and_drops_what_one_side_moved_away
     assert [d["config"]["t"] for d in merged["trials"].values()] == [1, 3, 4]
     other_fingerprint = {**FINGERPRINT, "name": "Other CPU"}
     other = side("other", [1], other_fingerprint)
-    with pytest.raises(RecordsError, match=f"different devices, {device_id(FINGERPRINT)} and "
-                                           f"{device_id(other_fingerprint)}; merge by hand"):
-        records_merge.merge(base, ours, other)
+    # "merge by hand" asked for what every reader refuses: one device's measurements in another's file
+    name = f"records/{device_id(FINGERPRINT)}.json"
+    with pytest.raises(RecordsError, match=re.escape(
+            f"{name}: ours holds records of {device_id(FINGERPRINT)}, theirs of {device_id(other_fingerprint)}: "
+            f"measurements of one device are never another's. The merge stopped and left ours alone in the file, "
+            f"without theirs' trials: do not add it as it is; `git merge --abort`, rename the file of the branch "
+            f"merged in to records/{device_id(other_fingerprint)}.json (`git mv`, as its device table says) and "
+            f"commit it (where the merge then finds this file deleted there, keep ours: `git add` it), then merge "
+            f"again")):
+        records_merge.merge(base, ours, other, name)
 
 
 def test_a_trial_both_sides_measured_keeps_both_measurements_and_the_store_reads_the_later(tmp_path):

@@ -77,6 +77,21 @@ def _unreadable(side: str, error: RecordsError) -> RecordsError:
                         f"not add it as it is; {fix}")
 
 
+def _devices(name: str, ours: str, theirs: str) -> RecordsError:
+    """The driver's error where the two sides hold records of different devices (git names a
+    temporary file: the ids say which): no merge of them is readable, as measurements of one
+    device are never another's, so the side whose file is named for another device moves them
+    to their own."""
+    wrong = [(branch, device) for branch, device in (("this branch", ours), ("the branch merged in", theirs))
+             if device != Path(name).stem]
+    fix = (f"rename the file of {wrong[0][0]} to {Path(name).with_stem(wrong[0][1])} (`git mv`, as its device "
+           f"table says) and commit it (where the merge then finds this file deleted there, keep ours: `git add` it)" if len(wrong) == 1 else
+           "on each branch, move each device's records to its own file, records/<its device id>.json, and commit it")
+    return RecordsError(f"{name}: ours holds records of {ours}, theirs of {theirs}: measurements of one device are "
+                        f"never another's. The merge stopped and left ours alone in the file, without theirs' trials: "
+                        f"do not add it as it is; `git merge --abort`, {fix}, then merge again")
+
+
 def _base(path: Path, ours: dict, theirs: dict, name: str | None) -> tuple[dict, list[str]]:
     """The merge base's tables, and a note where it cannot be read (a file committed with conflict
     markers on both branches' history): no branch can fix a commit both descend from, so what
@@ -154,8 +169,7 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None 
     base, unread = _base(base_path, ours, theirs, name)
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
     if None not in devices and devices[0] != devices[1]:
-        ids = " and ".join(device_id(d) for d in devices)  # git names a temporary file: the ids say which
-        raise RecordsError(f"{name or ours_path}: the two sides hold records of different devices, {ids}; merge by hand")
+        raise _devices(name or str(ours_path), *map(device_id, devices))
     get = lambda side, table: side.get(table, {})  # noqa: E731 - a table, or none
     tables = {
         "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
