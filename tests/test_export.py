@@ -564,7 +564,7 @@ def test_the_header_builds_under_a_frameworks_strictest_warnings(tmp_path):
     a framework's -Werror build at the header, with no constraint of its own in it; -Wshadow
     failed it after a global named as a helper's argument (``a``, ``b``, ``v``)."""
     root = Path(__file__).resolve().parent.parent
-    for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cuda-nvidia-h200-sm90-132sm-448dce", "h200")):
+    for device, prefix in (("cpu-amd-epyc-f26m2-2t-506d4e", "zen5"), ("cuda-nvidia-h200-sm90-132sm-00b1c7", "h200")):
         assert main(["export", "--out", str(tmp_path), "--device", device, "--prefix", prefix, "--records",
                      str(root / "records"), "--suites", str(root / "suites")]) == 0
     (tmp_path / "main.c").write_text("double a, b, q, r, t, v; int ok;\n"  # the program's globals, ahead of the header

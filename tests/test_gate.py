@@ -706,7 +706,7 @@ def test_a_gate_beside_a_records_file_that_cannot_be_read_still_names_the_other_
     records from the skip: it said "never tuned here", without the OMP_NUM_THREADS that gates it."""
     pytester, path = tuned
     n = json.loads(path.read_text())["device"]["1"]["threads"]
-    (path.parent / "cuda-nvidia-h200-sm90-132sm-448dce.json").write_text('{\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}\n')
+    (path.parent / "cuda-nvidia-h200-sm90-132sm-00b1c7.json").write_text('{\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}\n')
     monkeypatch.setenv("OMP_NUM_THREADS", str(n + 1))  # this machine, another device id
     result = pytester.runpytest("test_chain.py", *GATE, "-rs")
     result.assert_outcomes(skipped=1)

@@ -641,7 +641,7 @@ def test_a_tune_beside_other_files_that_cannot_be_read_goes_on_without_them_nami
     root = project()
     folder = root / "records"
     folder.mkdir()
-    bad = {"cuda-nvidia-h200-sm90-132sm-448dce.json": '{"trials": {\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}}\n',
+    bad = {"cuda-nvidia-h200-sm90-132sm-00b1c7.json": '{"trials": {\n<<<<<<< HEAD\n=======\n>>>>>>> gpu\n}}\n',
            "cuda-nvidia-h100-sm90-132sm-123abc.json": json.dumps({"format": {"1": {"version": 2}}}),
            "tunebench_configs.json": json.dumps({"configs": [{"vec": 4}]})}
     for name, text in bad.items():

@@ -33,6 +33,33 @@ def test_device_id_is_readable_and_follows_the_fingerprint():
     assert device_id({**FINGERPRINT, "threads": 1}) != device_id(FINGERPRINT)
 
 
+H200 = {"target": "cuda", "name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_gib": 139.8,
+        "memory_bus_bits": 6016, "sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "driver": 13000, "cuda": "13.0.0"}
+
+
+def test_a_gpus_id_is_the_card_whatever_its_driver_and_cuda_versions():
+    """A driver update, or a CI image whose PyCUDA was built with another toolkit, gave the same
+    card another id: its gate skipped every task tuned on the box beside it."""
+    assert device_id({**H200, "driver": 12080, "cuda": "12.8.0"}) == device_id(H200)
+    for other in ({"sm_count": 114}, {"sm_clock_mhz": 1755}, {"memory_gib": 79.1}):
+        assert device_id({**H200, **other}) != device_id(H200)
+
+
+def test_a_gpus_records_file_named_by_an_earlier_tunebench_is_refused_with_the_command_that_renames_it(tmp_path):
+    old = f"{device_id(H200).rpartition('-')[0]}-{hashlib.sha256(json.dumps(H200, sort_keys=True).encode()).hexdigest()[:6]}"
+    path = tmp_path / f"{old}.json"
+    text = json.dumps({"device": {"1": H200}, "trials": {"1": {**trial({"vec": 1}), "device": old}}})
+    path.write_text(text)
+    with pytest.raises(RecordsError) as refused:
+        RecordStore(path)
+    assert path.read_text() == text
+    command = str(refused.value).partition("in its folder: ")[2].partition(" (the file")[0]
+    assert subprocess.run(command, shell=True, cwd=tmp_path).returncode == 0
+    again = RecordStore.for_device(tmp_path, {**H200, "driver": 12080})
+    assert again.path.name == f"{device_id(H200)}.json"
+    assert again.lookup("k", "abc", (4, 8), "float32", {"vec": 1})["device"] == device_id(H200)
+
+
 def test_trials_persist_and_are_found_again_by_source_shape_dtype_and_config(tmp_path):
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     store.add(trial({"vec": 4, "unroll": 2}))

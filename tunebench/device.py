@@ -4,7 +4,14 @@ fingerprint says enough to gate on.
 Timings hold only on the device that measured them, so records are kept per fingerprint and
 the gate and ``best()`` use only this device's. The id is readable (target, name, the
 microarchitecture or compute capability, threads) and ends in a digest of the whole fingerprint,
-so machines that differ in anything fingerprinted (ISA, caches, clocks, driver) never share a file.
+so machines that differ in anything fingerprinted (ISA, caches, clocks) never share a file.
+
+A GPU's driver and the CUDA version PyCUDA was built with are fingerprinted (a reader sees them)
+but left out of the id, as the CPU's compiler and kernel are: they change with every driver update
+and CI image, not with the card, and a gate runner whose id differs from the tuning box's skips
+every task. The gate does not need them alike: it judges ratios measured in one run on the
+runner, and the check against tuning-time figures is made only where the heuristic's time today
+is close to its recorded one (:mod:`tunebench.gate`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+
+#: Fingerprinted per target, described, and left out of the device id (see the module docstring).
+UNIDENTIFYING = {"cuda": ("driver", "cuda")}
 
 #: What a CPU fingerprint of this tunebench version holds beyond the model name; a records file
 #: whose fingerprint lacks it was recorded before the microarchitecture was fingerprinted.
@@ -51,8 +61,19 @@ def device_id(fingerprint: Mapping) -> str:
     if "cores" in fingerprint:
         parts.append(f"{fingerprint['cores']}c")
     slug = re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts if p is not None).lower()).strip("-")
-    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:6]
-    return f"{slug}-{digest}"
+    return f"{slug}-{_digest(fingerprint, UNIDENTIFYING.get(fingerprint.get('target'), ()))}"
+
+
+def _digest(fingerprint: Mapping, left_out: tuple = ()) -> str:
+    kept = {k: v for k, v in fingerprint.items() if k not in left_out}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def earlier_id(fingerprint: Mapping) -> str | None:
+    """The id an earlier tunebench gave this fingerprint, where it differs from today's: the
+    digest of every key (the CUDA driver and version included)."""
+    old = f"{device_id(fingerprint).rpartition('-')[0]}-{_digest(fingerprint)}"
+    return old if old != device_id(fingerprint) else None
 
 
 def _threads(fp: Mapping) -> str:

@@ -46,7 +46,7 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from tunebench.buckets import Bucket
-from tunebench.device import device_id
+from tunebench.device import device_id, earlier_id
 
 TABLES = ("format", "device", "tasks", "trials", "sources", "checks")
 #: The layout of records files that this tunebench writes and reads. A file says which layout it
@@ -305,6 +305,12 @@ def _devices_named(path: Path, data: Mapping) -> None:
     if not DEVICE_NAME.fullmatch(device):
         return
     recorded = next(iter(data.get("device", {}).values()), None)
+    if recorded and device == earlier_id(recorded):
+        today = device_id(recorded)
+        raise RecordsError(f"{path}: named {device} by an earlier tunebench, whose ids of GPUs changed with the driver "
+                           f"and CUDA versions; this device's id is {today}. Rename it, and its trials' device, in "
+                           f"its folder: sed -i 's/{device}/{today}/g' {path.name} && mv {path.name} "
+                           f"{today}.json (the file is left untouched)")
     if recorded and device_id(recorded) != device:  # renamed
         raise RecordsError(f"{path}: holds the records of {device_id(recorded)} (its device table), not of "
                            f"{device}, as its name says: measurements of one device are never another's; rename "
