@@ -141,3 +141,40 @@ def test_a_second_verifying_call_is_made_only_where_an_unwritten_element_could_p
     plain, nan = Unwriting(np.array([1.0, 2.0, 3.0]), None), Unwriting(np.array([1.0, np.nan, 3.0]), None)
     assert verify(plain, [plain.want], ["y"], [(0.0, 0.0)]).status == "ok" and plain.calls == 1
     assert verify(nan, [nan.want], ["y"], [(0.0, 0.0)]).status == "ok" and nan.calls == 2
+
+
+class Accumulating(Unwriting):
+    """A kernel that adds the reference into its output (``out[i] += ...``, a split-K GEMM's
+    partial sums), or writes it one too high; ``zeroed``: its output starts at zero, as an
+    inout one restored from the args builder's zeros does, instead of poisoned."""
+
+    def __init__(self, want: np.ndarray, adds: bool, zeroed: bool = False):
+        super().__init__(want, None)
+        self.adds, self.zeroed = adds, zeroed
+
+    def reset(self, pattern: int = 0) -> None:
+        if self.zeroed:
+            self.out[:] = 0
+        else:
+            poison(self.out, pattern)
+
+    def call(self) -> None:
+        self.calls += 1
+        if self.adds:
+            self.out += self.want
+        else:
+            self.out[:] = self.want + 1
+
+
+def test_a_kernel_that_reads_its_poisoned_output_is_told_to_declare_it_inout():
+    """A Triton user's split-K kernel accumulates into its output (reset_to_zero there) and
+    gave the args builder zeros: every config failed with NaN, and the summary blamed the
+    reference. What the output held before the call changes what it holds after it: it is read."""
+    want = np.array([1.0, 2.0, 3.0])
+    read = verify(Accumulating(want, adds=True), [want], ["out"], [(1e-5, 1e-5)])
+    assert read.status == "wrong_result" and "got nan" in read.error
+    assert "inout=['out']" in read.error and "before the call" in read.error
+    wrong = verify(Accumulating(want, adds=False), [want], ["out"], [(1e-5, 1e-5)])
+    assert wrong.status == "wrong_result" and "inout" not in wrong.error
+    declared = verify(Accumulating(want, adds=True, zeroed=True), [want + 1], ["out"], [(1e-5, 1e-5)])
+    assert declared.status == "wrong_result" and "inout" not in declared.error

@@ -9,7 +9,7 @@ import pytest
 from tinydb import TinyDB
 
 import tunebench
-from tests.conftest import AXPB_SUITE, said
+from tests.conftest import AXPB_C, AXPB_SUITE, said
 from tunebench.backends import cuda_status
 from tunebench.final_round import MIN_GAIN
 from tunebench.lookup import this_device
@@ -661,6 +661,20 @@ def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_t
     result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (4 and the heuristic's) gave a wrong "
                                  "result, the heuristic's: *; the reference is more likely at fault than every "
                                  "config, or, where all miss by little, its tolerance (Kernel(tolerance=*"])
+
+
+def test_a_task_whose_every_config_reads_its_poisoned_output_says_so_not_the_reference(project, pytester):
+    """A kernel that adds into its output (a split-K GEMM's partial sums, Triton's reset_to_zero)
+    declared as a plain output: every config got NaN from the poison, and the summary blamed the
+    reference."""
+    root = project()
+    (root / "kernels" / "axpb.c").write_text(AXPB_C.replace("] = a * x", "] += a * x"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    result.stdout.fnmatch_lines(["*wrong_result on (1000,): output 'y': 1000 of 1000 values off*(got nan, *; output "
+                                 "'y' depends on what it held before the call *declared inout=[[]'y']*"])
+    result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config measured (4 and the heuristic's) gave a wrong "
+                                 "result, the heuristic's: *; not the reference: every config reads that output or "
+                                 "leaves part of it unwritten"])
 
 
 def test_a_rerun_whose_search_asks_the_recorded_pick_again_still_meets_it_in_the_final_round(pytester):

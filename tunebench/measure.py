@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tunebench.backends.base import Runner, poison_value
+from tunebench.backends.base import Runner, poison_value, same_bytes
 from tunebench.interference import BusyThreads, Throttling
 from tunebench.stats import median_ci
 
@@ -155,8 +155,33 @@ def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
             return Measurement("out_of_bounds", error=overrun)
         max_error, wrong = compare(runner.outputs(), expected, names, tolerances)
         if wrong:
-            return Measurement("wrong_result", error=wrong, max_error=max_error)
+            return Measurement("wrong_result", error=wrong + _reads_output(runner, names, pattern), max_error=max_error)
     return Measurement("ok", max_error=max_error)
+
+
+#: What a wrong result's error says where the output it names is read by the kernel (see
+#: :func:`_reads_output`): then the declaration, not the reference, is at fault.
+READS_OUTPUT = "depends on what it held before the call"
+
+
+def _reads_output(runner: Runner, names: Sequence[str], pattern: int) -> str:
+    """Why a wrong result may be the declaration's: an output that comes out otherwise when it
+    starts under the other poison, where two calls under the same poison agree, is read by the
+    kernel or left partly unwritten. A split-K kernel accumulating into its output (Triton's
+    reset_to_zero) got NaN everywhere, and the summary blamed the reference."""
+    first = [out.copy() for out in runner.outputs()]
+    runner.reset(1 - pattern)
+    runner.call()
+    other = [out.copy() for out in runner.outputs()]
+    runner.reset(pattern)
+    runner.call()
+    read = [n for n, a, b, c in zip(names, first, other, runner.outputs()) if same_bytes(a, c) and not same_bytes(a, b)]
+    if not read:
+        return ""
+    return (f"; output {read[0]!r} {READS_OUTPUT} (it starts every call poisoned, and "
+            f"came out otherwise under another poison): the kernel leaves part of it unwritten, or reads it, as an "
+            f"accumulation (out[i] += ...) does; an output the kernel reads is declared inout=[{read[0]!r}], which "
+            f"starts every call from the args builder's values (Triton's reset_to_zero and restore_value)")
 
 
 def verify_after(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],

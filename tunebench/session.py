@@ -37,7 +37,7 @@ from tunebench.final_round import final_round, now
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
 from tunebench.kernel import Kernel, KernelError, Variant, hashed_files
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
-from tunebench.measure import MeasureSettings
+from tunebench.measure import READS_OUTPUT, MeasureSettings
 from tunebench.records import FAILED, RecordStore, config_key, config_text
 from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
@@ -338,13 +338,16 @@ class Task:
     @property
     def all_wrong(self) -> str | None:
         """Where every config measured, the heuristic's included, gave a wrong result: the
-        reference or its tolerance is more likely at fault than every config."""
+        reference or its tolerance is more likely at fault than every config, unless the heuristic's
+        result says the kernel reads an output not declared inout."""
         outcomes = self.once(self.outcomes.values()) if self.baseline is not None else []
         if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
             return None
+        blamed = ("not the reference: every config reads that output or leaves part of it unwritten" if READS_OUTPUT in self.baseline.error
+                  else "the reference is more likely at fault than every config, or, where all miss by little, its "
+                       "tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
         return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
-                f"heuristic's: {self.baseline.error}; the reference is more likely at fault than every config, "
-                f"or, where all miss by little, its tolerance (Kernel(tolerance={{dtype: (rtol, atol)}}))")
+                f"heuristic's: {self.baseline.error}; {blamed}")
 
     @property
     def heuristic_strays(self) -> str | None:
