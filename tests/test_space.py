@@ -157,3 +157,27 @@ def test_a_string_given_as_the_constraints_is_refused_with_the_lambda_it_means(g
     with pytest.raises(SpaceError) as refused:
         Space({"a": [1, 2], "b": [1, 2]}, constraints=given)
     assert str(refused.value) == f"constraints={given!r}: give a list of functions of the params, as constraints=[{meant}]"
+
+
+def test_a_list_of_configs_is_a_space_of_those_configs_alone():
+    """Triton's configs=[...]: a list of configs was read as a mapping, and refused as "param
+    'a': expected a list of values ... got 'b'"; the product of their values held configs never listed."""
+    listed = [{"block": 64, "warps": 2}, {"block": 128, "warps": 4}, {"block": 256, "warps": np.int64(4)}]
+    space = Space(listed, constraints=[lambda block, warps: block // warps >= 32])
+    assert space.values == {"block": (64, 128, 256), "warps": (2, 4)}
+    assert space.enumerate() == ([(64, 2), (128, 4), (256, 4)], [])
+    assert space.holds({"block": 128, "warps": 4}) and not space.holds({"block": 64, "warps": 4})
+    narrowed = Space(listed, constraints=[lambda block: block >= 128])
+    assert narrowed.enumerate() == ([(128, 4), (256, 4)], [(64, 2)])
+
+
+@pytest.mark.parametrize("listed, message", [
+    ([{"block": 64}, {"block": 128, "warps": 4}], "config 2 of the list has params ['block', 'warps'], config 1 ['block']"),
+    ([{"block": 64}, {"block": 64}], "config 2 of the list is config 1 again"),
+    ([], "the space has no param"),
+    ([{"block": 64}, 128], "config 2 of the list is 128, not a dict"),
+])
+def test_a_list_of_configs_that_is_no_space_says_which_config(listed, message):
+    with pytest.raises(SpaceError) as e:
+        Space(listed).enumerate()
+    assert message in str(e.value)

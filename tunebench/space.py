@@ -189,20 +189,46 @@ class Constraint:
             self.shaped = tuple(a for a in arg_names if a not in names)
 
 
+def _listed(configs: Sequence[Any]) -> tuple[dict[str, list], list[tuple]]:
+    """A space given as its configs, as Triton's ``configs=[...]``: each param with its values in
+    the order they are first listed, and the configs' keys, the only valid ones."""
+    names = list(configs[0]) if configs and isinstance(configs[0], Mapping) else []
+    spec: dict[str, list] = {n: [] for n in names}
+    keys: dict[tuple, int] = {}
+    for i, config in enumerate(configs, 1):
+        if not isinstance(config, Mapping):
+            raise SpaceError(f"config {i} of the list is {config!r}, not a dict of param -> value")
+        if sorted(config) != sorted(names):
+            raise SpaceError(f"config {i} of the list has params {sorted(config)}, config 1 {sorted(names)}: "
+                             f"give every config a value of each param")
+        key = tuple(config[n].item() if isinstance(config[n], np.generic) else config[n] for n in names)
+        if key in keys:
+            raise SpaceError(f"config {i} of the list is config {keys[key]} again: {dict(config)!r}")
+        keys[key] = i
+        for name, value in zip(names, key):
+            if not any(type(v) is type(value) and v == value for v in spec[name]):
+                spec[name].append(value)
+    return spec, list(keys)
+
+
 class Space:
     """Named params with explicit values, and constraints between them.
 
     ``Space({"warp_num": pow2(1, 32), "vec": [1, 2, 4], "unroll": (1, 4)}, constraints=[...])``:
     a list or ``range`` gives the values as they are, ``(lo, hi)`` every integer from lo to hi,
-    ``pow2(lo, hi)`` the powers of two within. Definitions are checked by :meth:`validate`,
-    which the pytest plugin calls at collection so the error names the suite.
+    ``pow2(lo, hi)`` the powers of two within. ``Space([{"vec": 8, "unroll": 2}, {"vec": 16,
+    "unroll": 1}])`` is those configs alone (Triton's ``configs=[...]``), each kept where the
+    constraints hold. Definitions are checked by :meth:`validate`, which the pytest plugin calls
+    at collection so the error names the suite.
     """
 
-    def __init__(self, params: Mapping[str, Any], constraints: Iterable[Callable[..., Any]] = (),
-                 configs: Iterable[tuple] | None = None):
-        """``configs``: the keys of the valid configs where they are known (a recording's, which
-        its constraints must hold): no other key is valid, and the product is neither enumerated
-        nor bounded by :data:`MAX_PRODUCT` (a Kernel Tuner cache records 20,000 of 4.4 million)."""
+    def __init__(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+                 constraints: Iterable[Callable[..., Any]] = (), configs: Iterable[tuple] | None = None):
+        """``configs``: the keys of the known configs (a recording's, or a list's): no other key
+        is valid, and the product is neither enumerated nor bounded by :data:`MAX_PRODUCT` (a
+        Kernel Tuner cache records 20,000 of 4.4 million)."""
+        if isinstance(params, Sequence) and not isinstance(params, (str, bytes)):
+            params, configs = _listed(params)
         self._spec = dict(params)
         if isinstance(constraints, str) or callable(constraints):  # one given bare: a string ran letter by letter
             meant = _as_lambda(constraints, self._spec) or "lambda vec, unroll: vec * unroll <= 4"
@@ -380,18 +406,19 @@ class Space:
         if self._enumerated is not None:
             return self._enumerated
         names, values, constraints = self._check()
-        if self._configs is not None:  # known: in the product's order, none invalid to list
+        if self._configs is not None:  # known: in the product's order
             place = [{v: i for i, v in enumerate(vs)} for vs in values.values()]
-            self._enumerated = sorted(self._configs, key=lambda k: [p[v] for p, v in zip(place, k)]), []
-            return self._enumerated
-        if self.size > MAX_PRODUCT:
+            keys = sorted(self._configs, key=lambda k: [p[v] for p, v in zip(place, k)])
+        elif self.size > MAX_PRODUCT:
             raise SpaceError(
                 f"the product of the param values holds {self.size:,} configs, more than "
                 f"{MAX_PRODUCT:,}; narrow the ranges ({', '.join(f'{n}: {len(v)}' for n, v in values.items())})")
+        else:
+            keys = itertools.product(*values.values())
         index = {n: i for i, n in enumerate(names)}
         valid, invalid = [], []
         plain = [c for c in constraints if not c.shaped]
-        for key in itertools.product(*values.values()):
+        for key in keys:
             (valid if all(self._holds(c, index, key) for c in plain) else invalid).append(key)
         if not valid:
             raise SpaceError(
