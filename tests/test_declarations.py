@@ -569,6 +569,20 @@ def test_a_dtype_the_suite_no_longer_declares_gets_its_heuristic_not_its_old_pic
     assert dropped["objective_ms"] is None and "no config recorded for it is served" in dropped["reason"]
 
 
+def test_best_names_the_dtype_a_bucket_has_nothing_recorded_in_and_those_it_is_tuned_in(twice_project, pytester):
+    """A declared dtype never tuned said "nothing is recorded for this bucket", as a bucket the tune
+    never reached does: the caller could not tell which dtype to tune."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace("heuristic=lambda shape:",
+                                               'dtypes=("float32", "float64"), heuristic=lambda shape:'))
+    untuned = best_json(root, "--dtype", "float64")
+    assert untuned["source"] == "heuristic"
+    assert re.fullmatch(r"nothing is recorded for this bucket in float64 \(it is tuned in float32\); `pytest \S+ "
+                        r"--tune`( .*)? tunes it", untuned["reason"]), untuned["reason"]
+
+
 def test_a_pytorch_framework_asks_with_its_tensors_shape_and_dtype(twice_project, pytester):
     """A PyTorch framework's launch path hands over ``x.shape`` (a ``torch.Size``) and ``x.dtype``
     (``torch.float32``, which numpy does not take): the answers are those for the numpy names."""

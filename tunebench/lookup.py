@@ -314,8 +314,12 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
     if failures:
         return (f"every config recorded on this bucket failed ({failed}), "
                 f"so none is served; each trial's error is in the records (`tunebench report` lists them)")
-    if not disturbed:
-        return "nothing is recorded for this bucket"
+    if not disturbed:  # the dtype named: a dtype never tuned read as a bucket never reached
+        others = sorted({t["dtype"] for t in (store.tasks(kernel) if store else [])
+                         if t["target"] == target and t["bucket"] == bucket.name and t["dtype"] != dtype})
+        return (f"nothing is recorded for this bucket in {dtype}"
+                + (f" (it is tuned in {', '.join(others)})" if others else "")
+                + f"; `{tune_command(decl, records_dir)}` tunes it")
     some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
         "1 trial recorded on this bucket's shapes was"
     return (f"the {some} disturbed by other load, so none is served; "
