@@ -209,7 +209,7 @@ def test_a_kernel_name_declared_in_two_suites_is_one_collection_error_naming_bot
     root = project()
     (root / "suites" / "test_copy.py").write_text((root / "suites" / "test_axpb.py").read_text())
     result = pytester.runpytest("suites", "--collect-only")
-    result.stdout.fnmatch_lines(["*test_copy.py: KernelError: kernel name 'axpb' is declared twice, here and "
+    result.stdout.fnmatch_lines(["*suite suites/test_copy.py::axpb: kernel name 'axpb' is declared twice, here and "
                                  "in suites/test_axpb.py*"])
     assert "Traceback" not in result.stdout.str()
 

@@ -799,6 +799,17 @@ def test_a_table_of_kernels_a_generator_made_is_collected_and_looked_up(project,
     assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}
 
 
+def test_a_name_two_entries_of_a_table_share_fails_that_entry_alone_naming_both(project, pytester):
+    """Two generated kernels of one name failed the whole module ("declared twice, here and in
+    suites/test_axpb.py", its own file), so the table's every other kernel went uncollected too."""
+    project(suite=GENERATED_SUITE.replace('"three": None', '"three": make("one")'))
+    result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q", "--continue-on-collection-errors")
+    assert ("suite suites/test_axpb.py::axpb_one: kernel name 'axpb_one' is declared twice, here (KERNELS['three']) "
+            "and in suites/test_axpb.py (KERNELS['one'])") in result.stdout.str()
+    collected = {line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2 and "[" in line}
+    assert {"axpb_one", "axpb_two"} <= collected, result.stdout.str()[-2000:]
+
+
 def test_a_compiler_that_is_not_there_stops_the_task_saying_so_and_records_nothing(project, pytester, monkeypatch):
     """TUNEBENCH_CC=gcc-99: every candidate was recorded "crashed: FileNotFoundError"."""
     from tunebench.backends import cpu

@@ -151,9 +151,11 @@ class SuiteError(Exception):
 class Suite(pytest.Collector):
     """One kernel's tuning items on the session's target."""
 
-    def __init__(self, *, kernel: Kernel, **kwargs):
+    def __init__(self, *, kernel: Kernel, refused: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.kernel = kernel
+        #: Why the suite is not collected (its name taken by another), said by its collection alone.
+        self.refused = refused
 
     def where(self) -> tuple[str, int | None]:
         """The suite file, and the kernel's declaration line where it is declared there: what a
@@ -162,6 +164,8 @@ class Suite(pytest.Collector):
         return str(self.path), self.kernel.declared_line if inside else None
 
     def collect(self):
+        if self.refused:
+            raise SuiteError(f"suite {self.nodeid}: {self.refused}")
         if hasattr(self.config, "workerinput"):  # a pytest-xdist worker, one of several measuring at once
             raise SuiteError(f"suite {self.nodeid}: pytest-xdist (-n) runs suites in several processes at once, "
                              f"whose timings disturb each other: run tunebench suites without -n (-n 0 where addopts "

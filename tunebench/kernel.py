@@ -174,9 +174,9 @@ def _from_here(path: Path) -> Path:
 REGISTRY: dict[str, Kernel] = {}
 
 
-def declared_twice(name: str, where: object) -> str:
+def declared_twice(name: str, where: object, here: str = "here") -> str:
     """What is said of a kernel name two suites declare (pytest's collection and the lookups')."""
-    return f"kernel name {name!r} is declared twice, here and in {where}: records keep one task per name"
+    return f"kernel name {name!r} is declared twice, {here} and in {where}: records keep one task per name"
 
 
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)
@@ -1431,5 +1431,13 @@ def kernels_in(value: Any) -> list[Kernel]:
     module of any project is asked, and a class of its own may do anything when iterated."""
     if isinstance(value, Kernel):
         return [value]
-    found = dict.values(value) if type(value) is dict else value if type(value) in (list, tuple) else ()
-    return [k for k in found if isinstance(k, Kernel)]
+    return [k for _, k in table_entries("", value)]
+
+
+def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
+    """:func:`kernels_in` with where each sits, ``KERNELS['add']`` (``name`` alone for a Kernel):
+    an error about one generated kernel names its entry, as the table's name alone does not."""
+    if isinstance(value, Kernel):
+        return [(name, value)]
+    found = dict.items(value) if type(value) is dict else enumerate(value) if type(value) in (list, tuple) else ()
+    return [(f"{name}[{key!r}]", k) for key, k in found if isinstance(k, Kernel)]

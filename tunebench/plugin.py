@@ -30,7 +30,7 @@ from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
                              gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError, declared_twice, kernels_in, pin_templates
+from tunebench.kernel import Kernel, KernelError, declared_twice, pin_templates, table_entries
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -226,18 +226,22 @@ def pytest_pycollect_makemodule(module_path, parent):
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     """A module-level Kernel is a suite, and so is each of a table of them (a generator's
     ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid)."""
-    kernels = kernels_in(obj)
-    return [suite for k in kernels for suite in _suite(collector, k)] if kernels else None
+    entries = table_entries(name, obj)
+    return [suite for entry in entries for suite in _suite(collector, *entry)] if entries else None
 
 
-def _suite(collector: pytest.Collector, obj: Kernel) -> list[Suite]:
+def _suite(collector: pytest.Collector, entry: str, obj: Kernel) -> list[Suite]:
+    """The kernel's suite, or, where another suite has its name, one that fails alone: raised
+    here, the error failed the whole module, every other kernel of a generated table with it."""
     seen = collector.config.stash[SEEN]
     first, where = seen.get(obj.name, (None, None))
     if first is obj:
         return []  # the same suite imported elsewhere: collected once
+    label = f" ({entry})" if entry != obj.name else ""
     if first is not None:
-        raise KernelError(declared_twice(obj.name, where))
-    seen[obj.name] = obj, collector.nodeid
+        refused = declared_twice(obj.name, where, f"here{label}")
+        return [Suite.from_parent(collector, name=obj.name, kernel=obj, refused=refused)]
+    seen[obj.name] = obj, collector.nodeid + label
     obj.collected_from = Path(collector.path)
     return [Suite.from_parent(collector, name=obj.name, kernel=obj)]
 
