@@ -185,6 +185,18 @@ def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(
 
 
 
+def test_a_declaration_error_raised_in_a_suites_code_names_the_line_that_raised_it(project, pytester):
+    """A generator's table of kernels failed to import with "BucketError: ... lies outside it" alone,
+    neither the kernel nor a line: which of its twenty entries was at fault went unsaid."""
+    suite = AXPB_SUITE + 'EXTRA = [Buckets("N", [Bucket("a", N=(1, 10), shapes=[(20,)])])]\n'
+    line = suite.count("\n")
+    project(suite=suite)
+    result = pytester.runpytest("suites", *TUNE)
+    result.stdout.fnmatch_lines(["*test_axpb.py: BucketError: bucket 'a': representative shape (20,) lies outside it, "
+                                 f"in <module> at suites/test_axpb.py:{line}"])
+    assert "Traceback" not in result.stdout.str()
+
+
 @pytest.mark.parametrize("options", [TUNE, ("-p", "no:cacheprovider", "--tune-target", "cpu")])
 def test_a_missing_template_is_one_collection_error_naming_it(project, pytester, options):
     root = project()

@@ -40,6 +40,7 @@ from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.strategies import options as strategy_options
 from tunebench.summary import spent, table
+from tunebench.user_code import raised
 from tunebench.workers import WorkerError
 
 
@@ -210,12 +211,13 @@ def _budget(config: pytest.Config) -> Budget:
 
 class SuiteModule(pytest.Module):
     """A test module whose import fails on a declaration error (overlapping buckets, an invalid
-    space, a kernel without output) reports that error in one line, not a traceback."""
+    space, a kernel without output) reports that error in one line, not a traceback, ending with
+    the line of the suite's code that raised it: in a generated table, which entry is at fault."""
 
     def repr_failure(self, excinfo):  # a Collector's takes no style
         cause = excinfo.value.__cause__ if excinfo.errisinstance(self.CollectError) else excinfo.value
         if isinstance(cause, DECLARATION_ERRORS):
-            return Message(f"{self.path}: {type(cause).__name__}: {cause}", (str(self.path), None))
+            return Message(f"{self.path}: {raised(cause)}", (str(self.path), None))
         return super().repr_failure(excinfo)
 
 
