@@ -1244,6 +1244,18 @@ def test_a_monorepos_pytest_ini_above_a_projects_own_pyproject_is_where_lookups_
     assert tunebench.lookup("axpb", (1000,), suites=kproj / "suites") == tuned
 
 
+def test_the_tune_command_a_lookup_gives_names_the_suite_not_the_generator_module_declaring_the_kernel(project):
+    """A code generator's module (not a test module) builds the Kernel; best()'s note said
+    "`pytest suites/axpb_generator.py --tune` ... measures again", which collects nothing."""
+    root = project()
+    suites = root / "suites"
+    (suites / "test_axpb.py").rename(suites / "axpb_generator.py")
+    (suites / "test_axpb.py").write_text("from axpb_generator import axpb\n")
+    from tunebench.lookup import load_suites
+    (kernel,) = [k for k in load_suites(suites) if k.name == "axpb"]
+    assert kernel.tune_command() == "pytest suites/test_axpb.py --tune"
+
+
 @pytest.mark.parametrize("top_file, text", [("pytest.ini", "[pytest]\n"), ("pytest.toml", "[pytest]\n"),
                                              ("tox.ini", "[pytest]\n"), ("setup.cfg", "[metadata]\nname = x\n")])
 def test_the_project_root_is_the_rootdir_pytest_itself_takes(tmp_path, top_file, text):

@@ -1380,9 +1380,12 @@ class Kernel:
         kernel beside the shipped ones is not under suites/), as the working directory reaches
         it, with ``--tune-records`` where ``records`` is not the folder a plain tune writes
         (``records/`` in pytest's rootdir: beside the project's ini file, else beside the suite,
-        which is the command's one argument): run as said, it resumed nothing."""
-        command = f"pytest {_from_here(self.declared_in) if self.declared_in else 'suites'} --tune"
-        start = self.declared_in.parent if self.declared_in else Path.cwd()
+        which is the command's one argument): run as said, it resumed nothing. The suite is the
+        test module the kernel was collected or looked up from, not a helper that declares it
+        (``pytest codegen.py --tune`` collects nothing)."""
+        suite = self.collected_from or self.declared_in  # a generator's helper module holds no test
+        command = f"pytest {_from_here(suite) if suite else 'suites'} --tune"
+        start = suite.parent if suite else Path.cwd()
         root = rootdir(start) or start
         if records is not None and Path(records).resolve() != (root / "records").resolve():
             command += f" --tune-records {_from_here(Path(records).resolve())}"

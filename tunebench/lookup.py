@@ -140,6 +140,8 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                 raise ImportError(error)
             failed.append(error)
             continue
+        for k in found:  # the suite that tunes it, where a helper module (a code generator) declares it
+            k.collected_from = k.collected_from or path.resolve()
         kernels += [k for k in found if k not in kernels]
     return kernels
 
