@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -802,12 +803,21 @@ def test_a_table_of_kernels_a_generator_made_is_collected_and_looked_up(project,
 def test_a_name_two_entries_of_a_table_share_fails_that_entry_alone_naming_both(project, pytester):
     """Two generated kernels of one name failed the whole module ("declared twice, here and in
     suites/test_axpb.py", its own file), so the table's every other kernel went uncollected too."""
-    project(suite=GENERATED_SUITE.replace('"three": None', '"three": make("one")'))
+    root = project(suite=GENERATED_SUITE.replace('"three": None', '"three": make("one")'))
     result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q", "--continue-on-collection-errors")
     assert ("suite suites/test_axpb.py::axpb_one: kernel name 'axpb_one' is declared twice, here (KERNELS['three']) "
             "and in suites/test_axpb.py (KERNELS['one'])") in result.stdout.str()
     collected = {line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2 and "[" in line}
     assert {"axpb_one", "axpb_two"} <= collected, result.stdout.str()[-2000:]
+    # and lookups follow the entry pytest collects, saying why (they served the later one, unsaid)
+    from tunebench.kernel import REGISTRY
+    from tunebench.lookup import load_suites
+    failed: list[str] = []
+    found = [k for k in load_suites(root / "suites", failed) if k.name == "axpb_one"]
+    suite = next(m for m in list(sys.modules.values())
+                 if Path(getattr(m, "__file__", None) or "/").resolve() == (root / "suites" / "test_axpb.py").resolve())
+    assert found == [suite.KERNELS["one"]] and REGISTRY["axpb_one"] is suite.KERNELS["one"]
+    assert len(failed) == 1 and "kernel name 'axpb_one' is declared twice" in failed[0], failed
 
 
 def test_a_compiler_that_is_not_there_stops_the_task_saying_so_and_records_nothing(project, pytester, monkeypatch):

@@ -131,18 +131,19 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                 if _IMPORTING.pop(name, None) is not None:  # a child forked meanwhile took its entry out
                     with contextlib.suppress(ValueError):  # as a suite may have itself
                         sys.path.remove(first)
-        found = list(dict.fromkeys(k for v in vars(sys.modules[name]).values() for k in kernels_in(v)))
-        first = next((k for k in kernels for v in found if k.name == v.name and k is not v), None)
-        if first is not None:  # as pytest refuses it: which would the records and the framework follow?
-            REGISTRY[first.name] = first
-            error = f"{path}: KernelError: {declared_twice(first.name, first.declared_in)}"
-            if failed is None:
-                raise ImportError(error)
-            failed.append(error)
-            continue
-        for k in found:  # the suite that tunes it, where a helper module (a code generator) declares it
-            k.collected_from = k.collected_from or path.resolve()
-        kernels += [k for k in found if k not in kernels]
+        taken = {k.name: k for k in kernels}
+        for k in dict.fromkeys(k for v in vars(sys.modules[name]).values() for k in kernels_in(v)):
+            first = taken.setdefault(k.name, k)
+            if first is not k:  # as pytest refuses it, this one alone (a generated table's entry, another
+                REGISTRY[k.name] = first  # suite's kernel): which would the records and the framework follow?
+                error = f"{path}: KernelError: {declared_twice(k.name, first.declared_in)}"
+                if failed is None:
+                    raise ImportError(error)
+                failed.append(error)
+                continue
+            k.collected_from = k.collected_from or path.resolve()  # the suite that tunes it (not a generator's module)
+            if k not in kernels:
+                kernels.append(k)
     return kernels
 
 
