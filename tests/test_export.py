@@ -515,7 +515,8 @@ def test_an_export_that_leaves_out_recorded_kernels_no_suite_declares_names_them
                  "--suites", str(tmp_path / "suites")]) == 0
     assert list(json.loads((tmp_path / "x" / "tunebench_configs.json").read_text())["kernels"]) == ["matmul_add"]
     assert (f"warning: {root / 'records' / device}.json holds layernorm, row_reduce, softmax, which no suite under "
-            f"{tmp_path / 'suites'} declares for its target: left out (pass --suites)") in capsys.readouterr().err
+            f"{tmp_path / 'suites'} declares for its target: left out (where a suite elsewhere declares it, pass "
+            f"--suites; one renamed or removed since it was tuned has only its old records)") in capsys.readouterr().err
 
 
 def test_the_headers_of_two_devices_go_into_one_program_under_their_prefixes(tmp_path):

@@ -116,7 +116,8 @@ def left_out(data: dict, records: str | Path | None = None, suites: str | Path |
     recorded = {t["kernel"] for t in RecordStore(path).tasks()} if path.exists() else set()
     missing = sorted(recorded - set(data["kernels"]))
     return (f"{path} holds {', '.join(missing)}, which no suite under {suites_dir} declares for its target: left "
-            f"out (pass --suites)") if missing else None
+            f"out (where a suite elsewhere declares it, pass --suites; one renamed or removed since it was tuned "
+            f"has only its old records)") if missing else None
 
 
 def _fits(space, dims) -> tuple[str, str | None]:
