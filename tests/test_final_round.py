@@ -442,3 +442,12 @@ def test_a_records_only_answer_names_no_suites_folder_the_project_does_not_have(
     assert reason().endswith("is not served; `pytest <the suite declaring it> --tune` resumes the tune"), reason()
     (twice_project / "suites").mkdir()  # a suites folder, declaring it or not: the project's own command
     assert reason().endswith("is not served; `pytest suites --tune` resumes the tune"), reason()
+
+
+def test_a_summary_line_of_tasks_names_the_first_few_and_counts_the_rest():
+    """A generated table's 27 tasks, every one stopped disturbed, made one line of hundreds of
+    characters under the table that already lists each."""
+    from tunebench.summary import some
+    labels = [f"ew_{i}[all-float32]" for i in range(27)]
+    assert some(labels) == ", ".join(labels[:6]) + " and 21 more"
+    assert some(labels[:6]) == ", ".join(labels[:6]) and some([]) == ""

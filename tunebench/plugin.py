@@ -39,7 +39,7 @@ from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner, refuse
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import MODULES as STRATEGIES
 from tunebench.strategies import options as strategy_options
-from tunebench.summary import spent, table
+from tunebench.summary import some, spent, table
 from tunebench.user_code import raised
 from tunebench.workers import WorkerError
 
@@ -444,7 +444,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         "candidates deselected for breaking a constraint")
     disturbed = sum(r["disturbed"] for r in rows)
     # which tasks: the table's rows show no such column, and a config left out of a final round was unsaid
-    whose = ", ".join(f"{t.label} {r['disturbed']}" for t, r in zip(ran, rows) if r["disturbed"])
+    whose = some([f"{t.label} {r['disturbed']}" for t, r in zip(ran, rows) if r["disturbed"]])
     if tuner.remeasured or disturbed or tuner.noisy:
         terminalreporter.write_line(
             f"interference: {tuner.remeasured} measurement{'s' if tuner.remeasured != 1 else ''} repeated on a "
@@ -461,6 +461,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     busy = [t for t in ran if t.busy]
     if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run
         terminalreporter.write_line(
-            f"stopped, disturbed: {len(busy)} of {len(ran)} tasks ({', '.join(t.label for t in busy)}); the first "
+            f"stopped, disturbed: {len(busy)} of {len(ran)} tasks ({some([t.label for t in busy])}); the first "
             f"failure above says by what (a busy machine, or samples that changed speed while the machine looked "
             f"quiet); their trials are kept, and a later tune resumes them", red=True)

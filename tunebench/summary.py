@@ -60,3 +60,13 @@ def spent(total_s: float, phases: Mapping[str, float]) -> str | None:
 def _s(seconds: float) -> str:
     """Seconds as a person reads them: 0.43, 3.2, 1234 (not 1.2e+03)."""
     return f"{seconds:.2g}" if seconds < 10 else f"{seconds:.0f}"
+
+
+#: Tasks a summary line names before it counts the rest: a generated table's 27 filled a line.
+NAMED = 6
+
+
+def some(names: Sequence[str]) -> str:
+    """The first :data:`NAMED` names and how many more: the table above shows every row."""
+    rest = len(names) - NAMED
+    return ", ".join(names[:NAMED]) + (f" and {rest} more" if rest > 0 else "")
