@@ -636,3 +636,17 @@ def test_compare_in_a_records_only_repository_and_beside_a_link_out_of_the_proje
     assert main(["report", "--records", str(tmp_path / "project" / "records"), "--out", str(tmp_path / "r"),
                  "--compare", "HEAD"]) == 0, capsys.readouterr().err
     assert re.search(r"\d+ tasks unchanged since HEAD\.", (tmp_path / "r" / "report.md").read_text())
+
+
+def test_a_check_of_the_buckets_former_shapes_is_no_point_of_its_history():
+    """A bucket whose representative shape changed, (16, 16384) -> (64, 16384), and was tuned
+    again: the report ended with "tunebench report: (64, 16384)", a KeyError of the earlier
+    round's time read as today's objective. Its time is another shape's: no point."""
+    from tunebench.report import TaskView, history
+
+    bucket = Bucket("long_rows", S=(8, None), R=(4097, None), shapes=[(64, 16384)])
+    old = {"kind": "tune", "winner": None, "shapes": [{"shape": [16, 16384], "best": {}, "baseline_ms": 0.03}]}
+    new = {"kind": "tune", "winner": None, "shapes": [{"shape": [64, 16384], "best": {}, "baseline_ms": 0.08}]}
+    assert _check_ms(old, bucket) is None
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[old, new])
+    assert [(c, pytest.approx(ms)) for c, ms in history(view)] == [(new, 0.08)]

@@ -276,7 +276,8 @@ def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[flo
 def _check_ms(check: dict, bucket: Bucket) -> float | None:
     """The best config's time in a check (bucket objective of its per-shape medians over fresh
     processes: a final round's as it publishes them, see :func:`~tunebench.lookup.final_ms`;
-    records from before them kept the samples instead)."""
+    records from before them kept the samples instead); None where the check measured other shapes
+    than the bucket's today (its representative shapes changed since): another objective's time."""
     medians = {}
     for entry in check["shapes"]:
         if "best_ms" in entry:
@@ -292,7 +293,7 @@ def _check_ms(check: dict, bucket: Bucket) -> float | None:
             medians[tuple(entry["shape"])] = samples[len(samples) // 2]
         else:
             return None
-    return bucket.objective(medians) if len(medians) == len(bucket.shapes) else None
+    return bucket.objective(medians) if set(medians) == set(bucket.shapes) else None
 
 
 # -- figures ----------------------------------------------------------------------------------
