@@ -1,6 +1,7 @@
 """The gate on the CPU target: two runs with nothing changed pass, a kernel made 15 % slower fails,
 a best config that fell behind the heuristic fails, and pytest-benchmark reads its measurements."""
 
+import fnmatch
 import json
 import re
 import shutil
@@ -754,3 +755,26 @@ def test_a_task_whose_heuristic_failed_to_build_is_not_said_to_be_stopped_by_a_b
     assert "compile_error" not in out and "the machine too busy" not in out, out
     assert ("its trials are of an earlier twice.c (or a header it includes), and no tune of today's measured the "
             "heuristic; `pytest suites/test_twice.py --tune` tunes it") in out, out
+
+
+@pytest.mark.parametrize("extra, what, fix", [
+    ("30", "best against the recorded source",  # every config 15 % slower: the change's to fix, not a re-tune's
+     "today's build of the recorded best ?reps:1? takes 1.* the time of its build as tuned on (2048,): fix what the "
+     "change slowed; only where the slowdown is meant, `pytest test_chain.py --tune` and commit the records, which "
+     "makes the slower code the reference"),
+    ("(reps == 1 ? 3000 : 0)", "best/baseline",  # the pick alone slower: the tune's to replace
+     "the recorded best ?reps:1? takes *x the heuristic's time on (2048,), so it no longer leads: "
+     "`pytest test_chain.py --tune` picks again, and commit the records"),
+])
+def test_a_regression_names_the_config_how_much_slower_and_what_to_do(tuned, extra, what, fix):
+    """A failure said "regression: best against the recorded source on (2048,): 1.8x" and no more:
+    not which config, not that 1.8x is slower, and the report's note beside it said to re-tune,
+    which records the slower code as the reference. The failure and the report say what to do."""
+    pytester, path = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {extra}"))
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*regression: {what} on (2048,)*", fix])
+    gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
+    assert fnmatch.fnmatchcase(gate["reason"], f"FAIL {what} on *; {fix}")  # the report's Regressions line

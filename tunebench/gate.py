@@ -451,7 +451,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     failed = [v for v in result.verdicts if v.outcome == "fail"]
     if failed:
         result.outcome = "fail"
-        result.reason = "; ".join(v.line() for v in failed)
+        result.notes.insert(0, _fix(failed[0], against, result.configs[failed[0].shape], kernel, store))
+        result.reason = "; ".join([*(" ".join(v.line().split()) for v in failed), result.notes[0]])
     elif noisy:
         result.outcome = "skip"
         result.reason = (f"machine too noisy to gate ({'; '.join(noisy)}): "
@@ -460,6 +461,21 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if through:  # a slowdown the noise hid is no verdict, and no secret either
             result.reason += f"; measured through the noise: {'; '.join(' '.join(line.split()) for line in through)}"
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
+
+
+def _fix(failed: Verdict, against: str, configs: dict, kernel: Kernel, store: RecordStore) -> str:
+    """What a failure asks of the pull request, with which config and how much slower. Slower than
+    its build as tuned is the change's to fix: a re-tune would record the slower code as the
+    reference, and the gate passes it from then on. A pick that no longer leads the heuristic is
+    the tune's to replace."""
+    command = kernel.tune_command(store.path.parent)
+    best = _arm_name("best", configs)
+    if failed.what == against:
+        return (f"today's build of the {best} takes {failed.median:.2f}x the time of its build as tuned on "
+                f"{failed.shape}: fix what the change slowed; only where the slowdown is meant, `{command}` and "
+                f"commit the records, which makes the slower code the reference")
+    return (f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads: "
+            f"`{command}` picks again, and commit the records")
 
 
 def _unkept(built: Variant, text: str) -> list[str]:
