@@ -110,13 +110,13 @@ def test_report_compare_shows_what_changed_since_a_revision(project, pytester, c
               for v in task_views(store)]
     rows, same = _changes(_before(store, task_views(store)), slower)
     assert same == 0 and {(r[1], r[4].endswith("(+100%)"), r[7]) for r in rows} == {
-        ("small", True, "**slower**"), ("large", True, "**slower**")}
+        ("small", True, "**lead shrank**"), ("large", True, "**lead shrank**")}
     # 10 % slower than the record, but in a run where the heuristic took twice its time: times drift
     # between runs, and its lead grew; flagged slower, it was a false regression for a reviewer
     drifted = [dataclasses.replace(v, served=dataclasses.replace(
         v.served, objective_ms=1.1 * v.times[0], baseline_ms=2 * v.times[1])) for v in task_views(store)]
     rows, _ = _changes(_before(store, task_views(store)), drifted)
-    assert {(r[1], r[4].endswith("(+10%)"), r[7]) for r in rows} == {("small", True, "faster"), ("large", True, "faster")}
+    assert {(r[1], r[4].endswith("(+10%)"), r[7]) for r in rows} == {("small", True, "lead grew"), ("large", True, "lead grew")}
     assert all(re.fullmatch(r"[\d.]+x -> [\d.]+x", r[5]) for r in rows), rows
     # another config, 0.3 % faster: its change reads +0%, as an unchanged time does, not -0%
     moved = [dataclasses.replace(v, served=dataclasses.replace(v.served, config={**v.served.config, "vec": 99},
@@ -451,7 +451,7 @@ def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, cap
     then = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, confirmed=(1.0, 2.0),
                     served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 2.0))
     now = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=1.3))  # 2.0x -> 1.54x
-    assert [r[-1] for r in _changes(_before(TUNED, [then]), [now])[0]] == ["**slower**"]
+    assert [r[-1] for r in _changes(_before(TUNED, [then]), [now])[0]] == ["**lead shrank**"]
     assert [r[-1] for r in _changes(_before(TUNED, [then]), [now], threshold=0.5)[0]] == [""]
     root = Path(__file__).resolve().parent.parent
     (tmp_path / "records").mkdir()
@@ -590,7 +590,7 @@ def test_compare_judges_a_revisions_records_by_its_own_suites_and_names_what_is_
     main_table, changes = md.split("### Changes since HEAD")
     assert re.search(r"\| twice \| small \| float32 \| \d+ \| [\d.]+ \| [\d.]+ \| 1\.00x \| the heuristic \|", main_table), md
     assert re.search(r"\| twice \| small \| float32 \| [\d.]+ \| [\d.]+ \([+-]\d+%\) \| [\d.]+x -> 1\.00x \| "
-                     r"reps:1 pad:\d -> the heuristic \| \*\*slower\*\* \|", changes), changes
+                     r"reps:1 pad:\d -> the heuristic \| \*\*lead shrank\*\* \|", changes), changes
     assert re.search(r"\| twice \| large \| float32 \| [\d.]+ \| - \| [\d.]+x -> - \| gone: reps:1 pad:\d then, no row "
                      r"now \| \*\*dropped\*\* \|", changes), changes
     assert "0 tasks unchanged since HEAD." in changes, changes
@@ -650,3 +650,20 @@ def test_a_check_of_the_buckets_former_shapes_is_no_point_of_its_history():
     assert _check_ms(old, bucket) is None
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[old, new])
     assert [(c, pytest.approx(ms)) for c, ms in history(view)] == [(new, 0.08)]
+
+
+def test_a_best_made_faster_whose_heuristic_got_faster_still_is_not_flagged_slower():
+    """A pull request that undid a slowdown of the template: the best 0.0587 -> 0.0341 ms (-42%),
+    the heuristic faster still, 107.96x -> 47.73x; its row was flagged **slower** beside the -42%.
+    The flag says what moved: the lead."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("rows", N=(1, None), shapes=[(8,)])
+    then = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, confirmed=(0.05868, 6.335),
+                    served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "rows", True, "d", 0.05868, 6.335))
+    now = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=0.03411, baseline_ms=1.628))
+    (row,) = _changes(_before(TUNED, [then]), [now])[0]
+    assert row[4].endswith("(-42%)") and row[-1] == "**lead shrank**"
+    grew = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=0.06, baseline_ms=12.0))
+    assert _changes(_before(TUNED, [then]), [grew])[0][0][-1] == "lead grew"

@@ -540,8 +540,11 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
             continue
         what = "same config" if now == then else (f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
                                                    f"{'the heuristic' if v.heuristic_best else config_text(now)}")
-        moved = was.speedup / v.speedup - 1 if was.speedup and v.speedup else change  # + : it leads by less
-        flag = "**slower**" if moved > notable else "faster" if moved < -notable else ""
+        lead = bool(was.speedup and v.speedup)
+        moved = was.speedup / v.speedup - 1 if lead else change  # + : it leads by less
+        # the words of what moved: a best 42 % faster whose heuristic got faster still read **slower**
+        worse, better = ("**lead shrank**", "lead grew") if lead else ("**slower**", "faster")
+        flag = worse if moved > notable else better if moved < -notable else ""
         shown = change if round(change, 2) else 0.0  # under half a per cent: +0%, never -0%
         rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({shown:+.0%})",
                      _lead(was, v), what, flag])
