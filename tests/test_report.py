@@ -667,3 +667,16 @@ def test_a_best_made_faster_whose_heuristic_got_faster_still_is_not_flagged_slow
     assert row[4].endswith("(-42%)") and row[-1] == "**lead shrank**"
     grew = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=0.06, baseline_ms=12.0))
     assert _changes(_before(TUNED, [then]), [grew])[0][0][-1] == "lead grew"
+
+
+def test_a_distribution_of_one_time_draws_no_negative_time(monkeypatch):
+    """A bucket where only the heuristic ran to the end (0.0915 ms): numpy's bins spanned it by
+    0.5 either side, and the time axis ran from -0.3 ms to 0.6 ms."""
+    from tunebench.report import TaskView, plot_distribution
+
+    bucket = Bucket("short_rows", N=(1, None), shapes=[(8,)])
+    objectives = {(("vec", 8),): 0.0915}
+    view = TaskView("k", "cpu", "float32", bucket, "h", objectives, 0.0915, {"ok": 1}, [0.0915],
+                    {k: dict(k) for k in objectives}, heuristic=frozenset(objectives))
+    left, right = _drawn(monkeypatch, plot_distribution, [view])[0].get_xlim()
+    assert 0 <= left < 0.0915 < right < 0.2

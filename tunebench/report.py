@@ -429,8 +429,9 @@ def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
                                   f"and the table's figures, {device}")
     for ax, v in zip(axes, views):
         values = sorted(v.objectives.values())
-        if values:
-            ax.hist(values, bins=min(30, max(5, len(values) // 3)), color="tab:gray")
+        if values:  # one time alone: numpy's bins span it by 0.5 either side, in ms a negative time
+            ax.hist(values, bins=min(30, max(5, len(values) // 3)), color="tab:gray",
+                    range=(0.9 * values[0], 1.1 * values[0]) if values[0] == values[-1] else None)
         for ms, color, style, label in distribution_lines(v):
             ax.axvline(ms, color=color, linestyle=style, label=label)
         ax.set_title(f"{v.label}: {len(values)} configs", fontsize=9)
