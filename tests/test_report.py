@@ -680,3 +680,18 @@ def test_a_distribution_of_one_time_draws_no_negative_time(monkeypatch):
                     {k: dict(k) for k in objectives}, heuristic=frozenset(objectives))
     left, right = _drawn(monkeypatch, plot_distribution, [view])[0].get_xlim()
     assert 0 <= left < 0.0915 < right < 0.2
+
+
+def test_a_declared_task_never_tuned_here_is_named_though_it_has_no_row(project, pytester):
+    """A pull request that adds a bucket: the gate skips it ("never tuned here") and passes, while
+    the report said nothing of it ("4 tasks unchanged"), as if every declared bucket were tuned."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small").assert_outcomes(
+        passed=2, skipped=4, deselected=8)
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    md = (root / "r" / "report.md").read_text()
+    head = "### Declared, but never tuned on this device (no row)"
+    assert head[4:] in (root / "r" / "report.html").read_text()
+    untuned = md.split(head)[1].split("\n\n")[1].splitlines()
+    assert "- axpb large float32: best() serves the heuristic; `pytest suites/test_axpb.py --tune` tunes it" in untuned
+    assert not any(line.startswith("- axpb small ") for line in untuned), untuned

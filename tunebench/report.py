@@ -189,6 +189,26 @@ def undescribed(store: RecordStore) -> list[str]:
     return lines
 
 
+def untuned(store: RecordStore, records: Path, suites: Path | None) -> list[str]:
+    """The tasks the suites declare for this device's target of which it holds nothing (a bucket
+    or dtype a pull request added, a kernel never tuned here): the gate skips them and passes, and
+    the report said nothing of them, as if every declared task were tuned. Those with trials are
+    :func:`undescribed`'s."""
+    suites_dir = project(records, suites)[1]
+    kernels = _load_once(suites_dir)[1] if suites_dir.exists() else {}
+    target = (store.fingerprint or {}).get("target")
+    held = {(t["kernel"], t["dtype"], t["bucket"]) for t in store.tasks()} | {
+        (t["kernel"], t["dtype"], t.get("bucket")) for t in store.trials()}
+    lines = []
+    for kernel in kernels.values():
+        variant = kernel.variant(target) if target else None
+        for bucket in kernel.buckets_for(target) if variant else []:
+            lines += [f"{kernel.name} {bucket.name} {dtype}: best() serves the heuristic; "
+                      f"`{kernel.tune_command(store.path.parent)}` tunes it"
+                      for dtype in variant.dtypes if (kernel.name, dtype, bucket.name) not in held]
+    return lines
+
+
 def undeclared(views: list[TaskView], records: Path, suites: Path | None) -> tuple[list[TaskView], list[str]]:
     """The tasks no suite declares any more (a kernel renamed, a bucket or dtype removed), each
     with what is missing, and the others, as the export decides: it writes the suites' kernels,
@@ -660,6 +680,11 @@ def write(records: Path, out: Path, compare: str | None = None,
                 md += ["### Stopped before the heuristic was timed (no row)", ""] + [f"- {line}" for line in stopped] + [""]
                 body += ["<h3>Stopped before the heuristic was timed (no row)</h3><ul>"] + [
                     f"<li>{html.escape(line)}</li>" for line in stopped] + ["</ul>"]
+            never = untuned(store, records, suites) if gated else []
+            if never:
+                md += ["### Declared, but never tuned on this device (no row)", ""] + [f"- {line}" for line in never] + [""]
+                body += ["<h3>Declared, but never tuned on this device (no row)</h3><ul>"] + [
+                    f"<li>{html.escape(line)}</li>" for line in never] + ["</ul>"]
             noted = [(v.label, n) for v in views for n in v.notes]
             if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
                 md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
