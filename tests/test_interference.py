@@ -77,6 +77,14 @@ def test_the_machine_disturbs_once_others_want_more_than_the_kernel_leaves_free(
     assert bool(machine_signals(conditions)) == disturbed
 
 
+def test_the_machine_reason_counts_the_cores_the_kernel_leaves_free_in_cores():
+    """It read "(1.6 of 2 cores, 1 left free by the kernel's threads)": one what, a reviewer asked."""
+    (one,) = machine_signals({"others_cpu": 0.80, "steal": 0.0, "cores": 2, "threads": 1})
+    assert one.endswith("(1.6 of 2 cores, 1 core left free by the kernel's threads)"), one
+    (none,) = machine_signals({"others_cpu": 0.30, "steal": 0.0, "cores": 2, "threads": 2})
+    assert none.endswith("(0.6 of 2 cores, 0 cores left free by the kernel's threads)"), none
+
+
 def test_a_verdict_names_the_placement_and_the_arm_that_were_disturbed():
     quiet, noisy = clean(), [4.5 if i in (1, 2, 5, 9, 10, 11, 16, 22, 23, 29, 30, 34, 38) else 0.5 for i in range(40)]
     found = verdict({"staggered": {"best": quiet, "baseline": quiet}, "malloc": {"best": noisy, "baseline": quiet}},

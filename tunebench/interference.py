@@ -392,7 +392,7 @@ def machine_signals(conditions: Mapping) -> list[str]:
     spare = max(0, cores - conditions.get("threads", 1))
     if others is not None and others * cores > spare + CONTENTION_CORES:
         found.append(f"other processes took {others:.0%} of the CPU time ({others * cores:.2g} of {cores} cores, "
-                     f"{spare} left free by the kernel's threads)")
+                     f"{spare} {'core' if spare == 1 else 'cores'} left free by the kernel's threads)")
     if steal is not None and steal >= STEAL:
         found.append(f"the hypervisor stole {steal:.0%} of the CPU time")
     load, machine = conditions.get("loadavg_1m"), conditions.get("machine_cores") or cores
