@@ -678,8 +678,10 @@ def test_a_distribution_of_one_time_draws_no_negative_time(monkeypatch):
     objectives = {(("vec", 8),): 0.0915}
     view = TaskView("k", "cpu", "float32", bucket, "h", objectives, 0.0915, {"ok": 1}, [0.0915],
                     {k: dict(k) for k in objectives}, heuristic=frozenset(objectives))
-    left, right = _drawn(monkeypatch, plot_distribution, [view])[0].get_xlim()
+    (ax,) = _drawn(monkeypatch, plot_distribution, [view])
+    left, right = ax.get_xlim()
     assert 0 <= left < 0.0915 < right < 0.2
+    assert ax.get_title() == "k[short_rows-float32]: 1 config"  # it said "1 configs"
 
 
 def test_a_declared_task_never_tuned_here_is_named_though_it_has_no_row(project, pytester):

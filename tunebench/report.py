@@ -454,7 +454,7 @@ def plot_distribution(views: list[TaskView], path: Path, device: str) -> Path:
                     range=(0.9 * values[0], 1.1 * values[0]) if values[0] == values[-1] else None)
         for ms, color, style, label in distribution_lines(v):
             ax.axvline(ms, color=color, linestyle=style, label=label)
-        ax.set_title(f"{v.label}: {len(values)} configs", fontsize=9)
+        ax.set_title(f"{v.label}: {len(values)} config{'' if len(values) == 1 else 's'}", fontsize=9)
         ax.set_xlabel("bucket objective, ms")
         ax.set_ylabel("configs")
         if not values and not ax.lines:
