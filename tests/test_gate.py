@@ -413,6 +413,10 @@ def test_flags_changed_since_a_tune_that_kept_only_their_text_are_named_where_th
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
     assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the variant's flags changed since "
                      r"the tune \(\[\] -> \[-O0\]\), which may build every config slower alike", result.stdout.str())
+    # which way it moved, and the remedy where this machine is to be the reference (the records may be its own)
+    assert re.search(r"or this machine matches the records' fingerprint but measures slower than when they were "
+                     r"tuned \(another host of the type, .*; where this machine is to be the reference, run `pytest "
+                     r"\S+ --tune`", " ".join(result.stdout.str().split()))
 
 
 def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_junit_report(tuned, monkeypatch):

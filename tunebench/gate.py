@@ -603,9 +603,10 @@ def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: t
         + (f"the variant's flags changed since the tune ([{flags[0]}] -> [{flags[1]}]), "
            f"which may build every config {'slower' if ratio > 1 else 'faster'} alike, a change best/baseline "
            f"cannot show; or " if flags is not None else "")
-        + f"this machine matches the records' fingerprint but is not measuring like the machine that tuned them "
-        f"(another host, or one that is not itself today), so best/baseline is not compared with the tuning-time "
-        f"ratios; run `{kernel.tune_command(store.path.parent)}` here to gate against this machine's own records")
+        + f"this machine matches the records' fingerprint but measures {'slower' if ratio > 1 else 'faster'} than "
+        f"when they were tuned (another host of the type, a driver or OS update, or other load on one of the two "
+        f"runs: on the tune's where today is faster), so best/baseline is not compared with the tuning-time "
+        f"ratios; where this machine is to be the reference, run `{kernel.tune_command(store.path.parent)}` here")
     return False
 
 
