@@ -436,6 +436,27 @@ def test_a_task_whose_final_round_was_cut_short_fails_again_when_rerun(project, 
     assert outcomes["failed"] == 1 and outcomes["rerun"] == 1, outcomes
 
 
+def test_a_tune_a_busy_machine_stopped_fails_one_item_where_its_baseline_is_deselected(project, pytester,
+                                                                                      monkeypatch):
+    """The busy stop's failure was the baseline's item alone: a tune selecting candidates
+    (-k "not baseline", --lf, a node id) stopped on a busy machine, every item skipped or passed
+    on the records, and the run exited 0."""
+    import tunebench.session
+
+    real = tunebench.session.search
+
+    def then_busy(*args, **kwargs):
+        real(*args, **kwargs)
+        raise tunebench.session.MachineBusy("other processes took 90% of the CPU time")
+
+    monkeypatch.setattr(tunebench.session, "search", then_busy)  # the run is in this process
+    project()
+    result = pytester.runpytest("suites", *TUNE, "-k", "small and not baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.parseoutcomes()["failed"] == 1
+    assert said(result, "other processes took 90% of the CPU time") == 1
+
+
 def test_last_failed_finds_the_failed_items_again(project, pytester):
     """pytest 9 keeps a node id's [params] apart from its names: ours held theirs in the name, and a
     cached id parsed back apart matched no item (--lf ran everything, --sw found nothing)."""

@@ -253,7 +253,9 @@ class Trial(Item):
         except TaskFailed as e:
             pytest.skip(str(e))
         tuner = self.task.tuner
-        if self.task.busy and self.key is None:  # the run fails once for a busy machine, not per task
+        # the item that ran the task, the baseline's in a plain run, fails: one whose baseline is deselected
+        # (-k, --lf, a node id) or was cut short (pytest-timeout) exited 0 with the tune stopped
+        if self.task.busy and self.task.busy_by == self.nodeid:  # the run fails once for a busy machine, not per task
             if tuner.busy_reported in (None, self.nodeid):  # its rerun fails again
                 tuner.busy_reported = self.nodeid
                 raise ItemFailed(self.task.busy)

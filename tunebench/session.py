@@ -271,6 +271,7 @@ class Task:
         # though other load disturbed the last one too
         self.throttled: dict | None = None
         self.busy: str | None = None  # why the task stopped on a busy machine
+        self.busy_by = ""  # the item whose run of the task the busy machine stopped: it fails saying so
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.cut_short: dict | None = None  # the trial a busy stop ended at: recorded, its config in no outcome
         self.declaration = kernel.declaration(variant, dtype)
@@ -383,6 +384,8 @@ class Task:
                 self.waiting = False
                 self._search()
                 self.ended = True
+                if self.busy:
+                    self.busy_by = asker
         except Exception as e:
             self.failure, self.failed_by = e, asker
             self.stop_reason = f"the task failed: {e}"
