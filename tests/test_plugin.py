@@ -235,6 +235,15 @@ def test_unsampled_candidates_print_nothing_and_each_task_one_progress_line(proj
     assert listed.stdout.str().count(" UNSAMPLED") == 8
 
 
+def test_a_tune_without_pytests_capture_plugin_shows_its_progress(project, pytester):
+    """-p no:capture leaves no capture manager: the first progress line raised AttributeError,
+    which failed the task."""
+    project()
+    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small", "-p", "no:capture")
+    result.assert_outcomes(passed=2, skipped=4, deselected=1 + 7)
+    result.stdout.fnmatch_lines(["tunebench axpb[[]small-float32[]]: 1/1 trials, best *done"])
+
+
 def test_the_same_seed_samples_the_same_candidates(project, pytester):
     root = project()
 

@@ -9,6 +9,7 @@ thousands of them would bury the progress and the summary (``-vv`` lists them).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -40,7 +41,8 @@ class Progress:
             return
         self._last[task] = now
         line = task.progress_line()
-        with self.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        capture = self.config.pluginmanager.get_plugin("capturemanager")  # none under -p no:capture
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             if tty:
                 reporter.rewrite(line, erase=True)
                 if done:
