@@ -13,7 +13,7 @@ import tunebench
 from tests.conftest import AXPB_C, AXPB_SUITE, said
 from tunebench.backends import cuda_status
 from tunebench.final_round import MIN_GAIN
-from tunebench.lookup import this_device
+from tunebench.lookup import lookup, this_device
 
 TUNE = ("--tune", "--tune-target", "cpu", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
@@ -477,6 +477,34 @@ def test_last_failed_finds_the_failed_items_again(project, pytester):
     again = pytester.runpytest("suites", *tune, "-k", "small", "--lf")
     again.stdout.fnmatch_lines([f"run-last-failure: rerun previous {failed} failure*"])
     assert again.parseoutcomes()["failed"] == failed and "passed" not in again.parseoutcomes()
+
+
+def test_a_rerun_of_the_last_failed_after_a_busy_stop_confirms_no_heuristic_it_met_with_nothing(twice_project,
+                                                                                                   pytester,
+                                                                                                   monkeypatch):
+    """A busy stop fails the heuristic's item; --lf ran it alone, asked no candidate, and recorded a
+    final round of the heuristic alone: best() then said "the final round kept it: ... the search's
+    other configs were slower", though the 3x faster candidates measured before were never in it."""
+    import tunebench.session
+
+    real, stops = tunebench.session.search, [1]
+
+    def busy_once(*args, **kwargs):
+        ended = real(*args, **kwargs)
+        if stops:
+            raise tunebench.session.MachineBusy(f"other processes took {90 + stops.pop()}% of the CPU time")
+        return ended
+
+    monkeypatch.setattr(tunebench.session, "search", busy_once)  # the run is in this process
+    tune = [a for a in TUNE if a not in ("-p", "no:cacheprovider")]
+    assert pytester.runpytest("suites", *tune, "-k", "small", "-p", "no:randomly").parseoutcomes()["failed"] == 1
+    again = pytester.runpytest("suites", *tune, "-k", "small", "--lf", "-p", "no:randomly")
+    assert again.parseoutcomes() == {"passed": 1, "deselected": 9}
+    again.stdout.fnmatch_lines(["twice[[]small-float32[]]: none of its 4 candidates was selected (-k, --lf or node ids), "
+                                "so no final round ran: the heuristic is still served*"])
+    assert records(twice_project).table("checks").all() == []
+    assert lookup("twice", (4096,), records=twice_project / "records",
+                  suites=twice_project / "suites").reason.startswith("no final round confirmed a pick on this bucket")
 
 
 def test_tb_line_names_the_suite_of_a_failure(project, pytester):

@@ -216,6 +216,7 @@ class Suite(pytest.Collector):
                     held = {k for k in parts[0] if config_key(space.config(k)) in recorded}
                     parts = ([k for k in parts[0] if k in held], [k for k in parts[0] if k not in held] + parts[1])
                 task = run.task(self.kernel, variant, dtype, bucket)
+                task.offered = len(parts[0])
                 items.append(Trial.from_parent(self, name=f"{prefix}[baseline]", task=task, key=None))
                 for keys, ok in zip(parts, (True, False)):
                     items.extend(Trial.from_parent(

@@ -252,6 +252,7 @@ class Task:
     def __init__(self, tuner: Tuner, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket):
         self.tuner, self.kernel, self.variant, self.dtype, self.bucket = tuner, kernel, variant, dtype, bucket
         self.candidates: list[tuple] = []  # valid keys selected for this run, set after collection
+        self.offered = 0  # valid keys collected, selected or not (-k, --lf and node ids select among them)
         self.deselected = 0  # constraint-violating configs
         self.outcomes: dict[tuple, Outcome] = {}  # key -> outcome, in the order measured
         self.recalled: tuple[tuple, Outcome] | None = None  # the records' pick, a finalist (see _recall)
@@ -491,6 +492,8 @@ class Task:
     def _confirm(self) -> None:
         """The final round (see :mod:`tunebench.final_round`) among the fastest outcomes, unless
         the latest one already judged these finalists for this source and declaration."""
+        if self.unasked:  # a round of the heuristic alone judged nothing, and was read as its verdict
+            return
         finalists, configs = [], []
         for _, key, outcome in self.ranked():  # a candidate may be the baseline's config: once
             config = {s: outcome.configs[s] for s in self.bucket.shapes}
@@ -519,6 +522,12 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    @property
+    def unasked(self) -> bool:
+        """Whether the run's selection (-k, --lf after a busy stop, node ids) held none of the
+        bucket's candidates, and the records hold no pick to meet the heuristic again."""
+        return bool(self.offered) and not self.candidates and self.recalled is None
 
     def _latest_confirmation(self) -> dict | None:
         """The task's latest final round, of this source and declaration where the records hold one."""
@@ -818,7 +827,7 @@ class Task:
         check = self.check or {}
         # stopped (a busy machine, Ctrl-C) before a final round: the trials' fastest is no more confirmed
         # than after a disturbed round, and best(), the gate and the report serve what they served before
-        unjudged = self.check is None and (self.busy is not None or self.interrupted[1] is not None)
+        unjudged = self.check is None and (self.busy is not None or self.interrupted[1] is not None or self.unasked)
         if check.get("disturbed") or check.get("problem") or unjudged:
             earlier = self._latest_confirmation() if check.get("disturbed") or unjudged else None
             if self._served(earlier):
@@ -866,6 +875,9 @@ class Task:
                 return (f"no config was timed undisturbed ({len(stayed)} stayed disturbed by other load, the last "
                         f"by: {'; '.join(seen)}), so none was judged: {self._kept()}; "
                         f"{remedy('; '.join(seen), 'tune again on a quieter machine', self.tuner.target)}")
+        if self.done and self.busy is None and self.unasked:
+            return (f"none of its {self.offered} candidates was selected (-k, --lf or node ids), so no final round "
+                    f"ran: {self._kept()}; a run selecting them tunes it")
         check = self.check or {}
         if check.get("disturbed"):
             return (f"the final round confirmed nothing ({check['problem']}): {self._kept()}; "
