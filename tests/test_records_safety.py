@@ -562,14 +562,16 @@ def test_runs_killed_before_a_candidate_ran_are_no_deaths_of_its_config(pytester
     assert [t["status"] for t in RecordStore(path).trials(baseline=True)] == ["ok"]
 
 
-def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_its_command_resumes(pytester):
+@pytest.mark.parametrize("at", [2000, 1000])
+def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_its_command_resumes(pytester, at):
     """Ctrl-C after the heuristic's first shape, before its second: the summary said nothing of the
     task (only a task whose heuristic had every shape was listed as interrupted), though its trial
-    was kept and the run's command resumes from it."""
+    was kept and the run's command resumes from it. Before its first shape ended, it said "after 0
+    of its 2 shapes; their trials are kept", of none."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
     suite = (textwrap.dedent(SLOW_SUITE).replace("reference=lambda x, n: x,", "reference=reference,")
              .replace("shapes=[(1000,)]", "shapes=[(1000,), (2000,)]"))
-    second = SLOW_REFERENCE.replace("if os.environ", "if n == 2000 and os.environ")  # the second shape's alone
+    second = SLOW_REFERENCE.replace("if os.environ", f"if n == {at} and os.environ")  # that shape's alone
     pytester.path.joinpath("test_slow.py").write_text(suite.replace("\nslow = ", f"{second}\nslow = "))
     command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
     told = pytester.path / "in-reference"
@@ -582,11 +584,13 @@ def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_
     os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0
-    assert "slow[all-float32]: interrupted in its heuristic's trials, after 1 of its 2 shapes; their trials are " \
-           f"kept and `{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out, out[-3000:]
-    assert "--tune-strategy brute_force -q` resumes from them" in out
-    (path,) = (pytester.path / "records").glob("*.json")
-    assert [t["shape"] for t in RecordStore(path).trials(baseline=True)] == [[1000]]
+    kept, said = ("1", "their trials are kept and") if at == 2000 else ("0", "none of its trials had ended, and")
+    assert f"slow[all-float32]: interrupted in its heuristic's trials, after {kept} of its 2 shapes; {said} " \
+           f"`{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out, out[-3000:]
+    assert f"--tune-strategy brute_force -q` {'resumes from them' if at == 2000 else 'tunes it'}" in out
+    path = next((pytester.path / "records").glob("*.json"), None)
+    assert [t["shape"] for t in RecordStore(path).trials(baseline=True)] == [[1000]] if at == 2000 else \
+        path is None or not RecordStore(path).trials(baseline=True)
 
 
 #: A candidate (tag 3) whose build kills the tuning run as it is loaded: a constructor runs in dlopen.

@@ -387,8 +387,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         where = (f"its heuristic's trials, after {task.heuristic_kept()} of its {len(task.bucket.shapes)} shapes"
                  if task.baseline is None else f"its {'final round' if task.done else 'search'}, after "
                  f"{len(task.outcomes)} configs and the heuristic")
+        kept = (f"their trials are kept and `{again}` resumes from them" if task.baseline is not None
+                or task.heuristic_kept() else f"none of its trials had ended, and `{again}` tunes it")
         terminalreporter.write_line(
-            f"{task.label}: interrupted in {where}; their trials are kept and `{again}` resumes from them. No "
+            f"{task.label}: interrupted in {where}; {kept}. No "
             f"final round confirmed a pick, so best() serves the heuristic there (or an earlier tune's pick) until "
             f"then", yellow=True)
     if not ran:
