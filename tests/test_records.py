@@ -50,14 +50,34 @@ def test_a_gpus_records_file_named_by_an_earlier_tunebench_is_refused_with_the_c
     path = tmp_path / f"{old}.json"
     text = json.dumps({"device": {"1": H200}, "trials": {"1": {**trial({"vec": 1}), "device": old}}})
     path.write_text(text)
+    archived = {**trial({"vec": 2}), "device": old}  # the oldest trials, beyond the file's 20,000
+    (tmp_path / f"{old}.archive.jsonl").write_text(json.dumps(archived) + "\n")
     with pytest.raises(RecordsError) as refused:
         RecordStore(path)
     assert path.read_text() == text
     command = str(refused.value).partition("in its folder: ")[2].partition(" (the file")[0]
     assert subprocess.run(command, shell=True, cwd=tmp_path).returncode == 0
+    assert not list(tmp_path.glob(f"{old}*"))
     again = RecordStore.for_device(tmp_path, {**H200, "driver": 12080})
     assert again.path.name == f"{device_id(H200)}.json"
-    assert again.lookup("k", "abc", (4, 8), "float32", {"vec": 1})["device"] == device_id(H200)
+    for vec in (1, 2):  # the archive's too
+        assert again.lookup("k", "abc", (4, 8), "float32", {"vec": vec})["device"] == device_id(H200)
+
+
+def test_one_gpus_records_of_two_drivers_merge_as_one_devices(tmp_path):
+    """Once a driver was no part of the id, two branches' files of one GPU that hold two driver
+    versions were refused by the merge driver as "records of different devices", both the same id."""
+    paths = []
+    for n, driver in enumerate((13000, 12080)):
+        fingerprint = {**H200, "driver": driver}
+        doc = {**trial({"vec": n}), "device": device_id(fingerprint), "timestamp": f"2026-11-2{n}T00:00:00+00:00"}
+        paths.append(tmp_path / f"{n}.json")
+        paths[-1].write_text(json.dumps({"device": {"1": fingerprint}, "trials": {"1": doc}}))
+    base = tmp_path / "base.json"
+    base.write_text("{}")
+    merged, _ = records_merge.merge(base, *paths)
+    assert [d["config"] for d in merged["trials"].values()] == [{"vec": 0}, {"vec": 1}]
+    assert list(merged["device"].values()) == [H200]  # ours'
 
 
 def test_trials_persist_and_are_found_again_by_source_shape_dtype_and_config(tmp_path):

@@ -60,7 +60,7 @@ from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
-from tunebench.records import FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores
+from tunebench.records import EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -216,8 +216,14 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
                 f"renamed? best() serves the heuristic for it until you name it {former!r} again, or run "
                 f"`{command}` here to record it under its new name")
+    unread: list[str] = []
+    readable = stores(store.path.parent, unread)
+    card = f"{store.path.parent / store.device.rpartition('-')[0]}-"  # this card's file under an earlier id
+    renamed = next((e for e in unread if e.startswith(card) and EARLIER_NAME in e), None)
+    if renamed:  # a driver's version in the id, which this run's driver does not match: "never tuned here"
+        return f"nothing recorded for {what}: {renamed}"
     target = store.device.split("-", 1)[0]  # another target's records are another kernel's code: not named
-    others = [s for s in devices(store)
+    others = [s for s in readable
               if s.path != store.path and s.tasks(kernel=kernel.name, target=target, bucket=bucket.name, dtype=dtype)]
     threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]
     if threads:  # this machine, tuned with another thread count: the fix is in the CI's environment

@@ -297,6 +297,10 @@ def _validate(path: Path, data) -> None:
                                    f"checkout) or remove the {what}")
 
 
+#: What the error of a records file named by a GPU's id from before driver versions were left out says.
+EARLIER_NAME = "by an earlier tunebench"
+
+
 def _devices_named(path: Path, data: Mapping) -> None:
     """A file named as a device id holds that device's measurements alone: its device table
     and every trial say so (one renamed, or with another's records copied in by hand, served
@@ -307,10 +311,12 @@ def _devices_named(path: Path, data: Mapping) -> None:
     recorded = next(iter(data.get("device", {}).values()), None)
     if recorded and device == earlier_id(recorded):
         today = device_id(recorded)
-        raise RecordsError(f"{path}: named {device} by an earlier tunebench, whose ids of GPUs changed with the driver "
-                           f"and CUDA versions; this device's id is {today}. Rename it, and its trials' device, in "
-                           f"its folder: sed -i 's/{device}/{today}/g' {path.name} && mv {path.name} "
-                           f"{today}.json (the file is left untouched)")
+        files = " ".join([path.name, *(os.path.relpath(f, path.parent) for f in companions(path))])
+        raise RecordsError(f"{path}: named {device} {EARLIER_NAME}, whose ids of GPUs changed with the driver "
+                           f"and CUDA versions; this device's id is {today}. Rename it, its archive and journal, and "
+                           f"their trials' device, in its folder: for f in {files}; do if [ -e \"$f\" ]; then sed -i "
+                           f"'s/{device}/{today}/g' \"$f\" && mv \"$f\" \"$(echo \"$f\" | sed 's/{device}/{today}/')\"; "
+                           f"fi; done (the file is left untouched)")
     if recorded and device_id(recorded) != device:  # renamed
         raise RecordsError(f"{path}: holds the records of {device_id(recorded)} (its device table), not of "
                            f"{device}, as its name says: measurements of one device are never another's; rename "

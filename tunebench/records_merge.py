@@ -168,8 +168,9 @@ def merge(base_path: Path, ours_path: Path, theirs_path: Path, name: str | None 
     ours, theirs = sides
     base, unread = _base(base_path, ours, theirs, name)
     devices = [next(iter(side.get("device", {}).values()), None) for side in (ours, theirs)]
-    if None not in devices and devices[0] != devices[1]:
-        raise _devices(name or str(ours_path), *map(device_id, devices))
+    ids = [device_id(d) for d in devices if d is not None]  # one GPU with two drivers is one device
+    if len(ids) == 2 and ids[0] != ids[1]:
+        raise _devices(name or str(ours_path), *ids)
     get = lambda side, table: side.get(table, {})  # noqa: E731 - a table, or none
     tables = {
         "format": [{"version": FORMAT}],  # both sides read (a newer layout is refused), written in ours
