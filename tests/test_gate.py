@@ -767,9 +767,10 @@ def test_a_task_whose_heuristic_failed_to_build_is_not_said_to_be_stopped_by_a_b
      "today's build of the recorded best ?reps:1? takes 1.* the time of its build as tuned on (2048,): fix what the "
      "change slowed; only where the slowdown is meant, `pytest test_chain.py --tune` and commit the records, which "
      "makes the slower code the reference"),
-    ("(reps == 1 ? 3000 : 0)", "best/baseline",  # the pick alone slower: the tune's to replace
-     "the recorded best ?reps:1? takes *x the heuristic's time on (2048,), so it no longer leads: "
-     "`pytest test_chain.py --tune` picks again, and commit the records"),
+    # the pick alone slower, by the change: it loses its lead too, but a re-tune would make the slower code the reference
+    ("(reps == 1 ? 3000 : 0)", "best/baseline",
+     "today's build of the recorded best ?reps:1? takes *x the time of its build as tuned on (2048,): fix what the "
+     "change slowed*"),
 ])
 def test_a_regression_names_the_config_how_much_slower_and_what_to_do(tuned, extra, what, fix):
     """A failure said "regression: best against the recorded source on (2048,): 1.8x" and no more:
@@ -804,3 +805,21 @@ def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_t
     said = not_recorded(here, softmax, next(iter(softmax.buckets_for("cuda"))), "float32")
     assert said.startswith(f"nothing recorded for softmax ") and f"{old}.json: named {old} by an earlier tunebench" in said
     assert f"sed -i 's/{old}/{device_id(H200)}/g'" in said and "never tuned here" not in said
+
+
+def test_a_failure_of_a_pick_that_lost_its_lead_alone_asks_for_a_new_pick_and_one_the_change_slowed_for_a_fix():
+    """With both checks failing, the advice was the first verdict's, best/baseline's: re-tune, which
+    records a pull request's slowdown as the reference."""
+    from types import SimpleNamespace
+
+    from tunebench.gate import Verdict, _fix
+
+    against = "best against the recorded source"
+    lost = Verdict("best/baseline", (2048,), [1.4, 1.5, 1.6], 1.1, "fail")
+    slowed = Verdict(against, (2048,), [1.7, 1.8, 1.9], 1.1, "fail")
+    kernel = SimpleNamespace(tune_command=lambda records: "pytest test_chain.py --tune")
+    args = (against, {(2048,): {"best": {"reps": 1}}}, kernel, SimpleNamespace(path=Path("records/x.json")))
+    assert _fix([lost], *args) == ("the recorded best [reps:1] takes 1.50x the heuristic's time on (2048,), so it no "
+                                   "longer leads: `pytest test_chain.py --tune` picks again, and commit the records")
+    assert _fix([lost, slowed], *args).startswith("today's build of the recorded best [reps:1] takes 1.80x the time "
+                                                  "of its build as tuned on (2048,): fix what the change slowed")

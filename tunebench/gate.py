@@ -457,7 +457,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     failed = [v for v in result.verdicts if v.outcome == "fail"]
     if failed:
         result.outcome = "fail"
-        result.notes.insert(0, _fix(failed[0], against, result.configs[failed[0].shape], kernel, store))
+        result.notes.insert(0, _fix(failed, against, result.configs, kernel, store))
         result.reason = "; ".join([*(" ".join(v.line().split()) for v in failed), result.notes[0]])
     elif noisy:
         result.outcome = "skip"
@@ -469,13 +469,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
 
 
-def _fix(failed: Verdict, against: str, configs: dict, kernel: Kernel, store: RecordStore) -> str:
+def _fix(failures: list[Verdict], against: str, configs: dict[tuple, dict], kernel: Kernel, store: RecordStore) -> str:
     """What a failure asks of the pull request, with which config and how much slower. Slower than
-    its build as tuned is the change's to fix: a re-tune would record the slower code as the
-    reference, and the gate passes it from then on. A pick that no longer leads the heuristic is
-    the tune's to replace."""
+    its build as tuned is the change's to fix, first of all (where the pick lost its lead too):
+    a re-tune would record the slower code as the reference, and the gate passes it from then on.
+    A pick that no longer leads the heuristic alone is the tune's to replace."""
+    failed = next((v for v in failures if v.what == against), failures[0])
     command = kernel.tune_command(store.path.parent)
-    best = _arm_name("best", configs)
+    best = _arm_name("best", configs[failed.shape])
     if failed.what == against:
         return (f"today's build of the {best} takes {failed.median:.2f}x the time of its build as tuned on "
                 f"{failed.shape}: fix what the change slowed; only where the slowdown is meant, `{command}` and "
