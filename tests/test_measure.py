@@ -178,3 +178,32 @@ def test_a_kernel_that_reads_its_poisoned_output_is_told_to_declare_it_inout():
     assert wrong.status == "wrong_result" and "inout" not in wrong.error
     declared = verify(Accumulating(want, adds=True, zeroed=True), [want + 1], ["out"], [(1e-5, 1e-5)])
     assert declared.status == "wrong_result" and "inout" not in declared.error
+
+
+
+class FailingOnTheOtherPoison(Accumulating):
+    """An accumulating kernel whose call raises once its output starts under the other poison (a
+    CUDA launch failing on what it read)."""
+
+    def reset(self, pattern: int = 0) -> None:
+        super().reset(pattern)
+        self.pattern = pattern
+
+    def call(self) -> None:
+        if self.pattern == 1:
+            raise RuntimeError("launch failed")
+        super().call()
+
+
+def test_the_probe_of_a_read_output_leaves_the_wrong_result_as_found_and_judges_only_a_wrong_output():
+    """The probe's extra calls ran unguarded (a failure there replaced the wrong result with its
+    exception), and it named any output whose result moved, not the one found wrong."""
+    want = np.array([1.0, 2.0, 3.0])
+    failing = verify(FailingOnTheOtherPoison(want, adds=True), [want], ["out"], [(1e-5, 1e-5)])
+    assert failing.status == "wrong_result" and "got nan" in failing.error and "inout" not in failing.error
+    from tunebench.measure import _reads_output
+    runner = Accumulating(want, adds=True)
+    runner.reset(0)
+    runner.call()
+    assert _reads_output(runner, ["out"], 0, "output 'other': 3 of 3 values off") == ""
+    assert "output 'out' depends on what it held" in _reads_output(runner, ["out"], 0, "output 'out': 3 of 3 values off")

@@ -345,8 +345,8 @@ class Task:
         outcomes = self.once(self.outcomes.values()) if self.baseline is not None else []
         if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
             return None
-        blamed = ("not the reference: every config reads that output or leaves part of it unwritten" if READS_OUTPUT in self.baseline.error
-                  else "the reference is more likely at fault than every config, or, where all miss by little, its "
+        blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it "
+                  "unwritten" if READS_OUTPUT in self.baseline.error else "the reference is more likely at fault than every config, or, where all miss by little, its "
                        "tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
         return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
                 f"heuristic's: {self.baseline.error}; {blamed}")
