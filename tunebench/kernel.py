@@ -174,9 +174,9 @@ def _from_here(path: Path) -> Path:
 REGISTRY: dict[str, Kernel] = {}
 
 
-def declared_twice(name: str, where: object, here: str = "here") -> str:
+def declared_twice(name: str, where: object) -> str:
     """What is said of a kernel name two suites declare (pytest's collection and the lookups')."""
-    return f"kernel name {name!r} is declared twice, {here} and in {where}: records keep one task per name"
+    return f"kernel name {name!r} is declared twice, here and in {where}: records keep one task per name"
 
 
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b", re.MULTILINE)

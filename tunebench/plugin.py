@@ -239,11 +239,9 @@ def _suite(collector: pytest.Collector, entry: str, obj: Kernel) -> list[Suite]:
     first, where = seen.get(obj.name, (None, None))
     if first is obj:
         return []  # the same suite imported elsewhere: collected once
-    label = f" ({entry})" if entry != obj.name else ""
-    if first is not None:
-        refused = declared_twice(obj.name, where, f"here{label}")
-        return [Suite.from_parent(collector, name=obj.name, kernel=obj, refused=refused)]
-    seen[obj.name] = obj, collector.nodeid + label
+    if first is not None:  # named by its entry: the node id of the suite kept is not its own (-k, --lf)
+        return [Suite.from_parent(collector, name=entry, kernel=obj, refused=declared_twice(obj.name, where))]
+    seen[obj.name] = obj, collector.nodeid + (f" ({entry})" if entry != obj.name else "")
     obj.collected_from = Path(collector.path)
     return [Suite.from_parent(collector, name=obj.name, kernel=obj)]
 
