@@ -176,8 +176,16 @@ def test_a_list_of_configs_is_a_space_of_those_configs_alone():
     ([{"block": 64}, {"block": 64}], "config 2 of the list is config 1 again"),
     ([], "the space has no param"),
     ([{"block": 64}, 128], "config 2 of the list is 128, not a dict"),
+    # a raw TypeError: unhashable type: 'list'
+    ([{"block": 64}, {"block": [128, 256]}], "config 2 of the list gives param 'block' [128, 256]: a value is one"),
 ])
 def test_a_list_of_configs_that_is_no_space_says_which_config(listed, message):
     with pytest.raises(SpaceError) as e:
         Space(listed).enumerate()
     assert message in str(e.value)
+
+
+def test_a_list_of_configs_with_configs_given_too_is_refused():
+    """configs= beside a list was dropped without a word."""
+    with pytest.raises(SpaceError, match="a list of configs is its configs: give no configs= beside it"):
+        Space([{"block": 64}], configs=[(128,)])

@@ -24,7 +24,7 @@ import builtins
 import difflib
 import inspect
 import itertools
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -202,6 +202,10 @@ def _listed(configs: Sequence[Any]) -> tuple[dict[str, list], list[tuple]]:
             raise SpaceError(f"config {i} of the list has params {sorted(config)}, config 1 {sorted(names)}: "
                              f"give every config a value of each param")
         key = tuple(config[n].item() if isinstance(config[n], np.generic) else config[n] for n in names)
+        unhashable = next((n for n, v in zip(names, key) if not isinstance(v, Hashable)), None)
+        if unhashable is not None:
+            raise SpaceError(f"config {i} of the list gives param {unhashable!r} {config[unhashable]!r}: a value is one "
+                             f"number, string or bool, not a list or a dict")
         if key in keys:
             raise SpaceError(f"config {i} of the list is config {keys[key]} again: {dict(config)!r}")
         keys[key] = i
@@ -228,6 +232,8 @@ class Space:
         is valid, and the product is neither enumerated nor bounded by :data:`MAX_PRODUCT` (a
         Kernel Tuner cache records 20,000 of 4.4 million)."""
         if isinstance(params, Sequence) and not isinstance(params, (str, bytes)):
+            if configs is not None:
+                raise SpaceError("a list of configs is its configs: give no configs= beside it")
             params, configs = _listed(params)
         self._spec = dict(params)
         if isinstance(constraints, str) or callable(constraints):  # one given bare: a string ran letter by letter
