@@ -527,7 +527,6 @@ def test_a_device_gets_the_whole_package_a_suite_imports_from_relatively(increme
 #: gone once a job is sent (the devices' cache is the one the cluster started with).
 ANOTHER_HOST = """\
 import shutil
-import signal
 from tunebench import cluster
 from tunebench.backends.cache import BuildCache
 
