@@ -803,7 +803,7 @@ def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_t
     (tmp_path / f"{old}.json").write_text(json.dumps({"device": {"1": H200}, "trials": {}}))
     here = RecordStore.for_device(tmp_path, {**H200, "driver": 12080, "cuda": "12.8.0"})
     said = not_recorded(here, softmax, next(iter(softmax.buckets_for("cuda"))), "float32")
-    assert said.startswith(f"nothing recorded for softmax ") and f"{old}.json: named {old} by an earlier tunebench" in said
+    assert said.startswith("nothing recorded for softmax ") and f"{old}.json: named {old} by an earlier tunebench" in said
     assert f"sed -i 's/{old}/{device_id(H200)}/g'" in said and "never tuned here" not in said
 
 
