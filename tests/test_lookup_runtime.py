@@ -487,6 +487,20 @@ def test_records_alone_asked_for_a_dtype_not_recorded_name_the_dtypes_recorded_n
                                  f"heuristic")
 
 
+def test_records_alone_find_a_bucket_by_every_dtypes_tasks_and_say_which_dtypes_hold_it(tmp_path):
+    """softmax float16 is tuned on the H200 in two of its buckets: a narrow shape, one of narrow's
+    representative shapes, was "outside every bucket" and served wide's recorded heuristic."""
+    device, records = "cuda-nvidia-h200-sm90-132sm-00b1c7", ROOT / "records"
+    asked = {"records": records, "suites": tmp_path, "dtype": "float16"}
+    with pytest.raises(LookupError) as caught:
+        tunebench.lookup("softmax", (262144, 512), device, **asked)
+    assert str(caught.value) == (f"kernel 'softmax': {records / device}.json records bucket 'narrow' only in float32: "
+                                 f"float16 has no record there, and no declaration of it was found under {tmp_path} "
+                                 f"to serve its heuristic")
+    tuned = tunebench.lookup("softmax", (8, 262144), device, **asked)
+    assert (tuned.bucket, tuned.inside) == ("few_rows", True)
+
+
 def in_memory(name: str, vec: int) -> tunebench.Kernel:
     """A kernel a compiler declares in memory, today's rule its only answer (nothing recorded)."""
     return tunebench.Kernel(
@@ -687,6 +701,11 @@ def test_a_wrong_dtype_names_the_kernel_and_ml_dtypes_names_need_no_earlier_impo
         tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype=np.zeros(2))
     with pytest.raises(ValueError, match=r"kernel 'layernorm': dtype 'fp32' is not a numpy dtype"):
         tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype="fp32")
+    # best(k, x.shape, x.dtype): the dtype in the device's place raised a bare AttributeError ('strip')
+    with pytest.raises(TypeError, match=r"kernel 'layernorm': device is dtype\('float32'\), not a device id: a dtype "
+                                        r"is given as dtype="):
+        tunebench.best("layernorm", (300, 8192), np.dtype("float32"), records=records)
+    assert tunebench.lookup("layernorm", (300, 8192), records / f"{DEVICE}.json", records=records).device == DEVICE
     code = ("import sys, tunebench\nc = tunebench.lookup('layernorm', (300, 8192), sys.argv[2], records=sys.argv[1], "
             "dtype='float8_e4m3fnuz')\nprint(c.dtype, c.source)")
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(records), DEVICE], capture_output=True,

@@ -256,12 +256,12 @@ def this_device(target: str | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def device_named(name: str) -> str:
+def device_named(name: str | os.PathLike) -> str:
     """The device id that ``device=`` or ``$TUNEBENCH_DEVICE`` names, by itself or by its records
     file's path (``records/<id>.json``, as a shell completes it), without the spaces a shell or a
     YAML file may leave. Kept per name: ``$TUNEBENCH_DEVICE`` is read at every launch, and a path
     made per call was a third of a lookup's time."""
-    return Path(name.strip()).stem
+    return Path(os.fspath(name).strip()).stem
 
 
 def _named_device() -> str | None:
@@ -808,6 +808,9 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     shape = _shape(shape, getattr(kernel, "name", kernel))
     if type(dtype).__hash__ is None:  # an array, a list: the answers' cache failed naming nothing
         raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: dtype is a {type(dtype).__name__}: {_A_DTYPE}")
+    if device is not None and not isinstance(device, (str, os.PathLike)):  # best(k, x.shape, x.dtype)
+        raise TypeError(f"kernel {getattr(kernel, 'name', kernel)!r}: device is {device!r}, not a device id: a dtype "
+                        f"is given as dtype=, after the device (best(kernel, shape, dtype=...))")
     # the declaration itself, not its id (a later one may reuse it): by name, the one declared now
     memo = (kernel, REGISTRY.get(kernel) if isinstance(kernel, str) else None, shape, device, dtype,
             str(records) if records is not None else None, str(suites) if suites is not None else None,
@@ -1061,7 +1064,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         dtype = "float32" if "float32" in tuned else tuned[0] if tuned else (
             "float32" if "float32" in kinds or not kinds else kinds[0])
     recorded_in = sorted({t["dtype"] for t in tasks})
-    tasks = [t for t in tasks if t["dtype"] == dtype]
+    every_dtype, tasks = tasks, [t for t in tasks if t["dtype"] == dtype]
     if decl is None and not tasks:
         path = records_dir / f"{device}.json"
         if recorded_in:  # the kernel is there, not this dtype: its name is right
@@ -1072,13 +1075,19 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         raise LookupError(f"kernel {name!r}: no records for it in {path} and no declaration found under {suites_dir}"
                           + (f" (did you mean {meant!r}?)" if meant else "")
                           + _other_threads(folder, device, store, name, dtype, None))
-    buckets = decl.buckets_for(target) if decl else _recorded_buckets(tasks)
+    # the records' buckets of every dtype: one tuned on fewer buckets put their shapes outside them all
+    buckets = decl.buckets_for(target) if decl else _recorded_buckets(every_dtype)
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
         variant.space.check_dims(buckets.dims)
     try:  # warned by the caller, per call: catching warnings here is not thread-safe
         bucket, inside = buckets.find(shape, warn=False)
     except BucketError as e:
         raise BucketError(f"kernel {name!r}: {e}") from None
+    if decl is None and all(t["bucket"] != bucket.name for t in tasks):
+        held = sorted({t["dtype"] for t in every_dtype if t["bucket"] == bucket.name})
+        raise LookupError(f"kernel {name!r}: {records_dir / f'{device}.json'} records bucket {bucket.name!r} only in "
+                          f"{', '.join(held)}: {dtype} has no record there, and no declaration of it was found under "
+                          f"{suites_dir} to serve its heuristic")
     choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
                     inside=inside, device=device, warnings=[] if inside else [outside(shape, bucket)])
     declared = variant is None or dtype in variant.dtypes
