@@ -501,6 +501,15 @@ def test_records_alone_find_a_bucket_by_every_dtypes_tasks_and_say_which_dtypes_
     assert (tuned.bucket, tuned.inside) == ("few_rows", True)
 
 
+def test_a_records_file_read_as_absent_is_not_named_among_other_devices(deployed, monkeypatch):
+    """Read in the gap of a checkout that deleted and wrote it again, the device's file, there by
+    the time the note was made, was listed as "only other devices' records" of itself."""
+    monkeypatch.setattr(lookup_module._Directory, "summary", lambda self, device: None)
+    choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=deployed / "records")
+    assert choice.note.startswith(f"nothing is recorded for this device ({DEVICE})"), choice.note
+    assert DEVICE not in choice.note.partition(")")[2], choice.note
+
+
 def in_memory(name: str, vec: int) -> tunebench.Kernel:
     """A kernel a compiler declares in memory, today's rule its only answer (nothing recorded)."""
     return tunebench.Kernel(

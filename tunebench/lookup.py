@@ -1096,7 +1096,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                        f"({', '.join(variant.dtypes)}): its heuristic")
         _say_once(name, UntunedWarning, dtype, f"{choice.note} is served, untuned")
     elif store is None:
-        others = [p.stem for p in records_files(records_dir)]
+        others = [p.stem for p in records_files(records_dir) if p.stem != device]  # back since the read: not "other"
         orphan = orphaned(records_dir / f"{device}.json")
         choice.note = (f"nothing is recorded for this device ({device})" + (f"; {orphan}" if orphan else "")
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
