@@ -1287,6 +1287,22 @@ def test_a_launcher_given_a_param_positionally_runs_with_it_and_shape_and_dtype_
     assert launch(x=x, gamma=None, beta=None, y=None) == tuned
 
 
+def test_a_launcher_taking_args_gets_its_own_params_first_and_a_builtin_shape_the_first_argument(deployed):
+    """``def launch(x, vec, *rest, unroll)`` called as ``launch(x, 4)`` raised "got multiple values
+    for argument 'vec'", and ``shape=operator.attrgetter("shape")`` was given every argument."""
+    import operator
+    layernorm = tunebench.tuned("layernorm", device=DEVICE, records=deployed / "records")
+    tuned = layernorm.config((300, 8192))
+
+    @layernorm.apply(shape=operator.attrgetter("shape"), dtype=operator.attrgetter("dtype"))
+    def launch(x, vec, *rest, **params):
+        return {"vec": vec, **params}
+
+    x = np.zeros((300, 8192), np.float32)
+    assert launch(x, 4, None, None) == {**tuned, "vec": 4}
+    assert launch(x) == tuned
+
+
 def test_a_lookup_per_launch_makes_no_path_with_the_records_given_or_the_device_named(deployed, monkeypatch):
     """Each call made a Path of records=, suites= and $TUNEBENCH_DEVICE (to ask whether each is
     absolute, and the id named): 8 µs a call where 4 µs were the rest of the answer."""

@@ -122,11 +122,12 @@ class Tuned:
         (``dtype=lambda x, *rest: x.dtype``; default: the handle's), as keyword arguments. A
         param the call passes itself (``launch(x, y, vec=4)``, or in its place ``launch(x, y, 4)``)
         overrides the tuned one; ``shape`` and ``dtype`` are given only the arguments they take
-        (``lambda x: x.shape``: the first)."""
+        (``lambda x: x.shape``: the first; one without a signature, ``operator.attrgetter("shape")``,
+        the first alone)."""
         shape_of, dtype_of = _taken(shape), _taken(dtype) if dtype is not None else None
 
         def decorate(fn: Callable) -> Callable:
-            takes, places = _keywords(fn), _positional(fn) or ()
+            takes, places = _keywords(fn), _named_in_place(fn)
 
             @functools.wraps(fn)
             def call(*args, **kwargs):
@@ -145,14 +146,22 @@ class Tuned:
 
 def _parameters(fn: Callable, any_kind, kinds: tuple[str, ...]) -> tuple[str, ...] | None:
     """The names of ``fn``'s parameters of ``kinds``, in order; None where it takes any number of
-    them (a parameter of ``any_kind``: ``*args``, ``**kwargs``) or has no signature (a builtin)."""
+    them (a parameter of ``any_kind``: ``*args``, ``**kwargs``; None for ``any_kind``: the named
+    ones all the same) or has no signature (a builtin)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return None
-    if any(p.kind is any_kind for p in parameters):
+    if any_kind is not None and any(p.kind is any_kind for p in parameters):
         return None
     return tuple(p.name for p in parameters if p.kind.name in kinds)
+
+
+def _named_in_place(fn: Callable) -> tuple[str, ...]:
+    """The parameters of ``fn`` a call may pass in their place, by name, ahead of a ``*args``:
+    ``launch(x, 4)`` of a ``def launch(x, vec, *rest, unroll)`` gives its own vec, which the
+    tuned one must not repeat ("got multiple values for argument 'vec'")."""
+    return _parameters(fn, None, ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")) or ()
 
 
 def _keywords(fn: Callable) -> set[str] | None:
@@ -171,6 +180,10 @@ def _taken(fn: Callable) -> Callable[[tuple, dict], Any]:
     """``fn`` called with the positional and keyword arguments it takes: the call's own
     overrides of params are not for a ``lambda x, *rest: x.shape``, nor its buffers after the
     first for a ``lambda x: x.shape``."""
+    try:
+        inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin (operator.attrgetter("shape")): the first argument alone
+        return lambda args, kwargs: fn(args[0] if args else next(iter(kwargs.values())))
     names, places = _keywords(fn), _positional(fn)
     count = len(places) if places is not None else None
     if names is None:  # it takes any keyword: give it every one
