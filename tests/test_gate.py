@@ -797,8 +797,11 @@ def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_t
     from tunebench.lookup import load_suites
     from tunebench.records import RecordStore, device_id
 
+    declared = dict(REGISTRY)
     load_suites(Path(__file__).resolve().parent.parent / "suites")
     softmax = REGISTRY["softmax"]
+    REGISTRY.clear()  # as it was: a later test's lookups must not find the shipped suites declared here
+    REGISTRY.update(declared)
     old = f"{device_id(H200).rpartition('-')[0]}-{hashlib.sha256(json.dumps(H200, sort_keys=True).encode()).hexdigest()[:6]}"
     (tmp_path / f"{old}.json").write_text(json.dumps({"device": {"1": H200}, "trials": {}}))
     here = RecordStore.for_device(tmp_path, {**H200, "driver": 12080, "cuda": "12.8.0"})

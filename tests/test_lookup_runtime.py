@@ -487,15 +487,16 @@ def test_records_alone_asked_for_a_dtype_not_recorded_name_the_dtypes_recorded_n
                                  f"heuristic")
 
 
-def test_records_alone_find_a_bucket_by_every_dtypes_tasks_and_say_which_dtypes_hold_it(tmp_path):
+def test_records_alone_find_a_bucket_by_every_dtypes_tasks_and_say_which_dtypes_hold_it(deployed):
     """softmax float16 is tuned on the H200 in two of its buckets: a narrow shape, one of narrow's
     representative shapes, was "outside every bucket" and served wide's recorded heuristic."""
-    device, records = "cuda-nvidia-h200-sm90-132sm-00b1c7", ROOT / "records"
-    asked = {"records": records, "suites": tmp_path, "dtype": "float16"}
+    device, records, bare = "cuda-nvidia-h200-sm90-132sm-00b1c7", ROOT / "records", deployed / "bare"
+    bare.mkdir()  # no suites: the records alone (and no kernel declared in this process, as a framework's own)
+    asked = {"records": records, "suites": bare, "dtype": "float16"}
     with pytest.raises(LookupError) as caught:
         tunebench.lookup("softmax", (262144, 512), device, **asked)
     assert str(caught.value) == (f"kernel 'softmax': {records / device}.json records bucket 'narrow' only in float32: "
-                                 f"float16 has no record there, and no declaration of it was found under {tmp_path} "
+                                 f"float16 has no record there, and no declaration of it was found under {bare} "
                                  f"to serve its heuristic")
     tuned = tunebench.lookup("softmax", (8, 262144), device, **asked)
     assert (tuned.bucket, tuned.inside) == ("few_rows", True)
