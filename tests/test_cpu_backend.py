@@ -252,6 +252,23 @@ def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile
     assert list(tmp_path.glob("*.err")) == [err]  # the one written above alone
 
 
+def test_a_compiler_killed_by_a_limit_leaves_none_of_its_temporary_files(tmp_path, monkeypatch):
+    """gcc killed under ``ulimit -f`` left its ``cc*.s`` in /tmp, one per candidate: each compiler run
+    has a temporary folder of its own, removed after it, wherever the run ends."""
+    (outside := tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(outside))
+    cache = BuildCache(tmp_path / "cache")
+    source = "".join(f"int g{i}(int x) {{ return x * {i}; }}\n" for i in range(200))
+    limited = ["sh", "-c", "ulimit -f 1; exec gcc -O2 -shared -fPIC -o {out} {src}"]
+    with pytest.raises(CompilerKilled):
+        cache.get("k", source, "t", (".c", ".so"), lambda src, out: run_compiler(limited, src, out))
+    said = ["sh", "-c", 'touch "$TMPDIR/left.s"; echo "k.c:1:1: error: no" >&2; exit 1', "{src}", "{out}"]
+    with pytest.raises(CompileError, match="error: no"):
+        cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(said, src, out))
+    assert not list(outside.iterdir())
+    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".c", ".c", ".err"]
+
+
 def test_a_compiler_stopped_by_a_limit_or_out_of_memory_caches_nothing_and_is_no_compile_error(tmp_path):
     """Under ``ulimit -f`` gcc's assembler died of SIGXFSZ ("File size limit exceeded signal
     terminated program as"), which was cached as the template's compile error and reused once the

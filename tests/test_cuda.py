@@ -673,9 +673,12 @@ extern "C" __global__ void block_sum(const float *x, float *out, int n)
 
 @needs_nvcc
 @pytest.mark.parametrize("marker, compiles", [("// tunebench: params", True), ("", False), ("before", False)])
-def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_path, marker, compiles):
+def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_path, marker, compiles, monkeypatch):
     """Without the params line, or with it above CUB's include, the error names the param and
-    the line of CUB's that reads it."""
+    the line of CUB's that reads it; nvcc's temporary files go with the build (it left an empty
+    ``*.lgenfe.bc`` in /tmp at each such error)."""
+    (outside := tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(outside))
     template = "// tunebench: params\n" + CUB_CU.replace("MARKER", "") if marker == "before" else \
         CUB_CU.replace("MARKER", marker)
     (tmp_path / "block_sum.cu").write_text(template)
@@ -695,6 +698,7 @@ def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_
                                                r"\(tunebench: the error lies outside the template's own lines.*"
                                                + (r"\(this template's comes before one\)" if marker else r"there\)$")):
             compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32")
+    assert not list(outside.iterdir())
 
 
 @needs_nvcc
