@@ -1,5 +1,6 @@
 """Adaptive measurement on a real gcc-compiled kernel: stopping rules, early stop, fixed protocol."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -29,8 +30,10 @@ def runner(tmp_path):
     args = kernel.build_args((20000,), "float32")
     loaded = backend.load(backend.build(kernel, variant, config, "float32"), kernel, variant, config, (20000,), args)
 
-    def run(settings, incumbent=None):
-        return measure(loaded, kernel.expected(args), kernel.outputs, [(1e-5, 1e-6)], settings, incumbent)
+    def run(settings, incumbent=None, times=None):
+        """``times``: what its timed calls (warm-up's first) say they took, in place of the clock's."""
+        timed = loaded if times is None else Scripted(times, loaded)
+        return measure(timed, kernel.expected(args), kernel.outputs, [(1e-5, 1e-6)], settings, incumbent)
     return run
 
 
@@ -56,6 +59,21 @@ def test_a_candidate_clearly_slower_than_the_incumbent_stops_early_with_its_samp
     assert unbeatable.status == "ok"
 
 
+def test_the_time_cap_ends_a_hopeless_candidate_before_its_minimum(runner):
+    """A config 300 times slower than the incumbent took its five samples at any cost; one past the
+    cap whose every call is more than twice the incumbent's bound stops there, one within it does not."""
+    capped = MeasureSettings(warmup_s=5.0, warmup_stable=1, min_samples=7, max_time_s=0.0, rel_ci=0.0)  # one warm-up call
+    hopeless = runner(capped, incumbent=1.0, times=[3.0] * 9)
+    assert hopeless.status == "early_stopped" and hopeless.samples == [3.0]
+    near = runner(capped, incumbent=1.0, times=[2.0] * 9)  # within 2 x 1.05
+    assert near.status == "early_stopped" and near.samples == [2.0] * 7
+    warmed_fast = runner(capped, incumbent=1.0, times=[1.5] + [3.0] * 9)  # warm-up's call was no hopeless one
+    assert len(warmed_fast.samples) == 7
+    assert len(runner(capped, times=[30.0] * 9).samples) == 7  # nothing to be hopeless against
+    uncapped = runner(dataclasses.replace(capped, max_time_s=60.0), 1.0, [3.0] * 9)
+    assert uncapped.status == "early_stopped" and len(uncapped.samples) == 7
+
+
 def test_warm_up_calls_are_counted_in_the_result(runner):
     """When warm-up stops is the scripted test's below; a real kernel's calls are counted."""
     result = runner(MeasureSettings(warmup_s=5.0, warmup_stable=3, repeats=5))
@@ -63,13 +81,18 @@ def test_warm_up_calls_are_counted_in_the_result(runner):
 
 
 class Scripted:
-    """The stopping rule alone: calls that take the times given, in order."""
+    """The stopping rule alone: calls that take the times given, in order (``real``: the runner
+    that verifies, whose outputs are checked)."""
 
-    def __init__(self, times):
-        self.times = iter(times)
+    def __init__(self, times, real=None):
+        self.times, self.real = iter(times), real
 
     def timed_call(self):
+        self.real and self.real.call()
         return next(self.times)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 def test_warm_up_goes_on_while_each_call_is_still_much_faster_than_the_ones_before():

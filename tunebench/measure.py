@@ -19,6 +19,7 @@ them, so a config is only as fast as its worst.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -242,6 +243,13 @@ def warm_up(runner: Runner, settings: MeasureSettings) -> tuple[int, float]:
     return len(times), min(times, default=float("inf"))
 
 
+#: How many times the incumbent's bound (with the margin) a candidate's fastest call, warm-up's
+#: included, takes for the time cap to end its sampling before ``min_samples``: a config 300 times
+#: slower than the best took its five samples whatever they cost (2.8 s at 300 ms a call; 80 s a
+#: shape at 9 s), and a call twice as slow is no disturbance the interference checks let pass.
+HOPELESS = 2.0
+
+
 def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
             tolerances: Sequence[tuple[float, float]], settings: MeasureSettings,
             incumbent: float | None = None, throttling: Throttling | None = None) -> Measurement:
@@ -252,7 +260,8 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
     if result.status != "ok":
         return result
     began, busy = time.perf_counter(), BusyThreads()
-    result.warmup_calls, _ = warm_up(runner, settings)
+    result.warmup_calls, fastest = warm_up(runner, settings)
+    hopeless = math.inf if incumbent is None else HOPELESS * incumbent * (1 + settings.early_stop_margin)
     samples = result.samples
     start = time.perf_counter()
     with throttling.timing():
@@ -263,6 +272,10 @@ def measure(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str]
                     len(samples) < settings.max_samples and time.perf_counter() - start < settings.max_time_s):
                 samples.append(runner.timed_call())
                 n = len(samples)
+                if n < settings.min_samples and min(fastest, *samples) > hopeless and \
+                        time.perf_counter() - start >= settings.max_time_s:
+                    result.status = "early_stopped"
+                    break
                 if n < settings.min_samples or (n - settings.min_samples) % 5:
                     continue
                 lo, hi = median_ci(samples, settings.confidence)
