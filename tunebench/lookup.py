@@ -575,6 +575,15 @@ class _Directory:
         self._summaries: dict[str, Summary | str | None] = {}  # str: why the file cannot be read
         self._last_read: dict[str, Summary] = {}  # each device's summary as last read whole
         self.rebuild: threading.Thread | None = None  # building the summaries read again, where one is
+        self._rankings: tuple[int, dict] = (0, {})
+
+    def rankings(self) -> dict[tuple, _Ranking]:
+        """(the device's summary, declaration, kernel, device, dtype, target, bucket, records, suites)
+        -> the bucket's part of its answers (:class:`_Ranking`), made from this generation's summaries:
+        an older one's go with it, and the summaries they hold."""
+        if self._rankings[0] != self.generation:
+            self._rankings = (self.generation, {})
+        return self._rankings[1]
 
     def refresh(self) -> None:
         """Notice a change of the folder's files. The summaries read are built again by a thread of
@@ -765,6 +774,8 @@ _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it
 #: its generation when the answer was made, answer, the variant answered for and its source hash then)
 _FAST: dict[tuple, tuple[_Directory, int, Choice, Variant | None, str | None]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
+#: (records, suites, declaration, what :func:`_context` gives) -> (the project's folders, when found)
+_PROJECTS: dict[tuple, tuple[tuple[Path, Path], float]] = {}
 
 
 def _fresh_locks() -> None:
@@ -823,7 +834,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
             return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     dtype = dtype_name(dtype, getattr(kernel, "name", kernel))
-    records_dir, suites_dir = project(records, suites, decl)
+    records_dir, suites_dir = _project_now(records, suites, decl, memo[-3:])
     if isinstance(kernel, str):
         decl = declaration(kernel, records, suites, suites_dir)
     if decl is None and suites_dir.is_dir():
@@ -860,6 +871,21 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
                 del _FAST[old]
         _FAST[memo] = (folder, generation, choice, variant, source)
     return choice
+
+
+def _project_now(records: str | Path | None, suites: str | Path | None, decl: Kernel | None,
+                 context: tuple) -> tuple[Path, Path]:
+    """:func:`project`, its folders found again at most once a second (its paths' resolving was a
+    third of a lookup's time for a shape not asked before); ``context``: :func:`_context`'s."""
+    key = (str(records) if records is not None else None, str(suites) if suites is not None else None, decl, context)
+    found, read = _PROJECTS.get(key, (None, -REFRESH_S))
+    now = time.monotonic()
+    if found is None or now - read >= REFRESH_S:
+        found = project(records, suites, decl)
+        if len(_PROJECTS) >= MAX_ANSWERS:
+            _PROJECTS.clear()
+        _PROJECTS[key] = found, now
+    return found
 
 
 def _shapes_key(shapes) -> str:
@@ -1038,9 +1064,18 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
            suites: str | Path | None = None) -> Choice:
     """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
     defaults to the one the kernel is tuned in on the device (float32 where several are)."""
+    choice = shared_answer(kernel, shape, device, dtype=dtype, records=records, suites=suites)
+    return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
+
+
+def shared_answer(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
+                  dtype: str | None = None, records: str | Path | None = None,
+                  suites: str | Path | None = None) -> Choice:
+    """:func:`lookup`'s answer itself, not a copy, the same object while it holds: for code that
+    only reads it, and keeps what it makes of it by it (:meth:`tunebench.apply.Tuned.defines`)."""
     choice = _answer(kernel, shape, device, dtype, records, suites)
     _warn_outside(choice)
-    return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
+    return choice
 
 
 def recorded_target(fingerprint: dict | None, tasks: Callable[[], list[dict]], device: str) -> str:
@@ -1083,13 +1118,64 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
         bucket, inside = buckets.find(shape, warn=False)
     except BucketError as e:
         raise BucketError(f"kernel {name!r}: {e}") from None
+    kept, key = folder.rankings(), (store, decl, name, device, dtype, target, bucket.name, records_dir, suites_dir)
+    ranking = kept.get(key)
+    if ranking is None or ranking.source != _source_now(ranking.variant):
+        ranking = _ranking(folder, store, decl, variant, name, device, dtype, target, tasks, every_dtype, bucket,
+                           records_dir, suites_dir)
+        with _FAST_LOCK:
+            if len(kept) >= MAX_ANSWERS:
+                kept.clear()
+            kept[key] = ranking
+    return _for_shape(ranking, shape, inside, buckets.dims), variant
+
+
+def _source_now(variant: Variant | None) -> str | None:
+    """The variant's template's hash as it reads now (None without one, or shipped without it)."""
+    try:
+        return variant.source_hash if variant is not None else None
+    except KernelError:
+        return None
+
+
+@dataclass
+class _Ranking:
+    """What an answer on a bucket takes from the records and the declaration, whatever the shape:
+    each new shape of a framework's computed it afresh (560-730 µs a shape asked)."""
+    choice: Choice  # the answer before the shape: its source, figures, notes and ranked configs
+    variant: Variant | None
+    source: str | None  # the template's hash it was made for (see :func:`_source_now`)
+    decl: Kernel | None
+    store: Summary | None
+    usable: Summary | None  # the store, unless the records measured another entry point
+    task: dict | None
+    bucket: Bucket
+    adopt: list  # the configs to serve first, before a shape's constraints
+    served: list
+    picked: list | None  # the final round's pick, where one ran
+    ranked: dict  # recorded config key -> objective (ms)
+    confirmed: tuple | None  # the final round's figures, where one ran
+    retold: bool  # the heuristic changed since the final round
+    judged: dict | None
+    source_hash: str | None
+    setup: str | None
+    tuned_as: str | None
+    target: str
+    records_dir: Path
+    suites_dir: Path
+
+
+def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, variant: Variant | None, name: str,
+             device: str, dtype: str, target: str, tasks: list[dict], every_dtype: list[dict], bucket: Bucket,
+             records_dir: Path, suites_dir: Path) -> _Ranking:
+    """The bucket's part of an answer (see :class:`_Ranking`)."""
     if decl is None and all(t["bucket"] != bucket.name for t in tasks):
         held = sorted({t["dtype"] for t in every_dtype if t["bucket"] == bucket.name})
         raise LookupError(f"kernel {name!r}: {records_dir / f'{device}.json'} records bucket {bucket.name!r} only in "
                           f"{', '.join(held)}: {dtype} has no record there, and no declaration of it was found under "
                           f"{suites_dir} to serve its heuristic")
-    choice = Choice(config={}, source="heuristic", kernel=name, shape=shape, dtype=dtype, bucket=bucket.name,
-                    inside=inside, device=device, warnings=[] if inside else [outside(shape, bucket)])
+    choice = Choice(config={}, source="heuristic", kernel=name, shape=(), dtype=dtype, bucket=bucket.name,
+                    inside=True, device=device)
     declared = variant is None or dtype in variant.dtypes
     if not declared:
         choice.note = (f"{dtype} is not among the dtypes {name} declares for the {target} target "
@@ -1203,15 +1289,28 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))
-    if adopt and not fits(variant, dict(adopt[0]), shape, buckets.dims):
-        fitting = [k for k in served if fits(variant, dict(k), shape, buckets.dims)]
+    return _Ranking(choice, variant, _source_now(variant), decl, store, usable, task, bucket, adopt, served,
+                    picked, ranked, store.confirmed(name, target, dtype, bucket, today) if final is not None else None,
+                    retold, judged, source_hash, setup, tuned_as, target, records_dir, suites_dir)
+
+
+def _for_shape(ranking: _Ranking, shape: tuple, inside: bool, dims: Sequence[str]) -> Choice:
+    """The answer for ``shape`` from its bucket's part: where the bucket's best does not satisfy
+    the constraints for it, the next that does; the heuristic's config for it; the notes on it."""
+    r = ranking
+    choice = dataclasses.replace(r.choice, shape=shape, inside=inside,
+                                 warnings=[] if inside else [outside(shape, r.bucket)])
+    variant, decl, store, usable, task, bucket, adopt = r.variant, r.decl, r.store, r.usable, r.task, r.bucket, r.adopt
+    name, device, dtype, records_dir, suites_dir = choice.kernel, choice.device, choice.dtype, r.records_dir, r.suites_dir
+    if adopt and not fits(variant, dict(adopt[0]), shape, dims):
+        fitting = [k for k in r.served if fits(variant, dict(k), shape, dims)]
         choice.note = "; ".join(filter(None, (choice.note, (
             f"the bucket's best [{config_text(_declared(variant, adopt[0]))}] does not satisfy the constraints for {shape}: "
             + ("the best recorded config that does" if fitting else "the heuristic instead")))))
         choice.reason = (f"no recorded config {'faster than it' if choice.baseline_ms else 'that ran to the end'} "
                          f"satisfies the constraints for {shape}")
         adopt = fitting[:1]
-    confirmed = store.confirmed(name, target, dtype, bucket, today) if picked == (adopt[:1] or [None]) else None
+    confirmed = r.confirmed if r.picked == (adopt[:1] or [None]) else None
     if confirmed:  # the final round's pick is served: the figures it measured, as the summary shows
         choice.baseline_ms = confirmed[1]
     if adopt and decl is None and task and task.get("shaped") and shape not in bucket.shapes:
@@ -1223,10 +1322,10 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     if adopt:
         config = _declared(variant, adopt[0], list(task["baseline"][0]["config"]) if task else [])
         choice.config, choice.source, choice.reason = config, "tuned", None
-        choice.objective_ms = confirmed[0] if confirmed else ranked.get(adopt[0])
-        if retold and confirmed:
+        choice.objective_ms = confirmed[0] if confirmed else r.ranked.get(adopt[0])
+        if r.retold and confirmed:
             choice.note = "; ".join(filter(None, (choice.note, (
-                f"its lead is over the heuristic as tuned ({_configs_text(judged)}); the heuristic has changed "
+                f"its lead is over the heuristic as tuned ({_configs_text(r.judged)}); the heuristic has changed "
                 f"since, and `{decl.tune_command(records_dir)}` measures the pick against today's"))))
         tuned_flags = (task or {}).get("declaration", {}).get("flags")
         if variant is not None and tuned_flags is not None and tuned_flags != (
@@ -1239,28 +1338,27 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
             choice.note = "; ".join(filter(None, (choice.note, legacy)))
             _say_once(name, LegacyRecordsWarning, device, f"{legacy}; its configs are served, and may not suit this "
                                                           f"one: `pytest suites --tune` on that machine records it anew")
-        far = min(max(abs(math.log2(max(v, 1) / max(r, 1))) for v, r in zip(shape, s)) for s in bucket.shapes)
+        far = min(max(abs(math.log2(max(v, 1) / max(w, 1))) for v, w in zip(shape, s)) for s in bucket.shapes)
         if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned on {', '.join(map(str, bucket.shapes))}: {shape} lies {far:.0f} octaves from the nearest "
                 f"in a dim, where the pick may not hold; a representative shape near it measures it there"))))
     elif variant is not None:
-        measured = store.confirmed(name, target, dtype, bucket, today) if final is not None and not confirmed \
-            and not retold else None
+        measured = r.confirmed if r.picked is not None and not confirmed and not r.retold else None
         if measured:  # served though the round picked another config: its time as the round measured it
             choice.baseline_ms = measured[1]
         choice.config, choice.objective_ms = variant.baseline(shape, dtype), choice.baseline_ms
-        broken = variant.space.broken(choice.config, shape, buckets.dims)
+        broken = variant.space.broken(choice.config, shape, dims)
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
                                                                f"for {shape}: {'; '.join(broken)}")))
-        failed = usable.failure(name, dtype, bucket, source_hash, setup or tuned_as, choice.config) if usable else None
+        failed = usable.failure(name, dtype, bucket, r.source_hash, r.setup or r.tuned_as, choice.config) if usable else None
         if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
                 f"is served for {shape}: apply your own rule there, or `{decl.tune_command(records_dir)}` tunes the bucket"))))
     elif decl is not None:
-        raise LookupError(f"kernel {name!r} has no {target} variant, so no heuristic for {shape} on {device}: pass "
+        raise LookupError(f"kernel {name!r} has no {r.target} variant, so no heuristic for {shape} on {device}: pass "
                           f"the device of a target it has (device=, --device)")
     elif task and task.get("baseline"):
         at = _nearest_recorded(task["baseline"], shape)
@@ -1273,7 +1371,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
     else:
         raise LookupError(f"kernel {name!r}: the heuristic wins on bucket {bucket.name!r}, but the "
                           f"kernel's declaration is needed to apply it to {shape}: pass suites= (--suites)")
-    return choice, variant
+    return choice
 
 
 def _configs_text(by_shape: dict) -> str:
@@ -1347,9 +1445,7 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
          suites: str | Path | None = None) -> dict:
     """The best recorded config for the bucket holding ``shape`` on ``device`` (default: this
     machine's), else the kernel's heuristic for ``shape`` (a copy: the caller may change it)."""
-    choice = _answer(kernel, shape, device, dtype, records, suites)
-    _warn_outside(choice)
-    return dict(choice.config)
+    return dict(shared_answer(kernel, shape, device, dtype=dtype, records=records, suites=suites).config)
 
 
 def _warn_outside(choice: Choice) -> None:
