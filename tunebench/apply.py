@@ -28,7 +28,8 @@ from typing import Any
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import BuildEnvironmentError, macros, params_line
 from tunebench.kernel import Kernel
-from tunebench.lookup import best, check_known, declaration, device_named, dtype_name, lookup, this_device
+from tunebench.lookup import (MAX_ANSWERS, best, check_known, declaration, device_named, dtype_name, lookup,
+                              shared_answer, this_device)
 
 
 class Tuned:
@@ -39,6 +40,9 @@ class Tuned:
         if isinstance(kernel, str):  # a misspelt name fails where the framework binds it, not at its first launch
             check_known(kernel, records, suites)
         self.kernel, self.device, self.dtype, self.records, self.suites = kernel, device, dtype, records, suites
+        #: id of an answer -> (the answer, the declaration, its flags): asked per launch, the flags of an
+        #: answer already made are the same list, until the records, the template or the declaration change
+        self._defines: dict[int, tuple] = {}
 
     def config(self, shape: Sequence[int], dtype=None) -> dict:
         """The best config for ``shape`` in ``dtype`` (default: the handle's), a copy: the caller
@@ -52,7 +56,21 @@ class Tuned:
         them as it did when it was tuned; ``-include`` ahead, with the header that declares the
         type where it has one: a CUDA dtype's, a C++ template's complex). A list of arguments, one
         flag each, not a shell line."""
-        choice, target, backend, variant = self._built_as(shape, dtype)
+        choice = shared_answer(self.kernel, shape, self.device, dtype=dtype if dtype is not None else self.dtype,
+                               records=self.records, suites=self.suites)
+        decl = self._declaration(choice)
+        kept = self._defines.get(id(choice))
+        if kept is not None and kept[0] is choice and kept[1] is decl:  # the answer is held there: its id is its own
+            return list(kept[2])
+        found = self._defines_of(choice, decl)
+        if len(self._defines) >= MAX_ANSWERS:
+            self._defines.clear()
+        self._defines[id(choice)] = choice, decl, found
+        return list(found)
+
+    def _defines_of(self, choice, decl: Kernel | None) -> list[str]:
+        """:meth:`defines` of an answer, made afresh."""
+        target, backend, variant = self._target(choice, decl)
         if variant is not None and params_line(variant.template, variant.path.name) is not None:
             raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
                              f"`// tunebench: params` line, after headers that flags would rewrite: build "
@@ -109,12 +127,20 @@ class Tuned:
         variant for it where the declaration is known)."""
         dtype = dtype if dtype is not None else self.dtype
         choice = lookup(self.kernel, shape, self.device, dtype=dtype, records=self.records, suites=self.suites)
+        return choice, *self._target(choice, self._declaration(choice))
+
+    def _declaration(self, choice) -> Kernel | None:
+        return self.kernel if isinstance(self.kernel, Kernel) else declaration(choice.kernel, self.records, self.suites)
+
+    @staticmethod
+    def _target(choice, decl: Kernel | None) -> tuple:
+        """(the answer's target, that target's backend module, the kernel's variant for it where
+        the declaration is known)."""
         target = choice.device.split("-", 1)[0]
         backend = cuda if target == "cuda" else cpu
         if choice.dtype not in backend.CTYPES:
             raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
-        decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(choice.kernel, self.records, self.suites)
-        return choice, target, backend, decl.variant(target) if decl else None
+        return target, backend, decl.variant(target) if decl else None
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the
