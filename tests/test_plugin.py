@@ -348,6 +348,10 @@ def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(p
     strict.stdout.fnmatch_lines(["*not gated (--gate-strict): nothing recorded for axpb small float32 on this device*"])
     strict.stdout.fnmatch_lines(["FAIL  axpb::small-float32?gate?  nothing recorded*",  # as pytest says, not SKIP
                                  "*gated 0 of 2 tasks; the others were not measured, and --gate-strict fails them"])
+    stopped = pytester.runpytest(*gate, "--gate-strict", "-x")  # "gated 0 of 1 tasks": the one reached alone
+    stopped.assert_outcomes(failed=1)
+    stopped.stdout.fnmatch_lines(["*gated 0 of 2 tasks; 1 was not measured, and --gate-strict fails them; 1 was not "
+                                  "reached: the run stopped first (-x, --maxfail, an interrupt)"])
     (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ngate_strict = true\n")
     pytester.runpytest(*gate).assert_outcomes(failed=2)
     if not tunebench.backends.cuda_status()[0]:  # auto passes over cuda without a failure; asked by name, one

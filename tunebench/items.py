@@ -29,6 +29,7 @@ from tunebench.workers import WorkerError, Workers
 TUNER = pytest.StashKey["Tuner | None"]()
 GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
 GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
+GATE_ITEMS = pytest.StashKey[int]()  # the gate's items selected: those the run never reached are told apart
 UNAVAILABLE = pytest.StashKey[dict]()  # target -> (why it cannot run here, whether it was asked for)
 SEEN = pytest.StashKey[dict]()  # kernel name -> (Kernel, node id), to collect each suite once
 REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel Tuner cache

@@ -27,8 +27,8 @@ from tunebench.cluster import ClusterWorkers
 from tunebench.replay import Replay
 from tunebench.device import describe, device_id
 from tunebench.gate import devices
-from tunebench.items import (GATE, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Item, Message, Suite, Trial,
-                             gate_ini, gate_records, measuring, strict)
+from tunebench.items import (GATE, GATE_ITEMS, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Gate, Item, Message,
+                             Suite, Trial, gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, declared_twice, pin_templates, table_entries
 from tunebench.measure import MeasureSettings
@@ -266,6 +266,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     before anything is measured here, once, the cgroup's CPU quota where it cuts the CPU target's
     threads or throttles them (see :func:`quota_note`)."""
     selected = [i for i in session.items if isinstance(i, Trial) and i.key is not None]
+    session.config.stash[GATE_ITEMS] = sum(isinstance(i, Gate) for i in session.items)
     for item in sorted(selected, key=lambda i: i.order):
         item.task.candidates.append(item.key)
     run = session.config.stash.get(TUNER, None) or session.config.stash.get(GATE, None)
@@ -295,6 +296,10 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     except (RuntimeError, OSError):  # the cuda target asked for, unusable here: its suites say so later
         return
     machine_info["tunebench"] = {"device": device_id(fp), "fingerprint": fp}
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
 
 
 def _leftover(terminalreporter, run) -> None:
@@ -352,13 +357,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                                         yellow=True)
         gated = [result for _, result in results if result.outcome != "skip"]
         idle = sum(result.outcome == "pass" and not result.comparisons for result in gated)  # nothing to measure
-        if len(gated) < len(results):
-            terminalreporter.write_line(
-                f"gated {len(gated) - idle} of {len(results)} tasks"
-                + (f" ({idle} more passed with nothing to measure)" if idle else "")
-                + "; the others were not measured" + (", and --gate-strict fails them" if strict(config) else
-                                                      " (--gate-strict, or gate_strict = true, fails them instead)"),
-                yellow=True)
+        unmeasured = len(results) - len(gated)
+        unreached = max(0, config.stash.get(GATE_ITEMS, 0) - len(results))  # -x, --maxfail: "gated 3 of 3" read as all
+        if unmeasured or unreached:
+            said = [f"gated {len(gated) - idle} of {len(results) + unreached} tasks"
+                    + (f" ({idle} more passed with nothing to measure)" if idle else "")]
+            if unmeasured:
+                said.append(("the others were" if not unreached else f"{unmeasured} {_were(unmeasured)}")
+                            + " not measured" + (", and --gate-strict fails them" if strict(config) else
+                                                 " (--gate-strict, or gate_strict = true, fails them instead)"))
+            if unreached:
+                said.append(f"{unreached} {_were(unreached)} not reached: the run stopped first (-x, --maxfail, an "
+                            f"interrupt)")
+            terminalreporter.write_line("; ".join(said), yellow=True)
     tuner = config.stash.get(TUNER, None)
     if tuner is None:
         return
