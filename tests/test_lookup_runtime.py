@@ -287,6 +287,42 @@ def test_a_child_forked_while_a_thread_holds_the_lookups_locks_still_answers(dep
     assert done.stdout.strip() == "0", done.stdout + done.stderr  # not killed by its alarm
 
 
+FORKED_READING = """\
+import os, signal, sys, threading, tunebench
+kernel = sys.modules["tunebench.kernel"]
+records, device = sys.argv[1], sys.argv[2]
+tunebench.tuned("layernorm", records=records)  # bound before any thread starts, as the README asks
+reading, done = threading.Event(), threading.Event()
+flag_paths = kernel.flag_paths
+def slow(flags):  # the thread midway through a first read of softmax's template
+    if threading.current_thread() is asking:
+        reading.set()
+        done.wait()
+    return flag_paths(flags)
+kernel.flag_paths = slow
+asking = threading.Thread(target=tunebench.best, args=("softmax", (64, 4096), device), kwargs={"records": records})
+asking.start()
+reading.wait()
+child = os.fork()
+if child == 0:
+    signal.alarm(20)
+    tunebench.best("layernorm", (300, 8192), device, records=records)
+    os._exit(0)
+done.set()
+asking.join()
+print(os.waitpid(child, 0)[1])
+"""
+
+
+def test_a_child_forked_while_a_thread_reads_another_kernels_template_answers(deployed):
+    """Kernels bound before the threads, a launch reading a kernel's template while a DataLoader
+    forks: on Python 3.11 the child waited forever on the lock functools.cached_property shares
+    between every variant, held by a thread it does not have."""
+    done = subprocess.run([sys.executable, "-c", FORKED_READING, str(deployed / "records"), DEVICE],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "0", done.stdout + done.stderr  # not killed by its alarm
+
+
 def test_a_relative_records_path_answers_from_the_working_directory_of_each_call(deployed, tmp_path, monkeypatch):
     """A cached answer was served for the project the path named at the first call."""
     other = ship(tmp_path / "other")

@@ -484,6 +484,24 @@ def _by_file(text: str, template: str) -> dict[str, list[str]]:
     return files
 
 
+_UNSET = object()
+
+
+class _cached(cached_property):
+    """``functools.cached_property`` without Python 3.11's lock, one per property shared by every
+    instance: a DataLoader's worker forked while a thread of its parent read any variant's files
+    waited for ever on it at its own first lookup. Two threads computing a value at once both
+    compute it, as 3.12's does."""
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        found = instance.__dict__.get(self.attrname, _UNSET)
+        if found is _UNSET:
+            found = instance.__dict__[self.attrname] = self.func(instance)
+        return found
+
+
 @dataclass(frozen=True)
 class Variant:
     """One target's implementation of a kernel.
@@ -542,7 +560,7 @@ class Variant:
             except ValueError as e:
                 raise KernelError(f"variant {self.source}: {e}") from None
 
-    @cached_property
+    @_cached
     def path(self) -> Path:
         """The template file, looked up from the declaring file's folder upwards."""
         return self._found(self.source, "source")
@@ -559,7 +577,7 @@ class Variant:
             raise KernelError(f"{what} {str(given)!r} not found from {self.origin or Path.cwd()} upwards")
         return found
 
-    @cached_property
+    @_cached
     def _paths(self) -> tuple[Path | None, ...]:
         """Per flag, the path it names (see :func:`flag_paths`) resolved as the template is, not
         from wherever the run started: a folder from the declaring file's folder, a file from
@@ -621,19 +639,19 @@ class Variant:
         except KernelError:
             return None
 
-    @cached_property
+    @_cached
     def include_dirs(self) -> tuple[Path, ...]:
         """The folders of the project's headers its flags name (``-Idir``, ``-I dir``, ``-iquote``)."""
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
 
-    @cached_property
+    @_cached
     def flag_files(self) -> tuple[Path, ...]:
         """The files its flags name (``-include`` and ``-imacros`` files, input files): their
         content is the build's as much as the template's (see :attr:`template`)."""
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
                      if named and named[2] in ("file", "include") and p is not None)
 
-    @cached_property
+    @_cached
     def _absolute(self) -> tuple[Path, ...]:
         """The folders and files its flags name by an absolute path (a library installed apart from
         the project): the same path in every checkout, where one from the suite's folder is not."""
@@ -659,12 +677,12 @@ class Variant:
             folder(p) if named[2] == "dir" else file(p, named[1]))
             for flag, p, named in zip(self.flags, self._paths, flag_paths(self.flags)))
 
-    @cached_property
+    @_cached
     def build_flags(self) -> tuple[str, ...]:
         """The flags as the compiler gets them: each folder and file they name resolved."""
         return self._written(str, lambda p, given: str(p))
 
-    @cached_property
+    @_cached
     def declared_flags(self) -> str:
         """The flags as a trial's declaration keeps them: a header folder from the declaring
         file's folder and a file as given, so that a checkout elsewhere is the same declaration;
