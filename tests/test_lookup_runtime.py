@@ -1186,6 +1186,18 @@ def test_text_and_dims_beyond_64_bits_are_no_shape_and_the_error_names_kernel_an
     assert tunebench.best("softmax", (2**63 - 1, 4096), DEVICE, records=deployed / "records")  # the most it takes
 
 
+@pytest.mark.parametrize("given, says", [
+    (np.zeros((64, 4096), np.float32), "shape is a ndarray of shape (64, 4096): give its .shape"),
+    (np.zeros(4096, np.float32), "shape (np.float32(0.0), np.float32(0.0), "),
+])
+def test_a_tensor_given_for_its_shape_is_refused_in_a_line_not_with_every_value_of_it(deployed, given, says):
+    """``best(k, x)`` for ``best(k, x.shape)``: the error held the repr of every row of x (2.6 KB
+    for a 64 x 1024 tensor, 12 KB for a vector of 1024 floats)."""
+    with pytest.raises(TypeError) as caught:
+        tunebench.best("softmax", given, DEVICE, records=deployed / "records")
+    assert str(caught.value).startswith(f"kernel 'softmax': {says}") and len(str(caught.value)) < 200
+
+
 @pytest.mark.parametrize("other", [{"setup_hash": "0123456789abcdef"}, {"entry": "layernorm_v0"}])
 def test_the_configs_served_after_the_pick_are_of_the_tasks_declaration_alone(deployed, monkeypatch, other):
     """Trials of another declaration, or of an earlier entry point, of the same template share its

@@ -31,6 +31,7 @@ import itertools
 import math
 import operator
 import os
+import reprlib
 import sys
 import threading
 import time
@@ -916,6 +917,9 @@ def _shape(shape, kernel: str) -> tuple:
     if isinstance(shape, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"kernel {kernel!r}: shape {shape!r} is a {type(shape).__name__}: give a sequence of ints "
                         f"(x.shape), or an int for one dim")
+    if getattr(shape, "ndim", 1) > 1:  # the tensor itself (x for x.shape): every row of it was in the message
+        raise TypeError(f"kernel {kernel!r}: shape is a {type(shape).__name__} of shape {tuple(shape.shape)}: give "
+                        f"its .shape")
     try:
         found = tuple(shape)
     except TypeError:
@@ -940,8 +944,8 @@ def _dims(shape: tuple, kernel: str) -> tuple[int, ...]:
                 raise TypeError
             found.append(operator.index(v))
         except TypeError:
-            raise TypeError(f"kernel {kernel!r}: shape {shape!r}: {v!r} is no dim: give a sequence of ints "
-                            f"(x.shape)") from None
+            raise TypeError(f"kernel {kernel!r}: shape {reprlib.repr(shape)}: {reprlib.repr(v)} is no dim: give a "
+                            f"sequence of ints (x.shape)") from None  # a vector of floats: 6 of its 1024 said
     dims = tuple(found)
     if any(d < 0 for d in dims):
         raise ValueError(f"kernel {kernel!r}: shape {shape!r}: a dim below 0")
