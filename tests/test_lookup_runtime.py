@@ -1371,6 +1371,21 @@ def test_a_launcher_taking_args_gets_its_own_params_first_and_a_builtin_shape_th
     x = np.zeros((300, 8192), np.float32)
     assert launch(x, 4, None, None) == {**tuned, "vec": 4}
     assert launch(x) == tuned
+    assert launch(x=x, vec=4) == {**tuned, "vec": 4}
+
+
+def test_a_launch_of_no_arguments_with_a_builtin_shape_is_a_type_error_not_a_stop_iteration(deployed):
+    """``launch()`` raised a bare StopIteration, which a ``map()`` or a generator over launches takes
+    for its end: the launches after it silently not made."""
+    import operator
+    layernorm = tunebench.tuned("layernorm", device=DEVICE, records=deployed / "records")
+
+    @layernorm.apply(shape=operator.attrgetter("shape"))
+    def launch(x, **params):
+        return params
+
+    with pytest.raises(TypeError, match="attrgetter expected 1 argument, got 0"):
+        launch()
 
 
 def test_a_lookup_per_launch_makes_no_path_with_the_records_given_or_the_device_named(deployed, monkeypatch):

@@ -209,7 +209,7 @@ def _taken(fn: Callable) -> Callable[[tuple, dict], Any]:
     try:
         inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin (operator.attrgetter("shape")): the first argument alone
-        return lambda args, kwargs: fn(args[0] if args else next(iter(kwargs.values())))
+        return lambda args, kwargs: fn(*(*args[:1], *kwargs.values())[:1])  # none: its TypeError, no StopIteration
     names, places = _keywords(fn), _positional(fn)
     count = len(places) if places is not None else None
     if names is None:  # it takes any keyword: give it every one
