@@ -369,6 +369,19 @@ def test_suites_shipped_without_their_templates_are_answered_for_the_recorded_te
     assert choice.config == tunebench.best("layernorm", (300, 8192), DEVICE, records=ROOT / "records")
 
 
+def test_suites_shipped_without_their_templates_give_the_config_as_flags_and_say_which_kernel_lacks_one(deployed):
+    """``defines()`` of the config a lookup answered raised "source 'kernels/layernorm.c' not found",
+    naming no kernel, at every launch; records shipped alone give it. ``flags()`` and ``source()``
+    need the template, and said so naming no kernel either."""
+    shutil.rmtree(deployed / "kernels")
+    layernorm = tunebench.tuned("layernorm", device=DEVICE, records=deployed / "records")
+    config = layernorm.config((300, 8192))
+    assert layernorm.defines((300, 8192))[:4] == [f"-D{name}={value}" for name, value in config.items()]
+    for call in (layernorm.flags, lambda: layernorm.source((300, 8192))):
+        with pytest.raises(tunebench.KernelError, match=r"^kernel 'layernorm': .*'kernels/layernorm.c' not found"):
+            call()
+
+
 def test_a_shape_of_the_wrong_rank_and_a_warning_name_the_kernel_and_the_callers_line(deployed):
     records = deployed / "records"
     with pytest.raises(ValueError, match=r"kernel 'layernorm': shape \(300,\)"):

@@ -27,7 +27,7 @@ from typing import Any
 
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import BuildEnvironmentError, macros, params_line
-from tunebench.kernel import Kernel
+from tunebench.kernel import Kernel, KernelError
 from tunebench.lookup import (MAX_ANSWERS, best, check_known, declaration, device_named, dtype_name, lookup,
                               shared_answer, this_device)
 
@@ -71,7 +71,11 @@ class Tuned:
     def _defines_of(self, choice, decl: Kernel | None) -> list[str]:
         """:meth:`defines` of an answer, made afresh."""
         target, backend, variant = self._target(choice, decl)
-        if variant is not None and params_line(variant.template, variant.path.name) is not None:
+        try:
+            placed = variant is not None and params_line(variant.template, variant.path.name) is not None
+        except KernelError:  # suites shipped without their template: answered as the config is, for the recorded one
+            placed = False
+        if placed:
             raise ValueError(f"kernel {choice.kernel!r}: {variant.path.name} places its params at its "
                              f"`// tunebench: params` line, after headers that flags would rewrite: build "
                              f"source(shape) instead, the template with the config's #defines there")
@@ -104,13 +108,13 @@ class Tuned:
             name = decl.name if decl else self.kernel
             raise LookupError(f"kernel {name!r}: " + (f"no {target} variant" if decl else "its flags are known from "
                                                       "its declaration, which no suite found declares: pass suites="))
-        if target == "cuda":
-            return cuda.code_flags(variant)
         dtype = dtype if dtype is not None else self.dtype
         try:
+            if target == "cuda":
+                return cuda.code_flags(variant)
             return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype, decl.name)])
-        except BuildEnvironmentError as e:  # the link probe the machine kept from running: said for this kernel
-            raise BuildEnvironmentError(f"kernel {decl.name!r}: its flags are not known: {e}") from None
+        except (BuildEnvironmentError, KernelError) as e:  # the link probe kept from running, a template not shipped
+            raise type(e)(f"kernel {decl.name!r}: its flags are not known: {e}") from None
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:
@@ -120,7 +124,10 @@ class Tuned:
         if variant is None:
             raise LookupError(f"kernel {choice.kernel!r}: its template is known from its declaration, which no "
                               f"suite found declares: pass suites=")
-        return backend.source(variant, choice.config, choice.dtype)
+        try:
+            return backend.source(variant, choice.config, choice.dtype)
+        except KernelError as e:  # suites shipped without their template: said for this kernel
+            raise KernelError(f"kernel {choice.kernel!r}: {e}") from None
 
     def _built_as(self, shape: Sequence[int], dtype) -> tuple:
         """(the answer for ``shape``, its target, that target's backend module, the kernel's
