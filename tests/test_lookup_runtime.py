@@ -474,6 +474,18 @@ def test_a_device_named_by_its_records_files_path_is_that_device_in_device_and_t
             tunebench.tuned("matmul_add", device=path, records="records").flags()
 
 
+def test_a_device_named_in_upper_case_is_the_device_of_that_id(deployed, monkeypatch):
+    """``TUNEBENCH_DEVICE=CPU-AMD-...`` (a deployment's values written in capitals) raised "kernel
+    'layernorm' has no CPU variant", a kernel with a cpu one: ids are lower case."""
+    records = deployed / "records"
+    given = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records)
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE.upper(), records=records) == given
+    monkeypatch.setenv("TUNEBENCH_DEVICE", DEVICE.upper())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no UnknownDeviceWarning: the device is recorded
+        assert tunebench.lookup("layernorm", (300, 8192), records=records) == given
+
+
 def test_a_kernel_given_as_neither_a_name_nor_a_kernel_is_a_type_error_naming_it(deployed):
     with pytest.raises(TypeError, match=r"^kernel None: give a kernel's name or its tunebench.Kernel$"):
         tunebench.lookup(None, (300, 8192), DEVICE, records=deployed / "records")

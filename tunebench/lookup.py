@@ -260,9 +260,10 @@ def this_device(target: str | None = None) -> str:
 def device_named(name: str | os.PathLike) -> str:
     """The device id that ``device=`` or ``$TUNEBENCH_DEVICE`` names, by itself or by its records
     file's path (``records/<id>.json``, as a shell completes it), without the spaces a shell or a
-    YAML file may leave. Kept per name: ``$TUNEBENCH_DEVICE`` is read at every launch, and a path
-    made per call was a third of a lookup's time."""
-    return Path(os.fspath(name).strip()).stem
+    YAML file may leave, in lower case as every id is (``CPU-AMD-...`` was "no CPU variant" of a
+    kernel that has a cpu one). Kept per name: ``$TUNEBENCH_DEVICE`` is read at every launch, and a
+    path made per call was a third of a lookup's time."""
+    return Path(os.fspath(name).strip()).stem.lower()
 
 
 def _named_device() -> str | None:
