@@ -818,6 +818,25 @@ def test_new_shapes_of_a_bucket_share_its_part_of_the_answer_until_the_records_c
     assert old() is None
 
 
+def test_a_callers_changes_to_an_answers_warnings_are_its_own(deployed):
+    """``lookup().warnings`` was the cached answer's list: a framework clearing it once logged
+    silenced the shape's ShapeOutsideBuckets for the process, and one adding to it had a shape
+    inside its bucket warned of as outside every one at each launch."""
+    records = deployed / "records"
+    for _ in range(2):  # the second from the answers kept
+        with pytest.warns(tunebench.ShapeOutsideBuckets):
+            inside, outside = [tunebench.lookup("layernorm", shape, DEVICE, records=records) for shape in
+                               ((300, 8192), (0, 8192))]
+    assert not inside.warnings and outside.warnings
+    inside.warnings.append("the framework's own")
+    outside.warnings.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).warnings
+    with pytest.warns(tunebench.ShapeOutsideBuckets):
+        assert tunebench.lookup("layernorm", (0, 8192), DEVICE, records=records).warnings
+
+
 def test_a_shared_ranking_keeps_each_params_type():
     """True, 1 and 1.0 are one key to a cache: a kernel's bool param was served another's int."""
     as_bool = lookup_module._ranked_configs(((("use_simd", bool, True), ("vec", int, 4)),))

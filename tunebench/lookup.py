@@ -1070,7 +1070,8 @@ def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None
     """The best config for ``shape`` and how it was chosen; see the module docstring. ``dtype``
     defaults to the one the kernel is tuned in on the device (float32 where several are)."""
     choice = shared_answer(kernel, shape, device, dtype=dtype, records=records, suites=suites)
-    return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked])
+    return dataclasses.replace(choice, config=dict(choice.config), ranked=[dict(c) for c in choice.ranked],
+                               warnings=list(choice.warnings))
 
 
 def shared_answer(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
