@@ -697,3 +697,24 @@ def test_a_declared_task_never_tuned_here_is_named_though_it_has_no_row(project,
     untuned = md.split(head)[1].split("\n\n")[1].splitlines()
     assert "- axpb large float32: best() serves the heuristic; `pytest suites/test_axpb.py --tune` tunes it" in untuned
     assert not any(line.startswith("- axpb small ") for line in untuned), untuned
+
+
+def test_a_row_counts_the_trials_of_the_tasks_declaration_not_of_one_since_replaced(project, pytester):
+    """A reference fixed since (an accumulating output declared inout): its wrong results stayed in
+    the row's failed trials and its configs, where the tune said nothing failed and best() ranks
+    today's declaration's trials alone."""
+    import tunebench.backends
+
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small").assert_outcomes(
+        passed=2, skipped=4, deselected=8)
+    store = RecordStore.for_device(root / "records", tunebench.backends.fingerprint("cpu"))
+    (task,) = store.tasks(kernel="axpb", bucket="small")
+    (today,) = task_views(store, root / "suites")
+    earlier = {**store.trials(kernel="axpb", bucket="small")[0], "setup_hash": "an earlier declaration",
+               "config": {"vec": 4, "unroll": 1, "mode": 0}, "status": "wrong_result", "baseline": False}
+    store.add(earlier)
+    store.compact()
+    (view,) = task_views(store, root / "suites")
+    assert task["setup_hash"] != earlier["setup_hash"]
+    assert (view.statuses, view.configs) == (today.statuses, today.configs)

@@ -35,8 +35,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.lookup import (Choice, _load_once, confirmed_ms, final_choice, latest_confirmation,  # noqa: E402
-                              heuristic_failed, lookup, project, shape_times)
+from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, final_choice,  # noqa: E402
+                              heuristic_failed, latest_confirmation, lookup, project)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, stores  # noqa: E402
 
 
@@ -142,7 +142,10 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         bucket = Bucket.from_description(task["range"])
         mine = [t for t in trials if t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"]
                 and t["source_hash"] == task["source_hash"] and tuple(t["shape"]) in set(bucket.shapes)]
-        times = shape_times(store, task["kernel"], task["dtype"], bucket, task["source_hash"])
+        # of the task's declaration, as best() ranks them: a reference or args builder replaced
+        # since left its wrong results in the row (records from before the hash have none of it)
+        mine = [t for t in mine if t.get("setup_hash") == task.get("setup_hash")] or mine
+        times = _times(_measured(mine, task["kernel"], task["dtype"], task["source_hash"]), bucket)
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
                 for b in task["baseline"]}
@@ -503,10 +506,10 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "commit's where a later gate measured nothing on this device).")
 
 
-LEGEND = ("configs: every config measured on the bucket's shapes with this source, by every run, the "
-          "heuristic's included; failed trials: the trials (one per config and shape) that failed, by status; "
-          "early trials: the trials stopped once clearly slower than the best so far, as the search means to "
-          "(trials, not configs: a config stopped on two shapes counts twice).")
+LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
+          "reference, tolerance, outputs), by every run, the heuristic's included; failed trials: the trials (one "
+          "per config and shape) that failed, by status; early trials: the trials stopped once clearly slower than "
+          "the best so far, as the search means to (trials, not configs: a config stopped on two shapes counts twice).")
 
 
 LEGACY = ("These records were made before the microarchitecture was fingerprinted: the gate never runs on "
