@@ -29,6 +29,19 @@ def test_a_poisoned_nan_output_never_passes():
     assert worst == np.inf and reason is not None
 
 
+def test_every_output_off_is_named_not_the_first_alone():
+    """A row statistics kernel that skipped its last row: its normalised rows were named, its
+    rstd left unwritten there was not, and fixing the one output found the other at the next tune."""
+    ref_x, ref_rstd, ref_total = np.zeros((4, 3)), np.ones(4), np.array(2.0)
+    x, rstd = ref_x.copy(), ref_rstd.copy()
+    x[3] = 1.0
+    rstd[3] = np.nan
+    _, reason = compare([x, rstd, ref_total], [ref_x, ref_rstd, ref_total], ["x", "rstd", "total"],
+                        [(1e-4, 1e-4)] * 3)
+    assert reason.startswith("output 'x': 3 of 12 values off") and reason.endswith(
+        "; also off: output 'rstd', 1 of 4 values")
+
+
 def test_a_wrong_shape_is_a_wrong_result():
     _, reason = compare([np.zeros(3)], [np.zeros(4)], ["y"], [(1e-4, 1e-4)])
     assert "shape" in reason

@@ -107,8 +107,10 @@ def _compare_chunk(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) 
 
 def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names: Sequence[str],
             tolerances: Sequence[tuple[float, float]]) -> tuple[float, str | None]:
-    """(largest absolute error, None) when every output is within its (rtol, atol), else a reason."""
-    worst, reason = 0.0, None
+    """(largest absolute error, None) when every output is within its (rtol, atol), else a reason:
+    the first output off, located, and how many values of each other output are off (a kernel that
+    skipped a row left several outputs wrong, and naming the first alone hid the others)."""
+    worst, reason, others = 0.0, None, []
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
         for out, ref, name, (rtol, atol) in zip(outputs, expected, names, tolerances):
             if out.shape != ref.shape:
@@ -128,7 +130,9 @@ def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], names
                 reason = (f"output {name!r}: {count} of {got.size} values off, largest error "
                           f"{off:.3g} at {tuple(int(v) for v in i)} (got {shown[0]}, "
                           f"expected {shown[1]}; rtol {rtol:g}, atol {atol:g})")
-    return worst, reason
+            elif count:
+                others.append(f"output {name!r}, {count} of {got.size} values")
+    return worst, reason and reason + (f"; also off: {'; '.join(others)}" if others else "")
 
 
 def _apart(got, want) -> tuple[str, str]:
