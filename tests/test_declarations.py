@@ -144,7 +144,8 @@ def test_a_heuristic_outside_the_space_is_said_by_the_summary_and_by_best(projec
     monkeypatch.chdir(pytester.path)
     choice = tunebench.lookup("axpb", (1000,), dtype="float64")  # not declared: the heuristic, always
     assert choice.source == "heuristic" and choice.note.endswith(
-        "the heuristic's config is outside the space for (1000,): breaks constraint <lambda> at test_axpb.py:21")
+        "the heuristic's config is outside the space for (1000,): breaks constraint <lambda> at test_axpb.py:21 "
+        "with vec=4, unroll=2")
 
 
 def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(project, pytester):

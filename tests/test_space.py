@@ -39,6 +39,17 @@ def test_a_whole_config_constraint_asking_get_or_in_for_an_unknown_name_is_refus
             space.validate()
 
 
+def test_broken_tells_two_lambdas_of_one_line_apart_by_the_values_they_read():
+    """constraints=[lambda K, kblock: ..., lambda kblock, acc: ...] on one line: "breaks constraint
+    <lambda> at test_qgemv.py:35" did not say which one a heuristic broke, nor why."""
+    space = Space({"kblock": [8, 64], "acc": [1, 4]},
+                  constraints=[lambda K, kblock: K % kblock == 0, lambda kblock, acc: kblock % acc == 0])
+    (why,) = space.broken({"kblock": 64, "acc": 4}, (4096, 100), ("M", "K"))
+    assert why.startswith("breaks constraint <lambda> at test_space.py:") and why.endswith(" with K=100, kblock=64")
+    (why,) = Space({"tile": [8, 16]}, [lambda c: c["tile"] < 16]).broken({"tile": 16}, (4,), ("N",))
+    assert why.endswith(" with tile=16")  # a whole-config constraint: every param
+
+
 def test_broken_names_what_a_config_from_outside_the_space_breaks_on_a_shape():
     space = Space({"tile": [8, 16], "vec": [1, 2]},
                   constraints=[lambda tile, vec: tile * vec <= 16, lambda N, tile: N % tile == 0])

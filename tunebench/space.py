@@ -377,8 +377,9 @@ class Space:
 
     def broken(self, config: Mapping, shape: Sequence[int], dims: Sequence[str]) -> list[str]:
         """What ``config`` breaks on ``shape``: a value outside the space, or a constraint's label
-        (empty where it is a config of the space for that shape). A heuristic's config is not bound
-        by the space, so this says where today's rule strays outside it."""
+        with the values it read, which tell two lambdas of one line apart (empty where it is a
+        config of the space for that shape). A heuristic's config is not bound by the space, so
+        this says where today's rule strays outside it."""
         if set(config) != set(self.names):
             return [f"params {sorted(config)} are not the space's {list(self.names)}"]
         outside = [f"{n}={config[n]!r} is not among its values" for n in self.names if config[n] not in self.values[n]]
@@ -389,7 +390,9 @@ class Space:
         if self._configs is not None and key not in self._configs:
             return ["is not one of the space's known configs"]
         at = {"shape": tuple(shape), **dict(zip(dims, shape))}
-        return [f"breaks {c.label}" for c in constraints if not self._holds(c, index, key, at if c.shaped else None)]
+        return [f"breaks {c.label} with " + ", ".join(f"{n}={key[index[n]] if n in index else at[n]!r}"
+                                                        for n in (names if c.params is None else c.params))
+                for c in constraints if not self._holds(c, index, key, at if c.shaped else None)]
 
     @staticmethod
     def _holds(c: Constraint, index: Mapping[str, int], key: tuple, at: Mapping[str, Any] | None = None) -> bool:
