@@ -252,21 +252,23 @@ def test_a_compiler_kept_from_writing_its_files_caches_nothing_and_is_no_compile
     assert list(tmp_path.glob("*.err")) == [err]  # the one written above alone
 
 
-def test_a_compiler_killed_by_a_limit_leaves_none_of_its_temporary_files(tmp_path, monkeypatch):
-    """gcc killed under ``ulimit -f`` left its ``cc*.s`` in /tmp, one per candidate: each compiler run
-    has a temporary folder of its own, removed after it, wherever the run ends."""
+def test_nvcc_leaves_none_of_its_temporary_files_and_a_c_compiler_keeps_the_users_tmpdir(tmp_path, monkeypatch):
+    """nvcc left an empty ``*.lgenfe.bc`` in /tmp at each CUB candidate that failed to compile: it
+    gets a temporary folder of its own, removed after it, wherever the run ends. A C compiler keeps
+    the user's (a wrapper such as sccache starts a server that would outlive one of ours)."""
     (outside := tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(outside))
-    cache = BuildCache(tmp_path / "cache")
-    source = "".join(f"int g{i}(int x) {{ return x * {i}; }}\n" for i in range(200))
-    limited = ["sh", "-c", "ulimit -f 1; exec gcc -O2 -shared -fPIC -o {out} {src}"]
-    with pytest.raises(CompilerKilled):
-        cache.get("k", source, "t", (".c", ".so"), lambda src, out: run_compiler(limited, src, out))
-    said = ["sh", "-c", 'touch "$TMPDIR/left.s"; echo "k.c:1:1: error: no" >&2; exit 1', "{src}", "{out}"]
+    monkeypatch.chdir(tmp_path)
+    cache = BuildCache(Path("cache"))  # relative, as TUNEBENCH_CACHE may be: a compiler that changes folder finds it
+    (nvcc := tmp_path / "nvcc").write_text('#!/bin/sh\ncd / && touch "$TMPDIR/k.lgenfe.bc" && echo "k.cu(1): error: no" >&2'
+                                           '\nexit 1\n')
+    nvcc.chmod(0o755)
     with pytest.raises(CompileError, match="error: no"):
-        cache.get("k", "int f;", "t", (".c", ".so"), lambda src, out: run_compiler(said, src, out))
-    assert not list(outside.iterdir())
-    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".c", ".c", ".err"]
+        cache.get("k", "int f;", "t", (".cu", ".cubin"), lambda src, out: run_compiler([str(nvcc), "{src}"], src, out))
+    assert not list(outside.iterdir()) and not list((tmp_path / "cache").glob(".tmp-*"))
+    said = ["sh", "-c", 'echo "k.c:1:1: error: TMPDIR=$TMPDIR" >&2; exit 1', "{src}", "{out}"]
+    with pytest.raises(CompileError, match=f"TMPDIR={outside}$"):
+        cache.get("k", "int g;", "t", (".c", ".so"), lambda src, out: run_compiler(said, src, out))
 
 
 def test_a_compiler_stopped_by_a_limit_or_out_of_memory_caches_nothing_and_is_no_compile_error(tmp_path):

@@ -59,6 +59,8 @@ def _own_folder(path: Path) -> Path:
     return path
 
 
+#: Compilers run with a temporary folder of their own (see :func:`_compiled`).
+LITTERING = ("nvcc",)
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
 NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
 
@@ -127,19 +129,23 @@ def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[s
 
 
 def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
-    """:func:`run_compiler`'s run of the command, its inputs in place, with a temporary folder
-    (TMPDIR) of its own beside ``out``, removed after it: nvcc left an empty ``*.lgenfe.bc`` in /tmp
-    at every CUB candidate that failed to compile, and gcc its ``cc*.s`` where a limit killed it."""
+    """:func:`run_compiler`'s run of the command, its inputs in place; nvcc's with a temporary
+    folder (TMPDIR) of its own beside ``out``, removed after it: it left an empty ``*.lgenfe.bc`` in
+    /tmp at every CUB candidate that failed to compile. (Not a C compiler's: one behind a wrapper
+    such as sccache starts a server that outlives the folder.)"""
+    own = Path(command[0]).name in LITTERING
     try:
-        scratch = tempfile.TemporaryDirectory(prefix=".tmp-", dir=out.parent, ignore_cleanup_errors=True)
+        scratch = tempfile.TemporaryDirectory(prefix=".tmp-", dir=os.path.abspath(out.parent),
+                                              ignore_cleanup_errors=True) if own else contextlib.nullcontext()
     except OSError as e:
         raise BuildEnvironmentError(f"{out.parent}: the compiler's temporary folder cannot be made there "
                                     f"({e.strerror or e}): no candidate can be built, and nothing is cached or "
                                     f"recorded; free space or fix the permissions there and tune again") from None
+    tmp = scratch.name if own else tempfile.gettempdir()
     try:
         with scratch:
             proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True,
-                                  env={**os.environ, "TMPDIR": scratch.name})
+                                  env={**os.environ, "TMPDIR": tmp} if own else None)
     except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError
         raise BuildEnvironmentError(f"{command[0]} cannot be run ({e.strerror or e}): no candidate can be built, and "
                                     f"nothing is cached or recorded; install it, put it on PATH or name another "
@@ -158,7 +164,7 @@ def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
         raise BuildEnvironmentError(
             f"{command[0]} could not read or write its files ({found.group(0)}: {found.string.strip()}): no "
             f"candidate can be built, and nothing is cached or recorded; free space or fix the permissions where it "
-            f"works (the build folder, {out.parent}, its temporary files' too) and tune again")
+            f"works ({'' if own else f'TMPDIR, now {tmp}, and '}the build folder, {src.parent}) and tune again")
     return None if proc.returncode == 0 else said or f"{command[0]} exited {proc.returncode}"
 
 
