@@ -336,6 +336,30 @@ def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_nam
     assert not [line for line in result.stdout.lines if "holds it for" in line and gpu.device in line]
 
 
+def test_gate_items_that_ran_and_ended_without_a_verdict_are_reached_and_a_skip_mark_is_reported(project, pytester):
+    """A gate item whose marker was wrong was counted as 'not reached: the run stopped first',
+    with no -x; and a skip mark on a tunebench item crashed pytest (INTERNALERROR: no line)."""
+    project(cuda=True)
+    (pytester.path / "conftest.py").write_text(
+        "import pytest\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        if 'large' in item.name:\n"
+        "            item.add_marker(pytest.mark.tunebench_gate(threshold=-5))\n")
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["gated 0 of 2 tasks; the others were not measured (--gate-strict, *"])
+    assert "not reached" not in result.stdout.str()
+    (pytester.path / "conftest.py").write_text(
+        "import pytest\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        item.add_marker(pytest.mark.skip(reason='not today'))\n")
+    skipped = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
+    skipped.assert_outcomes(skipped=2)
+    skipped.stdout.fnmatch_lines(["SKIPPED ?2? suites/test_axpb.py*: not today"])
+
+
 def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(project, pytester):
     """A required CI check must not turn green on a runner that gated nothing."""
     project(cuda=True)

@@ -29,7 +29,7 @@ from tunebench.workers import WorkerError, Workers
 TUNER = pytest.StashKey["Tuner | None"]()
 GATE = pytest.StashKey["GateRun | bool | None"]()  # None: not made yet, False: cannot run here
 GATE_RESULTS = pytest.StashKey[list]()  # (item, GateResult), for the summary
-GATE_ITEMS = pytest.StashKey[int]()  # the gate's items selected: those the run never reached are told apart
+GATE_ITEMS = pytest.StashKey[dict]()  # the gate's items selected, by node id -> whether the run reached it
 UNAVAILABLE = pytest.StashKey[dict]()  # target -> (why it cannot run here, whether it was asked for)
 SEEN = pytest.StashKey[dict]()  # kernel name -> (Kernel, node id), to collect each suite once
 REPLAYED = pytest.StashKey["Kernel | None"]()  # the suite of a replayed Kernel Tuner cache
@@ -142,7 +142,10 @@ class Item(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, None, f"{self.parent.name}::{self.name}"
+        """The suite file and the kernel's declaration line there (0-based, else the first): a skip
+        mark (``Kernel(marks=[pytest.mark.skip])``) is reported at it, and pytest asserts a line."""
+        line = self.getparent(Suite).where()[1]
+        return self.path, line - 1 if line else 0, f"{self.parent.name}::{self.name}"
 
 
 class SuiteError(Exception):

@@ -174,6 +174,14 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     return report
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem) -> None:
+    """A gate item the run reached, whatever becomes of it (a skip mark, an error before its verdict)."""
+    gates = item.config.stash.get(GATE_ITEMS, {})
+    if item.nodeid in gates:
+        gates[item.nodeid] = True
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
@@ -266,7 +274,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     before anything is measured here, once, the cgroup's CPU quota where it cuts the CPU target's
     threads or throttles them (see :func:`quota_note`)."""
     selected = [i for i in session.items if isinstance(i, Trial) and i.key is not None]
-    session.config.stash[GATE_ITEMS] = sum(isinstance(i, Gate) for i in session.items)
+    session.config.stash[GATE_ITEMS] = {i.nodeid: False for i in session.items if isinstance(i, Gate)}
     for item in sorted(selected, key=lambda i: i.order):
         item.task.candidates.append(item.key)
     run = session.config.stash.get(TUNER, None) or session.config.stash.get(GATE, None)
@@ -357,10 +365,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                                         yellow=True)
         gated = [result for _, result in results if result.outcome != "skip"]
         idle = sum(result.outcome == "pass" and not result.comparisons for result in gated)  # nothing to measure
-        unmeasured = len(results) - len(gated)
-        unreached = max(0, config.stash.get(GATE_ITEMS, 0) - len(results))  # -x, --maxfail: "gated 3 of 3" read as all
+        reached = config.stash.get(GATE_ITEMS, {}).values()
+        unreached = sum(not r for r in reached)  # -x, --maxfail: "gated 3 of 3 tasks" read as the whole suite
+        unmeasured = max(len(results), len(reached) - unreached) - len(gated)  # skipped, or errored before a verdict
         if unmeasured or unreached:
-            said = [f"gated {len(gated) - idle} of {len(results) + unreached} tasks"
+            said = [f"gated {len(gated) - idle} of {len(gated) + unmeasured + unreached} tasks"
                     + (f" ({idle} more passed with nothing to measure)" if idle else "")]
             if unmeasured:
                 said.append(("the others were" if not unreached else f"{unmeasured} {_were(unmeasured)}")
