@@ -849,6 +849,7 @@ def test_defines_per_launch_makes_an_answers_flags_once_and_gives_each_caller_it
     assert handle.defines((100,)) == flags[1] and handle.defines((101,)) == flags[1] and len(made) == 2
     template.write_text(DIV_C.replace("MARKER", "") + unasked + "\n")
     assert handle.defines((100,)) == flags[1] and len(made) == 3
+    assert len(handle._defines) == 2  # one per shape, the latest answer's: a server's records change every second
 
 
 def test_source_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):

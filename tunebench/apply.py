@@ -40,9 +40,10 @@ class Tuned:
         if isinstance(kernel, str):  # a misspelt name fails where the framework binds it, not at its first launch
             check_known(kernel, records, suites)
         self.kernel, self.device, self.dtype, self.records, self.suites = kernel, device, dtype, records, suites
-        #: id of an answer -> (the answer, the declaration, its flags): asked per launch, the flags of an
-        #: answer already made are the same list, until the records, the template or the declaration change
-        self._defines: dict[int, tuple] = {}
+        #: (shape, dtype, device) of an answer -> (the answer, the declaration, its flags): asked per launch,
+        #: the flags of an answer already made are the same list, until the records, the template or the
+        #: declaration change (another answer, which takes its place)
+        self._defines: dict[tuple, tuple] = {}
 
     def config(self, shape: Sequence[int], dtype=None) -> dict:
         """The best config for ``shape`` in ``dtype`` (default: the handle's), a copy: the caller
@@ -59,13 +60,14 @@ class Tuned:
         choice = shared_answer(self.kernel, shape, self.device, dtype=dtype if dtype is not None else self.dtype,
                                records=self.records, suites=self.suites)
         decl = self._declaration(choice)
-        kept = self._defines.get(id(choice))
-        if kept is not None and kept[0] is choice and kept[1] is decl:  # the answer is held there: its id is its own
+        key = (choice.shape, choice.dtype, choice.device)
+        kept = self._defines.get(key)
+        if kept is not None and kept[0] is choice and kept[1] is decl:
             return list(kept[2])
         found = self._defines_of(choice, decl)
         if len(self._defines) >= MAX_ANSWERS:
             self._defines.clear()
-        self._defines[id(choice)] = choice, decl, found
+        self._defines[key] = choice, decl, found
         return list(found)
 
     def _defines_of(self, choice, decl: Kernel | None) -> list[str]:
