@@ -718,3 +718,9 @@ def test_a_row_counts_the_trials_of_the_tasks_declaration_not_of_one_since_repla
     (view,) = task_views(store, root / "suites")
     assert task["setup_hash"] != earlier["setup_hash"]
     assert (view.statuses, view.configs) == (today.statuses, today.configs)
+    # a declaration none of whose trials ran to the end yet (one disturbed): best() ranks the earlier one's, as the row
+    store.put_task({**task, "setup_hash": "today's"})
+    store.add({**store.trials(kernel="axpb", bucket="small")[0], "setup_hash": "today's", "verdict": "disturbed"})
+    store.compact()
+    (view,) = task_views(store, root / "suites")
+    assert view.objectives == today.objectives and view.objectives

@@ -142,9 +142,11 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         bucket = Bucket.from_description(task["range"])
         mine = [t for t in trials if t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"]
                 and t["source_hash"] == task["source_hash"] and tuple(t["shape"]) in set(bucket.shapes)]
-        # of the task's declaration, as best() ranks them: a reference or args builder replaced
-        # since left its wrong results in the row (records from before the hash have none of it)
-        mine = [t for t in mine if t.get("setup_hash") == task.get("setup_hash")] or mine
+        # as best() ranks them: of the task's entry point, and of its declaration where a trial of it
+        # ran to the end (a reference or args builder replaced since left its wrong results in the row)
+        mine = [t for t in mine if task.get("entry") is None or t.get("entry") in (None, task["entry"])]
+        declared = [t for t in mine if t.get("setup_hash") == task.get("setup_hash")]
+        mine = declared if _measured(declared, task["kernel"], task["dtype"], task["source_hash"]) else mine
         times = _times(_measured(mine, task["kernel"], task["dtype"], task["source_hash"]), bucket)
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
@@ -734,13 +736,14 @@ def write(records: Path, out: Path, compare: str | None = None,
 def _suites_at(then: Path | None, records: Path, suites: Path | None) -> Path | None:
     """The suites given for today as they were at the compared revision, in its copy of the
     project ``then`` is the records folder of; None where none is given (``suites/`` beside the
-    records, there too) or they lie outside the project."""
+    records, there too), they lie outside the project or the revision has no such folder."""
     if then is None or suites is None:
         return None
     try:
-        return then.parent / suites.resolve().relative_to(records.resolve().parent)
+        found = then.parent / suites.resolve().relative_to(records.resolve().parent)
     except ValueError:
         return None
+    return found if found.is_dir() else None
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
