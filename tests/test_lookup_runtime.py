@@ -214,6 +214,19 @@ def test_a_records_folder_or_root_that_does_not_exist_is_an_error_not_the_heuris
         tunebench.best("layernorm", (300, 8192))
 
 
+def test_a_suites_folder_that_does_not_exist_is_an_error_not_an_answer_from_the_records_alone(deployed):
+    """A typo in suites= (or one suite's file) answered from the records alone, and flags() then
+    asked for the suites= it was given."""
+    records = deployed / "records"
+    for suites, said in ((deployed / "suite", "not a folder$"),
+                         (deployed / "suites" / "test_layernorm.py", "not a folder: pass the folder of the suites$")):
+        with pytest.raises(LookupError, match=f"suites={re.escape(str(suites))}: {said}"):
+            tunebench.best("layernorm", (300, 8192), DEVICE, records=records, suites=suites)
+        with pytest.raises(LookupError, match=f"suites={re.escape(str(suites))}: not a folder"):
+            tunebench.tuned("layernorm", device=DEVICE, records=records, suites=suites)
+    assert tunebench.best("layernorm", (300, 8192), DEVICE, records=records, suites=deployed / "suites")
+
+
 def test_the_thread_count_names_the_device_for_every_shape_asked_after_it_changed(deployed, monkeypatch):
     records = deployed / "records"
     first = tunebench.lookup("layernorm", (300, 8192), records=records)
@@ -816,6 +829,19 @@ def test_new_shapes_of_a_bucket_share_its_part_of_the_answer_until_the_records_c
     assert len(made) == 2
     gc.collect()
     assert old() is None
+
+
+def test_an_archive_left_where_a_devices_records_file_is_gone_is_named_for_every_shape_asked_after(
+        deployed, monkeypatch):
+    """An archive is no records file, so its coming did not change the folder's records: the
+    bucket's part of answers kept from before it left the note without it for new shapes."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records, device = deployed / "records", "cpu-other-1t-000000"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "is left from" not in tunebench.lookup("layernorm", (300, 8192), device, records=records).note
+        (records / f"{device}.archive.jsonl").write_text("")
+        assert "is left from" in tunebench.lookup("layernorm", (301, 8192), device, records=records).note
 
 
 def test_a_callers_changes_to_an_answers_warnings_are_its_own(deployed):

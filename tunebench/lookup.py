@@ -365,7 +365,11 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     rootdir for that folder, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
     the nearest folder above with a ``records`` folder), else the same from the working directory;
     given ``records`` alone, the suites are its sibling ``suites``.
-    :class:`LookupError` names every place it looked."""
+    :class:`LookupError` names every place it looked, and ``records`` or ``suites`` given that
+    are no folder: a typo answered from the records alone, and ``flags()`` then asked for suites=."""
+    if suites is not None and not Path(suites).is_dir():
+        hint = ": pass the folder of the suites" if Path(suites).is_file() else ""
+        raise LookupError(f"suites={suites}: not a folder{hint}")
     if records is not None:  # the project is the records folder's
         if not Path(records).is_dir():  # a typo must not quietly serve the heuristic
             hint = ": pass its folder (and device= for another device's file)" if Path(records).is_file() else ""
@@ -633,7 +637,8 @@ class _Directory:
     def _stamps(self, device: str = "*") -> tuple:
         found = []
         files = self.path.glob(f"{device}.json")
-        for p in sorted({p for f in files for p in (f, *companions(f))}):
+        left = self.path.glob(f"{device}.archive.jsonl")  # an archive whose file is gone: the notes name it
+        for p in sorted({p for f in files for p in (f, *companions(f))} | set(left)):
             try:
                 st = p.stat()
             except FileNotFoundError:
