@@ -200,3 +200,12 @@ def test_a_list_of_configs_with_configs_given_too_is_refused():
     """configs= beside a list was dropped without a word."""
     with pytest.raises(SpaceError, match="a list of configs is its configs: give no configs= beside it"):
         Space([{"block": 64}], configs=[(128,)])
+
+
+def test_a_constraint_reading_the_shape_alone_is_refused_naming_what_to_write():
+    """``lambda shape: ...`` was called with no argument at the first config judged, a TypeError
+    under SpaceError naming a config, though no config was at fault."""
+    with pytest.raises(SpaceError, match=r"constraint <lambda> at test_space.py:\d+ reads the shape alone, no param: "
+                                         r"it holds for every config or for none; name the params it bounds \(lambda "
+                                         r"shape, vec: ...\); params are \['vec', 'unroll'\]"):
+        Space({"vec": [1, 2], "unroll": [1]}, constraints=[lambda shape: shape[0] > 4]).validate()

@@ -172,9 +172,11 @@ class Constraint:
         typo = difflib.get_close_matches(arg_names[0], names, n=1, cutoff=0.8) if arg_names else []
         self.shaped: tuple[str, ...] = ()  # the names read beside params: "shape" or dims
         self.argument = arg_names[0] if arg_names else None
-        if arg_names == ["shape"]:
-            self.params, self.shaped = (), ("shape",)
-        elif len(arg_names) == 1 and arg_names[0] not in names and not typo:
+        if arg_names == ["shape"]:  # called with nothing, it raised at the first config it judged
+            raise SpaceError(f"{self.label} reads the shape alone, no param: it holds for every config or for none; "
+                             f"name the params it bounds (lambda shape, {names[0] if names else 'p'}: ...); params "
+                             f"are {list(names)}")
+        if len(arg_names) == 1 and arg_names[0] not in names and not typo:
             self.params = None  # whole-config constraint
         else:
             if not arg_names:
