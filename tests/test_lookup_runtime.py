@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import tunebench
+from tunebench import export
 from tunebench.cli import main
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY
@@ -224,6 +225,8 @@ def test_a_suites_folder_that_does_not_exist_is_an_error_not_an_answer_from_the_
             tunebench.best("layernorm", (300, 8192), DEVICE, records=records, suites=suites)
         with pytest.raises(LookupError, match=f"suites={re.escape(str(suites))}: not a folder"):
             tunebench.tuned("layernorm", device=DEVICE, records=records, suites=suites)
+        with pytest.raises(LookupError, match=f"suites={re.escape(str(suites))}: not a folder"):
+            export.collect(DEVICE, records, suites)
     assert tunebench.best("layernorm", (300, 8192), DEVICE, records=records, suites=deployed / "suites")
 
 

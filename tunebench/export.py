@@ -34,7 +34,7 @@ from tunebench import __version__
 from tunebench.backends import TARGETS
 from tunebench.c_constraint import C_HELPERS, OK, NoCForm, c_form
 from tunebench.device import describe
-from tunebench.lookup import load_suites, lookup, project, recorded_target, this_device
+from tunebench.lookup import check_suites, load_suites, lookup, project, recorded_target, this_device
 from tunebench.records import RecordStore, records_files
 from tunebench.space import SpaceError
 
@@ -50,6 +50,7 @@ class ExportNote(UserWarning):
 
 def collect(device: str | None = None, records: str | Path | None = None, suites: str | Path | None = None) -> dict:
     """The JSON export's content (see the module docstring)."""
+    check_suites(suites)
     records_dir, suites_dir = project(records, suites)
     asked, device = device, device or this_device()  # a device not named is no typo to correct
     path = records_dir / f"{device}.json"

@@ -365,11 +365,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
     rootdir for that folder, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
     the nearest folder above with a ``records`` folder), else the same from the working directory;
     given ``records`` alone, the suites are its sibling ``suites``.
-    :class:`LookupError` names every place it looked, and ``records`` or ``suites`` given that
-    are no folder: a typo answered from the records alone, and ``flags()`` then asked for suites=."""
-    if suites is not None and not Path(suites).is_dir():
-        hint = ": pass the folder of the suites" if Path(suites).is_file() else ""
-        raise LookupError(f"suites={suites}: not a folder{hint}")
+    :class:`LookupError` names every place it looked."""
     if records is not None:  # the project is the records folder's
         if not Path(records).is_dir():  # a typo must not quietly serve the heuristic
             hint = ": pass its folder (and device= for another device's file)" if Path(records).is_file() else ""
@@ -880,6 +876,14 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
     return choice
 
 
+def check_suites(suites: str | Path | None) -> None:
+    """Refuse ``suites=`` that is no folder: a typo was answered from the records alone, and
+    ``flags()`` then asked for the suites= it was given."""
+    if suites is not None and not os.path.isdir(suites):
+        hint = ": pass the folder of the suites" if os.path.isfile(suites) else ""
+        raise LookupError(f"suites={suites}: not a folder{hint}")
+
+
 def _project_now(records: str | Path | None, suites: str | Path | None, decl: Kernel | None,
                  context: tuple) -> tuple[Path, Path]:
     """:func:`project`, its folders found again at most once a second (its paths' resolving was a
@@ -888,6 +892,7 @@ def _project_now(records: str | Path | None, suites: str | Path | None, decl: Ke
     found, read = _PROJECTS.get(key, (None, -REFRESH_S))
     now = time.monotonic()
     if found is None or now - read >= REFRESH_S:
+        check_suites(suites)
         found = project(records, suites, decl)
         if len(_PROJECTS) >= MAX_ANSWERS:
             _PROJECTS.clear()
@@ -1018,6 +1023,7 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
 def check_known(kernel: str, records: str | Path | None = None, suites: str | Path | None = None) -> None:
     """Raise :class:`LookupError` where no suite declares ``kernel`` and no device's records hold
     it: a misspelt name, said where a framework binds it rather than at its first launch."""
+    check_suites(suites)
     if kernel in REGISTRY:
         return
     records_dir, suites_dir = project(records, suites)

@@ -251,7 +251,7 @@ def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None 
         warnings.simplefilter("ignore")
         try:
             choice = lookup(task["kernel"], bucket.shapes[0], store.device, dtype=task["dtype"],
-                            records=store.path.parent, suites=suites)
+                            records=store.path.parent, suites=suites if suites and suites.is_dir() else None)
         except Exception:  # noqa: BLE001 - a declaration or records fault: the report shows the records
             return None
     return choice if choice.bucket == bucket.name else None
