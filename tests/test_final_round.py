@@ -335,6 +335,7 @@ def test_records_of_a_renamed_bucket_answer_from_its_latest_tune_without_the_sui
     suite = twice_project / "suites" / "test_twice.py"
     suite.write_text(suite.read_text().replace('Bucket("small"', 'Bucket("little"'))
     pytester.runpytest("suites", *TUNE, "-k", "little")
+    (tmp_path / "none").mkdir()  # a suites folder declaring nothing: one that is not there is refused as a typo
     done = subprocess.run([sys.executable, "-m", "tunebench.cli", "best", "twice", "--shape", "4096", "--json",
                            "--records", str(twice_project / "records"), "--suites", str(tmp_path / "none")],
                           capture_output=True, text=True)
