@@ -864,10 +864,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         where = f" ({decl.declared_in})" if decl and decl.declared_in else ""
         at = "" if str(tuple(shape)) in str(e) else f", shape {tuple(shape)}"
         raise type(e)(f"kernel {name!r}{where}{at}: {e}") from None
-    try:  # its template edited since: answered again, for the text, the config and the note to agree
-        source = variant.source_hash if variant is not None else None
-    except KernelError:  # shipped without it: answered for the recorded one
-        source = None
+    source = _source_now(variant)  # its template edited since: answered again, for the text, config and note to agree
     with _FAST_LOCK:
         if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
