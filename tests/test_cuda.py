@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,7 +20,8 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import (CudaCompiler, entry_of, inputs_key, launch_refusal, nvcc_command,
+from tunebench.backends.cuda import (LEAD_PTX, CudaCompiler, entry_of, inputs_key, launch_refusal, nvcc_archs,
+                                     nvcc_command,
                                      transferable)
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, compiled_kernels, cubin_kernels,
                                        entry_symbol, launch_of, register_threads, resource_problem)
@@ -947,3 +949,29 @@ def test_a_complex128_after_a_pointer_is_named_as_a_double2_and_a_long_double_is
         "scalar 'l' is a complex256, which CUDA has no type for: pass np.float64 (or two)")
     args_problem({**args, "l": np.longdouble(1)}, (Param(8, kind="pointer", offset=0), Param(16, offset=16),
                                                    Param(16, offset=32)))  # no struct.error
+
+
+@needs_nvcc
+def test_the_lead_kernels_ptx_assembles_for_every_architecture_this_nvcc_builds(tmp_path):
+    """The driver JIT-compiles the lead on the device; ptxas, beside nvcc, compiles the same PTX."""
+    ptxas = shutil.which("ptxas") or str(Path(shutil.which("nvcc")).with_name("ptxas"))
+    (tmp_path / "lead.ptx").write_text(LEAD_PTX)
+    for arch in nvcc_archs():
+        done = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "lead.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, (arch, done.stderr)
+
+
+@needs_gpu
+def test_the_lead_keeps_the_hosts_time_enqueueing_a_launch_outside_the_timed_window():
+    """A launch the host takes 5 ms to enqueue (a framework's dispatch, a busy host) is timed as the
+    GPU work alone: the lead covers it, growing where it was too short."""
+    import time
+
+    from tunebench.backends.cuda import CudaBackend
+    backend = CudaBackend()
+    alone = min(backend.time_launch(backend.flush_l2) for _ in range(5))
+    late = [backend.time_launch(lambda: (time.sleep(0.005), backend.flush_l2())) for _ in range(5)]
+    assert max(late) < alone + 1.0, (alone, late)
+    # a launch that synchronizes inside cannot be covered: its call still ends, with a time
+    assert backend.time_launch(lambda: (backend.flush_l2(), backend.drv.Context.synchronize())) > 0
