@@ -8,8 +8,10 @@
 #
 #   bash bench/gpu_session.sh OUT_DIR [SECONDS (default 570)] [TRIALS (default 8)]
 #
-# TESTS_S (default 90) limits the GPU tests; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
-# to what this session tuned, leaving the tune more of a short lease.
+# TESTS_S (default 90) limits the GPU tests, TESTS_ARGS (e.g. "-k lead") narrows them; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
+# to what this session tuned, leaving the tune more of a short lease. GATE_S (default 55) limits the
+# gate, GATE_SUITES (default every CUDA suite) narrows it: a tuned pick of large shapes takes
+# minutes of fresh processes, and the gate judges suites in their order.
 set -u
 OUT=${1:?usage: bash bench/gpu_session.sh OUT_DIR [SECONDS] [TRIALS]}
 mkdir -p "$OUT"
@@ -27,18 +29,20 @@ stage setup
 timeout 60 bash .gpu/setup.sh >> "$L" 2>&1; echo "setup rc $?" | tee -a "$L"
 . .gpu/env.sh
 stage gpu-tests
-timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.py -q -rs >> "$L" 2>&1
+# shellcheck disable=SC2086
+timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.py ${TESTS_ARGS:-} -q -rs >> "$L" 2>&1
 echo "tests rc $?" | tee -a "$L"
 stage tune
 # shellcheck disable=SC2086
 # no -q: a progress line every 10 s; a test running 90 s leaves every thread's stack in the log
-timeout "$(budget 175)" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" \
+timeout "$(budget $(( ${GATE_S:-55} + 120 )))" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" \
     -o faulthandler_timeout=90 >> "$L" 2>&1
 echo "tune rc $?" | tee -a "$L"
 save
 stage gate
 # shellcheck disable=SC2086
-timeout 55 python3 -m pytest -p no:cacheprovider $SUITES --tune-target cuda -q >> "$L" 2>&1; echo "gate rc $?" | tee -a "$L"
+timeout "${GATE_S:-55}" python3 -m pytest -p no:cacheprovider ${GATE_SUITES:-$SUITES} --tune-target cuda -q >> "$L" 2>&1
+echo "gate rc $?" | tee -a "$L"
 save
 stage bench
 timeout "$(budget 5)" python3 bench/gpu.py ${BENCH_ARGS:-} --rounds 30 --json "$OUT"/bench.json --out "$OUT"/table.md > "$OUT"/bench.jsonl 2>&1
