@@ -61,9 +61,11 @@ class Measurement:
     throttling: dict = field(default_factory=dict)  # the cgroup's CPU quota and its throttling meanwhile
 
 
-#: Elements of an output compared at a time: the float64 temporaries stay in cache, and the
-#: chunks of a large output (a GPU's 134M-element softmax) are compared on several cores.
-CHUNK = 1 << 20
+#: Elements of an output compared at a time: the float64 temporaries (2 MiB each) stay in cache,
+#: and the chunks of a large output (a GPU's 134M-element softmax) are compared on several cores.
+#: On the 2-core VM 134M values took 0.34-0.47 s so (medians), 0.59-1.11 s by chunks of 1 << 20 and
+#: 0.68-0.84 s by chunks of 1 << 16 (bench/verify.py, docs/verify.json).
+CHUNK = 1 << 18
 
 
 def _compared(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
