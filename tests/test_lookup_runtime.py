@@ -3,7 +3,7 @@ deployment mistakes. Answers come from the committed records of the shipped suit
 that nothing here changes them), on their recorded device: nothing is tuned or timed."""
 
 import gc
-import importlib
+import importlib.util
 import json
 import os
 import re
@@ -1267,8 +1267,14 @@ def test_text_and_dims_beyond_64_bits_are_no_shape_and_the_error_names_kernel_an
 
 
 @pytest.mark.parametrize("given, says", [
-    (np.zeros((64, 4096), np.float32), "shape is a ndarray of shape (64, 4096): give its .shape"),
-    (np.zeros(4096, np.float32), "shape (np.float32(0.0), np.float32(0.0), "),
+    (np.zeros((64, 4096), np.float32), "shape is a ndarray of dtype float32 and shape (64, 4096), not a shape: give "
+                                       "x.shape for its shape"),
+    (np.zeros(4096, np.float32), "shape is a ndarray of dtype float32 and shape (4096,), not a shape"),
+    # served as the dims it holds, (64, 4096): an index array given by mistake as well
+    (np.array([64, 4096], np.int64), "shape is a ndarray of dtype int64 and shape (2,), not a shape: give x.shape "
+                                     "for its shape, or tuple(x.tolist()) for the dims it holds"),
+    (np.array(4096, np.int64), "shape is a ndarray of dtype int64 and shape (), not a shape: give x.shape for its "
+                               "shape, or int(x) for the dim it holds"),
 ])
 def test_a_tensor_given_for_its_shape_is_refused_in_a_line_not_with_every_value_of_it(deployed, given, says):
     """``best(k, x)`` for ``best(k, x.shape)``: the error held the repr of every row of x (2.6 KB
@@ -1276,6 +1282,46 @@ def test_a_tensor_given_for_its_shape_is_refused_in_a_line_not_with_every_value_
     with pytest.raises(TypeError) as caught:
         tunebench.best("softmax", given, DEVICE, records=deployed / "records")
     assert str(caught.value).startswith(f"kernel 'softmax': {says}") and len(str(caught.value)) < 200
+
+
+TENSOR_SHAPES = """\
+import json, sys, numpy as np, torch, tunebench
+records, device = sys.argv[1], sys.argv[2]
+layernorm = tunebench.tuned("layernorm", device=device, records=records)
+launch = layernorm.apply(shape=lambda x: x)(lambda x, **config: config)  # x returned for x.shape
+entries = {"best": lambda s: tunebench.best("layernorm", s, device, records=records),
+           "lookup": lambda s: tunebench.lookup("layernorm", s, device, records=records).config,
+           "config": layernorm.config, "defines": layernorm.defines, "source": layernorm.source, "apply": launch}
+said = {}
+for given in (torch.tensor([300, 8192]), np.array([300, 8192])):
+    for name, call in entries.items():
+        try:
+            call(given)
+        except TypeError as e:
+            said.setdefault(str(e), []).append(name)
+shapes = (torch.Size([300, 8192]), (300, 8192), [300, 8192], (np.int64(300), np.int32(8192)))
+served = [[call(s) for s in shapes] for name, call in entries.items() if name != "source"]
+print(json.dumps({"said": said, "served": served}))
+"""
+
+
+def test_a_1d_int_tensor_is_no_shape_at_any_entry_point_and_a_torch_size_tuple_or_list_is(deployed):
+    """``best(k, torch.tensor([4096, 1024]))`` was served as the dims (4096, 1024): a 1-D index
+    tensor given by mistake was taken for a shape. In a process of its own: torch is imported
+    once per process, and a pytester test before this one took it out of ``sys.modules``."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    done = subprocess.run([sys.executable, "-c", TENSOR_SHAPES, str(deployed / "records"), DEVICE],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    every = ["best", "lookup", "config", "defines", "source", "apply"]
+    assert found["said"] == {
+        "kernel 'layernorm': shape is a Tensor of dtype torch.int64 and shape (2,), not a shape: give x.shape for "
+        "its shape, or tuple(x.tolist()) for the dims it holds": every,
+        "kernel 'layernorm': shape is a ndarray of dtype int64 and shape (2,), not a shape: give x.shape for its "
+        "shape, or tuple(x.tolist()) for the dims it holds": every}
+    assert all(len(answers) == 4 and all(a == answers[0] for a in answers) for answers in found["served"])
 
 
 @pytest.mark.parametrize("other", [{"setup_hash": "0123456789abcdef"}, {"entry": "layernorm_v0"}])

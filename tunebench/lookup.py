@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from _pytest.outcomes import Skipped
 
 from tunebench.backends import fingerprint, resolve
@@ -921,13 +922,17 @@ MAX_DIM = 2**63 - 1
 def _shape(shape, kernel: str) -> tuple:
     """A shape as a tuple of ints; an int is a 1-D shape, as numpy takes one. Checked on every
     call, cached answer or not: (64.0, 1024) equals (64, 1024), and would find its answer. Text
-    is no shape: b"1" was served as (49,), "1024" refused as four dims."""
+    is no shape: b"1" was served as (49,), "1024" refused as four dims. Nor is an array or a
+    tensor, of any dims: ``x`` for ``x.shape`` (every row of it was in the message), and a 1-D
+    int one was served as the dims it holds, which may as well be data (an index tensor) given
+    by mistake."""
     if isinstance(shape, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"kernel {kernel!r}: shape {shape!r} is a {type(shape).__name__}: give a sequence of ints "
                         f"(x.shape), or an int for one dim")
-    if getattr(shape, "ndim", 1) > 1:  # the tensor itself (x for x.shape): every row of it was in the message
-        raise TypeError(f"kernel {kernel!r}: shape is a {type(shape).__name__} of shape {tuple(shape.shape)}: give "
-                        f"its .shape")
+    if hasattr(shape, "dtype") and not isinstance(shape, np.generic):  # a numpy int is an int: a 1-D shape
+        held = "int(x) for the dim it holds" if shape.shape == () else "tuple(x.tolist()) for the dims it holds"
+        raise TypeError(f"kernel {kernel!r}: shape is a {type(shape).__name__} of dtype {shape.dtype} and shape "
+                        f"{tuple(shape.shape)}, not a shape: give x.shape for its shape, or {held}")
     try:
         found = tuple(shape)
     except TypeError:
