@@ -119,6 +119,9 @@ def shape_row(backend: CudaBackend, torch, kernel, bucket, dtype: str, shape: tu
 def run(rounds: int, only: list[str]) -> dict:
     import torch
     backend = CudaBackend()
+    # time_launch's events see the legacy default stream and the streams that wait on it: not a
+    # non-blocking one, where PyTorch's ops would run unseen and read as nothing
+    assert torch.cuda.current_stream().cuda_stream == 0, "PyTorch's current stream is not the default one"
     device = this_device("cuda")
     result = {"device": device, "fingerprint": backend.fingerprint(), "torch": torch.__version__,
               "copy_gb_s": copy_bandwidth(backend, rounds), "rows": []}

@@ -8,7 +8,7 @@
 #
 #   bash bench/gpu_session.sh OUT_DIR [SECONDS (default 570)] [TRIALS (default 8)]
 #
-# TESTS_S (default 90) limits the GPU tests, TESTS_ARGS (e.g. "-k lead") narrows them; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
+# TESTS_S (default 90) limits the GPU tests, TESTS_K (a -k expression, "lead or fault") narrows them; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
 # to what this session tuned, leaving the tune more of a short lease. GATE_S (default 55) limits the
 # gate, GATE_SUITES (default every CUDA suite) narrows it: a tuned pick of large shapes takes
 # minutes of fresh processes, and the gate judges suites in their order.
@@ -29,9 +29,8 @@ stage setup
 timeout 60 bash .gpu/setup.sh >> "$L" 2>&1; echo "setup rc $?" | tee -a "$L"
 . .gpu/env.sh
 stage gpu-tests
-# shellcheck disable=SC2086
-timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.py ${TESTS_ARGS:-} -q -rs >> "$L" 2>&1
-echo "tests rc $?" | tee -a "$L"
+timeout "${TESTS_S:-90}" python3 -m pytest -p no:cacheprovider tests/test_cuda.py ${TESTS_K:+-k "$TESTS_K"} -q -rs >> "$L" 2>&1
+rc=$?; echo "tests rc $rc$([ $rc = 5 ] && echo ' (no test selected: TESTS_K selects none)')" | tee -a "$L"
 stage tune
 # shellcheck disable=SC2086
 # no -q: a progress line every 10 s; a test running 90 s leaves every thread's stack in the log

@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -343,8 +344,8 @@ class CudaRunner(Runner):
         self._backend.drv.Context.synchronize()
 
     def timed_call(self) -> float:
-        self._restore()  # before the flush: the copy must not leave the inputs in L2
-        return self._backend.time_launch(lambda: self._launch(self._fn, self._call_args))
+        # restored before the flush (the copy must not leave the inputs in L2), and again before any retry
+        return self._backend.time_launch(lambda: self._launch(self._fn, self._call_args), self._restore)
 
     def outputs(self) -> list[np.ndarray]:
         for host, dev in zip(self._host_out, self._dev_out):
@@ -441,12 +442,14 @@ def inputs_key(kernel: str, shape: tuple, args: Mapping[str, Any]) -> tuple:
     return kernel, tuple(shape), tuple((name, str(a.dtype)) for name, a in args.items() if isinstance(a, np.ndarray))
 
 
-#: A kernel that spins on the GPU's nanosecond timer for the ns it is given. Queued between the L2
-#: flush and the start event, it keeps the GPU busy while the host enqueues the timed launch: the
-#: host's own launch time (Python, argument packing, a framework's dispatch) never falls between
-#: the events. PTX, JIT-compiled by the driver for any device, so it needs no nvcc at run time.
-LEAD_PTX = """.version 7.0
-.target sm_70
+#: A kernel that spins on the GPU's nanosecond timer for the ns it is given (and stops should the
+#: timer step back). Queued between the L2 flush and the start event, it keeps the GPU busy while
+#: the host enqueues the timed launch: the host's own launch time (Python, argument packing, a
+#: framework's dispatch) stays out of the events' window. PTX for sm_50 on, JIT-compiled by the
+#: driver for any later device, so it needs no nvcc at run time. NVIDIA's nvbench blocks the same
+#: way (on a host flag, which a launch that synchronizes deadlocks; a timer cannot).
+LEAD_PTX = """.version 6.0
+.target sm_50
 .address_size 64
 .visible .entry tb_lead(.param .u64 ns)
 {
@@ -457,13 +460,19 @@ LEAD_PTX = """.version 7.0
   add.u64 %rd3, %rd2, %rd1;
 SPIN:
   mov.u64 %rd4, %globaltimer;
+  setp.lt.u64 %p, %rd4, %rd2;
+  @%p bra DONE;
   setp.lt.u64 %p, %rd4, %rd3;
   @%p bra SPIN;
+DONE:
   ret;
 }
 """
-#: The lead's first length, and its longest: it doubles (for the rest of the process) whenever the
-#: GPU reached the start event before the launch was enqueued, at most LEAD_TRIES times a call.
+#: The lead's shortest and longest, in ns, and the tries of a call. The lead is twice the host's
+#: time to enqueue the last launch, at least LEAD_NS: it follows a slow host and comes back down
+#: with it. A call whose window held the GPU waiting is timed again with a longer lead, unless
+#: its launch took the host LEAD_MAX_NS or more (it synchronizes, or the host stalled), which no
+#: lead covers.
 LEAD_NS, LEAD_MAX_NS, LEAD_TRIES = 20_000, 2_000_000, 4
 
 
@@ -496,8 +505,11 @@ class CudaBackend(CudaCompiler, Backend):
         self._flush_words = max(2 * l2 // 4, 1)
         self._flush = drv.mem_alloc(self._flush_words * 4)
         self.start, self.end = drv.Event(), drv.Event()
-        self._lead = drv.module_from_buffer(LEAD_PTX.encode()).get_function("tb_lead")
-        self._lead.prepare("Q")
+        try:
+            self._lead = drv.module_from_buffer(LEAD_PTX.encode()).get_function("tb_lead")
+            self._lead.prepare("Q")
+        except drv.Error:  # no PTX JIT (CUDA_DISABLE_PTX_JIT=1): timed as before the lead, host time and all
+            self._lead = None
         self.lead_ns = LEAD_NS
         self._modules: dict[str, Any] = {}
         self._kernels: dict[str, dict[str, FunctionResources] | None] = {}  # each cubin's kernels
@@ -529,23 +541,32 @@ class CudaBackend(CudaCompiler, Backend):
     def flush_l2(self) -> None:
         self.drv.memset_d32(self._flush, 0, self._flush_words)
 
-    def time_launch(self, launch) -> float:
-        """Milliseconds of the GPU work ``launch()`` queues on the default stream, between two
-        events, after the L2 flush and the lead: how every timing of this target is taken, a
-        peer's too. Where the start event had passed when ``launch()`` returned, the GPU sat idle
-        waiting for the host inside the window: the call is timed again with a longer lead. A
-        launch that synchronizes inside keeps the last of those tries."""
+    def time_launch(self, launch, before=lambda: None) -> float:
+        """Milliseconds of the GPU work ``launch()`` queues on the default stream (and on streams
+        that wait on it: not a non-blocking one's), between two events, after ``before()`` (an
+        in-place input's restore), the L2 flush and the lead: how every timing of this target is
+        taken, a peer's too. Where the start event had passed once both events were queued, the
+        GPU sat idle waiting for the host inside the window: the call is timed again, ``before()``
+        and all, with a longer lead."""
         for _ in range(LEAD_TRIES):
+            before()
             self.flush_l2()
-            self._lead.prepared_call((1, 1), (1, 1, 1), self.lead_ns)
+            if self._lead is not None:
+                self._lead.prepared_call((1, 1), (1, 1, 1), self.lead_ns)
+            began = time.perf_counter_ns()
             self.start.record()
             launch()
-            waited = self.start.query()
+            host_ns = time.perf_counter_ns() - began
             self.end.record()
+            waited = self.start.query()  # after the end's record: nothing of the window was queued late
             self.end.synchronize()
+            needed = min(LEAD_MAX_NS, max(LEAD_NS, 2 * host_ns))
             if not waited:
+                self.lead_ns = needed
                 break
-            self.lead_ns = min(2 * self.lead_ns, LEAD_MAX_NS)
+            if self._lead is None or host_ns >= LEAD_MAX_NS:
+                break
+            self.lead_ns = max(needed, min(2 * self.lead_ns, LEAD_MAX_NS))
         return self.start.time_till(self.end)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
