@@ -700,7 +700,7 @@ class RecordStore:
         #: Opened to write: the trials a run left in the journal without folding them (it was
         #: killed, or could not write the file; not one still running); they are folded with this
         #: run's, and the run says so.
-        self.leftover = self._pending() if not self.read_only and not self._running() else []
+        self.leftover = self.pending() if not self.read_only and not self._running() else []
         #: Why the run that left them could not fold them (a full disk), where it noted so; else it was
         #: killed, or could not write the note either.
         self.unfolded = self._unfolded() if self.leftover else None
@@ -715,7 +715,7 @@ class RecordStore:
         self._index = {}
         self._archive_indexed = False  # the archive is indexed when a lookup first misses
         with bulk():
-            for doc in [*data.get("trials", {}).values(), *self._pending()]:
+            for doc in [*data.get("trials", {}).values(), *self.pending()]:
                 self._remember(doc)
         return data
 
@@ -728,8 +728,9 @@ class RecordStore:
         except (OSError, ValueError, KeyError, TypeError):  # none, or one the full disk cut short
             return None
 
-    def _pending(self) -> list[dict]:
-        """The journal's trials, not yet in the file."""
+    def pending(self) -> list[dict]:
+        """The journal's trials, not yet in the file: every reader counts them, and the report says
+        that a commit of the file leaves them out until a run folds them."""
         return _lines(self.journal)
 
     def _archived(self) -> list[dict]:
@@ -888,7 +889,7 @@ class RecordStore:
         before it, which moves to the archive: every measurement is kept, and the newest is
         read), then the oldest beyond :data:`ARCHIVE_ABOVE` appended to the archive and dropped
         from the file, so that a fold rewrites a bounded file however many trials there are."""
-        pending = self._pending()
+        pending = self.pending()
         table = self._db.table("trials")
         with bulk():
             if pending:
@@ -918,7 +919,7 @@ class RecordStore:
 
     def _measurements(self) -> list[dict]:
         """Every measurement kept, oldest first: the archive's, the file's, the journal's."""
-        return [*self._archived(), *self._db.table("trials").all(), *self._pending()]
+        return [*self._archived(), *self._db.table("trials").all(), *self.pending()]
 
     def triage(self) -> Triage:
         """Every trial sorted by what its measurements can stand for, in one pass over them all
