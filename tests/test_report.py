@@ -2,12 +2,17 @@
 
 import base64
 import dataclasses
+import html
 import json
 import math
+import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ import pytest
 from tests.conftest import ascii_locale
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
+from tests.test_records_safety import SLOW_C, SLOW_SUITE, _trials
 from tunebench.buckets import Bucket
 from tunebench.cli import main
 from tunebench.lookup import confirmed_ms
@@ -724,3 +730,43 @@ def test_a_row_counts_the_trials_of_the_tasks_declaration_not_of_one_since_repla
     store.compact()
     (view,) = task_views(store, root / "suites")
     assert view.objectives == today.objectives and view.objectives
+
+
+def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_there(pytester, capsys):
+    """Every reader counts the journal's trials, but the records file a reviewer commits holds them
+    only once a later run folds them: the report of a tune killed with -9 said nothing of them."""
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (pytester.path / "slow.c").write_text(SLOW_C)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    command = [sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    tune = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = pytester.path / "records"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and tune.poll() is None:
+        if list(records.glob("*.json")) and _trials(next(records.glob("*.json"))) >= 3:
+            break
+        time.sleep(0.05)
+    assert tune.poll() is None, "the tune ended before it could be killed"
+    os.killpg(tune.pid, signal.SIGKILL)  # the run and its worker
+    tune.wait()
+    (path,) = records.glob("*.json")
+    store = RecordStore(path)
+    left, before = len(store.pending()), (path.read_bytes(), store.journal.read_bytes())
+    assert left >= 3
+    capsys.readouterr()
+    assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 0
+    note = (f"{path.name} lacks {left} trials counted here, still in its journal {store.journal} (left by a run "
+            f"killed, or unable to write the file): the next pytest run on this device folds the journal in "
+            f"(`pytest suites --tune` resumes the tune); run it before committing {path.name}")
+    assert f"tunebench report: {note}\n" in capsys.readouterr().err
+    assert f"**Unfolded journal**: {note}\n" in (pytester.path / "r" / "report.md").read_text()
+    assert f"<b>Unfolded journal</b>: {html.escape(note)}</p>" in (pytester.path / "r" / "report.html").read_text()
+    assert (path.read_bytes(), store.journal.read_bytes()) == before  # read only: the report folds nothing
+    resumed = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert not store.journal.exists()  # the command named folded them
+    assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 0
+    assert "Unfolded journal" not in (pytester.path / "r" / "report.md").read_text()
+    assert "journal" not in capsys.readouterr().err

@@ -234,13 +234,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"--suites {args.suites}: no such folder or file")
         from tunebench import report  # matplotlib's import: only where a report is made
         threshold = gate_threshold(records) if args.compare else report.FLAGGED
-        written, unreadable = report.write(records, Path(args.out), compare=args.compare, suites=suites,
-                                           threshold=threshold)
+        written, unreadable, unfolded = report.write(records, Path(args.out), compare=args.compare, suites=suites,
+                                                     threshold=threshold)
     except (FileNotFoundError, pytest.UsageError) as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
     for path in written:
         print(path)
+    for note in unfolded:  # a reviewer reading the terminal alone learns it too
+        print(f"tunebench report: {note}", file=sys.stderr)
     for why in unreadable:  # the others are reported; the run fails, as a file that cannot be read is lost work
         print(f"tunebench report: not reported: {why}", file=sys.stderr)
     return 1 if unreadable else 0

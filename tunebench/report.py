@@ -36,7 +36,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, final_choice,  # noqa: E402
-                              heuristic_failed, latest_confirmation, lookup, project)
+                              heuristic_failed, latest_confirmation, lookup, project, tune_command)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, stores  # noqa: E402
 
 
@@ -192,6 +192,19 @@ def undescribed(store: RecordStore) -> list[str]:
                      + f", but {why}, so best() serves the heuristic; "
                      + ("fix it, then tune again" if failed else "a tune resumes it"))
     return lines
+
+
+def unfolded(store: RecordStore) -> str | None:
+    """The trials a run left in the journal (killed, or unable to write the file), where there are:
+    the report counts them, as every reader does, but the records file a reviewer commits does not
+    hold them until a pytest run on this device folds them in. Read only: the report folds nothing."""
+    waiting = len(store.pending())
+    if not waiting:
+        return None
+    return (f"{store.path.name} lacks {waiting} trial{'s' if waiting != 1 else ''} counted here, still in its journal "
+            f"{store.journal} (left by a run killed, or unable to write the file): the next pytest run on this "
+            f"device folds the journal in (`{tune_command(None, store.path.parent)}` resumes the tune); run it "
+            f"before committing {store.path.name}")
 
 
 def untuned(store: RecordStore, records: Path, suites: Path | None) -> list[str]:
@@ -636,12 +649,13 @@ def _old_store(folder: Path | None, path: Path, revision: str, root: Path) -> Re
 
 
 def write(records: Path, out: Path, compare: str | None = None,
-          suites: Path | None = None, threshold: float = FLAGGED) -> tuple[list[Path], list[str]]:
-    """Write report.md, report.html and the PNG figures under ``out``: their paths, and why each
-    records file that cannot be read is left out (the report of the others is made, and says so);
-    ``threshold``: the gate's, beyond which ``compare`` flags a lead that moved."""
+          suites: Path | None = None, threshold: float = FLAGGED) -> tuple[list[Path], list[str], list[str]]:
+    """Write report.md, report.html and the PNG figures under ``out``: their paths, why each
+    records file that cannot be read is left out (the report of the others is made, and says so)
+    and each device's :func:`unfolded` trials, for the terminal too; ``threshold``: the gate's,
+    beyond which ``compare`` flags a lead that moved."""
     out.mkdir(parents=True, exist_ok=True)
-    unreadable = []
+    unreadable, notes = [], []
     found = stores(records, unreadable)
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
@@ -662,6 +676,11 @@ def write(records: Path, out: Path, compare: str | None = None,
             fp = store.fingerprint or {}
             md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
             body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
+            waiting = unfolded(store)
+            if waiting:  # before the table, whose figures count them
+                notes.append(waiting)
+                md += [f"**Unfolded journal**: {waiting}", ""]
+                body += [f"<p><b>Unfolded journal</b>: {html.escape(waiting)}</p>"]
             rows = _rows(views)
             md += [TIMES, "", _markdown_table(HEAD, rows), "", LEGEND, ""]
             body += [f"<p>{html.escape(TIMES)}</p>", _html_table(HEAD, rows), f"<p>{html.escape(LEGEND)}</p>"]
@@ -730,7 +749,7 @@ def write(records: Path, out: Path, compare: str | None = None,
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
         "</style></head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
-    return [out / "report.md", out / "report.html", *written], unreadable
+    return [out / "report.md", out / "report.html", *written], unreadable, notes
 
 
 def _suites_at(then: Path | None, records: Path, suites: Path | None) -> Path | None:
