@@ -770,3 +770,26 @@ def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_ther
     assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 0
     assert "Unfolded journal" not in (pytester.path / "r" / "report.md").read_text()
     assert "journal" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, said", [("corrupted line", "line 1 is corrupted"),
+                                          ("binary", "not JSON lines (binary data at byte 0)"),
+                                          ("a folder", "cannot be read (Is a directory)")])
+def test_a_damaged_journal_is_named_and_the_other_devices_are_reported(tmp_path, capsys, damage, said):
+    """A journal of bytes that are no text, or a folder in its place, ended the report in a
+    traceback (or an error naming no file) where a corrupted line was named."""
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "records").mkdir()
+    for path in (root / "records").glob("*.json"):
+        (tmp_path / "records" / path.name).write_bytes(path.read_bytes())
+    journal = RecordStore(tmp_path / "records" / "cpu-amd-epyc-2t-b42c66.json").journal
+    journal.parent.mkdir()
+    if damage == "a folder":
+        journal.mkdir()
+    else:
+        journal.write_bytes(b"\xff\xfe\n" if damage == "binary" else b'{"broken\n{}\n')
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r")]) == 1
+    assert f"tunebench report: not reported: {journal}: {said}; it is left untouched" in capsys.readouterr().err
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"- {journal}: {said}" in md and "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md
+    assert journal.exists()

@@ -638,6 +638,11 @@ def _lines(path: Path) -> list[dict]:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         return []
+    except OSError as e:  # a folder in its place, or no permission: named, not a traceback naming no file
+        raise RecordsError(f"{path}: cannot be read ({e.strerror}); it is left untouched: fix or remove it") from None
+    except UnicodeDecodeError as e:  # json.dumps writes ASCII: no killed append tears a character
+        raise RecordsError(f"{path}: not JSON lines (binary data at byte {e.start}); it is left untouched: remove "
+                           f"the file") from None
     found = []
     for number, line in enumerate(lines, 1):
         try:
