@@ -96,23 +96,28 @@ def _trials(path):
         return 0
 
 
-def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
-    pytester.path.joinpath("slow.c").write_text(SLOW_C)
-    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
-    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
-    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
+def killed_with_9(command: list[str], cwd: Path, trials: int = 3) -> None:
+    """Run a tune and kill it and its worker with -9 once ``trials`` are in its records."""
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    path = pytester.path / "records"
+    path = cwd / "records"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         files = list(path.glob("*.json")) if path.exists() else []
-        if files and _trials(files[0]) >= 3:
+        if files and _trials(files[0]) >= trials:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the tuning run ended before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker
     proc.wait()
-    (file,) = path.glob("*.json")
+
+
+def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    killed_with_9(command, pytester.path)
+    (file,) = (pytester.path / "records").glob("*.json")
     kept = _trials(file)  # the file still opens: no partial write
     assert kept >= 3
 

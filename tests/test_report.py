@@ -5,14 +5,11 @@ import dataclasses
 import html
 import json
 import math
-import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ import pytest
 from tests.conftest import ascii_locale
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
-from tests.test_records_safety import SLOW_C, SLOW_SUITE, _trials
+from tests.test_records_safety import SLOW_C, SLOW_SUITE, killed_with_9
 from tunebench.buckets import Bucket
 from tunebench.cli import main
 from tunebench.lookup import confirmed_ms
@@ -740,17 +737,8 @@ def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_ther
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
     command = [sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"]
-    tune = subprocess.Popen(command, cwd=pytester.path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed_with_9(command, pytester.path)
     records = pytester.path / "records"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and tune.poll() is None:
-        if list(records.glob("*.json")) and _trials(next(records.glob("*.json"))) >= 3:
-            break
-        time.sleep(0.05)
-    assert tune.poll() is None, "the tune ended before it could be killed"
-    os.killpg(tune.pid, signal.SIGKILL)  # the run and its worker
-    tune.wait()
     (path,) = records.glob("*.json")
     store = RecordStore(path)
     left, before = len(store.pending()), (path.read_bytes(), store.journal.read_bytes())
