@@ -479,10 +479,39 @@ def test_the_summary_counts_each_config_that_stayed_disturbed_once_the_heuristic
     (row,) = [line for line in result.stdout.lines if line.startswith("twice ")]
     assert row.split()[3] == "4", row  # configs
     result.stdout.fnmatch_lines(["*, 4 configs stayed disturbed (not used: twice?small-float32? 4)*"])  # and whose
-    # and the task's own line says why it has no pick (its row showed "-" everywhere, without a word)
-    result.stdout.fnmatch_lines(["twice[small-float32]: no config was timed undisturbed (4 stayed disturbed by other "
-                                 "load, the last by: a planted disturbance), so none was judged: the heuristic is "
-                                 "still served; tune again on a quieter machine"])
+    # and the task's failure says why it has no pick (its row showed "-" everywhere, without a word)
+    result.stdout.fnmatch_lines(["no config was timed undisturbed (4 configs, 4 trials, stayed disturbed by other "
+                                 "load after their retries, the last by: a planted disturbance), so none was "
+                                 "judged: the heuristic is still served; tune again on a quieter machine: the "
+                                 "trials are kept, and the same command resumes the tune"])
+
+
+def test_a_tune_too_short_for_a_busy_stop_whose_every_trial_stayed_disturbed_fails(twice_project, pytester,
+                                                                                  monkeypatch):
+    """The heuristic and one candidate, both disturbed: two trials stopped no task (three in a row
+    do), and the run exited 0 as if it had tuned, its records holding nothing to trust."""
+    import tunebench.interference
+    import tunebench.workers
+
+    monkeypatch.setattr(tunebench.workers.Workers, "pause", lambda self, seconds: None)  # retries at once
+    tune = ("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force", "--tune-trials", "1")
+    with monkeypatch.context() as m:
+        m.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
+            "conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]})
+        result = pytester.runpytest(*tune)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.parseoutcomes().get("failed") == 1  # the heuristic's item says it; the candidate's passes
+    result.stdout.fnmatch_lines(["no config was timed undisturbed (2 configs, 2 trials, stayed disturbed by other "
+                                 "load after their retries, *), so none was judged: *; *: the trials are kept, "
+                                 "and the same command resumes the tune",
+                                 "stopped, disturbed: 1 of 1 tasks (twice?small-float32?)*"])
+    (path,) = (twice_project / "records").glob("*.json")
+    assert [t["verdict"] for t in RecordStore(path).trials()] == ["disturbed"] * 2
+    with monkeypatch.context() as m:  # quieter: the same command measures both again, and judges them
+        m.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
+            "conditions": dict(conditions), "verdict": "clean", "interference": []})
+        pytester.runpytest(*tune).assert_outcomes(passed=2, skipped=3, deselected=5)
+    assert [t["verdict"] for t in RecordStore(path).trials()] == ["clean"] * 2
 
 
 def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_is_a_stop_not_a_failure(

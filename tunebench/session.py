@@ -13,7 +13,8 @@ A trial the worker judges disturbed by other load (:mod:`tunebench.interference`
 again after a pause (:func:`tunebench.compare.undisturbed`); one that stays disturbed is
 recorded as such, never counts as a time, and is measured again by the next run. When
 :data:`BUSY_STRIKES` trials in a row stay disturbed, the task stops with what was seen: a tune
-of a busy machine records noise, not picks.
+of a busy machine records noise, not picks. A search too short for that many (a small budget)
+that timed no config undisturbed fails as such a stop does (see :meth:`Task.untimed`).
 """
 
 from __future__ import annotations
@@ -468,6 +469,7 @@ class Task:
             return
         self.tuner.busy = None
         self._confirm()
+        self.tuner.busy = self.busy = self.untimed()
         self.tuner.progress(self, True)
 
     def _recall(self) -> None:
@@ -864,17 +866,25 @@ class Task:
         disturbed by other load after its retries: no time of theirs is used."""
         return [o for o in self.once(outcomes) if any(t.get("verdict") == "disturbed" for t in o.trials.values())]
 
+    def untimed(self) -> str | None:
+        """Why a search that ran to its end judged nothing, where other load disturbed every config
+        it timed: fewer trials than :data:`BUSY_STRIKES` stopped no task, and the run passed as if
+        it had tuned. Said as a busy stop: one item fails, the trials are kept, a later tune resumes."""
+        stayed = self.stayed_disturbed(self.outcomes.values())
+        if self.check is not None or self.ranked() or not stayed:
+            return None
+        trials = sum(t.get("verdict") == "disturbed" for o in stayed for t in o.trials.values())
+        seen = "; ".join(next(t.get("interference", []) for t in stayed[-1].trials.values()
+                              if t.get("verdict") == "disturbed"))
+        return (f"no config was timed undisturbed ({len(stayed)} config{'s' if len(stayed) != 1 else ''}, {trials} "
+                f"trial{'s' if trials != 1 else ''}, stayed disturbed by other load after their retries, the last "
+                f"by: {seen}), so none was judged: {self._kept()}; "
+                f"{remedy(seen, 'tune again on a quieter machine', self.tuner.target)}: the trials are kept, and the "
+                f"same command resumes the tune")
+
     def unconfirmed(self) -> str | None:
         """Why the final round could not judge the finalists (a failure, a disturbed machine), or
         why it judged them without the heuristic (its config fails), or why it had none to judge."""
-        if self.check is None and self.done and self.busy is None and not self.ranked():
-            stayed = self.stayed_disturbed(self.outcomes.values())
-            if stayed:
-                seen = next(t.get("interference", []) for t in stayed[-1].trials.values()
-                            if t.get("verdict") == "disturbed")
-                return (f"no config was timed undisturbed ({len(stayed)} stayed disturbed by other load, the last "
-                        f"by: {'; '.join(seen)}), so none was judged: {self._kept()}; "
-                        f"{remedy('; '.join(seen), 'tune again on a quieter machine', self.tuner.target)}")
         if self.done and self.busy is None and self.unasked:
             return (f"none of its {self.offered} candidates was selected (-k, --lf or node ids), so no final round "
                     f"ran: {self._kept()}; a run selecting them tunes it")
