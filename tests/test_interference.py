@@ -480,8 +480,9 @@ def test_the_summary_counts_each_config_that_stayed_disturbed_once_the_heuristic
     assert row.split()[3] == "4", row  # configs
     result.stdout.fnmatch_lines(["*, 4 configs stayed disturbed (not used: twice?small-float32? 4)*"])  # and whose
     # and the task's failure says why it has no pick (its row showed "-" everywhere, without a word)
-    result.stdout.fnmatch_lines(["no config was timed undisturbed (4 configs, 4 trials, stayed disturbed by other "
-                                 "load after their retries, the last by: a planted disturbance), so none was "
+    result.stdout.fnmatch_lines(["no config was timed undisturbed on every shape of the bucket (4 configs, 4 trials, "
+                                 "stayed disturbed by other load after their retries, the last by: a planted "
+                                 "disturbance), so none was "
                                  "judged: the heuristic is still served; tune again on a quieter machine: the "
                                  "trials are kept, and the same command resumes the tune"])
 
@@ -501,8 +502,9 @@ def test_a_tune_too_short_for_a_busy_stop_whose_every_trial_stayed_disturbed_fai
         result = pytester.runpytest(*tune)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert result.parseoutcomes().get("failed") == 1  # the heuristic's item says it; the candidate's passes
-    result.stdout.fnmatch_lines(["no config was timed undisturbed (2 configs, 2 trials, stayed disturbed by other "
-                                 "load after their retries, *), so none was judged: *; *: the trials are kept, "
+    result.stdout.fnmatch_lines(["no config was timed undisturbed on every shape of the bucket (2 configs, 2 trials, "
+                                 "stayed disturbed by other load after their retries, *), so none was judged: *; *: "
+                                 "the trials are kept, "
                                  "and the same command resumes the tune",
                                  "stopped, disturbed: 1 of 1 tasks (twice?small-float32?)*"])
     (path,) = (twice_project / "records").glob("*.json")
@@ -512,6 +514,32 @@ def test_a_tune_too_short_for_a_busy_stop_whose_every_trial_stayed_disturbed_fai
             "conditions": dict(conditions), "verdict": "clean", "interference": []})
         pytester.runpytest(*tune).assert_outcomes(passed=2, skipped=3, deselected=5)
     assert [t["verdict"] for t in RecordStore(path).trials()] == ["clean"] * 2
+
+
+def test_a_heuristic_that_fails_is_its_items_failure_where_every_other_config_stayed_disturbed(
+        twice_project, pytester, monkeypatch):
+    """The heuristic's config gives a wrong result (judged clean) and every candidate stayed
+    disturbed: its item said "tune again on a quieter machine", hiding the bug to fix first."""
+    import tunebench.workers
+    from tunebench.workers import TrialJob
+
+    source = twice_project / "twice.c"
+    source.write_text(source.read_text().replace("y[i] = 2 * x[i] + r * 0;",
+                                                 "y[i] = (reps == 4 && pad == 0) ? 0 : 2 * x[i] + r * 0;"))
+    trial = tunebench.workers.Workers.trial
+
+    def disturbed(self, job):  # every measured candidate's verdict, the heuristic's wrong result kept
+        result = trial(self, job)
+        if isinstance(job, TrialJob) and result.get("samples"):
+            result["verdict"], result["interference"] = "disturbed", ["a planted disturbance"]
+        return result
+
+    monkeypatch.setattr(tunebench.workers.Workers, "trial", disturbed)
+    monkeypatch.setattr(tunebench.workers.Workers, "pause", lambda self, seconds: None)  # retries at once
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-strategy", "brute_force", "--tune-trials", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "no config was timed undisturbed" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*wrong_result*"])
 
 
 def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_is_a_stop_not_a_failure(

@@ -13,8 +13,8 @@ A trial the worker judges disturbed by other load (:mod:`tunebench.interference`
 again after a pause (:func:`tunebench.compare.undisturbed`); one that stays disturbed is
 recorded as such, never counts as a time, and is measured again by the next run. When
 :data:`BUSY_STRIKES` trials in a row stay disturbed, the task stops with what was seen: a tune
-of a busy machine records noise, not picks. A search too short for that many (a small budget)
-that timed no config undisturbed fails as such a stop does (see :meth:`Task.untimed`).
+of a busy machine records noise, not picks. A search that timed no config undisturbed on every
+shape without that many in a row (a small budget) fails as such a stop does (see :meth:`Task.untimed`).
 """
 
 from __future__ import annotations
@@ -868,15 +868,17 @@ class Task:
 
     def untimed(self) -> str | None:
         """Why a search that ran to its end judged nothing, where other load disturbed every config
-        it timed: fewer trials than :data:`BUSY_STRIKES` stopped no task, and the run passed as if
-        it had tuned. Said as a busy stop: one item fails, the trials are kept, a later tune resumes."""
+        it timed on some shape of the bucket, without :data:`BUSY_STRIKES` in a row (a short
+        search, or one shape disturbed each time): no task stopped, and the run passed as if it had
+        tuned. Said as a busy stop: one item fails, the trials are kept, a later tune resumes. Not
+        where the heuristic's config failed: that failure is the item's, and is to be fixed first."""
         stayed = self.stayed_disturbed(self.outcomes.values())
-        if self.check is not None or self.ranked() or not stayed:
+        if self.check is not None or self.ranked() or not stayed or (self.baseline and self.baseline.failure):
             return None
         trials = sum(t.get("verdict") == "disturbed" for o in stayed for t in o.trials.values())
         seen = "; ".join(next(t.get("interference", []) for t in stayed[-1].trials.values()
                               if t.get("verdict") == "disturbed"))
-        return (f"no config was timed undisturbed ({len(stayed)} config{'s' if len(stayed) != 1 else ''}, {trials} "
+        return (f"no config was timed undisturbed on every shape of the bucket ({len(stayed)} config{'s' if len(stayed) != 1 else ''}, {trials} "
                 f"trial{'s' if trials != 1 else ''}, stayed disturbed by other load after their retries, the last "
                 f"by: {seen}), so none was judged: {self._kept()}; "
                 f"{remedy(seen, 'tune again on a quieter machine', self.tuner.target)}: the trials are kept, and the "
