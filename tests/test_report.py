@@ -745,7 +745,7 @@ def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_ther
     assert left >= 3
     capsys.readouterr()
     assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 0
-    note = (f"{path.name} lacks {left} trials counted here, still in its journal {store.journal} (left by a run "
+    note = (f"{path.name} lacks {left} measurements counted here, still in its journal {store.journal} (left by a run "
             f"killed, or unable to write the file): the next pytest run on this device folds the journal in "
             f"(`pytest suites --tune` resumes the tune); run it before committing {path.name}")
     assert f"tunebench report: {note}\n" in capsys.readouterr().err
@@ -781,3 +781,24 @@ def test_a_damaged_journal_is_named_and_the_other_devices_are_reported(tmp_path,
     md = (tmp_path / "r" / "report.md").read_text()
     assert f"- {journal}: {said}" in md and "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md
     assert journal.exists()
+
+
+def test_a_journal_a_run_still_going_holds_is_its_own_and_another_records_folder_is_named(tmp_path):
+    """Made beside a tune, the report said its journal was left by a run killed; and for records
+    kept in another folder it named `pytest suites --tune`, which tunes into records/, leaving
+    that folder's journal as it was."""
+    from tests.test_records import FINGERPRINT, trial
+    from tunebench.report import unfolded
+
+    (tmp_path / "suites").mkdir()
+    records = tmp_path / "shared_records"
+    records.mkdir()
+    store = RecordStore.for_device(records, FINGERPRINT)
+    store.add(trial({"a": 1}))
+    note = unfolded(RecordStore(store.path))
+    assert "(left by a run killed, or unable to write the file)" in note, note
+    assert f"(`pytest suites --tune --tune-records {records}` resumes the tune)" in note, note
+    with store.task_lock("a task"):
+        note = unfolded(RecordStore(store.path))
+    assert note == (f"{store.path.name} lacks 1 measurement counted here, still in its journal {store.journal}: a "
+                    f"run still going on this device folds them in as it ends")

@@ -162,7 +162,7 @@ def rootdir(start: Path) -> Path | None:
             or next((d for d in chain if (d / "setup.py").is_file()), None))
 
 
-def _from_here(path: Path) -> Path:
+def from_here(path: Path) -> Path:
     """A path as the working directory reaches it, for a command to give."""
     try:
         return path.relative_to(Path.cwd())
@@ -1402,11 +1402,11 @@ class Kernel:
         test module the kernel was collected or looked up from, not a helper that declares it
         (``pytest codegen.py --tune`` collects nothing)."""
         suite = self.collected_from or self.declared_in  # a generator's helper module holds no test
-        command = f"pytest {_from_here(suite) if suite else 'suites'} --tune"
+        command = f"pytest {from_here(suite) if suite else 'suites'} --tune"
         start = suite.parent if suite else Path.cwd()
         root = rootdir(start) or start
         if records is not None and Path(records).resolve() != (root / "records").resolve():
-            command += f" --tune-records {_from_here(Path(records).resolve())}"
+            command += f" --tune-records {from_here(Path(records).resolve())}"
         return command
 
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:

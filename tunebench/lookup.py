@@ -49,8 +49,8 @@ from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import describe, device_id, microarchitecture_known, threads_apart
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, kernels_in,
-                              rootdir)
+from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, from_here,
+                              kernels_in, rootdir)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
                                config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
@@ -296,8 +296,11 @@ def tune_command(decl: Kernel | None, records_dir: Path) -> str:
     and no suites= given), one that says so rather than a ``pytest suites`` that runs nothing."""
     if decl is not None:
         return decl.tune_command(records_dir)
-    return "pytest suites --tune" if (Path(records_dir).parent / "suites").is_dir() else \
+    command = "pytest suites --tune" if (Path(records_dir).parent / "suites").is_dir() else \
         "pytest <the suite declaring it> --tune"
+    # a plain tune writes records/ beside its suites: any other folder is named, or it is not the one tuned into
+    return command if Path(records_dir).name == "records" else \
+        f"{command} --tune-records {from_here(Path(records_dir).resolve())}"
 
 
 def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,
@@ -929,7 +932,7 @@ def _shape(shape, kernel: str) -> tuple:
     if isinstance(shape, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"kernel {kernel!r}: shape {shape!r} is a {type(shape).__name__}: give a sequence of ints "
                         f"(x.shape), or an int for one dim")
-    if hasattr(shape, "dtype") and not isinstance(shape, np.generic):  # a numpy int is an int: a 1-D shape
+    if getattr(shape, "shape", None) is not None and hasattr(shape, "dtype") and not isinstance(shape, np.generic):  # a numpy int is an int: a 1-D shape
         held = "int(x) for the dim it holds" if shape.shape == () else "tuple(x.tolist()) for the dims it holds"
         raise TypeError(f"kernel {kernel!r}: shape is a {type(shape).__name__} of dtype {shape.dtype} and shape "
                         f"{tuple(shape.shape)}, not a shape: give x.shape for its shape, or {held}")

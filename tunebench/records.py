@@ -705,7 +705,7 @@ class RecordStore:
         #: Opened to write: the trials a run left in the journal without folding them (it was
         #: killed, or could not write the file; not one still running); they are folded with this
         #: run's, and the run says so.
-        self.leftover = self.pending() if not self.read_only and not self._running() else []
+        self.leftover = self.pending() if not self.read_only and not self.running() else []
         #: Why the run that left them could not fold them (a full disk), where it noted so; else it was
         #: killed, or could not write the note either.
         self.unfolded = self._unfolded() if self.leftover else None
@@ -752,8 +752,9 @@ class RecordStore:
                 self._archived_cache = (stamp, _lines(self.archive))
         return self._archived_cache[1]
 
-    def _running(self) -> bool:
-        """Whether another process holds one of this file's locks: a run still going."""
+    def running(self) -> bool:
+        """Whether another process holds one of this file's locks: a run still going (its journal
+        is its own to fold, and the report says so)."""
         for path in (self.real.parent / ".locks").glob(f"{self.real.stem}.*.lock"):
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

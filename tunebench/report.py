@@ -198,11 +198,13 @@ def unfolded(store: RecordStore) -> str | None:
     """The trials a run left in the journal (killed, or unable to write the file), where there are:
     the report counts them, as every reader does, but the records file a reviewer commits does not
     hold them until a pytest run on this device folds them in. Read only: the report folds nothing."""
-    waiting = len(store.pending())
+    waiting = len(store.pending())  # measurements: a trial measured again is a line more
     if not waiting:
         return None
-    return (f"{store.path.name} lacks {waiting} trial{'s' if waiting != 1 else ''} counted here, still in its journal "
-            f"{store.journal} (left by a run killed, or unable to write the file): the next pytest run on this "
+    held = f"{store.path.name} lacks {waiting} measurement{'s' if waiting != 1 else ''} counted here, still in its journal"
+    if store.running():  # it folds them itself, every 30 s and as it ends
+        return f"{held} {store.journal}: a run still going on this device folds them in as it ends"
+    return (f"{held} {store.journal} (left by a run killed, or unable to write the file): the next pytest run on this "
             f"device folds the journal in (`{tune_command(None, store.path.parent)}` resumes the tune); run it "
             f"before committing {store.path.name}")
 
