@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import importlib
 import json
+import operator
 import os
 import re
 import statistics
@@ -992,6 +993,21 @@ def test_a_references_numpy_constants_closure_and_defaults_are_part_of_its_hash(
     weighted = code_hash(by_weights)
     monkeypatch.setitem(globals(), "WEIGHTS", [1.0, 3.0])
     assert code_hash(by_weights) != weighted
+
+
+def applying(op):
+    return lambda x, y: op(x, y)
+
+
+def test_a_library_function_a_references_closure_holds_is_part_of_its_hash():
+    """A code generator's reference closing over its op's numpy function hashed the same for every
+    op: one fixed from np.minimum to np.maximum reused every trial failed against the old one."""
+    from tunebench.kernel import code_hash
+    assert code_hash(applying(np.minimum)) != code_hash(applying(np.maximum))
+    assert code_hash(applying(operator.add)) != code_hash(applying(operator.mul))
+    # a ufunc's method by the ufunc it is bound to, not by its repr's memory address
+    assert code_hash(applying(np.maximum.reduce)) == code_hash(applying(np.maximum.reduce)) \
+        != code_hash(applying(np.minimum.reduce))
 
 
 def test_an_error_is_placed_on_the_suites_line_not_a_librarys_wherever_pip_put_the_library(tmp_path):

@@ -975,6 +975,9 @@ def _uncoded(fn: Any, seen: set) -> str:
     call = getattr(type(fn), "__call__", None)
     if getattr(call, "__code__", None) is not None:
         return f"{type(fn).__qualname__}:{code_hash(call, seen)}"
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):  # np.maximum.reduce: an address in its repr
+        return f"{_uncoded(owner, seen)}.{fn.__name__}"
     return repr(fn)
 
 
@@ -992,6 +995,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
     elif isinstance(value, np.ndarray):
         digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
             np.ascontiguousarray(value).view(np.uint8)).digest())
+    elif hashed is code_hash and callable(value):  # a library's function a generator's closure holds, np.maximum:
+        digest.update(f"{name}={_uncoded(value, seen)}".encode())  # its fix reused the old reference's trials
 
 
 def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
