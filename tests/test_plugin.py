@@ -886,6 +886,18 @@ def test_a_table_of_kernels_a_generator_made_is_collected_and_looked_up(project,
     assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}
 
 
+def test_a_table_of_a_dict_or_tuple_subclass_is_collected_too(project, pytester):
+    """``KERNELS = OrderedDict(...)`` (or a namedtuple) collected nothing and said nothing, while
+    best() found its kernels and named ``pytest suites/test_axpb.py --tune`` as what tunes them."""
+    project(suite=GENERATED_SUITE.replace(
+        'KERNELS = {**{op: make(op) for op in ("one", "two")}, "three": None}',
+        'import collections\nKERNELS = collections.OrderedDict((op, make(op)) for op in ("one",))\n'
+        'PAIR = collections.namedtuple("Pair", "two three")(make("two"), None)'))
+    result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
+    assert result.ret == 0 and {"axpb_one", "axpb_two"} <= {
+        line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
+
+
 def test_a_name_two_entries_of_a_table_share_fails_that_entry_alone_naming_both(project, pytester):
     """Two generated kernels of one name failed the whole module ("declared twice, here and in
     suites/test_axpb.py", its own file), so the table's every other kernel went uncollected too."""

@@ -1453,8 +1453,10 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
 def kernels_in(value: Any) -> list[Kernel]:
     """The kernels a module-level name holds: a Kernel, or those in a table (a dict's values, a
     list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``
-    (with ``None`` for an op it cannot make). Plain dicts, lists and tuples alone: every test
-    module of any project is asked, and a class of its own may do anything when iterated."""
+    (with ``None`` for an op it cannot make). Their subclasses too (an ``OrderedDict``, a
+    ``defaultdict``, a namedtuple: left out, the suite collected nothing and said nothing), read
+    as the built-in type reads them: every test module of any project is asked, and a class of
+    its own may do anything when iterated."""
     if isinstance(value, Kernel):
         return [value]
     return [k for _, k in table_entries("", value)]
@@ -1465,5 +1467,6 @@ def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
     an error about one generated kernel names its entry, as the table's name alone does not."""
     if isinstance(value, Kernel):
         return [(name, value)]
-    found = dict.items(value) if type(value) is dict else enumerate(value) if type(value) in (list, tuple) else ()
+    found = (dict.items(value) if isinstance(value, dict) else enumerate(list.__iter__(value))
+             if isinstance(value, list) else enumerate(tuple.__iter__(value)) if isinstance(value, tuple) else ())
     return [(f"{name}[{key!r}]", k) for key, k in found if isinstance(k, Kernel)]
