@@ -1010,6 +1010,24 @@ def test_a_library_function_a_references_closure_holds_is_part_of_its_hash():
         != code_hash(applying(np.minimum.reduce))
 
 
+CHECKS = {"add": lambda a, b: a + b, "max": np.maximum}
+
+
+def checking(op):
+    return lambda a, b: CHECKS[op](a, b)
+
+
+def test_a_table_of_functions_a_reference_reads_is_hashed_by_what_they_compute(monkeypatch):
+    """A generator's ``CHECKS = {"add": lambda a, b: a + b}`` was hashed by its repr, which names
+    each lambda's memory address: every run said the reference had changed and measured again."""
+    from tunebench.kernel import code_hash
+    before = code_hash(checking("add"))
+    monkeypatch.setitem(globals(), "CHECKS", {"add": lambda a, b: a + b, "max": np.maximum})  # as another process
+    assert code_hash(checking("add")) == before
+    monkeypatch.setitem(globals(), "CHECKS", {"add": lambda a, b: a - b, "max": np.maximum})
+    assert code_hash(checking("add")) != before
+
+
 def test_an_error_is_placed_on_the_suites_line_not_a_librarys_wherever_pip_put_the_library(tmp_path):
     """numpy from Debian's dist-packages or a user's ~/.local counted as the suite's code: the
     error named numpy's line, and a reference's hash followed numpy's functions."""

@@ -981,6 +981,10 @@ def _uncoded(fn: Any, seen: set) -> str:
     return repr(fn)
 
 
+#: A memory address in a repr (``<function <lambda> at 0x7f...>``): another in every process.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
 def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
     """Into ``digest``: a function ``name`` reads, by ``hashed``, or a constant's value."""
     if callable(value) and hasattr(value, "__code__"):
@@ -989,7 +993,14 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
             hashed is code_hash and type(value) in (list, dict) and len(value) <= 10_000):  # (bytecode_hash: as before)
-        digest.update(f"{name}={value!r}".encode())
+        text = repr(value)
+        if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
+            # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
+            # names its memory address, another in every process (every run measured every trial again)
+            for key, item in (dict.items(value) if type(value) is dict else enumerate(value)):
+                _read(digest, f"{name}[{key!r}]", item, seen, hashed)
+        else:
+            digest.update(f"{name}={text}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
         digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
     elif isinstance(value, np.ndarray):
