@@ -1010,6 +1010,18 @@ def test_a_library_function_a_references_closure_holds_is_part_of_its_hash():
         != code_hash(applying(np.minimum.reduce))
 
 
+def accumulating(acc):
+    return lambda x: x.astype(acc).sum(axis=1)
+
+
+def test_a_numpy_dtype_a_reference_reads_is_part_of_its_hash():
+    """A generator's accumulator type, ``np.dtype("float32")``, was left out of the hash: changed to
+    float64, the reference reused every trial verified against the float32 sums."""
+    from tunebench.kernel import code_hash
+    assert code_hash(accumulating(np.dtype("float32"))) == code_hash(accumulating(np.dtype("float32"))) \
+        != code_hash(accumulating(np.dtype("float64")))
+
+
 CHECKS = {"add": lambda a, b: a + b, "max": np.maximum}
 
 

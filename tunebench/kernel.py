@@ -1003,6 +1003,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             digest.update(f"{name}={text}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
         digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
+    elif hashed is code_hash and isinstance(value, np.dtype):  # a generator's index type, np.dtype("int64"): left
+        digest.update(f"{name}=dtype:{value.descr}".encode())  # out, its change reused the trials of the old one
     elif isinstance(value, np.ndarray):
         digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
             np.ascontiguousarray(value).view(np.uint8)).digest())
