@@ -1010,6 +1010,17 @@ def test_a_library_function_a_references_closure_holds_is_part_of_its_hash():
         != code_hash(applying(np.minimum.reduce))
 
 
+def test_a_library_function_is_hashed_alike_in_every_process(tmp_path):
+    """np.sum, a dispatcher object whose repr names its memory address, was hashed by that repr
+    where a reference's closure holds it: every run said the reference had changed."""
+    (tmp_path / "ops.py").write_text("def summing(f):\n    return lambda a: f(a, axis=1)\n")
+    script = "import numpy as np, ops; from tunebench.kernel import code_hash; print(code_hash(ops.summing(np.sum)))"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this checkout's tunebench
+    hashes = {subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             check=True).stdout.strip() for _ in range(3)}
+    assert len(hashes) == 1, hashes
+
+
 def accumulating(acc):
     return lambda x: x.astype(acc).sum(axis=1)
 

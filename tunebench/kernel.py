@@ -978,7 +978,8 @@ def _uncoded(fn: Any, seen: set) -> str:
     owner = getattr(fn, "__self__", None)
     if owner is not None and not isinstance(owner, types.ModuleType):  # np.maximum.reduce: an address in its repr
         return f"{_uncoded(owner, seen)}.{fn.__name__}"
-    return repr(fn)
+    text = repr(fn)  # np.sum, a dispatcher object: "<function sum at 0x...>", so by its module and name
+    return f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', None)}" if _ADDRESS.search(text) else text
 
 
 #: A memory address in a repr (``<function <lambda> at 0x7f...>``): another in every process.
