@@ -2,10 +2,12 @@
 declaration, shape-aware constraints, slow kernels, one error per cause, and lookups that find
 the project from anywhere."""
 
+import cmath
 import dataclasses
 import functools
 import importlib
 import json
+import math
 import operator
 import os
 import re
@@ -2045,3 +2047,41 @@ def test_a_kept_verdict_on_a_suspect_param_is_read_without_working_out_its_setti
     monkeypatch.setattr(tunebench.kernel, "constant_settings",
                         lambda *args: pytest.fail("the settings worked out again for a verdict kept"))
     _check_template(tmp_path, "kept_settings", template, params, None, flags=flags)
+
+
+def test_a_table_a_reference_reads_is_hashed_by_key_with_every_entry_and_once_where_it_holds_itself(monkeypatch):
+    """Hashed entry by entry, a table of functions lost its keys (a swap of two ops' functions
+    hashed the same), the entries that are no function (None, a set), and a table holding itself
+    recursed without end."""
+    from tunebench.kernel import code_hash
+    plus, minus = (lambda a, b: a + b), (lambda a, b: a - b)
+    monkeypatch.setitem(globals(), "CHECKS", {"add": plus, "sub": minus})
+    before = code_hash(checking("add"))
+    monkeypatch.setitem(globals(), "CHECKS", {"add": minus, "sub": plus})
+    assert code_hash(checking("add")) != before
+    monkeypatch.setitem(globals(), "CHECKS", {"add": plus, "sub": minus, "none": None})
+    assert code_hash(checking("add")) != before
+    table = {"add": plus}
+    table["self"] = table
+    monkeypatch.setitem(globals(), "CHECKS", table)
+    assert code_hash(checking("add")) == code_hash(checking("add"))
+
+
+def test_only_numpys_and_the_built_in_functions_are_hashed_by_name_never_an_object_by_its_class():
+    """By module and name, a compiled function or an object's bound method hashed as its class,
+    whatever it computed: they are left out, as before, not read as the same function."""
+    from tunebench.kernel import _library_function
+
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def scale(self, x):
+            return self.k * x
+
+    assert _library_function(np.maximum) == "numpy.maximum"
+    assert _library_function(np.maximum.reduce) == "numpy.maximum.reduce"
+    assert _library_function(math.exp) == "math.exp" and _library_function(cmath.exp) == "cmath.exp"
+    assert _library_function(np.sum) == "numpy.sum"
+    assert _library_function({}.get) is None and _library_function(Scaler(2).scale) is None
+    assert _library_function(np.vectorize(abs)) is None

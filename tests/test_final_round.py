@@ -99,9 +99,11 @@ def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_say
     gated.stdout.fnmatch_lines(["PASS  axpb::small-float32?gate?  nothing to measure (see -rA)"])  # not a measured pass
 
 
-def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary(twice_project, pytester):
+def test_a_recalled_pick_that_fails_now_fails_its_item_and_counts_in_the_summary(twice_project, pytester,
+                                                                                quiet_verdicts):
     """The records' pick is measured again where this run's search did not reach it; it used to
-    end as a wrong result in the records while its item said unsampled and the summary 0 failed."""
+    end as a wrong result in the records while its item said unsampled and the summary 0 failed.
+    Judged clean: a first final round other load disturbed recorded no pick to recall (seen in CI)."""
     pytester.runpytest("suites", *TUNE, "-k", "small and (baseline or reps:1-pad:1)").assert_outcomes(passed=2,
                                                                                                       deselected=8)
     (twice_project / "twice.c").write_text(TWICE_C.replace("    }\n}", "    }\n#if reps == 1 && pad == 1\n"

@@ -557,7 +557,7 @@ def test_a_corrupted_records_file_stops_the_run_and_is_kept(project, pytester):
     assert path.read_text() == broken
 
 
-def test_best_applies_the_recorded_winner_and_falls_back_on_the_heuristic(project, pytester):
+def test_best_applies_the_recorded_winner_and_falls_back_on_the_heuristic(project, pytester, quiet_verdicts):
     root = project()
     pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
     kernel = tunebench.kernel.REGISTRY["axpb"]
@@ -963,3 +963,17 @@ def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(
         # the worker builds a shape's inputs once, in the trial that first asks for them
         assert built[-1] >= 0.4 and built[0] < 0.1, (shape, built)
     assert all(t["verify_s"] > 0 and t["load_s"] >= 0 and t["cost_s"] >= t["verify_s"] + t["measure_s"] for t in trials)
+
+
+def test_a_mock_or_a_proxy_that_passes_for_a_dict_at_a_modules_level_is_no_table_of_kernels(pytester):
+    """Tables are read as the built-in type reads them; a Mock(spec=dict) passes isinstance for a
+    dict and fails dict.items: every test module holding one failed to collect in any project."""
+    pytester.makepyfile(test_mocked="""
+        from unittest import mock
+        CONFIG = mock.Mock(spec=dict)
+        ITEMS = mock.MagicMock(spec=list)
+
+        def test_it():
+            assert CONFIG is not None
+    """)
+    pytester.runpytest("test_mocked.py").assert_outcomes(passed=1)

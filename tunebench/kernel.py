@@ -975,11 +975,25 @@ def _uncoded(fn: Any, seen: set) -> str:
     call = getattr(type(fn), "__call__", None)
     if getattr(call, "__code__", None) is not None:
         return f"{type(fn).__qualname__}:{code_hash(call, seen)}"
-    owner = getattr(fn, "__self__", None)
-    if owner is not None and not isinstance(owner, types.ModuleType):  # np.maximum.reduce: an address in its repr
-        return f"{_uncoded(owner, seen)}.{fn.__name__}"
-    text = repr(fn)  # np.sum, a dispatcher object: "<function sum at 0x...>", so by its module and name
-    return f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', None)}" if _ADDRESS.search(text) else text
+    return repr(fn)
+
+
+def _library_function(fn: Any) -> str | None:
+    """A numpy or built-in function by its module and name, alike in every process: a ufunc
+    (``np.maximum``), a method bound to one (``np.maximum.reduce``), numpy's dispatchers
+    (``np.sum``, whose repr names a memory address), a module's built-in (``math.exp``,
+    ``operator.add``). A code generator's reference closing over its op's function hashed the same
+    for every op. Nothing else without code of its own: what it computes is not known here."""
+    if isinstance(fn, np.ufunc):
+        return f"numpy.{fn.__name__}"
+    if isinstance(fn, types.BuiltinFunctionType):
+        owner = fn.__self__
+        if isinstance(owner, np.ufunc):
+            return f"numpy.{owner.__name__}.{fn.__name__}"
+        return f"{fn.__module__}.{fn.__qualname__}" if owner is None or isinstance(owner, types.ModuleType) else None
+    if type(fn).__module__ == "numpy" and type(fn).__name__ == "_ArrayFunctionDispatcher":
+        return f"{fn.__module__}.{fn.__qualname__}"
+    return None
 
 
 #: A memory address in a repr (``<function <lambda> at 0x7f...>``): another in every process.
@@ -997,20 +1011,29 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
         text = repr(value)
         if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
             # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
-            # names its memory address, another in every process (every run measured every trial again)
+            # names its memory address, another in every process (every run measured every trial again); each
+            # entry under its key, the others by their repr, and a table holding itself once
+            if id(value) in seen:
+                return
+            seen.add(id(value))
             for key, item in (dict.items(value) if type(value) is dict else enumerate(value)):
-                _read(digest, f"{name}[{key!r}]", item, seen, hashed)
+                entry = f"{name}[{key!r}]"
+                digest.update(f"{entry}=".encode())
+                if _ADDRESS.search(repr(item)):
+                    _read(digest, entry, item, seen, hashed)
+                else:
+                    digest.update(repr(item).encode())
         else:
             digest.update(f"{name}={text}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
         digest.update(f"{name}={value.dtype}:{value.item()!r}".encode())
     elif hashed is code_hash and isinstance(value, np.dtype):  # a generator's index type, np.dtype("int64"): left
-        digest.update(f"{name}=dtype:{value.descr}".encode())  # out, its change reused the trials of the old one
+        digest.update(f"{name}=dtype:{value.str}:{value}".encode())  # out, its change reused the old one's trials
     elif isinstance(value, np.ndarray):
         digest.update(f"{name}={value.dtype}{value.shape}:".encode() + hashlib.sha256(
             np.ascontiguousarray(value).view(np.uint8)).digest())
-    elif hashed is code_hash and callable(value):  # a library's function a generator's closure holds, np.maximum:
-        digest.update(f"{name}={_uncoded(value, seen)}".encode())  # its fix reused the old reference's trials
+    elif hashed is code_hash and _library_function(value):  # a generator's closure holding its op's np.maximum:
+        digest.update(f"{name}={_library_function(value)}".encode())  # a fix of it reused the old op's trials
 
 
 def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
@@ -1481,6 +1504,7 @@ def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
     an error about one generated kernel names its entry, as the table's name alone does not."""
     if isinstance(value, Kernel):
         return [(name, value)]
-    found = (dict.items(value) if isinstance(value, dict) else enumerate(list.__iter__(value))
-             if isinstance(value, list) else enumerate(tuple.__iter__(value)) if isinstance(value, tuple) else ())
+    kind = type(value)  # not isinstance: a mock or a proxy passes it for a dict, and fails dict.items
+    found = (dict.items(value) if issubclass(kind, dict) else enumerate(list.__iter__(value))
+             if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ())
     return [(f"{name}[{key!r}]", k) for key, k in found if isinstance(k, Kernel)]
