@@ -10,7 +10,8 @@ input is compared with the args builder's: device memory cannot be made read-onl
 into an input every later candidate reads would fail those as wrong results (it is the writer's
 ``out_of_bounds``, and the input is copied again). Each timed launch sits between two CUDA
 events, after a memset of a buffer twice the L2 size has evicted the kernel's data from L2 and a
-lead kernel has kept the GPU busy while the host enqueues the launch (:meth:`CudaBackend.time_launch`). One CUDA context per process: the primary context of device 0.
+lead kernel has kept the GPU busy while the host enqueues the launch
+(:meth:`CudaBackend.time_launch`). One CUDA context per process: the primary context of device 0.
 
 A variant's ``launch`` gives each config's grid, block and, for a kernel with ``extern __shared__``
 memory, its bytes per block. Before any measurement, a candidate whose launch exceeds what its
