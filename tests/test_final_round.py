@@ -268,7 +268,8 @@ def test_a_round_disturbed_after_a_finalist_is_dropped_keeps_the_earlier_pick_un
         assert latest.get("disturbed") and (after.source, after.config) == ("tuned", before.config), latest
 
 
-def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch):
+def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_project, pytester, monkeypatch,
+                                                                       quiet_verdicts):
     """It said the tune ended before its final round, which had run. The summary's row showed the
     trials' fastest and its speedup (about 2x), the heuristic served."""
     busy_rounds(monkeypatch)
@@ -299,7 +300,8 @@ def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_dist
     assert choice.source == "heuristic" and choice.reason.startswith("no final round confirmed a pick on this bucket")
 
 
-def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_error(twice_project, pytester):
+def test_a_bucket_whose_representative_shapes_changed_is_tuned_again_not_a_key_error(twice_project, pytester,
+                                                                                    quiet_verdicts):
     """The gate, best() and every re-tune raised KeyError on the shape the last final round lacked."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
     suite = twice_project / "suites" / "test_twice.py"
