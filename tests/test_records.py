@@ -250,6 +250,19 @@ def test_a_torn_last_journal_line_is_dropped_and_a_corrupt_earlier_one_is_an_err
         RecordStore(store.path)
 
 
+def test_bytes_that_are_no_text_in_a_journal_are_named_by_their_line_and_nothing_is_dropped(tmp_path):
+    """The whole journal was said to be binary, "remove the file", where one line of many was."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    with open(store.journal, "ab") as f:
+        f.write(b"\x00\x9f\xff\n" + json.dumps(trial({"vec": 2})).encode() + b"\n")
+    before = store.journal.read_bytes()
+    with pytest.raises(RecordsError, match=r"line 2 is not text \(binary data at byte 1\); it is left untouched: "
+                                           r"remove the line or the file"):
+        RecordStore(store.path)
+    assert store.journal.read_bytes() == before
+
+
 def test_a_trial_appended_after_a_torn_line_is_kept_and_the_journal_stays_readable(tmp_path):
     """The next run's first trial was written onto the torn line: one corrupted line, that trial
     lost, and every later read of the records an error."""

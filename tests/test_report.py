@@ -761,11 +761,13 @@ def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_ther
 
 
 @pytest.mark.parametrize("damage, said", [("corrupted line", "line 1 is corrupted"),
-                                          ("binary", "not JSON lines (binary data at byte 0)"),
+                                          ("binary", "line 1 is not text (binary data at byte 0)"),
                                           ("a folder", "cannot be read (Is a directory)")])
 def test_a_damaged_journal_is_named_and_the_other_devices_are_reported(tmp_path, capsys, damage, said):
     """A journal of bytes that are no text, or a folder in its place, ended the report in a
-    traceback (or an error naming no file) where a corrupted line was named."""
+    traceback (or an error naming no file) where a corrupted line was named; then the bytes were
+    said of the whole file, whose other lines hold trials, as if none did. (Its last line: not
+    dropped as an append torn by a kill, which writes ASCII.)"""
     root = Path(__file__).resolve().parent.parent
     (tmp_path / "records").mkdir()
     for path in (root / "records").glob("*.json"):

@@ -635,18 +635,20 @@ def alive(pid) -> bool:
 def _lines(path: Path) -> list[dict]:
     """The documents of a JSON-lines file; a torn last line (a killed append) is dropped."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().splitlines()
     except FileNotFoundError:
         return []
     except OSError as e:  # a folder in its place, or no permission: named, not a traceback naming no file
         raise RecordsError(f"{path}: cannot be read ({e.strerror}); it is left untouched: fix or remove it") from None
-    except UnicodeDecodeError as e:  # json.dumps writes ASCII: no killed append tears a character
-        raise RecordsError(f"{path}: not JSON lines (binary data at byte {e.start}); it is left untouched: remove "
-                           f"the file") from None
     found = []
     for number, line in enumerate(lines, 1):
         try:
-            doc = json.loads(line)
+            text = line.decode()
+        except UnicodeDecodeError as e:  # json.dumps writes ASCII: no killed append tears a character
+            raise RecordsError(f"{path}: line {number} is not text (binary data at byte {e.start}); it is left "
+                               f"untouched: remove the line or the file") from None
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError:
             if number < len(lines):
                 raise RecordsError(f"{path}: line {number} is corrupted; it is left untouched: remove the line "
