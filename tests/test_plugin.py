@@ -898,6 +898,25 @@ def test_a_table_of_a_dict_or_tuple_subclass_is_collected_too(project, pytester)
         line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
 
 
+def test_tables_in_a_table_are_collected_and_looked_up_by_their_entries(project, pytester):
+    """``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing and said nothing; a table that
+    holds itself is read once."""
+    root = project(suite=GENERATED_SUITE.replace(
+        'KERNELS = {**{op: make(op) for op in ("one", "two")}, "three": None}',
+        'KERNELS = {"f32": {"one": make("one")}, "more": [(make("two"), 3)], "none": {"three": None}}\n'
+        'KERNELS["self"] = KERNELS'))
+    result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
+    assert result.ret == 0 and {"axpb_one", "axpb_two"} <= {
+        line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
+    from tunebench.kernel import table_entries
+    from tunebench.lookup import load_suites
+    assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}
+    suite = next(m for m in list(sys.modules.values())
+                 if Path(getattr(m, "__file__", None) or "/").resolve() == (root / "suites" / "test_axpb.py").resolve())
+    assert [entry for entry, _ in table_entries("KERNELS", suite.KERNELS)] == [
+        "KERNELS['f32']['one']", "KERNELS['more'][0][0]"]
+
+
 def test_a_name_two_entries_of_a_table_share_fails_that_entry_alone_naming_both(project, pytester):
     """Two generated kernels of one name failed the whole module ("declared twice, here and in
     suites/test_axpb.py", its own file), so the table's every other kernel went uncollected too."""

@@ -1499,12 +1499,21 @@ def kernels_in(value: Any) -> list[Kernel]:
     return [k for _, k in table_entries("", value)]
 
 
-def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
+#: How deep tables nest where kernels are sought: ``KERNELS[dtype][op]`` is two.
+TABLE_DEPTH = 3
+#: The types a table of kernels is (or subclasses), read as the built-in type reads them.
+TABLES = (dict, list, tuple)
+
+
+def table_entries(name: str, value: Any, depth: int = TABLE_DEPTH) -> list[tuple[str, Kernel]]:
     """:func:`kernels_in` with where each sits, ``KERNELS['add']`` (``name`` alone for a Kernel):
-    an error about one generated kernel names its entry, as the table's name alone does not."""
+    an error about one generated kernel names its entry, as the table's name alone does not.
+    Tables in tables too, to :data:`TABLE_DEPTH`: ``KERNELS = {dtype: {op: Kernel(...)}}``
+    collected nothing, unsaid (the depth bounds the walk of a module's nested data)."""
     if isinstance(value, Kernel):
         return [(name, value)]
     kind = type(value)  # not isinstance: a mock or a proxy passes it for a dict, and fails dict.items
-    found = (dict.items(value) if issubclass(kind, dict) else enumerate(list.__iter__(value))
-             if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ())
-    return [(f"{name}[{key!r}]", k) for key, k in found if isinstance(k, Kernel)]
+    found = () if not depth else dict.items(value) if issubclass(kind, dict) else enumerate(list.__iter__(value)) \
+        if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ()
+    return [entry for key, v in found if v is not value and (isinstance(v, Kernel) or issubclass(type(v), TABLES))
+            for entry in table_entries(f"{name}[{key!r}]", v, depth - 1)]
