@@ -1048,11 +1048,21 @@ def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def _parsed(text: str) -> ast.Module | None:
+def _functions_by_line(text: str) -> dict[tuple[str, int], list[ast.AST]] | None:
+    """A file's functions and lambdas by (kind, the line they start on), indexed once: a walk of
+    the whole file for each took 21 s to hash a reference reading a table of 1000 lambdas."""
     try:
-        return ast.parse(text)
+        tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
+    found: dict[tuple[str, int], list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Lambda):
+            found.setdefault(("lambda", n.lineno), []).append(n)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for line in dict.fromkeys((n.lineno, *(d.lineno for d in n.decorator_list))):
+                found.setdefault(("def", line), []).append(n)
+    return found
 
 
 def _source_node(code) -> ast.AST | None:
@@ -1062,19 +1072,18 @@ def _source_node(code) -> ast.AST | None:
         lines, _ = inspect.findsource(code)
     except (OSError, TypeError, IndexError):
         return None
-    tree = _parsed("".join(lines))
-    if tree is None:
+    index = _functions_by_line("".join(lines))
+    if index is None:
         return None
     line = code.co_firstlineno
     if code.co_name == "<lambda>":
-        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+        found = index.get(("lambda", line), [])
         starts = [(ln, col) for ln, _, col, _ in code.co_positions() if ln is not None and col]
         if len(found) > 1 and starts:  # several on the line: the innermost one its body is in
             found = [n for n in found if (n.lineno, n.col_offset) <= min(starts) <= (n.end_lineno, n.end_col_offset)]
             found = sorted(found, key=lambda n: (n.lineno, n.col_offset))[-1:]
     else:
-        found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.name == code.co_name and line in (n.lineno, *(d.lineno for d in n.decorator_list))]
+        found = [n for n in index.get(("def", line), []) if n.name == code.co_name]
     return found[0] if len(found) == 1 else None
 
 
