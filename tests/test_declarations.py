@@ -2067,6 +2067,52 @@ def test_a_table_a_reference_reads_is_hashed_by_key_with_every_entry_and_once_wh
     assert code_hash(checking("add")) == code_hash(checking("add"))
 
 
+#: A module whose references read a cached helper, a partial, a table keyed by functions, a set in
+#: a tuple and a frozenset: its hashes, printed, in a process of their own (its string hashing).
+HASHED_READS = """
+import functools, sys
+import numpy as np
+from tunebench.kernel import code_hash
+V = sys.argv[1]
+
+@functools.cache
+def helper(x):
+    return x * (2 if V == "a" else 3)
+
+def base(x, scale=1, shift=0):
+    return x * scale + shift
+
+def f(x):
+    return x + 1
+
+P = functools.partial(base, scale=2) if V == "a" else functools.partial(base, shift=2)
+KEYED = {f: 1, np.add: 2}
+S = ("x", {"alpha", "beta", "gamma", "delta", "epsilon"})
+FS = frozenset({"a", "b"}) if V == "a" else frozenset({"a", "c"})
+print(" ".join(code_hash(r) for r in (lambda x: helper(x), lambda x: P(x), lambda x: KEYED, lambda x: S,
+                                      lambda x: FS)))
+"""
+
+
+def test_a_cached_helper_a_partial_a_set_and_a_table_keyed_by_functions_are_hashed_alike_in_every_process(tmp_path):
+    """A ``functools.cache`` helper and a frozenset were left out (an edit of either reused the old
+    trials), a partial's keywords were hashed without their names (scale=2 as shift=2), and a set
+    in a tuple and a function as a table's key hashed otherwise in every process (each run
+    measured every trial again)."""
+    script = tmp_path / "reads.py"
+    script.write_text(HASHED_READS)
+
+    def hashes(version: str, seed: str) -> list[str]:
+        done = subprocess.run([sys.executable, str(script), version], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        return done.stdout.split()
+
+    first = hashes("a", "1")
+    assert hashes("a", "2") == first  # every process alike
+    edited = hashes("b", "3")
+    assert [a != b for a, b in zip(first, edited)] == [True, True, False, False, True]  # each edit seen
+
+
 def test_only_numpys_and_the_built_in_functions_are_hashed_by_name_never_an_object_by_its_class():
     """By module and name, a compiled function or an object's bound method hashed as its class,
     whatever it computed: they are left out, as before, not read as the same function."""

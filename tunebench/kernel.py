@@ -969,7 +969,7 @@ def _uncoded(fn: Any, seen: set) -> str:
     every run said the args builder had changed and measured every trial again."""
     if isinstance(fn, functools.partial):
         digest = hashlib.sha256(code_hash(fn.func, seen).encode())
-        for i, value in enumerate((*fn.args, *fn.keywords.values())):
+        for i, value in (*enumerate(fn.args), *fn.keywords.items()):  # a keyword by its name: scale=2 is no shift=2
             _read(digest, f"argument {i}", value, seen, code_hash)
         return digest.hexdigest()
     call = getattr(type(fn), "__call__", None)
@@ -1002,13 +1002,20 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 
 def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
     """Into ``digest``: a function ``name`` reads, by ``hashed``, or a constant's value."""
+    if hashed is code_hash and callable(value) and not hasattr(value, "__code__") and not _library_function(value):
+        if isinstance(value, functools.partial):  # a helper made by partial: by its function and arguments
+            digest.update(f"{name}={_uncoded(value, seen)}".encode())
+            return
+        # a functools.cache helper: left out, an edit of it was unseen (read statically: no user code runs)
+        value = inspect.getattr_static(value, "__wrapped__", value)
     if callable(value) and hasattr(value, "__code__"):
         if id(value) not in seen:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
-            hashed is code_hash and type(value) in (list, dict) and len(value) <= 10_000):  # (bytecode_hash: as before)
-        text = repr(value)
+            hashed is code_hash and (type(value) in (list, dict) and len(value) <= 10_000  # (bytecode_hash: as before)
+                                     or isinstance(value, (set, frozenset)))):
+        text = _text(value) if hashed is code_hash else repr(value)
         if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
             # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
             # names its memory address, another in every process (every run measured every trial again); each
@@ -1017,12 +1024,12 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
                 return
             seen.add(id(value))
             for key, item in (dict.items(value) if type(value) is dict else enumerate(value)):
-                entry = f"{name}[{key!r}]"
+                entry = f"{name}[{_key_text(key, seen)}]"
                 digest.update(f"{entry}=".encode())
                 if _ADDRESS.search(repr(item)):
                     _read(digest, entry, item, seen, hashed)
                 else:
-                    digest.update(repr(item).encode())
+                    digest.update(_text(item).encode())
         else:
             digest.update(f"{name}={text}".encode())
     elif isinstance(value, np.generic):  # by its value, not numpy's repr of the day
@@ -1034,6 +1041,42 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             np.ascontiguousarray(value).view(np.uint8)).digest())
     elif hashed is code_hash and _library_function(value):  # a generator's closure holding its op's np.maximum:
         digest.update(f"{name}={_library_function(value)}".encode())  # a fix of it reused the old op's trials
+
+
+def _text(value, within: frozenset = frozenset()) -> str:
+    """A constant's repr, with a set's items in the order of their own text: a set of strings
+    iterates in an order each process's string hashing picks, so a reference reading
+    ``("x", {"alpha", "beta"})`` hashed otherwise in every run, and measured every trial again.
+    (``within``: the containers it is inside, as repr reads a list holding itself.)"""
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({sorted(_text(v, within) for v in value)})"
+    if type(value) not in (tuple, list, dict) or not _holds_set(value):
+        return repr(value)
+    if id(value) in within:
+        return "..."
+    within |= {id(value)}
+    if type(value) is dict:
+        return f"{{{', '.join(f'{_text(k, within)}: {_text(v, within)}' for k, v in value.items())}}}"
+    items = [_text(v, within) for v in value]
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})" if type(value) is tuple else f"[{', '.join(items)}]"
+
+
+def _holds_set(value, within: frozenset = frozenset()) -> bool:
+    """Whether a tuple, list or dict holds a set, at any depth (a table holding itself read once)."""
+    items = (*dict.keys(value), *dict.values(value)) if type(value) is dict else value
+    within |= {id(value)}
+    return any(isinstance(v, (set, frozenset)) or type(v) in (tuple, list, dict) and id(v) not in within
+               and _holds_set(v, within) for v in items)
+
+
+def _key_text(key, seen: set) -> str:
+    """A table's key as its entry is named in the hash: a function's repr names its memory
+    address, another in every process (``{f: 1}`` hashed otherwise in every run), so a function
+    is named by what it computes."""
+    text = _text(key)
+    if not _ADDRESS.search(text):
+        return text
+    return _library_function(key) or (code_hash(key, seen) if hasattr(key, "__code__") else _ADDRESS.sub(">", text))
 
 
 def _closure(digest, fn, code, seen: set, hashed: Callable) -> None:
