@@ -347,8 +347,9 @@ def test_records_of_a_renamed_bucket_answer_from_its_latest_tune_without_the_sui
     assert json.loads(done.stdout)["bucket"] == "little"
 
 
-def test_a_pick_served_far_from_the_shapes_it_was_measured_on_says_so(twice_project, pytester):
-    """A pick 16x beyond its bucket's shapes took 1.6-1.9x the heuristic's time, with no word."""
+def test_a_pick_served_far_from_the_shapes_it_was_measured_on_says_so(twice_project, pytester, quiet_verdicts):
+    """A pick 16x beyond its bucket's shapes took 1.6-1.9x the heuristic's time, with no word. (An
+    empty launch, a zero dim, was said to lie 12 octaves away.)"""
     pytester.runpytest("suites", *TUNE, "-k", "small")
     asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
     assert lookup("twice", (4096,), **asked).source == "tuned"
@@ -357,6 +358,7 @@ def test_a_pick_served_far_from_the_shapes_it_was_measured_on_says_so(twice_proj
     assert far.source == "tuned" and far.note == ("tuned on (4096,): (100,) lies 5 octaves from the nearest in a dim, "
                                                   "where the pick may not hold; a representative shape near it "
                                                   "measures it there")
+    assert lookup("twice", (0,), **asked).note is None
 
 
 def test_a_config_that_fails_in_the_final_round_is_named_by_its_params_not_its_arms_label():

@@ -1361,7 +1361,9 @@ def _for_shape(ranking: _Ranking, shape: tuple, inside: bool, dims: Sequence[str
             _say_once(name, LegacyRecordsWarning, device, f"{legacy}; its configs are served, and may not suit this "
                                                           f"one: `pytest suites --tune` on that machine records it anew")
         far = min(max(abs(math.log2(max(v, 1) / max(w, 1))) for v, w in zip(shape, s)) for s in bucket.shapes)
-        if far > FAR_OCTAVES:  # a bucket's pick holds where it was measured: say how far from there this is
+        # a bucket's pick holds where it was measured: say how far from there this is (a zero dim: an empty
+        # launch, which computes nothing, so it lay "12 octaves" from (4096,) to no purpose)
+        if far > FAR_OCTAVES and 0 not in shape:
             choice.note = "; ".join(filter(None, (choice.note, (
                 f"tuned on {', '.join(map(str, bucket.shapes))}: {shape} lies {far:.0f} octaves from the nearest "
                 f"in a dim, where the pick may not hold; a representative shape near it measures it there"))))
