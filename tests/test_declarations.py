@@ -236,7 +236,7 @@ SLOW_SUITE = SLOW_RECORDED.replace('heuristic=lambda shape: {"pause": 1, "tag": 
     'space=Space({"pause": [1, 2], "tag": range(10)})', 'space=Space({"pause": [15, 30], "tag": [0]})')
 
 
-def test_slow_kernels_tune_and_gate_with_a_timeout_per_launch(pytester):
+def test_slow_kernels_tune_and_gate_with_a_timeout_per_launch(pytester, quiet_verdicts):
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
     pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
     assert "[15, 30]" in SLOW_SUITE
@@ -1653,7 +1653,7 @@ def test_a_search_resumed_in_the_same_run_records_what_each_trial_cost(pytester)
     assert len(costs) > 2 and min(costs) >= 0, costs
 
 
-def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester):
+def test_a_timeout_under_a_shorter_limit_and_a_trial_of_another_protocol_are_measured_again(pytester, quiet_verdicts):
     """Reused as they were: a config timed out at --tune-timeout 0.045 stayed a timeout at 0.2
     (its item failing, naming the old limit), and --tune-repeats 7 served adaptive trials."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)

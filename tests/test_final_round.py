@@ -60,7 +60,8 @@ def test_a_round_whose_only_finalist_is_the_heuristic_says_so_not_that_none_led_
                                                "configs were slower, failed, or stayed disturbed by other load")
 
 
-def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester):
+def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_round_again(twice_project, pytester,
+                                                                                          quiet_verdicts):
     """The config the latest round adopted is recalled beside the trials' fastest; where it was not
     among them, the finalists differed from the round's, and every re-run that measured nothing
     new measured the round again, and could flip its pick."""
@@ -77,8 +78,8 @@ def test_a_rerun_whose_finalists_the_latest_round_judged_does_not_measure_the_ro
     assert len(checks) == 1 and checks[0]["shapes"] == check["shapes"]
 
 
-def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_says_it_is_not_measured(
-        project, pytester):
+def test_a_heuristic_that_gives_a_wrong_result_is_no_competitor_and_the_gate_says_it_is_not_measured(project, pytester,
+                                                                                                     quiet_verdicts):
     """It used to stay the pick (the round ended on its wrong result), and best() served it, saying
     nothing was recorded; the gate failed it on every run after."""
     project(modes=(0, 1), suite=AXPB_SUITE.replace('"mode": 0}', '"mode": 1}'))
@@ -130,8 +131,8 @@ def busy_rounds(monkeypatch) -> None:
     monkeypatch.setattr(tunebench.final_round, "compare", busy)
 
 
-def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester,
-                                                                                   monkeypatch):
+def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figures(twice_project, pytester, monkeypatch,
+                                                                                   quiet_verdicts):
     """A busy re-run dropped a confirmed 3x pick for the heuristic and published the disturbed
     round's times as the bucket's."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
@@ -154,7 +155,7 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
 
 
 def test_a_disturbed_round_after_a_param_is_renamed_shows_the_heuristic_served_not_the_old_pick(
-        twice_project, pytester, monkeypatch):
+        twice_project, pytester, monkeypatch, quiet_verdicts):
     """The row and its line showed the earlier round's pick, of a param the space no longer has, as
     still served, while best() and the gate served the heuristic."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
@@ -197,8 +198,8 @@ def tuned_round(root, pytester) -> dict:
     return round_
 
 
-def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judged(twice_project, pytester,
-                                                                                     monkeypatch):
+def test_a_finalist_that_fails_in_the_round_is_dropped_and_the_others_still_judged(twice_project, pytester, monkeypatch,
+                                                                                   quiet_verdicts):
     """One wrong finalist (right in its trials: racy, or wrong where it was not verified) ended
     the round, and the heuristic stayed though a right finalist led it 4x."""
     failure = {"status": "wrong_result", "error": "output 'y': 1 of 4096 values off"}
@@ -286,7 +287,8 @@ def test_a_gate_after_a_first_final_round_that_stayed_disturbed_says_so(twice_pr
                                "suites/test_twice.py --tune` on a quieter machine tunes it again*"])
 
 
-def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_disturbed(twice_project, pytester):
+def test_no_pick_is_served_unconfirmed_where_the_heuristics_own_trials_were_disturbed(twice_project, pytester,
+                                                                                      quiet_verdicts):
     """Without the heuristic's time to compare with, the trials' fastest was served as tuned."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
     (path,) = (twice_project / "records").glob("*.json")
@@ -389,7 +391,8 @@ def test_an_unconfirmed_time_is_marked_in_the_summary_where_there_is_no_speedup_
     assert table([{**row, "confirmed": True}])[1].split()[8] == "0.7567"
 
 
-def test_the_published_lead_is_the_one_the_pick_and_the_heuristic_showed_met_alone(twice_project, pytester):
+def test_the_published_lead_is_the_one_the_pick_and_the_heuristic_showed_met_alone(twice_project, pytester,
+                                                                                   quiet_verdicts):
     """The round of every finalist read layernorm narrow 1.77x where the pair's five processes,
     which decide the adoption and which the gate holds it to, read 1.35x: the summary, best() and
     the report published the first."""
@@ -411,8 +414,8 @@ def test_the_published_lead_is_the_one_the_pick_and_the_heuristic_showed_met_alo
     assert float(row[11].rstrip("x")) == pytest.approx(baseline_ms / best_ms, abs=0.006)
 
 
-def test_a_task_stopped_before_its_final_round_shows_what_is_served_not_the_trials_fastest(twice_project, pytester,
-                                                                                           monkeypatch):
+def test_a_task_stopped_before_its_final_round_shows_what_is_served_not_the_trials_fastest(
+        twice_project, pytester, monkeypatch, quiet_verdicts):
     """Stopped on a busy machine after its search, its row showed the trials' fastest at 1.38x*
     while the report and best() served the heuristic at 1.00x*."""
     import tunebench.session
@@ -431,7 +434,8 @@ def test_a_task_stopped_before_its_final_round_shows_what_is_served_not_the_tria
         == "heuristic"
 
 
-def test_a_records_only_answer_names_no_suites_folder_the_project_does_not_have(twice_project, pytester):
+def test_a_records_only_answer_names_no_suites_folder_the_project_does_not_have(twice_project, pytester,
+                                                                                quiet_verdicts):
     """A project whose suites live elsewhere (tuning/) was told to run `pytest suites --tune`,
     which collects nothing there."""
     pytester.runpytest("suites", *TUNE, "-k", "small")

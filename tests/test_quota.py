@@ -407,8 +407,8 @@ def test_a_tune_stopped_where_the_quota_throttled_a_strike_names_the_quota_thoug
 
     project()
     under_quota(1.5)
-    readings = iter([{"throttled": 3, "throttled_ms": 40.0, "others_cpu": 0.0}] * 2 +
-                    [{"throttled": 0, "throttled_ms": 0.0, "others_cpu": 0.9}])
+    readings = iter([{"throttled": 3, "throttled_ms": 40.0, "others_cpu": 0.0, "steal": 0.0}] * 2 +
+                    [{"throttled": 0, "throttled_ms": 0.0, "others_cpu": 0.9, "steal": 0.0}])  # steal: none, as planted
     real = tunebench.session.undisturbed
 
     def disturbed(*args, **kwargs):
