@@ -2070,10 +2070,11 @@ def test_a_table_a_reference_reads_is_hashed_by_key_with_every_entry_and_once_wh
 #: A module whose references read a cached helper, a partial, a table keyed by functions, a set in
 #: a tuple and a frozenset: its hashes, printed, in a process of their own (its string hashing).
 HASHED_READS = """
-import functools, sys
+import functools, os, sys
 import numpy as np
 from tunebench.kernel import code_hash
 V = sys.argv[1]
+PAD = [lambda: i for i in range(int(os.environ["PAD"]))]  # other addresses for what follows
 
 @functools.cache
 def helper(x):
@@ -2085,32 +2086,56 @@ def base(x, scale=1, shift=0):
 def f(x):
     return x + 1
 
+def g(x):
+    return x - 1
+
+def apply(x, pre=f, post=f):
+    return post(pre(x))
+
+def tree(x, op=None):
+    return ADD(x) if x > 1 else x
+
 P = functools.partial(base, scale=2) if V == "a" else functools.partial(base, shift=2)
 KEYED = {f: 1, np.add: 2}
 S = ("x", {"alpha", "beta", "gamma", "delta", "epsilon"})
 FS = frozenset({"a", "b"}) if V == "a" else frozenset({"a", "c"})
+ACTS = {f, g, "relu", "gelu"}
+PK = functools.partial(apply, pre=g) if V == "a" else functools.partial(apply, post=g)
+ADD = functools.partial(tree, op=np.add)  # its function calls it back
+NUMBERS = ("x", {3, 1, 2})
 print(" ".join(code_hash(r) for r in (lambda x: helper(x), lambda x: P(x), lambda x: KEYED, lambda x: S,
-                                      lambda x: FS)))
+                                      lambda x: FS, lambda x: ACTS, lambda x: PK(x), lambda x: ADD(x),
+                                      lambda x: NUMBERS)))
 """
+
+
+#: A tuple holding a set of numbers, hashed by its repr before sets were hashed otherwise.
+NUMBERS = ("x", {3, 1, 2})
 
 
 def test_a_cached_helper_a_partial_a_set_and_a_table_keyed_by_functions_are_hashed_alike_in_every_process(tmp_path):
     """A ``functools.cache`` helper and a frozenset were left out (an edit of either reused the old
-    trials), a partial's keywords were hashed without their names (scale=2 as shift=2), and a set
-    in a tuple and a function as a table's key hashed otherwise in every process (each run
-    measured every trial again)."""
+    trials), a partial's keywords were hashed without their names (scale=2 as shift=2, pre=g as
+    post=g), and a set in a tuple, a set of functions and a function as a table's key hashed
+    otherwise in every process (each run measured every trial again); a partial whose function
+    calls it back recursed without end."""
+    from tunebench.kernel import code_hash
     script = tmp_path / "reads.py"
     script.write_text(HASHED_READS)
 
-    def hashes(version: str, seed: str) -> list[str]:
+    root = str(Path(__file__).resolve().parent.parent)  # this checkout's tunebench, installed or not
+
+    def hashes(version: str, seed: str, pad: int = 0) -> list[str]:
         done = subprocess.run([sys.executable, str(script), version], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed})
+                              env={**os.environ, "PYTHONHASHSEED": seed, "PAD": str(pad),
+                                   "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))})
         return done.stdout.split()
 
     first = hashes("a", "1")
-    assert hashes("a", "2") == first  # every process alike
+    assert hashes("a", "2", pad=3) == first  # every process alike, whatever the functions' addresses
     edited = hashes("b", "3")
-    assert [a != b for a, b in zip(first, edited)] == [True, True, False, False, True]  # each edit seen
+    assert [a != b for a, b in zip(first, edited)] == [True, True, False, False, True, False, True, False, False]
+    assert first[-1] == code_hash(lambda x: NUMBERS)  # a tuple holding a set of numbers: hashed as before, by repr
 
 
 def test_only_numpys_and_the_built_in_functions_are_hashed_by_name_never_an_object_by_its_class():

@@ -900,14 +900,16 @@ def test_a_table_of_a_dict_or_tuple_subclass_is_collected_too(project, pytester)
 
 def test_tables_in_a_table_are_collected_and_looked_up_by_their_entries(project, pytester):
     """``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing and said nothing; a table that
-    holds itself is read once."""
+    holds itself is read once, and a unit test's parametrize data holding a kernel is no table."""
     root = project(suite=GENERATED_SUITE.replace(
         'KERNELS = {**{op: make(op) for op in ("one", "two")}, "three": None}',
-        'KERNELS = {"f32": {"one": make("one")}, "more": [(make("two"), 3)], "none": {"three": None}}\n'
-        'KERNELS["self"] = KERNELS'))
+        'KERNELS = {"f32": {"one": make("one")}, "more": [[make("two"), None]], "none": {"three": None}}\n'
+        'KERNELS["self"] = KERNELS\n'
+        'CASES = [(make("four"), (128,))]  # parametrize data, no table of kernels'))
     result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
-    assert result.ret == 0 and {"axpb_one", "axpb_two"} <= {
-        line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}, result.stdout.str()[-2000:]
+    collected = {line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}
+    assert result.ret == 0 and {"axpb_one", "axpb_two"} <= collected, result.stdout.str()[-2000:]
+    assert "axpb_four" not in collected
     from tunebench.kernel import table_entries
     from tunebench.lookup import load_suites
     assert {"axpb_one", "axpb_two"} <= {k.name for k in load_suites(root / "suites")}

@@ -970,6 +970,8 @@ def _uncoded(fn: Any, seen: set) -> str:
     if isinstance(fn, functools.partial):
         digest = hashlib.sha256(code_hash(fn.func, seen).encode())
         for i, value in (*enumerate(fn.args), *fn.keywords.items()):  # a keyword by its name: scale=2 is no shift=2
+            if isinstance(i, str):  # named apart from its value, which a function's hash does not name
+                digest.update(f"{i}=".encode())
             _read(digest, f"argument {i}", value, seen, code_hash)
         return digest.hexdigest()
     call = getattr(type(fn), "__call__", None)
@@ -1003,8 +1005,10 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
     """Into ``digest``: a function ``name`` reads, by ``hashed``, or a constant's value."""
     if hashed is code_hash and callable(value) and not hasattr(value, "__code__") and not _library_function(value):
-        if isinstance(value, functools.partial):  # a helper made by partial: by its function and arguments
-            digest.update(f"{name}={_uncoded(value, seen)}".encode())
+        if isinstance(value, functools.partial):  # a helper made by partial: by its function and arguments, once
+            if id(value) not in seen:  # (one whose function calls it back recursed without end)
+                seen.add(id(value))
+                digest.update(f"{name}={_uncoded(value, seen)}".encode())
             return
         # a functools.cache helper: left out, an edit of it was unseen (read statically: no user code runs)
         value = inspect.getattr_static(value, "__wrapped__", value)
@@ -1013,9 +1017,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
-            hashed is code_hash and (type(value) in (list, dict) and len(value) <= 10_000  # (bytecode_hash: as before)
-                                     or isinstance(value, (set, frozenset)))):
-        text = _text(value) if hashed is code_hash else repr(value)
+            hashed is code_hash and type(value) in (list, dict, set, frozenset) and len(value) <= 10_000):  # (bytecode_hash:
+        text = _text(value) if hashed is code_hash else repr(value)  # as before)
         if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
             # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
             # names its memory address, another in every process (every run measured every trial again); each
@@ -1023,6 +1026,9 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             if id(value) in seen:
                 return
             seen.add(id(value))
+            if type(value) in (set, frozenset):  # in no order of its own: each item apart, in the order of its hash
+                digest.update(f"{name}={{{', '.join(sorted(_item(name, v, set(seen)) for v in value))}}}".encode())
+                return
             for key, item in (dict.items(value) if type(value) is dict else enumerate(value)):
                 entry = f"{name}[{_key_text(key, seen)}]"
                 digest.update(f"{entry}=".encode())
@@ -1043,15 +1049,30 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
         digest.update(f"{name}={_library_function(value)}".encode())  # a fix of it reused the old op's trials
 
 
+def _item(name: str, value, seen: set) -> str:
+    """A set's item as it is hashed: by what it computes where its repr names a memory address."""
+    if not _ADDRESS.search(repr(value)):
+        return _text(value)
+    digest = hashlib.sha256()
+    _read(digest, name, value, seen, code_hash)
+    return digest.hexdigest()
+
+
 def _text(value, within: frozenset = frozenset()) -> str:
     """A constant's repr, with a set's items in the order of their own text: a set of strings
     iterates in an order each process's string hashing picks, so a reference reading
     ``("x", {"alpha", "beta"})`` hashed otherwise in every run, and measured every trial again.
+    A set of numbers keeps its repr, the same in every process (and the hash it had before).
     (``within``: the containers it is inside, as repr reads a list holding itself.)"""
-    if isinstance(value, (set, frozenset)):
+    if type(value) in (set, frozenset):
+        if all(type(v) in (int, float, bool) or v is None for v in value):
+            return repr(value)
         return f"{type(value).__name__}({sorted(_text(v, within) for v in value)})"
-    if type(value) not in (tuple, list, dict) or not _holds_set(value):
+    if type(value) not in (tuple, list, dict):
         return repr(value)
+    text = repr(value)
+    if "{" not in text or not _holds_set(value):  # (a set's repr has braces: most tuples are read once)
+        return text
     if id(value) in within:
         return "..."
     within |= {id(value)}
@@ -1065,7 +1086,7 @@ def _holds_set(value, within: frozenset = frozenset()) -> bool:
     """Whether a tuple, list or dict holds a set, at any depth (a table holding itself read once)."""
     items = (*dict.keys(value), *dict.values(value)) if type(value) is dict else value
     within |= {id(value)}
-    return any(isinstance(v, (set, frozenset)) or type(v) in (tuple, list, dict) and id(v) not in within
+    return any(type(v) in (set, frozenset) or type(v) in (tuple, list, dict) and id(v) not in within
                and _holds_set(v, within) for v in items)
 
 
@@ -1551,21 +1572,46 @@ def kernels_in(value: Any) -> list[Kernel]:
     return [k for _, k in table_entries("", value)]
 
 
-#: How deep tables nest where kernels are sought: ``KERNELS[dtype][op]`` is two.
+#: How deep tables nest where kernels are sought: ``KERNELS[dtype][op]`` is two; and how many
+#: tables within a module-level one are looked into (a dict of 300,000 lists took 1.4 s).
 TABLE_DEPTH = 3
-#: The types a table of kernels is (or subclasses), read as the built-in type reads them.
-TABLES = (dict, list, tuple)
+TABLE_VISITS = 10_000
 
 
-def table_entries(name: str, value: Any, depth: int = TABLE_DEPTH) -> list[tuple[str, Kernel]]:
+def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
     """:func:`kernels_in` with where each sits, ``KERNELS['add']`` (``name`` alone for a Kernel):
     an error about one generated kernel names its entry, as the table's name alone does not.
-    Tables in tables too, to :data:`TABLE_DEPTH`: ``KERNELS = {dtype: {op: Kernel(...)}}``
-    collected nothing, unsaid (the depth bounds the walk of a module's nested data)."""
+    Tables in tables too, to :data:`TABLE_DEPTH`, where a table holds kernels alone (and None):
+    ``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing, unsaid, while a unit test's
+    parametrize data, ``CASES = [(suite.softmax, (128, 256))]``, is no table of kernels (its
+    module would collect the suite's tasks), nor is a module's nested data walked through."""
     if isinstance(value, Kernel):
         return [(name, value)]
-    kind = type(value)  # not isinstance: a mock or a proxy passes it for a dict, and fails dict.items
-    found = () if not depth else dict.items(value) if issubclass(kind, dict) else enumerate(list.__iter__(value)) \
+    return [(f"{name}{where}", k) for where, k in _nested(value, TABLE_DEPTH, {id(value)}) or ()]
+
+
+def _items(value) -> Any:
+    """A table's (key, entry) pairs, read as the built-in type reads them (not isinstance: a mock
+    or a proxy passes it for a dict, and fails dict.items); () for anything else."""
+    kind = type(value)
+    return dict.items(value) if issubclass(kind, dict) else enumerate(list.__iter__(value)) \
         if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ()
-    return [entry for key, v in found if v is not value and (isinstance(v, Kernel) or issubclass(type(v), TABLES))
-            for entry in table_entries(f"{name}[{key!r}]", v, depth - 1)]
+
+
+def _nested(value, depth: int, within: set, top: bool = True) -> list[tuple[str, Kernel]] | None:
+    """("[key]...", kernel) of a table's kernels, or None where a table below the top holds
+    anything but kernels, None and such tables (it is data: the walk ends at its first entry)."""
+    found = []
+    for key, v in _items(value):
+        if issubclass(type(v), Kernel):
+            found.append((f"[{key!r}]", v))
+        elif depth > 1 and issubclass(type(v), (dict, list, tuple)) and id(v) not in within \
+                and len(within) < TABLE_VISITS:
+            within.add(id(v))
+            inner = _nested(v, depth - 1, within, top=False)
+            if inner is None and not top:
+                return None
+            found += [(f"[{key!r}]{where}", k) for where, k in inner or ()]
+        elif not top and v is not None and id(v) not in within:
+            return None
+    return found
