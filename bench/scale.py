@@ -172,10 +172,10 @@ def main() -> int:
             args.out.write_text(json.dumps({"tunes": rows}, indent=1) + "\n")
         return 0
     from tunebench.lookup import this_device
-    device = this_device("cpu")
-    source = ROOT / "records" / f"{device}.json"
+    source = ROOT / "records" / f"{this_device('cpu')}.json"
     if not source.exists():
         source = sorted((ROOT / "records").glob("*.json"))[0]
+    device = source.stem  # the copies keep the source's device: a file named for another is refused
     results = []
     for size in args.sizes:
         project = project_copy()

@@ -1,0 +1,38 @@
+"""The benchmarks the docs give commands for, run where a reader runs them: on a machine other
+than the one whose records are committed. Their measuring steps are stubbed: what is checked is
+which records they measure on."""
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from tunebench.records import RecordStore
+
+ROOT = Path(__file__).parent.parent
+
+
+def bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scale_bench_without_this_machines_records(monkeypatch):
+    """Without committed records of this machine it copies another device's, which keep that
+    device's id: filed under this machine's, the first step refused them."""
+    scale = bench("scale")
+    monkeypatch.setattr(importlib.import_module("tunebench.lookup"), "this_device",
+                        lambda target=None: "cpu-none-1t-000000")
+    opened = []
+
+    def timed(code, path, device, repeats):  # the steps' processes open the records, as here
+        opened.append((path.stem, device, len(RecordStore(path).trials())))
+        return 0.0
+
+    monkeypatch.setattr(scale, "timed", timed)
+    monkeypatch.setattr(scale, "wall", lambda command, cwd: 0.0)
+    monkeypatch.setattr(sys, "argv", ["scale.py", "--sizes", "100", "--repeats", "1"])
+    assert scale.main() == 0
+    assert opened and all(stem == device != "cpu-none-1t-000000" and n == 100 for stem, device, n in opened)
