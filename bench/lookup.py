@@ -1,12 +1,14 @@
 """How fast ``tunebench.best()`` answers a framework: the first call in a fresh process and
 every call after it, on a records file of ``--trials`` trials.
 
-The records are the committed ones for this machine's device, grown to ``--trials`` trials with
-copies of its trials under new configs (so every task has thousands of configs to rank), in a
-temporary project with the shipped suites. Each measurement runs in a fresh Python process:
-the first call (which opens and indexes the records), then ``--calls`` calls over a mix of shapes
-inside, on the edges of and outside the buckets, then 13 % as many calls, each asking a shape not
-asked before (a framework's dynamic shapes: what an answer costs the first time).
+The records are the committed ones for this machine's device (or for the device
+``$TUNEBENCH_DEVICE`` names, which the probes' lookups then read too, as a framework's process
+does), grown to ``--trials`` trials with copies of its trials under new configs (so every task has
+thousands of configs to rank), in a temporary project with the shipped suites. Each measurement
+runs in a fresh Python process: the first call (which opens and indexes the records), then
+``--calls`` calls over a mix of shapes inside, on the edges of and outside the buckets, then 13 %
+as many calls, each asking a shape not asked before (a framework's dynamic shapes: what an answer
+costs the first time).
 
     python bench/lookup.py [--trials 10000] [--calls 100000] [--out docs/lookup.json]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -85,10 +88,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="fresh processes per measurement (default 5)")
     parser.add_argument("--out", type=Path, help="write the figures (JSON) here")
     args = parser.parse_args()
-    device = this_device("cpu")
+    device = this_device() if os.environ.get("TUNEBENCH_DEVICE", "").strip() else this_device("cpu")
     source = ROOT / "records" / f"{device}.json"
     if not source.exists():
-        raise SystemExit(f"no records for this machine ({source}): run pytest suites --tune first")
+        raise SystemExit(f"no records for {device} ({source}): run pytest suites --tune first, or name a "
+                         f"device with committed records by $TUNEBENCH_DEVICE")
     project = Path(tempfile.mkdtemp(prefix="tunebench-lookup-"))
     shutil.copytree(ROOT / "suites", project / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "kernels", project / "kernels")

@@ -4,6 +4,7 @@ which records they measure on."""
 
 import importlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,19 @@ def bench(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_lookup_bench_measures_the_device_named(monkeypatch, tmp_path):
+    """docs/lookup.md ran it on another VM, its processes naming the device by $TUNEBENCH_DEVICE:
+    it read this machine's id alone, and refused for want of records."""
+    lookup = bench("lookup")
+    named = "cuda-nvidia-h200-sm90-132sm-00b1c7"  # committed, and never this machine's cpu device
+    monkeypatch.setenv("TUNEBENCH_DEVICE", named)
+    monkeypatch.setattr(lookup, "probe", lambda project, calls: {"first_call_s": 0.0})
+    out = tmp_path / "lookup.json"
+    monkeypatch.setattr(sys, "argv", ["lookup.py", "--trials", "10", "--repeats", "1", "--out", str(out)])
+    assert lookup.main() == 0
+    assert json.loads(out.read_text())["device"] == named
 
 
 def test_scale_bench_without_this_machines_records(monkeypatch):
