@@ -619,7 +619,11 @@ def test_the_replay_command_takes_the_strategys_settings_and_refuses_a_bad_one(c
     assert tuned["strategy_options"] == {"population": 4} and default["strategy_options"] == {}
     assert tuned["runs"] != default["runs"]
     assert main([*args, "--strategy-option", "population=0"]) == 2
-    assert "population=0" in capsys.readouterr().err
+    said = capsys.readouterr().err  # by the command's own flag: it has no --tune-strategy-option
+    assert "--strategy-option population=0" in said and "--tune-strategy-option" not in said, said
+    assert main([*args, "--strategy-option", "bogus=1"]) == 2
+    said = capsys.readouterr().err
+    assert "--strategy-option bogus=1: strategy genetic takes" in said and "--tune-" not in said, said
 
 
 def test_a_kernel_tuner_param_named_as_a_replayed_dim_tunes(pytester):

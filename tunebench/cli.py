@@ -251,7 +251,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tunebench.replay import Replay, convergence, simulate  # the measuring machinery: only to replay
     get_strategy(args.strategy)  # an unknown name fails before the file is read
-    options = strategy_options(args.strategy, args.strategy_option)  # and a bad setting
+    options = strategy_options(args.strategy, args.strategy_option, "--strategy-option")  # and a bad setting
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
     with _warnings_said():
         replay = Replay(args.file)

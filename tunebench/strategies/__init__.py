@@ -33,10 +33,11 @@ def get(name: str) -> type[Strategy]:
                 if isinstance(obj, type) and issubclass(obj, Strategy) and getattr(obj, "name", None) == name)
 
 
-def options(name: str, given: Sequence[str]) -> dict[str, Any]:
+def options(name: str, given: Sequence[str], flag: str = "--tune-strategy-option") -> dict[str, Any]:
     """``NAME=VALUE`` settings of a strategy, each one its class takes (a keyword of its
     constructor, documented in its module) made of its default's type; a ValueError names what
-    is wrong and what the strategy takes."""
+    is wrong and what the strategy takes, by the ``flag`` that gave it (the replay command's is
+    ``--strategy-option``)."""
     takes = {p.name: p.default for p in inspect.signature(get(name).__init__).parameters.values()
              if p.kind is inspect.Parameter.KEYWORD_ONLY}
     listed = ", ".join(f"{n} (default {d!r})" for n, d in takes.items()) or "none"
@@ -44,7 +45,7 @@ def options(name: str, given: Sequence[str]) -> dict[str, Any]:
     for setting in given:
         option, sep, value = setting.partition("=")
         if not sep or option.strip() not in takes:
-            raise ValueError(f"--tune-strategy-option {setting}: strategy {name} takes NAME=VALUE of its options: "
+            raise ValueError(f"{flag} {setting}: strategy {name} takes NAME=VALUE of its options: "
                              f"{listed}")
         option, value = option.strip(), value.strip()
         kind = type(takes[option])
@@ -57,16 +58,16 @@ def options(name: str, given: Sequence[str]) -> dict[str, Any]:
                 found[option] = kind(value)
         except ValueError:
             article = "an" if kind.__name__[0] in "aeiou" else "a"
-            raise ValueError(f"--tune-strategy-option {setting}: {name}'s {option} is {article} {kind.__name__} "
+            raise ValueError(f"{flag} {setting}: {name}'s {option} is {article} {kind.__name__} "
                              f"(default {takes[option]!r}), not {value!r}") from None
         if isinstance(found[option], float) and not math.isfinite(found[option]):
-            raise ValueError(f"--tune-strategy-option {setting}: {name}'s {option} is a finite number")
+            raise ValueError(f"{flag} {setting}: {name}'s {option} is a finite number")
     if found:
-        _tried(name, found)
+        _tried(name, found, flag)
     return found
 
 
-def _tried(name: str, options: dict[str, Any]) -> None:
+def _tried(name: str, options: dict[str, Any], flag: str) -> None:
     """Short searches of a small space with the options, with and without warm data (results of
     other buckets): a value the strategy cannot search with (population=0 ended a tune in an
     IndexError, -3 in random's ValueError, bayes' warm_noise=-1 in a LinAlgError once warm data
@@ -83,5 +84,5 @@ def _tried(name: str, options: dict[str, Any]) -> None:
                    lambda key: 1.0 + sum(hash(v) % 7 for v in key) / 10, trials=12)
     except Exception as e:  # noqa: BLE001 - whatever the strategy raises of a value it cannot use
         settings = " ".join(f"{k}={v}" for k, v in options.items())
-        raise ValueError(f"--tune-strategy-option {settings}: strategy {name} cannot search with it "
+        raise ValueError(f"{flag} {settings}: strategy {name} cannot search with it "
                          f"({type(e).__name__}: {e})") from None
