@@ -50,3 +50,16 @@ def test_scale_bench_without_this_machines_records(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["scale.py", "--sizes", "100", "--repeats", "1"])
     assert scale.main() == 0
     assert opened and all(stem == device != "cpu-none-1t-000000" and n == 100 for stem, device, n in opened)
+
+
+def test_scale_bench_folds_what_it_times(monkeypatch, tmp_path):
+    """Its fold step timed compact() on a store opened without its fingerprint, which only reads:
+    nothing was folded, in microseconds, where docs/scale.md reads about a second."""
+    scale = bench("scale")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the step's process imports this checkout's tunebench
+    (tmp_path / "records").mkdir()
+    path = tmp_path / "records" / "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    scale.synthetic(ROOT / "records" / path.name, path, 100)
+    scale.timed(scale.STEPS["fold"], path, path.stem, 1)
+    store = RecordStore(path)
+    assert len(store.trials()) == 200 and not store.pending()
