@@ -1047,6 +1047,23 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             np.ascontiguousarray(value).view(np.uint8)).digest())
     elif hashed is code_hash and _library_function(value):  # a generator's closure holding its op's np.maximum:
         digest.update(f"{name}={_library_function(value)}".encode())  # a fix of it reused the old op's trials
+    elif hashed is code_hash and isinstance(value, type) and id(value) not in seen:
+        _class(digest, name, value, seen)
+
+
+def _class(digest, name: str, cls: type, seen: set) -> None:
+    """Into ``digest``: a class a reference reads, left out before (``DT = np.float32`` made
+    ``np.float64`` reused the float32 reference's trials): a library's by its module and name, one
+    of the suite's own by its attributes, each as :func:`_read` reads it (read statically: no
+    user code runs)."""
+    seen.add(id(cls))
+    if not is_users(cls):
+        digest.update(f"{name}=class {cls.__module__}.{cls.__qualname__}".encode())
+        return
+    digest.update(f"{name}=class {cls.__qualname__}".encode())
+    for attr, value in sorted(vars(cls).items()):
+        if not attr.startswith("__") or attr in ("__init__", "__new__", "__call__"):
+            _read(digest, f"{name}.{attr}", _unwrapped(value, cls), seen, code_hash)
 
 
 def _item(name: str, value, seen: set) -> str:
