@@ -1511,6 +1511,19 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
     _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
 
 
+@pytest.mark.parametrize("template, said", [
+    ("#ifndef TILE\n#define TILE 64\n#endif\nint k(void) { return TILE; }\n",
+     "param 'tile' is read nowhere in axpb.c nor in the files its build reads, which read 'TILE': every config "
+     "builds the same code; name the param as the template reads it"),
+    ("int k(void) { return tile; }\n", None),
+    ("#define CAT(a, b) a##b\nint TILE(void) { return CAT(ti, le); }\n", None),  # read by token pasting
+])
+def test_a_param_the_template_reads_under_another_spelling_is_a_declaration_error(tmp_path, template, said):
+    """A space's ``tile`` where the template reads ``TILE`` (its own default): gcc says nothing,
+    every config built one code, and the tune measured noise for a pick."""
+    _check_template(tmp_path, "misspelt", template, {"tile": [16, 32]}, said)
+
+
 @pytest.mark.parametrize("include, values", [("-I", [1, 2]), ("-I", [1, 2, 3, 4, 5]),  # every combination, or
                                              ("computed", [1, 2])])  # each pair (125 of them > 64)
 def test_a_bool_param_a_header_reads_only_behind_two_other_params_later_values_is_told_apart(tmp_path, include,

@@ -119,11 +119,11 @@ class _ConfigView(Mapping):
         return len(self._index)
 
 
-def closest(name: str, known: Sequence[str]) -> str | None:
-    """The known name an unknown one most likely meant (the same but for case, else a close
-    spelling), for an error message."""
+def closest(name: str, known: Sequence[str], cutoff: float = 0.6) -> str | None:
+    """The known name an unknown one most likely meant (the same but for case, else a spelling
+    as close as ``cutoff``), for an error message."""
     same = [k for k in known if k.lower() == name.lower()]
-    return (same or difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [None])[0]
+    return (same or difflib.get_close_matches(name, known, n=1, cutoff=cutoff) or [None])[0]
 
 
 class _UnknownParam(KeyError):

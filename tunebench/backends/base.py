@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunebench.dtypes import is_float
+from tunebench.space import closest
 
 if TYPE_CHECKING:  # the declarations a backend builds: a floor above, never imported at run time
     from tunebench.backends.cache import BuildCache
@@ -378,9 +379,10 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
     same code and the tune measure noise, unsaid by gcc, each with why: a bool param the template
     only tests for being defined (``#ifdef P``; tunebench #defines False as 0, which is defined),
     a param whose values are names the template never #defines, compared in #if (there each
-    is 0). Suspects only: a header, the compiler or token pasting may define or read what this
-    reading of the text cannot see, so the target's preprocessor confirms them (see
-    :func:`constant_param`)."""
+    is 0), a param read nowhere where a name spelt nearly so is (``tile`` where the template
+    reads ``TILE``, its own default). Suspects only: a header, the compiler or token pasting may
+    define or read what this reading of the text cannot see, so the target's preprocessor
+    confirms them (see :func:`constant_param`)."""
     code = without_comments(variant.template)
     directives = list(_directives(variant))
     found: list[tuple[str, str]] = []
@@ -407,6 +409,13 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
                 found.append((param, f"{file} line {number} compares param {param!r} in #if, but none of its values "
                                      f"({', '.join(named[param])}) is a macro it #defines: in #if each is 0, so every "
                                      f"config builds the same code; #define them ({shown}) or give ints"))
+    read = set(re.findall(r"\b[A-Za-z_]\w*\b", "\n".join((code, *map(without_comments, variant.file_texts.values())))))
+    for param in sorted(n for n, vs in values.items() if len(vs) > 1 and n not in read and n not in dict(found)):
+        meant = closest(param, sorted(read - set(values)), cutoff=0.8)  # misspelt: the template reads a near name
+        if meant:
+            found.append((param, f"param {param!r} is read nowhere in {variant.path.name} nor in the files its build "
+                                 f"reads, which read {meant!r}: every config builds the same code; name the param "
+                                 f"as the template reads it"))
     return found
 
 
