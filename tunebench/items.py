@@ -327,6 +327,10 @@ class Gate(Item):
     def settings(self) -> GateSettings:
         """The ini file's gate settings, overridden by the closest tunebench_gate marker."""
         mark = self.get_closest_marker("tunebench_gate")
+        if mark and mark.args:  # tunebench_gate(0.5) was read as no setting at all: the default threshold gated
+            pytest.fail(f"tunebench_gate marker of {self.parent.nodeid}: {', '.join(map(repr, mark.args))} given by "
+                        f"position; name each setting (threshold=0.1, processes=3, max_processes=7, budget_s=1.0)",
+                        pytrace=False)
         try:
             return GateSettings(**{**gate_ini(self.config), **(mark.kwargs if mark else {})})
         except (TypeError, ValueError) as e:
