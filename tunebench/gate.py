@@ -44,6 +44,7 @@ tuned (or is not itself today): the tuning-time check is not made, and the verdi
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 import statistics
 from collections.abc import Sequence
@@ -76,6 +77,11 @@ class GateSettings:
     budget_s: float = BUDGET_S  # seconds of calls per process and shape
 
     def __post_init__(self):
+        for name, kind, form in (("threshold", numbers.Real, "a number"), ("processes", numbers.Integral, "a count"),
+                                 ("max_processes", numbers.Integral, "a count"), ("budget_s", numbers.Real, "a number")):
+            value = getattr(self, name)  # a marker's processes=2.5 was a TypeError deep in the measuring
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ValueError(f"{name} {value!r}: {form}")
         if not 0 < self.threshold < 1:  # 1.10 would pass a kernel 2.1x slower: a ratio written for a fraction
             raise ValueError(f"threshold {self.threshold!r}: a slowdown fraction between 0 and 1 (0.10 fails a "
                              f"slowdown beyond 10 %, a ratio of 1.10)")

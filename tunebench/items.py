@@ -334,7 +334,8 @@ class Gate(Item):
         try:
             return GateSettings(**{**gate_ini(self.config), **(mark.kwargs if mark else {})})
         except (TypeError, ValueError) as e:
-            pytest.fail(f"tunebench_gate marker of {self.parent.nodeid}: {e}", pytrace=False)
+            problem = e  # failed outside the handler: its message alone, not the chain of errors
+        pytest.fail(f"tunebench_gate marker of {self.parent.nodeid}: {problem}", pytrace=False)
 
     def runtest(self) -> None:
         kernel = self.parent.kernel
