@@ -82,6 +82,17 @@ def test_a_shape_of_one_dim_may_be_an_int_and_a_weight_must_be_a_number():
             Bucket("small", N=(1, 65535), **bad)
 
 
+def test_dims_that_name_one_dim_twice_are_refused():
+    """Buckets("MNN", ...) for "MNK" kept one range for both N: the shape's last dim was never
+    checked against a bucket, and a C header's function took two parameters named N."""
+    with pytest.raises(BucketError, match=r"^the dims \['M', 'N', 'N'\] name 'N' twice: give each dim a name of its "
+                                          r"own$"):
+        Buckets("MNN", [Bucket("small", M=(1, 8), N=(1, 64), shapes=[(2, 8, 8)])])
+    with pytest.raises(BucketError, match=r"name 'e' twice: give each dim a name of its own \(a string of dims is "
+                                          r"one dim per letter: give \['seqlen'\] for a dim named 'seqlen'\)$"):
+        Buckets("seqlen", [Bucket("small", seqlen=(1, 65535), shapes=[(4096,)])])
+
+
 def test_a_dim_named_by_a_word_given_as_a_string_is_told_how_to_name_it():
     """Buckets("len", ...) took the dims l, e and n, and said only that they differ."""
     with pytest.raises(BucketError, match=r"the dims are \['l', 'e', 'n'\] \(a string of dims is one dim per "

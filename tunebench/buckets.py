@@ -120,12 +120,15 @@ class Buckets:
         if not self.buckets:
             raise BucketError("no bucket given")
         names = [b.name for b in self.buckets]
+        word = isinstance(dims, str) and len(dims) > 1 and any(dims in b.ranges for b in self.buckets)
+        hint = f" (a string of dims is one dim per letter: give [{dims!r}] for a dim named {dims!r})" if word else ""
+        twice = next((d for d in self.dims if self.dims.count(d) > 1), None)
+        if twice:  # "MNN" for "MNK": one range read for both N, the shape's last dim never checked against it
+            raise BucketError(f"the dims {list(self.dims)} name {twice!r} twice: give each dim a name of its own{hint}")
         for b in self.buckets:
             if names.count(b.name) > 1:
                 raise BucketError(f"bucket name {b.name!r} is used twice")
             if set(b.ranges) != set(self.dims):
-                hint = (f" (a string of dims is one dim per letter: give [{dims!r}] for a dim named {dims!r})"
-                        if isinstance(dims, str) and len(dims) > 1 and dims in b.ranges else "")
                 raise BucketError(
                     f"bucket {b.name!r} gives ranges for {sorted(b.ranges)}, the dims are {list(self.dims)}{hint}")
             b.ranges = {d: b.ranges[d] for d in self.dims}
