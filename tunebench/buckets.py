@@ -93,18 +93,28 @@ def _range(bucket: str, dim: str, r) -> tuple[int, int | None]:
         lo, hi = r
     except (TypeError, ValueError):
         raise BucketError(f"bucket {bucket!r}: dim {dim!r} needs a (lo, hi) pair, got {r!r}") from None
-    if not isinstance(lo, int) or not (hi is None or isinstance(hi, int)) or lo < 0 or (
-            hi is not None and hi < lo):
+    if not _whole(lo) or not (hi is None or _whole(hi)):  # np.int64(1) is a bound; 10.0 and True are not
+        raise BucketError(f"bucket {bucket!r}: dim {dim!r} range {r!r} needs int bounds (None for no upper bound)")
+    if lo < 0 or (hi is not None and hi < lo):
         raise BucketError(f"bucket {bucket!r}: dim {dim!r} range {r!r} is not 0 <= lo <= hi")
-    return lo, hi
+    return int(lo), None if hi is None else int(hi)
+
+
+def _whole(value) -> bool:
+    """Whether a bound or dim is an int, numpy's too (a bool is none)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _shape(bucket: str, given) -> Shape:
-    """A representative shape as a tuple of ints; a bare int is a shape of one dim."""
+    """A representative shape as a tuple of ints; a bare int is a shape of one dim. A float dim
+    is refused: int() made (1024, 682.7) the shape (1024, 682) without a word."""
     try:
-        return (int(given),) if isinstance(given, int) else tuple(int(v) for v in given)
-    except (TypeError, ValueError):
-        raise BucketError(f"bucket {bucket!r}: representative shape {given!r} is no tuple of ints") from None
+        dims = (given,) if _whole(given) else tuple(given)
+    except TypeError:
+        dims = None
+    if dims is None or not all(map(_whole, dims)):
+        raise BucketError(f"bucket {bucket!r}: representative shape {given!r} is no tuple of ints")
+    return tuple(map(int, dims))
 
 
 class Buckets:
