@@ -1009,11 +1009,15 @@ def test_a_tune_says_where_its_trials_time_went_and_each_trial_keeps_its_phases(
 
 def test_a_mock_or_a_proxy_that_passes_for_a_dict_at_a_modules_level_is_no_table_of_kernels(pytester):
     """Tables are read as the built-in type reads them; a Mock(spec=dict) passes isinstance for a
-    dict and fails dict.items: every test module holding one failed to collect in any project."""
+    dict and fails dict.items: every test module holding one failed to collect in any project, as
+    one holding a Mock(spec=Kernel) did (it has no name)."""
     pytester.makepyfile(test_mocked="""
         from unittest import mock
+        from tunebench import Kernel
         CONFIG = mock.Mock(spec=dict)
         ITEMS = mock.MagicMock(spec=list)
+        FAKE = mock.Mock(spec=Kernel)
+        NESTED = {"f32": {"one": mock.Mock(spec=Kernel)}}
 
         def test_it():
             assert CONFIG is not None

@@ -1017,7 +1017,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
-            hashed is code_hash and type(value) in (list, dict, set, frozenset) and len(value) <= 10_000):  # (bytecode_hash:
+            hashed is code_hash and (type(value) in (list, dict) or _is_set(value)) and  # (bytecode_hash:
+            len(value) <= 10_000):
         text = _text(value) if hashed is code_hash else repr(value)  # as before)
         if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
             # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
@@ -1026,8 +1027,9 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             if id(value) in seen:
                 return
             seen.add(id(value))
-            if type(value) in (set, frozenset):  # in no order of its own: each item apart, in the order of its hash
-                digest.update(f"{name}={{{', '.join(sorted(_item(name, v, set(seen)) for v in value))}}}".encode())
+            if _is_set(value):  # in no order of its own: each item apart, in the order of its hash
+                digest.update(f"{name}={{{', '.join(sorted(_item(name, v, set(seen)) for v in _set_items(value)))}}}"
+                              .encode())
                 return
             for key, item in (dict.items(value) if type(value) is dict else enumerate(value)):
                 entry = f"{name}[{_key_text(key, seen)}]"
@@ -1047,23 +1049,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             np.ascontiguousarray(value).view(np.uint8)).digest())
     elif hashed is code_hash and _library_function(value):  # a generator's closure holding its op's np.maximum:
         digest.update(f"{name}={_library_function(value)}".encode())  # a fix of it reused the old op's trials
-    elif hashed is code_hash and isinstance(value, type) and id(value) not in seen:
-        _class(digest, name, value, seen)
-
-
-def _class(digest, name: str, cls: type, seen: set) -> None:
-    """Into ``digest``: a class a reference reads, left out before (``DT = np.float32`` made
-    ``np.float64`` reused the float32 reference's trials): a library's by its module and name, one
-    of the suite's own by its attributes, each as :func:`_read` reads it (read statically: no
-    user code runs)."""
-    seen.add(id(cls))
-    if not is_users(cls):
-        digest.update(f"{name}=class {cls.__module__}.{cls.__qualname__}".encode())
-        return
-    digest.update(f"{name}=class {cls.__qualname__}".encode())
-    for attr, value in sorted(vars(cls).items()):
-        if not attr.startswith("__") or attr in ("__init__", "__new__", "__call__"):
-            _read(digest, f"{name}.{attr}", _unwrapped(value, cls), seen, code_hash)
+    elif hashed is code_hash and isinstance(value, type) and not is_users(value):  # DT = np.float32 edited to
+        digest.update(f"{name}=class {value.__module__}.{value.__qualname__}".encode())  # np.float64: left out
 
 
 def _item(name: str, value, seen: set) -> str:
@@ -1081,10 +1068,11 @@ def _text(value, within: frozenset = frozenset()) -> str:
     ``("x", {"alpha", "beta"})`` hashed otherwise in every run, and measured every trial again.
     A set of numbers keeps its repr, the same in every process (and the hash it had before).
     (``within``: the containers it is inside, as repr reads a list holding itself.)"""
-    if type(value) in (set, frozenset):
-        if all(type(v) in (int, float, bool) or v is None for v in value):
+    if _is_set(value):  # numbers keep their repr (a NaN's hash, so its place, is its address: sorted)
+        items = list(_set_items(value))
+        if all(type(v) in (int, float, bool) and v == v for v in items):
             return repr(value)
-        return f"{type(value).__name__}({sorted(_text(v, within) for v in value)})"
+        return f"{type(value).__name__}({sorted(_text(v, within) for v in items)})"
     if type(value) not in (tuple, list, dict):
         return repr(value)
     text = repr(value)
@@ -1103,8 +1091,18 @@ def _holds_set(value, within: frozenset = frozenset()) -> bool:
     """Whether a tuple, list or dict holds a set, at any depth (a table holding itself read once)."""
     items = (*dict.keys(value), *dict.values(value)) if type(value) is dict else value
     within |= {id(value)}
-    return any(type(v) in (set, frozenset) or type(v) in (tuple, list, dict) and id(v) not in within
+    return any(_is_set(v) or type(v) in (tuple, list, dict) and id(v) not in within
                and _holds_set(v, within) for v in items)
+
+
+def _is_set(value) -> bool:
+    """A set or a frozenset, a subclass's too, by its type (a Mock(spec=set) passes isinstance)."""
+    return issubclass(type(value), (set, frozenset))
+
+
+def _set_items(value):
+    """A set's items, as the built-in type iterates them (a subclass of its own may do anything)."""
+    return (set.__iter__ if issubclass(type(value), set) else frozenset.__iter__)(value)
 
 
 def _key_text(key, seen: set) -> str:
@@ -1584,8 +1582,6 @@ def kernels_in(value: Any) -> list[Kernel]:
     ``defaultdict``, a namedtuple: left out, the suite collected nothing and said nothing), read
     as the built-in type reads them: every test module of any project is asked, and a class of
     its own may do anything when iterated."""
-    if isinstance(value, Kernel):
-        return [value]
     return [k for _, k in table_entries("", value)]
 
 
@@ -1602,7 +1598,7 @@ def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
     ``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing, unsaid, while a unit test's
     parametrize data, ``CASES = [(suite.softmax, (128, 256))]``, is no table of kernels (its
     module would collect the suite's tasks), nor is a module's nested data walked through."""
-    if isinstance(value, Kernel):
+    if issubclass(type(value), Kernel):  # by type: a Mock(spec=Kernel) passes isinstance, and has no name
         return [(name, value)]
     return [(f"{name}{where}", k) for where, k in _nested(value, TABLE_DEPTH, {id(value)}) or ()]
 
