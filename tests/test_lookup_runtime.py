@@ -470,6 +470,8 @@ def test_a_misspelt_device_warns_naming_the_recorded_devices_and_the_one_it_mean
         assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
         monkeypatch.setenv("TUNEBENCH_DEVICE", f" {DEVICE}\n")  # as a shell's $(cat file) or a YAML block leaves it
         assert tunebench.lookup("layernorm", (300, 8192), records=records).source == "tuned"
+    with warnings.catch_warnings():  # this machine: untuned, and said so, where it is not the recorded device
+        warnings.simplefilter("error", tunebench.UnknownDeviceWarning)
         monkeypatch.setenv("TUNEBENCH_DEVICE", " ")  # blank: unset, not a device named " " to warn of
         assert tunebench.lookup("layernorm", (300, 8192), records=records).device == lookup_module.this_device("cpu")
 
