@@ -804,3 +804,18 @@ def test_a_journal_a_run_still_going_holds_is_its_own_and_another_records_folder
         note = unfolded(RecordStore(store.path))
     assert note == (f"{store.path.name} lacks 1 measurement counted here, still in its journal {store.journal}: a "
                     f"run still going on this device folds them in as it ends")
+
+
+def test_compare_follows_a_records_folder_moved_since_the_revision(tmp_path, capsys):
+    """`git mv records perf/records`: the report said "No records ... all 12 tasks are new since"
+    of a revision that held them, at their former path, hiding every change since from the reviewer."""
+    shipped = Path(__file__).resolve().parent.parent / "records" / "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / shipped.name).write_bytes(shipped.read_bytes())
+    commit(tmp_path, "records")
+    (tmp_path / "perf").mkdir()
+    git(tmp_path, "mv", "records", "perf/records")
+    commit(tmp_path, "moved")
+    assert main(["report", "--records", str(tmp_path / "perf" / "records"), "--out", str(tmp_path / "r"),
+                 "--compare", "HEAD~1"]) == 0, capsys.readouterr().err
+    assert re.search(r"\d+ tasks unchanged since HEAD~1\.", (tmp_path / "r" / "report.md").read_text())

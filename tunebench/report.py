@@ -617,15 +617,38 @@ def records_at(revision: str, records: Path, root: Path) -> Iterator[Path | None
     if known.returncode != 0:
         raise ValueError(f"--compare {revision}: not a git revision of {root}")
     top, here = root.resolve(), records.resolve()
-    project_dir = (here.parent if here != top else here).relative_to(top).as_posix()  # a records-only repository's
     with tempfile.TemporaryDirectory(prefix="tunebench-report-") as folder:
-        tree = subprocess.run(["git", "archive", "--format=tar", revision, "--", project_dir], cwd=root,
-                              capture_output=True)
-        if tree.returncode == 0:  # else the project's folder did not exist then
-            with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
-                tar.extractall(folder, **({"filter": _inside} if hasattr(tarfile, "data_filter") else {}))
-        then = Path(folder, here.relative_to(top).as_posix())
-        yield then if then.is_dir() else None
+        then = _extracted(revision, here.relative_to(top).as_posix(), root, folder)
+        if then is None:
+            moved = _moved_from(revision, here, top)
+            then = _extracted(revision, moved, root, folder) if moved else None
+        yield then
+
+
+def _extracted(revision: str, at: str, root: Path, folder: str) -> Path | None:
+    """The records folder ``at`` (relative to the repository's top) with its project as they were at
+    ``revision``, extracted into ``folder``; None where it did not exist then."""
+    project_dir = (Path(at).parent if at != "." else Path(at)).as_posix()  # a records-only repository's
+    tree = subprocess.run(["git", "archive", "--format=tar", revision, "--", project_dir], cwd=root,
+                          capture_output=True)
+    if tree.returncode == 0:  # else the project's folder did not exist then
+        with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
+            tar.extractall(folder, **({"filter": _inside} if hasattr(tarfile, "data_filter") else {}))
+    then = Path(folder, at)
+    return then if then.is_dir() else None
+
+
+def _moved_from(revision: str, records: Path, top: Path) -> str | None:
+    """Where the records folder was at ``revision``, where git finds its records files renamed since
+    (`git mv records perf/records`): read at today's path, the revision held none, and every task
+    read as new since it."""
+    diff = subprocess.run(["git", "diff", "-M", "--name-status", "-z", "--diff-filter=R", revision], cwd=top,
+                          capture_output=True)
+    fields = os.fsdecode(diff.stdout).split("\0")
+    for status, old, new in zip(fields[0::3], fields[1::3], fields[2::3]):
+        if status.startswith("R") and new.endswith(".json") and (top / new).parent == records:
+            return Path(old).parent.as_posix()
+    return None
 
 
 def _inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
