@@ -322,6 +322,17 @@ def test_a_records_file_that_is_not_one_is_an_error_in_one_line_and_left_as_it_w
     assert path.read_bytes() == content
 
 
+def test_a_git_lfs_pointer_in_place_of_the_records_says_to_fetch_them(tmp_path):
+    """A CI checkout without LFS: it said "corrupted records file (Expecting value ...): restore it
+    (git checkout)", which checks out the same pointer again."""
+    path = tmp_path / f"{device_id(FINGERPRINT)}.json"
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"4d" * 32 + b"\nsize 1596188\n"
+    path.write_bytes(pointer)
+    with pytest.raises(RecordsError, match=f"^{path}: a Git LFS pointer, not the records: .*git lfs pull"):
+        RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert path.read_bytes() == pointer
+
+
 def test_a_records_path_that_cannot_be_read_is_an_error_naming_it(tmp_path):
     path = tmp_path / f"{device_id(FINGERPRINT)}.json"
     path.mkdir()

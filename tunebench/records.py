@@ -533,6 +533,9 @@ class AtomicJSONStorage(Storage):
         if not raw.strip():
             raise RecordsError(f"{self.path}: empty records file; {untouched} (a new device's file is "
                                f"created by pytest --tune)")
+        if raw.startswith(b"version https://git-lfs.github.com/spec/"):
+            raise RecordsError(f"{self.path}: a Git LFS pointer, not the records: fetch them (`git lfs pull`, "
+                               f"in GitHub Actions, actions/checkout with `lfs: true`)")
         if re.search(rb"^<<<<<<< ", raw, re.MULTILINE):
             raise RecordsError(
                 f"{self.path}: holds git conflict markers (merged without tunebench's merge driver, see the "
