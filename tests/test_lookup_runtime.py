@@ -1535,3 +1535,16 @@ def test_a_lookup_per_launch_makes_no_path_with_the_records_given_or_the_device_
     monkeypatch.setattr(lookup_module, "Path", Counted)
     assert [call() for call in calls for _ in range(10)] == [e for e in expected for _ in range(10)]
     assert made == []
+
+
+def test_a_records_folder_that_is_not_there_is_named_where_the_heuristic_is_served(deployed, monkeypatch):
+    """`git mv records perf/records`: best() served the heuristic for every kernel, saying only
+    "nothing is recorded for this device", naming no folder, and warning nothing."""
+    monkeypatch.setattr(lookup_module, "_SAID", {}, raising=False)
+    monkeypatch.delenv("TUNEBENCH_ROOT", raising=False)
+    (deployed / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (deployed / "perf").mkdir()
+    (deployed / "records").rename(deployed / "perf" / "records")
+    with pytest.warns(tunebench.UntunedWarning, match="the heuristic is served: .*records is not there"):
+        choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, suites=deployed / "suites")
+    assert choice.source == "heuristic" and f"{deployed / 'records'} is not there" in choice.note, choice.note

@@ -1206,10 +1206,14 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
     elif store is None:
         others = [p.stem for p in records_files(records_dir) if p.stem != device]  # back since the read: not "other"
         orphan = orphaned(records_dir / f"{device}.json")
+        # the folder moved (`git mv records perf/records`) or not checked out: every kernel served untuned
+        gone = None if records_dir.is_dir() else (f"{records_dir} is not there: pass records= (--records) or set "
+                                                  f"TUNEBENCH_ROOT where the records are elsewhere; a tune creates it")
         choice.note = (f"nothing is recorded for this device ({device})" + (f"; {orphan}" if orphan else "")
+                       + (f"; {gone}" if gone else "")
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
                        + _other_threads(folder, device, store, name, dtype, bucket.name))
-        if others or orphan:  # tuned elsewhere, or deleted here: a framework must hear it without reading each note
+        if others or orphan or gone:  # tuned elsewhere, deleted or moved here: a framework must hear it unasked
             _say_once(name, UntunedWarning, device, f"the heuristic is served: {choice.note}")
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash, setup = (task or {}).get("source_hash"), None
