@@ -6,6 +6,7 @@ import html
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -819,3 +820,24 @@ def test_compare_follows_a_records_folder_moved_since_the_revision(tmp_path, cap
     assert main(["report", "--records", str(tmp_path / "perf" / "records"), "--out", str(tmp_path / "r"),
                  "--compare", "HEAD~1"]) == 0, capsys.readouterr().err
     assert re.search(r"\d+ tasks unchanged since HEAD~1\.", (tmp_path / "r" / "report.md").read_text())
+
+
+def test_compare_with_a_revisions_suite_that_no_longer_imports_reads_its_tasks_from_the_records(tmp_path, capsys):
+    """A suite of the revision that today's tunebench cannot import (a name it no longer has) left its
+    kernel undeclared then: every task of it read "new task", however long it had been tuned."""
+    shipped = Path(__file__).resolve().parent.parent
+    for folder in ("suites", "kernels"):
+        shutil.copytree(shipped / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "records").mkdir()
+    name = "cpu-amd-epyc-f26m2-2t-506d4e.json"
+    (tmp_path / "records" / name).write_bytes((shipped / "records" / name).read_bytes())
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    suite = tmp_path / "suites" / "test_softmax.py"
+    text = suite.read_text()
+    suite.write_text("from tunebench import NoSuchName  # noqa: F401\n" + text)
+    commit(tmp_path, "a suite importing what tunebench has no more")
+    suite.write_text(text)
+    assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"),
+                 "--compare", "HEAD"]) == 0, capsys.readouterr().err
+    changes = (tmp_path / "r" / "report.md").read_text().split("### Changes since HEAD")[1]
+    assert "new task" not in changes and re.search(r"\n\d+ tasks unchanged since HEAD\.", changes), changes

@@ -229,12 +229,15 @@ def untuned(store: RecordStore, records: Path, suites: Path | None) -> list[str]
     return lines
 
 
-def undeclared(views: list[TaskView], records: Path, suites: Path | None) -> tuple[list[TaskView], list[str]]:
+def undeclared(views: list[TaskView], records: Path, suites: Path | None,
+               unimported: bool = False) -> tuple[list[TaskView], list[str]]:
     """The tasks no suite declares any more (a kernel renamed, a bucket or dtype removed), each
     with what is missing, and the others, as the export decides: it writes the suites' kernels,
     their target's buckets and dtypes (best() serves no other bucket or dtype of a declared kernel,
 and answers for an undeclared kernel from the records alone). Where no suite is found (the
-    records alone), every task is reported as declared."""
+    records alone), every task is reported as declared; so is, with ``unimported``, a task whose kernel
+    no suite declares while some suite failed to import (a revision's suite that today's tunebench
+    cannot import: its tasks are no more new since than the records are)."""
     suites_dir = project(records, suites)[1]
     failed, kernels = _load_once(suites_dir) if suites_dir.exists() else ([], {})
     if not kernels:
@@ -246,7 +249,7 @@ and answers for an undeclared kernel from the records alone). Where no suite is 
         missing = ("the kernel" if kernel is None else f"its {v.target} variant" if variant is None else
                    "the bucket" if v.bucket.name not in {b.name for b in kernel.buckets_for(v.target)} else
                    "the dtype" if v.dtype not in variant.dtypes else None)
-        if missing is None:
+        if missing is None or (unimported and failed and kernel is None):
             kept.append(v)
         else:
             gone.append(f"{v.kernel} {v.bucket.name} {v.dtype}: {len(v.configs)} configs recorded, but no suite under "
@@ -743,7 +746,7 @@ def write(records: Path, out: Path, compare: str | None = None,
                 old = _old_store(then, store.path, compare, root)
                 changes, same = None, 0
                 if isinstance(old, RecordStore):  # its tasks the suites declared then, as they were then
-                    declared = undeclared(task_views(old, then_suites), old.path.parent, then_suites)[0]
+                    declared = undeclared(task_views(old, then_suites), old.path.parent, then_suites, unimported=True)[0]
                     changes, same = _changes(_before(old, declared), views, threshold)
                 head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
                         f"speedup at {compare} -> now", "config", f"lead moved beyond {threshold:.0%}"]
