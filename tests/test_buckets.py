@@ -84,7 +84,7 @@ def test_a_shape_of_one_dim_may_be_an_int_and_a_weight_must_be_a_number():
             Bucket("small", N=(1, 65535), **bad)
 
 
-def test_numpy_ints_are_bounds_and_dims_and_a_float_is_neither():
+def test_numpy_ints_are_bounds_and_dims_and_a_fractional_dim_is_refused():
     """A code generator's np.int64 bounds were refused as "not 0 <= lo <= hi", and a float dim of a
     representative shape was cut to an int without a word: (64, 682.7) measured (64, 682)."""
     bucket = Bucket("small", N=(np.int64(1), np.int32(4096)), shapes=[np.int64(682), (np.int32(64),)])
@@ -92,6 +92,7 @@ def test_numpy_ints_are_bounds_and_dims_and_a_float_is_neither():
     assert all(type(v) is int for v in (*bucket.ranges["N"], *bucket.shapes[0]))  # as records keep them, in JSON
     with pytest.raises(BucketError, match=r"^bucket 'small': representative shape \(682.7,\) is no tuple of ints$"):
         Bucket("small", N=(1, 4096), shapes=[(682.7,)])
+    assert Bucket("small", N=(1, 1 << 20), shapes=[(1e4,)]).shapes == [(10000,)]  # a whole float is its int
     for bad in ((1, 4096.0), (True, 4096)):
         with pytest.raises(BucketError, match=rf"^bucket 'small': dim 'N' range {re.escape(repr(bad))} needs int bounds"):
             Bucket("small", N=bad, shapes=[(8,)])

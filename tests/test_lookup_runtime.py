@@ -1539,12 +1539,12 @@ def test_a_lookup_per_launch_makes_no_path_with_the_records_given_or_the_device_
 
 def test_a_records_folder_that_is_not_there_is_named_where_the_heuristic_is_served(deployed, monkeypatch):
     """`git mv records perf/records`: best() served the heuristic for every kernel, saying only
-    "nothing is recorded for this device", naming no folder, and warning nothing."""
+    "nothing is recorded for this device", naming no folder. (No warning: every project not tuned
+    yet has no records folder.)"""
     monkeypatch.setattr(lookup_module, "_SAID", {}, raising=False)
     monkeypatch.delenv("TUNEBENCH_ROOT", raising=False)
     (deployed / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     (deployed / "perf").mkdir()
     (deployed / "records").rename(deployed / "perf" / "records")
-    with pytest.warns(tunebench.UntunedWarning, match="the heuristic is served: .*records is not there"):
-        choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, suites=deployed / "suites")
+    choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, suites=deployed / "suites")
     assert choice.source == "heuristic" and f"{deployed / 'records'} is not there" in choice.note, choice.note

@@ -835,9 +835,11 @@ def test_compare_with_a_revisions_suite_that_no_longer_imports_reads_its_tasks_f
     suite = tmp_path / "suites" / "test_softmax.py"
     text = suite.read_text()
     suite.write_text("from tunebench import NoSuchName  # noqa: F401\n" + text)
+    (tmp_path / "suites" / "test_layernorm.py").unlink()  # a kernel undeclared then and now: not dropped since
     commit(tmp_path, "a suite importing what tunebench has no more")
     suite.write_text(text)
     assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r"),
                  "--compare", "HEAD"]) == 0, capsys.readouterr().err
     changes = (tmp_path / "r" / "report.md").read_text().split("### Changes since HEAD")[1]
     assert "new task" not in changes and re.search(r"\n\d+ tasks unchanged since HEAD\.", changes), changes
+    assert "layernorm" not in changes and "dropped" not in changes, changes

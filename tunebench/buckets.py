@@ -106,13 +106,14 @@ def _whole(value) -> bool:
 
 
 def _shape(bucket: str, given) -> Shape:
-    """A representative shape as a tuple of ints; a bare int is a shape of one dim. A float dim
-    is refused: int() made (1024, 682.7) the shape (1024, 682) without a word."""
+    """A representative shape as a tuple of ints; a bare int is a shape of one dim. A fractional
+    dim is refused: int() made (1024, 682.7) the shape (1024, 682) without a word (a whole float,
+    ``1e4``, is the int it equals)."""
     try:
         dims = (given,) if _whole(given) else tuple(given)
     except TypeError:
         dims = None
-    if dims is None or not all(map(_whole, dims)):
+    if dims is None or not all(_whole(v) or isinstance(v, float) and v.is_integer() for v in dims):
         raise BucketError(f"bucket {bucket!r}: representative shape {given!r} is no tuple of ints")
     return tuple(map(int, dims))
 

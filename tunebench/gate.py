@@ -82,6 +82,8 @@ class GateSettings:
             value = getattr(self, name)  # a marker's processes=2.5 was a TypeError deep in the measuring
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise ValueError(f"{name} {value!r}: {form}")
+            # as plain numbers: an np.float32 threshold made a limit the records' JSON cannot hold
+            object.__setattr__(self, name, int(value) if kind is numbers.Integral else float(value))
         if not 0 < self.threshold < 1:  # 1.10 would pass a kernel 2.1x slower: a ratio written for a fraction
             raise ValueError(f"threshold {self.threshold!r}: a slowdown fraction between 0 and 1 (0.10 fails a "
                              f"slowdown beyond 10 %, a ratio of 1.10)")

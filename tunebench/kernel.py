@@ -1066,7 +1066,8 @@ def _text(value, within: frozenset = frozenset()) -> str:
     """A constant's repr, with a set's items in the order of their own text: a set of strings
     iterates in an order each process's string hashing picks, so a reference reading
     ``("x", {"alpha", "beta"})`` hashed otherwise in every run, and measured every trial again.
-    A set of numbers keeps its repr, the same in every process (and the hash it had before).
+    A set of numbers keeps its repr, the same in every process (and the hash it had before); one
+    holding a NaN or None is sorted (their hashes, so their places, are their addresses).
     (``within``: the containers it is inside, as repr reads a list holding itself.)"""
     if _is_set(value):  # numbers keep their repr (a NaN's hash, so its place, is its address: sorted)
         items = list(_set_items(value))
@@ -1412,6 +1413,13 @@ class Kernel:
         if builtin:  # `#define warpSize 16` rewrote the builtin: a reduction over a warp halved, and verified wrong
             raise KernelError(f"kernel {self.name!r}, the cuda variant: param {builtin[0]!r} is a CUDA built-in "
                               f"variable's name, which its #define would rewrite in the kernel: rename the param")
+        buckets = self.buckets_for(target)
+        try:
+            variant.space.check_dims(buckets.dims)
+            variant.space.validate(buckets, buckets.dims)
+        except SpaceError as e:  # every target's space is checked, where one runs: say which;
+            # before its params are read in the template (a param named as a dim: said as that, first)
+            raise SpaceError(f"the {target} variant: {e}") from None
         why = overridden(variant, variant.space.names) or bare_include(variant, variant.space.values)
         if not why and target in ("cpu", "cuda"):  # the replay target builds nothing
             from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
@@ -1426,12 +1434,6 @@ class Kernel:
             why = dtype_problem(target, dtype, variant)
             if why:
                 raise KernelError(why)
-        buckets = self.buckets_for(target)
-        try:
-            variant.space.check_dims(buckets.dims)
-            variant.space.validate(buckets, buckets.dims)
-        except SpaceError as e:  # every target's space is checked, where one runs: say which
-            raise SpaceError(f"the {target} variant: {e}") from None
         for bucket in buckets:
             for shape in bucket.shapes:
                 for dtype in variant.dtypes:

@@ -1213,7 +1213,8 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
                        + (f"; {gone}" if gone else "")
                        + (f"; {records_dir} holds only other devices' records: {', '.join(others)}" if others else "")
                        + _other_threads(folder, device, store, name, dtype, bucket.name))
-        if others or orphan or gone:  # tuned elsewhere, deleted or moved here: a framework must hear it unasked
+        if others or orphan:  # tuned elsewhere, or deleted here: a framework must hear it unasked (a folder not
+            # there is said in the note alone: every project not tuned yet has none, and warned it for every kernel)
             _say_once(name, UntunedWarning, device, f"the heuristic is served: {choice.note}")
     task = next((t for t in tasks if t["bucket"] == bucket.name), None)
     source_hash, setup = (task or {}).get("source_hash"), None

@@ -21,8 +21,8 @@ import subprocess
 import tarfile
 import tempfile
 import warnings
-from collections import defaultdict
-from collections.abc import Iterator
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,7 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, final_choice,  # noqa: E402
                               heuristic_failed, latest_confirmation, lookup, project, tune_command)
-from tunebench.records import RecordsError, RecordStore, config_key, config_text, stores  # noqa: E402
+from tunebench.records import RecordsError, RecordStore, config_key, config_text, records_files, stores  # noqa: E402
 
 
 @dataclass
@@ -230,14 +230,15 @@ def untuned(store: RecordStore, records: Path, suites: Path | None) -> list[str]
 
 
 def undeclared(views: list[TaskView], records: Path, suites: Path | None,
-               unimported: bool = False) -> tuple[list[TaskView], list[str]]:
+               unimported: Collection[str] = ()) -> tuple[list[TaskView], list[str]]:
     """The tasks no suite declares any more (a kernel renamed, a bucket or dtype removed), each
     with what is missing, and the others, as the export decides: it writes the suites' kernels,
     their target's buckets and dtypes (best() serves no other bucket or dtype of a declared kernel,
 and answers for an undeclared kernel from the records alone). Where no suite is found (the
-    records alone), every task is reported as declared; so is, with ``unimported``, a task whose kernel
-    no suite declares while some suite failed to import (a revision's suite that today's tunebench
-    cannot import: its tasks are no more new since than the records are)."""
+    records alone), every task is reported as declared; so is a task of a kernel in ``unimported``
+    (today's) that no suite declares while some suite failed to import (a revision's suite that
+    today's tunebench cannot import: its tasks are no more new since than the records are; a
+    kernel undeclared then and now is no more dropped since)."""
     suites_dir = project(records, suites)[1]
     failed, kernels = _load_once(suites_dir) if suites_dir.exists() else ([], {})
     if not kernels:
@@ -249,7 +250,7 @@ and answers for an undeclared kernel from the records alone). Where no suite is 
         missing = ("the kernel" if kernel is None else f"its {v.target} variant" if variant is None else
                    "the bucket" if v.bucket.name not in {b.name for b in kernel.buckets_for(v.target)} else
                    "the dtype" if v.dtype not in variant.dtypes else None)
-        if missing is None or (unimported and failed and kernel is None):
+        if missing is None or (failed and kernel is None and v.kernel in unimported):
             kept.append(v)
         else:
             gone.append(f"{v.kernel} {v.bucket.name} {v.dtype}: {len(v.configs)} configs recorded, but no suite under "
@@ -644,14 +645,20 @@ def _extracted(revision: str, at: str, root: Path, folder: str) -> Path | None:
 def _moved_from(revision: str, records: Path, top: Path) -> str | None:
     """Where the records folder was at ``revision``, where git finds its records files renamed since
     (`git mv records perf/records`): read at today's path, the revision held none, and every task
-    read as new since it."""
-    diff = subprocess.run(["git", "diff", "-M", "--name-status", "-z", "--diff-filter=R", revision], cwd=top,
+    read as new since it. Else the folder that held most of today's records files by name then (a
+    file re-tuned since, grown beyond git's rename detection, is no rename to it)."""
+    diff = subprocess.run(["git", "diff", "-M", "--name-status", "-z", "--diff-filter=R", revision, "--"], cwd=top,
                           capture_output=True)
     fields = os.fsdecode(diff.stdout).split("\0")
     for status, old, new in zip(fields[0::3], fields[1::3], fields[2::3]):
         if status.startswith("R") and new.endswith(".json") and (top / new).parent == records:
             return Path(old).parent.as_posix()
-    return None
+    listed = subprocess.run(["git", "ls-tree", "-r", "-z", "--name-only", revision, "--"], cwd=top,
+                            capture_output=True)
+    names = {p.name for p in records_files(records)}
+    held = Counter(Path(f).parent.as_posix() for f in os.fsdecode(listed.stdout).split("\0")
+                               if Path(f).name in names)
+    return held.most_common(1)[0][0] if held else None
 
 
 def _inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
@@ -687,7 +694,10 @@ def write(records: Path, out: Path, compare: str | None = None,
     found = stores(records, unreadable)
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True)
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=records, capture_output=True)
+    except OSError:  # no git here: a report without --compare needs none
+        top = subprocess.CompletedProcess([], 1, b"", b"")
     if compare and top.returncode != 0:  # "not a git revision of" it blamed the revision
         raise ValueError(f"--compare {compare}: {records} is not in a git repository")
     root = Path(os.fsdecode(top.stdout.strip()) or records)  # a path's bytes, as any other path is read
@@ -746,7 +756,8 @@ def write(records: Path, out: Path, compare: str | None = None,
                 old = _old_store(then, store.path, compare, root)
                 changes, same = None, 0
                 if isinstance(old, RecordStore):  # its tasks the suites declared then, as they were then
-                    declared = undeclared(task_views(old, then_suites), old.path.parent, then_suites, unimported=True)[0]
+                    declared = undeclared(task_views(old, then_suites), old.path.parent, then_suites,
+                                          unimported={v.kernel for v in views})[0]
                     changes, same = _changes(_before(old, declared), views, threshold)
                 head = ["kernel", "bucket", "dtype", f"best ms at {compare}", "best ms now (time: + slower)",
                         f"speedup at {compare} -> now", "config", f"lead moved beyond {threshold:.0%}"]
