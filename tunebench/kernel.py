@@ -1017,9 +1017,8 @@ def _read(digest, name: str, value, seen: set, hashed: Callable) -> None:
             seen.add(id(value))
             digest.update(hashed(value, seen).encode())
     elif isinstance(value, (int, float, str, bytes, bool, tuple)) or (  # a table of weights a reference reads
-            hashed is code_hash and (type(value) in (list, dict) or _is_set(value)) and  # (bytecode_hash:
-            len(value) <= 10_000):
-        text = _text(value) if hashed is code_hash else repr(value)  # as before)
+            hashed is code_hash and (type(value) in (list, dict) or _is_set(value)) and len(value) <= 10_000):
+        text = _text(value) if hashed is code_hash else repr(value)  # bytecode_hash: by repr, as before
         if hashed is code_hash and not isinstance(value, (str, bytes)) and _ADDRESS.search(text):
             # a table of functions (CHECKS = {"add": lambda a, b: a + b}): each by what it computes, as its repr
             # names its memory address, another in every process (every run measured every trial again); each
