@@ -77,6 +77,40 @@ def test_the_machine_disturbs_once_others_want_more_than_the_kernel_leaves_free(
     assert bool(machine_signals(conditions)) == disturbed
 
 
+@pytest.mark.parametrize("steal, usual, disturbed", [
+    (0.08, 0.08, False),  # a VM whose hypervisor steals 8 % steadily: every measurement alike
+    (0.11, 0.08, False),
+    (0.14, 0.08, True),  # a burst above it
+    (0.06, 0.0, True),  # a quiet host's 6 % is a burst
+    (0.06, None, True),  # conditions recorded before the usual steal was
+])
+def test_the_hypervisors_steal_disturbs_where_it_is_well_above_the_hosts_usual(steal, usual, disturbed):
+    """A steal of 5 % or more disturbed every measurement, so on a VM stealing a steady 8 % every
+    tune stopped on its first three trials and recorded nothing."""
+    conditions = {"others_cpu": 0.0, "steal": steal, "cores": 2, "threads": 2,
+                  **({} if usual is None else {"steal_usual": usual})}
+    found = machine_signals(conditions)
+    assert bool(found) == disturbed, found
+    if disturbed and usual:
+        assert found == [f"the hypervisor stole {steal:.0%} of the CPU time, {usual:.0%} since boot"]
+
+
+def test_the_monitor_reads_the_hosts_usual_steal_since_boot(tmp_path, monkeypatch):
+    """/proc/stat counts since boot: a host that stole 900 of its cores' 10 000 ticks so far
+    steals 9 % as a rule, and a span in which it stole 10 % is no burst."""
+    stat = tmp_path / "stat"
+    before = "cpu  4000 0 0 5100 0 0 0 900 0 0\ncpu0 4000 0 0 5100 0 0 0 900 0 0\n"
+    stat.write_text(before)
+    monkeypatch.setattr(interference, "PROC_STAT", stat)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monitor = Monitor()
+    stat.write_text(before.replace(" 5100 ", " 5127 ").replace(" 900 ", " 903 "))  # 3 of 30 ticks stolen
+    time.sleep(0.3)
+    found = monitor.conditions()
+    assert found["steal"] == 0.1 and found["steal_usual"] == pytest.approx(903 / 10030, abs=1e-3), found
+    assert machine_signals({**found, "others_cpu": 0.0, "threads": 1}) == []
+
+
 def test_the_machine_reason_counts_the_cores_the_kernel_leaves_free_in_cores():
     """It read "(1.6 of 2 cores, 1 left free by the kernel's threads)": one what, a reviewer asked."""
     (one,) = machine_signals({"others_cpu": 0.80, "steal": 0.0, "cores": 2, "threads": 1})
