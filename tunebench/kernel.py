@@ -1073,7 +1073,7 @@ def _text(value, within: frozenset = frozenset()) -> str:
         if all(type(v) in (int, float, bool) and v == v for v in items):
             return repr(value)
         return f"{type(value).__name__}({sorted(_text(v, within) for v in items)})"
-    if type(value) not in (tuple, list, dict):
+    if not _container(value):
         return repr(value)
     text = repr(value)
     if "{" not in text or not _holds_set(value):  # (a set's repr has braces: most tuples are read once)
@@ -1084,6 +1084,8 @@ def _text(value, within: frozenset = frozenset()) -> str:
     if type(value) is dict:
         return f"{{{', '.join(f'{_text(k, within)}: {_text(v, within)}' for k, v in value.items())}}}"
     items = [_text(v, within) for v in value]
+    if type(value) not in (tuple, list):  # a namedtuple, as its repr reads
+        return f"{type(value).__name__}({', '.join(f'{f}={v}' for f, v in zip(type(value)._fields, items))})"
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})" if type(value) is tuple else f"[{', '.join(items)}]"
 
 
@@ -1091,8 +1093,13 @@ def _holds_set(value, within: frozenset = frozenset()) -> bool:
     """Whether a tuple, list or dict holds a set, at any depth (a table holding itself read once)."""
     items = (*dict.keys(value), *dict.values(value)) if type(value) is dict else value
     within |= {id(value)}
-    return any(_is_set(v) or type(v) in (tuple, list, dict) and id(v) not in within
-               and _holds_set(v, within) for v in items)
+    return any(_is_set(v) or _container(v) and id(v) not in within and _holds_set(v, within) for v in items)
+
+
+def _container(value) -> bool:
+    """A tuple, list or dict whose items a set's text may be in, a namedtuple's too (its repr
+    iterated a set of strings it holds in each process's order: hashed otherwise in every run)."""
+    return type(value) in (tuple, list, dict) or isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 def _is_set(value) -> bool:
