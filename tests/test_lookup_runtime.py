@@ -160,6 +160,21 @@ def test_a_half_written_records_file_is_answered_from_its_last_whole_read_and_re
     assert tunebench.best("layernorm", (297, 8192), DEVICE, records=records) == tuned
 
 
+def test_a_records_file_absent_at_one_check_is_answered_from_as_before_until_absent_at_the_next(deployed, monkeypatch):
+    """git checkout unlinks a file, then writes it whole: a check between the two served the
+    heuristic for every launch until the next check, a second later."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 1e-9)  # read again in a thread of its own, at every call
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    tuned = tunebench.best("layernorm", (300, 8192), DEVICE, records=records)
+    aside = path.rename(deployed / "aside.json")
+    assert [tunebench.best("layernorm", (300, 8192), DEVICE, records=records) for _ in range(2)] == [tuned] * 2
+    later = [tunebench.best("layernorm", (300, 8192), DEVICE, records=records) for _ in range(3)]
+    assert later[-1] != tuned, later  # absent at the next check too: the records are gone
+    aside.rename(path)
+    assert [tunebench.best("layernorm", (300, 8192), DEVICE, records=records) for _ in range(3)][-1] == tuned
+
+
 def test_a_document_id_edited_by_hand_into_no_number_is_named_by_the_lookups_at_each_launch(deployed, monkeypatch):
     """TinyDB's "invalid literal for int()" named no file, in the thread that reads the records
     again (it suppresses only records errors) and then at the next lookup."""

@@ -580,6 +580,7 @@ class _Directory:
         self._checked = -math.inf
         self._summaries: dict[str, Summary | str | None] = {}  # str: why the file cannot be read
         self._last_read: dict[str, Summary] = {}  # each device's summary as last read whole
+        self._vanished: set[str] = set()  # devices whose file the last rebuild found absent (see _rebuild)
         self.rebuild: threading.Thread | None = None  # building the summaries read again, where one is
         self._rankings: tuple[int, dict] = (0, {})
 
@@ -622,15 +623,22 @@ class _Directory:
 
     def _rebuild(self, stamp: tuple, devices: list[str]) -> None:
         """Build the summaries of ``devices`` again, then serve them; one that fails (a file half
-        written, a newer format) is left out, for the next lookup to read and say why."""
-        fresh = {}
+        written, a newer format) is left out, for the next lookup to read and say why. A file
+        absent is answered from as before until it is absent at the next check too: git checkout
+        unlinks a file, then writes it whole, and a check between the two served the heuristic
+        for every launch until the next."""
+        fresh, vanished = {}, set()
         try:
             for device in devices:
                 with contextlib.suppress(RecordsError):
                     fresh[device] = self._read(device)
+                    if fresh[device] is None and device not in self._vanished:
+                        fresh[device] = self._summaries.get(device)
+                        vanished.add(device)
         finally:
             with self.lock:
-                self._stamp, self._summaries = stamp, fresh
+                self._stamp = None if vanished else stamp  # checked again, as a change is
+                self._summaries, self._vanished = fresh, vanished
                 self.generation += 1
                 self.rebuild = None
 
