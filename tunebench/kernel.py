@@ -1583,14 +1583,14 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         constant_param(suspects, values, constant_settings(read, suspects, values), preprocessed), not any(failed)))
 
 
-def kernels_in(value: Any) -> list[Kernel]:
-    """The kernels a module-level name holds: a Kernel, or those in a table (a dict's values, a
+def kernels_in(name: str, value: Any) -> list[Kernel]:
+    """The kernels a module-level ``name`` holds: a Kernel, or those in a table (a dict's values, a
     list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``
     (with ``None`` for an op it cannot make). Their subclasses too (an ``OrderedDict``, a
     ``defaultdict``, a namedtuple: left out, the suite collected nothing and said nothing), read
     as the built-in type reads them: every test module of any project is asked, and a class of
     its own may do anything when iterated."""
-    return [k for _, k in table_entries("", value)]
+    return [k for _, k in table_entries(name, value)]
 
 
 #: How deep tables nest where kernels are sought: ``KERNELS[dtype][op]`` is two; and how many
@@ -1605,10 +1605,12 @@ def table_entries(name: str, value: Any) -> list[tuple[str, Kernel]]:
     Tables in tables too, to :data:`TABLE_DEPTH`, where a table holds kernels alone (and None):
     ``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing, unsaid, while a unit test's
     parametrize data, ``CASES = [(suite.softmax, (128, 256))]``, is no table of kernels (its
-    module would collect the suite's tasks), nor is a module's nested data walked through."""
+    module would collect the suite's tasks), nor is a module's nested data walked through. A dict
+    reached through dicts alone that holds a kernel beside anything else is refused (see
+    :func:`_mixed`): ``{"gemm": {"f32": Kernel(...), "meta": 3}}`` collected nothing, unsaid."""
     if issubclass(type(value), Kernel):  # by type: a Mock(spec=Kernel) passes isinstance, and has no name
         return [(name, value)]
-    return [(f"{name}{where}", k) for where, k in _nested(value, TABLE_DEPTH, {id(value)}) or ()]
+    return _nested(value, name, TABLE_DEPTH, {id(value)}) or []
 
 
 def _items(value) -> Any:
@@ -1619,20 +1621,37 @@ def _items(value) -> Any:
         if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ()
 
 
-def _nested(value, depth: int, within: set, top: bool = True) -> list[tuple[str, Kernel]] | None:
-    """("[key]...", kernel) of a table's kernels, or None where a table below the top holds
-    anything but kernels, None and such tables (it is data: the walk ends at its first entry)."""
+def _nested(value, where: str, depth: int, within: set, top: bool = True,
+            keyed: bool = True) -> list[tuple[str, Kernel]] | None:
+    """("name[key]...", kernel) of a table's kernels, or None where a table below the top holds
+    anything but kernels, None and such tables (it is data: the walk ends at its first entry).
+    ``keyed``: every table from the top down to this one is a dict."""
+    keyed = keyed and issubclass(type(value), dict)
     found = []
     for key, v in _items(value):
         if issubclass(type(v), Kernel):
-            found.append((f"[{key!r}]", v))
+            found.append((f"{where}[{key!r}]", v))
         elif depth > 1 and issubclass(type(v), (dict, list, tuple)) and id(v) not in within \
                 and len(within) < TABLE_VISITS:
             within.add(id(v))
-            inner = _nested(v, depth - 1, within, top=False)
+            inner = _nested(v, f"{where}[{key!r}]", depth - 1, within, top=False, keyed=keyed)
             if inner is None and not top:
                 return None
-            found += [(f"[{key!r}]{where}", k) for where, k in inner or ()]
+            found += inner or []
         elif not top and v is not None and id(v) not in within:
+            if keyed:
+                _mixed(value, where, key, v)
             return None
     return found
+
+
+def _mixed(table: dict, where: str, key: Any, value: Any) -> None:
+    """Refuse a table of named entries within a table of them, reached by keys alone, that holds a
+    kernel beside ``value``: read as data, its kernels were collected nowhere and looked up by no
+    one, unsaid. A row of a list or tuple (``[(kernel, shape)]``) is data, and stays unsaid."""
+    kernels = [f"{where}[{k!r}]" for k, v in dict.items(table) if issubclass(type(v), Kernel)]
+    if kernels:
+        raise KernelError(
+            f"{where}[{key!r}] ({type(value).__name__}) is no Kernel, in a table of kernels within "
+            f"another: such a table holds kernels, None and tables of them alone, so {', '.join(kernels)} would be "
+            f"neither tuned nor looked up; move {key!r} out of {where} (or the kernels into a table of their own)")
