@@ -133,3 +133,31 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly_and_the_version_
     assert run.wait() == 141 and b"Traceback" not in run.stderr.read()
     version = subprocess.run([sys.executable, "-m", "tunebench.cli", "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == f"tunebench {tunebench.__version__}"
+
+
+def test_a_folder_a_missing_or_an_unreadable_path_given_as_a_file_or_a_file_as_a_folder_is_named(
+        tmp_path, capsys, monkeypatch):
+    """``tunebench merge-records records/ ...`` printed IsADirectoryError's traceback, and so did
+    ``--out`` naming a file; ``compile-check --suites`` naming a file that is no suite said
+    "'NoneType' object has no attribute 'loader'". Each names the path at fault; ours is untouched."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "records").mkdir()
+    ours = tmp_path / "ours.json"
+    ours.write_text("{}")
+    (tmp_path / "loop").symlink_to("loop")  # open() fails with ELOOP, as root reads any file
+    for argv, said in (
+            (["merge-records", "records", "ours.json", "ours.json"], "argument base: records: a folder, not a file"),
+            (["merge-records", "ours.json", "records", "ours.json"], "argument ours: records: a folder, not a file"),
+            (["merge-records", "ours.json", "ours.json", "gone.json"], "argument theirs: gone.json: no such file"),
+            (["merge-records", "ours.json", "ours.json", "loop"],
+             "argument theirs: loop: cannot be read (Too many levels of symbolic links)"),
+            (["export", "--out", "ours.json"], "argument --out: ours.json is a file, not a folder"),
+            (["report", "--out", "ours.json/report"], "argument --out: ours.json/report: ours.json is a file, not a folder")):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and said in err and "Traceback" not in err, (argv, err)
+    assert ours.read_text() == "{}"
+    assert main(["compile-check", "--suites", "ours.json"]) == 2
+    assert ("tunebench compile-check: --suites ours.json: not a suite (a test_*.py file) nor a folder of them"
+            in capsys.readouterr().err)

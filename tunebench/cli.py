@@ -43,6 +43,30 @@ def positive(kind, zero: bool = False):
     return parse
 
 
+def readable_file(text: str) -> str:
+    """An argparse type: a file this process can read, named where it is a folder, not there or
+    unreadable (a records file's folder given to merge-records printed a traceback)."""
+    try:
+        Path(text).open("rb").close()
+    except IsADirectoryError:
+        raise argparse.ArgumentTypeError(f"{text}: a folder, not a file") from None
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{text}: no such file") from None
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text}: cannot be read ({e.strerror})") from None
+    return text
+
+
+def out_folder(text: str) -> str:
+    """An argparse type: a folder to write into, made where it is not there, refused where it or
+    the nearest of its parents that is there is a file (a traceback, from the writing)."""
+    there = next((p for p in (Path(text), *Path(text).parents) if p.exists()), None)
+    if there is not None and not there.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {there} is a file, not a folder" if there != Path(text) else
+                                         f"{text} is a file, not a folder")
+    return text
+
+
 def _shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(v) for v in text.replace("x", ",").split(","))
@@ -133,6 +157,10 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     alone, as a kernel at fault does: the others are checked."""
     if args.suites is not None and not Path(args.suites).exists():
         print(f"tunebench compile-check: --suites {args.suites}: no such folder or file", file=sys.stderr)
+        return 2
+    if args.suites is not None and Path(args.suites).is_file() and Path(args.suites).suffix != ".py":
+        print(f"tunebench compile-check: --suites {args.suites}: not a suite (a test_*.py file) nor a folder of "
+              f"them", file=sys.stderr)  # imported, it failed with "'NoneType' object has no attribute 'loader'"
         return 2
     try:  # the project's, from a subfolder too, as best finds it; it needs no records folder
         args.suites = project(None, args.suites)[1]
@@ -316,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(run=cmd_best)
 
     e = sub.add_parser("export", help="write the best configs for a device as JSON and as a C/C++ header")
-    e.add_argument("--out", default="export", help="where to write (default: export)")
+    e.add_argument("--out", type=out_folder, default="export", help="where to write (default: export)")
     e.add_argument("--device", default=None, help="device id (a records file name); default: this machine's")
     e.add_argument("--records", default=None, help="record store directory (default: records/ under the project root)")
     e.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root)")
@@ -341,15 +369,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--records", help="record store directory (default: the project's records/)")
     r.add_argument("--suites", default=None, help="where the suites are, for what best() serves and says (default: "
                                                   "suites/ under the project root)")
-    r.add_argument("--out", default="report", help="where to write (default: report)")
+    r.add_argument("--out", type=out_folder, default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)
 
     m = sub.add_parser("merge-records", help="git's merge driver for records files: the union of both sides' "
                                              "trials (see tunebench/records_merge.py to install it)")
-    m.add_argument("base", help="the common ancestor's file (%%O)")
-    m.add_argument("ours", help="our file, replaced by the merge (%%A)")
-    m.add_argument("theirs", help="their file (%%B)")
+    m.add_argument("base", type=readable_file, help="the common ancestor's file (%%O)")
+    m.add_argument("ours", type=readable_file, help="our file, replaced by the merge (%%A)")
+    m.add_argument("theirs", type=readable_file, help="their file (%%B)")
     m.add_argument("path", nargs="?", help="the file merged, as the repository names it (%%P), for messages")
     m.set_defaults(run=cmd_merge_records)
 
