@@ -22,6 +22,7 @@ import pytest
 
 import tunebench
 from tunebench import export
+from tunebench.buckets import BucketError
 from tunebench.cli import main
 from tunebench.device import device_id
 from tunebench.kernel import REGISTRY
@@ -1563,3 +1564,25 @@ def test_a_records_folder_that_is_not_there_is_named_where_the_heuristic_is_serv
     (deployed / "records").rename(deployed / "perf" / "records")
     choice = tunebench.lookup("layernorm", (300, 8192), DEVICE, suites=deployed / "suites")
     assert choice.source == "heuristic" and f"{deployed / 'records'} is not there" in choice.note, choice.note
+
+
+def test_records_of_dims_that_name_one_dim_twice_name_the_file_the_kernel_and_the_dim_read_alone(deployed):
+    """Tuned before Buckets refused ``"SRR"``, a kernel's records read without its suite said only
+    "no bucket given": every recorded bucket was left out as invalid. The file is left as it is."""
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    data = json.loads(path.read_text())
+    for task in data["tasks"].values():
+        if task["kernel"] == "row_reduce":  # as the tunebench of then wrote Buckets("SRR", ...)
+            task["dims"] = ["S", "R", "R"]
+    path.write_text(json.dumps(data))
+    written = path.read_bytes()
+    shutil.rmtree(deployed / "suites")  # records alone
+    REGISTRY.clear()
+    with pytest.raises(BucketError) as caught:
+        tunebench.best("row_reduce", (4, 262144, 8), DEVICE, records=records)
+    assert str(caught.value).startswith(
+        f"{path}: kernel 'row_reduce' was tuned with the dims ['S', 'R', 'R'], which name 'R' twice"), caught.value
+    assert "give each dim a name of its own in its Buckets and tune it again (pytest --tune)" in str(caught.value)
+    assert tunebench.best("layernorm", (300, 8192), DEVICE, records=records)  # the file's other kernels are served
+    assert path.read_bytes() == written

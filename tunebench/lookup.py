@@ -1148,7 +1148,7 @@ def _choose(folder: _Directory, decl: Kernel | None, name: str, shape: tuple, de
                           + (f" (did you mean {meant!r}?)" if meant else "")
                           + _other_threads(folder, device, store, name, dtype, None))
     # the records' buckets of every dtype: one tuned on fewer buckets put their shapes outside them all
-    buckets = decl.buckets_for(target) if decl else _recorded_buckets(every_dtype)
+    buckets = decl.buckets_for(target) if decl else _recorded_buckets(every_dtype, records_dir / f"{device}.json")
     if variant is not None:  # a constraint naming no param or dim: the error collection gives, not its KeyError
         variant.space.check_dims(buckets.dims)
     try:  # warned by the caller, per call: catching warnings here is not thread-safe
@@ -1425,10 +1425,12 @@ def _configs_text(by_shape: dict) -> str:
                                                       zip(by_shape, (f"[{config_text(c)}]" for c in by_shape.values())))
 
 
-def _recorded_buckets(tasks: list[dict]) -> Buckets:
-    """A kernel's buckets as its records describe them, without the declaration: where a bucket
-    was renamed or moved since a tune, the records hold both, and they overlap; a task described
-    later (a tune rewrites its description) outranks the one it overlaps, which is left out."""
+def _recorded_buckets(tasks: list[dict], path: Path) -> Buckets:
+    """A kernel's buckets as its records (``path``) describe them, without the declaration: where
+    a bucket was renamed or moved since a tune, the records hold both, and they overlap; a task
+    described later (a tune rewrites its description) outranks the one it overlaps, which is left
+    out. Dims that name one dim twice, tuned before Buckets refused them, are said as such (every
+    task was left out, and the lookup said "no bucket given")."""
     kept: list[Bucket] = []
     for task in reversed(tasks):  # the latest described first
         bucket = Bucket.from_description(task["range"])
@@ -1437,7 +1439,14 @@ def _recorded_buckets(tasks: list[dict]) -> Buckets:
         except BucketError:
             continue
         kept.append(bucket)
-    return Buckets(tasks[0]["dims"], kept[::-1])
+    dims = tasks[0]["dims"]
+    twice = next((d for d in dims if dims.count(d) > 1), None)
+    if not kept and twice:
+        raise BucketError(f"{path}: kernel {tasks[0]['kernel']!r} was tuned with the dims {dims}, which name {twice!r} "
+                          f"twice (refused since: one range was kept for both), so its records cannot be read without "
+                          f"its declaration: give each dim a name of its own in its Buckets and tune it again "
+                          f"(pytest --tune), which describes its buckets anew")
+    return Buckets(dims, kept[::-1])
 
 
 def _unchecked(name: str, suites_dir: Path, where: str) -> str:
