@@ -134,14 +134,7 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                     with contextlib.suppress(ValueError):  # as a suite may have itself
                         sys.path.remove(first)
         taken = {k.name: k for k in kernels}
-        try:
-            declared = [k for n, v in vars(sys.modules[name]).items() for k in kernels_in(n, v)]
-        except KernelError as e:  # a table it refuses (a kernel beside other values): as pytest's collection
-            if failed is None:
-                raise ImportError(f"{path}: {e}") from None
-            failed.append(f"{path}: {e}")
-            continue
-        for k in dict.fromkeys(declared):
+        for k in dict.fromkeys(k for n, v in vars(sys.modules[name]).items() for k in kernels_in(n, v, path)):
             first = taken.setdefault(k.name, k)
             if first is not k:  # as pytest refuses it, this one alone (a generated table's entry, another
                 REGISTRY[k.name] = first  # suite's kernel): which would the records and the framework follow?

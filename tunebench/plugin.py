@@ -235,12 +235,8 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     """A module-level Kernel is a suite, and so is each of a table of them (a generator's
-    ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid). A table it refuses
-    fails the module, said as it is: no line of the suite's code raised it."""
-    try:
-        entries = table_entries(name, obj)
-    except KernelError as e:
-        raise collector.CollectError(f"{collector.path}: {e}") from None
+    ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid)."""
+    entries = table_entries(name, obj, collector.path)
     return [suite for entry in entries for suite in _suite(collector, *entry)] if entries else None
 
 
