@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -951,14 +952,15 @@ def test_a_table_in_a_table_holding_a_kernel_beside_other_values_is_warned_of_na
         'CASES = {"small": [(make("two"), (128,))]}  # parametrize data, no table of kernels'))
     result = pytester.runpytest("suites", *TUNE, "--collect-only", "-q")
     said = ("KERNELS['gemm']['meta'] (int) is no Kernel, in a table of kernels within another: such a table is read "
-            "as data, so KERNELS['gemm']['f32'] is neither tuned nor looked up; move 'meta' out of KERNELS['gemm']")
+            "as data, so KERNELS['gemm']['f32'] is neither tuned nor looked up; move 'meta' out of KERNELS['gemm'] to "
+            "tune it")
     out = " ".join(result.stdout.str().split())  # the warnings summary wraps no line, but indents
     collected = {line.split("::")[1] for line in result.stdout.lines if line.count("::") >= 2}
     assert result.ret == 0 and "axpb_three" in collected and "axpb_one" not in collected, result.stdout.str()[-2000:]
-    assert f"test_axpb.py: {said}" in out and out.count("KernelTableWarning") == 1, result.stdout.str()[-2000:]
-    from tunebench import KernelTableWarning
+    assert "test_axpb.py:" in out and said in out and out.count("KernelTableWarning: ") == 1, out[-2000:]
     from tunebench.lookup import load_suites
-    with pytest.warns(KernelTableWarning, match=re.escape(said)):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a framework's lookups per launch stay quiet
         assert "axpb_one" not in {k.name for k in load_suites(root / "suites")}
 
 

@@ -21,7 +21,6 @@ import re
 import sys
 import time
 import types
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -1584,14 +1583,14 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         constant_param(suspects, values, constant_settings(read, suspects, values), preprocessed), not any(failed)))
 
 
-def kernels_in(name: str, value: Any, module: Path | None = None) -> list[Kernel]:
-    """The kernels a module-level ``name`` (of the file ``module``) holds: a Kernel, or those in a table (a dict's values, a
+def kernels_in(name: str, value: Any) -> list[Kernel]:
+    """The kernels a module-level ``name`` holds: a Kernel, or those in a table (a dict's values, a
     list, a tuple), as a code generator keeps them: ``KERNELS = {op: Kernel(...) for op in OPS}``
     (with ``None`` for an op it cannot make). Their subclasses too (an ``OrderedDict``, a
     ``defaultdict``, a namedtuple: left out, the suite collected nothing and said nothing), read
     as the built-in type reads them: every test module of any project is asked, and a class of
     its own may do anything when iterated."""
-    return [k for _, k in table_entries(name, value, module)]
+    return [k for _, k in table_entries(name, value)]
 
 
 #: How deep tables nest where kernels are sought: ``KERNELS[dtype][op]`` is two; and how many
@@ -1600,18 +1599,18 @@ TABLE_DEPTH = 3
 TABLE_VISITS = 10_000
 
 
-def table_entries(name: str, value: Any, module: Path | None = None) -> list[tuple[str, Kernel]]:
+def table_entries(name: str, value: Any, say: Callable[[str], None] | None = None) -> list[tuple[str, Kernel]]:
     """:func:`kernels_in` with where each sits, ``KERNELS['add']`` (``name`` alone for a Kernel):
     an error about one generated kernel names its entry, as the table's name alone does not.
     Tables in tables too, to :data:`TABLE_DEPTH`, where a table holds kernels alone (and None):
     ``KERNELS = {dtype: {op: Kernel(...)}}`` collected nothing, unsaid, while a unit test's
     parametrize data, ``CASES = [(suite.softmax, (128, 256))]``, is no table of kernels (its
     module would collect the suite's tasks), nor is a module's nested data walked through. A dict
-    reached through dicts alone that holds a kernel beside anything else is warned of (see
+    reached through dicts alone that holds a kernel beside anything else is told to ``say`` (see
     :func:`_mixed`): ``{"gemm": {"f32": Kernel(...), "meta": 3}}`` collected nothing, unsaid."""
     if issubclass(type(value), Kernel):  # by type: a Mock(spec=Kernel) passes isinstance, and has no name
         return [(name, value)]
-    return _nested(value, name, TABLE_DEPTH, {id(value)}, module) or []
+    return _nested(value, name, TABLE_DEPTH, {id(value)}, say) or []
 
 
 def _items(value) -> Any:
@@ -1622,11 +1621,11 @@ def _items(value) -> Any:
         if issubclass(kind, list) else enumerate(tuple.__iter__(value)) if issubclass(kind, tuple) else ()
 
 
-def _nested(value, where: str, depth: int, within: set, module: Path | None, top: bool = True,
+def _nested(value, where: str, depth: int, within: set, say: Callable[[str], None] | None, top: bool = True,
             keyed: bool = True) -> list[tuple[str, Kernel]] | None:
     """("name[key]...", kernel) of a table's kernels, or None where a table below the top holds
     anything but kernels, None and such tables (it is data: the walk ends at its first entry).
-    ``keyed``: every table from the top down to this one is a dict; ``module``: its file."""
+    ``keyed``: every table from the top down to this one is a dict."""
     keyed = keyed and issubclass(type(value), dict)
     found = []
     for key, v in _items(value):
@@ -1635,13 +1634,13 @@ def _nested(value, where: str, depth: int, within: set, module: Path | None, top
         elif depth > 1 and issubclass(type(v), (dict, list, tuple)) and id(v) not in within \
                 and len(within) < TABLE_VISITS:
             within.add(id(v))
-            inner = _nested(v, f"{where}[{key!r}]", depth - 1, within, module, top=False, keyed=keyed)
+            inner = _nested(v, f"{where}[{key!r}]", depth - 1, within, say, top=False, keyed=keyed)
             if inner is None and not top:
                 return None
             found += inner or []
         elif not top and v is not None and id(v) not in within:
-            if keyed:
-                _mixed(value, where, key, v, module)
+            if keyed and say:
+                _mixed(value, where, key, v, say)
             return None
     return found
 
@@ -1651,15 +1650,15 @@ class KernelTableWarning(UserWarning):
     data, and its kernels are neither tuned nor looked up."""
 
 
-def _mixed(table: dict, where: str, key: Any, value: Any, module: Path | None) -> None:
-    """Warn of a table of named entries within a table of them, reached by keys alone, that holds
-    a kernel beside ``value``: read as data, its kernels were collected nowhere and looked up by
-    no one, unsaid. Not an error: a unit test's cases (``{"small": {"kernel": k, "tol": 1e-3}}``)
-    are such a table, and every test module of a project is asked. A row of a list or tuple
+def _mixed(table: dict, where: str, key: Any, value: Any, say: Callable[[str], None]) -> None:
+    """Say that a table of named entries within a table of them, reached by keys alone, holds a
+    kernel beside ``value``: read as data, its kernels were collected nowhere and looked up by no
+    one, unsaid. Not an error: a unit test's cases (``{"small": {"kernel": k, "tol": 1e-3}}``) are
+    such a table, and every test module of a project is asked. A row of a list or tuple
     (``[(kernel, shape)]``) is data, and stays unsaid."""
     kernels = [f"{where}[{k!r}]" for k, v in dict.items(table) if issubclass(type(v), Kernel)]
     if kernels:
-        warnings.warn(KernelTableWarning(
-            f"{f'{module}: ' if module else ''}{where}[{key!r}] ({type(value).__name__}) is no Kernel, in a table of kernels within another: such a "
+        say(f"{where}[{key!r}] ({type(value).__name__}) is no Kernel, in a table of kernels within another: such a "
             f"table is read as data, so {', '.join(kernels)} {'is' if len(kernels) == 1 else 'are'} neither tuned nor "
-            f"looked up; move {key!r} out of {where} (or the kernels into a table of their own)"), stacklevel=2)
+            f"looked up; move {key!r} out of {where} to tune {'it' if len(kernels) == 1 else 'them'} (for data "
+            f"that holds kernels, filter KernelTableWarning)")

@@ -134,7 +134,7 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                     with contextlib.suppress(ValueError):  # as a suite may have itself
                         sys.path.remove(first)
         taken = {k.name: k for k in kernels}
-        for k in dict.fromkeys(k for n, v in vars(sys.modules[name]).items() for k in kernels_in(n, v, path)):
+        for k in dict.fromkeys(k for n, v in vars(sys.modules[name]).items() for k in kernels_in(n, v)):
             first = taken.setdefault(k.name, k)
             if first is not k:  # as pytest refuses it, this one alone (a generated table's entry, another
                 REGISTRY[k.name] = first  # suite's kernel): which would the records and the framework follow?

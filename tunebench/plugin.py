@@ -30,7 +30,7 @@ from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_ITEMS, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Gate, Item, Message,
                              Suite, Trial, gate_ini, gate_records, measuring, strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError, declared_twice, pin_templates, table_entries
+from tunebench.kernel import Kernel, KernelError, KernelTableWarning, declared_twice, pin_templates, table_entries
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -235,8 +235,9 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj):
     """A module-level Kernel is a suite, and so is each of a table of them (a generator's
-    ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid)."""
-    entries = table_entries(name, obj, collector.path)
+    ``KERNELS = {op: Kernel(...) for op in OPS}`` collected nothing, unsaid). A table of them in a
+    table holding other values is warned of, at collection alone (a lookup per launch stays quiet)."""
+    entries = table_entries(name, obj, lambda said: collector.warn(KernelTableWarning(said)))
     return [suite for entry in entries for suite in _suite(collector, *entry)] if entries else None
 
 
