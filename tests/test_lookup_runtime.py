@@ -1586,3 +1586,21 @@ def test_records_of_dims_that_name_one_dim_twice_name_the_file_the_kernel_and_th
     assert "give each dim a name of its own in its Buckets and tune it again (pytest --tune)" in str(caught.value)
     assert tunebench.best("layernorm", (300, 8192), DEVICE, records=records)  # the file's other kernels are served
     assert path.read_bytes() == written
+
+
+def test_records_whose_oldest_task_named_a_dim_twice_serve_the_buckets_described_since(deployed):
+    """The dims were read from the oldest task: one tuned with ``"RR"`` before a re-tune described
+    the buckets anew raised Buckets' own error, naming no file, and served none of them."""
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    data = json.loads(path.read_text())
+    ours = [t for t in data["tasks"].values() if t["kernel"] == "row_reduce"]
+    assert len(ours) > 1 and ours[0]["dims"] == ["S", "R"]
+    shape = tuple(ours[-1]["range"]["shapes"][0])
+    shutil.rmtree(deployed / "suites")  # records alone
+    REGISTRY.clear()
+    expected = tunebench.best("row_reduce", shape, DEVICE, records=records)
+    ours[0]["dims"] = ["R", "R"]
+    shutil.copytree(records, deployed / "older")
+    (deployed / "older" / path.name).write_text(json.dumps(data))
+    assert tunebench.best("row_reduce", shape, DEVICE, records=deployed / "older") == expected

@@ -1422,23 +1422,29 @@ def _recorded_buckets(tasks: list[dict], path: Path) -> Buckets:
     """A kernel's buckets as its records (``path``) describe them, without the declaration: where
     a bucket was renamed or moved since a tune, the records hold both, and they overlap; a task
     described later (a tune rewrites its description) outranks the one it overlaps, which is left
-    out. Dims that name one dim twice, tuned before Buckets refused them, are said as such (every
-    task was left out, and the lookup said "no bucket given")."""
+    out, and so is one described with other dims than the latest kept (an older declaration's).
+    Dims that name one dim twice, tuned before Buckets refused them, are said as such (every task
+    of them was left out, and the lookup said "no bucket given")."""
     kept: list[Bucket] = []
+    dims = None
     for task in reversed(tasks):  # the latest described first
+        if dims is not None and task["dims"] != dims:
+            continue
         bucket = Bucket.from_description(task["range"])
         try:
             Buckets(task["dims"], [*kept, bucket])
         except BucketError:
             continue
         kept.append(bucket)
-    dims = tasks[0]["dims"]
-    twice = next((d for d in dims if dims.count(d) > 1), None)
-    if not kept and twice:
-        raise BucketError(f"{path}: kernel {tasks[0]['kernel']!r} was tuned with the dims {dims}, which name {twice!r} "
-                          f"twice (refused since: one range was kept for both), so its records cannot be read without "
-                          f"its declaration: give each dim a name of its own in its Buckets and tune it again "
-                          f"(pytest --tune), which describes its buckets anew")
+        dims = task["dims"]
+    if dims is None:
+        twice = next(((t, d) for t in reversed(tasks) for d in t["dims"] if t["dims"].count(d) > 1), None)
+        if twice:
+            raise BucketError(f"{path}: kernel {twice[0]['kernel']!r} was tuned with the dims {twice[0]['dims']}, which "
+                              f"name {twice[1]!r} twice (refused since: one range was kept for both), so its records "
+                              f"cannot be read without its declaration: give each dim a name of its own in its "
+                              f"Buckets and tune it again (pytest --tune), which describes its buckets anew")
+        dims = tasks[-1]["dims"]
     return Buckets(dims, kept[::-1])
 
 
