@@ -2164,6 +2164,21 @@ def test_a_cached_helper_a_partial_a_set_and_a_table_keyed_by_functions_are_hash
     assert first[-2] == code_hash(lambda x: NUMBERS)  # a tuple holding a set of numbers: hashed as before, by repr
 
 
+def test_a_tuple_subclass_whose_fields_do_not_name_its_items_is_hashed_by_every_item():
+    """A namedtuple's items are named by its ``_fields``: a class of its own whose ``_fields`` is
+    None raised, and one of fewer fields than items left the others out of the hash."""
+    from tunebench.kernel import _text
+
+    class Odd(tuple):
+        _fields = None
+
+    class Short(tuple):
+        _fields = ("name",)
+
+    assert _text(Odd(("x", {"b", "a"}))) == _text(Odd(("x", {"a", "b"})))
+    assert _text(Short(("x", {"a"}, {"b"}))) != _text(Short(("x", {"a"}, {"c"})))
+
+
 def test_only_numpys_and_the_built_in_functions_are_hashed_by_name_never_an_object_by_its_class():
     """By module and name, a compiled function or an object's bound method hashed as its class,
     whatever it computed: they are left out, as before, not read as the same function."""

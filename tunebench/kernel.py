@@ -1084,8 +1084,10 @@ def _text(value, within: frozenset = frozenset()) -> str:
     if type(value) is dict:
         return f"{{{', '.join(f'{_text(k, within)}: {_text(v, within)}' for k, v in value.items())}}}"
     items = [_text(v, within) for v in value]
-    if type(value) not in (tuple, list):  # a namedtuple, as its repr reads
-        return f"{type(value).__name__}({', '.join(f'{f}={v}' for f, v in zip(type(value)._fields, items))})"
+    if type(value) not in (tuple, list):  # a namedtuple, as its repr reads, where its fields name every item
+        fields = type(value)._fields
+        named = type(fields) is tuple and len(fields) == len(items) and all(type(f) is str for f in fields)
+        return f"{type(value).__name__}({', '.join(f'{f}={v}' for f, v in zip(fields, items)) if named else ', '.join(items)})"
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})" if type(value) is tuple else f"[{', '.join(items)}]"
 
 
