@@ -1,5 +1,6 @@
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -145,13 +146,18 @@ def test_a_folder_a_missing_or_an_unreadable_path_given_as_a_file_or_a_file_as_a
     ours = tmp_path / "ours.json"
     ours.write_text("{}")
     (tmp_path / "loop").symlink_to("loop")  # open() fails with ELOOP, as root reads any file
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "fifo")  # its open would wait for a writer for ever
     for argv, said in (
             (["merge-records", "records", "ours.json", "ours.json"], "argument base: records: a folder, not a file"),
             (["merge-records", "ours.json", "records", "ours.json"], "argument ours: records: a folder, not a file"),
             (["merge-records", "ours.json", "ours.json", "gone.json"], "argument theirs: gone.json: no such file"),
             (["merge-records", "ours.json", "ours.json", "loop"],
              "argument theirs: loop: cannot be read (Too many levels of symbolic links)"),
+            (["merge-records", "ours.json", "ours.json", "fifo"], "argument theirs: fifo: not a plain file"),
             (["export", "--out", "ours.json"], "argument --out: ours.json is a file, not a folder"),
+            (["export", "--out", "dangling"], "argument --out: dangling is a link to nothing, not a folder"),
+            (["export", "--out", "x" * 300 + "/report"], "File name too long"),
             (["report", "--out", "ours.json/report"], "argument --out: ours.json/report: ours.json is a file, not a folder")):
         with pytest.raises(SystemExit) as exited:
             main(argv)

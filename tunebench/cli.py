@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import sys
 import warnings
 from collections.abc import Iterator
@@ -44,12 +45,16 @@ def positive(kind, zero: bool = False):
 
 
 def readable_file(text: str) -> str:
-    """An argparse type: a file this process can read, named where it is a folder, not there or
-    unreadable (a records file's folder given to merge-records printed a traceback)."""
+    """An argparse type: a file this process can read, named where it is a folder, not there,
+    no plain file (a FIFO's open waits for a writer) or unreadable (a records file's folder
+    given to merge-records printed a traceback)."""
     try:
+        mode = os.stat(text).st_mode
+        if stat.S_ISDIR(mode):
+            raise argparse.ArgumentTypeError(f"{text}: a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise argparse.ArgumentTypeError(f"{text}: not a plain file")
         Path(text).open("rb").close()
-    except IsADirectoryError:
-        raise argparse.ArgumentTypeError(f"{text}: a folder, not a file") from None
     except FileNotFoundError:
         raise argparse.ArgumentTypeError(f"{text}: no such file") from None
     except OSError as e:
@@ -59,12 +64,27 @@ def readable_file(text: str) -> str:
 
 def out_folder(text: str) -> str:
     """An argparse type: a folder to write into, made where it is not there, refused where it or
-    the nearest of its parents that is there is a file (a traceback, from the writing)."""
-    there = next((p for p in (Path(text), *Path(text).parents) if p.exists()), None)
-    if there is not None and not there.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {there} is a file, not a folder" if there != Path(text) else
-                                         f"{text} is a file, not a folder")
+    the nearest of its parents that is there is a file, or a link to nothing (a traceback, from
+    the writing)."""
+    try:
+        there = next((p for p in (Path(text), *Path(text).parents) if _lexists(p)), None)
+        if there is not None and not there.is_dir():
+            what = "a link to nothing" if there.is_symlink() and not there.exists() else "a file"
+            raise argparse.ArgumentTypeError(f"{text}: {there} is {what}, not a folder" if there != Path(text) else
+                                             f"{text} is {what}, not a folder")
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text}: {e.strerror}") from None
     return text
+
+
+def _lexists(path: Path) -> bool:
+    """Whether a path is there, a link to nothing too; an error but its absence raised (a name
+    too long: os.path.lexists reads that as absent, and the writing failed with a traceback)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # ours.json/report: its parent is the file said
+        return False
+    return True
 
 
 def _shape(text: str) -> tuple[int, ...]:
