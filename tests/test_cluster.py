@@ -30,7 +30,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 #: Every measurement of these tests' runs is judged clean, the cluster's devices' too (each of its
 #: Python processes imports the patch first, as sitecustomize): none of them is about other load,
-#: and under it (the CI machine's hypervisor stealing 8 %) a tune confirms nothing, as documented.
+#: and under it (the CI machine's hypervisor stealing 8 % in a burst) a tune confirms nothing, as documented.
 pytestmark = pytest.mark.usefixtures("quiet_verdicts")
 
 

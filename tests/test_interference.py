@@ -111,6 +111,35 @@ def test_the_monitor_reads_the_hosts_usual_steal_since_boot(tmp_path, monkeypatc
     assert machine_signals({**found, "others_cpu": 0.0, "threads": 1}) == []
 
 
+def test_a_run_that_watched_a_steady_steal_for_a_minute_takes_it_for_the_hosts_usual(tmp_path, monkeypatch):
+    """A VM up for weeks (1 % stolen since boot) whose new neighbour steals a steady 8 %: every
+    measurement was disturbed, as since boot it read as a burst. Not before the run has watched
+    it for :data:`STEADY_S`: its first measurements' steal is no usual of the host's."""
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(interference, "PROC_STAT", stat)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(interference, "STEADY_S", 0.4)
+    ticks = {"user": 9_900_000, "steal": 100_000}
+
+    def tick(seconds):  # a second is 100 ticks of the core, 8 of them stolen
+        ticks["user"] += round(92 * seconds)
+        ticks["steal"] += round(8 * seconds)
+        stat.write_text(f"cpu0 {ticks['user']} 0 0 0 0 0 0 {ticks['steal']} 0 0\n")
+
+    tick(0)
+    monitor = Monitor()
+    tick(60)
+    time.sleep(0.3)
+    first = monitor.conditions()
+    assert first["steal"] == 0.08 and first["steal_usual"] == 0.01, first
+    assert machine_signals({**first, "others_cpu": 0.0}) == ["the hypervisor stole 8% of the CPU time, 1% since boot"]
+    tick(60)
+    time.sleep(0.3)
+    later = monitor.conditions()
+    assert later["steal"] == 0.08 and later["steal_usual"] == 0.08, later
+    assert machine_signals({**later, "others_cpu": 0.0}) == []
+
+
 def test_the_machine_reason_counts_the_cores_the_kernel_leaves_free_in_cores():
     """It read "(1.6 of 2 cores, 1 left free by the kernel's threads)": one what, a reviewer asked."""
     (one,) = machine_signals({"others_cpu": 0.80, "steal": 0.0, "cores": 2, "threads": 1})

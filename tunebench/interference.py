@@ -50,6 +50,8 @@ LOW_QUANTILE = 0.6
 #: free before a measurement is disturbed, and the steal beyond the host's usual that disturbs it.
 CONTENTION_CORES = 0.25
 STEAL = 0.05
+#: Seconds a run has watched the machine before its own steal counts as the host's usual.
+STEADY_S = 60.0
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
 #: Seconds between the readings taken while a trial runs or a retry waits (:meth:`Monitor.mark`;
@@ -248,6 +250,7 @@ class Monitor:
         self._own = OwnTime()
         first = _stat(self._own, self._cores)
         self._marks = [first] if first else []
+        self._first = first  # the run's first reading: its usual steal (see _usual_steal)
         self._pinned: _Stat | None = None  # where the measurement began (see pin)
 
     def pin(self) -> None:
@@ -289,15 +292,24 @@ class Monitor:
             return found
         found["others_cpu"] = round(max(0, user + nice + system + irq + softirq - (end.own - start.own)) / total, 3)
         found["steal"] = round(steal / total, 3)
-        found["steal_usual"] = _steal_since_boot(end.cpu)
+        found["steal_usual"] = self._usual_steal(end)
         return found
 
+    def _usual_steal(self, end: _Stat) -> float:
+        """The host's usual steal: its share of the cores' time since boot (/proc/stat counts
+        since boot), or since this run began where that is higher and the run :data:`STEADY_S`
+        old (a VM up for weeks whose new neighbour steals a steady 8 % read 0 since boot). A VM
+        whose hypervisor steals a steady 8 % stole it in every measurement, so a tune there
+        stopped on its first three trials and recorded nothing, where a steal the same in every
+        measurement slows each alike (what it does to single samples, the samples show)."""
+        usual, self._first = _steal_share(end.cpu), self._first or end
+        if end.wall - self._first.wall >= STEADY_S:
+            usual = max(usual, _steal_share([b - a for a, b in zip(self._first.cpu, end.cpu)]))
+        return usual
 
-def _steal_since_boot(cpu: Sequence[int]) -> float:
-    """The host's usual steal: its share of the cores' time since boot (/proc/stat's counts are
-    since boot). A VM whose hypervisor steals a steady 8 % stole it in every measurement, so a
-    tune there stopped on its first three trials and recorded nothing, where a steal the same in
-    every measurement slows each alike (what it does to single samples, the samples show)."""
+
+def _steal_share(cpu: Sequence[int]) -> float:
+    """Steal's share of the cores' time in /proc/stat's fields (0 where it has no steal field)."""
     total = sum(cpu[:8])
     return round(cpu[7] / total, 3) if len(cpu) >= 8 and total > 0 else 0.0
 
