@@ -114,6 +114,21 @@ def compile_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def declared_apart():
+    """Kernels a test declares, and the suite modules that declared them, forgotten after it. The
+    kernels alone taken out left their suites imported: a later lookup's import of the same suites
+    then ran nothing, declared nothing, and the kernels were unknown to the rest of the process."""
+    from tunebench.kernel import REGISTRY
+
+    declared, imported = dict(REGISTRY), set(sys.modules)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(declared)
+    for name in [n for n in set(sys.modules) - imported if n.startswith("tunebench_suite_")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
 def project(pytester):
     """A small tuning project in pytester's directory; ``project(modes=...)`` writes it."""
 

@@ -810,22 +810,17 @@ def test_a_regression_names_the_config_how_much_slower_and_what_to_do(tuned, ext
     assert fnmatch.fnmatchcase(gate["reason"], f"FAIL {what} on *; {fix}")  # the report's Regressions line
 
 
-def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_the_rename(tmp_path):
+def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_the_rename(tmp_path, declared_apart):
     """A GPU's records file named while ids hashed the driver: a runner with another driver read
     "it was never tuned here", neither the file nor the command that renames it said."""
     import hashlib
 
     from tests.test_records import H200
     from tunebench.gate import not_recorded
-    from tunebench.kernel import REGISTRY
     from tunebench.lookup import load_suites
     from tunebench.records import RecordStore, device_id
 
-    declared = dict(REGISTRY)
-    load_suites(Path(__file__).resolve().parent.parent / "suites")
-    softmax = REGISTRY["softmax"]
-    REGISTRY.clear()  # as it was: a later test's lookups must not find the shipped suites declared here
-    REGISTRY.update(declared)
+    (softmax,) = [k for k in load_suites(Path(__file__).resolve().parent.parent / "suites") if k.name == "softmax"]
     old = f"{device_id(H200).rpartition('-')[0]}-{hashlib.sha256(json.dumps(H200, sort_keys=True).encode()).hexdigest()[:6]}"
     (tmp_path / f"{old}.json").write_text(json.dumps({"device": {"1": H200}, "trials": {}}))
     here = RecordStore.for_device(tmp_path, {**H200, "driver": 12080, "cuda": "12.8.0"})
