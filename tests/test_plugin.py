@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -297,6 +298,30 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     assert "devices" not in result.stdout.str()  # no other device's records to speak of
     result.stdout.fnmatch_lines(["*tunebench gate: cpu-*, no records file for this device in *records yet*"])
     assert not (pytester.path / "records").exists()
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_records(project, pytester,
+                                                                                      monkeypatch, first):
+    """With no ini file, pytest's rootdir is where it runs: run from suites/, the tune wrote, and the
+    gate read, suites/records, where best() and the report read the project's records/. The root is
+    the folder with records/, else, for a first tune, the git checkout's top."""
+    from tunebench.lookup import project as project_of
+
+    root = project()
+    (root / "pyproject.toml").unlink()
+    if first:
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    else:
+        (root / "records").mkdir()
+    monkeypatch.chdir(root / "suites")
+    pytester.runpytest(*TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert not (root / "suites" / "records").exists()
+    (path,) = (root / "records").glob("*.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rA")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines([f"*tunebench gate: *, records in {path}*"])
+    assert project_of(suites=root / "suites")[0] == root / "records"  # where best() and the report read
 
 
 def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_naming_both_counts(project, pytester,

@@ -18,7 +18,7 @@ from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
-from tunebench.kernel import Kernel, KernelError, Variant, pin_templates
+from tunebench.kernel import Kernel, KernelError, Variant, pin_templates, project_root
 from tunebench.progress import UNSAMPLED
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
 from tunebench.replay import Replay, ReplayError
@@ -58,8 +58,7 @@ def measuring(config: pytest.Config):
     requested = config.getoption("tune_target")
     if requested.startswith("replay:"):
         return _replaying(config, requested.split(":", 1)[1])
-    records = config.getoption("tune_records")
-    records = Path(records) if records else config.rootpath / "records"
+    records = records_folder(config)
     cluster = config.getoption("tune_cluster")
     if cluster:  # the devices are the cluster's: this machine needs no GPU of its own
         workers = ClusterWorkers(cluster, requested, config.rootpath, timeout=config.getoption("tune_timeout"),
@@ -76,6 +75,19 @@ def measuring(config: pytest.Config):
     fp = fingerprint(target)
     store = _store(config, records, fp)
     return target, fp, store, Workers(target, timeout=config.getoption("tune_timeout"), loading=store.loading)
+
+
+def records_folder(config: pytest.Config) -> Path:
+    """--tune-records, else ``records/`` in the project's root: pytest's rootdir where a
+    configuration file or --rootdir placed it, else the root ``best()`` finds from there (see
+    :func:`~tunebench.kernel.project_root`): pytest's rootdir is then wherever it was run."""
+    given = config.getoption("tune_records")
+    if given:
+        return Path(given)
+    root = config.rootpath
+    if config.inipath is None and not config.option.rootdir:
+        root = project_root(root) or root
+    return root / "records"
 
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:

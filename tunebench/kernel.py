@@ -162,6 +162,16 @@ def rootdir(start: Path) -> Path | None:
             or next((d for d in chain if (d / "setup.py").is_file()), None))
 
 
+def project_root(start: Path) -> Path | None:
+    """The root of the project holding ``start``, whose ``records/`` the tune, the gate, the report
+    and ``best()`` all read: pytest's :func:`rootdir`, else the nearest folder with ``records/``,
+    else the git work tree's top; None where there is none. Without a pytest configuration,
+    pytest's rootdir is wherever it is run: run from ``suites/``, the tune wrote ``suites/records``."""
+    chain = (start, *start.parents)
+    return (rootdir(start) or next((d for d in chain if (d / "records").is_dir()), None)
+            or next((d for d in chain if (d / ".git").exists()), None))
+
+
 def from_here(path: Path) -> Path:
     """A path as the working directory reaches it, for a command to give."""
     try:
@@ -1537,14 +1547,14 @@ class Kernel:
         """The command that tunes this kernel, for a message to give: its own suite file (a
         kernel beside the shipped ones is not under suites/), as the working directory reaches
         it, with ``--tune-records`` where ``records`` is not the folder a plain tune writes
-        (``records/`` in pytest's rootdir: beside the project's ini file, else beside the suite,
-        which is the command's one argument): run as said, it resumed nothing. The suite is the
+        (``records/`` in the :func:`project_root` above the suite, the command's one argument): run
+        as said, it resumed nothing. The suite is the
         test module the kernel was collected or looked up from, not a helper that declares it
         (``pytest codegen.py --tune`` collects nothing)."""
         suite = self.collected_from or self.declared_in  # a generator's helper module holds no test
         command = f"pytest {from_here(suite) if suite else 'suites'} --tune"
         start = suite.parent if suite else Path.cwd()
-        root = rootdir(start) or start
+        root = project_root(start) or start
         if records is not None and Path(records).resolve() != (root / "records").resolve():
             command += f" --tune-records {from_here(Path(records).resolve())}"
         return command

@@ -50,7 +50,7 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets,
 from tunebench.device import describe, device_id, microarchitecture_known, threads_apart
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, from_here,
-                              kernels_in, rootdir)
+                              kernels_in, project_root)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
                                config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
@@ -365,9 +365,8 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
             kernel: Kernel | None = None) -> tuple[Path, Path]:
     """(records folder, suites folder) of the project, found from its root rather than the
     working directory: ``records``/``suites`` where given, else under ``$TUNEBENCH_ROOT``, else
-    under the root of the project of ``suites``, else of the one that declares ``kernel`` (pytest's
-    rootdir for that folder, where a tune writes records: see :func:`~tunebench.kernel.rootdir`; else
-    the nearest folder above with a ``records`` folder), else the same from the working directory;
+    under the root of the project of ``suites``, else of the one that declares ``kernel`` (where a
+    tune writes records: see :func:`~tunebench.kernel.project_root`), else the same from the working directory;
     given ``records`` alone, the suites are its sibling ``suites``.
     :class:`LookupError` names every place it looked."""
     if records is not None:  # the project is the records folder's
@@ -385,12 +384,12 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
         given = suites if suites is not None else origin  # suites= names the project, whoever declared the name last
         declared = [Path(given).resolve()] if given is not None else []
         for start in [*declared, Path.cwd()]:
-            root = rootdir(start) or next((d for d in (start, *start.parents) if (d / "records").is_dir()), None)
+            root = project_root(start)
             if root is not None:
                 break
             looked.append(f"{start} and its parents")
     if root is None:
-        raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/ or "
+        raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/, .git or "
                           f"{', '.join(INI_FILES)}; pass records= (--records) or set TUNEBENCH_ROOT")
     return root / "records", Path(suites) if suites is not None else root / "suites"
 

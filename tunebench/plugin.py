@@ -28,7 +28,7 @@ from tunebench.replay import Replay
 from tunebench.device import describe, device_id
 from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_ITEMS, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Gate, Item, Message,
-                             Suite, Trial, gate_ini, gate_records, measuring, strict)
+                             Suite, Trial, gate_ini, gate_records, measuring, records_folder, strict)
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, KernelTableWarning, declared_twice, pin_templates, table_entries
 from tunebench.measure import MeasureSettings
@@ -110,7 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tune_time", "default of --tune-time for this project", type=_number(float), default="")
     group.addoption("--tune-records", default=None, metavar="DIR",
                     help="record store directory, one TinyDB file per device (default: records/ "
-                         "under the rootdir)")
+                         "under the rootdir, or where no ini file sets it, the project's root as best() finds it)")
 
 
 #: The cgroup's CPU quota as the run began (:func:`quota_note`): before the CPU target sets
@@ -297,7 +297,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["tunebench"] = {"device": run.store.device, "fingerprint": run.fingerprint}
         return
     target = config.getoption("tune_target")
-    records = config.getoption("tune_records") or config.rootpath / "records"
+    records = records_folder(config)
     if target.startswith("replay:") or config.getoption("tune_cluster") or not Path(records).is_dir():
         return  # not a project tunebench gates here (no records), or a device found only later
     try:
