@@ -300,6 +300,25 @@ def test_without_tune_only_gate_items_run_and_they_skip_without_records(project,
     assert not (pytester.path / "records").exists()
 
 
+def test_the_tune_command_a_gate_suggests_keeps_the_rootdir_and_ini_file_it_ran_with(project, pytester):
+    """A gate run with ``-c ci/pytest.ini`` or ``--rootdir`` suggested a plain ``pytest suite --tune``:
+    it read the project's own ini file (another budget, other gate settings) or rootdir."""
+    root = project()
+    (root / "ci").mkdir()
+    (root / "ci" / "pytest.ini").write_text("[pytest]\ntune_trials = 2\n")
+    (root / "elsewhere").mkdir()
+    (root / "perf").mkdir()
+    for options, kept in ((("-c", "ci/pytest.ini"), "-c ci/pytest.ini"),
+                          (("--rootdir", "elsewhere"), "--rootdir elsewhere"),
+                          (("--rootdir", "elsewhere", "--tune-records", "perf"), "--rootdir elsewhere --tune-records perf")):
+        result = pytester.runpytest("suites", *options, "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs")
+        result.assert_outcomes(skipped=2)
+        result.stdout.fnmatch_lines([f"*nothing recorded for axpb small float32 on this device, cpu-*: it was never "
+                                     f"tuned here; run `pytest suites/test_axpb.py --tune {kept}` here to record it*"])
+    # the run over, a lookup's command is a plain one again
+    assert tunebench.kernel.REGISTRY["axpb"].tune_command() == "pytest suites/test_axpb.py --tune"
+
+
 @pytest.mark.parametrize("first", [False, True])
 def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_records(project, pytester,
                                                                                       monkeypatch, first):

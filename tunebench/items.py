@@ -18,7 +18,7 @@ from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
-from tunebench.kernel import Kernel, KernelError, Variant, pin_templates, project_root
+from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root
 from tunebench.progress import UNSAMPLED
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
 from tunebench.replay import Replay, ReplayError
@@ -78,16 +78,31 @@ def measuring(config: pytest.Config):
 
 
 def records_folder(config: pytest.Config) -> Path:
-    """--tune-records, else ``records/`` in the project's root: pytest's rootdir where a
-    configuration file or --rootdir placed it, else the root ``best()`` finds from there (see
-    :func:`~tunebench.kernel.project_root`): pytest's rootdir is then wherever it was run."""
+    """--tune-records, else ``records/`` in the project's root (:func:`_project_records`)."""
     given = config.getoption("tune_records")
-    if given:
-        return Path(given)
+    return Path(given) if given else _project_records(config)
+
+
+def _project_records(config: pytest.Config) -> Path:
+    """``records/`` in pytest's rootdir where a configuration file or --rootdir placed it, else in
+    the root ``best()`` finds from there (see :func:`~tunebench.kernel.project_root`): pytest's
+    rootdir is then wherever it was run."""
     root = config.rootpath
     if config.inipath is None and not config.option.rootdir:
         root = project_root(root) or root
     return root / "records"
+
+
+def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path]:
+    """This run's options that place its configuration and records apart from a plain run's
+    (``--rootdir``, ``-c``), and the records folder they give: what a suggested command keeps
+    (see :func:`~tunebench.kernel.run_options`)."""
+    options = []
+    if config.option.rootdir:
+        options += ["--rootdir", str(from_here(config.rootpath))]
+    if config.option.inifilename:
+        options += ["-c", str(from_here(config.inipath))]
+    return tuple(options), _project_records(config)
 
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:

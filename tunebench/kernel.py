@@ -18,6 +18,7 @@ import math
 import numbers
 import os
 import re
+import shlex
 import sys
 import time
 import types
@@ -170,6 +171,32 @@ def project_root(start: Path) -> Path | None:
     chain = (start, *start.parents)
     return (rootdir(start) or next((d for d in chain if (d / "records").is_dir()), None)
             or next((d for d in chain if (d / ".git").exists()), None))
+
+
+#: Per pytest run under way in this process (a pytester run nests in another), where its options
+#: place the configuration and records apart from a plain run's (``--rootdir``, ``-c``): those
+#: options, and the records folder they give.
+_RUNS: list[tuple[tuple[str, ...], Path]] = []
+
+
+def run_options(run: tuple[tuple[str, ...], Path] | None, running: bool) -> None:
+    """A run's ``--rootdir`` and ``-c`` kept in the commands its messages suggest, while it runs:
+    dropped, the suggested tune read another ini file (its budget, its gate settings) or rootdir."""
+    if running:
+        _RUNS.append(run)
+    elif run in _RUNS:
+        _RUNS.remove(run)
+
+
+def tune_options(records: str | Path | None, default: Path) -> str:
+    """What a suggested tune command adds after ``--tune``: the run's ``--rootdir`` and ``-c`` (see
+    :func:`run_options`), and ``--tune-records`` where ``records`` is not the folder the command
+    writes without it (``default`` for a plain run)."""
+    options, placed = _RUNS[-1] if _RUNS else ((), None)
+    default = placed if options else default
+    if records is not None and Path(records).resolve() != Path(default).resolve():
+        options = (*options, "--tune-records", str(from_here(Path(records).resolve())))
+    return "".join(f" {shlex.quote(o)}" for o in options)
 
 
 def from_here(path: Path) -> Path:
@@ -1546,18 +1573,15 @@ class Kernel:
     def tune_command(self, records: str | Path | None = None) -> str:
         """The command that tunes this kernel, for a message to give: its own suite file (a
         kernel beside the shipped ones is not under suites/), as the working directory reaches
-        it, with ``--tune-records`` where ``records`` is not the folder a plain tune writes
-        (``records/`` in the :func:`project_root` above the suite, the command's one argument): run
-        as said, it resumed nothing. The suite is the
-        test module the kernel was collected or looked up from, not a helper that declares it
-        (``pytest codegen.py --tune`` collects nothing)."""
+        it, with the run's ``--rootdir`` and ``-c`` and, where ``records`` is not the folder the
+        command writes (a plain tune's: ``records/`` in the :func:`project_root` above the suite, its
+        one argument), ``--tune-records`` (see :func:`tune_options`): run as said, it resumed nothing.
+        The suite is the test module the kernel was collected or looked up from, not a helper that
+        declares it (``pytest codegen.py --tune`` collects nothing)."""
         suite = self.collected_from or self.declared_in  # a generator's helper module holds no test
         command = f"pytest {from_here(suite) if suite else 'suites'} --tune"
         start = suite.parent if suite else Path.cwd()
-        root = project_root(start) or start
-        if records is not None and Path(records).resolve() != (root / "records").resolve():
-            command += f" --tune-records {from_here(Path(records).resolve())}"
-        return command
+        return command + tune_options(records, (project_root(start) or start) / "records")
 
     def throughput(self, shape: tuple, dtype: str, ms: float) -> tuple[float, str] | None:
         """GFLOP/s where FLOPs are declared, else GB/s where bytes are; None otherwise."""

@@ -49,8 +49,8 @@ from tunebench.backends.cpuinfo import cores_allowed
 from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets, outside
 from tunebench.device import describe, device_id, microarchitecture_known, threads_apart
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice, from_here,
-                              kernels_in, project_root)
+from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice,
+                              kernels_in, project_root, tune_options)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
                                config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
@@ -299,8 +299,7 @@ def tune_command(decl: Kernel | None, records_dir: Path) -> str:
     command = "pytest suites --tune" if (Path(records_dir).parent / "suites").is_dir() else \
         "pytest <the suite declaring it> --tune"
     # a plain tune writes records/ beside its suites: any other folder is named, or it is not the one tuned into
-    return command if Path(records_dir).name == "records" else \
-        f"{command} --tune-records {from_here(Path(records_dir).resolve())}"
+    return command + tune_options(records_dir, Path(records_dir).parent / "records")
 
 
 def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,

@@ -28,9 +28,11 @@ from tunebench.replay import Replay
 from tunebench.device import describe, device_id
 from tunebench.gate import devices
 from tunebench.items import (GATE, GATE_ITEMS, GATE_RESULTS, REPLAYED, SEEN, TUNER, UNAVAILABLE, Gate, Item, Message,
-                             Suite, Trial, gate_ini, gate_records, measuring, records_folder, strict)
+                             Suite, Trial, gate_ini, gate_records, measuring, placing_options, records_folder,
+                             strict)
 from tunebench.buckets import BucketError
-from tunebench.kernel import Kernel, KernelError, KernelTableWarning, declared_twice, pin_templates, table_entries
+from tunebench.kernel import (Kernel, KernelError, KernelTableWarning, declared_twice, pin_templates, run_options,
+                              table_entries)
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
 from tunebench.records import RecordsError
@@ -118,8 +120,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 QUOTA = pytest.StashKey[str | None]()
 
 
+#: This run's --rootdir and -c, and the records folder they give (see :func:`placing_options`).
+PLACED = pytest.StashKey[tuple]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[QUOTA] = quota_note()
+    config.stash[PLACED] = placing_options(config)
+    run_options(config.stash[PLACED], True)
     config.addinivalue_line(
         "markers", "tunebench_gate(threshold=0.1, processes=3, max_processes=7, budget_s=1.0): gate settings for the "
                    "suites of a module (pytestmark) or of one kernel (Kernel(marks=[...]))")
@@ -183,6 +191,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    run_options(config.stash.get(PLACED, None), False)
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
         if run:
             pin_templates(False)
