@@ -1,11 +1,13 @@
 """tunebench compile-check: real nvcc (and gcc) builds of every template, no device needed."""
 
+import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -63,6 +65,60 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     assert "float32 sm_90 [tile:2]: " in out and 'tile 2 is broken' in out
     assert out.endswith("compile-check cuda: 0 of 1 kernels ok; failed: fill\n")
 
+
+#: A block reduction with CUB: seconds of nvcc, long enough to be killed in.
+CUB_CU = """\
+#include <cub/cub.cuh>
+// tunebench: params
+extern "C" __global__ void block_sum(const float *x, float *out, int n)
+{
+    typedef cub::BlockReduce<float, BLOCK_THREADS> Reduce;
+    __shared__ typename Reduce::TempStorage scratch;
+    int i = blockIdx.x * BLOCK_THREADS + threadIdx.x;
+    float total = Reduce(scratch).Sum(i < n ? x[i] : 0.0f);
+    if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+
+CUB_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+block_sum = Kernel(
+    "block_sum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "out": np.empty(32, np.float32),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x.astype(np.float64).reshape(32, 128).sum(axis=1), outputs=["out"],
+    cuda=Variant(source="block_sum.cu", entry="block_sum", space=Space({"BLOCK_THREADS": [128]}),
+                 heuristic=lambda shape: {"BLOCK_THREADS": 128}, launch=lambda config, shape: (32, 128)),
+)
+"""
+
+
+@needs_nvcc
+def test_a_compile_check_killed_mid_compile_leaves_nothing_in_the_temp_folder_after_the_next(tmp_path):
+    """A CI job's timeout killed compile-check (its whole process group) while nvcc ran: the
+    build's folder stayed in /tmp for good, nvcc's files in it (a ``*.lgenfe.bc`` among them).
+    The next check removes it, and its own go with it."""
+    (outside := tmp_path / "tmp").mkdir()
+    (tmp_path / "block_sum.cu").write_text(CUB_CU)
+    (tmp_path / "test_block_sum.py").write_text(CUB_SUITE)
+    command = [sys.executable, "-c", "import sys; from tunebench.cli import main; sys.exit(main(sys.argv[1:]))",
+               "compile-check", "--suites", str(tmp_path), "--arch", "sm_90"]
+    env = {**os.environ, "TMPDIR": str(outside)}
+    proc = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(outside.glob("tunebench-check-*/.tmp-*/*lgenfe.bc")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the check ended before nvcc's files were seen"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list(outside.glob("tunebench-check-*/.tmp-*/*"))
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert not list(outside.iterdir())
 
 def test_every_shipped_cpu_kernel_compiles_with_gcc(capsys, monkeypatch):
     assert main(["compile-check", "--target", "cpu", "--sample", "2"]) == 0

@@ -4,9 +4,11 @@ and shared memory tests tune real kernels on a real GPU and run only where PyCUD
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -702,6 +704,55 @@ def test_a_cub_kernel_tunes_a_param_named_as_cubs_own_after_its_params_line(tmp_
             compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128}, "float32")
     assert not list(outside.iterdir())
 
+
+
+#: A build of CUB_CU in a process of its own, in the cache and TMPDIR the test gives.
+KILLED_BUILD = """\
+import sys
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+from tunebench.backends.cache import BuildCache
+from tunebench.backends.cuda import CudaCompiler
+
+kernel = Kernel("block_sum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
+                args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["out"],
+                cuda=Variant(source=sys.argv[1], entry="block_sum", space=Space({"BLOCK_THREADS": [128, 256]}),
+                             heuristic=lambda shape: {"BLOCK_THREADS": 256}, launch=lambda config, shape: (1, 128)))
+CudaCompiler("sm_90", BuildCache(BuildCache().root)).build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 128},
+                                                           "float32")
+"""
+
+
+@needs_nvcc
+def test_nvccs_files_of_a_build_killed_mid_compile_go_with_the_next_build(tmp_path, monkeypatch):
+    """A tune killed while nvcc ran (a CI job's timeout kills its whole process group) left nvcc's
+    temporary folder and the one keeping its PTX in the compile cache for good, nvcc's files
+    (a ``*.lgenfe.bc`` among them) in them: the next build removes them."""
+    (outside := tmp_path / "tmp").mkdir()
+    (tmp_path / "block_sum.cu").write_text(CUB_CU.replace("MARKER", "// tunebench: params"))
+    env = {**os.environ, "TMPDIR": str(outside), "TUNEBENCH_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(tmp_path / "block_sum.cu")], env=env,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "cache").glob(".tmp-*/*lgenfe.bc")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the build ended before nvcc's files were seen"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list((tmp_path / "cache").glob(".tmp-*/*")) and list((tmp_path / "cache").glob("nvcc-keep-*"))
+    monkeypatch.setenv("TMPDIR", str(outside))
+    kernel = Kernel(
+        "block_sum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(4096,)])]),
+        args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["out"],
+        cuda=Variant(source=str(tmp_path / "block_sum.cu"), entry="block_sum",
+                     space=Space({"BLOCK_THREADS": [128, 256]}), heuristic=lambda shape: {"BLOCK_THREADS": 256},
+                     launch=lambda config, shape: (1, 128)))
+    compiler = CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))
+    assert compiler.build(kernel, kernel.variant("cuda"), {"BLOCK_THREADS": 256}, "float32").handle.exists()
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == []
+    assert not list(outside.iterdir())
 
 @needs_nvcc
 def test_tb_unroll_unrolls_by_a_param_where_nvccs_pragma_unroll_does_not_expand_it(tmp_path):

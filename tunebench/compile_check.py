@@ -25,7 +25,6 @@ import math
 import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ from tunebench.backends.base import BuildEnvironmentError, explain
 from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
+from tunebench.prepared import folder
 from tunebench.space import SpaceError
 from tunebench.user_code import raised
 from tunebench.records import config_key, config_text
@@ -88,8 +88,9 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
     """(None, what ``inspect`` reads of the artefact) when ``command`` (with ``{src}`` and
     ``{out}``) compiles ``source`` (and ``inputs``, see :func:`run_compiler`), else (the
     message, {}), naming the source by ``name``."""
-    with tempfile.TemporaryDirectory(prefix="tunebench-check-") as tmp:
-        src, out = Path(tmp) / f"kernel{suffix}", Path(tmp) / "kernel.out"
+    tmp = folder("tunebench-check-")  # one a killed check left, nvcc's files in it, goes first
+    try:
+        src, out = tmp / f"kernel{suffix}", tmp / "kernel.out"
         src.write_text(source, encoding="utf-8")
         try:
             error = run_compiler(command, src, out, inputs)
@@ -97,6 +98,8 @@ def _compile(command: Sequence[str], source: str, suffix: str, name: str,
             return str(e), {}
         if error is None:
             return None, inspect(out) if inspect else {}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return excerpt(error.replace(str(src), f"<{name} with its #defines>").replace(str(src.with_suffix(".ptx")),
                                                                                 "<its ptx>")), {}
 

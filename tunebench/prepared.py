@@ -118,7 +118,8 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str) -> tuple[dict[str,
 def folder(prefix: str = PREFIX) -> Path:
     """A fresh folder of this process's, ``prefix<pid>-...`` in the temp folder; those of
     processes that ended without removing theirs (killed) are removed first. A cluster's device
-    names its copy of the project so too (see :mod:`tunebench.cluster`)."""
+    names its copy of the project so too (see :mod:`tunebench.cluster`), as compile-check each build
+    (nvcc's files in it)."""
     for old in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         pid = old.name[len(prefix):].split("-")[0]
         with contextlib.suppress(OSError, ValueError):

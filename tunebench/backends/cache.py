@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
+from tunebench.records import alive
 
 
 def default_root() -> Path:
@@ -61,6 +64,18 @@ def _own_folder(path: Path) -> Path:
 
 #: Compilers run with a temporary folder of their own (see :func:`_compiled`).
 LITTERING = ("nvcc",)
+
+
+def scratch(parent: Path, prefix: str) -> tempfile.TemporaryDirectory:
+    """A temporary folder in ``parent`` for nvcc's files, named ``<prefix><host>-<pid>-...``: those
+    of this host's processes killed mid-compile (a CI job's timeout), which nothing else removes,
+    are removed first; a compile-check killed so left nvcc's megabytes in /tmp at every run."""
+    own = f"{prefix}{socket.gethostname()}-"
+    for old in parent.glob(f"{own}*"):
+        with contextlib.suppress(OSError, ValueError):
+            if not alive(int(old.name[len(own):].split("-")[0])):
+                shutil.rmtree(old, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"{own}{os.getpid()}-", dir=parent, ignore_cleanup_errors=True)
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
 NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
 
@@ -130,20 +145,19 @@ def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[s
 
 def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
     """:func:`run_compiler`'s run of the command, its inputs in place; nvcc's with a temporary
-    folder (TMPDIR) of its own beside ``out``, removed after it: it left an empty ``*.lgenfe.bc`` in
-    /tmp at every CUB candidate that failed to compile. (Not a C compiler's: one behind a wrapper
+    folder (TMPDIR) of its own beside ``out`` (see :func:`scratch`), removed after it: it left an empty
+    ``*.lgenfe.bc`` in /tmp at every CUB candidate that failed to compile. (Not a C compiler's: one behind a wrapper
     such as sccache starts a server that outlives the folder.)"""
     own = Path(command[0]).name in LITTERING
     try:
-        scratch = tempfile.TemporaryDirectory(prefix=".tmp-", dir=os.path.abspath(out.parent),
-                                              ignore_cleanup_errors=True) if own else contextlib.nullcontext()
+        folder = scratch(Path(os.path.abspath(out.parent)), ".tmp-") if own else contextlib.nullcontext()
     except OSError as e:
         raise BuildEnvironmentError(f"{out.parent}: the compiler's temporary folder cannot be made there "
                                     f"({e.strerror or e}): no candidate can be built, and nothing is cached or "
                                     f"recorded; free space or fix the permissions there and tune again") from None
-    tmp = scratch.name if own else tempfile.gettempdir()
+    tmp = folder.name if own else tempfile.gettempdir()
     try:
-        with scratch:
+        with folder:
             proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True,
                                   env={**os.environ, "TMPDIR": tmp} if own else None)
     except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError

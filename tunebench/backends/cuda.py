@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -59,7 +58,7 @@ from tunebench.backends.base import (
     not_contiguous,
     render,
 )
-from tunebench.backends.cache import BuildCache, run_compiler
+from tunebench.backends.cache import BuildCache, run_compiler, scratch
 from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, compiled_kernels,
                                        entry_refusal, entry_symbol, launch_of, launch_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
@@ -147,7 +146,7 @@ def compile_keeping_ptx(command: Sequence[str], src: Path, out: Path) -> str | N
     kept beside ``src`` under its name, as the cache names the cubin (see
     :func:`~tunebench.backends.launch.compiled_kernels`): the cubin does not say which kernels sync
     their grid. nvcc's other intermediate files go."""
-    with tempfile.TemporaryDirectory(prefix="nvcc-keep-", dir=src.parent) as keep:
+    with scratch(src.parent, "nvcc-keep-") as keep:
         ptx = Path(keep) / f"{src.stem}.ptx"
         error = run_compiler([*command, "--keep", "--keep-dir", keep], src, out)
         if error is None and ptx.exists():  # none made (another nvcc's naming): no kernel's launch is known to need one
