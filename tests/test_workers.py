@@ -128,6 +128,63 @@ def test_a_trial_whose_preparation_outlasts_its_limit_says_so_not_that_a_call_di
         "1 s"), result
 
 
+
+#: A split-K row sum: ``SPLITS`` partial sums of each row in a workspace of ``SPLITS * M`` floats.
+SPLITK_C = """\
+void splitk(const float *a, float *out, float *work, int M, int K)
+{
+    int chunk = (K + SPLITS - 1) / SPLITS;
+    for (int s = 0; s < SPLITS; ++s)
+        for (int m = 0; m < M; ++m) {
+            float acc = 0;
+            for (int k = s * chunk; k < K && k < (s + 1) * chunk; ++k) acc += a[m * K + k];
+            work[s * M + m] = acc;
+        }
+    for (int m = 0; m < M; ++m) {
+        float acc = 0;
+        for (int s = 0; s < SPLITS; ++s) acc += work[s * M + m];
+        out[m] = acc;
+    }
+}
+"""
+
+
+def test_an_args_builder_that_takes_the_config_sizes_a_workspace_by_it_once_per_config_and_shape(tmp_path):
+    """A split-K kernel's workspace holds ``splits * M`` floats, and the args builder, called as
+    ``args(shape, dtype, rng)``, could not size it (its ``config`` parameter was a TypeError).
+    Given the config, each config gets its own workspace, in a trial and in each arm of a
+    comparison, built once per config and shape; the workspace, scratch, is never compared."""
+    (tmp_path / "splitk.c").write_text(SPLITK_C)
+    built = tmp_path / "built.txt"
+
+    def args(shape, dtype, rng, config):
+        M, K = shape
+        with built.open("a") as f:
+            f.write(f"{config['SPLITS']} {config['SPLITS'] * M}\n")
+        return {"a": rng.random((M, K), dtype=np.float32), "out": np.empty(M, np.float32),
+                "work": np.empty(config["SPLITS"] * M, np.float32), "M": np.int32(M), "K": np.int32(K)}
+
+    kernel = Kernel("splitk_workspace", buckets=Buckets("MK", [Bucket("all", M=(1, None), K=(1, None),
+                                                                      shapes=[(8, 256)])]),
+                    args=args, reference=lambda a, M, K, work: a.astype(np.float64).sum(axis=1), outputs=["out"],
+                    inplace=["work"], tolerance={"float32": (1e-5, 1e-4)},
+                    cpu=Variant(source=str(tmp_path / "splitk.c"), entry="splitk",
+                                space=Space({"SPLITS": [1, 4]}), heuristic=lambda shape: {"SPLITS": 1}))
+    with pytest.raises(KernelError, match="the args builder takes a config, and none was given"):
+        kernel.build_args((8, 256), "float32")
+    workers = Workers("cpu")
+    try:
+        for splits in (1, 4, 1, 4):
+            result = workers.trial(TrialJob("splitk_workspace", {"SPLITS": splits}, (8, 256), "float32",
+                                            MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+        arms = (("best", {"SPLITS": 4}, None), ("baseline", {"SPLITS": 1}, None))
+        result = workers.trial(CompareJob("splitk_workspace", (8, 256), "float32", arms, 5, MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+    finally:
+        workers.close()
+    assert built.read_text().splitlines() == ["1 8", "4 32"]
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

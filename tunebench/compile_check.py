@@ -306,6 +306,12 @@ def smallest_shape(kernel: Kernel, target: str) -> tuple:
     return min((s for b in kernel.buckets_for(target) for s in b.shapes), key=lambda s: math.prod(s))
 
 
+def checked_args(kernel: Kernel, variant: Variant, shape: tuple, dtype: str) -> dict:
+    """The arguments the checks judge: an args builder that takes the config is given the
+    heuristic's for the shape, which every tune measures."""
+    return kernel.build_args(shape, dtype, variant.baseline(shape, dtype) if kernel.args_per_config else None)
+
+
 def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[str, str]:
     """"<dtype> arguments" or "<dtype> reference" -> why the args builder's arguments, or the
     reference, cannot judge a candidate (see :meth:`Kernel.build_args` and
@@ -314,7 +320,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
     shape, found = smallest_shape(kernel, target), {}
     for dtype in variant.dtypes:
         try:
-            args = kernel.build_args(shape, dtype)
+            args = checked_args(kernel, variant, shape, dtype)
         except KernelError as e:
             found[f"{dtype} arguments"] = str(e)
             continue
@@ -342,7 +348,7 @@ def args_mismatch(kernel: Kernel, target: str, entries: dict) -> dict[str, str]:
     shape, found = smallest_shape(kernel, target), {}
     for dtype, listed in entries.items():
         try:
-            args = kernel.build_args(shape, dtype)
+            args = checked_args(kernel, kernel.variant(target), shape, dtype)
         except Exception:  # noqa: BLE001 - said once, by reference_problems
             continue
         problem = next((p for p in (params.args_problem(args, entry) for entry in listed) if p), None)

@@ -36,7 +36,7 @@ from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bar
                                      constant_settings, constant_suspects, directive_names, folder_header, overridden,
                                      preprocess, unreadable)
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes_dtype
+from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -875,7 +875,7 @@ class Variant:
         the space's values are ints (``4096 / 16``) would build ``#define BLOCK 256.0``, another
         kernel than the one tuned, and is refused, as is a heuristic that raises."""
         try:
-            given = dict(self.heuristic(tuple(shape), *((dtype,) if takes_dtype(self.heuristic) else ())))
+            given = dict(self.heuristic(tuple(shape), *((dtype,) if takes(self.heuristic, "dtype") else ())))
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause
             raise KernelError(f"heuristic raised {raised(e, f'for shape {tuple(shape)}')}") from e
         config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
@@ -1244,7 +1244,9 @@ class Kernel:
     - ``args(shape, dtype, rng) -> dict``: the call's arguments in the entry point's order,
       name -> numpy array or numpy scalar (``np.int32(S)``: the scalar's dtype is its C type).
       Called once per shape in a worker (random inputs of a large shape take seconds); every
-      candidate gets its own copy of the inputs and fresh, poisoned output buffers.
+      candidate gets its own copy of the inputs and fresh, poisoned output buffers. One with a
+      parameter ``config``, ``args(shape, dtype, rng, config)``, is called once per config and
+      shape, the reference with it: a workspace sized by a param (a split-K's ``splits * M``).
     - ``outputs``: the names of the arguments the kernel writes.
     - ``reference(**inputs)``: numpy reference; returns the outputs (one array or a tuple in the
       order of ``outputs``), ideally computed in float64.
@@ -1275,6 +1277,8 @@ class Kernel:
         self.name = name
         self.buckets = buckets
         self.args = args
+        #: Whether the args builder takes the config (see above): its arguments are a config's.
+        self.args_per_config = takes(args, "config")
         self.reference = reference
         for fn in (args, reference):  # their source as imported, whatever the file holds when they are hashed
             code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
@@ -1349,12 +1353,16 @@ class Kernel:
                     said.setdefault(f"[{config_text(config)}] on {shape}: {'; '.join(broken)}")
         return list(said)
 
-    def build_args(self, shape: tuple, dtype: str) -> dict[str, Any]:
-        """Fresh arguments for one shape; the same values every call (seeded by kernel and shape).
-        The dtype's name is made one numpy knows first (bfloat16: see :mod:`tunebench.dtypes`)."""
+    def build_args(self, shape: tuple, dtype: str, config: Mapping | None = None) -> dict[str, Any]:
+        """Fresh arguments for one shape (and ``config``, where the builder takes it: see
+        :attr:`args_per_config`); the same values every call (seeded by kernel and shape). The
+        dtype's name is made one numpy knows first (bfloat16: see :mod:`tunebench.dtypes`)."""
         numpy_dtype(dtype)
+        if self.args_per_config and config is None:
+            raise KernelError(f"kernel {self.name!r}: the args builder takes a config, and none was given")
         seed = int.from_bytes(hashlib.sha256(f"{self.name}{shape}{dtype}".encode()).digest()[:8], "little")
-        given = self.args(tuple(shape), dtype, np.random.default_rng(seed))
+        given = self.args(tuple(shape), dtype, np.random.default_rng(seed),
+                          **({"config": dict(config)} if self.args_per_config else {}))
         if not isinstance(given, Mapping):  # Kernel Tuner's arguments are a list
             raise KernelError(f"kernel {self.name!r}: the args builder returned a {type(given).__name__}; return a "
                               f"dict of argument name -> numpy array or numpy scalar, in the entry point's order")

@@ -34,18 +34,20 @@ DISK_SHARE = 0.25
 PREFIX = "tunebench-inputs-"
 
 
-def _path(folder: Path, kernel: str, shape: tuple, dtype: str) -> Path:
-    key = hashlib.sha256(repr((kernel, tuple(shape), dtype)).encode()).hexdigest()[:20]
+def _path(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | None) -> Path:
+    key = hashlib.sha256(repr((kernel, tuple(shape), dtype, *([config] if config else []))).encode()).hexdigest()[:20]
     return folder / f"{key}.npz"
 
 
 def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, Any], reference: list,
-         blank: tuple[str, ...] = ()) -> None:
+         blank: tuple[str, ...] = (), config: tuple | None = None) -> None:
     """Keep them, unless they would not come back as given: two arguments sharing an array, an
     array not in C order or read-only, a dtype its name does not give back (a structured one,
     another byte order, objects). ``blank``: the outputs whose values no call reads (not inout),
     kept as their shape. Written whole or not at all; a full disk only costs the next worker the
-    build. ml_dtypes' floats are kept as their bits (numpy cannot read float8_e5m2 back)."""
+    build. ml_dtypes' floats are kept as their bits (numpy cannot read float8_e5m2 back).
+    ``config``: the config's key, where the args builder takes it (see
+    :attr:`~tunebench.kernel.Kernel.args_per_config`)."""
     arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
     if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]) or not all(
             a.flags.c_contiguous and a.flags.writeable for a in arrays):
@@ -56,7 +58,7 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     shapes = {f"s{i}": np.array(v.shape, np.int64) for i, (n, v) in enumerate(args.items()) if n in blank}
     items = {f"a{i}": as_bits(np.empty(0, v.dtype) if f"s{i}" in shapes else v) for i, v in enumerate(values[:len(args)])}
     items.update({f"r{i}": as_bits(v) for i, v in enumerate(values[len(args):])})
-    path = _path(folder, kernel, shape, dtype)
+    path = _path(folder, kernel, shape, dtype, config)
     partial = path.with_suffix(f".{os.getpid()}.part")
     try:
         if not _room(folder, sum(v.nbytes for v in items.values())):
@@ -93,10 +95,11 @@ def _named(dtype: np.dtype) -> bool:
         return False
 
 
-def kept(folder: Path, kernel: str, shape: tuple, dtype: str) -> tuple[dict[str, Any], list] | None:
+def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
+         config: tuple | None = None) -> tuple[dict[str, Any], list] | None:
     """What :func:`keep` kept for this shape, as the args builder and reference gave them; None
     where nothing was, or where it cannot be read (then it is built again)."""
-    path = _path(folder, kernel, shape, dtype)
+    path = _path(folder, kernel, shape, dtype, config)
     try:
         with np.load(path) as found:
             dtypes = [numpy_dtype(d) for d in found["dtypes"]]

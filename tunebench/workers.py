@@ -52,7 +52,7 @@ from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure
                                warm_up)
 from tunebench.prepared import SLOW_S, keep, kept
 from tunebench.prepared import folder as inputs_folder
-from tunebench.records import alive
+from tunebench.records import alive, config_key, config_text
 from tunebench.user_code import raised
 
 #: The longest a worker may take to prepare a trial (compile, build arguments, the reference).
@@ -267,22 +267,24 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, in
             os._exit(70)  # its context may be spoilt: the parent starts a fresh worker
 
 
-def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[OrderedDict, Path]):
+def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[OrderedDict, Path], config: dict):
     """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
-    once per shape while it is among the latest (random inputs of a large shape take seconds),
-    and once per run where they took long (see :mod:`tunebench.prepared`); each runner gets its
-    own copy of the inputs and fresh outputs."""
+    once per shape (per config and shape, where the args builder takes the config) while it is
+    among the latest (random inputs of a large shape take seconds), and once per run where they
+    took long (see :mod:`tunebench.prepared`); each runner gets its own copy of the inputs and
+    fresh outputs."""
     cache, inputs = shapes
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
-    key = (kernel_name, shape, dtype)
+    own = config_key(config) if kernel.args_per_config else None
+    key = (kernel_name, shape, dtype, own)
     if key in cache:
         cache.move_to_end(key)
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs)
+        cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
         limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
             cache.popitem(last=False)
@@ -290,23 +292,25 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
     return kernel, kernel.variant(backend.name), args, reference
 
 
-def _declared(kernel, shape: tuple, dtype: str, inputs: Path) -> tuple:
+def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> tuple:
     """A shape's arguments and reference outputs, kept for the run's next workers where they
     took long. The suite's own code failing here is the declaration's fault, not a candidate's:
     one error for the task, never a record."""
     what = "args builder"
     began = time.perf_counter()
     try:
-        args = kernel.build_args(shape, dtype)
+        args = kernel.build_args(shape, dtype, config)
         what = "reference"
         reference = kernel.expected(args)
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
-        raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, f'(shape {shape}, {dtype})')}") from e
+        where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if kernel.args_per_config else ")")
+        raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
     if time.perf_counter() - began >= SLOW_S:
         keep(inputs, kernel.name, shape, dtype, args, reference,
-             blank=tuple(n for n in kernel.outputs if n not in kernel.inout))
+             blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
+             config=config_key(config) if kernel.args_per_config else None)
     return args, reference
 
 
@@ -329,7 +333,7 @@ def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
     (``prepare_s``, ``load_s``, ``verify_s`` beside ``measure_s``): on an H200 a trial of a
     134M-element shape cost 1.2 s, of which its timed calls took 3 ms."""
     began = time.perf_counter()
-    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
+    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared, job.config)
     prepare_s = time.perf_counter() - began
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
@@ -399,8 +403,11 @@ def _arm_variant(variant: Variant, changes: dict | None) -> Variant:
 def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     """Every arm built, then under each placement loaded, verified and sampled interleaved;
     the first arm that fails is the result (its status, error and label). ``samples`` is
-    placement -> arm label -> ms."""
-    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared)
+    placement -> arm label -> ms. Arms share the shape's arguments, unless the args builder takes
+    the config: then each arm has its config's."""
+    given = {label: _prepare(backend, job.kernel, job.shape, job.dtype, prepared, config)
+             for label, config, _ in job.arms}
+    kernel, variant = next(iter(given.values()))[:2]
     builds = {}
     for label, config, changes in job.arms:
         arm_variant = _arm_variant(variant, changes)
@@ -417,6 +424,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         try:
             fastest = []
             for arm, (label, (arm_variant, config, build)) in enumerate(builds.items()):
+                args, reference = given[label][2:]
                 try:
                     runners[label] = watched(build, lambda: backend.load(build, kernel, arm_variant, config, job.shape,
                                                                   args, placement), arm, index)
@@ -435,6 +443,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
                 samples[placement] = interleave(runners, max(MIN_ROUNDS, min(job.rounds, fit)), primed)
             threads.append(busy.count())
             for label, runner in runners.items():
+                args, reference = given[label][2:]
                 failed = verify_after(runner, reference, kernel.outputs, kernel.tolerances(job.dtype, args))
                 if failed.status != "ok":
                     return {"status": failed.status, "arm": label, "error": failed.error}

@@ -66,7 +66,7 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
 
     if variant.launch is None:
         raise KernelError(f"kernel {kernel.name!r}: the cuda variant has no launch=(config, shape) -> (grid, block)")
-    given = (dict(config), tuple(shape), *((dtype,) if takes_dtype(variant.launch) else ()))
+    given = (dict(config), tuple(shape), *((dtype,) if takes(variant.launch, "dtype") else ()))
     where = f"kernel {kernel.name!r}: the cuda variant's launch{given}"
     try:
         answer = variant.launch(*given)
@@ -121,11 +121,12 @@ def stray_parameter(fn: Callable, given: int) -> str | None:
     return next((p.name for p in params if p.kind in named and p.default is p.empty and p.name != "dtype"), None)
 
 
-def takes_dtype(fn: Callable) -> bool:
-    """Whether a suite's launch function or heuristic has a parameter named ``dtype``: given the
-    task's dtype (shared memory sized by the element, a vector width of 16 bytes)."""
+def takes(fn: Callable, name: str) -> bool:
+    """Whether a suite's function has a parameter ``name``: a launch function or heuristic with
+    ``dtype`` is given the task's dtype (shared memory sized by the element, a vector width of 16
+    bytes), an args builder with ``config`` the config (a workspace sized by a param)."""
     try:
-        return "dtype" in inspect.signature(fn).parameters
+        return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 
