@@ -964,6 +964,50 @@ def test_the_preprocessors_verdict_on_a_suspect_is_kept_so_a_second_collection_r
     assert collected("#define TWICE(v) (2 * (v))\n") == (said, 0)
 
 
+
+#: A collection's check of a CUDA declaration, in a process of its own (the template's folder given).
+CHECKED = """\
+import sys
+from pathlib import Path
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+folder = Path(sys.argv[1])
+variant = Variant(source=str(folder / "k.cu"), entry="k", flags=(f"-I{folder / 'inc'}",),
+                  space=Space({"fast": [False, True], "block": [64, 128]}),
+                  heuristic=lambda shape: {"fast": False, "block": 128},
+                  launch=lambda config, shape: (-(-shape[0] // config["block"]), config["block"]))
+kernel = Kernel("checked", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"], cuda=variant)
+kernel.check(variant, "cuda")
+"""
+
+
+@needs_nvcc
+def test_nvcc_e_killed_with_a_collection_leaves_nothing_in_the_temp_folder_after_the_next(tmp_path):
+    """The preprocessor's check of constant params runs nvcc -E at collection, with the user's
+    TMPDIR: a collection killed meanwhile (a CI job's timeout) left nvcc's files there for good.
+    nvcc -E gets a folder of its own, which the next check removes."""
+    (outside := tmp_path / "tmp").mkdir()
+    real = shutil.which("nvcc")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text(  # at its first -E, the collection is killed while nvcc has its files
+        f'#!/bin/sh\ncase " $* " in *" -E "*) if [ ! -e {tmp_path / "killed"} ]; then touch {tmp_path / "killed"} '
+        f'"$TMPDIR/tmpxft_00001234_00000000"; kill -KILL $PPID; exit 1; fi;; esac\nexec {real} "$@"\n')
+    (tmp_path / "bin" / "nvcc").chmod(0o755)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "twice.cuh").write_text("#if fast\n#define TWICE(v) (2 * (v))\n#else\n"
+                                                "#define TWICE(v) ((v) * 2)\n#endif\n")
+    (tmp_path / "k.cu").write_text(IFDEF_CU)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "TMPDIR": str(outside),
+           "TUNEBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    run = subprocess.run([sys.executable, "-c", CHECKED, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == -9 and list(outside.iterdir()), run.stderr[-2000:]
+    run = subprocess.run([sys.executable, "-c", CHECKED, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not list(outside.iterdir())
+
 @needs_nvcc
 def test_a_complex_scalar_is_checked_against_the_complex_a_kernel_takes_by_value_in_size_and_kind(tmp_path):
     """A cuFloatComplex took a float64 (its 8 bytes), a thrust::complex<float> a complex128 and

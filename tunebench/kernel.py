@@ -35,7 +35,7 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
                                      constant_settings, constant_suspects, directive_names, folder_header, overridden,
                                      preprocess, unreadable)
-from tunebench.backends.cache import BuildCache
+from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
@@ -1642,8 +1642,14 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
     failed = []
 
     def preprocessed(config: Mapping) -> str | None:
-        """The config's template as the preprocessor reads it, a failure noted (see above)."""
-        text = preprocess(*preprocessing(variant, config)[1:], variant.origin)
+        """The config's template as the preprocessor reads it, a failure noted (see above); nvcc's
+        temporary files in a folder of their own (see :func:`~tunebench.backends.cache.compiler_temp`)."""
+        command, source = preprocessing(variant, config)[1:]
+        try:
+            with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
+                text = preprocess(command, source, variant.origin, tmp)
+        except OSError:  # no folder for it (a full disk): it judges nothing
+            text = None
         failed.append(text is None)
         return text
 

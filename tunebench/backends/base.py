@@ -493,11 +493,13 @@ def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequenc
     return None
 
 
-def preprocess(command: list[str], text: str, cwd: Path | None) -> str | None:
-    """What a preprocessor's ``command`` (reading the source from its stdin, run in ``cwd``)
-    makes of ``text``; None where it fails or is not there: it judges nothing then."""
+def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None = None) -> str | None:
+    """What a preprocessor's ``command`` (reading the source from its stdin, run in ``cwd``, with
+    ``tmp`` its TMPDIR where given) makes of ``text``; None where it fails or is not there: it
+    judges nothing then."""
     try:
-        done = subprocess.run(command, input=text, capture_output=True, text=True, cwd=cwd)
+        done = subprocess.run(command, input=text, capture_output=True, text=True, cwd=cwd,
+                              env=None if tmp is None else {**os.environ, "TMPDIR": tmp})
     except OSError:
         return None
     return done.stdout if done.returncode == 0 else None

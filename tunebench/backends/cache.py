@@ -76,6 +76,13 @@ def scratch(parent: Path, prefix: str) -> tempfile.TemporaryDirectory:
             if not alive(int(old.name[len(own):].split("-")[0])):
                 shutil.rmtree(old, ignore_errors=True)
     return tempfile.TemporaryDirectory(prefix=f"{own}{os.getpid()}-", dir=parent, ignore_cleanup_errors=True)
+
+
+def compiler_temp(command: Sequence[str], parent: Path, prefix: str) -> contextlib.AbstractContextManager[str | None]:
+    """The TMPDIR a compiler's ``command`` runs with: nvcc's a :func:`scratch` folder, a C
+    compiler's the user's (None): one behind a wrapper such as sccache starts a server that
+    outlives the folder."""
+    return scratch(parent, prefix) if Path(command[0]).name in LITTERING else contextlib.nullcontext()
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
 NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
 
@@ -145,12 +152,11 @@ def run_compiler(command: Sequence[str], src: Path, out: Path, inputs: Mapping[s
 
 def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
     """:func:`run_compiler`'s run of the command, its inputs in place; nvcc's with a temporary
-    folder (TMPDIR) of its own beside ``out`` (see :func:`scratch`), removed after it: it left an empty
-    ``*.lgenfe.bc`` in /tmp at every CUB candidate that failed to compile. (Not a C compiler's: one behind a wrapper
-    such as sccache starts a server that outlives the folder.)"""
+    folder (TMPDIR) of its own beside ``out`` (see :func:`compiler_temp`), removed after it: it left
+    an empty ``*.lgenfe.bc`` in /tmp at every CUB candidate that failed to compile."""
     own = Path(command[0]).name in LITTERING
     try:
-        folder = scratch(Path(os.path.abspath(out.parent)), ".tmp-") if own else contextlib.nullcontext()
+        folder = compiler_temp(command, Path(os.path.abspath(out.parent)), ".tmp-")
     except OSError as e:
         raise BuildEnvironmentError(f"{out.parent}: the compiler's temporary folder cannot be made there "
                                     f"({e.strerror or e}): no candidate can be built, and nothing is cached or "
