@@ -403,15 +403,17 @@ def test_a_device_removes_the_copies_of_devices_that_ended_on_its_host_and_their
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     ended = subprocess.Popen(["true"])
     ended.wait()
-    dead = [tmp_path / f"tunebench-device-{ended.pid}-x", tmp_path / f"tunebench-inputs-{ended.pid}-x"]
-    live = tmp_path / f"tunebench-device-{os.getpid()}-y"
-    for folder in (*dead, live):
+    host = socket.gethostname()
+    dead = [tmp_path / f"tunebench-device-{ended.pid}-{host}-x", tmp_path / f"tunebench-inputs-{ended.pid}-{host}-x"]
+    live = tmp_path / f"tunebench-device-{os.getpid()}-{host}-y"
+    elsewhere = tmp_path / f"tunebench-device-{ended.pid}-another-{host}-z"  # a pid of another host's says nothing here
+    for folder in (*dead, live, elsewhere):
         (folder / "suites").mkdir(parents=True)
         (folder / "suites" / "test_k.py").write_text("")
     device = Device("cpu", 10.0, None)
     try:
-        assert not any(folder.exists() for folder in dead) and live.exists()
-        assert device.root.parent == tmp_path and device.root.name.startswith(f"tunebench-device-{os.getpid()}-")
+        assert not any(folder.exists() for folder in dead) and live.exists() and elsewhere.exists()
+        assert device.root.parent == tmp_path and device.root.name.startswith(f"tunebench-device-{os.getpid()}-{host}-")
     finally:
         device.close()
 

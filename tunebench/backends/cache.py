@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -24,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
-from tunebench.records import alive
+from tunebench.prepared import folder
 
 
 def default_root() -> Path:
@@ -66,16 +65,17 @@ def _own_folder(path: Path) -> Path:
 LITTERING = ("nvcc",)
 
 
-def scratch(parent: Path, prefix: str) -> tempfile.TemporaryDirectory:
-    """A temporary folder in ``parent`` for nvcc's files, named ``<prefix><host>-<pid>-...``: those
-    of this host's processes killed mid-compile (a CI job's timeout), which nothing else removes,
-    are removed first; a compile-check killed so left nvcc's megabytes in /tmp at every run."""
-    own = f"{prefix}{socket.gethostname()}-"
-    for old in parent.glob(f"{own}*"):
-        with contextlib.suppress(OSError, ValueError):
-            if not alive(int(old.name[len(own):].split("-")[0])):
-                shutil.rmtree(old, ignore_errors=True)
-    return tempfile.TemporaryDirectory(prefix=f"{own}{os.getpid()}-", dir=parent, ignore_cleanup_errors=True)
+@contextlib.contextmanager
+def scratch(parent: Path, prefix: str) -> Iterator[str]:
+    """A temporary folder in ``parent`` for nvcc's files, removed after: named by this process
+    and host (:func:`~tunebench.prepared.folder`), so that those of processes killed mid-compile
+    (a CI job's timeout), which nothing else removes, go with the next (a compile-check killed so
+    left nvcc's megabytes in /tmp at every run)."""
+    path = folder(prefix, parent)
+    try:
+        yield str(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def compiler_temp(command: Sequence[str], parent: Path, prefix: str) -> contextlib.AbstractContextManager[str | None]:
@@ -83,6 +83,8 @@ def compiler_temp(command: Sequence[str], parent: Path, prefix: str) -> contextl
     compiler's the user's (None): one behind a wrapper such as sccache starts a server that
     outlives the folder."""
     return scratch(parent, prefix) if Path(command[0]).name in LITTERING else contextlib.nullcontext()
+
+
 #: nvcc's intermediate files, named afresh by every run (ptxas names its PTX input).
 NVCC_TEMP = re.compile(r"\S*/tmpxft_[\w-]+\.(\w+)")
 
@@ -155,21 +157,21 @@ def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
     folder (TMPDIR) of its own beside ``out`` (see :func:`compiler_temp`), removed after it: it left
     an empty ``*.lgenfe.bc`` in /tmp at every CUB candidate that failed to compile."""
     own = Path(command[0]).name in LITTERING
-    try:
-        folder = compiler_temp(command, Path(os.path.abspath(out.parent)), ".tmp-")
-    except OSError as e:
-        raise BuildEnvironmentError(f"{out.parent}: the compiler's temporary folder cannot be made there "
-                                    f"({e.strerror or e}): no candidate can be built, and nothing is cached or "
-                                    f"recorded; free space or fix the permissions there and tune again") from None
-    tmp = folder.name if own else tempfile.gettempdir()
-    try:
-        with folder:
+    with contextlib.ExitStack() as temp:
+        try:
+            tmp = temp.enter_context(compiler_temp(command, Path(os.path.abspath(out.parent)), ".tmp-"))
+        except OSError as e:
+            raise BuildEnvironmentError(f"{out.parent}: the compiler's temporary folder cannot be made there "
+                                        f"({e.strerror or e}): no candidate can be built, and nothing is cached or "
+                                        f"recorded; free space or fix the permissions there and tune again") from None
+        tmp = tmp or tempfile.gettempdir()
+        try:
             proc = subprocess.run([c.format(src=src, out=out) for c in command], capture_output=True, text=True,
                                   env={**os.environ, "TMPDIR": tmp} if own else None)
-    except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError
-        raise BuildEnvironmentError(f"{command[0]} cannot be run ({e.strerror or e}): no candidate can be built, and "
-                                    f"nothing is cached or recorded; install it, put it on PATH or name another "
-                                    f"(TUNEBENCH_CC for C, CUDA_HOME for nvcc)") from None
+        except OSError as e:  # no such compiler: each candidate was recorded crashed with a FileNotFoundError
+            raise BuildEnvironmentError(f"{command[0]} cannot be run ({e.strerror or e}): no candidate can be built, "
+                                        f"and nothing is cached or recorded; install it, put it on PATH or name "
+                                        f"another (TUNEBENCH_CC for C, CUDA_HOME for nvcc)") from None
     said = proc.stderr or proc.stdout
     killed = _machine(_KILLED, said) if proc.returncode > 0 else None
     exhausted = _machine(_EXHAUSTED, said) if proc.returncode > 0 else None
