@@ -761,14 +761,15 @@ def test_trials_a_tune_killed_with_9_left_in_the_journal_are_named_and_left_ther
     assert "journal" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("damage, said", [("corrupted line", "line 1 is corrupted"),
-                                          ("binary", "line 1 is not text (binary data at byte 0)"),
-                                          ("a folder", "cannot be read (Is a directory)")])
+@pytest.mark.parametrize("damage, said", [("corrupted line", ["line 1 is corrupted", "line 2: lacks kernel"]),
+                                          ("binary", ["line 1 is not text (binary data at byte 0)"]),
+                                          ("a folder", ["cannot be read (Is a directory)"])])
 def test_a_damaged_journal_is_named_and_the_other_devices_are_reported(tmp_path, capsys, damage, said):
     """A journal of bytes that are no text, or a folder in its place, ended the report in a
     traceback (or an error naming no file) where a corrupted line was named; then the bytes were
     said of the whole file, whose other lines hold trials, as if none did. (Its last line: not
-    dropped as an append torn by a kill, which writes ASCII.)"""
+    dropped as an append torn by a kill, which writes ASCII.) A damaged line leaves the device's
+    other records reported; a journal that cannot be read at all leaves the device out."""
     root = Path(__file__).resolve().parent.parent
     (tmp_path / "records").mkdir()
     for path in (root / "records").glob("*.json"):
@@ -780,10 +781,49 @@ def test_a_damaged_journal_is_named_and_the_other_devices_are_reported(tmp_path,
     else:
         journal.write_bytes(b"\xff\xfe\n" if damage == "binary" else b'{"broken\n{}\n')
     assert main(["report", "--records", str(tmp_path / "records"), "--out", str(tmp_path / "r")]) == 1
-    assert f"tunebench report: not reported: {journal}: {said}; it is left untouched" in capsys.readouterr().err
+    err = capsys.readouterr().err
     md = (tmp_path / "r" / "report.md").read_text()
-    assert f"- {journal}: {said}" in md and "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md
+    assert "\n## cpu-amd-epyc-f26m2-2t-506d4e\n" in md
+    for line in said:
+        why = f"{journal}: {line}"
+        if damage == "a folder":
+            assert f"tunebench report: not reported: {why}; it is left untouched" in err and f"- {why}" in md
+        else:
+            assert f"tunebench report: {why}" in err and "cpu-amd-epyc-2t-b42c66 is reported without it" in err
+            assert f"- {why}" in md
+    assert ("\n## cpu-amd-epyc-2t-b42c66\n" in md) is (damage != "a folder")
     assert journal.exists()
+
+
+def test_a_damaged_journal_line_leaves_the_devices_other_records_reported(pytester, capsys):
+    """One damaged line of a tune's journal (a non-text line where a disk wrote garbage) left its
+    device out of the report altogether (the report of a project of one device was no report at
+    all); now its rows are reported, the damaged line is named, and nothing is rewritten."""
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (pytester.path / "slow.c").write_text(SLOW_C)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    killed_with_9([sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"],
+                  pytester.path, trials=4)
+    records = pytester.path / "records"
+    (path,) = records.glob("*.json")
+    journal = RecordStore(path).journal
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert len(lines) >= 3
+    journal.write_bytes(b"".join([lines[0], b"\x00\x9f\xff\n", *lines[2:]]))
+    before = path.read_bytes(), journal.read_bytes()
+    capsys.readouterr()
+    assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 1
+    said = f"{journal}: line 2 is not text (binary data at byte 1); it is left untouched: remove the line or the file"
+    assert f"tunebench report: {said}; {path.stem} is reported without it, but best(), the gate and a tune " \
+           f"(`pytest suites --tune`) refuse its records until then\n" in capsys.readouterr().err
+    md = (pytester.path / "r" / "report.md").read_text()
+    assert f"**Damaged records**:\n\n- {said};" in md and "| slow | all | float32 |" in md
+    assert html.escape(said) in (pytester.path / "r" / "report.html").read_text()
+    assert f"lacks {len(lines) - 1} measurements counted here" in md  # the readable lines of the journal
+    assert (path.read_bytes(), journal.read_bytes()) == before  # read only: nothing dropped or folded
+    with pytest.raises(RecordsError, match="line 2 is not text"):  # as best() and a tune still say
+        RecordStore(path)
 
 
 def test_a_journal_a_run_still_going_holds_is_its_own_and_another_records_folder_is_named(tmp_path):

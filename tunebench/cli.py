@@ -282,8 +282,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"--suites {args.suites}: no such folder or file")
         from tunebench import report  # matplotlib's import: only where a report is made
         threshold = gate_threshold(records) if args.compare else report.FLAGGED
-        written, unreadable, unfolded = report.write(records, Path(args.out), compare=args.compare, suites=suites,
-                                                     threshold=threshold)
+        written, unreadable, unfolded, damaged = report.write(records, Path(args.out), compare=args.compare,
+                                                              suites=suites, threshold=threshold)
     except (FileNotFoundError, pytest.UsageError) as e:
         print(f"tunebench report: {e}", file=sys.stderr)
         return 2
@@ -291,9 +291,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(path)
     for note in unfolded:  # a reviewer reading the terminal alone learns it too
         print(f"tunebench report: {note}", file=sys.stderr)
+    for why in damaged:  # reported without the line, which still stops best(): the run fails too
+        print(f"tunebench report: {why}", file=sys.stderr)
     for why in unreadable:  # the others are reported; the run fails, as a file that cannot be read is lost work
         print(f"tunebench report: not reported: {why}", file=sys.stderr)
-    return 1 if unreadable else 0
+    return 1 if unreadable or damaged else 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

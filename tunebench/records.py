@@ -635,8 +635,10 @@ def alive(pid) -> bool:
     return True
 
 
-def _lines(path: Path) -> list[dict]:
-    """The documents of a JSON-lines file; a torn last line (a killed append) is dropped."""
+def _lines(path: Path, damaged: list[str] | None = None) -> list[dict]:
+    """The documents of a JSON-lines file; a torn last line (a killed append) is dropped. Where
+    ``damaged`` is given (a reader that writes nothing), a damaged line is said there, once, and
+    left out, rather than refusing every other line with it."""
     try:
         lines = path.read_bytes().splitlines()
     except FileNotFoundError:
@@ -646,24 +648,38 @@ def _lines(path: Path) -> list[dict]:
     found = []
     for number, line in enumerate(lines, 1):
         try:
-            text = line.decode()
-        except UnicodeDecodeError as e:  # json.dumps writes ASCII: no killed append tears a character
-            raise RecordsError(f"{path}: line {number} is not text (binary data at byte {e.start}); it is left "
-                               f"untouched: remove the line or the file") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            if number < len(lines):
-                raise RecordsError(f"{path}: line {number} is corrupted; it is left untouched: remove the line "
-                                   f"or the file") from None
+            doc = _line(path, number, line, last=number == len(lines))
+        except RecordsError as e:
+            if damaged is None:
+                raise
+            if str(e) not in damaged:  # read again by each reader of the store's trials
+                damaged.append(str(e))
             continue
-        missing = [k for k in TRIAL_KEYS if k not in doc] if isinstance(doc, dict) else None
-        wrong = ("not a trial" if missing is None else f"lacks {', '.join(missing)}" if missing
-                 else trial_problem(doc))
-        if wrong:
-            raise RecordsError(f"{path}: line {number}: {wrong}; it is left untouched: remove the line or the file")
-        found.append(doc)
+        if doc is not None:
+            found.append(doc)
     return found
+
+
+def _line(path: Path, number: int, line: bytes, last: bool) -> dict | None:
+    """One line's trial; None for a torn last line. :class:`RecordsError` names a damaged one."""
+    try:
+        text = line.decode()
+    except UnicodeDecodeError as e:  # json.dumps writes ASCII: no killed append tears a character
+        raise RecordsError(f"{path}: line {number} is not text (binary data at byte {e.start}); it is left "
+                           f"untouched: remove the line or the file") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        if not last:
+            raise RecordsError(f"{path}: line {number} is corrupted; it is left untouched: remove the line "
+                               f"or the file") from None
+        return None
+    missing = [k for k in TRIAL_KEYS if k not in doc] if isinstance(doc, dict) else None
+    wrong = ("not a trial" if missing is None else f"lacks {', '.join(missing)}" if missing
+             else trial_problem(doc))
+    if wrong:
+        raise RecordsError(f"{path}: line {number}: {wrong}; it is left untouched: remove the line or the file")
+    return doc
 
 
 @dataclass(frozen=True)
@@ -683,7 +699,8 @@ class RecordStore:
     """The records of one device; opening validates the file and indexes its trials (the
     archive's when a lookup first misses: opening costs the same at a million trials)."""
 
-    def __init__(self, path: str | Path, fingerprint: Mapping | None = None, read_only: bool = False):
+    def __init__(self, path: str | Path, fingerprint: Mapping | None = None, read_only: bool = False,
+                 skip_damaged: bool = False):
         self.path = Path(path)
         self.device = self.path.stem
         #: The file itself where ``path`` is a symlink into a shared store: its journal, archive
@@ -695,6 +712,10 @@ class RecordStore:
         self.unwritten: str | None = None
         #: The trial in flight's mark and its text (see :meth:`measuring`).
         self._mark: tuple[Path, str] | None = None
+        #: Opened read-only with ``skip_damaged`` (the report): the damaged lines of the journal and
+        #: the archive, each left out and said here rather than refusing every other record with it.
+        #: Else none is: a writer would fold the journal without them, a lookup serve without them.
+        self.damaged: list[str] | None = [] if skip_damaged and self.read_only else None
         if fingerprint is None and not self.path.exists():
             raise RecordsError(f"{self.path}: no such records file")
         if not self.read_only:
@@ -741,7 +762,7 @@ class RecordStore:
     def pending(self) -> list[dict]:
         """The journal's trials, not yet in the file: every reader counts them, and the report says
         that a commit of the file leaves them out until a run folds them."""
-        return _lines(self.journal)
+        return _lines(self.journal, self.damaged)
 
     def _archived(self) -> list[dict]:
         """The archive's trials (the oldest, moved out of the file), read again only when it grew."""
@@ -754,7 +775,7 @@ class RecordStore:
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         if self._archived_cache[0] != stamp:
             with bulk():
-                self._archived_cache = (stamp, _lines(self.archive))
+                self._archived_cache = (stamp, _lines(self.archive, self.damaged))
         return self._archived_cache[1]
 
     def running(self) -> bool:
@@ -1022,14 +1043,15 @@ def records_files(directory: str | Path) -> list[Path]:
     return [p for p in sorted(Path(directory).glob("*.json")) if not exported(p)]
 
 
-def stores(directory: str | Path, unread: list[str]) -> list[RecordStore]:
-    """Every records file under ``directory`` that can be read, opened read-only; each other's
-    error is appended to ``unread``. Another device's file (conflicted, of a newer format, or a
-    stray JSON beside them) must not stop what reads it only for a hint."""
+def stores(directory: str | Path, unread: list[str], skip_damaged: bool = False) -> list[RecordStore]:
+    """Every records file under ``directory`` that can be read, opened read-only (``skip_damaged``:
+    see :attr:`RecordStore.damaged`); each other's error is appended to ``unread``. Another
+    device's file (conflicted, of a newer format, or a stray JSON beside them) must not stop what
+    reads it only for a hint."""
     found = []
     for path in records_files(directory):
         try:
-            found.append(RecordStore(path))
+            found.append(RecordStore(path, skip_damaged=skip_damaged))
         except RecordsError as e:
             unread.append(str(e))
     return found

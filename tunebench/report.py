@@ -194,6 +194,14 @@ def undescribed(store: RecordStore) -> list[str]:
     return lines
 
 
+def damaged(store: RecordStore) -> list[str]:
+    """Each damaged line of the store's journal or archive (a store opened ``skip_damaged``): the
+    report shows the device's other records, which one such line hid, and names it, as the
+    lookups, the gate and a tune refuse these records until it is removed."""
+    return [f"{why}; {store.device} is reported without it, but best(), the gate and a tune "
+            f"(`{tune_command(None, store.path.parent)}`) refuse its records until then" for why in store.damaged or []]
+
+
 def unfolded(store: RecordStore) -> str | None:
     """The trials a run left in the journal (killed, or unable to write the file), where there are:
     the report counts them, as every reader does, but the records file a reviewer commits does not
@@ -684,14 +692,15 @@ def _old_store(folder: Path | None, path: Path, revision: str, root: Path) -> Re
 
 
 def write(records: Path, out: Path, compare: str | None = None,
-          suites: Path | None = None, threshold: float = FLAGGED) -> tuple[list[Path], list[str], list[str]]:
+          suites: Path | None = None,
+          threshold: float = FLAGGED) -> tuple[list[Path], list[str], list[str], list[str]]:
     """Write report.md, report.html and the PNG figures under ``out``: their paths, why each
-    records file that cannot be read is left out (the report of the others is made, and says so)
-    and each device's :func:`unfolded` trials, for the terminal too; ``threshold``: the gate's,
-    beyond which ``compare`` flags a lead that moved."""
+    records file that cannot be read is left out (the report of the others is made, and says so),
+    each device's :func:`unfolded` trials and its :func:`damaged` lines, for the terminal too;
+    ``threshold``: the gate's, beyond which ``compare`` flags a lead that moved."""
     out.mkdir(parents=True, exist_ok=True)
-    unreadable, notes = [], []
-    found = stores(records, unreadable)
+    unreadable, notes, broken = [], [], []
+    found = stores(records, unreadable, skip_damaged=True)
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
     try:
@@ -714,6 +723,12 @@ def write(records: Path, out: Path, compare: str | None = None,
             fp = store.fingerprint or {}
             md += [f"## {device}", "", f"{fp.get('target', '?')}: {describe(fp)}", ""]
             body += [f"<h2>{html.escape(device)}</h2>", f"<p>{html.escape(describe(fp))}</p>"]
+            lines = damaged(store)  # after the views, which read every trial
+            if lines:  # before the table, which lacks them
+                broken += lines
+                md += ["**Damaged records**:", ""] + [f"- {line}" for line in lines] + [""]
+                body += ["<p><b>Damaged records</b>:</p><ul>"] + [f"<li>{html.escape(line)}</li>" for line in lines] + [
+                    "</ul>"]
             waiting = unfolded(store)
             if waiting:  # before the table, whose figures count them
                 notes.append(waiting)
@@ -788,7 +803,7 @@ def write(records: Path, out: Path, compare: str | None = None,
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
         "</style></head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
-    return [out / "report.md", out / "report.html", *written], unreadable, notes
+    return [out / "report.md", out / "report.html", *written], unreadable, notes, broken
 
 
 def _suites_at(then: Path | None, records: Path, suites: Path | None) -> Path | None:
