@@ -21,8 +21,8 @@ from tests.test_plugin import TUNE
 from tests.test_records_safety import SLOW_C, SLOW_SUITE, killed_with_9
 from tunebench.buckets import Bucket
 from tunebench.cli import main
-from tunebench.lookup import confirmed_ms
-from tunebench.records import RecordsError, RecordStore
+from tunebench.lookup import confirmed_ms, lookup
+from tunebench.records import RecordsError, RecordStore, config_key
 from tunebench.report import _before, _changes, _check_ms, _rows, _spread, records_at, task_views
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
@@ -883,3 +883,72 @@ def test_compare_with_a_revisions_suite_that_no_longer_imports_reads_its_tasks_f
     changes = (tmp_path / "r" / "report.md").read_text().split("### Changes since HEAD")[1]
     assert "new task" not in changes and re.search(r"\n\d+ tasks unchanged since HEAD\.", changes), changes
     assert "layernorm" not in changes and "dropped" not in changes, changes
+
+
+#: A kernel whose fastest ``tag`` depends on the shape: 0 below n = 1500, 2 from it.
+BY_SHAPE_C = """\
+typedef TB_DTYPE real;
+void by_shape(const real *x, real *y, int n)
+{
+    volatile int spin = 0;
+    int cost = n < 1500 ? tag : 2 - tag;
+    for (int r = 0; r < cost * 20000; ++r) spin += r;
+    for (int i = 0; i < n; ++i) y[i] = x[i] + 1;
+}
+"""
+
+BY_SHAPE_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+by_shape = Kernel(
+    "by_shape", buckets=Buckets(["N"], [Bucket("small", N=(1, 4095), shapes=[SHAPE])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x + 1, outputs=["y"],
+    cpu=Variant(source="by_shape.c", entry="by_shape", heuristic=lambda shape: {"tag": 1},
+                space=Space({"tag": [0, 1, 2]})),
+)
+"""
+
+
+def test_a_row_reads_the_final_round_best_reads_after_the_shapes_changed_and_back(pytester):
+    """Tuned on (1000,), then on (2000,), then the suite's shapes changed back to (1000,): best()
+    served the first round's pick of (1000,), while the row took its final round, its spread and
+    its trials from (2000,), the shapes the records last described: no spread beside best()'s
+    speedup, and another bucket's trials counted."""
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "by_shape.c").write_text(BY_SHAPE_C)
+    (root / "suites").mkdir()
+    suite = root / "suites" / "test_by_shape.py"
+    command = [sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    for shape in ("(1000,)", "(2000,)"):
+        suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", shape))
+        tuned = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
+        assert tuned.returncode == 0, tuned.stdout[-2000:]
+    suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,)"))  # changed back, not tuned again
+    (path,) = (root / "records").glob("*.json")
+    store = RecordStore(path)
+    first, second = store.checks(kind="tune")
+    assert [e["shape"] for e in first["shapes"]] == [[1000]] and [e["shape"] for e in second["shapes"]] == [[2000]]
+    served = lookup("by_shape", (1000,), records=root / "records", suites=root / "suites")
+    assert served.config == first["shapes"][0]["best"] == {"tag": 0}
+    (view,) = task_views(store, root / "suites")
+    assert view.bucket.shapes == [(1000,)]
+    assert view.final == config_key(served.config) and view.serves_final
+    assert view.confirmed == pytest.approx((served.objective_ms, served.baseline_ms))
+    assert view.spread is not None  # the first round's, beside its speedup
+    ones = [t for t in store.trials() if t["shape"] == [1000]]
+    assert sum(view.statuses.values()) == len(ones)  # (1000,)'s trials, not (2000,)'s
+
+    # a declaration changed and back (a tolerance): the round of today's declaration, as best() reads
+    suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,)").replace(
+        'outputs=["y"],', 'outputs=["y"], tolerance={"float32": (1e-5, 1e-5)},'))
+    tuned = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
+    assert tuned.returncode == 0, tuned.stdout[-2000:]
+    suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,)"))
+    store = RecordStore(path)
+    assert len(store.checks(kind="tune")) == 3
+    (view,) = task_views(store, root / "suites")
+    assert view.confirmed == pytest.approx(confirmed_ms(first, view.bucket))

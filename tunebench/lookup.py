@@ -37,7 +37,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -1509,6 +1509,22 @@ def _warn_outside(choice: Choice) -> None:
                       stacklevel=_caller())
 
 
+def judged_by(task: Mapping, decl: Kernel | None) -> tuple[Bucket, str | None]:
+    """The bucket and the declaration (setup hash) by which best() reads a recorded task's final
+    round: the suite's bucket of its name and today's declaration where a suite declares them (its
+    representative shapes changed since the tune and changed back, best() reads the round of
+    today's shapes, not the round of the shapes the records last described), else the records'."""
+    recorded = Bucket.from_description(task["range"]), task.get("setup_hash")
+    variant = decl.variant(task["target"]) if decl is not None else None
+    bucket = next((b for b in decl.buckets_for(task["target"]) if b.name == task["bucket"]), None) if variant else None
+    if bucket is None or task["dtype"] not in variant.dtypes:
+        return recorded
+    try:
+        return bucket, decl.setup_hash(variant, task["dtype"], task.get("declaration"))
+    except KernelError:  # shipped without its template: best() reads the round of the recorded template
+        return bucket, None
+
+
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
                         source_hash: str | None = None, setup_hash: str | None = None,
                         entry: str | None = None) -> dict | None:
@@ -1557,16 +1573,6 @@ def confirmed_ms(check: dict | None, bucket: Bucket) -> tuple[float, float] | No
         return None
     shapes = [tuple(e["shape"]) for e in check["shapes"]]
     return tuple(bucket.objective(dict(zip(shapes, column))) for column in zip(*measured))
-
-
-def final_choice(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,
-                 source_hash: str | None) -> dict[tuple, dict] | None:
-    """shape -> config the final round of the latest tune chose for this source, if any: it
-    outranks the trials' own order, which drift between trials may have decided."""
-    check = latest_confirmation(store, kernel, target, dtype, bucket, source_hash)
-    if check is None or check["source_hash"] != source_hash:
-        return None
-    return {tuple(e["shape"]): e["best"] for e in check["shapes"]}
 
 
 def shape_times(store: RecordStore, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,

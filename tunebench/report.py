@@ -35,8 +35,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
-from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, final_choice,  # noqa: E402
-                              heuristic_failed, latest_confirmation, lookup, project, tune_command)
+from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, heuristic_failed,  # noqa: E402
+                              judged_by, latest_confirmation, lookup, project, tune_command)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, records_files, stores  # noqa: E402
 
 
@@ -138,8 +138,10 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
     """Every described task of a store; ``suites`` where the suites are not the project's ``suites/``."""
     views = []
     trials = store.trials()
+    suites_dir = project(store.path.parent, suites)[1]
+    kernels = _load_once(suites_dir)[1] if suites_dir.exists() else {}
     for task in store.tasks():
-        bucket = Bucket.from_description(task["range"])
+        bucket, setup_hash = judged_by(task, kernels.get(task["kernel"]))  # as best() reads the task
         mine = [t for t in trials if t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"]
                 and t["source_hash"] == task["source_hash"] and tuple(t["shape"]) in set(bucket.shapes)]
         # as best() ranks them: of the task's entry point, and of its declaration where a trial of it
@@ -151,7 +153,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
                 for b in task["baseline"]}
-        check = _confirmation(store, task, bucket)
+        check = _confirmation(store, task, bucket, setup_hash)
         statuses: dict[str, int] = defaultdict(int)
         for t in mine:
             statuses[t["status"]] += 1
@@ -162,7 +164,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
                          bucket=task["bucket"]),
-            _final_key(store, task, bucket), confirmed_ms(check, bucket) if check else None,
+            config_key(check["shapes"][0]["best"]) if check else None, confirmed_ms(check, bucket) if check else None,
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
             _spread(check, bucket) if check else None))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
@@ -284,16 +286,11 @@ def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None 
     return choice if choice.bucket == bucket.name else None
 
 
-def _final_key(store: RecordStore, task: dict, bucket: Bucket) -> tuple | None:
-    final = final_choice(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"])
-    return config_key(next(iter(final.values()))) if final else None
-
-
-def _confirmation(store: RecordStore, task: dict, bucket: Bucket) -> dict | None:
-    """The latest final round of this source: its (best, heuristic) bucket objectives are the
-    table's times."""
+def _confirmation(store: RecordStore, task: dict, bucket: Bucket, setup_hash: str | None) -> dict | None:
+    """The final round of this source that best() reads (see :func:`judged_by`): its (best,
+    heuristic) bucket objectives are the table's times, its pick the final one."""
     check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"],
-                                entry=task.get("entry"))
+                                setup_hash, task.get("entry"))
     return check if check and check["source_hash"] == task["source_hash"] else None
 
 
