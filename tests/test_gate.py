@@ -848,3 +848,39 @@ def test_a_failure_of_a_pick_that_lost_its_lead_alone_asks_for_a_new_pick_and_on
                                    "longer leads: `pytest test_chain.py --tune` picks again, and commit the records")
     assert _fix([lost, slowed], *args).startswith("today's build of the recorded best [reps:1] takes 1.80x the time "
                                                   "of its build as tuned on (2048,): fix what the change slowed")
+
+
+def test_a_recorded_best_that_crashes_says_best_still_serves_it_and_the_tune_that_stops_it(twice_project, pytester,
+                                                                                           monkeypatch):
+    """The gate failed a pick that crashed today, saying only how: best() read the tune's records,
+    not the gate's run, and served the crashing config at every launch, with nothing said of it
+    or of the command that records the crash (a plain tune where nothing changed reuses the
+    recorded trial, and serves it again)."""
+    import importlib
+
+    from tests.conftest import TWICE_C
+    from tunebench.lookup import lookup
+
+    monkeypatch.setattr(importlib.import_module("tunebench.lookup"), "REFRESH_S", 0.0)  # the records read again at once, as a new process does
+    source = twice_project / "twice.c"
+    crash = "    if (reps == 1 && CONDITION) *(volatile int *)0 = 0;\n"
+    source.write_text(TWICE_C.replace("{\n", "{\n" + crash.replace("CONDITION", 'getenv("TB_CRASH")'), 1)
+                      .replace("typedef", "#include <stdlib.h>\ntypedef", 1))
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    records, suites = twice_project / "records", twice_project / "suites"
+    assert lookup("twice", (4096,), records=records, suites=suites).config["reps"] == 1
+    monkeypatch.setenv("TB_CRASH", "1")  # the template and declaration as tuned: a plain tune reuses the trial
+    failed = pytester.runpytest("suites", *GATE, "-k", "small")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*the recorded best [[]reps:1 pad:?[]] on (4096,) ended crashed: *; best() still "
+                                 "serves it until the task is tuned again: fix what makes it fail, or `pytest "
+                                 "suites/test_twice.py --tune --tune-fresh` records its failure and picks another, "
+                                 "and commit the records*"])
+    assert lookup("twice", (4096,), records=records, suites=suites).config["reps"] == 1  # as the message says
+    monkeypatch.delenv("TB_CRASH")
+    source.write_text(TWICE_C.replace("{\n", "{\n" + crash.replace("CONDITION", "n > 0"), 1))  # a change makes it crash
+    failed = pytester.runpytest("suites", *GATE, "-k", "small")
+    failed.stdout.fnmatch_lines(["*ended crashed: *; best() still serves it until the task is tuned again: fix what "
+                                 "makes it fail, or `pytest suites/test_twice.py --tune` records its failure*"])
+    pytester.runpytest("suites/test_twice.py", *TUNE, "-k", "small")  # the command named: reps:1's items fail
+    assert lookup("twice", (4096,), records=records, suites=suites).config["reps"] != 1

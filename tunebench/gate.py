@@ -432,6 +432,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                 result.outcome = "fail"
                 result.reason = (f"the {_arm_name(f['arm'], result.configs[shape])} on {shape} ended "
                                  f"{f['status']}: {f['error']}")
+                if f["arm"] == "best" and best[shape] != variant.baseline(shape, dtype):
+                    result.reason += "; " + _still_served(kernel, store, task, setup)
                 return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
             final = len(comp.objectives) >= settings.max_processes
             verdicts = checks(comp, shape, settings.threshold, ref, final, against)
@@ -499,6 +501,16 @@ def _fix(failures: list[Verdict], against: str, configs: dict[tuple, dict], kern
                 f"commit the records, which makes the slower code the reference")
     return (f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads: "
             f"`{command}` picks again, and commit the records")
+
+
+def _still_served(kernel: Kernel, store: RecordStore, task: dict, setup: str) -> str:
+    """Where the recorded best fails today: best() reads the tune's trials and final round, never
+    a gate run (kept as history), so it serves that config until the task is tuned again; a tune
+    of an unchanged template and declaration reuses its recorded trial, so only a fresh one
+    measures it again."""
+    command = kernel.tune_command(store.path.parent) + (" --tune-fresh" if task.get("setup_hash") == setup else "")
+    return (f"best() still serves it until the task is tuned again: fix what makes it fail, or `{command}` records "
+            f"its failure and picks another, and commit the records")
 
 
 def _unkept(built: Variant, text: str) -> list[str]:
