@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.conftest import AXPB_C, AXPB_SUITE, SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
+from tests.test_cuda import CUB_CU as CUDA_CUB
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cpu, cuda, launch
 from tunebench.backends.base import KernelError
@@ -66,19 +67,8 @@ def test_a_template_that_fails_to_compile_fails_the_check_naming_kernel_and_conf
     assert out.endswith("compile-check cuda: 0 of 1 kernels ok; failed: fill\n")
 
 
-#: A block reduction with CUB: seconds of nvcc, long enough to be killed in.
-CUB_CU = """\
-#include <cub/cub.cuh>
-// tunebench: params
-extern "C" __global__ void block_sum(const float *x, float *out, int n)
-{
-    typedef cub::BlockReduce<float, BLOCK_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage scratch;
-    int i = blockIdx.x * BLOCK_THREADS + threadIdx.x;
-    float total = Reduce(scratch).Sum(i < n ? x[i] : 0.0f);
-    if (threadIdx.x == 0) out[blockIdx.x] = total;
-}
-"""
+#: A block reduction with CUB (test_cuda's, its params line in place): seconds of nvcc, long enough to be killed in.
+CUB_CU = CUDA_CUB.replace("MARKER", "// tunebench: params")
 
 CUB_SUITE = """\
 import numpy as np
