@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from xml.etree import ElementTree
 from pathlib import Path
@@ -640,8 +639,6 @@ def test_a_clone_at_another_depth_gates_a_helper_given_absolute_as_tuned_and_cat
     unchanged code that the helper was edited since the tune (and left out the tuning-time
     ratios). Named by its absolute path, it is the same source there; its header made 15 % slower
     still fails against the recorded template."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # pytester's "opt" is no temp folder here
-    (tmp_path / "tmp").mkdir()
     outside = pytester.path / "opt"
     outside.mkdir()
     (outside / "helper.h").write_text('#include "extra.h"\n')

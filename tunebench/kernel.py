@@ -494,7 +494,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
     :attr:`Variant.kept`). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
-    folder = BuildCache().copies({built.placed(file): text for file, text in texts.items()}, name)
+    folder = BuildCache().copies({(built.path.parent / file).resolve(): text for file, text in texts.items()}, name)
     flags = []
     for flag, named in zip(built.build_flags, flag_paths(built.flags)):
         names = named[2] if named else None
@@ -700,37 +700,13 @@ class Variant:
         """Whether a file the build reads lies under a folder or file its flags give absolute."""
         return any(path.is_relative_to(given) for given in self._absolute)
 
-    @_cached
-    def _temporary(self) -> dict[Path, str]:
-        """The header folders and files its flags give absolute in the temp folder, each with its
-        name in the declaration, ``<temp 1>`` (a file's ``<temp 2>/cfg.h``) in the flags' order: a
-        suite that writes a generated header into ``tempfile.mkdtemp()`` names another folder every
-        run, and every trial was measured again. What the build reads of them is hashed by its
-        content (see :attr:`template`); a system folder's is not, and keeps its path."""
-        temp = Path(tempfile.gettempdir()).resolve()
-        found = {p: named[2] for p, named in zip(self._paths, flag_paths(self.flags))
-                 if named and named[2] in ("dir", "file", "include") and p is not None and os.path.isabs(named[1])
-                 and p.is_relative_to(temp)}
-        return {p: f"<temp {i}>" + ("" if kind == "dir" else f"/{p.name}")
-                for i, (p, kind) in enumerate(found.items(), 1)}
-
     def _named(self, path: Path, base: Path | None = None) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
         it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
         symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
         its flags give absolute, by its own absolute path, so that a checkout at another depth is
-        the same source; in the temp folder by the flag's (see :attr:`_temporary`)."""
-        given = next((g for g in self._temporary if path.is_relative_to(g)), None)
-        if given is not None:
-            return os.path.normpath(os.path.join(self._temporary[given], path.relative_to(given)))
+        the same source."""
         return str(path) if self._anchored(path) else os.path.relpath(path, (base or self.path.parent).resolve())
-
-    def placed(self, name: str) -> Path:
-        """The file a name of :meth:`_named` names today (from the template's folder)."""
-        for given, token in self._temporary.items():
-            if name == token or name.startswith(f"{token}/"):
-                return given / name[len(token) + 1:] if name != token else given
-        return (self.path.parent / name).resolve()
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
@@ -750,8 +726,7 @@ class Variant:
         file's folder and a file as given, so that a checkout elsewhere is the same declaration;
         "(arch-specific)" where it builds for the device's architecture-specific target."""
         base = self.origin or Path.cwd()
-        flags = " ".join(self._written(lambda p: self._named(p, base),
-                                       lambda p, given: self._named(p) if p in self._temporary else given))
+        flags = " ".join(self._written(lambda p: self._named(p, base), lambda p, given: given))
         return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
     @property
