@@ -3,7 +3,6 @@
 import json
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -324,14 +323,13 @@ def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_
                                                                                       monkeypatch, first):
     """With no ini file, pytest's rootdir is where it runs: run from suites/, the tune wrote, and the
     gate read, suites/records, where best() and the report read the project's records/. The root is
-    the folder with records/, else, for a first tune, the git checkout's top."""
+    the folder with records/, else, for a first tune, the one holding suites/ (not the git
+    checkout's top, which a monorepo's projects share)."""
     from tunebench.lookup import project as project_of
 
     root = project()
     (root / "pyproject.toml").unlink()
-    if first:
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-    else:
+    if not first:
         (root / "records").mkdir()
     monkeypatch.chdir(root / "suites")
     pytester.runpytest(*TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
@@ -341,6 +339,42 @@ def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines([f"*tunebench gate: *, records in {path}*"])
     assert project_of(suites=root / "suites")[0] == root / "records"  # where best() and the report read
+    (root / "P").mkdir()
+    for folder in ("suites", "kernels", "records"):  # the project moved into P/, run from beside it
+        shutil.move(root / folder, root / "P" / folder)
+    monkeypatch.chdir(root)
+    result = pytester.runpytest("P/suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rA")
+    result.stdout.fnmatch_lines([f"*tunebench gate: *, records in {root / 'P' / 'records' / path.name}*"])
+    assert not (root / "records").exists()
+
+
+def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):
+    """Every pytest run's -c was carried into the commands best() suggested in it: a framework's
+    tests, run with -c ci/pytest.ini, told a kernel of another project's to tune with that file."""
+    from tunebench.kernel import run_options, tune_options
+
+    ours, theirs = tmp_path / "fw" / "ci" / "records", tmp_path / "q" / "records"
+    run = (("-c", "ci/pytest.ini"), ours, ours)
+    run_options(run, True)
+    try:
+        assert tune_options(theirs, theirs) == "" and tune_options(ours, tmp_path / "fw" / "records") == \
+            " -c ci/pytest.ini"
+    finally:
+        run_options(run, False)
+    assert tune_options(ours, ours) == ""
+
+
+def test_a_monorepos_projects_without_ini_files_keep_records_of_their_own(tmp_path):
+    """The git checkout's top was a project's root where it had no records/ yet: a first tune of
+    each of a monorepo's projects wrote into one records/ at the top, shared."""
+    from tunebench.kernel import project_root
+
+    (tmp_path / ".git").mkdir()
+    for folder in ("A/records", "A/suites", "B/suites", "C/suites/sub"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert [project_root(tmp_path / p) for p in ("A/suites", "B/suites", "C/suites/sub", "B")] == [
+        tmp_path / "A", tmp_path / "B", tmp_path / "C", tmp_path / "B"]
+    assert project_root(tmp_path) is None
 
 
 def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_naming_both_counts(project, pytester,

@@ -7,6 +7,7 @@ yields a :class:`Trial` per (dtype, bucket, candidate) plus one for the baseline
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -85,24 +86,27 @@ def records_folder(config: pytest.Config) -> Path:
 
 def _project_records(config: pytest.Config) -> Path:
     """``records/`` in pytest's rootdir where a configuration file or --rootdir placed it, else in
-    the root ``best()`` finds from there (see :func:`~tunebench.kernel.project_root`): pytest's
-    rootdir is then wherever it was run."""
+    the root ``best()`` finds from the paths the run was given (see
+    :func:`~tunebench.kernel.project_root`): pytest's rootdir is then wherever it was run, and
+    ``pytest P/suites --tune`` run beside the project wrote records/ there."""
     root = config.rootpath
     if config.inipath is None and not config.option.rootdir:
-        root = project_root(root) or root
+        here = config.invocation_params.dir
+        given = [(here / arg.split("::")[0]).resolve() for arg in config.args] or [here.resolve()]
+        root = project_root(Path(os.path.commonpath(given))) or root
     return root / "records"
 
 
-def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path]:
+def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path, Path]:
     """This run's options that place its configuration and records apart from a plain run's
-    (``--rootdir``, ``-c``), and the records folder they give: what a suggested command keeps
-    (see :func:`~tunebench.kernel.run_options`)."""
+    (``--rootdir``, ``-c``), the records folder they give and the one it uses: what a suggested
+    command keeps, for those records (see :func:`~tunebench.kernel.run_options`)."""
     options = []
     if config.option.rootdir:
         options += ["--rootdir", str(from_here(config.rootpath))]
     if config.option.inifilename:
         options += ["-c", str(from_here(config.inipath))]
-    return tuple(options), _project_records(config)
+    return tuple(options), _project_records(config), records_folder(config)
 
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:

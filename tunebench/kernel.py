@@ -167,20 +167,21 @@ def rootdir(start: Path) -> Path | None:
 def project_root(start: Path) -> Path | None:
     """The root of the project holding ``start``, whose ``records/`` the tune, the gate, the report
     and ``best()`` all read: pytest's :func:`rootdir`, else the nearest folder with ``records/``,
-    else the git work tree's top; None where there is none. Without a pytest configuration,
-    pytest's rootdir is wherever it is run: run from ``suites/``, the tune wrote ``suites/records``."""
+    else the nearest holding ``suites/`` (a first tune's); None where there is none. Without a
+    pytest configuration, pytest's rootdir is wherever it is run: run from ``suites/``, the tune
+    wrote ``suites/records``. (Not the git checkout's top: a monorepo's projects would share it.)"""
     chain = (start, *start.parents)
     return (rootdir(start) or next((d for d in chain if (d / "records").is_dir()), None)
-            or next((d for d in chain if (d / ".git").exists()), None))
+            or next((d for d in chain if (d / "suites").is_dir()), None))
 
 
 #: Per pytest run under way in this process (a pytester run nests in another), where its options
 #: place the configuration and records apart from a plain run's (``--rootdir``, ``-c``): those
-#: options, and the records folder they give.
-_RUNS: list[tuple[tuple[str, ...], Path]] = []
+#: options, the records folder they give, and the one the run uses (--tune-records).
+_RUNS: list[tuple[tuple[str, ...], Path, Path]] = []
 
 
-def run_options(run: tuple[tuple[str, ...], Path] | None, running: bool) -> None:
+def run_options(run: tuple[tuple[str, ...], Path, Path] | None, running: bool) -> None:
     """A run's ``--rootdir`` and ``-c`` kept in the commands its messages suggest, while it runs:
     dropped, the suggested tune read another ini file (its budget, its gate settings) or rootdir."""
     if running:
@@ -191,10 +192,13 @@ def run_options(run: tuple[tuple[str, ...], Path] | None, running: bool) -> None
 
 def tune_options(records: str | Path | None, default: Path) -> str:
     """What a suggested tune command adds after ``--tune``: the run's ``--rootdir`` and ``-c`` (see
-    :func:`run_options`), and ``--tune-records`` where ``records`` is not the folder the command
-    writes without it (``default`` for a plain run)."""
-    options, placed = _RUNS[-1] if _RUNS else ((), None)
-    default = placed if options else default
+    :func:`run_options`) where ``records`` is the folder they give, and ``--tune-records`` where
+    ``records`` is not the folder the command writes without it (``default`` for a plain run)."""
+    options, placed, used = _RUNS[-1] if _RUNS else ((), None, None)
+    if options and Path(records if records is not None else default).resolve() == used.resolve():
+        default = placed
+    else:  # another project's records (a framework's own test run looking a kernel up): its options are not theirs
+        options = ()
     if records is not None and Path(records).resolve() != Path(default).resolve():
         options = (*options, "--tune-records", str(from_here(Path(records).resolve())))
     return "".join(f" {shlex.quote(o)}" for o in options)

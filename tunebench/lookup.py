@@ -388,7 +388,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
                 break
             looked.append(f"{start} and its parents")
     if root is None:
-        raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/, .git or "
+        raise LookupError(f"no project root found: looked in {', '.join(looked)} for a folder with records/, suites/ or "
                           f"{', '.join(INI_FILES)}; pass records= (--records) or set TUNEBENCH_ROOT")
     return root / "records", Path(suites) if suites is not None else root / "suites"
 
