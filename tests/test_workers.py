@@ -159,6 +159,8 @@ def test_an_args_builder_that_takes_the_config_sizes_a_workspace_by_it_once_per_
 
     def args(shape, dtype, rng, config):
         M, K = shape
+        if config["SPLITS"] > 4:
+            raise MemoryError(f"a workspace of {config['SPLITS']} GiB")
         with built.open("a") as f:
             f.write(f"{config['SPLITS']} {config['SPLITS'] * M}\n")
         return {"a": rng.random((M, K), dtype=np.float32), "out": np.empty(M, np.float32),
@@ -169,7 +171,7 @@ def test_an_args_builder_that_takes_the_config_sizes_a_workspace_by_it_once_per_
                     args=args, reference=lambda a, M, K, work: a.astype(np.float64).sum(axis=1), outputs=["out"],
                     inplace=["work"], tolerance={"float32": (1e-5, 1e-4)},
                     cpu=Variant(source=str(tmp_path / "splitk.c"), entry="splitk",
-                                space=Space({"SPLITS": [1, 4]}), heuristic=lambda shape: {"SPLITS": 1}))
+                                space=Space({"SPLITS": [1, 4, 64]}), heuristic=lambda shape: {"SPLITS": 1}))
     with pytest.raises(KernelError, match="the args builder takes a config, and none was given"):
         kernel.build_args((8, 256), "float32")
     workers = Workers("cpu")
@@ -181,9 +183,17 @@ def test_an_args_builder_that_takes_the_config_sizes_a_workspace_by_it_once_per_
         arms = (("best", {"SPLITS": 4}, None), ("baseline", {"SPLITS": 1}, None))
         result = workers.trial(CompareJob("splitk_workspace", (8, 256), "float32", arms, 5, MeasureSettings(repeats=3)))
         assert result["status"] == "ok", result
+        # a config whose workspace the host cannot hold is that candidate's limit, not the task's error
+        result = workers.trial(TrialJob("splitk_workspace", {"SPLITS": 64}, (8, 256), "float32",
+                                        MeasureSettings(repeats=3)))
+        assert result["status"] == "pruned_resources" and "a workspace of 64 GiB" in result["error"], result
+        arms = (("best", {"SPLITS": 64}, None), ("baseline", {"SPLITS": 1}, None))
+        result = workers.trial(CompareJob("splitk_workspace", (8, 256), "float32", arms, 5, MeasureSettings(repeats=3)))
+        assert result["status"] == "pruned_resources" and result["arm"] == "best", result
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["1 8", "4 32"]
+
 
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and

@@ -306,6 +306,8 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> t
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
         where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if kernel.args_per_config else ")")
+        if kernel.args_per_config and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
+            raise ResourceError(f"the {what} ran out of memory {where}: {e}") from e
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
     if time.perf_counter() - began >= SLOW_S:
         keep(inputs, kernel.name, shape, dtype, args, reference,
@@ -333,7 +335,10 @@ def _trial(backend, job: TrialJob, prepared: tuple, conn, watched) -> dict:
     (``prepare_s``, ``load_s``, ``verify_s`` beside ``measure_s``): on an H200 a trial of a
     134M-element shape cost 1.2 s, of which its timed calls took 3 ms."""
     began = time.perf_counter()
-    kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared, job.config)
+    try:
+        kernel, variant, args, reference = _prepare(backend, job.kernel, job.shape, job.dtype, prepared, job.config)
+    except ResourceError as e:  # a workspace sized by the config beyond the host's memory
+        return {"status": "pruned_resources", "error": str(e)}
     prepare_s = time.perf_counter() - began
     try:
         build = backend.build(kernel, variant, job.config, job.dtype)
@@ -405,8 +410,12 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     the first arm that fails is the result (its status, error and label). ``samples`` is
     placement -> arm label -> ms. Arms share the shape's arguments, unless the args builder takes
     the config: then each arm has its config's."""
-    given = {label: _prepare(backend, job.kernel, job.shape, job.dtype, prepared, config)
-             for label, config, _ in job.arms}
+    given = {}
+    for label, config, _ in job.arms:
+        try:
+            given[label] = _prepare(backend, job.kernel, job.shape, job.dtype, prepared, config)
+        except ResourceError as e:
+            return {"status": "pruned_resources", "arm": label, "error": str(e)}
     kernel, variant = next(iter(given.values()))[:2]
     builds = {}
     for label, config, changes in job.arms:
