@@ -815,12 +815,13 @@ def test_a_damaged_journal_line_leaves_the_devices_other_records_reported(pytest
     capsys.readouterr()
     assert main(["report", "--records", str(records), "--out", str(pytester.path / "r")]) == 1
     said = f"{journal}: line 2 is not text (binary data at byte 1); it is left untouched: remove the line or the file"
-    assert f"tunebench report: {said}; {path.stem} is reported without it, but best(), the gate and a tune " \
-           f"(`pytest suites --tune`) refuse its records until then\n" in capsys.readouterr().err
+    assert f"tunebench report: {said}; {path.stem} is reported without it: remove the line before the next tune " \
+           f"(`pytest suites --tune`) or gate on this device\n" in capsys.readouterr().err
     md = (pytester.path / "r" / "report.md").read_text()
     assert f"**Damaged records**:\n\n- {said};" in md and "| slow | all | float32 |" in md
     assert html.escape(said) in (pytester.path / "r" / "report.html").read_text()
     assert f"lacks {len(lines) - 1} measurements counted here" in md  # the readable lines of the journal
+    assert f"before committing {path.name}, once its damaged lines are removed" in md  # the fold stops on them
     assert (path.read_bytes(), journal.read_bytes()) == before  # read only: nothing dropped or folded
     with pytest.raises(RecordsError, match="line 2 is not text"):  # as best() and a tune still say
         RecordStore(path)

@@ -198,10 +198,11 @@ def undescribed(store: RecordStore) -> list[str]:
 
 def damaged(store: RecordStore) -> list[str]:
     """Each damaged line of the store's journal or archive (a store opened ``skip_damaged``): the
-    report shows the device's other records, which one such line hid, and names it, as the
-    lookups, the gate and a tune refuse these records until it is removed."""
-    return [f"{why}; {store.device} is reported without it, but best(), the gate and a tune "
-            f"(`{tune_command(None, store.path.parent)}`) refuse its records until then" for why in store.damaged or []]
+    report shows the device's other records, which one such line hid, and names it, to be removed
+    before these records are read otherwise (a tune stops on a damaged journal line; best() and
+    the gate answer from the file as last read whole, or not at all)."""
+    return [f"{why}; {store.device} is reported without it: remove the line before the next tune "
+            f"(`{tune_command(None, store.path.parent)}`) or gate on this device" for why in store.damaged or []]
 
 
 def unfolded(store: RecordStore) -> str | None:
@@ -216,7 +217,7 @@ def unfolded(store: RecordStore) -> str | None:
         return f"{held} {store.journal}: a run still going on this device folds them in as it ends"
     return (f"{held} {store.journal} (left by a run killed, or unable to write the file): the next pytest run on this "
             f"device folds the journal in (`{tune_command(None, store.path.parent)}` resumes the tune); run it "
-            f"before committing {store.path.name}")
+            f"before committing {store.path.name}" + (", once its damaged lines are removed" if store.damaged else ""))
 
 
 def untuned(store: RecordStore, records: Path, suites: Path | None) -> list[str]:
