@@ -404,7 +404,8 @@ def test_a_device_removes_the_copies_of_devices_that_ended_on_its_host_and_their
     ended = subprocess.Popen(["true"])
     ended.wait()
     host = socket.gethostname()
-    dead = [tmp_path / f"tunebench-device-{ended.pid}-{host}-x", tmp_path / f"tunebench-inputs-{ended.pid}-{host}-x"]
+    dead = [tmp_path / f"tunebench-device-{ended.pid}-{host}-x", tmp_path / f"tunebench-inputs-{ended.pid}-{host}-x",
+            tmp_path / f"tunebench-inputs-{ended.pid}-w"]  # named before hosts were
     live = tmp_path / f"tunebench-device-{os.getpid()}-{host}-y"
     elsewhere = tmp_path / f"tunebench-device-{ended.pid}-another-{host}-z"  # a pid of another host's says nothing here
     for folder in (*dead, live, elsewhere):

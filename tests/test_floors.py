@@ -16,7 +16,8 @@ FLOORS = {
     # measurement; replay answers the workers' jobs in their place, from a recorded space
     3: ["measure", "workers", "prepared", "compare", "cluster", "builds", "interference", "replay"],
     4: ["strategies", "report", "summary", "lookup", "apply", "export", "kernel", "c_constraint", "benchmark_json"],
-    5: ["backends", "records", "records_merge", "space", "buckets", "device", "stats", "dtypes", "user_code"],  # foundations
+    5: ["backends", "records", "records_merge", "space", "buckets", "device", "stats", "dtypes", "user_code",
+        "owned"],  # foundations
 }
 FLOOR_OF = {module: floor for floor, modules in FLOORS.items() for module in modules}
 

@@ -375,6 +375,8 @@ def test_a_monorepos_projects_without_ini_files_keep_records_of_their_own(tmp_pa
     assert [project_root(tmp_path / p) for p in ("A/suites", "B/suites", "C/suites/sub", "B")] == [
         tmp_path / "A", tmp_path / "B", tmp_path / "C", tmp_path / "B"]
     assert project_root(tmp_path) is None
+    (tmp_path / "records").mkdir()  # one at the top, as an earlier tunebench wrote: B's suites/ is nearer
+    assert project_root(tmp_path / "B" / "suites") == tmp_path / "B" and project_root(tmp_path) == tmp_path
 
 
 def test_the_gate_on_records_of_this_machine_with_another_thread_count_skips_naming_both_counts(project, pytester,

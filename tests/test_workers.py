@@ -19,7 +19,8 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
 from tunebench.dtypes import numpy_dtype
-from tunebench.prepared import folder as inputs_folder
+from tunebench.owned import folder as owned_folder
+from tunebench.prepared import PREFIX
 from tunebench.prepared import keep, kept
 from tunebench.workers import CompareJob, TrialJob, Workers
 
@@ -984,5 +985,5 @@ def test_a_killed_runs_inputs_folder_is_removed_by_the_next_run_and_a_live_runs_
     for folder in (dead, live):
         folder.mkdir()
         (folder / "k.npz").write_bytes(b"")
-    fresh = inputs_folder()
+    fresh = owned_folder(PREFIX)
     assert not dead.exists() and live.exists() and fresh.parent == tmp_path and fresh.exists()

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tunebench.compare import undisturbed
 from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
-from tunebench.prepared import folder as owned_folder
+from tunebench.owned import folder as owned_folder
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
@@ -119,7 +119,7 @@ def suite_files(root: Path) -> list[str]:
 #: session, but not by default their children: where the raylet is their subreaper
 #: (RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) it kills them too, and the OOM
 #: killer may end a sentinel; then the next device started on the host removes the folders of
-#: ended devices, named by their pid (see :func:`tunebench.prepared.folder`). Orphaned, the fork
+#: ended devices, named by their pid (see :func:`tunebench.owned.folder`). Orphaned, the fork
 #: is init's child: under a PID 1 that reaps none (a container's entrypoint, no init) it stays a
 #: zombie once done, a pid and no memory or folder, per device started. Without a pidfd it asks
 #: the actor's pid (kill 0) every half second: a process there that it may not signal is another

@@ -36,7 +36,7 @@ from tunebench.backends.base import BuildEnvironmentError, explain
 from tunebench.backends.cache import CompilerKilled, excerpt, run_compiler
 from tunebench.buckets import BucketError
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.prepared import folder
+from tunebench.owned import folder
 from tunebench.space import SpaceError
 from tunebench.user_code import raised
 from tunebench.records import config_key, config_text

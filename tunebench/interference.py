@@ -50,8 +50,9 @@ LOW_QUANTILE = 0.6
 #: free before a measurement is disturbed, and the steal beyond the host's usual that disturbs it.
 CONTENTION_CORES = 0.25
 STEAL = 0.05
-#: Seconds a run has watched the machine before its own steal counts as the host's usual.
-STEADY_S = 60.0
+#: Seconds a run has watched the machine before its own steal counts as the host's usual: less
+#: than its first three trials' retries take to stop a task on a busy machine (about 15 s).
+STEADY_S = 10.0
 #: The span a reading of the machine covers at least (/proc/stat counts in 10 ms ticks).
 HORIZON_S = 0.5
 #: Seconds between the readings taken while a trial runs or a retry waits (:meth:`Monitor.mark`;
@@ -420,7 +421,7 @@ def machine_signals(conditions: Mapping) -> list[str]:
     usual = conditions.get("steal_usual") or 0.0
     if steal is not None and steal >= usual + STEAL:
         found.append(f"the hypervisor stole {steal:.0%} of the CPU time"
-                     + (f", {usual:.0%} since boot" if usual >= 0.005 else ""))
+                     + (f", where it steals {usual:.0%} as a rule" if usual >= 0.005 else ""))
     load, machine = conditions.get("loadavg_1m"), conditions.get("machine_cores") or cores
     if others is None and load is not None and load > machine + 1:
         found.append(f"load average {load:.1f} on {machine} cores")

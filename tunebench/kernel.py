@@ -166,13 +166,13 @@ def rootdir(start: Path) -> Path | None:
 
 def project_root(start: Path) -> Path | None:
     """The root of the project holding ``start``, whose ``records/`` the tune, the gate, the report
-    and ``best()`` all read: pytest's :func:`rootdir`, else the nearest folder with ``records/``,
-    else the nearest holding ``suites/`` (a first tune's); None where there is none. Without a
-    pytest configuration, pytest's rootdir is wherever it is run: run from ``suites/``, the tune
-    wrote ``suites/records``. (Not the git checkout's top: a monorepo's projects would share it.)"""
+    and ``best()`` all read: pytest's :func:`rootdir`, else the nearest folder holding
+    ``records/`` or ``suites/`` (a first tune's); None where there is none. Without a pytest
+    configuration, pytest's rootdir is wherever it is run: run from ``suites/``, the tune wrote
+    ``suites/records``. (Not the git checkout's top, nor a farther ``records/`` than a project's
+    own ``suites/``: a monorepo's projects would share it.)"""
     chain = (start, *start.parents)
-    return (rootdir(start) or next((d for d in chain if (d / "records").is_dir()), None)
-            or next((d for d in chain if (d / "suites").is_dir()), None))
+    return rootdir(start) or next((d for d in chain if (d / "records").is_dir() or (d / "suites").is_dir()), None)
 
 
 #: Per pytest run under way in this process (a pytester run nests in another), where its options

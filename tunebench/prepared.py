@@ -13,19 +13,15 @@ What would not come back as the builder gave it is not kept (see :func:`keep`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tunebench.dtypes import as_bits, numpy_dtype
-from tunebench.records import alive
 
 #: A shape whose arguments and reference took this long to build is kept for the next worker.
 SLOW_S = 1.0
@@ -118,18 +114,3 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
         return None
     return args, values[count:]
 
-
-def folder(prefix: str = PREFIX, parent: Path | None = None) -> Path:
-    """A fresh folder of this process's, ``prefix<pid>-<host>-...`` in ``parent`` (the temp
-    folder); those of this host's processes that ended without removing theirs (killed) are
-    removed first (the compile cache, on a disk hosts share, holds other hosts' folders: their
-    pids say nothing here). A cluster's device names its copy of the project so too (see
-    :mod:`tunebench.cluster`), as compile-check each build and nvcc its files (see
-    :func:`~tunebench.backends.cache.scratch`)."""
-    parent, host = Path(parent or tempfile.gettempdir()), socket.gethostname()
-    for old in parent.glob(f"{prefix}*"):
-        pid, _, rest = old.name[len(prefix):].partition("-")
-        with contextlib.suppress(OSError, ValueError):
-            if rest.rpartition("-")[0] == host and old.stat().st_uid == os.getuid() and not alive(int(pid)):
-                shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{host}-", dir=parent))

@@ -50,8 +50,8 @@ from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError, Variant, kept_variant
 from tunebench.measure import (UNPRIMED_MS, MeasureSettings, interleave, measure_placements, verify, verify_after,
                                warm_up)
-from tunebench.prepared import SLOW_S, keep, kept
-from tunebench.prepared import folder as inputs_folder
+from tunebench.owned import folder
+from tunebench.prepared import PREFIX, SLOW_S, keep, kept
 from tunebench.records import alive, config_key, config_text
 from tunebench.user_code import raised
 
@@ -284,7 +284,13 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
+        try:
+            cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
+        except ResourceError:  # out of memory for this config's: once more without the others' held
+            if not cache:
+                raise
+            cache.clear()
+            cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
         limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
             cache.popitem(last=False)
@@ -536,7 +542,7 @@ class Workers:
         # the worker's stdout and stderr, a file without a name (nothing is left behind), appended
         # to whatever the parent reads: the last lines a candidate printed before it died
         self._log = tempfile.TemporaryFile(prefix="tunebench-worker-")
-        self.inputs = inputs_folder()  # slow shapes' arguments and references, for the next worker
+        self.inputs = folder(PREFIX)  # slow shapes' arguments and references, for the next worker
         fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, os.O_APPEND)
 
     def compiler(self, kernel: str, variant) -> str | None:

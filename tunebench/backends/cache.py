@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
-from tunebench.prepared import folder
+from tunebench.owned import folder
 
 
 def default_root() -> Path:
@@ -68,7 +68,7 @@ LITTERING = ("nvcc",)
 @contextlib.contextmanager
 def scratch(parent: Path, prefix: str) -> Iterator[str]:
     """A temporary folder in ``parent`` for nvcc's files, removed after: named by this process
-    and host (:func:`~tunebench.prepared.folder`), so that those of processes killed mid-compile
+    and host (:func:`~tunebench.owned.folder`), so that those of processes killed mid-compile
     (a CI job's timeout), which nothing else removes, go with the next (a compile-check killed so
     left nvcc's megabytes in /tmp at every run)."""
     path = folder(prefix, parent)
