@@ -192,7 +192,7 @@ def run_options(run: tuple[tuple[str, ...], Path, Path] | None, running: bool) -
 
 def tune_options(records: str | Path | None, default: Path) -> str:
     """What a suggested tune command adds after ``--tune``: the run's ``--rootdir`` and ``-c`` (see
-    :func:`run_options`) where ``records`` is the folder they give, and ``--tune-records`` where
+    :func:`run_options`) where ``records`` is the folder that run uses, and ``--tune-records`` where
     ``records`` is not the folder the command writes without it (``default`` for a plain run)."""
     options, placed, used = _RUNS[-1] if _RUNS else ((), None, None)
     if options and Path(records if records is not None else default).resolve() == used.resolve():
