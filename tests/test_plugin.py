@@ -348,6 +348,38 @@ def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_
     assert not (root / "records").exists()
 
 
+def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_naming_both(project, pytester):
+    """``pytest A/suites B/suites --tune`` from their parent, neither with an ini file, wrote one
+    records/ in the parent, which best(), the gate and the report of neither project read. A run
+    keeps one records folder: each suite of another project's is a collection error naming both
+    projects, before anything is measured; each project's own run records where best() reads."""
+    from tunebench.lookup import project as project_of
+
+    root = project()
+    (root / "pyproject.toml").unlink()
+    for name in ("A", "B"):
+        (root / name).mkdir()
+        shutil.copytree(root / "kernels", root / name / "kernels")
+        (root / name / "suites").mkdir()  # a module name of its own: pytest imports both in one run
+        (root / name / "suites" / f"test_axpb_{name}.py").write_text(
+            (root / "suites" / "test_axpb.py").read_text().replace('(\n    "axpb",', f'(\n    "axpb_{name}",'))
+    for folder in ("suites", "kernels"):
+        shutil.rmtree(root / folder)
+    for options, tune in ((TUNE, " --tune"), (("-p", "no:cacheprovider", "--tune-target", "cpu"), "")):  # and the gate
+        result = pytester.runpytest("A/suites", "B/suites", *options, "-k", "small")
+        result.assert_outcomes(errors=2)
+        for name in ("A", "B"):
+            result.stdout.fnmatch_lines([f"suite {name}/suites/test_axpb_{name}.py::axpb_{name}: kernel 'axpb_{name}' "
+                                         f"is of the project in {name}, whose records/ best() and the report read, "
+                                         f"while a run keeps one records folder and this one's is {root / 'records'}, "
+                                         f"given the paths of 2 projects (A, B): run each project's suites on their "
+                                         f"own (`pytest {name}/suites{tune}`)"])
+        assert recorded_trials(root) == [] and not (root / "A" / "records").exists()
+    pytester.runpytest("A/suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert not (root / "records").exists() and project_of(suites=root / "A" / "suites")[0] == root / "A" / "records"
+    assert len(recorded_trials(root / "A")) == 5
+
+
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):
     """Every pytest run's -c was carried into the commands best() suggested in it: a framework's
     tests, run with -c ci/pytest.ini, told a kernel of another project's to tune with that file."""

@@ -91,10 +91,35 @@ def _project_records(config: pytest.Config) -> Path:
     ``pytest P/suites --tune`` run beside the project wrote records/ there."""
     root = config.rootpath
     if config.inipath is None and not config.option.rootdir:
-        here = config.invocation_params.dir
-        given = [(here / arg.split("::")[0]).resolve() for arg in config.args] or [here.resolve()]
-        root = project_root(Path(os.path.commonpath(given))) or root
+        root = project_root(Path(os.path.commonpath(_given(config)))) or root
     return root / "records"
+
+
+def _given(config: pytest.Config) -> list[Path]:
+    """The paths the run was given, resolved (its working directory where none)."""
+    here = config.invocation_params.dir
+    return [(here / arg.split("::")[0]).resolve() for arg in config.args] or [here.resolve()]
+
+
+def records_apart(config: pytest.Config, kernel: Kernel) -> str | None:
+    """Why this run cannot record or gate ``kernel``: a run keeps one records folder, and where
+    that is not ``records/`` in the kernel's own project, which ``best()`` and the report read,
+    its tune was never served (``pytest A/suites B/suites --tune`` from their parent wrote one
+    records/ there). None where they agree, or where the run was told its folder (--tune-records,
+    --rootdir, -c, a replay)."""
+    if (config.getoption("tune_records") or config.option.rootdir or config.option.inifilename
+            or config.getoption("tune_target").startswith("replay:")):
+        return None
+    own = project_root(kernel.origin) if kernel.origin else None
+    used = records_folder(config)
+    if own is None or (own / "records").resolve() == used.resolve():
+        return None
+    projects = sorted({str(from_here(r)) for r in map(project_root, _given(config)) if r is not None})
+    several = f", given the paths of {len(projects)} projects ({', '.join(projects)})" if len(projects) > 1 else ""
+    tune = " --tune" if config.getoption("tune") else ""
+    return (f"kernel {kernel.name!r} is of the project in {from_here(own)}, whose records/ best() and the report "
+            f"read, while a run keeps one records folder and this one's is {used}{several}: run each project's suites "
+            f"on their own (`pytest {from_here(kernel.origin)}{tune}`)")
 
 
 def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path, Path]:
@@ -206,6 +231,9 @@ class Suite(pytest.Collector):
                              f"whose timings disturb each other: run tunebench suites without -n (-n 0 where addopts "
                              f"sets it, or -p no:xdist where it does not; run the other tests with -n apart); several "
                              f"devices measure at once with --tune-cluster")
+        apart = records_apart(self.config, self.kernel)
+        if apart:  # before any of its trials is measured, or the gate reads another project's records
+            raise SuiteError(f"suite {self.nodeid}: {apart}")
         for mark in self.kernel.marks:
             self.add_marker(mark)
         tuning = self.config.getoption("tune")

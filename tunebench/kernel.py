@@ -1583,6 +1583,12 @@ class Kernel:
         return None if tuned in (None, variant.entry) else (
             f"tuned with the entry point {tuned}, and the variant calls {variant.entry} now")
 
+    @property
+    def origin(self) -> Path | None:
+        """The folder its variants' templates are found from, and its project's records by
+        ``best()``: the declaring file's, unless a variant added later names none."""
+        return next((v.origin for v in self.variants.values() if v.origin), None)
+
     def tune_command(self, records: str | Path | None = None) -> str:
         """The command that tunes this kernel, for a message to give: its own suite file (a
         kernel beside the shipped ones is not under suites/), as the working directory reaches

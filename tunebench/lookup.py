@@ -379,7 +379,7 @@ def project(records: str | Path | None = None, suites: str | Path | None = None,
         raise LookupError(f"TUNEBENCH_ROOT={root}: no such folder")
     if root is None:
         looked.append("$TUNEBENCH_ROOT (unset)")
-        origin = next((v.origin for v in kernel.variants.values() if v.origin), None) if kernel else None
+        origin = kernel.origin if kernel else None
         given = suites if suites is not None else origin  # suites= names the project, whoever declared the name last
         declared = [Path(given).resolve()] if given is not None else []
         for start in [*declared, Path.cwd()]:
