@@ -937,3 +937,61 @@ def test_a_merge_keeps_ours_document_ids_and_table_order_so_its_diff_shows_only_
     gone = [line.rstrip(",") for line in ours.read_text().splitlines() if line.rstrip(",") not in lines]
     assert gone == [f'  "1": {json.dumps(RecordStore(ours).trials()[0])}']  # the trial theirs moved away
     assert [t["config"]["t"] for t in RecordStore(path).trials()] == [2, 3, 4]
+
+
+def crlf(path: Path) -> None:
+    """``path`` as a checkout with CRLF line endings gives it (``sed -i 's/$/\\r/'``)."""
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+
+
+def endings(path: Path) -> set[bytes]:
+    """The line endings of a file's lines."""
+    return {b"\r\n" if line.endswith(b"\r\n") else b"\n" for line in path.read_bytes().splitlines(keepends=True)}
+
+
+def test_a_records_file_and_archive_with_crlf_line_endings_are_read_and_keep_them_when_written(tmp_path):
+    """A records file checked out with CRLF (committed so) was rewritten with LF by the next tune:
+    its diff showed every line changed. Each file keeps the endings it has; a new one gets LF."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.add(trial({"vec": 4}, samples=[1.0]))
+    store.compact()
+    store.add(trial({"vec": 4}, samples=[2.0]))  # measured again: the first moves to the archive
+    store.compact()
+    for path in (store.path, store.archive):
+        crlf(path)
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert [t["samples"] for t in again.trials()] == [[2.0]] and len(again.triage().latest) == 1
+    assert [s.path for s in stores(tmp_path, [])] == [store.path]
+    again.add(trial({"vec": 8}))
+    again.add(trial({"vec": 4}, samples=[3.0]))
+    assert endings(again.journal) == {b"\n"}  # the journal is new, and never committed
+    again.compact()
+    assert endings(store.path) == endings(store.archive) == {b"\r\n"}
+    assert [t["samples"] for t in RecordStore(store.path).trials(config={"vec": 4})] == [[3.0]]
+    assert len(store.archive.read_bytes().splitlines()) == 2
+    ours, theirs = tmp_path / "ours.json", tmp_path / "theirs.json"
+    ours.write_bytes(store.path.read_bytes())
+    theirs.write_text(json.dumps({"device": {"1": FINGERPRINT}, "trials": {"1": trial({"vec": 16})}}))
+    records_merge.merge_into(tmp_path / "base.json", ours, theirs, "records/x.json")  # git's merge driver
+    assert endings(ours) == {b"\r\n"} and {t["config"]["vec"] for t in RecordStore(ours).trials()} == {4, 8, 16}
+    fresh = RecordStore.for_device(tmp_path / "new", FINGERPRINT)
+    fresh.add(trial({"vec": 4}))
+    fresh.compact()
+    assert endings(fresh.path) == {b"\n"}
+
+
+def test_a_tune_keeps_the_crlf_endings_of_records_that_best_the_gate_and_the_report_read(twice_project, pytester,
+                                                                                          quiet_verdicts):
+    from tunebench.cli import main
+    from tunebench.lookup import lookup
+
+    root = twice_project
+    assert "failed" not in pytester.runpytest("suites", *TUNE, "-k", "small").parseoutcomes()
+    (path,) = (root / "records").glob("*.json")
+    crlf(path)
+    assert lookup("twice", (4096,), records=root / "records", suites=root / "suites").source == "tuned"
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "report")]) == 0
+    pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small").assert_outcomes(
+        passed=1, deselected=1)
+    assert "failed" not in pytester.runpytest("suites", *TUNE, "-k", "large").parseoutcomes()
+    assert endings(path) == {b"\r\n"} and {t["bucket"] for t in RecordStore(path).tasks()} == {"small", "large"}

@@ -563,7 +563,8 @@ class AtomicJSONStorage(Storage):
     def write(self, data) -> None:
         """Replace the file whole. Where it is a symlink (into a shared store), its target is
         replaced, not the link; the file keeps its mode, whatever this process's umask (077 made
-        it the writer's alone, and another user's gate could no longer read it)."""
+        it the writer's alone, and another user's gate could no longer read it), and its line
+        endings (see :func:`_ending`)."""
         self._cache = None  # TinyDB changed the tables it read: they are the file's only once written
         target = Path(os.path.realpath(self.path))
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -571,8 +572,11 @@ class AtomicJSONStorage(Storage):
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except FileNotFoundError:
             mode = None
+        ending = b"\n"  # a new file's
+        with contextlib.suppress(OSError), open(target, "rb") as f:
+            ending = _ending(f)
         try:
-            with open(tmp, "w") as f:
+            with open(tmp, "w", newline=ending.decode()) as f:
                 if mode is not None:
                     os.fchmod(f.fileno(), mode)
                 f.write(_dump(data))
@@ -600,11 +604,20 @@ def _append(path: Path, docs) -> None:
     try:
         with open(path, "ab+") as f:
             f.truncate(_whole_lines(f))
-            f.write("".join(json.dumps(dict(doc)) + "\n" for doc in docs).encode())
+            ending = _ending(f)
+            f.write(b"".join(json.dumps(dict(doc)).encode() + ending for doc in docs))
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:  # a torn last line is dropped when read, and cut off by the next append
         raise _unwritten(path, e) from None
+
+
+def _ending(f) -> bytes:
+    """The line ending of a file's last line, which its next write keeps: a records file checked
+    out with CRLF (committed so) was rewritten with LF, and its diff showed every line changed."""
+    end = f.seek(0, os.SEEK_END)
+    f.seek(max(0, end - 2))
+    return b"\r\n" if f.read(2) == b"\r\n" else b"\n"
 
 
 def _whole_lines(f, block: int = 1 << 16) -> int:
