@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import tunebench.kernel
 from tests.conftest import ascii_locale
 from tests.test_gate import GATE
 from tests.test_plugin import TUNE
@@ -22,7 +23,7 @@ from tests.test_records_safety import SLOW_C, SLOW_SUITE, killed_with_9
 from tunebench.buckets import Bucket
 from tunebench.cli import main
 from tunebench.lookup import confirmed_ms, lookup
-from tunebench.records import RecordsError, RecordStore, config_key
+from tunebench.records import RecordsError, RecordStore, config_key, config_text
 from tunebench.report import _before, _changes, _check_ms, _rows, _spread, records_at, task_views
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
@@ -953,3 +954,47 @@ def test_a_row_reads_the_final_round_best_reads_after_the_shapes_changed_and_bac
     assert len(store.checks(kind="tune")) == 3
     (view,) = task_views(store, root / "suites")
     assert view.confirmed == pytest.approx(confirmed_ms(first, view.bucket))
+
+
+def test_a_row_reads_the_final_round_best_reads_after_the_template_changed_and_back(pytester, monkeypatch):
+    """Tuned, then the template edited and tuned again, then the edit undone: best() served the
+    first template's pick, confirmed by its final round, while the row took its trials from the
+    edit the records last described and its final round from none (a * beside best()'s figures)."""
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "suites").mkdir()
+    (root / "suites" / "test_by_shape.py").write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,)"))
+    command = [sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    for template in (BY_SHAPE_C, BY_SHAPE_C.replace("n < 1500", "n >= 1500")):  # the edit favours tag 2
+        (root / "by_shape.c").write_text(template)
+        tuned = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
+        assert tuned.returncode == 0, tuned.stdout[-2000:]
+    (root / "by_shape.c").write_text(BY_SHAPE_C)  # the edit undone, not tuned again
+    (path,) = (root / "records").glob("*.json")
+    store = RecordStore(path)
+    first, second = store.checks(kind="tune")
+    assert first["source_hash"] != second["source_hash"] == store.tasks()[0]["source_hash"]
+    served = lookup("by_shape", (1000,), records=root / "records", suites=root / "suites")
+    assert served.config == first["shapes"][0]["best"] == {"tag": 0} and served.note is None
+    (view,) = task_views(store, root / "suites")
+    assert view.source_hash == first["source_hash"]
+    assert view.final == config_key(served.config) and view.serves_final
+    assert view.confirmed == pytest.approx(confirmed_ms(first, view.bucket))
+    assert view.spread is not None  # the first round's, beside its speedup
+    assert sum(view.statuses.values()) == sum(t["source_hash"] == first["source_hash"] for t in store.trials())
+
+    # edited again, not tuned since: the row is the latest tune's pick, which best() serves, and says so
+    monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # this process reads the edit at once
+    (root / "by_shape.c").write_text(BY_SHAPE_C.replace("x[i] + 1", "1 + x[i]"))
+    served = lookup("by_shape", (1000,), records=root / "records", suites=root / "suites")
+    assert served.config == second["shapes"][0]["best"]
+    (view,) = task_views(store, root / "suites")
+    assert (view.source_hash, view.final) == (second["source_hash"], config_key(served.config))
+    assert view.confirmed == pytest.approx(confirmed_ms(second, view.bucket))
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    md = (root / "r" / "report.md").read_text()
+    assert re.search(rf"\| by_shape \| small \| float32 \| 3 \| [^|*]+ \| [^|*]+ \| [^|*]+ \| "
+                     rf"{re.escape(config_text(served.config))} \|", md), md
+    assert (f"- **by_shape[small-float32]**: tuned with an earlier by_shape.c, or a header it includes "
+            f"({second['source_hash']}; now ") in md
+    assert "`pytest suites/test_by_shape.py --tune` tunes this one" in md

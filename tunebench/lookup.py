@@ -1509,20 +1509,22 @@ def _warn_outside(choice: Choice) -> None:
                       stacklevel=_caller())
 
 
-def judged_by(task: Mapping, decl: Kernel | None) -> tuple[Bucket, str | None]:
-    """The bucket and the declaration (setup hash) by which best() reads a recorded task's final
-    round: the suite's bucket of its name and today's declaration where a suite declares them (its
-    representative shapes changed since the tune and changed back, best() reads the round of
-    today's shapes, not the round of the shapes the records last described), else the records'."""
-    recorded = Bucket.from_description(task["range"]), task.get("setup_hash")
+def judged_by(task: Mapping, decl: Kernel | None) -> tuple[Bucket, str, str | None]:
+    """The bucket, the template (source hash) and the declaration (setup hash) by which best()
+    reads a recorded task's final round: the suite's bucket of its name and today's template and
+    declaration where a suite declares them (its representative shapes changed since the tune and
+    changed back, best() reads the round of today's shapes, not the round of the shapes the
+    records last described; a template edited back to one tuned before, that one's round, not the
+    round of the edit the records last described), else the records'."""
+    recorded = Bucket.from_description(task["range"]), task["source_hash"], task.get("setup_hash")
     variant = decl.variant(task["target"]) if decl is not None else None
     bucket = next((b for b in decl.buckets_for(task["target"]) if b.name == task["bucket"]), None) if variant else None
     if bucket is None or task["dtype"] not in variant.dtypes:
         return recorded
     try:
-        return bucket, decl.setup_hash(variant, task["dtype"], task.get("declaration"))
+        return bucket, variant.source_hash, decl.setup_hash(variant, task["dtype"], task.get("declaration"))
     except KernelError:  # shipped without its template: best() reads the round of the recorded template
-        return bucket, None
+        return bucket, task["source_hash"], None
 
 
 def latest_confirmation(store: RecordStore, kernel: str, target: str, dtype: str, bucket: Bucket,

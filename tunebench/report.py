@@ -141,24 +141,28 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
     suites_dir = project(store.path.parent, suites)[1]
     kernels = _load_once(suites_dir)[1] if suites_dir.exists() else {}
     for task in store.tasks():
-        bucket, setup_hash = judged_by(task, kernels.get(task["kernel"]))  # as best() reads the task
+        bucket, today, setup_hash = judged_by(task, kernels.get(task["kernel"]))  # as best() reads the task
+        # the template of the final round best() reads: today's where one judged it (a template edited back
+        # to one tuned before), else the latest tune's, which it serves until today's is tuned
+        check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, today, setup_hash,
+                                    task.get("entry"))
+        source_hash = check["source_hash"] if check else task["source_hash"]
         mine = [t for t in trials if t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"]
-                and t["source_hash"] == task["source_hash"] and tuple(t["shape"]) in set(bucket.shapes)]
+                and t["source_hash"] == source_hash and tuple(t["shape"]) in set(bucket.shapes)]
         # as best() ranks them: of the task's entry point, and of its declaration where a trial of it
         # ran to the end (a reference or args builder replaced since left its wrong results in the row)
         mine = [t for t in mine if task.get("entry") is None or t.get("entry") in (None, task["entry"])]
         declared = [t for t in mine if t.get("setup_hash") == task.get("setup_hash")]
-        mine = declared if _measured(declared, task["kernel"], task["dtype"], task["source_hash"]) else mine
-        times = _times(_measured(mine, task["kernel"], task["dtype"], task["source_hash"]), bucket)
+        mine = declared if _measured(declared, task["kernel"], task["dtype"], source_hash) else mine
+        times = _times(_measured(mine, task["kernel"], task["dtype"], source_hash), bucket)
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
                 for b in task["baseline"]}
-        check = _confirmation(store, task, bucket, setup_hash)
         statuses: dict[str, int] = defaultdict(int)
         for t in mine:
             statuses[t["status"]] += 1
         views.append(TaskView(
-            task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"], objectives,
+            task["kernel"], task["target"], task["dtype"], bucket, source_hash, objectives,
             bucket.objective(base) if base and all(v is not None for v in base.values()) else None,
             dict(statuses), _convergence(mine, objectives),
             {config_key(t["config"]): t["config"] for t in mine},
@@ -285,14 +289,6 @@ def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None 
         except Exception:  # noqa: BLE001 - a declaration or records fault: the report shows the records
             return None
     return choice if choice.bucket == bucket.name else None
-
-
-def _confirmation(store: RecordStore, task: dict, bucket: Bucket, setup_hash: str | None) -> dict | None:
-    """The final round of this source that best() reads (see :func:`judged_by`): its (best,
-    heuristic) bucket objectives are the table's times, its pick the final one."""
-    check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, task["source_hash"],
-                                setup_hash, task.get("entry"))
-    return check if check and check["source_hash"] == task["source_hash"] else None
 
 
 def _spread(check: dict, bucket: Bucket) -> tuple[float, float] | None:
