@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, KernelError, bare_include, constant_param,
-                                     constant_settings, constant_suspects, directive_names, folder_header, overridden,
-                                     preprocess, unreadable)
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, KernelError, bare_include,
+                                     constant_param, constant_settings, constant_suspects, directive_names,
+                                     folder_header, header_hashes, overridden, preprocess, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes
 from tunebench.buckets import Buckets
@@ -1614,17 +1614,22 @@ class Kernel:
 def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]],
                     preprocessing: Callable[[Variant, Mapping], tuple[str, list[str], str] | None]) -> str | None:
     """:func:`~tunebench.backends.base.constant_param` by the target's preprocessor, its verdict
-    kept in the compile cache under the first config's text, the preprocessor, the suspects, the
-    values and the names the directives read, which give the settings of the others judged (see
+    kept in the compile cache under the first config's text, the preprocessor, the environment
+    that adds to its include path, the suspects, the values and the names the directives read,
+    which give the settings of the others judged (see
     :func:`~tunebench.backends.base.constant_settings`, worked out only where it judges): nvcc -E
     takes 0.1 to 0.3 s a run, and the check ran it dozens of times for a kernel of several params
-    of many values at every collection and compile-check. A verdict that a failed run of the
-    preprocessor had a say in is not kept: the machine may have stopped it."""
+    of many values at every collection and compile-check. The headers its runs read are kept with
+    it, and it is judged again once one is edited: one the compiler finds on its own include path
+    is in no text the key holds (a header put since in a folder searched earlier is not seen). A
+    verdict that a failed run of the preprocessor had a say in is not kept: the machine may have
+    stopped it."""
     values = variant.space.values
     first = preprocessing(variant, {n: vs[0] for n, vs in values.items()})
     if first is None:  # no preprocessor here: it judges nothing
         return None
     failed = []
+    headers: dict[str, str | None] = {}  # every header the runs read, with its hash
 
     def preprocessed(config: Mapping) -> str | None:
         """The config's template as the preprocessor reads it, a failure noted (see above); nvcc's
@@ -1632,16 +1637,22 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         command, source = preprocessing(variant, config)[1:]
         try:
             with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
-                text = preprocess(command, source, variant.origin, tmp)
+                text = preprocess(command, source, variant.origin, tmp, headers)
         except OSError:  # no folder for it (a full disk): it judges nothing
             text = None
         failed.append(text is None)
         return text
 
+    def judged() -> tuple[dict, bool]:
+        """The verdict with the headers its runs read, and whether it holds (no run failed)."""
+        why = constant_param(suspects, values, constant_settings(read, suspects, values), preprocessed)
+        return {"why": why, "headers": headers}, not any(failed)
+
     read = directive_names(variant)  # in the key: a verdict holds for the settings judged, which it gives
-    key = repr((first, str(variant.origin), suspects, values, sorted(read)))
-    return BuildCache().verdict(f"{name}-constant-params", key, lambda: (
-        constant_param(suspects, values, constant_settings(read, suspects, values), preprocessed), not any(failed)))
+    key = repr((first, str(variant.origin), {v: os.environ.get(v) for v in INCLUDE_ENV}, suspects, values,
+                sorted(read)))
+    return BuildCache().verdict(f"{name}-constant-params", key, judged, still=lambda kept: (
+        header_hashes(kept["headers"]) == kept["headers"]))["why"]
 
 
 def kernels_in(name: str, value: Any) -> list[Kernel]:

@@ -7,13 +7,14 @@ it sees :class:`Build` and :class:`Runner` objects and timings in milliseconds.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 import os
 import re
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -493,16 +494,42 @@ def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequenc
     return None
 
 
-def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None = None) -> str | None:
+#: The environment variables that add to a compiler's include path (nvcc's flags too): the same
+#: header name found through another is another file.
+INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+
+#: A line of the compiler's -H list on stderr: a dot per level of inclusion, then the header read.
+_HEADER_READ = re.compile(r"^\.+ (.+)$", re.MULTILINE)
+
+
+def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None = None,
+               headers: dict[str, str | None] | None = None) -> str | None:
     """What a preprocessor's ``command`` (reading the source from its stdin, run in ``cwd``, with
     ``tmp`` its TMPDIR where given) makes of ``text``; None where it fails or is not there: it
-    judges nothing then."""
+    judges nothing then. ``headers``, where given, gets each header the run read (listed by the
+    compiler's -H, in ``command``) with :func:`header_hashes`': one found on the compiler's own
+    include path (CPATH, /usr/local/include, CUDA's include folder) is in no text tunebench reads."""
     try:
         done = subprocess.run(command, input=text, capture_output=True, text=True, cwd=cwd,
                               env=None if tmp is None else {**os.environ, "TMPDIR": tmp})
     except OSError:
         return None
-    return done.stdout if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    if headers is not None:
+        headers.update(header_hashes(str(Path(cwd or Path.cwd(), n)) for n in _HEADER_READ.findall(done.stderr)))
+    return done.stdout
+
+
+def header_hashes(paths: Iterable[str]) -> dict[str, str | None]:
+    """Each file's path with a hash of its bytes, None where it cannot be read (gone since)."""
+    found: dict[str, str | None] = {}
+    for path in paths:
+        try:
+            found[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        except OSError:
+            found[path] = None
+    return found
 
 
 def _one_code(preprocessed: Callable[[dict], str | None], configs: list[dict]) -> bool:

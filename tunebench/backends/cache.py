@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.owned import folder
@@ -239,15 +240,20 @@ class BuildCache:
             os.replace(tmp, out)
         return out, seconds, False
 
-    def verdict(self, name: str, key: str, judge: Callable[[], tuple[str | None, bool]]) -> str | None:
-        """A check's verdict (None, or why it refuses) on what ``key`` spells out whole (the text
-        judged, the tool's identity), judged once and kept as ``<name>-<hash>.verdict``: the
-        preprocessor's check of constant params ran nvcc -E dozens of times at every collection.
-        ``judge`` gives the verdict and whether it holds (a tool that failed may have been the
-        machine's doing); a cache that cannot be read or written keeps nothing, and it judges again."""
+    def verdict(self, name: str, key: str, judge: Callable[[], tuple[Any, bool]],
+                still: Callable[[Any], bool] = lambda kept: True) -> Any:
+        """A check's verdict (JSON) on what ``key`` spells out whole (the text judged, the tool's
+        identity), judged once and kept as ``<name>-<hash>.verdict``: the preprocessor's check of
+        constant params ran nvcc -E dozens of times at every collection. ``judge`` gives the verdict
+        and whether it holds (a tool that failed may have been the machine's doing); a kept one is
+        judged again, and replaced, where ``still`` says it no longer holds (a file it read, which
+        the key cannot name before judging, edited since); a cache that cannot be read or written
+        keeps nothing, and it judges again."""
         path = self.root / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.verdict"
         with contextlib.suppress(OSError, ValueError):  # none kept (or not JSON): judged again
-            return json.loads(path.read_text())
+            kept = json.loads(path.read_text())
+            if still(kept):
+                return kept
         why, holds = judge()
         if holds:
             with contextlib.suppress(OSError):

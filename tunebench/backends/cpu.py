@@ -170,14 +170,16 @@ def code_flags(variant: Variant, dtypes: Iterable[str] = ()) -> list[str]:
 def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
     """How a build reads a config's template, to tell whether a param's values make another code
     (see :func:`~tunebench.backends.base.constant_param`): the compiler's path and version (the
-    verdict is kept under them), the command (gcc -E, the variant's flags, from its folder) and the
-    text it reads; None where the compiler is not there (it judges nothing then)."""
+    verdict is kept under them), the command (gcc -E, the variant's flags, from its folder, -H to
+    list the headers it reads: see :func:`~tunebench.backends.base.preprocess`) and the text it
+    reads; None where the compiler is not there (it judges nothing then)."""
     lang = language(variant)
     path = shutil.which(compiler(lang))
     if path is None:
         return None
     dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
-    return version_of(path), [path, "-E", "-P", *code_flags(variant), "-x", lang, "-"], source(variant, config, dtype)
+    return (version_of(path), [path, "-E", "-P", "-H", *code_flags(variant), "-x", lang, "-"],
+            source(variant, config, dtype))
 
 
 def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:

@@ -220,14 +220,16 @@ def source(variant: Variant, config: Mapping, dtype: str) -> str:
 def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
     """How a build reads a config's template for the device, to tell whether a param's values make
     another code (see :func:`~tunebench.backends.base.constant_param`): nvcc's path and version (the
-    verdict is kept under them), the command (nvcc -E, the variant's flags) and the text it reads;
-    None where nvcc is not there (a machine without CUDA collects the suite all the same)."""
+    verdict is kept under them), the command (nvcc -E, the variant's flags, the host compiler's -H
+    to list the headers it reads: see :func:`~tunebench.backends.base.preprocess`) and the text it
+    reads; None where nvcc is not there (a machine without CUDA collects the suite all the same)."""
     dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
     try:
         path = nvcc()
     except FileNotFoundError:
         return None
-    return (f"{path} {nvcc_version()}", [path, "-E", "-Xcompiler", "-P", *code_flags(variant), "-x", "cu", "-"],
+    return (f"{path} {nvcc_version()}",
+            [path, "-E", "-Xcompiler", "-P", "-Xcompiler", "-H", *code_flags(variant), "-x", "cu", "-"],
             source(variant, config, dtype))
 
 
