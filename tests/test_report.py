@@ -982,6 +982,7 @@ def test_a_row_reads_the_final_round_best_reads_after_the_template_changed_and_b
     assert view.confirmed == pytest.approx(confirmed_ms(first, view.bucket))
     assert view.spread is not None  # the first round's, beside its speedup
     assert sum(view.statuses.values()) == sum(t["source_hash"] == first["source_hash"] for t in store.trials())
+    assert view.changed is None  # the template alone changed: best() says so where it serves another's pick
 
     # edited again, not tuned since: the row is the latest tune's pick, which best() serves, and says so
     monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # this process reads the edit at once
@@ -998,3 +999,22 @@ def test_a_row_reads_the_final_round_best_reads_after_the_template_changed_and_b
     assert (f"- **by_shape[small-float32]**: tuned with an earlier by_shape.c, or a header it includes "
             f"({second['source_hash']}; now ") in md
     assert "`pytest suites/test_by_shape.py --tune` tunes this one" in md
+
+
+def test_a_row_whose_declaration_changed_since_its_tune_says_so_and_how_to_tune_it_again(project, pytester):
+    """A tolerance tightened, not tuned since: best() serves the pick chosen under the earlier one
+    without a word, the gate says it measures with today's, and the report said nothing of it."""
+    import tunebench.backends
+
+    root = project()
+    pytester.runpytest("suites", *TUNE, "--tune-trials", "1", "-k", "small").assert_outcomes(
+        passed=2, skipped=4, deselected=8)
+    store = RecordStore.for_device(root / "records", tunebench.backends.fingerprint("cpu"))
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace('outputs=["y"],', 'outputs=["y"], tolerance={"float32": (1e-5, 1e-5)},'))
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+    assert "\n- **axpb[small-float32]**: the tolerance changed since the tune" in (root / "r" / "report.md").read_text()
+    (view,) = task_views(store, root / "suites")
+    assert view.changed == ("the tolerance changed since the tune: best() serves the config the tune chose under the "
+                            "earlier declaration, and the gate measures it with today's; `pytest "
+                            "suites/test_axpb.py --tune` tunes the task again")

@@ -313,8 +313,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                    f"again"))
     result = GateResult("pass")
     today = kernel.declaration(variant, dtype, task.get("declaration"))
-    changed = [part for part, value in task.get("declaration", {}).items()
-               if part != "template" and today.get(part) != value]  # the template has its own note below
+    changed = [part for part in kernel.changed_since(variant, dtype, task.get("declaration"))
+               if part != "template"]  # the template has its own note below
     compiler = backends.compiler(target, variant)
     if backends.built_otherwise(task.get("compiler"), compiler):  # gcc for clang: every config's code
         changed.append(f"compiler ({task['compiler']} -> {compiler})")

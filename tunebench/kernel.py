@@ -1567,6 +1567,12 @@ class Kernel:
                 found[part] = was
         return found
 
+    def changed_since(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None) -> list[str]:
+        """The parts of a task's recorded declaration (see :meth:`declaration`) that differ today:
+        what the gate and the report say changed since the tune."""
+        today = self.declaration(variant, dtype, recorded)
+        return [part for part, value in (recorded or {}).items() if today.get(part) != value]
+
     def setup_hash(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None = None) -> str:
         """A short hash of :meth:`declaration`, kept with each trial and final round."""
         return hashlib.sha256(json.dumps(self.declaration(variant, dtype, recorded),

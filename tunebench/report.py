@@ -35,6 +35,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
+from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, heuristic_failed,  # noqa: E402
                               judged_by, latest_confirmation, lookup, project, tune_command)
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, records_files, stores  # noqa: E402
@@ -60,6 +61,7 @@ class TaskView:
     heuristic: frozenset = frozenset()  # the config keys the heuristic picks on the bucket's shapes
     served: Choice | None = None  # what best() serves on the bucket's first shape, where it answers
     spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the final round's processes
+    changed: str | None = None  # what of its declaration changed since its tune, which best() does not say
 
     @property
     def label(self) -> str:
@@ -115,11 +117,11 @@ class TaskView:
 
     @property
     def notes(self) -> list[str]:
-        """What best() says of its answer: a template changed since the tune, a pick no final
-        round confirmed, why the heuristic stayed."""
-        if self.served is None:
-            return []
-        return [n for n in (self.served.note, self.served.reason if self.served.source == "heuristic" else None) if n]
+        """What best() says of its answer (a template changed since the tune, a pick no final round
+        confirmed, why the heuristic stayed), and what else of the declaration changed since."""
+        said = [] if self.served is None else [self.served.note, self.served.reason
+                                               if self.served.source == "heuristic" else None]
+        return [n for n in (*said, self.changed) if n]
 
     @property
     def last_gate(self) -> dict | None:
@@ -170,7 +172,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
                          bucket=task["bucket"]),
             config_key(check["shapes"][0]["best"]) if check else None, confirmed_ms(check, bucket) if check else None,
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
-            _spread(check, bucket) if check else None))
+            _spread(check, bucket) if check else None, _changed(task, kernels.get(task["kernel"]), store.path.parent)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -289,6 +291,22 @@ def _served(store: RecordStore, task: dict, bucket: Bucket, suites: Path | None 
         except Exception:  # noqa: BLE001 - a declaration or records fault: the report shows the records
             return None
     return choice if choice.bucket == bucket.name else None
+
+
+def _changed(task: dict, decl: Kernel | None, records: Path) -> str | None:
+    """What the row says where its declaration changed since its tune but for the template (best()
+    says that itself): best() serves the pick judged under the earlier without a word, and a
+    reviewer saw no sign that its figures are another reference's, tolerance's or flags'."""
+    variant = decl.variant(task["target"]) if decl is not None else None
+    if variant is None or task["dtype"] not in variant.dtypes:
+        return None
+    try:
+        changed = [p for p in decl.changed_since(variant, task["dtype"], task.get("declaration")) if p != "template"]
+    except KernelError:  # shipped without its template: nothing to compare
+        return None
+    return (f"the {', '.join(changed)} changed since the tune: best() serves the config the tune chose under the "
+            f"earlier declaration, and the gate measures it with today's; `{decl.tune_command(records)}` tunes the "
+            f"task again") if changed else None
 
 
 def _spread(check: dict, bucket: Bucket) -> tuple[float, float] | None:
@@ -757,9 +775,11 @@ def write(records: Path, out: Path, compare: str | None = None,
                 body += ["<h3>Declared, but never tuned on this device (no row)</h3><ul>"] + [
                     f"<li>{html.escape(line)}</li>" for line in never] + ["</ul>"]
             noted = [(v.label, n) for v in views for n in v.notes]
-            if noted:  # what best() says of its answer: a template changed since the tune, a pick unconfirmed
-                md += ["### Notes (what best() says)", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
-                body += ["<h3>Notes (what best() says)</h3><ul>"] + [
+            if noted:  # what best() says of its answer (a template changed since the tune, a pick unconfirmed), and
+                # what else of a declaration changed since
+                heading = "Notes (what best() says, and what changed since the tune)"
+                md += [f"### {heading}", ""] + [f"- **{label}**: {n}" for label, n in noted] + [""]
+                body += [f"<h3>{heading}</h3><ul>"] + [
                     f"<li><b>{html.escape(label)}</b>: {html.escape(n)}</li>" for label, n in noted] + ["</ul>"]
             if compare:
                 old = _old_store(then, store.path, compare, root)
