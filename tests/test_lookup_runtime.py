@@ -826,6 +826,21 @@ def test_a_wrong_dtype_names_the_kernel_and_ml_dtypes_names_need_no_earlier_impo
     assert done.stdout.split() == ["float8_e4m3fnuz", "heuristic"], done.stderr
 
 
+def test_a_byte_swapped_dtype_is_refused_naming_the_kernel_not_answered_as_the_native_one(deployed):
+    """A framework's buffer read from a big-endian file (np.dtype('>f4')) was answered as float32,
+    tuned, and defines() gave -DTB_DTYPE=float: the kernel read its bytes swapped, computing wrong
+    values without a word."""
+    records = deployed / "records"
+    swapped = np.dtype("float32").newbyteorder("S")
+    for ask in (lambda: tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype=swapped),
+                lambda: tunebench.tuned("layernorm", device=DEVICE, records=records).defines((300, 8192), swapped)):
+        with pytest.raises(ValueError, match=r"kernel 'layernorm': dtype float32 of byte order '[<>]' is not this "
+                                             r"machine's.*x\.astype\(x\.dtype\.newbyteorder\('='\)\)"):
+            ask()
+    native = tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records, dtype=np.dtype("=f4"))
+    assert native.dtype == "float32" and native.source == "tuned"
+
+
 def test_answers_for_many_shapes_of_a_bucket_share_its_ranking_and_each_caller_gets_its_own(deployed):
     """A framework with dynamic shapes caches an answer per shape: each kept its own copy of the
     bucket's ranked configs, 3.3 KB per shape (224 MB at the cache's bound)."""

@@ -1075,15 +1075,22 @@ _A_DTYPE = "give a dtype's name, a numpy dtype or an array's .dtype"
 def dtype_name(dtype, kernel: str) -> str | None:
     """The numpy name of a dtype given as a name, a numpy type or an array's dtype (``float32``),
     errors naming ``kernel``. An array or a tensor itself (``x`` for ``x.dtype``) is a TypeError:
-    a tensor's was "dtype tensor([[...]]) is not a numpy dtype", every row of it in the message."""
+    a tensor's was "dtype tensor([[...]]) is not a numpy dtype", every row of it in the message.
+    A byte-swapped dtype is a ValueError: its name is the native one's, whose kernel would read its
+    bytes swapped (a big-endian file's ``>f4`` was served float32, ``-DTB_DTYPE=float``)."""
     if dtype is None:
         return None
     if not isinstance(dtype, type) and hasattr(dtype, "dtype"):  # np.float32, a type, has one too
         raise TypeError(f"kernel {kernel!r}: dtype is a {type(dtype).__name__}: {_A_DTYPE}")
     try:
-        return numpy_dtype(dtype).name
+        found = numpy_dtype(dtype)
     except ValueError as e:
         raise ValueError(f"kernel {kernel!r}: {e}") from None
+    if not found.isnative:
+        raise ValueError(f"kernel {kernel!r}: dtype {found.name} of byte order {found.byteorder!r} is not this "
+                         f"machine's, which every build of the kernel reads: give its buffer in the native order, "
+                         f"x.astype(x.dtype.newbyteorder('='))")
+    return found.name
 
 
 def lookup(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, *,
