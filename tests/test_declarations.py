@@ -907,6 +907,25 @@ def test_a_declaration_that_fails_only_for_the_shape_a_lookup_asks_names_kernel_
         tunebench.best("branchy", (10,), **asked)
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    ('{"tile": 4, "unroll": 1}', "gives params ['tile', 'unroll'], the space has ['sched', 'simd', 'tile', 'unroll']: "
+                                 "it lacks 'sched', 'simd'"),
+    ('{"tile": 4, "unroll": 1, "simdd": 1, "chunk": 2}', "'simdd' (did you mean 'simd'?), 'chunk' is no param of the "
+                                                         "space, it lacks 'sched'")])
+def test_a_heuristic_that_lacks_a_param_added_to_the_space_names_it(tmp_path, given, said):
+    """A param added to a foreign kernel's space (its `#ifndef SCHED` default made tunable) and not
+    to the heuristic listed both sets of params and left the reader to find the one lacking."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "branchy.c").write_text("void branchy(float *y, int n) { for (int i = 0; i < n; ++i) y[i] = 0; }\n")
+    suite = BRANCHY_SUITE.replace('"unroll": [1, 2]}', '"unroll": [1, 2], "sched": [0, 1], "simd": [0, 1]}').replace(
+        'lambda shape: {"tile": 4, "unroll": 1} if shape[0] > 50 else {"tile": 4, "unrol": 1}', f"lambda shape: {given}")
+    (tmp_path / "suites" / "test_branchy.py").write_text(suite)
+    (tmp_path / "records").mkdir()
+    with pytest.raises(tunebench.KernelError, match=re.escape(f"heuristic for shape (1000,) {said}" if "gives" in said
+                                                              else said)):
+        tunebench.best("branchy", (1000,), records=tmp_path / "records", suites=tmp_path / "suites")
+
+
 def test_a_trial_of_a_kernel_whose_suite_or_template_git_does_not_track_is_dirty(project, pytester):
     """Every trial named a commit that held neither file, and said it was clean."""
     root = project()

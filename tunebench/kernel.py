@@ -860,11 +860,13 @@ class Variant:
         config = {n: v.item() if isinstance(v, np.generic) else v for n, v in given.items()}
         if set(config) != set(self.space.names):
             missing = [n for n in self.space.names if n not in config]
-            meant = [f"{n!r} (did you mean {m!r}?)" for n in config if n not in self.space.names
-                     for m in [closest(n, missing)] if m]
+            meant = {n: closest(n, missing) for n in config if n not in self.space.names}
+            said = [f"{n!r} (did you mean {m!r}?)" if m else f"{n!r} is no param of the space" for n, m in meant.items()]
+            lacking = [n for n in missing if n not in meant.values()]  # a param added to the space, not to the heuristic
+            said += [f"it lacks {', '.join(map(repr, lacking))}"] if lacking else []
             raise KernelError(
                 f"heuristic for shape {tuple(shape)} gives params {sorted(config)}, "
-                f"the space has {sorted(self.space.names)}" + (f": {', '.join(meant)}" if meant else ""))
+                f"the space has {sorted(self.space.names)}" + (f": {', '.join(said)}" if said else ""))
         for name, value in config.items():
             if isinstance(value, bool) and not any(isinstance(v, bool) for v in self.space.values[name]):
                 config[name] = int(value)  # a comparison's answer for a 0/1 param: the space's value, as recorded
