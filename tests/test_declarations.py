@@ -84,6 +84,28 @@ def test_an_output_the_reference_reads_but_not_declared_in_out_is_named_with_the
         kernel.expected(kernel.build_args((16,), "float32"))
 
 
+def test_a_reference_is_given_the_inputs_it_names(tmp_path):
+    """A foreign kernel's sizes are arguments its numpy reference reads from the arrays: a
+    reference without `n` raised "unexpected keyword argument 'n'" at every config, and each such
+    reference had to take arguments it never reads."""
+    (tmp_path / "gemm.c").write_text(GEMM_C)
+    suite = GEMM_SUITE.replace('source="gemm.c"', f'source="{tmp_path / "gemm.c"}"')
+    found = {}
+    for reference in ("def reference(A, B, C, alpha, beta):", "def reference(A, B, C, *, beta, alpha):",
+                      "def reference(A, B, C, n, alpha, beta, **rest):"):
+        namespace = {}
+        exec(compile(suite.replace("def reference(A, B, C, n, alpha, beta):", reference), "gemm", "exec"), namespace)
+        kernel: Kernel = namespace["gemm"]
+        args = kernel.build_args((16,), "float32")
+        found[reference] = kernel.expected(args)[0]
+        np.testing.assert_allclose(found[reference], 1.5 * (args["A"].astype(np.float64) @ args["B"]) + 0.5 * args["C"])
+    namespace = {}
+    exec(compile(suite.replace("def reference(A, B, C, n, alpha, beta):", "def reference(A, B, C, m, alpha, beta):"),
+                 "gemm", "exec"), namespace)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'm'"):  # no input of that name
+        namespace["gemm"].expected(namespace["gemm"].build_args((16,), "float32"))
+
+
 def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_told_apart(tmp_path):
     """float16 holds integers exactly only up to 2048 (an int32 dot product reached inf); a
     heuristic's numpy values are served as Python's, so that best --json and exports can write them."""

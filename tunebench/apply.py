@@ -27,6 +27,7 @@ from typing import Any
 
 from tunebench.backends import cpu, cuda
 from tunebench.backends.base import BuildEnvironmentError, macros, params_line
+from tunebench.backends.launch import keywords
 from tunebench.kernel import Kernel, KernelError
 from tunebench.lookup import (MAX_ANSWERS, best, check_known, declaration, device_named, dtype_name, lookup,
                               shared_answer, this_device)
@@ -162,7 +163,7 @@ class Tuned:
         shape_of, dtype_of = _taken(shape), _taken(dtype) if dtype is not None else None
 
         def decorate(fn: Callable) -> Callable:
-            takes, places = _keywords(fn), _named_in_place(fn)
+            takes, places = keywords(fn), _named_in_place(fn)
 
             @functools.wraps(fn)
             def call(*args, **kwargs):
@@ -199,12 +200,6 @@ def _named_in_place(fn: Callable) -> tuple[str, ...]:
     return _parameters(fn, None, ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")) or ()
 
 
-def _keywords(fn: Callable) -> set[str] | None:
-    """The keyword arguments ``fn`` takes; None where it takes any (``**kwargs``) or has no signature."""
-    found = _parameters(fn, inspect.Parameter.VAR_KEYWORD, ("KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD"))
-    return None if found is None else set(found)
-
-
 def _positional(fn: Callable) -> tuple[str, ...] | None:
     """The names of the parameters ``fn`` takes in place, in order; None where it takes any
     number (``*args``) or has no signature."""
@@ -219,7 +214,7 @@ def _taken(fn: Callable) -> Callable[[tuple, dict], Any]:
         inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin (operator.attrgetter("shape")): the first argument alone
         return lambda args, kwargs: fn(*(*args[:1], *kwargs.values())[:1])  # none: its TypeError, no StopIteration
-    names, places = _keywords(fn), _positional(fn)
+    names, places = keywords(fn), _positional(fn)
     count = len(places) if places is not None else None
     if names is None:  # it takes any keyword: give it every one
         return lambda args, kwargs: fn(*args[:count], **kwargs)

@@ -36,7 +36,7 @@ from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, Ker
                                      constant_param, constant_settings, constant_suspects, directive_names,
                                      folder_header, header_hashes, overridden, preprocess, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
-from tunebench.backends.launch import kernel_tuner_launch, launch_of, stray_parameter, takes
+from tunebench.backends.launch import keywords, kernel_tuner_launch, launch_of, stray_parameter, takes
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -1229,8 +1229,9 @@ class Kernel:
       parameter ``config``, ``args(shape, dtype, rng, config)``, is called once per config and
       shape, the reference with it: a workspace sized by a param (a split-K's ``splits * M``).
     - ``outputs``: the names of the arguments the kernel writes.
-    - ``reference(**inputs)``: numpy reference; returns the outputs (one array or a tuple in the
-      order of ``outputs``), ideally computed in float64.
+    - ``reference(**inputs)``: numpy reference, given the inputs it names (every one where it
+      takes ``**kwargs``); returns the outputs (one array or a tuple in the order of ``outputs``),
+      ideally computed in float64.
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`, or keyed by an
       output's name for that output alone (see :meth:`tolerances`).
@@ -1406,8 +1407,9 @@ class Kernel:
         """The reference outputs for a set of arguments, in the order of ``outputs``. A reference
         that returns another shape, or a less precise or other kind of number, than the declared
         output is a declaration error: no candidate could match it."""
+        named = keywords(self.reference)  # those it names: a transpose's reference(x) needs no `rows, cols`
         inputs = {k: v.copy() if k in self.inout else v for k, v in args.items()
-                  if k not in self.outputs or k in self.inout}
+                  if (k not in self.outputs or k in self.inout) and (named is None or k in named)}
         try:
             result = self.reference(**inputs)
         except TypeError as e:  # an output the kernel also reads, not declared so, is not passed

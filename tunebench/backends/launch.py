@@ -131,6 +131,20 @@ def takes(fn: Callable, name: str) -> bool:
         return False
 
 
+def keywords(fn: Callable) -> set[str] | None:
+    """The keyword arguments a suite's function takes; None where it takes any (``**kwargs``) or
+    has no signature (a builtin): a reference is given the inputs it names, a function under
+    ``apply`` the params it names."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name for p in parameters if p.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                     inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+
+
 #: Shared memory a block may have (KiB, with the opt-in) per architecture, from the CUDA
 #: programming guide's table of compute capabilities (an architecture-specific target, sm_90a or
 #: sm_100f, has its architecture's).
