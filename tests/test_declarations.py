@@ -1565,16 +1565,17 @@ def test_a_param_the_template_reads_under_another_spelling_is_a_declaration_erro
     _check_template(tmp_path, "misspelt", template, {"tile": [16, 32]}, said)
 
 
-def test_a_verdict_on_a_param_follows_a_header_found_on_the_compilers_own_include_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("folder", ["include", os.fsdecode(b"include\xff")])  # a name in no UTF-8 (was a traceback)
+def test_a_verdict_on_a_param_follows_a_header_found_on_the_compilers_own_include_path(tmp_path, monkeypatch, folder):
     """A header found through CPATH, which tunebench reads nowhere, decides whether a param is read:
     the verdict was kept under the template's text alone, so a header fixed since still refused the
     kernel at every collection, and one broken since passed it."""
-    (tmp_path / "include").mkdir()
-    monkeypatch.setenv("CPATH", str(tmp_path / "include"))
+    (tmp_path / folder).mkdir()
+    monkeypatch.setenv("CPATH", str(tmp_path / folder))
     refused = ("param 'tile' is read nowhere in axpb.c nor in the files its build reads, which read 'TILE': every "
                "config builds the same code; name the param as the template reads it")
     for header, said in (("#define TILE 64", refused), ("#define TILE tile", None), ("#define TILE 64", refused)):
-        (tmp_path / "include" / "tb_tile.h").write_text(header + "\n")
+        (tmp_path / folder / "tb_tile.h").write_text(header + "\n")
         _check_template(tmp_path, "system_header", "#include <tb_tile.h>\nint k(void) { return TILE; }\n",
                         {"tile": [16, 32]}, said)
 

@@ -351,8 +351,9 @@ def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_
 def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_naming_both(project, pytester):
     """``pytest A/suites B/suites --tune`` from their parent, neither with an ini file, wrote one
     records/ in the parent, which best(), the gate and the report of neither project read. A run
-    keeps one records folder: each suite of another project's is a collection error naming both
-    projects, before anything is measured; each project's own run records where best() reads."""
+    keeps one records folder: given the paths of several projects, each suite of another
+    project's is a collection error naming both, before anything is measured; each project's own
+    run records where best() reads, and gates a kernel another project's module declares."""
     from tunebench.lookup import project as project_of
 
     root = project()
@@ -373,11 +374,16 @@ def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_na
                                          f"is of the project in {name}, whose records/ best() and the report read, "
                                          f"while a run keeps one records folder and this one's is {root / 'records'}, "
                                          f"given the paths of 2 projects (A, B): run each project's suites on their "
-                                         f"own (`pytest {name}/suites{tune}`)"])
+                                         f"own (`pytest {name}/suites{tune}`), or name the folder with --tune-records"])
         assert recorded_trials(root) == [] and not (root / "A" / "records").exists()
     pytester.runpytest("A/suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
     assert not (root / "records").exists() and project_of(suites=root / "A" / "suites")[0] == root / "A" / "records"
     assert len(recorded_trials(root / "A")) == 5
+    # one project's suites gating a kernel another project's module declares: as before, no error
+    (root / "A" / "suites" / "test_axpb_A.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(root / 'B' / 'suites')!r})\nfrom test_axpb_B import axpb  # noqa: F401\n")
+    result = pytester.runpytest("A/suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    assert result.ret == 0 and "error" not in result.stdout.str().lower()
 
 
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):

@@ -20,6 +20,7 @@ from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root
+from tunebench.lookup import project
 from tunebench.progress import UNSAMPLED
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
 from tunebench.replay import Replay, ReplayError
@@ -101,25 +102,32 @@ def _given(config: pytest.Config) -> list[Path]:
     return [(here / arg.split("::")[0]).resolve() for arg in config.args] or [here.resolve()]
 
 
-def records_apart(config: pytest.Config, kernel: Kernel) -> str | None:
-    """Why this run cannot record or gate ``kernel``: a run keeps one records folder, and where
-    that is not ``records/`` in the kernel's own project, which ``best()`` and the report read,
-    its tune was never served (``pytest A/suites B/suites --tune`` from their parent wrote one
-    records/ there). None where they agree, or where the run was told its folder (--tune-records,
+def records_apart(config: pytest.Config, kernel: Kernel, suite: Path) -> str | None:
+    """Why this run cannot record or gate ``kernel``: given the paths of several projects
+    (``pytest A/suites B/suites --tune`` from their parent, without an ini file), a run keeps one
+    records folder, and a tune into it was never served where that is not the folder ``best()``
+    reads for the kernel (:func:`~tunebench.lookup.project`: ``$TUNEBENCH_ROOT`` first). None
+    where they agree, where the paths given are one project's (a kernel a library of another
+    declares is gated and tuned as before), or where the run was told its folder (--tune-records,
     --rootdir, -c, a replay)."""
     if (config.getoption("tune_records") or config.option.rootdir or config.option.inifilename
             or config.getoption("tune_target").startswith("replay:")):
         return None
-    own = project_root(kernel.origin) if kernel.origin else None
-    used = records_folder(config)
-    if own is None or (own / "records").resolve() == used.resolve():
-        return None
     projects = sorted({str(from_here(r)) for r in map(project_root, _given(config)) if r is not None})
-    several = f", given the paths of {len(projects)} projects ({', '.join(projects)})" if len(projects) > 1 else ""
+    if len(projects) < 2:
+        return None
+    try:
+        own = project(kernel=kernel)[0]
+    except LookupError:
+        return None
+    used = records_folder(config)
+    if own.resolve() == used.resolve():
+        return None
     tune = " --tune" if config.getoption("tune") else ""
-    return (f"kernel {kernel.name!r} is of the project in {from_here(own)}, whose records/ best() and the report "
-            f"read, while a run keeps one records folder and this one's is {used}{several}: run each project's suites "
-            f"on their own (`pytest {from_here(kernel.origin)}{tune}`)")
+    return (f"kernel {kernel.name!r} is of the project in {from_here(own.parent)}, whose records/ best() and the "
+            f"report read, while a run keeps one records folder and this one's is {used}, given the paths of "
+            f"{len(projects)} projects ({', '.join(projects)}): run each project's suites on their own "
+            f"(`pytest {from_here(suite)}{tune}`), or name the folder with --tune-records")
 
 
 def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path, Path]:
@@ -231,7 +239,7 @@ class Suite(pytest.Collector):
                              f"whose timings disturb each other: run tunebench suites without -n (-n 0 where addopts "
                              f"sets it, or -p no:xdist where it does not; run the other tests with -n apart); several "
                              f"devices measure at once with --tune-cluster")
-        apart = records_apart(self.config, self.kernel)
+        apart = records_apart(self.config, self.kernel, self.path.parent)
         if apart:  # before any of its trials is measured, or the gate reads another project's records
             raise SuiteError(f"suite {self.nodeid}: {apart}")
         for mark in self.kernel.marks:

@@ -508,9 +508,10 @@ def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None 
     ``tmp`` its TMPDIR where given) makes of ``text``; None where it fails or is not there: it
     judges nothing then. ``headers``, where given, gets each header the run read (listed by the
     compiler's -H, in ``command``) with :func:`header_hashes`': one found on the compiler's own
-    include path (CPATH, /usr/local/include, CUDA's include folder) is in no text tunebench reads."""
+    include path (CPATH, /usr/local/include, CUDA's include folder) is in no text tunebench reads.
+    Its output is read as file names are (a header's folder may be named in no UTF-8)."""
     try:
-        done = subprocess.run(command, input=text, capture_output=True, text=True, cwd=cwd,
+        done = subprocess.run(command, input=text, capture_output=True, text=True, errors="surrogateescape", cwd=cwd,
                               env=None if tmp is None else {**os.environ, "TMPDIR": tmp})
     except OSError:
         return None
