@@ -1574,10 +1574,10 @@ def test_a_verdict_on_a_param_follows_a_header_found_on_the_compilers_own_includ
     monkeypatch.setenv("CPATH", str(tmp_path / folder))
     refused = ("param 'tile' is read nowhere in axpb.c nor in the files its build reads, which read 'TILE': every "
                "config builds the same code; name the param as the template reads it")
-    for header, said in (("#define TILE 64", refused), ("#define TILE tile", None), ("#define TILE 64", refused)):
+    for header, told in (("#define TILE 64", refused), ("#define TILE tile", None), ("#define TILE 64", refused)):
         (tmp_path / folder / "tb_tile.h").write_text(header + "\n")
         _check_template(tmp_path, "system_header", "#include <tb_tile.h>\nint k(void) { return TILE; }\n",
-                        {"tile": [16, 32]}, said)
+                        {"tile": [16, 32]}, told)
 
 
 @pytest.mark.parametrize("include, values", [("-I", [1, 2]), ("-I", [1, 2, 3, 4, 5]),  # every combination, or
