@@ -669,6 +669,21 @@ def test_a_cpp_entry_without_extern_c_is_named_with_the_reason(tmp_path, axpb):
         run_once(CpuBackend(), kernel, cpp, {"vec": 4})
 
 
+def test_a_static_entry_point_is_named_with_the_reason(axpb):
+    """A foreign kernel's ``static inline void transpose(...)`` was said to export nothing, with no
+    word of why."""
+    kernel, _ = axpb
+    path = kernel.variant("cpu").path
+    path.write_text(path.read_text().replace("void axpb(", "static inline void axpb(", 1))
+    static = Variant(source=path, entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
+                     heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
+    kernel = Kernel("axpb_static_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,
+                    outputs=["y"], cpu=static)
+    with pytest.raises(KernelError, match=r"axpb.c exports no function 'axpb' \(it is static, which keeps a function to "
+                                          r"its file: drop static from its definition\)"):
+        run_once(CpuBackend(), kernel, static, {"vec": 1, "unroll": 1, "mode": 0})
+
+
 def test_an_entry_point_only_a_library_the_kernel_links_defines_is_refused_as_compile_check_refuses_it(axpb):
     kernel, _ = axpb
     path = kernel.variant("cpu").path  # a template that calls libm: a library built from it links libm
