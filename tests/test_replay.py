@@ -1,5 +1,6 @@
 """The replay target on real recorded spaces (../shared/replay) and on records a test writes."""
 
+import gc
 import gzip
 import json
 import math
@@ -699,6 +700,31 @@ def test_a_kernel_tuner_param_of_many_values_loads_each_value_once_per_entry(tmp
     assert len(Replay(path).recording().candidates) == 1000
     assert len(calls) <= 2 * 1000
 
+
+def test_a_kernel_tuner_cache_loads_without_the_collector_scanning_its_entries_again_and_again(tmp_path):
+    """The cyclic collector ran every few hundred documents or runs made and at times scanned
+    every one made before: a large part of the load of a million-config cache. It waits until the
+    load is done, and is on again after it."""
+    data = well_formed()
+    data["tune_params"] = {"block": list(range(1, 201)), "tile": list(range(1, 11))}
+    data["cache"] = {f"{b},{t}": cache_entry({"block": b, "tile": t}, 1.0 + b / 100 + t, times=[1.0, 1.1])
+                     for b in range(1, 201) for t in range(1, 11)}
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    started = []
+
+    def collection(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.collect()  # none is due as the load begins
+    gc.callbacks.append(collection)
+    try:
+        (recording,) = replay_module.load(path)[1]
+    finally:
+        gc.callbacks.remove(collection)
+    assert len(started) <= 1 and gc.isenabled()  # one as the load ends, where so many were made
+    assert len(recording.candidates) == 2000
 
 def test_a_replayed_caches_heuristic_is_the_same_whatever_the_order_of_its_entries(tmp_path):
     """It was the first entry of the file that ran: one space, its entries written in another

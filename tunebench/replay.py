@@ -41,7 +41,7 @@ import numpy as np
 
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
-from tunebench.records import RecordsError, RecordStore, config_key, measured_time, measured_times
+from tunebench.records import RecordsError, RecordStore, bulk, config_key, measured_time, measured_times
 from tunebench.space import Space, SpaceError
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
@@ -148,17 +148,18 @@ def _number(value) -> bool:
 
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
-    where = f"{path}: cache entry {key!r}"
     # Kernel Tuner 1.5 marks a failure in "__error__", without a time; before, "time" held the marker,
-    # and its own reader takes a marker from any field
-    marker = next((v for v in (doc.get("__error__"), *doc.values()) if isinstance(v, str) and v in KERNEL_TUNER_FAILURES),
-                  None)
+    # and its own reader takes a marker from any field (its texts looked up at C speed first: most hold none)
+    marker = None
+    if not KERNEL_TUNER_FAILURES.keys().isdisjoint(filter(str.__instancecheck__, doc.values())):
+        marker = next(v for v in (doc.get("__error__"), *doc.values()) if isinstance(v, str) and v in KERNEL_TUNER_FAILURES)
     if marker is None and "time" not in doc:
-        raise ReplayError(f"{where} has no 'time' and no failure marker ({', '.join(KERNEL_TUNER_FAILURES)})")
+        raise ReplayError(f"{path}: cache entry {key!r} has no 'time' and no failure marker "
+                          f"({', '.join(KERNEL_TUNER_FAILURES)})")
     time = marker or doc["time"]
     costs = [doc.get("compile_time") or 0, doc.get("benchmark_time") or 0]
-    if not all(_number(c) for c in costs):
-        raise ReplayError(f"{where} has a non-numeric 'compile_time' or 'benchmark_time'")
+    if not all(map(_number, costs)):
+        raise ReplayError(f"{path}: cache entry {key!r} has a non-numeric 'compile_time' or 'benchmark_time'")
     compile_s, measure_s = costs[0] / 1e3, costs[1] / 1e3
     if isinstance(time, str):
         status, why = KERNEL_TUNER_FAILURES.get(time, ("crashed", None))
@@ -167,12 +168,13 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
         return Run("pruned_resources", (), compile_s, measure_s,
                    error="Kernel Tuner before 0.4.2: time 1e20 (skipped as beyond the device's resources)")
     if not measured_time(time):
-        raise ReplayError(f"{where} has a 'time' that is neither a positive number nor a failure marker: {time!r}")
+        raise ReplayError(f"{path}: cache entry {key!r} has a 'time' that is neither a positive number nor a "
+                          f"failure marker: {time!r}")
     runs = doc.get("times") or [time]
     if not isinstance(runs, list) or not measured_times(runs):
-        raise ReplayError(f"{where} has a 'times' that is not a list of positive numbers")
+        raise ReplayError(f"{path}: cache entry {key!r} has a 'times' that is not a list of positive numbers")
     scale = time / statistics.median(runs)  # the objective is 'time' (see the module docstring)
-    return Run("ok", tuple(t * scale for t in runs), compile_s, measure_s)
+    return Run("ok", tuple(map(scale.__mul__, runs)), compile_s, measure_s)
 
 
 def _same_key(cache_key: str, values: list) -> bool:
@@ -224,23 +226,19 @@ def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
     # space's to refuse)
     listed = {n: {v for v in vs if not isinstance(v, dict)} for n, vs in values.items()}
     runs: dict[tuple, dict[tuple, Run]] = {}
+    listed_in_order = [listed[n] for n in names]
     for cache_key in list(cache):  # each entry's document freed once its run is made, not held beside them all
         doc = cache.pop(cache_key)
-        if not isinstance(doc, Mapping):
-            raise ReplayError(f"{path}: cache entry {cache_key!r} is not an object")
-        missing = next((n for n in names if n not in doc), None)
-        if missing is not None:
-            raise ReplayError(f"{path}: cache entry {cache_key!r} lacks the tunable param {missing!r}")
-        key = tuple(value(n, doc[n]) for n in names)
-        if any(isinstance(v, dict) for v in key):
-            raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object")
-        outside = next((n for n, v in zip(names, key) if v not in listed[n]), None)
-        if outside is not None:
-            raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
-                              f"among its 'tune_params' values")
-        if ",".join(str(doc[n]) for n in names) != cache_key and not _same_key(cache_key, [doc[n] for n in names]):
-            raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params of another key, "
-                              f"{','.join(str(doc[n]) for n in names)!r}: one would replace the other")
+        # an entry whose values are listed as they are and spell its key passes at C speed; any
+        # other is checked one step at a time, which names what is wrong with it
+        try:
+            key = tuple(map(doc.__getitem__, names))
+            plain = (not mixed and all(map(set.__contains__, listed_in_order, key))
+                     and ",".join(map(str, key)) == cache_key)
+        except (AttributeError, KeyError, TypeError):  # not an object, a param missing, a list or object as a value
+            plain = False
+        if not plain:
+            key = _entry_key(path, names, value, listed, cache_key, doc)
         runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
@@ -252,6 +250,27 @@ def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
     name = re.sub(r"\W+", "_", str(data.get("kernel_name") or path.stem)).strip("_")
     name = name if name.isidentifier() else f"kernel_{name}"
     return [Recording(name, KERNEL_TUNER_DTYPE, bucket, _space(path, names, values, set(runs)), runs)]
+
+
+def _entry_key(path: Path, names: list[str], value, listed: Mapping[str, set], cache_key: str, doc) -> tuple:
+    """A cache entry's config key, its values as ``value`` reads them; a :class:`ReplayError` names
+    the entry and what is wrong with it."""
+    if not isinstance(doc, Mapping):
+        raise ReplayError(f"{path}: cache entry {cache_key!r} is not an object")
+    missing = next((n for n in names if n not in doc), None)
+    if missing is not None:
+        raise ReplayError(f"{path}: cache entry {cache_key!r} lacks the tunable param {missing!r}")
+    key = tuple(value(n, doc[n]) for n in names)
+    if any(isinstance(v, dict) for v in key):
+        raise ReplayError(f"{path}: cache entry {cache_key!r} has a param whose value is a JSON object")
+    outside = next((n for n, v in zip(names, key) if v not in listed[n]), None)
+    if outside is not None:
+        raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
+                          f"among its 'tune_params' values")
+    if ",".join(str(doc[n]) for n in names) != cache_key and not _same_key(cache_key, [doc[n] for n in names]):
+        raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params of another key, "
+                          f"{','.join(str(doc[n]) for n in names)!r}: one would replace the other")
+    return key
 
 
 def _hashable(value):
@@ -356,17 +375,20 @@ def _json(path: Path) -> object:
 
 @lru_cache(maxsize=8)
 def _load(path: Path, stamp: tuple[int, int]) -> tuple[str, tuple[Recording, ...]]:
-    """(device name, recordings) of a file; cached by path, mtime and size for repeated seeds."""
-    data = _json(path)
-    if isinstance(data, dict) and "cache" in data and "tune_params" in data:
-        return str(data.get("device_name") or "unknown"), tuple(_kernel_tuner(path, data))
-    if isinstance(data, dict) and ("trials" in data or "device" in data):
-        recordings = tuple(_records(path))
-        devices = data.get("device")
-        first = next(iter(devices.values()), None) if isinstance(devices, dict) else None
-        return str(first.get("name") if isinstance(first, dict) and first.get("name") else path.stem), recordings
-    raise ReplayError(f"{path}: neither a Kernel Tuner cache file ('cache' and 'tune_params') nor "
-                      f"a tunebench records file ('trials' and 'device' tables)")
+    """(device name, recordings) of a file; cached by path, mtime and size for repeated seeds.
+    Read and checked with the cyclic collector off (see :func:`~tunebench.records.bulk`): it
+    scanned a million entries' documents and runs again and again as they were made."""
+    with bulk():
+        data = _json(path)
+        if isinstance(data, dict) and "cache" in data and "tune_params" in data:
+            return str(data.get("device_name") or "unknown"), tuple(_kernel_tuner(path, data))
+        if isinstance(data, dict) and ("trials" in data or "device" in data):
+            recordings = tuple(_records(path))
+            devices = data.get("device")
+            first = next(iter(devices.values()), None) if isinstance(devices, dict) else None
+            return str(first.get("name") if isinstance(first, dict) and first.get("name") else path.stem), recordings
+        raise ReplayError(f"{path}: neither a Kernel Tuner cache file ('cache' and 'tune_params') nor "
+                          f"a tunebench records file ('trials' and 'device' tables)")
 
 
 def load(path: str | Path) -> tuple[str, tuple[Recording, ...]]:
