@@ -3,8 +3,8 @@
 The cache is a shipped one widened: one more param, ``copy`` (0, 1, ...), each value repeating
 every recorded entry (its runs included), so that it is as large as asked. In a fresh Python
 process each: ``load`` (parse and check every entry), a ``Replay`` of it (what every
-``simulate`` call builds), and the recording's candidates and objectives; wall seconds and the
-process's peak resident memory. The code measured is the ``tunebench`` that process imports
+``simulate`` call builds), and the recording's candidates and objectives; wall and CPU seconds
+and the process's peak resident memory. The code measured is the ``tunebench`` that process imports
 (``PYTHONPATH=CHECKOUT`` to measure another).
 
     nice -n 19 .venv/bin/python bench/replay_scale.py --configs 1000000
@@ -26,14 +26,16 @@ from strategies import REPLAY, read  # noqa: E402
 STEPS = """
 import resource, sys, time
 from tunebench.replay import Replay, load
-began = time.perf_counter()
+clocks = lambda: (time.perf_counter(), time.process_time())
+began = clocks()
 recording = load(sys.argv[1])[1][0]
-loaded = time.perf_counter()
+loaded = clocks()
 Replay(sys.argv[1])
-replayed = time.perf_counter()
+replayed = clocks()
 len(recording.candidates), recording.optimum
-done = time.perf_counter()
-print(loaded - began, replayed - loaded, done - replayed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+done = clocks()
+print(*(b[i] - a[i] for i in (0, 1) for a, b in ((began, loaded), (loaded, replayed), (replayed, done))),
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
 """
 
 
@@ -57,10 +59,12 @@ def main() -> None:
         path = Path(tmp) / "widened.json"
         entries = widened(args.source, args.configs, path)
         size = path.stat().st_size / 2**20
-        load, replay, objectives, rss = map(float, subprocess.run(
+        *seconds, rss = map(float, subprocess.run(
             [sys.executable, "-c", STEPS, str(path)], cwd=tmp, check=True, capture_output=True, text=True).stdout.split())
-    print(f"{args.source.name} widened to {entries} configs ({size:.0f} MiB of JSON): load {load:.1f} s, "
-          f"Replay() {replay:.1f} s, candidates and objectives {objectives:.1f} s, peak memory {rss:.2f} GiB")
+    (load, replay, objectives), cpu = seconds[:3], seconds[3:]  # CPU seconds too: wall ones vary with a shared core
+    print(f"{args.source.name} widened to {entries} configs ({size:.0f} MiB of JSON): load {load:.1f} s "
+          f"({cpu[0]:.1f} s CPU), Replay() {replay:.1f} s ({cpu[1]:.1f} s CPU), candidates and objectives "
+          f"{objectives:.1f} s ({cpu[2]:.1f} s CPU), peak memory {rss:.2f} GiB")
 
 
 if __name__ == "__main__":
