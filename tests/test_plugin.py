@@ -167,8 +167,8 @@ def test_an_outcome_says_the_status_and_error_of_its_worst_shape_in_either_order
      "the reference returned shape (999,) for output 'y', which the args builder declares (1000,)"),
     ("lambda x, n, a, b: (a * x + b).astype(np.float16)",
      "the reference returned float16 for output 'y' of float32"),
-    ("lambda x, a, b: a * x + b",  # forgets an argument: pytest would blame every candidate
-     "the reference raised TypeError: <lambda>() got an unexpected keyword argument 'n' (shape (1000,), float32)"),
+    ("lambda x, a, c: a * x + c",  # names one no args builder gives: pytest would blame every candidate
+     "the reference takes 'c', which is no argument the args builder gives (x, y, n, a, b)"),
     ("lambda x, n, a, b: a * x.reshape(n // 3, -1) + b",  # fails inside: the line is the suite's, not numpy's
      "the reference raised ValueError: cannot reshape array of size 1000 into shape (333,newaxis) "
      "(shape (1000,), float32), in <lambda> at suites/test_axpb.py:15"),
@@ -351,9 +351,9 @@ def test_a_tune_and_a_gate_run_from_suites_without_an_ini_file_use_the_projects_
 def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_naming_both(project, pytester):
     """``pytest A/suites B/suites --tune`` from their parent, neither with an ini file, wrote one
     records/ in the parent, which best(), the gate and the report of neither project read. A run
-    keeps one records folder: given the paths of several projects, each suite of another
-    project's is a collection error naming both, before anything is measured; each project's own
-    run records where best() reads, and gates a kernel another project's module declares."""
+    keeps one records folder: given the paths of several projects, or the top of both, each suite
+    is a collection error naming its project, before anything is measured; each project's own run
+    records where best() reads, and gates a kernel another project's module declares."""
     from tunebench.lookup import project as project_of
 
     root = project()
@@ -374,8 +374,14 @@ def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_na
                                          f"is of the project in {name}, whose records/ best() and the report read, "
                                          f"while a run keeps one records folder and this one's is {root / 'records'}, "
                                          f"given the paths of 2 projects (A, B): run each project's suites on their "
-                                         f"own (`pytest {name}/suites{tune}`), or name the folder with --tune-records"])
+                                         f"own (`pytest {name}/suites/test_axpb_{name}.py{tune}`), or name the folder "
+                                         f"with --tune-records"])
         assert recorded_trials(root) == [] and not (root / "A" / "records").exists()
+    result = pytester.runpytest(".", *TUNE, "-k", "small")  # at the top of the two
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*kernel 'axpb_A' is of the project in A, whose records/ best() and the report read, "
+                                 f"while a run keeps one records folder and this one's is {root / 'records'}: *"])
+    assert recorded_trials(root) == []
     pytester.runpytest("A/suites", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
     assert not (root / "records").exists() and project_of(suites=root / "A" / "suites")[0] == root / "A" / "records"
     assert len(recorded_trials(root / "A")) == 5

@@ -7,6 +7,7 @@ yields a :class:`Trial` per (dtype, bucket, candidate) plus one for the baseline
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -103,30 +104,29 @@ def _given(config: pytest.Config) -> list[Path]:
 
 
 def records_apart(config: pytest.Config, kernel: Kernel, suite: Path) -> str | None:
-    """Why this run cannot record or gate ``kernel``: given the paths of several projects
-    (``pytest A/suites B/suites --tune`` from their parent, without an ini file), a run keeps one
-    records folder, and a tune into it was never served where that is not the folder ``best()``
-    reads for the kernel (:func:`~tunebench.lookup.project`: ``$TUNEBENCH_ROOT`` first). None
-    where they agree, where the paths given are one project's (a kernel a library of another
-    declares is gated and tuned as before), or where the run was told its folder (--tune-records,
-    --rootdir, -c, a replay)."""
+    """Why this run cannot record or gate ``kernel``: a run keeps one records folder, and a tune
+    into it is never served where that is neither ``records/`` of the suite's own project nor
+    the folder ``best()`` reads for the kernel (:func:`~tunebench.lookup.project`:
+    ``$TUNEBENCH_ROOT`` first). ``pytest A/suites B/suites --tune`` from their parent, or
+    ``pytest .`` at a monorepo's top, without an ini file, wrote one records/ there. A suite
+    gating a kernel another project's module declares (an editable library) records with its
+    own project's. None where the run was told its folder (--tune-records, --rootdir, -c, a replay)."""
     if (config.getoption("tune_records") or config.option.rootdir or config.option.inifilename
             or config.getoption("tune_target").startswith("replay:")):
         return None
+    read = None
+    with contextlib.suppress(LookupError, OSError):  # best() says what is wrong with $TUNEBENCH_ROOT
+        read = project(kernel=kernel)[0]
+    home = project_root(suite.parent)
+    used = records_folder(config).resolve()
+    if (read is None and home is None) or used in {f.resolve() for f in (read, home and home / "records") if f}:
+        return None
+    own = from_here(read.parent if read is not None else home)
     projects = sorted({str(from_here(r)) for r in map(project_root, _given(config)) if r is not None})
-    if len(projects) < 2:
-        return None
-    try:
-        own = project(kernel=kernel)[0]
-    except LookupError:
-        return None
-    used = records_folder(config)
-    if own.resolve() == used.resolve():
-        return None
+    several = f", given the paths of {len(projects)} projects ({', '.join(projects)})" if len(projects) > 1 else ""
     tune = " --tune" if config.getoption("tune") else ""
-    return (f"kernel {kernel.name!r} is of the project in {from_here(own.parent)}, whose records/ best() and the "
-            f"report read, while a run keeps one records folder and this one's is {used}, given the paths of "
-            f"{len(projects)} projects ({', '.join(projects)}): run each project's suites on their own "
+    return (f"kernel {kernel.name!r} is of the project in {own}, whose records/ best() and the report read, while a "
+            f"run keeps one records folder and this one's is {used}{several}: run each project's suites on their own "
             f"(`pytest {from_here(suite)}{tune}`), or name the folder with --tune-records")
 
 
@@ -239,7 +239,7 @@ class Suite(pytest.Collector):
                              f"whose timings disturb each other: run tunebench suites without -n (-n 0 where addopts "
                              f"sets it, or -p no:xdist where it does not; run the other tests with -n apart); several "
                              f"devices measure at once with --tune-cluster")
-        apart = records_apart(self.config, self.kernel, self.path.parent)
+        apart = records_apart(self.config, self.kernel, Path(self.path))
         if apart:  # before any of its trials is measured, or the gate reads another project's records
             raise SuiteError(f"suite {self.nodeid}: {apart}")
         for mark in self.kernel.marks:
