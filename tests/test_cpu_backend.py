@@ -14,7 +14,7 @@ from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
 from tunebench.backends import cpu
-from tunebench.backends.cpu import CpuBackend, libraries_last
+from tunebench.backends.cpu import CpuBackend, libraries_last, missing_entry
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
 from tunebench.measure import MeasureSettings, measure
@@ -674,7 +674,12 @@ def test_a_static_entry_point_is_named_with_the_reason(axpb):
     word of why."""
     kernel, _ = axpb
     path = kernel.variant("cpu").path
-    path.write_text(path.read_text().replace("void axpb(", "static inline void axpb(", 1))
+    text = path.read_text()
+    for said_static in ("/* the helpers are static */\n", "#define LOCAL static inline\n"):  # no reason of its
+        path.write_text(said_static + text.replace("void axpb(", "void axpb_renamed(", 1))
+        assert missing_entry(Variant(source=path, entry="axpb", space=Space({"vec": [1]}), heuristic=lambda shape: {"vec": 1}),
+                             {}) == "axpb.c exports no function 'axpb'; it exports: none"
+    path.write_text(text.replace("void axpb(", "static inline void axpb(", 1))
     static = Variant(source=path, entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
                      heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})
     kernel = Kernel("axpb_static_test", buckets=kernel.buckets, args=kernel.args, reference=kernel.reference,

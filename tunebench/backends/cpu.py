@@ -42,6 +42,7 @@ from tunebench.backends.base import (
     poison,
     render,
     render_inputs,
+    without_comments,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
@@ -191,7 +192,8 @@ def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str 
     if functions is not None and variant.entry in functions:
         return None
     hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
-    if re.search(rf"\bstatic\b[^;{{}}()]*\b{re.escape(variant.entry)}\s*\(", variant.template):
+    static = rf"(?m)^[ \t]*(?![\s#])[^\n#]*?\bstatic\b[^;{{}}()#]*\b{re.escape(variant.entry)}\s*\("  # no directive's
+    if re.search(static, without_comments(variant.template)):
         hint += " (it is static, which keeps a function to its file: drop static from its definition)"
     said = f"{variant.path.name} exports no function {variant.entry!r}{hint}"
     return said if functions is None else f"{said}; it exports: {', '.join(sorted(functions)) or 'none'}"
