@@ -438,6 +438,8 @@ MALFORMED = {
                   "'tune_params_keys' does not list the params of 'tune_params', each once"),  # blamed an entry's key
     "empty cache": (broken(lambda d: d.update(cache={})), "holds no entry"),
     "entry not an object": (broken(lambda d: d["cache"].update({"32,1": 1.5})), "'32,1' is not an object"),
+    "no param, entry not an object": (broken(lambda d: d.update(tune_params={}, tune_params_keys=[], cache={"": []})),
+                                      "'' is not an object"),  # was an AttributeError of the fast path
     "param missing": (broken(lambda d: d["cache"]["32,1"].pop("tile")), "lacks the tunable param 'tile'"),
     "object as a value": (broken(lambda d: d["cache"]["32,1"].update(tile={"a": 1})), "JSON object"),
     "time missing": (broken(lambda d: d["cache"]["32,1"].pop("time")), "has no 'time'"),

@@ -233,7 +233,7 @@ def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
         # other is checked one step at a time, which names what is wrong with it
         try:
             key = tuple(map(doc.__getitem__, names))
-            plain = (not mixed and all(map(set.__contains__, listed_in_order, key))
+            plain = (names and not mixed and all(map(set.__contains__, listed_in_order, key))
                      and ",".join(map(str, key)) == cache_key)
         except (AttributeError, KeyError, TypeError):  # not an object, a param missing, a list or object as a value
             plain = False
