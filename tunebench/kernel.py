@@ -1418,6 +1418,10 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: the reference takes output {unsaid[0]!r}, which it is "
                                   f"given only where the kernel reads it too: declare inout=[{unsaid[0]!r}] "
                                   f"({type(e).__name__}: {e})") from e
+            unknown = [n for n in sorted(named or ()) if n not in args and f"'{n}'" in str(e)]
+            if unknown:  # a name misspelt: given what it names, it would otherwise be a bare TypeError
+                raise KernelError(f"kernel {self.name!r}: the reference takes {unknown[0]!r}, which is no argument "
+                                  f"the args builder gives ({', '.join(args)})") from e
             raise
         if isinstance(result, Mapping):  # by output name
             lacking = [n for n in self.outputs if n not in result]
