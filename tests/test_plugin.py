@@ -392,6 +392,25 @@ def test_a_run_given_two_projects_suites_without_an_ini_file_measures_nothing_na
     assert result.ret == 0 and "error" not in result.stdout.str().lower()
 
 
+def test_a_suite_of_no_project_run_from_inside_another_is_not_refused_as_of_that_project(project, pytester,
+                                                                                          tmp_path_factory, monkeypatch):
+    """A suite in a folder of no project (no records/, suites/ or ini file above it), run from
+    inside another project, was refused as of that project (best() looks from the working
+    directory last): its first tune makes the records/ best() then reads (in pytest's rootdir, the
+    common folder of the two, here a folder of this test's own)."""
+    root = project()
+    base = tmp_path_factory.mktemp("apart")
+    (base / "P" / "suites").mkdir(parents=True)  # the project the run is started in
+    shutil.copytree(root / "kernels", base / "x" / "kernels")
+    shutil.copy(root / "suites" / "test_axpb.py", base / "x" / "test_axpb_loose.py")
+    monkeypatch.chdir(base / "P")
+    pytester.runpytest(str(base / "x" / "test_axpb_loose.py"), *TUNE, "-k", "small").assert_outcomes(
+        passed=6, deselected=8)
+    assert recorded_trials(base / "P") == [] and len(recorded_trials(base)) == 5
+    assert tunebench.lookup("axpb", (1000,), records=base / "records").config == tunebench.lookup(
+        "axpb", (1000,), suites=base / "x").config
+
+
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):
     """Every pytest run's -c was carried into the commands best() suggested in it: a framework's
     tests, run with -c ci/pytest.ini, told a kernel of another project's to tune with that file."""

@@ -107,21 +107,24 @@ def records_apart(config: pytest.Config, kernel: Kernel, suite: Path) -> str | N
     """Why this run cannot record or gate ``kernel``: a run keeps one records folder, and a tune
     into it is never served where that is neither ``records/`` of the suite's own project nor
     the folder ``best()`` reads for the kernel (:func:`~tunebench.lookup.project`:
-    ``$TUNEBENCH_ROOT`` first). ``pytest A/suites B/suites --tune`` from their parent, or
+    ``$TUNEBENCH_ROOT`` first); a suite of no project (no records/, suites/ or ini file above it)
+    is never refused. ``pytest A/suites B/suites --tune`` from their parent, or
     ``pytest .`` at a monorepo's top, without an ini file, wrote one records/ there. A suite
     gating a kernel another project's module declares (an editable library) records with its
     own project's. None where the run was told its folder (--tune-records, --rootdir, -c, a replay)."""
     if (config.getoption("tune_records") or config.option.rootdir or config.option.inifilename
             or config.getoption("tune_target").startswith("replay:")):
         return None
+    home = project_root(suite.parent)
+    if home is None:  # a suite of no project yet: its first tune's records/ makes the one best() finds
+        return None
     read = None
     with contextlib.suppress(LookupError, OSError):  # best() says what is wrong with $TUNEBENCH_ROOT
         read = project(kernel=kernel)[0]
-    home = project_root(suite.parent)
     used = records_folder(config).resolve()
-    if (read is None and home is None) or used in {f.resolve() for f in (read, home and home / "records") if f}:
+    if used in {f.resolve() for f in (read, home / "records") if f}:
         return None
-    own = from_here(read.parent if read is not None else home)
+    own = from_here(home)
     projects = sorted({str(from_here(r)) for r in map(project_root, _given(config)) if r is not None})
     several = f", given the paths of {len(projects)} projects ({', '.join(projects)})" if len(projects) > 1 else ""
     tune = " --tune" if config.getoption("tune") else ""
