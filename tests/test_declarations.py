@@ -105,6 +105,12 @@ def test_a_reference_is_given_the_inputs_it_names(tmp_path):
     with pytest.raises(tunebench.KernelError, match=r"^kernel 'gemm': the reference takes 'm', which is no argument the args "
                                           r"builder gives \(A, B, C, n, alpha, beta\)$"):  # was a bare TypeError
         namespace["gemm"].expected(namespace["gemm"].build_args((16,), "float32"))
+    namespace = {}  # a param of a default, and a TypeError raised inside naming it: the reference's own error
+    exec(compile(suite.replace("def reference(A, B, C, n, alpha, beta):",
+                               "def reference(A, B, C, alpha, beta, eps=None):\n    np.add(A, B, eps=eps)"),
+                 "gemm", "exec"), namespace)
+    with pytest.raises(TypeError, match="'eps'"):
+        namespace["gemm"].expected(namespace["gemm"].build_args((16,), "float32"))
 
 
 def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_told_apart(tmp_path):

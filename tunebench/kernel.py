@@ -881,6 +881,12 @@ class Variant:
         return config
 
 
+def _required(fn: Callable, name: str) -> bool:
+    """Whether ``fn`` must be given ``name``: one of its params without a default (one with a
+    default, or a TypeError raised inside it, is no misspelt argument)."""
+    return inspect.signature(fn).parameters[name].default is inspect.Parameter.empty
+
+
 def code_hash(fn: Any, seen: set | None = None) -> str:
     """A short hash of what a Python callable computes: its source as Python parses it, and,
     followed through the names it reads, its closure and its defaults, the same of the functions
@@ -1410,6 +1416,10 @@ class Kernel:
         named = keywords(self.reference)  # those it names: a transpose's reference(x) needs no `rows, cols`
         inputs = {k: v.copy() if k in self.inout else v for k, v in args.items()
                   if (k not in self.outputs or k in self.inout) and (named is None or k in named)}
+        unknown = [n for n in sorted(named or ()) if n not in args and _required(self.reference, n)]
+        if unknown:  # a name misspelt: given what it names, it would otherwise be a bare TypeError
+            raise KernelError(f"kernel {self.name!r}: the reference takes {unknown[0]!r}, which is no argument the "
+                              f"args builder gives ({', '.join(args)})")
         try:
             result = self.reference(**inputs)
         except TypeError as e:  # an output the kernel also reads, not declared so, is not passed
@@ -1418,10 +1428,6 @@ class Kernel:
                 raise KernelError(f"kernel {self.name!r}: the reference takes output {unsaid[0]!r}, which it is "
                                   f"given only where the kernel reads it too: declare inout=[{unsaid[0]!r}] "
                                   f"({type(e).__name__}: {e})") from e
-            unknown = [n for n in sorted(named or ()) if n not in args and f"'{n}'" in str(e)]
-            if unknown:  # a name misspelt: given what it names, it would otherwise be a bare TypeError
-                raise KernelError(f"kernel {self.name!r}: the reference takes {unknown[0]!r}, which is no argument "
-                                  f"the args builder gives ({', '.join(args)})") from e
             raise
         if isinstance(result, Mapping):  # by output name
             lacking = [n for n in self.outputs if n not in result]
