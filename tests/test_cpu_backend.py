@@ -908,11 +908,13 @@ def test_a_header_of_an_include_folder_given_absolute_is_the_same_source_from_a_
     assert found[0] == found[1] and found[0][1] == flags[0]
 
 
-def test_a_header_included_by_an_absolute_path_is_the_same_source_from_a_checkout_at_any_depth(tmp_path):
+@pytest.mark.parametrize("flags", [(), ("-I../include",)])
+def test_a_header_included_by_an_absolute_path_is_the_same_source_from_a_checkout_at_any_depth(tmp_path, flags):
     """``#include "/opt/mylib/scale.h"``, which includes its own ``"factor.h"``: both were named
     from the template's folder in its #line markers, so a clone at another depth hashed another
     source (and a gate there said on unchanged code that the template had changed since the
-    tune). An edit of the nested header is still another source."""
+    tune). An edit of the nested header is still another source, with an -I folder in the flags
+    too (the absolute name joined to the folder was taken for a header it gives, and left unhashed)."""
     mylib = tmp_path / "opt" / "mylib"
     mylib.mkdir(parents=True)
     (mylib / "scale.h").write_text('#include "factor.h"\n')
@@ -920,10 +922,11 @@ def test_a_header_included_by_an_absolute_path_is_the_same_source_from_a_checkou
     found = []
     for checkout in (tmp_path / "proj", tmp_path / "runner" / "work" / "proj"):
         (checkout / "suites").mkdir(parents=True)
+        (checkout / "include").mkdir()
         (checkout / "suites" / "k.c").write_text(f'#include "{mylib / "scale.h"}"\nvoid k(const float *x, float *y, '
                                                  "int n)\n{\n    for (int i = 0; i < n; ++i) y[i] = MYLIB_SCALE * x[i];\n}\n")
         variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                          origin=checkout / "suites")
+                          flags=flags, origin=checkout / "suites")
         got, want = run_once(CpuBackend(), scaling("absolute_path_include_test", variant, 3.0, 9), variant,
                              {"tile": 1}, n=9)
         np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -931,7 +934,7 @@ def test_a_header_included_by_an_absolute_path_is_the_same_source_from_a_checkou
     assert found[0] == found[1]
     (mylib / "factor.h").write_text("#define MYLIB_SCALE 2.0f\n")
     edited = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                     origin=tmp_path / "proj" / "suites")
+                     flags=flags, origin=tmp_path / "proj" / "suites")
     assert edited.source_hash != found[0]
 
 

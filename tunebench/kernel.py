@@ -264,8 +264,10 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
         depth += 1 if _OPENS.match(code) else -1 if _CLOSES.match(code) else 0
         found = INCLUDE.match(code)
         header = found and found.group(1) and path.parent / found.group(1)
-        if not header or not header.is_file() or any((d / found.group(1)).resolve() == header.resolve() for d in dirs):
-            # not beside it, or the header a header folder gives by that name too, which the compiler may
+        if not header or not header.is_file() or not os.path.isabs(found.group(1)) and any(
+                (d / found.group(1)).resolve() == header.resolve() for d in dirs):
+            # not beside it, or the header a header folder gives by that name too (none gives an absolute
+            # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
                 _library(path, found, dirs, library)
             out.append(line)
