@@ -866,6 +866,62 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     assert declared()[0].source_hash != before
 
 
+@pytest.mark.parametrize("variable", ["CPATH", "C_INCLUDE_PATH"])
+def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_edit_is_another_source(
+        tmp_path, monkeypatch, variable):
+    """A header found through CPATH (no flag names its folder) was in no text the source hash
+    covered: edited to compute something else, a tune reused the old header's trials and the
+    compile cache served its builds. It is hashed, named by its own path; a toolchain's folder on
+    the path (CUDA's) and the system's headers (<math.h>) stay out, as a template none of whose
+    headers is there hashes as without the variable."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "myscale.h").write_text("#define MYSCALE 3.0f\n")
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "cuda_runtime.h").write_text("")
+    (tmp_path / "cuda" / "cuda_helper.h").write_text("#define CUDA_HELPER 1\n")
+    (tmp_path / "k.c").write_text("#include <myscale.h>\n#include <math.h>\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = fabsf(MYSCALE * x[i]);\n}\n")
+    (tmp_path / "plain.c").write_text("#include <math.h>\n#include <cuda_helper.h>\n"
+                                      "void k(float *x) { x[0] = sqrtf(x[0]); }\n")
+
+    def declared(source="k.c"):
+        return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       origin=tmp_path)
+
+    plain = declared("plain.c").source_hash
+    monkeypatch.setenv(variable, os.pathsep.join((str(tmp_path / "cuda"), "", "relative", str(tmp_path / "inc"))))
+    assert declared("plain.c").source_hash == plain
+    variant = declared()
+    assert f'#line 1 "{tmp_path.resolve() / "inc" / "myscale.h"}"' in variant.template
+    assert "#include <math.h>" in variant.template and "cuda" not in variant.template
+    got, want = run_once(CpuBackend(), scaling("own_include_path_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "inc" / "myscale.h").write_text("#define MYSCALE 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
+def test_a_recorded_template_builds_a_header_of_the_compilers_own_include_path_as_the_records_keep_it(
+        tmp_path, monkeypatch):
+    """The gate builds the recorded template of a header found through CPATH and edited since the
+    tune with the records' copy of it, searched ahead of CPATH: the factor as tuned, not today's."""
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "myscale.h"
+    header.write_text("#define MYSCALE 3.0f\n")
+    (tmp_path / "k.c").write_text("#include <myscale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
+    monkeypatch.setenv("CPATH", str(tmp_path / "inc"))
+    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                    origin=tmp_path)
+    text, texts = tuned.template, tuned.file_texts
+    header.write_text("#define MYSCALE 2.0f\n")
+    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
+    assert list(kept) == [str(header.resolve())]
+    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
+    got, want = run_once(CpuBackend(), scaling("own_include_recorded_test", recorded, 3.0, 9), recorded, {"tile": 1},
+                         n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):
     """The template and its local headers were read with their newlines as Python reads text,
     a header of an include folder by its bytes: a checkout with core.autocrlf (or ``eol=crlf``)

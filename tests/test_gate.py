@@ -612,6 +612,24 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     fails_as_tuned(pytester, "include/sub/extra.h")
 
 
+def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_recorded_template(
+        pytester, tmp_path, monkeypatch):
+    """The template unchanged, a header the compiler finds through CPATH (no flag names its
+    folder) made every config 15 % slower: it was in no text the source hash covered, so the gate
+    saw the template as tuned and built today's header for both arms. Hashed, and built as the
+    records keep it (searched ahead of CPATH), it fails naming the header."""
+    extra = pytester.path / "cpath" / "chain_extra.h"
+    extra.parent.mkdir()
+    extra.write_text("#define EXTRA 0\n")
+    monkeypatch.setenv("CPATH", str(extra.parent))
+    pytester.path.joinpath("chain.c").write_text("#include <chain_extra.h>\n" + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    extra.write_text("#define EXTRA 30\n")
+    fails_as_tuned(pytester, str(extra.resolve()))
+
+
 def test_a_header_a_computed_include_reads_beside_the_template_made_15_percent_slower_fails_against_the_recorded_one(
         pytester, tmp_path, monkeypatch):
     """``#include IMPL`` (a param naming ``"extra.h"``, beside the template): the recorded

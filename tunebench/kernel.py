@@ -34,7 +34,8 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
-                                     folder_header, header_hashes, overridden, preprocess, unreadable)
+                                     folder_header, header_hashes, overridden, own_include_dirs, preprocess,
+                                     unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import keywords, kernel_tuner_launch, launch_of, stray_parameter, takes
 from tunebench.buckets import Buckets
@@ -498,7 +499,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
-    :attr:`Variant.kept`). The folder is named by the texts: written once."""
+    :attr:`Variant.kept`) and each of the compiler's own include path's (``-I`` is searched ahead
+    of CPATH and /usr/local/include). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     folder = BuildCache().copies({(built.path.parent / file).resolve(): text for file, text in texts.items()}, name)
     flags = []
@@ -512,6 +514,10 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
         else:
             flags.append(named[0] + str(copy))
+    for own in own_include_dirs():  # a header the compiler finds of itself (CPATH): its copy searched ahead of it
+        copy = folder / own.relative_to(own.anchor)
+        if copy.is_dir():
+            flags.append(f"-I{copy}")
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
 
 
@@ -703,8 +709,10 @@ class Variant:
                      if named and p is not None and os.path.isabs(named[1]))
 
     def _anchored(self, path: Path) -> bool:
-        """Whether a file the build reads lies under a folder or file its flags give absolute."""
-        return any(path.is_relative_to(given) for given in self._absolute)
+        """Whether a file the build reads lies under a folder or file its flags give absolute, or
+        under a folder the compiler searches of its own (see
+        :func:`~tunebench.backends.base.own_include_dirs`)."""
+        return any(path.is_relative_to(given) for given in (*self._absolute, *own_include_dirs()))
 
     def _named(self, path: Path, base: Path | None = None) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
@@ -740,7 +748,10 @@ class Variant:
         """The template with its local headers inlined (see :func:`inline_includes`), and after
         it, for each file its flags name, a comment holding the hash of its content (its own
         headers inlined), and one for each header its header folders give it (``-I``, left to the
-        compiler to include) or a computed include may read (see :attr:`computed_include_dirs`):
+        compiler to include), the compiler finds on its own include path (CPATH, /usr/local/include:
+        see :func:`~tunebench.backends.base.own_include_dirs`; the system's and the toolkit's
+        headers are the compiler's, named apart), or a computed include may read (see
+        :attr:`computed_include_dirs`):
         an edited file is another source, so
         it is built and measured again, and a #line naming it says where the edit lies. Read
         again once a file it was read from changes (checked at most every :data:`REREAD_S`): a
@@ -797,21 +808,22 @@ class Variant:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         text, read, library, inputs, computed, texts = self.text, [], {}, {}, {}, {}
+        dirs = (*self.include_dirs, *own_include_dirs())  # where the compiler finds what it reads in place
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
-                inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
+                inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=dirs,
                                                 anchored=self._anchored(file)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
-                            **_computed(sources, self.include_dirs, self.space.values)[0]}
+                            **_computed(sources, dirs, self.space.values)[0]}
             else:
-                text = inline_includes(self.path, dirs=self.include_dirs, read=read, library=library)
+                text = inline_includes(self.path, dirs=dirs, read=read, library=library)
                 for file in self.flag_files:
                     read.append(file)
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, read=read, library=library,
+                        file, top=self.path.parent.resolve(), dirs=dirs, read=read, library=library,
                         anchored=self._anchored(file))
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
@@ -823,11 +835,11 @@ class Variant:
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
-                computed, beside = _computed(read, self.include_dirs, self.space.values)
-                _, in_library = _computed(list(library), self.include_dirs, self.space.values)
+                computed, beside = _computed(read, dirs, self.space.values)
+                _, in_library = _computed(list(library), dirs, self.space.values)
                 done = {f.resolve() for f in read}
                 library.update(dict.fromkeys(h for h in (*beside, *in_library) if h not in done))
-                for header in library:  # the compiler reads it from an -I folder, or may: edited, another source
+                for header in library:  # the compiler reads it where it lies, or may: edited, another source
                     read.append(header)
                     content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
                     digest = hashlib.sha256(content).hexdigest()[:16]

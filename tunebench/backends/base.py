@@ -494,9 +494,48 @@ def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequenc
     return None
 
 
+#: The environment variables that add folders to a compiler's include path (gcc's, and nvcc's,
+#: whose host compiler preprocesses): a folder list each, searched after the flags' -I folders.
+PATH_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
 #: The environment variables that add to a compiler's include path (nvcc's flags too): the same
 #: header name found through another is another file.
-INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+INCLUDE_ENV = (*PATH_ENV, "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+#: The folder of headers installed by hand that the compiler searches by default (gcc's and
+#: clang's), ahead of the system's.
+LOCAL_INCLUDE = Path("/usr/local/include")
+#: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
+TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
+
+
+def own_include_dirs() -> tuple[Path, ...]:
+    """The folders of a user's headers that the compiler searches of its own, with no flag naming
+    them, in its order: those the :data:`PATH_ENV` variables list, then :data:`LOCAL_INCLUDE`;
+    each resolved and once. A header the template includes from one is read where it lies, so it
+    is hashed as a header of the flags' -I folders is (an edited one was another kernel served
+    the old one's trials). Left out: a relative entry (an empty one too), which the compiler
+    reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
+    (UTF-8, as it is read) cannot name; and a toolchain's folder put on the path (one holding a
+    :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
+    whose headers change with the compiler, which the records name apart, and would hash
+    kilobytes of CUDA headers into every template on that machine alone."""
+    listed = [entry for var in PATH_ENV for entry in os.environ.get(var, "").split(os.pathsep)]
+    found: dict[Path, None] = {}
+    for entry in (*listed, str(LOCAL_INCLUDE)):
+        folder = Path(entry)
+        if (folder.is_absolute() and _utf8(entry) and folder.is_dir()
+                and not any((folder / h).is_file() for h in TOOLCHAIN_HEADERS)):
+            found[folder.resolve()] = None
+    return tuple(found)
+
+
+def _utf8(name: str) -> bool:
+    """Whether a name read from the environment is UTF-8 text (not bytes of another encoding)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 #: A line of the compiler's -H list on stderr: a dot per level of inclusion, then the header read.
 _HEADER_READ = re.compile(r"^\.+ (.+)$", re.MULTILINE)
