@@ -956,6 +956,27 @@ def test_a_row_reads_the_final_round_best_reads_after_the_shapes_changed_and_bac
     assert view.confirmed == pytest.approx(confirmed_ms(first, view.bucket))
 
 
+def test_a_bucket_given_a_shape_since_its_tune_is_reported_not_a_key_error(pytester, capsys):
+    """Tuned on (1000,), then the bucket given (2000,) beside it: the heuristic's recorded times
+    cover the tune's shapes alone, and the report stopped at a bare KeyError, "tunebench report:
+    (2000,)", writing nothing."""
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "by_shape.c").write_text(BY_SHAPE_C)
+    (root / "suites").mkdir()
+    suite = root / "suites" / "test_by_shape.py"
+    suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,)"))
+    command = [sys.executable, "-m", "pytest", "suites", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    tuned = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
+    assert tuned.returncode == 0, tuned.stdout[-2000:]
+    suite.write_text(BY_SHAPE_SUITE.replace("SHAPE", "(1000,), (2000,)"))
+    assert main(["report", "--records", str(root / "records"), "--suites", str(root / "suites"),
+                 "--out", str(root / "r")]) == 0, capsys.readouterr().err
+    text = (root / "r" / "report.md").read_text()
+    assert "| by_shape | small | float32 |" in text, text
+    assert "representative shapes changed since its final round" in text, text
+
+
 def test_a_row_reads_the_final_round_best_reads_after_the_template_changed_and_back(pytester, monkeypatch):
     """Tuned, then the template edited and tuned again, then the edit undone: best() served the
     first template's pick, confirmed by its final round, while the row took its trials from the

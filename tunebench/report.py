@@ -158,6 +158,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         mine = declared if _measured(declared, task["kernel"], task["dtype"], source_hash) else mine
         times = _times(_measured(mine, task["kernel"], task["dtype"], source_hash), bucket)
         objectives = {k: bucket.objective(t) for k, t in times.items() if len(t) == len(bucket.shapes)}
+        # the heuristic as tuned, on the tune's shapes: today's bucket may hold one it never ran on
         base = {tuple(b["shape"]): times.get(config_key(b["config"]), {}).get(tuple(b["shape"]))
                 for b in task["baseline"]}
         statuses: dict[str, int] = defaultdict(int)
@@ -165,7 +166,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
             statuses[t["status"]] += 1
         views.append(TaskView(
             task["kernel"], task["target"], task["dtype"], bucket, source_hash, objectives,
-            bucket.objective(base) if base and all(v is not None for v in base.values()) else None,
+            bucket.objective(base) if all(base.get(s) is not None for s in bucket.shapes) else None,
             dict(statuses), _convergence(mine, objectives),
             {config_key(t["config"]): t["config"] for t in mine},
             store.checks(kernel=task["kernel"], target=task["target"], dtype=task["dtype"],
