@@ -447,6 +447,24 @@ def test_a_task_timed_neither_then_nor_now_is_no_change(monkeypatch):
     assert _changes(_before(TUNED, [view]), [timed])[0][0][-2] == "nothing timed then"  # timed now: a change
 
 
+def test_a_tuned_pick_timed_then_and_not_now_is_a_row_flagged_dropped():
+    """A bucket's shapes changed since the revision, and best() serves the heuristic, untimed, in
+    place of the 1.50x pick: the task was neither a row nor counted unchanged."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("small", N=(1, 4095), shapes=[(2048,)])
+    then = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, confirmed=(1.0, 1.5),
+                    served=Choice({"tile": 1024}, "tuned", "k", (2048,), "float32", "small", True, "d", 1.0, 1.5))
+    now = dataclasses.replace(then, confirmed=None, served=Choice({"tile": 256}, "heuristic", "k", (2048,),
+                                                                  "float32", "small", True, "d"))
+    rows, same = _changes(_before(TUNED, [then]), [now])
+    assert same == 0 and rows == [["k", "small", "float32", "1", "-", "1.50x -> -",
+                                   "tile:1024 -> the heuristic, nothing timed now", "**dropped**"]]
+    kept = dataclasses.replace(now, served=dataclasses.replace(then.served, objective_ms=None, baseline_ms=None))
+    assert _changes(_before(TUNED, [then]), [kept])[0][0][-2:] == ["same config, nothing timed now", ""]
+
+
 def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, capsys):
     """The column said "lead moved beyond 10%" in a project whose gate fails at 50%."""
     from tunebench.lookup import Choice

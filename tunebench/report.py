@@ -581,8 +581,8 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
     """A row per task whose best changed since ``before`` (:func:`_before`: a revision's tasks,
     judged by the suites as they were then: a space that no longer holds the pick must read as a
     change), its time as a signed change, + slower, which the speedup's ``x`` would read the other
-    way round, or that is gone since (its bucket, dtype or kernel no longer declared or recorded),
-    and how many tasks did not change. A row is flagged where its lead over the heuristic moved
+    way round, or that is gone since (its bucket, dtype or kernel no longer declared or recorded) or
+    has no time now, and how many tasks did not change. A row is flagged where its lead over the heuristic moved
     beyond ``threshold``: the two are measured in one run, and times of separate runs drift by as
     much (by its time only where a lead is unknown); * marks a figure no final round confirmed."""
     before = dict(before)
@@ -598,14 +598,18 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
             rows.append([v.kernel, v.bucket.name, v.dtype, "-", _ms(now_ms, v), _lead(was, v),
                          "new task" if was is None else "nothing timed then", ""])
             continue
-        if now is None or now_ms is None:
+        what = "same config" if now == then else (
+            f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
+            f"{'the heuristic' if v.heuristic_best or now is None else config_text(now)}")
+        if now is None or now_ms is None:  # a pick timed then and none now (its shapes or space changed since)
+            dropped = not was.heuristic_best and (now is None or v.heuristic_best)
+            rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), "-", _lead(was, v),
+                         f"{what}, nothing timed now", "**dropped**" if dropped else ""])
             continue
         change = now_ms / then_ms - 1
         if now == then and round(change, 2) == 0:  # the table's figures: a change it would show as +0%
             same += 1
             continue
-        what = "same config" if now == then else (f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
-                                                   f"{'the heuristic' if v.heuristic_best else config_text(now)}")
         lead = bool(was.speedup and v.speedup)
         moved = was.speedup / v.speedup - 1 if lead else change  # + : it leads by less
         # the words of what moved: a best 42 % faster whose heuristic got faster still read **slower**
