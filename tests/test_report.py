@@ -675,6 +675,23 @@ def test_a_check_of_the_buckets_former_shapes_is_no_point_of_its_history():
     assert [(c, pytest.approx(ms)) for c, ms in history(view)] == [(new, 0.08)]
 
 
+def test_a_gate_run_of_the_buckets_former_shapes_is_not_its_last_gate():
+    """A bucket given (2048,) beside (65536,) since its tune and last gate: the row said "pass at"
+    that gate's commit, which judged (65536,) alone, while today's gate skips the bucket until it
+    is tuned on its shapes."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("large", N=(1024, None), shapes=[(2048,), (65536,)])
+    tune = {"kind": "tune", "winner": None, "shapes": [{"shape": [65536], "best": {"tile": 256}}]}
+    gate = {"kind": "gate", "outcome": "pass", "shapes": [{"shape": [65536], "configs": {"best": {"tile": 256}}}]}
+    served = Choice({"tile": 256}, "heuristic", "k", (2048,), "float32", "large", True, "d")
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, gate], served=served)
+    assert view.last_gate is None and _rows([view])[0][-1] == "-"
+    today = {**gate, "shapes": [{"shape": [2048], "configs": {}}, {"shape": [65536], "configs": {}}]}
+    assert dataclasses.replace(view, checks=[tune, gate, today]).last_gate is today
+
+
 def test_a_best_made_faster_whose_heuristic_got_faster_still_is_not_flagged_slower():
     """A pull request that undid a slowdown of the template: the best 0.0587 -> 0.0341 ms (-42%),
     the heuristic faster still, 107.96x -> 47.73x; its row was flagged **slower** beside the -42%.

@@ -126,10 +126,13 @@ class TaskView:
     @property
     def last_gate(self) -> dict | None:
         """The latest gate run of what is served now: one before the latest tune judged an earlier
-        pick, and one that measured another config judged another pick (a merged branch's)."""
+        pick, one that measured another config judged another pick (a merged branch's), and one of
+        other shapes judged the bucket before its representative shapes changed (today's gate skips it)."""
         tunes = [i for i, c in enumerate(self.checks) if c["kind"] == "tune" and not c.get("disturbed")]
         served = self.served_config  # checks are in the order made (a merge sorts them by time)
-        for check in reversed([c for c in self.checks[tunes[-1] + 1 if tunes else 0:] if c["kind"] == "gate"]):
+        shapes = set(self.bucket.shapes)
+        for check in reversed([c for c in self.checks[tunes[-1] + 1 if tunes else 0:] if c["kind"] == "gate"
+                               and {tuple(e["shape"]) for e in c.get("shapes", [])} in (set(), shapes)]):
             measured = [e.get("configs", {}).get("best") for e in check.get("shapes", [])]
             if served is None or self.heuristic_best or all(m in (None, served) for m in measured):
                 return check
