@@ -617,7 +617,8 @@ def test_a_dtype_the_suite_no_longer_declares_gets_its_heuristic_not_its_old_pic
 
 def test_best_names_the_dtype_a_bucket_has_nothing_recorded_in_and_those_it_is_tuned_in(twice_project, pytester):
     """A declared dtype never tuned said "nothing is recorded for this bucket", as a bucket the tune
-    never reached does: the caller could not tell which dtype to tune."""
+    never reached does: the caller could not tell which dtype to tune. Once the tuned dtype was
+    dropped from the declaration, it still said "(it is tuned in float32)"."""
     root = twice_project
     pytester.runpytest("suites", *TUNE, "-k", "small")
     suite = root / "suites" / "test_twice.py"
@@ -627,6 +628,11 @@ def test_best_names_the_dtype_a_bucket_has_nothing_recorded_in_and_those_it_is_t
     assert untuned["source"] == "heuristic"
     assert re.fullmatch(r"nothing is recorded for this bucket in float64 \(it is tuned in float32\); `pytest \S+ "
                         r"--tune`( .*)? tunes it", untuned["reason"]), untuned["reason"]
+    suite.write_text(suite.read_text().replace('dtypes=("float32", "float64")', 'dtypes=("float64",)'))
+    dropped = best_json(root, "--dtype", "float64")
+    assert re.fullmatch(r"nothing is recorded for this bucket in float64 \(it is recorded only in float32, which twice "
+                        r"no longer declares for the cpu target\); `pytest \S+ --tune`( .*)? tunes it",
+                        dropped["reason"]), dropped["reason"]
 
 
 def test_a_pytorch_framework_asks_with_its_tensors_shape_and_dtype(twice_project, pytester):

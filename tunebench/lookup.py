@@ -325,8 +325,14 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
     if not disturbed:  # the dtype named: a dtype never tuned read as a bucket never reached
         others = sorted({t["dtype"] for t in (store.tasks(kernel) if store else [])
                          if t["target"] == target and t["bucket"] == bucket.name and t["dtype"] != dtype})
-        return (f"nothing is recorded for this bucket in {dtype}"
-                + (f" (it is tuned in {', '.join(others)})" if others else "")
+        # a dtype dropped from the declaration since its tune is no dtype "it is tuned in": best() never serves it
+        variant = decl.variant(target) if decl is not None else None
+        dropped = [d for d in others if variant is not None and d not in variant.dtypes]
+        tuned = [d for d in others if d not in dropped]
+        held = ([f"it is tuned in {', '.join(tuned)}"] if tuned else []) + (
+            [f"{'also recorded' if tuned else 'it is recorded only'} in {', '.join(dropped)}, which {kernel} no "
+             f"longer declares for the {target} target"] if dropped else [])
+        return (f"nothing is recorded for this bucket in {dtype}" + (f" ({'; '.join(held)})" if held else "")
                 + f"; `{tune_command(decl, records_dir)}` tunes it")
     some = f"{disturbed} trials recorded on this bucket's shapes were all" if disturbed > 1 else \
         "1 trial recorded on this bucket's shapes was"
