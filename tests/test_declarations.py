@@ -1916,6 +1916,23 @@ def test_a_header_of_an_include_folder_unreadable_after_the_template_was_read_is
                            f"file a build reads, to hash it with the template\n"), done.stdout + done.stderr
 
 
+def test_a_folder_of_cpath_that_cannot_be_searched_is_skipped_as_the_compiler_skips_it(tmp_path):
+    """CPATH naming a folder of mode 000: its PermissionError was a traceback out of the source
+    hash, and so out of a framework's best(), which catches a KernelError alone."""
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked").chmod(0)
+    (tmp_path / "k.c").write_text("#include <math.h>\nvoid k(float *x) { x[0] = sqrtf(x[0]); }\n")
+    script = f"""if True:
+        import pathlib, tunebench
+        variant = tunebench.Variant(source="k.c", entry="k", heuristic=lambda shape: {{"tile": 1}},
+                                    space=tunebench.Space({{"tile": [1]}}), origin=pathlib.Path({str(tmp_path)!r}))
+        print(variant.source_hash)
+    """
+    hashes = [subprocess.run([*_as_a_user(), sys.executable, "-c", script], capture_output=True, text=True,
+                             env={**os.environ, "CPATH": cpath}) for cpath in ("", str(tmp_path / "locked"))]
+    assert hashes[0].stdout and hashes[1].stdout == hashes[0].stdout, hashes[1].stderr
+
+
 def _as_a_user() -> list[str]:
     """What a command runs under for a file of mode 000 to be unreadable to it: nothing for a
     user; for root, whose capabilities read it, a user namespace of its own, where they do not

@@ -509,22 +509,27 @@ TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
 
 def own_include_dirs() -> tuple[Path, ...]:
     """The folders of a user's headers that the compiler searches of its own, with no flag naming
-    them, in its order: those the :data:`PATH_ENV` variables list, then :data:`LOCAL_INCLUDE`;
-    each resolved and once. A header the template includes from one is read where it lies, so it
+    them: those the :data:`PATH_ENV` variables list, then :data:`LOCAL_INCLUDE`; each resolved
+    and once. A header the template includes from one is read where it lies, so it
     is hashed as a header of the flags' -I folders is (an edited one was another kernel served
     the old one's trials). Left out: a relative entry (an empty one too), which the compiler
     reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
-    (UTF-8, as it is read) cannot name; and a toolchain's folder put on the path (one holding a
+    (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
     whose headers change with the compiler, which the records name apart, and would hash
-    kilobytes of CUDA headers into every template on that machine alone."""
+    kilobytes of CUDA headers into every template on that machine alone; and one this user
+    cannot search, which the compiler skips too (its PermissionError was a traceback out of
+    ``best()``)."""
     listed = [entry for var in PATH_ENV for entry in os.environ.get(var, "").split(os.pathsep)]
     found: dict[Path, None] = {}
     for entry in (*listed, str(LOCAL_INCLUDE)):
         folder = Path(entry)
-        if (folder.is_absolute() and _utf8(entry) and folder.is_dir()
-                and not any((folder / h).is_file() for h in TOOLCHAIN_HEADERS)):
-            found[folder.resolve()] = None
+        try:
+            if (folder.is_absolute() and _utf8(entry) and folder.is_dir()
+                    and not any((folder / h).is_file() for h in TOOLCHAIN_HEADERS)):
+                found[folder.resolve()] = None
+        except OSError:  # a folder this user cannot search (EACCES)
+            continue
     return tuple(found)
 
 
