@@ -708,19 +708,21 @@ class Variant:
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
                      if named and p is not None and os.path.isabs(named[1]))
 
-    def _anchored(self, path: Path) -> bool:
+    def _anchored(self, path: Path, own: tuple[Path, ...] = ()) -> bool:
         """Whether a file the build reads lies under a folder or file its flags give absolute, or
-        under a folder the compiler searches of its own (see
-        :func:`~tunebench.backends.base.own_include_dirs`)."""
-        return any(path.is_relative_to(given) for given in (*self._absolute, *own_include_dirs()))
+        under one of ``own``, the folders the compiler searches of its own (see
+        :func:`~tunebench.backends.base.own_include_dirs`: read once per reading of the files,
+        not once per header)."""
+        return any(path.is_relative_to(given) for given in (*self._absolute, *own))
 
-    def _named(self, path: Path, base: Path | None = None) -> str:
+    def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = ()) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
         it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
         symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
-        its flags give absolute, by its own absolute path, so that a checkout at another depth is
-        the same source."""
-        return str(path) if self._anchored(path) else os.path.relpath(path, (base or self.path.parent).resolve())
+        its flags give absolute, or one of ``own``, by its own absolute path, so that a checkout at
+        another depth is the same source."""
+        return (str(path) if self._anchored(path, own)
+                else os.path.relpath(path, (base or self.path.parent).resolve()))
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
@@ -808,14 +810,15 @@ class Variant:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         text, read, library, inputs, computed, texts = self.text, [], {}, {}, {}, {}
-        dirs = (*self.include_dirs, *own_include_dirs())  # where the compiler finds what it reads in place
+        own = own_include_dirs()
+        dirs = (*self.include_dirs, *own)  # where the compiler finds what it reads in place
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=dirs,
-                                                anchored=self._anchored(file)) for file in sources}
+                                                anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
                             **_computed(sources, dirs, self.space.values)[0]}
             else:
@@ -824,14 +827,14 @@ class Variant:
                     read.append(file)
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
                         file, top=self.path.parent.resolve(), dirs=dirs, read=read, library=library,
-                        anchored=self._anchored(file))
+                        anchored=self._anchored(file, own))
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
                         texts[digest] = inlined
                     if file in sources:
                         inputs[file] = inlined
                     text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{self._named(file)}"\n'
+                        f'#line 1 "{self._named(file, own=own)}"\n'
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
@@ -846,7 +849,7 @@ class Variant:
                     with contextlib.suppress(UnicodeDecodeError):
                         texts[digest] = content.decode()
                     text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{self._named(header)}"\n/* built with this header of '
+                        f'#line 1 "{self._named(header, own=own)}"\n/* built with this header of '
                         f"the include folders: sha256 {digest} */\n")
         except OSError as e:
             if kept is None:
