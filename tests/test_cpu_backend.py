@@ -871,7 +871,8 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
         tmp_path, monkeypatch, variable):
     """A header found through CPATH (no flag names its folder) was in no text the source hash
     covered: edited to compute something else, a tune reused the old header's trials and the
-    compile cache served its builds. It is hashed, named by its own path; a toolchain's folder on
+    compile cache served its builds. It is hashed, named by its own path (it lies outside the
+    project); a toolchain's folder on
     the path (CUDA's) and the system's headers (<math.h>) stay out, as a template none of whose
     headers is there hashes as without the variable."""
     (tmp_path / "inc").mkdir()
@@ -879,14 +880,15 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     (tmp_path / "cuda").mkdir()
     (tmp_path / "cuda" / "cuda_runtime.h").write_text("")
     (tmp_path / "cuda" / "cuda_helper.h").write_text("#define CUDA_HELPER 1\n")
-    (tmp_path / "k.c").write_text("#include <myscale.h>\n#include <math.h>\nvoid k(const float *x, float *y, int n)\n"
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "k.c").write_text("#include <myscale.h>\n#include <math.h>\nvoid k(const float *x, float *y, int n)\n"
                                   "{\n    for (int i = 0; i < n; ++i) y[i] = fabsf(MYSCALE * x[i]);\n}\n")
-    (tmp_path / "plain.c").write_text("#include <math.h>\n#include <cuda_helper.h>\n"
+    (tmp_path / "proj" / "plain.c").write_text("#include <math.h>\n#include <cuda_helper.h>\n"
                                       "void k(float *x) { x[0] = sqrtf(x[0]); }\n")
 
     def declared(source="k.c"):
         return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       origin=tmp_path)
+                       origin=tmp_path / "proj")
 
     plain = declared("plain.c").source_hash
     monkeypatch.setenv(variable, os.pathsep.join((str(tmp_path / "cuda"), "", "relative", str(tmp_path / "inc"))))
@@ -898,6 +900,30 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (tmp_path / "inc" / "myscale.h").write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
+
+
+@pytest.mark.parametrize("flags", [(), ("-I../include",)])
+def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_checkout(tmp_path, monkeypatch, flags):
+    """A CI script's ``export CPATH=$PWD/include`` (beside ``-I../include``, or alone): the
+    project's header was named by the checkout's path, so the source hash, and with -I the
+    declared flags too, differed in every other checkout, and its gate skipped or failed the
+    unchanged kernel. Named from the template's folder, as a project file is; with -I the source
+    is the one it was without CPATH."""
+    found = []
+    for checkout in (tmp_path / "alice" / "proj", tmp_path / "runner" / "work" / "x" / "proj"):
+        (checkout / "suites").mkdir(parents=True)
+        (checkout / "include").mkdir()
+        (checkout / "suites" / "k.c").write_text("#include <myscale.h>\nvoid k(float *x) { x[0] *= MYSCALE; }\n")
+        (checkout / "include" / "myscale.h").write_text("#define MYSCALE 3.0f\n")
+        for cpath in ("", str(checkout / "include")):
+            monkeypatch.setenv("CPATH", cpath)
+            variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), flags=flags,
+                              heuristic=lambda shape: {"tile": 1}, origin=checkout / "suites")
+            found.append((variant.source_hash, variant.declared_flags))
+            if cpath:
+                assert '#line 1 "../include/myscale.h"' in variant.template
+    assert found[1] == found[3] and {flags for _, flags in found} == {" ".join(flags)}
+    assert (found[0] == found[1]) == bool(flags)
 
 
 def test_a_recorded_template_builds_a_header_of_the_compilers_own_include_path_as_the_records_keep_it(
@@ -915,7 +941,7 @@ def test_a_recorded_template_builds_a_header_of_the_compilers_own_include_path_a
     text, texts = tuned.template, tuned.file_texts
     header.write_text("#define MYSCALE 2.0f\n")
     kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
-    assert list(kept) == [str(header.resolve())]
+    assert list(kept) == ["inc/myscale.h"]  # a project's header, named as its files are
     recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
     got, want = run_once(CpuBackend(), scaling("own_include_recorded_test", recorded, 3.0, 9), recorded, {"tile": 1},
                          n=9)

@@ -711,16 +711,22 @@ class Variant:
     def _anchored(self, path: Path, own: tuple[Path, ...] = ()) -> bool:
         """Whether a file the build reads lies under a folder or file its flags give absolute, or
         under one of ``own``, the folders the compiler searches of its own (see
-        :func:`~tunebench.backends.base.own_include_dirs`: read once per reading of the files,
-        not once per header)."""
-        return any(path.is_relative_to(given) for given in (*self._absolute, *own))
+        :func:`~tunebench.backends.base.own_include_dirs`), outside the project and every folder
+        its flags give: a CI script's ``export CPATH=$PWD/include`` beside ``-I../include`` named
+        the project's header by the checkout's path, and no other checkout had its source."""
+        if any(path.is_relative_to(given) for given in self._absolute):
+            return True
+        if not any(path.is_relative_to(d) for d in own):
+            return False
+        base = self.origin or Path.cwd()
+        return not any(path.is_relative_to(d) for d in (*self.include_dirs, (project_root(base) or base).resolve()))
 
     def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = ()) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
         it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
         symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
-        its flags give absolute, or one of ``own``, by its own absolute path, so that a checkout at
-        another depth is the same source."""
+        its flags give absolute, or one of ``own`` outside the project (see :meth:`_anchored`), by
+        its own absolute path, so that a checkout at another depth is the same source."""
         return (str(path) if self._anchored(path, own)
                 else os.path.relpath(path, (base or self.path.parent).resolve()))
 
