@@ -902,6 +902,39 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     assert declared().source_hash != variant.source_hash
 
 
+@pytest.mark.parametrize("through", ["CPATH", "-I"])
+def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_built_as_recorded(
+        tmp_path, monkeypatch, through):
+    """GNU stow's or Homebrew's /usr/local/include: the header a link in the folder to a file
+    elsewhere. It was taken for no folder's header (its target lies outside), so an edit of it
+    reused the old one's trials, and the gate's recorded build read today's. Hashed by the
+    link's path, and the recorded build reads the records' copy."""
+    real = tmp_path / "stow" / "mylib" / "include" / "myscale.h"
+    real.parent.mkdir(parents=True)
+    real.write_text("#define MYSCALE 3.0f\n")
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "myscale.h").symlink_to(real)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "k.c").write_text("#include <myscale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                           "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
+    monkeypatch.setenv("CPATH", str(tmp_path / "local") if through == "CPATH" else "")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=(f"-I{tmp_path / 'local'}",) if through == "-I" else (), origin=tmp_path / "proj")
+
+    tuned = declared()
+    text, texts = tuned.template, tuned.file_texts
+    assert f'#line 1 "{tmp_path.resolve() / "local" / "myscale.h"}"' in text
+    real.write_text("#define MYSCALE 2.0f\n")
+    assert declared().source_hash != tuned.source_hash
+    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
+    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
+    got, want = run_once(CpuBackend(), scaling(f"linked_header_test_{through[-1]}", recorded, 3.0, 9), recorded,
+                         {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("flags", [(), ("-I../include",)])
 def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_checkout(tmp_path, monkeypatch, flags):
     """A CI script's ``export CPATH=$PWD/include`` (beside ``-I../include``, or alone): the

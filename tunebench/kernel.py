@@ -349,9 +349,9 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     while pending:
         at, wanted = pending.pop()
         header = folder_header(at, wanted, dirs)
-        if header is None or header.resolve() in found:
+        if header is None or header in found:
             continue
-        found[header.resolve()] = None
+        found[header] = None
         codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
         pending.extend((header, nested) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
 
@@ -502,7 +502,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     :attr:`Variant.kept`) and each of the compiler's own include path's (``-I`` is searched ahead
     of CPATH and /usr/local/include). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
-    folder = BuildCache().copies({(built.path.parent / file).resolve(): text for file, text in texts.items()}, name)
+    copies = {_where(built, file): text for file, text in texts.items()}
+    folder = BuildCache().copies(copies, name)
     flags = []
     for flag, named in zip(built.build_flags, flag_paths(built.flags)):
         names = named[2] if named else None
@@ -519,6 +520,14 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
         if copy.is_dir():
             flags.append(f"-I{copy}")
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
+
+
+def _where(built: Variant, name: str) -> Path:
+    """The file a name of an expanded source stands for (see :meth:`Variant._named`): made from
+    resolved paths, it is joined, not resolved again, so a header linked into an include folder
+    (see :func:`~tunebench.backends.base.folder_header`) is copied where the link lies, and the
+    copy of the folder finds it."""
+    return Path(os.path.normpath(built.path.parent.resolve() / name))
 
 
 def _by_file(text: str, template: str) -> dict[str, list[str]]:

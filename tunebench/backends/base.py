@@ -361,13 +361,18 @@ def unreadable(error: OSError) -> KernelError:
 def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
     """The header an include (:data:`INCLUDE`) in the file ``at`` names where one of the header
     folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
-    None where none does (a system header)."""
+    None where none does (a system header). Resolved where it lies in a folder; a link placed in
+    one (GNU stow, Homebrew's /usr/local/include) to a file elsewhere is the link's path: the
+    compiler reads it there, and its target was taken for no folder's header, never hashed."""
     name = include.group(1) or include.group(2)
     places = ([at.parent] if include.group(1) else []) + list(dirs)
     header = next((d / name for d in places if (d / name).is_file()), None)
-    if header is None or not any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
+    if header is None:
         return None
-    return header
+    if any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
+        return header.resolve()
+    linked = Path(os.path.normpath(header))
+    return linked if any(linked.is_relative_to(os.path.normpath(d)) for d in dirs) else None
 
 
 def _condition(text: str) -> str:
