@@ -665,6 +665,31 @@ def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_r
     fails_as_tuned(pytester, "cpath/chain_extra.h")  # the project's: named as its files are
 
 
+def test_a_header_of_another_cpath_folder_than_the_tunes_made_15_percent_slower_fails_against_the_recorded_one(
+        pytester, tmp_path, monkeypatch):
+    """Tuned with CPATH=mylib/1.2/include, gated with 1.3's, whose header is 15 % slower: the
+    recorded build was told today's CPATH folders, so it read 1.3's header too and the gate
+    passed (or, where the records keep texts, said they keep only hashes and advised a tune).
+    Built from the records' names, it reads the tune's copy and fails naming the header."""
+    for version, extra in (("1.2", 0), ("1.3", 30)):
+        (tmp_path / "mylib" / version / "include").mkdir(parents=True)
+        (tmp_path / "mylib" / version / "include" / "chain_extra.h").write_text(f"#define EXTRA {extra}\n")
+    monkeypatch.setenv("CPATH", str(tmp_path / "mylib" / "1.2" / "include"))
+    pytester.path.joinpath("chain.c").write_text("#include <chain_extra.h>\n" + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    monkeypatch.setenv("CPATH", str(tmp_path / "mylib" / "1.3" / "include"))
+    tuned, today = (tmp_path.resolve() / "mylib" / v / "include" / "chain_extra.h" for v in ("1.2", "1.3"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert (f"{tuned}, {today} edited); today's build is compared with the recorded one, built with {tuned} as "
+            f"tuned (the records keep its text)" in out), out
+    assert re.search(rf"FAIL +best against the recorded source \({re.escape(str(tuned))} as tuned\) on \(2048,\): 1\.",
+                     out), out
+
+
 def test_a_header_a_computed_include_reads_beside_the_template_made_15_percent_slower_fails_against_the_recorded_one(
         pytester, tmp_path, monkeypatch):
     """``#include IMPL`` (a param naming ``"extra.h"``, beside the template): the recorded

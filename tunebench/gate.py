@@ -353,6 +353,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         built = dataclasses.replace(variant, flags=tune_flags) if tune_flags is not None else variant
         unkept = _unkept(built, recorded_text) if recorded_text else []
         kept = _kept_texts(store, recorded_text, variant.path.name, unkept) if unkept else None
+        unkept = [file for file in unkept if kept is None or file in kept]  # not one today's source alone names
         as_tuned = f" ({', '.join(unkept)} as tuned)" if kept is not None else ""
         why = ("the recorded source is not in the records, so it is" if not recorded_text else
                f"the records keep only the hash{'es' if len(unkept) > 1 else ''} of {', '.join(unkept)} as tuned, "
@@ -579,9 +580,11 @@ def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str])
     by the path it names them by (from the folder of ``template``), for its build to read as
     tuned wherever it is built (see :func:`~tunebench.kernel.kept_variant`: a cluster's device is
     another host). None where the records keep no text of a file of ``unkept`` (records from
-    before kept none), or it is today's alone: the build would read today's."""
+    before kept none): the build would read today's. A file only today's source names (a header
+    found in another CPATH folder today) is none the recorded build reads: it reads the tune's
+    copy, searched ahead of it."""
     hashes, texts = hashed_files(text, template), store.file_texts()
-    if any(hashes.get(file) not in texts for file in unkept):
+    if any(file in hashes and hashes[file] not in texts for file in unkept):
         return None
     return {file: texts[digest] for file, digest in hashes.items() if digest in texts}
 

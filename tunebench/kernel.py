@@ -499,8 +499,10 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
-    :attr:`Variant.kept`) and each of the compiler's own include path's (``-I`` is searched ahead
-    of CPATH and /usr/local/include). The folder is named by the texts: written once."""
+    :attr:`Variant.kept`), and each folder the tune's compiler found a header in of its own
+    (CPATH, /usr/local/include: see :func:`_own_folders`), whose copy holds only headers no
+    folder searched ahead of it has (see :func:`~tunebench.backends.base.own_include_dirs`).
+    The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies(copies, name)
@@ -515,11 +517,23 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
         else:
             flags.append(named[0] + str(copy))
-    for own in own_include_dirs():  # a header the compiler finds of itself (CPATH): its copy searched ahead of it
-        copy = folder / own.relative_to(own.anchor)
-        if copy.is_dir():
-            flags.append(f"-I{copy}")
+    flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
+
+
+def _own_folders(built: Variant, copies: Mapping[Path, str]) -> dict[Path, None]:
+    """The folders the tune's compiler found the kept files of no flag in of its own (CPATH,
+    /usr/local/include: see :func:`~tunebench.backends.base.own_include_dirs`), from the records
+    alone: a kept file's path less the name an ``#include`` of the recorded texts gives it
+    (``<mylib/x.h>`` of ``/opt/inc/mylib/x.h``: ``/opt/inc``). Today's folders were the
+    gate's: tuned with CPATH=mylib/1.2/include, gated with 1.3's, the recorded build read 1.3's
+    header."""
+    given = (*built.include_dirs, *built.flag_files)
+    operands = {m.group(1) or m.group(2) for text in (built.template, *copies.values())
+                for m in map(INCLUDE.match, text.splitlines()) if m}
+    return {Path(path.as_posix()[:-len(operand) - 1]): None for path in copies
+            if not any(path.is_relative_to(d) for d in given)
+            for operand in sorted(operands) if path.as_posix().endswith("/" + operand)}
 
 
 def _where(built: Variant, name: str) -> Path:
