@@ -500,9 +500,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
     :attr:`Variant.kept`), and each folder the tune's compiler found a header in of its own
-    (CPATH, /usr/local/include: see :func:`_own_folders`), whose copy holds only headers no
-    folder searched ahead of it has (see :func:`~tunebench.backends.base.own_include_dirs`).
-    The folder is named by the texts: written once."""
+    (CPATH, /usr/local/include: see :func:`_own_folders`), whose copy, an -I folder, is searched
+    ahead of every folder of the compiler's own. The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies(copies, name)

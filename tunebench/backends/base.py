@@ -506,7 +506,7 @@ PATH_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
 #: header name found through another is another file.
 INCLUDE_ENV = (*PATH_ENV, "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 #: The folder of headers installed by hand that the compiler searches by default (gcc's and
-#: clang's), ahead of the system's.
+#: clang's): gcc after its own folder (its stdint.h, omp.h), clang before it; both before /usr/include.
 LOCAL_INCLUDE = Path("/usr/local/include")
 #: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
