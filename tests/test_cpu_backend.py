@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import AXPB_C, TWICE_C, ascii_locale
-from tunebench.backends.base import BuildEnvironmentError, CompileError
+from tunebench.backends.base import BuildEnvironmentError, CompileError, own_include_dirs
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
 from tunebench.backends import cpu
@@ -866,6 +866,18 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     assert declared()[0].source_hash != before
 
 
+def test_a_stray_header_of_usr_local_include_is_no_part_of_a_templates_source(tmp_path, monkeypatch):
+    """gcc reads its own stdint.h ahead of one left in /usr/local/include (clang the other way
+    round): hashed, such a header made the shipped CUDA templates another source on that machine
+    alone, their records stale there. Only the folders a user names (CPATH) count."""
+    for variable in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    assert Path("/usr/local/include").is_dir()  # as on every Debian machine: the case is real here
+    assert own_include_dirs() == ()
+    monkeypatch.setenv("CPATH", f"{tmp_path}{os.pathsep}/usr/local/include")
+    assert own_include_dirs() == (tmp_path.resolve(), Path("/usr/local/include").resolve())
+
+
 @pytest.mark.parametrize("variable", ["CPATH", "C_INCLUDE_PATH"])
 def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_edit_is_another_source(
         tmp_path, monkeypatch, variable):
@@ -905,7 +917,7 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
 @pytest.mark.parametrize("through", ["CPATH", "-I"])
 def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_built_as_recorded(
         tmp_path, monkeypatch, through):
-    """GNU stow's or Homebrew's /usr/local/include: the header a link in the folder to a file
+    """A stowed prefix (GNU stow) on CPATH: the header a link in the folder to a file
     elsewhere. It was taken for no folder's header (its target lies outside), so an edit of it
     reused the old one's trials, and the gate's recorded build read today's. Hashed by the
     link's path, and the recorded build reads the records' copy."""

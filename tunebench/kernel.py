@@ -500,7 +500,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
     :attr:`Variant.kept`), and each folder the tune's compiler found a header in of its own
-    (CPATH, /usr/local/include: see :func:`_own_folders`), whose copy, an -I folder, is searched
+    (CPATH: see :func:`_own_folders`), whose copy, an -I folder, is searched
     ahead of every folder of the compiler's own. The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
@@ -522,7 +522,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
 
 def _own_folders(built: Variant, copies: Mapping[Path, str]) -> dict[Path, None]:
     """The folders the tune's compiler found the kept files of no flag in of its own (CPATH,
-    /usr/local/include: see :func:`~tunebench.backends.base.own_include_dirs`), from the records
+    C_INCLUDE_PATH: see :func:`~tunebench.backends.base.own_include_dirs`), from the records
     alone: a kept file's path less the name an ``#include`` of the recorded texts gives it
     (``<mylib/x.h>`` of ``/opt/inc/mylib/x.h``: ``/opt/inc``). Today's folders were the
     gate's: tuned with CPATH=mylib/1.2/include, gated with 1.3's, the recorded build read 1.3's
@@ -778,7 +778,7 @@ class Variant:
         """The template with its local headers inlined (see :func:`inline_includes`), and after
         it, for each file its flags name, a comment holding the hash of its content (its own
         headers inlined), and one for each header its header folders give it (``-I``, left to the
-        compiler to include), the compiler finds on its own include path (CPATH, /usr/local/include:
+        compiler to include), the compiler finds on its own include path (CPATH, C_INCLUDE_PATH:
         see :func:`~tunebench.backends.base.own_include_dirs`; the system's and the toolkit's
         headers are the compiler's, named apart), or a computed include may read (see
         :attr:`computed_include_dirs`):

@@ -362,7 +362,7 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
     """The header an include (:data:`INCLUDE`) in the file ``at`` names where one of the header
     folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
     None where none does (a system header). Resolved where it lies in a folder; a link placed in
-    one (GNU stow, Homebrew's /usr/local/include) to a file elsewhere is the link's path: the
+    one (GNU stow's prefix on CPATH) to a file elsewhere is the link's path: the
     compiler reads it there, and its target was taken for no folder's header, never hashed."""
     name = include.group(1) or include.group(2)
     places = ([at.parent] if include.group(1) else []) + list(dirs)
@@ -505,19 +505,19 @@ PATH_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
 #: The environment variables that add to a compiler's include path (nvcc's flags too): the same
 #: header name found through another is another file.
 INCLUDE_ENV = (*PATH_ENV, "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
-#: The folder of headers installed by hand that the compiler searches by default (gcc's and
-#: clang's): gcc after its own folder (its stdint.h, omp.h), clang before it; both before /usr/include.
-LOCAL_INCLUDE = Path("/usr/local/include")
 #: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
 
 
 def own_include_dirs() -> tuple[Path, ...]:
     """The folders of a user's headers that the compiler searches of its own, with no flag naming
-    them: those the :data:`PATH_ENV` variables list, then :data:`LOCAL_INCLUDE`; each resolved
-    and once. A header the template includes from one is read where it lies, so it
-    is hashed as a header of the flags' -I folders is (an edited one was another kernel served
-    the old one's trials). Left out: a relative entry (an empty one too), which the compiler
+    them: those the :data:`PATH_ENV` variables list, each resolved and once. A header the
+    template includes from one is read where it lies, so it is hashed as a header of the flags'
+    -I folders is (an edited one was another kernel served the old one's trials); such a folder
+    is searched ahead of the compiler's own. Left out: /usr/local/include, which gcc searches
+    after its own folder (its stdint.h, omp.h) and clang before it, so a stray header there would
+    be hashed on that machine alone, perhaps never read (the shipped CUDA templates' stdint.h):
+    its headers are the machine's, as /usr/include's are; a relative entry (an empty one too), which the compiler
     reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
@@ -527,7 +527,7 @@ def own_include_dirs() -> tuple[Path, ...]:
     ``best()``)."""
     listed = [entry for var in PATH_ENV for entry in os.environ.get(var, "").split(os.pathsep)]
     found: dict[Path, None] = {}
-    for entry in (*listed, str(LOCAL_INCLUDE)):
+    for entry in listed:
         folder = Path(entry)
         try:
             if (folder.is_absolute() and _utf8(entry) and folder.is_dir()
