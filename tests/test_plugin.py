@@ -411,6 +411,31 @@ def test_a_suite_of_no_project_run_from_inside_another_is_not_refused_as_of_that
         "axpb", (1000,), suites=base / "x").config
 
 
+def test_a_suite_file_linked_in_from_another_project_is_tuned_and_gated_as_of_the_project_it_is_reached_in(
+        project, pytester):
+    """``pytest B/suites/test_link.py --tune``, the file a symlink to project A's suite, was
+    refused as of B while the run's records/ was A's (the link followed), and the command it
+    suggested was the same one; ``pytest B/suites --tune`` recorded into B. The suite is B's, as
+    its templates are (looked up beside the link) and the records best() reads for it."""
+    from tunebench.lookup import project as project_of
+
+    root = project()
+    (root / "pyproject.toml").unlink()
+    for name in ("A", "B"):
+        shutil.copytree(root / "kernels", root / name / "kernels")
+        (root / name / "suites").mkdir()
+    shutil.move(root / "suites" / "test_axpb.py", root / "A" / "suites" / "test_axpb.py")
+    (root / "B" / "suites" / "test_link.py").symlink_to(root / "A" / "suites" / "test_axpb.py")
+    for folder in ("suites", "kernels"):
+        shutil.rmtree(root / folder)
+    pytester.runpytest("B/suites/test_link.py", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert len(recorded_trials(root / "B")) == 5 and not (root / "A" / "records").exists()
+    assert project_of(suites=root / "B" / "suites")[0] == root / "B" / "records"
+    result = pytester.runpytest("B/suites/test_link.py", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines([f"*tunebench gate: *, records in {root / 'B' / 'records'}*"])
+
+
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):
     """Every pytest run's -c was carried into the commands best() suggested in it: a framework's
     tests, run with -c ci/pytest.ini, told a kernel of another project's to tune with that file."""

@@ -98,9 +98,13 @@ def _project_records(config: pytest.Config) -> Path:
 
 
 def _given(config: pytest.Config) -> list[Path]:
-    """The paths the run was given, resolved (its working directory where none)."""
+    """The paths the run was given, resolved (its working directory where none), but for a suite
+    file's own link: a suite is of the project it was reached in, as its templates are and the
+    folder best() reads for it (see :class:`~tunebench.kernel.Kernel`'s origin); a file linked in
+    from another project recorded into that one's records/, and was refused."""
     here = config.invocation_params.dir
-    return [(here / arg.split("::")[0]).resolve() for arg in config.args] or [here.resolve()]
+    paths = [Path(os.path.abspath(here / arg.split("::")[0])) for arg in config.args] or [here]
+    return [p.resolve() if p.is_dir() else p.parent.resolve() / p.name for p in paths]
 
 
 def records_apart(config: pytest.Config, kernel: Kernel, suite: Path) -> str | None:
