@@ -671,14 +671,22 @@ def test_a_cpp_entry_without_extern_c_is_named_with_the_reason(tmp_path, axpb):
 
 def test_a_static_entry_point_is_named_with_the_reason(axpb):
     """A foreign kernel's ``static inline void transpose(...)`` was said to export nothing, with no
-    word of why."""
+    word of why; and so was one whose ``static`` a macro brings (``LOCAL void transpose(...)``)."""
     kernel, _ = axpb
     path = kernel.variant("cpu").path
     text = path.read_text()
-    for said_static in ("/* the helpers are static */\n", "#define LOCAL static inline\n"):  # no reason of its
+
+    def said() -> str:
+        variant = Variant(source=path, entry="axpb", space=Space({"vec": [1]}), heuristic=lambda shape: {"vec": 1})
+        return missing_entry(variant, {}, {"vec": 1})
+
+    for said_static in ("/* the helpers are static */\n", "#define LOCAL static inline\n",  # no reason of its
+                        "#if 0\nstatic void axpb(void);\n#endif\n"):
         path.write_text(said_static + text.replace("void axpb(", "void axpb_renamed(", 1))
-        assert missing_entry(Variant(source=path, entry="axpb", space=Space({"vec": [1]}), heuristic=lambda shape: {"vec": 1}),
-                             {}) == "axpb.c exports no function 'axpb'; it exports: none"
+        assert said() == "axpb.c exports no function 'axpb'; it exports: none"
+    path.write_text("#define LOCAL static inline\n" + text.replace("void axpb(", "LOCAL void axpb(", 1))
+    assert said() == ("axpb.c exports no function 'axpb' (it is static, which keeps a function to its file: drop "
+                      "static from its definition); it exports: none")
     path.write_text(text.replace("void axpb(", "static inline void axpb(", 1))
     static = Variant(source=path, entry="axpb", space=Space({"vec": [1], "unroll": [1], "mode": [0]}),
                      heuristic=lambda shape: {"vec": 1, "unroll": 1, "mode": 0})

@@ -195,7 +195,7 @@ def check(kernels: Iterable[Kernel], target: str = "cuda", *, archs: Sequence[st
                 check_launches(result, kernel, variant, configs, kernel_archs, built,
                                {dtype: future.result()[1] for dtype, future in debug.items()})
             else:
-                check_entry(result, kernel, variant, built)
+                check_entry(result, kernel, variant, configs, built)
             result.reference_failures = list(reference_problems(kernel, variant, target).items())
             result.seconds = time.perf_counter() - start
             yield result
@@ -271,11 +271,12 @@ def check_launches(result: KernelCheck, kernel: Kernel, variant: Variant, config
     result.failed_launches = len(failing)
 
 
-def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, built: dict) -> None:
+def check_entry(result: KernelCheck, kernel: Kernel, variant: Variant, configs: list[dict], built: dict) -> None:
     """On the CPU: the entry point among each library's exported functions, and the args
     builder's arguments against its parameters as the DWARF lists them."""
+    config_of = {config_text(config): config for config in configs}
     for (dtype, _, named), functions in built.items():
-        missing = cpu.missing_entry(variant, functions)
+        missing = cpu.missing_entry(variant, functions, config_of[named])
         if missing:
             result.launch_failures.append((f"{dtype} [{named}]", missing))
     found = {}

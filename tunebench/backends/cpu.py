@@ -40,9 +40,9 @@ from tunebench.backends.base import (
     input_damage,
     not_contiguous,
     poison,
+    preprocess,
     render,
     render_inputs,
-    without_comments,
 )
 from tunebench.backends.cache import BuildCache, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
@@ -183,17 +183,21 @@ def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], st
             source(variant, config, dtype))
 
 
-def missing_entry(variant: Variant, functions: Mapping[str, Any] | None) -> str | None:
-    """Where the library built from a variant (its ``functions``, as :func:`library_functions`
-    reads them; None where they cannot be read and the loader found no such name) does not itself
-    define the entry point, what is said, by compile-check and a tune alike: a name only a library
-    it links defines (libm's ``expf``) is found by the loader all the same, and was called with
-    the kernel's arguments."""
+def missing_entry(variant: Variant, functions: Mapping[str, Any] | None, config: Mapping) -> str | None:
+    """Where the library built from a variant's ``config`` (its ``functions``, as
+    :func:`library_functions` reads them; None where they cannot be read and the loader found no
+    such name) does not itself define the entry point, what is said, by compile-check and a tune
+    alike: a name only a library it links defines (libm's ``expf``) is found by the loader all the
+    same, and was called with the kernel's arguments. Whether the entry is static is read from the
+    config's code as the compiler reads it (:func:`preprocessing`): a ``static`` a macro brings
+    (``#define LOCAL static inline``) was not said, and one a comment or an unused macro names must not be."""
     if functions is not None and variant.entry in functions:
         return None
     hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
     static = rf"(?m)^[ \t]*(?![\s#])[^\n#]*?\bstatic\b[^;{{}}()#]*\b{re.escape(variant.entry)}\s*\("  # no directive's
-    if re.search(static, without_comments(variant.template)):
+    reading = preprocessing(variant, config)
+    code = reading and preprocess(reading[1], reading[2], variant.origin)
+    if code and re.search(static, code):
         hint += " (it is static, which keeps a function to its file: drop static from its definition)"
     said = f"{variant.path.name} exports no function {variant.entry!r}{hint}"
     return said if functions is None else f"{said}; it exports: {', '.join(sorted(functions)) or 'none'}"
@@ -574,13 +578,13 @@ class CpuBackend(Backend):
         if refused:
             raise KernelError(f"kernel {kernel.name!r}: {refused}")
         functions = self._library_functions(build)
-        missing = missing_entry(variant, functions) if functions is not None else None
+        missing = missing_entry(variant, functions, config) if functions is not None else None
         if missing:
             raise KernelError(f"kernel {kernel.name!r}: {missing}")
         try:
             fn = getattr(ctypes.CDLL(str(build.handle)), variant.entry)
         except AttributeError:  # unchecked above where pyelftools is not installed (the GPU image)
-            raise KernelError(f"kernel {kernel.name!r}: {missing_entry(variant, None)}") from None
+            raise KernelError(f"kernel {kernel.name!r}: {missing_entry(variant, None, config)}") from None
         except OSError as e:  # a cache where nothing may run: every candidate was recorded crashed, and reused
             if "failed to map segment" not in str(e) and "not permitted" not in str(e):
                 raise
