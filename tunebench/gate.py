@@ -153,36 +153,27 @@ def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor:
     return Verdict(what, shape, list(ratios), limit, outcome)
 
 
-def _arms(best: dict, baseline: dict | None, recorded: dict | None, as_recorded: dict | None = None) -> tuple:
+def _arms(best: dict, baseline: dict | None, recorded: dict | None, as_recorded: dict) -> tuple:
     """The best, the heuristic, and the best built as recorded (``recorded``: the variant's
     fields that differ since the tune, its template text and its flags; ``as_recorded``: the
     config that build reads, see :func:`_recorded_config`), each where it is one."""
     arms = [("best", best, None)]
     if baseline is not None and baseline != best:
         arms.append(("baseline", baseline, None))
-    if recorded and as_recorded is not None:
+    if recorded:
         arms.append(("recorded", as_recorded, recorded))
     return tuple(arms)
 
 
-def _renamed(then: dict, today: dict) -> bool:
-    """Whether ``today`` is the config ``then`` with params renamed: the params both name hold
-    the same values, and the others' values pair up."""
-    common = then.keys() & today.keys()
-    gone, new = (sorted(repr(config[p]) for p in config.keys() - common) for config in (then, today))
-    return then.keys() != today.keys() and all(then[p] == today[p] for p in common) and gone == new
-
-
-def _recorded_config(today: dict, then: dict) -> dict | None:
+def _recorded_config(today: dict, then: dict) -> dict:
     """The config the recorded template is built with, for today's ``today`` whose tune
-    recorded ``then``: today's where it names every param of ``then`` (a param added since is
-    one the recorded template does not read); ``then`` where today's is it with params renamed:
-    the recorded template reads its own names (today's were a compile error of a kernel that
-    has none, and a gate that judged nothing); None where neither (a param removed, or renamed
-    and given another value, since the tune): no build of the recorded template is today's config."""
-    if then.keys() <= today.keys():
-        return today
-    return then if _renamed(then, today) else None
+    recorded ``then``: today's (a param added since is one the recorded template does not
+    read), with each param of ``then`` that today's does not name at its value as tuned: the
+    recorded template reads its own names. Built with today's alone, a param renamed since
+    (block -> tile) was a compile error of a kernel that has none, and a gate that judged
+    nothing; told from today's by value, a rename was matched with a param removed and another
+    added, and a heuristic changed under new names taken for no change."""
+    return {**today, **{p: then[p] for p in then.keys() - today.keys()}}
 
 
 def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
@@ -393,10 +384,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
     picks = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else {}  # the config as tuned
     failing = rules if check and check.get("baseline_failure") else {}
-    unread = False  # a shape's recorded template reads a param that today's config does not name
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
-        retold = shape in rules and rules[shape] != baseline and not _renamed(rules[shape], baseline)
+        retold = shape in rules and rules[shape] != baseline
         if retold and best[shape] == baseline and check.get("winner", 0) is not None:  # today's rule is the pick
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
                                 f"[{config_text(baseline)}]) to the config its final round adopted: there is no "
@@ -415,18 +405,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                 f"when tuned ({check['baseline_failure']})")
             baseline = None
         as_recorded = _recorded_config(best[shape], picks.get(shape, best[shape]))
-        if recorded and as_recorded is not None and as_recorded is not best[shape]:
-            result.notes.append(f"the params were renamed since the tune on {shape}: the recorded template is built "
-                                f"with the config as recorded, [{config_text(as_recorded)}], today's "
-                                f"[{config_text(best[shape])}] under its names")
-        elif recorded and as_recorded is None:
-            unread = True
-            result.notes.append(
-                f"the recorded template reads {', '.join(sorted(picks[shape].keys() - best[shape].keys()))}, which "
-                f"the {_arm_name('best', {'best': best[shape]})} on {shape} does not name, and the config as recorded "
-                f"[{config_text(picks[shape])}] is not today's with params renamed (a param removed, or renamed and "
-                f"given another value, since the tune): the template's edit is not judged there, as no build of the "
-                f"recorded template is today's config; `{kernel.tune_command(store.path.parent)}` tunes it again")
+        if recorded and (lacking := sorted(as_recorded.keys() - best[shape].keys())):
+            result.notes.append(f"the recorded template reads {', '.join(lacking)}, which today's config on {shape} "
+                                f"does not name (renamed or removed since the tune): it is built with "
+                                f"[{config_text(as_recorded)}], their values as tuned, today's build with "
+                                f"[{config_text(best[shape])}]")
         arms = _arms(best[shape], baseline, recorded, as_recorded)
         result.configs[shape] = {label: config for label, config, _ in arms}
         comp = None
@@ -490,8 +473,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = trusted(verdicts, comp)
         result.verdicts += verdicts
-        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, as_recorded or best[shape], comp,
-                                 entry))
+        tuned = {p: as_recorded[p] for p in picks.get(shape, as_recorded)}  # under the names it was tuned with
+        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, tuned, comp, entry))
         faster = [v for v in verdicts if v.what == against and recorded_text is not None and v.outcome == "pass"
                   and max(v.ratios) < 1 / (1 + settings.threshold)]
         if faster:  # a later slowdown up to this gain would pass against the old record
@@ -501,7 +484,6 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if not result.verdicts and not noisy:  # a pass that measured nothing says why
         whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
         why = ("the template is unchanged" if recorded_hash == variant.source_hash else
-               "the template it was tuned with reads a param today's config does not name" if unread else
                "the build of the template it was tuned with failed today" if recorded_text is not None else
                "the template it was tuned with is not in the records")
         result.notes.append(f"nothing was measured: {whom} and {why}, so there is nothing to measure the best "
