@@ -1833,6 +1833,17 @@ def test_flags_given_as_a_string_are_a_declaration_error_that_says_how_to_write_
                           heuristic=lambda shape: {"u": 1}, flags=flags)
 
 
+@pytest.mark.parametrize("code", ["\n__global__ void add(float *x) {\n  x[0] = 1;\n}\n",
+                                  'extern "C" __global__ void add(float *x) { x[0] = 1; }'])
+def test_kernel_code_given_as_source_is_a_declaration_error_that_says_to_give_a_file(code):
+    """A Kernel Tuner script passes its kernel_string; the source is a path, which the code is not."""
+    with pytest.raises(tunebench.KernelError, match=r"^variant 'add': source is the template's file, not its code "
+                                                    r"\(given '(__global__|extern).*write the code to a file .*"
+                                                    r"kernels/add.cu .*source=\"kernels/add.cu\"$"):
+        tunebench.Variant(source=code, entry="add", space=tunebench.Space({"u": [1]}),
+                          heuristic=lambda shape: {"u": 1})
+
+
 def test_a_template_edited_during_a_tune_is_measured_as_it_was_when_the_tune_began(twice_project, pytester,
                                                                                     monkeypatch):
     """Read again midway, an edit's trials were recorded under the declaration of the text the tune

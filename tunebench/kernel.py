@@ -582,7 +582,8 @@ class Variant:
       parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
       prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>`` (at a
       ``// tunebench: params`` line instead, where the template has one). On the CPU a
-      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C.
+      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C. Never the code itself (a Kernel
+      Tuner script's ``kernel_string``), which is refused saying to write it to a file.
     - ``entry``: the function to call.
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
@@ -621,6 +622,13 @@ class Variant:
     kept: Path | None = None  # the folder of the records' copies of its files (see kept_variant)
 
     def __post_init__(self):
+        if isinstance(self.source, str) and ("\n" in self.source or "{" in self.source):
+            # a Kernel Tuner script's kernel_string, ported: else "not found", the whole code quoted as a path
+            first = next((line.strip() for line in self.source.splitlines() if line.strip()), "")
+            raise KernelError(f"variant {self.entry!r}: source is the template's file, not its code (given "
+                              f"{first[:60]!r}...): write the code to a file beside the suites, "
+                              f"kernels/{self.entry}.cu (.c on the CPU), and give its path, "
+                              f"source=\"kernels/{self.entry}.cu\"")
         if isinstance(self.dtypes, str) or not all(isinstance(d, str) for d in self.dtypes):
             raise KernelError(f"variant {self.source}: dtypes={self.dtypes!r} must be a tuple of dtype names, "
                               f"as ('float32', 'float16')")
