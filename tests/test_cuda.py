@@ -877,6 +877,22 @@ def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_foun
         entry_symbol("other::scale", kernels, "inl.cu")
 
 
+def test_a_kernel_tuner_template_entry_says_to_instantiate_it_or_to_drop_its_template_arguments():
+    """Kernel Tuner instantiates the template its entry names (``vector_add<float>``); nvcc builds
+    only what the source instantiates, and the error said "its kernels: none" and no more."""
+    with pytest.raises(KernelError, match=r"its kernels: none; a __global__ template is built only where the source "
+                                          r"instantiates it, as `template __global__ void add<TB_DTYPE>\(\.\.\.\);`"):
+        entry_symbol("add<float>", {}, "add.cu")
+    instantiated = {"_ZN3ops3addIfEEvPT_S2_i": None}  # ops::add<float>
+    for entry in ("add<float>", "ops::add<float>"):
+        with pytest.raises(KernelError, match=rf"has no __global__ '{re.escape(entry)}' .*its kernels: ops::add; name "
+                                              rf"it without its template arguments, entry='{entry.split('<')[0]}'"):
+            entry_symbol(entry, instantiated, "add.cu")
+    with pytest.raises(KernelError) as refused:  # a name of no kernel there: no hint
+        entry_symbol("sub<float>", instantiated, "add.cu")
+    assert str(refused.value).endswith("its kernels: ops::add")
+
+
 #: A kernel whose code only tests whether bool param ``fast`` is defined, always so.
 IFDEF_CU = """\
 #include "twice.cuh"

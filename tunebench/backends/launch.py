@@ -496,8 +496,15 @@ def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
                           f"one per build (its template arguments from the params), or give the entry its mangled name")
     # by their names alone: the mangled ones differ per config, and one message is said once for all
     listed = ", ".join(sorted({named[s] or s for s in kernels})) or "none"
+    # Kernel Tuner instantiates the template its entry names ("add<float>"); nvcc builds those the source names
+    bare, hint = entry.split("<", 1)[0], ""
+    if not kernels:
+        hint = (f"; a __global__ template is built only where the source instantiates it, as "
+                f"`template __global__ void {bare}<TB_DTYPE>(...);` after it")
+    elif bare != entry and any(q and (q == bare or q.endswith(f"::{bare}")) for q in named.values()):
+        hint = f"; name it without its template arguments, entry={bare!r}, which the build instantiates"
     raise KernelError(f"{source} has no __global__ {entry!r} (extern \"C\", or one instantiation of a template); "
-                      f"its kernels: {listed}")
+                      f"its kernels: {listed}{hint}")
 
 
 def _within(entry: list[str], parts: list[str]) -> bool:
