@@ -1192,6 +1192,20 @@ def test_a_pragma_hint_leaves_the_other_hints_of_a_compile_error(tmp_path):
     assert "param 'f' is #defined, and the error is where its name is read: rename it" in said
 
 
+def test_a_kernel_tuner_c_templates_block_size_z_left_undefined_says_what_to_write(tmp_path, compile_cache):
+    """Kernel Tuner #defines block_size_z in every build, C ones too; gcc said only 'undeclared'."""
+    (tmp_path / "k.c").write_text("void k(float *y) { y[0] = block_size_x * block_size_z; }\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"block_size_x": [4]}),
+                      heuristic=lambda shape: {"block_size_x": 4})
+    kernel = Kernel("k", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1,)])]),
+                    args=lambda shape, dtype, rng: {"y": np.empty(1, np.float32)}, reference=lambda: np.ones(1),
+                    outputs=["y"], cpu=variant)
+    with pytest.raises(CompileError, match=r"block_size_z.* undeclared(.|\n)*\(tunebench: 'block_size_z' is #defined "
+                                           r"by Kernel Tuner in every build \(1 where not tuned\), by tunebench only "
+                                           r"as a param: add block_size_z: \[1\] to the space"):
+        CpuBackend().build(kernel, variant, {"block_size_x": 4}, "float32")
+
+
 def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_it(tmp_path):
     """An undefined symbol is the build's fault, said by the linker before any load: it was a
     ``crashed`` trial (dlopen's error) that took its worker down."""

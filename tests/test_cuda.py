@@ -775,6 +775,31 @@ def test_tb_unroll_unrolls_by_a_param_where_nvccs_pragma_unroll_does_not_expand_
 
 
 @needs_nvcc
+def test_a_kernel_tuner_templates_block_size_y_or_grid_size_x_left_undefined_says_what_to_write(tmp_path):
+    """Kernel Tuner #defines block_size_x, _y, _z and grid_size_x, _y, _z in every build; a ported
+    template tuning block_size_x alone failed with nvcc's 'identifier "block_size_y" is undefined'."""
+    (tmp_path / "scale2d.cu").write_text(
+        "extern \"C\" __global__ void scale2d(float *y, int w, int h)\n{\n"
+        "    int i = blockIdx.x * block_size_x + threadIdx.x, j = blockIdx.y * block_size_y + threadIdx.y;\n"
+        "    if (i < w && j < h) y[j * w + i] = grid_size_x;\n}\n")
+    kernel = Kernel("scale2d", buckets=Buckets(["W", "H"], [Bucket("all", W=(1, None), H=(1, None), shapes=[(8, 8)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "scale2d.cu"), entry="scale2d",
+                                 space=Space({"block_size_x": [32]}), heuristic=lambda shape: {"block_size_x": 32},
+                                 launch=lambda config, shape: (1, 32)))
+    with pytest.raises(CompileError) as refused:
+        CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, kernel.variant("cuda"),
+                                                                   {"block_size_x": 32}, "float32")
+    said = str(refused.value)
+    assert ("(tunebench: 'block_size_y' is #defined by Kernel Tuner in every build (1 where not tuned), by tunebench "
+            "only as a param: add block_size_y: [1] to the space, or a default to the template (#ifndef block_size_y "
+            "/ #define block_size_y 1 / #endif))") in said
+    assert ("(tunebench: 'grid_size_x' is #defined by Kernel Tuner in every build (the launch's grid), not by "
+            "tunebench: read gridDim.x instead)") in said
+    assert "'block_size_x' is #defined by Kernel Tuner" not in said  # a param: #defined here too
+
+
+@needs_nvcc
 @pytest.mark.parametrize("param, line", [("blockDim", "int i = blockIdx.x * blockDim.x + threadIdx.x;"),
                                          ("max", "y[0] = max(x[0], 1.0f);")])
 def test_a_param_named_as_a_cuda_builtin_or_function_is_named_in_the_compile_error(tmp_path, param, line):

@@ -677,6 +677,11 @@ RENAMED = re.compile(r"expected (?:an )?identifier|expected unqualified-id|befor
                      r"in something not a structure or union")
 #: A pragma whose argument the preprocessor leaves as it is: a param's name there is no number.
 _UNROLL_BY_NAME = re.compile(r"\s*#\s*pragma\s+(?:GCC\s+)?unroll\s+(\w+)")
+#: The params Kernel Tuner takes a block's threads along x, y and z from, and each one's value
+#: where the space has no such param: it #defines them in every build, tunebench the space's alone.
+BLOCK_SIZE_NAMES = {"block_size_x": 256, "block_size_y": 1, "block_size_z": 1}
+#: A name the compiler does not know (nvcc, gcc and g++ say so thus).
+_UNDEFINED = re.compile(r"identifier \"(\w+)\" is undefined|[‘'](\w+)[’'] (?:undeclared|was not declared)")
 
 
 def explain(variant: Variant, config: Mapping, error: str) -> str:
@@ -699,6 +704,8 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
             noted.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
                          f"TB_UNROLL({pragma.group(1)}) before the loop instead")
+    for undefined in dict.fromkeys(a or b for a, b in _UNDEFINED.findall(error) if (a or b) not in config):
+        noted += _kernel_tuner_define(undefined)
     if not RENAMED.search(error):
         return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted))
     for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
@@ -729,6 +736,21 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
               if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
+
+
+def _kernel_tuner_define(name: str) -> list[str]:
+    """Why a Kernel Tuner template's ``block_size_y`` or ``grid_size_x`` is undefined here (Kernel
+    Tuner #defines them in every build, tunebench the space's params alone), and what to write."""
+    axis = name[-1]
+    if name in BLOCK_SIZE_NAMES:
+        value = BLOCK_SIZE_NAMES[name]
+        return [f"{name!r} is #defined by Kernel Tuner in every build ({value} where not tuned), by tunebench only "
+                f"as a param: add {name}: [{value}] to the space, or a default to the template (#ifndef {name} / "
+                f"#define {name} {value} / #endif)"]
+    if name in {f"grid_size_{a}" for a in "xyz"}:
+        return [f"{name!r} is #defined by Kernel Tuner in every build (the launch's grid), not by tunebench: "
+                f"read gridDim.{axis} instead"]
+    return []
 
 
 def _header_lines(error: str, folder: Path) -> list[tuple[str, int, str]]:

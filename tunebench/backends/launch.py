@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tunebench.backends.base import KernelError, source_line, without_comments
+from tunebench.backends.base import BLOCK_SIZE_NAMES, KernelError, source_line, without_comments
 from tunebench.backends.params import Param
 from tunebench.user_code import raised
 
@@ -88,11 +88,6 @@ def launch_of(kernel: Kernel, variant: Variant, config: Mapping, shape: tuple, d
         raise KernelError(f"{where} returned grid {made.grid}, block {made.block}: a dimension below 1 launches "
                           f"nothing ({fix})")
     return made
-
-
-#: The params Kernel Tuner takes a block's threads along x, y and z from, and each one's value
-#: where the space has no such param.
-BLOCK_SIZE_NAMES = {"block_size_x": 256, "block_size_y": 1, "block_size_z": 1}
 
 
 def kernel_tuner_launch(params: Iterable[str]) -> str | None:
