@@ -153,27 +153,38 @@ def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor:
     return Verdict(what, shape, list(ratios), limit, outcome)
 
 
-def _arms(best: dict, baseline: dict | None, recorded: dict | None, as_recorded: dict) -> tuple:
+def _arms(best: dict, baseline: dict | None, recorded: dict | None, as_recorded: dict | None) -> tuple:
     """The best, the heuristic, and the best built as recorded (``recorded``: the variant's
     fields that differ since the tune, its template text and its flags; ``as_recorded``: the
     config that build reads, see :func:`_recorded_config`), each where it is one."""
     arms = [("best", best, None)]
     if baseline is not None and baseline != best:
         arms.append(("baseline", baseline, None))
-    if recorded:
+    if recorded and as_recorded is not None:
         arms.append(("recorded", as_recorded, recorded))
     return tuple(arms)
 
 
-def _recorded_config(today: dict, then: dict) -> dict:
+def _one_renamed(then: dict, today: dict) -> bool:
+    """Whether ``today`` names one param of ``then`` otherwise, at the value ``then`` gives it
+    (block:256 -> tile:256), and every other the same."""
+    lacking, new = then.keys() - today.keys(), today.keys() - then.keys()
+    return len(lacking) == len(new) == 1 and then[min(lacking)] == today[min(new)]
+
+
+def _recorded_config(today: dict, then: dict) -> dict | None:
     """The config the recorded template is built with, for today's ``today`` whose tune
     recorded ``then``: today's (a param added since is one the recorded template does not
-    read), with each param of ``then`` that today's does not name at its value as tuned: the
-    recorded template reads its own names. Built with today's alone, a param renamed since
-    (block -> tile) was a compile error of a kernel that has none, and a gate that judged
-    nothing; told from today's by value, a rename was matched with a param removed and another
-    added, and a heuristic changed under new names taken for no change."""
-    return {**today, **{p: then[p] for p in then.keys() - today.keys()}}
+    read), with each param of ``then`` that today's does not name at its value as tuned where
+    that is what today's stands for: params removed alone, or one renamed that kept its value.
+    Built with today's alone, a param renamed since (block -> tile) was a compile error of a
+    kernel that has none, and a gate that judged nothing. None where it cannot be told (one
+    renamed and given another value, several renamed, one removed and another added): given its
+    value as tuned, a heuristic changed under a new name was measured as a slower template."""
+    lacking = then.keys() - today.keys()
+    if lacking and today.keys() - then.keys() and not _one_renamed(then, today):
+        return None
+    return {**today, **{p: then[p] for p in lacking}}
 
 
 def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
@@ -383,10 +394,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     noisy = []
     rules = {tuple(e["shape"]): e["baseline"] for e in check["shapes"]} if check else {}  # the heuristic as tuned
     picks = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else {}  # the config as tuned
+    untold = False  # a shape's recorded template reads params whose values today's config cannot tell
     failing = rules if check and check.get("baseline_failure") else {}
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
-        retold = shape in rules and rules[shape] != baseline
+        retold = shape in rules and rules[shape] != baseline and not (
+            _one_renamed(rules[shape], baseline) and all(baseline.get(p, v) == v for p, v in rules[shape].items()))
         if retold and best[shape] == baseline and check.get("winner", 0) is not None:  # today's rule is the pick
             result.notes.append(f"the heuristic changed since the tune on {shape} ([{config_text(rules[shape])}] -> "
                                 f"[{config_text(baseline)}]) to the config its final round adopted: there is no "
@@ -404,12 +417,22 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the heuristic [{config_text(baseline)}] is not measured on {shape}: it failed "
                                 f"when tuned ({check['baseline_failure']})")
             baseline = None
-        as_recorded = _recorded_config(best[shape], picks.get(shape, best[shape]))
-        if recorded and (lacking := sorted(as_recorded.keys() - best[shape].keys())):
-            result.notes.append(f"the recorded template reads {', '.join(lacking)}, which today's config on {shape} "
-                                f"does not name (renamed or removed since the tune): it is built with "
+        # the recorded text reads the names it was tuned with (today's template, where only the flags changed, today's)
+        tuned = picks.get(shape, best[shape]) if recorded_text is not None else best[shape]
+        as_recorded = _recorded_config(best[shape], tuned)
+        lacking = ", ".join(sorted(tuned.keys() - best[shape].keys()))
+        if recorded and lacking and as_recorded is not None:
+            result.notes.append(f"the recorded template reads {lacking}, which today's config on {shape} does not "
+                                f"name (renamed or removed since the tune): it is built with "
                                 f"[{config_text(as_recorded)}], their values as tuned, today's build with "
                                 f"[{config_text(best[shape])}]")
+        elif recorded and as_recorded is None:
+            untold = True
+            result.notes.append(
+                f"the recorded template reads {lacking}, which today's config on {shape} does not name, and today's "
+                f"[{config_text(best[shape])}] is not the config as tuned [{config_text(tuned)}] with params removed "
+                f"or one renamed: which of its values they stand for cannot be told, so the template's edit is not "
+                f"judged there; `{kernel.tune_command(store.path.parent)}` tunes it again")
         arms = _arms(best[shape], baseline, recorded, as_recorded)
         result.configs[shape] = {label: config for label, config, _ in arms}
         comp = None
@@ -473,8 +496,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = trusted(verdicts, comp)
         result.verdicts += verdicts
-        tuned = {p: as_recorded[p] for p in picks.get(shape, as_recorded)}  # under the names it was tuned with
-        result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype, tuned, comp, entry))
+        if as_recorded is not None:  # its recorded time, under the names it was tuned with
+            result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype,
+                                     {p: as_recorded[p] for p in tuned}, comp, entry))
         faster = [v for v in verdicts if v.what == against and recorded_text is not None and v.outcome == "pass"
                   and max(v.ratios) < 1 / (1 + settings.threshold)]
         if faster:  # a later slowdown up to this gain would pass against the old record
@@ -484,6 +508,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     if not result.verdicts and not noisy:  # a pass that measured nothing says why
         whom = "the heuristic failed when tuned" if failing else "the recorded best is the heuristic config"
         why = ("the template is unchanged" if recorded_hash == variant.source_hash else
+               "the template it was tuned with reads params today's config cannot tell" if untold else
                "the build of the template it was tuned with failed today" if recorded_text is not None else
                "the template it was tuned with is not in the records")
         result.notes.append(f"nothing was measured: {whom} and {why}, so there is nothing to measure the best "
