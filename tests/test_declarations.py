@@ -31,6 +31,7 @@ from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
 from tunebench import apply as apply_module
 from tunebench.backends import base, cpu, cuda
 from tunebench.backends.cpu import CpuBackend
+from tunebench.compile_check import reference_problems
 from tunebench.kernel import Kernel, Variant
 from tunebench.space import Space
 from tunebench.lookup import load_suites
@@ -111,6 +112,75 @@ def test_a_reference_is_given_the_inputs_it_names(tmp_path):
                  "gemm", "exec"), namespace)
     with pytest.raises(TypeError, match="'eps'"):
         namespace["gemm"].expected(namespace["gemm"].build_args((16,), "float32"))
+
+
+#: One partial sum per block of ``BLOCK`` elements, the first kernel of Kernel Tuner's
+#: examples/cuda/reduction.cu on the CPU: which sums are right depends on the config.
+PSUM_C = """\
+void psum(const float *x, float *partial, int n)
+{
+    for (int b = 0; b * BLOCK < n; ++b) {
+        float acc = 0;
+        for (int i = b * BLOCK; i < n && i < (b + 1) * BLOCK; ++i) acc += x[i];
+        partial[b] = acc;
+    }
+}
+"""
+
+PSUM_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+def args(shape, dtype, rng, config):
+    (n,) = shape
+    return {"x": rng.random(n, dtype=np.float32), "partial": np.empty(-(-n // config["BLOCK"]), np.float32),
+            "n": np.int32(n)}
+
+def reference(x, config):
+    return np.add.reduceat(x.astype(np.float64), np.arange(0, len(x), config["BLOCK"]))
+
+psum = Kernel("psum", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (4099,)])]),
+              args=args, reference=reference, outputs=["partial"], tolerance={"float32": (1e-4, 1e-4)},
+              cpu=Variant(source="psum.c", entry="psum", heuristic=lambda shape: {"BLOCK": 64},
+                          space=Space({"BLOCK": [16, 64, 100, 1024]})))
+"""
+
+
+def test_a_kernel_whose_right_output_depends_on_the_config_tunes_and_gates_with_a_reference_given_it(pytester):
+    """Kernel Tuner checks one partial sum per block with a verify= function; tunebench's
+    reference was given the inputs alone, and 'config', no argument, failed the task before any
+    trial. Given the config measured, every config's partial sums are judged as its own."""
+    pytester.path.joinpath("pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    pytester.path.joinpath("psum.c").write_text(PSUM_C)
+    pytester.path.joinpath("test_psum.py").write_text(PSUM_SUITE)
+    tune = pytester.runpytest("test_psum.py", *TUNE, "--tune-strategy", "brute_force")
+    tune.assert_outcomes(passed=5)
+    trials = records(pytester.path).table("trials").all()
+    assert {(t["config"]["BLOCK"], tuple(t["shape"])) for t in trials} == {
+        (b, s) for b in (16, 64, 100, 1024) for s in ((1000,), (4099,))}
+    assert {t["status"] for t in trials} <= {"ok", "early_stopped"}, [t.get("error") for t in trials]
+    pytester.runpytest("test_psum.py", "-p", "no:cacheprovider", "--tune-target", "cpu").assert_outcomes(passed=1)
+
+
+def test_a_reference_that_takes_the_config_is_given_it_and_compile_check_judges_the_heuristics(tmp_path):
+    (tmp_path / "psum.c").write_text(PSUM_C)
+    namespace = {}
+    exec(compile(PSUM_SUITE.replace('source="psum.c"', f'source="{tmp_path / "psum.c"}"'), "psum", "exec"), namespace)
+    kernel: Kernel = namespace["psum"]
+    for block in (16, 100):
+        args = kernel.build_args((1000,), "float32", {"BLOCK": block})
+        (partial,) = kernel.expected(args, {"BLOCK": block})
+        assert partial.shape == (-(-1000 // block),)
+        np.testing.assert_allclose(partial[-1], args["x"][(len(partial) - 1) * block:].astype(np.float64).sum())
+    with pytest.raises(tunebench.KernelError, match="^kernel 'psum': the reference takes a config, and none was given$"):
+        kernel.expected(args)
+    assert reference_problems(kernel, kernel.variant("cpu"), "cpu") == {}
+    exec(compile(PSUM_SUITE.replace('source="psum.c"', f'source="{tmp_path / "psum.c"}"').replace(
+        '"n": np.int32(n)}', '"n": np.int32(n), "config": np.int32(0)}'), "psum", "exec"), namespace)
+    problems = reference_problems(namespace["psum"], namespace["psum"].variant("cpu"), "cpu")
+    assert problems == {"float32 reference": "kernel 'psum': the reference's parameter 'config' is given the config "
+                                             "measured, and the args builder gives an argument named 'config' too: "
+                                             "rename the argument"}
 
 
 def test_a_reference_too_coarse_for_an_integer_output_and_a_numpy_heuristic_are_told_apart(tmp_path):

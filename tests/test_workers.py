@@ -196,6 +196,54 @@ def test_an_args_builder_that_takes_the_config_sizes_a_workspace_by_it_once_per_
     assert built.read_text().splitlines() == ["1 8", "4 32"]
 
 
+#: A scan within blocks of ``BLOCK`` elements: its output's size is the shape's, its values the config's.
+BLOCK_SCAN_C = """\
+void block_scan(const float *x, float *y, int n)
+{
+    for (int i = 0; i < n; ++i) y[i] = (i % BLOCK ? y[i - 1] : 0) + x[i];
+}
+"""
+
+
+def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_and_kept_shapes(tmp_path,
+                                                                                                monkeypatch):
+    """A kernel whose right answer depends on the config (Kernel Tuner's verify= for one partial
+    sum per block) had no reference: given only the inputs, it could not know the blocks. Given the
+    config, each config's reference is its own, never the shape's served to another config: in one
+    worker, in each arm of a comparison, and read back by a fresh worker from the run's kept shapes,
+    though the args builder, which does not take the config, gives the same arguments to each."""
+    monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is kept (forked: the worker sees it)
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    given = tmp_path / "given.txt"
+
+    def reference(x, config):
+        with given.open("a") as f:
+            f.write(f"{config['BLOCK']}\n")
+        blocks = np.split(x.astype(np.float64), range(config["BLOCK"], len(x), config["BLOCK"]))
+        return np.concatenate([np.cumsum(b) for b in blocks])
+
+    Kernel("block_scan", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+           reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    workers = Workers("cpu")
+    try:
+        for block in (16, 100, 16):
+            result = workers.trial(TrialJob("block_scan", {"BLOCK": block}, (1000,), "float32",
+                                            MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+        arms = (("best", {"BLOCK": 100}, None), ("baseline", {"BLOCK": 16}, None))
+        for _ in range(2):
+            workers.restart()
+            result = workers.trial(CompareJob("block_scan", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+    finally:
+        workers.close()
+    assert given.read_text().splitlines() == ["16", "100"]
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

@@ -307,10 +307,15 @@ def smallest_shape(kernel: Kernel, target: str) -> tuple:
     return min((s for b in kernel.buckets_for(target) for s in b.shapes), key=lambda s: math.prod(s))
 
 
+def checked_config(kernel: Kernel, variant: Variant, shape: tuple, dtype: str) -> dict | None:
+    """The config the checks give an args builder or reference that takes one: the heuristic's
+    for the shape, which every tune measures."""
+    return variant.baseline(shape, dtype) if kernel.per_config else None
+
+
 def checked_args(kernel: Kernel, variant: Variant, shape: tuple, dtype: str) -> dict:
-    """The arguments the checks judge: an args builder that takes the config is given the
-    heuristic's for the shape, which every tune measures."""
-    return kernel.build_args(shape, dtype, variant.baseline(shape, dtype) if kernel.args_per_config else None)
+    """The arguments the checks judge (see :func:`checked_config`)."""
+    return kernel.build_args(shape, dtype, checked_config(kernel, variant, shape, dtype))
 
 
 def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[str, str]:
@@ -333,7 +338,7 @@ def reference_problems(kernel: Kernel, variant: Variant, target: str) -> dict[st
             found[f"{dtype} arguments"] = f"kernel {kernel.name!r}: {refused}"
             continue
         try:
-            kernel.expected(args)
+            kernel.expected(args, checked_config(kernel, variant, shape, dtype))
         except KernelError as e:
             found[f"{dtype} reference"] = str(e)
         except Exception as e:  # noqa: BLE001 - the user's code, reported with its cause

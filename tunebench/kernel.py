@@ -1290,7 +1290,8 @@ class Kernel:
     - ``outputs``: the names of the arguments the kernel writes.
     - ``reference(**inputs)``: numpy reference, given the inputs it names (every one where it
       takes ``**kwargs``); returns the outputs (one array or a tuple in the order of ``outputs``),
-      ideally computed in float64.
+      ideally computed in float64. One with a parameter ``config`` is given the config measured,
+      for outputs that a param decides (one partial sum per block of ``BLOCK`` elements).
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`, or keyed by an
       output's name for that output alone (see :meth:`tolerances`).
@@ -1321,6 +1322,8 @@ class Kernel:
         #: Whether the args builder takes the config (see above): its arguments are a config's.
         self.args_per_config = takes(args, "config")
         self.reference = reference
+        #: Whether the reference takes the config: its outputs are a config's.
+        self.reference_per_config = takes(reference, "config")
         for fn in (args, reference):  # their source as imported, whatever the file holds when they are hashed
             code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
             if code is not None:
@@ -1374,6 +1377,12 @@ class Kernel:
 
     def variant(self, target: str) -> Variant | None:
         return self.variants.get(target)
+
+    @property
+    def per_config(self) -> bool:
+        """Whether a shape's arguments or reference outputs are a config's: built, and kept, for
+        each config, never served to another from the shape's."""
+        return self.args_per_config or self.reference_per_config
 
     def buckets_for(self, target: str) -> Buckets:
         """The buckets tuned on a target: the variant's own, else the kernel's."""
@@ -1462,11 +1471,20 @@ class Kernel:
         return {n: target for names in groups.values()
                 for target in [min(names, key=lambda m: rank[m])] for n in names if n != target}
 
-    def expected(self, args: Mapping[str, Any]) -> list[np.ndarray]:
-        """The reference outputs for a set of arguments, in the order of ``outputs``. A reference
-        that returns another shape, or a less precise or other kind of number, than the declared
+    def expected(self, args: Mapping[str, Any], config: Mapping | None = None) -> list[np.ndarray]:
+        """The reference outputs for a set of arguments (and ``config``, where the reference takes
+        it: see :attr:`reference_per_config`), in the order of ``outputs``. A reference that
+        returns another shape, or a less precise or other kind of number, than the declared
         output is a declaration error: no candidate could match it."""
         named = keywords(self.reference)  # those it names: a transpose's reference(x) needs no `rows, cols`
+        if self.reference_per_config:
+            if config is None:
+                raise KernelError(f"kernel {self.name!r}: the reference takes a config, and none was given")
+            if "config" in args:  # which of the two it meant, nothing tells
+                raise KernelError(f"kernel {self.name!r}: the reference's parameter 'config' is given the config "
+                                  f"measured, and the args builder gives an argument named 'config' too: rename "
+                                  f"the argument")
+            named = named and named - {"config"}
         inputs = {k: v.copy() if k in self.inout else v for k, v in args.items()
                   if (k not in self.outputs or k in self.inout) and (named is None or k in named)}
         unknown = [n for n in sorted(named or ()) if n not in args and _required(self.reference, n)]
@@ -1474,7 +1492,7 @@ class Kernel:
             raise KernelError(f"kernel {self.name!r}: the reference takes {unknown[0]!r}, which is no argument the "
                               f"args builder gives ({', '.join(args)})")
         try:
-            result = self.reference(**inputs)
+            result = self.reference(**inputs, **({"config": dict(config)} if self.reference_per_config else {}))
         except TypeError as e:  # an output the kernel also reads, not declared so, is not passed
             unsaid = [n for n in self.outputs if n not in inputs and f"'{n}'" in str(e)]
             if unsaid:

@@ -269,15 +269,15 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, in
 
 def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[OrderedDict, Path], config: dict):
     """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
-    once per shape (per config and shape, where the args builder takes the config) while it is
-    among the latest (random inputs of a large shape take seconds), and once per run where they
-    took long (see :mod:`tunebench.prepared`); each runner gets its own copy of the inputs and
-    fresh outputs."""
+    once per shape (per config and shape, where the args builder or the reference takes the
+    config: one config's are never another's) while it is among the latest (random inputs of a
+    large shape take seconds), and once per run where they took long (see
+    :mod:`tunebench.prepared`); each runner gets its own copy of the inputs and fresh outputs."""
     cache, inputs = shapes
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
-    own = config_key(config) if kernel.args_per_config else None
+    own = config_key(config) if kernel.per_config else None
     key = (kernel_name, shape, dtype, own)
     if key in cache:
         cache.move_to_end(key)
@@ -307,18 +307,18 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> t
     try:
         args = kernel.build_args(shape, dtype, config)
         what = "reference"
-        reference = kernel.expected(args)
+        reference = kernel.expected(args, config)
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
-        where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if kernel.args_per_config else ")")
-        if kernel.args_per_config and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
+        where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if kernel.per_config else ")")
+        if kernel.per_config and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
             raise ResourceError(f"the {what} ran out of memory {where}: {e}") from e
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
     if time.perf_counter() - began >= SLOW_S:
         keep(inputs, kernel.name, shape, dtype, args, reference,
              blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
-             config=config_key(config) if kernel.args_per_config else None)
+             config=config_key(config) if kernel.per_config else None)
     return args, reference
 
 
