@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import AXPB_C, TWICE_C, ascii_locale
-from tunebench.backends.base import BuildEnvironmentError, CompileError, own_include_dirs
+from tunebench.backends.base import BuildEnvironmentError, CompileError, explain, own_include_dirs
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
 from tunebench.backends import cpu
@@ -1180,8 +1180,6 @@ def test_a_bool_flag_of_a_foreign_signature_is_passed_as_np_bool(tmp_path, negat
 
 
 def test_a_pragma_hint_leaves_the_other_hints_of_a_compile_error(tmp_path):
-    from tunebench.backends.base import explain
-
     (tmp_path / "k.c").write_text("#pragma GCC unroll U\nvoid k(float *y) { y[0] = f(1); }\n")
     variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"U": [4], "f": [2]}),
                       heuristic=lambda shape: {"U": 4, "f": 2})
@@ -1204,6 +1202,20 @@ def test_a_kernel_tuner_c_templates_block_size_z_left_undefined_says_what_to_wri
                                            r"by Kernel Tuner in every build \(1 where not tuned\), by tunebench only "
                                            r"as a param: add block_size_z: \[1\] to the space"):
         CpuBackend().build(kernel, variant, {"block_size_x": 4}, "float32")
+
+
+def test_a_kernel_tuner_c_templates_grid_size_is_no_gridDim_and_clangs_words_are_read(tmp_path):
+    """A C template on the CPU has no gridDim to read (the hint said to), and clang says
+    'use of undeclared identifier' (TUNEBENCH_CC=clang), which no hint followed."""
+    (tmp_path / "k.c").write_text("void k(float *y) { y[0] = grid_size_x; }\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"block_size_x": [4]}),
+                      heuristic=lambda shape: {"block_size_x": 4})
+    for error in ("k.c:1:27: error: 'grid_size_x' undeclared (first use in this function)",
+                  "k.c:1:27: error: use of undeclared identifier 'grid_size_x'"):
+        said = explain(variant, {"block_size_x": 4}, error)
+        assert "'grid_size_x' is #defined by Kernel Tuner in every build (the launch's grid), not by tunebench: add " \
+               "grid_size_x to the space, or a default to the template" in said, said
+        assert "gridDim" not in said
 
 
 def test_a_config_calling_a_function_defined_nowhere_is_a_compile_error_naming_it(tmp_path):

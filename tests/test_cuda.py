@@ -905,8 +905,9 @@ def test_an_entry_named_without_an_inline_or_anonymous_namespace_between_is_foun
 def test_a_kernel_tuner_template_entry_says_to_instantiate_it_or_to_drop_its_template_arguments():
     """Kernel Tuner instantiates the template its entry names (``vector_add<float>``); nvcc builds
     only what the source instantiates, and the error said "its kernels: none" and no more."""
-    with pytest.raises(KernelError, match=r"its kernels: none; a __global__ template is built only where the source "
-                                          r"instantiates it, as `template __global__ void add<TB_DTYPE>\(\.\.\.\);`"):
+    with pytest.raises(KernelError, match=r"its kernels: none; where add is a __global__ template, it is built only "
+                                          r"where the source instantiates it, as `template __global__ void "
+                                          r"add<TB_DTYPE>\(\.\.\.\);`"):
         entry_symbol("add<float>", {}, "add.cu")
     instantiated = {"_ZN3ops3addIfEEvPT_S2_i": None}  # ops::add<float>
     for entry in ("add<float>", "ops::add<float>"):

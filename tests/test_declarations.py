@@ -1914,6 +1914,16 @@ def test_kernel_code_given_as_source_is_a_declaration_error_that_says_to_give_a_
                           heuristic=lambda shape: {"u": 1})
 
 
+def test_a_template_path_holding_braces_is_a_path_not_code(tmp_path):
+    """A generated folder, kernels/{gen}/add.cu, was refused as a kernel_string."""
+    source = tmp_path / "{gen}" / "add.c"
+    source.parent.mkdir()
+    source.write_text("void add(float *y) { y[0] = 1; }\n")
+    variant = tunebench.Variant(source=str(source), entry="add", space=tunebench.Space({"u": [1]}),
+                                heuristic=lambda shape: {"u": 1})
+    assert variant.path == source
+
+
 def test_a_template_edited_during_a_tune_is_measured_as_it_was_when_the_tune_began(twice_project, pytester,
                                                                                     monkeypatch):
     """Read again midway, an edit's trials were recorded under the declaration of the text the tune

@@ -622,8 +622,9 @@ class Variant:
     kept: Path | None = None  # the folder of the records' copies of its files (see kept_variant)
 
     def __post_init__(self):
-        if isinstance(self.source, str) and ("\n" in self.source or "{" in self.source):
-            # a Kernel Tuner script's kernel_string, ported: else "not found", the whole code quoted as a path
+        if isinstance(self.source, str) and ("\n" in self.source or "{" in self.source and "(" in self.source):
+            # a Kernel Tuner script's kernel_string, ported: else "not found", the whole code quoted as a path (a
+            # path may hold braces, "kernels/{gen}/add.cu": code has a parenthesis too)
             first = next((line.strip() for line in self.source.splitlines() if line.strip()), "")
             raise KernelError(f"variant {self.entry!r}: source is the template's file, not its code (given "
                               f"{first[:60]!r}...): write the code to a file beside the suites, "

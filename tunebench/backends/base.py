@@ -680,11 +680,12 @@ _UNROLL_BY_NAME = re.compile(r"\s*#\s*pragma\s+(?:GCC\s+)?unroll\s+(\w+)")
 #: The params Kernel Tuner takes a block's threads along x, y and z from, and each one's value
 #: where the space has no such param: it #defines them in every build, tunebench the space's alone.
 BLOCK_SIZE_NAMES = {"block_size_x": 256, "block_size_y": 1, "block_size_z": 1}
-#: A name the compiler does not know (nvcc, gcc and g++ say so thus).
-_UNDEFINED = re.compile(r"identifier \"(\w+)\" is undefined|[‘'](\w+)[’'] (?:undeclared|was not declared)")
+#: A name the compiler does not know (nvcc, gcc and g++, clang say so thus).
+_UNDEFINED = re.compile(r"identifier \"(\w+)\" is undefined|[‘'](\w+)[’'] (?:undeclared|was not declared)"
+                        r"|undeclared identifier [‘'](\w+)[’']")
 
 
-def explain(variant: Variant, config: Mapping, error: str) -> str:
+def explain(variant: Variant, config: Mapping, error: str, gpu: bool = False) -> str:
     """A compiler's error, with why a param may be at fault where the error is one a rewritten
     name gives (:data:`RENAMED`): a line of the template it names that reads a param's name;
     else, where the error lies outside the template's own lines and the template includes
@@ -692,7 +693,7 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     tunebench: params`` puts them after it: a header of the kernel's own, ``template <int TILE>``,
     is named so, not only by gcc's note of the macro's expansion); else a param's #define it says
     was expanded. Any error gets the hints of :func:`_bare_includes` and of a ``#pragma unroll`` of
-    a param."""
+    a param. ``gpu``: the build is the CUDA target's (a grid is the launch's there)."""
     name, hints = variant.path.name, []
     noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
     try:
@@ -704,8 +705,8 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
         if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
             noted.append(f"line {number}: #pragma unroll does not expand param {pragma.group(1)!r}: write "
                          f"TB_UNROLL({pragma.group(1)}) before the loop instead")
-    for undefined in dict.fromkeys(a or b for a, b in _UNDEFINED.findall(error) if (a or b) not in config):
-        noted += _kernel_tuner_define(undefined)
+    for undefined in dict.fromkeys(n for names in _UNDEFINED.findall(error) for n in names if n and n not in config):
+        noted += _kernel_tuner_define(undefined, gpu)
     if not RENAMED.search(error):
         return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted))
     for found in re.finditer(rf"{re.escape(name)}(?::|\()(\d+)", error):
@@ -738,9 +739,10 @@ def explain(variant: Variant, config: Mapping, error: str) -> str:
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
 
 
-def _kernel_tuner_define(name: str) -> list[str]:
+def _kernel_tuner_define(name: str, gpu: bool) -> list[str]:
     """Why a Kernel Tuner template's ``block_size_y`` or ``grid_size_x`` is undefined here (Kernel
-    Tuner #defines them in every build, tunebench the space's params alone), and what to write."""
+    Tuner #defines them in every build, tunebench the space's params alone), and what to write: a
+    C template on the CPU has no gridDim to read."""
     axis = name[-1]
     if name in BLOCK_SIZE_NAMES:
         value = BLOCK_SIZE_NAMES[name]
@@ -749,7 +751,8 @@ def _kernel_tuner_define(name: str) -> list[str]:
                 f"#define {name} {value} / #endif)"]
     if name in {f"grid_size_{a}" for a in "xyz"}:
         return [f"{name!r} is #defined by Kernel Tuner in every build (the launch's grid), not by tunebench: "
-                f"read gridDim.{axis} instead"]
+                + (f"read gridDim.{axis} instead" if gpu else f"add {name} to the space, or a default to the "
+                   f"template (#ifndef {name} / #define {name} 1 / #endif)")]
     return []
 
 

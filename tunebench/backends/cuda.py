@@ -196,7 +196,7 @@ def variant_arch(arch: str, variant: Variant) -> str:
 def explain_build(variant: Variant, config: Mapping, error: str) -> str:
     """nvcc's error, explained as :func:`~tunebench.backends.base.explain` does; and where ptxas
     refuses an instruction on a plain target, that only an architecture-specific one has it."""
-    error = explain(variant, config, error)
+    error = explain(variant, config, error, gpu=True)
     if not variant.arch_specific and re.search(r"not supported on \.target 'sm_\d+'", error):
         error += ("\n(tunebench: an instruction only an architecture-specific target has, as sm_90a's wgmma and "
                   "setmaxnreg: declare the variant arch_specific=True)")

@@ -494,7 +494,7 @@ def entry_symbol(entry: str, kernels: Mapping[str, object], source: str) -> str:
     # Kernel Tuner instantiates the template its entry names ("add<float>"); nvcc builds those the source names
     bare, hint = entry.split("<", 1)[0], ""
     if not kernels:
-        hint = (f"; a __global__ template is built only where the source instantiates it, as "
+        hint = (f"; where {bare} is a __global__ template, it is built only where the source instantiates it, as "
                 f"`template __global__ void {bare}<TB_DTYPE>(...);` after it")
     elif bare != entry and any(q and (q == bare or q.endswith(f"::{bare}")) for q in named.values()):
         hint = f"; name it without its template arguments, entry={bare!r}, which the build instantiates"
