@@ -955,6 +955,43 @@ def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_bui
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("decoy", [False, True])
+def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_targets_sibling(tmp_path, decoy):
+    """GNU stow's folded tree: ``include/mylib`` a link to the stowed package's folder, whose
+    ``x.h`` includes "../detail/z.h". The compiler follows the link, then the "..": it reads
+    the package's detail/z.h. The link's path was taken without the link, include/detail/z.h:
+    none was a KernelError ("cannot be read"), and the project's own file of that name (never
+    read) was hashed, an edit of it another source."""
+    package = tmp_path / "stow" / "mylib" / "include"
+    (package / "mylib").mkdir(parents=True)
+    (package / "detail").mkdir()
+    (package / "mylib" / "x.h").write_text('#include "../detail/z.h"\n')
+    (package / "detail" / "z.h").write_text("#define MYSCALE 3.0f\n")
+    (tmp_path / "proj" / "include").mkdir(parents=True)
+    (tmp_path / "proj" / "include" / "mylib").symlink_to(package / "mylib")
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "suites" / "k.c").write_text(
+        "#include <mylib/x.h>\nvoid k(const float *x, float *y, int n)\n"
+        "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
+    own = tmp_path / "proj" / "include" / "detail" / "z.h"
+    if decoy:
+        own.parent.mkdir()
+        own.write_text("#define MYSCALE 5.0f\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-I../include",), origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    assert '#line 1 "../include/mylib/x.h"' in variant.template and "detail" not in variant.template
+    if decoy:
+        own.write_text("#define MYSCALE 6.0f\n")
+        assert declared().source_hash == variant.source_hash
+    got, want = run_once(CpuBackend(), scaling(f"folded_link_test_{decoy:d}", variant, 3.0, 9), variant, {"tile": 1},
+                         n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("flags", [(), ("-I../include",)])
 def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_checkout(tmp_path, monkeypatch, flags):
     """A CI script's ``export CPATH=$PWD/include`` (beside ``-I../include``, or alone): the

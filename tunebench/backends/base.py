@@ -363,7 +363,10 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
     folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
     None where none does (a system header). Resolved where it lies in a folder; a link placed in
     one (GNU stow's prefix on CPATH) to a file elsewhere is the link's path: the
-    compiler reads it there, and its target was taken for no folder's header, never hashed."""
+    compiler reads it there, and its target was taken for no folder's header, never hashed. Only
+    where that path is the file: the compiler follows a linked folder before a "../" of the name
+    (stow's folded ``include/mylib``, its ``x.h`` including "../detail/z.h", reads the target's
+    sibling), which the path's text, without it, named another file or none ("cannot be read")."""
     name = include.group(1) or include.group(2)
     places = ([at.parent] if include.group(1) else []) + list(dirs)
     header = next((d / name for d in places if (d / name).is_file()), None)
@@ -372,7 +375,8 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
     if any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
         return header.resolve()
     linked = Path(os.path.normpath(header))
-    return linked if any(linked.is_relative_to(os.path.normpath(d)) for d in dirs) else None
+    return linked if (any(linked.is_relative_to(os.path.normpath(d)) for d in dirs) and linked.is_file()
+                      and os.path.samefile(linked, header)) else None
 
 
 def _condition(text: str) -> str:
