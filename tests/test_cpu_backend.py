@@ -992,6 +992,33 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_a_linked_header_with_a_computed_include_hashes_alike_in_every_checkout(tmp_path):
+    """A header linked into the project's include folder from elsewhere, holding ``#include IMPL``
+    (which may read any header beside it): the folder's headers were listed by their targets,
+    the link's named from the template's folder ("../../../opt/lib/x.h"), so a checkout at
+    another depth was another source, and the header was hashed twice, by both names."""
+    real = tmp_path / "opt" / "lib" / "x.h"
+    real.parent.mkdir(parents=True)
+    real.write_text("#include IMPL\n")
+    found = []
+    for checkout in (tmp_path / "alice" / "proj", tmp_path / "runner" / "work" / "x" / "proj"):
+        (checkout / "suites").mkdir(parents=True)
+        (checkout / "include").mkdir()
+        (checkout / "include" / "x.h").symlink_to(real)
+        (checkout / "include" / "impl_a.h").write_text("#define MYSCALE 3.0f\n")
+        (checkout / "suites" / "k.c").write_text(
+            '#define IMPL "impl_a.h"\n#include <x.h>\nvoid k(const float *x, float *y, int n)\n'
+            "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), flags=("-I../include",),
+                          heuristic=lambda shape: {"tile": 1}, origin=checkout / "suites")
+        found.append(variant.source_hash)
+        assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+            '#line 1 "../include/x.h"', '#line 1 "../include/impl_a.h"']
+    assert found[0] == found[1]
+    got, want = run_once(CpuBackend(), scaling("linked_computed_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("flags", [(), ("-I../include",)])
 def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_checkout(tmp_path, monkeypatch, flags):
     """A CI script's ``export CPATH=$PWD/include`` (beside ``-I../include``, or alone): the

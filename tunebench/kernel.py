@@ -311,7 +311,10 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
 def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
               values: Mapping[str, Sequence]) -> tuple[dict[Path, None], dict[Path, None]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
-    the headers such an include may read, to hash), each resolved and once. An include of a
+    the headers such an include may read, to hash), each once, named as
+    :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
+    folder by the link's path: by its target's, named from the template's folder, it was another
+    source in a checkout at another depth, and hashed twice). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
     the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
     other (a macro of a header) may read any header beside the file."""
@@ -328,7 +331,8 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
             for include in named:
                 _library(file, include, (file.parent, *dirs), headers)
             if not named:
-                headers.update(dict.fromkeys(h.resolve() for h in sorted(file.parent.iterdir())
+                headers.update(dict.fromkeys(folder_header(file, INCLUDE.match(f'#include "{h.name}"'), (file.parent,))
+                                             for h in sorted(file.parent.iterdir())
                                              if h.suffix in HEADER_SUFFIXES and h.is_file()))
     return folders, headers
 
@@ -878,7 +882,7 @@ class Variant:
                 computed, beside = _computed(read, dirs, self.space.values)
                 _, in_library = _computed(list(library), dirs, self.space.values)
                 done = {f.resolve() for f in read}
-                library.update(dict.fromkeys(h for h in (*beside, *in_library) if h not in done))
+                library.update(dict.fromkeys(h for h in (*beside, *in_library) if h.resolve() not in done))
                 for header in library:  # the compiler reads it where it lies, or may: edited, another source
                     read.append(header)
                     content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
