@@ -1043,6 +1043,31 @@ def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_check
     assert (found[0] == found[1]) == bool(flags)
 
 
+@pytest.mark.parametrize("folder", ["suites", "include"])
+def test_cpath_naming_the_folder_of_a_quoted_header_beside_the_template_leaves_the_source_alone(
+        tmp_path, monkeypatch, folder):
+    """``export CPATH=$PWD/kernels`` (or ``$PWD/include``, the template including
+    "../include/scale.h"): the compiler reads a quoted header from beside the file whatever
+    CPATH holds, but a folder of CPATH giving it too left it to the compiler, no longer inlined,
+    and the source was another (six of the shipped CUDA hashes, their reduction.cuh)."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "suites" / "local.h").write_text("#define LOCAL 1.0f\n")
+    (tmp_path / "include" / "scale.h").write_text("#define SCALE 3.0f\n")
+    (tmp_path / "suites" / "k.c").write_text(
+        '#include "local.h"\n#include "../include/scale.h"\nvoid k(const float *x, float *y, int n)\n'
+        "{\n    for (int i = 0; i < n; ++i) y[i] = LOCAL * SCALE * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       origin=tmp_path / "suites")
+
+    monkeypatch.delenv("CPATH", raising=False)
+    without = declared()
+    monkeypatch.setenv("CPATH", str(tmp_path / folder))
+    assert declared().template == without.template and "#include" not in without.template
+
+
 def test_a_recorded_template_builds_a_header_of_the_compilers_own_include_path_as_the_records_keep_it(
         tmp_path, monkeypatch):
     """The gate builds the recorded template of a header found through CPATH and edited since the

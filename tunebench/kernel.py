@@ -230,7 +230,7 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", 
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
-                    dirs: tuple[Path, ...] = (), read: list[Path] | None = None,
+                    dirs: tuple[Path, ...] = (), own: tuple[Path, ...] = (), read: list[Path] | None = None,
                     library: dict[Path, None] | None = None, once: set[Path] | None = None,
                     conditional: bool = False, anchored: bool = False) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
@@ -245,7 +245,10 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     variant's ``-I`` folders: a library, CUB or CUTLASS vendored) is left to the compiler, which
     the flags give those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
     real files again beside inlined copies (every ``#pragma once`` header defined twice). It and
-    the headers it includes, as far as they can be found, go into ``library`` to be hashed.
+    the headers it includes, as far as they can be found, go into ``library`` to be hashed, as
+    do those of ``own``, the folders the compiler searches of its own (CPATH): a quoted header
+    beside the file is read there whatever they hold, so it is inlined still (CPATH naming the
+    template's folder left it to the compiler, another source text).
     ``read``, where given, gets each file read appended. A file reached by an absolute path
     (``anchored``: a file of the flags given so, an ``#include "/opt/lib/x.h"``) lies there in
     every checkout, and is named by that path with the headers it includes, not from ``top``:
@@ -270,7 +273,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             # not beside it, or the header a header folder gives by that name too (none gives an absolute
             # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
-                _library(path, found, dirs, library)
+                _library(path, found, (*dirs, *own), library)
             out.append(line)
             continue
         header_lines = _lines(header)
@@ -289,7 +292,8 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
-        inner = inline_includes(header, (*within, resolved), top, dirs, read, library, once, inside_if, absolute)
+        inner = inline_includes(header, (*within, resolved), top, dirs, own, read, library, once, inside_if,
+                                absolute)
         if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
@@ -858,17 +862,17 @@ class Variant:
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
-                inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=dirs,
-                                                anchored=self._anchored(file, own)) for file in sources}
+                inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
+                                                own=own, anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
                             **_computed(sources, dirs, self.space.values)[0]}
             else:
-                text = inline_includes(self.path, dirs=dirs, read=read, library=library)
+                text = inline_includes(self.path, dirs=self.include_dirs, own=own, read=read, library=library)
                 for file in self.flag_files:
                     read.append(file)
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent.resolve(), dirs=dirs, read=read, library=library,
-                        anchored=self._anchored(file, own))
+                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, own=own, read=read,
+                        library=library, anchored=self._anchored(file, own))
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
                         texts[digest] = inlined
