@@ -1914,6 +1914,34 @@ def test_kernel_code_given_as_source_is_a_declaration_error_that_says_to_give_a_
                           heuristic=lambda shape: {"u": 1})
 
 
+def test_kernel_tuners_arguments_are_named_with_what_takes_their_place(pytester):
+    """A port passing tune_kernel's arguments as they were got Python's "unexpected keyword
+    argument" and no way on; the suite's line is named, as for any declaration error."""
+    from tunebench.space import SpaceError
+
+    with pytest.raises(tunebench.KernelError, match=r"^a Variant takes no grid_div_x=: Kernel Tuner's grid_div_x= is "
+                                                    r"launch=lambda config, shape: \(grid, block\) of the cuda Variant"):
+        tunebench.Variant(source="k.cu", entry="k", space=tunebench.Space({"block_size_x": [32]}),
+                          heuristic=lambda shape: {"block_size_x": 32}, grid_div_x=["block_size_x"])
+    with pytest.raises(SpaceError, match=r"^a Space takes no restrictions=: Kernel Tuner's restrictions= is "
+                                         r"constraints of the space, Space\(\{...\}, constraints="):
+        tunebench.Space({"a": [1, 2]}, restrictions=["a < 2"])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):  # no port's: Python's own
+        tunebench.Space({"a": [1, 2]}, colour=1)
+    pytester.makepyfile(test_port="""
+        import numpy as np
+        from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+        add = Kernel("add", buckets=Buckets("n", [Bucket("all", n=(1, None), shapes=[1000])]),
+                     args=lambda shape, dtype, rng: {"y": np.empty(shape[0], dtype)}, reference=lambda: None,
+                     outputs=["y"], answer=[None], atol=1e-6)
+    """)
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*KernelError: a Kernel takes no answer=, atol=: Kernel Tuner's answer= is reference= "
+                                 "of the Kernel*; atol= is tolerance={dtype: (rtol, atol)} of the Kernel, in <module> "
+                                 "at test_port.py:4"])
+
+
 def test_a_template_path_holding_braces_is_a_path_not_code(tmp_path):
     """A generated folder, kernels/{gen}/add.cu, was refused as a kernel_string."""
     source = tmp_path / "{gen}" / "add.c"

@@ -41,6 +41,7 @@ from tunebench.backends.launch import keywords, kernel_tuner_launch, launch_of, 
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
+from tunebench.ported import refuse_ported
 from tunebench.space import Space, SpaceError, closest
 from tunebench.user_code import is_users, raised
 
@@ -628,6 +629,10 @@ class Variant:
     origin: Path | None = field(default=None, compare=False)
     text: str | None = None  # a recorded version of the template, used instead of the file
     kept: Path | None = None  # the folder of the records' copies of its files (see kept_variant)
+
+    def __new__(cls, *args, **kwargs):
+        refuse_ported("a Variant", kwargs, KernelError)  # grid_div_x=, restrictions=: else Python's bare TypeError
+        return super().__new__(cls)
 
     def __post_init__(self):
         if isinstance(self.source, str) and ("\n" in self.source or "{" in self.source and "(" in self.source):
@@ -1311,6 +1316,10 @@ class Kernel:
     - ``variants``: variants of other targets by name (the replay target's, for one).
     - ``marks``: pytest marks for the kernel's suite, e.g. ``pytest.mark.tunebench_gate(threshold=0.2)``.
     """
+
+    def __new__(cls, *args, **kwargs):
+        refuse_ported("a Kernel", kwargs, KernelError)  # answer=, tune_params=: else Python's bare TypeError
+        return super().__new__(cls)
 
     def __init__(self, name: str, *, buckets: Buckets, args: Callable[..., Mapping[str, Any]],
                  reference: Callable[..., Any], outputs: Sequence[str],

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from tunebench.ported import refuse_ported
+
 #: The largest cartesian product tunebench enumerates; beyond it collection would take minutes.
 MAX_PRODUCT = 2_000_000
 
@@ -227,6 +229,10 @@ class Space:
     constraints hold. Definitions are checked by :meth:`validate`, which the pytest plugin calls
     at collection so the error names the suite.
     """
+
+    def __new__(cls, *args, **kwargs):
+        refuse_ported("a Space", kwargs, SpaceError)  # restrictions=: else Python's bare TypeError
+        return super().__new__(cls)
 
     def __init__(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]],
                  constraints: Iterable[Callable[..., Any]] = (), configs: Iterable[tuple] | None = None):
