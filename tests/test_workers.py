@@ -244,6 +244,47 @@ def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_
     assert given.read_text().splitlines() == ["16", "100"]
 
 
+def test_a_reference_given_the_config_gets_todays_names_and_its_args_builders_memory_error_is_the_tasks(tmp_path):
+    """The gate's recorded arm builds the recorded template with the names it was tuned with beside
+    today's (a param renamed since): a reference spreading the config failed on them. An args
+    builder that takes no config ran out of memory: every config was pruned as beyond the device,
+    though none of them was at fault. ``reference(**config)`` takes every input, not the config."""
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    given = tmp_path / "given.txt"
+
+    def reference(x, config):
+        with given.open("a") as f:
+            f.write(f"{sorted(config)}\n")
+        blocks = np.split(x.astype(np.float64), range(config["BLOCK"], len(x), config["BLOCK"]))
+        return np.concatenate([np.cumsum(b) for b in blocks])
+
+    def args(shape, dtype, rng):
+        if shape[0] > 2000:
+            raise MemoryError("no room for the inputs")
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    kernel = Kernel("block_scan_named", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=args, reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+                    cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                                heuristic=lambda shape: {"BLOCK": 16}))
+    assert kernel.declaration(kernel.variant("cpu"), "float32")["reference"].endswith(" (given the config)")
+    workers = Workers("cpu")
+    try:
+        arms = (("best", {"BLOCK": 100}, None), ("recorded", {"BLOCK": 100, "TILE": 100}, None))
+        result = workers.trial(CompareJob("block_scan_named", (1000,), "float32", arms, 3, MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+        with pytest.raises(KernelError, match=r"the args builder raised MemoryError: no room for the inputs "
+                                              r"\(shape \(3000,\), float32\)"):
+            workers.trial(TrialJob("block_scan_named", {"BLOCK": 16}, (3000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert set(given.read_text().splitlines()) == {"['BLOCK']"}
+    for spread in (lambda **config: sum(config.values()), lambda x, config, /: x):
+        assert not Kernel("spread", buckets=kernel.buckets, args=args, reference=spread, outputs=["y"],
+                          cpu=kernel.variant("cpu")).reference_per_config
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

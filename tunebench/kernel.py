@@ -37,7 +37,8 @@ from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, Ker
                                      folder_header, header_hashes, overridden, own_include_dirs, preprocess,
                                      unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
-from tunebench.backends.launch import keywords, kernel_tuner_launch, launch_of, stray_parameter, takes
+from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
+                                       takes_keyword)
 from tunebench.buckets import Buckets
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
@@ -1341,7 +1342,7 @@ class Kernel:
         self.args_per_config = takes(args, "config")
         self.reference = reference
         #: Whether the reference takes the config: its outputs are a config's.
-        self.reference_per_config = takes(reference, "config")
+        self.reference_per_config = takes_keyword(reference, "config")
         for fn in (args, reference):  # their source as imported, whatever the file holds when they are hashed
             code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
             if code is not None:
@@ -1660,7 +1661,9 @@ class Kernel:
         hashed by their bytecode; where today's bytecode hashes the same, that part is unchanged
         (its records are reused on the Python that made them, not all measured again)."""
         found = {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
-                 "args builder": code_hash(self.args), "reference": code_hash(self.reference),
+                 "args builder": code_hash(self.args),
+                 # given the config: the same source computed other outputs (a reference(x, config=None))
+                 "reference": code_hash(self.reference) + (" (given the config)" if self.reference_per_config else ""),
                  "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
                      f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
                  "outputs": repr((self.outputs, self.inout, self.inplace))}

@@ -277,6 +277,10 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
         raise WorkerError(f"kernel {kernel_name!r} is not declared in the worker")
+    variant = kernel.variant(backend.name)
+    # the args builder and the reference are today's: given today's names alone (a recorded template's own,
+    # renamed since, are its build's: see gate._recorded_config; a reference spreading **config failed on them)
+    config = {name: value for name, value in config.items() if name in variant.space.names}
     own = config_key(config) if kernel.per_config else None
     key = (kernel_name, shape, dtype, own)
     if key in cache:
@@ -295,7 +299,7 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
         while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
             cache.popitem(last=False)
     args, reference = cache[key]
-    return kernel, kernel.variant(backend.name), args, reference
+    return kernel, variant, args, reference
 
 
 def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> tuple:
@@ -311,8 +315,10 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> t
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
-        where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if kernel.per_config else ")")
-        if kernel.per_config and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
+        # the step's outputs are the config's: the args builder's where it takes it, the reference's on them too
+        mine = kernel.args_per_config or what == "reference" and kernel.reference_per_config
+        where = f"(shape {shape}, {dtype}" + (f", [{config_text(config)}])" if mine else ")")
+        if mine and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
             raise ResourceError(f"the {what} ran out of memory {where}: {e}") from e
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
     if time.perf_counter() - began >= SLOW_S:

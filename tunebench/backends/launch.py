@@ -126,6 +126,18 @@ def takes(fn: Callable, name: str) -> bool:
         return False
 
 
+def takes_keyword(fn: Callable, name: str) -> bool:
+    """Whether a suite's function has a parameter ``name`` that a keyword fills (not ``*name``,
+    ``**name`` nor a positional-only one): a reference ``reference(**config)`` takes every input,
+    and was given the config too."""
+    try:
+        parameter = inspect.signature(fn).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                        inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 def keywords(fn: Callable) -> set[str] | None:
     """The keyword arguments a suite's function takes; None where it takes any (``**kwargs``) or
     has no signature (a builtin): a reference is given the inputs it names, a function under
