@@ -1019,6 +1019,26 @@ def test_a_linked_header_with_a_computed_include_hashes_alike_in_every_checkout(
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_a_linked_header_beside_a_computed_include_hashes_alike_through_a_linked_checkout(tmp_path):
+    """A template's ``#include IMPL`` (a macro of its own: it may read any header beside it), one
+    of them a link to a file elsewhere: reached through a linked folder (pytest given the path
+    through it), the link was named through the checkout's link, another source there."""
+    real = tmp_path / "opt" / "beside.h"
+    real.parent.mkdir()
+    real.write_text("#define OTHER 1\n")
+    checkout = tmp_path / "alice" / "proj"
+    (checkout / "suites").mkdir(parents=True)
+    (checkout / "suites" / "link.h").symlink_to(real)
+    (checkout / "suites" / "impl.h").write_text("#define MYSCALE 3.0f\n")
+    (checkout / "suites" / "k.c").write_text('#define IMPL "impl.h"\n#include IMPL\n'
+                                             "void k(float *x) { x[0] *= MYSCALE; }\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "alice")
+    found = [Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                     origin=root / "proj" / "suites")
+             for root in (tmp_path / "alice", tmp_path / "linked")]
+    assert found[0].source_hash == found[1].source_hash, [v.template for v in found]
+
+
 @pytest.mark.parametrize("flags", [(), ("-I../include",)])
 def test_a_header_of_the_project_found_through_cpath_hashes_alike_in_every_checkout(tmp_path, monkeypatch, flags):
     """A CI script's ``export CPATH=$PWD/include`` (beside ``-I../include``, or alone): the

@@ -320,25 +320,27 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
     folder by the link's path: by its target's, named from the template's folder, it was another
-    source in a checkout at another depth, and hashed twice). An include of a
+    source in a checkout at another depth, and hashed twice; the file's folder resolved, as a
+    checkout reached through a link named it through the link). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
     the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
     other (a macro of a header) may read any header beside the file."""
     folders: dict[Path, None] = {}
     headers: dict[Path, None] = {}
     for file in (f for f in files if f.suffix not in BINARY_SUFFIXES):
+        at = file.parent.resolve() / file.name  # a link beside it by its path there, not through the checkout's
         for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines()):
             found = COMPUTED_INCLUDE.match(code)
             if found is None:
                 continue
-            folders[file.parent.resolve()] = None
+            folders[at.parent] = None
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
-                _library(file, include, (file.parent, *dirs), headers)
+                _library(at, include, (at.parent, *dirs), headers)
             if not named:
-                headers.update(dict.fromkeys(folder_header(file, INCLUDE.match(f'#include "{h.name}"'), (file.parent,))
-                                             for h in sorted(file.parent.iterdir())
+                headers.update(dict.fromkeys(folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
+                                             for h in sorted(at.parent.iterdir())
                                              if h.suffix in HEADER_SUFFIXES and h.is_file()))
     return folders, headers
 
