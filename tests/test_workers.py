@@ -205,6 +205,21 @@ void block_scan(const float *x, float *y, int n)
 """
 
 
+def block_scan(x, config):
+    """BLOCK_SCAN_C's right output: a running sum within each block of BLOCK elements."""
+    blocks = np.split(x.astype(np.float64), range(config["BLOCK"], len(x), config["BLOCK"]))
+    return np.concatenate([np.cumsum(b) for b in blocks])
+
+
+def logged_block_scan(log, said):
+    """:func:`block_scan` as a reference that writes ``said(config)`` to ``log`` at each call."""
+    def reference(x, config):
+        with log.open("a") as f:
+            f.write(f"{said(config)}\n")
+        return block_scan(x, config)
+    return reference
+
+
 def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_and_kept_shapes(tmp_path,
                                                                                                 monkeypatch):
     """A kernel whose right answer depends on the config (Kernel Tuner's verify= for one partial
@@ -215,12 +230,7 @@ def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_
     monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is kept (forked: the worker sees it)
     (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
     given = tmp_path / "given.txt"
-
-    def reference(x, config):
-        with given.open("a") as f:
-            f.write(f"{config['BLOCK']}\n")
-        blocks = np.split(x.astype(np.float64), range(config["BLOCK"], len(x), config["BLOCK"]))
-        return np.concatenate([np.cumsum(b) for b in blocks])
+    reference = logged_block_scan(given, lambda config: config["BLOCK"])
 
     Kernel("block_scan", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
            args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
@@ -251,12 +261,7 @@ def test_a_reference_given_the_config_gets_todays_names_and_its_args_builders_me
     though none of them was at fault. ``reference(**config)`` takes every input, not the config."""
     (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
     given = tmp_path / "given.txt"
-
-    def reference(x, config):
-        with given.open("a") as f:
-            f.write(f"{sorted(config)}\n")
-        blocks = np.split(x.astype(np.float64), range(config["BLOCK"], len(x), config["BLOCK"]))
-        return np.concatenate([np.cumsum(b) for b in blocks])
+    reference = logged_block_scan(given, sorted)
 
     def args(shape, dtype, rng):
         if shape[0] > 2000:
