@@ -142,8 +142,11 @@ def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
         "FAIL * best against the recorded source on (2048,): 1.*",
         "*the template changed since the record (* -> *: chain.c edited)*",
     ])
-    # its FAIL line, and the first line (repeated whole by the short summary on CI) that a CI's report shows
-    assert result.stdout.str().count("best against the recorded source on (2048,)") == 3
+    # its FAIL line, the first line (repeated whole by the short summary on CI) that a CI's report shows,
+    # and the gate's summary, the one screen a reviewer reads: its line said only "FAIL  chain::all-float32[gate]"
+    assert result.stdout.str().count("best against the recorded source on (2048,)") == 4
+    result.stdout.fnmatch_lines(["FAIL  chain::all-float32?gate?  regression: best against the recorded source on "
+                                 "(2048,): 1.*x (3 processes: *; limit 1.100x)"])
     result.stdout.fnmatch_lines(["FAILED test_chain.py::chain::all-float32?gate? - regression: best against the "
                                  "recorded source on (2048,): 1.*"])  # what a CI's test report shows
     gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]

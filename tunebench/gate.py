@@ -136,6 +136,18 @@ class GateResult:
     comparisons: dict = field(default_factory=dict)  # shape -> Comparison
     configs: dict = field(default_factory=dict)  # shape -> label -> config
 
+    def headline(self) -> str:
+        """A failure in one line: all a CI's test report (JUnit's message, pytest's short summary)
+        and the gate's summary show of it, so it names the check, the shape, the ratio and the limit."""
+        fails = [v.line().split(maxsplit=1)[1] for v in self.verdicts if v.outcome == "fail"]
+        if not fails:  # why nothing could be compared: a crash, a wrong result
+            return self.reason
+        # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"
+        retold = all(v.what == "best/baseline" for v in self.verdicts if v.outcome == "fail") and any(
+            n.startswith("the heuristic changed since the tune") for n in self.notes)
+        what = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else "regression"
+        return f"{what}: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1 else "")
+
 
 def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor: float, final: bool) -> Verdict:
     """Pass while the median ratio is within ``limit``; fail when every process is beyond

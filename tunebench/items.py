@@ -434,17 +434,8 @@ class Gate(Item):
         if result.outcome == "skip":  # and a skip's: what was measured through the noise
             _not_measured(self.config, result.reason)
         if result.outcome == "fail":  # a regression's verdicts, else why nothing could be compared
-            failed = [v for v in result.verdicts if v.outcome == "fail"]
-            fails = [v.line().split(maxsplit=1)[1] for v in failed]
-            # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"
-            retold = all(v.what == "best/baseline" for v in failed) and any(
-                n.startswith("the heuristic changed since the tune") for n in result.notes)
-            headline = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else \
-                "regression"
-            # the first line is all a CI's test report (JUnit's message, pytest's short summary) shows
-            lines = [f"{headline}: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1
-                                                  else ""), *report] if fails else [result.reason, *result.notes]
-            raise ItemFailed("\n".join(lines))
+            failed = any(v.outcome == "fail" for v in result.verdicts)
+            raise ItemFailed("\n".join([result.headline(), *(report if failed else result.notes)]))
         self.add_report_section("call", "tunebench gate", "\n".join(report))
 
 

@@ -360,9 +360,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             for store in [run.store, *(s for s in devices(run.store) if s.path != run.store.path)]:
                 here = "this machine" if store is run.store else "recorded"
                 terminalreporter.write_line(f"{here}: {store.device}: {describe(store.fingerprint or {})}")
-        for item, result in results:  # a failure's reason is in its report above: said once
+        for item, result in results:  # a failure's headline too: the verdict in this one screen
             shown = "fail" if result.outcome == "skip" and strict(config) else result.outcome  # as pytest says
-            reason = "" if result.outcome == "fail" or not result.reason else f"  {result.reason}"
+            said = result.headline() if result.outcome == "fail" else result.reason
+            reason = f"  {said}" if said else ""
             if result.outcome == "pass" and not result.comparisons:  # not a measured pass: say so
                 reason = "  nothing to measure (see -rA)"
             terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",
