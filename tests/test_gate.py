@@ -16,6 +16,7 @@ from tinydb import TinyDB
 
 from tests.test_plugin import TUNE
 from tests.test_records import digest
+from tunebench.cli import main
 from tunebench.compare import Comparison
 from tunebench.gate import checks, judge, trusted
 from tunebench.kernel import Variant
@@ -152,6 +153,32 @@ def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
     verdict = next(v for v in gate["verdicts"] if v["what"] == "best against the recorded source")
     assert verdict["outcome"] == "fail"  # how much slower it reads is bench/gate.py's to measure
+
+
+def test_a_template_the_gate_found_slower_is_not_said_in_the_report_to_want_a_tune_alone(tuned, capsys):
+    """A pull request's template made slower: the report's Regressions said to fix it, as a tune would
+    make the slower code the reference, while its Notes said `pytest ... --tune` tunes it, and nothing
+    more; an author who took the note hid the slowdown from every later gate."""
+    pytester, _ = tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    report = ["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
+              "--out", str(pytester.path / "r")]
+    assert main(report) == 0
+    notes = (pytester.path / "r" / "report.md").read_text().split("### Notes")[1].split("\n\n")[1]
+    assert re.fullmatch(
+        r"- \*\*chain\[all-float32\]\*\*: tuned with an earlier chain.c, .*: `pytest test_chain.py --tune` tunes "
+        r"this one, and the gate checks the config on it\n"
+        r"- \*\*chain\[all-float32\]\*\*: but its latest gate found today's build slower than its build as tuned "
+        r"\(see Regressions\): fix that first; a tune now would make the slower code the reference, and the gate "
+        r"would pass it", notes), notes
+    # a template changed and gated as fast as the one tuned is the tune's to take up
+    source.write_text(source.read_text().replace("#define EXTRA 30", "#define EXTRA 0 /* as tuned */"))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    assert main(report) == 0
+    assert "its latest gate found" not in (pytester.path / "r" / "report.md").read_text()
+    capsys.readouterr()
 
 
 def test_a_rerun_gate_item_is_one_task_in_the_summary(tuned):

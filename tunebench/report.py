@@ -118,10 +118,19 @@ class TaskView:
     @property
     def notes(self) -> list[str]:
         """What best() says of its answer (a template changed since the tune, a pick no final round
-        confirmed, why the heuristic stayed), and what else of the declaration changed since."""
+        confirmed, why the heuristic stayed), what else of the declaration changed since, and where
+        the latest gate found the changed template slower, that a tune must not come first."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
-        return [n for n in (*said, self.changed) if n]
+        gate = self.last_gate or {}
+        slowed = gate.get("outcome") == "fail" and any(
+            v["outcome"] == "fail" and v["what"].startswith("best against the recorded source")
+            for v in gate.get("verdicts", []))
+        # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
+        held = ("but its latest gate found today's build slower than its build as tuned (see Regressions): fix "
+                "that first; a tune now would make the slower code the reference, and the gate would pass it"
+                ) if slowed else None
+        return [n for n in (*said, self.changed, held) if n]
 
     @property
     def last_gate(self) -> dict | None:
