@@ -181,6 +181,25 @@ def test_a_template_the_gate_found_slower_is_not_said_in_the_report_to_want_a_tu
     capsys.readouterr()
 
 
+def test_a_slowed_template_counted_unchanged_since_a_revision_is_named_beside_the_count(tuned, capsys):
+    """The report's "Changes since main" said "1 task unchanged since main." of a pull request whose
+    gate failed that task: a slowed template leaves the records as they were, and the reviewer read
+    that nothing had slowed."""
+    pytester, _ = tuned
+    for command in (["init", "-q"], ["add", "-A"],
+                    ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tuned"]):
+        subprocess.run(["git", *command], cwd=pytester.path, check=True, capture_output=True)
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    assert main(["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
+                 "--out", str(pytester.path / "r"), "--compare", "HEAD"]) == 0
+    changes = (pytester.path / "r" / "report.md").read_text().split("### Changes since HEAD\n\n")[1]
+    assert changes.startswith("1 task unchanged since HEAD. Of those, chain[all-float32] failed its latest gate (see "
+                              "Regressions): the records change only when a task is tuned.\n"), changes
+    capsys.readouterr()
+
+
 def test_a_rerun_gate_item_is_one_task_in_the_summary(tuned):
     """Each attempt of pytest-rerunfailures was a task of its own: three FAIL lines for one, and
     "gated 3 of 4 tasks" in a suite of two."""

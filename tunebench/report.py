@@ -817,6 +817,12 @@ def write(records: Path, out: Path, compare: str | None = None,
                     md += [none, ""]
                     body += [f"<p>{html.escape(none)}</p>"]
                 else:
+                    # a slowed template leaves its records as they were: "unchanged" read as "nothing slowed"
+                    hidden = [v.label for v in failing if [v.kernel, v.bucket.name, v.dtype] not in
+                              [row[:3] for row in changes]]
+                    if hidden:
+                        unchanged += (f" Of those, {', '.join(hidden)} failed {'its' if len(hidden) == 1 else 'their'} "
+                                      f"latest gate (see Regressions): the records change only when a task is tuned.")
                     md += ([_markdown_table(head, changes), ""] if changes else []) + [unchanged, ""]
                     body += ([_html_table(head, [[c[2:-2] if c.startswith("**") else c for c in r] for r in changes])] if changes else []) + [
                         f"<p>{html.escape(unchanged)}</p>"]
