@@ -290,6 +290,44 @@ def test_a_reference_given_the_config_gets_todays_names_and_its_args_builders_me
                           cpu=kernel.variant("cpu")).reference_per_config
 
 
+def test_an_args_builder_out_of_memory_beside_other_configs_held_is_built_again_without_them(tmp_path):
+    """A reference given the config keeps each config's arguments apart; an args builder that takes
+    no config, out of memory beside the others held, failed the task instead of trying again alone.
+    A reference(x, config=None) given none before, then the config, is another declaration even
+    where its records hashed it by bytecode."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from tunebench.kernel import bytecode_hash
+    from tunebench.workers import _prepare
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    calls = []
+
+    def args(shape, dtype, rng):
+        calls.append(shape)
+        if len(calls) == 2:  # the second config's, beside the first's held
+            raise MemoryError("no room beside the others")
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    def reference(x, config=None):
+        return block_scan(x, config)
+
+    kernel = Kernel("block_scan_memory", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=args, reference=reference, outputs=["y"],
+                    cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                                heuristic=lambda shape: {"BLOCK": 16}))
+    held = (OrderedDict(), tmp_path / "kept")
+    for block in (16, 100):
+        _prepare(SimpleNamespace(name="cpu"), "block_scan_memory", (1000,), "float32", held, {"BLOCK": block})
+    assert len(calls) == 3 and [key[-1] for key in held[0]] == [(("BLOCK", 100),)]
+    variant = kernel.variant("cpu")
+    assert kernel.declaration(variant, "float32", {"reference": bytecode_hash(reference)})["reference"] != \
+        bytecode_hash(reference)
+    given = bytecode_hash(reference) + " (given the config)"
+    assert kernel.declaration(variant, "float32", {"reference": given})["reference"] == given
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

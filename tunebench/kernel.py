@@ -1663,17 +1663,21 @@ class Kernel:
         hashed by their bytecode; where today's bytecode hashes the same, that part is unchanged
         (its records are reused on the Python that made them, not all measured again)."""
         found = {"template": variant.source_hash, "flags": variant.declared_flags, "dtype": dtype,
-                 "args builder": code_hash(self.args),
-                 # given the config: the same source computed other outputs (a reference(x, config=None))
-                 "reference": code_hash(self.reference) + (" (given the config)" if self.reference_per_config else ""),
+                 "args builder": code_hash(self.args), "reference": code_hash(self.reference) + self._given,
                  "tolerance": repr(self.tolerance.get(dtype)) + "".join(  # as before where no output is keyed
                      f", {n}: {self.tolerance[n]!r}" for n in self.outputs if n in self.tolerance),
                  "outputs": repr((self.outputs, self.inout, self.inplace))}
-        for part, fn in (("args builder", self.args), ("reference", self.reference)):
+        for part, fn, given in (("args builder", self.args, ""), ("reference", self.reference, self._given)):
             was = (recorded or {}).get(part)
-            if was not in (None, found[part]) and was == bytecode_hash(fn):
+            if was not in (None, found[part]) and was == bytecode_hash(fn) + given:
                 found[part] = was
         return found
+
+    @property
+    def _given(self) -> str:
+        """What the declaration adds to the reference's hash where it is given the config: the same
+        source computed other outputs (a ``reference(x, config=None)``, given none before)."""
+        return " (given the config)" if self.reference_per_config else ""
 
     def changed_since(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None) -> list[str]:
         """The parts of a task's recorded declaration (see :meth:`declaration`) that differ today:

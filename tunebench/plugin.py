@@ -363,7 +363,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         for item, result in results:  # a failure's headline too: the verdict in this one screen
             shown = "fail" if result.outcome == "skip" and strict(config) else result.outcome  # as pytest says
             said = result.headline() if result.outcome == "fail" else result.reason
-            reason = f"  {said}" if said else ""
+            reason = f"  {' | '.join(said.splitlines())}" if said else ""  # a compiler's lines: one task, one line
             if result.outcome == "pass" and not result.comparisons:  # not a measured pass: say so
                 reason = "  nothing to measure (see -rA)"
             terminalreporter.write_line(f"{shown.upper():5} {item.parent.name}::{item.name}{reason}",

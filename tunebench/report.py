@@ -124,11 +124,11 @@ class TaskView:
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
         slowed = gate.get("outcome") == "fail" and any(
-            v["outcome"] == "fail" and v["what"].startswith("best against the recorded source")
+            v["outcome"] == "fail" and v["what"].startswith("best against the ")  # its recorded source or flags
             for v in gate.get("verdicts", []))
         # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
-        held = ("but its latest gate found today's build slower than its build as tuned (see Regressions): fix "
-                "that first; a tune now would make the slower code the reference, and the gate would pass it"
+        held = ("but its latest gate found today's build slower than its build as tuned: fix that first; a "
+                "tune now would make the slower code the reference, and the gate would pass it"
                 ) if slowed else None
         return [n for n in (*said, self.changed, held) if n]
 

@@ -290,8 +290,8 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
             cache.popitem(last=False)
         try:
             cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
-        except ResourceError:  # out of memory for this config's: once more without the others' held
-            if not cache:
+        except (ResourceError, KernelError) as e:  # out of memory: once more without the others' held
+            if not cache or not isinstance(e.__cause__, MemoryError):
                 raise
             cache.clear()
             cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
