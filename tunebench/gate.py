@@ -179,7 +179,8 @@ def _arms(best: dict, baseline: dict | None, recorded: dict | None, as_recorded:
 
 def _one_renamed(then: dict, today: dict) -> bool:
     """Whether ``today`` names one param of ``then`` otherwise, at the value ``then`` gives it
-    (block:256 -> tile:256), and every other the same."""
+    (block:256 -> tile:256), and no other param otherwise (their values are the caller's to
+    compare)."""
     lacking, new = then.keys() - today.keys(), today.keys() - then.keys()
     return len(lacking) == len(new) == 1 and then[min(lacking)] == today[min(new)]
 

@@ -521,8 +521,8 @@ def own_include_dirs() -> tuple[Path, ...]:
     is searched ahead of the compiler's own. Left out: /usr/local/include, which gcc searches
     after its own folder (its stdint.h, omp.h) and clang before it, so a stray header there would
     be hashed on that machine alone, perhaps never read (the shipped CUDA templates' stdint.h):
-    its headers are the machine's, as /usr/include's are; a relative entry (an empty one too), which the compiler
-    reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
+    its headers are the machine's, as /usr/include's are; a relative entry (an empty one too),
+    which the compiler reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
     whose headers change with the compiler, which the records name apart, and would hash
