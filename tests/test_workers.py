@@ -254,6 +254,81 @@ def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_
     assert given.read_text().splitlines() == ["16", "100"]
 
 
+def test_a_reference_that_alone_takes_the_config_is_run_on_the_shapes_arguments_built_once(tmp_path, monkeypatch):
+    """Only the reference taking the config, the args builder's inputs were built again for every
+    config (on a GPU, hundreds of MB and seconds a trial), and configs were not verified on the
+    same inputs. They are built once per shape, in trials and a comparison's arms, and read back
+    by a fresh worker; the reference is run on them once per config and shape."""
+    monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is kept (forked: the worker sees it)
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    built, given = tmp_path / "built.txt", tmp_path / "given.txt"
+
+    def args(shape, dtype, rng):
+        with built.open("a") as f:
+            f.write(f"{shape}\n")
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    Kernel("block_scan_once", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (3000,)])]),
+           args=args, reference=logged_block_scan(given, lambda config: config["BLOCK"]), outputs=["y"],
+           tolerance={"float32": (1e-5, 1e-4)},
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100, 256]}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    workers = Workers("cpu")
+    try:
+        for block in (16, 100, 256):
+            for n in (1000, 3000):
+                result = workers.trial(TrialJob("block_scan_once", {"BLOCK": block}, (n,), "float32",
+                                                MeasureSettings(repeats=3)))
+                assert result["status"] == "ok", result
+        arms = (("best", {"BLOCK": 256}, None), ("baseline", {"BLOCK": 16}, None))
+        for _ in range(2):
+            result = workers.trial(CompareJob("block_scan_once", (3000,), "float32", arms, 5,
+                                              MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+            workers.restart()
+    finally:
+        workers.close()
+    assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
+    assert given.read_text().splitlines() == ["16", "16", "100", "100", "256", "256"]
+
+
+def test_a_shapes_reference_outputs_per_config_are_held_for_the_latest_configs_alone(tmp_path, monkeypatch):
+    """Each config's outputs on the shape's one set of arguments, never another config's; a tune
+    of hundreds of configs holds the latest few, not every config's, and beyond the memory share
+    the config's own alone."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    import tunebench.workers
+    from tunebench.workers import _prepare
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    calls = []
+
+    def args(shape, dtype, rng):
+        calls.append(shape)
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    blocks = [16, 32, 64, 100, 128, 256, 512]
+    Kernel("block_scan_held", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=args, reference=block_scan, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": blocks}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    held = (OrderedDict(), tmp_path / "kept")
+    found = {block: _prepare(SimpleNamespace(name="cpu"), "block_scan_held", (1000,), "float32", held,
+                             {"BLOCK": block})[2:] for block in blocks}
+    (x,) = {id(a["x"]): a["x"] for a, _ in found.values()}.values()  # one set of arguments for every config
+    for block, (_, (reference,)) in found.items():
+        np.testing.assert_array_equal(reference, block_scan(x, {"BLOCK": block}))
+    assert calls == [(1000,)] and len(held[0]) == 1
+    (_, references), = held[0].values()
+    assert [dict(own)["BLOCK"] for own in references] == blocks[-tunebench.workers.PREPARED_CONFIGS:]
+    monkeypatch.setattr("tunebench.workers.PREPARED_MEMORY_SHARE", 0.0)
+    _prepare(SimpleNamespace(name="cpu"), "block_scan_held", (1000,), "float32", held, {"BLOCK": 16})
+    assert [dict(own) for own in references] == [{"BLOCK": 16}] and calls == [(1000,)]
+
+
 def test_a_reference_given_the_config_gets_todays_names_and_its_args_builders_memory_error_is_the_tasks(tmp_path):
     """The gate's recorded arm builds the recorded template with the names it was tuned with beside
     today's (a param renamed since): a reference spreading the config failed on them. An args
@@ -290,9 +365,11 @@ def test_a_reference_given_the_config_gets_todays_names_and_its_args_builders_me
                           cpu=kernel.variant("cpu")).reference_per_config
 
 
-def test_an_args_builder_out_of_memory_beside_other_configs_held_is_built_again_without_them(tmp_path):
-    """A reference given the config keeps each config's arguments apart; an args builder that takes
-    no config, out of memory beside the others held, failed the task instead of trying again alone.
+def test_an_args_builder_or_reference_out_of_memory_beside_others_held_is_built_again_without_them(tmp_path):
+    """An args builder that takes no config, out of memory beside another shape's arguments held,
+    failed the task instead of trying again alone; a reference given the config, out of memory
+    beside the shape's other configs' outputs held, pruned its config. Each is built once more
+    with nothing else held (the shape's arguments apart, which the reference is run on).
     A reference(x, config=None) given none before, then the config, is another declaration even
     where its records hashed it by bytecode."""
     from collections import OrderedDict
@@ -301,16 +378,19 @@ def test_an_args_builder_out_of_memory_beside_other_configs_held_is_built_again_
     from tunebench.kernel import bytecode_hash
     from tunebench.workers import _prepare
     (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
-    calls = []
+    calls, referenced = [], []
 
     def args(shape, dtype, rng):
         calls.append(shape)
-        if len(calls) == 2:  # the second config's, beside the first's held
+        if len(calls) == 2:  # the second shape's, beside the first's held
             raise MemoryError("no room beside the others")
         return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
                 "n": np.int32(shape[0])}
 
     def reference(x, config=None):
+        referenced.append(config["BLOCK"])
+        if referenced == [16, 100]:  # the second config's, beside the first's held
+            raise MemoryError("no room beside the others")
         return block_scan(x, config)
 
     kernel = Kernel("block_scan_memory", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
@@ -320,7 +400,10 @@ def test_an_args_builder_out_of_memory_beside_other_configs_held_is_built_again_
     held = (OrderedDict(), tmp_path / "kept")
     for block in (16, 100):
         _prepare(SimpleNamespace(name="cpu"), "block_scan_memory", (1000,), "float32", held, {"BLOCK": block})
-    assert len(calls) == 3 and [key[-1] for key in held[0]] == [(("BLOCK", 100),)]
+    (_, references), = held[0].values()
+    assert referenced == [16, 100, 100] and [dict(own) for own in references] == [{"BLOCK": 100}]
+    _prepare(SimpleNamespace(name="cpu"), "block_scan_memory", (2000,), "float32", held, {"BLOCK": 100})
+    assert calls == [(1000,), (2000,), (2000,)] and [key[1] for key in held[0]] == [(2000,)]
     variant = kernel.variant("cpu")
     assert kernel.declaration(variant, "float32", {"reference": bytecode_hash(reference)})["reference"] != \
         bytecode_hash(reference)

@@ -32,7 +32,8 @@ PREFIX = "tunebench-inputs-"
 
 
 def _path(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | None) -> Path:
-    key = hashlib.sha256(repr((kernel, tuple(shape), dtype, *([config] if config else []))).encode()).hexdigest()[:20]
+    key = hashlib.sha256(repr((kernel, tuple(shape), dtype, *([config] if config is not None else []))).encode()
+                         ).hexdigest()[:20]
     return folder / f"{key}.npz"
 
 
@@ -43,8 +44,9 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     another byte order, objects). ``blank``: the outputs whose values no call reads (not inout),
     kept as their shape. Written whole or not at all; a full disk only costs the next worker the
     build. ml_dtypes' floats are kept as their bits (numpy cannot read float8_e5m2 back).
-    ``config``: the config's key, where the args builder or the reference takes it (see
-    :attr:`~tunebench.kernel.Kernel.per_config`)."""
+    ``config``: the config's key, where the args builder takes it, or where ``args`` is empty:
+    a config's reference outputs alone, where only the reference takes the config (its shape's
+    arguments are kept once, under no config)."""
     arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
     if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]) or not all(
             a.flags.c_contiguous and a.flags.writeable for a in arrays):

@@ -62,6 +62,10 @@ PREPARE_TIMEOUT_S = 900.0
 #: arguments and float64 reference take seconds to build; at most this share of memory is kept.
 PREPARED_SHAPES = 4
 PREPARED_MEMORY_SHARE = 0.25
+#: The configs whose reference outputs a worker keeps with a shape's arguments, where only the
+#: reference takes the config, the least recently used dropped first: enough for a trial or a
+#: comparison's arms measured again in the same worker, never every config a tune measures.
+PREPARED_CONFIGS = 4
 
 
 @dataclass(frozen=True)
@@ -268,11 +272,13 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, in
 
 
 def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[OrderedDict, Path], config: dict):
-    """The kernel, its variant, the shape's arguments and reference outputs. Arguments are built
-    once per shape (per config and shape, where the args builder or the reference takes the
-    config: one config's are never another's) while it is among the latest (random inputs of a
-    large shape take seconds), and once per run where they took long (see
-    :mod:`tunebench.prepared`); each runner gets its own copy of the inputs and fresh outputs."""
+    """The kernel, its variant, the shape's arguments and the config's reference outputs.
+    Arguments are built once per shape (per config and shape, where the args builder takes the
+    config) while it is among the latest (random inputs of a large shape take seconds), and once
+    per run where they took long (see :mod:`tunebench.prepared`); a reference that takes the
+    config is run on them for each config, the latest :data:`PREPARED_CONFIGS` configs' outputs
+    held with the shape's (one config's are never another's). Each runner gets its own copy of
+    the inputs and fresh outputs."""
     cache, inputs = shapes
     kernel = REGISTRY.get(kernel_name)
     if kernel is None:
@@ -281,37 +287,83 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
     # the args builder and the reference are today's: given today's names alone (a recorded template's own,
     # renamed since, are its build's: see gate._recorded_config; a reference spreading **config failed on them)
     config = {name: value for name, value in config.items() if name in variant.space.names}
-    own = config_key(config) if kernel.per_config else None
-    key = (kernel_name, shape, dtype, own)
+    key = (kernel_name, shape, dtype, config_key(config) if kernel.args_per_config else None)
+    own = config_key(config) if kernel.reference_per_config else None
     if key in cache:
         cache.move_to_end(key)
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        try:
-            cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
-        except (ResourceError, KernelError) as e:  # out of memory: once more without the others' held
-            if not cache or not isinstance(e.__cause__, MemoryError):
-                raise
-            cache.clear()
-            cache[key] = kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config)
-        limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        while len(cache) > 1 and sum(_nbytes(v) for v in cache.values()) > limit:
+        args, reference = _alone(lambda: kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config), cache)
+        # the shape's arguments, and their reference outputs by config (none yet where only the reference takes it)
+        cache[key] = (args, OrderedDict([(own, reference)] if reference else []))
+    args, references = cache[key]
+    if own in references:
+        references.move_to_end(own)
+    else:  # only the reference takes the config: its outputs on the shape's arguments
+        while len(references) >= PREPARED_CONFIGS:
+            references.popitem(last=False)
+        references[own] = _alone(lambda: _referenced(kernel, shape, dtype, inputs, config, args), cache, key)
+    limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    while sum(_nbytes(v) for v in cache.values()) > limit and (len(cache) > 1 or len(references) > 1):
+        if len(cache) > 1:
             cache.popitem(last=False)
-    args, reference = cache[key]
-    return kernel, variant, args, reference
+        else:
+            references.popitem(last=False)
+    return kernel, variant, args, references[own]
 
 
-def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> tuple:
-    """A shape's arguments and reference outputs, kept for the run's next workers where they
-    took long. The suite's own code failing here is the declaration's fault, not a candidate's:
-    one error for the task, never a record."""
-    what = "args builder"
-    began = time.perf_counter()
+def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = None) -> Any:
+    """What ``build`` gives; where it ran out of memory beside what the worker holds, built once
+    more without it (all but ``key``'s arguments, which it is built on)."""
     try:
-        args = kernel.build_args(shape, dtype, config)
-        what = "reference"
-        reference = kernel.expected(args, config)
+        return build()
+    except (ResourceError, KernelError) as e:
+        others = [k for k in cache if k != key]
+        configs = cache[key][1] if key else {}  # the other configs' reference outputs on them
+        if not isinstance(e.__cause__, MemoryError) or not others and not configs:
+            raise
+        for k in others:
+            del cache[k]
+        configs.clear()
+        return build()
+
+
+def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> tuple[dict, list]:
+    """A shape's arguments and reference outputs (none, where only the reference takes the
+    config: see :func:`_referenced`), kept for the run's next workers where they took long."""
+    began = time.perf_counter()
+    args = _suite_code(kernel, "args builder", shape, dtype, config, lambda: kernel.build_args(shape, dtype, config))
+    apart = kernel.reference_per_config and not kernel.args_per_config
+    reference = [] if apart else _suite_code(kernel, "reference", shape, dtype, config,
+                                             lambda: kernel.expected(args, config))
+    if time.perf_counter() - began >= SLOW_S:
+        keep(inputs, kernel.name, shape, dtype, args, reference,
+             blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
+             config=config_key(config) if kernel.args_per_config else None)
+    return args, reference
+
+
+def _referenced(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, args: dict) -> list:
+    """The config's reference outputs on its shape's arguments, where only the reference takes
+    the config; kept for the run's next workers where they took long, apart from the arguments
+    (kept once for the shape)."""
+    found = kept(inputs, kernel.name, shape, dtype, config_key(config))
+    if found:
+        return found[1]
+    began = time.perf_counter()
+    reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(args, config))
+    if time.perf_counter() - began >= SLOW_S:
+        keep(inputs, kernel.name, shape, dtype, {}, reference, config=config_key(config))
+    return reference
+
+
+def _suite_code(kernel, what: str, shape: tuple, dtype: str, config: dict, step: Callable[[], Any]) -> Any:
+    """What ``step`` gives, a call of the suite's own code (the args builder or the reference):
+    its failure is the declaration's fault, not a candidate's: one error for the task, never a
+    record; a step whose outputs are the config's running out of memory is that config's limit."""
+    try:
+        return step()
     except KernelError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, reported with its cause
@@ -321,16 +373,12 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> t
         if mine and isinstance(e, MemoryError):  # this config's workspace: its candidate's limit
             raise ResourceError(f"the {what} ran out of memory {where}: {e}") from e
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
-    if time.perf_counter() - began >= SLOW_S:
-        keep(inputs, kernel.name, shape, dtype, args, reference,
-             blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
-             config=config_key(config) if kernel.per_config else None)
-    return args, reference
 
 
 def _nbytes(prepared: tuple) -> int:
-    args, reference = prepared
-    return sum(a.nbytes for a in (*args.values(), *reference) if isinstance(a, np.ndarray))
+    args, references = prepared
+    return sum(a.nbytes for a in (*args.values(), *(r for outputs in references.values() for r in outputs))
+               if isinstance(a, np.ndarray))
 
 
 def _built(conn, artefacts: list[tuple[str, bool]]) -> None:
