@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# The report's matplotlib, imported once for the whole run: pytester drops the modules a test
+# imported when it ends, and matplotlib 3.11 imported again beside its compiled parts (which stay)
+# is two matplotlibs ("'Figure' object has no attribute 'items'" from a second test's report).
+import tunebench.report  # noqa: F401,E402
+
 #: A tiny kernel, y = a * x + b, whose ``mode`` param plants faults: 1 writes a wrong answer,
 #: 2 does not compile. ``vec`` and ``unroll`` only change the loop's shape.
 AXPB_C = """\
