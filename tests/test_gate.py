@@ -252,6 +252,42 @@ def test_gate_measurements_load_in_pytest_benchmark_compare(tuned, recwarn):
         assert now == saved and now["tunebench"]["device"].startswith("cpu-"), message
 
 
+def test_gate_json_carries_the_ratio_the_verdict_judged(tuned, monkeypatch):
+    """A reviewer read two figures for one verdict: gate.json's benchmarks pool every sample of every
+    process, and their medians (pytest-benchmark compare's relative figures) gave 1.61x where the
+    verdict, the median of the per-process ratios, said 1.562x. The best's benchmark now carries
+    each verdict on its shape with the ratio it judged."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+
+    def phases(*args, **kwargs):  # each process in a phase of its own: (best, baseline) in heuristic's times
+        found = real(*args, **kwargs)
+        ms = found.objectives[0]["baseline"]  # near its recorded time: the machine that tuned
+        for objective, process, times in zip(found.objectives, found.samples, [(0.2, 1.0), (0.5, 0.8), (0.9, 1.2)]):
+            objective.update(best=times[0] * ms, baseline=times[1] * ms)
+            for by_arm in process.values():
+                for arm, time in zip(("best", "baseline"), times):
+                    by_arm[arm] = [time * ms] * len(by_arm[arm])
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", phases)
+    pytester, _ = tuned
+    out = pytester.path / "gate.json"
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["PASS * best/baseline on (2048,): 0.625x (3 processes: 0.200-0.750; limit 1.100x)"])
+    arms = {b["name"].split("::")[-1]: b for b in json.loads(out.read_text())["benchmarks"]}
+    best, baseline = arms["best@2048"], arms["baseline@2048"]
+    assert best["stats"]["median"] / baseline["stats"]["median"] == pytest.approx(0.5)  # pooled: not the verdict's
+    verdicts = best["extra_info"]["verdicts"]
+    assert verdicts[0] == {"what": "best/baseline", "shape": [2048], "ratios": pytest.approx([0.2, 0.625, 0.75]),
+                           "limit": pytest.approx(1.1), "outcome": "pass", "ratio": pytest.approx(0.625)}
+    # and the drift note's, on the same per-process ratios
+    assert verdicts[1]["what"].startswith("best/baseline against the tuning-time ratios")
+    assert verdicts[1]["ratio"] == pytest.approx(0.625)
+
+
 @pytest.mark.parametrize("ratios, final, outcome", [
     ([1.00, 1.02, 0.99], False, "pass"),
     ([1.30, 1.31, 1.29], False, "fail"),  # every process beyond the limit

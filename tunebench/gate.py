@@ -121,6 +121,11 @@ class Verdict:
     def median(self) -> float:
         return statistics.median(self.ratios)
 
+    def doc(self) -> dict:
+        """The verdict as the records keep it (its ratio, :attr:`median`, is worked out again)."""
+        return {"what": self.what, "shape": list(self.shape), "ratios": self.ratios, "limit": self.limit,
+                "outcome": self.outcome}
+
     def line(self) -> str:
         spread = f"{min(self.ratios):.3f}-{max(self.ratios):.3f}" if len(self.ratios) > 1 else ""
         return (f"{self.outcome.upper():9} {self.what} on {self.shape}: {self.median:.3f}x "
@@ -732,8 +737,7 @@ def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: V
                     "objectives": result.comparisons[s].objectives if s in result.comparisons else [],
                     **({"best_ms": result.comparisons[s].median("best")} if s in result.comparisons else {})}
                    for s in bucket.shapes],
-        "verdicts": [{"what": v.what, "shape": list(v.shape), "ratios": v.ratios, "limit": v.limit,
-                      "outcome": v.outcome} for v in result.verdicts],
+        "verdicts": [v.doc() for v in result.verdicts],
         "git_commit": commit, "git_dirty": dirty, "timestamp": now(), "tunebench_version": __version__,
     }
     try:

@@ -421,13 +421,17 @@ class Gate(Item):
         results = self.config.stash[GATE_RESULTS]  # a rerun (pytest-rerunfailures) replaces its attempt before
         results[:] = [(item, r) for item, r in results if item is not self] + [(self, result)]
         for shape, comp in result.comparisons.items():
+            # every verdict is of the best's time: its benchmark carries them with the ratio each judged (the
+            # median of the per-process ratios), which the pooled samples' medians are not
+            verdicts = [{**v.doc(), "ratio": v.median} for v in result.verdicts if v.shape == shape]
             for label in comp.labels:  # every sample of every process, under every placement
                 values = [ms for process in comp.samples for by_arm in process.values() for ms in by_arm[label]]
                 benchmark_json.feed(self.config, f"{self.nodeid}::{label}@{'x'.join(map(str, shape))}",
                                     group=f"{kernel.name}[{self.bucket.name}-{self.dtype}]", samples_ms=values,
                                     extra_info={"config": result.configs[shape][label], "shape": list(shape),
                                                 "device": self.run.store.device, "outcome": result.outcome,
-                                                "process_ms": [o[label] for o in comp.objectives]})
+                                                "process_ms": [o[label] for o in comp.objectives],
+                                                **({"verdicts": verdicts} if label == "best" else {})})
         report = [v.line() for v in result.verdicts] + result.notes
         self.user_properties[:] = [p for p in self.user_properties if p[0] != "tunebench_gate"]  # a rerun's: its own
         self.user_properties.append(("tunebench_gate", "\n".join(report)))  # a CI's JUnit report shows a pass's too
