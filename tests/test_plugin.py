@@ -411,14 +411,10 @@ def test_a_suite_of_no_project_run_from_inside_another_is_not_refused_as_of_that
         "axpb", (1000,), suites=base / "x").config
 
 
-def test_a_suite_file_linked_in_from_another_project_is_tuned_and_gated_as_of_the_project_it_is_reached_in(
-        project, pytester):
-    """``pytest B/suites/test_link.py --tune``, the file a symlink to project A's suite, was
-    refused as of B while the run's records/ was A's (the link followed), and the command it
-    suggested was the same one; ``pytest B/suites --tune`` recorded into B. The suite is B's, as
-    its templates are (looked up beside the link) and the records best() reads for it."""
-    from tunebench.lookup import project as project_of
-
+@pytest.fixture
+def linked_in(project) -> Path:
+    """Projects A and B side by side in the folder returned, B's suites/test_link.py a symlink to
+    A's suite file."""
     root = project()
     (root / "pyproject.toml").unlink()
     for name in ("A", "B"):
@@ -428,12 +424,41 @@ def test_a_suite_file_linked_in_from_another_project_is_tuned_and_gated_as_of_th
     (root / "B" / "suites" / "test_link.py").symlink_to(root / "A" / "suites" / "test_axpb.py")
     for folder in ("suites", "kernels"):
         shutil.rmtree(root / folder)
+    return root
+
+
+def test_a_suite_file_linked_in_from_another_project_is_tuned_and_gated_as_of_the_project_it_is_reached_in(
+        linked_in, pytester):
+    """``pytest B/suites/test_link.py --tune``, the file a symlink to project A's suite, was
+    refused as of B while the run's records/ was A's (the link followed), and the command it
+    suggested was the same one; ``pytest B/suites --tune`` recorded into B. The suite is B's, as
+    its templates are (looked up beside the link) and the records best() reads for it."""
+    from tunebench.lookup import project as project_of
+
+    root = linked_in
     pytester.runpytest("B/suites/test_link.py", *TUNE, "-k", "small").assert_outcomes(passed=6, deselected=8)
     assert len(recorded_trials(root / "B")) == 5 and not (root / "A" / "records").exists()
     assert project_of(suites=root / "B" / "suites")[0] == root / "B" / "records"
     result = pytester.runpytest("B/suites/test_link.py", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines([f"*tunebench gate: *, records in {root / 'B' / 'records'}*"])
+
+
+def test_best_of_a_suite_file_linked_in_from_another_project_says_to_tune_it_where_it_is_reached(
+        linked_in, pytester, monkeypatch):
+    """best() in B, whose suites/test_link.py links A's suite, said "`pytest /.../A/suites/test_axpb.py
+    --tune --tune-records records` tunes it": the other project's file, where ``pytest suites --tune``
+    in B tunes B's link into B's records/, which best() reads. Its lookups import the file as
+    reached, as pytest collects it."""
+    monkeypatch.chdir(linked_in / "B")
+    untuned = lookup("axpb", (1000,), suites="suites")
+    assert untuned.source == "heuristic" and untuned.reason.endswith("; `pytest suites/test_link.py --tune` tunes it")
+    command = untuned.reason.rsplit("`", 2)[1].split()[1:]  # as told, from B
+    pytester.runpytest(*command, *TUNE[1:], "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert len(recorded_trials(linked_in / "B")) == 5 and not (linked_in / "A" / "records").exists()
+    tuned = lookup("axpb", (1000,), suites="suites")  # its final round's answer, whether it kept the heuristic or not
+    assert "nothing is recorded" not in (tuned.reason or "") and tuned == lookup(
+        "axpb", (1000,), records=linked_in / "B" / "records")
 
 
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):

@@ -143,7 +143,9 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                     raise ImportError(error)
                 failed.append(error)
                 continue
-            k.collected_from = k.collected_from or path.resolve()  # the suite that tunes it (not a generator's module)
+            # the suite that tunes it (not a generator's module), as reached: a file linked in from another project
+            # is of the one it is reached in, as pytest collects it (its tune command named the other's file)
+            k.collected_from = k.collected_from or Path(os.path.abspath(path))
             if k not in kernels:
                 kernels.append(k)
     return kernels
