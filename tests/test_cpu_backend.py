@@ -961,7 +961,8 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     ``x.h`` includes "../detail/z.h". The compiler follows the link, then the "..": it reads
     the package's detail/z.h. The link's path was taken without the link, include/detail/z.h:
     none was a KernelError ("cannot be read"), and the project's own file of that name (never
-    read) was hashed, an edit of it another source."""
+    read) was hashed, an edit of it another source; then the package's z.h was hashed not at
+    all, an edit of it served the old trials. The file the compiler reads is hashed, by its path."""
     package = tmp_path / "stow" / "mylib" / "include"
     (package / "mylib").mkdir(parents=True)
     (package / "detail").mkdir()
@@ -983,12 +984,49 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
                        flags=("-I../include",), origin=tmp_path / "proj" / "suites")
 
     variant = declared()
-    assert '#line 1 "../include/mylib/x.h"' in variant.template and "detail" not in variant.template
+    assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+        '#line 1 "../include/mylib/x.h"', '#line 1 "../../stow/mylib/include/detail/z.h"']
     if decoy:
         own.write_text("#define MYSCALE 6.0f\n")
         assert declared().source_hash == variant.source_hash
     got, want = run_once(CpuBackend(), scaling(f"folded_link_test_{decoy:d}", variant, 3.0, 9), variant, {"tile": 1},
                          n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (package / "detail" / "z.h").write_text("#define MYSCALE 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
+@pytest.mark.parametrize("through", ["-I", "CPATH"])
+def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_and_built_as_recorded(
+        tmp_path, monkeypatch, through):
+    """A header of an -I folder (or of a CPATH one) including "../common/factor.h", which the
+    compiler reads beside it, outside every header folder: the header was taken for no folder's,
+    never hashed, so an edit of it (a factor 3 made 2) was served the old trials. It is hashed,
+    named from the template's folder, and the recorded build reads the records' copy."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "common").mkdir()
+    factor = tmp_path / "common" / "factor.h"
+    factor.write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "include" / "scale.h").write_text('#include "../common/factor.h"\n')
+    (tmp_path / "suites" / "k.c").write_text(
+        "#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+        "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    monkeypatch.setenv("CPATH", str(tmp_path / "include") if through == "CPATH" else "")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-I../include",) if through == "-I" else (), origin=tmp_path / "suites")
+
+    tuned = declared()
+    text, texts = tuned.template, tuned.file_texts
+    assert '#line 1 "../common/factor.h"' in text
+    factor.write_text("#define FACTOR 2.0f\n")
+    assert declared().source_hash != tuned.source_hash
+    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
+    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
+    got, want = run_once(CpuBackend(), scaling(f"parent_include_test_{through[-1]}", recorded, 3.0, 9), recorded,
+                         {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 

@@ -366,7 +366,10 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
     compiler reads it there, and its target was taken for no folder's header, never hashed. Only
     where that path is the file: the compiler follows a linked folder before a "../" of the name
     (stow's folded ``include/mylib``, its ``x.h`` including "../detail/z.h", reads the target's
-    sibling), which the path's text, without it, named another file or none ("cannot be read")."""
+    sibling), which the path's text, without it, named another file or none ("cannot be read").
+    Else, a name leading out of the folder that holds it ("../common/x.h" beside a header of an
+    -I folder), the file the compiler reads, resolved: taken for no folder's header, an edit of
+    it was served the old one's trials."""
     name = include.group(1) or include.group(2)
     places = ([at.parent] if include.group(1) else []) + list(dirs)
     header = next((d / name for d in places if (d / name).is_file()), None)
@@ -376,7 +379,7 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
         return header.resolve()
     linked = Path(os.path.normpath(header))
     return linked if (any(linked.is_relative_to(os.path.normpath(d)) for d in dirs) and linked.is_file()
-                      and os.path.samefile(linked, header)) else None
+                      and os.path.samefile(linked, header)) else header.resolve()
 
 
 def _condition(text: str) -> str:
