@@ -996,13 +996,16 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     assert declared().source_hash != variant.source_hash
 
 
-@pytest.mark.parametrize("through", ["-I", "CPATH"])
+@pytest.mark.parametrize("through", ["-I", "CPATH", "computed"])
 def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_and_built_as_recorded(
         tmp_path, monkeypatch, through):
     """A header of an -I folder (or of a CPATH one) including "../common/factor.h", which the
-    compiler reads beside it, outside every header folder: the header was taken for no folder's,
+    compiler reads beside it, outside every header folder (as a computed include's
+    '"../common/factor.h"' is read beside the template): the header was taken for no folder's,
     never hashed, so an edit of it (a factor 3 made 2) was served the old trials. It is hashed,
-    named from the template's folder, and the recorded build reads the records' copy."""
+    named from the template's folder, and the recorded build reads the records' copy (the
+    computed include's looked for it from a copy of the template's folder that was not there,
+    and read today's)."""
     (tmp_path / "suites").mkdir()
     (tmp_path / "include").mkdir()
     (tmp_path / "common").mkdir()
@@ -1010,12 +1013,14 @@ def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_a
     factor.write_text("#define FACTOR 3.0f\n")
     (tmp_path / "include" / "scale.h").write_text('#include "../common/factor.h"\n')
     (tmp_path / "suites" / "k.c").write_text(
-        "#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+        ("#include IMPL\n" if through == "computed" else "#include <scale.h>\n")
+        + "void k(const float *x, float *y, int n)\n"
         "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
     monkeypatch.setenv("CPATH", str(tmp_path / "include") if through == "CPATH" else "")
+    config = {"IMPL": '"../common/factor.h"'}
 
     def declared():
-        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+        return Variant(source="k.c", entry="k", space=Space({"IMPL": [config["IMPL"]]}), heuristic=lambda shape: config,
                        flags=("-I../include",) if through == "-I" else (), origin=tmp_path / "suites")
 
     tuned = declared()
@@ -1026,7 +1031,7 @@ def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_a
     kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
     recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
     got, want = run_once(CpuBackend(), scaling(f"parent_include_test_{through[-1]}", recorded, 3.0, 9), recorded,
-                         {"tile": 1}, n=9)
+                         config, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 

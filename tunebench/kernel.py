@@ -511,12 +511,13 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
-    :attr:`Variant.kept`), and each folder the tune's compiler found a header in of its own
-    (CPATH: see :func:`_own_folders`), whose copy, an -I folder, is searched
-    ahead of every folder of the compiler's own. The folder is named by the texts: written once."""
+    :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
+    folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
+    whose copy, an -I folder, is searched ahead of every folder of the compiler's own. The
+    folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
-    folder = BuildCache().copies(copies, name)
+    folder = BuildCache().copies(copies, name, built.computed_include_dirs)
     flags = []
     for flag, named in zip(built.build_flags, flag_paths(built.flags)):
         names = named[2] if named else None

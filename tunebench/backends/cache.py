@@ -19,7 +19,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -261,13 +261,17 @@ class BuildCache:
                 _write_atomic(path, json.dumps(why), f"{os.getpid()}-{time.monotonic_ns()}")
         return why
 
-    def copies(self, texts: Mapping[Path, str], name: str) -> Path:
+    def copies(self, texts: Mapping[Path, str], name: str, folders: Iterable[Path] = ()) -> Path:
         """A folder of the cache, ``kept/<name>``, holding each text at its file's absolute path
         below it: a build reads files as they were (the records' texts of a helper or a header
         edited since), their relative paths as they are. Each is written once, whole, so gates
-        running at once read the same files, and their builds are cached under one name."""
+        running at once read the same files, and their builds are cached under one name. Each of
+        ``folders`` is there too, empty where no text lies in it: a name the compiler looks for
+        from it, "../common/x.h", leads through it to a copy only where it is."""
         folder = self.root / "kept" / name
         with self._writing():
+            for path in folders:
+                (folder / path.relative_to(path.anchor)).mkdir(parents=True, exist_ok=True)
             for path, text in texts.items():
                 copy = folder / path.relative_to(path.anchor)
                 if not copy.exists():
