@@ -881,9 +881,9 @@ def test_a_stray_header_of_usr_local_include_is_no_part_of_a_templates_source(tm
     for variable in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
         monkeypatch.delenv(variable, raising=False)
     assert Path("/usr/local/include").is_dir()  # as on every Debian machine: the case is real here
-    assert own_include_dirs() == ()
+    assert own_include_dirs("c") == own_include_dirs("c++") == ()
     monkeypatch.setenv("CPATH", f"{tmp_path}{os.pathsep}/usr/local/include")
-    assert own_include_dirs() == (tmp_path.resolve(), Path("/usr/local/include").resolve())
+    assert own_include_dirs("c") == (tmp_path.resolve(), Path("/usr/local/include").resolve())
 
 
 @pytest.mark.parametrize("variable", ["CPATH", "C_INCLUDE_PATH"])
@@ -920,6 +920,46 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (tmp_path / "inc" / "myscale.h").write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
+
+
+@pytest.mark.parametrize("source, other, own", [("k.c", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
+                                                ("k.cpp", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+                                                ("k.cu", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")])
+def test_a_header_of_the_other_languages_include_path_is_no_part_of_a_templates_source(
+        tmp_path, monkeypatch, source, other, own):
+    """gcc, clang and nvcc search C_INCLUDE_PATH for C alone and CPLUS_INCLUDE_PATH for C++ alone
+    (a .cu is C++): each was taken as searched for both, so a C template hashed a header the
+    compiler never reads ("myscale.h: No such file", or another header of the name read), and an
+    edit of it was another source. Only the template's language's variable (and CPATH) counts."""
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "myscale.h"
+    header.write_text("#define MYSCALE 3.0f\n")
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / source).write_text(
+        '#include <myscale.h>\n#ifdef __cplusplus\nextern "C"\n#endif\nvoid k(const float *x, float *y, int n)\n'
+        "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
+    for variable in ("CPATH", other, own):
+        monkeypatch.delenv(variable, raising=False)
+
+    def declared():
+        return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       origin=tmp_path / "proj")
+
+    plain = declared().source_hash
+    monkeypatch.setenv(other, str(tmp_path / "inc"))
+    variant = declared()
+    assert variant.source_hash == plain
+    if source != "k.cu":  # the compiler does not read it either
+        with pytest.raises(CompileError, match="myscale.h"):
+            CpuBackend().build(scaling(f"other_path_test_{source[2:]}", variant, 3.0, 9), variant, {"tile": 1},
+                               "float32")
+    monkeypatch.setenv(own, str(tmp_path / "inc"))
+    variant = declared()
+    assert f'#line 1 "{tmp_path.resolve() / "inc" / "myscale.h"}"' in variant.template
+    if source != "k.cu":
+        got, want = run_once(CpuBackend(), scaling(f"own_path_test_{source[2:]}", variant, 3.0, 9), variant,
+                             {"tile": 1}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 @pytest.mark.parametrize("through", ["CPATH", "-I"])

@@ -815,6 +815,14 @@ class Variant:
         return self._read()[0]
 
     @property
+    def language(self) -> str:
+        """What the compiler reads the template as, ``c`` or ``c++``: nvcc a ``.cu`` as C++, gcc
+        any other as :func:`~tunebench.backends.cpu.language` says. Each reads its own include
+        path variable (see :data:`~tunebench.backends.base.PATH_ENV`)."""
+        from tunebench.backends.cpu import language  # the CPU target's rule: a floor below
+        return "c++" if Path(self.source).suffix == ".cu" else language(self)
+
+    @property
     def source_hash(self) -> str:
         """A short hash of the template text: a record is reused only for the same source."""
         return self._read()[1]
@@ -864,7 +872,7 @@ class Variant:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         text, read, library, inputs, computed, texts = self.text, [], {}, {}, {}, {}
-        own = own_include_dirs()
+        own = own_include_dirs(self.language)
         dirs = (*self.include_dirs, *own)  # where the compiler finds what it reads in place
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))

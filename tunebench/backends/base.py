@@ -506,24 +506,27 @@ def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequenc
     return None
 
 
-#: The environment variables that add folders to a compiler's include path (gcc's, and nvcc's,
-#: whose host compiler preprocesses): a folder list each, searched after the flags' -I folders.
-PATH_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+#: The environment variables that add folders to a compiler's include path (gcc's, clang's, and
+#: nvcc's, whose host compiler preprocesses), by the language it reads the source as: a folder
+#: list each, searched after the flags' -I folders. CPATH for both, C_INCLUDE_PATH for C alone and
+#: CPLUS_INCLUDE_PATH for C++ alone (a .cu is C++ to nvcc): a header of the other's folder is not read.
+PATH_ENV = {"c": ("CPATH", "C_INCLUDE_PATH"), "c++": ("CPATH", "CPLUS_INCLUDE_PATH")}
 #: The environment variables that add to a compiler's include path (nvcc's flags too): the same
 #: header name found through another is another file.
-INCLUDE_ENV = (*PATH_ENV, "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 #: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
 
 
-def own_include_dirs() -> tuple[Path, ...]:
+def own_include_dirs(lang: str) -> tuple[Path, ...]:
     """The folders of a user's headers that the compiler searches of its own, with no flag naming
-    them: those the :data:`PATH_ENV` variables list, each resolved and once. A header the
-    template includes from one is read where it lies, so it is hashed as a header of the flags'
-    -I folders is (an edited one was another kernel served the old one's trials); such a folder
-    is searched ahead of the compiler's own. Left out: /usr/local/include, which gcc searches
-    after its own folder (its stdint.h, omp.h) and clang before it, so a stray header there would
-    be hashed on that machine alone, perhaps never read (the shipped CUDA templates' stdint.h):
+    them, reading a source of ``lang`` (``c`` or ``c++``): those its :data:`PATH_ENV` variables
+    list, each resolved and once. A header the template includes from one is read where it
+    lies, so it is hashed as a header of the flags' -I folders is (an edited one was another
+    kernel served the old one's trials); such a folder is searched ahead of the compiler's own.
+    Left out: /usr/local/include, which gcc searches after its own folder (its stdint.h, omp.h)
+    and clang before it, so a stray header there would be hashed on that machine alone, perhaps
+    never read (the shipped CUDA templates' stdint.h):
     its headers are the machine's, as /usr/include's are; a relative entry (an empty one too),
     which the compiler reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
@@ -532,7 +535,7 @@ def own_include_dirs() -> tuple[Path, ...]:
     kilobytes of CUDA headers into every template on that machine alone; and one this user
     cannot search, which the compiler skips too (its PermissionError was a traceback out of
     ``best()``)."""
-    listed = [entry for var in PATH_ENV for entry in os.environ.get(var, "").split(os.pathsep)]
+    listed = [entry for var in PATH_ENV[lang] for entry in os.environ.get(var, "").split(os.pathsep)]
     found: dict[Path, None] = {}
     for entry in listed:
         folder = Path(entry)
