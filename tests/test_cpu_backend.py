@@ -1075,6 +1075,36 @@ def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_a
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("library", ["installed", "sibling"])
+def test_a_header_reached_by_a_parent_include_from_a_library_folder_hashes_alike_in_every_checkout(
+        tmp_path, library):
+    """An -I folder's header including "../common/factor.h", outside every header folder and the
+    project: named from the template's folder, a library installed at one place (-I/opt/lib/include)
+    made a checkout at another depth another source ("../../../opt/..." against "../../../../../opt/...").
+    It is named as the folder nearest it is: by its absolute path beside an absolute folder, from the
+    template's folder beside a sibling checkout's (-I../../lib/include), which moves with it."""
+    def project(top: Path) -> Variant:
+        lib = tmp_path / "opt" / "lib" if library == "installed" else top / "lib"
+        (lib / "include").mkdir(parents=True, exist_ok=True)
+        (lib / "common").mkdir(exist_ok=True)
+        (lib / "include" / "scale.h").write_text('#include "../common/factor.h"\n')
+        (lib / "common" / "factor.h").write_text("#define FACTOR 3.0f\n")
+        (top / "proj" / "suites").mkdir(parents=True)
+        (top / "proj" / "pyproject.toml").write_text("")
+        (top / "proj" / "suites" / "k.c").write_text(
+            "#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+        folder = str(lib / "include") if library == "installed" else "../../lib/include"
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=(f"-I{folder}",), origin=top / "proj" / "suites")
+
+    near, deep = project(tmp_path / "a"), project(tmp_path / "b" / "c" / "d")
+    named = [line for line in near.template.splitlines() if "factor.h" in line]
+    assert named == ([f'#line 1 "{tmp_path / "opt" / "lib" / "common" / "factor.h"}"'] if library == "installed"
+                     else ['#line 1 "../../lib/common/factor.h"'])
+    assert near.source_hash == deep.source_hash
+
+
 def test_a_linked_header_with_a_computed_include_hashes_alike_in_every_checkout(tmp_path):
     """A header linked into the project's include folder from elsewhere, holding ``#include IMPL``
     (which may read any header beside it): the folder's headers were listed by their targets,

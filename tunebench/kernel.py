@@ -761,13 +761,22 @@ class Variant:
         under one of ``own``, the folders the compiler searches of its own (see
         :func:`~tunebench.backends.base.own_include_dirs`), outside the project and every folder
         its flags give: a CI script's ``export CPATH=$PWD/include`` beside ``-I../include`` named
-        the project's header by the checkout's path, and no other checkout had its source."""
+        the project's header by the checkout's path, and no other checkout had its source. A file
+        under none of these, nor the project (a "../common/x.h" of a header there), is named as the
+        folder nearest it is, by the longest path they share: beside an absolute -I folder, a
+        checkout at another depth named it another file; beside a sibling checkout's, relative."""
         if any(path.is_relative_to(given) for given in self._absolute):
             return True
-        if not any(path.is_relative_to(d) for d in own):
-            return False
         base = self.origin or Path.cwd()
-        return not any(path.is_relative_to(d) for d in (*self.include_dirs, (project_root(base) or base).resolve()))
+        local = (*self.include_dirs, (project_root(base) or base).resolve())
+        if any(path.is_relative_to(d) for d in own):
+            return not any(path.is_relative_to(d) for d in local)
+        if any(path.is_relative_to(d) for d in local):
+            return False
+        relative = [d for d in local if d not in self._absolute]
+        machine = [*self._absolute, *(d for d in own if not any(d.is_relative_to(r) for r in relative))]
+        shared = lambda d: len(Path(os.path.commonpath([path, d])).parts)  # noqa: E731 - for two lists
+        return bool(machine) and max(map(shared, machine)) > max(map(shared, relative))
 
     def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = ()) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
