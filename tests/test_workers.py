@@ -322,7 +322,7 @@ def test_a_shapes_reference_outputs_per_config_are_held_for_the_latest_configs_a
     for block, (_, (reference,)) in found.items():
         np.testing.assert_array_equal(reference, block_scan(x, {"BLOCK": block}))
     assert calls == [(1000,)] and len(held[0]) == 1
-    (_, references), = held[0].values()
+    (references,) = [entry.references for entry in held[0].values()]
     assert [dict(own)["BLOCK"] for own in references] == blocks[-tunebench.workers.PREPARED_CONFIGS:]
     monkeypatch.setattr("tunebench.workers.PREPARED_MEMORY_SHARE", 0.0)
     _prepare(SimpleNamespace(name="cpu"), "block_scan_held", (1000,), "float32", held, {"BLOCK": 16})
@@ -400,7 +400,7 @@ def test_an_args_builder_or_reference_out_of_memory_beside_others_held_is_built_
     held = (OrderedDict(), tmp_path / "kept")
     for block in (16, 100):
         _prepare(SimpleNamespace(name="cpu"), "block_scan_memory", (1000,), "float32", held, {"BLOCK": block})
-    (_, references), = held[0].values()
+    (references,) = [entry.references for entry in held[0].values()]
     assert referenced == [16, 100, 100] and [dict(own) for own in references] == [{"BLOCK": 100}]
     _prepare(SimpleNamespace(name="cpu"), "block_scan_memory", (2000,), "float32", held, {"BLOCK": 100})
     assert calls == [(1000,), (2000,), (2000,)] and [key[1] for key in held[0]] == [(2000,)]
@@ -409,6 +409,47 @@ def test_an_args_builder_or_reference_out_of_memory_beside_others_held_is_built_
         bytecode_hash(reference)
     given = bytecode_hash(reference) + " (given the config)"
     assert kernel.declaration(variant, "float32", {"reference": given})["reference"] == given
+
+
+def test_a_configs_kept_reference_outputs_are_served_only_on_the_arguments_they_were_computed_on(tmp_path,
+                                                                                                 monkeypatch):
+    """Where only the reference takes the config, the shape's arguments and each config's outputs
+    are kept apart: an args builder's fast inputs were not kept, a slow reference's outputs were,
+    and a fresh worker (the final round's, the gate's) checked a correct config against outputs
+    computed on other inputs: an args builder drawing from numpy's own generators (a Kernel Tuner
+    script's np.random.randn) gives others at each build. The disk's clean-up may remove the
+    arguments' file and leave the outputs' (then a later worker keeps other arguments)."""
+    from tunebench.prepared import _path
+    monkeypatch.setattr("tunebench.workers.SLOW_S", 0.2)  # forked: the worker sees it
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+
+    def reference(x, config):
+        time.sleep(0.3)  # over SLOW_S: kept for the next worker
+        return block_scan(x, config)
+
+    Kernel("block_scan_unseeded", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": np.random.default_rng().random(shape[0], dtype=np.float32),
+                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
+           reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    workers = Workers("cpu")
+    try:
+        for block, fresh in ((16, False), (16, True), (100, True)):
+            if fresh:
+                workers.restart()
+            result = workers.trial(TrialJob("block_scan_unseeded", {"BLOCK": block}, (1000,), "float32",
+                                            MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", (block, result)
+            if block == 16 and fresh:  # the least recently used: config 16's outputs stay
+                _path(workers.inputs, "block_scan_unseeded", (1000,), "float32", None).unlink()
+        workers.restart()
+        arms = (("best", {"BLOCK": 100}, None), ("baseline", {"BLOCK": 16}, None))
+        result = workers.trial(CompareJob("block_scan_unseeded", (1000,), "float32", arms, 5,
+                                          MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+    finally:
+        workers.close()
 
 
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
@@ -442,7 +483,7 @@ def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_the
             result = workers.trial(CompareJob("double_kept", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
             assert result["status"] == "ok", result
         folder = workers.inputs
-        (kept_args, reference), = [kept(folder, "double_kept", (1000,), "float32")]
+        (kept_args, reference, _), = [kept(folder, "double_kept", (1000,), "float32")]
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["(1000,)"]
@@ -458,7 +499,7 @@ def test_kept_arguments_come_back_with_their_dtypes_and_scalar_types(tmp_path, d
     not read back: every later worker crashed on it."""
     values = np.arange(4, dtype=np.float32).astype(numpy_dtype(dtype))
     keep(tmp_path, "k", (4,), dtype, {"x": values, "s": values[1], "n": np.int32(4)}, [values])
-    args, (reference,) = kept(tmp_path, "k", (4,), dtype)
+    args, (reference,), _ = kept(tmp_path, "k", (4,), dtype)
     assert list(args) == ["x", "s", "n"] and args["x"].dtype == values.dtype and np.array_equal(args["x"], values)
     assert type(args["s"]) is type(values[1]) and args["s"] == values[1] and type(args["n"]) is np.int32
     assert reference.dtype == values.dtype and np.array_equal(reference, values)
@@ -477,7 +518,7 @@ def test_what_would_not_come_back_as_given_is_not_kept_and_an_unused_output_is_k
         keep(tmp_path, name, (8,), "float32", given, [x])
         assert kept(tmp_path, name, (8,), "float32") is None, name
     keep(tmp_path, "plain", (8,), "float32", {"x": x, "y": np.zeros((2, 4), np.float16)}, [x], blank=("y",))
-    args, _ = kept(tmp_path, "plain", (8,), "float32")
+    args, _, _ = kept(tmp_path, "plain", (8,), "float32")
     assert args["y"].shape == (2, 4) and args["y"].dtype == np.float16 and args["y"].flags.writeable
     assert kept(tmp_path, "plain", (8,), "float16") is None
 

@@ -6,7 +6,9 @@ inputs and float64 reference again, in each of a round's 6 to 16 processes: for 
 builds them, cost 3 to 9 s against 1 s for the next). A worker that took :data:`SLOW_S` or more
 to build a shape leaves them here, and the next one reads them back: the same values, since the
 args builder is seeded by kernel and shape (a fresh process of a 2048 x 32768 softmax
-comparison on the VM took 5.7 s instead of 8.7). Only the run's own workers read the folder,
+comparison on the VM took 5.7 s instead of 8.7). A config's reference outputs kept apart from
+its shape's arguments (where only the reference takes the config) are served only on the very
+arguments they were computed on (see :func:`keep`). Only the run's own workers read the folder,
 and the run removes it: a declaration changed between runs is never served from an older one.
 What would not come back as the builder gave it is not kept (see :func:`keep`).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ def _path(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | N
 
 
 def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, Any], reference: list,
-         blank: tuple[str, ...] = (), config: tuple | None = None) -> None:
+         blank: tuple[str, ...] = (), config: tuple | None = None, on: str | None = None) -> str | None:
     """Keep them, unless they would not come back as given: two arguments sharing an array, an
     array not in C order or read-only, a dtype its name does not give back (a structured one,
     another byte order, objects). ``blank``: the outputs whose values no call reads (not inout),
@@ -46,14 +49,18 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     build. ml_dtypes' floats are kept as their bits (numpy cannot read float8_e5m2 back).
     ``config``: the config's key, where the args builder takes it, or where ``args`` is empty:
     a config's reference outputs alone, where only the reference takes the config (its shape's
-    arguments are kept once, under no config)."""
+    arguments are kept once, under no config), computed ``on`` the kept arguments of that id.
+    Returns the file's id, None where nothing was kept: a new one for arguments, ``on`` for
+    outputs alone, served only on the arguments of their id (an args builder that tunebench
+    does not seed, or arguments that :func:`_room` removed, give others when built again)."""
     arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
     if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]) or not all(
             a.flags.c_contiguous and a.flags.writeable for a in arrays):
-        return
+        return None
     values = [np.asarray(v) for v in (*args.values(), *reference)]
     if not all(_named(v.dtype) for v in values):
-        return
+        return None
+    on = on if not args else uuid.uuid4().hex
     shapes = {f"s{i}": np.array(v.shape, np.int64) for i, (n, v) in enumerate(args.items()) if n in blank}
     items = {f"a{i}": as_bits(np.empty(0, v.dtype) if f"s{i}" in shapes else v) for i, v in enumerate(values[:len(args)])}
     items.update({f"r{i}": as_bits(v) for i, v in enumerate(values[len(args):])})
@@ -61,13 +68,16 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     partial = path.with_suffix(f".{os.getpid()}.part")
     try:
         if not _room(folder, sum(v.nbytes for v in items.values())):
-            return
+            return None
         with open(partial, "wb") as f:
             np.savez(f, names=np.array(list(args)), dtypes=np.array([v.dtype.name for v in values]),
-                     scalars=np.array([isinstance(v, np.generic) for v in args.values()]), **items, **shapes)
+                     scalars=np.array([isinstance(v, np.generic) for v in args.values()]), on=np.array(on or ""),
+                     **items, **shapes)
         os.replace(partial, path)
     except OSError:
         partial.unlink(missing_ok=True)
+        return None
+    return on
 
 
 def _room(folder: Path, size: int) -> bool:
@@ -95,9 +105,10 @@ def _named(dtype: np.dtype) -> bool:
 
 
 def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
-         config: tuple | None = None) -> tuple[dict[str, Any], list] | None:
-    """What :func:`keep` kept for this shape, as the args builder and reference gave them; None
-    where nothing was, or where it cannot be read (then it is built again)."""
+         config: tuple | None = None) -> tuple[dict[str, Any], list, str] | None:
+    """What :func:`keep` kept for this shape, as the args builder and reference gave them, and
+    its id (see :func:`keep`); None where nothing was, or where it cannot be read (then it is
+    built again)."""
     path = _path(folder, kernel, shape, dtype, config)
     try:
         with np.load(path) as found:
@@ -108,11 +119,12 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
             values += [found[f"r{i}"] for i in range(len(dtypes) - count)]
             values = [v.view(d) if v.dtype != d else v for v, d in zip(values, dtypes)]
             args = {str(n): v[()] if scalar else v for n, v, scalar in zip(found["names"], values, found["scalars"])}
+            on = str(found["on"])
         os.utime(path)  # used now: the last to be removed
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - a file that cannot be read back is no input: the shape is built again
         path.unlink(missing_ok=True)
         return None
-    return args, values[count:]
+    return args, values[count:], on
 

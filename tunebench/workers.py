@@ -294,23 +294,33 @@ def _prepare(backend, kernel_name: str, shape: tuple, dtype: str, shapes: tuple[
     else:
         while len(cache) >= PREPARED_SHAPES:
             cache.popitem(last=False)
-        args, reference = _alone(lambda: kept(inputs, *key) or _declared(kernel, shape, dtype, inputs, config), cache)
-        # the shape's arguments, and their reference outputs by config (none yet where only the reference takes it)
-        cache[key] = (args, OrderedDict([(own, reference)] if reference else []))
-    args, references = cache[key]
-    if own in references:
-        references.move_to_end(own)
+        cache[key] = _alone(lambda: _declared(kernel, shape, dtype, inputs, config), cache)
+    held = cache[key]
+    if own in held.references:
+        held.references.move_to_end(own)
     else:  # only the reference takes the config: its outputs on the shape's arguments
-        while len(references) >= PREPARED_CONFIGS:
-            references.popitem(last=False)
-        references[own] = _alone(lambda: _referenced(kernel, shape, dtype, inputs, config, args), cache, key)
+        while len(held.references) >= PREPARED_CONFIGS:
+            held.references.popitem(last=False)
+        held.references[own] = _alone(lambda: _referenced(kernel, shape, dtype, inputs, config, held), cache, key)
     limit = PREPARED_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    while sum(_nbytes(v) for v in cache.values()) > limit and (len(cache) > 1 or len(references) > 1):
+    while sum(_nbytes(v) for v in cache.values()) > limit and (len(cache) > 1 or len(held.references) > 1):
         if len(cache) > 1:
             cache.popitem(last=False)
         else:
-            references.popitem(last=False)
-    return kernel, variant, args, references[own]
+            held.references.popitem(last=False)
+    return kernel, variant, held.args, held.references[own]
+
+
+@dataclass
+class _Held:
+    """A shape's arguments as a worker holds them, and their reference outputs by config (none
+    yet where only the reference takes the config)."""
+
+    args: dict[str, Any]
+    references: OrderedDict
+    #: Their id in the run's kept files (see :func:`~tunebench.prepared.keep`), None where not
+    #: kept: a config's reference outputs kept apart are served on the arguments of their id alone.
+    kept_as: str | None
 
 
 def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = None) -> Any:
@@ -320,7 +330,7 @@ def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = Non
         return build()
     except (ResourceError, KernelError) as e:
         others = [k for k in cache if k != key]
-        configs = cache[key][1] if key else {}  # the other configs' reference outputs on them
+        configs = cache[key].references if key else {}  # the other configs' reference outputs on them
         if not isinstance(e.__cause__, MemoryError) or not others and not configs:
             raise
         for k in others:
@@ -329,33 +339,48 @@ def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = Non
         return build()
 
 
-def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> tuple[dict, list]:
+def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> _Held:
     """A shape's arguments and reference outputs (none, where only the reference takes the
-    config: see :func:`_referenced`), kept for the run's next workers where they took long."""
+    config: see :func:`_referenced`), read back where the run's workers kept them, else built
+    and kept where they took long."""
+    own = config_key(config) if kernel.reference_per_config else None
+    found = kept(inputs, kernel.name, shape, dtype, config_key(config) if kernel.args_per_config else None)
+    if found:
+        args, reference, kept_as = found
+        return _Held(args, OrderedDict([(own, reference)] if reference else []), kept_as)
     began = time.perf_counter()
     args = _suite_code(kernel, "args builder", shape, dtype, config, lambda: kernel.build_args(shape, dtype, config))
-    apart = kernel.reference_per_config and not kernel.args_per_config
-    reference = [] if apart else _suite_code(kernel, "reference", shape, dtype, config,
-                                             lambda: kernel.expected(args, config))
-    if time.perf_counter() - began >= SLOW_S:
-        keep(inputs, kernel.name, shape, dtype, args, reference,
-             blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
-             config=config_key(config) if kernel.args_per_config else None)
-    return args, reference
+    if kernel.reference_per_config and not kernel.args_per_config:  # kept with a config's outputs, if at all
+        return _Held(args, OrderedDict(), None)
+    reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(args, config))
+    slow = time.perf_counter() - began >= SLOW_S
+    kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, reference) if slow else None
+    return _Held(args, OrderedDict([(own, reference)]), kept_as)
 
 
-def _referenced(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, args: dict) -> list:
+def _referenced(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, held: _Held) -> list:
     """The config's reference outputs on its shape's arguments, where only the reference takes
-    the config; kept for the run's next workers where they took long, apart from the arguments
-    (kept once for the shape)."""
-    found = kept(inputs, kernel.name, shape, dtype, config_key(config))
-    if found:
+    the config: read back where they were kept on these very arguments, else computed, and kept
+    apart from the arguments (and the arguments, where they were not: the outputs are served
+    with them alone) where they took long."""
+    found = kept(inputs, kernel.name, shape, dtype, config_key(config)) if held.kept_as else None
+    if found and found[2] == held.kept_as:
         return found[1]
     began = time.perf_counter()
-    reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(args, config))
+    reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(held.args, config))
     if time.perf_counter() - began >= SLOW_S:
-        keep(inputs, kernel.name, shape, dtype, {}, reference, config=config_key(config))
+        held.kept_as = held.kept_as or _keep_args(kernel, shape, dtype, inputs, config, held.args, [])
+        if held.kept_as:
+            keep(inputs, kernel.name, shape, dtype, {}, reference, config=config_key(config), on=held.kept_as)
     return reference
+
+
+def _keep_args(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, args: dict, reference: list) -> str | None:
+    """Keep a shape's arguments (and their reference outputs, where not a config's alone) for the
+    run's next workers: their id, None where not kept (see :func:`~tunebench.prepared.keep`)."""
+    return keep(inputs, kernel.name, shape, dtype, args, reference,
+                blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
+                config=config_key(config) if kernel.args_per_config else None)
 
 
 def _suite_code(kernel, what: str, shape: tuple, dtype: str, config: dict, step: Callable[[], Any]) -> Any:
@@ -375,9 +400,8 @@ def _suite_code(kernel, what: str, shape: tuple, dtype: str, config: dict, step:
         raise KernelError(f"kernel {kernel.name!r}: the {what} raised {raised(e, where)}") from e
 
 
-def _nbytes(prepared: tuple) -> int:
-    args, references = prepared
-    return sum(a.nbytes for a in (*args.values(), *(r for outputs in references.values() for r in outputs))
+def _nbytes(held: _Held) -> int:
+    return sum(a.nbytes for a in (*held.args.values(), *(r for outputs in held.references.values() for r in outputs))
                if isinstance(a, np.ndarray))
 
 
