@@ -452,6 +452,48 @@ def test_a_configs_kept_reference_outputs_are_served_only_on_the_arguments_they_
         workers.close()
 
 
+def test_a_shapes_arguments_and_a_configs_reference_slow_together_are_kept_for_fresh_workers(tmp_path,
+                                                                                             monkeypatch):
+    """Kept apart, the shape's arguments and a config's reference outputs were each timed alone
+    against SLOW_S, where they were timed together before: each just under it, a fresh worker of
+    the final round built both again (a comparison of two configs took 2 s instead of 0.1). Slow
+    together, they are kept together, and a fresh worker builds neither."""
+    monkeypatch.setattr("tunebench.workers.SLOW_S", 0.5)  # forked: the worker sees it
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    built = tmp_path / "built.txt"
+
+    def args(shape, dtype, rng):
+        with built.open("a") as f:
+            f.write("args\n")
+        time.sleep(0.3)  # under SLOW_S, and over it with the reference's
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    def reference(x, config):
+        with built.open("a") as f:
+            f.write(f"{config['BLOCK']}\n")
+        time.sleep(0.3)
+        return block_scan(x, config)
+
+    Kernel("block_scan_slow", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=args, reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    workers = Workers("cpu")
+    try:
+        for block in (16, 100):
+            result = workers.trial(TrialJob("block_scan_slow", {"BLOCK": block}, (1000,), "float32",
+                                            MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+        workers.restart()
+        arms = (("best", {"BLOCK": 100}, None), ("baseline", {"BLOCK": 16}, None))
+        result = workers.trial(CompareJob("block_scan_slow", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
+        assert result["status"] == "ok", result
+    finally:
+        workers.close()
+    assert built.read_text().splitlines() == ["args", "16", "100"]
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

@@ -318,6 +318,9 @@ class _Held:
 
     args: dict[str, Any]
     references: OrderedDict
+    #: The seconds building the arguments took in this worker (0 where read back): a config's
+    #: reference outputs are kept with them where the two together took long.
+    built_s: float
     #: Their id in the run's kept files (see :func:`~tunebench.prepared.keep`), None where not
     #: kept: a config's reference outputs kept apart are served on the arguments of their id alone.
     kept_as: str | None
@@ -347,28 +350,28 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> _
     found = kept(inputs, kernel.name, shape, dtype, config_key(config) if kernel.args_per_config else None)
     if found:
         args, reference, kept_as = found
-        return _Held(args, OrderedDict([(own, reference)] if reference else []), kept_as)
+        return _Held(args, OrderedDict([(own, reference)] if reference else []), 0.0, kept_as)
     began = time.perf_counter()
     args = _suite_code(kernel, "args builder", shape, dtype, config, lambda: kernel.build_args(shape, dtype, config))
     if kernel.reference_per_config and not kernel.args_per_config:  # kept with a config's outputs, if at all
-        return _Held(args, OrderedDict(), None)
+        return _Held(args, OrderedDict(), time.perf_counter() - began, None)
     reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(args, config))
-    slow = time.perf_counter() - began >= SLOW_S
-    kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, reference) if slow else None
-    return _Held(args, OrderedDict([(own, reference)]), kept_as)
+    took = time.perf_counter() - began
+    kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, reference) if took >= SLOW_S else None
+    return _Held(args, OrderedDict([(own, reference)]), took, kept_as)
 
 
 def _referenced(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, held: _Held) -> list:
     """The config's reference outputs on its shape's arguments, where only the reference takes
     the config: read back where they were kept on these very arguments, else computed, and kept
-    apart from the arguments (and the arguments, where they were not: the outputs are served
-    with them alone) where they took long."""
+    apart from the arguments (and the arguments, where they were not) where the two together
+    took long: a fresh worker that reads them back then builds neither."""
     found = kept(inputs, kernel.name, shape, dtype, config_key(config)) if held.kept_as else None
     if found and found[2] == held.kept_as:
         return found[1]
     began = time.perf_counter()
     reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(held.args, config))
-    if time.perf_counter() - began >= SLOW_S:
+    if held.built_s + time.perf_counter() - began >= SLOW_S:
         held.kept_as = held.kept_as or _keep_args(kernel, shape, dtype, inputs, config, held.args, [])
         if held.kept_as:
             keep(inputs, kernel.name, shape, dtype, {}, reference, config=config_key(config), on=held.kept_as)
