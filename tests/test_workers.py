@@ -494,6 +494,55 @@ def test_a_shapes_arguments_and_a_configs_reference_slow_together_are_kept_for_f
     assert built.read_text().splitlines() == ["args", "16", "100"]
 
 
+def test_a_reference_that_writes_into_its_inputs_is_a_declaration_error(tmp_path):
+    """Every config of a shape is verified on one set of arguments: a reference that wrote into
+    them (``x *= 2``) changed the next config's inputs, and failed it though it was right; the
+    kernel, too, ran on inputs the reference had changed (a softmax's ``x -= x.max()``). Given
+    them read-only, it is told to compute into a new array. An inout output's values it is given
+    as its own copy, to write into as it likes."""
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+
+    def doubled(x, config):
+        x *= 2
+        return block_scan(x, config)
+
+    scan = Kernel("block_scan_writes", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                  args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                  "y": np.ones(shape[0], np.float32), "n": np.int32(shape[0])},
+                  reference=doubled, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+                  cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                              heuristic=lambda shape: {"BLOCK": 16}))
+    workers = Workers("cpu")
+    try:
+        with pytest.raises(KernelError, match=r"kernel 'block_scan_writes' \(tests/test_workers.py\): the reference "
+                                              r"writes into an input it is given \(ValueError: output array is "
+                                              r"read-only, in doubled at tests/test_workers.py:\d+\).*: compute "
+                                              r"into a new array \(x = x - m, not x -= m\)"):
+            workers.trial(TrialJob("block_scan_writes", {"BLOCK": 16}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+
+    def softmax(x):
+        x -= x.max()
+        return np.exp(x) / np.exp(x).sum()
+
+    def accumulated(x, y):
+        y += x
+        return y
+
+    args = scan.build_args((8,), "float32")
+    kernel = Kernel("softmax_shifts", buckets=scan.buckets, args=scan.args, reference=softmax, outputs=["y"],
+                    cpu=scan.variant("cpu"))
+    with pytest.raises(KernelError, match=r"kernel 'softmax_shifts' .*: the reference writes into an input"):
+        kernel.expected(args)
+    kernel = Kernel("accumulated", buckets=scan.buckets, args=scan.args, reference=accumulated, outputs=["y"],
+                    inout=["y"], cpu=scan.variant("cpu"))
+    held = {name: value.copy() for name, value in args.items()}
+    np.testing.assert_array_equal(kernel.expected(args)[0], 1 + args["x"])
+    for name, value in held.items():
+        np.testing.assert_array_equal(args[name], value)
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over
