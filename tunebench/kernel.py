@@ -1328,7 +1328,8 @@ class Kernel:
 
     - ``args(shape, dtype, rng) -> dict``: the call's arguments in the entry point's order,
       name -> numpy array or numpy scalar (``np.int32(S)``: the scalar's dtype is its C type).
-      Called once per shape in a worker (random inputs of a large shape take seconds); every
+      Called once per shape in a worker while the shape is among the latest it measured (random
+      inputs of a large shape take seconds: see :data:`~tunebench.workers.PREPARED_SHAPES`); every
       candidate gets its own copy of the inputs and fresh, poisoned output buffers. One with a
       parameter ``config``, ``args(shape, dtype, rng, config)``, is called once per config and
       shape, the reference with it: a workspace sized by a param (a split-K's ``splits * M``).
@@ -1430,8 +1431,9 @@ class Kernel:
 
     @property
     def per_config(self) -> bool:
-        """Whether a shape's arguments or reference outputs are a config's: built, and kept, for
-        each config, never served to another from the shape's."""
+        """Whether a shape's arguments or reference outputs are a config's: the reference's
+        outputs computed, and kept, for each config, never served to another from the shape's;
+        the arguments too where the args builder takes the config, else built once per shape."""
         return self.args_per_config or self.reference_per_config
 
     def buckets_for(self, target: str) -> Buckets:
