@@ -969,14 +969,11 @@ class Variant:
         return config
 
 
-def _read_only(value: Any) -> Any:
-    """An input as the reference is given it (see :meth:`Kernel.expected`): an array as a view it
-    cannot write into, a scalar as it is."""
-    if not isinstance(value, np.ndarray):
-        return value
-    view = value.view()
-    view.flags.writeable = False
-    return view
+def _own_copy(value: Any) -> Any:
+    """An input as the reference is given it (see :meth:`Kernel.expected`): an array as a copy of
+    its own, to write into as it likes (a softmax's ``x -= x.max()``; ``torch.from_numpy``, which
+    warns of a read-only one), a scalar as it is."""
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def _required(fn: Callable, name: str) -> bool:
@@ -1335,10 +1332,10 @@ class Kernel:
       shape, the reference with it: a workspace sized by a param (a split-K's ``splits * M``).
     - ``outputs``: the names of the arguments the kernel writes.
     - ``reference(**inputs)``: numpy reference, given the inputs it names (every one where it
-      takes ``**kwargs``), read-only (see :meth:`expected`); returns the outputs (one array or a
-      tuple in the order of ``outputs``), ideally computed in float64. One with a parameter
-      ``config`` is given the config measured, for outputs that a param decides (one partial sum
-      per block of ``BLOCK`` elements).
+      takes ``**kwargs``), as copies of its own (see :meth:`expected`); returns the outputs (one
+      array or a tuple in the order of ``outputs``), ideally computed in float64. One with a
+      parameter ``config`` is given the config measured, for outputs that a param decides (one
+      partial sum per block of ``BLOCK`` elements).
     - ``flops(shape)`` / ``bytes(shape, dtype)``: work per call, for GFLOP/s and GB/s.
     - ``tolerance``: ``{dtype: (rtol, atol)}`` over :data:`DEFAULT_TOLERANCE`, or keyed by an
       output's name for that output alone (see :meth:`tolerances`).
@@ -1527,9 +1524,9 @@ class Kernel:
         """The reference outputs for a set of arguments (and ``config``, where the reference takes
         it: see :attr:`reference_per_config`), in the order of ``outputs``. A reference that
         returns another shape, or a less precise or other kind of number, than the declared
-        output is a declaration error: no candidate could match it. So is one that writes into
-        its inputs, given read-only (inout outputs' values as its own copies): the worker verifies
-        every config of a shape, and runs the kernel, on the one set of arguments it holds."""
+        output is a declaration error: no candidate could match it. Its inputs are copies of its own:
+        the worker verifies every config of a shape, and runs the kernel, on the one set of
+        arguments it holds, which one writing into them (``x -= m``) changed for the next."""
         named = keywords(self.reference)  # those it names: a transpose's reference(x) needs no `rows, cols`
         if self.reference_per_config:
             if config is None:
@@ -1539,7 +1536,7 @@ class Kernel:
                                   f"measured, and the args builder gives an argument named 'config' too: rename "
                                   f"the argument")
             named = named and named - {"config"}
-        inputs = {k: v.copy() if k in self.inout else _read_only(v) for k, v in args.items()
+        inputs = {k: _own_copy(v) for k, v in args.items()
                   if (k not in self.outputs or k in self.inout) and (named is None or k in named)}
         unknown = [n for n in sorted(named or ()) if n not in args and _required(self.reference, n)]
         if unknown:  # a name misspelt: given what it names, it would otherwise be a bare TypeError
@@ -1554,14 +1551,6 @@ class Kernel:
                                   f"given only where the kernel reads it too: declare inout=[{unsaid[0]!r}] "
                                   f"({type(e).__name__}: {e})") from e
             raise
-        except ValueError as e:  # numpy's "output array is read-only", "assignment destination is read-only"
-            if "read-only" not in str(e):
-                raise
-            suite = self.collected_from or self.declared_in
-            raise KernelError(f"kernel {self.name!r}{f' ({from_here(suite)})' if suite else ''}: the reference "
-                              f"writes into an input it is given ({raised(e)}): every config of a shape is "
-                              f"verified on the same inputs, and the kernel is run on them: compute into a new "
-                              f"array (x = x - m, not x -= m)") from e
         if isinstance(result, Mapping):  # by output name
             lacking = [n for n in self.outputs if n not in result]
             if lacking:
