@@ -20,7 +20,7 @@ from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
-from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root
+from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root, reached
 from tunebench.lookup import project
 from tunebench.progress import UNSAMPLED
 from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
@@ -104,7 +104,7 @@ def _given(config: pytest.Config) -> list[Path]:
     from another project recorded into that one's records/, and was refused."""
     here = config.invocation_params.dir
     paths = [Path(os.path.abspath(here / arg.split("::")[0])) for arg in config.args] or [here]
-    return [p.resolve() if p.is_dir() else p.parent.resolve() / p.name for p in paths]
+    return [reached(p) for p in paths]
 
 
 def records_apart(config: pytest.Config, kernel: Kernel, suite: Path) -> str | None:

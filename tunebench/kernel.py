@@ -215,6 +215,14 @@ def from_here(path: Path) -> Path:
         return path
 
 
+def reached(path: Path) -> Path:
+    """A suite file or folder as a run reaches it, absolute: its folders resolved, as a run finds
+    the project whose records/ it writes, but not a suite file's own link: a file linked in from
+    another project is of the one it is reached in, as its templates are."""
+    path = Path(path)
+    return path.resolve() if path.is_dir() else path.parent.resolve() / path.name
+
+
 #: Every declared kernel by name, so that ``best()`` can fall back on its heuristic.
 REGISTRY: dict[str, Kernel] = {}
 
