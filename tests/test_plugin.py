@@ -461,6 +461,73 @@ def test_best_of_a_suite_file_linked_in_from_another_project_says_to_tune_it_whe
         "axpb", (1000,), records=linked_in / "B" / "records")
 
 
+@pytest.mark.parametrize("first", ["A", "B"])
+def test_lookups_in_a_project_and_in_one_linking_its_suite_file_each_follow_their_own_in_either_order(
+        linked_in, monkeypatch, declared_apart, first):
+    """One process asking best() in A and in B, whose suites/test_link.py links A's suite: the file
+    was imported once, under a name of the link's target, and the project asked first named the
+    suite for both. Asked in B first, best() in A said to tune B's link into A's records
+    (``--tune-records records``), and both followed B's template. Each project's lookups import
+    the file as reached there, and follow their own declaration, template and suite."""
+    template = linked_in / "B" / "kernels" / "axpb.c"
+    template.write_text("/* B's own build of axpb */\n" + template.read_text())
+    suites = {"A": "test_axpb.py", "B": "test_link.py"}
+    for name in (first, *(set(suites) - {first})):
+        monkeypatch.chdir(linked_in / name)
+        untuned = lookup("axpb", (1000,), suites="suites")
+        assert untuned.reason.endswith(f"; `pytest suites/{suites[name]} --tune` tunes it"), name
+        source = tunebench.Tuned("axpb", suites="suites").source((1000,))
+        assert ("B's own build" in source) == (name == "B"), name
+
+
+@pytest.fixture
+def linked_folder(project) -> Path:
+    """Projects A and B side by side in the folder returned, B's suites/ a symlink to A's, B with
+    kernels/ and records/ of its own."""
+    root = project()
+    (root / "pyproject.toml").unlink()
+    shutil.copytree(root / "kernels", root / "B" / "kernels")
+    (root / "A").mkdir()
+    for folder in ("suites", "kernels"):
+        shutil.move(root / folder, root / "A" / folder)
+    (root / "B" / "records").mkdir()
+    (root / "B" / "suites").symlink_to(root / "A" / "suites")
+    return root
+
+
+def test_best_of_a_linked_suites_folder_with_records_of_its_own_says_to_tune_into_those(
+        linked_folder, pytester, monkeypatch):
+    """B/suites a symlink to A/suites, B with records/ of its own, best(records="records",
+    suites="suites") in B: it said `pytest suites/test_axpb.py --tune`, which tunes into A's
+    records/ (a run resolves the suites folder to A's project), never into B's, which best()
+    reads: told again the same, after every tune. The command names the suite's project's
+    records as a run finds them, and B's by --tune-records."""
+    root = linked_folder
+    monkeypatch.chdir(root / "B")
+    untuned = lookup("axpb", (1000,), records="records", suites="suites")
+    assert untuned.source == "heuristic"
+    command = untuned.reason.rsplit("`", 2)[1].split()[1:]  # as told, from B
+    pytester.runpytest(*command, *TUNE[1:], "-k", "small").assert_outcomes(passed=6, deselected=8)
+    assert len(recorded_trials(root / "B")) == 5 and not (root / "A" / "records").exists()
+    tuned = lookup("axpb", (1000,), records="records", suites="suites")
+    assert "nothing is recorded" not in (tuned.reason or "")
+
+
+def test_a_lookup_after_a_run_of_a_linked_suites_folder_follows_the_kernel_the_run_collected(linked_folder, pytester):
+    """pytest names a suite reached through a linked folder by the link (B/suites/test_axpb.py),
+    where a lookup of the project (records=A/records) resolves its suites folder: taken for
+    another project's suite, the file was imported again, a second declaration of the kernel
+    whose templates are looked up beside A/suites, not beside the link as the run's are."""
+    from tunebench.kernel import REGISTRY
+    from tunebench.lookup import declaration
+
+    (linked_folder / "A" / "records").mkdir()
+    pytester.runpytest("B/suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    collected = REGISTRY["axpb"]
+    assert collected.collected_from == linked_folder / "B" / "suites" / "test_axpb.py"
+    assert declaration("axpb", linked_folder / "A" / "records", None) is collected
+
+
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):
     """Every pytest run's -c was carried into the commands best() suggested in it: a framework's
     tests, run with -c ci/pytest.ini, told a kernel of another project's to tune with that file."""

@@ -50,7 +50,7 @@ from tunebench.buckets import Bucket, BucketError, Buckets, ShapeOutsideBuckets,
 from tunebench.device import describe, device_id, microarchitecture_known, threads_apart
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice,
-                              kernels_in, project_root, tune_options)
+                              kernels_in, project_root, reached, tune_options)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
                                config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
@@ -143,9 +143,9 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
                     raise ImportError(error)
                 failed.append(error)
                 continue
-            # the suite that tunes it (not a generator's module), as reached: a file linked in from another project
-            # is of the one it is reached in, as pytest collects it (its tune command named the other's file)
-            k.collected_from = k.collected_from or Path(os.path.abspath(path))
+            # the suite that tunes it (not a generator's module), as a run reaches it (its tune command named
+            # a linked file's target, and a linked suites folder's link, whose project's records/ a run never writes)
+            k.collected_from = k.collected_from or reached(path)
             if k not in kernels:
                 kernels.append(k)
     return kernels
@@ -187,9 +187,11 @@ def package_root(path: Path) -> Path | None:
 
 def _module_name(path: Path) -> str:
     """A module name of this process for a suite file or package folder: its own, whichever
-    other project holds one of the same name (two projects' ``suites/test_softmax.py``); of the
-    path's bytes, which a folder's name beyond ASCII has in any locale."""
-    return f"tunebench_suite_{hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]}"
+    other project holds one of the same name (two projects' ``suites/test_softmax.py``), or links
+    the file in (the :func:`~tunebench.kernel.reached` path: a name of the link's target made one
+    kernel of both, its suite and template those of the project asked first); of the path's bytes,
+    which a folder's name beyond ASCII has in any locale."""
+    return f"tunebench_suite_{hashlib.sha256(os.fsencode(reached(path))).hexdigest()[:16]}"
 
 
 def _suite_name(path: Path, package: Path | None) -> str:
@@ -1033,7 +1035,10 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
     resolved = tuple(os.path.realpath(p) if p is not None else None for p in named)
     if resolved != folders:
         suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
-        found = decl if (not suites_dir.is_dir() or suites_dir in decl.declared_in.parents) else \
+        # the suite as reached: a linked file's declared_in is its target, of another project (pytest's
+        # collected_from keeps a linked folder, resolved in suites_dir)
+        suite = reached(decl.collected_from or decl.declared_in)
+        found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) else \
             _load_once(suites_dir)[1].get(kernel, decl)
     _DECLARED[key] = found, resolved, now
     return found
