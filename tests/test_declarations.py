@@ -542,6 +542,29 @@ def test_best_says_a_bucket_whose_every_trial_was_disturbed_needs_a_quiet_tune(t
                       f"best() serves the heuristic; `pytest suites/test_twice.py --tune` on a quieter machine")
 
 
+
+def test_best_does_not_say_the_heuristic_beat_configs_that_other_load_kept_from_being_timed(twice_project, pytester):
+    """A tune stopped by a busy machine after the heuristic's trial came out clean and every other
+    config's was disturbed: best() and the report said of the heuristic "it beat every recorded
+    config on this bucket", as if the tune had found nothing faster, where nothing was compared."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # the tune stopped before its final round
+    heuristic = {"reps": 4, "pad": 0}
+    data["trials"] = {k: t if t["config"] == heuristic else {**t, "verdict": "disturbed"}
+                      for k, t in data["trials"].items()}
+    path.write_text(json.dumps(data))
+    n = sum(t["config"] != heuristic and t["status"] in ("ok", "early_stopped") for t in data["trials"].values())
+    busy = best_json(root)
+    assert n > 1 and (busy["source"], busy["config"]) == ("heuristic", heuristic)
+    assert busy["reason"].startswith(
+        f"no final round confirmed a pick on this bucket (its tune ended before one: interrupted, or the machine too "
+        f"busy), and {n} trials recorded on its shapes were disturbed by other load, never timed against the "
+        f"heuristic's, which is served; "), busy["reason"]
+    assert busy["reason"].endswith("--tune` on a quiet machine measures them again")
+
 def wrong_everywhere(root, pytester, reps: str = "[1, 4]"):
     """The twice project's small bucket tuned where every config computes 2x + pad, the heuristic's
     (pad 1) too; its suite."""

@@ -345,6 +345,17 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
             f"again")
 
 
+def _no_round(store: Summary, task: dict | None, kernel: str, target: str, dtype: str, bucket: Bucket) -> str:
+    """Why no final round of today's declaration judged the bucket: the words best() puts in brackets."""
+    judged = store.reshaped(kernel, target, dtype, bucket)
+    busy = store.unjudged(kernel, target, dtype, bucket)
+    return (f"the bucket's representative shapes changed since its final round, which judged "
+            f"{', '.join(map(str, judged))}" if judged else
+            f"its final round confirmed nothing: {busy}" if busy else
+            "its tune ended before one: interrupted, or the machine too busy" if task else
+            "no tune of this bucket ran: its shapes' trials were measured for another bucket")
+
+
 def _other_threads(folder: _Directory, device: str, store: Summary | None, kernel: str, dtype: str | None,
                    bucket: str | None) -> str:
     """Where this CPU is recorded with another thread count (``OMP_NUM_THREADS``, ``taskset`` or
@@ -1300,11 +1311,7 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
         by = f", {choice.baseline_ms / by_trials[fastest]:.2f}x by its trials alone," if choice.baseline_ms else ""
         judged = store.reshaped(name, target, dtype, bucket)
         busy = store.unjudged(name, target, dtype, bucket) if store else None
-        why = (f"the bucket's representative shapes changed since its final round, which judged "
-               f"{', '.join(map(str, judged))}" if judged else
-               f"its final round confirmed nothing: {busy}" if busy else
-               "its tune ended before one: interrupted, or the machine too busy" if task else
-               "no tune of this bucket ran: its shapes' trials were measured for another bucket")
+        why = _no_round(store, task, name, target, dtype, bucket)
         then = ("tunes it again" if judged else "on a quieter machine measures the round again" if busy else
                 "resumes the tune" if task else "tunes it")
         unconfirmed = (f"no final round confirmed a pick on this bucket ({why}), so the trials' fastest "
@@ -1313,6 +1320,14 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
         choice.unconfirmed_ms = by_trials[fastest]
         order = []
     choice.unconfirmed = unconfirmed or None
+    # no round judged, and other configs' trials disturbed: the heuristic beat the undisturbed ones alone
+    disturbed = (store.disturbed(name, dtype, bucket) if store and final is None and not unconfirmed
+                 and choice.baseline_ms is not None else 0)
+    some = f"{disturbed} trials recorded on its shapes were" if disturbed > 1 else "1 trial recorded on its shapes was"
+    untimed = (f"no final round confirmed a pick on this bucket "
+               f"({_no_round(store, task, name, target, dtype, bucket)}), and {some} disturbed by other load, "
+               f"never timed against the heuristic's, which is served; "
+               f"`{tune_command(decl, records_dir)}` on a quiet machine measures them again") if disturbed else ""
     if final is not None:  # the final round's winner, else the heuristic (today's: see below)
         adopt = [] if kept or list(final.values()) == baseline else [key]
         picked = adopt[:1] or [None]
@@ -1331,7 +1346,7 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
                      "today's heuristic is the config the final round adopted" if final is not None and not kept
                      and not adopt and not unconfirmed else
                      why_kept if retold and why_kept else f"the final round kept it: {why_kept}" if why_kept else
-                     unconfirmed if unconfirmed else
+                     unconfirmed or untimed if unconfirmed or untimed else
                      "it beat every recorded config on this bucket" if choice.baseline_ms is not None
                      else f"none of the {recorded} configs recorded on this bucket's shapes is in today's space (a "
                           f"param renamed, added or removed since, or a value taken out): "
