@@ -905,6 +905,24 @@ def test_a_renamed_bucket_skips_naming_its_recorded_name(tuned):
     assert "never tuned" not in result.stdout.str()
 
 
+
+def test_a_renamed_bucket_whose_shape_holds_a_disturbed_trial_skips_naming_its_recorded_name(tuned):
+    """A renamed bucket whose shape held one trial other load had disturbed, as a busy run leaves
+    one: the skip said "its 1 trial that ran was measured only while other load disturbed the
+    machine" of a bucket tuned clean under its old name, and to tune again on a quieter machine."""
+    pytester, path = tuned
+    data = json.loads(path.read_text())
+    trial = next(t for t in data["trials"].values() if t["config"] == {"reps": 1})
+    data["trials"][str(max(map(int, data["trials"])) + 1)] = {**trial, "config": {"reps": 3}, "verdict": "disturbed"}
+    path.write_text(json.dumps(data))
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('Bucket("all"', 'Bucket("every"'))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*nothing recorded for chain every float32 on this device, *: it is recorded as "
+                                 "bucket 'all' with the same range and shapes: renamed?*"])
+    assert "disturbed the machine" not in result.stdout.str()
+
 def test_a_gate_beside_a_records_file_that_cannot_be_read_still_names_the_other_thread_count(tuned, monkeypatch):
     """Any unreadable file in the folder (another device's, conflicted) hid every other device's
     records from the skip: it said "never tuned here", without the OMP_NUM_THREADS that gates it."""

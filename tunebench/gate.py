@@ -240,8 +240,9 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
                 f"too busy), so no pick is confirmed and best() serves the heuristic; `{command}` resumes the tune")
     shapes = set(bucket.shapes)
-    unsettled = [t for t in store.triage().unsettled if (t["kernel"], t["dtype"]) == (kernel.name, dtype)
-                 and tuple(t["shape"]) in shapes]
+    # of this bucket's tunes: another bucket's on its shapes (its name before a rename) are none of its
+    unsettled = [t for t in store.triage().unsettled if (t["kernel"], t["dtype"], t.get("bucket")) ==
+                 (kernel.name, dtype, bucket.name) and tuple(t["shape"]) in shapes]
     if unsettled:
         some = f"{len(unsettled)} trials that ran were" if len(unsettled) > 1 else "1 trial that ran was"
         return (f"nothing to gate for {what}: its {some} measured only while other load disturbed the machine, so "
