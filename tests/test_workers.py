@@ -411,6 +411,53 @@ def test_an_args_builder_or_reference_out_of_memory_beside_others_held_is_built_
     assert kernel.declaration(variant, "float32", {"reference": given})["reference"] == given
 
 
+def test_what_ran_out_of_memory_is_freed_before_it_is_built_again_alone(tmp_path):
+    """Built once more alone inside the except block, the failed attempt's arguments and the
+    reference's copies of them stayed alive through the traceback, beside the retry: "alone"
+    freed nothing of its own. A shape's reference and a config's, each out of memory once."""
+    import weakref
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from tunebench.workers import _prepare
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    built, given, alive = [], [], []
+
+    def args(shape, dtype, rng):
+        x = rng.random(shape[0], dtype=np.float32)
+        built.append(weakref.ref(x))
+        return {"x": x, "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])}
+
+    def given_once_too_many(x):  # the second call is out of memory; the third, its retry, notes what is alive
+        given.append(weakref.ref(x))
+        if len(given) == 2:
+            raise MemoryError("no room beside the others")
+        if len(given) == 3:
+            alive.append([ref() is not None for ref in (*built[1:-1], given[1])])
+
+    def per_shape(x):
+        given_once_too_many(x)
+        return x.astype(np.float64)
+
+    def per_config(x, config):
+        given_once_too_many(x)
+        return block_scan(x, config)
+
+    variant = Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                      heuristic=lambda shape: {"BLOCK": 16})
+    buckets = Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (2000,)])])
+    Kernel("scan_freed_per_shape", buckets=buckets, args=args, reference=per_shape, outputs=["y"], cpu=variant)
+    Kernel("scan_freed_per_config", buckets=buckets, args=args, reference=per_config, outputs=["y"], cpu=variant)
+    held = (OrderedDict(), tmp_path / "kept")
+    for n in (1000, 2000):  # the second shape's reference fails, its arguments built once more
+        _prepare(SimpleNamespace(name="cpu"), "scan_freed_per_shape", (n,), "float32", held, {"BLOCK": 16})
+    built.clear()
+    given.clear()
+    for block in (16, 100):  # the second config's reference fails, on the one set of arguments
+        _prepare(SimpleNamespace(name="cpu"), "scan_freed_per_config", (1000,), "float32", held, {"BLOCK": block})
+    assert alive == [[False, False], [False]]
+
+
 def test_a_configs_kept_reference_outputs_are_served_only_on_the_arguments_they_were_computed_on(tmp_path,
                                                                                                  monkeypatch):
     """Where only the reference takes the config, the shape's arguments and each config's outputs

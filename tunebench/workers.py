@@ -328,7 +328,9 @@ class _Held:
 
 def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = None) -> Any:
     """What ``build`` gives; where it ran out of memory beside what the worker holds, built once
-    more without it (all but ``key``'s arguments, which it is built on)."""
+    more without it (all but ``key``'s arguments, which it is built on). Built again after the
+    except block: its traceback holds the failed attempt's frames (its arguments, the
+    reference's copies of its inputs) alive until the block ends."""
     try:
         return build()
     except (ResourceError, KernelError) as e:
@@ -339,7 +341,7 @@ def _alone(build: Callable[[], Any], cache: OrderedDict, key: tuple | None = Non
         for k in others:
             del cache[k]
         configs.clear()
-        return build()
+    return build()
 
 
 def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> _Held:
