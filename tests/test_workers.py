@@ -592,6 +592,36 @@ def test_a_reference_that_writes_into_its_inputs_writes_into_its_own_copy(tmp_pa
         np.testing.assert_array_equal(given[name], value)
 
 
+def test_a_reference_returning_a_view_holds_no_more_than_its_outputs(tmp_path):
+    """A reference returning a view of its copy of an input (a strided gather's
+    ``x.reshape(n, 4)[:, 0]``), or of a larger array of its own, kept the whole of it alive while
+    the worker held the outputs for its latest configs, and the memory share counted the view
+    alone (100 MB held of 400 kB counted). Outputs are the reference's own arrays, as given back."""
+    import weakref
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    copies = []
+
+    def gathered(x):
+        copies.append(weakref.ref(x))
+        return x.reshape(-1, 4)[:, 0]
+
+    def padded(x):
+        return np.concatenate([x[::4], np.zeros(len(x))])[:len(x) // 4]
+
+    args = lambda shape, dtype, rng: {"x": rng.random(4 * shape[0], dtype=np.float32),  # noqa: E731
+                                      "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])}
+    variant = Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16]}),
+                      heuristic=lambda shape: {"BLOCK": 16})
+    buckets = Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])])
+    for name, reference in (("gather_views", gathered), ("gather_pads", padded)):
+        kernel = Kernel(name, buckets=buckets, args=args, reference=reference, outputs=["y"], cpu=variant)
+        given = kernel.build_args((1000,), "float32")
+        (outputs,) = kernel.expected(given)
+        np.testing.assert_array_equal(outputs, given["x"][::4])
+        assert outputs.base is None or outputs.base.nbytes == outputs.nbytes
+    assert copies[0]() is None
+
+
 def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_them_back(tmp_path, monkeypatch):
     """The final round and the gate measure in fresh workers: each built a GPU shape's inputs and
     float64 reference again (3 to 10 s a process on an H200), and the round of one bucket took over

@@ -1571,7 +1571,12 @@ class Kernel:
                       "with None for the others" if any(r is None for r in result) else "")
             raise KernelError(f"kernel {self.name!r}: reference returned {len(result)} outputs, "
                               f"expected {len(self.outputs)} ({', '.join(self.outputs)}){answer}")
+        # a view of an input's copy (x.reshape(N, K)[:, 0]) or of a larger array kept all of it alive beside
+        # the held outputs, where the worker's memory share counts the view alone: copied out of it
+        given = [v for v in inputs.values() if isinstance(v, np.ndarray)]
         result = [np.asarray(r) for r in result]
+        result = [r.copy() if r.base is not None and (getattr(r.base, "nbytes", 0) > r.nbytes or any(
+            np.may_share_memory(r, v) for v in given)) else r for r in result]
         for name, got in zip(self.outputs, result):
             want = args[name]
             if got.shape != want.shape:
