@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,9 +23,8 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import (LEAD_PTX, CudaCompiler, entry_of, inputs_key, launch_refusal, nvcc_archs,
-                                     nvcc_command,
-                                     transferable)
+from tunebench.backends.cuda import (LEAD_PTX, CudaBackend, CudaCompiler, entry_of, launch_refusal, nvcc_archs,
+                                     nvcc_command, transferable)
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, compiled_kernels, cubin_kernels,
                                        entry_symbol, launch_of, register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
@@ -454,12 +454,44 @@ def test_an_arch_specific_variant_is_built_apart_for_sm90a_and_is_a_declaration_
     assert specific.declaration(specific.variant("cuda"), "float32")["flags"] == "(arch-specific)"
 
 
-def test_device_inputs_are_kept_per_dtype_of_every_array_not_of_the_first():
-    def gather(dtype):  # an index array first, then the task dtype's table
-        return {"ids": np.arange(8, dtype=np.int32), "table": np.ones((16, 4), dtype), "n": np.int32(8)}
+def test_device_inputs_are_copied_per_set_of_host_arguments_not_per_shape(tmp_path):
+    """Device inputs were kept by kernel, shape and dtypes: an args builder taking the config (a
+    split-K's workspace of ``splits * M``, declared inplace) got the first config's device copies
+    (a 256 B workspace restored over 2048 B), and a shape built again by an unseeded args builder
+    ran the kernel on the old values, the reference on the new. The configs of a shape measured
+    on its one set of arguments still share one copy; a float16 task's index array is its own."""
+    uploads = []
 
-    assert inputs_key("gather", (8, 16), gather("float32")) != inputs_key("gather", (8, 16), gather("float16"))
-    assert inputs_key("gather", (8, 16), gather("float32")) == inputs_key("gather", [8, 16], gather("float32"))
+    class Copied:  # a device copy, as PyCUDA's driver gives one
+        def __init__(self, host):
+            self.host = host.copy()
+            uploads.append(self)
+
+        def free(self):
+            pass
+
+    def args(shape, dtype, rng, config):
+        m, k = shape
+        return {"ids": np.arange(m, dtype=np.int32), "a": rng.random((m, k)).astype(dtype),
+                "out": np.empty(m, dtype), "work": np.zeros(config["splits"] * m, dtype), "M": np.int32(m)}
+
+    (tmp_path / "k.cu").write_text("__global__ void splitk() {}\n")
+    kernel = Kernel("splitk_inputs", buckets=Buckets(["M", "K"], [Bucket("all", M=(1, None), K=(1, None),
+                                                                         shapes=[(64, 32)])]),
+                    args=args, outputs=["out"], inplace=["work"], reference=lambda a: a.sum(axis=1),
+                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="splitk", space=Space({"splits": [1, 8]}),
+                                 heuristic=lambda shape: {"splits": 1}, launch=lambda config, shape: (1, 32)))
+    backend = object.__new__(CudaBackend)  # the host side alone: no GPU, no context
+    backend._inputs, backend.drv = OrderedDict(), SimpleNamespace(to_device=Copied)
+    held = kernel.build_args((64, 32), "float32", {"splits": 1})
+    for given in (held, held, kernel.build_args((64, 32), "float32", {"splits": 8}), held):
+        on_device = backend._device_inputs(kernel, given)
+        assert on_device["work@pristine"].host.nbytes == given["work"].nbytes
+    assert len(uploads) == 2 * 3  # ids, a and work's pristine copy: for the held arguments, and for splits=8's
+    again = {**held, "a": held["a"] + 1}  # the shape built again, other values
+    np.testing.assert_array_equal(backend._device_inputs(kernel, again)["a"].host, again["a"])
+    float16 = kernel.build_args((64, 32), "float16", {"splits": 1})
+    assert backend._device_inputs(kernel, float16)["a"].host.dtype == np.float16
 
 
 def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():

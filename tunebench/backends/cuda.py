@@ -437,13 +437,6 @@ def launch_refusal(kernel: Kernel, variant: Variant, config: Mapping, shape: tup
                           f"{dict(config)} on shape {tuple(shape)}: {e}") from None
 
 
-def inputs_key(kernel: str, shape: tuple, args: Mapping[str, Any]) -> tuple:
-    """What a worker's device copies of a task's inputs are kept under: the kernel, the shape and
-    every array's dtype. A float16 task after a float32 one on the same shape must not read the
-    float32 table where its first array is an index (a gather's ``int *ids``), of one dtype in both."""
-    return kernel, tuple(shape), tuple((name, str(a.dtype)) for name, a in args.items() if isinstance(a, np.ndarray))
-
-
 #: A kernel that spins on the GPU's nanosecond timer for the ns it is given (and stops should the
 #: timer step back). Queued between the L2 flush and the start event, it keeps the GPU busy while
 #: the host enqueues the timed launch: the host's own launch time (Python, argument packing, a
@@ -516,7 +509,7 @@ class CudaBackend(CudaCompiler, Backend):
         self._modules: dict[str, Any] = {}
         self._kernels: dict[str, dict[str, FunctionResources] | None] = {}  # each cubin's kernels
         self._types: dict[tuple[str, str], tuple[Param, ...] | None] = {}  # (kernel, dtype) -> its parameters' C types
-        self._inputs: OrderedDict[tuple, dict] = OrderedDict()  # the last shapes' device inputs
+        self._inputs: OrderedDict[tuple, tuple[Mapping, dict]] = OrderedDict()  # the last arguments' device inputs
 
     def _release(self) -> None:
         try:
@@ -595,7 +588,7 @@ class CudaBackend(CudaCompiler, Backend):
             raise ResourceError(problem)
         if fn.shared_size_bytes + launch.shared > DEFAULT_SHARED:  # beyond it, only where the function asks
             fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
-        runner = CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, shape, args))
+        runner = CudaRunner(self, fn, launch, kernel, args, self._device_inputs(kernel, args))
         runner.typed = bool(self._types.get((kernel.name, build.dtype)))
         return runner
 
@@ -623,12 +616,16 @@ class CudaBackend(CudaCompiler, Backend):
         types = self._types.get(typed)
         return (args_problem(args, types) if types else None) or (args_problem(args, found.params) if found else None)
 
-    def _device_inputs(self, kernel: Kernel, shape: tuple, args: Mapping[str, Any]) -> dict:
-        """Input arrays on the device, copied once per shape and dtypes (the two latest are kept)."""
-        key = inputs_key(kernel.name, shape, args)
+    def _device_inputs(self, kernel: Kernel, args: Mapping[str, Any]) -> dict:
+        """Input arrays on the device, copied once per set of host arguments the worker holds (the
+        two latest are kept): every config of a shape measured on its one set shares the copy, and
+        other arguments of the same shape and dtypes are copied afresh: a config's own (a split-K's
+        workspace of ``splits * M``), or a shape's built again (an unseeded args builder's other
+        values). Kept with the arguments, so that their id is no other's while the copy is kept."""
+        key = (kernel.name, id(args))
         if key not in self._inputs:
             while len(self._inputs) >= 2:
-                for buf in self._inputs.popitem(last=False)[1].values():
+                for buf in self._inputs.popitem(last=False)[1][1].values():
                     buf.free()
             bufs = {}
             shared = kernel.aliases(args)
@@ -640,5 +637,5 @@ class CudaBackend(CudaCompiler, Backend):
                     bufs[name] = self.drv.to_device(transferable(value))
                 if name in (*kernel.inplace, *kernel.inout):
                     bufs[f"{name}@pristine"] = self.drv.to_device(transferable(value))
-            self._inputs[key] = bufs
-        return self._inputs[key]
+            self._inputs[key] = (args, bufs)
+        return self._inputs[key][1]
