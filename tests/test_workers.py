@@ -499,6 +499,74 @@ def test_a_configs_kept_reference_outputs_are_served_only_on_the_arguments_they_
         workers.close()
 
 
+def test_a_shapes_slow_arguments_are_kept_alone_and_age_on_disk_with_the_configs_outputs_kept_on_them(tmp_path,
+                                                                                                      monkeypatch):
+    """A slow args builder's seconds were counted again with every config's reference: each
+    config's outputs were written, a 2 ms reference's too, and the clean-up then removed the
+    arguments' file first (the worker holding them never reads it again), so that the outputs
+    kept on it served no fresh worker. Slow alone, they are kept alone, and a config's outputs
+    where its reference took long; their file is marked used as outputs kept on it are written or
+    served; outputs kept on other arguments are neither read nor marked used. Read back, the
+    arguments weigh with a config's reference as they did where built (0 s, they did not)."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from tunebench.prepared import _path
+    from tunebench.records import config_key
+    from tunebench.workers import _prepare
+    now, took, referenced = [0.0], {"args": 2.0, "reference": 0.002}, []  # on the worker's clock; SLOW_S is 1
+    monkeypatch.setattr("tunebench.workers.time", SimpleNamespace(perf_counter=lambda: now[0]))
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+
+    def args(shape, dtype, rng):
+        now[0] += took["args"]
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
+                "n": np.int32(shape[0])}
+
+    def reference(x, config):
+        now[0] += took["reference"]
+        referenced.append(config["BLOCK"])
+        return block_scan(x, config)
+
+    Kernel("block_scan_aged", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (2000,)])]),
+           args=args, reference=reference, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100, 256, 512]}),
+                       heuristic=lambda shape: {"BLOCK": 16}))
+    folder = tmp_path / "kept"
+    folder.mkdir()
+
+    def path(n, block=None):
+        return _path(folder, "block_scan_aged", (n,), "float32", block and config_key({"BLOCK": block}))
+
+    def prepared(held, n, block):
+        return _prepare(SimpleNamespace(name="cpu"), "block_scan_aged", (n,), "float32", (held, folder),
+                        {"BLOCK": block})[2:]
+
+    held = OrderedDict()
+    for block in (16, 100, 256):
+        prepared(held, 1000, block)
+    assert sorted(folder.glob("*.npz")) == [path(1000)]  # the arguments alone, no 2 ms reference's outputs
+    (shape,) = held.values()
+    took["reference"] = 2.0
+    for block in (512, 512):  # written, then served from disk, the arguments held
+        shape.references.clear()
+        os.utime(path(1000), (1, 1))
+        prepared(held, 1000, block)
+        assert path(1000).stat().st_mtime > 1, block
+    keep(folder, "block_scan_aged", (1000,), "float32", {}, [np.zeros(1000)], config=config_key({"BLOCK": 100}),
+         on="other arguments")
+    os.utime(path(1000, 100), (1, 1))
+    took["reference"] = 0.002
+    shape.references.clear()
+    x = prepared(held, 1000, 100)[0]["x"]
+    np.testing.assert_array_equal(prepared(held, 1000, 100)[1][0], block_scan(x, {"BLOCK": 100}))
+    assert referenced == [16, 100, 256, 512, 100] and path(1000, 100).stat().st_mtime == 1
+    took.update(args=0.6, reference=0.6)  # each under SLOW_S, over it together
+    prepared(held, 2000, 16)
+    prepared(OrderedDict(), 2000, 100)  # a fresh worker's: the arguments read back
+    assert path(2000).exists() and path(2000, 16).exists() and path(2000, 100).exists()
+
+
 def test_a_shapes_arguments_and_a_configs_reference_slow_together_are_kept_for_fresh_workers(tmp_path,
                                                                                              monkeypatch):
     """Kept apart, the shape's arguments and a config's reference outputs were each timed alone
@@ -653,7 +721,7 @@ def test_a_slow_shapes_arguments_are_built_once_a_run_and_fresh_workers_read_the
             result = workers.trial(CompareJob("double_kept", (1000,), "float32", arms, 5, MeasureSettings(repeats=3)))
             assert result["status"] == "ok", result
         folder = workers.inputs
-        (kept_args, reference, _), = [kept(folder, "double_kept", (1000,), "float32")]
+        (kept_args, reference, _, _), = [kept(folder, "double_kept", (1000,), "float32")]
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["(1000,)"]
@@ -669,7 +737,7 @@ def test_kept_arguments_come_back_with_their_dtypes_and_scalar_types(tmp_path, d
     not read back: every later worker crashed on it."""
     values = np.arange(4, dtype=np.float32).astype(numpy_dtype(dtype))
     keep(tmp_path, "k", (4,), dtype, {"x": values, "s": values[1], "n": np.int32(4)}, [values])
-    args, (reference,), _ = kept(tmp_path, "k", (4,), dtype)
+    args, (reference,), _, _ = kept(tmp_path, "k", (4,), dtype)
     assert list(args) == ["x", "s", "n"] and args["x"].dtype == values.dtype and np.array_equal(args["x"], values)
     assert type(args["s"]) is type(values[1]) and args["s"] == values[1] and type(args["n"]) is np.int32
     assert reference.dtype == values.dtype and np.array_equal(reference, values)
@@ -688,7 +756,7 @@ def test_what_would_not_come_back_as_given_is_not_kept_and_an_unused_output_is_k
         keep(tmp_path, name, (8,), "float32", given, [x])
         assert kept(tmp_path, name, (8,), "float32") is None, name
     keep(tmp_path, "plain", (8,), "float32", {"x": x, "y": np.zeros((2, 4), np.float16)}, [x], blank=("y",))
-    args, _, _ = kept(tmp_path, "plain", (8,), "float32")
+    args, _, _, _ = kept(tmp_path, "plain", (8,), "float32")
     assert args["y"].shape == (2, 4) and args["y"].dtype == np.float16 and args["y"].flags.writeable
     assert kept(tmp_path, "plain", (8,), "float16") is None
 

@@ -41,7 +41,8 @@ def _path(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | N
 
 
 def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, Any], reference: list,
-         blank: tuple[str, ...] = (), config: tuple | None = None, on: str | None = None) -> str | None:
+         blank: tuple[str, ...] = (), config: tuple | None = None, on: str | None = None,
+         built_s: float = 0.0) -> str | None:
     """Keep them, unless they would not come back as given: two arguments sharing an array, an
     array not in C order or read-only, a dtype its name does not give back (a structured one,
     another byte order, objects). ``blank``: the outputs whose values no call reads (not inout),
@@ -52,7 +53,9 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
     arguments are kept once, under no config), computed ``on`` the kept arguments of that id.
     Returns the file's id, None where nothing was kept: a new one for arguments, ``on`` for
     outputs alone, served only on the arguments of their id (an args builder that tunebench
-    does not seed, or arguments that :func:`_room` removed, give others when built again)."""
+    does not seed, or arguments that :func:`_room` removed, give others when built again).
+    ``built_s``: the seconds the arguments took to build, given back with them: a worker reading
+    them back weighs a config's reference with them as the one that built them did."""
     arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
     if any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]) or not all(
             a.flags.c_contiguous and a.flags.writeable for a in arrays):
@@ -72,12 +75,23 @@ def keep(folder: Path, kernel: str, shape: tuple, dtype: str, args: dict[str, An
         with open(partial, "wb") as f:
             np.savez(f, names=np.array(list(args)), dtypes=np.array([v.dtype.name for v in values]),
                      scalars=np.array([isinstance(v, np.generic) for v in args.values()]), on=np.array(on or ""),
+                     built_s=np.array(float(built_s)),
                      **items, **shapes)
         os.replace(partial, path)
     except OSError:
         partial.unlink(missing_ok=True)
         return None
+    if not args:  # a config's outputs alone: its arguments' file, which no worker reads again, ages with it
+        _used(_path(folder, kernel, shape, dtype, None))
     return on
+
+
+def _used(path: Path) -> None:
+    """Mark a kept file used now: the last that :func:`_room` removes."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        pass
 
 
 def _room(folder: Path, size: int) -> bool:
@@ -104,14 +118,18 @@ def _named(dtype: np.dtype) -> bool:
         return False
 
 
-def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
-         config: tuple | None = None) -> tuple[dict[str, Any], list, str] | None:
-    """What :func:`keep` kept for this shape, as the args builder and reference gave them, and
-    its id (see :func:`keep`); None where nothing was, or where it cannot be read (then it is
-    built again)."""
+def kept(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | None = None,
+         on: str | None = None) -> tuple[dict[str, Any], list, str, float] | None:
+    """What :func:`keep` kept for this shape, as the args builder and reference gave them, its id
+    and the seconds the arguments took to build (see :func:`keep`); None where nothing was, or where it cannot be read (then it is
+    built again). ``on``: for a config's outputs alone, the id of the arguments they are to be
+    served on: kept on others, they are neither read nor marked used (the clean-up removes them
+    first); served, their arguments' file is marked used with them."""
     path = _path(folder, kernel, shape, dtype, config)
     try:
         with np.load(path) as found:
+            if on is not None and str(found["on"]) != on:
+                return None
             dtypes = [numpy_dtype(d) for d in found["dtypes"]]
             count = len(found["names"])
             values = [found[f"a{i}"] if f"s{i}" not in found else np.empty(tuple(found[f"s{i}"]), dtypes[i])
@@ -119,12 +137,14 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str,
             values += [found[f"r{i}"] for i in range(len(dtypes) - count)]
             values = [v.view(d) if v.dtype != d else v for v, d in zip(values, dtypes)]
             args = {str(n): v[()] if scalar else v for n, v, scalar in zip(found["names"], values, found["scalars"])}
-            on = str(found["on"])
-        os.utime(path)  # used now: the last to be removed
+            on, built_s = str(found["on"]), float(found["built_s"])
+        _used(path)
+        if on is not None:
+            _used(_path(folder, kernel, shape, dtype, None))
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - a file that cannot be read back is no input: the shape is built again
         path.unlink(missing_ok=True)
         return None
-    return args, values[count:], on
+    return args, values[count:], on, built_s
 

@@ -318,8 +318,9 @@ class _Held:
 
     args: dict[str, Any]
     references: OrderedDict
-    #: The seconds building the arguments took in this worker (0 where read back): a config's
-    #: reference outputs are kept with them where the two together took long.
+    #: The seconds building the arguments took (where read back, in the worker that built them):
+    #: a config's reference outputs are kept with them where the two together took long, unless
+    #: the arguments alone did (then kept on their own, and the reference weighed alone).
     built_s: float
     #: Their id in the run's kept files (see :func:`~tunebench.prepared.keep`), None where not
     #: kept: a config's reference outputs kept apart are served on the arguments of their id alone.
@@ -351,15 +352,17 @@ def _declared(kernel, shape: tuple, dtype: str, inputs: Path, config: dict) -> _
     own = config_key(config) if kernel.reference_per_config else None
     found = kept(inputs, kernel.name, shape, dtype, config_key(config) if kernel.args_per_config else None)
     if found:
-        args, reference, kept_as = found
-        return _Held(args, OrderedDict([(own, reference)] if reference else []), 0.0, kept_as)
+        args, reference, kept_as, built_s = found
+        return _Held(args, OrderedDict([(own, reference)] if reference else []), built_s, kept_as)
     began = time.perf_counter()
     args = _suite_code(kernel, "args builder", shape, dtype, config, lambda: kernel.build_args(shape, dtype, config))
-    if kernel.reference_per_config and not kernel.args_per_config:  # kept with a config's outputs, if at all
-        return _Held(args, OrderedDict(), time.perf_counter() - began, None)
+    if kernel.reference_per_config and not kernel.args_per_config:  # kept alone, or with a config's outputs
+        took = time.perf_counter() - began
+        kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, [], took) if took >= SLOW_S else None
+        return _Held(args, OrderedDict(), took, kept_as)
     reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(args, config))
     took = time.perf_counter() - began
-    kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, reference) if took >= SLOW_S else None
+    kept_as = _keep_args(kernel, shape, dtype, inputs, config, args, reference, took) if took >= SLOW_S else None
     return _Held(args, OrderedDict([(own, reference)]), took, kept_as)
 
 
@@ -367,25 +370,30 @@ def _referenced(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, he
     """The config's reference outputs on its shape's arguments, where only the reference takes
     the config: read back where they were kept on these very arguments, else computed, and kept
     apart from the arguments (and the arguments, where they were not) where the two together
-    took long: a fresh worker that reads them back then builds neither."""
-    found = kept(inputs, kernel.name, shape, dtype, config_key(config)) if held.kept_as else None
-    if found and found[2] == held.kept_as:
+    took long, or the reference alone once the arguments are kept: a fresh worker that reads
+    them back then builds neither."""
+    found = kept(inputs, kernel.name, shape, dtype, config_key(config), on=held.kept_as) if held.kept_as else None
+    if found:
         return found[1]
     began = time.perf_counter()
     reference = _suite_code(kernel, "reference", shape, dtype, config, lambda: kernel.expected(held.args, config))
-    if held.built_s + time.perf_counter() - began >= SLOW_S:
-        held.kept_as = held.kept_as or _keep_args(kernel, shape, dtype, inputs, config, held.args, [])
+    # the arguments' build counts where it alone did not keep them: a slow args builder's shape kept every
+    # config's outputs with its own, 2 ms references' too
+    counted = held.built_s if held.built_s < SLOW_S else 0.0
+    if counted + time.perf_counter() - began >= SLOW_S:
+        held.kept_as = held.kept_as or _keep_args(kernel, shape, dtype, inputs, config, held.args, [], held.built_s)
         if held.kept_as:
             keep(inputs, kernel.name, shape, dtype, {}, reference, config=config_key(config), on=held.kept_as)
     return reference
 
 
-def _keep_args(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, args: dict, reference: list) -> str | None:
+def _keep_args(kernel, shape: tuple, dtype: str, inputs: Path, config: dict, args: dict, reference: list,
+               built_s: float) -> str | None:
     """Keep a shape's arguments (and their reference outputs, where not a config's alone) for the
     run's next workers: their id, None where not kept (see :func:`~tunebench.prepared.keep`)."""
     return keep(inputs, kernel.name, shape, dtype, args, reference,
                 blank=tuple(n for n in kernel.outputs if n not in kernel.inout),
-                config=config_key(config) if kernel.args_per_config else None)
+                config=config_key(config) if kernel.args_per_config else None, built_s=built_s)
 
 
 def _suite_code(kernel, what: str, shape: tuple, dtype: str, config: dict, step: Callable[[], Any]) -> Any:
