@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import AXPB_C, TWICE_C, ascii_locale
-from tunebench.backends.base import BuildEnvironmentError, CompileError, explain, own_include_dirs
+from tunebench.backends.base import BuildEnvironmentError, CompileError, explain, own_include_dirs, preprocess
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
-from tunebench.backends import cpu
+from tunebench.backends import cpu, cuda
 from tunebench.backends.cpu import CpuBackend, libraries_last, missing_entry
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
@@ -922,15 +922,22 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     assert declared().source_hash != variant.source_hash
 
 
-@pytest.mark.parametrize("source, other, own", [("k.c", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
-                                                ("k.cpp", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
-                                                ("k.cu", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")])
+@pytest.mark.parametrize("source, target, flags, other, own", [
+    ("k.c", "cpu", (), "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
+    ("k.cpp", "cpu", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+    ("k.c", "cpu", ("-x", "c++"), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+    ("k.cu", "cpu", (), "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
+    ("k.cu", "cuda", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+    ("k.cuh", "cuda", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")])
 def test_a_header_of_the_other_languages_include_path_is_no_part_of_a_templates_source(
-        tmp_path, monkeypatch, source, other, own):
-    """gcc, clang and nvcc search C_INCLUDE_PATH for C alone and CPLUS_INCLUDE_PATH for C++ alone
-    (a .cu is C++): each was taken as searched for both, so a C template hashed a header the
-    compiler never reads ("myscale.h: No such file", or another header of the name read), and an
-    edit of it was another source. Only the template's language's variable (and CPATH) counts."""
+        tmp_path, monkeypatch, source, target, flags, other, own):
+    """gcc, clang and nvcc search C_INCLUDE_PATH for C alone and CPLUS_INCLUDE_PATH for C++ alone:
+    each was taken as searched for both, so a C template hashed a header the compiler never reads
+    ("myscale.h: No such file", or another header of the name read), and an edit of it was
+    another source. Only the variable of the language the build reads the template as (and
+    CPATH) counts: a CUDA variant's is C++ whatever its name (a .cuh was taken for C, and the
+    header nvcc reads hashed not at all), a CPU one's as gcc builds it (a .c under ``-x c++`` is
+    C++, a .cu template shared with the CUDA variant is C; each was taken for the other)."""
     (tmp_path / "inc").mkdir()
     header = tmp_path / "inc" / "myscale.h"
     header.write_text("#define MYSCALE 3.0f\n")
@@ -943,23 +950,35 @@ def test_a_header_of_the_other_languages_include_path_is_no_part_of_a_templates_
 
     def declared():
         return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=(lambda config, shape: (1, 32)) if target == "cuda" else None,
                        origin=tmp_path / "proj")
+
+    def read(variant):  # what the target's build reads for MYSCALE, None where it finds no myscale.h
+        if target == "cuda":
+            reading = cuda.preprocessing(variant, {"tile": 1})
+            if reading is None:
+                pytest.skip("nvcc is not on PATH")
+            code = preprocess(reading[1], reading[2], variant.origin)
+            return code and re.search(r"y\[i\] = (\S+) \* x\[i\]", code).group(1)
+        kernel = scaling(f"path_test_{source[2:]}_{target}_{len(flags)}", variant, 3.0, 9)
+        try:
+            got, want = run_once(CpuBackend(), kernel, variant, {"tile": 1}, n=9)
+        except CompileError as e:
+            assert "myscale.h" in str(e)
+            return None
+        return f"{got[0] / (want[0] / 3.0):.1f}f"
 
     plain = declared().source_hash
     monkeypatch.setenv(other, str(tmp_path / "inc"))
     variant = declared()
     assert variant.source_hash == plain
-    if source != "k.cu":  # the compiler does not read it either
-        with pytest.raises(CompileError, match="myscale.h"):
-            CpuBackend().build(scaling(f"other_path_test_{source[2:]}", variant, 3.0, 9), variant, {"tile": 1},
-                               "float32")
+    assert read(variant) is None  # the compiler does not read it either
     monkeypatch.setenv(own, str(tmp_path / "inc"))
     variant = declared()
     assert f'#line 1 "{tmp_path.resolve() / "inc" / "myscale.h"}"' in variant.template
-    if source != "k.cu":
-        got, want = run_once(CpuBackend(), scaling(f"own_path_test_{source[2:]}", variant, 3.0, 9), variant,
-                             {"tile": 1}, n=9)
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert read(variant) == "3.0f"
+    header.write_text("#define MYSCALE 4.0f\n")
+    assert declared().source_hash != variant.source_hash
 
 
 @pytest.mark.parametrize("through", ["CPATH", "-I"])

@@ -603,8 +603,9 @@ class Variant:
       parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
       prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>`` (at a
       ``// tunebench: params`` line instead, where the template has one). On the CPU a
-      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C. Never the code itself (a Kernel
-      Tuner script's ``kernel_string``), which is refused saying to write it to a file.
+      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C (the flags' ``-x c++`` or ``-x c``
+      over its name). Never the code itself (a Kernel Tuner script's ``kernel_string``), which
+      is refused saying to write it to a file.
     - ``entry``: the function to call.
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
@@ -833,11 +834,14 @@ class Variant:
 
     @property
     def language(self) -> str:
-        """What the compiler reads the template as, ``c`` or ``c++``: nvcc a ``.cu`` as C++, gcc
-        any other as :func:`~tunebench.backends.cpu.language` says. Each reads its own include
-        path variable (see :data:`~tunebench.backends.base.PATH_ENV`)."""
+        """What the compiler reads the template as, ``c`` or ``c++``: a CUDA variant's (one with a
+        ``launch``, which the cuda target requires) nvcc builds as a ``.cu``, C++, whatever its
+        name (a ``.cuh``); any other the CPU target builds as
+        :func:`~tunebench.backends.cpu.language` says (its name, or the flags' ``-x c++``: a
+        shared ``.cu`` template's CPU variant is C to gcc). Each reads its own include path
+        variable (see :data:`~tunebench.backends.base.PATH_ENV`)."""
         from tunebench.backends.cpu import language  # the CPU target's rule: a floor below
-        return "c++" if Path(self.source).suffix == ".cu" else language(self)
+        return "c++" if self.launch is not None else language(self)
 
     @property
     def source_hash(self) -> str:

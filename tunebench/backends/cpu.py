@@ -119,8 +119,14 @@ SCALARS = {
 
 
 def language(variant: Variant) -> str:
-    """``c++`` for a template named like a C++ file, else ``c``."""
-    return "c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c"
+    """``c++`` for a template named like a C++ file, else ``c``; where the flags ahead of the
+    template give ``-x c`` or ``-x c++`` (the last one), that: the compiler reads the template
+    as it says, whatever its name (``flags=("-x", "c++")`` on a ``.c`` one)."""
+    given = None
+    for before, flag in zip(("", *variant.flags), libraries_last(variant.flags)[0]):
+        named = flag if before == "-x" else flag[2:] if flag.startswith("-x") and flag != "-x" else None
+        given = named if named in ("c", "c++") else None if named == "none" else given
+    return given or ("c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c")
 
 
 def compiler(lang: str) -> str:
