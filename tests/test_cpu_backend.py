@@ -1014,21 +1014,26 @@ def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_bui
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("link", ["absolute", "relative"])
 @pytest.mark.parametrize("decoy", [False, True])
-def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_targets_sibling(tmp_path, decoy):
+def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_targets_sibling(tmp_path, decoy, link):
     """GNU stow's folded tree: ``include/mylib`` a link to the stowed package's folder, whose
     ``x.h`` includes "../detail/z.h". The compiler follows the link, then the "..": it reads
     the package's detail/z.h. The link's path was taken without the link, include/detail/z.h:
     none was a KernelError ("cannot be read"), and the project's own file of that name (never
     read) was hashed, an edit of it another source; then the package's z.h was hashed not at
-    all, an edit of it served the old trials. The file the compiler reads is hashed, by its path."""
+    all, an edit of it served the old trials. The file the compiler reads is hashed, by its path:
+    through a link by an absolute path (a package installed apart, outside the project), by its
+    absolute path, which is the same in a checkout at another depth; through a link by a
+    relative one (as stow makes them), from the template's folder, as the link moves with it."""
     package = tmp_path / "stow" / "mylib" / "include"
     (package / "mylib").mkdir(parents=True)
     (package / "detail").mkdir()
     (package / "mylib" / "x.h").write_text('#include "../detail/z.h"\n')
     (package / "detail" / "z.h").write_text("#define MYSCALE 3.0f\n")
     (tmp_path / "proj" / "include").mkdir(parents=True)
-    (tmp_path / "proj" / "include" / "mylib").symlink_to(package / "mylib")
+    (tmp_path / "proj" / "include" / "mylib").symlink_to(
+        package / "mylib" if link == "absolute" else Path("../../stow/mylib/include/mylib"))
     (tmp_path / "proj" / "suites").mkdir()
     (tmp_path / "proj" / "suites" / "k.c").write_text(
         "#include <mylib/x.h>\nvoid k(const float *x, float *y, int n)\n"
@@ -1043,13 +1048,14 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
                        flags=("-I../include",), origin=tmp_path / "proj" / "suites")
 
     variant = declared()
+    read = package / "detail" / "z.h" if link == "absolute" else "../../stow/mylib/include/detail/z.h"
     assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
-        '#line 1 "../include/mylib/x.h"', '#line 1 "../../stow/mylib/include/detail/z.h"']
+        '#line 1 "../include/mylib/x.h"', f'#line 1 "{read}"']
     if decoy:
         own.write_text("#define MYSCALE 6.0f\n")
         assert declared().source_hash == variant.source_hash
-    got, want = run_once(CpuBackend(), scaling(f"folded_link_test_{decoy:d}", variant, 3.0, 9), variant, {"tile": 1},
-                         n=9)
+    got, want = run_once(CpuBackend(), scaling(f"folded_link_test_{decoy:d}_{link}", variant, 3.0, 9), variant,
+                         {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (package / "detail" / "z.h").write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
@@ -1122,6 +1128,48 @@ def test_a_header_reached_by_a_parent_include_from_a_library_folder_hashes_alike
     assert named == ([f'#line 1 "{tmp_path / "opt" / "lib" / "common" / "factor.h"}"'] if library == "installed"
                      else ['#line 1 "../../lib/common/factor.h"'])
     assert near.source_hash == deep.source_hash
+
+
+@pytest.mark.parametrize("reached", ["prefix", "link"])
+def test_a_header_a_parent_include_reaches_from_a_library_at_one_place_hashes_alike_in_every_checkout(
+        tmp_path, reached):
+    """A library installed at one place (``opt/``), a header of it including one by "../":
+    through an absolute -I folder (``-I/opt/mylib/include``, its scale.h including
+    "../../common/factor.h"), or through a folder of the project linked there by an absolute
+    path (``include/vendor``, its x.h including "../common/factor.h"). Named as the folder
+    nearest it was, a checkout under the library's prefix (a CI runner's /opt/runner/_work) named
+    it from the template's folder where another checkout named it by its path, and through the
+    link a checkout at another depth named it another file ("../../../../opt/..." against
+    "../../../../../../opt/..."): each another source. It is anchored as the header it is
+    reached from: named by its absolute path in every checkout."""
+    opt = tmp_path / "opt"
+    if reached == "prefix":
+        (opt / "mylib" / "include").mkdir(parents=True)
+        (opt / "mylib" / "include" / "scale.h").write_text('#include "../../common/factor.h"\n')
+        factor, flag, include = opt / "common" / "factor.h", f"-I{opt / 'mylib' / 'include'}", "scale.h"
+        checkouts = (tmp_path / "home" / "u", opt / "runner" / "_work")
+    else:
+        (opt / "vendor" / "include" / "vendor").mkdir(parents=True)
+        (opt / "vendor" / "include" / "vendor" / "x.h").write_text('#include "../common/factor.h"\n')
+        factor, flag, include = opt / "vendor" / "include" / "common" / "factor.h", "-I../include", "vendor/x.h"
+        checkouts = (tmp_path / "a", tmp_path / "b" / "c" / "d")
+    factor.parent.mkdir(parents=True)
+    factor.write_text("#define FACTOR 3.0f\n")
+    found = []
+    for top in checkouts:
+        (top / "proj" / "suites").mkdir(parents=True)
+        (top / "proj" / "include").mkdir()
+        (top / "proj" / "pyproject.toml").write_text("")
+        if reached == "link":
+            (top / "proj" / "include" / "vendor").symlink_to(opt / "vendor" / "include" / "vendor")
+        (top / "proj" / "suites" / "k.c").write_text(
+            f"#include <{include}>\nvoid k(const float *x, float *y, int n)\n"
+            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=(flag,), origin=top / "proj" / "suites")
+        assert f'#line 1 "{factor}"' in variant.template
+        found.append(variant.source_hash)
+    assert found[0] == found[1]
 
 
 def test_a_linked_header_with_a_computed_include_hashes_alike_in_every_checkout(tmp_path):

@@ -34,8 +34,8 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
-                                     folder_header, header_hashes, overridden, own_include_dirs, preprocess,
-                                     unreadable)
+                                     folder_header, header_hashes, header_place, overridden, own_include_dirs,
+                                     preprocess, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -240,9 +240,9 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", 
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
-                    dirs: tuple[Path, ...] = (), own: tuple[Path, ...] = (), read: list[Path] | None = None,
-                    library: dict[Path, None] | None = None, once: set[Path] | None = None,
-                    conditional: bool = False, anchored: bool = False) -> str:
+                    dirs: tuple[Path, ...] = (), own: tuple[Path, ...] = (), read: dict[Path, bool] | None = None,
+                    library: dict[Path, bool] | None = None, once: set[Path] | None = None,
+                    conditional: bool = False, anchored: bool = False, fixed: tuple[Path, ...] = ()) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
     text, recursively, as the compiler reads it: #line markers name it from the template's folder
     for the compiler's messages, a ``#pragma once`` header is wrapped in a guard of its own, and a
@@ -258,16 +258,17 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     the headers it includes, as far as they can be found, go into ``library`` to be hashed, as
     do those of ``own``, the folders the compiler searches of its own (CPATH): a quoted header
     beside the file is read there whatever they hold, so it is inlined still (CPATH naming the
-    template's folder left it to the compiler, another source text).
-    ``read``, where given, gets each file read appended. A file reached by an absolute path
-    (``anchored``: a file of the flags given so, an ``#include "/opt/lib/x.h"``) lies there in
-    every checkout, and is named by that path with the headers it includes, not from ``top``:
-    from a checkout at another depth, "../../opt/lib/x.h" was another source."""
+    template's folder left it to the compiler, another source text); each with whether it is
+    anchored, named by its absolute path (see :func:`_library`; ``fixed``: the folders that are).
+    ``read``, where given, gets each file read, with whether it is anchored. A file reached by an
+    absolute path (``anchored``: a file of the flags given so, an ``#include "/opt/lib/x.h"``)
+    lies there in every checkout, and is named by that path with the headers it includes, not
+    from ``top``: from a checkout at another depth, "../../opt/lib/x.h" was another source."""
     top = top or path.parent
     once = set() if once is None else once
     out = []
     if read is not None:
-        read.append(path)
+        read.setdefault(path, anchored)
     lines = _lines(path)
     codes = _code(lines)
     depth, guard = 0, 1 if within and _include_guard(codes) else 0  # a header's guard is no condition on its includes
@@ -283,7 +284,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             # not beside it, or the header a header folder gives by that name too (none gives an absolute
             # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
-                _library(path, found, (*dirs, *own), library)
+                _library(path, found, (*dirs, *own), library, anchored, fixed)
             out.append(line)
             continue
         header_lines = _lines(header)
@@ -303,7 +304,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
         inner = inline_includes(header, (*within, resolved), top, dirs, own, read, library, once, inside_if,
-                                absolute)
+                                absolute, fixed)
         if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
@@ -322,20 +323,21 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
     return os.path.normpath(path) if anchored else os.path.relpath(path, top)
 
 
-def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
-              values: Mapping[str, Sequence]) -> tuple[dict[Path, None], dict[Path, None]]:
+def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence],
+              fixed: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
     folder by the link's path: by its target's, named from the template's folder, it was another
     source in a checkout at another depth, and hashed twice; the file's folder resolved, as a
-    checkout reached through a link named it through the link). An include of a
+    checkout reached through a link named it through the link), each header with whether it
+    is anchored (see :func:`_library`: ``files`` gives each file's). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
     the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
     other (a macro of a header) may read any header beside the file."""
     folders: dict[Path, None] = {}
-    headers: dict[Path, None] = {}
-    for file in (f for f in files if f.suffix not in BINARY_SUFFIXES):
+    headers: dict[Path, bool] = {}
+    for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):
         at = file.parent.resolve() / file.name  # a link beside it by its path there, not through the checkout's
         for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines()):
             found = COMPUTED_INCLUDE.match(code)
@@ -345,11 +347,11 @@ def _computed(files: Sequence[Path], dirs: tuple[Path, ...],
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
-                _library(at, include, (at.parent, *dirs), headers)
+                _library(at, include, (at.parent, *dirs), headers, anchored, fixed)
             if not named:
-                headers.update(dict.fromkeys(folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
-                                             for h in sorted(at.parent.iterdir())
-                                             if h.suffix in HEADER_SUFFIXES and h.is_file()))
+                headers.update(dict.fromkeys((folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
+                                              for h in sorted(at.parent.iterdir())
+                                              if h.suffix in HEADER_SUFFIXES and h.is_file()), anchored))
     return folders, headers
 
 
@@ -361,19 +363,45 @@ def _computed_in(text: str, template: Path) -> dict[Path, None]:
             if any(COMPUTED_INCLUDE.match(code) for code in _code(lines))}
 
 
-def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, None]) -> None:
+def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, bool],
+             anchored: bool = False, fixed: tuple[Path, ...] = ()) -> None:
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
     (a quoted one is looked for beside the file first), and every header that one includes, as
-    far as they can be found, each once: the files a build reads from the folders, to hash."""
-    pending = [(path, include)]
+    far as they can be found, each once: the files a build reads from the folders, to hash. Each
+    with whether it is anchored, named by its absolute path (see :meth:`Variant._named`), as what
+    it is found from is: found in a folder of ``fixed`` (an absolute -I folder, a CPATH folder
+    outside the project: see :meth:`Variant._anchored`), or beside an anchored file
+    (``anchored`` is ``path``'s) wherever a "../" leads, or by a "../" leaving a folder linked by
+    an absolute path (see :func:`_leaves_link`), it is; beside a relative folder's header, not.
+    Where it lies does not tell: judged so, a checkout under the library's prefix (a CI runner's
+    /opt/runner) named an absolute -I folder's "../../common/x.h" from the template's folder,
+    and a "../" leaving a linked folder for a library installed apart was named so too: another
+    source at another depth."""
+    pending = [(path, include, anchored)]
     while pending:
-        at, wanted = pending.pop()
+        at, wanted, at_anchored = pending.pop()
         header = folder_header(at, wanted, dirs)
         if header is None or header in found:
             continue
-        found[header] = None
+        place = header_place(at, wanted, dirs)
+        found[header] = reached = ((at_anchored if place == at.parent else place in fixed)
+                                   or _leaves_link(place, wanted.group(1) or wanted.group(2)))
         codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
-        pending.extend((header, nested) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
+        pending.extend((header, nested, reached) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
+
+
+def _leaves_link(place: Path, name: str) -> bool:
+    """Whether the first ".." of an include's name to leave a linked folder, from ``place``,
+    leaves one linked by an absolute path (stow's folded ``include/mylib`` of a package
+    installed apart, its ``x.h`` including "../detail/z.h"): the compiler reads beside the link's
+    target, at one place on every machine. A link by a relative path moves with the folder
+    holding it."""
+    at = place
+    for part in Path(name).parts:
+        if part == ".." and at.is_symlink():
+            return os.path.isabs(os.readlink(at))
+        at = at.parent if part == ".." else at / part
+    return False
 
 
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
@@ -771,29 +799,23 @@ class Variant:
         :func:`~tunebench.backends.base.own_include_dirs`), outside the project and every folder
         its flags give: a CI script's ``export CPATH=$PWD/include`` beside ``-I../include`` named
         the project's header by the checkout's path, and no other checkout had its source. A file
-        under none of these, nor the project (a "../common/x.h" of a header there), is named as the
-        folder nearest it is, by the longest path they share: beside an absolute -I folder, a
-        checkout at another depth named it another file; beside a sibling checkout's, relative."""
+        outside all of these (a "../common/x.h" of a header there) is anchored as the header it
+        is reached from is (see :func:`_library`)."""
         if any(path.is_relative_to(given) for given in self._absolute):
             return True
-        base = self.origin or Path.cwd()
-        local = (*self.include_dirs, (project_root(base) or base).resolve())
-        if any(path.is_relative_to(d) for d in own):
-            return not any(path.is_relative_to(d) for d in local)
-        if any(path.is_relative_to(d) for d in local):
+        if not any(path.is_relative_to(d) for d in own):
             return False
-        relative = [d for d in local if d not in self._absolute]
-        machine = [*self._absolute, *(d for d in own if not any(d.is_relative_to(r) for r in relative))]
-        shared = lambda d: len(Path(os.path.commonpath([path, d])).parts)  # noqa: E731 - for two lists
-        return bool(machine) and max(map(shared, machine)) > max(map(shared, relative))
+        base = self.origin or Path.cwd()
+        return not any(path.is_relative_to(d) for d in (*self.include_dirs, (project_root(base) or base).resolve()))
 
-    def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = ()) -> str:
+    def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = (), anchored: bool = False) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
         it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
         symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
-        its flags give absolute, or one of ``own`` outside the project (see :meth:`_anchored`), by
-        its own absolute path, so that a checkout at another depth is the same source."""
-        return (str(path) if self._anchored(path, own)
+        its flags give absolute, or one of ``own`` outside the project (see :meth:`_anchored`), or
+        ``anchored`` (reached from such a one: see :func:`_library`), by its own absolute path, so
+        that a checkout at another depth is the same source."""
+        return (str(path) if anchored or self._anchored(path, own)
                 else os.path.relpath(path, (base or self.path.parent).resolve()))
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
@@ -892,9 +914,10 @@ class Variant:
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        text, read, library, inputs, computed, texts = self.text, [], {}, {}, {}, {}
+        text, read, library, inputs, computed, texts = self.text, {}, {}, {}, {}, {}
         own = own_include_dirs(self.language)
         dirs = (*self.include_dirs, *own)  # where the compiler finds what it reads in place
+        fixed = tuple(d for d in dirs if self._anchored(d, own))  # whose headers are named by their absolute path
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
@@ -903,14 +926,16 @@ class Variant:
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
                                                 own=own, anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
-                            **_computed(sources, dirs, self.space.values)[0]}
+                            **_computed({file: self._anchored(file, own) for file in sources}, dirs,
+                                        self.space.values)[0]}
             else:
-                text = inline_includes(self.path, dirs=self.include_dirs, own=own, read=read, library=library)
+                text = inline_includes(self.path, dirs=self.include_dirs, own=own, read=read, library=library,
+                                       fixed=fixed)
                 for file in self.flag_files:
-                    read.append(file)
+                    anchored = read.setdefault(file, self._anchored(file, own))
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
                         file, top=self.path.parent.resolve(), dirs=self.include_dirs, own=own, read=read,
-                        library=library, anchored=self._anchored(file, own))
+                        library=library, anchored=anchored, fixed=fixed)
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
                         texts[digest] = inlined
@@ -921,25 +946,28 @@ class Variant:
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
-                computed, beside = _computed(read, dirs, self.space.values)
-                _, in_library = _computed(list(library), dirs, self.space.values)
+                computed, beside = _computed(read, dirs, self.space.values, fixed)
+                _, in_library = _computed(library, dirs, self.space.values, fixed)
                 done = {f.resolve() for f in read}
-                library.update(dict.fromkeys(h for h in (*beside, *in_library) if h.resolve() not in done))
-                for header in library:  # the compiler reads it where it lies, or may: edited, another source
-                    read.append(header)
+                for header, anchored in (*beside.items(), *in_library.items()):
+                    if header.resolve() not in done:
+                        library.setdefault(header, anchored)
+                # the compiler reads each where it lies, or may: edited, another source
+                for header, anchored in library.items():
+                    read.setdefault(header, anchored)
                     content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
                     digest = hashlib.sha256(content).hexdigest()[:16]
                     with contextlib.suppress(UnicodeDecodeError):
                         texts[digest] = content.decode()
                     text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{self._named(header, own=own)}"\n/* built with this header of '
+                        f'#line 1 "{self._named(header, own=own, anchored=anchored)}"\n/* built with this header of '
                         f"the include folders: sha256 {digest} */\n")
         except OSError as e:
             if kept is None:
                 raise unreadable(e) from None
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        files = tuple(dict.fromkeys(read))
+        files = tuple(read)
         self.__dict__.update(_computed=tuple(computed), _inputs=inputs, _texts=texts)
         self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
         return self.__dict__["_kept"][:2]

@@ -358,6 +358,15 @@ def unreadable(error: OSError) -> KernelError:
                        f"reads, to hash it with the template")
 
 
+def header_place(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
+    """The folder the compiler finds the header of an include (:data:`INCLUDE`) in the file ``at``
+    from: beside the file where it is quoted, else the first of ``dirs`` holding it; None where
+    none does."""
+    name = include.group(1) or include.group(2)
+    places = ([at.parent] if include.group(1) else []) + list(dirs)
+    return next((d for d in places if (d / name).is_file()), None)
+
+
 def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
     """The header an include (:data:`INCLUDE`) in the file ``at`` names where one of the header
     folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
@@ -370,11 +379,10 @@ def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | N
     Else, a name leading out of the folder that holds it ("../common/x.h" beside a header of an
     -I folder), the file the compiler reads, resolved: taken for no folder's header, an edit of
     it was served the old one's trials."""
-    name = include.group(1) or include.group(2)
-    places = ([at.parent] if include.group(1) else []) + list(dirs)
-    header = next((d / name for d in places if (d / name).is_file()), None)
-    if header is None:
+    place = header_place(at, include, dirs)
+    if place is None:
         return None
+    header = place / (include.group(1) or include.group(2))
     if any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
         return header.resolve()
     linked = Path(os.path.normpath(header))
