@@ -1,6 +1,7 @@
 import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -608,6 +609,81 @@ def test_every_header_a_computed_include_of_a_param_may_read_is_hashed(tmp_path,
     before = variant.source_hash
     (tmp_path / edited).write_text("static inline float scale(void) { return 3.0f; }\n")
     assert declared()[0].source_hash != before
+
+
+@pytest.mark.parametrize("target, value, reads", [
+    ("cpu", "<../common/x.h>", "lib"),  # gcc has the template's folder as -iquote: a quoted include's alone
+    ("cpu", '"../common/x.h"', "proj"),
+    ("cuda", '"../common/x.h"', "lib"),  # nvcc has it as an -I after the flags'
+])
+def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_build_reads(tmp_path, target, value, reads):
+    """A computed include of ``../common/x.h`` beside ``-I../../lib/include``: the hash looked for
+    it beside the template first (proj/common/x.h), in the order of neither build: gcc, given a
+    copy's folder as -iquote, searches it for a quoted include alone (an angle one reads
+    lib/common/x.h), and nvcc, given it as an -I after the flags', reads lib/common/x.h for a
+    quoted one too. An edit of the header built kept the source hash, and its trials; one of the
+    header never read was another source. The hash follows each build's order."""
+    for where, factor in (("lib", "3.0f"), ("proj", "5.0f")):
+        (tmp_path / where / "common").mkdir(parents=True)
+        (tmp_path / where / "common" / "x.h").write_text(f"#define FACTOR {factor}\n")
+    (tmp_path / "lib" / "include").mkdir()
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    template = tmp_path / "proj" / "suites" / ("k.cu" if target == "cuda" else "k.c")
+    template.write_text("#include IMPL\n" + (
+        'extern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n"
+        if target == "cuda" else
+        "void k(const float *x, float *y, int n)\n{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n"))
+    config = {"IMPL": value}
+
+    def declared():
+        return Variant(source=template.name, entry="k", space=Space({"IMPL": [value]}), heuristic=lambda shape: config,
+                       flags=("-I../../lib/include",), launch=(lambda c, shape: (1, 32)) if target == "cuda" else None,
+                       origin=template.parent)
+
+    variant = declared()
+    read, other = (tmp_path / where / "common" / "x.h" for where in (reads, "proj" if reads == "lib" else "lib"))
+    named = [line for line in variant.template.splitlines() if line.startswith("#line 1")]
+    assert named == [f'#line 1 "{os.path.relpath(read, template.parent)}"']
+    if target == "cpu":
+        factor = 3.0 if reads == "lib" else 5.0
+        got, want = run_once(CpuBackend(), scaling(f"computed_out_test_{value[0] == '<':d}", variant, factor, 9),
+                             variant, config, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    elif shutil.which("nvcc"):  # the copy the build compiles, with its flags
+        (tmp_path / "build").mkdir()
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+        code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                              cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+        assert "y[i] = 3.0f * x[i]" in code
+    other.write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    read.write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
+def test_a_header_a_computed_include_of_a_param_names_linked_beside_the_template_hashes_alike_in_every_checkout(
+        tmp_path):
+    """``IMPL='"link.h"'``, a link beside the template to a file installed apart: the compiler reads
+    it by the link's path, which moves with the checkout; named by its target's path from the
+    template's folder, a checkout at another depth was another source."""
+    real = tmp_path / "opt" / "x.h"
+    real.parent.mkdir()
+    real.write_text("#define FACTOR 3.0f\n")
+    found = []
+    for top in (tmp_path / "a", tmp_path / "b" / "c" / "d"):
+        (top / "proj" / "suites").mkdir(parents=True)
+        (top / "proj" / "pyproject.toml").write_text("")
+        (top / "proj" / "suites" / "link.h").symlink_to(real)
+        (top / "proj" / "suites" / "k.c").write_text(
+            "#include IMPL\nvoid k(const float *x, float *y, int n)\n"
+            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"IMPL": ['"link.h"']}),
+                          heuristic=lambda shape: {"IMPL": '"link.h"'}, origin=top / "proj" / "suites")
+        assert [line for line in variant.template.splitlines() if line.startswith("#line")] == ['#line 1 "link.h"']
+        found.append(variant.source_hash)
+    assert found[0] == found[1]
 
 
 def test_include_next_is_no_computed_include(tmp_path):

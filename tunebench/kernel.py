@@ -324,7 +324,8 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
 
 
 def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence],
-              fixed: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
+              fixed: tuple[Path, ...] = (),
+              copied_after: tuple[Path, ...] | None = None) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
@@ -333,8 +334,14 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     checkout reached through a link named it through the link), each header with whether it
     is anchored (see :func:`_library`: ``files`` gives each file's). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
-    the compiler finds it (beside the file, then in ``dirs``) with the headers it includes; any
-    other (a macro of a header) may read any header beside the file."""
+    the build finds it, with the headers it includes: a quoted one beside the file, then in
+    ``dirs``, an angle one in ``dirs`` alone (gcc is given a copy's folder as ``-iquote``, see
+    :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches); where
+    ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
+    either in those folders of ``dirs``, then the file's (an ``-I`` after the flags'), then the
+    rest, as nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed
+    from the template's folder where nvcc read it from an -I folder's. Any other computed include
+    (a macro of a header) may read any header beside the file."""
     folders: dict[Path, None] = {}
     headers: dict[Path, bool] = {}
     for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):
@@ -347,7 +354,12 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
-                _library(at, include, (at.parent, *dirs), headers, anchored, fixed)
+                if copied_after is None:  # a quoted one's folder among them: a link there is named by its path
+                    _library(at, include, (at.parent, *dirs) if include.group(1) else dirs, headers, anchored, fixed)
+                else:  # looked for as an angle include is: in the folders alone
+                    _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
+                             (*copied_after, at.parent, *(d for d in dirs if d not in copied_after)), headers,
+                             anchored, fixed)
             if not named:
                 headers.update(dict.fromkeys((folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
                                               for h in sorted(at.parent.iterdir())
@@ -946,7 +958,9 @@ class Variant:
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
-                computed, beside = _computed(read, dirs, self.space.values, fixed)
+                # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags'
+                computed, beside = _computed(read, dirs, self.space.values, fixed,
+                                             self.include_dirs if self.launch is not None else None)
                 _, in_library = _computed(library, dirs, self.space.values, fixed)
                 done = {f.resolve() for f in read}
                 for header, anchored in (*beside.items(), *in_library.items()):
