@@ -1101,7 +1101,10 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     all, an edit of it served the old trials. The file the compiler reads is hashed, by its path:
     through a link by an absolute path (a package installed apart, outside the project), by its
     absolute path, which is the same in a checkout at another depth; through a link by a
-    relative one (as stow makes them), from the template's folder, as the link moves with it."""
+    relative one (as stow makes them), from the template's folder, as the link moves with it.
+    The gate's build of the recorded template, z.h edited since, reads the tune's: the copy of
+    the linked folder is a plain one, from whose x.h "../detail/z.h" led to no copy ("No such
+    file"), or past it to a file of that name (``detail/z.h`` of the project)."""
     package = tmp_path / "stow" / "mylib" / "include"
     (package / "mylib").mkdir(parents=True)
     (package / "detail").mkdir()
@@ -1116,14 +1119,16 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
         "{\n    for (int i = 0; i < n; ++i) y[i] = MYSCALE * x[i];\n}\n")
     own = tmp_path / "proj" / "include" / "detail" / "z.h"
     if decoy:
-        own.parent.mkdir()
-        own.write_text("#define MYSCALE 5.0f\n")
+        for found in (own, tmp_path / "proj" / "detail" / "z.h"):
+            found.parent.mkdir()
+            found.write_text("#define MYSCALE 5.0f\n")
 
     def declared():
         return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                        flags=("-I../include",), origin=tmp_path / "proj" / "suites")
 
     variant = declared()
+    text, texts = variant.template, variant.file_texts
     read = package / "detail" / "z.h" if link == "absolute" else "../../stow/mylib/include/detail/z.h"
     assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
         '#line 1 "../include/mylib/x.h"', f'#line 1 "{read}"']
@@ -1135,6 +1140,11 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (package / "detail" / "z.h").write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
+    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
+    recorded = kept_variant(dataclasses.replace(variant, text=text), kept)
+    got, want = run_once(CpuBackend(), scaling(f"folded_link_recorded_{decoy:d}_{link}", recorded, 3.0, 9), recorded,
+                         {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 @pytest.mark.parametrize("through", ["-I", "CPATH", "computed"])

@@ -561,11 +561,12 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
     :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
     folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
-    whose copy, an -I folder, is searched ahead of every folder of the compiler's own. The
-    folder is named by the texts: written once."""
+    whose copy, an -I folder, is searched ahead of every folder of the compiler's own; a file a
+    "../" reaches through a linked folder is copied where that "../" leads from the copy too
+    (see :func:`_through_links`). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
-    folder = BuildCache().copies(copies, name, built.computed_include_dirs)
+    folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
     flags = []
     for flag, named in zip(built.build_flags, flag_paths(built.flags)):
         names = named[2] if named else None
@@ -579,6 +580,26 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             flags.append(named[0] + str(copy))
     flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
+
+
+def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
+    """The text of each kept file that a quoted include of another reaches through a linked
+    folder, by where the include leads from the other's copy: stow's folded ``include/mylib``, its
+    ``x.h`` including "../detail/z.h", which the compiler reads beside the link's target. The
+    copy of the linked folder is a plain one, so from the copy of x.h "../detail/z.h" led to no
+    copy ("No such file") or, past it, to a file of that name beside the link (a decoy, never
+    tuned), and a z.h edited since was not built as recorded. Followed on from each such copy."""
+    real = {path.resolve(): text for path, text in copies.items()}
+    found: dict[Path, str] = {}
+    pending = [(path, path, text) for path, text in copies.items()]  # (where a copy lies, the file it copies, text)
+    while pending:
+        copy, file, text = pending.pop()
+        for name in (m.group(1) for m in map(INCLUDE.match, _code(text.split("\n"))) if m and m.group(1)):
+            read, led = (file.parent / name).resolve(), Path(os.path.normpath(copy.parent / name))
+            if read in real and led not in copies and led not in found:
+                found[led] = real[read]
+                pending.append((led, read, real[read]))
+    return found
 
 
 def _own_folders(built: Variant, copies: Mapping[Path, str]) -> dict[Path, None]:
