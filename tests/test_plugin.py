@@ -461,14 +461,27 @@ def test_best_of_a_suite_file_linked_in_from_another_project_says_to_tune_it_whe
         "axpb", (1000,), records=linked_in / "B" / "records")
 
 
+@pytest.fixture
+def suite_packages_forgotten():
+    """The suite packages a test's lookups import as pytest names them (``suites``), out of
+    ``sys.modules`` again after it: the next test's ``suites`` is another project's."""
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] == "suites"]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("packages", [False, True], ids=["modules", "packages"])
 @pytest.mark.parametrize("first", ["A", "B"])
 def test_lookups_in_a_project_and_in_one_linking_its_suite_file_each_follow_their_own_in_either_order(
-        linked_in, monkeypatch, declared_apart, first):
+        linked_in, monkeypatch, declared_apart, suite_packages_forgotten, first, packages):
     """One process asking best() in A and in B, whose suites/test_link.py links A's suite: the file
     was imported once, under a name of the link's target, and the project asked first named the
     suite for both. Asked in B first, best() in A said to tune B's link into A's records
     (``--tune-records records``), and both followed B's template. Each project's lookups import
-    the file as reached there, and follow their own declaration, template and suite."""
+    the file as reached there, and follow their own declaration, template and suite; so too where
+    suites/ are packages (the link's package and dotted name were those of its target, A's)."""
+    for name in ("A", "B") if packages else ():
+        (linked_in / name / "suites" / "__init__.py").write_text("")
     template = linked_in / "B" / "kernels" / "axpb.c"
     template.write_text("/* B's own build of axpb */\n" + template.read_text())
     suites = {"A": "test_axpb.py", "B": "test_link.py"}
@@ -478,6 +491,22 @@ def test_lookups_in_a_project_and_in_one_linking_its_suite_file_each_follow_thei
         assert untuned.reason.endswith(f"; `pytest suites/{suites[name]} --tune` tunes it"), name
         source = tunebench.Tuned("axpb", suites="suites").source((1000,))
         assert ("B's own build" in source) == (name == "B"), name
+
+
+def test_a_lookup_in_a_project_linking_a_suite_file_into_its_package_follows_the_module_its_framework_imported(
+        linked_in, monkeypatch, declared_apart, suite_packages_forgotten):
+    """B's framework imports suites.test_link, a link to A's suite, from its package suites/: a
+    lookup in B took the module for another file's (the link's target), imported the package and
+    the suite again under names of their own (each ``__init__`` run twice) and followed that
+    second declaration. It reuses the module the framework imported, as for a suite not linked."""
+    from tunebench.lookup import declaration
+
+    for name in ("A", "B"):
+        (linked_in / name / "suites" / "__init__.py").write_text("")
+    monkeypatch.chdir(linked_in / "B")
+    monkeypatch.syspath_prepend(linked_in / "B")
+    imported = __import__("suites.test_link").test_link.axpb
+    assert declaration("axpb", None, "suites") is imported
 
 
 @pytest.fixture

@@ -176,9 +176,10 @@ def _set_aside(folder: Path, aside: dict) -> None:
 
 def package_root(path: Path) -> Path | None:
     """The outermost package folder (``__init__.py`` in it and each folder down) holding a suite
-    file, as pytest finds it; None for a suite outside packages."""
+    file, as pytest finds it (of the :func:`~tunebench.kernel.reached` path: a file linked in from
+    another project's package is in the package of the project linking it); None outside packages."""
     found = None
-    for folder in path.resolve().parents:
+    for folder in reached(path).parents:
         if not (folder / "__init__.py").is_file():
             break
         found = folder
@@ -201,10 +202,10 @@ def _suite_name(path: Path, package: Path | None) -> str:
     project's package of the same name): then, as outside packages, one of its own."""
     if package is None:
         return _module_name(path)
-    parts = path.resolve().relative_to(package.parent.resolve()).with_suffix("").parts
+    parts = reached(path).relative_to(package.parent.resolve()).with_suffix("").parts
     for i in range(1, len(parts) + 1):
         module, where = sys.modules.get(".".join(parts[:i])), package.parent.resolve().joinpath(*parts[:i])
-        if module is not None and Path(getattr(module, "__file__", None) or "/").resolve() not in (
+        if module is not None and reached(getattr(module, "__file__", None) or "/") not in (
                 where / "__init__.py", where.with_suffix(".py")):
             return ".".join((_module_name(package), *parts[1:]))
     return ".".join(parts)
