@@ -393,6 +393,15 @@ def test_a_kernel_name_two_suites_declare_is_refused_by_lookups_and_exports_as_b
     assert "kernel name 'softmax' is declared twice" in capsys.readouterr().err
 
 
+def test_a_suite_file_linked_to_another_of_its_folder_is_refused_naming_both_files(deployed):
+    """suites/test_alias.py, a link to test_softmax.py beside it: the kernel is declared twice, as
+    pytest says, but the message named test_softmax.py twice (the first suite's link target)."""
+    (deployed / "suites" / "test_alias.py").symlink_to("test_softmax.py")
+    with pytest.raises(tunebench.KernelError, match=r"test_softmax.py: KernelError: kernel name 'softmax' is "
+                                                    r"declared twice, here and in \S*/suites/test_alias.py: "):
+        tunebench.best("softmax", (64, 4096), DEVICE, records=deployed / "records")
+
+
 def test_suites_shipped_without_their_templates_are_answered_for_the_recorded_template(deployed):
     shutil.rmtree(deployed / "kernels")
     records = deployed / "records"

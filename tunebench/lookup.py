@@ -138,7 +138,7 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
             first = taken.setdefault(k.name, k)
             if first is not k:  # as pytest refuses it, this one alone (a generated table's entry, another
                 REGISTRY[k.name] = first  # suite's kernel): which would the records and the framework follow?
-                error = f"{path}: KernelError: {declared_twice(k.name, first.declared_in)}"
+                error = f"{path}: KernelError: {declared_twice(k.name, first.collected_from or first.declared_in)}"
                 if failed is None:
                     raise ImportError(error)
                 failed.append(error)
