@@ -1,6 +1,7 @@
 """The CUDA target. Builds are real nvcc runs, checked wherever nvcc is (CI included); the faults
 and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
+import gc
 import os
 import re
 import shutil
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +25,7 @@ from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.backends import cuda_status
 from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
-from tunebench.backends.cuda import (LEAD_PTX, CudaBackend, CudaCompiler, entry_of, launch_refusal, nvcc_archs,
+from tunebench.backends.cuda import (LEAD_PTX, CudaBackend, CudaCompiler, CudaRunner, entry_of, launch_refusal, nvcc_archs,
                                      nvcc_command, transferable)
 from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, compiled_kernels, cubin_kernels,
                                        entry_symbol, launch_of, register_threads, resource_problem)
@@ -485,13 +487,60 @@ def test_device_inputs_are_copied_per_set_of_host_arguments_not_per_shape(tmp_pa
     backend._inputs, backend.drv = OrderedDict(), SimpleNamespace(to_device=Copied)
     held = kernel.build_args((64, 32), "float32", {"splits": 1})
     for given in (held, held, kernel.build_args((64, 32), "float32", {"splits": 8}), held):
-        on_device = backend._device_inputs(kernel, given)
+        on_device = backend._device_inputs(kernel, given).bufs
         assert on_device["work@pristine"].host.nbytes == given["work"].nbytes
     assert len(uploads) == 2 * 3  # ids, a and work's pristine copy: for the held arguments, and for splits=8's
     again = {**held, "a": held["a"] + 1}  # the shape built again, other values
-    np.testing.assert_array_equal(backend._device_inputs(kernel, again)["a"].host, again["a"])
+    np.testing.assert_array_equal(backend._device_inputs(kernel, again).bufs["a"].host, again["a"])
     float16 = kernel.build_args((64, 32), "float16", {"splits": 1})
-    assert backend._device_inputs(kernel, float16)["a"].host.dtype == np.float16
+    assert backend._device_inputs(kernel, float16).bufs["a"].host.dtype == np.float16
+
+
+def test_device_inputs_a_runner_uses_are_freed_only_once_it_closes(tmp_path):
+    """A comparison loads every arm before it times one; where the args builder takes the config,
+    each arm's inputs are a set of their own, and of the two sets kept, the third arm's load freed
+    the first's while its runner still called on them (a final round's five arms, a gate's three).
+    In use, none is freed; closed, the sets beyond the two latest are; and a set the worker has
+    dropped is held by no copy of it here."""
+    live, freed = set(), []
+
+    class Allocation:  # a device allocation, as PyCUDA's driver gives one
+        def __init__(self, nbytes):
+            self.ptr = 0x1000 * (len(live) + len(freed) + 1)
+            live.add(self.ptr)
+
+        def __int__(self):
+            return self.ptr
+
+        def free(self):
+            live.discard(self.ptr)
+            freed.append(self.ptr)
+
+    def args(shape, dtype, rng, config):
+        return {"a": rng.random(shape).astype(dtype), "out": np.empty(shape, dtype),
+                "work": np.zeros(config["splits"] * shape[0], dtype)}
+
+    (tmp_path / "k.cu").write_text("__global__ void splitk() {}\n")
+    kernel = Kernel("splitk_arms", buckets=Buckets(["M"], [Bucket("all", M=(1, None), shapes=[(64,)])]),
+                    args=args, outputs=["out"], inplace=["work"], reference=lambda a: a,
+                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="splitk", space=Space({"splits": [1, 2, 4]}),
+                                 heuristic=lambda shape: {"splits": 1}, launch=lambda config, shape: (1, 32)))
+    backend = object.__new__(CudaBackend)  # the host side alone: no GPU, no context
+    backend._inputs = OrderedDict()
+    backend.drv = SimpleNamespace(to_device=lambda host: Allocation(host.nbytes), mem_alloc=Allocation)
+    given = {s: kernel.build_args((64,), "float32", {"splits": s}) for s in (1, 2, 4)}
+    runners = {s: CudaRunner(backend, None, None, kernel, a, backend._device_inputs(kernel, a))
+               for s, a in given.items()}
+    inputs = {s: [int(b) for b in held.bufs.values()] for s, held in zip(given, backend._inputs.values())}
+    assert not freed and len(backend._inputs) == 3  # all three arms' inputs in use
+    for closed in runners.values():
+        closed.close()
+    backend._device_inputs(kernel, kernel.build_args((64,), "float32", {"splits": 8}))
+    assert set(inputs[1] + inputs[2]) <= set(freed) and set(inputs[4]) <= live  # with splits=8's, the two latest
+    host = weakref.ref(given[4]["a"])
+    del given, runners, closed
+    gc.collect()
+    assert host() is None  # the worker's trim frees what it dropped
 
 
 def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():

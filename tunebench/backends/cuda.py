@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -264,10 +265,39 @@ def args_refusal(args: Mapping[str, Any]) -> str | None:
     return not_contiguous(args)
 
 
+class DeviceInputs:
+    """One set of host arguments' input copies on the device (see
+    :meth:`CudaBackend._device_inputs`), with the runners using them. The host arrays are held
+    weakly: the worker's memory trim frees them (held here, they were beyond its count), and a set
+    built later at a freed one's address is told apart by its arrays."""
+
+    def __init__(self, args: Mapping[str, Any], bufs: dict):
+        self.arrays = [weakref.ref(v) for v in args.values() if isinstance(v, np.ndarray)]
+        self.bufs = bufs
+        self.users = 0
+        self.dropped = False  # no longer kept: freed when its last runner closes
+
+    def copies(self, args: Mapping[str, Any]) -> bool:
+        """Whether these are copies of ``args``' arrays (not of a set since freed)."""
+        arrays = [v for v in args.values() if isinstance(v, np.ndarray)]
+        return len(arrays) == len(self.arrays) and all(ref() is a for ref, a in zip(self.arrays, arrays))
+
+    def release(self) -> None:
+        """A runner using them closed."""
+        self.users -= 1
+        if self.dropped and not self.users:
+            self.free()
+
+    def free(self) -> None:
+        for buf in self.bufs.values():
+            buf.free()
+
+
 class CudaRunner(Runner):
     def __init__(self, backend: CudaBackend, fn, launch: Launch, kernel: Kernel, args: Mapping[str, Any],
-                 inputs: dict):
+                 held: DeviceInputs):
         self._backend, self._fn, self._launch = backend, fn, launch
+        inputs = held.bufs
         drv = backend.drv
         self._names = kernel.outputs
         self._host_out = [np.empty_like(args[n]) for n in kernel.outputs]
@@ -294,6 +324,8 @@ class CudaRunner(Runner):
                            else np.uintp(self._scratch[t][0]) if t in self._scratch
                            else inputs[t] if isinstance(v, np.ndarray) else packed(v)
                            for n, v in args.items() for t in [shared.get(n, n)]]
+        self._held: DeviceInputs | None = held  # never freed while this runner may call on them
+        held.users += 1
 
     def reset(self, pattern: int = 0) -> None:
         drv = self._backend.drv
@@ -358,6 +390,9 @@ class CudaRunner(Runner):
         for alloc in (*self._alloc, *self._scratch_alloc):
             alloc.free()
         self._alloc, self._scratch_alloc = [], []
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
 
 class CudaCompiler:
@@ -509,7 +544,7 @@ class CudaBackend(CudaCompiler, Backend):
         self._modules: dict[str, Any] = {}
         self._kernels: dict[str, dict[str, FunctionResources] | None] = {}  # each cubin's kernels
         self._types: dict[tuple[str, str], tuple[Param, ...] | None] = {}  # (kernel, dtype) -> its parameters' C types
-        self._inputs: OrderedDict[tuple, tuple[Mapping, dict]] = OrderedDict()  # the last arguments' device inputs
+        self._inputs: OrderedDict[tuple, DeviceInputs] = OrderedDict()  # the last arguments' device inputs
 
     def _release(self) -> None:
         try:
@@ -616,17 +651,20 @@ class CudaBackend(CudaCompiler, Backend):
         types = self._types.get(typed)
         return (args_problem(args, types) if types else None) or (args_problem(args, found.params) if found else None)
 
-    def _device_inputs(self, kernel: Kernel, args: Mapping[str, Any]) -> dict:
+    def _device_inputs(self, kernel: Kernel, args: Mapping[str, Any]) -> DeviceInputs:
         """Input arrays on the device, copied once per set of host arguments the worker holds (the
-        two latest are kept): every config of a shape measured on its one set shares the copy, and
-        other arguments of the same shape and dtypes are copied afresh: a config's own (a split-K's
-        workspace of ``splits * M``), or a shape's built again (an unseeded args builder's other
-        values). Kept with the arguments, so that their id is no other's while the copy is kept."""
+        two latest kept beside those a runner uses): every config of a shape measured on its one
+        set shares the copy, and other arguments of the same shape and dtypes are copied afresh: a
+        config's own (a split-K's workspace of ``splits * M``), or a shape's built again (an
+        unseeded args builder's other values). A copy a runner uses is never freed under it: a
+        comparison loads all its arms, each of its own arguments where the args builder takes the
+        config, before it times one (the third arm's load freed the first's inputs)."""
         key = (kernel.name, id(args))
+        if key in self._inputs and not self._inputs[key].copies(args):  # another set, where a dropped one was
+            self._drop(key)
         if key not in self._inputs:
-            while len(self._inputs) >= 2:
-                for buf in self._inputs.popitem(last=False)[1][1].values():
-                    buf.free()
+            for idle in [k for k, held in self._inputs.items() if not held.users][:max(0, len(self._inputs) - 1)]:
+                self._drop(idle)
             bufs = {}
             shared = kernel.aliases(args)
             for name, value in args.items():
@@ -637,5 +675,12 @@ class CudaBackend(CudaCompiler, Backend):
                     bufs[name] = self.drv.to_device(transferable(value))
                 if name in (*kernel.inplace, *kernel.inout):
                     bufs[f"{name}@pristine"] = self.drv.to_device(transferable(value))
-            self._inputs[key] = (args, bufs)
-        return self._inputs[key][1]
+            self._inputs[key] = DeviceInputs(args, bufs)
+        return self._inputs[key]
+
+    def _drop(self, key: tuple) -> None:
+        """Forget a set of arguments' device copies: freed now, or by the last runner using them."""
+        held = self._inputs.pop(key)
+        held.dropped = True
+        if not held.users:
+            held.free()
