@@ -51,6 +51,19 @@ def test_a_finalist_faster_over_the_bucket_that_loses_on_a_shape_is_named_with_t
                                               f"in every process"
 
 
+def test_a_finalist_that_loses_on_every_shape_is_not_told_to_split_the_bucket():
+    """A bucket of one shape cannot be split: its finalist, faster by the median, lost in a process
+    there (seen on transpose's 512x512)."""
+    bucket = Bucket("small", R=(1, 1023), shapes=[(512, 512)])
+    entries = [{"shape": [512, 512], "finalists": [{"tile": 8}], "baseline_ms": 1.0, "finalist_ms": [0.68],
+                "leads": [False]}]
+    why = _no_lead(bucket, entries)
+    assert why.endswith("[tile:8] takes 0.68x the heuristic's time over the bucket, but is not faster in every "
+                        "process on (512, 512); the heuristic is served, and `--tune-fresh` on a quiet machine "
+                        "measures the round again")
+    assert "split" not in why
+
+
 def test_a_round_whose_only_finalist_is_the_heuristic_says_so_not_that_none_led_it():
     """Every other config failed or was slower in the trials: "no finalist leads the heuristic"
     read as a contest the heuristic won."""

@@ -177,7 +177,8 @@ def _winner(bucket: Bucket, entries: list[dict]) -> int | None:
 
 def _no_lead(bucket: Bucket, entries: list[dict]) -> str:
     """Why no finalist replaced the heuristic, naming the one faster over the bucket that lost
-    on a shape: one config cannot serve such a bucket, and splitting it can."""
+    on a shape: one config cannot serve such a bucket, and splitting it can. One that lost on
+    every shape (a bucket of one shape) is no case for a split: a round measured anew may confirm it."""
     if all("baseline" in e and all(config_key(c) == config_key(e["baseline"]) for c in e["finalists"]) for e in entries):
         return ("the heuristic's own config is the only finalist: the search's other configs were slower, "
                 "failed, or stayed disturbed by other load")
@@ -192,9 +193,12 @@ def _no_lead(bucket: Bucket, entries: list[dict]) -> str:
     lost = [s for s, e in zip(shapes, entries) if not e["leads"][i]]
     if score > (1 - MIN_GAIN) * base or not lost:
         return why
-    return (f"{why}: [{config_text(entries[0]['finalists'][i])}] takes {score / base:.2f}x the heuristic's time over "
-            f"the bucket, but is not faster in every process on {', '.join(map(str, lost))}; split the bucket "
-            f"between its shapes for each part to get its own config")
+    lead = (f"{why}: [{config_text(entries[0]['finalists'][i])}] takes {score / base:.2f}x the heuristic's time over "
+            f"the bucket, but is not faster in every process on {', '.join(map(str, lost))}")
+    if len(lost) == len(shapes):
+        return (f"{lead}; the heuristic is served, and `--tune-fresh` on a quiet machine measures the round "
+                f"again")
+    return f"{lead}; split the bucket between its shapes for each part to get its own config"
 
 
 def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:
