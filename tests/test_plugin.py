@@ -709,6 +709,23 @@ def test_a_task_whose_tune_stopped_before_its_heuristic_ran_is_not_called_never_
     assert "never tuned" not in result.stdout.str()
 
 
+def test_a_task_with_a_clean_trial_beside_disturbed_ones_is_not_said_to_have_run_only_disturbed(project, pytester):
+    """A tune stopped on a busy machine after one clean trial and two disturbed: the skip said "its
+    2 trials that ran were measured only while other load disturbed the machine" of three."""
+    project()
+    fp = tunebench.backends.fingerprint("cpu")
+    store = tunebench.records.RecordStore.for_device(pytester.path / "records", fp)
+    for vec, verdict in ((2, "clean"), (4, "disturbed"), (8, "disturbed")):
+        store.add({"kernel": "axpb", "source_hash": "x", "shape": [1000], "dtype": "float32", "bucket": "small",
+                   "config": {"vec": vec, "unroll": 1, "mode": 0}, "status": "ok", "device": store.device,
+                   "stats": {"median": 1.0}, "verdict": verdict})
+    store.compact()
+    result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-rs", "-k", "small")
+    result.stdout.fnmatch_lines(["*nothing to gate for axpb small float32 on this device, *: 2 of its 3 trials that "
+                                 "ran were measured only while other load disturbed the machine, and no final round "
+                                 "confirmed a pick, so best() serves*"])
+
+
 def test_records_of_an_unknown_microarchitecture_are_marked_so(project, pytester):
     project()
     legacy = {"target": "cpu", "name": "AMD EPYC", "machine": "x86_64", "threads": 2}  # before family/model

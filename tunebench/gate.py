@@ -240,12 +240,17 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
                 f"too busy), so no pick is confirmed and best() serves the heuristic; `{command}` resumes the tune")
     shapes = set(bucket.shapes)
+    triage = store.triage()
     # of this bucket's tunes: another bucket's on its shapes (its name before a rename) are none of its
-    unsettled = [t for t in store.triage().unsettled if (t["kernel"], t["dtype"], t.get("bucket")) ==
-                 (kernel.name, dtype, bucket.name) and tuple(t["shape"]) in shapes]
+    unsettled, ran = ([t for t in found if (t["kernel"], t["dtype"], t.get("bucket")) == (kernel.name, dtype, bucket.name)
+                       and tuple(t["shape"]) in shapes and t["status"] in ("ok", "early_stopped")]
+                      for found in (triage.unsettled, triage.latest))
     if unsettled:
-        some = f"{len(unsettled)} trials that ran were" if len(unsettled) > 1 else "1 trial that ran was"
-        return (f"nothing to gate for {what}: its {some} measured only while other load disturbed the machine, so "
+        # a clean trial beside them (a tune stopped before it recorded the task) is no pick without a final round
+        some = (f"{len(unsettled)} of its {len(ran)} trials that ran were" if len(ran) > len(unsettled) else
+                f"its {len(unsettled)} trials that ran were" if len(unsettled) > 1 else "its 1 trial that ran was")
+        then = ", and no final round confirmed a pick" if len(ran) > len(unsettled) else ""
+        return (f"nothing to gate for {what}: {some} measured only while other load disturbed the machine{then}, so "
                 f"best() serves the heuristic; `{command}` on a quieter machine measures again")
     if task:
         return (f"nothing to gate for {what}: it was tuned here, but no config completed every shape (the tune's "
