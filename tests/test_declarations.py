@@ -1074,11 +1074,13 @@ def test_a_trial_of_a_kernel_whose_suite_or_template_git_does_not_track_is_dirty
     ("lambda block: block // (block - 64) > 0",
      "constraint <lambda> at test_axpb.py:* raised ZeroDivisionError: integer division or modulo by zero on config "
      "{'block': 64}"),
-    ("lambda block: block > 256", "no config satisfies the constraints (3 configs over params block)"),
+    ("lambda block: block > 256", "no config satisfies the constraints (3 configs over params block): "
+                                  "constraint <lambda> at test_axpb.py:* (on block) excludes every one"),
     ("lambda shape, block: shape[1] % block == 0",
      "constraint <lambda> at test_axpb.py:* raised IndexError: tuple index out of range on config {'block': 64} "
      "for shape (1000,)"),
-    ("lambda N, block: block > N", "no config satisfies the constraints on every shape of bucket 'small' ((1000,))"),
+    ("lambda N, block: block > N", "no config satisfies the constraints on every shape of bucket 'small' ((1000,)): "
+                                   "constraint <lambda> at test_axpb.py:* (on N, block) excludes every one"),
 ])
 def test_a_cuda_variants_broken_space_fails_collection_on_a_machine_without_a_gpu(project, pytester, constraint, said):
     """It collected as one unavailable item, and failed only on the GPU box."""

@@ -108,6 +108,16 @@ def test_invalid_definitions_name_the_param_or_constraint(params, constraints, m
         Space(params, constraints).validate()
 
 
+def test_a_space_whose_constraints_exclude_every_config_names_them():
+    """It said "no config satisfies the constraints", leaving the user to find which."""
+    loose, tight = (lambda a, b: a * b <= 8), (lambda a: a > 4)
+    with pytest.raises(SpaceError, match=r": constraint <lambda> at test_space.py:\d+ \(on a\) excludes every one$"):
+        Space({"a": [1, 2, 4], "b": [1, 2]}, [loose, tight]).validate()
+    with pytest.raises(SpaceError, match=r"\(on a, b\) and constraint <lambda> at test_space.py:\d+ \(on a\) exclude "
+                                         r"every one together$"):
+        Space({"a": [1, 2, 4], "b": [4]}, [loose, lambda a: a > 2]).validate()
+
+
 def test_a_constraint_error_names_its_source_line():
     space = Space({"a": [1]}, [lambda a: a / 0])
     with pytest.raises(SpaceError, match=r"constraint <lambda> at test_space.py:\d+"):

@@ -193,6 +193,18 @@ class Constraint:
             self.shaped = tuple(a for a in arg_names if a not in names)
 
 
+def _blamed(constraints: Sequence[Constraint], holds: Callable[[Constraint], Iterable[bool]]) -> str:
+    """Which of ``constraints`` exclude every config (``holds``: whether each config meets one),
+    for the error to name what to loosen: each that does alone, else all of them together."""
+    def named(c: Constraint) -> str:  # the params it reads tell two lambdas of one line apart
+        return f"{c.label} (on {', '.join(c.params)})" if c.params else c.label
+
+    alone = [named(c) for c in constraints if not any(holds(c))]
+    if alone:
+        return f"{' and '.join(alone)} {'excludes' if len(alone) == 1 else 'each exclude'} every one"
+    return f"{' and '.join(map(named, constraints))} exclude every one together"
+
+
 def _listed(configs: Sequence[Any]) -> tuple[dict[str, list], list[tuple]]:
     """A space given as its configs, as Triton's ``configs=[...]``: each param with its values in
     the order they are first listed, and the configs' keys, the only valid ones."""
@@ -288,8 +300,12 @@ class Space:
             return list(keys)
         fits = [k for k in keys if all(self.holds_for(k, s, dims) for s in bucket.shapes)]
         if not fits:
+            index = {n: i for i, n in enumerate(self.names)}
+            at = [{"shape": tuple(s), **dict(zip(dims, s))} for s in bucket.shapes]
             raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
-                             f"({', '.join(map(str, bucket.shapes))})")
+                             f"({', '.join(map(str, bucket.shapes))}): " + _blamed(
+                                 self.shaped_constraints,
+                                 lambda c: (all(self._holds(c, index, k, a) for a in at) for k in keys)))
         return fits
 
     @property
@@ -441,6 +457,6 @@ class Space:
         if not valid:
             raise SpaceError(
                 f"no config satisfies the constraints ({len(invalid):,} configs over params "
-                f"{', '.join(names)})")
+                f"{', '.join(names)}): " + _blamed(plain, lambda c: (self._holds(c, index, k) for k in invalid)))
         self._enumerated = valid, invalid
         return valid, invalid
