@@ -533,6 +533,10 @@ def test_device_inputs_a_runner_uses_are_freed_only_once_it_closes(tmp_path):
                for s, a in given.items()}
     inputs = {s: [int(b) for b in held.bufs.values()] for s, held in zip(given, backend._inputs.values())}
     assert not freed and len(backend._inputs) == 3  # all three arms' inputs in use
+    backend._drop(next(iter(backend._inputs)))  # as where another set came at its arguments' address
+    assert not freed
+    runners[1].close()
+    assert set(inputs[1]) <= set(freed)  # by the last runner using them
     for closed in runners.values():
         closed.close()
     backend._device_inputs(kernel, kernel.build_args((64,), "float32", {"splits": 8}))

@@ -5,6 +5,7 @@ import numpy as np
 
 import pytest
 
+from tunebench.buckets import Bucket
 from tunebench.space import Space, SpaceError, pow2
 
 
@@ -113,9 +114,17 @@ def test_a_space_whose_constraints_exclude_every_config_names_them():
     loose, tight = (lambda a, b: a * b <= 8), (lambda a: a > 4)
     with pytest.raises(SpaceError, match=r": constraint <lambda> at test_space.py:\d+ \(on a\) excludes every one$"):
         Space({"a": [1, 2, 4], "b": [1, 2]}, [loose, tight]).validate()
-    with pytest.raises(SpaceError, match=r"\(on a, b\) and constraint <lambda> at test_space.py:\d+ \(on a\) exclude "
-                                         r"every one together$"):
-        Space({"a": [1, 2, 4], "b": [4]}, [loose, lambda a: a > 2]).validate()
+    with pytest.raises(SpaceError, match=r"\(on a, b\) excludes 1, constraint <lambda> at test_space.py:\d+ \(on a\) 2 "
+                                         r"\(each config by the first it fails\)$"):
+        Space({"a": [1, 2, 4], "b": [4]}, [loose, lambda a: a > 2, lambda a: a < 100]).validate()
+    # a guard first: the constraint it guards is never run where it fails (b % 0 raised, hiding the rest)
+    with pytest.raises(SpaceError, match=r": constraint <lambda> at test_space.py:\d+ \(on b\) excludes every one$"):
+        Space({"a": [1, 2], "b": [0]}, [lambda b: b != 0, lambda a, b: a % b == 0]).validate()
+    with pytest.raises(SpaceError, match=r"on every shape of bucket 'small' \(\(8,\)\): constraint <lambda> at "
+                                         r"test_space.py:\d+ \(on N, t\) excludes 1, constraint <lambda> at "
+                                         r"test_space.py:\d+ \(on N, t\) 1 \(each config by the first it fails\)$"):
+        Space({"t": [0, 16]}, [lambda N, t: t > N and t != 0, lambda N, t: N % t == 0]).validate(
+            [Bucket("small", N=(1, 100), shapes=[(8,)])], ["N"])
 
 
 def test_a_constraint_error_names_its_source_line():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import difflib
 import inspect
 import itertools
@@ -193,16 +194,21 @@ class Constraint:
             self.shaped = tuple(a for a in arg_names if a not in names)
 
 
-def _blamed(constraints: Sequence[Constraint], holds: Callable[[Constraint], Iterable[bool]]) -> str:
-    """Which of ``constraints`` exclude every config (``holds``: whether each config meets one),
-    for the error to name what to loosen: each that does alone, else all of them together."""
+def _blamed(constraints: Sequence[Constraint], firsts: Iterable[int]) -> str:
+    """Which of ``constraints`` exclude the configs, for the error to name what to loosen: each
+    config by the first it fails (``firsts``: its index), in the order they are checked, so a
+    guard's ``b != 0`` is named, and ``a % b == 0`` never run on b = 0 (it raised, hiding the rest),
+    nor a constraint named that excludes none."""
     def named(c: Constraint) -> str:  # the params it reads tell two lambdas of one line apart
         return f"{c.label} (on {', '.join(c.params)})" if c.params else c.label
 
-    alone = [named(c) for c in constraints if not any(holds(c))]
-    if alone:
-        return f"{' and '.join(alone)} {'excludes' if len(alone) == 1 else 'each exclude'} every one"
-    return f"{' and '.join(map(named, constraints))} exclude every one together"
+    counts = dict(sorted(collections.Counter(firsts).items()))
+    if not counts:
+        return "the space lists none"
+    if len(counts) == 1:
+        return f"{named(constraints[next(iter(counts))])} excludes every one"
+    return ", ".join(f"{named(constraints[i])} {'excludes ' if k == 0 else ''}{n:,}"
+                     for k, (i, n) in enumerate(counts.items())) + " (each config by the first it fails)"
 
 
 def _listed(configs: Sequence[Any]) -> tuple[dict[str, list], list[tuple]]:
@@ -304,8 +310,8 @@ class Space:
             at = [{"shape": tuple(s), **dict(zip(dims, s))} for s in bucket.shapes]
             raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
                              f"({', '.join(map(str, bucket.shapes))}): " + _blamed(
-                                 self.shaped_constraints,
-                                 lambda c: (all(self._holds(c, index, k, a) for a in at) for k in keys)))
+                                 self.shaped_constraints, (next(i for a in at for i, c in enumerate(
+                                     self.shaped_constraints) if not self._holds(c, index, k, a)) for k in keys)))
         return fits
 
     @property
@@ -457,6 +463,7 @@ class Space:
         if not valid:
             raise SpaceError(
                 f"no config satisfies the constraints ({len(invalid):,} configs over params "
-                f"{', '.join(names)}): " + _blamed(plain, lambda c: (self._holds(c, index, k) for k in invalid)))
+                f"{', '.join(names)}): " + _blamed(plain, (next(i for i, c in enumerate(plain)
+                                                                 if not self._holds(c, index, k)) for k in invalid)))
         self._enumerated = valid, invalid
         return valid, invalid

@@ -652,8 +652,9 @@ class CudaBackend(CudaCompiler, Backend):
         return (args_problem(args, types) if types else None) or (args_problem(args, found.params) if found else None)
 
     def _device_inputs(self, kernel: Kernel, args: Mapping[str, Any]) -> DeviceInputs:
-        """Input arrays on the device, copied once per set of host arguments the worker holds (the
-        two latest kept beside those a runner uses): every config of a shape measured on its one
+        """Input arrays on the device, copied once per set of host arguments the worker holds (kept
+        while a runner uses them, else dropped, the oldest first, where a new set's load finds two
+        kept): every config of a shape measured on its one
         set shares the copy, and other arguments of the same shape and dtypes are copied afresh: a
         config's own (a split-K's workspace of ``splits * M``), or a shape's built again (an
         unseeded args builder's other values). A copy a runner uses is never freed under it: a
