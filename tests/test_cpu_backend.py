@@ -14,7 +14,7 @@ from tests.conftest import AXPB_C, TWICE_C, ascii_locale
 from tunebench.backends.base import BuildEnvironmentError, CompileError, explain, own_include_dirs, preprocess
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
 from tunebench import compile_check
-from tunebench.backends import cpu, cuda
+from tunebench.backends import compiler, cpu, cuda
 from tunebench.backends.cpu import CpuBackend, libraries_last, missing_entry
 from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
@@ -1055,6 +1055,31 @@ def test_a_header_of_the_other_languages_include_path_is_no_part_of_a_templates_
     assert read(variant) == "3.0f"
     header.write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
+
+
+def test_a_c_template_read_as_cxx_by_its_flags_is_built_as_c_by_gcc(tmp_path):
+    """``flags=("-x", "c++")`` on a ``.c`` template has gcc read it as C++ (cc1plus, which searches
+    CPLUS_INCLUDE_PATH), and that alone: taken for a C++ template, its build ran g++ with
+    -std=gnu++17, so a complex64 TB_DTYPE became std::complex<float> (``x[i] * 2`` no longer
+    compiled), and the compiler a trial keeps became g++, so a project's recorded trials were
+    all measured again ("the compiler changed since the last tune")."""
+    (tmp_path / "k.c").write_text('extern "C" void k(const TB_DTYPE *x, TB_DTYPE *y, int n)\n'
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      flags=("-x", "c++"), dtypes=("complex64",), origin=tmp_path)
+    kernel = Kernel("x_cxx_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                    args=lambda shape, dtype, rng: {"x": (rng.random(9) + 1j * rng.random(9)).astype(dtype),
+                                                    "y": np.empty(9, dtype), "n": np.int32(9)},
+                    reference=lambda x, n: 2 * x, outputs=["y"], cpu=variant)
+    assert variant.language == "c++"  # the include path variable it reads
+    assert compiler("cpu", variant) == cpu.compiler_identity("c")  # gcc's, as its records have it
+    backend = CpuBackend()
+    build = backend.build(kernel, variant, {"tile": 1}, "complex64")
+    args = kernel.build_args((9,), "complex64")
+    runner = backend.load(build, kernel, variant, {"tile": 1}, (9,), args)
+    runner.reset()
+    runner.call()
+    np.testing.assert_allclose(runner.outputs()[0], kernel.expected(args)[0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("through", ["CPATH", "-I"])

@@ -664,9 +664,9 @@ class Variant:
       parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
       prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>`` (at a
       ``// tunebench: params`` line instead, where the template has one). On the CPU a
-      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C (the flags' ``-x c++`` or ``-x c``
-      over its name). Never the code itself (a Kernel Tuner script's ``kernel_string``), which
-      is refused saying to write it to a file.
+      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C (built as C under the flags' ``-x c++``
+      too, which has gcc read it as C++). Never the code itself (a Kernel Tuner script's
+      ``kernel_string``), which is refused saying to write it to a file.
     - ``entry``: the function to call.
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
@@ -891,12 +891,12 @@ class Variant:
     def language(self) -> str:
         """What the compiler reads the template as, ``c`` or ``c++``: a CUDA variant's (one with a
         ``launch``, which the cuda target requires) nvcc builds as a ``.cu``, C++, whatever its
-        name (a ``.cuh``); any other the CPU target builds as
-        :func:`~tunebench.backends.cpu.language` says (its name, or the flags' ``-x c++``: a
-        shared ``.cu`` template's CPU variant is C to gcc). Each reads its own include path
-        variable (see :data:`~tunebench.backends.base.PATH_ENV`)."""
-        from tunebench.backends.cpu import language  # the CPU target's rule: a floor below
-        return "c++" if self.launch is not None else language(self)
+        name (a ``.cuh``); any other gcc reads as :func:`~tunebench.backends.cpu.read_as` says
+        (its name, or the flags' ``-x c++``: a shared ``.cu`` template's CPU variant is C to
+        gcc). Each reads its own include path variable (see
+        :data:`~tunebench.backends.base.PATH_ENV`)."""
+        from tunebench.backends.cpu import read_as  # the CPU target's rule: a floor below
+        return "c++" if self.launch is not None else read_as(self)
 
     @property
     def source_hash(self) -> str:

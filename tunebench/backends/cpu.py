@@ -119,14 +119,21 @@ SCALARS = {
 
 
 def language(variant: Variant) -> str:
-    """``c++`` for a template named like a C++ file, else ``c``; where the flags ahead of the
-    template give ``-x c`` or ``-x c++`` (the last one), that: the compiler reads the template
-    as it says, whatever its name (``flags=("-x", "c++")`` on a ``.c`` one)."""
+    """``c++`` for a template named like a C++ file, else ``c``: the build's compiler, standard,
+    C types and suffix, and the compiler a trial keeps, whatever its flags (see :func:`read_as`)."""
+    return "c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c"
+
+
+def read_as(variant: Variant) -> str:
+    """What the compiler reads the template as, ``c`` or ``c++``: the last ``-x c`` or ``-x c++``
+    of the flags ahead of it, else :func:`language`. gcc given ``("-x", "c++")`` for a ``.c``
+    template runs cc1plus, which searches CPLUS_INCLUDE_PATH, not C_INCLUDE_PATH; its build is
+    still C's (gcc, -std=gnu11, C's complex types), as the records of its tunes name it."""
     given = None
     for before, flag in zip(("", *variant.flags), libraries_last(variant.flags)[0]):
         named = flag if before == "-x" else flag[2:] if flag.startswith("-x") and flag != "-x" else None
         given = named if named in ("c", "c++") else None if named == "none" else given
-    return given or ("c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c")
+    return given or language(variant)
 
 
 def compiler(lang: str) -> str:
