@@ -611,18 +611,21 @@ def test_every_header_a_computed_include_of_a_param_may_read_is_hashed(tmp_path,
     assert declared()[0].source_hash != before
 
 
-@pytest.mark.parametrize("target, value, reads", [
-    ("cpu", "<../common/x.h>", "lib"),  # gcc has the template's folder as -iquote: a quoted include's alone
-    ("cpu", '"../common/x.h"', "proj"),
-    ("cuda", '"../common/x.h"', "lib"),  # nvcc has it as an -I after the flags'
+@pytest.mark.parametrize("target, flags, value, reads", [
+    ("cpu", ("-I../../lib/include",), "<../common/x.h>", "lib"),  # gcc has the template's folder as -iquote:
+    ("cpu", ("-I../../lib/include",), '"../common/x.h"', "proj"),  # a quoted include's alone
+    ("cuda", ("-I../../lib/include",), '"../common/x.h"', "lib"),  # nvcc has it as an -I after the flags'
+    ("cuda", ("-isystem", "../../lib/include"), '"../common/x.h"', "proj"),  # ahead of every -isystem folder
 ])
-def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_build_reads(tmp_path, target, value, reads):
+def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_build_reads(tmp_path, target, flags, value,
+                                                                                        reads):
     """A computed include of ``../common/x.h`` beside ``-I../../lib/include``: the hash looked for
     it beside the template first (proj/common/x.h), in the order of neither build: gcc, given a
     copy's folder as -iquote, searches it for a quoted include alone (an angle one reads
     lib/common/x.h), and nvcc, given it as an -I after the flags', reads lib/common/x.h for a
-    quoted one too. An edit of the header built kept the source hash, and its trials; one of the
-    header never read was another source. The hash follows each build's order."""
+    quoted one too, and proj/common/x.h ahead of an -isystem folder's (which was looked in first, as
+    a "dir" of the flags). An edit of the header built kept the source hash, and its trials; one of
+    the header never read was another source. The hash follows each build's order."""
     for where, factor in (("lib", "3.0f"), ("proj", "5.0f")):
         (tmp_path / where / "common").mkdir(parents=True)
         (tmp_path / where / "common" / "x.h").write_text(f"#define FACTOR {factor}\n")
@@ -639,15 +642,15 @@ def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_buil
 
     def declared():
         return Variant(source=template.name, entry="k", space=Space({"IMPL": [value]}), heuristic=lambda shape: config,
-                       flags=("-I../../lib/include",), launch=(lambda c, shape: (1, 32)) if target == "cuda" else None,
+                       flags=flags, launch=(lambda c, shape: (1, 32)) if target == "cuda" else None,
                        origin=template.parent)
 
     variant = declared()
     read, other = (tmp_path / where / "common" / "x.h" for where in (reads, "proj" if reads == "lib" else "lib"))
     named = [line for line in variant.template.splitlines() if line.startswith("#line 1")]
     assert named == [f'#line 1 "{os.path.relpath(read, template.parent)}"']
+    factor = 3.0 if reads == "lib" else 5.0
     if target == "cpu":
-        factor = 3.0 if reads == "lib" else 5.0
         got, want = run_once(CpuBackend(), scaling(f"computed_out_test_{value[0] == '<':d}", variant, factor, 9),
                              variant, config, n=9)
         np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -656,7 +659,7 @@ def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_buil
         (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
         code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
                               cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
-        assert "y[i] = 3.0f * x[i]" in code
+        assert f"y[i] = {factor}f * x[i]" in code
     other.write_text("#define FACTOR 6.0f\n")
     assert declared().source_hash == variant.source_hash
     read.write_text("#define FACTOR 4.0f\n")

@@ -338,8 +338,8 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     ``dirs``, an angle one in ``dirs`` alone (gcc is given a copy's folder as ``-iquote``, see
     :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches); where
     ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
-    either in those folders of ``dirs``, then the file's (an ``-I`` after the flags'), then the
-    rest, as nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed
+    either in those folders of ``dirs`` (the flags' -I folders), then the file's (an ``-I`` after
+    the flags'), then the rest (their -isystem folders, CPATH's), as nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed
     from the template's folder where nvcc read it from an -I folder's. Any other computed include
     (a macro of a header) may read any header beside the file."""
     folders: dict[Path, None] = {}
@@ -813,6 +813,13 @@ class Variant:
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
 
     @_cached
+    def system_include_dirs(self) -> tuple[Path, ...]:
+        """Those of :attr:`include_dirs` given as a system's (``-isystem ../inc``), which the
+        compiler searches after every -I folder, wherever the flags name them."""
+        return tuple(p for p, named, before in zip(self._paths, flag_paths(self.flags), ("", *self.flags))
+                     if named and named[2] == "dir" and (named[0] or before) in SYSTEM_DIR_OPTIONS)
+
+    @_cached
     def flag_files(self) -> tuple[Path, ...]:
         """The files its flags name (``-include`` and ``-imacros`` files, input files): their
         content is the build's as much as the template's (see :attr:`template`)."""
@@ -979,9 +986,11 @@ class Variant:
                         f"/* built with this file of the flags: sha256 {digest} */\n")
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
-                # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags'
-                computed, beside = _computed(read, dirs, self.space.values, fixed,
-                                             self.include_dirs if self.launch is not None else None)
+                # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
+                # folders, ahead of their -isystem ones
+                computed, beside = _computed(read, dirs, self.space.values, fixed, tuple(
+                    d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
+                    else None)
                 _, in_library = _computed(library, dirs, self.space.values, fixed)
                 done = {f.resolve() for f in read}
                 for header, anchored in (*beside.items(), *in_library.items()):
