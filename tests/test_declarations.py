@@ -2208,6 +2208,18 @@ def test_a_heuristic_or_launch_with_a_parameter_nothing_gives_is_a_declaration_e
                                  f"nothing gives: the task's dtype is given to a parameter named dtype"])
 
 
+def test_a_cpu_variant_with_a_launch_is_a_declaration_error_naming_the_suite(project, pytester):
+    """A launch is the cuda variant's alone, and a variant with one is read as CUDA's (C++): a CPU
+    .c template given one hashed CPLUS_INCLUDE_PATH's headers, which gcc building it as C never
+    reads, and its build missed C_INCLUDE_PATH's header the hash left out."""
+    project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", launch=lambda config, shape: (1, 32),', 1))
+    result = pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*suites/test_axpb.py: KernelError: kernel 'axpb': the cpu variant has a "
+                                 "launch=(config, shape) -> (grid, block), which only a cuda variant takes: drop it, "
+                                 "or declare the variant cuda=, in <module> at suites/test_axpb.py:*"])
+
+
 def test_a_cuda_param_named_as_a_built_in_variable_is_a_declaration_error(project, pytester):
     """``warpSize`` in the space: its #define rewrote the built-in, and every config reduced over
     half a warp, passing compile-check."""

@@ -671,10 +671,11 @@ class Variant:
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).
     - ``dtypes``: the dtypes tuned on this target.
-    - ``launch``: CUDA only, ``(config, shape) -> (grid, block)``, each an int or a tuple of up to
-      three, or ``(grid, block, shared_bytes)`` for the dynamic shared memory (``extern
-      __shared__``) of each block; the entry point is an ``extern "C" __global__`` function, or a
-      ``__global__`` template instantiated once per build, named without its template arguments.
+    - ``launch``: CUDA only (a cpu variant with one is refused), ``(config, shape) -> (grid,
+      block)``, each an int or a tuple of up to three, or ``(grid, block, shared_bytes)`` for the
+      dynamic shared memory (``extern __shared__``) of each block; the entry point is an ``extern
+      "C" __global__`` function, or a ``__global__`` template instantiated once per build, named
+      without its template arguments.
     - ``flags``: extra compiler flags, a tuple (``("-O2",)``). Header folders (``-Idir`` or ``-I
       dir``, ``-iquote``, ``-isystem``, ``-idirafter``) are read from the declaring file's
       folder, and their headers inlined (see :attr:`template`); files (``-include file``,
@@ -1477,6 +1478,9 @@ class Kernel:
         # (suites/ linked to a shared folder found no kernels/ beside it)
         origin = Path(os.path.abspath(declared_in)).parent if declared_in else Path.cwd()
         self.variants = {t: v if v.origin else dataclasses.replace(v, origin=origin) for t, v in given.items()}
+        if getattr(given.get("cpu"), "launch", None) is not None:  # a variant with a launch is read as CUDA's, C++
+            raise KernelError(f"kernel {name!r}: the cpu variant has a launch=(config, shape) -> (grid, block), "
+                              f"which only a cuda variant takes: drop it, or declare the variant cuda=")
         arch = [f for f in getattr(given.get("cuda"), "flags", ())  # "-arch=sm_90", and "-arch sm_90" as one flag
                 if f.split("=")[0].split(" ")[0] in ARCH_FLAGS]
         if arch:
