@@ -1085,6 +1085,18 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_built_as_c_by_gcc(tmp_path):
     np.testing.assert_allclose(runner.outputs()[0], kernel.expected(args)[0], rtol=1e-6)
 
 
+def test_a_c_template_read_as_cxx_by_its_flags_is_preprocessed_and_told_of_mangling_as_cxx(tmp_path):
+    """The reading that tells whether a param's values make another code, and the hint of a
+    missing entry, took a ``.c`` under ``-x c++`` for C (a trailing ``-x c`` overrode the flags'):
+    ``__cplusplus`` unset there, and no word of C++'s mangled names."""
+    (tmp_path / "k.c").write_text("#ifdef __cplusplus\nint cxx;\n#endif\nvoid k(const float *x, float *y, int n) {}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      flags=("-x", "c++"), origin=tmp_path)
+    reading = cpu.preprocessing(variant, {"tile": 1})
+    assert "int cxx;" in preprocess(reading[1], reading[2], variant.origin)
+    assert 'declare it extern "C"' in missing_entry(variant, {"_Z1kPKfPfi": None}, {"tile": 1})
+
+
 @pytest.mark.parametrize("through", ["CPATH", "-I"])
 def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_built_as_recorded(
         tmp_path, monkeypatch, through):

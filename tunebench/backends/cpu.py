@@ -185,14 +185,15 @@ def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], st
     """How a build reads a config's template, to tell whether a param's values make another code
     (see :func:`~tunebench.backends.base.constant_param`): the compiler's path and version (the
     verdict is kept under them), the command (gcc -E, the variant's flags, from its folder, -H to
-    list the headers it reads: see :func:`~tunebench.backends.base.preprocess`) and the text it
-    reads; None where the compiler is not there (it judges nothing then)."""
+    list the headers it reads: see :func:`~tunebench.backends.base.preprocess`; as the language
+    the compiler reads it as, a ``.c`` under ``-x c++`` as C++) and the text it reads; None where
+    the compiler is not there (it judges nothing then)."""
     lang = language(variant)
     path = shutil.which(compiler(lang))
     if path is None:
         return None
     dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
-    return (version_of(path), [path, "-E", "-P", "-H", *code_flags(variant), "-x", lang, "-"],
+    return (version_of(path), [path, "-E", "-P", "-H", *code_flags(variant), "-x", read_as(variant), "-"],
             source(variant, config, dtype))
 
 
@@ -206,7 +207,7 @@ def missing_entry(variant: Variant, functions: Mapping[str, Any] | None, config:
     (``#define LOCAL static inline``) was not said, and one a comment or an unused macro names must not be."""
     if functions is not None and variant.entry in functions:
         return None
-    hint = ' (declare it extern "C": C++ names are mangled)' if language(variant) == "c++" else ""
+    hint = ' (declare it extern "C": C++ names are mangled)' if read_as(variant) == "c++" else ""
     static = rf"(?m)^[ \t]*(?![\s#])[^\n#]*?\bstatic\b[^;{{}}()#]*\b{re.escape(variant.entry)}\s*\("  # no directive's
     reading = preprocessing(variant, config)
     code = reading and preprocess(reading[1], reading[2], variant.origin)
