@@ -46,6 +46,15 @@ def axpb(tmp_path):
     return kernel, variant
 
 
+def assert_recorded_build_scales(name: str, tuned: Variant, text: str, texts: dict, config: dict) -> None:
+    """The gate's build of the recorded template (``text`` as tuned, its files' ``texts``; see
+    :func:`kept_variant`) computes ``y = 3 * x``, as tuned, whatever the files read today."""
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.c").items()}
+    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
+    got, want = run_once(CpuBackend(), scaling(name, recorded, 3.0, 9), recorded, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def run_once(backend, kernel, variant, config, n=1000):
     build = backend.build(kernel, variant, config, "float32")
     args = kernel.build_args((n,), "float32")
@@ -1123,11 +1132,7 @@ def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_bui
     assert f'#line 1 "{tmp_path.resolve() / "local" / "myscale.h"}"' in text
     real.write_text("#define MYSCALE 2.0f\n")
     assert declared().source_hash != tuned.source_hash
-    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
-    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
-    got, want = run_once(CpuBackend(), scaling(f"linked_header_test_{through[-1]}", recorded, 3.0, 9), recorded,
-                         {"tile": 1}, n=9)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_recorded_build_scales(f"linked_header_test_{through[-1]}", tuned, text, texts, {"tile": 1})
 
 
 @pytest.mark.parametrize("link", ["absolute", "relative"])
@@ -1180,11 +1185,7 @@ def test_a_parent_include_in_a_folder_linked_into_an_include_folder_reads_the_ta
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (package / "detail" / "z.h").write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
-    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
-    recorded = kept_variant(dataclasses.replace(variant, text=text), kept)
-    got, want = run_once(CpuBackend(), scaling(f"folded_link_recorded_{decoy:d}_{link}", recorded, 3.0, 9), recorded,
-                         {"tile": 1}, n=9)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_recorded_build_scales(f"folded_link_recorded_{decoy:d}_{link}", variant, text, texts, {"tile": 1})
 
 
 @pytest.mark.parametrize("through", ["-I", "CPATH", "computed"])
@@ -1219,11 +1220,7 @@ def test_a_header_an_include_folders_header_includes_from_outside_it_is_hashed_a
     assert '#line 1 "../common/factor.h"' in text
     factor.write_text("#define FACTOR 2.0f\n")
     assert declared().source_hash != tuned.source_hash
-    kept = {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()}
-    recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
-    got, want = run_once(CpuBackend(), scaling(f"parent_include_test_{through[-1]}", recorded, 3.0, 9), recorded,
-                         config, n=9)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_recorded_build_scales(f"parent_include_test_{through[-1]}", tuned, text, texts, config)
 
 
 @pytest.mark.parametrize("library", ["installed", "sibling"])
@@ -1527,10 +1524,7 @@ def test_a_recorded_template_builds_the_header_a_computed_include_reads_as_the_r
                     flags=flags, origin=tmp_path)
     text, texts = tuned.template, tuned.file_texts
     header.write_text("#define FACTOR 2.0f\n")
-    recorded = kept_variant(dataclasses.replace(tuned, text=text),
-                            {name: texts[digest] for name, digest in hashed_files(text, "k.c").items()})
-    got, want = run_once(CpuBackend(), scaling("computed_recorded_test", recorded, 3.0, 9), recorded, config, n=9)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_recorded_build_scales("computed_recorded_test", tuned, text, texts, config)
 
 
 def test_an_include_written_without_a_space_is_inlined_too(tmp_path):

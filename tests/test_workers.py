@@ -33,27 +33,49 @@ void double_it(const real *x, real *y, int n)
 """
 
 
+def block_scan_kernel(name: str, tmp_path: Path, reference, args=None) -> Kernel:
+    """A block scan (``BLOCK_SCAN_C``, BLOCK 16 or 100) on ``(1000,)``, checked by ``reference``;
+    its arguments x (random, of the seeded generator unless ``args`` builds them), y and n."""
+    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
+    return Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                  args=args or (lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
+                                                           "y": np.empty(shape[0], np.float32),
+                                                           "n": np.int32(shape[0])}),
+                  reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
+                  cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
+                              heuristic=lambda shape: {"BLOCK": 16}))
+
+
+def logging_args(built: Path):
+    """An args builder of ``y = f(x)`` on ``(n,)`` that writes each shape it builds to ``built``."""
+    def args(shape, dtype, rng):
+        with built.open("a") as f:
+            f.write(f"{shape}\n")
+        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
+    return args
+
+
+def trial_each(workers: Workers, kernel: str, param: str, values: tuple, sizes=(1000, 3000)) -> None:
+    """A trial of each of ``param``'s ``values`` on each size in turn, as a session measures a
+    bucket's shapes config after config; each ok."""
+    for value in values:
+        for n in sizes:
+            result = workers.trial(TrialJob(kernel, {param: value}, (n,), "float32", MeasureSettings(repeats=3)))
+            assert result["status"] == "ok", result
+
+
 def test_a_buckets_shapes_measured_in_turn_are_each_built_once(tmp_path):
     """Config after config the session measures every shape of a bucket; a GPU shape's arguments
     and float64 reference take seconds, so the worker keeps the latest shapes'."""
     (tmp_path / "double.c").write_text(DOUBLE_C)
     built = tmp_path / "built.txt"
-
-    def args(shape, dtype, rng):
-        with built.open("a") as f:
-            f.write(f"{shape}\n")
-        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}
-
     Kernel("double_it", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (3000,)])]),
-           args=args, reference=lambda x, n: 2.0 * x, outputs=["y"],
+           args=logging_args(built), reference=lambda x, n: 2.0 * x, outputs=["y"],
            cpu=Variant(source=str(tmp_path / "double.c"), entry="double_it", space=Space({"step": [1, 2, 4]}),
                        heuristic=lambda shape: {"step": 1}))
     workers = Workers("cpu")
     try:
-        for step in (1, 2, 4):
-            for n in (1000, 3000):
-                result = workers.trial(TrialJob("double_it", {"step": step}, (n,), "float32", MeasureSettings(repeats=3)))
-                assert result["status"] == "ok", result
+        trial_each(workers, "double_it", "step", (1, 2, 4))
     finally:
         workers.close()
     assert built.read_text().splitlines() == ["(1000,)", "(3000,)"]
@@ -228,16 +250,8 @@ def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_
     worker, in each arm of a comparison, and read back by a fresh worker from the run's kept shapes,
     though the args builder, which does not take the config, gives the same arguments to each."""
     monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is kept (forked: the worker sees it)
-    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
     given = tmp_path / "given.txt"
-    reference = logged_block_scan(given, lambda config: config["BLOCK"])
-
-    Kernel("block_scan", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),
-                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-           reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
-           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
-                       heuristic=lambda shape: {"BLOCK": 16}))
+    block_scan_kernel("block_scan", tmp_path, logged_block_scan(given, lambda config: config["BLOCK"]))
     workers = Workers("cpu")
     try:
         for block in (16, 100, 16):
@@ -262,25 +276,14 @@ def test_a_reference_that_alone_takes_the_config_is_run_on_the_shapes_arguments_
     monkeypatch.setattr("tunebench.workers.SLOW_S", 0.0)  # every shape is kept (forked: the worker sees it)
     (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
     built, given = tmp_path / "built.txt", tmp_path / "given.txt"
-
-    def args(shape, dtype, rng):
-        with built.open("a") as f:
-            f.write(f"{shape}\n")
-        return {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], np.float32),
-                "n": np.int32(shape[0])}
-
     Kernel("block_scan_once", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,), (3000,)])]),
-           args=args, reference=logged_block_scan(given, lambda config: config["BLOCK"]), outputs=["y"],
+           args=logging_args(built), reference=logged_block_scan(given, lambda config: config["BLOCK"]), outputs=["y"],
            tolerance={"float32": (1e-5, 1e-4)},
            cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100, 256]}),
                        heuristic=lambda shape: {"BLOCK": 16}))
     workers = Workers("cpu")
     try:
-        for block in (16, 100, 256):
-            for n in (1000, 3000):
-                result = workers.trial(TrialJob("block_scan_once", {"BLOCK": block}, (n,), "float32",
-                                                MeasureSettings(repeats=3)))
-                assert result["status"] == "ok", result
+        trial_each(workers, "block_scan_once", "BLOCK", (16, 100, 256))
         arms = (("best", {"BLOCK": 256}, None), ("baseline", {"BLOCK": 16}, None))
         for _ in range(2):
             result = workers.trial(CompareJob("block_scan_once", (3000,), "float32", arms, 5,
@@ -468,18 +471,14 @@ def test_a_configs_kept_reference_outputs_are_served_only_on_the_arguments_they_
     arguments' file and leave the outputs' (then a later worker keeps other arguments)."""
     from tunebench.prepared import _path
     monkeypatch.setattr("tunebench.workers.SLOW_S", 0.2)  # forked: the worker sees it
-    (tmp_path / "scan.c").write_text(BLOCK_SCAN_C)
 
     def reference(x, config):
         time.sleep(0.3)  # over SLOW_S: kept for the next worker
         return block_scan(x, config)
 
-    Kernel("block_scan_unseeded", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-           args=lambda shape, dtype, rng: {"x": np.random.default_rng().random(shape[0], dtype=np.float32),
-                                           "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])},
-           reference=reference, outputs=["y"], tolerance={"float32": (1e-5, 1e-4)},
-           cpu=Variant(source=str(tmp_path / "scan.c"), entry="block_scan", space=Space({"BLOCK": [16, 100]}),
-                       heuristic=lambda shape: {"BLOCK": 16}))
+    block_scan_kernel("block_scan_unseeded", tmp_path, reference,
+                      args=lambda shape, dtype, rng: {"x": np.random.default_rng().random(shape[0], dtype=np.float32),
+                                                      "y": np.empty(shape[0], np.float32), "n": np.int32(shape[0])})
     workers = Workers("cpu")
     try:
         for block, fresh in ((16, False), (16, True), (100, True)):
