@@ -463,11 +463,16 @@ def test_best_of_a_suite_file_linked_in_from_another_project_says_to_tune_it_whe
 
 @pytest.fixture
 def suite_packages_forgotten():
-    """The suite packages a test's lookups import as pytest names them (``suites``), out of
-    ``sys.modules`` again after it: the next test's ``suites`` is another project's."""
+    """The suite packages named as pytest names them (``suites``) out of ``sys.modules`` before a
+    test and after it: each test's ``suites`` is its own project's, not one an earlier test (of
+    any file) imported."""
+    def forget():
+        for name in [n for n in sys.modules if n.split(".")[0] == "suites"]:
+            del sys.modules[name]
+
+    forget()
     yield
-    for name in [n for n in sys.modules if n.split(".")[0] == "suites"]:
-        del sys.modules[name]
+    forget()
 
 
 @pytest.mark.parametrize("packages", [False, True], ids=["modules", "packages"])
