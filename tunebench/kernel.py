@@ -339,9 +339,10 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches); where
     ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
     either in those folders of ``dirs`` (the flags' -I folders), then the file's (an ``-I`` after
-    the flags'), then the rest (their -isystem folders, CPATH's), as nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed
-    from the template's folder where nvcc read it from an -I folder's. Any other computed include
-    (a macro of a header) may read any header beside the file."""
+    the flags'), then the rest (their -isystem folders, CPATH's), as nothing lies beside a copy:
+    searched beside it first, '"../common/x.h"' was hashed from the template's folder where nvcc
+    read it from an -I folder's. Any other computed include (a macro of a header) may read any
+    header beside the file."""
     folders: dict[Path, None] = {}
     headers: dict[Path, bool] = {}
     for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):

@@ -137,14 +137,14 @@ def kept(folder: Path, kernel: str, shape: tuple, dtype: str, config: tuple | No
             values += [found[f"r{i}"] for i in range(len(dtypes) - count)]
             values = [v.view(d) if v.dtype != d else v for v, d in zip(values, dtypes)]
             args = {str(n): v[()] if scalar else v for n, v, scalar in zip(found["names"], values, found["scalars"])}
-            on, built_s = str(found["on"]), float(found["built_s"])
+            kept_as, built_s = str(found["on"]), float(found["built_s"])
         _used(path)
-        if on is not None:
+        if on is not None:  # a config's outputs alone: their arguments' file too
             _used(_path(folder, kernel, shape, dtype, None))
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - a file that cannot be read back is no input: the shape is built again
         path.unlink(missing_ok=True)
         return None
-    return args, values[count:], on, built_s
+    return args, values[count:], kept_as, built_s
 
