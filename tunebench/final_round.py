@@ -21,7 +21,10 @@ widens the reference to what separate times show as well.
 Where a shape cannot be measured, nothing is confirmed and the heuristic stays, with the reason
 in the record. Where a process stays disturbed by other load, the round judged nothing: it is
 recorded (``disturbed``) but not read, so the pick of an earlier round stands (a busy re-run
-dropped a confirmed 3x pick for the heuristic, and published the disturbed times). A heuristic whose config
+dropped a confirmed 3x pick for the heuristic, and published the disturbed times). So too where
+the winner's fresh processes contradict each other, one reading it more than MIN_GAIN ahead and
+another more than MIN_GAIN behind: load the monitor did not see (a busy re-run read 0.45x-1.22x
+of a pick five processes had confirmed at 1.57x, and dropped it), not a verdict. A heuristic whose config
 failed in its trials (a wrong result, a crash) is no competitor: the finalists are measured
 alone, the fastest over the bucket is adopted, and the record keeps ``baseline_failure``.
 """
@@ -235,6 +238,10 @@ def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: lis
         index = entry["finalists"].index(best)
         if entry.get("finalist_trial_ms") and entry["finalist_trial_ms"][index]:
             entry["trial_ratio"] = entry["finalist_trial_ms"][index] / entry["baseline_trial_ms"]
+        if min(entry["ratios"]) < 1 - MIN_GAIN and max(entry["ratios"]) > 1 + MIN_GAIN:
+            return (f"the fresh processes contradicted each other on {shape}: best/baseline "
+                    f"{min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x, the winner well ahead in one and well "
+                    f"behind in another", True, None)
         if max(entry["ratios"]) >= 1:
             return None, False, (f"the winner did not lead the heuristic in every fresh process on {shape} "
                                  f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
