@@ -1068,6 +1068,72 @@ def test_a_header_of_the_other_languages_include_path_is_no_part_of_a_templates_
     header.write_text("#define MYSCALE 4.0f\n")
     assert declared().source_hash != variant.source_hash
 
+@pytest.mark.parametrize("option, variable, reads", [
+    ("-isystem", "CPATH", "env"),  # gcc reads CPATH's folders as -I ones after the flags': ahead of -isystem's
+    ("-isystem", "C_INCLUDE_PATH", "flags"),  # and C_INCLUDE_PATH's as -isystem ones after the flags'
+    ("-idirafter", "C_INCLUDE_PATH", "env"),  # an -idirafter folder after every other
+])
+def test_a_header_of_a_system_folder_of_the_flags_and_of_the_compilers_own_path_hashes_the_one_built(
+        tmp_path, monkeypatch, option, variable, reads):
+    """scale.h in a folder of the flags' ``-isystem ../sys`` and in one of CPATH: gcc reads CPATH's
+    (``gcc -v -E`` lists CPATH's folders after the flags' -I folders, ahead of their -isystem
+    ones; C_INCLUDE_PATH's after those, -idirafter's last), where the hash looked in every folder
+    of the flags first: an edit of the header built kept the source hash, and its trials, and one
+    of the header never read was another source."""
+    folders = {"flags": tmp_path / "proj" / "sys", "env": tmp_path / "env"}
+    read, other = folders[reads], folders["env" if reads == "flags" else "flags"]
+    for folder, factor in ((read, "3.0f"), (other, "5.0f")):
+        folder.mkdir(parents=True)
+        (folder / "scale.h").write_text(f"#define FACTOR {factor}\n")
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                                      "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, str(folders["env"]))
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=(option, "../sys"), origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    got, want = run_once(CpuBackend(), scaling(f"search_order_test_{option[2:]}_{variable}", variant, 3.0, 9),
+                         variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (other / "scale.h").write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    (read / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
+def test_a_cuda_computed_include_of_a_header_of_cpath_and_of_a_system_folder_of_the_flags_hashes_the_one_built(
+        tmp_path, monkeypatch):
+    """``IMPL='"x.h"'`` of a CUDA variant, x.h in a CPATH folder and in the flags' ``-isystem
+    ../sys``: nvcc's host compiler reads CPATH's (searched after the -I folders, the copy's
+    folder among them, ahead of the -isystem ones), where the hash looked in the -isystem
+    folder first."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for where, factor in (("env", "3.0f"), ("proj/sys", "5.0f")):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "x.h").write_text(f"#define FACTOR {factor}\n")
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+        '#include IMPL\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+    monkeypatch.setenv("CPATH", str(tmp_path / "env"))
+    config = {"IMPL": '"x.h"'}
+    variant = Variant(source="k.cu", entry="k", space=Space({"IMPL": [config["IMPL"]]}), heuristic=lambda shape: config,
+                      flags=("-isystem", "../sys"), launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+    assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+        f'#line 1 "{tmp_path.resolve() / "env" / "x.h"}"']
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+    code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                          cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+    assert "y[i] = 3.0f * x[i]" in code
 
 def test_a_c_template_read_as_cxx_by_its_flags_is_built_as_c_by_gcc(tmp_path):
     """``flags=("-x", "c++")`` on a ``.c`` template has gcc read it as C++ (cc1plus, which searches

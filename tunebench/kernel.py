@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, KernelError, bare_include,
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
                                      folder_header, header_hashes, header_place, overridden, own_include_dirs,
                                      preprocess, unreadable)
@@ -240,7 +240,7 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", 
 
 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
-                    dirs: tuple[Path, ...] = (), own: tuple[Path, ...] = (), read: dict[Path, bool] | None = None,
+                    dirs: tuple[Path, ...] = (), searched: tuple[Path, ...] = (), read: dict[Path, bool] | None = None,
                     library: dict[Path, bool] | None = None, once: set[Path] | None = None,
                     conditional: bool = False, anchored: bool = False, fixed: tuple[Path, ...] = ()) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
@@ -256,8 +256,10 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     the flags give those folders: its ``#include MACRO`` lines, which only a preprocessor resolves, read the
     real files again beside inlined copies (every ``#pragma once`` header defined twice). It and
     the headers it includes, as far as they can be found, go into ``library`` to be hashed, as
-    do those of ``own``, the folders the compiler searches of its own (CPATH): a quoted header
-    beside the file is read there whatever they hold, so it is inlined still (CPATH naming the
+    do those found in the rest of ``searched``, the folders the compiler looks for a header in,
+    in its order (the flags' and those it searches of its own, CPATH: see
+    :meth:`Variant._searched`; ``dirs`` where none is given): a quoted header beside the file is
+    read there whatever the folders of its own hold, so it is inlined still (CPATH naming the
     template's folder left it to the compiler, another source text); each with whether it is
     anchored, named by its absolute path (see :func:`_library`; ``fixed``: the folders that are).
     ``read``, where given, gets each file read, with whether it is anchored. A file reached by an
@@ -284,7 +286,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             # not beside it, or the header a header folder gives by that name too (none gives an absolute
             # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
-                _library(path, found, (*dirs, *own), library, anchored, fixed)
+                _library(path, found, searched or dirs, library, anchored, fixed)
             out.append(line)
             continue
         header_lines = _lines(header)
@@ -303,7 +305,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
                 continue
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
-        inner = inline_includes(header, (*within, resolved), top, dirs, own, read, library, once, inside_if,
+        inner = inline_includes(header, (*within, resolved), top, dirs, searched, read, library, once, inside_if,
                                 absolute, fixed)
         if guarded and not inside_if:
             once.add(resolved)
@@ -339,7 +341,7 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches); where
     ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
     either in those folders of ``dirs`` (the flags' -I folders), then the file's (an ``-I`` after
-    the flags'), then the rest (their -isystem folders, CPATH's), as nothing lies beside a copy:
+    the flags'), then the rest (CPATH's, their -isystem folders), as nothing lies beside a copy:
     searched beside it first, '"../common/x.h"' was hashed from the template's folder where nvcc
     read it from an -I folder's. Any other computed include (a macro of a header) may read any
     header beside the file."""
@@ -818,8 +820,26 @@ class Variant:
     def system_include_dirs(self) -> tuple[Path, ...]:
         """Those of :attr:`include_dirs` given as a system's (``-isystem ../inc``), which the
         compiler searches after every -I folder, wherever the flags name them."""
+        return self._given_by(SYSTEM_DIR_OPTIONS)
+
+    def _given_by(self, options: tuple[str, ...]) -> tuple[Path, ...]:
+        """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``)."""
         return tuple(p for p, named, before in zip(self._paths, flag_paths(self.flags), ("", *self.flags))
-                     if named and named[2] == "dir" and (named[0] or before) in SYSTEM_DIR_OPTIONS)
+                     if named and named[2] == "dir" and (named[0] or before) in options)
+
+    def _searched(self) -> tuple[Path, ...]:
+        """The folders the compiler looks for a header in (an angle include's; a quoted one's after
+        its file's folder) of :attr:`include_dirs` and its own, in its order, as ``gcc -v -E``
+        lists it (clang's and nvcc's alike): the flags' -I (and -iquote) folders, CPATH's (read as
+        -I folders after the flags'), the flags' -isystem folders, C_INCLUDE_PATH's or
+        CPLUS_INCLUDE_PATH's (read as -isystem folders after the flags'; see
+        :data:`~tunebench.backends.base.PATH_ENV`), the flags' -idirafter folders. In the flags'
+        order with CPATH's after them, a header of an -isystem folder was hashed where CPATH's
+        of the name was built: an edit of the one built kept the source hash, and its trials."""
+        cpath, language_path = (own_include_dirs(self.language, (v,)) for v in PATH_ENV[self.language])
+        after = self._given_by(("-idirafter",))
+        return (*(d for d in self.include_dirs if d not in self.system_include_dirs), *cpath,
+                *(d for d in self.system_include_dirs if d not in after), *language_path, *after)
 
     @_cached
     def flag_files(self) -> tuple[Path, ...]:
@@ -958,7 +978,7 @@ class Variant:
             return kept[:2]
         text, read, library, inputs, computed, texts = self.text, {}, {}, {}, {}, {}
         own = own_include_dirs(self.language)
-        dirs = (*self.include_dirs, *own)  # where the compiler finds what it reads in place
+        dirs = self._searched()  # where the compiler finds what it reads in place
         fixed = tuple(d for d in dirs if self._anchored(d, own))  # whose headers are named by their absolute path
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
@@ -966,17 +986,17 @@ class Variant:
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
-                                                own=own, anchored=self._anchored(file, own)) for file in sources}
+                                                anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
                             **_computed({file: self._anchored(file, own) for file in sources}, dirs,
                                         self.space.values)[0]}
             else:
-                text = inline_includes(self.path, dirs=self.include_dirs, own=own, read=read, library=library,
+                text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
                                        fixed=fixed)
                 for file in self.flag_files:
                     anchored = read.setdefault(file, self._anchored(file, own))
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, own=own, read=read,
+                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, searched=dirs, read=read,
                         library=library, anchored=anchored, fixed=fixed)
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:

@@ -516,8 +516,10 @@ def constant_param(suspects: list[tuple[str, str]], values: Mapping[str, Sequenc
 
 #: The environment variables that add folders to a compiler's include path (gcc's, clang's, and
 #: nvcc's, whose host compiler preprocesses), by the language it reads the source as: a folder
-#: list each, searched after the flags' -I folders. CPATH for both, C_INCLUDE_PATH for C alone and
-#: CPLUS_INCLUDE_PATH for C++ alone (a .cu is C++ to nvcc): a header of the other's folder is not read.
+#: list each, the first's searched as -I folders after the flags' (ahead of their -isystem ones),
+#: the second's as -isystem folders after the flags' (``gcc -v -E`` lists the order). CPATH for
+#: both, C_INCLUDE_PATH for C alone and CPLUS_INCLUDE_PATH for C++ alone (a .cu is C++ to nvcc): a
+#: header of the other's folder is not read.
 PATH_ENV = {"c": ("CPATH", "C_INCLUDE_PATH"), "c++": ("CPATH", "CPLUS_INCLUDE_PATH")}
 #: The environment variables that add to a compiler's include path (nvcc's flags too): the same
 #: header name found through another is another file.
@@ -526,10 +528,11 @@ INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FL
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
 
 
-def own_include_dirs(lang: str) -> tuple[Path, ...]:
+def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple[Path, ...]:
     """The folders of a user's headers that the compiler searches of its own, with no flag naming
     them, reading a source of ``lang`` (``c`` or ``c++``): those its :data:`PATH_ENV` variables
-    list, each resolved and once. A header the template includes from one is read where it
+    list (``variables`` of them, where given: each is searched at its own place), each resolved
+    and once. A header the template includes from one is read where it
     lies, so it is hashed as a header of the flags' -I folders is (an edited one was another
     kernel served the old one's trials); such a folder is searched ahead of the compiler's own.
     Left out: /usr/local/include, which gcc searches after its own folder (its stdint.h, omp.h)
@@ -543,7 +546,8 @@ def own_include_dirs(lang: str) -> tuple[Path, ...]:
     kilobytes of CUDA headers into every template on that machine alone; and one this user
     cannot search, which the compiler skips too (its PermissionError was a traceback out of
     ``best()``)."""
-    listed = [entry for var in PATH_ENV[lang] for entry in os.environ.get(var, "").split(os.pathsep)]
+    listed = [entry for var in PATH_ENV[lang] if variables is None or var in variables
+              for entry in os.environ.get(var, "").split(os.pathsep)]
     found: dict[Path, None] = {}
     for entry in listed:
         folder = Path(entry)
