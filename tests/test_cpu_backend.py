@@ -697,6 +697,34 @@ def test_a_header_a_computed_include_of_a_param_names_linked_beside_the_template
         found.append(variant.source_hash)
     assert found[0] == found[1]
 
+def test_a_computed_include_of_a_header_in_a_quote_folder_of_the_flags_hashes_the_one_built(tmp_path):
+    """``IMPL='"impl.h"'``, a header of the name beside the template and in the flags'
+    ``-iquote ../alt``: gcc builds a copy of the template, given its folder as an -iquote after
+    the flags' (see :func:`~tunebench.backends.cpu.copy_flags`), so it reads alt/impl.h, where
+    the hash looked beside the template first: an edit of the header built kept the source
+    hash, and its trials, and one of the header never read was another source."""
+    for where, factor in (("alt", "3.0f"), ("suites", "5.0f")):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "impl.h").write_text(f"#define FACTOR {factor}\n")
+    (tmp_path / "suites" / "k.c").write_text("#include IMPL\nvoid k(const float *x, float *y, int n)\n"
+                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"IMPL": '"impl.h"'}
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"IMPL": [config["IMPL"]]}), heuristic=lambda shape: config,
+                       flags=("-iquote", "../alt"), origin=tmp_path / "suites")
+
+    variant = declared()
+    assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+        '#line 1 "../alt/impl.h"']
+    got, want = run_once(CpuBackend(), scaling("computed_quote_test", variant, 3.0, 9), variant, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "suites" / "impl.h").write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    (tmp_path / "alt" / "impl.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
 
 def test_include_next_is_no_computed_include(tmp_path):
     """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was

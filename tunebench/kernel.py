@@ -326,8 +326,8 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
 
 
 def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence],
-              fixed: tuple[Path, ...] = (),
-              copied_after: tuple[Path, ...] | None = None) -> tuple[dict[Path, None], dict[Path, bool]]:
+              fixed: tuple[Path, ...] = (), copied_after: tuple[Path, ...] | None = None,
+              quoted_after: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
@@ -336,9 +336,12 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     checkout reached through a link named it through the link), each header with whether it
     is anchored (see :func:`_library`: ``files`` gives each file's). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
-    the build finds it, with the headers it includes: a quoted one beside the file, then in
-    ``dirs``, an angle one in ``dirs`` alone (gcc is given a copy's folder as ``-iquote``, see
-    :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches); where
+    the build finds it, with the headers it includes: a quoted one in ``quoted_after`` (the
+    flags' -iquote folders), then beside the file, then in ``dirs``, an angle one in ``dirs``
+    alone (gcc is given a copy's folder as an ``-iquote`` after the flags', see
+    :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches:
+    searched beside it first, '"impl.h"' was hashed from the template's folder where gcc read
+    it from an -iquote folder's); where
     ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
     either in those folders of ``dirs`` (the flags' -I folders), then the file's (an ``-I`` after
     the flags'), then the rest (CPATH's, their -isystem folders), as nothing lies beside a copy:
@@ -357,12 +360,13 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
-                if copied_after is None:  # a quoted one's folder among them: a link there is named by its path
-                    _library(at, include, (at.parent, *dirs) if include.group(1) else dirs, headers, anchored, fixed)
-                else:  # looked for as an angle include is: in the folders alone
+                after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
+                if after is None:  # gcc's angle one
+                    _library(at, include, dirs, headers, anchored, fixed)
+                else:  # looked for as an angle include is, in the folders alone: the file's among them, a link
+                    # there named by its path
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
-                             (*copied_after, at.parent, *(d for d in dirs if d not in copied_after)), headers,
-                             anchored, fixed)
+                             (*after, at.parent, *(d for d in dirs if d not in after)), headers, anchored, fixed)
             if not named:
                 headers.update(dict.fromkeys((folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
                                               for h in sorted(at.parent.iterdir())
@@ -1009,10 +1013,10 @@ class Variant:
                 # the compiler is told the folders of the files it reads as copies (inlined); a library's files
                 # it reads in place
                 # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
-                # folders, ahead of their -isystem ones
+                # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
                 computed, beside = _computed(read, dirs, self.space.values, fixed, tuple(
                     d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
-                    else None)
+                    else None, self._given_by(("-iquote",)))
                 _, in_library = _computed(library, dirs, self.space.values, fixed)
                 done = {f.resolve() for f in read}
                 for header, anchored in (*beside.items(), *in_library.items()):
