@@ -725,6 +725,42 @@ def test_a_computed_include_of_a_header_in_a_quote_folder_of_the_flags_hashes_th
     assert declared().source_hash != variant.source_hash
 
 
+@pytest.mark.parametrize("include", ["param", "macro"])
+def test_a_computed_include_in_a_folder_linked_by_an_absolute_path_hashes_alike_in_every_checkout(tmp_path, include):
+    """GNU stow's folded ``include/mylib``, a link by an absolute path to a package installed
+    apart, its x.h including a header a macro names (``#include IMPL``, a param's
+    '"impl_a.h"', or a macro x.h defines): the compiler reads it beside the link's target, at
+    one place on every machine, which was named from the template's folder
+    ("../../../stow/..."), so a checkout at another depth was another source. It is named by its
+    absolute path, as a "../" leaving such a folder is."""
+    package = tmp_path / "stow" / "mylib" / "include" / "mylib"
+    package.mkdir(parents=True)
+    (package / "x.h").write_text("#include IMPL\n" if include == "param"
+                                 else '#define X_IMPL "impl_a.h"\n#include X_IMPL\n')
+    (package / "impl_a.h").write_text("#define FACTOR 3.0f\n")
+    config = {"IMPL": '"impl_a.h"'} if include == "param" else {"tile": 1}
+    tops = (tmp_path / "a", tmp_path / "b" / "c" / "d")
+    for top in tops:
+        (top / "proj" / "include").mkdir(parents=True)
+        (top / "proj" / "suites").mkdir()
+        (top / "proj" / "pyproject.toml").write_text("")
+        (top / "proj" / "include" / "mylib").symlink_to(package)
+        (top / "proj" / "suites" / "k.c").write_text("#include <mylib/x.h>\nvoid k(const float *x, float *y, int n)\n"
+                                                     "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared(top):
+        return Variant(source="k.c", entry="k", space=Space({name: [v] for name, v in config.items()}),
+                       heuristic=lambda shape: config, flags=("-I../include",), origin=top / "proj" / "suites")
+
+    near, deep = (declared(top) for top in tops)
+    for variant in (near, deep):
+        assert f'#line 1 "{package.resolve() / "impl_a.h"}"' in variant.template.splitlines()
+    assert near.source_hash == deep.source_hash
+    got, want = run_once(CpuBackend(), scaling(f"linked_computed_test_{include}", near, 3.0, 9), near, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (package / "impl_a.h").write_text("#define FACTOR 4.0f\n")
+    assert declared(tops[0]).source_hash != near.source_hash
+
 
 def test_include_next_is_no_computed_include(tmp_path):
     """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was

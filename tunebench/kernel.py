@@ -325,7 +325,7 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
     return os.path.normpath(path) if anchored else os.path.relpath(path, top)
 
 
-def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence],
+def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence], top: Path,
               fixed: tuple[Path, ...] = (), copied_after: tuple[Path, ...] | None = None,
               quoted_after: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
@@ -334,7 +334,9 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     folder by the link's path: by its target's, named from the template's folder, it was another
     source in a checkout at another depth, and hashed twice; the file's folder resolved, as a
     checkout reached through a link named it through the link), each header with whether it
-    is anchored (see :func:`_library`: ``files`` gives each file's). An include of a
+    is anchored (see :func:`_library`: ``files`` gives each file's; one beside a file of a
+    folder linked by an absolute path is, see :func:`_linked_apart`, ``top`` the template's
+    folder). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
     the build finds it, with the headers it includes: a quoted one in ``quoted_after`` (the
     flags' -iquote folders), then beside the file, then in ``dirs``, an angle one in ``dirs``
@@ -357,6 +359,7 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             if found is None:
                 continue
             folders[at.parent] = None
+            anchored = anchored or _linked_apart(file.parent, top)
             named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
@@ -407,6 +410,16 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
                                    or _leaves_link(place, wanted.group(1) or wanted.group(2)))
         codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
         pending.extend((header, nested, reached) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
+
+
+def _linked_apart(folder: Path, top: Path) -> bool:
+    """Whether a folder lies where it does through a folder linked by an absolute path that does
+    not hold ``top`` (stow's folded ``include/mylib`` of a package installed apart): the folder
+    resolved is the link's target's, at one place on every machine, which named from the
+    template's folder ("../../../stow/...") made a checkout at another depth another source. A
+    link by a relative path moves with the folder holding it, as does one holding the checkout."""
+    return any(d.is_symlink() and os.path.isabs(os.readlink(d)) for d in (folder, *folder.parents)
+               if not top.is_relative_to(d))
 
 
 def _leaves_link(place: Path, name: str) -> bool:
@@ -993,7 +1006,7 @@ class Variant:
                                                 anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
                             **_computed({file: self._anchored(file, own) for file in sources}, dirs,
-                                        self.space.values)[0]}
+                                        self.space.values, self.path.parent)[0]}
             else:
                 text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
                                        fixed=fixed)
@@ -1014,10 +1027,10 @@ class Variant:
                 # it reads in place
                 # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
                 # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
-                computed, beside = _computed(read, dirs, self.space.values, fixed, tuple(
+                computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed, tuple(
                     d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
                     else None, self._given_by(("-iquote",)))
-                _, in_library = _computed(library, dirs, self.space.values, fixed)
+                _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed)
                 done = {f.resolve() for f in read}
                 for header, anchored in (*beside.items(), *in_library.items()):
                     if header.resolve() not in done:
