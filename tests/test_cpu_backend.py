@@ -1171,6 +1171,29 @@ def test_a_header_of_a_system_folder_of_the_flags_and_of_the_compilers_own_path_
     assert declared().source_hash != variant.source_hash
 
 
+def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_searched_after_it(tmp_path):
+    """``flags=("-isystem", "../sys", "-I../inc")``, scale.h in both: gcc searches every -I folder
+    ahead of the -isystem ones, wherever the flags name them, and reads inc/scale.h, where the
+    hash looked in the flags' order: an edit of the header built kept the source hash."""
+    for where, factor in (("inc", "3.0f"), ("sys", "5.0f")):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "scale.h").write_text(f"#define FACTOR {factor}\n")
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-isystem", "../sys", "-I../inc"), origin=tmp_path / "suites")
+
+    variant = declared()
+    got, want = run_once(CpuBackend(), scaling("isystem_first_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "sys" / "scale.h").write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    (tmp_path / "inc" / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
 def test_a_cuda_computed_include_of_a_header_of_cpath_and_of_a_system_folder_of_the_flags_hashes_the_one_built(
         tmp_path, monkeypatch):
     """``IMPL='"x.h"'`` of a CUDA variant, x.h in a CPATH folder and in the flags' ``-isystem
