@@ -477,31 +477,53 @@ def test_a_summary_line_of_tasks_names_the_first_few_and_counts_the_rest():
     assert some(labels[:6]) == ", ".join(labels[:6]) and some([]) == ""
 
 
-def test_a_re_tune_whose_fresh_processes_contradict_each_other_keeps_the_earlier_pick(twice_project, pytester,
-                                                                                     monkeypatch, quiet_verdicts):
-    """A busy re-run read the winner against the heuristic 0.45x-1.22x in processes the monitor
-    judged clean, and dropped a pick five processes had confirmed at 1.57x: processes that
-    contradict each other judged nothing."""
+def contradicting(monkeypatch, outlier: float) -> None:
+    """The pair met alone: one fresh process reads the winner ``outlier`` times the heuristic's
+    time, the others well ahead."""
     import tunebench.final_round
 
+    real = tunebench.final_round.compare
+
+    def contradicted(*args, **kwargs):
+        found = real(*args, **kwargs)
+        if found.labels == ("best", "baseline"):
+            for objective, ratio in zip(found.objectives, (0.45, outlier, 0.6, 0.5, 0.55)):
+                objective["best"] = objective["baseline"] * ratio
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", contradicted)
+
+
+@pytest.mark.parametrize("outlier", [1.02, 1.22])
+def test_a_re_tune_whose_fresh_processes_contradict_each_other_keeps_the_earlier_pick(twice_project, pytester,
+                                                                                     monkeypatch, quiet_verdicts,
+                                                                                     outlier):
+    """A busy re-run read the winner against the heuristic 0.45x-1.22x in processes the monitor
+    judged clean, and dropped a pick five processes had confirmed at 1.57x: processes that
+    contradict each other judged nothing, however far behind the one reads it."""
     pytester.runpytest("suites", *TUNE, "-k", "small")
     asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
     before = lookup("twice", (4096,), **asked)
     assert before.source == "tuned"
-    real = tunebench.final_round.compare
-
-    def contradicting(*args, **kwargs):  # the pair met alone: one process reads the winner 1.22x the heuristic
-        found = real(*args, **kwargs)
-        if found.labels == ("best", "baseline"):
-            for objective, ratio in zip(found.objectives, (0.45, 1.22, 0.6, 0.5, 0.55)):
-                objective["best"] = objective["baseline"] * ratio
-        return found
-
-    monkeypatch.setattr(tunebench.final_round, "compare", contradicting)
+    contradicting(monkeypatch, outlier)
     again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
-    again.stdout.fnmatch_lines(["*the final round confirmed nothing (the fresh processes contradicted each other on "
-                                "(4096,): best/baseline 0.450x-1.220x, *): the pick of the round of * is still served*"])
+    again.stdout.fnmatch_lines([f"*the final round confirmed nothing (the fresh processes contradicted each other on "
+                                f"(4096,): best/baseline 0.450x-{outlier:.3f}x, the pick of the round before *): the "
+                                f"pick of the round of * is still served*"])
     after = lookup("twice", (4096,), **asked)
     assert (after.source, after.config) == ("tuned", before.config)
     (path,) = (twice_project / "records").glob("*.json")
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
+
+
+def test_a_first_tune_whose_fresh_processes_contradict_each_other_keeps_the_heuristic_as_judged(
+        twice_project, pytester, monkeypatch, quiet_verdicts):
+    """No pick before: a new winner that does not lead in every process is no pick, and the round
+    judged it (a config unsteady between processes would otherwise leave every gate unjudged)."""
+    contradicting(monkeypatch, 1.22)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert lookup("twice", (4096,), records=twice_project / "records",
+                  suites=twice_project / "suites").source == "heuristic"
+    (path,) = (twice_project / "records").glob("*.json")
+    (check,) = RecordStore(path).checks(kind="tune")
+    assert not check.get("disturbed") and "did not lead the heuristic in every fresh process" in check["reason"], check

@@ -22,9 +22,10 @@ Where a shape cannot be measured, nothing is confirmed and the heuristic stays, 
 in the record. Where a process stays disturbed by other load, the round judged nothing: it is
 recorded (``disturbed``) but not read, so the pick of an earlier round stands (a busy re-run
 dropped a confirmed 3x pick for the heuristic, and published the disturbed times). So too where
-the winner's fresh processes contradict each other, one reading it more than MIN_GAIN ahead and
-another more than MIN_GAIN behind: load the monitor did not see (a busy re-run read 0.45x-1.22x
-of a pick five processes had confirmed at 1.57x, and dropped it), not a verdict. A heuristic whose config
+the winner is the pick of the round before and its fresh processes contradict each other, one
+reading it more than MIN_GAIN ahead and another not ahead at all: load the monitor did not see (a
+busy re-run read 0.45x-1.22x of a pick five processes had confirmed at 1.57x, and dropped it), not
+a verdict against a pick once confirmed in every process. A new winner read so is not adopted. A heuristic whose config
 failed in its trials (a wrong result, a crash) is no competitor: the finalists are measured
 alone, the fastest over the bucket is adopted, and the record keeps ``baseline_failure``.
 """
@@ -120,7 +121,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         _winner(bucket, entries)
     why_not = None
     if winner is not None and not baseline_failure:
-        problem, disturbed, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner])
+        problem, disturbed, why_not = _reference(workers, kernel, dtype, bucket, entries, finalists[winner], picked)
         if problem or why_not:
             winner = None
     for entry in entries:
@@ -215,11 +216,15 @@ def _led_in_trials(bucket: Bucket, entries: list[dict], i: int) -> bool:
 
 
 def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: list[dict],
-               winner: dict[tuple, dict]) -> tuple[str | None, bool, str | None]:
+               winner: dict[tuple, dict], picked: set[tuple]) -> tuple[str | None, bool, str | None]:
     """The winner against the baseline, two arms as the gate measures them, in fresh processes:
     each entry gets ``ratios`` (one per process) and ``ratio`` (their median). (What kept the
     round from measuring, whether only other load did, why the winner is not adopted), None
-    where nothing did."""
+    where nothing did. Where the winner is the earlier round's pick (``picked``: shape and
+    config key), processes that contradict each other (one more than MIN_GAIN ahead, another not
+    ahead) judge nothing, unless another shape's processes, contradicting nothing, read it not
+    ahead in one."""
+    contradicted = None
     for entry in entries:
         shape = tuple(entry["shape"])
         best, baseline = winner[shape], entry["baseline"]
@@ -238,14 +243,15 @@ def _reference(workers, kernel: Kernel, dtype: str, bucket: Bucket, entries: lis
         index = entry["finalists"].index(best)
         if entry.get("finalist_trial_ms") and entry["finalist_trial_ms"][index]:
             entry["trial_ratio"] = entry["finalist_trial_ms"][index] / entry["baseline_trial_ms"]
-        if min(entry["ratios"]) < 1 - MIN_GAIN and max(entry["ratios"]) > 1 + MIN_GAIN:
-            return (f"the fresh processes contradicted each other on {shape}: best/baseline "
-                    f"{min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x, the winner well ahead in one and well "
-                    f"behind in another", True, None)
-        if max(entry["ratios"]) >= 1:
+        low, high = min(entry["ratios"]), max(entry["ratios"])
+        if high >= 1 and low < 1 - MIN_GAIN and (shape, config_key(best)) in picked:
+            contradicted = contradicted or (f"the fresh processes contradicted each other on {shape}: best/baseline "
+                                            f"{low:.3f}x-{high:.3f}x, the pick of the round before more than "
+                                            f"{MIN_GAIN:.0%} ahead in one and not ahead in another")
+        elif high >= 1:
             return None, False, (f"the winner did not lead the heuristic in every fresh process on {shape} "
-                                 f"(best/baseline {min(entry['ratios']):.3f}x-{max(entry['ratios']):.3f}x)")
-    return None, False, _lead_kept(bucket, entries)
+                                 f"(best/baseline {low:.3f}x-{high:.3f}x)")
+    return (contradicted, True, None) if contradicted else (None, False, _lead_kept(bucket, entries))
 
 
 def _lead_kept(bucket: Bucket, entries: list[dict]) -> str | None:
