@@ -12,8 +12,9 @@ import pytest
 from tests.conftest import AXPB_SUITE, TWICE_C, said
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket
+from tunebench.compare import Comparison
 from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead, _unusable
-from tunebench.lookup import lookup
+from tunebench.lookup import latest_confirmation, lookup
 from tunebench.records import RecordStore, config_text
 
 
@@ -477,53 +478,58 @@ def test_a_summary_line_of_tasks_names_the_first_few_and_counts_the_rest():
     assert some(labels[:6]) == ", ".join(labels[:6]) and some([]) == ""
 
 
-def contradicting(monkeypatch, outlier: float) -> None:
-    """The pair met alone: one fresh process reads the winner ``outlier`` times the heuristic's
-    time, the others well ahead."""
+H, A, B = {"t": 1}, {"t": 2}, {"t": 3}  # the heuristic's config and two finalists
+
+
+def round_of(tmp_path, monkeypatch, shapes, finalists, round_ms, reference, earlier=True):
+    """final_round() where each comparison reads ``round_ms`` (config's "t" -> ms in each process)
+    and the pair met alone ``reference`` (shape -> best/baseline per process), after an earlier
+    round that adopted A (``earlier``); returns the round's record and the config best() serves."""
     import tunebench.final_round
 
-    real = tunebench.final_round.compare
+    def measured(workers, kernel, shape, dtype, arms, processes, budget_s):
+        comp = Comparison(tuple(label for label, _, _ in arms))
+        for p in range(processes):
+            comp.objectives.append({"best": reference[shape][p], "baseline": 1.0} if comp.labels == ("best", "baseline")
+                                   else {label: round_ms[config["t"]] for label, config, _ in arms})
+        return comp
 
-    def contradicted(*args, **kwargs):
-        found = real(*args, **kwargs)
-        if found.labels == ("best", "baseline"):
-            for objective, ratio in zip(found.objectives, (0.45, outlier, 0.6, 0.5, 0.55)):
-                objective["best"] = objective["baseline"] * ratio
-        return found
+    monkeypatch.setattr(tunebench.final_round, "compare", measured)
+    bucket = Bucket("b", N=(1, None), shapes=shapes)
+    store = RecordStore(tmp_path / "cpu-x.json", fingerprint={"cpu": "x"})
+    variant = types.SimpleNamespace(baseline=lambda shape, dtype: H, source_hash="h", entry="k")
+    if earlier:
+        store.add_check({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "kind": "tune",
+                         "source_hash": "h", "setup_hash": None, "entry": "k", "winner": 0, "problem": None,
+                         "shapes": [{"shape": list(s), "best": A, "baseline": H, "finalists": [A]} for s in shapes],
+                         "timestamp": "earlier"})
+    doc = tunebench.final_round.final_round(store, None, types.SimpleNamespace(name="k"), variant, "cpu", "float32",
+                                            bucket, [{s: f for s in shapes} for f in finalists], None)
+    served = latest_confirmation(store, "k", "cpu", "float32", bucket, "h", None, "k")
+    return doc, served["shapes"][0]["best"] if served and served["winner"] is not None else H
 
-    monkeypatch.setattr(tunebench.final_round, "compare", contradicted)
 
-
-@pytest.mark.parametrize("outlier", [1.02, 1.22])
-def test_a_re_tune_whose_fresh_processes_contradict_each_other_keeps_the_earlier_pick(twice_project, pytester,
-                                                                                     monkeypatch, quiet_verdicts,
-                                                                                     outlier):
-    """A busy re-run read the winner against the heuristic 0.45x-1.22x in processes the monitor
-    judged clean, and dropped a pick five processes had confirmed at 1.57x: processes that
+@pytest.mark.parametrize("behind", [1.0, 1.02, 1.22, 2.0])
+def test_a_re_tune_whose_fresh_processes_contradict_each_other_keeps_the_earlier_pick(tmp_path, monkeypatch, behind):
+    """A busy re-run read the earlier pick against the heuristic 0.45x-1.22x in processes the
+    monitor judged clean, and dropped a pick five processes had confirmed at 1.57x: processes that
     contradict each other judged nothing, however far behind the one reads it."""
-    pytester.runpytest("suites", *TUNE, "-k", "small")
-    asked = {"records": twice_project / "records", "suites": twice_project / "suites"}
-    before = lookup("twice", (4096,), **asked)
-    assert before.source == "tuned"
-    contradicting(monkeypatch, outlier)
-    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")
-    again.stdout.fnmatch_lines([f"*the final round confirmed nothing (the fresh processes contradicted each other on "
-                                f"(4096,): best/baseline 0.450x-{outlier:.3f}x, the pick of the round before *): the "
-                                f"pick of the round of * is still served*"])
-    after = lookup("twice", (4096,), **asked)
-    assert (after.source, after.config) == ("tuned", before.config)
-    (path,) = (twice_project / "records").glob("*.json")
-    assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
+    doc, served = round_of(tmp_path, monkeypatch, [(4096,)], [A, B], {1: 1.0, 2: 0.5, 3: 0.9},
+                           {(4096,): [0.45, behind, 0.6, 0.5, 0.55]})
+    assert doc["disturbed"] and served == A, doc
+    assert doc["problem"].startswith(f"the fresh processes contradicted each other on (4096,): best/baseline "
+                                     f"0.450x-{behind:.3f}x, the pick of the round before more than 5% ahead"), doc
 
 
-def test_a_first_tune_whose_fresh_processes_contradict_each_other_keeps_the_heuristic_as_judged(
-        twice_project, pytester, monkeypatch, quiet_verdicts):
-    """No pick before: a new winner that does not lead in every process is no pick, and the round
-    judged it (a config unsteady between processes would otherwise leave every gate unjudged)."""
-    contradicting(monkeypatch, 1.22)
-    pytester.runpytest("suites", *TUNE, "-k", "small")
-    assert lookup("twice", (4096,), records=twice_project / "records",
-                  suites=twice_project / "suites").source == "heuristic"
-    (path,) = (twice_project / "records").glob("*.json")
-    (check,) = RecordStore(path).checks(kind="tune")
-    assert not check.get("disturbed") and "did not lead the heuristic in every fresh process" in check["reason"], check
+@pytest.mark.parametrize("case", ["first tune", "a new winner", "another shape behind"])
+def test_a_final_round_judges_a_winner_not_ahead_in_every_process_where_it_is_no_earlier_pick_read_so(
+        tmp_path, monkeypatch, case):
+    """A review's cases: a first tune (a config unsteady between processes would leave every strict
+    gate unjudged), a new winner while the earlier pick read 1.5x the heuristic in the round (it was
+    served again), the earlier pick read behind in every process on another shape: the heuristic."""
+    shapes = [(4096,), (8192,)] if case == "another shape behind" else [(4096,)]
+    winner, ms = (B, {1: 1.0, 2: 1.5, 3: 0.8}) if case == "a new winner" else (A, {1: 1.0, 2: 0.5, 3: 0.9})
+    doc, served = round_of(tmp_path, monkeypatch, shapes, [winner, A if winner == B else B], ms,
+                           {(4096,): [0.45, 1.22, 0.6, 0.5, 0.55], (8192,): [1.3] * 5}, earlier=case != "first tune")
+    assert not doc.get("disturbed") and served == H and doc["winner"] is None, doc
+    assert "did not lead the heuristic in every fresh process on" in doc["reason"], doc
