@@ -1259,6 +1259,31 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_preprocessed_and_told_of_mangl
     assert 'declare it extern "C"' in missing_entry(variant, {"_Z1kPKfPfi": None}, {"tile": 1})
 
 
+def test_a_c_template_read_as_cxx_by_its_flags_links_the_cxx_standard_library(pytester, quiet_verdicts):
+    """gcc reading a ``.c`` template as C++ (its flags' ``-x c++``) links no C++ standard
+    library, as g++ does a ``.cpp``'s: a template using ``std::vector`` or ``new`` failed every
+    config's build (under ``-z defs``: "undefined reference to `operator new(unsigned long)'"),
+    and the README told the user to rename it."""
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (pytester.path / "scale.c").write_text(
+        "#include <vector>\n"
+        'extern "C" void scale(const float *x, float *y, int n)\n'
+        "{\n    std::vector<float> copy(x, x + n);\n    float *factor = new float(2.0f * tile / tile);\n"
+        "    for (int i = 0; i < n; ++i) y[i] = *factor * copy[i];\n    delete factor;\n}\n")
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "test_scale.py").write_text(
+        "import numpy as np\n"
+        "from tunebench import Bucket, Buckets, Kernel, Space, Variant\n"
+        'scale = Kernel("scale_cxx", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),\n'
+        '               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),\n'
+        '                                               "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},\n'
+        '               reference=lambda x, n: 2.0 * x, outputs=["y"],\n'
+        '               cpu=Variant(source="scale.c", entry="scale", flags=("-x", "c++"),\n'
+        '                           heuristic=lambda shape: {"tile": 1}, space=Space({"tile": [1, 4]})))\n')
+    result = pytester.runpytest("suites", "--tune", "--tune-target", "cpu", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
 @pytest.mark.parametrize("through", ["CPATH", "-I"])
 def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_built_as_recorded(
         tmp_path, monkeypatch, through):

@@ -226,8 +226,18 @@ def copy_flags(variant: Variant) -> tuple[str, ...]:
 
 def build_flags(variant: Variant, dtype: str) -> tuple[str, ...]:
     """The flags a build of the variant in a dtype adds to :data:`FLAGS`: its copy's
-    (:func:`copy_flags`) and the runtime it links (:func:`runtime_flags`)."""
-    return (*copy_flags(variant), *runtime_flags(variant, dtype))
+    (:func:`copy_flags`), the runtime it links (:func:`runtime_flags`) and the C++ standard
+    library where gcc reads a C template as C++ (:func:`cxx_library`)."""
+    return (*copy_flags(variant), *runtime_flags(variant, dtype), *cxx_library(variant))
+
+
+def cxx_library(variant: Variant) -> tuple[str, ...]:
+    """``-lstdc++`` where a template named as C is read as C++ (its flags' ``-x c++``: see
+    :func:`read_as`): gcc links no C++ standard library, as g++ does a ``.cpp``'s, so its
+    ``std::vector`` or ``new`` was an undefined reference. A library, so it follows the source
+    and the variant's own libraries (see :func:`libraries_last`), and it is in the build's key:
+    the link error cached before is not reused."""
+    return ("-lstdc++",) if language(variant) == "c" and read_as(variant) == "c++" else ()
 
 
 #: A library on the command line: ``-lfoo``, ``-l foo``, or an archive or shared object by its path.
