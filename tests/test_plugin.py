@@ -1,6 +1,7 @@
 """End to end: pytest --tune on a small suite with a real gcc-compiled kernel and real records."""
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -560,6 +561,50 @@ def test_a_lookup_after_a_run_of_a_linked_suites_folder_follows_the_kernel_the_r
     collected = REGISTRY["axpb"]
     assert collected.collected_from == linked_folder / "B" / "suites" / "test_axpb.py"
     assert declaration("axpb", linked_folder / "A" / "records", None) is collected
+
+
+@pytest.mark.parametrize("run", [True, False], ids=["after-a-run", "lookups-alone"])
+@pytest.mark.parametrize("linked", ["folder", "file"])
+def test_a_lookup_through_a_linked_suite_follows_the_link_switched_since(
+        project, pytester, monkeypatch, declared_apart, linked, run):
+    """suites/ a symlink to a release's folder (or suites/test_axpb.py to its file), pytest run
+    through it, the link then switched to another release's: best() in the same process, by name
+    or naming the project, served the first release's declaration (its heuristic), that of the
+    file the link led to when the run collected it; so did a lookup of a linked file its own
+    lookups had imported (its module kept by the link's path). A lookup follows the file it
+    leads to now."""
+    from tunebench import kernel
+
+    monkeypatch.setattr(sys.modules["tunebench.lookup"], "REFRESH_S", 3600.0)  # the folders as first found
+    monkeypatch.setattr(kernel, "REREAD_S", 0.0)  # the suite's link checked at every lookup
+    kernel.REGISTRY.pop("axpb", None)  # as in a fresh process: an earlier test's is the one a name alone answers
+    root = project()
+    (root / "records").mkdir()
+    suite = (root / "suites" / "test_axpb.py").read_text()
+    for release, vec in (("r1", 2), ("r2", 4)):
+        (root / release).mkdir()
+        (root / release / "test_axpb.py").write_text(suite.replace('{"vec": 2,', f'{{"vec": {vec},'))
+    link = root / "suites" if linked == "folder" else root / "suites" / "test_axpb.py"
+    if linked == "folder":
+        shutil.rmtree(link)
+    else:
+        link.unlink()
+
+    def deploy(release):
+        swap = root / "swap"
+        swap.symlink_to(root / release if linked == "folder" else root / release / "test_axpb.py")
+        os.replace(swap, link)  # an atomic deploy
+
+    deploy("r1")
+    monkeypatch.chdir(root)
+    if run:
+        pytester.runpytest("suites", "--collect-only", "-q", "-p", "no:cacheprovider").assert_outcomes()
+    asked = ({}, {"records": root / "records"}, {"suites": root / "suites"})
+    assert [lookup("axpb", (1000,), **where).config["vec"] for where in asked] == [2, 2, 2]
+    deploy("r2")
+    assert [lookup("axpb", (1000,), **where).config["vec"] for where in asked] == [4, 4, 4]
+    deploy("r1")  # and rolled back
+    assert [lookup("axpb", (1000,), **where).config["vec"] for where in asked] == [2, 2, 2]
 
 
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):

@@ -1512,6 +1512,9 @@ class Kernel:
         #: The test module pytest collected the kernel from (set at collection): the file that
         #: imports it where a helper module beside it declares it.
         self.collected_from: Path | None = None
+        #: The suite file it was first collected or looked up from, as reached (links unresolved),
+        #: the file that led to then, when that was last checked and whether it leads elsewhere now.
+        self._reached: list | None = None
         # templates are looked up from the folder as the suite was reached, not where its symlink leads
         # (suites/ linked to a shared folder found no kernels/ beside it)
         origin = Path(os.path.abspath(declared_in)).parent if declared_in else Path.cwd()
@@ -1861,6 +1864,27 @@ class Kernel:
         tuned = task.get("entry")
         return None if tuned in (None, variant.entry) else (
             f"tuned with the entry point {tuned}, and the variant calls {variant.entry} now")
+
+    def reached_from(self, path: Path) -> None:
+        """Keep the suite file the kernel is collected or looked up from, as reached (links and
+        all), and the file it leads to now: the first one's, whose import declared it (see
+        :attr:`relinked`)."""
+        if self._reached is None:
+            self._reached = [Path(os.path.abspath(path)), Path(os.path.realpath(path)), time.monotonic(), False]
+
+    @property
+    def relinked(self) -> bool:
+        """Whether the suite file it was collected from leads to another file now: a link to it, or
+        to a folder above it, switched since (a release deployed by a symlink), whose file declares
+        the kernel anew, as a fresh process imports it. Checked at most every :data:`REREAD_S`: a
+        lookup asks per launch."""
+        reached = self._reached
+        if reached is None:
+            return False
+        now = time.monotonic()
+        if not 0 <= now - reached[2] < REREAD_S:
+            reached[2:] = now, Path(os.path.realpath(reached[0])) != reached[1]
+        return reached[3]
 
     @property
     def origin(self) -> Path | None:

@@ -104,6 +104,9 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
     for path in paths:
         package = package_root(path)
         name = _suite_name(path, package)
+        if name in sys.modules and any(k.relinked for n, v in vars(sys.modules[name]).items()
+                                       for k in kernels_in(n, v)):
+            del sys.modules[name]  # imported through a link switched since: the file it leads to now is the suite
         if name not in sys.modules:
             first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
             sys.path.insert(0, first)
@@ -146,6 +149,7 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
             # the suite that tunes it (not a generator's module), as a run reaches it (its tune command named
             # a linked file's target, and a linked suites folder's link, whose project's records/ a run never writes)
             k.collected_from = k.collected_from or reached(path)
+            k.reached_from(path)
             if k not in kernels:
                 kernels.append(k)
     return kernels
@@ -806,8 +810,9 @@ _DECLARED: dict[tuple, tuple[Kernel | None, tuple, float]] = {}
 #: Held while a folder's suites are imported: a thread asking meanwhile waits for the declarations.
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
-#: its generation when the answer was made, answer, the variant answered for and its source hash then)
-_FAST: dict[tuple, tuple[_Directory, int, Choice, Variant | None, str | None]] = {}
+#: its generation when the answer was made, answer, the variant answered for and its source hash then,
+#: the declaration answered for: one whose suite's link was switched since answers again)
+_FAST: dict[tuple, tuple[_Directory, int, Choice, Variant | None, str | None, Kernel | None]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 #: (records, suites, declaration, what :func:`_context` gives) -> (the project's folders, when found)
 _PROJECTS: dict[tuple, tuple[tuple[Path, Path], float]] = {}
@@ -863,9 +868,10 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
             *_context(records, suites, device))
     hit = _FAST.get(memo)
     if hit is not None:
-        folder, generation, choice, variant, source = hit
+        folder, generation, choice, variant, source, answered = hit
         folder.refresh()
-        if folder.generation == generation and (source is None or variant.source_hash == source):
+        if folder.generation == generation and (source is None or variant.source_hash == source) and not (
+                answered is not None and answered.relinked):
             return choice
     decl = kernel if isinstance(kernel, Kernel) else REGISTRY.get(kernel)
     dtype = dtype_name(dtype, getattr(kernel, "name", kernel))
@@ -901,7 +907,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
                 del _FAST[old]
-        _FAST[memo] = (folder, generation, choice, variant, source)
+        _FAST[memo] = (folder, generation, choice, variant, source, decl)
     return choice
 
 
@@ -1017,8 +1023,8 @@ def _load_once(suites_dir: Path) -> tuple[list[str], dict[str, Kernel]]:
     """Import a suites folder's suites once per process (another suite's error must not stop a
     framework's launch): the errors of those that failed, and the kernels they declare."""
     key = suites_dir.resolve()
-    with _SUITES_LOCK:
-        if key not in _SUITES_LOADED:
+    with _SUITES_LOCK:  # imported again where a suite's link was switched since
+        if key not in _SUITES_LOADED or any(k.relinked for k in _SUITES_LOADED[key][1].values()):
             failed: list[str] = []
             registered = dict(REGISTRY)
             _SUITES_LOADED[key] = failed, {k.name: k for k in load_suites(suites_dir, failed)}
@@ -1031,27 +1037,31 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
     """The declaration a lookup of ``kernel`` in a project follows: the one registered by that
     name, unless the lookup names its project (``records=``, ``suites=``, ``$TUNEBENCH_ROOT``) and
     that project's suites declare another (a framework serving two projects: the name alone
-    answered the one declared last, with the other's configs); None where neither is known."""
+    answered the one declared last, with the other's configs), or its suite was reached through a
+    link switched since (:attr:`~tunebench.kernel.Kernel.relinked`): the file it leads to now
+    declares it; None where neither is known."""
     decl = REGISTRY.get(kernel)
     root = os.environ.get("TUNEBENCH_ROOT") or None  # as project() reads it
     named = (records, suites, root)
-    if decl is None or decl.declared_in is None or all(p is None for p in named):
+    if decl is None or decl.declared_in is None or (all(p is None for p in named) and not decl.relinked):
         return decl
     relative = not all(os.path.isabs(p) for p in named if p is not None)
     key = (kernel, decl, *map(str, named), os.getcwd() if relative else None)
     found, folders, read = _DECLARED.get(key, (None, None, -REFRESH_S))
     now = time.monotonic()
-    if now - read < REFRESH_S:  # a framework asks per launch (Tuned.defines): the folders are read once a second
-        return found
+    relinked = found is not None and found.relinked  # its suite's link switched since: followed at once
+    if now - read < REFRESH_S and not relinked:  # a framework asks per launch (Tuned.defines): the folders are read
+        return found  # once a second
     # the folders as they resolve now: a records symlink swapped to another release, and back, is followed
     resolved = tuple(os.path.realpath(p) if p is not None else None for p in named)
-    if resolved != folders:
-        suites_dir = (suites_dir or project(records, suites, decl)[1]).resolve()
+    if resolved != folders or relinked:
+        given = suites_dir or project(records, suites, decl)[1]  # its links kept, for its suites to keep them
+        suites_dir = given.resolve()
         # the suite as reached: a linked file's declared_in is its target, of another project (pytest's
         # collected_from keeps a linked folder, resolved in suites_dir)
         suite = reached(decl.collected_from or decl.declared_in)
-        found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) else \
-            _load_once(suites_dir)[1].get(kernel, decl)
+        found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) and not decl.relinked else \
+            _load_once(given)[1].get(kernel, decl)
     _DECLARED[key] = found, resolved, now
     return found
 

@@ -261,6 +261,7 @@ def _suite(collector: pytest.Collector, entry: str, obj: Kernel) -> list[Suite]:
         return [Suite.from_parent(collector, name=entry, kernel=obj, refused=declared_twice(obj.name, where))]
     seen[obj.name] = obj, collector.nodeid + (f" ({entry})" if entry != obj.name else "")
     obj.collected_from = Path(collector.path)
+    obj.reached_from(collector.path)
     return [Suite.from_parent(collector, name=obj.name, kernel=obj)]
 
 
