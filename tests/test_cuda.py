@@ -32,6 +32,7 @@ from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, c
 from tunebench.backends.params import Param, args_problem
 from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import KernelError
+from tunebench.measure import Measurement, MeasureSettings
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_gpu = pytest.mark.skipif(not cuda_status()[0], reason=f"no usable GPU: {cuda_status()[1]}")
@@ -496,55 +497,144 @@ def test_device_inputs_are_copied_per_set_of_host_arguments_not_per_shape(tmp_pa
     assert backend._device_inputs(kernel, float16).bufs["a"].host.dtype == np.float16
 
 
+class StubDriver:
+    """PyCUDA's driver as the CUDA backend's host side uses it, on no device: each allocation
+    (``mem_alloc``, ``to_device``) ``live`` until freed (then in ``freed``, in order);
+    ``uploads``: how many host arrays were copied to the device."""
+
+    def __init__(self):
+        self.live, self.freed, self.uploads = set(), [], 0
+
+    def mem_alloc(self, nbytes: int) -> "StubAllocation":
+        return StubAllocation(self)
+
+    def to_device(self, host: np.ndarray) -> "StubAllocation":
+        self.uploads += 1
+        return StubAllocation(self)
+
+
+class StubAllocation:
+    """A device allocation of a :class:`StubDriver`: its pointer as ``int()``."""
+
+    def __init__(self, driver: StubDriver):
+        self.driver, self.ptr = driver, 0x1000 * (len(driver.live) + len(driver.freed) + 1)
+        driver.live.add(self.ptr)
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def free(self) -> None:
+        self.driver.live.discard(self.ptr)
+        self.driver.freed.append(self.ptr)
+
+
+def stub_backend(driver: StubDriver) -> CudaBackend:
+    """The CUDA backend's host side on ``driver``: no GPU, no context; each load a runner on the
+    device inputs the backend keeps for its arguments, as :meth:`CudaBackend.load` makes it."""
+    backend = object.__new__(CudaBackend)
+    backend._inputs, backend.drv = OrderedDict(), driver
+    backend.build = lambda kernel, variant, config, dtype: Build(Path(f"{kernel.name}.cubin"), 0.0, True, dtype)
+    backend.load = lambda build, kernel, variant, config, shape, args, placement="device": CudaRunner(
+        backend, None, None, kernel, args, backend._device_inputs(kernel, args))
+    return backend
+
+
+def splitk_kernel(name: str, tmp_path: Path, per_config: bool = True) -> Kernel:
+    """A kernel of ``a`` into ``out`` on (64,), with a workspace ``work`` in place, over splits
+    1, 2 and 4; ``per_config``: its args builder takes the config (a workspace of ``splits * M``),
+    so that each config has a set of arguments of its own."""
+    def args(shape, dtype, rng, config):
+        return {"a": rng.random(shape).astype(dtype), "out": np.empty(shape, dtype),
+                "work": np.zeros(config["splits"] * shape[0], dtype)}
+
+    (tmp_path / "k.cu").write_text("__global__ void splitk() {}\n")
+    return Kernel(name, buckets=Buckets(["M"], [Bucket("all", M=(1, None), shapes=[(64,)])]),
+                  args=args if per_config else lambda shape, dtype, rng: args(shape, dtype, rng, {"splits": 4}),
+                  outputs=["out"], inplace=["work"], reference=lambda a: a,
+                  cuda=Variant(source=str(tmp_path / "k.cu"), entry="splitk", space=Space({"splits": [1, 2, 4]}),
+                               heuristic=lambda shape: {"splits": 1}, launch=lambda config, shape: (1, 32)))
+
+
 def test_device_inputs_a_runner_uses_are_freed_only_once_it_closes(tmp_path):
     """A comparison loads every arm before it times one; where the args builder takes the config,
     each arm's inputs are a set of their own, and of the two sets kept, the third arm's load freed
     the first's while its runner still called on them (a final round's five arms, a gate's three).
     In use, none is freed; closed, the sets beyond the two latest are; and a set the worker has
     dropped is held by no copy of it here."""
-    live, freed = set(), []
-
-    class Allocation:  # a device allocation, as PyCUDA's driver gives one
-        def __init__(self, nbytes):
-            self.ptr = 0x1000 * (len(live) + len(freed) + 1)
-            live.add(self.ptr)
-
-        def __int__(self):
-            return self.ptr
-
-        def free(self):
-            live.discard(self.ptr)
-            freed.append(self.ptr)
-
-    def args(shape, dtype, rng, config):
-        return {"a": rng.random(shape).astype(dtype), "out": np.empty(shape, dtype),
-                "work": np.zeros(config["splits"] * shape[0], dtype)}
-
-    (tmp_path / "k.cu").write_text("__global__ void splitk() {}\n")
-    kernel = Kernel("splitk_arms", buckets=Buckets(["M"], [Bucket("all", M=(1, None), shapes=[(64,)])]),
-                    args=args, outputs=["out"], inplace=["work"], reference=lambda a: a,
-                    cuda=Variant(source=str(tmp_path / "k.cu"), entry="splitk", space=Space({"splits": [1, 2, 4]}),
-                                 heuristic=lambda shape: {"splits": 1}, launch=lambda config, shape: (1, 32)))
-    backend = object.__new__(CudaBackend)  # the host side alone: no GPU, no context
-    backend._inputs = OrderedDict()
-    backend.drv = SimpleNamespace(to_device=lambda host: Allocation(host.nbytes), mem_alloc=Allocation)
+    kernel = splitk_kernel("splitk_arms", tmp_path)
+    driver = StubDriver()
+    backend = stub_backend(driver)
     given = {s: kernel.build_args((64,), "float32", {"splits": s}) for s in (1, 2, 4)}
     runners = {s: CudaRunner(backend, None, None, kernel, a, backend._device_inputs(kernel, a))
                for s, a in given.items()}
     inputs = {s: [int(b) for b in held.bufs.values()] for s, held in zip(given, backend._inputs.values())}
-    assert not freed and len(backend._inputs) == 3  # all three arms' inputs in use
+    assert not driver.freed and len(backend._inputs) == 3  # all three arms' inputs in use
     backend._drop(next(iter(backend._inputs)))  # as where another set came at its arguments' address
-    assert not freed
+    assert not driver.freed
     runners[1].close()
-    assert set(inputs[1]) <= set(freed)  # by the last runner using them
+    assert set(inputs[1]) <= set(driver.freed)  # by the last runner using them
     for closed in runners.values():
         closed.close()
     backend._device_inputs(kernel, kernel.build_args((64,), "float32", {"splits": 8}))
-    assert set(inputs[1] + inputs[2]) <= set(freed) and set(inputs[4]) <= live  # with splits=8's, the two latest
+    # with splits=8's, the two latest
+    assert set(inputs[1] + inputs[2]) <= set(driver.freed) and set(inputs[4]) <= driver.live
     host = weakref.ref(given[4]["a"])
     del given, runners, closed
     gc.collect()
     assert host() is None  # the worker's trim frees what it dropped
+
+
+def _measured_by_stubs(monkeypatch) -> None:
+    """The worker's jobs measure nothing (the stub driver runs no kernel): every call verifies,
+    and times 1 ms."""
+    ok = SimpleNamespace(status="ok", error=None)
+    monkeypatch.setattr("tunebench.workers.verify", lambda *args: ok)
+    monkeypatch.setattr("tunebench.workers.verify_after", lambda *args: ok)
+    monkeypatch.setattr("tunebench.workers.warm_up", lambda runner, settings: (1, 1.0))
+    monkeypatch.setattr("tunebench.workers.interleave", lambda runners, rounds, primed: {k: [1.0] for k in runners})
+    monkeypatch.setattr("tunebench.workers.measure_placements", lambda runners, *args: Measurement(
+        "ok", [1.0], {p: [1.0] for p in runners}))
+
+
+#: A worker's job as the tests run it: a parent that answers "load", runners unwatched.
+PARENT = SimpleNamespace(send=lambda message: None, recv=lambda: "load")
+
+
+def unwatched(build, load, arm=0, placement=-1):
+    """A job's load, as the worker's watch makes it, without the clock and the process state."""
+    return load()
+
+
+def test_a_comparisons_device_inputs_are_freed_as_it_ends(tmp_path, monkeypatch):
+    """A comparison's arms (each with a set of arguments of its own, where the args builder takes
+    the config) left their input copies on the device until a later load freed them: the gate's
+    worker sat idle holding them beside the user's other GPU work, or the tune's next task's first
+    trial (a larger shape) ran short of memory beside them. No later job uses them: every
+    comparison runs in a worker of its own (see tunebench.compare.compare)."""
+    from tunebench.workers import CompareJob, _compare
+    _measured_by_stubs(monkeypatch)
+    splitk_kernel("splitk_compared", tmp_path)
+    driver = StubDriver()
+    arms = tuple((f"splits {s}", {"splits": s}, None) for s in (1, 2, 4))
+    job = CompareJob("splitk_compared", (64,), "float32", arms, 5, MeasureSettings())
+    result = _compare(stub_backend(driver), job, (OrderedDict(), tmp_path / "kept"), PARENT, unwatched)
+    assert result["status"] == "ok", result
+    assert driver.uploads == 3 * 2 and not driver.live  # each arm's a and work's pristine copy: none left
+
+
+def test_a_tunes_configs_on_one_shape_upload_its_inputs_once(tmp_path, monkeypatch):
+    """Why a worker keeps device inputs between jobs: the trials of a search, config after config
+    on one shape's arguments, share one copy (a large GPU shape's upload takes as long as its
+    trial's timed calls)."""
+    from tunebench.workers import TrialJob, _trial
+    _measured_by_stubs(monkeypatch)
+    splitk_kernel("splitk_tuned", tmp_path, per_config=False)
+    driver, prepared = StubDriver(), (OrderedDict(), tmp_path / "kept")
+    backend = stub_backend(driver)
+    for splits in (1, 2, 4):
+        job = TrialJob("splitk_tuned", {"splits": splits}, (64,), "float32", MeasureSettings())
+        assert _trial(backend, job, prepared, PARENT, unwatched)["status"] == "ok"
+    assert driver.uploads == 2  # a and work's pristine copy, once
 
 
 def test_an_input_a_call_changed_is_named_with_how_much_of_it_changed():

@@ -556,6 +556,9 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         finally:
             for runner in runners.values():
                 runner.close()
+            # the arms' device inputs, kept idle, held GPU memory until a later load (a gate's worker sat idle
+            # with them): no later job uses them, as every comparison runs in a worker of its own (compare.compare)
+            backend.drop_inputs()
     return {"status": "ok", "samples": samples, "threads": max(filter(None, threads), default=None),
             "throttling": throttling.conditions()}
 

@@ -129,6 +129,10 @@ class Backend(ABC):
         read-only where the target can (the CPU: a write into one faults), else compared after a
         call (:meth:`Runner.overrun`), as with ``writable_inputs``: a fault names no input."""
 
+    def drop_inputs(self) -> None:  # noqa: B027 - only a target that keeps inputs between loads has any
+        """Free the copies of inputs kept for later loads (a GPU's device copies), once no later
+        load can use them; each is freed as the last runner using it closes."""
+
 
 #: The C type of each integer dtype, spelled alike for gcc and nvcc without a header.
 INTEGER_CTYPES = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short",

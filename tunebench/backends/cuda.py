@@ -654,12 +654,13 @@ class CudaBackend(CudaCompiler, Backend):
     def _device_inputs(self, kernel: Kernel, args: Mapping[str, Any]) -> DeviceInputs:
         """Input arrays on the device, copied once per set of host arguments the worker holds (kept
         while a runner uses them, else dropped, the oldest first, where a new set's load finds two
-        kept): every config of a shape measured on its one set shares the copy, and other
-        arguments of the same shape and dtypes are copied afresh: a config's own (a split-K's
-        workspace of ``splits * M``), or a shape's built again (an unseeded args builder's other
-        values). A copy a runner uses is never freed under it: a
-        comparison loads all its arms, each of its own arguments where the args builder takes the
-        config, before it times one (the third arm's load freed the first's inputs)."""
+        kept, and all as a comparison ends: see :meth:`drop_inputs`): every config of a shape
+        measured on its one set shares the copy, and other arguments of the same shape and dtypes
+        are copied afresh: a config's own (a split-K's workspace of ``splits * M``), or a shape's
+        built again (an unseeded args builder's other values). A copy a runner uses is never freed
+        under it: a comparison loads all its arms, each of its own arguments where the args
+        builder takes the config, before it times one (the third arm's load freed the first's
+        inputs)."""
         key = (kernel.name, id(args))
         if key in self._inputs and not self._inputs[key].copies(args):  # another set, where a dropped one was
             self._drop(key)
@@ -678,6 +679,11 @@ class CudaBackend(CudaCompiler, Backend):
                     bufs[f"{name}@pristine"] = self.drv.to_device(transferable(value))
             self._inputs[key] = DeviceInputs(args, bufs)
         return self._inputs[key]
+
+    def drop_inputs(self) -> None:
+        """Forget every set of arguments' device copies (see :meth:`_drop`)."""
+        for key in list(self._inputs):
+            self._drop(key)
 
     def _drop(self, key: tuple) -> None:
         """Forget a set of arguments' device copies: freed now, or by the last runner using them."""
