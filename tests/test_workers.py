@@ -1,11 +1,14 @@
 """The worker process: what it keeps between trials, and which arm of a comparison failed."""
 
+import contextlib
 import json
 import os
 import signal
 import shutil
 import subprocess
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 from tests.conftest import QUIET_CONFTEST
 from tests.test_faults import FAULTY_C
 from tests.test_plugin import TUNE
+from tests.test_records_safety import SLOW_C, SLOW_SUITE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
@@ -22,7 +26,8 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.owned import folder as owned_folder
 from tunebench.prepared import PREFIX
 from tunebench.prepared import keep, kept
-from tunebench.workers import CompareJob, TrialJob, Workers
+from tunebench.records import RecordStore
+from tunebench.workers import CompareJob, TrialJob, WorkerError, Workers
 
 DOUBLE_C = """\
 typedef TB_DTYPE real;
@@ -911,6 +916,80 @@ def test_a_worker_that_died_waiting_to_load_its_build_is_a_crashed_trial(tmp_pat
     finally:
         workers.close()
     assert result["status"] == "crashed" and "the worker was killed by SIGKILL" in result["error"], result
+
+
+@contextlib.contextmanager
+def killing_workers(kills: int, how: signal.Signals = signal.SIGTERM):
+    """Within the block, a thread kills from outside each of the next ``kills`` workers of this
+    process (its children that lead a process group: a worker's sentinel does not) half a second
+    after it appears, in its job, as a scheduler or a user's ``kill`` does; the pids it killed."""
+    killed, done = [], threading.Event()
+
+    def kill():
+        while len(killed) < kills and not done.is_set():
+            for pid in map(int, Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()):
+                with contextlib.suppress(ProcessLookupError):
+                    if pid not in killed and os.getpgid(pid) == pid and not done.wait(0.5):
+                        os.kill(pid, how)
+                        killed.append(pid)
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    try:
+        yield killed
+    finally:
+        done.set()
+        killer.join()
+
+
+def slow_kernel(tmp_path: Path, name: str) -> None:
+    """A kernel over SLOW_C whose every call sleeps 100 ms, on one shape."""
+    (tmp_path / "slow.c").write_text(SLOW_C)
+    Kernel(name, buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "slow.c"), entry="slow", heuristic=lambda shape: {"pause": 50, "tag": 0},
+                       space=Space({"pause": [50], "tag": [0]})))
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_worker_killed_from_outside_is_no_crash_of_its_candidate(tmp_path, how):
+    """A worker killed by a scheduler or a user's kill was recorded as its candidate's crash: the
+    config was broken for good, and a heuristic's no competitor. Killed once, the job is run again
+    in a fresh worker; killed again, nothing is left to record: the task stops, saying so."""
+    slow_kernel(tmp_path, "slow_killed")
+    job = TrialJob("slow_killed", {"pause": 50, "tag": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+    workers = Workers("cpu", timeout=30.0)
+    try:
+        with killing_workers(1, how) as killed:
+            assert workers.trial(job)["status"] == "ok" and len(killed) == 1
+        with killing_workers(2, how), pytest.raises(
+                WorkerError, match=f"kernel 'slow_killed': the worker measuring \\[pause:50 tag:0\\] on \\(1000,\\) was "
+                                   f"killed by {how.name} 2 times in a row, a signal from outside"):
+            workers.trial(job)
+    finally:
+        workers.close()
+
+
+@pytest.mark.usefixtures("quiet_verdicts")
+def test_a_tune_whose_worker_is_killed_from_outside_records_nothing_of_its_config_and_resumes_it(pytester):
+    """Killed twice at the heuristic's trial, the worker's task stops with one line saying so, and
+    records nothing: the same command measures the heuristic again (recorded crashed, it was no
+    competitor for good, and the gate never measured it)."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace('"pause": 1,', '"pause": 50,')
+                                                      .replace('"pause": [1, 2], "tag": range(10)', '"pause": [50], "tag": [0]'))
+    with killing_workers(2):
+        killed = pytester.runpytest("test_slow.py", *TUNE, "--tune-timeout", "30")
+    killed.stdout.fnmatch_lines(["kernel 'slow': the worker measuring [[]pause:50 tag:0[]] on (1000,) was killed by "
+                                 "SIGTERM 2 times in a row, a signal from outside *the same command resumes it*"])
+    killed.assert_outcomes(failed=1, skipped=1)  # the heuristic's item, and its config's: not run
+    assert not list(pytester.path.joinpath("records").glob("*.json"))
+    pytester.runpytest("test_slow.py", *TUNE).assert_outcomes(passed=2)
+    (path,) = pytester.path.joinpath("records").glob("*.json")
+    assert [t["status"] for t in RecordStore(path).trials(baseline=True)] == ["ok"]
 
 
 def test_a_candidate_waiting_for_all_its_children_and_a_suite_reading_its_open_files_work(tmp_path):

@@ -208,7 +208,7 @@ class Item(pytest.Item):
         return super().from_parent(parent, name=name, nodeid=f"{parent.nodeid}::{name}", **kwargs)
 
     def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError)):
+        if isinstance(excinfo.value, (ItemFailed, KernelError, RecordsError, WorkerError)):
             return Message(str(excinfo.value), self.getparent(Suite).where())
         return super().repr_failure(excinfo, style=style)
 

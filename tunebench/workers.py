@@ -116,7 +116,8 @@ GARBLED = ("the candidate wrote into its pipe to tunebench (a file descriptor it
 
 
 class WorkerError(RuntimeError):
-    """The worker could not start, or the suite's own code failed in it (not the candidate)."""
+    """The worker could not start, or the suite's own code failed in it, or something outside kept
+    killing it (not the candidate)."""
 
 
 _PR_SET_PDEATHSIG = 1
@@ -576,6 +577,13 @@ SIGNAL_HINTS = {
                     "fired: one an earlier candidate left armed retired its worker"),
 }
 
+#: The signals that kill a worker from outside (a scheduler's or a user's kill, a closed terminal):
+#: no fault of the candidate, whose job is run again in a fresh worker; killed so this many times
+#: in a row, its task stops with nothing recorded of it. Recorded as the config's crash, a single
+#: kill had marked it broken for good. A candidate that raises one itself cannot be told apart.
+OUTSIDE = ("SIGTERM", "SIGINT", "SIGHUP")
+OUTSIDE_KILLS = 2
+
 
 def _kill(group: int) -> None:
     """A worker's group: with any process a candidate forked and left running, first every one the
@@ -607,6 +615,13 @@ def _reaped(pid: int | None) -> None:
         except ChildProcessError:
             return
         time.sleep(0.01)
+
+
+def _outside(result: dict) -> str | None:
+    """The signal from outside (:data:`OUTSIDE`) that killed the job's worker, where one did (see
+    :func:`_death`)."""
+    said = (result.get("error") or "") if result["status"] == "crashed" else ""
+    return next((name for name in OUTSIDE if said.startswith(f"the worker was killed by {name}")), None)
 
 
 def _death(process) -> str:
@@ -699,7 +714,28 @@ class Workers:
 
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
-        """The job's result fields (status, samples, ...), whatever happened to the worker."""
+        """The job's result fields (status, samples, ...), whatever happened to the worker; run
+        again in a fresh worker where one was killed from outside (see :data:`OUTSIDE`), and a
+        :class:`WorkerError` where :data:`OUTSIDE_KILLS` in a row were: nothing to record."""
+        spent = 0.0
+        for _ in range(OUTSIDE_KILLS):
+            result = self._attempt(job)
+            spent += result["cost_s"]
+            outside = _outside(result)
+            if outside is None:
+                result["cost_s"] = spent  # the attempts killed too
+                return result
+        what, stops = ((f"[{config_text(job.config)}]", "the task stops; the same command resumes it")
+                       if isinstance(job, TrialJob) else
+                       (f"the comparison of {', '.join(label for label, _, _ in job.arms)}",
+                        "the comparison stops; the same command measures it again"))
+        raise WorkerError(f"kernel {job.kernel!r}: the worker measuring {what} on {tuple(job.shape)} was killed by "
+                          f"{outside} {OUTSIDE_KILLS} times in a row, a signal from outside (a scheduler's, a user's "
+                          f"kill), not the candidate's crash: nothing is recorded of it, and {stops} (should a "
+                          f"candidate raise {outside} itself, leave its config out of the space)")
+
+    def _attempt(self, job: TrialJob | CompareJob) -> dict:
+        """One run of the job in the worker, started afresh where it is not running."""
         if self._process is None or not self._process.is_alive():
             self._start()
         began = time.monotonic()
