@@ -1194,6 +1194,46 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     (tmp_path / "inc" / "scale.h").write_text("#define FACTOR 4.0f\n")
     assert declared().source_hash != variant.source_hash
 
+@pytest.mark.parametrize("include, flags, reads", [
+    ("<scale.h>", ("-iquote", "../q"), "env"),  # gcc never searches an -iquote folder for an angle include
+    ('"scale.h"', ("-I../inc", "-iquote", "../q"), "q"),  # and searches it for a quoted one ahead of the -I folders
+])
+def test_a_quote_folder_of_the_flags_is_searched_for_a_quoted_include_alone_ahead_of_the_others(
+        tmp_path, monkeypatch, include, flags, reads):
+    """scale.h in the flags' ``-iquote ../q``, their ``-I../inc`` and CPATH's folder: gcc searches
+    an -iquote folder for a quoted include alone, ahead of every -I folder (``gcc -v -E`` lists
+    it in the '#include "..."' chain, apart), where the hash looked in it as in an -I folder, in
+    the flags' order: it named ../q/scale.h for ``<scale.h>``, which gcc built from CPATH's, and
+    ../inc/scale.h for ``"scale.h"``, which gcc built from ../q: an edit of the header built kept
+    the source hash, and its trials, and one of a header never read was another source."""
+    folders = {"q": tmp_path / "proj" / "q", "inc": tmp_path / "proj" / "inc", "env": tmp_path / "env"}
+    for name, folder in folders.items():
+        folder.mkdir(parents=True)
+        (folder / "scale.h").write_text(f"#define FACTOR {'3.0f' if name == reads else '5.0f'}\n")
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
+                                                      "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    for name in ("C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CPATH", str(folders["env"]))
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    got, want = run_once(CpuBackend(), scaling(f"quote_chain_test_{reads}", variant, 3.0, 9), variant, {"tile": 1},
+                         n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for name, folder in folders.items():
+        if name != reads:
+            (folder / "scale.h").write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    (folders[reads] / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
 def test_a_cuda_computed_include_of_a_header_of_cpath_and_of_a_system_folder_of_the_flags_hashes_the_one_built(
         tmp_path, monkeypatch):
     """``IMPL='"x.h"'`` of a CUDA variant, x.h in a CPATH folder and in the flags' ``-isystem

@@ -242,7 +242,8 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".ipp", 
 def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None = None,
                     dirs: tuple[Path, ...] = (), searched: tuple[Path, ...] = (), read: dict[Path, bool] | None = None,
                     library: dict[Path, bool] | None = None, once: set[Path] | None = None,
-                    conditional: bool = False, anchored: bool = False, fixed: tuple[Path, ...] = ()) -> str:
+                    conditional: bool = False, anchored: bool = False, fixed: tuple[Path, ...] = (),
+                    quoted: tuple[Path, ...] = ()) -> str:
     """The file's text with every ``#include "header"`` found beside it replaced by the header's
     text, recursively, as the compiler reads it: #line markers name it from the template's folder
     for the compiler's messages, a ``#pragma once`` header is wrapped in a guard of its own, and a
@@ -258,7 +259,8 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
     the headers it includes, as far as they can be found, go into ``library`` to be hashed, as
     do those found in the rest of ``searched``, the folders the compiler looks for a header in,
     in its order (the flags' and those it searches of its own, CPATH: see
-    :meth:`Variant._searched`; ``dirs`` where none is given): a quoted header beside the file is
+    :meth:`Variant._searched`; ``dirs`` where none is given; a quoted header's first in
+    ``quoted``, see :meth:`Variant._quoted`): a quoted header beside the file is
     read there whatever the folders of its own hold, so it is inlined still (CPATH naming the
     template's folder left it to the compiler, another source text); each with whether it is
     anchored, named by its absolute path (see :func:`_library`; ``fixed``: the folders that are).
@@ -286,7 +288,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             # not beside it, or the header a header folder gives by that name too (none gives an absolute
             # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
-                _library(path, found, searched or dirs, library, anchored, fixed)
+                _library(path, found, searched or dirs, library, anchored, fixed, quoted)
             out.append(line)
             continue
         header_lines = _lines(header)
@@ -306,7 +308,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             raise KernelError(f"{path.name}: {header.name} includes itself, without a guard")
         inside_if = conditional or depth > guard
         inner = inline_includes(header, (*within, resolved), top, dirs, searched, read, library, once, inside_if,
-                                absolute, fixed)
+                                absolute, fixed, quoted)
         if guarded and not inside_if:
             once.add(resolved)
         inner += "" if inner.endswith("\n") else "\n"
@@ -327,7 +329,8 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
 
 def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence], top: Path,
               fixed: tuple[Path, ...] = (), copied_after: tuple[Path, ...] | None = None,
-              quoted_after: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
+              quoted_after: tuple[Path, ...] | None = None,
+              quoted: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
@@ -338,9 +341,11 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     folder linked by an absolute path is, see :func:`_linked_apart`, ``top`` the template's
     folder). An include of a
     param (``#include IMPL``) reads each header its ``values`` name (``'"impls/a.h"'``), found as
-    the build finds it, with the headers it includes: a quoted one in ``quoted_after`` (the
-    flags' -iquote folders), then beside the file, then in ``dirs``, an angle one in ``dirs``
-    alone (gcc is given a copy's folder as an ``-iquote`` after the flags', see
+    the build finds it, with the headers it includes: where the files are read in place, a quoted
+    one beside the file, then in ``quoted`` (the flags' -iquote folders), then in ``dirs``, an
+    angle one in ``dirs`` alone; where ``quoted_after`` is given (gcc's copies), a quoted one in
+    those folders (the flags' -iquote ones), then beside the file, then in ``dirs`` (gcc is given
+    a copy's folder as an ``-iquote`` after the flags', see
     :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches:
     searched beside it first, '"impl.h"' was hashed from the template's folder where gcc read
     it from an -iquote folder's); where
@@ -364,8 +369,8 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
                 after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
-                if after is None:  # gcc's angle one
-                    _library(at, include, dirs, headers, anchored, fixed)
+                if after is None:  # gcc's angle one, or one of a file read in place
+                    _library(at, include, dirs, headers, anchored, fixed, quoted)
                 else:  # looked for as an angle include is, in the folders alone: the file's among them, a link
                     # there named by its path
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
@@ -386,9 +391,10 @@ def _computed_in(text: str, template: Path) -> dict[Path, None]:
 
 
 def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, bool],
-             anchored: bool = False, fixed: tuple[Path, ...] = ()) -> None:
+             anchored: bool = False, fixed: tuple[Path, ...] = (), quoted: tuple[Path, ...] = ()) -> None:
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
-    (a quoted one is looked for beside the file first), and every header that one includes, as
+    (a quoted one is looked for beside the file first, then in ``quoted``: see
+    :func:`~tunebench.backends.base.header_place`), and every header that one includes, as
     far as they can be found, each once: the files a build reads from the folders, to hash. Each
     with whether it is anchored, named by its absolute path (see :meth:`Variant._named`), as what
     it is found from is: found in a folder of ``fixed`` (an absolute -I folder, a CPATH folder
@@ -402,10 +408,10 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     pending = [(path, include, anchored)]
     while pending:
         at, wanted, at_anchored = pending.pop()
-        header = folder_header(at, wanted, dirs)
+        header = folder_header(at, wanted, dirs, quoted)
         if header is None or header in found:
             continue
-        place = header_place(at, wanted, dirs)
+        place = header_place(at, wanted, dirs, quoted)
         found[header] = reached = ((at_anchored if place == at.parent else place in fixed)
                                    or _leaves_link(place, wanted.group(1) or wanted.group(2)))
         codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
@@ -846,17 +852,26 @@ class Variant:
 
     def _searched(self) -> tuple[Path, ...]:
         """The folders the compiler looks for a header in (an angle include's; a quoted one's after
-        its file's folder) of :attr:`include_dirs` and its own, in its order, as ``gcc -v -E``
-        lists it (clang's and nvcc's alike): the flags' -I (and -iquote) folders, CPATH's (read as
-        -I folders after the flags'), the flags' -isystem folders, C_INCLUDE_PATH's or
+        its file's folder and :meth:`_quoted`) of :attr:`include_dirs` and its own, in its order,
+        as ``gcc -v -E`` lists it (clang's and nvcc's alike): the flags' -I folders, CPATH's (read
+        as -I folders after the flags'), the flags' -isystem folders, C_INCLUDE_PATH's or
         CPLUS_INCLUDE_PATH's (read as -isystem folders after the flags'; see
         :data:`~tunebench.backends.base.PATH_ENV`), the flags' -idirafter folders. In the flags'
         order with CPATH's after them, a header of an -isystem folder was hashed where CPATH's
         of the name was built: an edit of the one built kept the source hash, and its trials."""
         cpath, language_path = (own_include_dirs(self.language, (v,)) for v in PATH_ENV[self.language])
         after = self._given_by(("-idirafter",))
-        return (*(d for d in self.include_dirs if d not in self.system_include_dirs), *cpath,
+        return (*(d for d in self._given_by(("-I",)) if d not in self.system_include_dirs), *cpath,
                 *(d for d in self.system_include_dirs if d not in after), *language_path, *after)
+
+    def _quoted(self) -> tuple[Path, ...]:
+        """The folders the compiler looks for a quoted include's header in alone, after its file's
+        folder and ahead of :meth:`_searched`'s: the flags' -iquote folders (``gcc -v -E`` lists
+        them apart, the '#include "..."' chain; one the flags give as a system's too is searched
+        there alone). Taken for -I folders, in the flags' order, one named ``<scale.h>`` was
+        hashed from an -iquote folder, which gcc never searches for it, and ``"scale.h"`` from an
+        -I folder the flags give first, where gcc read the -iquote folder's."""
+        return tuple(d for d in self._given_by(("-iquote",)) if d not in self.system_include_dirs)
 
     @_cached
     def flag_files(self) -> tuple[Path, ...]:
@@ -995,8 +1010,8 @@ class Variant:
             return kept[:2]
         text, read, library, inputs, computed, texts = self.text, {}, {}, {}, {}, {}
         own = own_include_dirs(self.language)
-        dirs = self._searched()  # where the compiler finds what it reads in place
-        fixed = tuple(d for d in dirs if self._anchored(d, own))  # whose headers are named by their absolute path
+        dirs, quoted = self._searched(), self._quoted()  # where the compiler finds what it reads in place
+        fixed = tuple(d for d in (*quoted, *dirs) if self._anchored(d, own))  # whose headers are named absolute
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
@@ -1009,12 +1024,12 @@ class Variant:
                                         self.space.values, self.path.parent)[0]}
             else:
                 text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
-                                       fixed=fixed)
+                                       fixed=fixed, quoted=quoted)
                 for file in self.flag_files:
                     anchored = read.setdefault(file, self._anchored(file, own))
                     inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
                         file, top=self.path.parent.resolve(), dirs=self.include_dirs, searched=dirs, read=read,
-                        library=library, anchored=anchored, fixed=fixed)
+                        library=library, anchored=anchored, fixed=fixed, quoted=quoted)
                     digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
                     if inlined is not None:
                         texts[digest] = inlined
@@ -1029,8 +1044,8 @@ class Variant:
                 # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
                 computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed, tuple(
                     d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
-                    else None, self._given_by(("-iquote",)))
-                _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed)
+                    else None, quoted, quoted)
+                _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted)
                 done = {f.resolve() for f in read}
                 for header, anchored in (*beside.items(), *in_library.items()):
                     if header.resolve() not in done:

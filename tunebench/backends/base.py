@@ -362,31 +362,33 @@ def unreadable(error: OSError) -> KernelError:
                        f"reads, to hash it with the template")
 
 
-def header_place(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
+def header_place(at: Path, include: re.Match, dirs: Sequence[Path], quoted: Sequence[Path] = ()) -> Path | None:
     """The folder the compiler finds the header of an include (:data:`INCLUDE`) in the file ``at``
-    from: beside the file where it is quoted, else the first of ``dirs`` holding it; None where
-    none does."""
+    from: beside the file where it is quoted, then in ``quoted`` (the flags' -iquote folders,
+    which gcc searches for a quoted include alone), else the first of ``dirs`` holding it; None
+    where none does."""
     name = include.group(1) or include.group(2)
-    places = ([at.parent] if include.group(1) else []) + list(dirs)
+    places = ([at.parent, *quoted] if include.group(1) else []) + list(dirs)
     return next((d for d in places if (d / name).is_file()), None)
 
 
-def folder_header(at: Path, include: re.Match, dirs: Sequence[Path]) -> Path | None:
+def folder_header(at: Path, include: re.Match, dirs: Sequence[Path], quoted: Sequence[Path] = ()) -> Path | None:
     """The header an include (:data:`INCLUDE`) in the file ``at`` names where one of the header
-    folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first);
-    None where none does (a system header). Resolved where it lies in a folder; a link placed in
-    one (GNU stow's prefix on CPATH) to a file elsewhere is the link's path: the
-    compiler reads it there, and its target was taken for no folder's header, never hashed. Only
-    where that path is the file: the compiler follows a linked folder before a "../" of the name
-    (stow's folded ``include/mylib``, its ``x.h`` including "../detail/z.h", reads the target's
-    sibling), which the path's text, without it, named another file or none ("cannot be read").
-    Else, a name leading out of the folder that holds it ("../common/x.h" beside a header of an
-    -I folder), the file the compiler reads, resolved: taken for no folder's header, an edit of
-    it was served the old one's trials."""
-    place = header_place(at, include, dirs)
+    folders ``dirs`` holds it, as the compiler finds it (a quoted one beside the file first,
+    then in ``quoted``: see :func:`header_place`); None where none does (a system header).
+    Resolved where it lies in a folder; a link placed in one (GNU stow's prefix on CPATH) to a
+    file elsewhere is the link's path: the compiler reads it there, and its target was taken for
+    no folder's header, never hashed. Only where that path is the file: the compiler follows a
+    linked folder before a "../" of the name (stow's folded ``include/mylib``, its ``x.h``
+    including "../detail/z.h", reads the target's sibling), which the path's text, without it,
+    named another file or none ("cannot be read"). Else, a name leading out of the folder that
+    holds it ("../common/x.h" beside a header of an -I folder), the file the compiler reads,
+    resolved: taken for no folder's header, an edit of it was served the old one's trials."""
+    place = header_place(at, include, dirs, quoted)
     if place is None:
         return None
     header = place / (include.group(1) or include.group(2))
+    dirs = (*quoted, *dirs)
     if any(header.resolve().is_relative_to(d.resolve()) for d in dirs):
         return header.resolve()
     linked = Path(os.path.normpath(header))
