@@ -762,6 +762,39 @@ def test_a_computed_include_in_a_folder_linked_by_an_absolute_path_hashes_alike_
     assert declared(tops[0]).source_hash != near.source_hash
 
 
+def test_a_header_of_a_folder_of_the_flags_linked_by_an_absolute_path_hashes_alike_in_every_checkout(tmp_path):
+    """``-I../include``, the project's include/ a link by an absolute path to a library installed
+    apart (``/opt/mylib/include``): the compiler reads its scale.h there, at one place on every
+    machine, which was named from the template's folder ("../../../opt/...", in the #line of
+    its hash and in the declared flags), so a checkout at another depth was another source and
+    one's records were not the other's. The folder is named by its absolute path, as one the
+    flags give so is."""
+    library = tmp_path / "opt" / "mylib" / "include"
+    library.mkdir(parents=True)
+    (library / "scale.h").write_text("#define FACTOR 3.0f\n")
+    tops = (tmp_path / "a", tmp_path / "b" / "c" / "d")
+    for top in tops:
+        (top / "proj" / "suites").mkdir(parents=True)
+        (top / "proj" / "pyproject.toml").write_text("")
+        (top / "proj" / "include").symlink_to(library)
+        (top / "proj" / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                                     "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared(top):
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-I../include",), origin=top / "proj" / "suites")
+
+    near, deep = (declared(top) for top in tops)
+    for variant in (near, deep):
+        assert f'#line 1 "{library.resolve() / "scale.h"}"' in variant.template.splitlines()
+        assert variant.declared_flags == f"-I{library.resolve()}"
+    assert near.source_hash == deep.source_hash
+    got, want = run_once(CpuBackend(), scaling("linked_folder_test", near, 3.0, 9), near, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (library / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared(tops[0]).source_hash != near.source_hash
+
+
 def test_include_next_is_no_computed_include(tmp_path):
     """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was
     hashed, and the folder given to the compiler."""

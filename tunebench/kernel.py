@@ -883,9 +883,15 @@ class Variant:
     @_cached
     def _absolute(self) -> tuple[Path, ...]:
         """The folders and files its flags name by an absolute path (a library installed apart from
-        the project): the same path in every checkout, where one from the suite's folder is not."""
+        the project): the same path in every checkout, where one from the suite's folder is not;
+        and the folders they name through a folder linked by an absolute path (the project's
+        include/ a link to ``/opt/mylib/include``, see :func:`_linked_apart`), which the compiler
+        reads at the link's target: named from the template's folder ("../../../opt/..."), a
+        checkout at another depth was another source."""
+        base = self.origin or Path.cwd()
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
-                     if named and p is not None and os.path.isabs(named[1]))
+                     if named and p is not None and (os.path.isabs(named[1]) or named[2] == "dir"
+                                                     and _linked_apart(base / named[1], base)))
 
     def _anchored(self, path: Path, own: tuple[Path, ...] = ()) -> bool:
         """Whether a file the build reads lies under a folder or file its flags give absolute, or
