@@ -726,6 +726,99 @@ def test_a_computed_include_of_a_header_in_a_quote_folder_of_the_flags_hashes_th
 
 
 @pytest.mark.parametrize("include", ["param", "macro"])
+def test_a_computed_include_of_an_inlined_header_hashes_the_header_of_the_folder_the_build_searches_first(
+        tmp_path, include):
+    """The template (``#include KIND``) and the header it inlines from sub/ (``#include IMPL``, a
+    param's '"impl.h"', or a macro sub/h.h defines) both hold a computed include: gcc builds a
+    copy of the template, sub/h.h inlined, given their folders as -iquote folders in that order
+    (see :func:`~tunebench.backends.cpu.copy_flags`), so sub/h.h's include reads the template's
+    impl.h, where the hash looked beside sub/h.h alone: an edit of the header built kept the
+    source hash, and its trials."""
+    (tmp_path / "suites" / "sub").mkdir(parents=True)
+    (tmp_path / "suites" / "kind.h").write_text("/* the kind */\n")
+    (tmp_path / "suites" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "suites" / "sub" / "impl.h").write_text("#define FACTOR 5.0f\n")
+    (tmp_path / "suites" / "sub" / "h.h").write_text("#include IMPL\n" if include == "param"
+                                                     else '#define H_IMPL "impl.h"\n#include H_IMPL\n')
+    (tmp_path / "suites" / "k.c").write_text('#include KIND\n#include "sub/h.h"\n'
+                                             "void k(const float *x, float *y, int n)\n{\n"
+                                             "    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"KIND": '"kind.h"', **({"IMPL": '"impl.h"'} if include == "param" else {})}
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({name: [v] for name, v in config.items()}),
+                       heuristic=lambda shape: config, origin=tmp_path / "suites")
+
+    variant = declared()
+    got, want = run_once(CpuBackend(), scaling(f"computed_in_two_folders_test_{include}", variant, 3.0, 9), variant,
+                         config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (tmp_path / "suites" / "impl.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
+def test_a_computed_include_read_from_another_files_folder_linked_by_an_absolute_path_hashes_alike_in_every_checkout(
+        tmp_path):
+    """The template's ``#include IMPL`` ('"impl_a.h"'), which its folder lacks, and an inlined
+    mylib/x.h holding a computed include too (``#include KIND``), mylib a link by an absolute
+    path to a package installed apart: gcc reads the package's impl_a.h (its folder an -iquote
+    folder of the copy after the template's), which the hash, looking beside the template alone,
+    never read; it is named by its absolute path, so a checkout at another depth is the same
+    source."""
+    package = tmp_path / "opt" / "mylib"
+    package.mkdir(parents=True)
+    (package / "x.h").write_text("#include KIND\n")
+    (package / "kind.h").write_text("/* the kind */\n")
+    (package / "impl_a.h").write_text("#define FACTOR 3.0f\n")
+    tops = (tmp_path / "a", tmp_path / "b" / "c" / "d")
+    for top in tops:
+        (top / "suites").mkdir(parents=True)
+        (top / "suites" / "mylib").symlink_to(package)
+        (top / "suites" / "k.c").write_text('#include IMPL\n#include "mylib/x.h"\n'
+                                            "void k(const float *x, float *y, int n)\n{\n"
+                                            "    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"IMPL": '"impl_a.h"', "KIND": '"kind.h"'}
+
+    def declared(top):
+        return Variant(source="k.c", entry="k", space=Space({name: [v] for name, v in config.items()}),
+                       heuristic=lambda shape: config, origin=top / "suites")
+
+    near, deep = (declared(top) for top in tops)
+    for variant in (near, deep):
+        assert f'#line 1 "{package.resolve() / "impl_a.h"}"' in variant.template.splitlines()
+    assert near.source_hash == deep.source_hash
+    got, want = run_once(CpuBackend(), scaling("computed_linked_folder_test", near, 3.0, 9), near, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (package / "impl_a.h").write_text("#define FACTOR 4.0f\n")
+    assert declared(tops[0]).source_hash != near.source_hash
+
+
+def test_a_cuda_computed_include_of_an_inlined_header_hashes_the_header_of_the_folder_nvcc_searches_first(tmp_path):
+    """The same of a CUDA variant: nvcc's copy is given the folders as -I folders in that order
+    (see :func:`~tunebench.backends.cuda.copy_flags`), and reads the template's impl.h for
+    sub/h.h's ``#include IMPL``, where the hash named sub/impl.h."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    (tmp_path / "suites" / "sub").mkdir(parents=True)
+    for name, text in (("kind.h", "/* the kind */\n"), ("impl.h", "#define FACTOR 3.0f\n"),
+                       ("sub/impl.h", "#define FACTOR 5.0f\n"), ("sub/h.h", "#include IMPL\n")):
+        (tmp_path / "suites" / name).write_text(text)
+    (tmp_path / "suites" / "k.cu").write_text(
+        '#include KIND\n#include "sub/h.h"\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+    config = {"KIND": '"kind.h"', "IMPL": '"impl.h"'}
+    variant = Variant(source="k.cu", entry="k", space=Space({name: [v] for name, v in config.items()}),
+                      heuristic=lambda shape: config, launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
+    assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+        '#line 1 "sub/h.h"', '#line 1 "kind.h"', '#line 1 "impl.h"']
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+    code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                          cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+    assert "y[i] = 3.0f * x[i]" in code
+
+
+@pytest.mark.parametrize("include", ["param", "macro"])
 def test_a_computed_include_in_a_folder_linked_by_an_absolute_path_hashes_alike_in_every_checkout(tmp_path, include):
     """GNU stow's folded ``include/mylib``, a link by an absolute path to a package installed
     apart, its x.h including a header a macro names (``#include IMPL``, a param's

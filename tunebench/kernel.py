@@ -344,42 +344,51 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     the build finds it, with the headers it includes: where the files are read in place, a quoted
     one beside the file, then in ``quoted`` (the flags' -iquote folders), then in ``dirs``, an
     angle one in ``dirs`` alone; where ``quoted_after`` is given (gcc's copies), a quoted one in
-    those folders (the flags' -iquote ones), then beside the file, then in ``dirs`` (gcc is given
-    a copy's folder as an ``-iquote`` after the flags', see
-    :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never searches:
-    searched beside it first, '"impl.h"' was hashed from the template's folder where gcc read
-    it from an -iquote folder's); where
+    those folders (the flags' -iquote ones), then in the folders of the files holding one, in
+    their order, then in ``dirs`` (gcc is given those folders as ``-iquote`` folders after the
+    flags', see :func:`~tunebench.backends.cpu.copy_flags`, which ``<../common/x.h>`` never
+    searches: searched beside it first, '"impl.h"' was hashed from the template's folder where
+    gcc read it from an -iquote folder's, and one of a header inlined from sub/ from sub/, where
+    gcc read the template's folder's); where
     ``copied_after`` is given (nvcc's copies, see :func:`~tunebench.backends.cuda.copy_flags`),
-    either in those folders of ``dirs`` (the flags' -I folders), then the file's (an ``-I`` after
-    the flags'), then the rest (CPATH's, their -isystem folders), as nothing lies beside a copy:
-    searched beside it first, '"../common/x.h"' was hashed from the template's folder where nvcc
-    read it from an -I folder's. Any other computed include (a macro of a header) may read any
-    header beside the file."""
-    folders: dict[Path, None] = {}
-    headers: dict[Path, bool] = {}
+    either in those folders of ``dirs`` (the flags' -I folders), then the folders of the files
+    (``-I`` folders after the flags'), then the rest (CPATH's, their -isystem folders), as
+    nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed from the
+    template's folder where nvcc read it from an -I folder's. Any other computed include (a
+    macro of a header) may read any header beside the file, or a copy's, of those folders up to
+    the file's."""
+    holding = []  # each file holding a computed include: resolved as ``at`` below, whether anchored, the macros
+    folders: dict[Path, bool] = {}  # their folders, in order, each with whether a file of it is anchored
     for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):
         at = file.parent.resolve() / file.name  # a link beside it by its path there, not through the checkout's
-        for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines()):
-            found = COMPUTED_INCLUDE.match(code)
-            if found is None:
-                continue
-            folders[at.parent] = None
+        macros = [found.group(1) for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines())
+                  for found in [COMPUTED_INCLUDE.match(code)] if found]
+        if macros:
             anchored = anchored or _linked_apart(file.parent, top)
-            named = [m for v in values.get(found.group(1), ()) if isinstance(v, str)
+            folders[at.parent] = folders.get(at.parent, False) or anchored
+            holding.append((at, anchored, macros))
+    copies = copied_after is not None or quoted_after is not None
+    apart = (*fixed, *(folder for folder, anchored in folders.items() if anchored))  # a header of one named so
+    headers: dict[Path, bool] = {}
+    for at, anchored, macros in holding:
+        for macro in macros:
+            named = [m for v in values.get(macro, ()) if isinstance(v, str)
                      for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
                 after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
                 if after is None:  # gcc's angle one, or one of a file read in place
                     _library(at, include, dirs, headers, anchored, fixed, quoted)
-                else:  # looked for as an angle include is, in the folders alone: the file's among them, a link
+                else:  # looked for as an angle include is, in the folders alone: the files' among them, a link
                     # there named by its path
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
-                             (*after, at.parent, *(d for d in dirs if d not in after)), headers, anchored, fixed)
+                             (*after, *folders, *(d for d in dirs if d not in after)), headers, anchored, apart)
             if not named:
-                headers.update(dict.fromkeys((folder_header(at, INCLUDE.match(f'#include "{h.name}"'), (at.parent,))
-                                              for h in sorted(at.parent.iterdir())
-                                              if h.suffix in HEADER_SUFFIXES and h.is_file()), anchored))
-    return folders, headers
+                searched = list(folders)[:list(folders).index(at.parent) + 1] if copies else [at.parent]
+                headers.update({folder_header(h, INCLUDE.match(f'#include "{h.name}"'), (folder,)):
+                                folders[folder] if copies else anchored
+                                for folder in searched for h in sorted(folder.iterdir())
+                                if h.suffix in HEADER_SUFFIXES and h.is_file()})
+    return dict.fromkeys(folders), headers
 
 
 def _computed_in(text: str, template: Path) -> dict[Path, None]:
