@@ -888,6 +888,50 @@ def test_a_header_of_a_folder_of_the_flags_linked_by_an_absolute_path_hashes_ali
     assert declared(tops[0]).source_hash != near.source_hash
 
 
+@pytest.mark.parametrize("reached", ["computed", "parent", "folder"])
+def test_a_link_by_an_absolute_path_into_the_checkout_hashes_alike_in_every_checkout(tmp_path, reached):
+    """``include/mylib`` (or the -I folder ``include`` itself) a link by an absolute path into
+    the same checkout (``ln -s $PWD/src/mylib include/mylib``, as CMake makes them): each checkout
+    has its own, and the compiler reads the checkout's own files through it. Taken for a link to
+    a package installed apart, the headers read through it (a computed include's beside it, a
+    "../" leaving it, a header of the folder and the declared flag) were named by the
+    checkout's absolute path, so every checkout was another source and one's records were not
+    the other's. They are named from the template's folder, as the link's target is."""
+    found = []
+    for checkout in (tmp_path / "a" / "proj", tmp_path / "b" / "c" / "proj"):
+        (checkout / "suites").mkdir(parents=True)
+        (checkout / "pyproject.toml").write_text("")
+        if reached == "folder":
+            (checkout / "src" / "include").mkdir(parents=True)
+            (checkout / "src" / "include" / "scale.h").write_text("#define FACTOR 3.0f\n")
+            (checkout / "include").symlink_to(checkout / "src" / "include")
+            include, read = "scale.h", ["../src/include/scale.h"]
+        else:
+            (checkout / "src" / "mylib").mkdir(parents=True)
+            (checkout / "src" / "detail").mkdir()
+            (checkout / "src" / "mylib" / "x.h").write_text(
+                "#include IMPL\n" if reached == "computed" else '#include "../detail/z.h"\n')
+            (checkout / "src" / "mylib" / "impl_a.h").write_text("#define FACTOR 3.0f\n")
+            (checkout / "src" / "detail" / "z.h").write_text("#define FACTOR 3.0f\n")
+            (checkout / "include").mkdir()
+            (checkout / "include" / "mylib").symlink_to(checkout / "src" / "mylib")
+            include = "mylib/x.h"
+            read = ["../include/mylib/x.h",
+                    "../src/mylib/impl_a.h" if reached == "computed" else "../src/detail/z.h"]
+        (checkout / "suites" / "k.c").write_text(f"#include <{include}>\nvoid k(const float *x, float *y, int n)\n"
+                                                 "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+        config = {"IMPL": '"impl_a.h"'}
+        variant = Variant(source="k.c", entry="k", space=Space({"IMPL": [config["IMPL"]]}),
+                          heuristic=lambda shape: config, flags=("-I../include",), origin=checkout / "suites")
+        assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
+            f'#line 1 "{name}"' for name in read]
+        assert variant.declared_flags == ("-I../src/include" if reached == "folder" else "-I../include")
+        found.append(variant.source_hash)
+    assert found[0] == found[1]
+    got, want = run_once(CpuBackend(), scaling(f"own_link_test_{reached}", variant, 3.0, 9), variant, config, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_include_next_is_no_computed_include(tmp_path):
     """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was
     hashed, and the folder given to the compiler."""

@@ -288,7 +288,7 @@ def inline_includes(path: Path, within: tuple[Path, ...] = (), top: Path | None 
             # not beside it, or the header a header folder gives by that name too (none gives an absolute
             # name), which the compiler may
             if found and library is not None:  # read again from there: the compiler's to include, hashed
-                _library(path, found, searched or dirs, library, anchored, fixed, quoted)
+                _library(path, found, searched or dirs, library, top, anchored, fixed, quoted)
             out.append(line)
             continue
         header_lines = _lines(header)
@@ -377,11 +377,11 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             for include in named:
                 after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
                 if after is None:  # gcc's angle one, or one of a file read in place
-                    _library(at, include, dirs, headers, anchored, fixed, quoted)
+                    _library(at, include, dirs, headers, top, anchored, fixed, quoted)
                 else:  # looked for as an angle include is, in the folders alone: the files' among them, a link
                     # there named by its path
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
-                             (*after, *folders, *(d for d in dirs if d not in after)), headers, anchored, apart)
+                             (*after, *folders, *(d for d in dirs if d not in after)), headers, top, anchored, apart)
             if not named:
                 searched = list(folders)[:list(folders).index(at.parent) + 1] if copies else [at.parent]
                 headers.update({folder_header(h, INCLUDE.match(f'#include "{h.name}"'), (folder,)):
@@ -399,7 +399,7 @@ def _computed_in(text: str, template: Path) -> dict[Path, None]:
             if any(COMPUTED_INCLUDE.match(code) for code in _code(lines))}
 
 
-def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, bool],
+def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[Path, bool], top: Path,
              anchored: bool = False, fixed: tuple[Path, ...] = (), quoted: tuple[Path, ...] = ()) -> None:
     """Add to ``found`` the header an include of ``path`` names where one of ``dirs`` holds it
     (a quoted one is looked for beside the file first, then in ``quoted``: see
@@ -408,8 +408,9 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     with whether it is anchored, named by its absolute path (see :meth:`Variant._named`), as what
     it is found from is: found in a folder of ``fixed`` (an absolute -I folder, a CPATH folder
     outside the project: see :meth:`Variant._anchored`), or beside an anchored file
-    (``anchored`` is ``path``'s) wherever a "../" leads, or by a "../" leaving a folder linked by
-    an absolute path (see :func:`_leaves_link`), it is; beside a relative folder's header, not.
+    (``anchored`` is ``path``'s) wherever a "../" leads, or by a "../" leaving a folder linked
+    apart from the project of ``top``, the template's folder (see :func:`_leaves_link`), it is;
+    beside a relative folder's header, not.
     Where it lies does not tell: judged so, a checkout under the library's prefix (a CI runner's
     /opt/runner) named an absolute -I folder's "../../common/x.h" from the template's folder,
     and a "../" leaving a linked folder for a library installed apart was named so too: another
@@ -422,31 +423,39 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
             continue
         place = header_place(at, wanted, dirs, quoted)
         found[header] = reached = ((at_anchored if place == at.parent else place in fixed)
-                                   or _leaves_link(place, wanted.group(1) or wanted.group(2)))
+                                   or _leaves_link(place, wanted.group(1) or wanted.group(2), top))
         codes = _code(header.read_text(encoding="utf-8", errors="replace").splitlines())
         pending.extend((header, nested, reached) for nested in reversed([INCLUDE.match(c) for c in codes]) if nested)
 
 
 def _linked_apart(folder: Path, top: Path) -> bool:
-    """Whether a folder lies where it does through a folder linked by an absolute path that does
-    not hold ``top`` (stow's folded ``include/mylib`` of a package installed apart): the folder
-    resolved is the link's target's, at one place on every machine, which named from the
-    template's folder ("../../../stow/...") made a checkout at another depth another source. A
-    link by a relative path moves with the folder holding it, as does one holding the checkout."""
-    return any(d.is_symlink() and os.path.isabs(os.readlink(d)) for d in (folder, *folder.parents)
-               if not top.is_relative_to(d))
+    """Whether a folder lies where it does through a folder linked apart (see :func:`_apart`)
+    that does not hold ``top`` (stow's folded ``include/mylib`` of a package installed apart):
+    the folder resolved is the link's target's, at one place on every machine, which named from
+    the template's folder ("../../../stow/...") made a checkout at another depth another
+    source. A link holding the checkout moves with it."""
+    return any(_apart(d, top) for d in (folder, *folder.parents) if not top.is_relative_to(d))
 
 
-def _leaves_link(place: Path, name: str) -> bool:
+def _apart(link: Path, top: Path) -> bool:
+    """Whether ``link`` is a link by an absolute path to a place outside the project of ``top``
+    (see :func:`project_root`): a package installed apart, at one place on every machine. A
+    link by a relative path moves with the folder holding it, and one by an absolute path into
+    the project (``ln -s $PWD/src/mylib include/mylib``, as CMake makes them) leads to each
+    checkout's own files: named by their absolute path, every checkout was another source."""
+    return (link.is_symlink() and os.path.isabs(os.readlink(link))
+            and not link.resolve().is_relative_to((project_root(top) or top).resolve()))
+
+
+def _leaves_link(place: Path, name: str, top: Path) -> bool:
     """Whether the first ".." of an include's name to leave a linked folder, from ``place``,
-    leaves one linked by an absolute path (stow's folded ``include/mylib`` of a package
+    leaves one linked apart (see :func:`_apart`: stow's folded ``include/mylib`` of a package
     installed apart, its ``x.h`` including "../detail/z.h"): the compiler reads beside the link's
-    target, at one place on every machine. A link by a relative path moves with the folder
-    holding it."""
+    target, at one place on every machine."""
     at = place
     for part in Path(name).parts:
         if part == ".." and at.is_symlink():
-            return os.path.isabs(os.readlink(at))
+            return _apart(at, top)
         at = at.parent if part == ".." else at / part
     return False
 
@@ -893,7 +902,7 @@ class Variant:
     def _absolute(self) -> tuple[Path, ...]:
         """The folders and files its flags name by an absolute path (a library installed apart from
         the project): the same path in every checkout, where one from the suite's folder is not;
-        and the folders they name through a folder linked by an absolute path (the project's
+        and the folders they name through a folder linked apart (the project's
         include/ a link to ``/opt/mylib/include``, see :func:`_linked_apart`), which the compiler
         reads at the link's target: named from the template's folder ("../../../opt/..."), a
         checkout at another depth was another source."""
