@@ -1364,6 +1364,51 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     (tmp_path / "inc" / "scale.h").write_text("#define FACTOR 4.0f\n")
     assert declared().source_hash != variant.source_hash
 
+
+@pytest.mark.parametrize("include, flags, variable, env, reads", [
+    ("<scale.h>", ("-isystem", "../i", "-isystem", "../s"), "CPATH", "s", "i"),  # CPATH's s dropped: s after i
+    ("<scale.h>", ("-I../x", "-isystem", "../s"), "C_INCLUDE_PATH", "x", "s"),  # the -I x dropped: x after s
+    ("<scale.h>", ("-isystem", "../s", "-idirafter", "../s", "-isystem", "../i"), "C_INCLUDE_PATH", "x", "s"),
+    ('"scale.h"', ("-iquote", "../x", "-I../s"), "C_INCLUDE_PATH", "x", "s"),  # the -iquote x dropped: x after s
+])
+def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, monkeypatch, include, flags, variable,
+                                                                       env, reads):
+    """A folder the flags or the compiler's own path (CPATH, C_INCLUDE_PATH) give twice: gcc
+    keeps one (``gcc -v -E``: 'ignoring duplicate directory'), one given as a system folder
+    (``-isystem``, C_INCLUDE_PATH's, ``-idirafter``) at its place as one, else the first, and
+    reads scale.h from the first folder of what it keeps: where the hash looked in the copy
+    it drops (CPATH's ``s`` ahead of the flags' -isystem ones, the flags' ``-I../x`` ahead of
+    their -isystem ones, an -isystem ``s`` after C_INCLUDE_PATH's, as an -idirafter one, an
+    ``-iquote ../x`` ahead of the -I folders for a quoted include), it
+    named another folder's header than the one built: an edit of the header built kept the
+    source hash, and its trials."""
+    folders = {name: tmp_path / "proj" / name for name in ("i", "s", "x")}
+    for name, folder in folders.items():
+        folder.mkdir(parents=True)
+        (folder / "scale.h").write_text(f"#define FACTOR {'3.0f' if name == reads else '5.0f'}\n")
+    (tmp_path / "proj" / "pyproject.toml").write_text("")
+    (tmp_path / "proj" / "suites").mkdir()
+    (tmp_path / "proj" / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
+                                                      "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, str(folders[env]))
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    name = "duplicate_folder_test_" + re.sub(r"\W", "", "".join(flags))
+    got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for name, folder in folders.items():
+        if name != reads:
+            (folder / "scale.h").write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    (folders[reads] / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
 @pytest.mark.parametrize("include, flags, reads", [
     ("<scale.h>", ("-iquote", "../q"), "env"),  # gcc never searches an -iquote folder for an angle include
     ('"scale.h"', ("-I../inc", "-iquote", "../q"), "q"),  # and searches it for a quoted one ahead of the -I folders

@@ -872,24 +872,36 @@ class Variant:
         """The folders the compiler looks for a header in (an angle include's; a quoted one's after
         its file's folder and :meth:`_quoted`) of :attr:`include_dirs` and its own, in its order,
         as ``gcc -v -E`` lists it (clang's and nvcc's alike): the flags' -I folders, CPATH's (read
-        as -I folders after the flags'), the flags' -isystem folders, C_INCLUDE_PATH's or
-        CPLUS_INCLUDE_PATH's (read as -isystem folders after the flags'; see
-        :data:`~tunebench.backends.base.PATH_ENV`), the flags' -idirafter folders. In the flags'
-        order with CPATH's after them, a header of an -isystem folder was hashed where CPATH's
-        of the name was built: an edit of the one built kept the source hash, and its trials."""
-        cpath, language_path = (own_include_dirs(self.language, (v,)) for v in PATH_ENV[self.language])
-        after = self._given_by(("-idirafter",))
-        return (*(d for d in self._given_by(("-I",)) if d not in self.system_include_dirs), *cpath,
-                *(d for d in self.system_include_dirs if d not in after), *language_path, *after)
+        as -I folders after the flags'), then :meth:`_system_searched`'s. In the flags' order
+        with CPATH's after them, a header of an -isystem folder was hashed where CPATH's of the
+        name was built: an edit of the one built kept the source hash, and its trials. A folder
+        given twice is searched once, as the compiler keeps it ('ignoring duplicate directory'):
+        at its first place, and one given as a system's too at that place alone (CPATH naming an
+        -isystem folder of the flags left it ahead of the -isystem folders before it, whose
+        header gcc built)."""
+        cpath = own_include_dirs(self.language, PATH_ENV[self.language][:1])
+        system = self._system_searched()
+        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *cpath) if d not in system), *system)
+
+    def _system_searched(self) -> tuple[Path, ...]:
+        """The folders of :meth:`_searched` the compiler searches as a system's, in its order, each
+        at its first place: the flags' -isystem folders, C_INCLUDE_PATH's or CPLUS_INCLUDE_PATH's
+        (read as -isystem folders after the flags'; see :data:`~tunebench.backends.base.PATH_ENV`),
+        the flags' -idirafter folders."""
+        language_path = own_include_dirs(self.language, PATH_ENV[self.language][1:])
+        return tuple(dict.fromkeys((*self._given_by(("-isystem",)), *language_path,
+                                    *self._given_by(("-idirafter",)))))
 
     def _quoted(self) -> tuple[Path, ...]:
         """The folders the compiler looks for a quoted include's header in alone, after its file's
         folder and ahead of :meth:`_searched`'s: the flags' -iquote folders (``gcc -v -E`` lists
-        them apart, the '#include "..."' chain; one the flags give as a system's too is searched
-        there alone). Taken for -I folders, in the flags' order, one named ``<scale.h>`` was
-        hashed from an -iquote folder, which gcc never searches for it, and ``"scale.h"`` from an
-        -I folder the flags give first, where gcc read the -iquote folder's."""
-        return tuple(d for d in self._given_by(("-iquote",)) if d not in self.system_include_dirs)
+        them apart, the '#include "..."' chain; one given as a system's too, by the flags or
+        C_INCLUDE_PATH, is searched there alone). Taken for -I folders, in the flags' order, one
+        named ``<scale.h>`` was hashed from an -iquote folder, which gcc never searches for it,
+        and ``"scale.h"`` from an -I folder the flags give first, where gcc read the -iquote
+        folder's."""
+        system = self._system_searched()
+        return tuple(dict.fromkeys(d for d in self._given_by(("-iquote",)) if d not in system))
 
     @_cached
     def flag_files(self) -> tuple[Path, ...]:
