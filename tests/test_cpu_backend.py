@@ -725,6 +725,50 @@ def test_a_computed_include_of_a_header_in_a_quote_folder_of_the_flags_hashes_th
     assert declared().source_hash != variant.source_hash
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_computed_include_of_a_macro_hashes_the_headers_of_the_flags_folders_the_copy_searches_first(tmp_path,
+                                                                                                       target):
+    """``#define K_IMPL "impl.h"`` / ``#include K_IMPL`` in the template, impl.h beside it and in
+    the flags' ``-iquote ../alt`` (a CUDA variant's ``-I../alt``): the build of the template's
+    copy is given its folder after the flags' folders (see
+    :func:`~tunebench.backends.cpu.copy_flags`, :func:`~tunebench.backends.cuda.copy_flags`),
+    so it reads alt/impl.h, where the hash named the template folder's headers alone: an edit
+    of the header built kept the source hash, and its trials."""
+    if target == "cuda" and not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for where, factor in (("alt", "3.0f"), ("suites", "5.0f")):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "impl.h").write_text(f"#define FACTOR {factor}\n")
+    body = ("{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n" if target == "cpu" else
+            "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+    source = "k.c" if target == "cpu" else "k.cu"
+    (tmp_path / "suites" / source).write_text(
+        '#define K_IMPL "impl.h"\n#include K_IMPL\n'
+        + ("" if target == "cpu" else 'extern "C" __global__ ') + "void k(const float *x, float *y, int n)\n" + body)
+
+    def declared():
+        return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-iquote", "../alt") if target == "cpu" else ("-I../alt",),
+                       launch=None if target == "cpu" else lambda c, shape: (1, 32), origin=tmp_path / "suites")
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    if target == "cpu":
+        got, want = run_once(CpuBackend(), scaling("computed_macro_quote_test", variant, 3.0, 9), variant,
+                             {"tile": 1}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:
+        (tmp_path / "build").mkdir()
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                              cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+        assert "y[i] = 3.0f * x[i]" in code
+    (tmp_path / "alt" / "impl.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+    if target == "cpu":  # the gate's build of the recorded template reads the header as tuned
+        assert_recorded_build_scales("computed_macro_quote_gate_test", variant, text, texts, {"tile": 1})
+
+
 @pytest.mark.parametrize("include", ["param", "macro"])
 def test_a_computed_include_of_an_inlined_header_hashes_the_header_of_the_folder_the_build_searches_first(
         tmp_path, include):

@@ -355,8 +355,10 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     (``-I`` folders after the flags'), then the rest (CPATH's, their -isystem folders), as
     nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed from the
     template's folder where nvcc read it from an -I folder's. Any other computed include (a
-    macro of a header) may read any header beside the file, or a copy's, of those folders up to
-    the file's."""
+    macro of a header) may read any header beside the file, or a copy's, of the flags' folders
+    its build searches ahead of the files' (``quoted_after``'s or ``copied_after``'s: named so,
+    the template folder's impl.h was hashed where gcc read the flags' -iquote folder's) and of
+    those folders up to the file's."""
     holding = []  # each file holding a computed include: resolved as ``at`` below, whether anchored, the macros
     folders: dict[Path, bool] = {}  # their folders, in order, each with whether a file of it is anchored
     for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):
@@ -369,6 +371,8 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             holding.append((at, anchored, macros))
     copies = copied_after is not None or quoted_after is not None
     apart = (*fixed, *(folder for folder, anchored in folders.items() if anchored))  # a header of one named so
+    # the flags' folders a copy's build searches ahead of the files' (one not there, it skips)
+    ahead = [d for d in (copied_after if copied_after is not None else quoted_after) or () if d.is_dir()]
     headers: dict[Path, bool] = {}
     for at, anchored, macros in holding:
         for macro in macros:
@@ -383,9 +387,9 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
                              (*after, *folders, *(d for d in dirs if d not in after)), headers, top, anchored, apart)
             if not named:
-                searched = list(folders)[:list(folders).index(at.parent) + 1] if copies else [at.parent]
+                searched = [*ahead, *list(folders)[:list(folders).index(at.parent) + 1]] if copies else [at.parent]
                 headers.update({folder_header(h, INCLUDE.match(f'#include "{h.name}"'), (folder,)):
-                                folders[folder] if copies else anchored
+                                folders.get(folder, folder in fixed) if copies else anchored
                                 for folder in searched for h in sorted(folder.iterdir())
                                 if h.suffix in HEADER_SUFFIXES and h.is_file()})
     return dict.fromkeys(folders), headers
