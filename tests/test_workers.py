@@ -973,6 +973,28 @@ def test_a_worker_killed_from_outside_is_no_crash_of_its_candidate(tmp_path, how
         workers.close()
 
 
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_worker_killed_from_outside_is_no_crash_of_its_candidate_whatever_handler_pytest_has(tmp_path, how):
+    """The worker is forked from pytest with its Python handlers: where a conftest's or a plugin's
+    handler raised, the kill was an exception in the worker (it exited with status 1), recorded as
+    its candidate's crash."""
+    slow_kernel(tmp_path, "slow_handled")
+    job = TrialJob("slow_handled", {"pause": 50, "tag": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+
+    def handler(signum, frame):
+        sys.exit(128 + signum)
+
+    old = signal.signal(how, handler)
+    workers = Workers("cpu", timeout=30.0)
+    try:
+        with killing_workers(1, how) as killed:
+            result = workers.trial(job)
+    finally:
+        workers.close()
+        signal.signal(how, old)
+    assert result["status"] == "ok" and len(killed) == 1, result
+
+
 @pytest.mark.usefixtures("quiet_verdicts")
 def test_a_tune_whose_worker_is_killed_from_outside_records_nothing_of_its_config_and_resumes_it(pytester):
     """Killed twice at the heuristic's trial, the worker's task stops with one line saying so, and

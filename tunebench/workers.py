@@ -239,6 +239,10 @@ def _serve(conn, target: str, parent: int, clock, log: int, parents_end: int, in
     for fd in (1, 2):  # what a candidate prints (an assert's message, say) goes to the parent's log
         os.dup2(log, fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # killed from outside, the worker dies by the signal (see OUTSIDE): a handler inherited from pytest (a
+    # conftest's, a plugin's, ray.init's) raised in it, and the kill read as its candidate's crash
+    for outside in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(outside, signal.SIG_DFL)
     faulthandler.disable()  # a candidate's crash is reported as its status, not as a traceback
     try:
         backend = create(target)
