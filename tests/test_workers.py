@@ -20,6 +20,7 @@ from tests.test_faults import FAULTY_C
 from tests.test_plugin import TUNE
 from tests.test_records_safety import SLOW_C, SLOW_SUITE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
+from tunebench.backends import create
 from tunebench.kernel import KernelError
 from tunebench.measure import MeasureSettings
 from tunebench.dtypes import numpy_dtype
@@ -968,6 +969,27 @@ def test_a_worker_killed_from_outside_is_no_crash_of_its_candidate(tmp_path, how
         with killing_workers(2, how), pytest.raises(
                 WorkerError, match=f"kernel 'slow_killed': the worker measuring \\[pause:50 tag:0\\] on \\(1000,\\) was "
                                    f"killed by {how.name} 2 times in a row, a signal from outside"):
+            workers.trial(job)
+    finally:
+        workers.close()
+
+
+def test_a_worker_killed_from_outside_as_it_starts_is_started_again_and_named_with_its_job(tmp_path, monkeypatch):
+    """Killed while starting (a CUDA context takes seconds to create), a worker was not started
+    again: one such kill stopped the task with "the worker was killed by SIGTERM", naming neither
+    the kernel nor the config, nor saying that the same command resumes it."""
+    slow_kernel(tmp_path, "slow_starting")
+    # the worker, forked, sees it: it starts for a second, and is killed meanwhile
+    monkeypatch.setattr("tunebench.workers.create", lambda target: (time.sleep(1.0), create(target))[1])
+    job = TrialJob("slow_starting", {"pause": 50, "tag": 0}, (1000,), "float32", MeasureSettings(repeats=3))
+    workers = Workers("cpu", timeout=30.0)
+    try:
+        with killing_workers(1) as killed:
+            assert workers.trial(job)["status"] == "ok" and len(killed) == 1
+        workers.restart()
+        with killing_workers(2), pytest.raises(
+                WorkerError, match="kernel 'slow_starting': the worker measuring \\[pause:50 tag:0\\] on \\(1000,\\) "
+                                   "was killed by SIGTERM 2 times in a row.* resumes it"):
             workers.trial(job)
     finally:
         workers.close()

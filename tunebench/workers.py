@@ -621,11 +621,10 @@ def _reaped(pid: int | None) -> None:
         time.sleep(0.01)
 
 
-def _outside(result: dict) -> str | None:
-    """The signal from outside (:data:`OUTSIDE`) that killed the job's worker, where one did (see
-    :func:`_death`)."""
-    said = (result.get("error") or "") if result["status"] == "crashed" else ""
-    return next((name for name in OUTSIDE if said.startswith(f"the worker was killed by {name}")), None)
+def _outside(error: str) -> str | None:
+    """The signal from outside (:data:`OUTSIDE`) that killed the worker, where ``error`` (a
+    crash's, or a start's) says one did (see :func:`_death`)."""
+    return next((name for name in OUTSIDE if error.startswith(f"the worker was killed by {name}")), None)
 
 
 def _death(process) -> str:
@@ -719,13 +718,20 @@ class Workers:
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker; run
-        again in a fresh worker where one was killed from outside (see :data:`OUTSIDE`), and a
-        :class:`WorkerError` where :data:`OUTSIDE_KILLS` in a row were: nothing to record."""
+        again in a fresh worker where one was killed from outside (see :data:`OUTSIDE`), in the
+        job or as it started, and a :class:`WorkerError` where :data:`OUTSIDE_KILLS` in a row were:
+        nothing to record."""
         spent = 0.0
         for _ in range(OUTSIDE_KILLS):
-            result = self._attempt(job)
+            try:
+                result = self._attempt(job)
+            except WorkerError as e:  # it did not start
+                outside = _outside(str(e))
+                if outside is None:
+                    raise
+                continue  # killed while starting (a CUDA context takes seconds to create): as in the job
             spent += result["cost_s"]
-            outside = _outside(result)
+            outside = _outside(result["error"]) if result["status"] == "crashed" else None
             if outside is None:
                 result["cost_s"] = spent  # the attempts killed too
                 return result
