@@ -974,6 +974,26 @@ def test_a_worker_killed_from_outside_is_no_crash_of_its_candidate(tmp_path, how
         workers.close()
 
 
+def test_a_worker_killed_by_sigint_is_a_crash_of_its_candidate(tmp_path):
+    """The worker ignores SIGINT, so nothing outside kills it so: a candidate that stops ignoring
+    it and raises it was run again, and stopped its task as a kill from outside would have."""
+    (tmp_path / "interrupt.c").write_text("#include <signal.h>\ntypedef TB_DTYPE real;\n"
+                                          "void interrupt(const real *x, real *y, int n) { signal(SIGINT, SIG_DFL); "
+                                          "raise(SIGINT); }\n")
+    Kernel("interrupting", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+           args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                           "n": np.int32(shape[0])},
+           reference=lambda x, n: x, outputs=["y"],
+           cpu=Variant(source=str(tmp_path / "interrupt.c"), entry="interrupt", heuristic=lambda shape: {"v": 0},
+                       space=Space({"v": [0]})))
+    workers = Workers("cpu", timeout=30.0)
+    try:
+        result = workers.trial(TrialJob("interrupting", {"v": 0}, (1000,), "float32", MeasureSettings(repeats=3)))
+    finally:
+        workers.close()
+    assert result["status"] == "crashed" and result["error"].startswith("the worker was killed by SIGINT"), result
+
+
 def test_a_worker_killed_from_outside_as_it_starts_is_started_again_and_named_with_its_job(tmp_path, monkeypatch):
     """Killed while starting (a CUDA context takes seconds to create), a worker was not started
     again: one such kill stopped the task with "the worker was killed by SIGTERM", naming neither

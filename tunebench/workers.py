@@ -581,11 +581,13 @@ SIGNAL_HINTS = {
                     "fired: one an earlier candidate left armed retired its worker"),
 }
 
-#: The signals that kill a worker from outside (a scheduler's or a user's kill, a closed terminal):
-#: no fault of the candidate, whose job is run again in a fresh worker; killed so this many times
-#: in a row, its task stops with nothing recorded of it. Recorded as the config's crash, a single
-#: kill had marked it broken for good. A candidate that raises one itself cannot be told apart.
-OUTSIDE = ("SIGTERM", "SIGINT", "SIGHUP")
+#: The signals that kill a worker from outside (a scheduler's or a user's kill of it): no fault of
+#: the candidate, whose job is run again in a fresh worker; killed so this many times in a row, its
+#: task stops with nothing recorded of it. Recorded as the config's crash, a single kill had marked
+#: it broken for good. A candidate that raises one itself cannot be told apart. Not SIGINT, which
+#: the worker ignores: killed by it, its candidate had stopped ignoring it. Ctrl-C and a closed
+#: terminal signal pytest's process group, not the worker's own (see _serve).
+OUTSIDE = ("SIGTERM", "SIGHUP")
 OUTSIDE_KILLS = 2
 
 
