@@ -530,6 +530,53 @@ def test_a_candidate_that_kills_the_run_is_recorded_crashed_after_two_deaths_and
     assert not list((pytester.path / "records" / ".journal").glob("*.inflight-*"))
 
 
+#: A candidate (tag 3) that ends itself with SIGTERM, as a signal from outside would end its worker.
+TERMINATING_C = SLOW_C.replace("    nanosleep(&nap, 0);", "    nanosleep(&nap, 0);\n    if (tag == 3) raise(SIGTERM);") \
+    .replace("#include <time.h>", "#include <time.h>\n#include <signal.h>")
+
+
+def test_a_candidate_that_raises_sigterm_itself_is_recorded_crashed_after_two_runs_and_the_tune_goes_past_it(
+        pytester):
+    """A worker killed by SIGTERM in each of its attempts stops its task with nothing recorded, as
+    a kill from outside cannot be told apart from the candidate's own: a candidate that raised it
+    stopped its task in every run, for good, and the inflight mark that counts such deaths was
+    cleared as each run went on."""
+    pytester.path.joinpath("slow.c").write_text(TERMINATING_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
+                                                      .replace('"pause": [1, 2]', '"pause": [1]'))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    runs = [subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300) for _ in range(3)]
+    for number, run in enumerate(runs[:2], 1):
+        assert run.returncode == 1 and "[pause:1 tag:3] on (1000,) was killed by SIGTERM 2 times in a row, by " \
+            "something outside" in run.stdout and f"(this was run {number})" in run.stdout, run.stdout[-3000:]
+    assert runs[2].returncode in (0, 1) and "its worker was killed by SIGTERM in 2 runs in a row while measuring " \
+        "this config" in runs[2].stdout, runs[2].stdout[-3000:]
+    (path,) = (pytester.path / "records").glob("*.json")
+    trials = RecordStore(path).trials()
+    assert [t["status"] for t in trials if t["config"]["tag"] == 3] == ["crashed"]
+    assert {t["config"]["tag"] for t in trials} >= {0, 1, 2, 4}
+    assert not list((pytester.path / "records" / ".journal").glob("*.inflight-*"))
+
+
+def test_a_task_stopped_by_its_workers_kills_is_a_death_of_its_config_only_where_its_candidate_ran(tmp_path):
+    """As a run killed before a candidate ran is no death of its config (below), nor is a task
+    stopped so: its worker killed while the trial built or prepared its inputs ran none of its code."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.measuring(trial({"vec": 1}))
+    assert not store.killed("SIGTERM")
+    store.measured()
+    assert not list(store.journal.parent.glob("*.inflight-*"))
+    store.measuring(trial({"vec": 1}))
+    store.loading()
+    assert store.killed("SIGTERM")
+    store.measured()  # the task stopped, the run goes on: the mark stays
+    (mark,) = store.journal.parent.glob("*.inflight-*")
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    mark.write_text(json.dumps({**json.loads(mark.read_text()), "pid": ended.pid}))  # the run has ended since
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == ["SIGTERM"]
+
+
 #: A reference that, told to by $IN_REFERENCE, says so in that file and takes a minute (a large shape's).
 SLOW_REFERENCE = """
 def reference(x, n):

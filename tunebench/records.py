@@ -870,28 +870,31 @@ class RecordStore:
                 self._fold()
         self._remember(dict(doc))
 
-    def measuring(self, doc: Mapping) -> int:
+    def measuring(self, doc: Mapping) -> list[str | None]:
         """The trial of ``doc`` (its document before it is measured) is measured by this process
         until :meth:`measured`, and marked so once its candidate runs (:meth:`loading`); returns
-        how many runs died while its candidate ran before, by the marks they left (a candidate that
-        killed the run itself, ``kill(getppid(), ...)``, killed every later run at the same place,
-        and nothing named it)."""
+        what ended the runs in a row that measured it before while its candidate ran, by the marks
+        they left, oldest first: None where the run died (a candidate that killed the run itself,
+        ``kill(getppid(), ...)``, killed every later run at the same place, and nothing named it),
+        a signal's name where its task stopped as the worker was killed by it (see :meth:`killed`)."""
         self._mark = None
         if self.read_only:
-            return 0
-        key, died = json.dumps(trial_identity(doc)), 0
+            return []
+        key, deaths = json.dumps(trial_identity(doc)), []
         self.journal.parent.mkdir(exist_ok=True)
         for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
             try:
                 mark = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if mark.get("key") == key and not alive(mark.get("pid")):
-                died = max(died, mark.get("died", 0) + 1)
+            if mark.get("key") == key and not alive(mark.get("pid")):  # an earlier version's mark counts "died"
+                deaths = max(deaths, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")], key=len)
                 path.unlink(missing_ok=True)
-        self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}",
-                      json.dumps({"key": key, "pid": os.getpid(), "died": died}))
-        return died
+        # one mark per trial: one that killed() keeps outlives this run's later trials
+        trial = hashlib.sha256(key.encode()).hexdigest()[:16]
+        self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{trial}",
+                      json.dumps({"key": key, "pid": os.getpid(), "deaths": deaths}))
+        return deaths
 
     def loading(self) -> None:
         """The worker loads the build of the trial :meth:`measuring` named: from here its candidate's
@@ -906,6 +909,20 @@ class RecordStore:
         except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
             path.unlink(missing_ok=True)
             raise _unwritten(path, e) from None
+
+    def killed(self, signal: str) -> bool:
+        """The trial :meth:`measuring` named stopped this run's task: its worker was killed by
+        ``signal`` each time it ran it, by the candidate itself or by something outside, which
+        cannot be told apart. Where its candidate ran, its mark stays, as the run's death at it
+        would: a candidate that raises the signal itself is recorded crashed after a few runs,
+        rather than stopping its task in every run. Whether the mark stays."""
+        if self._mark is None or not self._mark[0].exists():  # a read-only store's, or not loaded
+            return False
+        path, text = self._mark
+        self._mark = (path, json.dumps({**json.loads(text), "killed": signal}))
+        self.loading()  # over the mark it wrote
+        self._mark = None  # measured() leaves it
+        return True
 
     def measured(self) -> None:
         """The trial :meth:`measuring` named ended with this process alive."""

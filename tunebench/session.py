@@ -45,7 +45,7 @@ from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
-from tunebench.workers import TrialJob
+from tunebench.workers import OUTSIDE_KILLS, TrialJob, WorkerKilled
 
 #: The fastest outcomes of a search that meet again, interleaved, in its final round.
 FINALISTS = 4
@@ -61,10 +61,22 @@ PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
 #: of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
-#: Runs that died while a config's candidate ran (see RecordStore.loading), after which it is recorded
-#: crashed, not measured again: one death may be the user's kill or a CI timeout, a second at the same
-#: config is the config.
+#: Runs that died while a config's candidate ran (see RecordStore.loading), or whose task stopped as
+#: its worker was killed again and again (see WorkerKilled), after which it is recorded crashed, not
+#: measured again: one death may be the user's kill or a CI timeout, a second at the same config is
+#: the config.
 DEATHS = 2
+
+
+def _died(deaths: list[str | None]) -> str:
+    """What ended the :data:`DEATHS` runs in a row that measured a config (see RecordStore.measuring)."""
+    signals = " or ".join(sorted({d for d in deaths if d}))
+    if not signals:
+        return (f"the tuning run died {len(deaths)} times while measuring this config (the candidate killed it, as "
+                f"kill(getppid(), ...) does, or the out-of-memory killer took it)")
+    return (f"its worker was killed by {signals} in {len(deaths)} runs in a row while measuring this config, "
+            f"{OUTSIDE_KILLS} times in each{' (or the run died)' if None in deaths else ''}, by the candidate itself "
+            f"(as raise() or kill(0, ...) does) or by something outside")
 
 
 def fixed_rest_s(placements: Mapping[str, Sequence[float]]) -> float:
@@ -714,16 +726,20 @@ class Task:
         t = self.tuner
         ahead = self._inflight.pop((shape, config_key(config)), None)
         if ahead is None:  # measured by this process's worker: a candidate may kill this run itself
-            died = t.store.measuring(self._document(config, shape))
-            if died >= DEATHS:
+            deaths = t.store.measuring(self._document(config, shape))
+            if len(deaths) >= DEATHS:
                 t.store.measured()
-                return {**self._document(config, shape), "status": "crashed", "cost_s": 0.0, "retries": 0, "error": (
-                    f"the tuning run died {died} times while measuring this config (the candidate killed it, as "
-                    f"kill(getppid(), ...) does, or the out-of-memory killer took it): recorded as crashed, not "
-                    f"measured again (--tune-retry-failed measures it)")}
+                return {**self._document(config, shape), "status": "crashed", "cost_s": 0.0, "retries": 0,
+                        "error": f"{_died(deaths)}: recorded as crashed, not measured again (--tune-retry-failed "
+                                 f"measures it)"}
         try:
             result = ahead.result() if ahead is not None else undisturbed(
                 t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
+        except WorkerKilled as e:  # the candidate's doing or not, a death of this run at it (see DEATHS)
+            if ahead is None and t.store.killed(e.signal):
+                raise WorkerKilled(f"{e}, and records the config crashed where it is killed so in {DEATHS} runs in a "
+                                   f"row (this was run {len(deaths) + 1})", e.signal) from None
+            raise
         finally:  # ended, or interrupted (Ctrl-C is no death of the run)
             if ahead is None:
                 t.store.measured()

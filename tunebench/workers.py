@@ -116,8 +116,17 @@ GARBLED = ("the candidate wrote into its pipe to tunebench (a file descriptor it
 
 
 class WorkerError(RuntimeError):
-    """The worker could not start, or the suite's own code failed in it, or something outside kept
-    killing it (not the candidate)."""
+    """The worker could not start, or the suite's own code failed in it (not the candidate), or it
+    was killed again and again (:class:`WorkerKilled`)."""
+
+
+class WorkerKilled(WorkerError):
+    """The job's worker was killed by ``signal`` (one of :data:`OUTSIDE`) each time it ran the job:
+    by something outside, or by the job's candidate itself, which cannot be told apart."""
+
+    def __init__(self, message: str, signal: str = ""):  # unpickled (a cluster device's), it is given the message
+        super().__init__(message)
+        self.signal = signal
 
 
 _PR_SET_PDEATHSIG = 1
@@ -584,9 +593,9 @@ SIGNAL_HINTS = {
 #: The signals that kill a worker from outside (a scheduler's or a user's kill of it): no fault of
 #: the candidate, whose job is run again in a fresh worker; killed so this many times in a row, its
 #: task stops with nothing recorded of it. Recorded as the config's crash, a single kill had marked
-#: it broken for good. A candidate that raises one itself cannot be told apart. Not SIGINT, which
-#: the worker ignores: killed by it, its candidate had stopped ignoring it. Ctrl-C and a closed
-#: terminal signal pytest's process group, not the worker's own (see _serve).
+#: it broken for good. A candidate that raises one itself cannot be told apart (see WorkerKilled).
+#: Not SIGINT, which the worker ignores: killed by it, its candidate had stopped ignoring it. Ctrl-C
+#: and a closed terminal signal pytest's process group, not the worker's own (see _serve).
 OUTSIDE = ("SIGTERM", "SIGHUP")
 OUTSIDE_KILLS = 2
 
@@ -721,7 +730,7 @@ class Workers:
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job's result fields (status, samples, ...), whatever happened to the worker; run
         again in a fresh worker where one was killed from outside (see :data:`OUTSIDE`), in the
-        job or as it started, and a :class:`WorkerError` where :data:`OUTSIDE_KILLS` in a row were:
+        job or as it started, and :class:`WorkerKilled` where :data:`OUTSIDE_KILLS` in a row were:
         nothing to record."""
         spent = 0.0
         for _ in range(OUTSIDE_KILLS):
@@ -741,10 +750,10 @@ class Workers:
                        if isinstance(job, TrialJob) else
                        (f"the comparison of {', '.join(label for label, _, _ in job.arms)}",
                         "the comparison stops; the same command measures it again"))
-        raise WorkerError(f"kernel {job.kernel!r}: the worker measuring {what} on {tuple(job.shape)} was killed by "
-                          f"{outside} {OUTSIDE_KILLS} times in a row, a signal from outside (a scheduler's, a user's "
-                          f"kill), not the candidate's crash: nothing is recorded of it, and {stops} (should a "
-                          f"candidate raise {outside} itself, leave its config out of the space)")
+        raise WorkerKilled(f"kernel {job.kernel!r}: the worker measuring {what} on {tuple(job.shape)} was killed by "
+                           f"{outside} {OUTSIDE_KILLS} times in a row, by something outside (a scheduler's, a user's "
+                           f"kill) or by the candidate itself (as raise({outside}) does), which cannot be told apart: "
+                           f"nothing is recorded of it, and {stops}", outside)
 
     def _attempt(self, job: TrialJob | CompareJob) -> dict:
         """One run of the job in the worker, started afresh where it is not running."""
