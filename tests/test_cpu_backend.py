@@ -1409,14 +1409,16 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     assert declared().source_hash != variant.source_hash
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang-19"])
 @pytest.mark.parametrize("include, flags, variable, env, reads", [
     ("<scale.h>", ("-isystem", "../i", "-isystem", "../s"), "CPATH", "s", "i"),  # CPATH's s dropped: s after i
     ("<scale.h>", ("-I../x", "-isystem", "../s"), "C_INCLUDE_PATH", "x", "s"),  # the -I x dropped: x after s
     ("<scale.h>", ("-isystem", "../s", "-idirafter", "../s", "-isystem", "../i"), "C_INCLUDE_PATH", "x", "s"),
-    ('"scale.h"', ("-iquote", "../x", "-I../s"), "C_INCLUDE_PATH", "x", "s"),  # the -iquote x dropped: x after s
+    ('"scale.h"', ("-iquote", "../x", "-I../s"), "C_INCLUDE_PATH", "x", {"gcc": "s", "clang-19": "x"}),
+    ('"scale.h"', ("-iquote", "../x", "-isystem", "../x", "-I../s"), "CPATH", "i", {"gcc": "s", "clang-19": "x"}),
 ])
-def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, monkeypatch, include, flags, variable,
-                                                                       env, reads):
+def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, monkeypatch, cc, include, flags,
+                                                                       variable, env, reads):
     """A folder the flags or the compiler's own path (CPATH, C_INCLUDE_PATH) give twice: gcc
     keeps one (``gcc -v -E``: 'ignoring duplicate directory'), one given as a system folder
     (``-isystem``, C_INCLUDE_PATH's, ``-idirafter``) at its place as one, else the first, and
@@ -1425,7 +1427,14 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
     their -isystem ones, an -isystem ``s`` after C_INCLUDE_PATH's, as an -idirafter one, an
     ``-iquote ../x`` ahead of the -I folders for a quoted include), it
     named another folder's header than the one built: an edit of the header built kept the
-    source hash, and its trials."""
+    source hash, and its trials. clang 19 (TUNEBENCH_CC) keeps them as gcc does, but for an
+    -iquote folder given as a system's too, which it searches for a quoted include
+    (``clang -v -E``'s '#include "..."' chain): dropped there as gcc's, the hash named
+    ``s``'s header where clang built ``x``'s."""
+    if not shutil.which(cc):
+        pytest.skip(f"{cc} is not on PATH")
+    monkeypatch.setattr(cpu, "CC", cc)
+    reads = reads[cc] if isinstance(reads, dict) else reads
     folders = {name: tmp_path / "proj" / name for name in ("i", "s", "x")}
     for name, folder in folders.items():
         folder.mkdir(parents=True)
@@ -1443,7 +1452,7 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
                        flags=flags, origin=tmp_path / "proj" / "suites")
 
     variant = declared()
-    name = "duplicate_folder_test_" + re.sub(r"\W", "", "".join(flags))
+    name = "duplicate_folder_test_" + re.sub(r"\W", "", cc + "".join(flags))
     got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     for name, folder in folders.items():

@@ -899,12 +899,15 @@ class Variant:
     def _quoted(self) -> tuple[Path, ...]:
         """The folders the compiler looks for a quoted include's header in alone, after its file's
         folder and ahead of :meth:`_searched`'s: the flags' -iquote folders (``gcc -v -E`` lists
-        them apart, the '#include "..."' chain; one given as a system's too, by the flags or
-        C_INCLUDE_PATH, is searched there alone). Taken for -I folders, in the flags' order, one
-        named ``<scale.h>`` was hashed from an -iquote folder, which gcc never searches for it,
-        and ``"scale.h"`` from an -I folder the flags give first, where gcc read the -iquote
-        folder's."""
-        system = self._system_searched()
+        them apart, the '#include "..."' chain; gcc searches one given as a system's too, by the
+        flags or C_INCLUDE_PATH, there alone, and so nvcc, which reads the template with g++;
+        clang keeps it here too, see :func:`~tunebench.backends.cpu.quotes_system_folders`).
+        Taken for -I folders, in the flags' order, one named ``<scale.h>`` was hashed from an
+        -iquote folder, which gcc never searches for it, and ``"scale.h"`` from an -I folder the
+        flags give first, where gcc read the -iquote folder's."""
+        from tunebench.backends.cpu import quotes_system_folders  # the CPU target's compiler: a floor below
+        kept = self.launch is None and quotes_system_folders(self.language)
+        system = () if kept else self._system_searched()
         return tuple(dict.fromkeys(d for d in self._given_by(("-iquote",)) if d not in system))
 
     @_cached

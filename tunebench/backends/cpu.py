@@ -284,6 +284,13 @@ def compiler_identity(lang: str = "c") -> str | None:
     return f"{os.path.basename(os.path.realpath(path))} {version}" if version else None
 
 
+def quotes_system_folders(lang: str) -> bool:
+    """Whether ``lang``'s compiler looks for a quoted include in an -iquote folder it also
+    searches as a system's (-isystem, C_INCLUDE_PATH's): clang keeps it in its '#include "..."'
+    chain (``clang -v -E``), where gcc drops it ('ignoring duplicate directory')."""
+    return (compiler_identity(lang) or "").startswith("clang ")
+
+
 @cache
 def version_of(program: str) -> str:
     """A compiler and its full version (gcc's ``-dumpfullversion``; clang, which has no such
