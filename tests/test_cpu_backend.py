@@ -932,47 +932,55 @@ def test_a_header_of_a_folder_of_the_flags_linked_by_an_absolute_path_hashes_ali
     assert declared(tops[0]).source_hash != near.source_hash
 
 
+@pytest.mark.parametrize("monorepo", [False, True])
 @pytest.mark.parametrize("reached", ["computed", "parent", "folder"])
-def test_a_link_by_an_absolute_path_into_the_checkout_hashes_alike_in_every_checkout(tmp_path, reached):
+def test_a_link_by_an_absolute_path_into_the_checkout_hashes_alike_in_every_checkout(tmp_path, reached, monorepo):
     """``include/mylib`` (or the -I folder ``include`` itself) a link by an absolute path into
     the same checkout (``ln -s $PWD/src/mylib include/mylib``, as CMake makes them): each checkout
     has its own, and the compiler reads the checkout's own files through it. Taken for a link to
     a package installed apart, the headers read through it (a computed include's beside it, a
     "../" leaving it, a header of the folder and the declared flag) were named by the
     checkout's absolute path, so every checkout was another source and one's records were not
-    the other's. They are named from the template's folder, as the link's target is."""
+    the other's. They are named from the template's folder, as the link's target is. So too in
+    a monorepo (``monorepo``), the pytest project ``kernels/`` (its own pyproject.toml) and the
+    link's target the git checkout's ``src/``, outside the project: measured against the
+    project, the link was taken for one apart."""
     found = []
-    for checkout in (tmp_path / "a" / "proj", tmp_path / "b" / "c" / "proj"):
-        (checkout / "suites").mkdir(parents=True)
-        (checkout / "pyproject.toml").write_text("")
+    for top in (tmp_path / "a" / "repo", tmp_path / "b" / "c" / "repo"):
+        project = top / "kernels" if monorepo else top
+        up = "../" if monorepo else ""  # from the project to the checkout's top
+        (project / "suites").mkdir(parents=True)
+        (project / "pyproject.toml").write_text("")
+        (top / ".git").mkdir()
         if reached == "folder":
-            (checkout / "src" / "include").mkdir(parents=True)
-            (checkout / "src" / "include" / "scale.h").write_text("#define FACTOR 3.0f\n")
-            (checkout / "include").symlink_to(checkout / "src" / "include")
-            include, read = "scale.h", ["../src/include/scale.h"]
+            (top / "src" / "include").mkdir(parents=True)
+            (top / "src" / "include" / "scale.h").write_text("#define FACTOR 3.0f\n")
+            (project / "include").symlink_to(top / "src" / "include")
+            include, read = "scale.h", [f"../{up}src/include/scale.h"]
         else:
-            (checkout / "src" / "mylib").mkdir(parents=True)
-            (checkout / "src" / "detail").mkdir()
-            (checkout / "src" / "mylib" / "x.h").write_text(
+            (top / "src" / "mylib").mkdir(parents=True)
+            (top / "src" / "detail").mkdir()
+            (top / "src" / "mylib" / "x.h").write_text(
                 "#include IMPL\n" if reached == "computed" else '#include "../detail/z.h"\n')
-            (checkout / "src" / "mylib" / "impl_a.h").write_text("#define FACTOR 3.0f\n")
-            (checkout / "src" / "detail" / "z.h").write_text("#define FACTOR 3.0f\n")
-            (checkout / "include").mkdir()
-            (checkout / "include" / "mylib").symlink_to(checkout / "src" / "mylib")
+            (top / "src" / "mylib" / "impl_a.h").write_text("#define FACTOR 3.0f\n")
+            (top / "src" / "detail" / "z.h").write_text("#define FACTOR 3.0f\n")
+            (project / "include").mkdir()
+            (project / "include" / "mylib").symlink_to(top / "src" / "mylib")
             include = "mylib/x.h"
             read = ["../include/mylib/x.h",
-                    "../src/mylib/impl_a.h" if reached == "computed" else "../src/detail/z.h"]
-        (checkout / "suites" / "k.c").write_text(f"#include <{include}>\nvoid k(const float *x, float *y, int n)\n"
+                    f"../{up}src/mylib/impl_a.h" if reached == "computed" else f"../{up}src/detail/z.h"]
+        (project / "suites" / "k.c").write_text(f"#include <{include}>\nvoid k(const float *x, float *y, int n)\n"
                                                  "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
         config = {"IMPL": '"impl_a.h"'}
         variant = Variant(source="k.c", entry="k", space=Space({"IMPL": [config["IMPL"]]}),
-                          heuristic=lambda shape: config, flags=("-I../include",), origin=checkout / "suites")
+                          heuristic=lambda shape: config, flags=("-I../include",), origin=project / "suites")
         assert [line for line in variant.template.splitlines() if line.startswith("#line 1")] == [
             f'#line 1 "{name}"' for name in read]
-        assert variant.declared_flags == ("-I../src/include" if reached == "folder" else "-I../include")
+        assert variant.declared_flags == (f"-I../{up}src/include" if reached == "folder" else "-I../include")
         found.append(variant.source_hash)
     assert found[0] == found[1]
-    got, want = run_once(CpuBackend(), scaling(f"own_link_test_{reached}", variant, 3.0, 9), variant, config, n=9)
+    name = f"own_link_test_{reached}{'_monorepo' if monorepo else ''}"
+    got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, config, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 

@@ -413,7 +413,7 @@ def _library(path: Path, include: re.Match, dirs: tuple[Path, ...], found: dict[
     it is found from is: found in a folder of ``fixed`` (an absolute -I folder, a CPATH folder
     outside the project: see :meth:`Variant._anchored`), or beside an anchored file
     (``anchored`` is ``path``'s) wherever a "../" leads, or by a "../" leaving a folder linked
-    apart from the project of ``top``, the template's folder (see :func:`_leaves_link`), it is;
+    apart from the checkout of ``top``, the template's folder (see :func:`_leaves_link`), it is;
     beside a relative folder's header, not.
     Where it lies does not tell: judged so, a checkout under the library's prefix (a CI runner's
     /opt/runner) named an absolute -I folder's "../../common/x.h" from the template's folder,
@@ -441,14 +441,22 @@ def _linked_apart(folder: Path, top: Path) -> bool:
     return any(_apart(d, top) for d in (folder, *folder.parents) if not top.is_relative_to(d))
 
 
+def checkout_root(start: Path) -> Path | None:
+    """The top of the git checkout holding ``start``: the nearest folder holding ``.git`` (a
+    folder, or a file in a worktree or a submodule); None outside git."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
 def _apart(link: Path, top: Path) -> bool:
-    """Whether ``link`` is a link by an absolute path to a place outside the project of ``top``
-    (see :func:`project_root`): a package installed apart, at one place on every machine. A
-    link by a relative path moves with the folder holding it, and one by an absolute path into
-    the project (``ln -s $PWD/src/mylib include/mylib``, as CMake makes them) leads to each
+    """Whether ``link`` is a link by an absolute path to a place outside the checkout of ``top``
+    (see :func:`checkout_root`; outside git, its project: :func:`project_root`): a package
+    installed apart, at one place on every machine. A link by a relative path moves with the
+    folder holding it, and one by an absolute path into the checkout (``ln -s
+    $PWD/src/mylib include/mylib``, as CMake makes them; a monorepo's project's
+    ``include`` linked to the checkout's ``common/include``, outside the project) leads to each
     checkout's own files: named by their absolute path, every checkout was another source."""
     return (link.is_symlink() and os.path.isabs(os.readlink(link))
-            and not link.resolve().is_relative_to((project_root(top) or top).resolve()))
+            and not link.resolve().is_relative_to((checkout_root(top) or project_root(top) or top).resolve()))
 
 
 def _leaves_link(place: Path, name: str, top: Path) -> bool:
