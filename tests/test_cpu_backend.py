@@ -1424,6 +1424,8 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     ("<scale.h>", ("-isystem", "../s", "-idirafter", "../s", "-isystem", "../i"), "C_INCLUDE_PATH", "x", "s"),
     ('"scale.h"', ("-iquote", "../x", "-I../s"), "C_INCLUDE_PATH", "x", {"gcc": "s", "clang-19": "x"}),
     ('"scale.h"', ("-iquote", "../x", "-isystem", "../x", "-I../s"), "CPATH", "i", {"gcc": "s", "clang-19": "x"}),
+    ("<scale.h>", ("-I../x", "-isystem", "../s", "-isystem", "{proj}/x"), "C_INCLUDE_PATH", "i", "s"),  # x after s
+    ("<scale.h>", ("-isystem", "../s", "-isystem", "{proj}/x"), "CPATH", "x", "s"),  # CPATH's x dropped: x after s
 ])
 def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, monkeypatch, cc, include, flags,
                                                                        variable, env, reads):
@@ -1435,7 +1437,10 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
     their -isystem ones, an -isystem ``s`` after C_INCLUDE_PATH's, as an -idirafter one, an
     ``-iquote ../x`` ahead of the -I folders for a quoted include), it
     named another folder's header than the one built: an edit of the header built kept the
-    source hash, and its trials. clang 19 (TUNEBENCH_CC) keeps them as gcc does, but for an
+    source hash, and its trials. A system folder given by an absolute path (``{proj}``, whose
+    own headers are a system's) counts: a copy of the flags' -I or CPATH's is searched at its
+    place (read at theirs, x's header was hashed where gcc built s's).
+    clang 19 (TUNEBENCH_CC) keeps them as gcc does, but for an
     -iquote folder given as a system's too, which it searches for a quoted include
     (``clang -v -E``'s '#include "..."' chain): dropped there as gcc's, the hash named
     ``s``'s header where clang built ``x``'s."""
@@ -1443,6 +1448,8 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
         pytest.skip(f"{cc} is not on PATH")
     monkeypatch.setattr(cpu, "CC", cc)
     reads = reads[cc] if isinstance(reads, dict) else reads
+    kernel_name = "duplicate_folder_test_" + re.sub(r"\W", "", cc + "".join(flags))
+    flags = tuple(flag.format(proj=tmp_path / "proj") for flag in flags)
     folders = {name: tmp_path / "proj" / name for name in ("i", "s", "x")}
     for name, folder in folders.items():
         folder.mkdir(parents=True)
@@ -1460,8 +1467,7 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
                        flags=flags, origin=tmp_path / "proj" / "suites")
 
     variant = declared()
-    name = "duplicate_folder_test_" + re.sub(r"\W", "", cc + "".join(flags))
-    got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    got, want = run_once(CpuBackend(), scaling(kernel_name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     for name, folder in folders.items():
         if name != reads:

@@ -875,10 +875,12 @@ class Variant:
         compiler searches after every -I folder, wherever the flags name them."""
         return self._given_by(SYSTEM_DIR_OPTIONS)
 
-    def _given_by(self, options: tuple[str, ...]) -> tuple[Path, ...]:
-        """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``)."""
+    def _given_by(self, options: tuple[str, ...], kinds: tuple[str, ...] = ("dir",)) -> tuple[Path, ...]:
+        """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``); with
+        ``kinds`` ``("dir", "system")``, a system's folder too (``-isystem /usr/include``: see
+        :func:`flag_paths`)."""
         return tuple(p for p, named, before in zip(self._paths, flag_paths(self.flags), ("", *self.flags))
-                     if named and named[2] == "dir" and (named[0] or before) in options)
+                     if named and named[2] in kinds and (named[0] or before) in options)
 
     def _searched(self) -> tuple[Path, ...]:
         """The folders the compiler looks for a header in (an angle include's; a quoted one's after
@@ -893,16 +895,20 @@ class Variant:
         header gcc built)."""
         cpath = own_include_dirs(self.language, PATH_ENV[self.language][:1])
         system = self._system_searched()
-        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *cpath) if d not in system), *system)
+        users = (*self.include_dirs, *own_include_dirs(self.language))
+        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *cpath) if d not in system),
+                *(d for d in system if d in users))
 
     def _system_searched(self) -> tuple[Path, ...]:
-        """The folders of :meth:`_searched` the compiler searches as a system's, in its order, each
-        at its first place: the flags' -isystem folders, C_INCLUDE_PATH's or CPLUS_INCLUDE_PATH's
-        (read as -isystem folders after the flags'; see :data:`~tunebench.backends.base.PATH_ENV`),
-        the flags' -idirafter folders."""
+        """The folders the compiler searches as a system's, in its order, each at its first place:
+        the flags' -isystem folders, C_INCLUDE_PATH's or CPLUS_INCLUDE_PATH's (read as -isystem
+        folders after the flags'; see :data:`~tunebench.backends.base.PATH_ENV`), the flags'
+        -idirafter folders. Those given by an absolute path (a system's, whose headers are no part
+        of the source) count: a folder of the project or of CPATH one repeats is searched at its
+        place (``-I../v -isystem ../s -isystem $PWD/v``: gcc read s's header, the hash named v's)."""
         language_path = own_include_dirs(self.language, PATH_ENV[self.language][1:])
-        return tuple(dict.fromkeys((*self._given_by(("-isystem",)), *language_path,
-                                    *self._given_by(("-idirafter",)))))
+        return tuple(dict.fromkeys((*self._given_by(("-isystem",), ("dir", "system")), *language_path,
+                                    *self._given_by(("-idirafter",), ("dir", "system")))))
 
     def _quoted(self) -> tuple[Path, ...]:
         """The folders the compiler looks for a quoted include's header in alone, after its file's
