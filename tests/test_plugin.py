@@ -6,6 +6,7 @@ import re
 import shutil
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -605,6 +606,110 @@ def test_a_lookup_through_a_linked_suite_follows_the_link_switched_since(
     assert [lookup("axpb", (1000,), **where).config["vec"] for where in asked] == [4, 4, 4]
     deploy("r1")  # and rolled back
     assert [lookup("axpb", (1000,), **where).config["vec"] for where in asked] == [2, 2, 2]
+
+
+def released(root: Path, suites: dict[str, str]) -> Callable[[str], None]:
+    """Each release's suite written to ``root/<release>/test_axpb.py``, the project's
+    suites/test_axpb.py a link to the first's; returns what deploys a release by its name."""
+    for name, text in suites.items():
+        (root / name).mkdir()
+        (root / name / "test_axpb.py").write_text(text)
+    link = root / "suites" / "test_axpb.py"
+    link.unlink()
+    link.symlink_to(root / next(iter(suites)) / "test_axpb.py")
+
+    def deploy(release: str) -> None:
+        swap = root / "swap"
+        swap.symlink_to(root / release / "test_axpb.py")
+        os.replace(swap, link)  # an atomic deploy
+
+    return deploy
+
+
+#: Put ahead of a suite: ``said(what)`` writes a line of what it runs (an import of the file, a
+#: call of its heuristic, which a lookup answering afresh makes and a kept answer does not).
+SAID = """\
+import os
+
+def said(what):
+    with open(os.environ["TB_SAID"], "a") as f:
+        f.write(what + "\\n")
+
+"""
+
+
+@pytest.mark.parametrize("release", ["declared", "helper", "gone", "broken"])
+def test_lookups_after_a_suites_link_is_switched_import_the_release_once_and_answer_from_memory(
+        project, monkeypatch, tmp_path, request, declared_apart, release):
+    """After suites/test_axpb.py's link was switched to another release, a lookup imported it again
+    at every call, for good, where a helper module beside the link declares the kernel (the import
+    handed back the same declaration, still taken for the first release's). Where the new release
+    declares it no more or fails to import (the first release's declaration served, as it should
+    be), and for a Kernel given (itself served), each call answered afresh, calling its heuristic.
+    The release is imported once, and every later call is answered from memory."""
+    from tunebench import kernel
+
+    monkeypatch.setattr(sys.modules["tunebench.lookup"], "REFRESH_S", 0.0)  # the folders found again at every call
+    monkeypatch.setattr(kernel, "REREAD_S", 0.0)  # the suite's link checked at every lookup
+    kernel.REGISTRY.pop("axpb", None)  # as in a fresh process
+    said = tmp_path / "said"
+    monkeypatch.setenv("TB_SAID", str(said))
+    root = project()
+    (root / "records").mkdir()
+    declared = SAID + (root / "suites" / "test_axpb.py").read_text().replace(
+        "heuristic=lambda shape: {", 'heuristic=lambda shape: said("heuristic") or {')
+    suites = {"r1": declared, "r2": declared.replace('{"vec": 2,', '{"vec": 4,')}
+    if release == "helper":
+        (root / "suites" / "axpb_decl.py").write_text(declared)
+        request.addfinalizer(lambda: sys.modules.pop("axpb_decl", None))
+        suites = dict.fromkeys(suites, "from axpb_decl import axpb  # noqa: F401\n")
+    elif release == "gone":
+        suites["r2"] = declared.replace('"axpb",', '"axpb_renamed",', 1)
+    elif release == "broken":
+        suites["r2"] = "raise RuntimeError('release r2 is broken')\n"
+    deploy = released(root, {name: f"{SAID}said('import {name}')\n{text}" for name, text in suites.items()})
+    monkeypatch.chdir(root)
+    assert tunebench.best("axpb", (1000,))["vec"] == 2
+    given = kernel.REGISTRY["axpb"]
+    handle = tunebench.tuned("axpb")
+
+    def answers():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tunebench.SuiteImportWarning)  # the broken release's
+            return (tunebench.best("axpb", (1000,))["vec"], tunebench.best("axpb", (1000,), records="records")["vec"],
+                    tunebench.best(given, (1000,))["vec"], handle.defines((1000,)))
+
+    deploy("r2")
+    after = answers()
+    vec = 4 if release == "declared" else 2  # the first release's where the new one declares none
+    assert after[:3] == (vec, vec, 2)  # a Kernel given is served itself
+    assert said.read_text().splitlines().count("import r2") == 1
+    said.write_text("")
+    assert [answers() for _ in range(20)] == [after] * 20
+    assert said.read_text() == ""  # neither imported again nor answered afresh
+
+
+def test_a_lookup_in_another_project_after_a_suites_link_is_switched_leaves_lookups_by_name_on_the_new_release(
+        project, monkeypatch, tmp_path, declared_apart):
+    """A lookup naming another project's suites, which declare no such kernel, answers with the
+    declaration registered by its name; after a switch of its suite's link, that is the first
+    release's, taken as followed there would have made every lookup by name serve it again."""
+    from tunebench import kernel
+
+    monkeypatch.setattr(kernel, "REREAD_S", 0.0)  # the suite's link checked at every lookup
+    kernel.REGISTRY.pop("axpb", None)  # as in a fresh process
+    root = project()
+    (root / "records").mkdir()
+    declared = (root / "suites" / "test_axpb.py").read_text()
+    deploy = released(root, {"r1": declared, "r2": declared.replace('{"vec": 2,', '{"vec": 4,')})
+    (tmp_path / "other" / "suites").mkdir(parents=True)
+    (tmp_path / "other" / "suites" / "test_other.py").write_text("")
+    monkeypatch.chdir(root)
+    assert tunebench.best("axpb", (1000,))["vec"] == 2
+    deploy("r2")
+    assert tunebench.best("axpb", (1001,))["vec"] == 4
+    tunebench.best("axpb", (1002,), suites=tmp_path / "other" / "suites")
+    assert [tunebench.best("axpb", (n,))["vec"] for n in (1003, 1004)] == [4, 4]
 
 
 def test_a_frameworks_own_run_with_an_ini_file_of_its_own_suggests_no_option_of_it_for_other_records(tmp_path):

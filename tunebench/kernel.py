@@ -1585,7 +1585,8 @@ class Kernel:
         #: imports it where a helper module beside it declares it.
         self.collected_from: Path | None = None
         #: The suite file it was first collected or looked up from, as reached (links unresolved),
-        #: the file that led to then, when that was last checked and whether it leads elsewhere now.
+        #: the file that led to when last followed, when that was last checked and whether it leads
+        #: elsewhere now.
         self._reached: list | None = None
         # templates are looked up from the folder as the suite was reached, not where its symlink leads
         # (suites/ linked to a shared folder found no kernels/ beside it)
@@ -1944,12 +1945,25 @@ class Kernel:
         if self._reached is None:
             self._reached = [Path(os.path.abspath(path)), Path(os.path.realpath(path)), time.monotonic(), False]
 
+    def reached_under(self, folder: str | Path) -> bool:
+        """Whether the suite file it was first reached from lies in ``folder``, both as reached
+        (links unresolved): that folder's suites are its own, whatever its link leads to now."""
+        return self._reached is not None and Path(os.path.abspath(folder)) in self._reached[0].parents
+
+    def followed(self) -> None:
+        """Take the file its suite's link leads to now as the one followed: a lookup has just
+        imported it (which handed this declaration back, a helper module's) or kept this declaration
+        where that file declares none or fails to import. It is :attr:`relinked` again only once the
+        link is switched anew: each lookup imported the file again, and went the slow way."""
+        if self._reached is not None:
+            self._reached[1:] = Path(os.path.realpath(self._reached[0])), time.monotonic(), False
+
     @property
     def relinked(self) -> bool:
-        """Whether the suite file it was collected from leads to another file now: a link to it, or
-        to a folder above it, switched since (a release deployed by a symlink), whose file declares
-        the kernel anew, as a fresh process imports it. Checked at most every :data:`REREAD_S`: a
-        lookup asks per launch."""
+        """Whether the suite file it was collected from leads to another file now than when last
+        followed (:meth:`followed`): a link to it, or to a folder above it, switched since (a release
+        deployed by a symlink), whose file declares the kernel anew, as a fresh process imports it.
+        Checked at most every :data:`REREAD_S`: a lookup asks per launch."""
         reached = self._reached
         if reached is None:
             return False

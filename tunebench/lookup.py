@@ -107,7 +107,8 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
         if name in sys.modules and any(k.relinked for n, v in vars(sys.modules[name]).items()
                                        for k in kernels_in(n, v)):
             del sys.modules[name]  # imported through a link switched since: the file it leads to now is the suite
-        if name not in sys.modules:
+        imported = name not in sys.modules
+        if imported:
             first = str((package or path).parent)  # as pytest's "prepend" puts it: absolute imports from there work
             sys.path.insert(0, first)
             _IMPORTING[name] = first
@@ -150,6 +151,8 @@ def _load(paths: list[Path], failed: list[str] | None, aside: dict) -> list[Kern
             # a linked file's target, and a linked suites folder's link, whose project's records/ a run never writes)
             k.collected_from = k.collected_from or reached(path)
             k.reached_from(path)
+            if imported:  # as its link leads now, though the import handed back a helper module's declaration
+                k.followed()
             if k not in kernels:
                 kernels.append(k)
     return kernels
@@ -811,7 +814,8 @@ _DECLARED: dict[tuple, tuple[Kernel | None, tuple, float]] = {}
 _SUITES_LOCK = threading.RLock()  # a suite may itself look a kernel up while it is imported
 #: (kernel, shape, device, dtype, records, suites, root, threads, working directory) -> (folder,
 #: its generation when the answer was made, answer, the variant answered for and its source hash then,
-#: the declaration answered for: one whose suite's link was switched since answers again)
+#: the declaration a name was answered for: one whose suite's link was switched since answers again;
+#: a Kernel given is answered as it is, whatever its link leads to)
 _FAST: dict[tuple, tuple[_Directory, int, Choice, Variant | None, str | None, Kernel | None]] = {}
 _FAST_LOCK = threading.Lock()  # held to add an answer and to drop the oldest
 #: (records, suites, declaration, what :func:`_context` gives) -> (the project's folders, when found)
@@ -907,7 +911,7 @@ def _answer(kernel: str | Kernel, shape: Sequence[int], device: str | None, dtyp
         if len(_FAST) >= MAX_ANSWERS:  # the older half goes (first asked, first dropped), not every answer
             for old in list(itertools.islice(_FAST, MAX_ANSWERS // 2)):
                 del _FAST[old]
-        _FAST[memo] = (folder, generation, choice, variant, source, decl)
+        _FAST[memo] = (folder, generation, choice, variant, source, decl if isinstance(kernel, str) else None)
     return choice
 
 
@@ -1061,7 +1065,11 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
         # collected_from keeps a linked folder, resolved in suites_dir)
         suite = reached(decl.collected_from or decl.declared_in)
         found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) and not decl.relinked else \
-            _load_once(given)[1].get(kernel, decl)
+            _load_once(given)[1].get(kernel)
+        if found is None:
+            found = decl
+            if decl.relinked and decl.reached_under(given):  # its link leads to a release without it, or failing
+                decl.followed()  # to import: this one is served, as followed, till the link is switched again
     _DECLARED[key] = found, resolved, now
     return found
 
