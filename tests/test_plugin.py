@@ -689,6 +689,30 @@ def test_lookups_after_a_suites_link_is_switched_import_the_release_once_and_ans
     assert said.read_text() == ""  # neither imported again nor answered afresh
 
 
+def test_a_lookup_follows_a_suites_link_switched_past_a_release_that_failed_to_import(
+        project, monkeypatch, declared_apart):
+    """suites/test_axpb.py's link switched to a release whose suite fails to import, then to one
+    that imports: the failed import had left the folder no kernel to say its link was switched,
+    so it was never imported again, and the first release's declaration answered for good."""
+    from tunebench import kernel
+
+    monkeypatch.setattr(kernel, "REREAD_S", 0.0)  # the suite's link checked at every lookup
+    kernel.REGISTRY.pop("axpb", None)  # as in a fresh process
+    root = project()
+    (root / "records").mkdir()
+    declared = (root / "suites" / "test_axpb.py").read_text()
+    deploy = released(root, {"r1": declared, "r2": "raise RuntimeError('release r2 is broken')\n",
+                             "r3": declared.replace('{"vec": 2,', '{"vec": 4,')})
+    monkeypatch.chdir(root)
+    assert tunebench.best("axpb", (1000,))["vec"] == 2
+    deploy("r2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tunebench.SuiteImportWarning)
+        assert tunebench.best("axpb", (1001,))["vec"] == 2  # the first release's, as followed before
+    deploy("r3")
+    assert tunebench.best("axpb", (1002,))["vec"] == 4
+
+
 def test_a_lookup_in_another_project_after_a_suites_link_is_switched_leaves_lookups_by_name_on_the_new_release(
         project, monkeypatch, tmp_path, declared_apart):
     """A lookup naming another project's suites, which declare no such kernel, answers with the

@@ -1023,12 +1023,14 @@ def _context(records: str | Path | None, suites: str | Path | None, device: str 
         raise LookupError("the working directory no longer exists: pass records= or set TUNEBENCH_ROOT") from None
 
 
-def _load_once(suites_dir: Path) -> tuple[list[str], dict[str, Kernel]]:
+def _load_once(suites_dir: Path, again: bool = False) -> tuple[list[str], dict[str, Kernel]]:
     """Import a suites folder's suites once per process (another suite's error must not stop a
-    framework's launch): the errors of those that failed, and the kernels they declare."""
+    framework's launch): the errors of those that failed, and the kernels they declare. Imported
+    again where a suite's link was switched since: one of its kernels says so, and ``again`` where
+    the kernel asked for does (a suite that failed to import declared none, to say it for it)."""
     key = suites_dir.resolve()
-    with _SUITES_LOCK:  # imported again where a suite's link was switched since
-        if key not in _SUITES_LOADED or any(k.relinked for k in _SUITES_LOADED[key][1].values()):
+    with _SUITES_LOCK:
+        if again or key not in _SUITES_LOADED or any(k.relinked for k in _SUITES_LOADED[key][1].values()):
             failed: list[str] = []
             registered = dict(REGISTRY)
             _SUITES_LOADED[key] = failed, {k.name: k for k in load_suites(suites_dir, failed)}
@@ -1064,12 +1066,13 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
         # the suite as reached: a linked file's declared_in is its target, of another project (pytest's
         # collected_from keeps a linked folder, resolved in suites_dir)
         suite = reached(decl.collected_from or decl.declared_in)
+        own = decl.relinked and decl.reached_under(given)  # its own suite's link, switched since
         found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) and not decl.relinked else \
-            _load_once(given)[1].get(kernel)
+            _load_once(given, own)[1].get(kernel)
         if found is None:
             found = decl
-            if decl.relinked and decl.reached_under(given):  # its link leads to a release without it, or failing
-                decl.followed()  # to import: this one is served, as followed, till the link is switched again
+            if own:  # its link leads to a release without it, or failing to import: this one is served, as
+                decl.followed()  # followed, till the link is switched again
     _DECLARED[key] = found, resolved, now
     return found
 
