@@ -452,6 +452,9 @@ def test_best_of_a_suite_file_linked_in_from_another_project_says_to_tune_it_whe
     --tune --tune-records records` tunes it": the other project's file, where ``pytest suites --tune``
     in B tunes B's link into B's records/, which best() reads. Its lookups import the file as
     reached, as pytest collects it."""
+    # the records read again at once, as a new process does: a tune done within a second of the first
+    # lookup (REFRESH_S) went unseen, and the lookup after it said nothing is recorded
+    monkeypatch.setattr(sys.modules["tunebench.lookup"], "REFRESH_S", 0.0)
     monkeypatch.chdir(linked_in / "B")
     untuned = lookup("axpb", (1000,), suites="suites")
     assert untuned.source == "heuristic" and untuned.reason.endswith("; `pytest suites/test_link.py --tune` tunes it")
@@ -538,6 +541,9 @@ def test_best_of_a_linked_suites_folder_with_records_of_its_own_says_to_tune_int
     records/ (a run resolves the suites folder to A's project), never into B's, which best()
     reads: told again the same, after every tune. The command names the suite's project's
     records as a run finds them, and B's by --tune-records."""
+    # the records read again at once, as a new process does: a tune done within a second of the first
+    # lookup (REFRESH_S) went unseen, and the lookup after it said nothing is recorded
+    monkeypatch.setattr(sys.modules["tunebench.lookup"], "REFRESH_S", 0.0)
     root = linked_folder
     monkeypatch.chdir(root / "B")
     untuned = lookup("axpb", (1000,), records="records", suites="suites")
