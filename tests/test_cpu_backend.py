@@ -1,3 +1,4 @@
+import ctypes
 import dataclasses
 import os
 import re
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tunebench
 from tests.conftest import AXPB_C, TWICE_C, ascii_locale
 from tunebench.backends.base import BuildEnvironmentError, CompileError, explain, own_include_dirs, preprocess
 from tunebench.backends.cache import BuildCache, CompilerKilled, default_root, run_compiler
@@ -1581,17 +1583,21 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_preprocessed_and_told_of_mangl
     assert 'declare it extern "C"' in missing_entry(variant, {"_Z1kPKfPfi": None}, {"tile": 1})
 
 
+#: A ``.c`` template that only C++ reads (``-x c++``), and that needs the C++ standard library.
+VECTOR_SCALE_C = (
+    "#include <vector>\n"
+    'extern "C" void scale(const float *x, float *y, int n)\n'
+    "{\n    std::vector<float> copy(x, x + n);\n    float *factor = new float(2.0f * tile / tile);\n"
+    "    for (int i = 0; i < n; ++i) y[i] = *factor * copy[i];\n    delete factor;\n}\n")
+
+
 def test_a_c_template_read_as_cxx_by_its_flags_links_the_cxx_standard_library(pytester, quiet_verdicts):
     """gcc reading a ``.c`` template as C++ (its flags' ``-x c++``) links no C++ standard
     library, as g++ does a ``.cpp``'s: a template using ``std::vector`` or ``new`` failed every
     config's build (under ``-z defs``: "undefined reference to `operator new(unsigned long)'"),
     and the README told the user to rename it."""
     (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    (pytester.path / "scale.c").write_text(
-        "#include <vector>\n"
-        'extern "C" void scale(const float *x, float *y, int n)\n'
-        "{\n    std::vector<float> copy(x, x + n);\n    float *factor = new float(2.0f * tile / tile);\n"
-        "    for (int i = 0; i < n; ++i) y[i] = *factor * copy[i];\n    delete factor;\n}\n")
+    (pytester.path / "scale.c").write_text(VECTOR_SCALE_C)
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "test_scale.py").write_text(
         "import numpy as np\n"
@@ -1604,6 +1610,26 @@ def test_a_c_template_read_as_cxx_by_its_flags_links_the_cxx_standard_library(py
         '                           heuristic=lambda shape: {"tile": 1}, space=Space({"tile": [1, 4]})))\n')
     result = pytester.runpytest("suites", "--tune", "--tune-target", "cpu", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_a_frameworks_own_build_of_a_c_template_read_as_cxx_with_its_flags_loads(tmp_path, declared_apart):
+    """Tuned.flags() (cpu.code_flags) left out the C++ standard library that a ``.c`` template under
+    ``-x c++`` links: a framework's build with them, ahead of its source as README's framework
+    section composes them, made a library that failed to load ("undefined symbol: _Znwm", its
+    ``new``). The preprocessor reading the template (``gcc -E``) is given no library."""
+    (tmp_path / "scale.c").write_text(VECTOR_SCALE_C)
+    (tmp_path / "records").mkdir()
+    variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
+                      heuristic=lambda shape: {"tile": 1}, flags=("-x", "c++"), origin=tmp_path)
+    handle = tunebench.tuned(scaling("scale_cxx_framework", variant, 2.0, 100), records=tmp_path / "records")
+    own = tmp_path / "own.so"
+    built = subprocess.run(["gcc", *handle.flags(), "-fPIC", "-shared", *handle.defines((100,)),
+                            str(tmp_path / "scale.c"), "-o", str(own)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    x, y = np.arange(100, dtype=np.float32), np.zeros(100, np.float32)
+    ctypes.CDLL(str(own)).scale(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p), 100)
+    np.testing.assert_array_equal(y, 2 * x)
+    assert not [f for f in cpu.preprocessing(variant, {"tile": 1})[1] if "stdc++" in f]
 
 
 @pytest.mark.parametrize("through", ["CPATH", "-I"])

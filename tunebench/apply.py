@@ -102,7 +102,8 @@ class Tuned:
         with for the dtype's conversions where the compiler's default runtime lacks them
         (``--rtlib=compiler-rt``: see :func:`tunebench.backends.cpu.code_flags`); with neither,
         what any dtype the variant declares links with, as :meth:`defines` serves the tuned dtype
-        without being told it (a link flag, which changes no dtype's code)."""
+        without being told it (a link flag, which changes no dtype's code); and the C++ standard
+        library a ``.c`` template read as C++ (``-x c++``) links."""
         device = device_named(self.device) if self.device else this_device()
         target = device.split("-", 1)[0]
         decl = self.kernel if isinstance(self.kernel, Kernel) else declaration(self.kernel, self.records, self.suites)

@@ -168,17 +168,30 @@ def source_inputs(variant: Variant, config: Mapping, dtype: str) -> dict[str, st
 
 
 def code_flags(variant: Variant, dtypes: Iterable[str] = ()) -> list[str]:
-    """The flags of a build that decide its code (not its form as a library): what a framework
+    """The flags of a build that decide its code (:func:`compile_flags`): what a framework
     building the template itself passes for the code tunebench measured; where a build in one of
     ``dtypes`` links the conversions the compiler calls from a runtime it does not link by
-    default, that runtime's flag too, once (:func:`runtime_flags`): a link flag (a ``-c`` compile
-    ignores it, clang with a warning), without which the framework's library is left needing a
-    symbol nothing defines, and fails to link or to load; it changes no code, so a build in
-    another dtype given it links as it did."""
-    lang = language(variant)
+    default, that runtime's flag too, once (:func:`runtime_flags`), and where gcc reads a C
+    template as C++, the C++ standard library (:func:`cxx_library`): link flags (a ``-c`` compile
+    ignores them, clang with a warning), without which the framework's library is left needing a
+    symbol nothing defines, and fails to link or to load; they change no code, so a build in
+    another dtype given them links as it did."""
     runtime = dict.fromkeys(f for dtype in dtypes for f in runtime_flags(variant, dtype))
+    return [*compile_flags(variant), *runtime, *(CXX_LIBRARY_ANYWHERE if cxx_library(variant) else ())]
+
+
+def compile_flags(variant: Variant) -> list[str]:
+    """The flags of a build that decide its code, not its form as a library nor what it links:
+    those the preprocessor reads it with (:func:`preprocessing`)."""
     return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [
-        STANDARD[lang], *copy_flags(variant), *runtime]
+        STANDARD[language(variant)], *copy_flags(variant)]
+
+
+#: :func:`cxx_library` as a framework's build links it wherever it puts :func:`code_flags`: a plain
+#: ``-lstdc++`` ahead of the source was dropped under ``--as-needed`` (Debian's and Ubuntu's gcc
+#: pass it), which keeps a library only where the files before it need it, and the framework's
+#: library failed to load ("undefined symbol: _Znwm", operator new).
+CXX_LIBRARY_ANYWHERE = ("-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state",)
 
 
 def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], str] | None:
@@ -193,7 +206,7 @@ def preprocessing(variant: Variant, config: Mapping) -> tuple[str, list[str], st
     if path is None:
         return None
     dtype = variant.dtypes[0] if variant.dtypes[0] in CTYPES else "float32"  # the code's type, which no #if reads
-    return (version_of(path), [path, "-E", "-P", "-H", *code_flags(variant), "-x", read_as(variant), "-"],
+    return (version_of(path), [path, "-E", "-P", "-H", *compile_flags(variant), "-x", read_as(variant), "-"],
             source(variant, config, dtype))
 
 
