@@ -665,7 +665,11 @@ def trusted(verdicts: list[Verdict], comp: Comparison) -> list[Verdict]:
     core), a bias no spread shows: unchanged code read 1.57x. Nor for arms that look serial: an
     OpenMP arm's helper thread, starved by the load, counted as no thread of its own, and two
     serial arms of a true 1.05x read 0.54x-1.63x beside two spinning processes (a review's
-    measurements); a slowdown the noise hid is named in the skip's reason."""
+    measurements). Nor for one config built two ways (the best against its build as recorded):
+    beside two spinning processes, an OpenMP build of a serial template, about 0.45x its time,
+    read 130.6-131.2x in three processes, and a comment added to a serial kernel of 5 ms calls
+    1.26-1.32x; an OpenMP build whose process counted one thread and whose samples showed no
+    load read 524x (docs/ci.md). A slowdown the noise hid is named in the skip's reason."""
     def beyond_noise(verdict: Verdict) -> bool:
         spread = (max(verdict.ratios) - min(verdict.ratios)) / verdict.median
         return min(verdict.ratios) > verdict.limit * (1 + spread)
