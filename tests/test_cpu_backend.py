@@ -986,6 +986,32 @@ def test_a_link_by_an_absolute_path_into_the_checkout_hashes_alike_in_every_chec
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_a_library_under_the_home_folder_of_a_dotfiles_repository_hashes_alike_in_every_checkout(tmp_path,
+                                                                                                 monkeypatch):
+    """A ``.git`` in the home folder (a dotfiles repository) is no checkout of the project: taken
+    for one, ``include`` linked by an absolute path to ``~/.local/include/mylib`` was a link into
+    the checkout, named relative to each project's folder (``-I../../../.local/...``), and two
+    checkouts of the project hashed apart."""
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    library = home / ".local" / "include" / "mylib"
+    library.mkdir(parents=True)
+    (library / "scale.h").write_text("#define FACTOR 3.0f\n")
+    found = []
+    for project in (home / "a" / "proj", home / "b" / "c" / "proj"):
+        (project / "suites").mkdir(parents=True)
+        (project / "pyproject.toml").write_text("")
+        (project / "include").symlink_to(library)
+        (project / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                                "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=("-I../include",), origin=project / "suites")
+        assert variant.declared_flags == f"-I{library}"
+        found.append(variant.source_hash)
+    assert found[0] == found[1]
+
+
 def test_include_next_is_no_computed_include(tmp_path):
     """A shim's ``#include_next <stdlib.h>`` took its folder for one: every header there was
     hashed, and the folder given to the compiler."""
@@ -1419,7 +1445,7 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     assert declared().source_hash != variant.source_hash
 
 
-@pytest.mark.parametrize("cc", ["gcc", "clang-19"])
+@pytest.mark.parametrize("cc", ["gcc", "clang-19", "cc, a clang"])
 @pytest.mark.parametrize("include, flags, variable, env, reads", [
     ("<scale.h>", ("-isystem", "../i", "-isystem", "../s"), "CPATH", "s", "i"),  # CPATH's s dropped: s after i
     ("<scale.h>", ("-I../x", "-isystem", "../s"), "C_INCLUDE_PATH", "x", "s"),  # the -I x dropped: x after s
@@ -1445,11 +1471,19 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
     clang 19 (TUNEBENCH_CC) keeps them as gcc does, but for an
     -iquote folder given as a system's too, which it searches for a quoted include
     (``clang -v -E``'s '#include "..."' chain): dropped there as gcc's, the hash named
-    ``s``'s header where clang built ``x``'s."""
-    if not shutil.which(cc):
-        pytest.skip(f"{cc} is not on PATH")
-    monkeypatch.setattr(cpu, "CC", cc)
-    reads = reads[cc] if isinstance(reads, dict) else reads
+    ``s``'s header where clang built ``x``'s. A clang is known by what it says of itself, not its
+    name (``cc, a clang``: a wrapper, as LLVM's own ``clang`` is a link to ``clang-19``)."""
+    program = "clang-19" if cc == "cc, a clang" else cc
+    if not shutil.which(program):
+        pytest.skip(f"{program} is not on PATH")
+    if cc == "cc, a clang":
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "cc").write_text('#!/bin/sh\nexec clang-19 "$@"\n')
+        (tmp_path / "bin" / "cc").chmod(0o755)
+        monkeypatch.setattr(cpu, "CC", str(tmp_path / "bin" / "cc"))
+    else:
+        monkeypatch.setattr(cpu, "CC", cc)
+    reads = reads[program] if isinstance(reads, dict) else reads
     kernel_name = "duplicate_folder_test_" + re.sub(r"\W", "", cc + "".join(flags))
     flags = tuple(flag.format(proj=tmp_path / "proj") for flag in flags)
     folders = {name: tmp_path / "proj" / name for name in ("i", "s", "x")}

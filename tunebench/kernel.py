@@ -443,8 +443,12 @@ def _linked_apart(folder: Path, top: Path) -> bool:
 
 def checkout_root(start: Path) -> Path | None:
     """The top of the git checkout holding ``start``: the nearest folder holding ``.git`` (a
-    folder, or a file in a worktree or a submodule); None outside git."""
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+    folder, or a file in a worktree or a submodule) below the home folder; None outside git. A
+    ``.git`` of the home folder or above is a dotfiles repository, not the project's: taken for its
+    checkout, a library installed apart under ``~/.local`` was named relative to each checkout."""
+    home = Path.home()
+    return next((d for d in (start, *start.parents)
+                 if (d / ".git").exists() and not home.is_relative_to(d)), None)
 
 
 def _apart(link: Path, top: Path) -> bool:
@@ -919,8 +923,8 @@ class Variant:
         Taken for -I folders, in the flags' order, one named ``<scale.h>`` was hashed from an
         -iquote folder, which gcc never searches for it, and ``"scale.h"`` from an -I folder the
         flags give first, where gcc read the -iquote folder's."""
-        from tunebench.backends.cpu import quotes_system_folders  # the CPU target's compiler: a floor below
-        kept = self.launch is None and quotes_system_folders(self.language)
+        from tunebench.backends import cpu  # the CPU target's compiler: a floor below
+        kept = self.launch is None and cpu.quotes_system_folders(cpu.language(self))  # the build's, whatever -x
         system = () if kept else self._system_searched()
         return tuple(dict.fromkeys(d for d in self._given_by(("-iquote",)) if d not in system))
 

@@ -301,7 +301,19 @@ def quotes_system_folders(lang: str) -> bool:
     """Whether ``lang``'s compiler looks for a quoted include in an -iquote folder it also
     searches as a system's (-isystem, C_INCLUDE_PATH's): clang keeps it in its '#include "..."'
     chain (``clang -v -E``), where gcc drops it ('ignoring duplicate directory')."""
-    return (compiler_identity(lang) or "").startswith("clang ")
+    path = shutil.which(compiler(lang))
+    return bool(path) and _is_clang(path)
+
+
+@cache
+def _is_clang(program: str) -> bool:
+    """Whether ``program`` is a clang, by what it says of itself: its file's name does not tell
+    (LLVM's own layout: ``clang`` a link to ``clang-19``; a wrapper of any name)."""
+    try:
+        said = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return "clang version" in said
 
 
 @cache
