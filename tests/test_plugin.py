@@ -719,6 +719,32 @@ def test_a_lookup_follows_a_suites_link_switched_past_a_release_that_failed_to_i
     assert tunebench.best("axpb", (1002,))["vec"] == 4
 
 
+@pytest.mark.parametrize("r3", ["broken", "gone"])
+def test_a_release_failing_after_a_second_one_keeps_the_second_ones_declaration(project, monkeypatch, declared_apart,
+                                                                                 r3):
+    """r1, r2, then an r3 that fails to import or declares the kernel no more: the registry's
+    declaration, the first release's, answered (vec 2), two releases back, where the one followed
+    last is r2's (a review's case)."""
+    from tunebench import kernel
+
+    monkeypatch.setattr(kernel, "REREAD_S", 0.0)  # the suite's link checked at every lookup
+    kernel.REGISTRY.pop("axpb", None)  # as in a fresh process
+    root = project()
+    (root / "records").mkdir()
+    declared = (root / "suites" / "test_axpb.py").read_text()
+    r2 = declared.replace('{"vec": 2,', '{"vec": 4,')
+    deploy = released(root, {"r1": declared, "r2": r2, "r3": "raise RuntimeError('release r3 is broken')\n"
+                             if r3 == "broken" else r2.replace('"axpb",', '"axpb_renamed",', 1)})
+    monkeypatch.chdir(root)
+    assert tunebench.best("axpb", (1000,))["vec"] == 2
+    deploy("r2")
+    assert tunebench.best("axpb", (1001,))["vec"] == 4
+    deploy("r3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tunebench.SuiteImportWarning)
+        assert [tunebench.best("axpb", (1002 + i,))["vec"] for i in range(3)] == [4, 4, 4]
+
+
 def test_a_lookup_in_another_project_after_a_suites_link_is_switched_leaves_lookups_by_name_on_the_new_release(
         project, monkeypatch, tmp_path, declared_apart):
     """A lookup naming another project's suites, which declare no such kernel, answers with the

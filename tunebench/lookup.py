@@ -1054,6 +1054,7 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
     relative = not all(os.path.isabs(p) for p in named if p is not None)
     key = (kernel, decl, *map(str, named), os.getcwd() if relative else None)
     found, folders, read = _DECLARED.get(key, (None, None, -REFRESH_S))
+    followed = found  # the declaration this lookup followed last
     now = time.monotonic()
     relinked = found is not None and found.relinked  # its suite's link switched since: followed at once
     if now - read < REFRESH_S and not relinked:  # a framework asks per launch (Tuned.defines): the folders are read
@@ -1069,10 +1070,10 @@ def declaration(kernel: str, records: str | Path | None, suites: str | Path | No
         own = decl.relinked and decl.reached_under(given)  # its own suite's link, switched since
         found = decl if (not suites_dir.is_dir() or suites_dir in suite.parents) and not decl.relinked else \
             _load_once(given, own)[1].get(kernel)
-        if found is None:
-            found = decl
-            if own:  # its link leads to a release without it, or failing to import: this one is served, as
-                decl.followed()  # followed, till the link is switched again
+        if found is None:  # its link leads to a release without it, or failing to import: the one followed
+            found = followed or decl  # last is served (not the first: r1, r2, then a broken r3 served r1's)
+            if own:
+                found.followed()  # as followed, till the link is switched again
     _DECLARED[key] = found, resolved, now
     return found
 
