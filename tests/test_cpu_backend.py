@@ -57,6 +57,16 @@ def assert_recorded_build_scales(name: str, tuned: Variant, text: str, texts: di
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def assert_hash_follows(declared, variant: Variant, built: Path, *unread: Path) -> None:
+    """An edit of the headers ``unread`` (the build reads none) keeps ``variant``'s source hash as
+    ``declared()`` gives it again, and one of ``built``, the header it reads, changes it."""
+    for header in unread:
+        header.write_text("#define FACTOR 6.0f\n")
+    assert declared().source_hash == variant.source_hash
+    built.write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != variant.source_hash
+
+
 def run_once(backend, kernel, variant, config, n=1000):
     build = backend.build(kernel, variant, config, "float32")
     args = kernel.build_args((n,), "float32")
@@ -671,10 +681,7 @@ def test_a_computed_include_leading_out_of_its_folder_hashes_the_header_the_buil
         code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
                               cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
         assert f"y[i] = {factor}f * x[i]" in code
-    other.write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    read.write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, read, other)
 
 
 def test_a_header_a_computed_include_of_a_param_names_linked_beside_the_template_hashes_alike_in_every_checkout(
@@ -721,10 +728,7 @@ def test_a_computed_include_of_a_header_in_a_quote_folder_of_the_flags_hashes_th
         '#line 1 "../alt/impl.h"']
     got, want = run_once(CpuBackend(), scaling("computed_quote_test", variant, 3.0, 9), variant, config, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    (tmp_path / "suites" / "impl.h").write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    (tmp_path / "alt" / "impl.h").write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, tmp_path / "alt" / "impl.h", tmp_path / "suites" / "impl.h")
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
@@ -1415,10 +1419,7 @@ def test_a_header_of_a_system_folder_of_the_flags_and_of_the_compilers_own_path_
     got, want = run_once(CpuBackend(), scaling(f"search_order_test_{option[2:]}_{variable}", variant, 3.0, 9),
                          variant, {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    (other / "scale.h").write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    (read / "scale.h").write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, read / "scale.h", other / "scale.h")
 
 
 def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_searched_after_it(tmp_path):
@@ -1439,10 +1440,7 @@ def test_a_header_of_an_isystem_folder_the_flags_give_ahead_of_an_i_folder_is_se
     variant = declared()
     got, want = run_once(CpuBackend(), scaling("isystem_first_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    (tmp_path / "sys" / "scale.h").write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    (tmp_path / "inc" / "scale.h").write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "scale.h", tmp_path / "sys" / "scale.h")
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang-19", "cc, a clang"])
@@ -1505,12 +1503,8 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
     variant = declared()
     got, want = run_once(CpuBackend(), scaling(kernel_name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    for name, folder in folders.items():
-        if name != reads:
-            (folder / "scale.h").write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    (folders[reads] / "scale.h").write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, folders[reads] / "scale.h",
+                        *(folder / "scale.h" for name, folder in folders.items() if name != reads))
 
 @pytest.mark.parametrize("include, flags, reads", [
     ("<scale.h>", ("-iquote", "../q"), "env"),  # gcc never searches an -iquote folder for an angle include
@@ -1544,12 +1538,8 @@ def test_a_quote_folder_of_the_flags_is_searched_for_a_quoted_include_alone_ahea
     got, want = run_once(CpuBackend(), scaling(f"quote_chain_test_{reads}", variant, 3.0, 9), variant, {"tile": 1},
                          n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    for name, folder in folders.items():
-        if name != reads:
-            (folder / "scale.h").write_text("#define FACTOR 6.0f\n")
-    assert declared().source_hash == variant.source_hash
-    (folders[reads] / "scale.h").write_text("#define FACTOR 4.0f\n")
-    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, variant, folders[reads] / "scale.h",
+                        *(folder / "scale.h" for name, folder in folders.items() if name != reads))
 
 
 def test_a_cuda_computed_include_of_a_header_of_cpath_and_of_a_system_folder_of_the_flags_hashes_the_one_built(
