@@ -57,6 +57,18 @@ def assert_recorded_build_scales(name: str, tuned: Variant, text: str, texts: di
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def scale_headers(project: Path, include: str, folders: dict[str, Path], reads: str) -> None:
+    """A project whose template includes ``include`` (scale.h), a scale.h in each of ``folders``:
+    the one named ``reads`` scales by 3, the others by 5 (a build of another's is seen)."""
+    for name, folder in folders.items():
+        folder.mkdir(parents=True)
+        (folder / "scale.h").write_text(f"#define FACTOR {'3.0f' if name == reads else '5.0f'}\n")
+    (project / "pyproject.toml").write_text("")
+    (project / "suites").mkdir()
+    (project / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+
 def assert_hash_follows(declared, variant: Variant, built: Path, *unread: Path) -> None:
     """An edit of the headers ``unread`` (the build reads none) keeps ``variant``'s source hash as
     ``declared()`` gives it again, and one of ``built``, the header it reads, changes it."""
@@ -1485,13 +1497,7 @@ def test_a_folder_given_twice_is_searched_where_the_compiler_keeps_it(tmp_path, 
     kernel_name = "duplicate_folder_test_" + re.sub(r"\W", "", cc + "".join(flags))
     flags = tuple(flag.format(proj=tmp_path / "proj") for flag in flags)
     folders = {name: tmp_path / "proj" / name for name in ("i", "s", "x")}
-    for name, folder in folders.items():
-        folder.mkdir(parents=True)
-        (folder / "scale.h").write_text(f"#define FACTOR {'3.0f' if name == reads else '5.0f'}\n")
-    (tmp_path / "proj" / "pyproject.toml").write_text("")
-    (tmp_path / "proj" / "suites").mkdir()
-    (tmp_path / "proj" / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
-                                                      "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    scale_headers(tmp_path / "proj", include, folders, reads)
     for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, str(folders[env]))
@@ -1519,13 +1525,7 @@ def test_a_quote_folder_of_the_flags_is_searched_for_a_quoted_include_alone_ahea
     ../inc/scale.h for ``"scale.h"``, which gcc built from ../q: an edit of the header built kept
     the source hash, and its trials, and one of a header never read was another source."""
     folders = {"q": tmp_path / "proj" / "q", "inc": tmp_path / "proj" / "inc", "env": tmp_path / "env"}
-    for name, folder in folders.items():
-        folder.mkdir(parents=True)
-        (folder / "scale.h").write_text(f"#define FACTOR {'3.0f' if name == reads else '5.0f'}\n")
-    (tmp_path / "proj" / "pyproject.toml").write_text("")
-    (tmp_path / "proj" / "suites").mkdir()
-    (tmp_path / "proj" / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
-                                                      "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    scale_headers(tmp_path / "proj", include, folders, reads)
     for name in ("C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CPATH", str(folders["env"]))
