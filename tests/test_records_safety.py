@@ -570,11 +570,38 @@ def test_a_task_stopped_by_its_workers_kills_is_a_death_of_its_config_only_where
     store.loading()
     assert store.killed("SIGTERM")
     store.measured()  # the task stopped, the run goes on: the mark stays
-    (mark,) = store.journal.parent.glob("*.inflight-*")
+    assert len(list(store.journal.parent.glob("*.inflight-*"))) == 1
+    _ended(store)  # the run has ended since
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == ["SIGTERM"]
+
+
+def _ended(store: RecordStore) -> None:
+    """The marks in ``store``'s folder are of a run that has ended (a process no longer running)."""
     ended = subprocess.Popen(["true"])
     ended.wait()
-    mark.write_text(json.dumps({**json.loads(mark.read_text()), "pid": ended.pid}))  # the run has ended since
-    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == ["SIGTERM"]
+    for mark in store.journal.parent.glob("*.inflight-*"):
+        mark.write_text(json.dumps({**json.loads(mark.read_text()), "pid": ended.pid}))
+        mark.rename(mark.with_name(mark.name.replace(f".inflight-{os.getpid()}", f".inflight-{ended.pid}")))
+
+
+def test_a_run_interrupted_before_its_candidate_loaded_keeps_the_earlier_runs_deaths(tmp_path):
+    """A run that measured a config where an earlier run had died, and was interrupted (Ctrl-C)
+    before its candidate loaded, deleted the earlier run's mark and left none of its own: the
+    config's count of deaths started again from none."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.measuring(trial({"vec": 1}))
+    store.loading()
+    store.killed("SIGTERM")
+    store.measured()
+    _ended(store)
+    interrupted = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert interrupted.measuring(trial({"vec": 1})) == ["SIGTERM"]
+    interrupted.measured()  # as the session's finally does on Ctrl-C
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert again.measuring(trial({"vec": 1})) == ["SIGTERM"]
+    again.loading()  # its own mark carries the earlier run's death on: that one's goes
+    (mark,) = again.journal.parent.glob("*.inflight-*")
+    assert json.loads(mark.read_text())["deaths"] == ["SIGTERM"]
 
 
 #: A reference that, told to by $IN_REFERENCE, says so in that file and takes a minute (a large shape's).

@@ -725,6 +725,8 @@ class RecordStore:
         self.unwritten: str | None = None
         #: The trial in flight's mark and its text (see :meth:`measuring`).
         self._mark: tuple[Path, str] | None = None
+        #: The marks of earlier runs at it, which its own carries on once written (see :meth:`loading`).
+        self._earlier: list[Path] = []
         #: Opened read-only with ``skip_damaged`` (the report): the damaged lines of the journal and
         #: the archive, each left out and said here rather than refusing every other record with it.
         #: Else none is: a writer would fold the journal without them, a lookup serve without them.
@@ -877,7 +879,7 @@ class RecordStore:
         they left, oldest first: None where the run died (a candidate that killed the run itself,
         ``kill(getppid(), ...)``, killed every later run at the same place, and nothing named it),
         a signal's name where its task stopped as the worker was killed by it (see :meth:`killed`)."""
-        self._mark = None
+        self._mark, self._earlier = None, []
         if self.read_only:
             return []
         key, deaths = json.dumps(trial_identity(doc)), []
@@ -889,7 +891,7 @@ class RecordStore:
                 continue
             if mark.get("key") == key and not alive(mark.get("pid")):  # an earlier version's mark counts "died"
                 deaths = max(deaths, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")], key=len)
-                path.unlink(missing_ok=True)
+                self._earlier.append(path)
         # one mark per trial: one that killed() keeps outlives this run's later trials
         trial = hashlib.sha256(key.encode()).hexdigest()[:16]
         self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{trial}",
@@ -900,7 +902,8 @@ class RecordStore:
         """The worker loads the build of the trial :meth:`measuring` named: from here its candidate's
         own code runs, and a death of this run may be its doing. Not before: two runs killed (a CI
         job cancelled twice) while the heuristic's first trial built its reference had recorded the
-        heuristic as crashed, served a candidate in its place and failed its item."""
+        heuristic as crashed, served a candidate in its place and failed its item. The earlier
+        runs' marks go only now: a run interrupted before (Ctrl-C) had wiped out their deaths."""
         if self._mark is None:
             return
         path, text = self._mark
@@ -909,6 +912,18 @@ class RecordStore:
         except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
             path.unlink(missing_ok=True)
             raise _unwritten(path, e) from None
+        self._forget_earlier()
+
+    def counted(self) -> None:
+        """The deaths :meth:`measuring` returned are the config's crash, recorded in place of the
+        trial, which ends unmeasured: the marks that told them go."""
+        self._forget_earlier()
+        self.measured()
+
+    def _forget_earlier(self) -> None:
+        for earlier in self._earlier:
+            earlier.unlink(missing_ok=True)
+        self._earlier = []
 
     def killed(self, signal: str) -> bool:
         """The trial :meth:`measuring` named stopped this run's task: its worker was killed by

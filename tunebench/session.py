@@ -728,7 +728,7 @@ class Task:
         if ahead is None:  # measured by this process's worker: a candidate may kill this run itself
             deaths = t.store.measuring(self._document(config, shape))
             if len(deaths) >= DEATHS:
-                t.store.measured()
+                t.store.counted()
                 return {**self._document(config, shape), "status": "crashed", "cost_s": 0.0, "retries": 0,
                         "error": f"{_died(deaths)}: recorded as crashed, not measured again (--tune-retry-failed "
                                  f"measures it)"}
