@@ -604,6 +604,47 @@ def test_a_run_interrupted_before_its_candidate_loaded_keeps_the_earlier_runs_de
     assert json.loads(mark.read_text())["deaths"] == ["SIGTERM"]
 
 
+def test_a_torn_mark_of_a_run_that_ended_is_removed_and_one_of_a_run_going_on_is_left(tmp_path):
+    """An empty or torn mark (a write killed halfway, as an earlier tunebench's could be) names no
+    trial: no run read it, and none removed it, for good."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.journal.parent.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    torn = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef"
+    torn.write_text('{"key": "[')
+    going_on = store.journal.parent / f"{store.path.name}.inflight-{os.getpid()}-0123456789abcdef"
+    going_on.write_text("")
+    assert store.measuring(trial({"vec": 1})) == []
+    assert not torn.exists() and going_on.exists()
+
+
+def test_a_full_disk_as_a_stopped_task_keeps_its_mark_keeps_the_runs_death_there(tmp_path):
+    """killed() rewrote the mark in place: on a full disk the mark was left empty, then removed,
+    and the run's death at the config with it."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    script = textwrap.dedent(f"""
+        import resource
+        from tests.test_records import FINGERPRINT, trial
+        from tunebench.records import NotWritable, RecordStore
+        store = RecordStore.for_device({str(tmp_path)!r}, FINGERPRINT)
+        store.measuring(trial({{"vec": 1}}))
+        store.loading()
+        (mark,) = store.journal.parent.glob("*.inflight-*")
+        limit = mark.stat().st_size + 4  # the mark as it is fits, not with the signal that killed the worker
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        try:
+            store.killed("SIGTERM")
+        except NotWritable as e:
+            print(e)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).parent.parent)
+    assert run.returncode == 0 and "records cannot be written (File too large)" in run.stdout, run.stdout + run.stderr
+    (mark,) = store.journal.parent.glob("*.inflight-*")
+    assert json.loads(mark.read_text())["deaths"] == []  # the run died at it, as far as the next can tell
+
+
 #: A reference that, told to by $IN_REFERENCE, says so in that file and takes a minute (a large shape's).
 SLOW_REFERENCE = """
 def reference(x, n):

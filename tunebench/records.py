@@ -637,6 +637,18 @@ def _whole_lines(f, block: int = 1 << 16) -> int:
     return 0
 
 
+def write_atomic(path: Path, text: str, stamp: str) -> None:
+    """``path`` holds ``text`` whole, or as it was: a reader never sees it torn or empty (a killed
+    write, a full disk); ``stamp`` names the copy written beside it first."""
+    tmp = path.with_name(f"{path.name}.{stamp}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no empty file left behind
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def alive(pid) -> bool:
     """Whether process ``pid`` is running."""
     try:
@@ -887,7 +899,12 @@ class RecordStore:
         for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
             try:
                 mark = json.loads(path.read_text())
-            except (OSError, ValueError):
+            except OSError:
+                continue
+            except ValueError:  # torn (by an earlier tunebench's killed write): it names no trial
+                pid = re.match(r"\d+", path.name.rpartition(".inflight-")[2])
+                if pid and not alive(int(pid[0])):  # ... and no run will write it whole
+                    path.unlink(missing_ok=True)
                 continue
             if mark.get("key") == key and not alive(mark.get("pid")):  # an earlier version's mark counts "died"
                 deaths = max(deaths, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")], key=len)
@@ -907,10 +924,9 @@ class RecordStore:
         if self._mark is None:
             return
         path, text = self._mark
-        try:
-            path.write_text(text)
-        except OSError as e:  # a full disk: an empty mark, which no run reads, would stay for good
-            path.unlink(missing_ok=True)
+        try:  # whole or as it was: a torn mark names no trial, and killed() rewrites a death's
+            write_atomic(path, text, "tmp")
+        except OSError as e:
             raise _unwritten(path, e) from None
         self._forget_earlier()
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from tunebench.backends.base import BuildEnvironmentError, CompileError
 from tunebench.owned import folder
+from tunebench.records import write_atomic
 
 
 def default_root() -> Path:
@@ -221,7 +222,7 @@ class BuildCache:
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
         with self._writing():
-            _write_atomic(src, source, stamp)
+            write_atomic(src, source, stamp)
         tmp = out.with_name(f"{out.stem}.{stamp}{out_suffix}")
         start = time.perf_counter()
         self.compiled += 1
@@ -234,7 +235,7 @@ class BuildCache:
         if failure is not None:
             tmp.unlink(missing_ok=True)
             with self._writing():
-                _write_atomic(err, excerpt(failure), stamp)
+                write_atomic(err, excerpt(failure), stamp)
             raise CompileError(excerpt(failure))
         with self._writing():
             os.replace(tmp, out)
@@ -258,7 +259,7 @@ class BuildCache:
         if holds:
             with contextlib.suppress(OSError):
                 self.root.mkdir(parents=True, exist_ok=True)
-                _write_atomic(path, json.dumps(why), f"{os.getpid()}-{time.monotonic_ns()}")
+                write_atomic(path, json.dumps(why), f"{os.getpid()}-{time.monotonic_ns()}")
         return why
 
     def copies(self, texts: Mapping[Path, str], name: str, folders: Iterable[Path] = ()) -> Path:
@@ -276,7 +277,7 @@ class BuildCache:
                 copy = folder / path.relative_to(path.anchor)
                 if not copy.exists():
                     copy.parent.mkdir(parents=True, exist_ok=True)
-                    _write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
+                    write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
         return folder
 
     @contextlib.contextmanager
@@ -290,13 +291,3 @@ class BuildCache:
                 f"the compile cache {self.root} cannot be written ({type(e).__name__}: {e.strerror or e}): no "
                 f"candidate can be built, and nothing is recorded; set TUNEBENCH_CACHE to a writable folder "
                 f"with free space") from None
-
-
-def _write_atomic(path: Path, text: str, stamp: str) -> None:
-    tmp = path.with_name(f"{path.name}.{stamp}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:  # a full disk: no empty file left behind
-        tmp.unlink(missing_ok=True)
-        raise
