@@ -18,7 +18,7 @@ import tunebench
 
 from tests.test_plugin import TUNE
 from tests.test_records import FINGERPRINT, trial
-from tunebench.records import RecordsError, RecordStore
+from tunebench.records import RecordsError, RecordStore, trial_identity
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts, through a conftest.py where
 #: pytest runs in a process of its own): beside other load a tune stopped at its heuristic, as
@@ -602,6 +602,20 @@ def test_a_run_interrupted_before_its_candidate_loaded_keeps_the_earlier_runs_de
     again.loading()  # its own mark carries the earlier run's death on: that one's goes
     (mark,) = again.journal.parent.glob("*.inflight-*")
     assert json.loads(mark.read_text())["deaths"] == ["SIGTERM"]
+
+
+def test_two_runs_that_each_died_at_a_config_without_seeing_the_others_mark_are_two_deaths(tmp_path):
+    """Of the marks two runs left at the same config (both measuring it at once, each killed), only
+    the longest count of deaths was taken: two deaths counted as one."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.journal.parent.mkdir()
+    key = json.dumps(trial_identity(trial({"vec": 1})))
+    for _ in range(2):
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        mark = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef"
+        mark.write_text(json.dumps({"key": key, "pid": ended.pid, "deaths": [], "killed": "SIGTERM"}))
+    assert store.measuring(trial({"vec": 1})) == ["SIGTERM", "SIGTERM"]
 
 
 def test_a_torn_mark_of_a_run_that_ended_is_removed_and_one_of_a_run_going_on_is_left(tmp_path):

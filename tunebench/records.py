@@ -894,11 +894,11 @@ class RecordStore:
         self._mark, self._earlier = None, []
         if self.read_only:
             return []
-        key, deaths = json.dumps(trial_identity(doc)), []
+        key, chains = json.dumps(trial_identity(doc)), []
         self.journal.parent.mkdir(exist_ok=True)
         for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
             try:
-                mark = json.loads(path.read_text())
+                mark, written = json.loads(path.read_text()), path.stat().st_mtime
             except OSError:
                 continue
             except ValueError:  # torn (by an earlier tunebench's killed write): it names no trial
@@ -907,8 +907,11 @@ class RecordStore:
                     path.unlink(missing_ok=True)
                 continue
             if mark.get("key") == key and not alive(mark.get("pid")):  # an earlier version's mark counts "died"
-                deaths = max(deaths, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")], key=len)
+                chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")]))
                 self._earlier.append(path)
+        # each mark's runs are its own (one that read another's carried them on and removed it): two
+        # runs that each died at the config, neither seeing the other's mark, are two deaths
+        deaths = [death for _, chain in sorted(chains, key=lambda c: c[0]) for death in chain]
         # one mark per trial: one that killed() keeps outlives this run's later trials
         trial = hashlib.sha256(key.encode()).hexdigest()[:16]
         self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{trial}",
