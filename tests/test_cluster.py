@@ -265,6 +265,41 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
         ray.shutdown()
 
 
+#: A template whose candidate ends its worker with SIGTERM, as a kill from outside would.
+TERMINATING_C = """\
+#include <signal.h>
+void term(const float *x, float *y, int n) { raise(SIGTERM); }
+"""
+
+
+def test_a_devices_worker_error_reaches_the_task_as_the_one_line_a_local_worker_says(incremented, cluster,
+                                                                                     monkeypatch):
+    """A device's worker killed by SIGTERM in each attempt (WorkerKilled) reached the task as Ray's
+    error: a traceback of the device's frames, not the one line that says what to do."""
+    from tunebench.cluster import ClusterWorkers
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob, WorkerKilled
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    (incremented / "kernels" / "term.c").write_text(TERMINATING_C)
+    (incremented / "suites" / "test_term.py").write_text(
+        INC_SUITE.replace('"inc_cluster"', '"term_cluster"').replace("inc = ", "term = ")
+        .replace("inc.c", "term.c").replace('entry="inc"', 'entry="term"'))
+    load_suites(incremented / "suites", [])
+    workers = ClusterWorkers(cluster, "cpu", incremented)
+    said = r"^kernel 'term_cluster': the worker measuring \[step:1\] on \(1000,\) was killed by SIGTERM 2 times"
+    try:
+        job = TrialJob("term_cluster", {"step": 1}, (1000,), "float32", MeasureSettings(repeats=5))
+        with pytest.raises(WorkerKilled, match=said) as first:  # on the first device (final rounds, gate)
+            workers.trial(job)
+        with pytest.raises(WorkerKilled, match=said) as other:  # on another, at once
+            workers.submit(job).result(timeout=120)
+        assert "\n" not in str(first.value) + str(other.value)
+    finally:
+        workers.close()
+        ray.shutdown()
+
+
 #: A driver's conftest: the second and the third device are each killed as their second job is
 #: sent, the one by ray.kill, the other by a SIGKILL to its process; killed.txt names them, each
 #: with how many copies of the project and folders of inputs of its own the hosts' temp folder

@@ -354,6 +354,8 @@ class ClusterWorkers:
                 return self._collect(index, self._ray.get(self.devices[index].trial.remote(job)))
             except self._ray.exceptions.RayActorError:
                 self._lost.add(index)
+            except self._ray.exceptions.RayTaskError as error:
+                raise self._unwrapped(error) from None
 
     def restart(self) -> None:
         self._ray.get(self.devices[self._first()].restart.remote())
@@ -395,8 +397,15 @@ class ClusterWorkers:
                 except WorkerError as lost:
                     result.set_exception(lost)
             else:
-                result.set_exception(error)
+                result.set_exception(self._unwrapped(error))
         self.devices[index].measure.remote(job).future().add_done_callback(settle)
+
+    def _unwrapped(self, error: BaseException) -> BaseException:
+        """A device's :class:`WorkerError` as its Workers raised it, the one line a local run says,
+        not Ray's wrap of it (a traceback of the device's frames)."""
+        if isinstance(error, self._ray.exceptions.RayTaskError) and isinstance(error.cause, WorkerError):
+            return error.cause
+        return error
 
     def close(self) -> None:
         try:  # each device cleans up (after a job still in flight: not for long, on Ctrl-C); a lost one has none
