@@ -618,6 +618,20 @@ def test_two_runs_that_each_died_at_a_config_without_seeing_the_others_mark_are_
     assert store.measuring(trial({"vec": 1})) == ["SIGTERM", "SIGTERM"]
 
 
+def test_a_mark_of_an_earlier_run_of_the_same_pid_counts(tmp_path):
+    """pytest in a container gets the same pid every run: an earlier run's mark, of a live pid,
+    was taken for this run's own, and its death counted in no later run (nor one of a second
+    pytest.main in one process)."""
+    earlier = RecordStore.for_device(tmp_path, FINGERPRINT)
+    earlier.measuring(trial({"vec": 1}))
+    earlier.loading()
+    assert earlier.killed("SIGTERM")
+    later = RecordStore.for_device(tmp_path, FINGERPRINT)  # the next run, of the same pid
+    assert later.measuring(trial({"vec": 1})) == ["SIGTERM"]
+    later.loading()
+    assert [m.name for m in later.journal.parent.glob("*.inflight-*")] == [later._mark[0].name]
+
+
 def test_a_torn_mark_of_a_run_that_ended_is_removed_and_one_of_a_run_going_on_is_left(tmp_path):
     """An empty or torn mark (a write killed halfway, as an earlier tunebench's could be) names no
     trial: no run read it, and none removed it, for good."""

@@ -737,6 +737,9 @@ class RecordStore:
         self.unwritten: str | None = None
         #: The trial in flight's mark and its text (see :meth:`measuring`).
         self._mark: tuple[Path, str] | None = None
+        #: What names this run's marks beside its pid: a run of the same pid (a container's pytest gets
+        #: one every time, a second pytest.main one process's) is another, and ended.
+        self._run = os.urandom(8).hex()
         #: The marks of earlier runs at it, which its own carries on once written (see :meth:`loading`).
         self._earlier: list[Path] = []
         #: Opened read-only with ``skip_damaged`` (the report): the damaged lines of the journal and
@@ -906,7 +909,7 @@ class RecordStore:
                 if pid and not alive(int(pid[0])):  # ... and no run will write it whole
                     path.unlink(missing_ok=True)
                 continue
-            if mark.get("key") == key and not alive(mark.get("pid")):  # an earlier version's mark counts "died"
+            if mark.get("key") == key and self._ended(mark):  # an earlier version's mark counts "died"
                 chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")]))
                 self._earlier.append(path)
         # each mark's runs are its own (one that read another's carried them on and removed it): two
@@ -914,9 +917,15 @@ class RecordStore:
         deaths = [death for _, chain in sorted(chains, key=lambda c: c[0]) for death in chain]
         # one mark per trial: one that killed() keeps outlives this run's later trials
         trial = hashlib.sha256(key.encode()).hexdigest()[:16]
-        self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{trial}",
-                      json.dumps({"key": key, "pid": os.getpid(), "deaths": deaths}))
+        self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{self._run}-{trial}",
+                      json.dumps({"key": key, "pid": os.getpid(), "run": self._run, "deaths": deaths}))
         return deaths
+
+    def _ended(self, mark: dict) -> bool:
+        """Whether the run that left ``mark`` has ended: its process is gone, or it is this process
+        and another run (a container's pytest of the same pid every time saw each earlier run's
+        mark as its own, and none of them counted)."""
+        return not alive(mark.get("pid")) or (mark.get("pid") == os.getpid() and mark.get("run") != self._run)
 
     def loading(self) -> None:
         """The worker loads the build of the trial :meth:`measuring` named: from here its candidate's
