@@ -787,6 +787,49 @@ def test_a_computed_include_of_a_macro_hashes_the_headers_of_the_flags_folders_t
         assert_recorded_build_scales("computed_macro_quote_gate_test", variant, text, texts, {"tile": 1})
 
 
+@pytest.mark.parametrize("target, reach, flags, x_h", [
+    ("cpu", '"../lib/x/x.h"', ("-I../lib/inc",), '#include "scale.h"'),  # an ordinary include of a header inlined
+    ("cpu", "<x.h>", ("-I../lib/x", "-I../lib/inc"), '#include "scale.h"'),  # of a library's header, read in place
+    ("cpu", "<x.h>", ("-I../lib/x", "-I../lib/inc"), "#include SCALE"),  # a computed include of a library's header
+    ("cuda", "<x.h>", ("-I../lib/x", "-isystem", "../lib/inc"), "#include <scale.h>"),  # nvcc's: an -I folder
+])
+def test_an_include_the_copy_reads_searches_the_folders_of_its_computed_includes_where_the_build_does(
+        tmp_path, target, reach, flags, x_h):
+    """c/pick.h, inlined (no -I folder gives "../c/pick.h"), holds ``#include IMPL``, so the build of the template's copy is given c/
+    as an -iquote folder after the flags' (a CUDA variant's, an -I folder: see
+    :func:`~tunebench.backends.cpu.copy_flags`, :func:`~tunebench.backends.cuda.copy_flags`),
+    which gcc searches for every quoted include it reads, nvcc for every include: lib/x/x.h's
+    scale.h is c/'s, where the hash searched the flags' folders alone and named lib/inc/'s. An
+    edit of the header built kept the source hash, and its trials."""
+    if target == "cuda" and not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    folders = {"c": tmp_path / "proj" / "c", "inc": tmp_path / "proj" / "lib" / "inc"}
+    scale_headers(tmp_path / "proj", '"../c/pick.h"', folders, "c")
+    (folders["c"] / "pick.h").write_text(f"#include IMPL\n#include {reach}\n")
+    (folders["c"] / "impl.h").write_text("/* the implementation picked */\n")
+    (tmp_path / "proj" / "lib" / "x").mkdir()
+    (tmp_path / "proj" / "lib" / "x" / "x.h").write_text(x_h + "\n")
+    config = {"IMPL": '"impl.h"', **({"SCALE": '"scale.h"'} if "SCALE" in x_h else {})}
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({name: [value] for name, value in config.items()}),
+                       heuristic=lambda shape: config, flags=flags,
+                       launch=None if target == "cpu" else lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    if target == "cpu":
+        name = "copy_quote_folder_test_" + re.sub(r"\W", "", reach + x_h)
+        got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, config, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:  # the copy the build compiles, with its flags
+        (tmp_path / "build").mkdir()
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+        code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                              cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+        assert "y[i] = 3.0f * x[i]" in code
+    assert_hash_follows(declared, variant, folders["c"] / "scale.h", folders["inc"] / "scale.h")
+
+
 @pytest.mark.parametrize("include", ["param", "macro"])
 def test_a_computed_include_of_an_inlined_header_hashes_the_header_of_the_folder_the_build_searches_first(
         tmp_path, include):

@@ -886,7 +886,7 @@ class Variant:
         return tuple(p for p, named, before in zip(self._paths, flag_paths(self.flags), ("", *self.flags))
                      if named and named[2] in kinds and (named[0] or before) in options)
 
-    def _searched(self) -> tuple[Path, ...]:
+    def _searched(self, copied: tuple[Path, ...] = ()) -> tuple[Path, ...]:
         """The folders the compiler looks for a header in (an angle include's; a quoted one's after
         its file's folder and :meth:`_quoted`) of :attr:`include_dirs` and its own, in its order,
         as ``gcc -v -E`` lists it (clang's and nvcc's alike): the flags' -I folders, CPATH's (read
@@ -896,11 +896,14 @@ class Variant:
         given twice is searched once, as the compiler keeps it ('ignoring duplicate directory'):
         at its first place, and one given as a system's too at that place alone (CPATH naming an
         -isystem folder of the flags left it ahead of the -isystem folders before it, whose
-        header gcc built)."""
+        header gcc built). A CUDA variant's build of its copy searches the folders ``copied`` of its
+        computed includes too, as -I folders after the flags' (see
+        :func:`~tunebench.backends.cuda.copy_flags`)."""
         cpath = own_include_dirs(self.language, PATH_ENV[self.language][:1])
         system = self._system_searched()
         users = (*self.include_dirs, *own_include_dirs(self.language))
-        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *cpath) if d not in system),
+        added = copied if self.launch is not None else ()
+        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *added, *cpath) if d not in system),
                 *(d for d in system if d in users))
 
     def _system_searched(self) -> tuple[Path, ...]:
@@ -914,7 +917,7 @@ class Variant:
         return tuple(dict.fromkeys((*self._given_by(("-isystem",), ("dir", "system")), *language_path,
                                     *self._given_by(("-idirafter",), ("dir", "system")))))
 
-    def _quoted(self) -> tuple[Path, ...]:
+    def _quoted(self, copied: tuple[Path, ...] = ()) -> tuple[Path, ...]:
         """The folders the compiler looks for a quoted include's header in alone, after its file's
         folder and ahead of :meth:`_searched`'s: the flags' -iquote folders (``gcc -v -E`` lists
         them apart, the '#include "..."' chain; gcc searches one given as a system's too, by the
@@ -922,11 +925,14 @@ class Variant:
         clang keeps it here too, see :func:`~tunebench.backends.cpu.quotes_system_folders`).
         Taken for -I folders, in the flags' order, one named ``<scale.h>`` was hashed from an
         -iquote folder, which gcc never searches for it, and ``"scale.h"`` from an -I folder the
-        flags give first, where gcc read the -iquote folder's."""
+        flags give first, where gcc read the -iquote folder's. A CPU variant's build of its copy
+        searches the folders ``copied`` of its computed includes too, as -iquote folders after the
+        flags' (see :func:`~tunebench.backends.cpu.copy_flags`)."""
         from tunebench.backends import cpu  # the CPU target's compiler: a floor below
         kept = self.launch is None and cpu.quotes_system_folders(cpu.language(self))  # the build's, whatever -x
         system = () if kept else self._system_searched()
-        return tuple(dict.fromkeys(d for d in self._given_by(("-iquote",)) if d not in system))
+        added = () if self.launch is not None else copied
+        return tuple(dict.fromkeys(d for d in (*self._given_by(("-iquote",)), *added) if d not in system))
 
     @_cached
     def flag_files(self) -> tuple[Path, ...]:
@@ -1069,10 +1075,8 @@ class Variant:
         if kept is not None and _stamps(kept[2]) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
-        text, read, library, inputs, computed, texts = self.text, {}, {}, {}, {}, {}
+        text, read, inputs, computed, texts = self.text, {}, {}, {}, {}
         own = own_include_dirs(self.language)
-        dirs, quoted = self._searched(), self._quoted()  # where the compiler finds what it reads in place
-        fixed = tuple(d for d in (*quoted, *dirs) if self._anchored(d, own))  # whose headers are named absolute
         try:
             sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
@@ -1081,46 +1085,14 @@ class Variant:
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
                                                 anchored=self._anchored(file, own)) for file in sources}
                 computed = {**_computed_in(text, self.path),  # and the source files', built as copies too
-                            **_computed({file: self._anchored(file, own) for file in sources}, dirs,
+                            **_computed({file: self._anchored(file, own) for file in sources}, self._searched(),
                                         self.space.values, self.path.parent)[0]}
             else:
-                text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
-                                       fixed=fixed, quoted=quoted)
-                for file in self.flag_files:
-                    anchored = read.setdefault(file, self._anchored(file, own))
-                    inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                        file, top=self.path.parent.resolve(), dirs=self.include_dirs, searched=dirs, read=read,
-                        library=library, anchored=anchored, fixed=fixed, quoted=quoted)
-                    digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
-                    if inlined is not None:
-                        texts[digest] = inlined
-                    if file in sources:
-                        inputs[file] = inlined
-                    text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{self._named(file, own=own)}"\n'
-                        f"/* built with this file of the flags: sha256 {digest} */\n")
-                # the compiler is told the folders of the files it reads as copies (inlined); a library's files
-                # it reads in place
-                # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
-                # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
-                computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed, tuple(
-                    d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
-                    else None, quoted, quoted)
-                _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted)
-                done = {f.resolve() for f in read}
-                for header, anchored in (*beside.items(), *in_library.items()):
-                    if header.resolve() not in done:
-                        library.setdefault(header, anchored)
-                # the compiler reads each where it lies, or may: edited, another source
-                for header, anchored in library.items():
-                    read.setdefault(header, anchored)
-                    content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
-                    digest = hashlib.sha256(content).hexdigest()[:16]
-                    with contextlib.suppress(UnicodeDecodeError):
-                        texts[digest] = content.decode()
-                    text += ("" if text.endswith("\n") else "\n") + (
-                        f'#line 1 "{self._named(header, own=own, anchored=anchored)}"\n/* built with this header of '
-                        f"the include folders: sha256 {digest} */\n")
+                text, read, inputs, computed, texts = self._expanded(own, sources)
+                if computed:  # the copy's build searches their folders for every include it reads (see
+                    # computed_include_dirs): read again, searched so; the files it inlines, which hold the
+                    # computed includes, are the same whatever it searches, so the folders are too
+                    text, read, inputs, computed, texts = self._expanded(own, sources, tuple(computed))
         except OSError as e:
             if kept is None:
                 raise unreadable(e) from None
@@ -1130,6 +1102,57 @@ class Variant:
         self.__dict__.update(_computed=tuple(computed), _inputs=inputs, _texts=texts)
         self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
         return self.__dict__["_kept"][:2]
+
+    def _expanded(self, own: tuple[Path, ...], sources: list[Path], copied: tuple[Path, ...] = ()
+                  ) -> tuple[str, dict[Path, bool], dict[Path, str], dict[Path, None], dict[str, str]]:
+        """(template text, the files read with whether each is anchored, :attr:`input_sources`, the
+        folders of the computed includes, :attr:`file_texts`) of the template as it lies, the
+        headers left to the compiler found as a build of its copy finds them, told the folders
+        ``copied`` of its computed includes (see :attr:`computed_include_dirs`): gcc searches them
+        for every quoted include, nvcc for every include. Searched as in place, an ordinary
+        ``#include "scale.h"`` hashed an -I folder's header where the build read the template
+        folder's: an edit of the one built kept the source hash, and its trials."""
+        read, library, inputs, texts = {}, {}, {}, {}
+        dirs, quoted = self._searched(copied), self._quoted(copied)  # where the build finds what it reads in place
+        fixed = tuple(d for d in (*quoted, *dirs) if self._anchored(d, own))  # whose headers are named absolute
+        text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
+                               fixed=fixed, quoted=quoted)
+        for file in self.flag_files:
+            anchored = read.setdefault(file, self._anchored(file, own))
+            inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
+                file, top=self.path.parent.resolve(), dirs=self.include_dirs, searched=dirs, read=read,
+                library=library, anchored=anchored, fixed=fixed, quoted=quoted)
+            digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
+            if inlined is not None:
+                texts[digest] = inlined
+            if file in sources:
+                inputs[file] = inlined
+            text += ("" if text.endswith("\n") else "\n") + (
+                f'#line 1 "{self._named(file, own=own)}"\n'
+                f"/* built with this file of the flags: sha256 {digest} */\n")
+        # the compiler is told the folders of the files it reads as copies (inlined); a library's files
+        # it reads in place
+        # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
+        # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
+        computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed, tuple(
+            d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
+            else None, self._quoted(), quoted)
+        _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted)
+        done = {f.resolve() for f in read}
+        for header, anchored in (*beside.items(), *in_library.items()):
+            if header.resolve() not in done:
+                library.setdefault(header, anchored)
+        # the compiler reads each where it lies, or may: edited, another source
+        for header, anchored in library.items():
+            read.setdefault(header, anchored)
+            content = header.read_bytes().replace(b"\r\n", b"\n")  # as text is read: CRLF checkouts alike
+            digest = hashlib.sha256(content).hexdigest()[:16]
+            with contextlib.suppress(UnicodeDecodeError):
+                texts[digest] = content.decode()
+            text += ("" if text.endswith("\n") else "\n") + (
+                f'#line 1 "{self._named(header, own=own, anchored=anchored)}"\n/* built with this header of '
+                f"the include folders: sha256 {digest} */\n")
+        return text, read, inputs, computed, texts
 
     def baseline(self, shape: tuple, dtype: str) -> dict:
         """The heuristic config for a shape (and the task's ``dtype``, where the heuristic has a
