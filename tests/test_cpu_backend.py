@@ -1613,6 +1613,39 @@ def test_a_cuda_computed_include_of_a_header_of_cpath_and_of_a_system_folder_of_
                           cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
     assert "y[i] = 3.0f * x[i]" in code
 
+
+@pytest.mark.parametrize("variable, reads", [("CPLUS_INCLUDE_PATH", "s"), ("C_INCLUDE_PATH", "x")])
+def test_a_cuda_computed_include_searches_an_i_folder_of_the_flags_the_include_path_names_where_nvcc_does(
+        tmp_path, monkeypatch, variable, reads):
+    """``IMPL='"scale.h"'`` of a CUDA variant, scale.h in the flags' ``-I../x`` and ``-isystem
+    ../s``, x named by ``variable`` too: nvcc reads the template as C++, so CPLUS_INCLUDE_PATH's x
+    is a system folder to it, searched after the -isystem ones (the -I one dropped as its
+    duplicate: it builds s/'s), C_INCLUDE_PATH's no folder of its (x/'s). The hash searched every
+    -I folder of the flags ahead of the copy's, whatever the include path named, and named x/'s:
+    an edit of the header built kept the source hash, and its trials."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    folders = {name: tmp_path / "proj" / name for name in ("x", "s")}
+    scale_headers(tmp_path / "proj", "IMPL", folders, reads)
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, str(folders["x"]))
+    config = {"IMPL": '"scale.h"'}
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"IMPL": [config["IMPL"]]}), heuristic=lambda shape: config,
+                       flags=("-I../x", "-isystem", "../s"), launch=lambda c, shape: (1, 32),
+                       origin=tmp_path / "proj" / "suites")
+
+    variant = declared()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+    code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                          cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+    assert "y[i] = 3.0f * x[i]" in code
+    assert_hash_follows(declared, variant, folders[reads] / "scale.h",
+                        *(folder / "scale.h" for name, folder in folders.items() if name != reads))
+
 def test_a_c_template_read_as_cxx_by_its_flags_is_built_as_c_by_gcc(tmp_path):
     """``flags=("-x", "c++")`` on a ``.c`` template has gcc read it as C++ (cc1plus, which searches
     CPLUS_INCLUDE_PATH), and that alone: taken for a C++ template, its build ran g++ with

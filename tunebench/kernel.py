@@ -873,12 +873,6 @@ class Variant:
         """The folders of the project's headers its flags name (``-Idir``, ``-I dir``, ``-iquote``)."""
         return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
 
-    @_cached
-    def system_include_dirs(self) -> tuple[Path, ...]:
-        """Those of :attr:`include_dirs` given as a system's (``-isystem ../inc``), which the
-        compiler searches after every -I folder, wherever the flags name them."""
-        return self._given_by(SYSTEM_DIR_OPTIONS)
-
     def _given_by(self, options: tuple[str, ...], kinds: tuple[str, ...] = ("dir",)) -> tuple[Path, ...]:
         """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``); with
         ``kinds`` ``("dir", "system")``, a system's folder too (``-isystem /usr/include``: see
@@ -903,8 +897,16 @@ class Variant:
         system = self._system_searched()
         users = (*self.include_dirs, *own_include_dirs(self.language))
         added = copied if self.launch is not None else ()
-        return (*dict.fromkeys(d for d in (*self._given_by(("-I",)), *added, *cpath) if d not in system),
+        return (*dict.fromkeys(d for d in (*self._bracketed(), *added, *cpath) if d not in system),
                 *(d for d in system if d in users))
+
+    def _bracketed(self) -> tuple[Path, ...]:
+        """The flags' -I folders as the compiler searches them (see :meth:`_searched`), each once,
+        none it searches as a system's: a CUDA copy's computed-include folders are searched after
+        them. Taken from the flags alone, an -I folder C_INCLUDE_PATH or CPLUS_INCLUDE_PATH names too,
+        which the compiler searches after the -isystem folders, was searched ahead of them."""
+        system = self._system_searched()
+        return tuple(dict.fromkeys(d for d in self._given_by(("-I",)) if d not in system))
 
     def _system_searched(self) -> tuple[Path, ...]:
         """The folders the compiler searches as a system's, in its order, each at its first place:
@@ -1134,9 +1136,8 @@ class Variant:
         # it reads in place
         # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
         # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
-        computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed, tuple(
-            d for d in self.include_dirs if d not in self.system_include_dirs) if self.launch is not None
-            else None, self._quoted(), quoted)
+        computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed,
+                                     self._bracketed() if self.launch is not None else None, self._quoted(), quoted)
         _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted)
         done = {f.resolve() for f in read}
         for header, anchored in (*beside.items(), *in_library.items()):
