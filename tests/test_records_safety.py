@@ -618,6 +618,38 @@ def test_two_runs_that_each_died_at_a_config_without_seeing_the_others_mark_are_
     assert store.measuring(trial({"vec": 1})) == ["SIGTERM", "SIGTERM"]
 
 
+def test_a_crash_counted_from_earlier_deaths_keeps_their_marks_till_it_is_recorded(tmp_path):
+    """counted() removed the marks before the crash was recorded: a full disk then lost both, and
+    the next run measured the config again (a candidate that kills the run killed two more)."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.journal.parent.mkdir()
+    key = json.dumps(trial_identity(trial({"vec": 1})))
+    for _ in range(2):
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        mark = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef"
+        mark.write_text(json.dumps({"key": key, "pid": ended.pid, "deaths": []}))
+    assert store.measuring(trial({"vec": 1})) == [None, None]
+    store.counted()
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == [None, None]
+    store.add({**trial({"vec": 1}), "status": "crashed", "error": "the tuning run died 2 times"})
+    assert not list(store.journal.parent.glob("*.inflight-*"))
+
+
+def test_a_marks_copy_left_by_a_run_that_died_writing_it_is_no_death(tmp_path):
+    """A run killed between writing a mark's copy and putting it in place left the copy, which
+    the next run read as a mark: a death where the candidate never ran, or one counted twice."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.journal.parent.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    copy = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef.tmp"
+    copy.write_text(json.dumps({"key": json.dumps(trial_identity(trial({"vec": 1}))), "pid": ended.pid,
+                                "deaths": []}))
+    assert store.measuring(trial({"vec": 1})) == []
+    assert not copy.exists()
+
+
 def test_a_mark_of_an_earlier_run_of_the_same_pid_counts(tmp_path):
     """pytest in a container gets the same pid every run: an earlier run's mark, of a live pid,
     was taken for this run's own, and its death counted in no later run (nor one of a second
@@ -649,7 +681,8 @@ def test_a_torn_mark_of_a_run_that_ended_is_removed_and_one_of_a_run_going_on_is
 
 def test_a_full_disk_as_a_stopped_task_keeps_its_mark_keeps_the_runs_death_there(tmp_path):
     """killed() rewrote the mark in place: on a full disk the mark was left empty, then removed,
-    and the run's death at the config with it."""
+    and the run's death at the config with it; written whole or not, the session's measured()
+    after it removed the mark it had failed to rewrite."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
     script = textwrap.dedent(f"""
         import resource
@@ -665,6 +698,8 @@ def test_a_full_disk_as_a_stopped_task_keeps_its_mark_keeps_the_runs_death_there
             store.killed("SIGTERM")
         except NotWritable as e:
             print(e)
+        finally:
+            store.measured()  # as the session's trial ends, interrupted or not
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).parent.parent)

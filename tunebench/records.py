@@ -886,6 +886,7 @@ class RecordStore:
             if time.monotonic() - self._compacted > COMPACT_EVERY_S:
                 self._fold()
         self._remember(dict(doc))
+        self._forget_earlier()  # a crash counted from them is kept now (see counted)
 
     def measuring(self, doc: Mapping) -> list[str | None]:
         """The trial of ``doc`` (its document before it is measured) is measured by this process
@@ -900,11 +901,13 @@ class RecordStore:
         key, chains = json.dumps(trial_identity(doc)), []
         self.journal.parent.mkdir(exist_ok=True)
         for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
-            try:
+            try:  # a mark's copy (".tmp") is no mark: its run died before it replaced the mark with it
                 mark, written = json.loads(path.read_text()), path.stat().st_mtime
+                if path.suffix == ".tmp":
+                    raise ValueError
             except OSError:
                 continue
-            except ValueError:  # torn (by an earlier tunebench's killed write): it names no trial
+            except ValueError:  # that, or torn (by an earlier tunebench's killed write): it names no trial
                 pid = re.match(r"\d+", path.name.rpartition(".inflight-")[2])
                 if pid and not alive(int(pid[0])):  # ... and no run will write it whole
                     path.unlink(missing_ok=True)
@@ -944,8 +947,8 @@ class RecordStore:
 
     def counted(self) -> None:
         """The deaths :meth:`measuring` returned are the config's crash, recorded in place of the
-        trial, which ends unmeasured: the marks that told them go."""
-        self._forget_earlier()
+        trial, which ends unmeasured: the marks that told them go once it is recorded (:meth:`add`;
+        removed before, a full disk lost both the crash and the deaths)."""
         self.measured()
 
     def _forget_earlier(self) -> None:
@@ -962,9 +965,11 @@ class RecordStore:
         if self._mark is None or not self._mark[0].exists():  # a read-only store's, or not loaded
             return False
         path, text = self._mark
-        self._mark = (path, json.dumps({**json.loads(text), "killed": signal}))
-        self.loading()  # over the mark it wrote
-        self._mark = None  # measured() leaves it
+        self._mark = None  # measured() leaves it, written or not (a full disk: as loading() wrote it)
+        try:
+            write_atomic(path, json.dumps({**json.loads(text), "killed": signal}), "tmp")
+        except OSError as e:
+            raise _unwritten(path, e) from None
         return True
 
     def measured(self) -> None:
