@@ -604,17 +604,24 @@ def test_a_run_interrupted_before_its_candidate_loaded_keeps_the_earlier_runs_de
     assert json.loads(mark.read_text())["deaths"] == ["SIGTERM"]
 
 
+def ended_mark(store: RecordStore, suffix: str = "", **fields) -> Path:
+    """A mark that a run which has ended (a process no longer running) left at the trial of
+    ``{"vec": 1}`` in ``store``'s folder, of ``fields`` beside its key, pid and no deaths."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    store.journal.parent.mkdir(exist_ok=True)
+    mark = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef{suffix}"
+    mark.write_text(json.dumps({"key": json.dumps(trial_identity(trial({"vec": 1}))), "pid": ended.pid, "deaths": [],
+                                **fields}))
+    return mark
+
+
 def test_two_runs_that_each_died_at_a_config_without_seeing_the_others_mark_are_two_deaths(tmp_path):
     """Of the marks two runs left at the same config (both measuring it at once, each killed), only
     the longest count of deaths was taken: two deaths counted as one."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
-    store.journal.parent.mkdir()
-    key = json.dumps(trial_identity(trial({"vec": 1})))
     for _ in range(2):
-        ended = subprocess.Popen(["true"])
-        ended.wait()
-        mark = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef"
-        mark.write_text(json.dumps({"key": key, "pid": ended.pid, "deaths": [], "killed": "SIGTERM"}))
+        ended_mark(store, killed="SIGTERM")
     assert store.measuring(trial({"vec": 1})) == ["SIGTERM", "SIGTERM"]
 
 
@@ -622,13 +629,8 @@ def test_a_crash_counted_from_earlier_deaths_keeps_their_marks_till_it_is_record
     """counted() removed the marks before the crash was recorded: a full disk then lost both, and
     the next run measured the config again (a candidate that kills the run killed two more)."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
-    store.journal.parent.mkdir()
-    key = json.dumps(trial_identity(trial({"vec": 1})))
     for _ in range(2):
-        ended = subprocess.Popen(["true"])
-        ended.wait()
-        mark = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef"
-        mark.write_text(json.dumps({"key": key, "pid": ended.pid, "deaths": []}))
+        ended_mark(store)
     assert store.measuring(trial({"vec": 1})) == [None, None]
     store.counted()
     assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == [None, None]
@@ -640,12 +642,7 @@ def test_a_marks_copy_left_by_a_run_that_died_writing_it_is_no_death(tmp_path):
     """A run killed between writing a mark's copy and putting it in place left the copy, which
     the next run read as a mark: a death where the candidate never ran, or one counted twice."""
     store = RecordStore.for_device(tmp_path, FINGERPRINT)
-    store.journal.parent.mkdir()
-    ended = subprocess.Popen(["true"])
-    ended.wait()
-    copy = store.journal.parent / f"{store.path.name}.inflight-{ended.pid}-0123456789abcdef.tmp"
-    copy.write_text(json.dumps({"key": json.dumps(trial_identity(trial({"vec": 1}))), "pid": ended.pid,
-                                "deaths": []}))
+    copy = ended_mark(store, ".tmp")
     assert store.measuring(trial({"vec": 1})) == []
     assert not copy.exists()
 
