@@ -1422,6 +1422,32 @@ def test_a_worker_forked_from_a_process_whose_openmp_pool_ran_measures_as_before
     assert result["status"] == "ok", result
 
 
+def test_a_serial_kernels_call_after_a_job_wakes_no_openmp_pool(tmp_path, monkeypatch):
+    """In a worker whose process held an OpenMP runtime (a framework's torch), the first call of
+    each job after the first ran a parallel region to set the pool's floating-point state: a serial
+    kernel's trial then had a pool thread spinning into its timed span, and was recorded as run on
+    2 threads (CI, a 1 ms axpb under OMP_NUM_THREADS=2). A pool let go has no state to set."""
+    import ctypes
+
+    from tunebench.backends.process_state import ProcessState, _threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    (tmp_path / "team.c").write_text("#include <omp.h>\nvolatile int seen;\n"
+                                     "void team(void) {\n#pragma omp parallel\n{ seen += omp_get_thread_num(); }\n}\n")
+    subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", tmp_path / "team.so", tmp_path / "team.c"],
+                   check=True)
+    ctypes.CDLL(str(tmp_path / "team.so")).team()  # the runtime is in this process, its pool up
+    state = ProcessState()
+    for job in range(2):
+        _, env = state.load("serial", lambda: None)  # a serial kernel's build, in the worker's own state
+        before = _threads()
+        state.enter(env)  # its call
+        started = _threads() - before
+        state.leave()
+        state.left()  # the job's end: the pool is let go
+        assert not started, f"job {job}: {len(started)} thread(s) started for a serial kernel's call"
+
+
 def test_a_compiler_killed_by_a_file_size_limit_stops_the_task_and_records_nothing(tmp_path, monkeypatch):
     """Under ``ulimit -f`` gcc died of SIGXFSZ, and the worker answered a crashed (or a compile
     error) trial, recorded for the config and reused once the limit was lifted."""

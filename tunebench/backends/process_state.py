@@ -62,15 +62,17 @@ OMP_PAUSE_HARD = 2
 SETTLE_S = 0.5
 
 
-def release_pools() -> None:
+def release_pools() -> bool:
     """Each OpenMP runtime of this process lets its pool's threads go, before a worker is forked:
     the worker would hold the pool without its threads, and its candidates' first parallel region
     waited for them for ever (every OpenMP kernel timed out once a test, or a framework, had run one
-    in the process that forks). A runtime makes a new pool at its next region."""
+    in the process that forks). A runtime makes a new pool at its next region. Whether every
+    runtime let go (one older than OpenMP 5 keeps its threads)."""
+    released = True
     for lib in _runtimes():
         pause = getattr(lib, "omp_pause_resource_all", None)  # OpenMP 5 (GCC 9, LLVM 8 and later)
-        if pause is not None:
-            pause(OMP_PAUSE_HARD)
+        released = pause is not None and pause(OMP_PAUSE_HARD) == 0 and released
+    return released
 
 
 def descendants(root: int) -> list[int]:
@@ -205,8 +207,10 @@ class ProcessState:
         before, self._before = self._before, None
         if before is None:
             return []
-        release_pools()
-        self._pool = b""  # unknown: the next call sets its build's state on the new pool
+        # a pool let go has no threads: its next are made by their creator, the worker in its own environment or
+        # a call in the state enter() gave it (a region switching a pool made afresh for a serial kernel's call
+        # left a thread spinning into its timed span, counted as the kernel's own); else the state is unknown
+        self._pool = self._start.raw if release_pools() else b""
         (threads, masks), found = before, []
         deadline = time.monotonic() + SETTLE_S
         while (started := _threads() - threads) and time.monotonic() < deadline:
