@@ -231,7 +231,7 @@ def test_a_suite_of_text_beyond_ascii_is_sent_as_utf8_whatever_the_locale(twice_
 @pytest.mark.parametrize("cluster", [3], indirect=True)
 def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremented, cluster, monkeypatch):
     """A node killed mid-tune: its actor's error reached the task in flight, and every later task,
-    each with a traceback, as it kept being sent jobs."""
+    each with a traceback, as it kept being sent jobs (a restart or a retry's pause too)."""
     from tunebench.cluster import ClusterWorkers
     from tunebench.measure import MeasureSettings
     from tunebench.workers import TrialJob, WorkerError
@@ -251,6 +251,8 @@ def test_jobs_of_a_device_whose_host_is_lost_are_measured_on_the_others(incremen
         assert workers.submit(job).result(timeout=120)["status"] == "ok"  # sent to the lost one, measured on the first
         assert workers.idle() == 1
         ray.kill(workers.devices[0])  # the first, which runs the final rounds: the next takes its place
+        workers.restart()  # a final round's fresh process, asked of the lost host, is the next one's
+        workers.pause(0.01)
         assert workers.trial(job)["status"] == "ok"
         assert workers.idle() == 0
         with pytest.raises(KernelError, match=r"^kernel 'here_only': its suite does not import on the cluster's "

@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -348,21 +349,27 @@ class ClusterWorkers:
         """The job on the first device (final rounds and gate comparisons: one device throughout),
         on the next one where that device's host was lost."""
         self._load(job.kernel)
+        return self._collect(*self._on_first(lambda device: device.trial.remote(job)))
+
+    def restart(self) -> None:
+        self._on_first(lambda device: device.restart.remote())
+
+    def pause(self, seconds: float) -> None:
+        """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
+        self._on_first(lambda device: device.pause.remote(seconds))
+
+    def _on_first(self, call: Callable) -> tuple[int, object]:
+        """The first device's index and its answer to ``call`` (of its actor), the next device's
+        where that one's host was lost: a restart or a pause sent to a lost host raised Ray's
+        error, with its traceback, where the job after it would have moved on."""
         while True:
             index = self._first()
             try:
-                return self._collect(index, self._ray.get(self.devices[index].trial.remote(job)))
+                return index, self._ray.get(call(self.devices[index]))
             except self._ray.exceptions.RayActorError:
                 self._lost.add(index)
             except self._ray.exceptions.RayTaskError as error:
                 raise self._unwrapped(error) from None
-
-    def restart(self) -> None:
-        self._ray.get(self.devices[self._first()].restart.remote())
-
-    def pause(self, seconds: float) -> None:
-        """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
-        self._ray.get(self.devices[self._first()].pause.remote(seconds))
 
     def _others(self) -> list[int]:
         """The devices besides the first that have nothing in flight."""
