@@ -1422,30 +1422,51 @@ def test_a_worker_forked_from_a_process_whose_openmp_pool_ran_measures_as_before
     assert result["status"] == "ok", result
 
 
-def test_a_serial_kernels_call_after_a_job_wakes_no_openmp_pool(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cc", ["gcc", "clang-19"])  # GCC's OpenMP runtime, LLVM's
+def test_a_serial_kernels_calls_wake_no_openmp_pool_in_any_job(tmp_path, monkeypatch, cc):
     """In a worker whose process held an OpenMP runtime (a framework's torch), the first call of
-    each job after the first ran a parallel region to set the pool's floating-point state: a serial
-    kernel's trial then had a pool thread spinning into its timed span, and was recorded as run on
-    2 threads (CI, a 1 ms axpb under OMP_NUM_THREADS=2). A pool let go has no state to set."""
+    each job after the first ran a parallel region to set the pool's floating-point state, and a
+    -ffast-math build's every job: a serial kernel's trial had a pool thread spinning into its
+    timed span, recorded as run on 2 threads (CI, a 1 ms axpb under OMP_NUM_THREADS=2)."""
     import ctypes
 
-    from tunebench.backends.process_state import ProcessState, _threads
+    from tunebench.backends.process_state import ProcessState, _threads, release_pools
 
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed")
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     (tmp_path / "team.c").write_text("#include <omp.h>\nvolatile int seen;\n"
                                      "void team(void) {\n#pragma omp parallel\n{ seen += omp_get_thread_num(); }\n}\n")
-    subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", tmp_path / "team.so", tmp_path / "team.c"],
-                   check=True)
+    (tmp_path / "serial.c").write_text("void serial(void) {}\n")
+    for name, flags in (("team", ["-fopenmp"]), ("plain", []), ("fast", ["-ffast-math"])):
+        subprocess.run([cc, "-O2", *flags, "-shared", "-fPIC", "-o", tmp_path / f"{name}.so",
+                        tmp_path / ("team.c" if name == "team" else "serial.c")], check=True)
     ctypes.CDLL(str(tmp_path / "team.so")).team()  # the runtime is in this process, its pool up
-    state = ProcessState()
-    for job in range(2):
-        _, env = state.load("serial", lambda: None)  # a serial kernel's build, in the worker's own state
-        before = _threads()
-        state.enter(env)  # its call
-        started = _threads() - before
-        state.leave()
-        state.left()  # the job's end: the pool is let go
-        assert not started, f"job {job}: {len(started)} thread(s) started for a serial kernel's call"
+    release_pools()  # as Workers does before it forks
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the worker: one thread, the runtime loaded
+        said = []
+        try:
+            state = ProcessState()
+            for job in range(3):
+                for build in ("plain", "fast"):  # each a job of its own, as a trial is
+                    _, env = state.load(build, lambda: ctypes.CDLL(str(tmp_path / f"{build}.so")))
+                    before = _threads()
+                    state.enter(env)  # its call
+                    said += [f"job {job}, {build}: {len(_threads() - before)} thread(s) started"] * (
+                        _threads() != before)
+                    state.leave()
+                    state.left()  # the job's end: the pool is let go
+        except BaseException as e:  # noqa: BLE001 - said to the test, in its process
+            said.append(repr(e))
+        finally:
+            os.write(write, "; ".join(said).encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        said = f.read()
+    assert os.waitpid(child, 0)[1] == 0 and said == "", said
 
 
 def test_a_compiler_killed_by_a_file_size_limit_stops_the_task_and_records_nothing(tmp_path, monkeypatch):

@@ -12,7 +12,9 @@ OpenMP runtime's pool threads (each keeps the state of the thread that created i
 runtime's thread count and dynamic adjustment as the worker's environment asks. Between calls
 (a reference, a comparison of outputs) the worker's own environment holds. Switching costs
 about a microsecond a call, outside every timed call; the pool is switched only where the
-environment differs from the one it last got. A worker is forked once the parent's pools let
+environment differs from the one it last got, and never where it has no threads (a region of the
+call makes them, from its thread): a region run to switch a pool made it for a serial kernel's
+call, and its thread's spinning was counted as the kernel's own. A worker is forked once the parent's pools let
 their threads go (:func:`release_pools`): a pool without its threads waits for them for ever.
 
 Threads a candidate started and left running (spinners slowed every later candidate of the
@@ -47,13 +49,14 @@ _FESETENV = ctypes.cast(_libm.fesetenv, ctypes.c_void_p).value
 
 def _runtimes() -> list[ctypes.CDLL]:
     """The OpenMP runtimes in the process now."""
-    found = []
+    found = {}
     for name in OPENMP_RUNTIMES:
         try:
-            found.append(ctypes.CDLL(name, mode=os.RTLD_NOLOAD))
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
         except OSError:  # not in the process
-            pass
-    return found
+            continue
+        found.setdefault(lib._handle, lib)  # one library by several names (LLVM's libomp.so.5 is libiomp5.so)
+    return list(found.values())
 
 
 #: ``omp_pause_hard`` of OpenMP 5's ``omp_pause_resource_t``: the runtime lets go of its threads.
@@ -62,17 +65,15 @@ OMP_PAUSE_HARD = 2
 SETTLE_S = 0.5
 
 
-def release_pools() -> bool:
+def release_pools() -> None:
     """Each OpenMP runtime of this process lets its pool's threads go, before a worker is forked:
     the worker would hold the pool without its threads, and its candidates' first parallel region
     waited for them for ever (every OpenMP kernel timed out once a test, or a framework, had run one
-    in the process that forks). A runtime makes a new pool at its next region. Whether every
-    runtime let go (one older than OpenMP 5 keeps its threads)."""
-    released = True
+    in the process that forks). A runtime makes a new pool at its next region."""
     for lib in _runtimes():
         pause = getattr(lib, "omp_pause_resource_all", None)  # OpenMP 5 (GCC 9, LLVM 8 and later)
-        released = pause is not None and pause(OMP_PAUSE_HARD) == 0 and released
-    return released
+        if pause is not None:
+            pause(OMP_PAUSE_HARD)
 
 
 def descendants(root: int) -> list[int]:
@@ -169,7 +170,8 @@ class ProcessState:
         self._start = _fenv()
         self._builds: dict[str, ctypes.Array] = {}  # build -> the floating-point environment its load left
         self._openmp: dict[int, _OpenMP] = {}  # dlopen handle -> runtime
-        self._pool = self._start.raw  # the environment the runtimes' pool threads have: their creator's
+        # the environment the runtimes' pool threads have (their creator's); None where there are none yet
+        self._pool: bytes | None = self._start.raw
         self._before: tuple | None = None  # the threads and signal masks before the job's first load
 
     def load(self, build: str, load: Callable):
@@ -177,9 +179,13 @@ class ProcessState:
         (for :meth:`enter`)."""
         if self._before is None:  # after the job's arguments and reference: numpy's threads are not its
             self._before = _threads(), _signals()
+            if len(self._before[0]) == 1:  # this one alone: no pool has threads (see enter)
+                self._pool = None
         _libm.fesetenv(self._start)
         self._apply_openmp()
         runner = load()
+        if self._pool is None and len(_threads()) > 1:  # an initialiser's region made them, in its state
+            self._pool = b""
         for lib in _runtimes():
             if lib._handle not in self._openmp:  # libomp.so is often libomp.so.5
                 self._openmp[lib._handle] = _OpenMP(lib)
@@ -191,7 +197,9 @@ class ProcessState:
         """Make the process's state a build's (``env``, from :meth:`load`) before its call."""
         _libm.fesetenv(env)
         self._apply_openmp()
-        if self._pool != env.raw:  # a parallel region wakes the pool: only where the state differs
+        if self._pool is None:  # no pool has threads: a region of the call makes them from this thread, in env
+            self._pool = env.raw  # (a region to set it made them for a serial kernel, spinning into its timing)
+        elif self._pool != env.raw:  # a parallel region wakes the pool: only where the state differs
             for runtime in self._openmp.values():
                 runtime.on_every_thread(env)
             self._pool = env.raw
@@ -207,10 +215,8 @@ class ProcessState:
         before, self._before = self._before, None
         if before is None:
             return []
-        # a pool let go has no threads: its next are made by their creator, the worker in its own environment or
-        # a call in the state enter() gave it (a region switching a pool made afresh for a serial kernel's call
-        # left a thread spinning into its timed span, counted as the kernel's own); else the state is unknown
-        self._pool = self._start.raw if release_pools() else b""
+        release_pools()
+        self._pool = b""  # unknown: see load()
         (threads, masks), found = before, []
         deadline = time.monotonic() + SETTLE_S
         while (started := _threads() - threads) and time.monotonic() < deadline:
