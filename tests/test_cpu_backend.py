@@ -1732,6 +1732,61 @@ def test_a_frameworks_own_build_of_a_c_template_read_as_cxx_with_its_flags_loads
     assert not [f for f in cpu.preprocessing(variant, {"tile": 1})[1] if "stdc++" in f]
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang-19"])
+def test_a_c_template_read_as_cxx_by_its_flags_is_built_read_and_given_with_the_cxx_standard(
+        tmp_path, monkeypatch, declared_apart, cc):
+    """A ``.c`` template under ``-x c++`` was built, preprocessed and given to a framework
+    (``flags()``) with C's -std=gnu11: clang (TUNEBENCH_CC, or the framework's) refused it
+    ("invalid argument '-std=gnu11' not allowed with 'C++'"), every config a compile error, and
+    gcc ignored it saying so, an error under the variant's own -Werror. Each gets C++'s standard."""
+    if not shutil.which(cc):
+        pytest.skip(f"{cc} is not on PATH")
+    monkeypatch.setattr(cpu, "CC", cc)
+    (tmp_path / "scale.c").write_text(VECTOR_SCALE_C)
+    (tmp_path / "records").mkdir()
+    variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
+                      heuristic=lambda shape: {"tile": 1}, flags=("-x", "c++", "-Werror"), origin=tmp_path)
+    kernel = scaling("scale_cxx_standard_" + re.sub(r"\W", "", cc), variant, 2.0, 100)
+    backend = CpuBackend()
+    args = kernel.build_args((100,), "float32")
+    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
+                          (100,), args)
+    runner.reset()
+    runner.call()
+    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+    reading = cpu.preprocessing(variant, {"tile": 4})
+    assert "std::vector<float> copy" in (preprocess(reading[1], reading[2], variant.origin) or "")
+    handle = tunebench.tuned(kernel, records=tmp_path / "records")
+    own = tmp_path / "own.so"
+    built = subprocess.run([cc, *handle.flags(), "-fPIC", "-shared", *handle.defines((100,)),
+                            str(tmp_path / "scale.c"), "-o", str(own)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    x, y = np.arange(100, dtype=np.float32), np.zeros(100, np.float32)
+    ctypes.CDLL(str(own)).scale(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p), 100)
+    np.testing.assert_array_equal(y, 2 * x)
+
+
+@pytest.mark.parametrize("cxx", ["g++", "clang++-19"])
+def test_a_cxx_template_read_as_c_by_its_flags_is_built_with_the_c_standard(tmp_path, monkeypatch, cxx):
+    """The other way round: a ``.cpp`` template under ``-x c`` was built with C++'s -std=gnu++17,
+    which clang refused for C and g++ ignored saying so, an error under the variant's -Werror."""
+    if not shutil.which(cxx):
+        pytest.skip(f"{cxx} is not on PATH")
+    monkeypatch.setattr(cpu, "CXX", cxx)
+    (tmp_path / "scale.cpp").write_text("void scale(const float *x, float *y, int n)\n"
+                                        "{\n    for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i] * tile / tile;\n}\n")
+    variant = Variant(source="scale.cpp", entry="scale", space=Space({"tile": [1, 4]}),
+                      heuristic=lambda shape: {"tile": 1}, flags=("-x", "c", "-Werror"), origin=tmp_path)
+    kernel = scaling("scale_c_standard_" + re.sub(r"\W", "", cxx), variant, 2.0, 100)
+    backend = CpuBackend()
+    args = kernel.build_args((100,), "float32")
+    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
+                          (100,), args)
+    runner.reset()
+    runner.call()
+    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+
+
 @pytest.mark.parametrize("through", ["CPATH", "-I"])
 def test_a_header_linked_into_an_include_folder_from_elsewhere_is_hashed_and_built_as_recorded(
         tmp_path, monkeypatch, through):

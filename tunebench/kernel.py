@@ -724,9 +724,10 @@ class Variant:
       parents (so ``"kernels/row_reduce.c"`` works from ``suites/``); each param of a config is
       prepended as ``#define name value``, and the dtype as ``#define TB_DTYPE <C type>`` (at a
       ``// tunebench: params`` line instead, where the template has one). On the CPU a
-      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C (built as C under the flags' ``-x c++``
-      too, which has gcc read it as C++). Never the code itself (a Kernel Tuner script's
-      ``kernel_string``), which is refused saying to write it to a file.
+      ``.cpp``/``.cc``/``.cxx`` template is C++, any other C (built by gcc with C's TB_DTYPEs under
+      the flags' ``-x c++`` too, which has gcc read it as C++, in C++'s standard). Never the code
+      itself (a Kernel Tuner script's ``kernel_string``), which is refused saying to write it to a
+      file.
     - ``entry``: the function to call.
     - ``space``: the candidate configs.
     - ``heuristic``: ``shape -> config``, the rule of thumb a framework uses today (the baseline).

@@ -119,21 +119,38 @@ SCALARS = {
 
 
 def language(variant: Variant) -> str:
-    """``c++`` for a template named like a C++ file, else ``c``: the build's compiler, standard,
-    C types and suffix, and the compiler a trial keeps, whatever its flags (see :func:`read_as`)."""
+    """``c++`` for a template named like a C++ file, else ``c``: the build's compiler, C types and
+    suffix, and the compiler a trial keeps, whatever its flags (see :func:`read_as`)."""
     return "c++" if Path(variant.source).suffix in CXX_SUFFIXES else "c"
 
 
 def read_as(variant: Variant) -> str:
     """What the compiler reads the template as, ``c`` or ``c++``: the last ``-x c`` or ``-x c++``
     of the flags ahead of it, else :func:`language`. gcc given ``("-x", "c++")`` for a ``.c``
-    template runs cc1plus, which searches CPLUS_INCLUDE_PATH, not C_INCLUDE_PATH; its build is
-    still C's (gcc, -std=gnu11, C's complex types), as the records of its tunes name it."""
+    template runs cc1plus, which searches CPLUS_INCLUDE_PATH, not C_INCLUDE_PATH, and takes C++'s
+    standard (see :func:`standard`); its build is otherwise still C's (gcc, C's complex types), as
+    the records of its tunes name it."""
+    return flags_language(variant.flags) or language(variant)
+
+
+def flags_language(flags: tuple[str, ...]) -> str | None:
+    """The language the last ``-x c`` or ``-x c++`` of the flags ahead of the source names, None
+    where none does (or ``-x none`` follows it: the source's name decides)."""
     given = None
-    for before, flag in zip(("", *variant.flags), libraries_last(variant.flags)[0]):
+    for before, flag in zip(("", *flags), libraries_last(flags)[0]):
         named = flag if before == "-x" else flag[2:] if flag.startswith("-x") and flag != "-x" else None
         given = named if named in ("c", "c++") else None if named == "none" else given
-    return given or language(variant)
+    return given
+
+
+def standard(flags: tuple[str, ...], lang: str) -> str:
+    """The ``-std`` of a build of a ``lang`` template with ``flags``: the standard of the language
+    the compiler reads it as (:func:`flags_language`), not of its name. C's given to a ``.c`` read
+    as C++ (``-x c++``) was ignored by gcc with a warning (an error under ``-Werror``) and refused
+    by clang ("not allowed with 'C++'"); C++'s, -std=gnu++17, is the one gcc >= 11 read it in
+    without it: the same code, so its recorded trials stand (the declaration and the compiler they
+    keep name no standard), while its builds' cache key, which does, has it built once again."""
+    return STANDARD[flags_language(flags) or lang]
 
 
 def compiler(lang: str) -> str:
@@ -184,7 +201,7 @@ def compile_flags(variant: Variant) -> list[str]:
     """The flags of a build that decide its code, not its form as a library nor what it links:
     those the preprocessor reads it with (:func:`preprocessing`)."""
     return [f for f in FLAGS if f not in ("-g", "-fPIC", "-shared", "-Wl,-z,defs")] + [
-        STANDARD[language(variant)], *copy_flags(variant)]
+        standard(variant.flags, language(variant)), *copy_flags(variant)]
 
 
 #: :func:`cxx_library` as a framework's build links it wherever it puts :func:`code_flags`: a plain
@@ -274,7 +291,7 @@ def libraries_last(flags: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, 
 def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     before, after = libraries_last(flags)
-    return [compiler(lang), *FLAGS, STANDARD[lang], *before, "-o", "{out}", "{src}", *after, "-lm"]
+    return [compiler(lang), *FLAGS, standard(flags, lang), *before, "-o", "{out}", "{src}", *after, "-lm"]
 
 
 def source_suffix(lang: str) -> str:
@@ -618,7 +635,7 @@ class CpuBackend(Backend):
         command = gcc_command(flags, lang)
         # -march=native: a build is only valid on a CPU with the same ISA
         before, after = libraries_last(flags)  # a library's place is part of the build: one ahead failed to link
-        tag = " ".join((compiler_version(lang), *FLAGS, STANDARD[lang], *before, *native_isa(),
+        tag = " ".join((compiler_version(lang), *FLAGS, standard(flags, lang), *before, *native_isa(),
                         *(("{src}", *after) if after else ())))
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag, (source_suffix(lang), ".so"),
