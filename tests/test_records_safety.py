@@ -647,6 +647,31 @@ def test_a_marks_copy_left_by_a_run_that_died_writing_it_is_no_death(tmp_path):
     assert not copy.exists()
 
 
+def test_a_mark_counts_only_for_the_compiler_and_entry_point_it_was_left_with(tmp_path):
+    """A run that died at a config's gcc build counted against its clang build (TUNEBENCH_CC=clang):
+    that one died once and was recorded crashed, "died 2 times"."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    store.measuring(trial({"vec": 1}, compiler="gcc 12.2.0", entry="k"))
+    store.loading()  # the run dies at it
+    _ended(store)
+    for built in ({"compiler": "clang 19.1.7", "entry": "k"}, {"compiler": "gcc 12.2.0", "entry": "k_v2"}):
+        assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1}, **built)) == []
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(  # kept for gcc's next run
+        trial({"vec": 1}, compiler="gcc 12.2.0", entry="k")) == [None]
+
+
+@pytest.mark.parametrize("edited", ["source_hash", "setup_hash"])
+def test_a_mark_left_before_the_kernel_was_edited_goes_as_its_config_is_measured_again(tmp_path, edited):
+    """No run measures that template or declaration again, so nothing counted the mark or removed
+    it: it stayed in records/.journal for good. Another config's stays."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    mark = ended_mark(store)
+    assert store.measuring(trial({"vec": 2}, **{edited: "edited"})) == []
+    assert mark.exists()
+    assert store.measuring(trial({"vec": 1}, **{edited: "edited"})) == []
+    assert not mark.exists()
+
+
 def test_a_mark_of_an_earlier_run_of_the_same_pid_counts(tmp_path):
     """pytest in a container gets the same pid every run: an earlier run's mark, of a live pid,
     was taken for this run's own, and its death counted in no later run (nor one of a second

@@ -113,6 +113,16 @@ def trial_identity(doc: Mapping) -> tuple:
             doc.get("setup_hash"))
 
 
+def _candidate(key) -> list | None:
+    """Of a trial's identity as a mark keeps it (JSON), its config on its shape for its kernel and
+    dtype, whatever template and declaration built it; None where the key names no trial."""
+    try:
+        kernel, _, shape, dtype, config, *_ = json.loads(key)
+    except (TypeError, ValueError):
+        return None
+    return [kernel, shape, dtype, config]
+
+
 def _dump(data: Mapping) -> str:
     """TinyDB's JSON, one document per line so that committed records diff well."""
     parts = []
@@ -894,11 +904,17 @@ class RecordStore:
         what ended the runs in a row that measured it before while its candidate ran, by the marks
         they left, oldest first: None where the run died (a candidate that killed the run itself,
         ``kill(getppid(), ...)``, killed every later run at the same place, and nothing named it),
-        a signal's name where its task stopped as the worker was killed by it (see :meth:`killed`)."""
+        a signal's name where its task stopped as the worker was killed by it (see :meth:`killed`).
+        A mark counts for the build it names: the trial's template and declaration (its key), and the
+        compiler and entry point that built and called the candidate (``doc``'s; a mark written before
+        they were kept is taken as today's): a gcc build's deaths are none of clang's. An ended run's
+        mark of the same config on the same shape for another template or declaration goes: the
+        kernel was edited since, and nothing would ever count or remove it."""
         self._mark, self._earlier = None, []
         if self.read_only:
             return []
         key, chains = json.dumps(trial_identity(doc)), []
+        built = {"compiler": doc.get("compiler"), "entry": doc.get("entry")}
         self.journal.parent.mkdir(exist_ok=True)
         for path in self.journal.parent.glob(f"{self.real.name}.inflight-*"):
             try:  # a mark's copy (".tmp") is no mark: its run died before it replaced the mark with it
@@ -912,16 +928,20 @@ class RecordStore:
                 if pid and not alive(int(pid[0])):  # ... and no run will write it whole
                     path.unlink(missing_ok=True)
                 continue
-            if mark.get("key") == key and self._ended(mark):  # an earlier version's mark counts "died"
-                chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")]))
-                self._earlier.append(path)
+            if mark.get("key") == key:
+                if all(mark.get(k, v) == v for k, v in built.items()) and self._ended(mark):
+                    # an earlier version's mark counts "died"
+                    chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")]))
+                    self._earlier.append(path)
+            elif _candidate(mark.get("key")) == _candidate(key) and self._ended(mark):
+                path.unlink(missing_ok=True)
         # each mark's runs are its own (one that read another's carried them on and removed it): two
         # runs that each died at the config, neither seeing the other's mark, are two deaths
         deaths = [death for _, chain in sorted(chains, key=lambda c: c[0]) for death in chain]
         # one mark per trial: one that killed() keeps outlives this run's later trials
         trial = hashlib.sha256(key.encode()).hexdigest()[:16]
         self._mark = (self.journal.parent / f"{self.real.name}.inflight-{os.getpid()}-{self._run}-{trial}",
-                      json.dumps({"key": key, "pid": os.getpid(), "run": self._run, "deaths": deaths}))
+                      json.dumps({"key": key, **built, "pid": os.getpid(), "run": self._run, "deaths": deaths}))
         return deaths
 
     def _ended(self, mark: dict) -> bool:
