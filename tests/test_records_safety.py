@@ -530,6 +530,39 @@ def test_a_candidate_that_kills_the_run_is_recorded_crashed_after_two_deaths_and
     assert not list((pytester.path / "records" / ".journal").glob("*.inflight-*"))
 
 
+#: KILLER_C, whose candidate (tag 3) first waits a minute where the file HANG is, saying so in TOLD.
+HANGING_KILLER_C = KILLER_C.replace("    if (tag == 3) kill", """\
+    FILE *hang = tag == 3 ? fopen(HANG, "r") : 0;
+    if (hang) { fclose(fopen(TOLD, "w")); struct timespec minute = {60, 0}; nanosleep(&minute, 0); }
+    if (tag == 3) kill""").replace("#include <time.h>", "#include <time.h>\n#include <stdio.h>")
+
+
+def test_a_run_interrupted_while_a_candidate_that_killed_a_run_runs_keeps_that_death(pytester):
+    """Ctrl-C while the candidate that killed the run before ran wiped out that run's death: the
+    tune after it was killed twice more before it recorded the candidate crashed."""
+    hang, told = pytester.path / "hang", pytester.path / "told"
+    pytester.path.joinpath("slow.c").write_text(f'#define HANG "{hang}"\n#define TOLD "{told}"\n{HANGING_KILLER_C}')
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
+                                                      .replace('"pause": [1, 2]', '"pause": [1]'))
+    command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
+    killed = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stdout[-3000:]
+    hang.touch()
+    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert told.exists(), "the run never ran the candidate"
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out[-3000:]  # interrupted
+    hang.unlink()
+    runs = [subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300) for _ in range(2)]
+    assert runs[0].returncode == -9 and runs[1].returncode in (0, 1), [r.stdout[-500:] for r in runs]
+    assert "died 2 times while measuring this config" in runs[1].stdout, runs[1].stdout[-3000:]
+
+
 #: A candidate (tag 3) that ends itself with SIGTERM, as a signal from outside would end its worker.
 TERMINATING_C = SLOW_C.replace("    nanosleep(&nap, 0);", "    nanosleep(&nap, 0);\n    if (tag == 3) raise(SIGTERM);") \
     .replace("#include <time.h>", "#include <time.h>\n#include <signal.h>")
@@ -670,6 +703,24 @@ def test_a_mark_left_before_the_kernel_was_edited_goes_as_its_config_is_measured
     assert mark.exists()
     assert store.measuring(trial({"vec": 1}, **{edited: "edited"})) == []
     assert not mark.exists()
+
+
+def test_a_run_interrupted_after_its_candidate_loaded_keeps_the_earlier_runs_deaths_and_adds_none(tmp_path):
+    """A run that measured a config where an earlier run had died, interrupted (Ctrl-C) while its
+    candidate ran, removed its own mark, which carried that death: the count started again from none."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    ended_mark(store)
+    interrupted = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert interrupted.measuring(trial({"vec": 1})) == [None]
+    interrupted.loading()
+    interrupted.measured()  # as the session's finally does on Ctrl-C
+    _ended(interrupted)
+    again = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert again.measuring(trial({"vec": 1})) == [None]
+    again.loading()
+    again.measured()  # measured this time: its trial recorded, the deaths in a row end
+    again.add(trial({"vec": 1}))
+    assert not list(again.journal.parent.glob("*.inflight-*"))
 
 
 def test_a_mark_of_an_earlier_run_of_the_same_pid_counts(tmp_path):

@@ -930,8 +930,9 @@ class RecordStore:
                 continue
             if mark.get("key") == key:
                 if all(mark.get(k, v) == v for k, v in built.items()) and self._ended(mark):
-                    # an earlier version's mark counts "died"
-                    chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), mark.get("killed")]))
+                    # an earlier version's mark counts "died"; a run that did not die at it, none of its own
+                    own = [] if mark.get("survived") else [mark.get("killed")]
+                    chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), *own]))
                     self._earlier.append(path)
             elif _candidate(mark.get("key")) == _candidate(key) and self._ended(mark):
                 path.unlink(missing_ok=True)
@@ -955,7 +956,8 @@ class RecordStore:
         own code runs, and a death of this run may be its doing. Not before: two runs killed (a CI
         job cancelled twice) while the heuristic's first trial built its reference had recorded the
         heuristic as crashed, served a candidate in its place and failed its item. The earlier
-        runs' marks go only now: a run interrupted before (Ctrl-C) had wiped out their deaths."""
+        runs' marks go only now, their deaths carried on in this run's: a run interrupted before
+        (Ctrl-C) had wiped out their deaths (interrupted after, see :meth:`measured`)."""
         if self._mark is None:
             return
         path, text = self._mark
@@ -993,10 +995,23 @@ class RecordStore:
         return True
 
     def measured(self) -> None:
-        """The trial :meth:`measuring` named ended with this process alive."""
-        if self._mark is not None:
-            self._mark[0].unlink(missing_ok=True)
-            self._mark = None
+        """The trial :meth:`measuring` named ended with this process alive, measured or interrupted
+        (Ctrl-C): no death of this run at it. Its mark goes, but one that carries the earlier runs'
+        deaths (see :meth:`loading`) keeps them alone till the trial is recorded (:meth:`add`): an
+        interrupted run records none, and had wiped out their count."""
+        if self._mark is None:
+            return
+        (path, text), self._mark = self._mark, None
+        mark = json.loads(text)
+        if mark["deaths"] and path.exists():
+            try:
+                write_atomic(path, json.dumps({**mark, "survived": True}), "tmp")
+            except OSError:  # a full disk: their count is lost, rather than this run's counted a death
+                pass
+            else:
+                self._earlier.append(path)
+                return
+        path.unlink(missing_ok=True)
 
     def compact(self) -> None:
         """Fold the journal into the file (a run's last write). Where the file cannot be written (a
