@@ -830,6 +830,43 @@ def test_an_include_the_copy_reads_searches_the_folders_of_its_computed_includes
     assert_hash_follows(declared, variant, folders["c"] / "scale.h", folders["inc"] / "scale.h")
 
 
+@pytest.mark.parametrize("flags, defines", [
+    (("-I", "../inc"), '#define K_IMPL "impl.h"\n'),
+    (("-I../inc",), "#define K_IMPL <impl.h>\n"),
+    (("-isystem", "../inc"), '#define K_IMPL "impl.h"\n'),
+    (("-idirafter", "../inc"), "#define K_IMPL <impl.h>\n"),
+    # a value naming another macro, which the hash does not follow: any header of the folders searched
+    (("-I", "../inc"), '#define IMPL_OF_Q "impl.h"\n#define K_IMPL IMPL_OF_Q\n'),
+    # the flags' value, ahead of the template's default
+    (("-I", "../inc", '-DK_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
+])
+def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the_flags_hashes_it(tmp_path, flags,
+                                                                                                  defines):
+    """``#define K_IMPL "impl.h"`` / ``#include K_IMPL`` in the template, impl.h in the flags'
+    ``-I ../inc`` alone (or their -isystem, -idirafter folder; ``<impl.h>`` alike): gcc reads it
+    there, where the hash looked beside the template and in the flags' -iquote folders alone: an
+    edit of the header built kept the source hash, and its trials."""
+    for where in ("inc", "suites"):
+        (tmp_path / where).mkdir()
+    (tmp_path / "inc" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
+    (tmp_path / "suites" / "k.c").write_text(f"{defines}#include K_IMPL\nvoid k(const float *x, float *y, int n)\n"
+                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, origin=tmp_path / "suites")
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    got, want = run_once(CpuBackend(), scaling("computed_macro_folder_test", variant, 3.0, 9), variant, {"tile": 1},
+                         n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "impl.h")
+    # the gate's build of the recorded template reads the header as tuned
+    assert_recorded_build_scales("computed_macro_folder_gate_test", variant, text, texts, {"tile": 1})
+
+
 @pytest.mark.parametrize("include", ["param", "macro"])
 def test_a_computed_include_of_an_inlined_header_hashes_the_header_of_the_folder_the_build_searches_first(
         tmp_path, include):

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -329,8 +329,8 @@ def _name(path: Path, top: Path, anchored: bool) -> str:
 
 def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mapping[str, Sequence], top: Path,
               fixed: tuple[Path, ...] = (), copied_after: tuple[Path, ...] | None = None,
-              quoted_after: tuple[Path, ...] | None = None,
-              quoted: tuple[Path, ...] = ()) -> tuple[dict[Path, None], dict[Path, bool]]:
+              quoted_after: tuple[Path, ...] | None = None, quoted: tuple[Path, ...] = (),
+              defined: Callable[[], Mapping[str, Sequence[str]]] = dict) -> tuple[dict[Path, None], dict[Path, bool]]:
     """(the folders of the ``files`` holding a computed include, see :data:`COMPUTED_INCLUDE`;
     the headers such an include may read, to hash), each once, named as
     :func:`~tunebench.backends.base.folder_header` names them (a header linked into an include
@@ -354,11 +354,16 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     either in those folders of ``dirs`` (the flags' -I folders), then the folders of the files
     (``-I`` folders after the flags'), then the rest (CPATH's, their -isystem folders), as
     nothing lies beside a copy: searched beside it first, '"../common/x.h"' was hashed from the
-    template's folder where nvcc read it from an -I folder's. Any other computed include (a
-    macro of a header) may read any header beside the file, or a copy's, of the flags' folders
-    its build searches ahead of the files' (``quoted_after``'s or ``copied_after``'s: named so,
-    the template folder's impl.h was hashed where gcc read the flags' -iquote folder's) and of
-    those folders up to the file's."""
+    template's folder where nvcc read it from an -I folder's. An include of a macro
+    (``#define K_IMPL "impl.h"``) is one of a param of the values ``defined()`` gives it too
+    (what the files and flags define it as, see :func:`_definitions`: asked for only where a
+    file holds a computed include). One of a value naming no header (``STR(impl.h)``, another
+    macro), or of none known, may read any header of any folder its build searches: beside the
+    file, or a copy's, the flags' folders it searches ahead of the files' (``quoted_after``'s or
+    ``copied_after``'s: named so, the template folder's impl.h was hashed where gcc read the
+    flags' -iquote folder's), then those folders, then the rest of ``dirs`` (searched no
+    further, ``-I ../inc``'s impl.h, which gcc read, was hashed by none: an edit of it kept the
+    source hash, and its trials)."""
     holding = []  # each file holding a computed include: resolved as ``at`` below, whether anchored, the macros
     folders: dict[Path, bool] = {}  # their folders, in order, each with whether a file of it is anchored
     for file, anchored in ((f, a) for f, a in files.items() if f.suffix not in BINARY_SUFFIXES):
@@ -376,8 +381,8 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
     headers: dict[Path, bool] = {}
     for at, anchored, macros in holding:
         for macro in macros:
-            named = [m for v in values.get(macro, ()) if isinstance(v, str)
-                     for m in [INCLUDE.match(f"#include {v}")] if m]
+            given = [*values.get(macro, ()), *defined().get(macro, ())]
+            named = [m for v in given if isinstance(v, str) for m in [INCLUDE.match(f"#include {v}")] if m]
             for include in named:
                 after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
                 if after is None:  # gcc's angle one, or one of a file read in place
@@ -386,13 +391,36 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
                     # there named by its path
                     _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
                              (*after, *folders, *(d for d in dirs if d not in after)), headers, top, anchored, apart)
-            if not named:
-                searched = [*ahead, *list(folders)[:list(folders).index(at.parent) + 1]] if copies else [at.parent]
+            if len(named) < len(given) or not given:
+                searched = [*ahead, *folders] if copies else [at.parent, *quoted]
+                searched += [d for d in dirs if d not in searched and d.is_dir()]
                 headers.update({folder_header(h, INCLUDE.match(f'#include "{h.name}"'), (folder,)):
-                                folders.get(folder, folder in fixed) if copies else anchored
+                                anchored if folder == at.parent and not copies else folders.get(folder, folder in fixed)
                                 for folder in searched for h in sorted(folder.iterdir())
                                 if h.suffix in HEADER_SUFFIXES and h.is_file()})
     return dict.fromkeys(folders), headers
+
+
+def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[str]]:
+    """Each macro the ``files`` ``#define`` (their text files) or the ``flags`` define (``-D``,
+    nvcc's ``--define-macro``: ``1`` where given no value), with every value it is given, as
+    written (a function-like macro's with its parameters): the headers an include of it
+    (``#include K_IMPL``) may read, which the preprocessor alone knows for sure."""
+    found: dict[str, list[str]] = {}
+    for file in files:
+        if file.suffix not in BINARY_SUFFIXES:
+            for code in _code(file.read_text(encoding="utf-8", errors="replace").splitlines()):
+                define = _DEFINE.match(code)
+                if define:
+                    found.setdefault(define.group(1), []).append(define.group(2).strip())
+    options = ("-D", "--define-macro")
+    for flag, before in zip(flags, ("", *flags)):
+        joined = next((flag[len(o):].removeprefix("=") for o in options if flag.startswith(o) and flag != o), None)
+        given = flag if before in options else joined
+        if given:
+            name, equals, value = given.partition("=")
+            found.setdefault(name, []).append(value if equals else "1")
+    return found
 
 
 def _computed_in(text: str, template: Path) -> dict[Path, None]:
@@ -476,6 +504,8 @@ def _leaves_link(place: Path, name: str, top: Path) -> bool:
     return False
 
 
+#: A ``#define``: the macro's name, and the rest (a function-like macro's parameters, its value).
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)(.*)$")
 _OPENS = re.compile(r"^\s*#\s*if(?:n?def)?\b")
 _CLOSES = re.compile(r"^\s*#\s*endif\b")
 _GUARD_OPENS = re.compile(r"#\s*(?:ifndef\s+(\w+)|if\s+!\s*defined\s*(?:\(\s*(\w+)\s*\)|\s(\w+)))\s*$")
@@ -1133,13 +1163,17 @@ class Variant:
             text += ("" if text.endswith("\n") else "\n") + (
                 f'#line 1 "{self._named(file, own=own)}"\n'
                 f"/* built with this file of the flags: sha256 {digest} */\n")
+        # a macro a computed include names is a param of the values the files and flags define it as
+        defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
         # the compiler is told the folders of the files it reads as copies (inlined); a library's files
         # it reads in place
         # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
         # folders, ahead of their -isystem ones; a CPU one's, gcc after the flags' -iquote folders
         computed, beside = _computed(read, dirs, self.space.values, self.path.parent, fixed,
-                                     self._bracketed() if self.launch is not None else None, self._quoted(), quoted)
-        _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted)
+                                     self._bracketed() if self.launch is not None else None, self._quoted(), quoted,
+                                     defined)
+        _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted,
+                                  defined=defined)
         done = {f.resolve() for f in read}
         for header, anchored in (*beside.items(), *in_library.items()):
             if header.resolve() not in done:
