@@ -394,11 +394,23 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
             if len(named) < len(given) or not given:
                 searched = [*ahead, *folders] if copies else [at.parent, *quoted]
                 searched += [d for d in dirs if d not in searched and d.is_dir()]
-                headers.update({folder_header(h, INCLUDE.match(f'#include "{h.name}"'), (folder,)):
-                                anchored if folder == at.parent and not copies else folders.get(folder, folder in fixed)
-                                for folder in searched for h in sorted(folder.iterdir())
-                                if h.suffix in HEADER_SUFFIXES and h.is_file()})
+                headers.update({header: anchored if folder == at.parent and not copies
+                                else folders.get(folder, folder in fixed)
+                                for folder in searched for header in _folder_headers(folder)})
     return dict.fromkeys(folders), headers
+
+
+def _folder_headers(folder: Path) -> list[Path]:
+    """The headers a folder holds (by :data:`HEADER_SUFFIXES`), in name order, each named as
+    :func:`~tunebench.backends.base.folder_header` names it: a file that is no link by its name
+    in the folder resolved, which resolving each alone took seconds for a folder of hundreds
+    searched for a computed include, in every variant; a link as that function names it."""
+    real = folder.resolve()
+    with os.scandir(folder) as entries:
+        found = sorted((e.name, e.is_symlink()) for e in entries
+                       if os.path.splitext(e.name)[1] in HEADER_SUFFIXES and e.is_file())
+    return [folder_header(folder / name, INCLUDE.match(f'#include "{name}"'), (folder,)) if linked else real / name
+            for name, linked in found]
 
 
 def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[str]]:
@@ -1004,13 +1016,14 @@ class Variant:
 
     def _named(self, path: Path, base: Path | None = None, own: tuple[Path, ...] = (), anchored: bool = False) -> str:
         """A file the build reads where it lies (resolved), as the declaration and the template name
-        it: from ``base`` (the template's folder, where None), resolved too (a checkout reached by a
-        symlink named an -I folder's header "../../real/p/include/x.h"), or, under a folder or file
+        it: from ``base``, a folder resolved (the template's, resolved, where None: unresolved, a
+        checkout reached by a symlink named an -I folder's header "../../real/p/include/x.h";
+        resolved by the caller, once, not for each of hundreds of headers), or, under a folder or file
         its flags give absolute, or one of ``own`` outside the project (see :meth:`_anchored`), or
         ``anchored`` (reached from such a one: see :func:`_library`), by its own absolute path, so
         that a checkout at another depth is the same source."""
         return (str(path) if anchored or self._anchored(path, own)
-                else os.path.relpath(path, (base or self.path.parent).resolve()))
+                else os.path.relpath(path, base or self.path.parent.resolve()))
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
@@ -1029,7 +1042,7 @@ class Variant:
         """The flags as a trial's declaration keeps them: a header folder from the declaring
         file's folder and a file as given, so that a checkout elsewhere is the same declaration;
         "(arch-specific)" where it builds for the device's architecture-specific target."""
-        base = self.origin or Path.cwd()
+        base = (self.origin or Path.cwd()).resolve()
         flags = " ".join(self._written(lambda p: self._named(p, base), lambda p, given: given))
         return " ".join(filter(None, (flags, "(arch-specific)" if self.arch_specific else "")))
 
@@ -1146,6 +1159,7 @@ class Variant:
         ``#include "scale.h"`` hashed an -I folder's header where the build read the template
         folder's: an edit of the one built kept the source hash, and its trials."""
         read, library, inputs, texts = {}, {}, {}, {}
+        top = self.path.parent.resolve()  # what the text names the files from
         dirs, quoted = self._searched(copied), self._quoted(copied)  # where the build finds what it reads in place
         fixed = tuple(d for d in (*quoted, *dirs) if self._anchored(d, own))  # whose headers are named absolute
         text = inline_includes(self.path, dirs=self.include_dirs, searched=dirs, read=read, library=library,
@@ -1153,7 +1167,7 @@ class Variant:
         for file in self.flag_files:
             anchored = read.setdefault(file, self._anchored(file, own))
             inlined = None if file.suffix in BINARY_SUFFIXES else inline_includes(
-                file, top=self.path.parent.resolve(), dirs=self.include_dirs, searched=dirs, read=read,
+                file, top=top, dirs=self.include_dirs, searched=dirs, read=read,
                 library=library, anchored=anchored, fixed=fixed, quoted=quoted)
             digest = hashlib.sha256(file.read_bytes() if inlined is None else inlined.encode()).hexdigest()[:16]
             if inlined is not None:
@@ -1161,7 +1175,7 @@ class Variant:
             if file in sources:
                 inputs[file] = inlined
             text += ("" if text.endswith("\n") else "\n") + (
-                f'#line 1 "{self._named(file, own=own)}"\n'
+                f'#line 1 "{self._named(file, top, own)}"\n'
                 f"/* built with this file of the flags: sha256 {digest} */\n")
         # a macro a computed include names is a param of the values the files and flags define it as
         defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
@@ -1175,8 +1189,9 @@ class Variant:
         _, in_library = _computed(library, dirs, self.space.values, self.path.parent, fixed, quoted=quoted,
                                   defined=defined)
         done = {f.resolve() for f in read}
+        names = {f.name for f in done}  # a header of another name that is no link is none of them, unresolved
         for header, anchored in (*beside.items(), *in_library.items()):
-            if header.resolve() not in done:
+            if header.name not in names and not header.is_symlink() or header.resolve() not in done:
                 library.setdefault(header, anchored)
         # the compiler reads each where it lies, or may: edited, another source
         for header, anchored in library.items():
@@ -1186,7 +1201,7 @@ class Variant:
             with contextlib.suppress(UnicodeDecodeError):
                 texts[digest] = content.decode()
             text += ("" if text.endswith("\n") else "\n") + (
-                f'#line 1 "{self._named(header, own=own, anchored=anchored)}"\n/* built with this header of '
+                f'#line 1 "{self._named(header, top, own, anchored)}"\n/* built with this header of '
                 f"the include folders: sha256 {digest} */\n")
         return text, read, inputs, computed, texts
 
