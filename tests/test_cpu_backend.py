@@ -839,6 +839,8 @@ def test_an_include_the_copy_reads_searches_the_folders_of_its_computed_includes
     (("-I", "../inc"), '#define IMPL_OF_Q "impl.h"\n#define K_IMPL IMPL_OF_Q\n'),
     # the flags' value, ahead of the template's default
     (("-I", "../inc", '-DK_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
+    # a value whose macro the preprocessor expands between < and >: a name of no header, not impl.h's
+    (("-I", "../inc"), "#define IMPL_NAME impl.h\n#define K_IMPL <IMPL_NAME>\n"),
 ])
 def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the_flags_hashes_it(tmp_path, flags,
                                                                                                   defines):
@@ -865,6 +867,27 @@ def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the
     assert_hash_follows(declared, variant, tmp_path / "inc" / "impl.h")
     # the gate's build of the recorded template reads the header as tuned
     assert_recorded_build_scales("computed_macro_folder_gate_test", variant, text, texts, {"tile": 1})
+
+
+def test_a_computed_include_of_a_header_read_in_place_skips_an_iquote_folder_that_is_not_there(tmp_path):
+    """A header of the flags' -I folder holding ``#include K_IMPL`` of a value the hash cannot
+    name, beside an -iquote folder of another machine's (absolute, not checked): the variant
+    could not be read ("cannot be read (No such file or directory)") where gcc skips the folder."""
+    for where in ("inc", "suites"):
+        (tmp_path / where).mkdir()
+    (tmp_path / "inc" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "inc" / "lib.h").write_text('#define IMPL_OF_Q "impl.h"\n#define K_IMPL IMPL_OF_Q\n#include K_IMPL\n')
+    (tmp_path / "suites" / "k.c").write_text("#include <lib.h>\nvoid k(const float *x, float *y, int n)\n"
+                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=("-I", "../inc", "-iquote", "/nonexistent-tunebench/include"), origin=tmp_path / "suites")
+
+    variant = declared()
+    got, want = run_once(CpuBackend(), scaling("computed_in_place_test", variant, 3.0, 9), variant, {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "impl.h")
 
 
 @pytest.mark.parametrize("include", ["param", "macro"])

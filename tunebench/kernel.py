@@ -383,16 +383,22 @@ def _computed(files: Mapping[Path, bool], dirs: tuple[Path, ...], values: Mappin
         for macro in macros:
             given = [*values.get(macro, ()), *defined().get(macro, ())]
             named = [m for v in given if isinstance(v, str) for m in [INCLUDE.match(f"#include {v}")] if m]
+            # a value naming no header of the folders (``<IMPL_NAME>``, whose macro the preprocessor expands;
+            # ``<memory_resource>``, a system one, beside which Thrust's header reads its folder's) tells nothing
+            unknown = len(named) < len(given) or not given
             for include in named:
                 after = copied_after if copied_after is not None else quoted_after if include.group(1) else None
                 if after is None:  # gcc's angle one, or one of a file read in place
+                    unknown |= folder_header(at, include, dirs, quoted) is None
                     _library(at, include, dirs, headers, top, anchored, fixed, quoted)
                 else:  # looked for as an angle include is, in the folders alone: the files' among them, a link
                     # there named by its path
-                    _library(at, INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
-                             (*after, *folders, *(d for d in dirs if d not in after)), headers, top, anchored, apart)
-            if len(named) < len(given) or not given:
-                searched = [*ahead, *folders] if copies else [at.parent, *quoted]
+                    angle, order = (INCLUDE.match(f"#include <{include.group(1) or include.group(2)}>"),
+                                    (*after, *folders, *(d for d in dirs if d not in after)))
+                    unknown |= folder_header(at, angle, order) is None
+                    _library(at, angle, order, headers, top, anchored, apart)
+            if unknown:
+                searched = [*ahead, *folders] if copies else [at.parent, *(d for d in quoted if d.is_dir())]
                 searched += [d for d in dirs if d not in searched and d.is_dir()]
                 headers.update({header: anchored if folder == at.parent and not copies
                                 else folders.get(folder, folder in fixed)
