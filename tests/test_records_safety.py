@@ -723,6 +723,22 @@ def test_a_run_interrupted_after_its_candidate_loaded_keeps_the_earlier_runs_dea
     assert not list(again.journal.parent.glob("*.inflight-*"))
 
 
+def test_a_run_that_resumes_a_config_it_was_interrupted_at_keeps_the_earlier_runs_deaths(tmp_path):
+    """pytest-timeout failed the item while the config's candidate ran; the task's next item resumed
+    the search in the same run, which measured the config again: it took its own mark, carrying an
+    earlier run's death, for a live run's, counted none, and a killer candidate took a run more."""
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    ended_mark(store)
+    run = RecordStore.for_device(tmp_path, FINGERPRINT)
+    assert run.measuring(trial({"vec": 1})) == [None]
+    run.loading()
+    run.measured()  # interrupted
+    assert run.measuring(trial({"vec": 1})) == [None]  # resumed, in the same run
+    run.loading()  # ... and its candidate kills the run
+    _ended(run)
+    assert RecordStore.for_device(tmp_path, FINGERPRINT).measuring(trial({"vec": 1})) == [None, None]
+
+
 def test_a_mark_of_an_earlier_run_of_the_same_pid_counts(tmp_path):
     """pytest in a container gets the same pid every run: an earlier run's mark, of a live pid,
     was taken for this run's own, and its death counted in no later run (nor one of a second

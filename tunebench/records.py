@@ -929,11 +929,16 @@ class RecordStore:
                     path.unlink(missing_ok=True)
                 continue
             if mark.get("key") == key:
-                if all(mark.get(k, v) == v for k, v in built.items()) and self._ended(mark):
+                # this run's own, left as it was interrupted (a pytest-timeout): the run resumes its search and
+                # measures the config again, under the same mark, which loading() rewrites
+                mine = mark.get("pid") == os.getpid() and mark.get("run") == self._run
+                if all(mark.get(k, v) == v for k, v in built.items()) and (
+                        self._ended(mark) or (mine and mark.get("survived"))):
                     # an earlier version's mark counts "died"; a run that did not die at it, none of its own
                     own = [] if mark.get("survived") else [mark.get("killed")]
                     chains.append((written, [*mark.get("deaths", [None] * mark.get("died", 0)), *own]))
-                    self._earlier.append(path)
+                    if not mine:
+                        self._earlier.append(path)
             elif _candidate(mark.get("key")) == _candidate(key) and self._ended(mark):
                 path.unlink(missing_ok=True)
         # each mark's runs are its own (one that read another's carried them on and removed it): two
