@@ -1751,25 +1751,45 @@ VECTOR_SCALE_C = (
     "    for (int i = 0; i < n; ++i) y[i] = *factor * copy[i];\n    delete factor;\n}\n")
 
 
-def test_a_c_template_read_as_cxx_by_its_flags_links_the_cxx_standard_library(pytester, quiet_verdicts):
-    """gcc reading a ``.c`` template as C++ (its flags' ``-x c++``) links no C++ standard
-    library, as g++ does a ``.cpp``'s: a template using ``std::vector`` or ``new`` failed every
-    config's build (under ``-z defs``: "undefined reference to `operator new(unsigned long)'"),
-    and the README told the user to rename it."""
-    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    (pytester.path / "scale.c").write_text(VECTOR_SCALE_C)
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "test_scale.py").write_text(
+def vector_scale_project(root: Path, flags: tuple[str, ...]) -> None:
+    """A project tuning :data:`VECTOR_SCALE_C` as ``scale.c`` with ``flags``."""
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "scale.c").write_text(VECTOR_SCALE_C)
+    (root / "suites").mkdir()
+    (root / "suites" / "test_scale.py").write_text(
         "import numpy as np\n"
         "from tunebench import Bucket, Buckets, Kernel, Space, Variant\n"
         'scale = Kernel("scale_cxx", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(100,)])]),\n'
         '               args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32),\n'
         '                                               "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])},\n'
         '               reference=lambda x, n: 2.0 * x, outputs=["y"],\n'
-        '               cpu=Variant(source="scale.c", entry="scale", flags=("-x", "c++"),\n'
+        f'               cpu=Variant(source="scale.c", entry="scale", flags={flags!r},\n'
         '                           heuristic=lambda shape: {"tile": 1}, space=Space({"tile": [1, 4]})))\n')
+
+
+def test_a_c_template_read_as_cxx_by_its_flags_links_the_cxx_standard_library(pytester, quiet_verdicts):
+    """gcc reading a ``.c`` template as C++ (its flags' ``-x c++``) links no C++ standard
+    library, as g++ does a ``.cpp``'s: a template using ``std::vector`` or ``new`` failed every
+    config's build (under ``-z defs``: "undefined reference to `operator new(unsigned long)'"),
+    and the README told the user to rename it."""
+    vector_scale_project(pytester.path, ("-x", "c++"))
     result = pytester.runpytest("suites", "--tune", "--tune-target", "cpu", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_a_compile_error_recorded_under_another_build_command_is_built_again(pytester, monkeypatch, quiet_verdicts):
+    """A recorded compile error was reused by source, declaration and compiler alone: once
+    tunebench stopped giving a ``.c`` under ``-x c++`` C's -std (an error under its -Werror), a
+    project tuned before still stopped at its heuristic on the old error, every run, unless
+    --tune-retry-failed. The error stands for today's build command alone."""
+    vector_scale_project(pytester.path, ("-x", "c++", "-Werror"))
+    tune = ("suites", "--tune", "--tune-target", "cpu", "-p", "no:cacheprovider")
+    with monkeypatch.context() as before:
+        before.setattr(cpu, "standard", lambda flags, lang: cpu.STANDARD[lang])  # the -std of its name, as it was
+        result = pytester.runpytest(*tune)
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*-std=gnu11*[-Werror]*"])
+    pytester.runpytest(*tune).assert_outcomes(passed=3)
 
 
 def test_a_frameworks_own_build_of_a_c_template_read_as_cxx_with_its_flags_loads(tmp_path, declared_apart):

@@ -1,6 +1,7 @@
 """The CUDA target. Builds are real nvcc runs, checked wherever nvcc is (CI included); the faults
 and shared memory tests tune real kernels on a real GPU and run only where PyCUDA can use one."""
 
+import dataclasses
 import gc
 import os
 import re
@@ -22,7 +23,7 @@ from tinydb import TinyDB
 from tests.conftest import SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tests.test_plugin import TUNE
 from tunebench import Bucket, Buckets, Kernel, Space, Variant
-from tunebench.backends import cuda_status
+from tunebench.backends import build_key, cuda_status
 from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
 from tunebench.backends.cuda import (LEAD_PTX, CudaBackend, CudaCompiler, CudaRunner, entry_of, launch_refusal, nvcc_archs,
@@ -91,6 +92,21 @@ def test_a_cuda_build_is_a_cubin_compiled_per_architecture_and_reused(tmp_path):
     assert again.cached and again.handle == first.handle and cache.compiled == 1
     other = CudaCompiler("sm_80", cache).build(kernel, kernel.variant("cuda"), {"broken": 0}, "float16")
     assert other.handle != first.handle and not other.cached
+
+
+@needs_nvcc
+def test_a_cuda_builds_refusal_is_kept_under_the_key_its_compile_cache_names_it_by(tmp_path):
+    """What a refused trial keeps, and is reused under alone (see session.BUILD_VERDICTS), is the
+    key of the build as the device's tune compiles it: the compile cache's, which follows the
+    command (an arch-specific variant's sm_90a) as the records could not."""
+    kernel = scale_kernel(tmp_path)
+    variant = kernel.variant("cuda")
+    with pytest.raises(CompileError, match="broken builds fail"):
+        CudaCompiler("sm_90", BuildCache(tmp_path / "cache")).build(kernel, variant, {"broken": 1}, "float32")
+    device = {"compute_capability": "9.0"}
+    key = build_key("cuda", device, variant, {"broken": 1}, "float32")
+    assert [p.name for p in (tmp_path / "cache").glob("*.err")] == [f"scale-cuda-{key}.err"]
+    assert build_key("cuda", device, dataclasses.replace(variant, arch_specific=True), {"broken": 1}, "float32") != key
 
 
 @needs_nvcc

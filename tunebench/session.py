@@ -66,6 +66,10 @@ BUSY_STRIKES = 3
 #: measured again: one death may be the user's kill or a CI timeout, a second at the same config is
 #: the config.
 DEATHS = 2
+#: The statuses a config's build decides: its compile error, and a refusal of what it built (on a
+#: GPU, by ptxas or at the launch, for the registers and shared memory its cubin asks). A trial keeps
+#: its build's key (:func:`tunebench.backends.build_key`); one of these is reused under today's alone.
+BUILD_VERDICTS = ("compile_error", "pruned_resources")
 
 
 def _died(deaths: list[str | None]) -> str:
@@ -709,6 +713,8 @@ class Task:
             return None
         if not backends.built_by(doc.get("compiler"), self.compiler) or Kernel.retargeted(self.variant, doc):
             return None  # another compiler's build, or another function of the template
+        if doc["status"] in BUILD_VERDICTS and doc.get("build_key") != self._build_key(config):
+            return None  # refused by another build of it: tunebench has built it otherwise since
         if t.settings.repeats is not None and doc["status"] in ("ok", "early_stopped") \
                 and doc.get("repeats") != t.settings.repeats:
             return None  # --tune-repeats asks its fixed protocol of every trial it serves
@@ -774,6 +780,11 @@ class Task:
             raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"]))
         return doc
 
+    def _build_key(self, config: dict) -> str | None:
+        """The key of the config's build as tunebench compiles it today (see :data:`BUILD_VERDICTS`)."""
+        t = self.tuner
+        return backends.build_key(t.target, t.fingerprint, self.variant, config, self.dtype)
+
     def _document(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
         return {
@@ -783,6 +794,7 @@ class Task:
             "baseline": config == self.variant.baseline(shape, self.dtype),
             "status": None, "error": None, "max_error": None, "stats": None, "samples": [],
             "compile_time_s": None, "work": self._work(shape), "compiler": self.compiler, "entry": self.variant.entry,
+            "build_key": self._build_key(config),
             "repeats": t.settings.repeats, "timeout_s": getattr(t.workers, "timeout", None),  # how it was measured
             "git_commit": t.commit, "git_dirty": self.dirty, "tunebench_version": __version__,
             "strategy": t.strategy, **({"strategy_options": t.strategy_options} if t.strategy_options else {}),

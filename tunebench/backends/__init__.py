@@ -71,8 +71,13 @@ def builder(target: str, fingerprint: dict):
         return CpuBackend()
     if target == "cuda":
         from tunebench.backends.cuda import CudaCompiler
-        return CudaCompiler(f"sm_{str(fingerprint['compute_capability']).replace('.', '')}")
+        return CudaCompiler(arch_of(fingerprint))
     return None
+
+
+def arch_of(fingerprint: dict) -> str:
+    """The architecture a CUDA device's fingerprint names, as nvcc builds for it (``sm_90``)."""
+    return f"sm_{str(fingerprint['compute_capability']).replace('.', '')}"
 
 
 def compiler(target: str, variant) -> str | None:
@@ -86,6 +91,24 @@ def compiler(target: str, variant) -> str | None:
         if target == "cuda":
             from tunebench.backends.cuda import nvcc_version
             return nvcc_version()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None
+
+
+def build_key(target: str, fingerprint: dict, variant, config: dict, dtype: str) -> str | None:
+    """The compile cache's key of a config's build on a target: the source and command as tunebench
+    compiles them today. A refusal of the build (a compile error) is recorded with it and reused
+    under it alone: the compiler's identity alone kept one that tunebench's own command had caused
+    (C's -std for a template read as C++) for good. None where the target builds nothing (replay)
+    or cannot be asked (no nvcc: the build says why)."""
+    try:
+        if target == "cpu":
+            from tunebench.backends import cpu
+            return cpu.build_key(variant, config, dtype)
+        if target == "cuda":
+            from tunebench.backends import cuda
+            return cuda.build_key(arch_of(fingerprint), variant, config, dtype)
     except (OSError, subprocess.SubprocessError):
         return None
     return None

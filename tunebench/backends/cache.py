@@ -192,6 +192,12 @@ def _compiled(command: Sequence[str], src: Path, out: Path) -> str | None:
     return None if proc.returncode == 0 else said or f"{command[0]} exited {proc.returncode}"
 
 
+def cache_key(tag: str, source: str) -> str:
+    """What names the artefact of ``source`` compiled as ``tag`` says (see :meth:`BuildCache.get`),
+    and the trials of its refusal: the same key is the same build."""
+    return hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
+
+
 class BuildCache:
     """Artefacts under ``root``: ``<name>-<hash><suffix>``, beside them the source and any error."""
 
@@ -205,7 +211,7 @@ class BuildCache:
         """The artefact of ``source`` compiled as ``tag`` says (flags, compiler, target):
         ``(path, compile seconds, cached)``. ``suffixes`` are the source's and the artefact's;
         ``compile_fn(source_path, out_path)`` returns None, or the compiler's error text."""
-        key = hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
+        key = cache_key(tag, source)
         with self._writing():
             self.root.mkdir(parents=True, exist_ok=True)
         src_suffix, out_suffix = suffixes

@@ -44,7 +44,7 @@ from tunebench.backends.base import (
     render,
     render_inputs,
 )
-from tunebench.backends.cache import BuildCache, run_compiler
+from tunebench.backends.cache import BuildCache, cache_key, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
 from tunebench.backends.memory import PLACEMENTS, placed
 from tunebench.backends.params import Param, args_problem, library_functions
@@ -292,6 +292,24 @@ def gcc_command(flags: tuple[str, ...] = (), lang: str = "c") -> list[str]:
     """The command compiling the ``lang`` source ``{src}`` to the shared library ``{out}``."""
     before, after = libraries_last(flags)
     return [compiler(lang), *FLAGS, standard(flags, lang), *before, "-o", "{out}", "{src}", *after, "-lm"]
+
+
+def recipe(variant: Variant, config: Mapping, dtype: str) -> tuple[str, str, list[str]]:
+    """A config's build in a dtype: the source compiled, the compile cache's tag of its command
+    (the compiler's version, the flags, the ISA -march=native builds for: a build is only valid on
+    a CPU with the same) and the command."""
+    lang = language(variant)
+    flags = build_flags(variant, dtype)
+    before, after = libraries_last(flags)  # a library's place is part of the build: one ahead failed to link
+    tag = " ".join((compiler_version(lang), *FLAGS, standard(flags, lang), *before, *native_isa(),
+                    *(("{src}", *after) if after else ())))
+    return source(variant, config, dtype), tag, gcc_command(flags, lang)
+
+
+def build_key(variant: Variant, config: Mapping, dtype: str) -> str:
+    """The compile cache's key of a config's build in a dtype (see :func:`recipe`)."""
+    text, tag, _ = recipe(variant, config, dtype)
+    return cache_key(tag, text)
 
 
 def source_suffix(lang: str) -> str:
@@ -630,15 +648,10 @@ class CpuBackend(Backend):
         problem = dtype_problem(dtype, variant)
         if problem:
             raise CompileError(problem)
-        text, lang = source(variant, config, dtype), language(variant)
-        flags = build_flags(variant, dtype)
-        command = gcc_command(flags, lang)
-        # -march=native: a build is only valid on a CPU with the same ISA
-        before, after = libraries_last(flags)  # a library's place is part of the build: one ahead failed to link
-        tag = " ".join((compiler_version(lang), *FLAGS, standard(flags, lang), *before, *native_isa(),
-                        *(("{src}", *after) if after else ())))
+        text, tag, command = recipe(variant, config, dtype)
         try:
-            path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag, (source_suffix(lang), ".so"),
+            path, seconds, cached = self.cache.get(f"{kernel.name}-cpu", text, tag,
+                                                   (source_suffix(language(variant)), ".so"),
                                                    lambda src, out: run_compiler(
                                                        command, src, out, source_inputs(variant, config, dtype)))
         except CompileError as e:

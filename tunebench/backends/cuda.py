@@ -59,7 +59,7 @@ from tunebench.backends.base import (
     not_contiguous,
     render,
 )
-from tunebench.backends.cache import BuildCache, run_compiler, scratch
+from tunebench.backends.cache import BuildCache, cache_key, run_compiler, scratch
 from tunebench.backends.launch import (DEFAULT_SHARED, FunctionResources, Launch, compiled_kernels,
                                        entry_refusal, entry_symbol, launch_of, launch_problem)
 from tunebench.backends.params import Param, args_problem, debug_functions, packed
@@ -140,6 +140,21 @@ def copy_flags(variant: Variant) -> tuple[str, ...]:
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
     """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
     return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
+
+
+def recipe(arch: str, variant: Variant, config: Mapping, dtype: str,
+           debug: bool = False) -> tuple[str, str, list[str]]:
+    """A config's build in a dtype for ``arch`` (the variant's: :func:`variant_arch`): the source
+    compiled, the compile cache's tag of its command and the command; ``debug``: its ``-G`` build."""
+    flags = debug_flags(copy_flags(variant)) if debug else copy_flags(variant)
+    tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
+    return source(variant, config, dtype), tag, nvcc_command(arch, flags)
+
+
+def build_key(arch: str, variant: Variant, config: Mapping, dtype: str) -> str:
+    """The compile cache's key of a config's build in a dtype on a device of ``arch`` (see :func:`recipe`)."""
+    text, tag, _ = recipe(variant_arch(arch, variant), variant, config, dtype)
+    return cache_key(tag, text)
 
 
 def compile_keeping_ptx(command: Sequence[str], src: Path, out: Path) -> str | None:
@@ -414,10 +429,7 @@ class CudaCompiler:
         unsupported = arch_problem(arch) if arch != self.arch else None
         if unsupported:
             raise KernelError(f"kernel {kernel.name!r}: the cuda variant is arch_specific, and {unsupported}")
-        text = source(variant, config, dtype)
-        flags = debug_flags(copy_flags(variant)) if debug else copy_flags(variant)
-        command = nvcc_command(arch, flags)
-        tag = " ".join((nvcc_version(), arch, *NVCC_OPTIONS, *flags))
+        text, tag, command = recipe(arch, variant, config, dtype, debug)
         try:
             path, seconds, cached = self.cache.get(f"{kernel.name}-cuda", text, tag, (".cu", ".cubin"),
                                                    lambda src, out: compile_keeping_ptx(command, src, out))
