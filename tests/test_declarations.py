@@ -273,12 +273,20 @@ def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(
 
 
 def test_a_template_that_does_not_compile_stops_its_task_with_one_message(project, pytester):
+    """Run again, it stops on the error recorded, which it says (it was taken for a fresh build's:
+    a header installed since changed nothing, unsaid), and how to build it again."""
     root = project()
     (root / "kernels" / "axpb.c").write_text("typedef TB_DTYPE real;\nvoid axpb( {\n")
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
     result.assert_outcomes(failed=1, skipped=5, deselected=8)
     assert said(result, "does not compile for the heuristic's config") == 1
     assert said(result, "error:") <= 3  # the compiler's message, once
+    assert said(result, "earlier tune") == 0
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
+    assert said(again, "does not compile for the heuristic's config [vec:2 unroll:1 mode:0] (as an earlier tune "
+                       "recorded it, not built again: --tune-retry-failed builds it), so the task stops:") == 1
+    retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3", "--tune-retry-failed")
+    assert said(retried, "does not compile for the heuristic's config") == 1 and said(retried, "earlier tune") == 0
 
 
 def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(project, pytester):

@@ -449,9 +449,13 @@ class Task:
             self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
         if self.baseline.status == "compile_error":  # the template itself: no candidate would build
+            shape = next(s for s, d in self.baseline.trials.items() if d["status"] == "compile_error")
+            config = self.baseline.configs[shape]
+            recorded = ("" if (self.label, shape, config_key(config)) in self.tuner.measured else
+                        " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)")
             raise KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
-                              f"heuristic's config [{config_text(next(iter(self.baseline.configs.values())))}], "
-                              f"so the task stops:\n{self.baseline.error}")
+                              f"heuristic's config [{config_text(config)}]{recorded}, so the task stops:\n"
+                              f"{self.baseline.trials[shape]['error']}")
         # described once the heuristic ran on every shape: a declaration error (an args builder, a
         # reference at fault) raises first, and the records keep the last description that worked
         store.put_task({**self._description(), "warm_from": warm_from})
