@@ -1846,18 +1846,46 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_built_read_and_given_with_the_
     np.testing.assert_array_equal(y, 2 * x)
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang-19"])
+@pytest.mark.parametrize("spelled", [("--language=c++",), ("--language", "c++")])
+def test_a_c_template_read_as_cxx_by_the_flags_long_language_option_is_built_as_cxx(tmp_path, monkeypatch, cc,
+                                                                                     spelled):
+    """gcc and clang read ``--language=c++`` and ``--language c++`` as ``-x c++``, and tunebench
+    read ``-x`` alone: such a ``.c`` template was built with C's -std=gnu11 (clang: "not allowed
+    with 'C++'") and no C++ standard library (gcc: "undefined reference to `operator new'"), and
+    given to a framework without either."""
+    if not shutil.which(cc):
+        pytest.skip(f"{cc} is not on PATH")
+    monkeypatch.setattr(cpu, "CC", cc)
+    (tmp_path / "scale.c").write_text(VECTOR_SCALE_C)
+    variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
+                      heuristic=lambda shape: {"tile": 1}, flags=spelled, origin=tmp_path)
+    kernel = scaling("scale_long_language_" + re.sub(r"\W", "", cc + "".join(spelled)), variant, 2.0, 100)
+    backend = CpuBackend()
+    args = kernel.build_args((100,), "float32")
+    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
+                          (100,), args)
+    runner.reset()
+    runner.call()
+    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+    assert variant.language == "c++"  # the include path variable it reads
+    assert {"-std=gnu++17", *cpu.CXX_LIBRARY_ANYWHERE} <= set(cpu.code_flags(variant))
+
+
 @pytest.mark.parametrize("cxx", ["g++", "clang++-19"])
-def test_a_cxx_template_read_as_c_by_its_flags_is_built_with_the_c_standard(tmp_path, monkeypatch, cxx):
+@pytest.mark.parametrize("spelled", [("-x", "c"), ("--language=c",), ("--language", "c")])
+def test_a_cxx_template_read_as_c_by_its_flags_is_built_with_the_c_standard(tmp_path, monkeypatch, cxx, spelled):
     """The other way round: a ``.cpp`` template under ``-x c`` was built with C++'s -std=gnu++17,
-    which clang refused for C and g++ ignored saying so, an error under the variant's -Werror."""
+    which clang refused for C and g++ ignored saying so, an error under the variant's -Werror;
+    ``--language`` names the language as ``-x`` does."""
     if not shutil.which(cxx):
         pytest.skip(f"{cxx} is not on PATH")
     monkeypatch.setattr(cpu, "CXX", cxx)
     (tmp_path / "scale.cpp").write_text("void scale(const float *x, float *y, int n)\n"
                                         "{\n    for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i] * tile / tile;\n}\n")
     variant = Variant(source="scale.cpp", entry="scale", space=Space({"tile": [1, 4]}),
-                      heuristic=lambda shape: {"tile": 1}, flags=("-x", "c", "-Werror"), origin=tmp_path)
-    kernel = scaling("scale_c_standard_" + re.sub(r"\W", "", cxx), variant, 2.0, 100)
+                      heuristic=lambda shape: {"tile": 1}, flags=(*spelled, "-Werror"), origin=tmp_path)
+    kernel = scaling("scale_c_standard_" + re.sub(r"\W", "", cxx + "".join(spelled)), variant, 2.0, 100)
     backend = CpuBackend()
     args = kernel.build_args((100,), "float32")
     runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},

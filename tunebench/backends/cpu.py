@@ -126,19 +126,22 @@ def language(variant: Variant) -> str:
 
 def read_as(variant: Variant) -> str:
     """What the compiler reads the template as, ``c`` or ``c++``: the last ``-x c`` or ``-x c++``
-    of the flags ahead of it, else :func:`language`. gcc given ``("-x", "c++")`` for a ``.c``
-    template runs cc1plus, which searches CPLUS_INCLUDE_PATH, not C_INCLUDE_PATH, and takes C++'s
-    standard (see :func:`standard`); its build is otherwise still C's (gcc, C's complex types), as
-    the records of its tunes name it."""
+    of the flags ahead of it, however spelled (:func:`flags_language`), else :func:`language`. gcc
+    given ``("-x", "c++")`` for a ``.c`` template runs cc1plus, which searches CPLUS_INCLUDE_PATH,
+    not C_INCLUDE_PATH, and takes C++'s standard (see :func:`standard`); its build is otherwise
+    still C's (gcc, C's complex types), as the records of its tunes name it."""
     return flags_language(variant.flags) or language(variant)
 
 
 def flags_language(flags: tuple[str, ...]) -> str | None:
     """The language the last ``-x c`` or ``-x c++`` of the flags ahead of the source names, None
-    where none does (or ``-x none`` follows it: the source's name decides)."""
+    where none does (or ``-x none`` follows it: the source's name decides). Each spelling gcc and
+    clang take counts alike: ``-x c++``, ``-xc++``, ``--language c++``, ``--language=c++`` (the
+    long ones were C's, built with -std=gnu11 and without the C++ standard library)."""
     given = None
     for before, flag in zip(("", *flags), libraries_last(flags)[0]):
-        named = flag if before == "-x" else flag[2:] if flag.startswith("-x") and flag != "-x" else None
+        named = (flag if before in ("-x", "--language") else flag[2:] if flag.startswith("-x") and flag != "-x"
+                 else flag.removeprefix("--language=") if flag.startswith("--language=") else None)
         given = named if named in ("c", "c++") else None if named == "none" else given
     return given
 
