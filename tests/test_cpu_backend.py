@@ -2521,6 +2521,60 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("target, flags, variable", [
+    ("cpu", ("-I", "../inc", "-include", "cfg.h"), None),
+    ("cpu", ("-iquote", "../inc", "-imacros", "cfg.h"), None),
+    ("cpu", ("-isystem", "../inc", "-include", "cfg.h"), None),
+    ("cpu", ("-include", "cfg.h"), "CPATH"),
+    ("cuda", ("-I../inc", "-include", "cfg.h"), None),  # nvcc gives it to its host compiler as given
+])
+def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of_the_flags_is_hashed(
+        tmp_path, monkeypatch, target, flags, variable):
+    """``-I ../inc -include cfg.h``: the compiler looks for cfg.h in its working folder, then along
+    the quoted include chain, and reads inc/cfg.h and the lib/scale.h it includes; the hash
+    looked for it from the suite's folder upwards alone, and left it to the compiler, unhashed:
+    an edit of either kept the source hash, and the old trials were served."""
+    if target == "cuda" and not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    if variable:
+        monkeypatch.setenv(variable, str(tmp_path / "inc"))
+    for folder in ("inc", "lib", "suites"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text('#include "../lib/scale.h"\n')  # which tells no folder cfg.h is in
+    (tmp_path / "lib" / "scale.h").write_text("#define FACTOR 3.0f\n")
+    source = "k.c" if target == "cpu" else "k.cu"
+    (tmp_path / "suites" / source).write_text(
+        ("" if target == "cpu" else 'extern "C" __global__ ') + "void k(const float *x, float *y, int n)\n"
+        + ("{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n" if target == "cpu" else
+           "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n"))
+
+    def declared():
+        return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=None if target == "cpu" else lambda c, shape: (1, 32),
+                       origin=tmp_path / "suites")
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    if target == "cpu":
+        got, want = run_once(CpuBackend(), scaling("include_flag_chain_test", variant, 3.0, 9), variant, {"tile": 1},
+                             n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:  # the copy the build compiles, with its flags, from a working folder of no cfg.h
+        (tmp_path / "build").mkdir()
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                              cwd=tmp_path / "build", capture_output=True, text=True, check=True).stdout
+        assert "y[i] = 3.0f * x[i]" in code
+    assert_hash_follows(declared, variant, tmp_path / "lib" / "scale.h")
+    edited = declared().source_hash
+    (tmp_path / "inc" / "cfg.h").write_text("#define FACTOR 5.0f\n")
+    assert declared().source_hash != edited
+    if target == "cpu":  # the gate's build of the recorded template reads both as tuned
+        assert_recorded_build_scales("include_flag_chain_gate_test", variant, text, texts, {"tile": 1})
+
+
 def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
     """It was told to pass np.float32(...) and declare it float, as a float16 is."""
     from tunebench.backends.cpu import args_refusal

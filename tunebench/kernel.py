@@ -90,8 +90,10 @@ DIR_OPTIONS = ("-iquote", "-I")
 #: every template and a hash that moves with the system).
 SYSTEM_DIR_OPTIONS = ("-isystem", "-idirafter")
 #: The options naming a file the compiler reads ahead of the template, written ``-include file``:
-#: one of the project's is hashed as an input file is; another (``-include math.h``) is the
-#: compiler's to find on its include path.
+#: one found from the suite's folder upwards is hashed as an input file is; another is the
+#: compiler's to find, in the folder the run started from, then on its include path: hashed
+#: where found there or in a folder of the flags or CPATH (``-I ../inc -include cfg.h``), not
+#: where a system's (``-include math.h``).
 FILE_OPTIONS = ("-include", "-imacros")
 #: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
 #: ``-MF deps.o``, ``-D NAME=x.c``).
@@ -713,13 +715,14 @@ def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
 def _own_folders(built: Variant, copies: Mapping[Path, str]) -> dict[Path, None]:
     """The folders the tune's compiler found the kept files of no flag in of its own (CPATH,
     C_INCLUDE_PATH: see :func:`~tunebench.backends.base.own_include_dirs`), from the records
-    alone: a kept file's path less the name an ``#include`` of the recorded texts gives it
+    alone: a kept file's path less the name an ``#include`` of the recorded texts, or an
+    -include flag the compiler is left to find (see :attr:`Variant._compilers_files`), gives it
     (``<mylib/x.h>`` of ``/opt/inc/mylib/x.h``: ``/opt/inc``). Today's folders were the
     gate's: tuned with CPATH=mylib/1.2/include, gated with 1.3's, the recorded build read 1.3's
     header."""
     given = (*built.include_dirs, *built.flag_files)
-    operands = {m.group(1) or m.group(2) for text in (built.template, *copies.values())
-                for m in map(INCLUDE.match, text.splitlines()) if m}
+    operands = {*built._compilers_files, *(m.group(1) or m.group(2) for text in (built.template, *copies.values())
+                                           for m in map(INCLUDE.match, text.splitlines()) if m)}
     return {Path(path.as_posix()[:-len(operand) - 1]): None for path in copies
             if not any(path.is_relative_to(d) for d in given)
             for operand in sorted(operands) if path.as_posix().endswith("/" + operand)}
@@ -791,7 +794,10 @@ class Variant:
       ``-imacros file``, and input files compiled or linked with the template: an argument of no
       option ending ``.c``, ``.cc``, ``.cpp``, ``.cxx``, ``.cu``, ``.o``, ``.a`` or ``.so``) are
       found from that folder upwards, as the template is, and their content is part of the
-      source hash: an edited one is built and measured again. Other paths in flags (``-L``) are
+      source hash: an edited one is built and measured again (an -include or -imacros file
+      not found so is the compiler's to find, in the folder the run started from, then on its
+      include path: one found there or in a header folder of the flags or CPATH is hashed as
+      their headers are). Other paths in flags (``-L``) are
       the compiler's, from wherever the run started, and not hashed.
     - ``buckets``: this target's own buckets, where its representative shapes must differ from
       the kernel's (a GPU needs far larger shapes than a CPU to reach its bandwidth).
@@ -916,6 +922,14 @@ class Variant:
             return self._found(given, "").resolve()
         except KernelError:
             return None
+
+    @_cached
+    def _compilers_files(self) -> tuple[str, ...]:
+        """The names its -include/-imacros flags give that :meth:`_local` leaves to the compiler,
+        which looks for them on its include path (see :meth:`_expanded`): ``-I ../inc -include
+        cfg.h`` reads inc/cfg.h, hashed as a header of the folder; ``-include math.h`` the system's."""
+        return tuple(named[1] for p, named in zip(self._paths, flag_paths(self.flags))
+                     if named and named[2] == "include" and p is None and '"' not in named[1])
 
     @_cached
     def include_dirs(self) -> tuple[Path, ...]:
@@ -1183,6 +1197,11 @@ class Variant:
             text += ("" if text.endswith("\n") else "\n") + (
                 f'#line 1 "{self._named(file, top, own)}"\n'
                 f"/* built with this file of the flags: sha256 {digest} */\n")
+        for given in self._compilers_files:
+            # gcc (nvcc's host gcc too) looks for it as for a quoted include of a file in the folder it runs in,
+            # the run's: there, then along the quoted chain; read in place where found, with its own headers
+            _library(Path.cwd() / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top,
+                     fixed=fixed, quoted=quoted)
         # a macro a computed include names is a param of the values the files and flags define it as
         defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
         # the compiler is told the folders of the files it reads as copies (inlined); a library's files
