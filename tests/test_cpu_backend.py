@@ -2487,6 +2487,7 @@ void scaled(const float *x, float *y, int n)
     (("-idirafter", "../include"), "#include <cfg.h>", "SCALE * x[i]"),
     (("-isystem../include",), "#include <cfg.h>", "SCALE * x[i]"),
     (("-include", "../include/cfg.h"), "", "SCALE * x[i]"),
+    (("-imacros../include/cfg.h",), "", "SCALE * x[i]"),  # gcc's -imacros ../include/cfg.h, joined
     (("src/helper.c",), "", "helper(x[i])"),  # found from the suite's folder upwards, as the template is
 ])
 def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_is_built_and_measured_again(
@@ -2526,6 +2527,7 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     ("cpu", ("-iquote", "../inc", "-imacros", "cfg.h"), None),
     ("cpu", ("-isystem", "../inc", "-include", "cfg.h"), None),
     ("cpu", ("-include", "cfg.h"), "CPATH"),
+    ("cpu", ("-I../inc", "-includecfg.h"), None),  # gcc's -include cfg.h, joined
     ("cuda", ("-I../inc", "-include", "cfg.h"), None),  # nvcc gives it to its host compiler as given
 ])
 def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of_the_flags_is_hashed(

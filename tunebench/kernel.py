@@ -106,14 +106,16 @@ BINARY_SUFFIXES = (".o", ".a", ".so")
 
 
 def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
-    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``, else "";
+    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir`` or
+    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, else "";
     the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
     (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead), None where it
     names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
     found: list[tuple[str, str, str] | None] = []
     takes = None  # what the flag before, an option alone, takes
     for flag in flags:
-        joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS) if flag.startswith(o) and flag != o), None)
+        joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
+                       if flag.startswith(o) and flag != o), None)
         if takes:
             found.append(None if takes == "value" else ("", flag, "system" if takes == "system" and os.path.isabs(flag)
                                                               else "dir" if takes == "system" else takes))
@@ -124,7 +126,8 @@ def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
                      else "include" if flag in FILE_OPTIONS else "value")
         elif joined:
             path = flag[len(joined):]
-            found.append((joined, path, "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir"))
+            found.append((joined, path, "include" if joined in FILE_OPTIONS else
+                          "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir"))
         else:
             found.append(("", flag, "file") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
     return found
@@ -884,7 +887,7 @@ class Variant:
         base = self.origin or Path.cwd()
         for i, (named, found) in enumerate(zip(flag_paths(self.flags), self._paths)):
             if named is not None and named[2] == "include":
-                self._included_folder(self.flags[i - 1], named[1])
+                self._included_folder(named[0] or self.flags[i - 1], named[1])
                 continue
             if named is None or named[2] not in ("dir", "system") or os.path.isabs(named[1]) or found.is_dir():
                 continue
