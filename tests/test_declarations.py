@@ -289,6 +289,26 @@ def test_a_template_that_does_not_compile_stops_its_task_with_one_message(projec
     assert said(retried, "does not compile for the heuristic's config") == 1 and said(retried, "earlier tune") == 0
 
 
+def test_a_retry_builds_a_failed_config_again_where_what_fixed_it_lies_outside_its_command(project, pytester,
+                                                                                              monkeypatch, tmp_path):
+    """The library the flags link installed since the tune that recorded its link error:
+    --tune-retry-failed was served the compile cache's error, kept under the unchanged command,
+    and built nothing (its message said it builds it)."""
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
+    assert said(result, "does not compile for the heuristic's config") == 1  # no libfoo to link
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
+                   check=True)
+    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+    retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3", "--tune-retry-failed")
+    assert said(retried, "does not compile") == 0 and retried.parseoutcomes().get("failed", 0) == 0, \
+        retried.stdout.str()[-2000:]
+    assert (root / "records").is_dir()
+
+
 def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(project, pytester):
     project(suite=AXPB_SUITE.replace('Bucket("large", N=(4097, None)', 'Bucket("large", N=(4000, None)'))
     result = pytester.runpytest("suites", *TUNE)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tunebench.backends import TARGETS, fingerprint, resolve
+from tunebench.backends.cache import retry_refusals
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.backends.cpuinfo import quota_note
 from tunebench.builds import Ahead
@@ -154,6 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(e)) from None
         if found is not None:
             target, fp, store, workers = found
+            retry_refusals(config.getoption("tune_retry_failed"))
             config.stash[TUNER] = Tuner(
                 target, fp, store, workers, strategy=strategy,
                 budget=_budget(config),

@@ -198,6 +198,20 @@ def cache_key(tag: str, source: str) -> str:
     return hashlib.sha256(f"{tag}\0{source}".encode()).hexdigest()[:24]
 
 
+#: Where set (seconds since the epoch), a compile error cached before it is compiled again, not
+#: served (see :func:`retry_refusals`).
+REFUSALS_SINCE: float | None = None
+
+
+def retry_refusals(retry: bool) -> None:
+    """Whether compile errors cached before now are compiled again (``--tune-retry-failed``), set
+    by each tune in the tuning process before it forks its workers. A refusal is cached under the
+    whole command, and what fixed it may lie outside it (a library installed, a header of a system
+    folder): served again, the retry built nothing."""
+    global REFUSALS_SINCE
+    REFUSALS_SINCE = time.time() if retry else None
+
+
 class BuildCache:
     """Artefacts under ``root``: ``<name>-<hash><suffix>``, beside them the source and any error."""
 
@@ -221,7 +235,8 @@ class BuildCache:
             self.reused += 1
             return out, 0.0, True
         with self._writing():
-            cached = err.read_text(encoding="utf-8") if err.exists() else None
+            cached = err.read_text(encoding="utf-8") if err.exists() and (
+                REFUSALS_SINCE is None or err.stat().st_mtime >= REFUSALS_SINCE) else None
         if cached is not None and not any(_machine(p, cached) for p in (_KILLED, _EXHAUSTED, _ENVIRONMENT)):
             self.reused += 1
             raise CompileError(cached, cached=True)
