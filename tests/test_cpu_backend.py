@@ -2577,6 +2577,16 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
         assert_recorded_build_scales("include_flag_chain_gate_test", variant, text, texts, {"tile": 1})
 
 
+def test_an_include_flag_of_an_empty_name_is_left_to_the_compiler(tmp_path):
+    """``-include ""`` raised AttributeError while hashing: the name was looked up on the include
+    path as ``#include ""``, which is no include."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "k.c").write_text("void k(const float *x, float *y, int n) {}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      flags=("-include", ""), origin=tmp_path / "suites")
+    assert variant.source_hash
+
+
 def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
     """It was told to pass np.float32(...) and declare it float, as a float16 is."""
     from tunebench.backends.cpu import args_refusal

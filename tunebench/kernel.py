@@ -930,9 +930,10 @@ class Variant:
     def _compilers_files(self) -> tuple[str, ...]:
         """The names its -include/-imacros flags give that :meth:`_local` leaves to the compiler,
         which looks for them on its include path (see :meth:`_expanded`): ``-I ../inc -include
-        cfg.h`` reads inc/cfg.h, hashed as a header of the folder; ``-include math.h`` the system's."""
+        cfg.h`` reads inc/cfg.h, hashed as a header of the folder; ``-include math.h`` the system's.
+        An empty name (``-include ""``) is none: the compiler's to refuse."""
         return tuple(named[1] for p, named in zip(self._paths, flag_paths(self.flags))
-                     if named and named[2] == "include" and p is None and '"' not in named[1])
+                     if named and named[2] == "include" and p is None and named[1] and '"' not in named[1])
 
     @_cached
     def include_dirs(self) -> tuple[Path, ...]:
