@@ -2587,6 +2587,27 @@ def test_an_include_flag_of_an_empty_name_is_left_to_the_compiler(tmp_path):
     assert variant.source_hash
 
 
+def test_an_include_flags_file_is_found_along_the_include_path_from_a_deleted_working_folder(tmp_path, monkeypatch):
+    """The compiler finds nothing in a deleted working folder and goes on along its include path;
+    the hash failed instead ("None: cannot be read"), for a system header's -include too."""
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    for folder in ("inc", "suites", "gone"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "suites" / "k.c").write_text("void k(const float *x, float *y, int n) {}\n")
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()
+
+    def declared(flags):
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, origin=tmp_path / "suites")
+
+    assert declared(("-include", "math.h")).source_hash
+    variant = declared(("-I", "../inc", "-include", "cfg.h"))
+    assert_hash_follows(lambda: declared(("-I", "../inc", "-include", "cfg.h")), variant, tmp_path / "inc" / "cfg.h")
+
+
 def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
     """It was told to pass np.float32(...) and declare it float, as a float16 is."""
     from tunebench.backends.cpu import args_refusal

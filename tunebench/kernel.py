@@ -715,6 +715,17 @@ def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
     return found
 
 
+def _working_folder() -> Path | None:
+    """The folder the run started from, where the compiler looks first for the file of an -include
+    flag it is left to find (see :attr:`Variant._compilers_files`); None where it was deleted,
+    whose files it finds none of: Path.cwd() raising failed the hash of every such flag
+    ("None: cannot be read")."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None
+
+
 def _own_folders(built: Variant, copies: Mapping[Path, str]) -> dict[Path, None]:
     """The folders the tune's compiler found the kept files of no flag in of its own (CPATH,
     C_INCLUDE_PATH: see :func:`~tunebench.backends.base.own_include_dirs`), from the records
@@ -1201,10 +1212,11 @@ class Variant:
             text += ("" if text.endswith("\n") else "\n") + (
                 f'#line 1 "{self._named(file, top, own)}"\n'
                 f"/* built with this file of the flags: sha256 {digest} */\n")
+        here = _working_folder() or Path(os.devnull)  # deleted: a folder of no file, as to the compiler
         for given in self._compilers_files:
             # gcc (nvcc's host gcc too) looks for it as for a quoted include of a file in the folder it runs in,
             # the run's: there, then along the quoted chain; read in place where found, with its own headers
-            _library(Path.cwd() / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top,
+            _library(here / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top,
                      fixed=fixed, quoted=quoted)
         # a macro a computed include names is a param of the values the files and flags define it as
         defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
