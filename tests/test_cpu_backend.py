@@ -2608,6 +2608,28 @@ def test_an_include_flags_file_is_found_along_the_include_path_from_a_deleted_wo
     assert_hash_follows(lambda: declared(("-I", "../inc", "-include", "cfg.h")), variant, tmp_path / "inc" / "cfg.h")
 
 
+def test_an_include_flags_file_found_in_a_working_folder_outside_the_project_is_the_same_source_in_every_checkout(
+        tmp_path, monkeypatch):
+    """Found in the run's folder outside the project, cfg.h was named from the template's folder
+    ("../../../work/cfg.h"), so checkouts at other depths were other sources; it is named by its
+    absolute path, as a CPATH folder's header outside the project is."""
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "cfg.h").write_text("#define FACTOR 3.0f\n")
+    monkeypatch.chdir(tmp_path / "work")
+    hashes = set()
+    for root in (tmp_path / "a" / "proj", tmp_path / "b" / "deeper" / "proj"):
+        (root / "suites").mkdir(parents=True)
+        (root / "pyproject.toml").write_text("")
+        (root / "suites" / "k.c").write_text("void k(const float *x, float *y, int n) {}\n")
+        variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                          flags=("-include", "cfg.h"), origin=root / "suites")
+        assert f'#line 1 "{tmp_path / "work" / "cfg.h"}"' in variant.template
+        hashes.add(variant.source_hash)
+    assert len(hashes) == 1
+
+
 def test_a_struct_scalar_the_cpu_cannot_pass_by_value_is_told_how_to_pass_it():
     """It was told to pass np.float32(...) and declare it float, as a float16 is."""
     from tunebench.backends.cpu import args_refusal

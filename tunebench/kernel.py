@@ -1213,10 +1213,12 @@ class Variant:
                 f'#line 1 "{self._named(file, top, own)}"\n'
                 f"/* built with this file of the flags: sha256 {digest} */\n")
         here = _working_folder() or Path(os.devnull)  # deleted: a folder of no file, as to the compiler
+        apart = self._anchored(here, (here,))  # outside the project, its files are named absolute, as CPATH's there
+        # are: named from the template's folder ("../../../work/cfg.h"), a checkout at another depth was another source
         for given in self._compilers_files:
             # gcc (nvcc's host gcc too) looks for it as for a quoted include of a file in the folder it runs in,
             # the run's: there, then along the quoted chain; read in place where found, with its own headers
-            _library(here / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top,
+            _library(here / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top, apart,
                      fixed=fixed, quoted=quoted)
         # a macro a computed include names is a param of the values the files and flags define it as
         defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
