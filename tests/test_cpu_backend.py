@@ -2528,6 +2528,7 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     ("cpu", ("-isystem", "../inc", "-include", "cfg.h"), None),
     ("cpu", ("-include", "cfg.h"), "CPATH"),
     ("cpu", ("-I../inc", "-includecfg.h"), None),  # gcc's -include cfg.h, joined
+    ("cpu", ("-include", "cfg.h"), "working folder"),  # the run's, inc: found there first
     ("cuda", ("-I../inc", "-include", "cfg.h"), None),  # nvcc gives it to its host compiler as given
 ])
 def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of_the_flags_is_hashed(
@@ -2540,10 +2541,12 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
         pytest.skip("nvcc is not on PATH")
     for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
         monkeypatch.delenv(name, raising=False)
-    if variable:
+    if variable == "CPATH":
         monkeypatch.setenv(variable, str(tmp_path / "inc"))
     for folder in ("inc", "lib", "suites"):
         (tmp_path / folder).mkdir()
+    if variable == "working folder":
+        monkeypatch.chdir(tmp_path / "inc")
     (tmp_path / "inc" / "cfg.h").write_text('#include "../lib/scale.h"\n')  # which tells no folder cfg.h is in
     (tmp_path / "lib" / "scale.h").write_text("#define FACTOR 3.0f\n")
     source = "k.c" if target == "cpu" else "k.cu"

@@ -684,6 +684,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     for flag, named in zip(built.build_flags, flag_paths(built.flags)):
         names = named[2] if named else None
         path = Path(flag[len(named[0]):]) if names in ("dir", "file", "include") else None
+        if names == "include" and named[1] in built._compilers_files:  # named bare, the build's working folder's
+            path = _compilers_file(built, named[1], copies)  # file of the name was read ahead of the copy's folder
         copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
         if copy is None or not copy.exists():
             flags.append(flag)
@@ -713,6 +715,16 @@ def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
                 found[led] = real[read]
                 pending.append((led, read, real[read]))
     return found
+
+
+def _compilers_file(built: Variant, name: str, copies: Mapping[Path, str]) -> Path | None:
+    """The kept file an -include flag the compiler is left to find (see
+    :attr:`Variant._compilers_files`) read, from the records alone: one whose path ends in the
+    name, the first along the chain the compiler looks in (the working folder, then the include
+    path) where several do (inc/cfg.h including "sub/cfg.h"); None where none is kept."""
+    chain = (*filter(None, [_working_folder()]), *built._quoted(), *built._searched())
+    return min((path for path in copies if path.as_posix().endswith("/" + name)), default=None,
+               key=lambda path: next((i for i, d in enumerate(chain) if path == d / name), len(chain)))
 
 
 def _working_folder() -> Path | None:
