@@ -674,9 +674,11 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
     :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
     folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
-    whose copy, an -I folder, is searched ahead of every folder of the compiler's own; a file a
-    "../" reaches through a linked folder is copied where that "../" leads from the copy too
-    (see :func:`_through_links`). The folder is named by the texts: written once."""
+    whose copy, an -I folder, is searched ahead of every folder of the compiler's own; an
+    ``-include`` file the compiler found along its include path is named by its copy's path (gcc
+    looks in its working folder ahead of every folder); a file a "../" reaches through a linked
+    folder is copied where that "../" leads from the copy too (see :func:`_through_links`). The
+    folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
