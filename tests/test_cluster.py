@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import pytest
 from tests.conftest import QUIET_CONFTEST, ascii_locale
 from tests.test_gate import GATE, split_project
 from tests.test_plugin import TUNE
-from tests.test_records_safety import KILLER_C, SLOW_SUITE
 from tunebench.kernel import KernelError
 from tunebench.lookup import load_suites
 
@@ -299,111 +297,6 @@ def test_a_devices_worker_error_reaches_the_task_as_the_one_line_a_local_worker_
         with pytest.raises(WorkerKilled, match=said) as other:  # on another, at once
             workers.submit(job).result(timeout=120)
         assert "\n" not in str(first.value) + str(other.value)
-    finally:
-        workers.close()
-        ray.shutdown()
-
-
-@pytest.mark.parametrize("cluster", [3], indirect=True)
-def test_a_candidate_that_kills_its_device_is_recorded_crashed_once_it_killed_two_and_the_tune_goes_on(
-        pytester, cluster, monkeypatch):
-    """A candidate that kills its worker's parent (kill(getppid(), 9)), there the device's Ray actor,
-    was sent to the next device, which it killed too, until every device was lost: the run stopped
-    with nothing recorded of it, and every run after did the same."""
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
-    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    (pytester.path / "slow.c").write_text(KILLER_C)  # tag 3 kills the device
-    (pytester.path / "test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
-                                                .replace('"pause": [1, 2]', '"pause": [1]'))
-    result = pytester.runpytest_subprocess("test_slow.py", *TUNE, "--tune-strategy", "brute_force",
-                                           "--tune-cluster", cluster)
-    out = result.stdout.str()
-    assert "every device of the cluster was lost" not in out, out[-3000:]
-    result.assert_outcomes(passed=5, failed=1)  # the crashed config's item fails, as in a local run
-    (path,) = (pytester.path / "records").glob("*.json")
-    recorded = {t["config"]["tag"]: t for t in json.loads(path.read_text())["trials"].values()}
-    measured = ("ok", "early_stopped")
-    assert {tag: "measured" if t["status"] in measured else t["status"] for tag, t in recorded.items()} == \
-        {0: "measured", 1: "measured", 2: "measured", 3: "crashed", 4: "measured"}
-    assert recorded[3]["error"].startswith("the candidate killed 2 devices of the cluster, which died while measuring "
-                                        "this config"), recorded[3]["error"]
-
-
-
-#: A template whose candidate waits while the file HELD (a #define before it) is there where its
-#: config says held:1 (a job running as long as its test needs), and kills its worker's parent,
-#: there the device's Ray actor, where it says killer:1.
-HOLDING_C = """\
-#include <time.h>
-int access(const char *, int);
-int kill(int, int);
-int getppid(void);
-void hold(const float *x, float *y, int n)
-{
-    struct timespec nap = {0, 10000000};
-    while (held && access(HELD, 0) == 0)
-        nanosleep(&nap, 0);
-    if (killer)
-        kill(getppid(), 9);
-    for (int i = 0; i < n; ++i) y[i] = x[i] + 0 * id;
-}
-"""
-
-HOLDING_SUITE = """\
-import numpy as np
-from tunebench import Bucket, Buckets, Kernel, Space, Variant
-hold = Kernel("hold_cluster", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
-                                    "n": np.int32(shape[0])},
-    reference=lambda x, n: x, outputs=["y"],
-    cpu=Variant(source="../kernels/hold.c", entry="hold",
-                space=Space({"held": [0, 1], "killer": [0, 1], "id": range(6)}),
-                heuristic=lambda shape: {"held": 0, "killer": 0, "id": 0}))
-"""
-
-
-@pytest.mark.parametrize("cluster", [4], indirect=True)
-def test_only_the_job_a_device_ran_as_it_died_counts_as_its_killer(incremented, cluster, monkeypatch):
-    """Every job a device's death answers moves on, but only the one it ran counts a kill: the jobs
-    waiting behind it (on the first device: the job moved there, a final round's) are none of its
-    doing, and a job waiting on two devices whose hosts died is measured, not recorded crashed.
-    A job two devices died running, on the first device too, is its candidate's crash."""
-    from tunebench.cluster import ClusterWorkers
-    from tunebench.measure import MeasureSettings
-    from tunebench.workers import TrialJob, WorkerError
-
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    held = incremented / "held"
-    held.touch()
-    (incremented / "kernels" / "hold.c").write_text(f'#define HELD "{held}"\n{HOLDING_C}')
-    (incremented / "suites" / "test_hold.py").write_text(HOLDING_SUITE)
-    load_suites(incremented / "suites", [])
-    workers = ClusterWorkers(cluster, "cpu", incremented, timeout=300)
-
-    def job(**config):
-        return TrialJob("hold_cluster", {"held": 0, "killer": 0, "id": 0, **config}, (1000,), "float32",
-                        MeasureSettings(repeats=5))
-
-    try:
-        assert workers.trial(job())["status"] == "ok"
-        running = [workers.submit(job(held=1, id=i)) for i in (1, 2, 3)]  # on devices 1, 2 and 3
-        running.append(workers.submit(job(held=1, id=4)))  # none idle: on the first device, 0
-        waiting = workers.submit(job(id=5))  # behind it
-        ray.kill(workers.devices[0])  # its host died
-        deadline = time.monotonic() + 60
-        while len(workers._sent[1]) < 3 and time.monotonic() < deadline:  # both moved behind device 1's job
-            time.sleep(0.05)
-        assert len(workers._sent[1]) == 3
-        ray.kill(workers.devices[1])
-        held.unlink()
-        assert [f.result(timeout=120)["status"] for f in (*running, waiting)] == ["ok"] * 5  # on devices 2 and 3
-        crashed = workers.trial(job(killer=1))  # on device 2, then 3: each dies running it
-        assert crashed["status"] == "crashed"
-        assert crashed["error"].startswith("the candidate killed 2 devices of the cluster, which died while "
-                                           "measuring this config"), crashed["error"]
-        with pytest.raises(WorkerError, match="every device of the cluster was lost"):
-            workers.trial(job())
     finally:
         workers.close()
         ray.shutdown()

@@ -20,11 +20,6 @@ that candidate, so the records and the choices are a one-device run's, sooner. F
 gate comparisons run on the first device; a gate's recorded build of a helper edited since
 carries the records' text of it, which the device writes where it builds (see
 :func:`~tunebench.kernel.kept_variant`): the driver's compile cache is on another host.
-
-A device whose actor dies is lost for the run, and its job moves to another device: its host may
-have died. A job that :data:`~tunebench.records.DEATHS` devices died running is its candidate's
-doing (it killed its worker's parent, the actor, as ``kill(getppid(), ...)`` does): its result is
-that crash, as a local run records a candidate that killed runs, rather than every device lost to it.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from pathlib import Path
 from tunebench.compare import undisturbed
 from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
 from tunebench.owned import folder as owned_folder
-from tunebench.records import DEATHS
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
@@ -165,17 +159,6 @@ def _sentinel(*folders: Path) -> None:
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def crashed(job: TrialJob | CompareJob, killed: int) -> dict:
-    """The result of a job that ``killed`` devices died running, one after the other: its
-    candidate's crash, as a local run records one that killed the run (see DEATHS)."""
-    trial = isinstance(job, TrialJob)
-    return {"status": "crashed", "cost_s": 0.0, "retries": 0,
-            "error": f"the candidate killed {killed} devices of the cluster, which died while measuring this "
-                     f"{'config' if trial else 'comparison'} and are lost for this run (as kill(getppid(), ...) "
-                     f"kills the device's Ray actor, its worker's parent; or the out-of-memory killer took them)"
-                     + (": recorded as crashed, not measured again (--tune-retry-failed measures it)" if trial else "")}
-
-
 def _code(folder: Path, seen: frozenset = frozenset()):
     """The files under ``folder`` worth sending, its subfolders' too (a linked one as well, but
     not one leading back to a folder on the way: a loop)."""
@@ -292,9 +275,6 @@ class ClusterWorkers:
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
-        self._sent: list[list] = [[] for _ in self.devices]  # per device: the calls of _on_first and _send not
-        # yet answered, in the order sent, which is the order the device runs them in
-        self._died_in: dict[int, object] = {}  # a lost device -> the call it was running as it died (see _lost_in)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
 
@@ -367,10 +347,9 @@ class ClusterWorkers:
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job on the first device (final rounds and gate comparisons: one device throughout),
-        on the next one where that device's host was lost; its crash where it killed DEATHS devices."""
+        on the next one where that device's host was lost."""
         self._load(job.kernel)
-        index, answer = self._on_first(lambda device: device.trial.remote(job), job)
-        return answer if index is None else self._collect(index, answer)
+        return self._collect(*self._on_first(lambda device: device.trial.remote(job)))
 
     def restart(self) -> None:
         self._on_first(lambda device: device.restart.remote())
@@ -379,47 +358,18 @@ class ClusterWorkers:
         """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
         self._on_first(lambda device: device.pause.remote(seconds))
 
-    def _on_first(self, call: Callable, job: TrialJob | CompareJob | None = None) -> tuple[int | None, object]:
+    def _on_first(self, call: Callable) -> tuple[int, object]:
         """The first device's index and its answer to ``call`` (of its actor), the next device's
         where that one's host was lost: a restart or a pause sent to a lost host raised Ray's
-        error, with its traceback, where the job after it would have moved on. None and the
-        job's crash where ``job``, the call's, killed DEATHS devices (see crashed)."""
-        killed = 0
+        error, with its traceback, where the job after it would have moved on."""
         while True:
             index = self._first()
-            sent = call(self.devices[index])
-            self._sent[index].append(sent)
             try:
-                return index, self._ray.get(sent)
+                return index, self._ray.get(call(self.devices[index]))
             except self._ray.exceptions.RayActorError:
-                killed += self._lost_in(index, sent)
-                if job is not None and killed >= DEATHS:
-                    return None, crashed(job, killed)
+                self._lost.add(index)
             except self._ray.exceptions.RayTaskError as error:
                 raise self._unwrapped(error) from None
-            finally:
-                self._sent[index].remove(sent)
-
-    def _lost_in(self, index: int, sent) -> bool:
-        """Device ``index`` lost, its actor's death the answer to the call ``sent`` it: whether the
-        device was running that call as it died (its job may have killed it), not one before it (a
-        job waiting behind a candidate that kills devices is no killer). That call is the first one
-        sent it that its death answered: a device runs its calls in the order sent, and its death
-        answers every one it had not, at once. A device that died idle (its host) is told to have
-        been running the first call sent it after."""
-        self._lost.add(index)
-        return self._died_in.setdefault(index, next(
-            (call for call in list(self._sent[index]) if self._died(call)), None)) is sent
-
-    def _died(self, call) -> bool:
-        """Whether a device's death answered ``call`` (an answer come already: none is waited for)."""
-        try:
-            self._ray.get(call, timeout=0)
-        except self._ray.exceptions.RayActorError:
-            return True
-        except Exception:  # noqa: BLE001 - answered with its own error, or not yet: not the device's death
-            pass
-        return False
 
     def _others(self) -> list[int]:
         """The devices besides the first that have nothing in flight."""
@@ -442,28 +392,20 @@ class ClusterWorkers:
         self._busy[index] = result
         return result
 
-    def _send(self, index: int, job: TrialJob, result: Future, killed: int = 0) -> None:
-        """Measure ``job`` on device ``index`` into ``result``; ``killed``: the devices it killed so far."""
-        sent = self.devices[index].measure.remote(job)
-        self._sent[index].append(sent)
-
+    def _send(self, index: int, job: TrialJob, result: Future) -> None:
         def settle(done: Future) -> None:
             error = done.exception()
-            lost = isinstance(error, self._ray.exceptions.RayActorError)
-            kills = killed + (self._lost_in(index, sent) if lost else 0)
-            self._sent[index].remove(sent)
             if error is None:
                 result.set_result(self._collect(index, done.result()))
-            elif lost and kills >= DEATHS:
-                result.set_result(crashed(job, kills))
-            elif lost:  # its host died, or the job killed it once: measured again where the final rounds run
+            elif isinstance(error, self._ray.exceptions.RayActorError):
+                self._lost.add(index)  # its host died: the job is measured again where the final rounds run
                 try:
-                    self._send(self._first(), job, result, kills)
-                except WorkerError as gone:
-                    result.set_exception(gone)
+                    self._send(self._first(), job, result)
+                except WorkerError as lost:
+                    result.set_exception(lost)
             else:
                 result.set_exception(self._unwrapped(error))
-        sent.future().add_done_callback(settle)
+        self.devices[index].measure.remote(job).future().add_done_callback(settle)
 
     def _unwrapped(self, error: BaseException) -> BaseException:
         """A device's :class:`WorkerError` as its Workers raised it, the one line a local run says,
