@@ -1827,13 +1827,8 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_built_read_and_given_with_the_
     variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
                       heuristic=lambda shape: {"tile": 1}, flags=("-x", "c++", "-Werror"), origin=tmp_path)
     kernel = scaling("scale_cxx_standard_" + re.sub(r"\W", "", cc), variant, 2.0, 100)
-    backend = CpuBackend()
-    args = kernel.build_args((100,), "float32")
-    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
-                          (100,), args)
-    runner.reset()
-    runner.call()
-    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 4}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
     reading = cpu.preprocessing(variant, {"tile": 4})
     assert "std::vector<float> copy" in (preprocess(reading[1], reading[2], variant.origin) or "")
     handle = tunebench.tuned(kernel, records=tmp_path / "records")
@@ -1861,13 +1856,8 @@ def test_a_c_template_read_as_cxx_by_the_flags_long_language_option_is_built_as_
     variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
                       heuristic=lambda shape: {"tile": 1}, flags=spelled, origin=tmp_path)
     kernel = scaling("scale_long_language_" + re.sub(r"\W", "", cc + "".join(spelled)), variant, 2.0, 100)
-    backend = CpuBackend()
-    args = kernel.build_args((100,), "float32")
-    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
-                          (100,), args)
-    runner.reset()
-    runner.call()
-    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 4}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
     assert variant.language == "c++"  # the include path variable it reads
     assert {"-std=gnu++17", *cpu.CXX_LIBRARY_ANYWHERE} <= set(cpu.code_flags(variant))
 
@@ -1886,13 +1876,8 @@ def test_a_cxx_template_read_as_c_by_its_flags_is_built_with_the_c_standard(tmp_
     variant = Variant(source="scale.cpp", entry="scale", space=Space({"tile": [1, 4]}),
                       heuristic=lambda shape: {"tile": 1}, flags=(*spelled, "-Werror"), origin=tmp_path)
     kernel = scaling("scale_c_standard_" + re.sub(r"\W", "", cxx + "".join(spelled)), variant, 2.0, 100)
-    backend = CpuBackend()
-    args = kernel.build_args((100,), "float32")
-    runner = backend.load(backend.build(kernel, variant, {"tile": 4}, "float32"), kernel, variant, {"tile": 4},
-                          (100,), args)
-    runner.reset()
-    runner.call()
-    np.testing.assert_array_equal(runner.outputs()[0], 2 * args["x"])
+    got, want = run_once(CpuBackend(), kernel, variant, {"tile": 4}, n=100)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 @pytest.mark.parametrize("through", ["CPATH", "-I"])
