@@ -112,6 +112,20 @@ def killed_with_9(command: list[str], cwd: Path, trials: int = 3) -> None:
     proc.wait()
 
 
+def interrupted_once(command: list[str], cwd: Path, told: Path, env: dict | None = None) -> tuple[int, str]:
+    """A tune sent SIGINT, as Ctrl-C, once it wrote ``told`` (a file its code writes where the
+    test interrupts it): its exit code and output."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert told.exists(), f"the run never wrote {told.name}"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out
+
+
 def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
     pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
@@ -548,15 +562,8 @@ def test_a_run_interrupted_while_a_candidate_that_killed_a_run_runs_keeps_that_d
     killed = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stdout[-3000:]
     hang.touch()
-    proc = subprocess.Popen(command, cwd=pytester.path, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert told.exists(), "the run never ran the candidate"
-    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 2, out[-3000:]  # interrupted
+    code, out = interrupted_once(command, pytester.path, told)  # as its candidate runs
+    assert code == 2, out[-3000:]  # interrupted
     hang.unlink()
     runs = [subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=300) for _ in range(2)]
     assert runs[0].returncode == -9 and runs[1].returncode in (0, 1), [r.stdout[-500:] for r in runs]
@@ -847,15 +854,8 @@ def test_a_tune_interrupted_in_its_heuristics_trials_says_what_it_kept_and_that_
     pytester.path.joinpath("test_slow.py").write_text(suite.replace("\nslow = ", f"{second}\nslow = "))
     command = [sys.executable, "-m", "pytest", "test_slow.py", *TUNE, "--tune-strategy", "brute_force", "-q"]
     told = pytester.path / "in-reference"
-    proc = subprocess.Popen(command, cwd=pytester.path, env={**os.environ, "IN_REFERENCE": str(told)},
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert told.exists(), "the run never built the second shape's reference"
-    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C does
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0
+    code, out = interrupted_once(command, pytester.path, told, {**os.environ, "IN_REFERENCE": str(told)})
+    assert code != 0
     kept, said = ("1", "their trials are kept and") if at == 2000 else ("0", "none of its trials had ended, and")
     assert f"slow[all-float32]: interrupted in its heuristic's trials, after {kept} of its 2 shapes; {said} " \
            f"`{sys.executable} -m pytest test_slow.py --tune --tune-target cpu" in out, out[-3000:]
