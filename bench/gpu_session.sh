@@ -11,7 +11,8 @@
 # TESTS_S (default 90) limits the GPU tests, TESTS_K (a -k expression, "lead or fault") narrows them; BENCH_ARGS (e.g. "--kernel softmax") narrows the bench
 # to what this session tuned, leaving the tune more of a short lease. GATE_S (default 55) limits the
 # gate, GATE_SUITES (default every CUDA suite) narrows it: a tuned pick of large shapes takes
-# minutes of fresh processes, and the gate judges suites in their order.
+# minutes of fresh processes, and the gate judges suites in their order. BENCH_S (default 120) is
+# what the tune leaves the bench.
 set -u
 OUT=${1:?usage: bash bench/gpu_session.sh OUT_DIR [SECONDS] [TRIALS]}
 mkdir -p "$OUT"
@@ -34,7 +35,7 @@ rc=$?; echo "tests rc $rc$([ $rc = 5 ] && echo ' (no test selected: TESTS_K sele
 stage tune
 # shellcheck disable=SC2086
 # no -q: a progress line every 10 s; a test running 90 s leaves every thread's stack in the log
-timeout "$(budget $(( ${GATE_S:-55} + 120 )))" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" \
+timeout "$(budget $(( ${GATE_S:-55} + ${BENCH_S:-120} )))" python3 -m pytest -p no:cacheprovider $SUITES --tune --tune-target cuda --tune-trials "${3:-8}" \
     -o faulthandler_timeout=90 >> "$L" 2>&1
 echo "tune rc $?" | tee -a "$L"
 save
