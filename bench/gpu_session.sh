@@ -25,7 +25,14 @@ L=$OUT/log.txt
 stage() { echo "=== $(date +%T) ($(left) s left) $*" | tee -a "$L"; }
 # seconds for a stage: what is left less what the later stages need, at least 1 (timeout 0 is no limit)
 budget() { local s=$(( $(left) - $1 )); echo $(( s > 0 ? s : 1 )); }
-save() { cp records/cuda-*.json "$OUT"/ 2>/dev/null; }
+# the records with their journal folded in: a stage stopped by its limit leaves its last trials
+# there, which a copy of the file alone loses (the store's own fold, as the next writer's; what
+# cannot be folded comes back as the journal)
+fold='import json, sys
+from tunebench.records import RecordStore
+for p in sys.argv[1:]:
+    RecordStore(p, fingerprint=next(iter(json.load(open(p))["device"].values()))).compact()'
+save() { python3 -c "$fold" records/cuda-*.json >> "$L" 2>&1; cp records/cuda-*.json records/.journal/cuda-*.jsonl "$OUT"/ 2>/dev/null; }
 stage setup
 timeout 60 bash .gpu/setup.sh >> "$L" 2>&1; echo "setup rc $?" | tee -a "$L"
 . .gpu/env.sh
