@@ -839,6 +839,7 @@ def test_an_include_the_copy_reads_searches_the_folders_of_its_computed_includes
     (("-I", "../inc"), '#define IMPL_OF_Q "impl.h"\n#define K_IMPL IMPL_OF_Q\n'),
     # the flags' value, ahead of the template's default
     (("-I", "../inc", '-DK_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
+    (("-I", "../inc", "--define", 'K_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),  # gcc's
     # a value whose macro the preprocessor expands between < and >: a name of no header, not impl.h's
     (("-I", "../inc"), "#define IMPL_NAME impl.h\n#define K_IMPL <IMPL_NAME>\n"),
 ])
@@ -1447,6 +1448,7 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     ("k.c", "cpu", (), "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
     ("k.cpp", "cpu", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
     ("k.c", "cpu", ("-x", "c++"), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+    ("k.c", "cpu", ("--lang", "c++"), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),  # gcc's abbreviation of --language
     ("k.cu", "cpu", (), "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
     ("k.cu", "cuda", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
     ("k.cuh", "cuda", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")])
@@ -1842,15 +1844,18 @@ def test_a_c_template_read_as_cxx_by_its_flags_is_built_read_and_given_with_the_
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang-19"])
-@pytest.mark.parametrize("spelled", [("--language=c++",), ("--language", "c++")])
+@pytest.mark.parametrize("spelled", [("--language=c++",), ("--language", "c++"), ("--lang", "c++"), ("--la", "c++")])
 def test_a_c_template_read_as_cxx_by_the_flags_long_language_option_is_built_as_cxx(tmp_path, monkeypatch, cc,
                                                                                      spelled):
     """gcc and clang read ``--language=c++`` and ``--language c++`` as ``-x c++``, and tunebench
     read ``-x`` alone: such a ``.c`` template was built with C's -std=gnu11 (clang: "not allowed
     with 'C++'") and no C++ standard library (gcc: "undefined reference to `operator new'"), and
-    given to a framework without either."""
+    given to a framework without either. gcc takes an unambiguous abbreviation of it written
+    alone too (``--lang c++``), which was read as no language at all."""
     if not shutil.which(cc):
         pytest.skip(f"{cc} is not on PATH")
+    if cc.startswith("clang") and spelled[0] != "--language" and not spelled[0].startswith("--language="):
+        pytest.skip("clang takes no abbreviation of a long option")
     monkeypatch.setattr(cpu, "CC", cc)
     (tmp_path / "scale.c").write_text(VECTOR_SCALE_C)
     variant = Variant(source="scale.c", entry="scale", space=Space({"tile": [1, 4]}),
@@ -2473,6 +2478,11 @@ void scaled(const float *x, float *y, int n)
     (("-isystem../include",), "#include <cfg.h>", "SCALE * x[i]"),
     (("-include", "../include/cfg.h"), "", "SCALE * x[i]"),
     (("-imacros../include/cfg.h",), "", "SCALE * x[i]"),  # gcc's -imacros ../include/cfg.h, joined
+    # their long spellings, which gcc and clang take (gcc an abbreviation of --imacros too): unhashed
+    (("--include", "../include/cfg.h"), "", "SCALE * x[i]"),
+    (("--include=../include/cfg.h",), "", "SCALE * x[i]"),
+    (("--imacros=../include/cfg.h",), "", "SCALE * x[i]"),
+    (("--imacro", "../include/cfg.h"), "", "SCALE * x[i]"),
     (("src/helper.c",), "", "helper(x[i])"),  # found from the suite's folder upwards, as the template is
 ])
 def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_is_built_and_measured_again(

@@ -34,8 +34,8 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
-                                     folder_header, header_hashes, header_place, overridden, own_include_dirs,
-                                     preprocess, unreadable)
+                                     folder_header, header_hashes, header_place, long_option, option_values,
+                                     overridden, own_include_dirs, preprocess, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -89,7 +89,8 @@ DIR_OPTIONS = ("-iquote", "-I")
 #: (``-isystem /usr/local/cuda/include``: resolved, not inlined, for kilobytes of libc headers in
 #: every template and a hash that moves with the system).
 SYSTEM_DIR_OPTIONS = ("-isystem", "-idirafter")
-#: The options naming a file the compiler reads ahead of the template, written ``-include file``:
+#: The options naming a file the compiler reads ahead of the template, written ``-include file``
+#: (or long, ``--include file``, ``--imacros=file``: see :data:`~tunebench.backends.base.LONG_OPTIONS`):
 #: one found from the suite's folder upwards is hashed as an input file is; another is the
 #: compiler's to find, in the folder the run started from, then on its include path: hashed
 #: where found there or in a folder of the flags or CPATH (``-I ../inc -include cfg.h``), not
@@ -106,24 +107,28 @@ BINARY_SUFFIXES = (".o", ".a", ".so")
 
 
 def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
-    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir`` or
-    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, else "";
+    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``,
+    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, or ``--include=`` of
+    ``--include=cfg.h``, else "";
     the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
     (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead), None where it
     names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
     found: list[tuple[str, str, str] | None] = []
     takes = None  # what the flag before, an option alone, takes
     for flag in flags:
+        option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
         joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
                        if flag.startswith(o) and flag != o), None)
         if takes:
             found.append(None if takes == "value" else ("", flag, "system" if takes == "system" and os.path.isabs(flag)
                                                               else "dir" if takes == "system" else takes))
             takes = None
-        elif flag in DIR_OPTIONS or flag in SYSTEM_DIR_OPTIONS or flag in FILE_OPTIONS or flag in VALUE_OPTIONS:
+        elif value is None and option in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS, *VALUE_OPTIONS):
             found.append(None)
-            takes = ("dir" if flag in DIR_OPTIONS else "system" if flag in SYSTEM_DIR_OPTIONS
-                     else "include" if flag in FILE_OPTIONS else "value")
+            takes = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
+                     else "include" if option in FILE_OPTIONS else "value")
+        elif value is not None and option in FILE_OPTIONS:  # --include=cfg.h
+            found.append((flag[:len(flag) - len(value)], value, "include"))
         elif joined:
             path = flag[len(joined):]
             found.append((joined, path, "include" if joined in FILE_OPTIONS else
@@ -426,9 +431,11 @@ def _folder_headers(folder: Path) -> list[Path]:
 
 def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[str]]:
     """Each macro the ``files`` ``#define`` (their text files) or the ``flags`` define (``-D``,
-    nvcc's ``--define-macro``: ``1`` where given no value), with every value it is given, as
-    written (a function-like macro's with its parameters): the headers an include of it
-    (``#include K_IMPL``) may read, which the preprocessor alone knows for sure."""
+    ``--define-macro`` and gcc's abbreviations of it, ``--def``: see
+    :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``: ``1`` where given no value),
+    with every value it is given, as written (a function-like macro's with its parameters): the
+    headers an include of it (``#include K_IMPL``) may read, which the preprocessor alone knows
+    for sure."""
     found: dict[str, list[str]] = {}
     for file in files:
         if file.suffix not in BINARY_SUFFIXES:
@@ -436,10 +443,8 @@ def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[
                 define = _DEFINE.match(code)
                 if define:
                     found.setdefault(define.group(1), []).append(define.group(2).strip())
-    options = ("-D", "--define-macro")
-    for flag, before in zip(flags, ("", *flags)):
-        joined = next((flag[len(o):].removeprefix("=") for o in options if flag.startswith(o) and flag != o), None)
-        given = flag if before in options else joined
+    for given in option_values(flags, "-D"):
+        given = given.removeprefix("=")
         if given:
             name, equals, value = given.partition("=")
             found.setdefault(name, []).append(value if equals else "1")

@@ -575,6 +575,45 @@ def _utf8(name: str) -> bool:
     return True
 
 
+#: gcc's and clang's long spellings of the options the hash reads, by the short option each is,
+#: with the shortest abbreviation of it gcc takes: written alone, its value the next flag (gcc 12
+#: takes an unambiguous one so, ``--lang c++``, ``--imacro cfg.h``, ``--def K=1``; none joined,
+#: ``--lang=c++`` it refuses, nor of ``--include``, which ``--include-directory`` makes ambiguous;
+#: clang takes none). Read as ``-x`` alone, a ``.c`` template under ``--lang c++`` was hashed with
+#: C_INCLUDE_PATH's headers where gcc's cc1plus read CPLUS_INCLUDE_PATH's.
+LONG_OPTIONS = {"--language": ("-x", "--la"), "--include": ("-include", "--include"),
+                "--imacros": ("-imacros", "--im"), "--define-macro": ("-D", "--def")}
+
+
+def long_option(flag: str) -> tuple[str, str | None] | None:
+    """The short option a flag spells long (see :data:`LONG_OPTIONS`) and the value it joins with
+    ``=``, None where written alone (its value the next flag): ``("-include", "cfg.h")`` for
+    ``--include=cfg.h``, ``("-x", None)`` for ``--lang``; None for any other flag."""
+    name, equals, value = flag.partition("=")
+    for spelled, (short, shortest) in LONG_OPTIONS.items():
+        if name == spelled and equals:
+            return short, value
+        if not equals and flag.startswith(shortest) and spelled.startswith(flag):
+            return short, None
+    return None
+
+
+def option_values(flags: Sequence[str], short: str) -> list[str]:
+    """The values the flags give an option of :data:`LONG_OPTIONS` (``-x``, ``-D``), in order,
+    however gcc and clang spell it: ``-x c++``, ``-xc++``, ``--language c++``,
+    ``--language=c++``, ``--lang c++`` (see :func:`long_option`)."""
+    found = []
+    for before, flag in zip(("", *flags), flags):
+        long = long_option(flag)
+        if before == short or long_option(before) == (short, None):
+            found.append(flag)
+        elif flag.startswith(short) and flag != short:
+            found.append(flag[len(short):])
+        elif long and long[0] == short and long[1] is not None:
+            found.append(long[1])
+    return found
+
+
 #: A line of the compiler's -H list on stderr: a dot per level of inclusion, then the header read.
 _HEADER_READ = re.compile(r"^\.+ (.+)$", re.MULTILINE)
 

@@ -39,6 +39,7 @@ from tunebench.backends.base import (
     guard_damage,
     input_damage,
     not_contiguous,
+    option_values,
     poison,
     preprocess,
     render,
@@ -137,11 +138,10 @@ def flags_language(flags: tuple[str, ...]) -> str | None:
     """The language the last ``-x c`` or ``-x c++`` of the flags ahead of the source names, None
     where none does (or ``-x none`` follows it: the source's name decides). Each spelling gcc and
     clang take counts alike: ``-x c++``, ``-xc++``, ``--language c++``, ``--language=c++`` (the
-    long ones were C's, built with -std=gnu11 and without the C++ standard library)."""
+    long ones were C's, built with -std=gnu11 and without the C++ standard library), and gcc's
+    abbreviations, ``--lang c++`` (see :func:`~tunebench.backends.base.option_values`)."""
     given = None
-    for before, flag in zip(("", *flags), libraries_last(flags)[0]):
-        named = (flag if before in ("-x", "--language") else flag[2:] if flag.startswith("-x") and flag != "-x"
-                 else flag.removeprefix("--language=") if flag.startswith("--language=") else None)
+    for named in option_values(libraries_last(flags)[0], "-x"):
         given = named if named in ("c", "c++") else None if named == "none" else given
     return given
 
