@@ -2525,6 +2525,10 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     ("cpu", ("-I../inc", "-includecfg.h"), None),  # gcc's -include cfg.h, joined
     ("cpu", ("-include", "cfg.h"), "working folder"),  # the run's, inc: found there first
     ("cuda", ("-I../inc", "-include", "cfg.h"), None),  # nvcc gives it to its host compiler as given
+    # nvcc's other spellings of it, unhashed: --pre-include, and each joined with "=" (gcc's "=cfg.h")
+    ("cuda", ("-I../inc", "--pre-include", "cfg.h"), None),
+    ("cuda", ("-I../inc", "--pre-include=cfg.h"), None),
+    ("cuda", ("-I../inc", "-include=cfg.h"), None),
 ])
 def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of_the_flags_is_hashed(
         tmp_path, monkeypatch, target, flags, variable):
@@ -2573,6 +2577,24 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
     assert declared().source_hash != edited
     if target == "cpu":  # the gate's build of the recorded template reads both as tuned
         assert_recorded_build_scales("include_flag_chain_gate_test", variant, text, texts, {"tile": 1})
+
+
+@pytest.mark.parametrize("flags", [("--pre-include", "a.h,b.h"), ("-include=a.h,b.h",)])
+def test_an_nvcc_include_flag_of_a_file_list_is_refused_naming_the_flag(tmp_path, flags):
+    """nvcc reads each file of ``--pre-include a.h,b.h``; the hash read the list as one file of
+    that name, found nowhere: an edit of either kept the source hash. A flag names one file."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    (tmp_path / "a.h").write_text("#define FA 3\n")
+    (tmp_path / "b.h").write_text("#define FB 4\n")
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(int *p) { p[0] = FA; p[1] = FB; }\n')
+    code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *flags, "k.cu"], cwd=tmp_path, capture_output=True,
+                          text=True, check=True).stdout
+    assert "p[0] = 3; p[1] = 4;" in code
+    variant = Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path)
+    with pytest.raises(KernelError, match=f"variant k.cu: flag {re.escape(' '.join(flags))} names several files"):
+        variant.source_hash
 
 
 def test_an_include_flag_of_an_empty_name_is_left_to_the_compiler(tmp_path):

@@ -326,11 +326,11 @@ records, device = sys.argv[1], sys.argv[2]
 tunebench.tuned("layernorm", records=records)  # bound before any thread starts, as the README asks
 reading, done = threading.Event(), threading.Event()
 flag_paths = kernel.flag_paths
-def slow(flags):  # the thread midway through a first read of softmax's template
+def slow(*args, **kwargs):  # the thread midway through a first read of softmax's template
     if threading.current_thread() is asking:
         reading.set()
         done.wait()
-    return flag_paths(flags)
+    return flag_paths(*args, **kwargs)
 kernel.flag_paths = slow
 asking = threading.Thread(target=tunebench.best, args=("softmax", (64, 4096), device), kwargs={"records": records})
 asking.start()

@@ -96,6 +96,10 @@ SYSTEM_DIR_OPTIONS = ("-isystem", "-idirafter")
 #: where found there or in a folder of the flags or CPATH (``-I ../inc -include cfg.h``), not
 #: where a system's (``-include math.h``).
 FILE_OPTIONS = ("-include", "-imacros")
+#: nvcc's spellings of its -include (it has no -imacros, and refuses ``-includecfg.h``): ``-include
+#: cfg.h`` and ``--pre-include cfg.h``, each joined with "=" too (``-include=cfg.h``, which gcc
+#: reads as a file "=cfg.h"), each given a file list (``-include a.h,b.h``, two files).
+NVCC_FILE_OPTIONS = ("-include", "--pre-include")
 #: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
 #: ``-MF deps.o``, ``-D NAME=x.c``).
 VALUE_OPTIONS = ("-o", "-D", "-U", "-x", "-l", "-L", "-u", "-T", "-B", "-MF", "-MT", "-MQ", "-Xlinker",
@@ -106,29 +110,35 @@ INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
 BINARY_SUFFIXES = (".o", ".a", ".so")
 
 
-def flag_paths(flags: Sequence[str]) -> list[tuple[str, str, str] | None]:
+def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[tuple[str, str, str] | None]:
     """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``,
     ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, or ``--include=`` of
     ``--include=cfg.h``, else "";
     the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
     (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead), None where it
-    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does)."""
+    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does). Where
+    ``nvcc`` reads the flags, its spellings of -include too (:data:`NVCC_FILE_OPTIONS`), and
+    "several" for a file list (``-include a.h,b.h``), which it reads as two files."""
     found: list[tuple[str, str, str] | None] = []
     takes = None  # what the flag before, an option alone, takes
     for flag in flags:
         option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
+        if nvcc and flag.partition("=")[0] in NVCC_FILE_OPTIONS:  # --pre-include cfg.h, -include=cfg.h
+            _, equals, given = flag.partition("=")
+            option, value = "-include", given if equals else None
         joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
                        if flag.startswith(o) and flag != o), None)
         if takes:
-            found.append(None if takes == "value" else ("", flag, "system" if takes == "system" and os.path.isabs(flag)
-                                                              else "dir" if takes == "system" else takes))
+            kind = ("system" if takes == "system" and os.path.isabs(flag) else "dir" if takes == "system"
+                    else "several" if takes == "include" and nvcc and "," in flag else takes)
+            found.append(None if takes == "value" else ("", flag, kind))
             takes = None
         elif value is None and option in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS, *VALUE_OPTIONS):
             found.append(None)
             takes = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
                      else "include" if option in FILE_OPTIONS else "value")
-        elif value is not None and option in FILE_OPTIONS:  # --include=cfg.h
-            found.append((flag[:len(flag) - len(value)], value, "include"))
+        elif value is not None and option in FILE_OPTIONS:  # --include=cfg.h; nvcc's --pre-include=cfg.h
+            found.append((flag[:len(flag) - len(value)], value, "several" if nvcc and "," in value else "include"))
         elif joined:
             path = flag[len(joined):]
             found.append((joined, path, "include" if joined in FILE_OPTIONS else
@@ -688,7 +698,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
     flags = []
-    for flag, named in zip(built.build_flags, flag_paths(built.flags)):
+    for flag, named in zip(built.build_flags, built._named_paths):
         names = named[2] if named else None
         path = Path(flag[len(named[0]):]) if names in ("dir", "file", "include") else None
         if names == "include" and named[1] in built._compilers_files:  # named bare, the build's working folder's
@@ -895,15 +905,28 @@ class Variant:
         return found
 
     @_cached
+    def _named_paths(self) -> list[tuple[str, str, str] | None]:
+        """Per flag, where it names a path (see :func:`flag_paths`), as its compiler reads the
+        flags: a CUDA variant's (one with a launch) as nvcc does (``--pre-include cfg.h``)."""
+        return flag_paths(self.flags, nvcc=self.launch is not None)
+
+    @_cached
     def _paths(self) -> tuple[Path | None, ...]:
         """Per flag, the path it names (see :func:`flag_paths`) resolved as the template is, not
         from wherever the run started: a folder from the declaring file's folder, a file from
-        there upwards; None for a flag that names none."""
+        there upwards; None for a flag that names none. A :class:`KernelError` where a flag
+        names several files (nvcc's ``--pre-include a.h,b.h``): the hash reads one a flag."""
         base = self.origin or Path.cwd()
+        for i, named in enumerate(self._named_paths):
+            if named and named[2] == "several":
+                given = self.flags[i] if named[0] or not i else f"{self.flags[i - 1]} {self.flags[i]}"
+                raise KernelError(f"variant {self.source}: flag {given} names several files, which the compiler "
+                                  f"reads each of ahead of the template: give each file a flag of its own, whose "
+                                  f"file tunebench hashes with the template")
         return tuple(None if named is None else (base / named[1]).resolve() if named[2] in ("dir", "system")
                      else self._local(named[1]) if named[2] == "include"
                      else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
-                     for named in flag_paths(self.flags))
+                     for named in self._named_paths)
 
     def check_folders(self) -> None:
         """A :class:`KernelError` where a header folder its flags name, relative, is not there. The
@@ -915,7 +938,7 @@ class Variant:
         toolkit's), and is not checked. A folder an ``-include`` names (see :meth:`_included_folder`) is
         an error too."""
         base = self.origin or Path.cwd()
-        for i, (named, found) in enumerate(zip(flag_paths(self.flags), self._paths)):
+        for i, (named, found) in enumerate(zip(self._named_paths, self._paths)):
             if named is not None and named[2] == "include":
                 self._included_folder(named[0] or self.flags[i - 1], named[1])
                 continue
@@ -962,19 +985,19 @@ class Variant:
         which looks for them on its include path (see :meth:`_expanded`): ``-I ../inc -include
         cfg.h`` reads inc/cfg.h, hashed as a header of the folder; ``-include math.h`` the system's.
         An empty name (``-include ""``) is none: the compiler's to refuse."""
-        return tuple(named[1] for p, named in zip(self._paths, flag_paths(self.flags))
+        return tuple(named[1] for p, named in zip(self._paths, self._named_paths)
                      if named and named[2] == "include" and p is None and named[1] and '"' not in named[1])
 
     @_cached
     def include_dirs(self) -> tuple[Path, ...]:
         """The folders of the project's headers its flags name (``-Idir``, ``-I dir``, ``-iquote``)."""
-        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags)) if named and named[2] == "dir")
+        return tuple(p for p, named in zip(self._paths, self._named_paths) if named and named[2] == "dir")
 
     def _given_by(self, options: tuple[str, ...], kinds: tuple[str, ...] = ("dir",)) -> tuple[Path, ...]:
         """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``); with
         ``kinds`` ``("dir", "system")``, a system's folder too (``-isystem /usr/include``: see
         :func:`flag_paths`)."""
-        return tuple(p for p, named, before in zip(self._paths, flag_paths(self.flags), ("", *self.flags))
+        return tuple(p for p, named, before in zip(self._paths, self._named_paths, ("", *self.flags))
                      if named and named[2] in kinds and (named[0] or before) in options)
 
     def _searched(self, copied: tuple[Path, ...] = ()) -> tuple[Path, ...]:
@@ -1037,7 +1060,7 @@ class Variant:
     def flag_files(self) -> tuple[Path, ...]:
         """The files its flags name (``-include`` and ``-imacros`` files, input files): their
         content is the build's as much as the template's (see :attr:`template`)."""
-        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
+        return tuple(p for p, named in zip(self._paths, self._named_paths)
                      if named and named[2] in ("file", "include") and p is not None)
 
     @_cached
@@ -1049,7 +1072,7 @@ class Variant:
         reads at the link's target: named from the template's folder ("../../../opt/..."), a
         checkout at another depth was another source."""
         base = self.origin or Path.cwd()
-        return tuple(p for p, named in zip(self._paths, flag_paths(self.flags))
+        return tuple(p for p, named in zip(self._paths, self._named_paths)
                      if named and p is not None and (os.path.isabs(named[1]) or named[2] == "dir"
                                                      and _linked_apart(base / named[1], base)))
 
@@ -1084,7 +1107,7 @@ class Variant:
         path resolved, and as given)."""
         return tuple(flag if named is None or p is None or named[2] == "system" else named[0] + (
             folder(p) if named[2] == "dir" else file(p, named[1]))
-            for flag, p, named in zip(self.flags, self._paths, flag_paths(self.flags)))
+            for flag, p, named in zip(self.flags, self._paths, self._named_paths))
 
     @_cached
     def build_flags(self) -> tuple[str, ...]:
@@ -1178,7 +1201,7 @@ class Variant:
         text, read, inputs, computed, texts = self.text, {}, {}, {}, {}
         own = own_include_dirs(self.language)
         try:
-            sources = [p for p, named in zip(self._paths, flag_paths(self.flags))
+            sources = [p for p, named in zip(self._paths, self._named_paths)
                        if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
