@@ -840,6 +840,9 @@ def test_an_include_the_copy_reads_searches_the_folders_of_its_computed_includes
     # the flags' value, ahead of the template's default
     (("-I", "../inc", '-DK_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
     (("-I", "../inc", "--define", 'K_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),  # gcc's
+    # gcc gives the preprocessor -Wp's words as its own options
+    (("-I", "../inc", '-Wp,-DK_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
+    (("-I", "../inc", '-Wp,-UK_IMPL,-D,K_IMPL="impl.h"'), '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n'),
     # a value whose macro the preprocessor expands between < and >: a name of no header, not impl.h's
     (("-I", "../inc"), "#define IMPL_NAME impl.h\n#define K_IMPL <IMPL_NAME>\n"),
 ])
@@ -2483,6 +2486,7 @@ void scaled(const float *x, float *y, int n)
     (("--include=../include/cfg.h",), "", "SCALE * x[i]"),
     (("--imacros=../include/cfg.h",), "", "SCALE * x[i]"),
     (("--imacro", "../include/cfg.h"), "", "SCALE * x[i]"),
+    (("-Wp,-imacros,../include/cfg.h",), "", "SCALE * x[i]"),  # the preprocessor's own -imacros, which gcc gives it
     (("src/helper.c",), "", "helper(x[i])"),  # found from the suite's folder upwards, as the template is
 ])
 def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_is_built_and_measured_again(
@@ -2524,6 +2528,9 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     ("cpu", ("-include", "cfg.h"), "CPATH"),
     ("cpu", ("-I../inc", "-includecfg.h"), None),  # gcc's -include cfg.h, joined
     ("cpu", ("-include", "cfg.h"), "working folder"),  # the run's, inc: found there first
+    # the preprocessor's own -include, which gcc gives it: -Wp's words (cfg.h among others), -Xpreprocessor's flags
+    ("cpu", ("-I../inc", "-Wp,-include,cfg.h,-DUNUSED"), None),
+    ("cpu", ("-I../inc", "-Xpreprocessor", "-include", "-Xpreprocessor", "cfg.h"), None),
     ("cuda", ("-I../inc", "-include", "cfg.h"), None),  # nvcc gives it to its host compiler as given
     # nvcc's other spellings of it, unhashed: --pre-include, and each joined with "=" (gcc's "=cfg.h")
     ("cuda", ("-I../inc", "--pre-include", "cfg.h"), None),
@@ -2579,21 +2586,25 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
         assert_recorded_build_scales("include_flag_chain_gate_test", variant, text, texts, {"tile": 1})
 
 
-@pytest.mark.parametrize("flags", [("--pre-include", "a.h,b.h"), ("-include=a.h,b.h",)])
-def test_an_nvcc_include_flag_of_a_file_list_is_refused_naming_the_flag(tmp_path, flags):
-    """nvcc reads each file of ``--pre-include a.h,b.h``; the hash read the list as one file of
-    that name, found nowhere: an edit of either kept the source hash. A flag names one file."""
-    if not shutil.which("nvcc"):
+@pytest.mark.parametrize("target, flags", [("cuda", ("--pre-include", "a.h,b.h")), ("cuda", ("-include=a.h,b.h",)),
+                                           ("cpu", ("-Wp,-include,a.h,-include,b.h",))])
+def test_an_include_flag_naming_several_files_is_refused_naming_the_flag(tmp_path, target, flags):
+    """nvcc reads each file of ``--pre-include a.h,b.h``, gcc each -include of -Wp's words; the
+    hash read the list as one file of that name, found nowhere, or none: an edit of either kept
+    the source hash. The hash reads one file a flag."""
+    if target == "cuda" and not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
     (tmp_path / "a.h").write_text("#define FA 3\n")
     (tmp_path / "b.h").write_text("#define FB 4\n")
-    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(int *p) { p[0] = FA; p[1] = FB; }\n')
-    code = subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *flags, "k.cu"], cwd=tmp_path, capture_output=True,
-                          text=True, check=True).stdout
+    source = "k.c" if target == "cpu" else "k.cu"
+    (tmp_path / source).write_text(("" if target == "cpu" else 'extern "C" __global__ ')
+                                   + "void k(int *p) { p[0] = FA; p[1] = FB; }\n")
+    reading = ([cpu.CC, "-E", "-P"] if target == "cpu" else [cuda.nvcc(), "-E", "-Xcompiler", "-P"])
+    code = subprocess.run([*reading, *flags, source], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert "p[0] = 3; p[1] = 4;" in code
-    variant = Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                      flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path)
-    with pytest.raises(KernelError, match=f"variant k.cu: flag {re.escape(' '.join(flags))} names several files"):
+    variant = Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      flags=flags, launch=None if target == "cpu" else lambda c, shape: (1, 32), origin=tmp_path)
+    with pytest.raises(KernelError, match=f"variant {source}: flag {re.escape(' '.join(flags))} names several files"):
         variant.source_hash
 
 

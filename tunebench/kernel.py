@@ -110,16 +110,18 @@ INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
 BINARY_SUFFIXES = (".o", ".a", ".so")
 
 
-def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[tuple[str, str, str] | None]:
-    """Per flag, where it names a path: (the option written in it, ``-I`` of ``-Idir``,
-    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, or ``--include=`` of
-    ``--include=cfg.h``, else "";
+def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[tuple[str, str, str, str] | None]:
+    """Per flag, where it names a path: (the flag's text ahead of the path, ``-I`` of ``-Idir``,
+    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, ``--include=`` of
+    ``--include=cfg.h``, ``-Wp,-include,`` of ``-Wp,-include,cfg.h``, else "";
     the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
-    (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead), None where it
-    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does). Where
-    ``nvcc`` reads the flags, its spellings of -include too (:data:`NVCC_FILE_OPTIONS`), and
-    "several" for a file list (``-include a.h,b.h``), which it reads as two files."""
-    found: list[tuple[str, str, str] | None] = []
+    (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead;
+    the flag's text after the path, ``,-DX`` of ``-Wp,-include,cfg.h,-DX``, else ""), None where it
+    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does). The
+    preprocessor's own words (:func:`preprocessor_words`) are read for the files they name. Where
+    ``nvcc`` reads the flags, its spellings of -include too (:data:`NVCC_FILE_OPTIONS`). "several"
+    where a flag names more than one file (nvcc's ``-include a.h,b.h``, ``-Wp,-include,a.h,-include,b.h``)."""
+    found: list[tuple[str, str, str, str] | None] = []
     takes = None  # what the flag before, an option alone, takes
     for flag in flags:
         option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
@@ -131,21 +133,43 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[tuple[str, str,
         if takes:
             kind = ("system" if takes == "system" and os.path.isabs(flag) else "dir" if takes == "system"
                     else "several" if takes == "include" and nvcc and "," in flag else takes)
-            found.append(None if takes == "value" else ("", flag, kind))
+            found.append(None if takes == "value" else ("", flag, kind, ""))
             takes = None
         elif value is None and option in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS, *VALUE_OPTIONS):
             found.append(None)
             takes = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
                      else "include" if option in FILE_OPTIONS else "value")
         elif value is not None and option in FILE_OPTIONS:  # --include=cfg.h; nvcc's --pre-include=cfg.h
-            found.append((flag[:len(flag) - len(value)], value, "several" if nvcc and "," in value else "include"))
+            found.append((flag[:len(flag) - len(value)], value, "several" if nvcc and "," in value else "include", ""))
         elif joined:
             path = flag[len(joined):]
             found.append((joined, path, "include" if joined in FILE_OPTIONS else
-                          "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir"))
+                          "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir", ""))
         else:
-            found.append(("", flag, "file") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
+            found.append(("", flag, "file", "") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
+    words = preprocessor_words(flags)
+    for (i, start, word), named in zip(words, flag_paths([word for _, _, word in words]) if words else ()):
+        if named and named[2] == "include":  # where in its flag the word names it
+            flag, end = flags[i], start + len(word)
+            found[i] = (flag[:start] + named[0], named[1], "several" if found[i] else "include", named[3] + flag[end:])
     return found
+
+
+def preprocessor_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
+    """The words the flags give gcc's preprocessor alone, each with its flag's index and where in
+    that flag it starts: each of ``-Wp,-DK_IMPL="impl.h",-include,cfg.h``'s, split at its commas,
+    and the flag after ``-Xpreprocessor``. gcc and clang read them as the preprocessor's own
+    options, an -include or a -D among them (nvcc refuses both spellings)."""
+    words = []
+    for i, flag in enumerate(flags):
+        if flag.startswith("-Wp,"):
+            start = len("-Wp,")
+            for word in flag[start:].split(","):
+                words.append((i, start, word))
+                start += len(word) + 1
+        elif i and flags[i - 1] == "-Xpreprocessor":
+            words.append((i, 0, flag))
+    return words
 
 
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
@@ -442,7 +466,8 @@ def _folder_headers(folder: Path) -> list[Path]:
 def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[str]]:
     """Each macro the ``files`` ``#define`` (their text files) or the ``flags`` define (``-D``,
     ``--define-macro`` and gcc's abbreviations of it, ``--def``: see
-    :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``: ``1`` where given no value),
+    :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``; the preprocessor's own,
+    ``-Wp,-DK=1``, see :func:`preprocessor_words`: ``1`` where given no value),
     with every value it is given, as written (a function-like macro's with its parameters): the
     headers an include of it (``#include K_IMPL``) may read, which the preprocessor alone knows
     for sure."""
@@ -453,7 +478,8 @@ def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[
                 define = _DEFINE.match(code)
                 if define:
                     found.setdefault(define.group(1), []).append(define.group(2).strip())
-    for given in option_values(flags, "-D"):
+    words = [word for _, _, word in preprocessor_words(flags)]  # -Wp,-DK_IMPL="impl.h"
+    for given in (*option_values(flags, "-D"), *option_values(words, "-D")):
         given = given.removeprefix("=")
         if given:
             name, equals, value = given.partition("=")
@@ -700,7 +726,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     flags = []
     for flag, named in zip(built.build_flags, built._named_paths):
         names = named[2] if named else None
-        path = Path(flag[len(named[0]):]) if names in ("dir", "file", "include") else None
+        path = Path(flag[len(named[0]):len(flag) - len(named[3])]) if names in ("dir", "file", "include") else None
         if names == "include" and named[1] in built._compilers_files:  # named bare, the build's working folder's
             path = _compilers_file(built, named[1], copies)  # file of the name was read ahead of the copy's folder
         copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
@@ -709,7 +735,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
         elif names == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
             flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
         else:
-            flags.append(named[0] + str(copy))
+            flags.append(named[0] + str(copy) + named[3])
     flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
 
@@ -905,7 +931,7 @@ class Variant:
         return found
 
     @_cached
-    def _named_paths(self) -> list[tuple[str, str, str] | None]:
+    def _named_paths(self) -> list[tuple[str, str, str, str] | None]:
         """Per flag, where it names a path (see :func:`flag_paths`), as its compiler reads the
         flags: a CUDA variant's (one with a launch) as nvcc does (``--pre-include cfg.h``)."""
         return flag_paths(self.flags, nvcc=self.launch is not None)
@@ -1106,7 +1132,7 @@ class Variant:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
         path resolved, and as given)."""
         return tuple(flag if named is None or p is None or named[2] == "system" else named[0] + (
-            folder(p) if named[2] == "dir" else file(p, named[1]))
+            folder(p) if named[2] == "dir" else file(p, named[1])) + named[3]
             for flag, p, named in zip(self.flags, self._paths, self._named_paths))
 
     @_cached
