@@ -22,7 +22,7 @@ from tinydb import TinyDB
 
 from tests.conftest import SHARED_CU, SHARED_SUITE, STATIC_SHARED_CU
 from tests.test_plugin import TUNE
-from tunebench import Bucket, Buckets, Kernel, Space, Variant
+from tunebench import Bucket, Buckets, Kernel, Space, Variant, backends
 from tunebench.backends import build_key, cuda_status
 from tunebench.backends.base import Build, CompileError, ResourceError, input_damage, same_bytes
 from tunebench.backends.cache import BuildCache
@@ -32,7 +32,7 @@ from tunebench.backends.launch import (FunctionResources, Launch, arch_limits, c
                                        entry_symbol, launch_of, register_threads, resource_problem)
 from tunebench.backends.params import Param, args_problem
 from tunebench.dtypes import numpy_dtype
-from tunebench.kernel import KernelError
+from tunebench.kernel import REGISTRY, KernelError
 from tunebench.measure import Measurement, MeasureSettings
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -107,6 +107,87 @@ def test_a_cuda_builds_refusal_is_kept_under_the_key_its_compile_cache_names_it_
     key = build_key("cuda", device, variant, {"broken": 1}, "float32")
     assert [p.name for p in (tmp_path / "cache").glob("*.err")] == [f"scale-cuda-{key}.err"]
     assert build_key("cuda", device, dataclasses.replace(variant, arch_specific=True), {"broken": 1}, "float32") != key
+
+
+class BuildingWorkers:
+    """Workers of a device-less tune of the cuda target: each trial builds its cubin as the
+    device's worker does (a compile error is its status) and takes ``step`` ms; a comparison
+    samples each arm so."""
+
+    timeout = None
+
+    def __init__(self, arch: str):
+        self.builder = CudaCompiler(arch)
+        self.builds = {}
+
+    @staticmethod
+    def compiler(kernel, variant):
+        return backends.compiler("cuda", variant)
+
+    def trial(self, job):
+        from tunebench.workers import CompareJob
+
+        if isinstance(job, CompareJob):
+            return {"status": "ok", "samples": {"": {label: [float(config["step"])] * 5 for label, config, _ in job.arms}},
+                    "cost_s": 0.0}
+        kernel = REGISTRY[job.kernel]
+        try:
+            build = self.builder.build(kernel, kernel.variant("cuda"), job.config, job.dtype)
+        except CompileError as e:
+            return {"status": "compile_error", "error": str(e), "cost_s": 0.0}
+        self.builds[build.handle.name] = not build.cached
+        return {"status": "ok", "samples": [float(job.config["step"])] * 5, "measure_s": 0.0,
+                "compile_time_s": build.compile_time_s, "cost_s": 0.0}
+
+    def mark(self):
+        pass
+
+    def pause(self, seconds):
+        pass
+
+    def restart(self):
+        pass
+
+    def close(self):
+        pass
+
+
+@needs_nvcc
+def test_a_finished_cuda_task_resumed_with_an_empty_compile_cache_runs_no_compiler(tmp_path, monkeypatch):
+    """A GPU machine is lent afresh, its compile cache empty: every finished task compiled each
+    candidate its search asked again with nvcc, ahead, only to reuse every trial, in each session's
+    lease. A refusal of a build is reused under today's key (see session.BUILD_VERDICTS), unbuilt."""
+    from tunebench.builds import Ahead
+    from tunebench.records import RecordStore
+    from tunebench.session import Tuner
+
+    (tmp_path / "scale.cu").write_text(SCALE_CU)
+    kernel = Kernel("scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale",
+                                 space=Space({"broken": [0, 1], "step": [1, 2, 3]}),
+                                 heuristic=lambda shape: {"broken": 0, "step": 3},
+                                 launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+    variant = kernel.variant("cuda")
+    device = {"target": "cuda", "name": "NVIDIA Test", "compute_capability": "9.0", "sm_count": 1}
+    runs = []
+    for cache in ("first", "empty"):
+        monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / cache))
+        workers, ahead = BuildingWorkers("sm_90"), Ahead("cuda", device)
+        tuner = Tuner("cuda", device, RecordStore.for_device(tmp_path / "records", device), workers, root=tmp_path,
+                      ahead=ahead)
+        (bucket,) = kernel.buckets
+        task = tuner.task(kernel, variant, "float32", bucket)
+        task.candidates = variant.space.enumerate()[0]
+        task.run()
+        runs.append((task, ahead, workers))
+    (first, first_ahead, first_workers), (again, again_ahead, again_workers) = runs
+    # every config built once: the heuristic's by its worker, the others ahead (the refused one too)
+    assert first.new == 6 and first_ahead.compiled + sum(first_workers.builds.values()) == 6
+    assert first.summary_row()["best_config"] == "broken:0 step:1"
+    assert again.new == 0 and again.reused == 6 and again.summary_row()["best_config"] == "broken:0 step:1"
+    assert again_ahead.compiled == 0 and not again_workers.builds
+    assert not (tmp_path / "empty").exists() or not any((tmp_path / "empty").iterdir())
 
 
 @needs_nvcc

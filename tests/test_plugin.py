@@ -77,6 +77,22 @@ def test_a_second_run_measures_nothing_new_and_compiles_nothing(project, pyteste
     assert next((root / "records").glob("*.json")).read_text() == before
 
 
+def test_a_finished_tune_resumed_with_an_empty_compile_cache_compiles_nothing(project, pytester, tmp_path,
+                                                                               monkeypatch):
+    """A machine lent afresh (a GPU session's) has an empty compile cache: every task the records
+    hold finished compiled each candidate its search asked again, ahead, though every trial was
+    reused and nothing was measured (306 builds and 50 s for 8 finished tasks of the shipped suites)."""
+    project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    empty = tmp_path / "fresh-cache"
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(empty))
+    again = pytester.runpytest("suites", *TUNE)
+    again.assert_outcomes(passed=12, deselected=2)
+    again.stdout.fnmatch_lines(["*axpb*small*float32*5*0*1*0*", "*axpb*large*float32*5*0*1*0*",
+                                "*builds: 0 compiled (0 ahead*), 0 from the compile cache*"])
+    assert not empty.exists() or not any(empty.iterdir())
+
+
 def test_a_fresh_tune_finds_each_build_of_the_last_run_in_the_compile_cache_once(project, pytester):
     project()
     pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)

@@ -468,8 +468,9 @@ class Task:
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
             self._speculate(strategy)
-            if self.tuner.ahead is not None:
-                upcoming = [space.config(k) for k in strategy.upcoming(self.tuner.ahead.size)]
+            if self.tuner.ahead is not None and not self._recorded(config):
+                upcoming = [c for c in map(space.config, strategy.upcoming(self.tuner.ahead.size))
+                            if not self._recorded(c)]
                 self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config,
                                        waiting=self.tuner.workers.mark)
             self.outcomes[key] = self._evaluate({s: config for s in self.bucket.shapes})
@@ -731,6 +732,12 @@ class Task:
             if any(list(t) != verified[n][1:] for n, t in zip(self.kernel.outputs, today)):
                 return None  # a tolerance that applies to an output of another dtype than the task's changed
         return doc
+
+    def _recorded(self, config: dict) -> bool:
+        """Whether the records hold a trial of ``config`` to reuse on every shape of the bucket:
+        nothing of it is measured, so nothing is built ahead for it (a finished task resumed with
+        an empty compile cache, as on a GPU machine lent afresh, compiled every candidate again)."""
+        return all(self._reusable(config, shape) is not None for shape in self.bucket.shapes)
 
     def _measure(self, config: dict, shape: tuple) -> dict:
         t = self.tuner
