@@ -65,6 +65,11 @@ TRIAL_KEYS = ("kernel", "source_hash", "shape", "dtype", "config", "status", "de
 #: Statuses of a trial that failed. ``pruned_resources`` is not a failure of the kernel (the
 #: candidate cannot launch on this device) and ``early_stopped`` is a slower candidate.
 FAILED = ("compile_error", "wrong_result", "out_of_bounds", "crashed", "timeout")
+#: Runs that died while a config's candidate ran (see RecordStore.loading), or whose task stopped as
+#: its worker was killed again and again (see WorkerKilled), or a cluster's devices whose own process
+#: died as they ran its job (see tunebench.cluster), after which it is recorded crashed, not measured
+#: again: one death may be the user's kill or a CI timeout, a second at the same config is the config.
+DEATHS = 2
 #: Every status a trial is recorded with: measured, stopped once clearly slower, set aside as
 #: beyond the device's resources, or failed.
 STATUSES = ("ok", "early_stopped", "pruned_resources", *FAILED)

@@ -39,7 +39,7 @@ from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, 
 from tunebench.kernel import Kernel, KernelError, Variant, hashed_files
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import READS_OUTPUT, MeasureSettings
-from tunebench.records import FAILED, RecordStore, config_key, config_text
+from tunebench.records import DEATHS, FAILED, RecordStore, config_key, config_text
 from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -61,11 +61,6 @@ PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
 #: of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
-#: Runs that died while a config's candidate ran (see RecordStore.loading), or whose task stopped as
-#: its worker was killed again and again (see WorkerKilled), after which it is recorded crashed, not
-#: measured again: one death may be the user's kill or a CI timeout, a second at the same config is
-#: the config.
-DEATHS = 2
 #: The statuses a config's build decides: its compile error, and a refusal of what it built (on a
 #: GPU, by ptxas or at the launch, for the registers and shared memory its cubin asks). A trial keeps
 #: its build's key (:func:`tunebench.backends.build_key`); one of these is reused under today's alone.
