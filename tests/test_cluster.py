@@ -1,6 +1,7 @@
 """Tuning on a local Ray cluster of CPU devices: the same records as a one-device run, with the
 driver owning the records and the devices importing the suites they were sent."""
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 from tests.conftest import QUIET_CONFTEST, ascii_locale
 from tests.test_gate import GATE, split_project
 from tests.test_plugin import TUNE
+from tests.test_records_safety import KILLER_C, SLOW_SUITE
 from tunebench.kernel import KernelError
 from tunebench.lookup import load_suites
 
@@ -300,6 +303,150 @@ def test_a_devices_worker_error_reaches_the_task_as_the_one_line_a_local_worker_
     finally:
         workers.close()
         ray.shutdown()
+
+
+@pytest.mark.parametrize("cluster", [3], indirect=True)
+def test_a_candidate_that_kills_its_device_is_recorded_crashed_once_two_devices_died_in_it_and_the_tune_goes_on(
+        pytester, cluster, monkeypatch):
+    """A candidate that kills its worker's parent (kill(getppid(), 9)), there the device's Ray actor,
+    was sent to the next device, which it killed too, until "every device of the cluster was lost"
+    stopped the run with nothing recorded of it, and every run after did the same."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (pytester.path / "slow.c").write_text(KILLER_C)  # tag 3 kills the process measuring it
+    (pytester.path / "test_slow.py").write_text(textwrap.dedent(SLOW_SUITE).replace("range(10)", "range(5)")
+                                                .replace('"pause": [1, 2]', '"pause": [1]'))
+    result = pytester.runpytest_subprocess("test_slow.py", *TUNE, "--tune-strategy", "brute_force",
+                                           "--tune-cluster", cluster)
+    out = result.stdout.str()
+    assert "every device of the cluster was lost" not in out, out[-3000:]
+    result.assert_outcomes(passed=5, failed=1)  # the crashed config's item fails, as in a local run
+    (path,) = (pytester.path / "records").glob("*.json")
+    recorded = {t["config"]["tag"]: t for t in json.loads(path.read_text())["trials"].values()}
+    assert {tag: t["status"] if t["status"] == "crashed" else "measured" for tag, t in recorded.items()} == \
+        {0: "measured", 1: "measured", 2: "measured", 3: "crashed", 4: "measured"}
+    assert "died 2 times while measuring this config, each its actor's own process on a host that lived on" \
+        in recorded[3]["error"], recorded[3]["error"]
+    # kept as a local run keeps its crash: with its build's key and compiler, which a later run's reuse asks
+    assert recorded[3]["build_key"] and recorded[3]["compiler"] == recorded[0]["compiler"]
+
+
+#: A template whose candidate, where its config says held:1, waits while the file HELD is there,
+#: having made the file running-<its worker's parent>-<id> in FOLDER (its device's actor: a job that
+#: runs until its test lets it go); where it says killer:1, it kills its worker's parent.
+HOLDING_C = """\
+#include <stdio.h>
+#include <time.h>
+int access(const char *, int);
+int kill(int, int);
+int getppid(void);
+void hold(const float *x, float *y, int n)
+{
+    struct timespec nap = {0, 10000000};
+    if (held && access(HELD, 0) == 0) {
+        char running[4096];
+        snprintf(running, sizeof running, "%s/running-%d-%d", FOLDER, getppid(), id);
+        fclose(fopen(running, "w"));
+        while (access(HELD, 0) == 0)
+            nanosleep(&nap, 0);
+    }
+    if (killer)
+        kill(getppid(), 9);
+    for (int i = 0; i < n; ++i) y[i] = x[i] + 0 * id;
+}
+"""
+
+HOLDING_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+hold = Kernel("hold_cluster", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: x, outputs=["y"],
+    cpu=Variant(source="../kernels/hold.c", entry="hold",
+                space=Space({"held": [0, 1], "killer": [0, 1], "id": range(3)}),
+                heuristic=lambda shape: {"held": 0, "killer": 0, "id": 0}))
+"""
+
+
+@pytest.fixture
+def holding(incremented, cluster, monkeypatch):
+    """ClusterWorkers on ``cluster`` for a project of the holding kernel (HOLDING_C), whose file
+    HELD is there; the workers, that file, the devices' pids, and a job of a config's changes."""
+    from tunebench.cluster import ClusterWorkers
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    held = incremented / "held"
+    held.touch()
+    (incremented / "kernels" / "hold.c").write_text(f'#define HELD "{held}"\n#define FOLDER "{incremented}"\n'
+                                                    f'{HOLDING_C}')
+    (incremented / "suites" / "test_hold.py").write_text(HOLDING_SUITE)
+    load_suites(incremented / "suites", [])
+    workers = ClusterWorkers(cluster, "cpu", incremented, timeout=600)  # a held call is no timeout
+
+    def job(**config):
+        return TrialJob("hold_cluster", {"held": 0, "killer": 0, "id": 0, **config}, (1000,), "float32",
+                        MeasureSettings(repeats=5))
+
+    try:
+        assert workers.trial(job())["status"] == "ok"  # every device holds the suites
+        pids = ray.get([device.__ray_call__.remote(lambda device: os.getpid()) for device in workers.devices])
+        yield workers, held, pids, job
+    finally:
+        workers.close()
+        ray.shutdown()
+
+
+def running(folder: Path, pid: int, job_id: int) -> None:
+    """Wait until the device of ``pid`` runs the held job of id ``job_id`` (see HOLDING_C)."""
+    deadline = time.monotonic() + 120
+    while not (folder / f"running-{pid}-{job_id}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (folder / f"running-{pid}-{job_id}").exists(), f"the device of pid {pid} never ran held job {job_id}"
+
+
+@pytest.mark.parametrize("cluster", [5], indirect=True)
+def test_a_job_whose_devices_are_ray_killed_as_it_runs_moves_on_and_is_never_recorded_crashed(holding):
+    """A device lost to ray.kill (or with its host) is no doing of the job it ran: a job that two
+    devices were lost running, another device and then the first, is measured where it moves,
+    not recorded crashed, as is one that two first devices were lost running (a final round's,
+    a gate's comparisons run there)."""
+    workers, held, pids, job = holding
+    sent = workers.submit(job(held=1, id=1))  # on an idle device other than the first
+    (other,) = [i for i in range(1, len(pids)) if workers._busy[i] is sent]
+    left = [i for i in range(1, len(pids)) if i != other]  # the first devices in turn, once 0 is lost
+    for index in (other, 0):  # moved to the first device once the other is lost
+        running(held.parent, pids[index], 1)
+        ray.kill(workers.devices[index])
+    running(held.parent, pids[left[0]], 1)  # and to the next first device
+    held.unlink()
+    assert sent.result(timeout=300)["status"] == "ok"
+    held.touch()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        on_first = pool.submit(workers.trial, job(held=1, id=2))
+        for index in left[:2]:
+            running(held.parent, pids[index], 2)
+            ray.kill(workers.devices[index])
+        running(held.parent, pids[left[2]], 2)
+        held.unlink()
+        assert on_first.result(timeout=300)["status"] == "ok"
+    assert workers._lost == {other, 0, *left[:2]}
+
+
+@pytest.mark.parametrize("cluster", [3], indirect=True)
+def test_a_candidate_that_kills_the_first_device_and_the_next_is_their_crash_and_the_last_device_goes_on(holding):
+    """On the first device (a final round's, a gate's comparisons), a candidate that kills its
+    worker's parent was sent to every device in turn until none was left."""
+    workers, held, pids, job = holding
+    crashed = workers.trial(job(killer=1))
+    assert crashed["status"] == "crashed"
+    assert crashed["error"].startswith("the cluster's devices died 2 times while measuring this config, each its "
+                                       "actor's own process on a host that lived on"), crashed["error"]
+    assert workers._lost == {0, 1}
+    assert workers.trial(job(id=1))["status"] == "ok"  # on the device left
 
 
 #: A driver's conftest: the second and the third device are each killed as their second job is

@@ -20,6 +20,13 @@ that candidate, so the records and the choices are a one-device run's, sooner. F
 gate comparisons run on the first device; a gate's recorded build of a helper edited since
 carries the records' text of it, which the device writes where it builds (see
 :func:`~tunebench.kernel.kept_variant`): the driver's compile cache is on another host.
+
+A device whose actor is lost gets no more jobs, and its job moves to another device. Where Ray
+says the actor's own process died while its host lives on, as it ran the job (see
+:meth:`ClusterWorkers._charged`), the job's candidate may have killed it (its worker's parent, as
+``kill(getppid(), ...)`` does): a job in which :data:`~tunebench.records.DEATHS` devices died so
+is that candidate's crash, as a local run records one that killed runs, rather than every device
+lost to it. A host lost, or ``ray.kill``, is no job's doing: the job moves on.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -36,6 +45,7 @@ from pathlib import Path
 from tunebench.compare import undisturbed
 from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
 from tunebench.owned import folder as owned_folder
+from tunebench.records import DEATHS
 from tunebench.workers import CompareJob, TrialJob, WorkerError
 
 #: Files larger than this are not shipped to the devices (suites and templates are small).
@@ -44,6 +54,16 @@ MAX_FILE_BYTES = 1 << 20
 MAX_SHIPPED_BYTES = 64 << 20
 #: A device's copy of the project is ``tunebench-device-<pid>-...`` in its host's temp folder.
 COPY_PREFIX = "tunebench-device-"
+#: What Ray says of an actor whose own process died unexpectedly while its host lives on (the death
+#: cause WORKER_DIED, its exit a SYSTEM_ERROR: a signal, a crash). Ray's error keeps it as its message
+#: alone, not the cause's fields. A host lost says otherwise: the actor "is unavailable" (its raylet
+#: gone with it, seen as its whole host was killed, its actors' processes first or not) or "its node
+#: has died"; so do ``ray.kill`` ("killed by `ray.kill`"), Ray's memory monitor (a node short of
+#: memory, whichever actor it picks) and an intended exit.
+PROCESS_DIED = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR"
+#: The longest a device's ready may take to be answered once Ray said its process died: its answer,
+#: or the death's, is there by then.
+READY_S = 60.0
 
 
 def _flag_files(variant) -> tuple[Path, ...]:
@@ -159,6 +179,19 @@ def _sentinel(*folders: Path) -> None:
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _crashed(job: TrialJob | CompareJob, deaths: int, began: float) -> dict:
+    """The result of a job in which ``deaths`` devices' processes died (see
+    :meth:`ClusterWorkers._charged`): its candidate's crash, as a local run records one that
+    killed runs."""
+    trial = isinstance(job, TrialJob)
+    what = "config" if trial else "comparison"
+    return {"status": "crashed", "retries": 0, "cost_s": time.monotonic() - began,
+            "error": f"the cluster's devices died {deaths} times while measuring this {what}, each its actor's "
+                     f"own process on a host that lived on (the candidate killed it, as "
+                     f"kill(getppid(), ...) does, or the out-of-memory killer took it), and are lost for this run"
+                     + (": recorded as crashed, not measured again (--tune-retry-failed measures it)" if trial else "")}
+
+
 def _code(folder: Path, seen: frozenset = frozenset()):
     """The files under ``folder`` worth sending, its subfolders' too (a linked one as well, but
     not one leading back to a folder on the way: a loop)."""
@@ -204,6 +237,10 @@ class Device:
                 continue
             load_suites(root / suite, failed)
         return {error.split(":", 1)[0][len(str(root)) + 1:]: error.replace(f"{root}/", "") for error in failed}
+
+    def ready(self) -> None:
+        """Nothing: asked just before each job, its answer says that the device was alive as the
+        job began (see :meth:`ClusterWorkers._charged`)."""
 
     def fingerprint(self) -> dict:
         from tunebench.backends import fingerprint
@@ -275,6 +312,7 @@ class ClusterWorkers:
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
+        self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
 
@@ -347,9 +385,11 @@ class ClusterWorkers:
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job on the first device (final rounds and gate comparisons: one device throughout),
-        on the next one where that device's host was lost."""
+        on the next one where that device was lost; its crash where DEATHS devices' processes died
+        in it (see :meth:`_charged`)."""
         self._load(job.kernel)
-        return self._collect(*self._on_first(lambda device: device.trial.remote(job)))
+        index, answer = self._on_first(lambda device: device.trial.remote(job), job)
+        return answer if index is None else self._collect(index, answer)
 
     def restart(self) -> None:
         self._on_first(lambda device: device.restart.remote())
@@ -358,18 +398,48 @@ class ClusterWorkers:
         """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
         self._on_first(lambda device: device.pause.remote(seconds))
 
-    def _on_first(self, call: Callable) -> tuple[int, object]:
+    def _on_first(self, call: Callable, job: TrialJob | CompareJob | None = None) -> tuple[int | None, object]:
         """The first device's index and its answer to ``call`` (of its actor), the next device's
-        where that one's host was lost: a restart or a pause sent to a lost host raised Ray's
-        error, with its traceback, where the job after it would have moved on."""
+        where that one was lost: a restart or a pause sent to a lost host raised Ray's error, with
+        its traceback, where the job after it would have moved on. None and the job's crash where
+        ``job``, the call's, is the DEATHS-th device's death that it caused (see :meth:`_charged`)."""
+        began, deaths = time.monotonic(), 0
         while True:
             index = self._first()
+            ready, answer = self._start(index, call)
             try:
-                return index, self._ray.get(call(self.devices[index]))
-            except self._ray.exceptions.RayActorError:
+                return index, self._ray.get(answer)
+            except self._ray.exceptions.RayActorError as error:
                 self._lost.add(index)
+                if job is not None and (deaths := deaths + self._charged(ready, error)) >= DEATHS:
+                    return None, _crashed(job, deaths, began)
             except self._ray.exceptions.RayTaskError as error:
                 raise self._unwrapped(error) from None
+
+    def _start(self, index: int, call: Callable) -> tuple:
+        """Device ``index``'s ready and its answer to ``call``, sent together: next to each other
+        in the device's queue, which it runs in the order sent (a call that another thread sends it
+        goes before both or after), so that the ready's answer says the device lived until the
+        call began."""
+        device = self.devices[index]
+        with self._sending:
+            return device.ready.remote(), call(device)
+
+    def _charged(self, ready, error: BaseException) -> bool:
+        """Whether the loss of a device, Ray's ``error`` to the job it was sent, is the job's
+        doing (see DEATHS): Ray says the actor's own process died while its host lives on
+        (:data:`PROCESS_DIED`), and the device answered the ``ready`` sent just before the job,
+        so that it died running it. Not a host lost or ``ray.kill``, which Ray tells apart, nor a
+        death before the job reached the device: killed by the job ahead of it, or with the rest
+        of its host, it answers neither (a job moved to a device its host's death took too counted
+        that one death twice)."""
+        if PROCESS_DIED not in str(error):
+            return False
+        try:
+            self._ray.get(ready, timeout=READY_S)
+        except self._ray.exceptions.RayError:  # answered by the death too (or, past READY_S, by nothing)
+            return False
+        return True
 
     def _others(self) -> list[int]:
         """The devices besides the first that have nothing in flight."""
@@ -392,20 +462,36 @@ class ClusterWorkers:
         self._busy[index] = result
         return result
 
-    def _send(self, index: int, job: TrialJob, result: Future) -> None:
+    def _send(self, index: int, job: TrialJob, result: Future, deaths: int = 0, began: float | None = None) -> None:
+        """Measure ``job`` on device ``index`` into ``result``; ``deaths``: the devices whose
+        process died in it so far (see :meth:`_charged`), since ``began``."""
+        began = time.monotonic() if began is None else began
+        ready, answer = self._start(index, lambda device: device.measure.remote(job))
+
         def settle(done: Future) -> None:
             error = done.exception()
             if error is None:
                 result.set_result(self._collect(index, done.result()))
             elif isinstance(error, self._ray.exceptions.RayActorError):
-                self._lost.add(index)  # its host died: the job is measured again where the final rounds run
-                try:
-                    self._send(self._first(), job, result)
-                except WorkerError as lost:
-                    result.set_exception(lost)
+                self._lost.add(index)
+                # off the thread of Ray's that runs this: it may answer the ready that _charged waits for
+                threading.Thread(target=self._moved, args=(job, result, deaths, began, ready, error),
+                                 daemon=True).start()
             else:
                 result.set_exception(self._unwrapped(error))
-        self.devices[index].measure.remote(job).future().add_done_callback(settle)
+        answer.future().add_done_callback(settle)
+
+    def _moved(self, job: TrialJob, result: Future, deaths: int, began: float, ready, error: BaseException) -> None:
+        """A job whose device was lost: its crash where that device is the DEATHS-th that died in
+        it, else measured again where the final rounds run."""
+        deaths += self._charged(ready, error)
+        if deaths >= DEATHS:
+            result.set_result(_crashed(job, deaths, began))
+            return
+        try:
+            self._send(self._first(), job, result, deaths, began)
+        except WorkerError as lost:
+            result.set_exception(lost)
 
     def _unwrapped(self, error: BaseException) -> BaseException:
         """A device's :class:`WorkerError` as its Workers raised it, the one line a local run says,
