@@ -1277,30 +1277,6 @@ def test_warm_start_data_reads_a_stores_trials_once_for_all_its_tasks(project, p
     assert sorted(v for _, v in found)[:2] == [1.0, 1.0]  # each task's best, against itself
 
 
-def test_a_tunes_tasks_parse_another_devices_records_once_for_their_warm_starts(project, pytester, monkeypatch):
-    """Each task opened every records file of the folder anew for its warm start: a resumed GPU
-    tune parsed the CPU machines' files (megabytes) again for each of its finished tasks."""
-    from tunebench.records import AtomicJSONStorage, RecordStore
-
-    root = project()
-    assert pytester.runpytest("suites", *TUNE, "--tune-trials", "3").ret == 0
-    (own,) = (root / "records").glob("*.json")
-    store = RecordStore(own)
-    other = RecordStore.for_device(own.parent, {**store.fingerprint, "name": "Other CPU"})
-    for task in store.tasks():
-        other.put_task(task)
-    for trial in store.trials():
-        other.add({**trial, "device": other.device})
-    other.compact()
-    parsed = []
-    parse = AtomicJSONStorage._parse
-    monkeypatch.setattr(AtomicJSONStorage, "_parse", lambda self: parsed.append(self.path.name) or parse(self))
-    result = pytester.runpytest("suites", *TUNE, "--tune-trials", "3")
-    result.stdout.fnmatch_lines(["*axpb*small*float32*3*0*", "*axpb*large*float32*3*0*"])  # both tasks searched
-    assert "warm start" not in result.stdout.str()  # no file left out of it
-    assert parsed.count(other.path.name) == 1, parsed
-
-
 def test_a_tune_beside_other_files_that_cannot_be_read_goes_on_without_them_naming_each(project, pytester):
     """Other devices' records are only a warm start: one conflicted file of a GPU box, one of a
     newer tunebench or a stray JSON in the folder failed every tune of this device."""

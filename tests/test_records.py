@@ -903,22 +903,6 @@ def test_a_trial_whose_times_are_not_positive_times_is_refused_naming_file_kerne
     assert RecordStore(good_path).trials() == [good]  # a good file beside it still reads
 
 
-def test_stores_opened_before_are_read_again_as_their_files_change_and_left_out_once_damaged(tmp_path):
-    """A tune's tasks take the stores an earlier task opened (see stores' ``opened``): each still
-    reads the trials recorded since, and a file damaged since is left out, said, as opening it would."""
-    store = RecordStore.for_device(tmp_path, FINGERPRINT)
-    store.add(trial({"vec": 1}))
-    store.compact()
-    opened, unread = {}, []
-    (first,) = stores(tmp_path, unread, opened=opened)
-    assert opened == {store.path: first} and [t["config"] for t in first.trials()] == [{"vec": 1}]
-    store.add(trial({"vec": 2}))  # in the journal
-    (again,) = stores(tmp_path, unread, opened=opened)
-    assert again is first and [t["config"] for t in again.trials()] == [{"vec": 1}, {"vec": 2}] and not unread
-    store.path.write_text(store.path.read_text() + "<<<<<<< ours\n")
-    assert stores(tmp_path, unread, opened=opened) == [] and "git conflict markers" in unread[0]
-
-
 @pytest.mark.parametrize("values", [[], [1.5, 2, 3e-3], [1.5, 0.0], [1.5, -2], [float("nan"), 1.0], [1.0, float("nan")],
                                     [1.0, float("inf")], [1.0, True], [1.0, "2"], [1.0, None], [np.float64(2.0), 1.0],
                                     [np.float64(-2.0)]])

@@ -1669,17 +1669,15 @@ def _times(measured: list[tuple], bucket: Bucket) -> dict[tuple, dict[tuple, flo
 
 
 def related_results(directory: str | Path, kernel: str, target: str, dtype: str, source_hash: str,
-                    skip: tuple[str, str], first: int | None = None,
-                    opened: dict[Path, RecordStore] | None = None) -> list[tuple[dict, float]]:
+                    skip: tuple[str, str], first: int | None = None) -> list[tuple[dict, float]]:
     """Warm-start data: every config recorded for the same kernel, target, dtype and source on
     other buckets or devices under ``directory``, as (config, objective / that task's best).
     ``skip`` is the (device, bucket) being tuned; of its device's file only the ``first``
     trials count (those recorded before the task began, so that a re-run starts alike). A file
     that cannot be read (another device's, conflicted or of a newer format) is left out, with a
-    warning naming it: the data is a hint where to start, and the tune goes on without it.
-    ``opened``: the stores of the tune's earlier tasks, read again (see :func:`~tunebench.records.stores`)."""
+    warning naming it: the data is a hint where to start, and the tune goes on without it."""
     found, unread = [], []
-    readable = stores(directory, unread, opened=opened)
+    readable = stores(directory, unread)
     for error in unread:
         warnings.warn(f"{kernel}: a records file is left out of the warm start, where to start searching from: "
                       f"{error}", stacklevel=2)

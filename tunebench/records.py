@@ -1166,27 +1166,15 @@ def records_files(directory: str | Path) -> list[Path]:
     return [p for p in sorted(Path(directory).glob("*.json")) if not exported(p)]
 
 
-def stores(directory: str | Path, unread: list[str], skip_damaged: bool = False,
-           opened: dict[Path, RecordStore] | None = None) -> list[RecordStore]:
+def stores(directory: str | Path, unread: list[str], skip_damaged: bool = False) -> list[RecordStore]:
     """Every records file under ``directory`` that can be read, opened read-only (``skip_damaged``:
     see :attr:`RecordStore.damaged`); each other's error is appended to ``unread``. Another
     device's file (conflicted, of a newer format, or a stray JSON beside them) must not stop what
-    reads it only for a hint. ``opened``: the stores of earlier calls by path, read again (parsed
-    only where their file changed, see :class:`AtomicJSONStorage`) rather than opened anew, and
-    this call's kept there: a tune's every task reads the folder for its warm start, and parsed
-    each file again (megabytes of other devices' trials, for each finished task of a resumed tune)."""
+    reads it only for a hint."""
     found = []
     for path in records_files(directory):
         try:
-            store = opened.get(path) if opened is not None else None
-            if store is None:
-                store = RecordStore(path, skip_damaged=skip_damaged)
-            else:
-                store._reload()  # as opening it reads it: a file damaged since is left out too
+            found.append(RecordStore(path, skip_damaged=skip_damaged))
         except RecordsError as e:
             unread.append(str(e))
-            continue
-        if opened is not None:
-            opened[path] = store
-        found.append(store)
     return found

@@ -237,7 +237,6 @@ class Tuner:
         self.fresh = fresh  # reuse nothing recorded: every trial and the final round anew
         self.ahead = ahead  # compiles the next candidates on the host's cores
         self.measured: set[tuple] = set()  # (task label, shape, config key) measured in this run
-        self.warm_stores: dict[Path, RecordStore] = {}  # the records folder's files, opened once for every warm start
         self.root = root or Path.cwd()
         self.commit, self.dirty = git_state(self.root, store.path.parent)
         self.tasks: list[Task] = []
@@ -613,8 +612,7 @@ class Task:
         t = self.tuner
         space = self.variant.space
         related = related_results(t.store.path.parent, self.kernel.name, t.target, self.dtype,
-                                  self.variant.source_hash, (t.store.device, self.bucket.name), first,
-                                  opened=t.warm_stores)
+                                  self.variant.source_hash, (t.store.device, self.bucket.name), first)
         return [(space.key(c), score) for c, score in related if space.contains(c)]
 
     def progress_line(self) -> str:
