@@ -183,7 +183,7 @@ def test_a_finished_cuda_task_resumed_with_an_empty_compile_cache_runs_no_compil
         runs.append((task, ahead, workers))
     (first, first_ahead, first_workers), (again, again_ahead, again_workers) = runs
     # every config built once: the heuristic's by its worker, the others ahead (the refused one too)
-    assert first.new == 6 and first_ahead.compiled + sum(first_workers.builds.values()) == 6
+    assert first.new == 6 and first_ahead.compiled == 5
     assert first.summary_row()["best_config"] == "broken:0 step:1"
     assert again.new == 0 and again.reused == 6 and again.summary_row()["best_config"] == "broken:0 step:1"
     assert again_ahead.compiled == 0 and not again_workers.builds
