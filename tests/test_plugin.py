@@ -1277,6 +1277,23 @@ def test_warm_start_data_reads_a_stores_trials_once_for_all_its_tasks(project, p
     assert sorted(v for _, v in found)[:2] == [1.0, 1.0]  # each task's best, against itself
 
 
+def test_warm_start_data_leaves_out_a_store_whose_archive_is_damaged_naming_it(project, pytester):
+    """An archive is read only once a store's trials are: a damaged line in another device's failed
+    the tune, where an unreadable file is left out of the warm start with a warning."""
+    from tunebench.lookup import related_results
+    from tunebench.records import companions
+
+    root = project()
+    assert pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "-k", "small").ret == 0
+    (path,) = (root / "records").glob("*.json")
+    source = records(root).table("tasks").all()[0]["source_hash"]
+    archive = companions(path)[0]
+    archive.write_text('{"kernel": "axpb"}\n{torn\n')
+    with pytest.warns(UserWarning, match=f"axpb: a records file is left out of the warm start.*{archive.name}"):
+        found = related_results(root / "records", "axpb", "cpu", "float32", source, skip=("another-device", "large"))
+    assert found == []
+
+
 def test_a_tune_beside_other_files_that_cannot_be_read_goes_on_without_them_naming_each(project, pytester):
     """Other devices' records are only a warm start: one conflicted file of a GPU box, one of a
     newer tunebench or a stray JSON in the folder failed every tune of this device."""

@@ -1685,8 +1685,13 @@ def related_results(directory: str | Path, kernel: str, target: str, dtype: str,
         tasks = [t for t in store.tasks(kernel=kernel, target=target, dtype=dtype) if (store.device, t["bucket"]) != skip]
         if not tasks:
             continue
-        # the store's trials read once for all its tasks: per task, a kernel's every bucket cost T x N
-        measured = _measured(store.trials()[:first if store.device == skip[0] else None], kernel, dtype, source_hash)
+        try:  # the store's trials read once for all its tasks: per task, a kernel's every bucket cost T x N
+            trials = store.trials()
+        except RecordsError as e:  # its archive, read only now, damaged
+            warnings.warn(f"{kernel}: a records file is left out of the warm start, where to start searching from: "
+                          f"{e}", stacklevel=2)
+            continue
+        measured = _measured(trials[:first if store.device == skip[0] else None], kernel, dtype, source_hash)
         for task in tasks:
             bucket = Bucket.from_description(task["range"])
             times = _times(measured, bucket)
