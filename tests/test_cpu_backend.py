@@ -2586,26 +2586,61 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
         assert_recorded_build_scales("include_flag_chain_gate_test", variant, text, texts, {"tile": 1})
 
 
-@pytest.mark.parametrize("target, flags", [("cuda", ("--pre-include", "a.h,b.h")), ("cuda", ("-include=a.h,b.h",)),
-                                           ("cpu", ("-Wp,-include,a.h,-include,b.h",))])
-def test_an_include_flag_naming_several_files_is_refused_naming_the_flag(tmp_path, target, flags):
-    """nvcc reads each file of ``--pre-include a.h,b.h``, gcc each -include of -Wp's words; the
-    hash read the list as one file of that name, found nowhere, or none: an edit of either kept
-    the source hash. The hash reads one file a flag."""
+@pytest.mark.parametrize("target, flags", [
+    ("cuda", ("--pre-include", "../inc/a.h,../inc/b.h")),
+    ("cuda", ("-include", "../inc/a.h,../inc/b.h")),
+    ("cuda", ("-include=../inc/a.h,../inc/b.h",)),
+    ("cpu", ("-Wp,-include,../inc/a.h,-include,../inc/b.h",)),
+])
+def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tuned(tmp_path, monkeypatch, target,
+                                                                                  flags):
+    """nvcc reads each file of ``--pre-include a.h,b.h``, gcc each -include of -Wp's words: such a
+    flag was refused ("names several files"), and a suite that tuned with it collected no more
+    (a CUDA variant's, on a CPU-only run too). Each file is hashed as a flag's one file is, the
+    build finds each from any working folder, and the gate's build of the recorded template
+    reads each as tuned."""
     if target == "cuda" and not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
-    (tmp_path / "a.h").write_text("#define FA 3\n")
-    (tmp_path / "b.h").write_text("#define FB 4\n")
+    for folder in ("proj/inc", "proj/suites", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")  # where "../inc/a.h" is no file
+    inc = tmp_path / "proj" / "inc"
+    (inc / "a.h").write_text("#define FA 3.0f\n")
+    (inc / "b.h").write_text("#define FB 1.0f\n")
     source = "k.c" if target == "cpu" else "k.cu"
-    (tmp_path / source).write_text(("" if target == "cpu" else 'extern "C" __global__ ')
-                                   + "void k(int *p) { p[0] = FA; p[1] = FB; }\n")
-    reading = ([cpu.CC, "-E", "-P"] if target == "cpu" else [cuda.nvcc(), "-E", "-Xcompiler", "-P"])
-    code = subprocess.run([*reading, *flags, source], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    assert "p[0] = 3; p[1] = 4;" in code
-    variant = Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                      flags=flags, launch=None if target == "cpu" else lambda c, shape: (1, 32), origin=tmp_path)
-    with pytest.raises(KernelError, match=f"variant {source}: flag {re.escape(' '.join(flags))} names several files"):
-        variant.source_hash
+    (tmp_path / "proj" / "suites" / source).write_text(
+        ("" if target == "cpu" else 'extern "C" __global__ ') + "void k(const float *x, float *y, int n)\n"
+        + ("{\n    for (int i = 0; i < n; ++i) y[i] = FA * FB * x[i];\n}\n" if target == "cpu" else
+           "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FA * FB * x[i];\n}\n"))
+
+    def declared():
+        return Variant(source=source, entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=None if target == "cpu" else lambda c, shape: (1, 32),
+                       origin=tmp_path / "proj" / "suites")
+
+    def scales_by_3(name, variant):  # its build: on the CPU, run; nvcc's, preprocessed
+        if target == "cpu":
+            got, want = run_once(CpuBackend(), scaling(name, variant, 3.0, 9), variant, {"tile": 1}, n=9)
+            return np.allclose(got, want, rtol=1e-6)
+        (tmp_path / "build" / source).write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        return "y[i] = 3.0f * 1.0f * x[i]" in subprocess.run(
+            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), source],
+            capture_output=True, text=True, check=True).stdout
+
+    variant = declared()
+    assert variant.flag_files == (inc / "a.h", inc / "b.h")
+    assert variant.declared_flags == " ".join(flags)
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3("include_list_test", variant)
+    hashes = {variant.source_hash}
+    for header, edit in (("a.h", "#define FA 5.0f\n"), ("b.h", "#define FB 2.0f\n")):
+        (inc / header).write_text(edit)
+        hashes.add(declared().source_hash)
+    assert len(hashes) == 3  # each edit another source
+    kept = {file: texts[digest] for file, digest in hashed_files(text, source).items()}
+    assert len(kept) == 2
+    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
+    assert scales_by_3("include_list_gate_test", recorded)
 
 
 def test_an_include_flag_of_an_empty_name_is_left_to_the_compiler(tmp_path):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
@@ -110,49 +110,81 @@ INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
 BINARY_SUFFIXES = (".o", ".a", ".so")
 
 
-def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[tuple[str, str, str, str] | None]:
-    """Per flag, where it names a path: (the flag's text ahead of the path, ``-I`` of ``-Idir``,
-    ``-include`` of ``-includecfg.h``, which gcc takes as ``-include cfg.h``, ``--include=`` of
-    ``--include=cfg.h``, ``-Wp,-include,`` of ``-Wp,-include,cfg.h``, else "";
-    the path as given; "dir" for a folder of the project's headers, "system" for one of a system's
-    (see :data:`SYSTEM_DIR_OPTIONS`), "file" for an input file, "include" for a file an option reads ahead;
-    the flag's text after the path, ``,-DX`` of ``-Wp,-include,cfg.h,-DX``, else ""), None where it
-    names none (an option alone, ``-I`` of ``-I dir``, names none: its next flag does). The
-    preprocessor's own words (:func:`preprocessor_words`) are read for the files they name. Where
-    ``nvcc`` reads the flags, its spellings of -include too (:data:`NVCC_FILE_OPTIONS`). "several"
-    where a flag names more than one file (nvcc's ``-include a.h,b.h``, ``-Wp,-include,a.h,-include,b.h``)."""
-    found: list[tuple[str, str, str, str] | None] = []
-    takes = None  # what the flag before, an option alone, takes
-    for flag in flags:
+class Named(NamedTuple):
+    """A path the flags name (see :func:`flag_paths`), and where in them."""
+
+    before: str  # its flag's text ahead of it: -I of -Idir, --include= of --include=cfg.h, "" of -I dir's dir
+    given: str  # the path as given
+    kind: str  # "dir", "system", "file" or "include" (see flag_paths)
+    after: str  # its flag's text after it: ,-DX of -Wp,-include,cfg.h,-DX, else ""
+    flag: int  # the index of its flag
+    option: str  # the option it is the value of, as the compiler reads it: -include of --pre-include; "" of a file
+    first: int  # the index of the flag its option starts at: -include's of -include cfg.h, else its own
+
+
+def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
+    """Each path the flags name, in their order (see :class:`Named`): "dir" for a folder of the
+    project's headers, "system" for one of a system's (see :data:`SYSTEM_DIR_OPTIONS`), "file"
+    for an input file, "include" for a file an option reads ahead. An option alone, ``-I`` of
+    ``-I dir``, names none: its next flag does; gcc takes ``-includecfg.h`` as ``-include cfg.h``.
+    The preprocessor's own words (:func:`preprocessor_words`) are read for the files they name,
+    each of ``-Wp,-include,a.h,-include,b.h``. Where ``nvcc`` reads the flags, its spellings of
+    -include too (:data:`NVCC_FILE_OPTIONS`), each file of a list (``-include a.h,b.h``)."""
+    found: list[Named] = []
+    taken = None  # what the flag before, an option alone, takes: its kind and option
+    for i, flag in enumerate(flags):
         option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
         if nvcc and flag.partition("=")[0] in NVCC_FILE_OPTIONS:  # --pre-include cfg.h, -include=cfg.h
             _, equals, given = flag.partition("=")
             option, value = "-include", given if equals else None
         joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
                        if flag.startswith(o) and flag != o), None)
-        if takes:
-            kind = ("system" if takes == "system" and os.path.isabs(flag) else "dir" if takes == "system"
-                    else "several" if takes == "include" and nvcc and "," in flag else takes)
-            found.append(None if takes == "value" else ("", flag, kind, ""))
-            takes = None
+        if taken:
+            what, option = taken
+            what = "dir" if what == "system" and not os.path.isabs(flag) else what
+            if what == "include" and nvcc:  # -include a.h,b.h
+                found += _listed("", flag, i, option, i - 1)
+            elif what != "value":
+                found.append(Named("", flag, what, "", i, option, i - 1))
+            taken = None
         elif value is None and option in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS, *VALUE_OPTIONS):
-            found.append(None)
-            takes = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
-                     else "include" if option in FILE_OPTIONS else "value")
+            taken = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
+                     else "include" if option in FILE_OPTIONS else "value"), option
         elif value is not None and option in FILE_OPTIONS:  # --include=cfg.h; nvcc's --pre-include=cfg.h
-            found.append((flag[:len(flag) - len(value)], value, "several" if nvcc and "," in value else "include", ""))
+            before = flag[:len(flag) - len(value)]
+            found += (_listed(before, value, i, option, i) if nvcc  # -include=a.h,b.h
+                      else [Named(before, value, "include", "", i, option, i)])
         elif joined:
             path = flag[len(joined):]
-            found.append((joined, path, "include" if joined in FILE_OPTIONS else
-                          "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir", ""))
-        else:
-            found.append(("", flag, "file", "") if not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES) else None)
+            found.append(Named(joined, path, "include" if joined in FILE_OPTIONS else
+                               "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir", "", i,
+                               joined, i))
+        elif not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES):
+            found.append(Named("", flag, "file", "", i, "", i))
     words = preprocessor_words(flags)
-    for (i, start, word), named in zip(words, flag_paths([word for _, _, word in words]) if words else ()):
-        if named and named[2] == "include":  # where in its flag the word names it
-            flag, end = flags[i], start + len(word)
-            found[i] = (flag[:start] + named[0], named[1], "several" if found[i] else "include", named[3] + flag[end:])
-    return found
+    for named in flag_paths([word for _, _, word in words]) if words else ():
+        if named.kind == "include":  # where in its flag the word names it
+            i, start, word = words[named.flag]
+            opens, at, _ = words[named.first]  # the flag of its option's word, and -Xpreprocessor's ahead of it
+            found.append(named._replace(before=flags[i][:start] + named.before, flag=i, first=opens - (at == 0),
+                                        after=named.after + flags[i][start + len(word):]))
+    return sorted(found, key=lambda named: (named.flag, len(named.before)))
+
+
+def _listed(before: str, given: str, flag: int, option: str, first: int) -> list[Named]:
+    """Each file of nvcc's list ``given`` (``a.h,b.h``: it reads both, in order), the value of
+    ``option`` after ``before`` in its flag."""
+    return [Named(before + given[:start], name, "include", given[start + len(name):], flag, option, first)
+            for start, name in _comma_words(given)]
+
+
+def _comma_words(text: str) -> list[tuple[int, str]]:
+    """The words of ``text`` split at its commas, each with where in it it starts."""
+    words, start = [], 0
+    for word in text.split(","):
+        words.append((start, word))
+        start += len(word) + 1
+    return words
 
 
 def preprocessor_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -163,13 +195,24 @@ def preprocessor_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
     words = []
     for i, flag in enumerate(flags):
         if flag.startswith("-Wp,"):
-            start = len("-Wp,")
-            for word in flag[start:].split(","):
-                words.append((i, start, word))
-                start += len(word) + 1
+            words += [(i, len("-Wp,") + start, word) for start, word in _comma_words(flag[len("-Wp,"):])]
         elif i and flags[i - 1] == "-Xpreprocessor":
             words.append((i, 0, flag))
     return words
+
+
+def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> list[list[str]]:
+    """Per flag, the flags it is written as with each path of ``texts`` (one the flags name, see
+    :func:`flag_paths`, with what to write in its place) written so."""
+    spans: dict[int, list[tuple[int, int, str]]] = {}  # per flag, (start, end, text) of each path written
+    for named, text in texts:
+        spans.setdefault(named.flag, []).append((len(named.before), len(named.before) + len(named.given), text))
+    written = []
+    for i, flag in enumerate(flags):
+        for start, end, text in sorted(spans.get(i, ()), reverse=True):  # the last first: the others' places hold
+            flag = flag[:start] + text + flag[end:]
+        written.append([flag])
+    return written
 
 
 #: nvcc options that choose the architecture: tunebench's own, never a variant's flags.
@@ -723,19 +766,22 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
-    flags = []
-    for flag, named in zip(built.build_flags, built._named_paths):
-        names = named[2] if named else None
-        path = Path(flag[len(named[0]):len(flag) - len(named[3])]) if names in ("dir", "file", "include") else None
-        if names == "include" and named[1] in built._compilers_files:  # named bare, the build's working folder's
-            path = _compilers_file(built, named[1], copies)  # file of the name was read ahead of the copy's folder
+    copied = {}  # each path the flags name whose copy is kept: the copy
+    for p, named in zip(built._paths, built._named_paths):
+        path = p if p is not None else Path(named.given)
+        if named.kind == "include" and named.given in built._compilers_files:  # named bare, the build's working
+            path = _compilers_file(built, named.given, copies)  # folder's file of the name was read ahead of the copy
         copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
-        if copy is None or not copy.exists():
-            flags.append(flag)
-        elif names == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
-            flags += [named[0] + str(copy)] + ([flag] if named[0] else [flags[-1], flag])
-        else:
-            flags.append(named[0] + str(copy) + named[3])
+        if named.kind != "system" and copy is not None and copy.exists():
+            copied[named] = copy
+    written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
+        (named, str(copied[named] if named in copied and named.kind != "dir" else p))
+        for p, named in zip(built._paths, built._named_paths)
+        if named.kind != "system" and (p is not None or named in copied)])
+    for named, copy in copied.items():
+        if named.kind == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
+            written[named.flag][:0] = [named.before + str(copy) + named.after, *built.flags[named.first:named.flag]]
+    flags = [flag for each in written for flag in each]
     flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
 
@@ -931,27 +977,20 @@ class Variant:
         return found
 
     @_cached
-    def _named_paths(self) -> list[tuple[str, str, str, str] | None]:
-        """Per flag, where it names a path (see :func:`flag_paths`), as its compiler reads the
-        flags: a CUDA variant's (one with a launch) as nvcc does (``--pre-include cfg.h``)."""
+    def _named_paths(self) -> list[Named]:
+        """Each path its flags name (see :func:`flag_paths`), as its compiler reads the flags: a
+        CUDA variant's (one with a launch) as nvcc does (``--pre-include a.h,b.h``)."""
         return flag_paths(self.flags, nvcc=self.launch is not None)
 
     @_cached
     def _paths(self) -> tuple[Path | None, ...]:
-        """Per flag, the path it names (see :func:`flag_paths`) resolved as the template is, not
-        from wherever the run started: a folder from the declaring file's folder, a file from
-        there upwards; None for a flag that names none. A :class:`KernelError` where a flag
-        names several files (nvcc's ``--pre-include a.h,b.h``): the hash reads one a flag."""
+        """Each path of :attr:`_named_paths` resolved as the template is, not from wherever the
+        run started: a folder from the declaring file's folder, a file from there upwards; None
+        for an -include file the compiler is to find (see :meth:`_local`)."""
         base = self.origin or Path.cwd()
-        for i, named in enumerate(self._named_paths):
-            if named and named[2] == "several":
-                given = self.flags[i] if named[0] or not i else f"{self.flags[i - 1]} {self.flags[i]}"
-                raise KernelError(f"variant {self.source}: flag {given} names several files, which the compiler "
-                                  f"reads each of ahead of the template: give each file a flag of its own, whose "
-                                  f"file tunebench hashes with the template")
-        return tuple(None if named is None else (base / named[1]).resolve() if named[2] in ("dir", "system")
-                     else self._local(named[1]) if named[2] == "include"
-                     else self._found(named[1], f"variant {self.source}: the file of flags").resolve()
+        return tuple((base / named.given).resolve() if named.kind in ("dir", "system")
+                     else self._local(named.given) if named.kind == "include"
+                     else self._found(named.given, f"variant {self.source}: the file of flags").resolve()
                      for named in self._named_paths)
 
     def check_folders(self) -> None:
@@ -964,16 +1003,16 @@ class Variant:
         toolkit's), and is not checked. A folder an ``-include`` names (see :meth:`_included_folder`) is
         an error too."""
         base = self.origin or Path.cwd()
-        for i, (named, found) in enumerate(zip(self._named_paths, self._paths)):
-            if named is not None and named[2] == "include":
-                self._included_folder(named[0] or self.flags[i - 1], named[1])
+        for named, found in zip(self._named_paths, self._paths):
+            if named.kind == "include":
+                self._included_folder(named.before or self.flags[named.flag - 1], named.given)
                 continue
-            if named is None or named[2] not in ("dir", "system") or os.path.isabs(named[1]) or found.is_dir():
+            if named.kind not in ("dir", "system") or os.path.isabs(named.given) or found.is_dir():
                 continue
-            option = named[0] or self.flags[i - 1] + " "  # "-I dir", two flags: the option is the one before
-            near = next((d / named[1] for d in (*base.parents, Path.cwd()) if (d / named[1]).is_dir()), None)
+            option = named.before or named.option + " "  # "-I dir", two flags
+            near = next((d / named.given for d in (*base.parents, Path.cwd()) if (d / named.given).is_dir()), None)
             hint = f"; {near} is: write {option}{os.path.relpath(near, base)}" if near else ""
-            raise KernelError(f"variant {self.source}: flag {option}{named[1]} names no folder: {found} does not "
+            raise KernelError(f"variant {self.source}: flag {option}{named.given} names no folder: {found} does not "
                               f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
 
     def _included_folder(self, option: str, given: str) -> None:
@@ -1011,20 +1050,20 @@ class Variant:
         which looks for them on its include path (see :meth:`_expanded`): ``-I ../inc -include
         cfg.h`` reads inc/cfg.h, hashed as a header of the folder; ``-include math.h`` the system's.
         An empty name (``-include ""``) is none: the compiler's to refuse."""
-        return tuple(named[1] for p, named in zip(self._paths, self._named_paths)
-                     if named and named[2] == "include" and p is None and named[1] and '"' not in named[1])
+        return tuple(named.given for p, named in zip(self._paths, self._named_paths)
+                     if named.kind == "include" and p is None and named.given and '"' not in named.given)
 
     @_cached
     def include_dirs(self) -> tuple[Path, ...]:
         """The folders of the project's headers its flags name (``-Idir``, ``-I dir``, ``-iquote``)."""
-        return tuple(p for p, named in zip(self._paths, self._named_paths) if named and named[2] == "dir")
+        return tuple(p for p, named in zip(self._paths, self._named_paths) if named.kind == "dir")
 
     def _given_by(self, options: tuple[str, ...], kinds: tuple[str, ...] = ("dir",)) -> tuple[Path, ...]:
         """Those of :attr:`include_dirs` an option of ``options`` names (``-isystem ../inc``); with
         ``kinds`` ``("dir", "system")``, a system's folder too (``-isystem /usr/include``: see
         :func:`flag_paths`)."""
-        return tuple(p for p, named, before in zip(self._paths, self._named_paths, ("", *self.flags))
-                     if named and named[2] in kinds and (named[0] or before) in options)
+        return tuple(p for p, named in zip(self._paths, self._named_paths)
+                     if named.kind in kinds and named.option in options)
 
     def _searched(self, copied: tuple[Path, ...] = ()) -> tuple[Path, ...]:
         """The folders the compiler looks for a header in (an angle include's; a quoted one's after
@@ -1087,7 +1126,7 @@ class Variant:
         """The files its flags name (``-include`` and ``-imacros`` files, input files): their
         content is the build's as much as the template's (see :attr:`template`)."""
         return tuple(p for p, named in zip(self._paths, self._named_paths)
-                     if named and named[2] in ("file", "include") and p is not None)
+                     if named.kind in ("file", "include") and p is not None)
 
     @_cached
     def _absolute(self) -> tuple[Path, ...]:
@@ -1099,8 +1138,8 @@ class Variant:
         checkout at another depth was another source."""
         base = self.origin or Path.cwd()
         return tuple(p for p, named in zip(self._paths, self._named_paths)
-                     if named and p is not None and (os.path.isabs(named[1]) or named[2] == "dir"
-                                                     and _linked_apart(base / named[1], base)))
+                     if p is not None and (os.path.isabs(named.given) or named.kind == "dir"
+                                           and _linked_apart(base / named.given, base)))
 
     def _anchored(self, path: Path, own: tuple[Path, ...] = ()) -> bool:
         """Whether a file the build reads lies under a folder or file its flags give absolute, or
@@ -1130,10 +1169,10 @@ class Variant:
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
-        path resolved, and as given)."""
-        return tuple(flag if named is None or p is None or named[2] == "system" else named[0] + (
-            folder(p) if named[2] == "dir" else file(p, named[1])) + named[3]
-            for flag, p, named in zip(self.flags, self._paths, self._named_paths))
+        path resolved, and as given; see :func:`written_flags`)."""
+        texts = [(named, folder(p) if named.kind == "dir" else file(p, named.given))
+                 for p, named in zip(self._paths, self._named_paths) if p is not None and named.kind != "system"]
+        return tuple(flag for flags in written_flags(self.flags, texts) for flag in flags)
 
     @_cached
     def build_flags(self) -> tuple[str, ...]:
@@ -1228,7 +1267,7 @@ class Variant:
         own = own_include_dirs(self.language)
         try:
             sources = [p for p, named in zip(self._paths, self._named_paths)
-                       if named and named[2] == "file" and p.suffix not in BINARY_SUFFIXES]
+                       if named.kind == "file" and p.suffix not in BINARY_SUFFIXES]
             if text is not None:  # a recorded template (the gate's): its text keeps its files' hashes alone, so
                 # the source files its flags build with it are read as they are now
                 inputs = {file: inline_includes(file, top=self.path.parent.resolve(), dirs=self.include_dirs,
