@@ -2643,6 +2643,39 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
     assert scales_by_3("include_list_gate_test", recorded)
 
 
+@pytest.mark.parametrize("flags", [
+    ("-Wp,-include,../include/cfg.h,-DKEPT",),
+    ("-Wp,-DKEPT,-imacros,../include/cfg.h",),
+    ("-Wp,-DKEPT,-include../include/cfg.h",),  # the preprocessor's -include ../include/cfg.h, joined
+])
+def test_a_file_a_wp_flag_names_in_a_folder_whose_name_holds_a_comma_is_built_and_built_as_recorded(
+        tmp_path, monkeypatch, flags):
+    """gcc splits -Wp at every comma: written by its absolute path in its word, the file of a
+    checkout under ``proj,v2/`` gave "cc1: error: too many filenames given" in every config's
+    build. Its other words are still given (an #error without -DKEPT)."""
+    project = tmp_path / "proj,v2"
+    for folder in ("suites", "include", "elsewhere"):
+        (project / folder).mkdir(parents=True)
+    monkeypatch.chdir(project / "elsewhere")
+    (project / "k.c").write_text("#ifndef KEPT\n#error \"KEPT not defined\"\n#endif\n"
+                                 "void k(const float *x, float *y, int n)\n"
+                                 "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    (project / "include" / "cfg.h").write_text("#define FACTOR 3.0f\n")
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, origin=project / "suites")
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    got, want = run_once(CpuBackend(), scaling(f"wp_comma_test_{len(flags[0])}", variant, 3.0, 9), variant,
+                         {"tile": 1}, n=9)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (project / "include" / "cfg.h").write_text("#define FACTOR 5.0f\n")
+    assert declared().source_hash != variant.source_hash
+    assert_recorded_build_scales(f"wp_comma_gate_test_{len(flags[0])}", declared(), text, texts, {"tile": 1})
+
+
 def test_an_include_flag_of_an_empty_name_is_left_to_the_compiler(tmp_path):
     """``-include ""`` raised AttributeError while hashing: the name was looked up on the include
     path as ``#include ""``, which is no include."""

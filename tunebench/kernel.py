@@ -203,15 +203,44 @@ def preprocessor_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
 
 def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> list[list[str]]:
     """Per flag, the flags it is written as with each path of ``texts`` (one the flags name, see
-    :func:`flag_paths`, with what to write in its place) written so."""
+    :func:`flag_paths`, with what to write in its place) written so. A -Wp word that then holds a
+    comma, at which gcc splits it (an absolute path under ``proj,v2/``: "cc1: error: too many
+    filenames given"), is given by -Xpreprocessor (see :func:`_preprocessor_flags`)."""
     spans: dict[int, list[tuple[int, int, str]]] = {}  # per flag, (start, end, text) of each path written
     for named, text in texts:
         spans.setdefault(named.flag, []).append((len(named.before), len(named.before) + len(named.given), text))
     written = []
     for i, flag in enumerate(flags):
+        if flag.startswith("-Wp,") and any("," in text for _, _, text in spans.get(i, ())):
+            written.append(_preprocessor_flags(flag, spans[i]))
+            continue
         for start, end, text in sorted(spans.get(i, ()), reverse=True):  # the last first: the others' places hold
             flag = flag[:start] + text + flag[end:]
         written.append([flag])
+    return written
+
+
+def _preprocessor_flags(flag: str, spans: list[tuple[int, int, str]]) -> list[str]:
+    """A -Wp flag with the texts of ``spans`` (see :func:`written_flags`) in place: each word that
+    then holds a comma given by -Xpreprocessor, as is its option's word before it where the path
+    is the whole word (``-Xpreprocessor -include -Xpreprocessor /proj,v2/cfg.h``: the words gcc
+    gives the preprocessor, in their order); the others stay -Wp flags."""
+    words, apart = [], set()  # the words written, and those given by -Xpreprocessor
+    for k, (start, word) in enumerate(_comma_words(flag[len("-Wp,"):])):
+        start += len("-Wp,")
+        for at, end, text in sorted((s for s in spans if start <= s[0] <= start + len(word)), reverse=True):
+            word = word[:at - start] + text + word[end - start:]
+            if "," in text:
+                apart.update({k - 1, k} if at == start and k else {k})
+        words.append(word)
+    written: list[str] = []
+    for k, word in enumerate(words):
+        if k in apart:
+            written += ["-Xpreprocessor", word]
+        elif k and k - 1 not in apart:  # the -Wp flag of the word before
+            written[-1] += "," + word
+        else:
+            written.append("-Wp," + word)
     return written
 
 
