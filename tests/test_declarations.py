@@ -2297,26 +2297,37 @@ def test_a_header_folder_in_flags_that_is_not_there_is_a_declaration_error_sayin
     assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
 
 
-@pytest.mark.parametrize("flags, folder, hint", [(("-include", "include/"), "suites/include", "include"),
-                                                 (("-imacros", "kernels/"), "kernels", "../kernels"),
-                                                 (("-includeinclude/",), "suites/include", "include")])  # gcc's too
+@pytest.mark.parametrize("flags, folder, option, header, hint", [
+    (("-include", "include/"), "suites/include", "-include", "-include include/<header>.h", "include"),
+    (("-imacros", "kernels/"), "kernels", "-imacros", "-imacros ../kernels/<header>.h", "../kernels"),
+    (("-includeinclude/",), "suites/include", "-include", "-includeinclude/<header>.h", "include"),  # gcc's too
+    # other spellings gcc takes: the header is suggested in each, not after the option's text cut at the folder
+    (("--include=include/",), "suites/include", "-include", "--include=include/<header>.h", "include"),
+    (("-Wp,-include,include/,-DX",), "suites/include", "-include", "-Wp,-include,include/<header>.h,-DX", "include"),
+    (("-Xpreprocessor", "-imacros", "-Xpreprocessor", "include/"), "suites/include", "-imacros",
+     "-Xpreprocessor -imacros -Xpreprocessor include/<header>.h", "include"),
+])
 def test_a_folder_an_include_flag_names_is_a_declaration_error_naming_the_suite_and_the_flag(project, pytester, flags,
-                                                                                            folder, hint):
+                                                                                            folder, option, header,
+                                                                                            hint):
     """The compiler said "<command-line>: fatal error: include/: No such file or directory" for
-    the heuristic's config, and the task stopped."""
+    the heuristic's config, and the task stopped. The flags are named as written, and the header
+    suggested spelt alike: "-Wp,-include, include/<header>.h" and "-Xpreprocessor
+    include/<header>.h" were no flags gcc takes."""
     root = project(suite=AXPB_SUITE.replace('entry="axpb",', f'entry="axpb", flags={flags!r},'))
     (root / "suites" / "include").mkdir()
     (root / "suites" / "include" / "cfg.h").write_text("#define SCALE 2\n")
-    option, given = flags if len(flags) == 2 else ("-include", flags[0].removeprefix("-include"))
     for run in (("--collect-only",), TUNE):
         result = pytester.runpytest("suites", *run, "-p", "no:cacheprovider")
         assert result.ret == pytest.ExitCode.INTERRUPTED
         result.stdout.fnmatch_lines([
-            f"suite suites/test_axpb.py::axpb: variant kernels/axpb.c: flag {option} {given} names a folder "
-            f"({root / folder}), and {option} reads one file ahead of the template: name a header in it ({option} "
-            f"{hint}/<header>.h), or search it for the template's #include lines with -I{hint}"])
-    project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-include", "include/cfg.h"),'))
-    assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+            f"suite suites/test_axpb.py::axpb: variant kernels/axpb.c: flag {' '.join(flags)} names a folder "
+            f"({root / folder}), and {option} reads one file ahead of the template: name a header in it ({header}), "
+            f"or search it for the template's #include lines with -I{hint}"])
+    if hint == "include":  # the header so named collects
+        written = tuple(flag.replace("include/", "include/cfg.h") for flag in flags)
+        project(suite=AXPB_SUITE.replace('entry="axpb",', f'entry="axpb", flags={written!r},'))
+        assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
 
 
 def test_a_kept_verdict_on_a_suspect_param_is_read_without_working_out_its_settings_again(tmp_path, monkeypatch):

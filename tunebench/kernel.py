@@ -1034,7 +1034,7 @@ class Variant:
         base = self.origin or Path.cwd()
         for named, found in zip(self._named_paths, self._paths):
             if named.kind == "include":
-                self._included_folder(named.before or self.flags[named.flag - 1], named.given)
+                self._included_folder(named)
                 continue
             if named.kind not in ("dir", "system") or os.path.isabs(named.given) or found.is_dir():
                 continue
@@ -1044,13 +1044,17 @@ class Variant:
             raise KernelError(f"variant {self.source}: flag {option}{named.given} names no folder: {found} does not "
                               f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
 
-    def _included_folder(self, option: str, given: str) -> None:
+    def _included_folder(self, named: Named) -> None:
         """A :class:`KernelError` where an ``-include`` or ``-imacros`` flag names a folder by a path
         (written with a ``/`` at its end, or one found as its file would be, from the declaring
         file's folder upwards): the compiler reads one file ahead of the template, and said only
         "fatal error: include/: No such file or directory", in every config's build. A bare name
         is the compiler's to find: it skips a folder of that name (``-include memory`` beside a
-        ``memory/`` folder reads <memory>)."""
+        ``memory/`` folder reads <memory>). It names the flags as written (``-Wp,-include,inc/,-DX``)
+        and a header in the folder spelt alike (``-Wp,-include,inc/<header>.h,-DX``): told the
+        option before the path's flag (``-Xpreprocessor``) or the flag cut at the path (``-Wp,-include,``),
+        the user was shown a flag gcc does not take."""
+        given = named.given
         if "/" not in given:
             return
         path = Path(given)
@@ -1061,9 +1065,11 @@ class Variant:
             return
         folder = os.path.relpath(found, start) if found and not path.is_absolute() else given.rstrip("/")
         where = f" ({found})" if found else ""
-        raise KernelError(f"variant {self.source}: flag {option} {given} names a folder{where}, and {option} reads one "
-                          f"file ahead of the template: name a header in it ({option} {folder}/<header>.h), or search "
-                          f"it for the template's #include lines with -I{folder}")
+        flags = self.flags[named.first:named.flag]  # its option's flags ahead of the one naming the folder
+        header = " ".join((*flags, f"{named.before}{folder}/<header>.h{named.after}"))
+        raise KernelError(f"variant {self.source}: flag {' '.join(self.flags[named.first:named.flag + 1])} names a "
+                          f"folder{where}, and {named.option} reads one file ahead of the template: name a header in "
+                          f"it ({header}), or search it for the template's #include lines with -I{folder}")
 
     def _local(self, given: str) -> Path | None:
         """The file an -include/-imacros flag names, where it is the project's; None where the
