@@ -326,8 +326,8 @@ def test_a_candidate_that_kills_its_device_is_recorded_crashed_once_two_devices_
     recorded = {t["config"]["tag"]: t for t in json.loads(path.read_text())["trials"].values()}
     assert {tag: t["status"] if t["status"] == "crashed" else "measured" for tag, t in recorded.items()} == \
         {0: "measured", 1: "measured", 2: "measured", 3: "crashed", 4: "measured"}
-    assert "died 2 times while measuring this config, each its actor's own process on a host that lived on" \
-        in recorded[3]["error"], recorded[3]["error"]
+    assert "died 2 times while measuring this config, each its actor's own process" in recorded[3]["error"], \
+        recorded[3]["error"]
     # kept as a local run keeps its crash: with its build's key and compiler, which a later run's reuse asks
     assert recorded[3]["build_key"] and recorded[3]["compiler"] == recorded[0]["compiler"]
 
@@ -436,17 +436,25 @@ def test_a_job_whose_devices_are_ray_killed_as_it_runs_moves_on_and_is_never_rec
     assert workers._lost == {other, 0, *left[:2]}
 
 
-@pytest.mark.parametrize("cluster", [3], indirect=True)
+@pytest.mark.parametrize("cluster", [4], indirect=True)
 def test_a_candidate_that_kills_the_first_device_and_the_next_is_their_crash_and_the_last_device_goes_on(holding):
     """On the first device (a final round's, a gate's comparisons), a candidate that kills its
-    worker's parent was sent to every device in turn until none was left."""
+    worker's parent was sent to every device in turn until none was left. A comparison is not
+    charged: its crash names no arm, and a final round would serve the heuristic for it."""
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import CompareJob, WorkerError
+
     workers, held, pids, job = holding
     crashed = workers.trial(job(killer=1))
     assert crashed["status"] == "crashed"
     assert crashed["error"].startswith("the cluster's devices died 2 times while measuring this config, each its "
-                                       "actor's own process on a host that lived on"), crashed["error"]
+                                       "actor's own process"), crashed["error"]
     assert workers._lost == {0, 1}
-    assert workers.trial(job(id=1))["status"] == "ok"  # on the device left
+    assert workers.trial(job(id=1))["status"] == "ok"  # on a device left
+    killer = job(killer=1, id=2).config
+    comparison = CompareJob("hold_cluster", (1000,), "float32", (("best", killer, None),), 5, MeasureSettings(repeats=5))
+    with pytest.raises(WorkerError, match="every device of the cluster was lost"):
+        workers.trial(comparison)
 
 
 #: A driver's conftest: the second and the third device are each killed as their second job is

@@ -26,7 +26,8 @@ says the actor's own process died while its host lives on, as it ran the job (se
 :meth:`ClusterWorkers._charged`), the job's candidate may have killed it (its worker's parent, as
 ``kill(getppid(), ...)`` does): a job in which :data:`~tunebench.records.DEATHS` devices died so
 is that candidate's crash, as a local run records one that killed runs, rather than every device
-lost to it. A host lost, or ``ray.kill``, is no job's doing: the job moves on.
+lost to it. A host lost, or ``ray.kill``, is no job's doing: the job moves on. A comparison's
+devices are never charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ COPY_PREFIX = "tunebench-device-"
 #: cause WORKER_DIED, its exit a SYSTEM_ERROR: a signal, a crash). Ray's error keeps it as its message
 #: alone, not the cause's fields. A host lost says otherwise: the actor "is unavailable" (its raylet
 #: gone with it, seen as its whole host was killed, its actors' processes first or not) or "its node
-#: has died"; so do ``ray.kill`` ("killed by `ray.kill`"), Ray's memory monitor (a node short of
-#: memory, whichever actor it picks) and an intended exit.
+#: has died"; so do ``ray.kill`` ("killed by `ray.kill`") and an intended exit. Ray's memory monitor
+#: raises its own error to the job, as before.
 PROCESS_DIED = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR"
+#: How long the driver's Ray waits for a lost actor's death cause before it calls the actor only
+#: "unavailable" (Ray's default: 1 s, which a busy head can miss): a device is charged only with
+#: that cause (see :meth:`ClusterWorkers._charged`). Where the driver's Ray starts, and its
+#: environment does not set it.
+DEATH_INFO_MS = 10_000
 #: The longest a device's ready may take to be answered once Ray said its process died: its answer,
 #: or the death's, is there by then.
 READY_S = 60.0
@@ -179,17 +185,15 @@ def _sentinel(*folders: Path) -> None:
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _crashed(job: TrialJob | CompareJob, deaths: int, began: float) -> dict:
-    """The result of a job in which ``deaths`` devices' processes died (see
+def _crashed(deaths: int, began: float) -> dict:
+    """The result of a trial in which ``deaths`` devices' processes died (see
     :meth:`ClusterWorkers._charged`): its candidate's crash, as a local run records one that
     killed runs."""
-    trial = isinstance(job, TrialJob)
-    what = "config" if trial else "comparison"
     return {"status": "crashed", "retries": 0, "cost_s": time.monotonic() - began,
-            "error": f"the cluster's devices died {deaths} times while measuring this {what}, each its actor's "
-                     f"own process on a host that lived on (the candidate killed it, as "
-                     f"kill(getppid(), ...) does, or the out-of-memory killer took it), and are lost for this run"
-                     + (": recorded as crashed, not measured again (--tune-retry-failed measures it)" if trial else "")}
+            "error": f"the cluster's devices died {deaths} times while measuring this config, each its actor's "
+                     f"own process (the candidate killed it, as kill(getppid(), ...) does, or the out-of-memory "
+                     f"killer took it), and are lost for this run: recorded as crashed, not measured again "
+                     f"(--tune-retry-failed measures it)"}
 
 
 def _code(folder: Path, seen: frozenset = frozenset()):
@@ -285,6 +289,7 @@ class ClusterWorkers:
             raise WorkerError("--tune-cluster needs Ray: pip install 'ray>=2.9'") from None
         self._ray = ray
         if not ray.is_initialized():
+            os.environ.setdefault("RAY_timeout_ms_task_wait_for_death_info", str(DEATH_INFO_MS))
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except Exception as e:  # noqa: BLE001 - Ray raises several kinds; one line says which
@@ -385,10 +390,13 @@ class ClusterWorkers:
 
     def trial(self, job: TrialJob | CompareJob) -> dict:
         """The job on the first device (final rounds and gate comparisons: one device throughout),
-        on the next one where that device was lost; its crash where DEATHS devices' processes died
-        in it (see :meth:`_charged`)."""
+        on the next one where that device was lost; a trial's crash where DEATHS devices'
+        processes died in it (see :meth:`_charged`). A comparison is never charged: its crash
+        names no arm, so a final round would drop every finalist and serve the heuristic in place
+        of an earlier confirmed pick, on two deaths a host's memory killer may have dealt."""
         self._load(job.kernel)
-        index, answer = self._on_first(lambda device: device.trial.remote(job), job)
+        charged = job if isinstance(job, TrialJob) else None
+        index, answer = self._on_first(lambda device: device.trial.remote(job), charged)
         return answer if index is None else self._collect(index, answer)
 
     def restart(self) -> None:
@@ -398,7 +406,7 @@ class ClusterWorkers:
         """A retry's pause, on the device that measures it (see :meth:`Workers.pause`)."""
         self._on_first(lambda device: device.pause.remote(seconds))
 
-    def _on_first(self, call: Callable, job: TrialJob | CompareJob | None = None) -> tuple[int | None, object]:
+    def _on_first(self, call: Callable, job: TrialJob | None = None) -> tuple[int | None, object]:
         """The first device's index and its answer to ``call`` (of its actor), the next device's
         where that one was lost: a restart or a pause sent to a lost host raised Ray's error, with
         its traceback, where the job after it would have moved on. None and the job's crash where
@@ -412,7 +420,7 @@ class ClusterWorkers:
             except self._ray.exceptions.RayActorError as error:
                 self._lost.add(index)
                 if job is not None and (deaths := deaths + self._charged(ready, error)) >= DEATHS:
-                    return None, _crashed(job, deaths, began)
+                    return None, _crashed(deaths, began)
             except self._ray.exceptions.RayTaskError as error:
                 raise self._unwrapped(error) from None
 
@@ -486,7 +494,7 @@ class ClusterWorkers:
         it, else measured again where the final rounds run."""
         deaths += self._charged(ready, error)
         if deaths >= DEATHS:
-            result.set_result(_crashed(job, deaths, began))
+            result.set_result(_crashed(deaths, began))
             return
         try:
             self._send(self._first(), job, result, deaths, began)
