@@ -457,6 +457,22 @@ def test_a_candidate_that_kills_the_first_device_and_the_next_is_their_crash_and
         workers.trial(comparison)
 
 
+@pytest.mark.parametrize("cluster", [3], indirect=True)
+def test_a_job_sent_to_devices_that_died_idle_is_not_charged_their_deaths(holding):
+    """Two devices whose processes died before a job reached them (Ray says SYSTEM_ERROR of each):
+    the job moved to them is not what killed them, and is measured on the device left."""
+    workers, held, pids, job = holding
+    for pid in pids[:2]:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids[:2]:
+        deadline = time.monotonic() + 60
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    result = workers.submit(job(id=1)).result(timeout=300)
+    assert result["status"] == "ok", result.get("error")
+    assert workers._lost == {0, 1}
+
+
 #: A driver's conftest: the second and the third device are each killed as their second job is
 #: sent, the one by ray.kill, the other by a SIGKILL to its process; killed.txt names them, each
 #: with how many copies of the project and folders of inputs of its own the hosts' temp folder
