@@ -93,6 +93,25 @@ def test_a_finished_tune_resumed_with_an_empty_compile_cache_compiles_nothing(pr
     assert not empty.exists() or not any(empty.iterdir())
 
 
+def test_a_final_round_measured_again_builds_its_finalists_ahead(project, pytester, tmp_path, monkeypatch):
+    """A tune stopped before its final rounds (a GPU session's time limit) resumed on a machine
+    lent afresh: the trials are reused, so none of the finalists was built ahead, and each of the
+    round's workers compiled them in turn (on a GPU, an nvcc build each)."""
+    project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    records = next((pytester.path / "records").glob("*.json"))
+    doc = json.loads(records.read_text())
+    doc["checks"] = {k: v for k, v in doc["checks"].items() if v.get("kind") != "tune"}
+    records.write_text(json.dumps(doc))
+    empty = tmp_path / "fresh-cache"
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(empty))
+    again = pytester.runpytest("suites", *TUNE)
+    again.assert_outcomes(passed=12, deselected=2)
+    line = next(x for x in again.outlines if "builds: " in x)
+    compiled, ahead = map(int, re.search(r"builds: (\d+) compiled \((\d+) ahead", line).groups())
+    assert compiled > 0 and ahead == compiled, line
+
+
 def test_a_fresh_tune_finds_each_build_of_the_last_run_in_the_compile_cache_once(project, pytester):
     project()
     pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)

@@ -527,6 +527,7 @@ class Task:
         t = self.tuner
         check = self._latest_confirmation()
         if t.fresh or not self._judged(check, configs):
+            self._build_finalists(configs)
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
                                 # a heuristic's trial other load disturbed is no reference for the trials' lead
@@ -540,6 +541,22 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _build_finalists(self, configs: list[dict]) -> None:
+        """The final round's builds (its finalists' and the heuristic's), compiled together on the
+        host's cores before its workers start: a round measured again for trials the records hold
+        (a tune stopped before its round, on a machine lent afresh) found none built ahead (see
+        :meth:`_recorded`), and each of its workers compiled every build in turn."""
+        ahead = self.tuner.ahead
+        if ahead is None:
+            return
+        wanted = [] if self.baseline is None or self.baseline.failure else [self.baseline.configs]
+        builds = []
+        for config in (c for per_shape in [*configs, *wanted] for c in per_shape.values()):
+            if config not in builds:
+                builds.append(config)
+        for config in builds:  # each waited for: the round measures them all at once
+            ahead.build(self.kernel, self.variant, self.dtype, builds, now=config, waiting=self.tuner.workers.mark)
 
     @property
     def unasked(self) -> bool:
