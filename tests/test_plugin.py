@@ -93,23 +93,60 @@ def test_a_finished_tune_resumed_with_an_empty_compile_cache_compiles_nothing(pr
     assert not empty.exists() or not any(empty.iterdir())
 
 
-def test_a_final_round_measured_again_builds_its_finalists_ahead(project, pytester, tmp_path, monkeypatch):
-    """A tune stopped before its final rounds (a GPU session's time limit) resumed on a machine
-    lent afresh: the trials are reused, so none of the finalists was built ahead, and each of the
-    round's workers compiled them in turn (on a GPU, an nvcc build each)."""
-    project()
-    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+def _rounds_dropped_and_cache_emptied(pytester, empty: Path, monkeypatch) -> None:
+    """The records as a tune stopped before its final rounds leaves them, on a machine lent afresh."""
     records = next((pytester.path / "records").glob("*.json"))
     doc = json.loads(records.read_text())
     doc["checks"] = {k: v for k, v in doc["checks"].items() if v.get("kind") != "tune"}
     records.write_text(json.dumps(doc))
-    empty = tmp_path / "fresh-cache"
     monkeypatch.setenv("TUNEBENCH_CACHE", str(empty))
+
+
+def _builds(result) -> tuple[int, int]:
+    """The run's builds: compiled, and compiled ahead, as its summary says."""
+    line = next(x for x in result.outlines if "builds: " in x)
+    return tuple(map(int, re.search(r"builds: (\d+) compiled \((\d+) ahead", line).groups()))
+
+
+def test_a_final_round_measured_again_builds_its_finalists_ahead(project, pytester, tmp_path, monkeypatch):
+    """A tune stopped before its final rounds (a GPU session's time limit) resumed on a machine
+    lent afresh: the trials are reused, so none of the finalists was built ahead, and each of the
+    round's workers compiled them in turn (on a GPU, an nvcc build each). The rounds of the two
+    buckets measure the space's 5 configs: each is built once, ahead, and nothing else is."""
+    project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    _rounds_dropped_and_cache_emptied(pytester, tmp_path / "fresh-cache", monkeypatch)
     again = pytester.runpytest("suites", *TUNE)
     again.assert_outcomes(passed=12, deselected=2)
-    line = next(x for x in again.outlines if "builds: " in x)
-    compiled, ahead = map(int, re.search(r"builds: (\d+) compiled \((\d+) ahead", line).groups())
-    assert compiled > 0 and ahead == compiled, line
+    assert _builds(again) == (5, 5)
+
+
+ONLY_THE_HEURISTIC_RIGHT = AXPB_SUITE.replace(
+    'space=Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},\n'
+    '                    constraints=[lambda vec, unroll: vec * unroll <= 4]),',
+    'space=Space({"vec": [1, 2, 4], "unroll": (1,), "mode": [0, 1]},\n'
+    '                    constraints=[lambda vec, mode: mode == 1 or vec == 2]),')
+ONE_RIGHT_BESIDE_A_WRONG_HEURISTIC = AXPB_SUITE.replace(
+    'heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0}',
+    'heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 1}').replace(
+    'space=Space({"vec": [1, 2, 4], "unroll": (1, 2), "mode": MODES},\n'
+    '                    constraints=[lambda vec, unroll: vec * unroll <= 4]),',
+    'space=Space({"vec": [1, 2], "unroll": (1,), "mode": [0, 1]},\n'
+    '                    constraints=[lambda vec, mode: mode == 1 or vec == 1]),')
+
+
+@pytest.mark.parametrize("suite", [ONLY_THE_HEURISTIC_RIGHT, ONE_RIGHT_BESIDE_A_WRONG_HEURISTIC],
+                         ids=["only-the-heuristic-right", "one-right-beside-a-wrong-heuristic"])
+def test_a_final_round_that_measures_nothing_builds_nothing_ahead(project, pytester, tmp_path, monkeypatch,
+                                                                   suite):
+    """A round left with one config to measure (every other candidate wrong, or the heuristic
+    wrong and one finalist right) measures nothing: resumed with an empty compile cache, it
+    builds nothing either (an nvcc build never loaded, on a GPU)."""
+    assert suite != AXPB_SUITE
+    project(suite=suite)
+    pytester.runpytest("suites", *TUNE)
+    _rounds_dropped_and_cache_emptied(pytester, tmp_path / "fresh-cache", monkeypatch)
+    assert _builds(pytester.runpytest("suites", *TUNE)) == (0, 0)
 
 
 def test_a_fresh_tune_finds_each_build_of_the_last_run_in_the_compile_cache_once(project, pytester):

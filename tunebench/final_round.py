@@ -58,6 +58,23 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _arms(baseline: dict, configs: list[dict], baseline_failure: str | None) -> list[dict]:
+    """The configs a round compares on one shape, each once: the heuristic's, unless it fails
+    (no competitor), and the finalists'; one alone is measured against nothing."""
+    return list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *configs]}.values())
+
+
+def round_builds(variant: Variant, dtype: str, bucket: Bucket, finalists: list[dict[tuple, dict]],
+                 baseline_failure: str | None) -> list[dict]:
+    """The configs :func:`final_round` measures (arguments as it takes them), each once: what the
+    builds ahead compile before its workers start."""
+    builds = []
+    for shape in bucket.shapes:
+        arms = _arms(variant.baseline(shape, dtype), [f[shape] for f in finalists], baseline_failure)
+        builds += [c for c in arms if len(arms) > 1 and c not in builds]
+    return builds
+
+
 def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: str, dtype: str,
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
                 setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
@@ -86,7 +103,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
         entries.append(entry)
         while True:  # a finalist that fails here (right in its trials, wrong now) is dropped, the rest measured again
             live = [c for c in configs if config_key(c) not in dropped]
-            unique = list({config_key(c): c for c in [*([] if baseline_failure else [baseline]), *live]}.values())
+            unique = _arms(baseline, live, baseline_failure)
             if len(unique) <= 1:  # every finalist the baseline, or dropped
                 comp = None
                 break

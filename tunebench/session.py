@@ -34,7 +34,7 @@ from tunebench import __version__, backends
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
-from tunebench.final_round import final_round, now
+from tunebench.final_round import final_round, now, round_builds
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
 from tunebench.kernel import Kernel, KernelError, Variant, hashed_files
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
@@ -543,18 +543,15 @@ class Task:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
 
     def _build_finalists(self, configs: list[dict]) -> None:
-        """The final round's builds (its finalists' and the heuristic's), compiled together on the
-        host's cores before its workers start: a round measured again for trials the records hold
-        (a tune stopped before its round, on a machine lent afresh) found none built ahead (see
-        :meth:`_recorded`), and each of its workers compiled every build in turn."""
+        """The final round's builds, compiled together on the host's cores before its workers
+        start: a round measured again for trials the records hold (a tune stopped before its
+        round, on a machine lent afresh) found none built ahead (see :meth:`_recorded`), and each
+        of its workers compiled every build in turn."""
         ahead = self.tuner.ahead
         if ahead is None:
             return
-        wanted = [] if self.baseline is None or self.baseline.failure else [self.baseline.configs]
-        builds = []
-        for config in (c for per_shape in [*configs, *wanted] for c in per_shape.values()):
-            if config not in builds:
-                builds.append(config)
+        builds = round_builds(self.variant, self.dtype, self.bucket, configs,
+                              self.baseline.failure if self.baseline else None)
         for config in builds:  # each waited for: the round measures them all at once
             ahead.build(self.kernel, self.variant, self.dtype, builds, now=config, waiting=self.tuner.workers.mark)
 
