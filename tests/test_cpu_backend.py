@@ -2475,6 +2475,9 @@ void scaled(const float *x, float *y, int n)
 
 @pytest.mark.parametrize("flags, include, how", [
     (("-I", "../include"), '#include "cfg.h"', "SCALE * x[i]"),
+    # -I's long spellings, which gcc and clang take (no abbreviation): unhashed
+    (("--include-directory", "../include"), '#include "cfg.h"', "SCALE * x[i]"),
+    (("--include-directory=../include",), '#include "cfg.h"', "SCALE * x[i]"),
     (("-iquote", "../include"), '#include "cfg.h"', "SCALE * x[i]"),
     (("-isystem", "../include"), "#include <cfg.h>", "SCALE * x[i]"),
     (("-idirafter", "../include"), "#include <cfg.h>", "SCALE * x[i]"),
@@ -2523,6 +2526,8 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
 
 @pytest.mark.parametrize("target, flags, variable", [
     ("cpu", ("-I", "../inc", "-include", "cfg.h"), None),
+    ("cpu", ("--include-directory", "../inc", "-include", "cfg.h"), None),  # -I's long spellings
+    ("cpu", ("--include-directory=../inc", "-include", "cfg.h"), None),
     ("cpu", ("-iquote", "../inc", "-imacros", "cfg.h"), None),
     ("cpu", ("-isystem", "../inc", "-include", "cfg.h"), None),
     ("cpu", ("-include", "cfg.h"), "CPATH"),

@@ -82,7 +82,9 @@ def _dtype_name(name: str) -> bool:
 
 
 #: The options naming a folder of the project's own headers, written ``-Idir`` or ``-I dir``
-#: (gcc takes both): their headers are inlined into the template, so an edit is another source.
+#: (gcc takes both; -I long too, ``--include-directory dir`` or ``=dir``: see
+#: :data:`~tunebench.backends.base.LONG_OPTIONS`): their headers are inlined into the template,
+#: so an edit is another source.
 DIR_OPTIONS = ("-iquote", "-I")
 #: The options naming a folder of headers searched after the others: the project's own where
 #: the folder is given relative to the suite (inlined as -I's are), a system's where absolute
@@ -154,6 +156,8 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
             before = flag[:len(flag) - len(value)]
             found += (_listed(before, value, i, option, i) if nvcc  # -include=a.h,b.h
                       else [Named(before, value, "include", "", i, option, i)])
+        elif value is not None and option in DIR_OPTIONS:  # --include-directory=inc
+            found.append(Named(flag[:len(flag) - len(value)], value, "dir", "", i, option, i))
         elif joined:
             path = flag[len(joined):]
             found.append(Named(joined, path, "include" if joined in FILE_OPTIONS else

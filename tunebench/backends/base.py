@@ -578,11 +578,14 @@ def _utf8(name: str) -> bool:
 #: gcc's and clang's long spellings of the options the hash reads, by the short option each is,
 #: with the shortest abbreviation of it gcc takes: written alone, its value the next flag (gcc 12
 #: takes an unambiguous one so, ``--lang c++``, ``--imacro cfg.h``, ``--def K=1``; none joined,
-#: ``--lang=c++`` it refuses, nor of ``--include``, which ``--include-directory`` makes ambiguous;
-#: clang takes none). Read as ``-x`` alone, a ``.c`` template under ``--lang c++`` was hashed with
-#: C_INCLUDE_PATH's headers where gcc's cc1plus read CPLUS_INCLUDE_PATH's.
+#: ``--lang=c++`` it refuses, nor of ``--include``, which ``--include-directory`` makes ambiguous,
+#: nor of ``--include-directory``, ``--include-dir`` it refuses; clang takes none).
+#: Read as ``-x`` alone, a ``.c`` template under ``--lang c++`` was hashed with C_INCLUDE_PATH's
+#: headers where gcc's cc1plus read CPLUS_INCLUDE_PATH's; ``--include-directory=inc`` was read as
+#: no folder, so a header gcc found in it was unhashed.
 LONG_OPTIONS = {"--language": ("-x", "--la"), "--include": ("-include", "--include"),
-                "--imacros": ("-imacros", "--im"), "--define-macro": ("-D", "--def")}
+                "--imacros": ("-imacros", "--im"), "--define-macro": ("-D", "--def"),
+                "--include-directory": ("-I", "--include-directory")}
 
 
 def long_option(flag: str) -> tuple[str, str | None] | None:
