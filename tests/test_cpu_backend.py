@@ -2649,6 +2649,63 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
 
 
 @pytest.mark.parametrize("flags", [
+    ("-I../a,../b",),
+    ("-I", "../a,../b"),
+    ("-I=../a,../b",),
+    ("--include-path", "../a,../b"),
+    ("--include-path=../a,../b",),
+    ("--include-path", "../a", "-I=../b,"),  # an empty word nvcc drops: no folder, the suite's
+])
+def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_and_built_as_tuned(
+        tmp_path, monkeypatch, flags):
+    """nvcc reads -I's value as a folder list (``-I../a,../b``, searched in order, as ``-I../a
+    -I../b``), joined with "=" too (``-I=../a``), and its long spelling ``--include-path`` alike:
+    the hash read the list as one folder of that name, and ``-I=`` and ``--include-path`` as
+    none, so a header nvcc read through them was unhashed (an edit kept the source hash, and the
+    old trials were served). Each folder is hashed as an -I folder is, in nvcc's order (b's
+    cfg.h is never read), the build finds each from any working folder, and the gate's build of
+    the recorded template reads the copies of both, as tuned."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for folder in ("proj/a", "proj/b", "proj/suites", "build", "b"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")  # where "../a" is no folder, and "../b" a decoy's
+    (tmp_path / "b" / "scale.h").write_text("#define SCALE 7.0f\n")
+    a, b = tmp_path / "proj" / "a", tmp_path / "proj" / "b"
+    (a / "cfg.h").write_text("#define FACTOR 3.0f\n")
+    (b / "cfg.h").write_text("#define FACTOR 5.0f\n")  # behind a's: never read
+    (b / "scale.h").write_text("#define SCALE 1.0f\n")
+    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+        '#include <cfg.h>\n#include <scale.h>\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * SCALE * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+
+    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        return "y[i] = 3.0f * 1.0f * x[i]" in subprocess.run(
+            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+            capture_output=True, text=True, check=True).stdout
+
+    variant = declared()
+    variant.check_folders()  # each folder is there
+    assert variant.include_dirs == (a, b)
+    assert variant.declared_flags == " ".join(flags)
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3(variant)
+    assert_hash_follows(declared, variant, a / "cfg.h", b / "cfg.h")
+    edited = declared().source_hash
+    (b / "scale.h").write_text("#define SCALE 2.0f\n")
+    assert declared().source_hash != edited
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
+    assert sorted(kept) == ["../a/cfg.h", "../b/scale.h"]
+    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
+    assert scales_by_3(recorded)
+
+
+@pytest.mark.parametrize("flags", [
     ("-Wp,-include,../include/cfg.h,-DKEPT",),
     ("-Wp,-DKEPT,-imacros,../include/cfg.h",),
     ("-Wp,-DKEPT,-include../include/cfg.h",),  # the preprocessor's -include ../include/cfg.h, joined

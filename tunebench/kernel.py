@@ -102,6 +102,10 @@ FILE_OPTIONS = ("-include", "-imacros")
 #: cfg.h`` and ``--pre-include cfg.h``, each joined with "=" too (``-include=cfg.h``, which gcc
 #: reads as a file "=cfg.h"), each given a file list (``-include a.h,b.h``, two files).
 NVCC_FILE_OPTIONS = ("-include", "--pre-include")
+#: nvcc's spellings of -I: ``-I dir`` (``-Idir``) and ``--include-path dir``, each joined with "="
+#: too (``-I=dir``, which gcc reads as a folder of its sysroot), each given a folder list (``-I
+#: a,b``, both searched, in order, as ``-Ia -Ib``).
+NVCC_DIR_OPTIONS = ("-I", "--include-path")
 #: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
 #: ``-MF deps.o``, ``-D NAME=x.c``).
 VALUE_OPTIONS = ("-o", "-D", "-U", "-x", "-l", "-L", "-u", "-T", "-B", "-MF", "-MT", "-MQ", "-Xlinker",
@@ -131,21 +135,22 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     ``-I dir``, names none: its next flag does; gcc takes ``-includecfg.h`` as ``-include cfg.h``.
     The preprocessor's own words (:func:`preprocessor_words`) are read for the files they name,
     each of ``-Wp,-include,a.h,-include,b.h``. Where ``nvcc`` reads the flags, its spellings of
-    -include too (:data:`NVCC_FILE_OPTIONS`), each file of a list (``-include a.h,b.h``)."""
+    -include and -I too (:data:`NVCC_FILE_OPTIONS`, :data:`NVCC_DIR_OPTIONS`), each path of a list
+    (``-include a.h,b.h``, ``-Ia,b``)."""
     found: list[Named] = []
     taken = None  # what the flag before, an option alone, takes: its kind and option
     for i, flag in enumerate(flags):
         option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
-        if nvcc and flag.partition("=")[0] in NVCC_FILE_OPTIONS:  # --pre-include cfg.h, -include=cfg.h
-            _, equals, given = flag.partition("=")
-            option, value = "-include", given if equals else None
+        name, equals, given = flag.partition("=")
+        if nvcc and name in (*NVCC_FILE_OPTIONS, *NVCC_DIR_OPTIONS):  # --pre-include cfg.h, -include=cfg.h, -I=inc
+            option, value = "-I" if name in NVCC_DIR_OPTIONS else "-include", given if equals else None
         joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
                        if flag.startswith(o) and flag != o), None)
         if taken:
             what, option = taken
             what = "dir" if what == "system" and not os.path.isabs(flag) else what
-            if what == "include" and nvcc:  # -include a.h,b.h
-                found += _listed("", flag, i, option, i - 1)
+            if nvcc and (what == "include" or option == "-I"):  # -include a.h,b.h; -I a,b
+                found += _listed("", flag, i, option, i - 1, what)
             elif what != "value":
                 found.append(Named("", flag, what, "", i, option, i - 1))
             taken = None
@@ -156,13 +161,16 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
             before = flag[:len(flag) - len(value)]
             found += (_listed(before, value, i, option, i) if nvcc  # -include=a.h,b.h
                       else [Named(before, value, "include", "", i, option, i)])
-        elif value is not None and option in DIR_OPTIONS:  # --include-directory=inc
-            found.append(Named(flag[:len(flag) - len(value)], value, "dir", "", i, option, i))
+        elif value is not None and option in DIR_OPTIONS:  # --include-directory=inc; nvcc's -I=a,b
+            before = flag[:len(flag) - len(value)]
+            found += (_listed(before, value, i, option, i, "dir") if nvcc
+                      else [Named(before, value, "dir", "", i, option, i)])
         elif joined:
             path = flag[len(joined):]
-            found.append(Named(joined, path, "include" if joined in FILE_OPTIONS else
-                               "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir", "", i,
-                               joined, i))
+            kind = ("include" if joined in FILE_OPTIONS else
+                    "system" if joined in SYSTEM_DIR_OPTIONS and os.path.isabs(path) else "dir")
+            found += (_listed(joined, path, i, joined, i, kind) if nvcc and joined == "-I"  # -Ia,b
+                      else [Named(joined, path, kind, "", i, joined, i)])
         elif not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES):
             found.append(Named("", flag, "file", "", i, "", i))
     words = preprocessor_words(flags)
@@ -175,11 +183,12 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     return sorted(found, key=lambda named: (named.flag, len(named.before)))
 
 
-def _listed(before: str, given: str, flag: int, option: str, first: int) -> list[Named]:
-    """Each file of nvcc's list ``given`` (``a.h,b.h``: it reads both, in order), the value of
-    ``option`` after ``before`` in its flag."""
-    return [Named(before + given[:start], name, "include", given[start + len(name):], flag, option, first)
-            for start, name in _comma_words(given)]
+def _listed(before: str, given: str, flag: int, option: str, first: int, kind: str = "include") -> list[Named]:
+    """Each path of nvcc's list ``given`` (``a.h,b.h``: it reads both, in order; ``a,b`` of
+    ``-I``: it searches both), the value of ``option`` after ``before`` in its flag, of ``kind``;
+    none of an empty word, which nvcc drops (``-Ia,``: no folder ``""``, the suite's)."""
+    return [Named(before + given[:start], name, kind, given[start + len(name):], flag, option, first)
+            for start, name in _comma_words(given) if name]
 
 
 def _comma_words(text: str) -> list[tuple[int, str]]:
@@ -788,7 +797,9 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     tune, by path from its template's folder) in their place: each written to a folder of this
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
     flags named there, each header folder's copy searched ahead of it (a header including
-    ``"sub/x.h"`` finds the copy), as is each computed include's folder's (see
+    ``"sub/x.h"`` finds the copy; a CUDA variant's ahead of it in its flag, which nvcc reads as a
+    list, ``-I/copy,/inc``: the flag repeated for the copy, ``-Ia,b``'s repeated its other folder,
+    relative to the build's working folder), as is each computed include's folder's (see
     :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
     folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
     whose copy, an -I folder, is searched ahead of every folder of the compiler's own; an
@@ -807,12 +818,14 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
         copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
         if named.kind != "system" and copy is not None and copy.exists():
             copied[named] = copy
+    listed = built.launch is not None  # nvcc reads a folder flag's value as a list: "-Icopy,dir"
     written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
-        (named, str(copied[named] if named in copied and named.kind != "dir" else p))
+        (named, f"{copied[named]},{p}" if listed and named.kind == "dir" and named in copied
+         else str(copied[named] if named in copied and named.kind != "dir" else p))
         for p, named in zip(built._paths, built._named_paths)
         if named.kind != "system" and (p is not None or named in copied)])
     for named, copy in copied.items():
-        if named.kind == "dir":  # "-Icopy -Idir", or "-I copy -I dir"
+        if named.kind == "dir" and not listed:  # "-Icopy -Idir", or "-I copy -I dir"
             written[named.flag][:0] = [named.before + str(copy) + named.after, *built.flags[named.first:named.flag]]
     flags = [flag for each in written for flag in each]
     flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
