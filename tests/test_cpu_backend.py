@@ -873,6 +873,50 @@ def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the
     assert_recorded_build_scales("computed_macro_folder_gate_test", variant, text, texts, {"tile": 1})
 
 
+@pytest.mark.parametrize("flags", [
+    ("-I../inc", '-DUNUSED=1,K_IMPL="impl.h"'),
+    ("-I../inc", "-D", 'UNUSED=1,K_IMPL="impl.h"'),
+    ("-I../inc", '-D=UNUSED=1,K_IMPL="impl.h"'),
+    ("-I../inc", "--define-macro", 'UNUSED=1,K_IMPL="impl.h"'),
+    ("-I../inc", '--define-macro=UNUSED=1,K_IMPL="impl.h"'),
+])
+def test_each_macro_of_an_nvcc_define_list_names_the_header_its_computed_include_reads(tmp_path, monkeypatch, flags):
+    """nvcc reads -D's value as a list: ``-DUNUSED=1,K_IMPL="impl.h"`` defines both (``nvcc -E``
+    reads inc/impl.h). The hash read one macro, UNUSED, of the value '1,K_IMPL="impl.h"', so
+    K_IMPL was the template's default alone, "other.h", and the header nvcc read was unhashed:
+    an edit kept the source hash, and its trials. The gate's build of the recorded template
+    reads it as tuned."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for where in ("inc", "suites", "build"):
+        (tmp_path / where).mkdir()
+    monkeypatch.chdir(tmp_path / "build")
+    (tmp_path / "inc" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
+    (tmp_path / "suites" / "k.cu").write_text(
+        '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n#include K_IMPL\n'
+        'extern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
+
+    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        return "y[i] = 3.0f * x[i]" in subprocess.run(
+            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+            capture_output=True, text=True, check=True).stdout
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3(variant)
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "impl.h")
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
+    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
+    assert scales_by_3(recorded)
+
+
 def test_a_computed_include_of_a_header_read_in_place_skips_an_iquote_folder_that_is_not_there(tmp_path):
     """A header of the flags' -I folder holding ``#include K_IMPL`` of a value the hash cannot
     name, beside an -iquote folder of another machine's (absolute, not checked): the variant

@@ -548,10 +548,11 @@ def _folder_headers(folder: Path) -> list[Path]:
             for name, linked in found]
 
 
-def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[str]]:
+def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False) -> dict[str, list[str]]:
     """Each macro the ``files`` ``#define`` (their text files) or the ``flags`` define (``-D``,
     ``--define-macro`` and gcc's abbreviations of it, ``--def``: see
-    :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``; the preprocessor's own,
+    :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``, and where ``nvcc`` reads the
+    flags, each of a list, ``-DA=1,K_IMPL="impl.h"``, two macros to it; the preprocessor's own,
     ``-Wp,-DK=1``, see :func:`preprocessor_words`: ``1`` where given no value),
     with every value it is given, as written (a function-like macro's with its parameters): the
     headers an include of it (``#include K_IMPL``) may read, which the preprocessor alone knows
@@ -564,8 +565,10 @@ def _definitions(files: Iterable[Path], flags: Sequence[str]) -> dict[str, list[
                 if define:
                     found.setdefault(define.group(1), []).append(define.group(2).strip())
     words = [word for _, _, word in preprocessor_words(flags)]  # -Wp,-DK_IMPL="impl.h"
-    for given in (*option_values(flags, "-D"), *option_values(words, "-D")):
-        given = given.removeprefix("=")
+    defined = [given.removeprefix("=") for given in option_values(flags, "-D")]
+    if nvcc:  # -DA=1,B=2
+        defined = [word for given in defined for _, word in _comma_words(given)]
+    for given in (*defined, *(given.removeprefix("=") for given in option_values(words, "-D"))):
         if given:
             name, equals, value = given.partition("=")
             found.setdefault(name, []).append(value if equals else "1")
@@ -1380,7 +1383,7 @@ class Variant:
             _library(here / "<command-line>", INCLUDE.match(f'#include "{given}"'), dirs, library, top, apart,
                      fixed=fixed, quoted=quoted)
         # a macro a computed include names is a param of the values the files and flags define it as
-        defined = functools.cache(lambda: _definitions((*read, *library), self.flags))
+        defined = functools.cache(lambda: _definitions((*read, *library), self.flags, self.launch is not None))
         # the compiler is told the folders of the files it reads as copies (inlined); a library's files
         # it reads in place
         # a CUDA variant's (one with a launch) copies: nvcc searches their folders after the flags' -I
