@@ -874,24 +874,30 @@ def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the
 
 
 @pytest.mark.parametrize("flags", [
-    ("-I../inc", '-DUNUSED=1,K_IMPL="impl.h"'),
-    ("-I../inc", "-D", 'UNUSED=1,K_IMPL="impl.h"'),
-    ("-I../inc", '-D=UNUSED=1,K_IMPL="impl.h"'),
-    ("-I../inc", "--define-macro", 'UNUSED=1,K_IMPL="impl.h"'),
-    ("-I../inc", '--define-macro=UNUSED=1,K_IMPL="impl.h"'),
+    ("-I../inc", '-DUNUSED=1,K_IMPL="impls/impl.h"'),
+    ("-I../inc", "-D", 'UNUSED=1,K_IMPL="impls/impl.h"'),
+    ("-I../inc", '-D=UNUSED=1,K_IMPL="impls/impl.h"'),
+    ("-I../inc", "--define-macro", 'UNUSED=1,K_IMPL="impls/impl.h"'),
+    ("-I../inc", '--define-macro=UNUSED=1,K_IMPL="impls/impl.h"'),
+    # its host compiler's -D, whose value the shell nvcc runs it in reads, quoted for it (or escaped for both)
+    ("-I../inc", "-Xcompiler", """-DK_IMPL='"impls/impl.h"'"""),
+    ("-I../inc", """-Xcompiler=-DUNUSED,-DK_IMPL='"impls/impl.h"'"""),
+    ("-I../inc", "--compiler-options", r'-DK_IMPL=\\\"impls/impl.h\\\"'),
+    ("-I../inc", """--compiler-options=-DUNUSED -DK_IMPL='"impls/impl.h"'"""),
 ])
-def test_each_macro_of_an_nvcc_define_list_names_the_header_its_computed_include_reads(tmp_path, monkeypatch, flags):
-    """nvcc reads -D's value as a list: ``-DUNUSED=1,K_IMPL="impl.h"`` defines both (``nvcc -E``
-    reads inc/impl.h). The hash read one macro, UNUSED, of the value '1,K_IMPL="impl.h"', so
-    K_IMPL was the template's default alone, "other.h", and the header nvcc read was unhashed:
-    an edit kept the source hash, and its trials. The gate's build of the recorded template
-    reads it as tuned."""
+def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_reads(tmp_path, monkeypatch, flags):
+    """nvcc reads -D's value as a list: ``-DUNUSED=1,K_IMPL="impls/impl.h"`` defines both
+    (``nvcc -E`` reads inc/impls/impl.h); and gives its host compiler, which preprocesses the
+    device code, -Xcompiler's -D. The hash read one macro, UNUSED, of the value
+    '1,K_IMPL="impls/impl.h"', and no -Xcompiler flag, so K_IMPL was the template's default
+    alone, "other.h", and the header nvcc read was unhashed: an edit kept the source hash, and
+    its trials. The gate's build of the recorded template reads it as tuned."""
     if not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
-    for where in ("inc", "suites", "build"):
-        (tmp_path / where).mkdir()
+    for where in ("inc/impls", "suites", "build"):
+        (tmp_path / where).mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "build")
-    (tmp_path / "inc" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "inc" / "impls" / "impl.h").write_text("#define FACTOR 3.0f\n")
     (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
     (tmp_path / "suites" / "k.cu").write_text(
         '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n#include K_IMPL\n'
@@ -911,7 +917,7 @@ def test_each_macro_of_an_nvcc_define_list_names_the_header_its_computed_include
     variant = declared()
     text, texts = variant.template, variant.file_texts
     assert scales_by_3(variant)
-    assert_hash_follows(declared, variant, tmp_path / "inc" / "impl.h")
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "impls" / "impl.h")
     kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
     recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
     assert scales_by_3(recorded)
@@ -2585,6 +2591,8 @@ def test_a_file_the_flags_name_is_read_from_the_suites_folder_and_an_edit_to_it_
     ("cuda", ("-I../inc", "--pre-include", "cfg.h"), None),
     ("cuda", ("-I../inc", "--pre-include=cfg.h"), None),
     ("cuda", ("-I../inc", "-include=cfg.h"), None),
+    ("cuda", ("-I../inc", "-Xcompiler", "-include,cfg.h"), None),  # its host compiler's, which reads the device code
+    ("cuda", ("--include-path=../inc", "--compiler-options=-include,cfg.h"), None),
 ])
 def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of_the_flags_is_hashed(
         tmp_path, monkeypatch, target, flags, variable):
@@ -2640,14 +2648,20 @@ def test_a_file_an_include_flag_names_that_the_include_path_finds_in_a_folder_of
     ("cuda", ("-include", "../inc/a.h,../inc/b.h")),
     ("cuda", ("-include=../inc/a.h,../inc/b.h",)),
     ("cpu", ("-Wp,-include,../inc/a.h,-include,../inc/b.h",)),
+    # nvcc's host compiler's -include, which preprocesses the device code: -Xcompiler's words, split at
+    # commas by nvcc and at spaces by the shell it runs the compiler in
+    ("cuda", ("-Xcompiler", "-include,../inc/a.h,-include,../inc/b.h")),
+    ("cuda", ("-Xcompiler=-include,../inc/a.h", "--compiler-options=-imacros,../inc/b.h")),
+    ("cuda", ("--compiler-options", "-include ../inc/a.h -include../inc/b.h")),
+    ("cuda", ("-Xcompiler", "-include", "-Xcompiler", "../inc/a.h", "-Xcompiler", "--include=../inc/b.h")),
 ])
 def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tuned(tmp_path, monkeypatch, target,
                                                                                   flags):
     """nvcc reads each file of ``--pre-include a.h,b.h``, gcc each -include of -Wp's words: such a
     flag was refused ("names several files"), and a suite that tuned with it collected no more
-    (a CUDA variant's, on a CPU-only run too). Each file is hashed as a flag's one file is, the
-    build finds each from any working folder, and the gate's build of the recorded template
-    reads each as tuned."""
+    (a CUDA variant's, on a CPU-only run too); -Xcompiler's were read as no file at all. Each
+    file is hashed as a flag's one file is, the build finds each from any working folder, and
+    the gate's build of the recorded template reads each as tuned."""
     if target == "cuda" and not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
     for folder in ("proj/inc", "proj/suites", "build"):

@@ -109,7 +109,11 @@ NVCC_DIR_OPTIONS = ("-I", "--include-path")
 #: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
 #: ``-MF deps.o``, ``-D NAME=x.c``).
 VALUE_OPTIONS = ("-o", "-D", "-U", "-x", "-l", "-L", "-u", "-T", "-B", "-MF", "-MT", "-MQ", "-Xlinker",
-                 "-Xassembler", "-Xpreprocessor", "-specs", "-Xcompiler", "-Xptxas", "-ccbin", "-aux-info")
+                 "-Xassembler", "-Xpreprocessor", "-specs", "-Xcompiler", "--compiler-options", "-Xptxas", "-ccbin",
+                 "-aux-info")
+#: nvcc's spellings of the option giving its host compiler (gcc) the flags of its value (see
+#: :func:`compiler_words`), written alone or joined with "=": ``-Xcompiler -include,cfg.h``.
+COMPILER_OPTIONS = ("-Xcompiler", "--compiler-options")
 #: What an argument of no option names where it ends so: an input file compiled or linked with the template.
 INPUT_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".a", ".so")
 #: The input files whose bytes are their content (no text whose headers could be inlined).
@@ -134,7 +138,8 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     for an input file, "include" for a file an option reads ahead. An option alone, ``-I`` of
     ``-I dir``, names none: its next flag does; gcc takes ``-includecfg.h`` as ``-include cfg.h``.
     The preprocessor's own words (:func:`preprocessor_words`) are read for the files they name,
-    each of ``-Wp,-include,a.h,-include,b.h``. Where ``nvcc`` reads the flags, its spellings of
+    each of ``-Wp,-include,a.h,-include,b.h``; where ``nvcc`` reads the flags (it refuses -Wp), its
+    host compiler's instead (:func:`compiler_words`: ``-Xcompiler -include,cfg.h``), and its spellings of
     -include and -I too (:data:`NVCC_FILE_OPTIONS`, :data:`NVCC_DIR_OPTIONS`), each path of a list
     (``-include a.h,b.h``, ``-Ia,b``)."""
     found: list[Named] = []
@@ -173,11 +178,11 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
                       else [Named(joined, path, kind, "", i, joined, i)])
         elif not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES):
             found.append(Named("", flag, "file", "", i, "", i))
-    words = preprocessor_words(flags)
+    words = compiler_words(flags) if nvcc else preprocessor_words(flags)
     for named in flag_paths([word for _, _, word in words]) if words else ():
         if named.kind == "include":  # where in its flag the word names it
             i, start, word = words[named.flag]
-            opens, at, _ = words[named.first]  # the flag of its option's word, and -Xpreprocessor's ahead of it
+            opens, at, _ = words[named.first]  # its option word's flag, and the -Xpreprocessor (-Xcompiler) before
             found.append(named._replace(before=flags[i][:start] + named.before, flag=i, first=opens - (at == 0),
                                         after=named.after + flags[i][start + len(word):]))
     return sorted(found, key=lambda named: (named.flag, len(named.before)))
@@ -212,6 +217,41 @@ def preprocessor_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
         elif i and flags[i - 1] == "-Xpreprocessor":
             words.append((i, 0, flag))
     return words
+
+
+def compiler_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
+    """The words nvcc gives its host compiler, each with its flag's index and where in that flag it
+    starts: the value of each -Xcompiler (see :data:`COMPILER_OPTIONS`) split at its commas, as
+    nvcc splits it, and at its spaces, as the shell nvcc runs the host compiler in splits the
+    command line it writes them into (``-Xcompiler "-include cfg.h"``). nvcc's ``--cubin`` build
+    has the host compiler preprocess the device code with them (``nvcc --dryrun``: ``gcc -E
+    -include cfg.h``), so the cubin reads an -include file or -D macro among them. Each word as
+    written: a path quoted for that shell is read with its quotes (a macro's value is read as the
+    compiler gets it, see :func:`compiler_reads`)."""
+    words = []
+    for i, flag in enumerate(flags):
+        name, equals, value = flag.partition("=")
+        if equals and name in COMPILER_OPTIONS:
+            start = len(name) + 1
+        elif i and flags[i - 1] in COMPILER_OPTIONS:
+            start, value = 0, flag
+        else:
+            continue
+        words += [(i, start + found.start(), found.group()) for found in re.finditer(r"[^,\s]+", value)]
+    return words
+
+
+def compiler_reads(word: str) -> str:
+    """A word of :func:`compiler_words` as the host compiler reads it: nvcc drops the backslash of
+    each escape (``\\"`` is ``"``), then the shell it runs the compiler in reads its quotes
+    (``-DK_IMPL='"impl.h"'``, the spelling that builds, is ``-DK_IMPL="impl.h"``); as written where
+    the shell would not read it as one word. Read as written, the macro named no header, and one
+    in a subfolder (``'"impls/a.h"'``) was hashed by none."""
+    try:
+        read = shlex.split(re.sub(r"\\(.)", r"\1", word))
+    except ValueError:  # a quote its word does not close
+        return word
+    return read[0] if len(read) == 1 else word
 
 
 def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> list[list[str]]:
@@ -553,7 +593,8 @@ def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False
     ``--define-macro`` and gcc's abbreviations of it, ``--def``: see
     :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``, and where ``nvcc`` reads the
     flags, each of a list, ``-DA=1,K_IMPL="impl.h"``, two macros to it; the preprocessor's own,
-    ``-Wp,-DK=1``, see :func:`preprocessor_words`: ``1`` where given no value),
+    ``-Wp,-DK=1``, see :func:`preprocessor_words`, or nvcc's host compiler's, ``-Xcompiler -DK=1``,
+    see :func:`compiler_words`: ``1`` where given no value),
     with every value it is given, as written (a function-like macro's with its parameters): the
     headers an include of it (``#include K_IMPL``) may read, which the preprocessor alone knows
     for sure."""
@@ -564,7 +605,9 @@ def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False
                 define = _DEFINE.match(code)
                 if define:
                     found.setdefault(define.group(1), []).append(define.group(2).strip())
-    words = [word for _, _, word in preprocessor_words(flags)]  # -Wp,-DK_IMPL="impl.h"
+    # -Wp,-DK_IMPL="impl.h"; nvcc's -Xcompiler -DK_IMPL='"impl.h"'
+    words = ([compiler_reads(word) for _, _, word in compiler_words(flags)] if nvcc
+             else [word for _, _, word in preprocessor_words(flags)])
     defined = [given.removeprefix("=") for given in option_values(flags, "-D")]
     if nvcc:  # -DA=1,B=2
         defined = [word for given in defined for _, word in _comma_words(given)]
