@@ -778,3 +778,20 @@ def test_a_device_builds_the_recorded_template_with_the_records_text_of_a_helper
     out = result.stdout.str()  # Ray's own processes beside the device may leave it NOISY
     assert re.search(r"(FAIL|NOISY) +best against the recorded source \(src/helper.c as tuned\) on \(2048,\): "
                      r"1\.[1-9]", out), out
+
+
+def test_a_job_whose_move_raises_resolves_its_future_with_that_error(holding, monkeypatch):
+    """A job whose device died is moved on in a thread of its own: anything but WorkerError raised
+    there (here the driver's Ray losing its head as it asks whether the device began the job) died
+    with that thread, and the job's future was never resolved: the tune waited on it for good."""
+    workers, held, pids, job = holding
+    sent = workers.submit(job(held=1, killer=1, id=1))  # on the other device, which it kills once let go
+    running(held.parent, pids[1], 1)
+
+    def head_lost(ready, error):
+        raise ConnectionError("the Ray head is gone")
+
+    monkeypatch.setattr(workers, "_charged", head_lost)
+    held.unlink()
+    with pytest.raises(ConnectionError, match="the Ray head is gone"):
+        sent.result(timeout=120)  # a bound, not a timing: without it a lost future hangs the test

@@ -491,15 +491,17 @@ class ClusterWorkers:
 
     def _moved(self, job: TrialJob, result: Future, deaths: int, began: float, ready, error: BaseException) -> None:
         """A job whose device was lost: its crash where that device is the DEATHS-th that died in
-        it, else measured again where the final rounds run."""
-        deaths += self._charged(ready, error)
-        if deaths >= DEATHS:
-            result.set_result(_crashed(deaths, began))
-            return
+        it, else measured again where the final rounds run. Whatever this raises is the job's
+        result (every device lost, Ray's error, a bug): in this thread it would leave the future
+        unresolved, and the tune waiting on it for good."""
         try:
+            deaths += self._charged(ready, error)
+            if deaths >= DEATHS:
+                result.set_result(_crashed(deaths, began))
+                return
             self._send(self._first(), job, result, deaths, began)
-        except WorkerError as lost:
-            result.set_exception(lost)
+        except BaseException as failed:  # noqa: BLE001 - whatever it is, the job's result
+            result.set_exception(self._unwrapped(failed))
 
     def _unwrapped(self, error: BaseException) -> BaseException:
         """A device's :class:`WorkerError` as its Workers raised it, the one line a local run says,
