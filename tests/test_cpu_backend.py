@@ -2713,6 +2713,12 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
     ("--include-path", "../a,../b"),
     ("--include-path=../a,../b",),
     ("--include-path", "../a", "-I=../b,"),  # an empty word nvcc drops: no folder, the suite's
+    # its host compiler's -I, which preprocesses the device code, searched ahead of nvcc's -I folders
+    ("-Xcompiler", "-I../a,-I../b"),
+    ("--compiler-options", "-I../a -I ../b"),
+    ("-I../b", "--compiler-options", "-I../a"),
+    ("-Xcompiler=-I../a", "-Xcompiler", "--include-directory=../b"),
+    ("--compiler-options", "-I", "--compiler-options", "../a", "-I../b"),
 ])
 def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_and_built_as_tuned(
         tmp_path, monkeypatch, flags):
@@ -2720,9 +2726,11 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
     -I../b``), joined with "=" too (``-I=../a``), and its long spelling ``--include-path`` alike:
     the hash read the list as one folder of that name, and ``-I=`` and ``--include-path`` as
     none, so a header nvcc read through them was unhashed (an edit kept the source hash, and the
-    old trials were served). Each folder is hashed as an -I folder is, in nvcc's order (b's
-    cfg.h is never read), the build finds each from any working folder, and the gate's build of
-    the recorded template reads the copies of both, as tuned."""
+    old trials were served). Its host compiler's -I (``-Xcompiler -I../a``) it gives ahead of
+    its own -I folders: read as none, its header was unhashed and the build, given it as
+    written, found none from another working folder. Each folder is hashed as an -I folder is,
+    in nvcc's order (b's cfg.h is never read), the build finds each from any working folder,
+    and the gate's build of the recorded template reads the copies of both, as tuned."""
     if not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
     for folder in ("proj/a", "proj/b", "proj/suites", "build", "b"):

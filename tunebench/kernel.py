@@ -139,9 +139,13 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     ``-I dir``, names none: its next flag does; gcc takes ``-includecfg.h`` as ``-include cfg.h``.
     The preprocessor's own words (:func:`preprocessor_words`) are read for the files they name,
     each of ``-Wp,-include,a.h,-include,b.h``; where ``nvcc`` reads the flags (it refuses -Wp), its
-    host compiler's instead (:func:`compiler_words`: ``-Xcompiler -include,cfg.h``), and its spellings of
-    -include and -I too (:data:`NVCC_FILE_OPTIONS`, :data:`NVCC_DIR_OPTIONS`), each path of a list
-    (``-include a.h,b.h``, ``-Ia,b``)."""
+    host compiler's instead (:func:`compiler_words`: ``-Xcompiler -include,cfg.h``, ``-Xcompiler
+    -I../inc``), and its spellings of -include and -I too (:data:`NVCC_FILE_OPTIONS`,
+    :data:`NVCC_DIR_OPTIONS`), each path of a list (``-include a.h,b.h``, ``-Ia,b``). The host
+    compiler's folders come first, as nvcc gives it its words ahead of its own -I folders
+    (``nvcc --dryrun``: ``gcc -E -I../inc -I"../other"``), where it searches them: read as one
+    of nvcc's -I folders, in the flags' order, a header of another -I folder was hashed, and
+    read as none (its value an -Xcompiler's), the header gcc read was unhashed."""
     found: list[Named] = []
     taken = None  # what the flag before, an option alone, takes: its kind and option
     for i, flag in enumerate(flags):
@@ -179,13 +183,16 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
         elif not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES):
             found.append(Named("", flag, "file", "", i, "", i))
     words = compiler_words(flags) if nvcc else preprocessor_words(flags)
+    ahead = set()  # the host compiler's folders, which nvcc gives it ahead of its own
     for named in flag_paths([word for _, _, word in words]) if words else ():
-        if named.kind == "include":  # where in its flag the word names it
+        if named.kind == "include" or nvcc and named.kind in ("dir", "system"):  # where in its flag the word names it
             i, start, word = words[named.flag]
             opens, at, _ = words[named.first]  # its option word's flag, and the -Xpreprocessor (-Xcompiler) before
             found.append(named._replace(before=flags[i][:start] + named.before, flag=i, first=opens - (at == 0),
                                         after=named.after + flags[i][start + len(word):]))
-    return sorted(found, key=lambda named: (named.flag, len(named.before)))
+            if named.kind != "include":
+                ahead.add(found[-1])
+    return sorted(found, key=lambda named: (named not in ahead, named.flag, len(named.before)))
 
 
 def _listed(before: str, given: str, flag: int, option: str, first: int, kind: str = "include") -> list[Named]:
@@ -230,15 +237,20 @@ def compiler_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
     compiler gets it, see :func:`compiler_reads`)."""
     words = []
     for i, flag in enumerate(flags):
-        name, equals, value = flag.partition("=")
-        if equals and name in COMPILER_OPTIONS:
-            start = len(name) + 1
-        elif i and flags[i - 1] in COMPILER_OPTIONS:
-            start, value = 0, flag
-        else:
-            continue
-        words += [(i, start + found.start(), found.group()) for found in re.finditer(r"[^,\s]+", value)]
+        start = compiler_value(flags, i)
+        if start is not None:
+            words += [(i, start + found.start(), found.group()) for found in re.finditer(r"[^,\s]+", flag[start:])]
     return words
+
+
+def compiler_value(flags: Sequence[str], i: int) -> int | None:
+    """Where in flag ``i`` the value of an -Xcompiler (see :data:`COMPILER_OPTIONS`) starts, the
+    words nvcc gives its host compiler: 0 after ``-Xcompiler`` alone, past the "=" of
+    ``-Xcompiler=...``; None where the flag holds none."""
+    name, equals, _ = flags[i].partition("=")
+    if equals and name in COMPILER_OPTIONS:
+        return len(name) + 1
+    return 0 if i and flags[i - 1] in COMPILER_OPTIONS else None
 
 
 def compiler_reads(word: str) -> str:
@@ -844,7 +856,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
     flags named there, each header folder's copy searched ahead of it (a header including
     ``"sub/x.h"`` finds the copy; a CUDA variant's ahead of it in its flag, which nvcc reads as a
-    list, ``-I/copy,/inc``: the flag repeated for the copy, ``-Ia,b``'s repeated its other folder,
+    list, ``-I/copy,/inc``, and splits at its commas for its host compiler, ``-Xcompiler
+    -I/copy,-I/inc``: the flag repeated for the copy, ``-Ia,b``'s repeated its other folder,
     relative to the build's working folder), as is each computed include's folder's (see
     :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
     folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
@@ -866,7 +879,7 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             copied[named] = copy
     listed = built.launch is not None  # nvcc reads a folder flag's value as a list: "-Icopy,dir"
     written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
-        (named, f"{copied[named]},{p}" if listed and named.kind == "dir" and named in copied
+        (named, f"{copied[named]},{_again(built.flags, named)}{p}" if listed and named.kind == "dir" and named in copied
          else str(copied[named] if named in copied and named.kind != "dir" else p))
         for p, named in zip(built._paths, built._named_paths)
         if named.kind != "system" and (p is not None or named in copied)])
@@ -876,6 +889,14 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     flags = [flag for each in written for flag in each]
     flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
+
+
+def _again(flags: Sequence[str], named: Named) -> str:
+    """What a folder's kept copy, written ahead of it in its flag after a comma, is followed by
+    for the folder to be searched still (see :func:`kept_variant`): nothing in nvcc's own list
+    (``-I/copy,/inc``), its option in its host compiler's words, which nvcc splits at the comma
+    (``-Xcompiler -I/copy,-I/inc``: "/inc" alone was an input file to gcc)."""
+    return named.option if compiler_value(flags, named.flag) is not None else ""
 
 
 def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
