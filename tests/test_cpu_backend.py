@@ -2707,6 +2707,55 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
 
 
 @pytest.mark.parametrize("flags", [
+    ("-Xcompiler", """-include,"../inc/a.h",-I'../lib'"""),
+    ("--compiler-options", """-include '../inc/a.h' -I "../lib" -DUNUSED='1 2'"""),
+    ("-Xcompiler=-include'../inc/a.h'", "-Xcompiler", '--include-directory="../lib"'),
+])
+def test_a_file_and_folder_an_nvcc_host_compiler_word_quotes_for_the_shell_are_hashed_and_built_as_tuned(
+        tmp_path, monkeypatch, flags):
+    """nvcc writes -Xcompiler's words into the shell command it runs its host compiler with, so
+    a path quoted for that shell is read unquoted (``-include,"../inc/a.h"``: gcc reads
+    ../inc/a.h). Read with its quotes, the -include file was none of the suite's, unhashed (an
+    edit kept the source hash, and the old trials), and the -I folder a folder named
+    ``'../lib'``. Each is hashed, the build finds each from any working folder, and the gate's
+    build of the recorded template reads both as tuned."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for folder in ("proj/inc", "proj/lib", "proj/suites", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")  # where "../inc/a.h" is no file
+    inc, lib = tmp_path / "proj" / "inc", tmp_path / "proj" / "lib"
+    (inc / "a.h").write_text("#define FA 3.0f\n")
+    (lib / "cfg.h").write_text("#define FACTOR 1.0f\n")
+    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+        '#include "cfg.h"\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FA * FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+
+    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        return "y[i] = 3.0f * 1.0f * x[i]" in subprocess.run(
+            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+            capture_output=True, text=True, check=True).stdout
+
+    variant = declared()
+    variant.check_folders()
+    assert (variant.flag_files, variant.include_dirs) == ((inc / "a.h",), (lib,))
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3(variant)
+    (inc / "a.h").write_text("#define FA 5.0f\n")
+    assert declared().source_hash != variant.source_hash
+    assert_hash_follows(declared, declared(), lib / "cfg.h")
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
+    assert sorted(kept) == ["../inc/a.h", "../lib/cfg.h"]
+    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
+    assert scales_by_3(recorded)
+
+
+@pytest.mark.parametrize("flags", [
     ("-I../a,../b",),
     ("-I", "../a,../b"),
     ("-I=../a,../b",),

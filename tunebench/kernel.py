@@ -123,8 +123,9 @@ BINARY_SUFFIXES = (".o", ".a", ".so")
 class Named(NamedTuple):
     """A path the flags name (see :func:`flag_paths`), and where in them."""
 
-    before: str  # its flag's text ahead of it: -I of -Idir, --include= of --include=cfg.h, "" of -I dir's dir
-    given: str  # the path as given
+    before: str  # its flag's text ahead of it: -I of -Idir, --include= of --include=cfg.h, "" of -I dir's dir,
+    # -include, of -Xcompiler -include,"cfg.h" (it, its path as written, "cfg.h", and after make up the flag)
+    given: str  # the path as given, as the compiler reads it: ../cfg.h of an -Xcompiler's -include,"../cfg.h"
     kind: str  # "dir", "system", "file" or "include" (see flag_paths)
     after: str  # its flag's text after it: ,-DX of -Wp,-include,cfg.h,-DX, else ""
     flag: int  # the index of its flag
@@ -183,13 +184,18 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
         elif not flag.startswith("-") and flag.endswith(INPUT_SUFFIXES):
             found.append(Named("", flag, "file", "", i, "", i))
     words = compiler_words(flags) if nvcc else preprocessor_words(flags)
+    reads = compiler_reads if nvcc else str  # a host compiler's word as the shell gives it: -include,"cfg.h"
     ahead = set()  # the host compiler's folders, which nvcc gives it ahead of its own
-    for named in flag_paths([word for _, _, word in words]) if words else ():
-        if named.kind == "include" or nvcc and named.kind in ("dir", "system"):  # where in its flag the word names it
-            i, start, word = words[named.flag]
+    for named in flag_paths([reads(word) for _, _, word in words]) if words else ():
+        i, start, word = words[named.flag]  # where in its flag the word names it, as written
+        end = start + len(word) - len(named.after)
+        start += len(named.before)
+        # its path as written there reads as the path (an option quoted with it, "-I../inc", is left unread)
+        read = (word.startswith(named.before) and word.endswith(named.after)
+                and reads(flags[i][start:end]) == named.given)
+        if read and (named.kind == "include" or nvcc and named.kind in ("dir", "system")):
             opens, at, _ = words[named.first]  # its option word's flag, and the -Xpreprocessor (-Xcompiler) before
-            found.append(named._replace(before=flags[i][:start] + named.before, flag=i, first=opens - (at == 0),
-                                        after=named.after + flags[i][start + len(word):]))
+            found.append(named._replace(before=flags[i][:start], flag=i, first=opens - (at == 0), after=flags[i][end:]))
             if named.kind != "include":
                 ahead.add(found[-1])
     return sorted(found, key=lambda named: (named not in ahead, named.flag, len(named.before)))
@@ -230,17 +236,44 @@ def compiler_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
     """The words nvcc gives its host compiler, each with its flag's index and where in that flag it
     starts: the value of each -Xcompiler (see :data:`COMPILER_OPTIONS`) split at its commas, as
     nvcc splits it, and at its spaces, as the shell nvcc runs the host compiler in splits the
-    command line it writes them into (``-Xcompiler "-include cfg.h"``). nvcc's ``--cubin`` build
-    has the host compiler preprocess the device code with them (``nvcc --dryrun``: ``gcc -E
-    -include cfg.h``), so the cubin reads an -include file or -D macro among them. Each word as
-    written: a path quoted for that shell is read with its quotes (a macro's value is read as the
-    compiler gets it, see :func:`compiler_reads`)."""
+    command line it writes them into (``-Xcompiler "-include cfg.h"``; see :func:`_compiler_split`).
+    nvcc's ``--cubin`` build has the host compiler preprocess the device code with them (``nvcc
+    --dryrun``: ``gcc -E -include cfg.h``), so the cubin reads an -include file, -I folder or -D
+    macro among them. Each word as written, quotes and all (see :func:`compiler_reads`)."""
     words = []
     for i, flag in enumerate(flags):
         start = compiler_value(flags, i)
         if start is not None:
-            words += [(i, start + found.start(), found.group()) for found in re.finditer(r"[^,\s]+", flag[start:])]
+            words += [(i, start + at, word) for at, word in _compiler_split(flag[start:])]
     return words
+
+
+def _compiler_split(value: str) -> list[tuple[int, str]]:
+    """The words of an -Xcompiler's value, each as written with where in it it starts: split at
+    each comma nvcc sees unescaped (``\\,`` it gives as a comma, dropping the backslash of each
+    escape), which it gives the shell as a space, and at each space the shell sees outside its
+    quotes. Split at every comma and space, ``-include,'../my inc/cfg.h'`` was read as a file
+    ``'../my`` and a word ``inc/cfg.h'``, where gcc reads the file ``../my inc/cfg.h``."""
+    words: list[tuple[int, str]] = []
+    start, quote, escaped, i = None, "", False, 0
+    while i < len(value):
+        char, width = (value[i + 1], 2) if value[i] == "\\" and i + 1 < len(value) else (value[i], 1)
+        char = " " if char == "," and width == 1 else char  # what the shell gets of it
+        if escaped or quote == "'" and char != "'" or quote == '"' and char not in '"\\':
+            escaped = False
+        elif char == "\\":  # the shell's escape (written \\ to nvcc): the character after it is the word's
+            escaped = True
+        elif char in "'\"":
+            quote = "" if quote else char
+        elif char.isspace():
+            if start is not None:
+                words.append((start, value[start:i]))
+            start = None
+            i += width
+            continue
+        start = i if start is None else start
+        i += width
+    return words + ([(start, value[start:])] if start is not None else [])
 
 
 def compiler_value(flags: Sequence[str], i: int) -> int | None:
@@ -255,12 +288,13 @@ def compiler_value(flags: Sequence[str], i: int) -> int | None:
 
 def compiler_reads(word: str) -> str:
     """A word of :func:`compiler_words` as the host compiler reads it: nvcc drops the backslash of
-    each escape (``\\"`` is ``"``), then the shell it runs the compiler in reads its quotes
-    (``-DK_IMPL='"impl.h"'``, the spelling that builds, is ``-DK_IMPL="impl.h"``); as written where
+    each escape (``\\"`` is ``"``) and gives a comma as a space, then the shell it runs the
+    compiler in reads its quotes (``-DK_IMPL='"impl.h"'``, the spelling that builds, is
+    ``-DK_IMPL="impl.h"``; ``-include,"../inc/cfg.h"``'s file is ``../inc/cfg.h``); as written where
     the shell would not read it as one word. Read as written, the macro named no header, and one
-    in a subfolder (``'"impls/a.h"'``) was hashed by none."""
+    in a subfolder (``'"impls/a.h"'``) was hashed by none, and a quoted file or folder was none."""
     try:
-        read = shlex.split(re.sub(r"\\(.)", r"\1", word))
+        read = shlex.split(re.sub(r"\\(.)|,", lambda found: found.group(1) or " ", word))
     except ValueError:  # a quote its word does not close
         return word
     return read[0] if len(read) == 1 else word
@@ -273,7 +307,7 @@ def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> l
     filenames given"), is given by -Xpreprocessor (see :func:`_preprocessor_flags`)."""
     spans: dict[int, list[tuple[int, int, str]]] = {}  # per flag, (start, end, text) of each path written
     for named, text in texts:
-        spans.setdefault(named.flag, []).append((len(named.before), len(named.before) + len(named.given), text))
+        spans.setdefault(named.flag, []).append((len(named.before), len(flags[named.flag]) - len(named.after), text))
     written = []
     for i, flag in enumerate(flags):
         if flag.startswith("-Wp,") and any("," in text for _, _, text in spans.get(i, ())):
