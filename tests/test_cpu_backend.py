@@ -2706,34 +2706,38 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
     assert scales_by_3("include_list_gate_test", recorded)
 
 
+@pytest.mark.parametrize("project", ["proj", "my proj", "proj,v2"])
 @pytest.mark.parametrize("flags", [
+    ("-Xcompiler", "-include,../inc/a.h,-I../lib"),
     ("-Xcompiler", """-include,"../inc/a.h",-I'../lib'"""),
     ("--compiler-options", """-include '../inc/a.h' -I "../lib" -DUNUSED='1 2'"""),
     ("-Xcompiler=-include'../inc/a.h'", "-Xcompiler", '--include-directory="../lib"'),
 ])
-def test_a_file_and_folder_an_nvcc_host_compiler_word_quotes_for_the_shell_are_hashed_and_built_as_tuned(
-        tmp_path, monkeypatch, flags):
+def test_a_file_and_folder_of_an_nvcc_host_compiler_word_are_hashed_and_built_as_tuned(
+        tmp_path, monkeypatch, flags, project):
     """nvcc writes -Xcompiler's words into the shell command it runs its host compiler with, so
     a path quoted for that shell is read unquoted (``-include,"../inc/a.h"``: gcc reads
     ../inc/a.h). Read with its quotes, the -include file was none of the suite's, unhashed (an
     edit kept the source hash, and the old trials), and the -I folder a folder named
-    ``'../lib'``. Each is hashed, the build finds each from any working folder, and the gate's
-    build of the recorded template reads both as tuned."""
+    ``'../lib'``. The build is given each by its absolute path, which nvcc splits at a comma and
+    the shell at a space: written bare, a project under ``my proj/`` or ``proj,v2/`` built
+    nothing ("/my: No such file or directory"). Each is hashed, the build finds each from any
+    working folder, and the gate's build of the recorded template reads both as tuned."""
     if not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
-    for folder in ("proj/inc", "proj/lib", "proj/suites", "build"):
+    for folder in (f"{project}/inc", f"{project}/lib", f"{project}/suites", "build"):
         (tmp_path / folder).mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "build")  # where "../inc/a.h" is no file
-    inc, lib = tmp_path / "proj" / "inc", tmp_path / "proj" / "lib"
+    inc, lib = tmp_path / project / "inc", tmp_path / project / "lib"
     (inc / "a.h").write_text("#define FA 3.0f\n")
     (lib / "cfg.h").write_text("#define FACTOR 1.0f\n")
-    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+    (tmp_path / project / "suites" / "k.cu").write_text(
         '#include "cfg.h"\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FA * FACTOR * x[i];\n}\n")
 
     def declared():
         return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / project / "suites")
 
     def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
         (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))

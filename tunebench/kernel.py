@@ -300,6 +300,19 @@ def compiler_reads(word: str) -> str:
     return read[0] if len(read) == 1 else word
 
 
+def spelt(flags: Sequence[str], named: Named, path: str | Path) -> str:
+    """``path`` as written in the place of ``named`` in ``flags``: in an -Xcompiler's words (see
+    :func:`compiler_words`), quoted for the shell nvcc runs its host compiler in and each comma and
+    backslash escaped for nvcc (``-include,'/my proj\\,v2/cfg.h'``), as :func:`compiler_reads`
+    reads it back; elsewhere, and a path of none of those characters, as it is. Written bare, an
+    absolute path under ``my proj/`` was two words to the shell, and one under ``proj,v2/`` two to
+    nvcc: no build found the file ("/my: No such file or directory")."""
+    path = str(path)
+    if compiler_value(flags, named.flag) is None:
+        return path
+    return re.sub(r"[\\,]", lambda found: "\\" + found.group(), shlex.quote(path))
+
+
 def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> list[list[str]]:
     """Per flag, the flags it is written as with each path of ``texts`` (one the flags name, see
     :func:`flag_paths`, with what to write in its place) written so. A -Wp word that then holds a
@@ -913,8 +926,9 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             copied[named] = copy
     listed = built.launch is not None  # nvcc reads a folder flag's value as a list: "-Icopy,dir"
     written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
-        (named, f"{copied[named]},{_again(built.flags, named)}{p}" if listed and named.kind == "dir" and named in copied
-         else str(copied[named] if named in copied and named.kind != "dir" else p))
+        (named, f"{spelt(built.flags, named, copied[named])},{_again(built.flags, named)}{spelt(built.flags, named, p)}"
+         if listed and named.kind == "dir" and named in copied
+         else spelt(built.flags, named, copied[named] if named in copied and named.kind != "dir" else p))
         for p, named in zip(built._paths, built._named_paths)
         if named.kind != "system" and (p is not None or named in copied)])
     for named, copy in copied.items():
@@ -1322,8 +1336,8 @@ class Variant:
 
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
-        path resolved, and as given; see :func:`written_flags`)."""
-        texts = [(named, folder(p) if named.kind == "dir" else file(p, named.given))
+        path resolved, and as given; see :func:`written_flags`), spelt where it lies (see :func:`spelt`)."""
+        texts = [(named, spelt(self.flags, named, folder(p) if named.kind == "dir" else file(p, named.given)))
                  for p, named in zip(self._paths, self._named_paths) if p is not None and named.kind != "system"]
         return tuple(flag for flags in written_flags(self.flags, texts) for flag in flags)
 
