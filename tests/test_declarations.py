@@ -2330,6 +2330,39 @@ def test_a_folder_an_include_flag_names_is_a_declaration_error_naming_the_suite_
         assert pytester.runpytest("suites", "--collect-only", "-p", "no:cacheprovider").ret == pytest.ExitCode.OK
 
 
+@pytest.mark.parametrize("target, flags, written, hint", [
+    # a folder that is not there, named by the flags the user wrote: nvcc's and gcc's long -I too, and a list
+    ("cuda", ("--include-path", "../nope"), "flag --include-path ../nope names no folder", None),
+    ("cpu", ("--include-directory", "inc"), "flag --include-directory inc names no folder",
+     "write --include-directory ../inc"),
+    ("cuda", ("-I", "../a,inc"), "flag -I ../a,inc names no folder", "write -I ../a,../inc"),
+    ("cuda", ("-Xcompiler", "-fPIC,-I'inc'"), "flag -Xcompiler -fPIC,-I'inc' names no folder",
+     "write -Xcompiler -fPIC,-I../inc"),
+    # a folder an -include among nvcc's host compiler's words names: with its -Xcompiler
+    ("cuda", ("-Xcompiler", "-fPIC,-include,../inc/"), "flag -Xcompiler -fPIC,-include,../inc/ names a folder",
+     "(-Xcompiler -fPIC,-include,../inc/<header>.h)"),
+    ("cuda", ("-Xcompiler", "-include", "-Xcompiler", "../inc/"),
+     "flag -Xcompiler -include -Xcompiler ../inc/ names a folder",
+     "(-Xcompiler -include -Xcompiler ../inc/<header>.h)"),
+])
+def test_a_folder_error_names_the_flags_as_written_and_suggests_a_spelling_the_compiler_takes(
+        tmp_path, monkeypatch, target, flags, written, hint):
+    """A header folder that is not there, or one an -include names, was reported by the option as
+    tunebench reads it or by the flag alone: "flag -I ../nope" of ``--include-path ../nope``,
+    "flag ../a,inc" of ``-I ../a,inc``, "flag -fPIC,-include,../inc/" without its -Xcompiler,
+    whose suggestion, "-fPIC,-include,../inc/<header>.h", nvcc refuses."""
+    for folder in ("proj/suites", "proj/a", "proj/inc", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")
+    variant = Variant(source="k.cu" if target == "cuda" else "k.c", entry="k", space=Space({"tile": [1]}),
+                      heuristic=lambda shape: {"tile": 1}, flags=flags, origin=tmp_path / "proj" / "suites",
+                      launch=(lambda c, shape: (1, 32)) if target == "cuda" else None)
+    with pytest.raises(tunebench.KernelError) as raised:
+        variant.check_folders()
+    assert written in str(raised.value)
+    assert hint is None or hint in str(raised.value)
+
+
 def test_a_kept_verdict_on_a_suspect_param_is_read_without_working_out_its_settings_again(tmp_path, monkeypatch):
     """The settings of the other params a suspect is preprocessed under (each pair of their later
     values beyond 64 combinations: 0.26 s for 4 params of 32 values, 0.46 s for 6) were worked out

@@ -194,8 +194,9 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
         read = (word.startswith(named.before) and word.endswith(named.after)
                 and reads(flags[i][start:end]) == named.given)
         if read and (named.kind == "include" or nvcc and named.kind in ("dir", "system")):
-            opens, at, _ = words[named.first]  # its option word's flag, and the -Xpreprocessor (-Xcompiler) before
-            found.append(named._replace(before=flags[i][:start], flag=i, first=opens - (at == 0), after=flags[i][end:]))
+            opens, at, _ = words[named.first]  # its option word's flag, the value of an -Xpreprocessor (-Xcompiler)
+            alone = compiler_value(flags, opens) == 0 if nvcc else at == 0  # before it, which it starts from then
+            found.append(named._replace(before=flags[i][:start], flag=i, first=opens - alone, after=flags[i][end:]))
             if named.kind != "include":
                 ahead.add(found[-1])
     return sorted(found, key=lambda named: (named not in ahead, named.flag, len(named.before)))
@@ -311,6 +312,16 @@ def spelt(flags: Sequence[str], named: Named, path: str | Path) -> str:
     if compiler_value(flags, named.flag) is None:
         return path
     return re.sub(r"[\\,]", lambda found: "\\" + found.group(), shlex.quote(path))
+
+
+def as_written(flags: Sequence[str], named: Named, text: str | None = None) -> str:
+    """The flags that name ``named`` as written, from its option's (``-I ../a,../b``, ``-Xcompiler
+    -fPIC,-include,../inc/``), for a message; with ``text`` in the place of its path where given,
+    a spelling the compiler takes. Told the option as tunebench reads it (``-I`` of
+    ``--include-path``) or the flag alone (``../a,../b``, ``-fPIC,-include,../inc/`` without its
+    -Xcompiler), the user was shown a flag they did not write, and one nvcc refuses."""
+    *ahead, flag = flags[named.first:named.flag + 1]
+    return " ".join((*ahead, flag if text is None else named.before + text + named.after))
 
 
 def written_flags(flags: Sequence[str], texts: Iterable[tuple[Named, str]]) -> list[list[str]]:
@@ -1170,11 +1181,12 @@ class Variant:
                 continue
             if named.kind not in ("dir", "system") or os.path.isabs(named.given) or found.is_dir():
                 continue
-            option = named.before or named.option + " "  # "-I dir", two flags
             near = next((d / named.given for d in (*base.parents, Path.cwd()) if (d / named.given).is_dir()), None)
-            hint = f"; {near} is: write {option}{os.path.relpath(near, base)}" if near else ""
-            raise KernelError(f"variant {self.source}: flag {option}{named.given} names no folder: {found} does not "
-                              f"exist (a folder in flags is taken from the declaring file's folder, {base}){hint}")
+            moved = spelt(self.flags, named, os.path.relpath(near, base)) if near else ""
+            hint = f"; {near} is: write {as_written(self.flags, named, moved)}" if near else ""
+            raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names no folder: {found} "
+                              f"does not exist (a folder in flags is taken from the declaring file's folder, {base})"
+                              f"{hint}")
 
     def _included_folder(self, named: Named) -> None:
         """A :class:`KernelError` where an ``-include`` or ``-imacros`` flag names a folder by a path
@@ -1183,9 +1195,9 @@ class Variant:
         "fatal error: include/: No such file or directory", in every config's build. A bare name
         is the compiler's to find: it skips a folder of that name (``-include memory`` beside a
         ``memory/`` folder reads <memory>). It names the flags as written (``-Wp,-include,inc/,-DX``)
-        and a header in the folder spelt alike (``-Wp,-include,inc/<header>.h,-DX``): told the
-        option before the path's flag (``-Xpreprocessor``) or the flag cut at the path (``-Wp,-include,``),
-        the user was shown a flag gcc does not take."""
+        and a header in the folder spelt alike (``-Wp,-include,inc/<header>.h,-DX``; see
+        :func:`as_written`): told the option before the path's flag (``-Xpreprocessor``) or the flag
+        cut at the path (``-Wp,-include,``), the user was shown a flag gcc does not take."""
         given = named.given
         if "/" not in given:
             return
@@ -1197,9 +1209,8 @@ class Variant:
             return
         folder = os.path.relpath(found, start) if found and not path.is_absolute() else given.rstrip("/")
         where = f" ({found})" if found else ""
-        flags = self.flags[named.first:named.flag]  # its option's flags ahead of the one naming the folder
-        header = " ".join((*flags, f"{named.before}{folder}/<header>.h{named.after}"))
-        raise KernelError(f"variant {self.source}: flag {' '.join(self.flags[named.first:named.flag + 1])} names a "
+        header = as_written(self.flags, named, f"{spelt(self.flags, named, folder)}/<header>.h")
+        raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names a "
                           f"folder{where}, and {named.option} reads one file ahead of the template: name a header in "
                           f"it ({header}), or search it for the template's #include lines with -I{folder}")
 
