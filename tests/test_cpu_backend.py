@@ -891,13 +891,17 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     device code, -Xcompiler's -D. The hash read one macro, UNUSED, of the value
     '1,K_IMPL="impls/impl.h"', and no -Xcompiler flag, so K_IMPL was the template's default
     alone, "other.h", and the header nvcc read was unhashed: an edit kept the source hash, and
-    its trials. The gate's build of the recorded template reads it as tuned."""
+    its trials. An -Xcompiler's -D is no -D of nvcc's own: read as one too, with the shell's
+    quotes, its value named no header, and every header of the folders was hashed (an edit of
+    inc/unread.h, which no build reads, measured it again). The gate's build of the recorded
+    template reads it as tuned."""
     if not shutil.which("nvcc"):
         pytest.skip("nvcc is not on PATH")
     for where in ("inc/impls", "suites", "build"):
         (tmp_path / where).mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "build")
     (tmp_path / "inc" / "impls" / "impl.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "inc" / "unread.h").write_text("#define FACTOR 7.0f\n")
     (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
     (tmp_path / "suites" / "k.cu").write_text(
         '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n#include K_IMPL\n'
@@ -917,7 +921,7 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     variant = declared()
     text, texts = variant.template, variant.file_texts
     assert scales_by_3(variant)
-    assert_hash_follows(declared, variant, tmp_path / "inc" / "impls" / "impl.h")
+    assert_hash_follows(declared, variant, tmp_path / "inc" / "impls" / "impl.h", tmp_path / "inc" / "unread.h")
     kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
     recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
     assert scales_by_3(recorded)

@@ -678,7 +678,10 @@ def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False
     # -Wp,-DK_IMPL="impl.h"; nvcc's -Xcompiler -DK_IMPL='"impl.h"'
     words = ([compiler_reads(word) for _, _, word in compiler_words(flags)] if nvcc
              else [word for _, _, word in preprocessor_words(flags)])
-    defined = [given.removeprefix("=") for given in option_values(flags, "-D")]
+    # nvcc's own, not a word it gives its host compiler, read above (-Xcompiler -DK_IMPL='"impl.h"': as nvcc's,
+    # its value '"impl.h"' named no header, and every header of every folder was hashed)
+    own = [flag if not nvcc or compiler_value(flags, k) is None else "" for k, flag in enumerate(flags)]
+    defined = [given.removeprefix("=") for given in option_values(own, "-D")]
     if nvcc:  # -DA=1,B=2
         defined = [word for given in defined for _, word in _comma_words(given)]
     for given in (*defined, *(given.removeprefix("=") for given in option_values(words, "-D"))):
