@@ -2776,6 +2776,10 @@ def test_a_file_and_folder_of_an_nvcc_host_compiler_word_are_hashed_and_built_as
     ("-I../b", "--compiler-options", "-I../a"),
     ("-Xcompiler=-I../a", "-Xcompiler", "--include-directory=../b"),
     ("--compiler-options", "-I", "--compiler-options", "../a", "-I../b"),
+    # -isystem's, read alike
+    ("-isystem", "../a,../b"),
+    ("--system-include=../a,../b",),
+    ("--system-include", "../a", "-isystem=../b"),
 ])
 def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_and_built_as_tuned(
         tmp_path, monkeypatch, flags):
@@ -2785,7 +2789,9 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
     none, so a header nvcc read through them was unhashed (an edit kept the source hash, and the
     old trials were served). Its host compiler's -I (``-Xcompiler -I../a``) it gives ahead of
     its own -I folders: read as none, its header was unhashed and the build, given it as
-    written, found none from another working folder. Each folder is hashed as an -I folder is,
+    written, found none from another working folder. -isystem's spellings are read as -I's
+    (``-isystem ../a,../b``, ``--system-include=../a``): its list was one folder, its long
+    spelling and ``-isystem=`` none. Each folder is hashed as an -I folder is,
     in nvcc's order (b's cfg.h is never read), the build finds each from any working folder,
     and the gate's build of the recorded template reads the copies of both, as tuned."""
     if not shutil.which("nvcc"):

@@ -106,6 +106,9 @@ NVCC_FILE_OPTIONS = ("-include", "--pre-include")
 #: too (``-I=dir``, which gcc reads as a folder of its sysroot), each given a folder list (``-I
 #: a,b``, both searched, in order, as ``-Ia -Ib``).
 NVCC_DIR_OPTIONS = ("-I", "--include-path")
+#: nvcc's spellings of -isystem, read as those of -I are (``-isystem a,b``, ``--system-include=a``;
+#: it refuses ``-isystema``).
+NVCC_SYSTEM_DIR_OPTIONS = ("-isystem", "--system-include")
 #: Options whose value is the next flag, which names no input file (``-Xlinker libfoo.so``,
 #: ``-MF deps.o``, ``-D NAME=x.c``).
 VALUE_OPTIONS = ("-o", "-D", "-U", "-x", "-l", "-L", "-u", "-T", "-B", "-MF", "-MT", "-MQ", "-Xlinker",
@@ -142,7 +145,8 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     each of ``-Wp,-include,a.h,-include,b.h``; where ``nvcc`` reads the flags (it refuses -Wp), its
     host compiler's instead (:func:`compiler_words`: ``-Xcompiler -include,cfg.h``, ``-Xcompiler
     -I../inc``), and its spellings of -include and -I too (:data:`NVCC_FILE_OPTIONS`,
-    :data:`NVCC_DIR_OPTIONS`), each path of a list (``-include a.h,b.h``, ``-Ia,b``). The host
+    :data:`NVCC_DIR_OPTIONS`, :data:`NVCC_SYSTEM_DIR_OPTIONS`), each path of a list (``-include
+    a.h,b.h``, ``-Ia,b``, ``-isystem a,b``). The host
     compiler's folders come first, as nvcc gives it its words ahead of its own -I folders
     (``nvcc --dryrun``: ``gcc -E -I../inc -I"../other"``), where it searches them: read as one
     of nvcc's -I folders, in the flags' order, a header of another -I folder was hashed, and
@@ -152,17 +156,19 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
     for i, flag in enumerate(flags):
         option, value = long_option(flag) or (flag, None)  # the short option a long spelling is
         name, equals, given = flag.partition("=")
-        if nvcc and name in (*NVCC_FILE_OPTIONS, *NVCC_DIR_OPTIONS):  # --pre-include cfg.h, -include=cfg.h, -I=inc
-            option, value = "-I" if name in NVCC_DIR_OPTIONS else "-include", given if equals else None
+        if nvcc and name in (*NVCC_FILE_OPTIONS, *NVCC_DIR_OPTIONS, *NVCC_SYSTEM_DIR_OPTIONS):  # -include=cfg.h, -I=inc
+            option = ("-I" if name in NVCC_DIR_OPTIONS else "-isystem" if name in NVCC_SYSTEM_DIR_OPTIONS
+                      else "-include")
+            value = given if equals else None
         joined = next((o for o in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS)
                        if flag.startswith(o) and flag != o), None)
         if taken:
             what, option = taken
-            what = "dir" if what == "system" and not os.path.isabs(flag) else what
-            if nvcc and (what == "include" or option == "-I"):  # -include a.h,b.h; -I a,b
+            if nvcc and (what == "include" or option in ("-I", "-isystem")):  # -include a.h,b.h; -I a,b; -isystem a,b
                 found += _listed("", flag, i, option, i - 1, what)
             elif what != "value":
-                found.append(Named("", flag, what, "", i, option, i - 1))
+                found.append(Named("", flag, "dir" if what == "system" and not os.path.isabs(flag) else what, "", i,
+                                   option, i - 1))
             taken = None
         elif value is None and option in (*DIR_OPTIONS, *SYSTEM_DIR_OPTIONS, *FILE_OPTIONS, *VALUE_OPTIONS):
             taken = ("dir" if option in DIR_OPTIONS else "system" if option in SYSTEM_DIR_OPTIONS
@@ -171,10 +177,11 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
             before = flag[:len(flag) - len(value)]
             found += (_listed(before, value, i, option, i) if nvcc  # -include=a.h,b.h
                       else [Named(before, value, "include", "", i, option, i)])
-        elif value is not None and option in DIR_OPTIONS:  # --include-directory=inc; nvcc's -I=a,b
+        elif value is not None and option in (*DIR_OPTIONS, "-isystem"):  # --include-directory=inc; nvcc's -I=a,b
             before = flag[:len(flag) - len(value)]
-            found += (_listed(before, value, i, option, i, "dir") if nvcc
-                      else [Named(before, value, "dir", "", i, option, i)])
+            kind = "dir" if option in DIR_OPTIONS else "system"
+            found += (_listed(before, value, i, option, i, kind) if nvcc
+                      else [Named(before, value, kind, "", i, option, i)])
         elif joined:
             path = flag[len(joined):]
             kind = ("include" if joined in FILE_OPTIONS else
@@ -204,9 +211,11 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
 
 def _listed(before: str, given: str, flag: int, option: str, first: int, kind: str = "include") -> list[Named]:
     """Each path of nvcc's list ``given`` (``a.h,b.h``: it reads both, in order; ``a,b`` of
-    ``-I``: it searches both), the value of ``option`` after ``before`` in its flag, of ``kind``;
-    none of an empty word, which nvcc drops (``-Ia,``: no folder ``""``, the suite's)."""
-    return [Named(before + given[:start], name, kind, given[start + len(name):], flag, option, first)
+    ``-I``: it searches both), the value of ``option`` after ``before`` in its flag, of ``kind``
+    (a "system" folder given relative a "dir": see :data:`SYSTEM_DIR_OPTIONS`); none of an empty
+    word, which nvcc drops (``-Ia,``: no folder ``""``, the suite's)."""
+    return [Named(before + given[:start], name, "dir" if kind == "system" and not os.path.isabs(name) else kind,
+                  given[start + len(name):], flag, option, first)
             for start, name in _comma_words(given) if name]
 
 
