@@ -2710,7 +2710,7 @@ def test_each_file_of_an_include_flag_naming_several_is_hashed_and_built_as_tune
     assert scales_by_3("include_list_gate_test", recorded)
 
 
-@pytest.mark.parametrize("project", ["proj", "my proj", "proj,v2"])
+@pytest.mark.parametrize("project", ["proj", "my proj", "proj,v2", 'q"x'])
 @pytest.mark.parametrize("flags", [
     ("-Xcompiler", "-include,../inc/a.h,-I../lib"),
     ("-Xcompiler", """-include,"../inc/a.h",-I'../lib'"""),

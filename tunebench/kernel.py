@@ -313,14 +313,15 @@ def compiler_reads(word: str) -> str:
 def spelt(flags: Sequence[str], named: Named, path: str | Path) -> str:
     """``path`` as written in the place of ``named`` in ``flags``: in an -Xcompiler's words (see
     :func:`compiler_words`), quoted for the shell nvcc runs its host compiler in and each comma and
-    backslash escaped for nvcc (``-include,'/my proj\\,v2/cfg.h'``), as :func:`compiler_reads`
+    backslash and double quote escaped for nvcc, which reads them inside single quotes too
+    (``-include,'/my proj\\,v2/cfg.h'``), as :func:`compiler_reads`
     reads it back; elsewhere, and a path of none of those characters, as it is. Written bare, an
     absolute path under ``my proj/`` was two words to the shell, and one under ``proj,v2/`` two to
     nvcc: no build found the file ("/my: No such file or directory")."""
     path = str(path)
     if compiler_value(flags, named.flag) is None:
         return path
-    return re.sub(r"[\\,]", lambda found: "\\" + found.group(), shlex.quote(path))
+    return re.sub(r'[\\,"]', lambda found: "\\" + found.group(), shlex.quote(path))
 
 
 def as_written(flags: Sequence[str], named: Named, text: str | None = None) -> str:
