@@ -933,6 +933,22 @@ def test_gate_items_that_ran_and_ended_without_a_verdict_are_reached_and_a_skip_
     skipped.stdout.fnmatch_lines(["SKIPPED ?2? suites/test_axpb.py*: not today"])
 
 
+def test_a_suite_names_the_kernels_declaration_line_in_its_file_and_no_line_of_a_module_it_imports(project, pytester):
+    """What a skip or a failure of a suite's items names (:meth:`Suite.where`): the suite file and
+    the line of its ``Kernel(...)``; where a helper module beside it declares the kernel, the suite
+    file alone (that line is the helper's)."""
+    from tunebench.items import Suite
+
+    suites = project() / "suites"
+    declared = (suites / "test_axpb.py").read_text().splitlines().index("axpb = Kernel(") + 1
+    items, _ = pytester.inline_genitems("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    assert {item.getparent(Suite).where() for item in items} == {(str(suites / "test_axpb.py"), declared)}
+    (suites / "test_axpb.py").rename(suites / "axpb_generator.py")
+    (suites / "test_axpb.py").write_text("from axpb_generator import axpb  # noqa: F401\n")
+    items, _ = pytester.inline_genitems("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
+    assert {item.getparent(Suite).where() for item in items} == {(str(suites / "test_axpb.py"), None)}
+
+
 @pytest.mark.parametrize("settings, said", [
     ("0.5, 5", "0.5, 5 given by position; name each setting (threshold=0.1, processes=3, max_processes=7, budget_s=1.0)"),
     ("processes=2.5", "processes 2.5: a count"),
