@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,30 @@ def compile_cache(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("TUNEBENCH_CACHE", str(path))
     return path
+
+
+@pytest.fixture
+def one_tick(tmp_path_factory, monkeypatch):
+    """Files of this test (under its temporary folders) with the times of a filesystem whose clock
+    moves in ticks, the whole test within one: a change leaves a file's mtime and ctime as they
+    were, so its stat too where its inode and size stay (a write in place of as many bytes). This
+    machine's kernel gives a file whose times were read a fine time at its next change (multigrain
+    timestamps, Linux 6.13+); older kernels' tick is 1-4 ms, FAT's 2 s. Every change is racy (see
+    tunebench.stamps), however slow the machine."""
+    root, tick, stat = str(tmp_path_factory.getbasetemp()), time.time_ns(), os.stat
+
+    def coarse(path, *args, **kwargs):
+        st = stat(path, *args, **kwargs)
+        if isinstance(path, int) or not os.path.abspath(os.fsdecode(path)).startswith(root):
+            return st
+        fields = list(st)
+        fields[8] = fields[9] = tick // 10**9
+        named = {name: getattr(st, name) for name in ("st_atime", "st_atime_ns", "st_blksize", "st_blocks", "st_rdev")}
+        return os.stat_result(fields, {**named, "st_mtime": tick / 1e9, "st_ctime": tick / 1e9, "st_mtime_ns": tick,
+                                       "st_ctime_ns": tick})
+
+    monkeypatch.setattr(os, "stat", coarse)
+    monkeypatch.setattr("tunebench.stamps.RACY_S", 3600.0)  # the tick outlasts the test
 
 
 @pytest.fixture

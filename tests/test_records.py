@@ -18,6 +18,7 @@ from tunebench import records_merge
 from tunebench.buckets import Bucket
 from tunebench.records import (FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id, measured_time,
                                measured_times, stores)
+from tunebench.stamps import racy
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
 
@@ -338,6 +339,63 @@ def test_a_records_path_that_cannot_be_read_is_an_error_naming_it(tmp_path):
     path.mkdir()
     with pytest.raises(RecordsError, match=f"^{path}: cannot be read"):
         RecordStore.for_device(tmp_path, FINGERPRINT)
+
+
+def test_a_records_file_rewritten_in_place_within_the_tick_of_its_last_write_is_read_again(tmp_path, one_tick):
+    """A copy over the file (the merge driver's ``cp``) of as many bytes in the tick of the write a
+    reader had read left its inode, size and mtime as they were: the reader served its old tables."""
+    writer = RecordStore.for_device(tmp_path, FINGERPRINT)
+    writer.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "dims": ["M"]})
+    reader = RecordStore(writer.path)
+    assert [t["dims"] for t in reader.tasks()] == [["M"]]
+    writer.path.write_text(writer.path.read_text().replace('"M"', '"N"'))
+    assert [t["dims"] for t in reader.tasks()] == [t["dims"] for t in writer.tasks()] == [["N"]]
+
+
+def test_an_archive_rewritten_in_place_within_the_tick_of_its_last_write_is_read_again(tmp_path, one_tick,
+                                                                                       monkeypatch):
+    """The archive is appended to; but a torn last line cut, then an append of as many bytes, or a
+    copy over it, within the tick of the write a reader had read left its stat as it was."""
+    monkeypatch.setattr("tunebench.records.ARCHIVE_ABOVE", 1)
+    store = RecordStore.for_device(tmp_path, FINGERPRINT)
+    for vec in (1, 2):  # the file holds one trial: the first moves to the archive
+        store.add(trial({"vec": vec}, stats={"median": 1.0}))
+        store.compact()
+    reader = RecordStore(store.path)
+    assert [(t["config"]["vec"], t["stats"]["median"]) for t in reader.trials()] == [(1, 1.0), (2, 1.0)]
+    store.archive.write_text(store.archive.read_text().replace('"median": 1.0', '"median": 3.0'))
+    assert [(t["config"]["vec"], t["stats"]["median"]) for t in reader.trials()] == [(1, 3.0), (2, 1.0)]
+
+
+def test_a_file_changed_just_now_is_racy_whatever_mtime_a_tool_set_on_it(tmp_path):
+    """``cp -p``, ``rsync -t`` and ``touch -d`` give a file another's mtime, long past or to come:
+    its ctime, which the kernel sets, says that it changed just now."""
+    path = tmp_path / "copied.json"
+    path.write_text("{}")
+    os.utime(path, ns=(0, 0))
+    assert racy(os.stat(path))
+
+
+def test_the_file_is_parsed_once_per_content_and_read_once_it_has_settled(tmp_path, monkeypatch):
+    """A tune reads the file right after each of its writes (a parse of the shipped 1.7 MB file
+    takes 0.1 s): a racy file's bytes are read again, and parsed only where they differ; once it
+    has settled, its stat is trusted and nothing is read."""
+    parsed, read = [], []
+    parse, read_bytes = AtomicJSONStorage._parse, AtomicJSONStorage._bytes
+    monkeypatch.setattr(AtomicJSONStorage, "_parse", lambda self, raw: parsed.append(self.path) or parse(self, raw))
+    monkeypatch.setattr(AtomicJSONStorage, "_bytes", lambda self: read.append(self.path) or read_bytes(self))
+    monkeypatch.setattr("tunebench.stamps.RACY_S", 3600.0)  # each write here is recent, however slow the machine
+    writer = RecordStore.for_device(tmp_path, FINGERPRINT)
+    writer.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "dims": ["M"]})
+    reader = RecordStore(writer.path)
+    for _ in range(3):
+        assert [t["dims"] for t in writer.tasks()] == [t["dims"] for t in reader.tasks()] == [["M"]]
+    assert len(parsed) == 1  # the reader's first read; the writer knows what it wrote
+    monkeypatch.setattr("tunebench.stamps.RACY_S", 0.0)  # the file has settled
+    read.clear()
+    for _ in range(3):
+        assert [t["dims"] for t in reader.tasks()] == [["M"]]
+    assert len(read) == 1 and len(parsed) == 1
 
 
 def test_a_trial_measured_again_replaces_the_one_before_which_is_kept_in_the_archive(tmp_path):
