@@ -121,6 +121,13 @@ def compile_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def settled(monkeypatch):
+    """Files taken as settled as soon as written (see tunebench.stamps): their stats are trusted,
+    as those of files left unchanged for a while are, which a test of what is kept asserts."""
+    monkeypatch.setattr("tunebench.stamps.RACY_S", 0.0)
+
+
+@pytest.fixture
 def one_tick(tmp_path_factory, monkeypatch):
     """Files of this test (under its temporary folders) with the times of a filesystem whose clock
     moves in ticks, the whole test within one: a change leaves a file's mtime and ctime as they

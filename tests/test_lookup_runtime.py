@@ -127,7 +127,22 @@ def test_an_answer_made_while_the_records_change_is_not_kept(deployed, monkeypat
     assert tunebench.lookup("layernorm", (301, 8192), DEVICE, records=records).source == "heuristic"
 
 
-def test_a_file_rewritten_in_place_with_its_size_and_time_kept_is_seen_as_changed(tmp_path):
+def test_records_copied_over_in_place_within_the_tick_of_the_write_read_are_read_again(deployed, one_tick,
+                                                                                       monkeypatch):
+    """A copy over the records (the merge driver's or a deploy's ``cp``) of as many bytes within
+    the tick of the write the lookups had read left the file's stat as it was: they answered from
+    the records as they were, and so did every later process, from the index kept under that stat."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records = deployed / "records"
+    path = records / f"{DEVICE}.json"
+    assert tunebench.lookup("layernorm", (300, 8192), DEVICE, records=records).source == "tuned"
+    path.write_text(path.read_text().replace('"layernorm"', '"layernorX"'))  # its records are another kernel's
+    assert tunebench.lookup("layernorm", (299, 8192), DEVICE, records=records).source == "heuristic"
+    monkeypatch.setattr(lookup_module, "_DIRECTORIES", {})  # a process started since
+    assert tunebench.lookup("layernorm", (298, 8192), DEVICE, records=records).source == "heuristic"
+
+
+def test_a_file_rewritten_in_place_with_its_size_and_time_kept_is_seen_as_changed(tmp_path, settled):
     path = tmp_path / f"{DEVICE}.json"
     path.write_text('{"trials": {}}')
     folder = lookup_module._Directory(tmp_path)
@@ -140,7 +155,7 @@ def test_a_file_rewritten_in_place_with_its_size_and_time_kept_is_seen_as_change
 
 
 def test_a_half_written_records_file_is_answered_from_its_last_whole_read_and_read_again_once_changed(
-        deployed, monkeypatch):
+        deployed, settled, monkeypatch):
     monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
     records = deployed / "records"
     path = records / f"{DEVICE}.json"
@@ -197,7 +212,9 @@ def test_a_process_started_while_the_file_is_half_written_answers_from_the_index
     file whole and kept its summary in records/.index."""
     records = deployed / "records"
     path = records / f"{DEVICE}.json"
-    asked = ("import sys, warnings, tunebench\nwith warnings.catch_warnings(record=True) as seen:\n"
+    asked = ("import sys, warnings, tunebench, tunebench.stamps\n"
+             "tunebench.stamps.RACY_S = 0.0  # the records copied just now taken as settled, to be indexed\n"
+             "with warnings.catch_warnings(record=True) as seen:\n"
              "    warnings.simplefilter('always')\n"
              "    print(tunebench.best('layernorm', (300, 8192), sys.argv[2], records=sys.argv[1]))\n"
              "print([str(w.message) for w in seen])\n")
@@ -863,7 +880,7 @@ def test_answers_for_many_shapes_of_a_bucket_share_its_ranking_and_each_caller_g
     assert tunebench.lookup("layernorm", (302, 8192), DEVICE, records=records).ranked == second.ranked
 
 
-def test_new_shapes_of_a_bucket_share_its_part_of_the_answer_until_the_records_change(deployed, monkeypatch):
+def test_new_shapes_of_a_bucket_share_its_part_of_the_answer_until_the_records_change(deployed, settled, monkeypatch):
     """Each shape not asked before ranked its bucket's records afresh (560-730 µs a shape on a
     2-core VM): a bucket's part is made once per records read, and goes with the summary it was
     made from, which a long-lived process no longer keeps once the records changed."""

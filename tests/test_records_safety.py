@@ -490,7 +490,8 @@ def test_the_gate_replaying_read_only_records_gates_them(pytester):
     assert "PASS  slow::all-float32[gate]" in run.stdout, run.stdout[-3000:]
 
 
-def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_and_keeps_its_mode(tmp_path):
+def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_and_keeps_its_mode(tmp_path,
+                                                                                                    settled):
     """The link was replaced by a regular file (the shared store never got the trials), runs by
     either path locked apart, and under umask 077 the file became its writer's alone."""
     shared, records = tmp_path / "shared", tmp_path / "records"

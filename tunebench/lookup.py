@@ -54,6 +54,7 @@ from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant,
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
                                config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
+from tunebench.stamps import racy
 
 
 @dataclass
@@ -603,7 +604,7 @@ class _Directory:
         self.path = path
         self.lock = threading.Lock()  # held to build a summary and to drop them: never both at once
         self.generation = 0
-        self._stamp: tuple | None = None
+        self._stamp: tuple | None = None  # None: the files are read again at the next check
         self._checked = -math.inf
         self._summaries: dict[str, Summary | str | None] = {}  # str: why the file cannot be read
         self._last_read: dict[str, Summary] = {}  # each device's summary as last read whole
@@ -634,10 +635,10 @@ class _Directory:
             rebuild.join()
             return
         stamp = self._stamps()
-        if stamp == self._stamp:
+        if stamp is not None and stamp == self._stamp:
             return
         with self.lock:
-            if self.rebuild is not None or stamp == self._stamp:  # another thread saw it first
+            if self.rebuild is not None or (stamp is not None and stamp == self._stamp):  # another thread saw it first
                 return
             read = [device for device, found in self._summaries.items() if isinstance(found, Summary)]
             if REFRESH_S <= 0 or not read:  # none to serve meanwhile: read again when asked
@@ -669,7 +670,10 @@ class _Directory:
                 self.generation += 1
                 self.rebuild = None
 
-    def _stamps(self, device: str = "*") -> tuple:
+    def _stamps(self, device: str = "*") -> tuple | None:
+        """The stats of a device's records file, archive and journal (every device's: ``*``); None
+        where one of them is racy (see :mod:`tunebench.stamps`): what is read of it may change
+        unseen by its stat, and is read again at the next check, nor kept in an index."""
         found = []
         files = self.path.glob(f"{device}.json")
         left = self.path.glob(f"{device}.archive.jsonl")  # an archive whose file is gone: the notes name it
@@ -678,6 +682,8 @@ class _Directory:
                 st = p.stat()
             except FileNotFoundError:
                 continue
+            if racy(st):
+                return None
             # a file replaced whole (git checkout, cp -p, rsync -t) gets another inode or ctime
             found.append((p.name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
         return tuple(sorted(found))
@@ -715,7 +721,8 @@ class _Directory:
         if not path.exists():
             return None
         index = self.path / ".index" / f"{device}.v{INDEX_FORMAT}.json"  # an older tunebench keeps its own
-        stamp = [list(s) for s in self._stamps(device)]
+        stamps = self._stamps(device)
+        stamp = None if stamps is None else [list(s) for s in stamps]
         try:
             cached = json.loads(index.read_text())
             indexed = Summary(cached["summary"]) if cached.get("format") == INDEX_FORMAT else None
@@ -733,10 +740,11 @@ class _Directory:
                     self._last_read.setdefault(device, indexed)
                 raise
             try:
-                index.parent.mkdir(exist_ok=True)
-                tmp = index.with_name(f".{index.name}.{os.getpid()}")
-                tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
-                os.replace(tmp, index)
+                if stamp is not None:
+                    index.parent.mkdir(exist_ok=True)
+                    tmp = index.with_name(f".{index.name}.{os.getpid()}")
+                    tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
+                    os.replace(tmp, index)
             except OSError:
                 pass  # a read-only checkout: answer from memory only
         self._last_read[device] = found
