@@ -978,6 +978,21 @@ def searched_div(tmp_path, monkeypatch, text):
     return template, unasked, searched, handle
 
 
+def test_a_template_edited_twice_within_one_tick_is_built_as_last_edited(tmp_path, one_tick, monkeypatch):
+    """An editor's save, then its format-on-save of as many bytes within the same tick, left the
+    template's stat as the first had: a framework that read the first built that text for good."""
+    monkeypatch.setattr(tunebench.kernel, "REREAD_S", 0.0)  # every call checks the files
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
+    template = tmp_path / "suites" / "div.c"
+    template.write_text(DIV_C.replace("MARKER", "// tunebench: params /* saved */"))
+    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
+    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    assert "/* saved */" in handle.source((100,))
+    template.write_text(template.read_text().replace("/* saved */", "/* fmt'd */"))
+    assert "/* fmt'd */" in handle.source((100,))
+
+
 def test_defines_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
     """defines() searched the whole template for a `// tunebench: params` line at every launch,
     half its time; once per text, an edit adding the line is still refused, and one removing it

@@ -44,6 +44,7 @@ from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.ported import refuse_ported
 from tunebench.space import Space, SpaceError, closest
+from tunebench.stamps import racy
 from tunebench.user_code import is_users, raised
 
 __import__("tomllib")  # pytest's reader imports it per call, for a pyproject.toml: imported with this module
@@ -882,16 +883,20 @@ def pin_templates(measuring: bool) -> None:
     _PINNED[0] = max(0, _PINNED[0] + (1 if measuring else -1))
 
 
-def _stamps(files: tuple[Path, ...]) -> tuple:
+def _stamps(files: tuple[Path, ...], since: int) -> tuple | None:
     """Each file's size, times and inode now (None where it is gone): an edit, a checkout or a
-    copy over it changes them."""
+    copy over it changes them. None where one is racy for a read begun at ``since`` (see
+    :mod:`tunebench.stamps`): an edit may follow unseen by them (an editor's second save)."""
     found = []
     for path in files:
         try:
             st = path.stat()
-            found.append((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
         except OSError:
             found.append(None)
+            continue
+        if racy(st, since):
+            return None
+        found.append((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
     return tuple(found)
 
 
@@ -1451,7 +1456,8 @@ class Variant:
         now = time.monotonic()
         if kept is not None and (self.text is not None or _PINNED[0] or 0 <= now - kept[4] < REREAD_S):
             return kept[:2]
-        if kept is not None and _stamps(kept[2]) == kept[3]:
+        since = time.time_ns()  # as the files' reading begins
+        if kept is not None and kept[3] is not None and _stamps(kept[2], since) == kept[3]:
             self.__dict__["_kept"] = (*kept[:4], now)
             return kept[:2]
         text, read, inputs, computed, texts = self.text, {}, {}, {}, {}
@@ -1479,7 +1485,8 @@ class Variant:
             return kept[:2]
         files = tuple(read)
         self.__dict__.update(_computed=tuple(computed), _inputs=inputs, _texts=texts)
-        self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files), now)
+        self.__dict__["_kept"] = (text, hashlib.sha256(text.encode()).hexdigest()[:16], files, _stamps(files, since),
+                                  now)
         return self.__dict__["_kept"][:2]
 
     def _expanded(self, own: tuple[Path, ...], sources: list[Path], copied: tuple[Path, ...] = ()
