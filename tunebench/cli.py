@@ -303,14 +303,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     get_strategy(args.strategy)  # an unknown name fails before the file is read
     options = strategy_options(args.strategy, args.strategy_option, "--strategy-option")  # and a bad setting
     select = {k: getattr(args, k) for k in ("kernel", "dtype", "bucket") if getattr(args, k) is not None}
-    with _warnings_said():
+    with _warnings_said():  # each seed's too: a file written just now is read again by each (see tunebench.stamps)
         replay = Replay(args.file)
-    recording = replay.recording(**select)
-    if args.noise and all(len(r.samples) <= 1 for shapes in recording.runs.values() for r in shapes.values()):
-        print(f"tunebench replay: {args.file} records one run per config (no 'times'): --noise has no "
-              f"runs to draw from, and measures each config at its recorded time", file=sys.stderr)
-    traces = [simulate(args.file, args.strategy, args.budget, seed, options=options, noise=args.noise, **select)
-              for seed in range(args.seeds)]
+        recording = replay.recording(**select)
+        if args.noise and all(len(r.samples) <= 1 for shapes in recording.runs.values() for r in shapes.values()):
+            print(f"tunebench replay: {args.file} records one run per config (no 'times'): --noise has no "
+                  f"runs to draw from, and measures each config at its recorded time", file=sys.stderr)
+        traces = [simulate(args.file, args.strategy, args.budget, seed, options=options, noise=args.noise, **select)
+                  for seed in range(args.seeds)]
     summary = convergence(traces, args.budget)
     if args.json:
         print(json.dumps({

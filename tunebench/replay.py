@@ -43,6 +43,7 @@ from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, KernelError, Variant
 from tunebench.records import RecordsError, RecordStore, bulk, config_key, measured_time, measured_times
 from tunebench.space import Space, SpaceError
+from tunebench.stamps import racy
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import CompareJob, TrialJob
@@ -375,7 +376,8 @@ def _json(path: Path) -> object:
 
 @lru_cache(maxsize=8)
 def _load(path: Path, stamp: tuple[int, int]) -> tuple[str, tuple[Recording, ...]]:
-    """(device name, recordings) of a file; cached by path, mtime and size for repeated seeds.
+    """(device name, recordings) of a file; cached by path, mtime and size for repeated seeds,
+    where the file settled before it was read (see :func:`load`).
     Read and checked with the cyclic collector off (see :func:`~tunebench.records.bulk`): it
     scanned a million entries' documents and runs again and again as they were made."""
     with bulk():
@@ -399,7 +401,10 @@ def load(path: str | Path) -> tuple[str, tuple[Recording, ...]]:
         st = path.stat()
     except OSError as e:
         raise ReplayError(f"{path}: cannot read the recorded space ({e.strerror})") from None
-    return _load(path.resolve(), (st.st_mtime_ns, st.st_size))
+    # changed within RACY_S (see tunebench.stamps): a rewrite of as many bytes may follow unseen by its
+    # mtime and size, so it is read again next time, not kept
+    read = _load.__wrapped__ if racy(st) else _load
+    return read(path.resolve(), (st.st_mtime_ns, st.st_size))
 
 
 class Replay:
