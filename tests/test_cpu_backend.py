@@ -69,6 +69,14 @@ def scale_headers(project: Path, include: str, folders: dict[str, Path], reads: 
                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
 
 
+def nvcc_preprocessed(build: Path, variant: Variant) -> str:
+    """The device code nvcc preprocesses from the copy of ``variant`` it builds in ``build`` (the
+    working folder), with the flags it builds it with."""
+    (build / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+    return subprocess.run([cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+                          capture_output=True, text=True, check=True, cwd=build).stdout
+
+
 def assert_hash_follows(declared, variant: Variant, built: Path, *unread: Path) -> None:
     """An edit of the headers ``unread`` (the build reads none) keeps ``variant``'s source hash as
     ``declared()`` gives it again, and one of ``built``, the header it reads, changes it."""
@@ -912,11 +920,8 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
         return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                        flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
 
-    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
-        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
-        return "y[i] = 3.0f * x[i]" in subprocess.run(
-            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
-            capture_output=True, text=True, check=True).stdout
+    def scales_by_3(variant):
+        return "y[i] = 3.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
 
     variant = declared()
     text, texts = variant.template, variant.file_texts
@@ -2743,11 +2748,8 @@ def test_a_file_and_folder_of_an_nvcc_host_compiler_word_are_hashed_and_built_as
         return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                        flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / project / "suites")
 
-    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
-        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
-        return "y[i] = 3.0f * 1.0f * x[i]" in subprocess.run(
-            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
-            capture_output=True, text=True, check=True).stdout
+    def scales_by_3(variant):
+        return "y[i] = 3.0f * 1.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
 
     variant = declared()
     variant.check_folders()
@@ -2812,11 +2814,8 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
         return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
                        flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
 
-    def scales_by_3(variant):  # nvcc's preprocessing of the copy it builds, with its flags
-        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
-        return "y[i] = 3.0f * 1.0f * x[i]" in subprocess.run(
-            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
-            capture_output=True, text=True, check=True).stdout
+    def scales_by_3(variant):
+        return "y[i] = 3.0f * 1.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
 
     variant = declared()
     variant.check_folders()  # each folder is there
