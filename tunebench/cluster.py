@@ -27,10 +27,7 @@ says the actor's own process died while its host lives on, as it ran the job (se
 ``kill(getppid(), ...)`` does): a job in which :data:`~tunebench.records.DEATHS` devices died so
 is that candidate's crash, as a local run records one that killed runs, rather than every device
 lost to it. A host lost, or ``ray.kill``, is no job's doing: the job moves on. A comparison's
-devices are never charged (see :meth:`ClusterWorkers.trial`). A device whose own process died,
-its host alive, is replaced by a fresh one on that host (see :meth:`ClusterWorkers._lose`), so
-that a killer candidate does not shrink the cluster, nor end a tune on two devices; a device lost
-with its host, or to ``ray.kill``, is not.
+devices are never charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -195,8 +192,8 @@ def _crashed(deaths: int, began: float) -> dict:
     return {"status": "crashed", "retries": 0, "cost_s": time.monotonic() - began,
             "error": f"the cluster's devices died {deaths} times while measuring this config, each its actor's "
                      f"own process (the candidate killed it, as kill(getppid(), ...) does, or the out-of-memory "
-                     f"killer took it), and fresh devices took their places on their hosts: recorded as crashed, "
-                     f"not measured again (--tune-retry-failed measures it)"}
+                     f"killer took it), and are lost for this run: recorded as crashed, not measured again "
+                     f"(--tune-retry-failed measures it)"}
 
 
 def _code(folder: Path, seen: frozenset = frozenset()):
@@ -248,12 +245,6 @@ class Device:
     def ready(self) -> None:
         """Nothing: asked just before each job, its answer says that the device was alive as the
         job began (see :meth:`ClusterWorkers._charged`)."""
-
-    def node(self) -> str:
-        """The Ray node this device runs on: where a fresh device takes its place (see
-        :meth:`ClusterWorkers._lose`)."""
-        import ray
-        return ray.get_runtime_context().get_node_id()
 
     def fingerprint(self) -> dict:
         from tunebench.backends import fingerprint
@@ -312,25 +303,20 @@ class ClusterWorkers:
         if count < 1:
             raise WorkerError(f"the Ray cluster at {address} has no {'CPU' if cpu else 'GPU'} for a "
                               f"{target} device: {resources}")
-        self._actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1)(Device)
-        self._args = (target, timeout, cpus_per_device if cpu else None)  # a fresh device's too (see _lose)
-        self.devices = [self._actor.remote(*self._args) for _ in range(count)]
+        actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1)(Device)
+        self.devices = [actor.remote(target, timeout, cpus_per_device if cpu else None) for _ in range(count)]
         self.root = root
-        self._project: tuple[dict[str, str | bytes], list[str]] | None = None  # files and suites, once sent
+        self._loaded = False
         prints = ray.get([d.fingerprint.remote() for d in self.devices])
         if any(p != prints[0] for p in prints):
             raise WorkerError("the cluster's devices differ, and records are kept per device: "
                               + "; ".join(sorted({str(p) for p in prints})))
         self.fingerprint = prints[0]
-        self._nodes: list[str] = ray.get([d.node.remote() for d in self.devices])
-        #: Ray's errors of a call to a lost device: its actor died, or a fresh one found its host gone.
-        self._gone = (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError)
         self.target = target
         self.timeout = timeout
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
-        self._losing = threading.Lock()  # a device lost once, and replaced once, whoever's calls met its loss
         self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
@@ -350,16 +336,16 @@ class ClusterWorkers:
         return result
 
     def _load(self, kernel_name: str) -> None:
-        """The suites to every device, once they are collected here (the first job's time), and
-        to each fresh device after (see :meth:`_lose`); a job of a kernel whose suite the devices
-        cannot import fails its task alone."""
-        if self._project is None:
-            self._project = project_files(self.root), suite_files(self.root)
-            for index, loading in enumerate([d.load.remote(*self._project) for d in self.devices]):
+        """The suites to every device, once they are collected here (the first job's time); a
+        job of a kernel whose suite the devices cannot import fails its task alone."""
+        if not self._loaded:
+            files, suites = project_files(self.root), suite_files(self.root)
+            for index, loading in enumerate([d.load.remote(files, suites) for d in self.devices]):
                 try:
                     self._unimported.update(self._ray.get(loading))
-                except self._gone as error:
-                    self._lose(index, error)
+                except self._ray.exceptions.RayActorError:
+                    self._lost.add(index)
+            self._loaded = True
         kernel = REGISTRY.get(kernel_name)
         if kernel is not None and kernel.declared_in is not None and self._unimported:
             try:
@@ -386,8 +372,8 @@ class ClusterWorkers:
                 if index not in self._lost:
                     try:
                         found.setdefault(self._ray.get(self.devices[index].compiler.remote(kernel)), index)
-                    except self._gone as error:
-                        self._lose(index, error)
+                    except self._ray.exceptions.RayActorError:
+                        self._lost.add(index)
             if len(found) > 1:
                 raise WorkerError(f"kernel {kernel!r}: the cluster's devices build it with different compilers, and "
                                   f"a trial is reused only under its own: " + "; ".join(
@@ -424,16 +410,15 @@ class ClusterWorkers:
         """The first device's index and its answer to ``call`` (of its actor), the next device's
         where that one was lost: a restart or a pause sent to a lost host raised Ray's error, with
         its traceback, where the job after it would have moved on. None and the job's crash where
-        ``job``, the call's, is the DEATHS-th device's death that it caused (see :meth:`_charged`).
-        The call replaces at most DEATHS of the devices it loses (see :meth:`_lose`)."""
-        began, deaths, replaced = time.monotonic(), 0, 0
+        ``job``, the call's, is the DEATHS-th device's death that it caused (see :meth:`_charged`)."""
+        began, deaths = time.monotonic(), 0
         while True:
             index = self._first()
             ready, answer = self._start(index, call)
             try:
                 return index, self._ray.get(answer)
-            except self._gone as error:
-                replaced += self._lose(index, error, replace=replaced < DEATHS)
+            except self._ray.exceptions.RayActorError as error:
+                self._lost.add(index)
                 if job is not None and (deaths := deaths + self._charged(ready, error)) >= DEATHS:
                     return None, _crashed(deaths, began)
             except self._ray.exceptions.RayTaskError as error:
@@ -447,31 +432,6 @@ class ClusterWorkers:
         device = self.devices[index]
         with self._sending:
             return device.ready.remote(), call(device)
-
-    def _lose(self, index: int, error: BaseException, replace: bool = True) -> bool:
-        """No job goes to device ``index`` again, Ray's ``error`` to a call of it. Where that says
-        its own process died while its host lives on (:data:`PROCESS_DIED`: a candidate's kill,
-        charged or not, or the host's memory killer), a fresh device takes its place on that
-        host, given the project's files, unless ``replace`` is false: the cluster keeps its size
-        past a killer candidate. A call replaces at most DEATHS devices: a comparison is never
-        charged, and its killer would kill a fresh device after another without end. Whether
-        this call replaced it: not where another call lost that device first."""
-        with self._losing:
-            if index in self._lost:
-                return False
-            self._lost.add(index)
-            if not (replace and PROCESS_DIED in str(error)):
-                return False
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-            fresh = self._actor.options(  # on no other host: one gone meanwhile fails its calls (self._gone)
-                scheduling_strategy=NodeAffinitySchedulingStrategy(self._nodes[index], soft=False)).remote(*self._args)
-            if self._project is not None:  # else _load sends it with the rest
-                fresh.load.remote(*self._project)  # before any job, in the order sent
-            self._nodes.append(self._nodes[index])
-            self._builds.append({})
-            self._busy.append(None)
-            self.devices.append(fresh)  # last: a device seen is one of every list
-            return True
 
     def _charged(self, ready, error: BaseException) -> bool:
         """Whether the loss of a device, Ray's ``error`` to the job it was sent, is the job's
@@ -510,11 +470,9 @@ class ClusterWorkers:
         self._busy[index] = result
         return result
 
-    def _send(self, index: int, job: TrialJob, result: Future, deaths: int = 0, replaced: int = 0,
-              began: float | None = None) -> None:
+    def _send(self, index: int, job: TrialJob, result: Future, deaths: int = 0, began: float | None = None) -> None:
         """Measure ``job`` on device ``index`` into ``result``; ``deaths``: the devices whose
-        process died in it so far (see :meth:`_charged`), ``replaced``: those it replaced (see
-        :meth:`_lose`), since ``began``."""
+        process died in it so far (see :meth:`_charged`), since ``began``."""
         began = time.monotonic() if began is None else began
         ready, answer = self._start(index, lambda device: device.measure.remote(job))
 
@@ -522,27 +480,26 @@ class ClusterWorkers:
             error = done.exception()
             if error is None:
                 result.set_result(self._collect(index, done.result()))
-            elif isinstance(error, self._gone):
+            elif isinstance(error, self._ray.exceptions.RayActorError):
+                self._lost.add(index)
                 # off the thread of Ray's that runs this: it may answer the ready that _charged waits for
-                threading.Thread(target=self._moved, args=(job, result, index, deaths, replaced, began, ready, error),
+                threading.Thread(target=self._moved, args=(job, result, deaths, began, ready, error),
                                  daemon=True).start()
             else:
                 result.set_exception(self._unwrapped(error))
         answer.future().add_done_callback(settle)
 
-    def _moved(self, job: TrialJob, result: Future, index: int, deaths: int, replaced: int, began: float, ready,
-               error: BaseException) -> None:
-        """A job whose device ``index`` was lost (and replaced, see :meth:`_lose`): its crash where
-        that device is the DEATHS-th that died in it, else measured again where the final rounds
-        run. Whatever this raises is the job's result (every device lost, Ray's error, a bug): in
-        this thread it would leave the future unresolved, and the tune waiting on it for good."""
+    def _moved(self, job: TrialJob, result: Future, deaths: int, began: float, ready, error: BaseException) -> None:
+        """A job whose device was lost: its crash where that device is the DEATHS-th that died in
+        it, else measured again where the final rounds run. Whatever this raises is the job's
+        result (every device lost, Ray's error, a bug): in this thread it would leave the future
+        unresolved, and the tune waiting on it for good."""
         try:
-            replaced += self._lose(index, error, replace=replaced < DEATHS)
             deaths += self._charged(ready, error)
             if deaths >= DEATHS:
                 result.set_result(_crashed(deaths, began))
                 return
-            self._send(self._first(), job, result, deaths, replaced, began)
+            self._send(self._first(), job, result, deaths, began)
         except BaseException as failed:  # noqa: BLE001 - whatever it is, the job's result
             result.set_exception(self._unwrapped(failed))
 
