@@ -367,13 +367,31 @@ def test_an_archive_rewritten_in_place_within_the_tick_of_its_last_write_is_read
     assert [(t["config"]["vec"], t["stats"]["median"]) for t in reader.trials()] == [(1, 3.0), (2, 1.0)]
 
 
-def test_a_file_changed_just_now_is_racy_whatever_mtime_a_tool_set_on_it(tmp_path):
+def test_a_file_changed_just_now_is_racy_whatever_mtime_a_tool_set_on_it(tmp_path, monkeypatch):
     """``cp -p``, ``rsync -t`` and ``touch -d`` give a file another's mtime, long past or to come:
     its ctime, which the kernel sets, says that it changed just now."""
+    monkeypatch.setattr("tunebench.stamps.RACY_S", 3600.0)  # just now, however slow the machine
     path = tmp_path / "copied.json"
     path.write_text("{}")
     os.utime(path, ns=(0, 0))
     assert racy(os.stat(path))
+
+
+def test_a_settled_file_rewritten_in_place_with_its_old_mtime_is_read_again(tmp_path, settled):
+    """A copy over the records in place (``cp -p``, ``rsync -t --inplace``) of as many bytes keeps
+    the inode, the size and, set back by the tool, the mtime: a reader in the same process served
+    the tables it had parsed before; the ctime the kernel set tells it."""
+    writer = RecordStore.for_device(tmp_path, FINGERPRINT)
+    writer.put_task({"kernel": "k", "target": "cpu", "dtype": "float32", "bucket": "b", "dims": ["M"]})
+    reader = RecordStore(writer.path)
+    assert [t["dims"] for t in reader.tasks()] == [["M"]]
+    before = os.stat(writer.path)
+    time.sleep(0.01)  # a ctime past the first
+    writer.path.write_text(writer.path.read_text().replace('"M"', '"N"'))
+    os.utime(writer.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(writer.path)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    assert [t["dims"] for t in reader.tasks()] == [["N"]]
 
 
 def test_the_file_is_parsed_once_per_content_and_read_once_it_has_settled(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ import gc
 import gzip
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -715,6 +716,20 @@ def test_a_recorded_space_rewritten_in_place_within_the_tick_of_its_last_load_is
     path = kernel_tuner_cache(tmp_path / "cache.json", [({"block": 32, "tile": 1}, 1.5), ({"block": 64, "tile": 2}, 2.5)])
     assert [r.optimum for r in replay_module.load(path)[1]] == [1.5]
     path.write_text(path.read_text().replace('"time": 1.5', '"time": 3.5'))
+    assert [r.optimum for r in replay_module.load(path)[1]] == [2.5]
+
+
+def test_a_settled_recorded_space_replaced_by_one_of_the_same_size_and_mtime_is_loaded_again(tmp_path, settled):
+    """``rsync -t`` writes a new file with the source's mtime and renames it over the old: of as
+    many bytes, its mtime and size were the key of the load kept, and the old space was replayed."""
+    path = kernel_tuner_cache(tmp_path / "cache.json", [({"block": 32, "tile": 1}, 1.5), ({"block": 64, "tile": 2}, 2.5)])
+    assert [r.optimum for r in replay_module.load(path)[1]] == [1.5]
+    stamp = os.stat(path)
+    new = tmp_path / "cache.json.new"
+    new.write_text(path.read_text().replace('"time": 1.5', '"time": 3.5'))
+    os.utime(new, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    os.replace(new, path)
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (stamp.st_size, stamp.st_mtime_ns)
     assert [r.optimum for r in replay_module.load(path)[1]] == [2.5]
 
 

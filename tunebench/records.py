@@ -526,12 +526,14 @@ class AtomicJSONStorage(Storage):
         self._cache: tuple[tuple, dict, bytes | None] | None = None
 
     def _stamp(self) -> tuple[tuple | None, bool]:
-        """The file's (inode, size, mtime), None where there is none, and whether it is racy."""
+        """The file's (inode, size, mtime, ctime), None where there is none, and whether it is
+        racy: a rewrite in place that a tool gave the old mtime again (``cp -p``, ``rsync -t``)
+        keeps the first three, not the ctime the kernel sets."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None, True
-        return (st.st_ino, st.st_size, st.st_mtime_ns), racy(st)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), racy(st)
 
     def read(self):
         """The file's tables, or None when there is no file. Whatever else is wrong with it is
@@ -838,7 +840,7 @@ class RecordStore:
             st = os.stat(self.archive)
         except FileNotFoundError:
             return []
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # see AtomicJSONStorage._stamp
         if self._archived_cache[0] != stamp:
             with bulk():
                 self._archived_cache = (None if racy(st) else stamp, _lines(self.archive, self.damaged))

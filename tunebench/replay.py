@@ -404,7 +404,8 @@ def load(path: str | Path) -> tuple[str, tuple[Recording, ...]]:
     # changed within RACY_S (see tunebench.stamps): a rewrite of as many bytes may follow unseen by its
     # mtime and size, so it is read again next time, not kept
     read = _load.__wrapped__ if racy(st) else _load
-    return read(path.resolve(), (st.st_mtime_ns, st.st_size))
+    # a file renamed over it (rsync -t) or rewritten in place keeping size and mtime has another inode or ctime
+    return read(path.resolve(), (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
 
 
 class Replay:
