@@ -514,7 +514,8 @@ def _repeated(data) -> str | None:
 class AtomicJSONStorage(Storage):
     """TinyDB storage that validates on read and replaces the file atomically on write. TinyDB
     reads the whole file for every table access; the parsed tables are kept while the file's
-    inode, size and modification time stay the same (a write by anyone replaces the inode). Where
+    inode, size, modification and change times stay the same (a write by anyone replaces the inode;
+    a copy in place changes the ctime, whatever mtime it sets). Where
     the file changed within :data:`~tunebench.stamps.RACY_S` of a read, a write may follow unseen
     by them (see :mod:`tunebench.stamps`): its bytes are kept with the tables and read again at
     each read, which parses them only where they differ: a tune reads the file again right after
