@@ -77,6 +77,24 @@ def nvcc_preprocessed(build: Path, variant: Variant) -> str:
                           capture_output=True, text=True, check=True, cwd=build).stdout
 
 
+def scaling_variant(origin: Path, flags: tuple[str, ...]) -> Variant:
+    """The one-config CUDA kernel ``k.cu`` of ``origin`` (``y = FACTOR * ... * x``), built with ``flags``."""
+    return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                   flags=flags, launch=lambda c, shape: (1, 32), origin=origin)
+
+
+def scales_by(build: Path, variant: Variant, product: str) -> bool:
+    """Whether nvcc's preprocessed device code of ``variant`` computes ``y[i] = <product> * x[i]``."""
+    return f"y[i] = {product} * x[i]" in nvcc_preprocessed(build, variant)
+
+
+def recorded_build(declared, text: str, texts: dict[str, str]) -> Variant:
+    """The gate's build as tuned: ``declared()``'s with the template ``text`` and, of the files it
+    hashes, the texts ``texts`` (by digest) the records keep."""
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
+    return kept_variant(dataclasses.replace(declared(), text=text), kept)
+
+
 def assert_hash_follows(declared, variant: Variant, built: Path, *unread: Path) -> None:
     """An edit of the headers ``unread`` (the build reads none) keeps ``variant``'s source hash as
     ``declared()`` gives it again, and one of ``built``, the header it reads, changes it."""
@@ -917,19 +935,16 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
 
     def declared():
-        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
+        return scaling_variant(tmp_path / "suites", flags)
 
     def scales_by_3(variant):
-        return "y[i] = 3.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
+        return scales_by(tmp_path / "build", variant, "3.0f")
 
     variant = declared()
     text, texts = variant.template, variant.file_texts
     assert scales_by_3(variant)
     assert_hash_follows(declared, variant, tmp_path / "inc" / "impls" / "impl.h", tmp_path / "inc" / "unread.h")
-    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
-    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
-    assert scales_by_3(recorded)
+    assert scales_by_3(recorded_build(declared, text, texts))
 
 
 def test_a_computed_include_of_a_header_read_in_place_skips_an_iquote_folder_that_is_not_there(tmp_path):
@@ -2745,11 +2760,10 @@ def test_a_file_and_folder_of_an_nvcc_host_compiler_word_are_hashed_and_built_as
         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FA * FACTOR * x[i];\n}\n")
 
     def declared():
-        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / project / "suites")
+        return scaling_variant(tmp_path / project / "suites", flags)
 
     def scales_by_3(variant):
-        return "y[i] = 3.0f * 1.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
+        return scales_by(tmp_path / "build", variant, "3.0f * 1.0f")
 
     variant = declared()
     variant.check_folders()
@@ -2759,10 +2773,8 @@ def test_a_file_and_folder_of_an_nvcc_host_compiler_word_are_hashed_and_built_as
     (inc / "a.h").write_text("#define FA 5.0f\n")
     assert declared().source_hash != variant.source_hash
     assert_hash_follows(declared, declared(), lib / "cfg.h")
-    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
-    assert sorted(kept) == ["../inc/a.h", "../lib/cfg.h"]
-    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
-    assert scales_by_3(recorded)
+    assert sorted(hashed_files(text, "k.cu")) == ["../inc/a.h", "../lib/cfg.h"]
+    assert scales_by_3(recorded_build(declared, text, texts))
 
 
 @pytest.mark.parametrize("flags", [
@@ -2811,11 +2823,10 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * SCALE * x[i];\n}\n")
 
     def declared():
-        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       flags=flags, launch=lambda c, shape: (1, 32), origin=tmp_path / "proj" / "suites")
+        return scaling_variant(tmp_path / "proj" / "suites", flags)
 
     def scales_by_3(variant):
-        return "y[i] = 3.0f * 1.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
+        return scales_by(tmp_path / "build", variant, "3.0f * 1.0f")
 
     variant = declared()
     variant.check_folders()  # each folder is there
@@ -2827,10 +2838,8 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
     edited = declared().source_hash
     (b / "scale.h").write_text("#define SCALE 2.0f\n")
     assert declared().source_hash != edited
-    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
-    assert sorted(kept) == ["../a/cfg.h", "../b/scale.h"]
-    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
-    assert scales_by_3(recorded)
+    assert sorted(hashed_files(text, "k.cu")) == ["../a/cfg.h", "../b/scale.h"]
+    assert scales_by_3(recorded_build(declared, text, texts))
 
 
 @pytest.mark.parametrize("flags", [
