@@ -1521,6 +1521,69 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     assert declared().source_hash != variant.source_hash
 
 
+def searched_by_default(compiler: str, folder: Path, config: Path) -> tuple[str, ...]:
+    """The flags that have ``compiler`` search ``folder`` last, as a folder of its own include path
+    (/usr/local/include's place), through a file of its configuration (``config``) that no flag
+    tunebench reads names: a gcc spec (nvcc's host compiler's too), a clang configuration file."""
+    if compiler == "clang-19":
+        config.write_text(f"-idirafter {folder}\n")
+        return (f"--config={config}",)
+    config.write_text(f"*cpp:\n+ -idirafter {folder}\n")
+    return ("-Xcompiler", f"-specs={config}") if compiler == "nvcc" else (f"-specs={config}",)
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang-19", "nvcc"])
+def test_a_header_the_compiler_reads_of_usr_local_include_is_hashed_and_one_it_does_not_read_is_not(
+        tmp_path, monkeypatch, compiler):
+    """A header of /usr/local/include (a ``make install``, CUTLASS) was in no text the source hash
+    covered: upgraded to compute something else, a tune reused the old one's trials and the gate
+    found the template unchanged. Those the compiler lists as read (-H) are hashed, by their own
+    path, and the gate's build of the recorded template reads the records' copy; a header there
+    it does not read (a stray stdint.h the compiler's own is read ahead of, one an #if skips) is
+    not. The folder is the test's, searched as /usr/local/include is, after the flags' and CPATH's."""
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} is not on PATH")
+    for variable in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    local = tmp_path / "local"
+    local.mkdir()
+    monkeypatch.setattr(tunebench.kernel, "LOCAL_INCLUDE_DIRS", (local,))
+    (local / "scale.h").write_text("#define FACTOR 3.0f\n")
+    (local / "unread.h").write_text("#error unread.h was read\n")
+    (local / "stdint.h").write_text("#error a stray stdint.h was read\n")
+    flags = searched_by_default(compiler, local, tmp_path / "defaults")
+    (tmp_path / "proj").mkdir()
+    code = "#include <stdint.h>\n#include <scale.h>\n#ifdef SCALE_UNREAD\n#include <unread.h>\n#endif\n"
+    if compiler == "nvcc":
+        (tmp_path / "proj" / "k.cu").write_text(code + "__global__ void k(float *y) { y[0] = FACTOR; }\n")
+    else:
+        (tmp_path / "proj" / "k.c").write_text(code + "void k(const float *x, float *y, int n)\n"
+                                               "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.cu" if compiler == "nvcc" else "k.c", entry="k", space=Space({"tile": [1]}),
+                       heuristic=lambda shape: {"tile": 1}, flags=flags, origin=tmp_path / "proj",
+                       launch=(lambda config, shape: (1, 32)) if compiler == "nvcc" else None)
+
+    if compiler == "clang-19":
+        monkeypatch.setattr(cpu, "CC", compiler)
+    variant = declared()
+    tuned, texts, before = variant.template, variant.file_texts, variant.source_hash
+    assert f'#line 1 "{local / "scale.h"}"' in tuned
+    assert "unread.h\"" not in tuned and f'"{local / "stdint.h"}"' not in tuned
+    if compiler != "nvcc":  # nvcc compiles nothing here that runs
+        got, want = run_once(CpuBackend(), scaling(f"usr_local_test_{compiler[:3]}", variant, 3.0, 9), variant,
+                             {"tile": 1}, n=9)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    (local / "unread.h").write_text("#error unread.h was read, edited\n")
+    (local / "stdint.h").write_text("#error a stray stdint.h was read, edited\n")
+    assert declared().source_hash == before
+    (local / "scale.h").write_text("#define FACTOR 4.0f\n")
+    assert declared().source_hash != before
+    if compiler != "nvcc":
+        assert_recorded_build_scales(f"usr_local_gate_test_{compiler[:3]}", variant, tuned, texts, {"tile": 1})
+
+
 @pytest.mark.parametrize("source, target, flags, other, own", [
     ("k.c", "cpu", (), "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"),
     ("k.cpp", "cpu", (), "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),

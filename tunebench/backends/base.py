@@ -532,6 +532,15 @@ PATH_ENV = {"c": ("CPATH", "C_INCLUDE_PATH"), "c++": ("CPATH", "CPLUS_INCLUDE_PA
 INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 #: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
+#: The folders of the compiler's own include path, named by no flag nor variable, that hold what a
+#: user installed (a header-only library, CUTLASS; a ``make install`` of their own helpers): the
+#: FHS's /usr/local/include, which gcc, clang and nvcc's host compiler search by default and no
+#: package manager writes. The others of that path are the toolchain's (gcc's or clang's own
+#: folder, CUDA's) or the system's (/usr/include), whose headers change with the compiler or the
+#: libc, which the records name apart. A header of it is hashed where the compiler reads it alone
+#: (see :meth:`~tunebench.kernel.Variant._read_locally`): gcc reads its own stdint.h ahead of one
+#: there, clang another way, so a stray header there is no part of a template that does not read it.
+LOCAL_INCLUDE_DIRS = (Path("/usr/local/include"),)
 
 
 def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple[Path, ...]:
@@ -543,8 +552,8 @@ def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple
     kernel served the old one's trials); such a folder is searched ahead of the compiler's own.
     Left out: /usr/local/include, which gcc searches after its own folder (its stdint.h, omp.h)
     and clang before it, so a stray header there would be hashed on that machine alone, perhaps
-    never read (the shipped CUDA templates' stdint.h):
-    its headers are the machine's, as /usr/include's are; a relative entry (an empty one too),
+    never read (the shipped CUDA templates' stdint.h): those of its headers a build reads are
+    hashed as its compiler lists them (see :data:`LOCAL_INCLUDE_DIRS`); a relative entry (an empty one too),
     which the compiler reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
