@@ -1521,39 +1521,71 @@ def test_a_header_the_compiler_finds_on_its_own_include_path_is_hashed_and_an_ed
     assert declared().source_hash != variant.source_hash
 
 
-def searched_by_default(compiler: str, folder: Path, config: Path) -> tuple[str, ...]:
-    """The flags that have ``compiler`` search ``folder`` last, as a folder of its own include path
-    (/usr/local/include's place), through a file of its configuration (``config``) that no flag
-    tunebench reads names: a gcc spec (nvcc's host compiler's too), a clang configuration file."""
+def search_list(command: list[str]) -> list[str]:
+    """The angle includes' search list a compiler's preprocessor ``command`` prints under -v."""
+    said = subprocess.run([*command, "-E", "-x", "cu" if "nvcc" in command[0] else "c", os.devnull],
+                          capture_output=True, text=True).stderr
+    listed = said.split("#include <...> search starts here:\n", 1)[1].split("End of search list.", 1)[0]
+    return [line.strip() for line in listed.splitlines()]
+
+
+def searched_as_usr_local(compiler: str, folder: Path, config: Path) -> tuple[str, ...]:
+    """The flags that have ``compiler`` search ``folder`` exactly where it searches
+    /usr/local/include (after its own folder, ahead of /usr/include: gcc's and clang's stdint.h
+    ``#include_next`` a stray one there, gcc reads a string.h there ahead of glibc's), through a
+    file of its configuration (``config``) that no flag tunebench reads names: a gcc spec (nvcc's
+    host compiler's too), a clang configuration file. Its default list is dropped (-nostdinc) and
+    given again, -isystem by -isystem, ``folder`` in /usr/local/include's place."""
+    nvcc = compiler == "nvcc"
+    listed = search_list([compiler, "-Xcompiler", "-v"] if nvcc else [compiler, "-v"])
+    if nvcc:  # nvcc's own folders it gives its host compiler whatever the spec says
+        toolkit = Path(shutil.which("nvcc")).resolve().parent.parent
+        listed = [d for d in listed if not Path(d).resolve().is_relative_to(toolkit)]
+    if "/usr/local/include" in listed:
+        listed[listed.index("/usr/local/include")] = str(folder)
+    else:  # not there on this machine: its place is ahead of the system's folders
+        listed.insert(next(i for i, d in enumerate(listed) if d.startswith("/usr/include/") and "c++" not in d
+                           or d == "/usr/include"), str(folder))
+    options = " ".join(["-nostdinc", *(f"-isystem {d}" for d in listed)])
     if compiler == "clang-19":
-        config.write_text(f"-idirafter {folder}\n")
+        config.write_text(options + "\n")
         return (f"--config={config}",)
-    config.write_text(f"*cpp:\n+ -idirafter {folder}\n")
-    return ("-Xcompiler", f"-specs={config}") if compiler == "nvcc" else (f"-specs={config}",)
+    config.write_text(f"*cpp:\n+ {options}\n\n*cc1plus:\n+ {options}\n" if nvcc else f"*cpp:\n+ {options}\n")
+    return ("-Xcompiler", f"-specs={config}") if nvcc else (f"-specs={config}",)
+
+
+def stray(folder: Path, name: str, mark: str) -> None:
+    """A harmless header of a libc's or a compiler's name, as ``make install`` may leave one."""
+    (folder / name).write_text(f"/* stray {mark} */\n#include_next <{name}>\n")
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang-19", "nvcc"])
-def test_a_header_the_compiler_reads_of_usr_local_include_is_hashed_and_one_it_does_not_read_is_not(
+def test_a_header_the_project_reads_of_usr_local_include_is_hashed_and_a_stray_libc_header_there_is_not(
         tmp_path, monkeypatch, compiler):
     """A header of /usr/local/include (a ``make install``, CUTLASS) was in no text the source hash
     covered: upgraded to compute something else, a tune reused the old one's trials and the gate
-    found the template unchanged. Those the compiler lists as read (-H) are hashed, by their own
-    path, and the gate's build of the recorded template reads the records' copy; a header there
-    it does not read (a stray stdint.h the compiler's own is read ahead of, one an #if skips) is
-    not. The folder is the test's, searched as /usr/local/include is, after the flags' and CPATH's."""
+    found the template unchanged. Those the compiler lists as read (-H) from the project's own
+    text are hashed, by their own path, and the gate's build of the recorded template reads the
+    records' copy; one an #if skips is not, nor one of a name the system's folders hold, which
+    the build reads all the same: a stray stdint.h, which gcc's and clang's own ``#include_next``,
+    and a stray string.h, which gcc reads ahead of glibc's, moved the shipped CUDA templates'
+    hashes (which key the records) with the contents of /usr/local/include. The folder is the
+    test's, searched exactly where /usr/local/include is."""
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} is not on PATH")
     for variable in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
         monkeypatch.delenv(variable, raising=False)
     local = tmp_path / "local"
     local.mkdir()
-    monkeypatch.setattr(tunebench.kernel, "LOCAL_INCLUDE_DIRS", (local,))
-    (local / "scale.h").write_text("#define FACTOR 3.0f\n")
+    monkeypatch.setattr(tunebench.backends.base, "LOCAL_INCLUDE_DIRS", (local,))
+    (local / "scale.h").write_text("#include <string.h>\n#define FACTOR 3.0f\n")
     (local / "unread.h").write_text("#error unread.h was read\n")
-    (local / "stdint.h").write_text("#error a stray stdint.h was read\n")
-    flags = searched_by_default(compiler, local, tmp_path / "defaults")
+    stray(local, "stdint.h", "1")
+    stray(local, "string.h", "1")
+    flags = searched_as_usr_local(compiler, local, tmp_path / "defaults")
     (tmp_path / "proj").mkdir()
-    code = "#include <stdint.h>\n#include <scale.h>\n#ifdef SCALE_UNREAD\n#include <unread.h>\n#endif\n"
+    code = ("#include <stdint.h>\n#include <string.h>\n#include <scale.h>\n"
+            "#ifdef SCALE_UNREAD\n#include <unread.h>\n#endif\n")
     if compiler == "nvcc":
         (tmp_path / "proj" / "k.cu").write_text(code + "__global__ void k(float *y) { y[0] = FACTOR; }\n")
     else:
@@ -1568,20 +1600,55 @@ def test_a_header_the_compiler_reads_of_usr_local_include_is_hashed_and_one_it_d
     if compiler == "clang-19":
         monkeypatch.setattr(cpu, "CC", compiler)
     variant = declared()
+    target = cuda if compiler == "nvcc" else cpu
+    headers = {}
+    tunebench.kernel._preprocessed(variant, *target.preprocessing(variant, {"tile": 1})[1:], headers)
+    assert {str(local / "stdint.h"), str(local / "string.h")} <= set(headers)  # the build reads them, where it lies
     tuned, texts, before = variant.template, variant.file_texts, variant.source_hash
     assert f'#line 1 "{local / "scale.h"}"' in tuned
-    assert "unread.h\"" not in tuned and f'"{local / "stdint.h"}"' not in tuned
+    assert "unread.h\"" not in tuned and "stdint.h\"" not in tuned and "string.h\"" not in tuned
     if compiler != "nvcc":  # nvcc compiles nothing here that runs
         got, want = run_once(CpuBackend(), scaling(f"usr_local_test_{compiler[:3]}", variant, 3.0, 9), variant,
                              {"tile": 1}, n=9)
         np.testing.assert_allclose(got, want, rtol=1e-6)
     (local / "unread.h").write_text("#error unread.h was read, edited\n")
-    (local / "stdint.h").write_text("#error a stray stdint.h was read, edited\n")
+    stray(local, "stdint.h", "2")
+    stray(local, "string.h", "2")
     assert declared().source_hash == before
-    (local / "scale.h").write_text("#define FACTOR 4.0f\n")
+    (local / "scale.h").write_text("#include <string.h>\n#define FACTOR 4.0f\n")
     assert declared().source_hash != before
     if compiler != "nvcc":
         assert_recorded_build_scales(f"usr_local_gate_test_{compiler[:3]}", variant, tuned, texts, {"tile": 1})
+
+
+def test_a_header_of_usr_local_include_is_hashed_where_the_first_values_break_a_constraint_or_no_compiler_is_there(
+        tmp_path, monkeypatch):
+    """The preprocessor read the template for each param's first value, which may break a
+    constraint (an #error under it): it failed, and the header the template reads from
+    /usr/local/include was silently unhashed. It reads the space's first valid config; where no
+    preprocessor is there (a CUDA runtime without the toolkit, running ``best()``) the headers
+    there the includes name are hashed: the same source as where one is, for such a template."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not on PATH")
+    for variable in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    local = tmp_path / "local"
+    local.mkdir()
+    monkeypatch.setattr(tunebench.backends.base, "LOCAL_INCLUDE_DIRS", (local,))
+    (local / "scale.h").write_text("#define FACTOR 3.0f\n")
+    flags = searched_as_usr_local("gcc", local, tmp_path / "defaults")
+    (tmp_path / "k.c").write_text("#include <scale.h>\n#if BLOCK % VEC != 0\n#error BLOCK must be a multiple of VEC\n"
+                                  "#endif\nvoid k(float *y) { y[0] = FACTOR; }\n")
+    space = Space({"VEC": [4, 1], "BLOCK": [2, 8]}, constraints=[lambda VEC, BLOCK: BLOCK % VEC == 0])
+
+    def declared():
+        return Variant(source="k.c", entry="k", space=space, heuristic=lambda shape: {"VEC": 1, "BLOCK": 8},
+                       flags=flags, origin=tmp_path)
+
+    read = declared()
+    assert f'#line 1 "{local / "scale.h"}"' in read.template
+    monkeypatch.setattr(cpu, "preprocessing", lambda variant, config: None)
+    assert declared().source_hash == read.source_hash
 
 
 @pytest.mark.parametrize("source, target, flags, other, own", [

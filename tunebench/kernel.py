@@ -32,10 +32,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from _pytest.config.findpaths import load_config_dict_from_file  # what pytest itself reads them with
 
-from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, LOCAL_INCLUDE_DIRS, PATH_ENV, KernelError,
-                                     bare_include, constant_param, constant_settings, constant_suspects,
-                                     directive_names, folder_header, header_hashes, header_place, long_option,
-                                     option_values, overridden, own_include_dirs, preprocess, unreadable)
+from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
+                                     constant_param, constant_settings, constant_suspects, directive_names,
+                                     folder_header, header_hashes, header_place, long_option, named_locally,
+                                     option_values, overridden, own_include_dirs, preprocess, read_locally,
+                                     unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -1481,7 +1482,7 @@ class Variant:
                     # computed includes, are the same whatever it searches, so the folders are too
                     copied = tuple(computed)
                     text, read, inputs, computed, texts = self._expanded(own, sources, copied)
-                local = self._read_locally(text, texts)
+                local = self._read_locally(text, texts, read)
                 if local:  # hashed as the headers of the include folders are: read again with them
                     text, read, inputs, computed, texts = self._expanded(own, sources, copied, local)
         except OSError as e:
@@ -1563,29 +1564,37 @@ class Variant:
                 f"the include folders: sha256 {digest} */\n")
         return text, read, inputs, computed, texts
 
-    def _read_locally(self, text: str, texts: Mapping[str, str]) -> tuple[Path, ...]:
+    def _read_locally(self, text: str, texts: Mapping[str, str], read: Iterable[Path]) -> tuple[Path, ...]:
         """The headers of :data:`~tunebench.backends.base.LOCAL_INCLUDE_DIRS` (/usr/local/include) a
-        build of the expanded ``text`` reads, as the target's compiler lists them (its -H, the
-        space's first config): found in no folder the flags or CPATH name, such a header was in no
-        text the source hash covered, and an upgraded library (``make install`` again) had the old
-        one's trials reused and its builds served. The compiler, not a search of the folder, says
-        which: gcc reads its own stdint.h ahead of one there, clang another way. Asked only where one
-        of those folders holds a file of a name an include of the text, of a file it keeps as its
-        hash, or an -include flag gives: no preprocessor runs for a template that can read none
-        (the shipped ones), and a text is read again only once its files' stamps change."""
+        build of the expanded ``text`` reads from the project (see
+        :func:`~tunebench.backends.base.read_locally`; ``read``: the files hashed), as the target's
+        compiler lists them (its -H) for the space's first valid config: found in no folder the
+        flags or CPATH name, such a header was in no text the source hash covered, and an upgraded
+        library (``make install`` again) had the old one's trials reused and its builds served.
+        Asked only where one of those folders holds a header of a name an include of the text, of
+        a file it keeps as its hash, or an -include flag gives, that the system's folders do not
+        (see :func:`~tunebench.backends.base.shadowed`): no preprocessor runs for a template that
+        can read none (the shipped ones, a stray stdint.h there or not), and a text is read again
+        only once its files' stamps change. Where no preprocessor is there (a CUDA runtime without
+        the toolkit) or it fails, those headers the includes name are hashed: the same set for a
+        template that reads them all, unconditionally and at its top."""
         names = {*self._compilers_files, *(m.group(1) or m.group(2) for t in (text, *texts.values())
                                            for m in map(INCLUDE.match, _code(t.split("\n"))) if m)}
-        if not any((folder / name).is_file() for folder in LOCAL_INCLUDE_DIRS for name in names):
+        named = named_locally(names)
+        if not named:
             return ()
         from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
         as_read = dataclasses.replace(self, text=text)  # read as a recorded template is: not expanded again
-        reading = (cpu if self.launch is None else cuda).preprocessing(
-            as_read, {name: values[0] for name, values in self.space.values.items()})
-        headers: dict[str, str | None] = {}
-        if reading is None or _preprocessed(as_read, *reading[1:], headers) is None:
-            return ()  # no compiler here, or it fails: the build's error says why
-        read = (Path(os.path.normpath(name)) for name in headers)
-        return tuple(path for path in read if any(path.is_relative_to(d) for d in LOCAL_INCLUDE_DIRS))
+        try:  # a first value may break a constraint (an #error under it): the first config built
+            config = self.space.config(self.space.enumerate()[0][0])
+        except SpaceError:  # no valid config: the space's check says so
+            return named
+        reading = (cpu if self.launch is None else cuda).preprocessing(as_read, config)
+        said: list[str] = []
+        listing = ("-v",) if self.launch is None else ("-Xcompiler", "-v")  # its search list, for read_locally
+        if reading is None or _preprocessed(as_read, [*reading[1], *listing], reading[2], {}, said) is None:
+            return named
+        return read_locally(said[0], self.origin or Path.cwd(), {f.resolve() for f in read})
 
     def baseline(self, shape: tuple, dtype: str) -> dict:
         """The heuristic config for a shape (and the task's ``dtype``, where the heuristic has a
@@ -2498,15 +2507,17 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
         header_hashes(kept["headers"]) == kept["headers"]))["why"]
 
 
-def _preprocessed(variant: Variant, command: list[str], source: str, headers: dict[str, str | None]) -> str | None:
+def _preprocessed(variant: Variant, command: list[str], source: str, headers: dict[str, str | None],
+                  stderr: list[str] | None = None) -> str | None:
     """What the target's preprocessor ``command`` makes of ``source`` from the variant's folder,
-    each header it reads added to ``headers`` (see :func:`~tunebench.backends.base.preprocess`);
+    each header it reads added to ``headers``, what it says on stderr to ``stderr`` (see
+    :func:`~tunebench.backends.base.preprocess`);
     nvcc's temporary files in a folder of their own (see
     :func:`~tunebench.backends.cache.compiler_temp`). None where it fails, or finds no folder for
     them (a full disk): it judges nothing."""
     try:
         with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
-            return preprocess(command, source, variant.origin, tmp, headers)
+            return preprocess(command, source, variant.origin, tmp, headers, stderr)
     except OSError:
         return None
 
