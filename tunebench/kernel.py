@@ -1577,7 +1577,9 @@ class Variant:
         can read none (the shipped ones, a stray stdint.h there or not), and a text is read again
         only once its files' stamps change. Where no preprocessor is there (a CUDA runtime without
         the toolkit) or it fails, those headers the includes name are hashed: the same set for a
-        template that reads them all, unconditionally and at its top."""
+        template that reads them all, unconditionally and at its top. nvcc reads it for its
+        default architecture, not the device's (the hash is one on every machine): a header read
+        under ``__CUDA_ARCH__ >= 900`` alone is not hashed, as the README says."""
         names = {*self._compilers_files, *(m.group(1) or m.group(2) for t in (text, *texts.values())
                                            for m in map(INCLUDE.match, _code(t.split("\n"))) if m)}
         named = named_locally(names)

@@ -573,7 +573,8 @@ def named_locally(names: Iterable[str]) -> tuple[Path, ...]:
 
 
 #: The compiler's include search list in its -v output on stderr: the quoted one's and the angle one's.
-_SEARCH_LIST = re.compile(r'^#include "\.\.\." search starts here:\n(.*?)^End of search list\.', re.MULTILINE | re.DOTALL)
+_SEARCH_LIST = re.compile(r'^#include "\.\.\." search starts here:\n(.*?)^End of search list\.',
+                          re.MULTILINE | re.DOTALL)
 
 
 def read_locally(stderr: str, cwd: Path, project: Collection[Path]) -> tuple[Path, ...]:
@@ -608,8 +609,8 @@ def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple
     kernel served the old one's trials); such a folder is searched ahead of the compiler's own.
     Left out: /usr/local/include, which gcc searches after its own folder (its stdint.h, omp.h)
     and clang before it, so a stray header there would be hashed on that machine alone, perhaps
-    never read (the shipped CUDA templates' stdint.h): those of its headers a build reads are
-    hashed as its compiler lists them (see :data:`LOCAL_INCLUDE_DIRS`); a relative entry (an empty one too),
+    never read (the shipped CUDA templates' stdint.h): those of its headers the project reaches
+    are hashed as its compiler lists them (see :data:`LOCAL_INCLUDE_DIRS`); a relative entry (an empty one too),
     which the compiler reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
