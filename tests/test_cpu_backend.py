@@ -2972,6 +2972,82 @@ def test_each_folder_of_an_nvcc_include_path_flag_is_searched_in_order_hashed_an
     assert scales_by_3(recorded_build(declared, text, texts))
 
 
+@pytest.mark.parametrize("project", ["proj,v2", "my proj,v2\\b`q$x"])
+def test_a_cuda_project_in_a_folder_whose_name_nvcc_misreads_builds_and_builds_as_recorded(tmp_path, monkeypatch,
+                                                                                        project):
+    """nvcc splits the value of its own -I and -include at commas, and writes it into the shell
+    command it runs its host compiler with, which reads a backslash and a backquote: the paths
+    tunebench gives it whole (a folder and a file of the flags, a computed include's folder, the
+    gate's kept copies) were split under ``proj,v2/`` ("fatal error: /tmp/proj: No such file
+    or directory"), and no config built. Each is spelt as nvcc takes it, and the flags as
+    declared stay as written: the build reads each header from any working folder, and the
+    gate's build of the recorded template reads the copies."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    root = tmp_path / project
+    for folder in ("inc", "suites/impls"):
+        (root / folder).mkdir(parents=True)
+    (tmp_path / "build").mkdir()
+    monkeypatch.chdir(tmp_path / "build")  # where "../inc/cfg.h" is no file
+    (root / "inc" / "cfg.h").write_text("#define FA 3.0f\n")
+    (root / "inc" / "scale.h").write_text("#define FB 1.0f\n")
+    (root / "suites" / "impls" / "pick.h").write_text("#include IMPL\n")  # the copy's build searches impls/
+    (root / "suites" / "impls" / "impl.h").write_text("#define FC 1.0f\n")
+    (root / "suites" / "k.cu").write_text(
+        '#include <scale.h>\n#include "impls/pick.h"\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FA * FB * FC * x[i];\n}\n")
+    flags, config = ("-I../inc", "-include", "../inc/cfg.h"), {"IMPL": '"impl.h"'}
+
+    def declared():
+        return Variant(source="k.cu", entry="k", space=Space({"IMPL": ['"impl.h"']}), heuristic=lambda shape: config,
+                       flags=flags, launch=lambda c, shape: (1, 32), origin=root / "suites")
+
+    def scales_by_3(variant):
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, config, "float32"))
+        return "y[i] = 3.0f * 1.0f * 1.0f * x[i]" in subprocess.run(
+            [cuda.nvcc(), "-E", "-Xcompiler", "-P", *cuda.copy_flags(variant), "k.cu"],
+            capture_output=True, text=True, check=True).stdout
+
+    variant = declared()
+    assert (variant.include_dirs, variant.flag_files) == ((root / "inc",), (root / "inc" / "cfg.h",))
+    assert variant.computed_include_dirs == (root / "suites" / "impls",)
+    assert variant.declared_flags == " ".join(flags)
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3(variant)
+    for header in ("cfg.h", "scale.h"):
+        (root / "inc" / header).write_text("#define FA 5.0f\n#define FB 2.0f\n")
+    (root / "suites" / "impls" / "impl.h").write_text("#define FC 2.0f\n")
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.cu").items()}
+    assert sorted(kept) == ["../inc/cfg.h", "../inc/scale.h", "impls/impl.h"]
+    recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
+    assert scales_by_3(recorded)
+
+
+def test_a_cuda_flags_folder_quoted_for_nvcc_is_the_one_folder_nvcc_searches(tmp_path, monkeypatch):
+    """``-I"../a,b"`` is one folder to nvcc, which splits its list at no comma inside double
+    quotes: read as the two folders ``"../a`` and ``b"``, its header was unhashed (an edit kept
+    the old trials), and the build was given neither folder."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for folder in ("a,b", "suites", "build"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "build")
+    (tmp_path / "a,b" / "cfg.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "suites" / "k.cu").write_text(
+        '#include <cfg.h>\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                       flags=('-I"../a,b"',), launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
+
+    variant = declared()
+    assert variant.include_dirs == (tmp_path / "a,b",)
+    assert variant.declared_flags == '-I"../a,b"'
+    assert "y[i] = 3.0f * x[i]" in nvcc_preprocessed(tmp_path / "build", variant)
+    assert_hash_follows(declared, variant, tmp_path / "a,b" / "cfg.h")
+
+
 @pytest.mark.parametrize("flags", [
     ("-Wp,-include,../include/cfg.h,-DKEPT",),
     ("-Wp,-DKEPT,-imacros,../include/cfg.h",),

@@ -213,12 +213,15 @@ def flag_paths(flags: Sequence[str], nvcc: bool = False) -> list[Named]:
 
 def _listed(before: str, given: str, flag: int, option: str, first: int, kind: str = "include") -> list[Named]:
     """Each path of nvcc's list ``given`` (``a.h,b.h``: it reads both, in order; ``a,b`` of
-    ``-I``: it searches both), the value of ``option`` after ``before`` in its flag, of ``kind``
-    (a "system" folder given relative a "dir": see :data:`SYSTEM_DIR_OPTIONS`); none of an empty
-    word, which nvcc drops (``-Ia,``: no folder ``""``, the suite's)."""
+    ``-I``: it searches both; ``"/proj,v2/inc"`` one, see
+    :func:`~tunebench.backends.cuda.option_list`), the value of ``option`` after ``before`` in
+    its flag, of ``kind`` (a "system" folder given relative a "dir": see
+    :data:`SYSTEM_DIR_OPTIONS`); none of an empty word, which nvcc drops (``-Ia,``: no folder
+    ``""``, the suite's)."""
+    from tunebench.backends.cuda import option_list  # nvcc's reading: a floor below
     return [Named(before + given[:start], name, "dir" if kind == "system" and not os.path.isabs(name) else kind,
-                  given[start + len(name):], flag, option, first)
-            for start, name in _comma_words(given) if name]
+                  given[start + len(word):], flag, option, first)
+            for start, word, name in option_list(given) if name]
 
 
 def _comma_words(text: str) -> list[tuple[int, str]]:
@@ -312,16 +315,21 @@ def compiler_reads(word: str) -> str:
     return read[0] if len(read) == 1 else word
 
 
-def spelt(flags: Sequence[str], named: Named, path: str | Path) -> str:
+def spelt(flags: Sequence[str], named: Named, path: str | Path, nvcc: bool = False) -> str:
     """``path`` as written in the place of ``named`` in ``flags``: in an -Xcompiler's words (see
     :func:`compiler_words`), quoted for the shell nvcc runs its host compiler in and each comma and
     backslash and double quote escaped for nvcc, which reads them inside single quotes too
     (``-include,'/my proj\\,v2/cfg.h'``), as :func:`compiler_reads`
-    reads it back; elsewhere, and a path of none of those characters, as it is. Written bare, an
+    reads it back; where ``nvcc`` reads the flags, in the value of one of its own options as it
+    takes it (``-I"/proj,v2/inc"``: see :func:`~tunebench.backends.cuda.option_path`); elsewhere,
+    and a path of none of those characters, as it is. Written bare, an
     absolute path under ``my proj/`` was two words to the shell, and one under ``proj,v2/`` two to
     nvcc: no build found the file ("/my: No such file or directory")."""
     path = str(path)
     if compiler_value(flags, named.flag) is None:
+        if nvcc and named.option:
+            from tunebench.backends.cuda import option_path  # nvcc's spelling: a floor below
+            return option_path(path)
         return path
     return re.sub(r'[\\,"]', lambda found: "\\" + found.group(), shlex.quote(path))
 
@@ -956,16 +964,19 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
             copied[named] = copy
     listed = built.launch is not None  # nvcc reads a folder flag's value as a list: "-Icopy,dir"
     written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
-        (named, f"{spelt(built.flags, named, copied[named])},{_again(built.flags, named)}{spelt(built.flags, named, p)}"
+        (named, f"{spelt(built.flags, named, copied[named], listed)},{_again(built.flags, named)}"
+                f"{spelt(built.flags, named, p, listed)}"
          if listed and named.kind == "dir" and named in copied
-         else spelt(built.flags, named, copied[named] if named in copied and named.kind != "dir" else p))
+         else spelt(built.flags, named, copied[named] if named in copied and named.kind != "dir" else p, listed))
         for p, named in zip(built._paths, built._named_paths)
         if named.kind != "system" and (p is not None or named in copied)])
     for named, copy in copied.items():
         if named.kind == "dir" and not listed:  # "-Icopy -Idir", or "-I copy -I dir"
             written[named.flag][:0] = [named.before + str(copy) + named.after, *built.flags[named.first:named.flag]]
     flags = [flag for each in written for flag in each]
-    flags += [f"-I{folder / own.relative_to(own.anchor)}" for own in _own_folders(built, copies)]
+    from tunebench.backends.cuda import option_path  # nvcc's spelling: a floor below
+    flags += [f"-I{option_path(copy) if listed else copy}" for own in _own_folders(built, copies)
+              for copy in [folder / own.relative_to(own.anchor)]]
     return dataclasses.replace(built, flags=tuple(flags), kept=folder)
 
 
@@ -1201,7 +1212,7 @@ class Variant:
             if named.kind not in ("dir", "system") or os.path.isabs(named.given) or found.is_dir():
                 continue
             near = next((d / named.given for d in (*base.parents, Path.cwd()) if (d / named.given).is_dir()), None)
-            moved = spelt(self.flags, named, os.path.relpath(near, base)) if near else ""
+            moved = spelt(self.flags, named, os.path.relpath(near, base), self.launch is not None) if near else ""
             hint = f"; {near} is: write {as_written(self.flags, named, moved)}" if near else ""
             raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names no folder: {found} "
                               f"does not exist (a folder in flags is taken from the declaring file's folder, {base})"
@@ -1228,7 +1239,8 @@ class Variant:
             return
         folder = os.path.relpath(found, start) if found and not path.is_absolute() else given.rstrip("/")
         where = f" ({found})" if found else ""
-        header = as_written(self.flags, named, f"{spelt(self.flags, named, folder)}/<header>.h")
+        header = as_written(self.flags, named,
+                            f"{spelt(self.flags, named, folder, self.launch is not None)}/<header>.h")
         raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names a "
                           f"folder{where}, and {named.option} reads one file ahead of the template: name a header in "
                           f"it ({header}), or search it for the template's #include lines with -I{folder}")
@@ -1367,7 +1379,8 @@ class Variant:
     def _written(self, folder: Callable[[Path], str], file: Callable[[Path, str], str]) -> tuple[str, ...]:
         """The flags with each folder and file they name written by ``folder`` and ``file`` (its
         path resolved, and as given; see :func:`written_flags`), spelt where it lies (see :func:`spelt`)."""
-        texts = [(named, spelt(self.flags, named, folder(p) if named.kind == "dir" else file(p, named.given)))
+        texts = [(named, spelt(self.flags, named, folder(p) if named.kind == "dir" else file(p, named.given),
+                               self.launch is not None))
                  for p, named in zip(self._paths, self._named_paths) if p is not None and named.kind != "system"]
         return tuple(flag for flags in written_flags(self.flags, texts) for flag in flags)
 

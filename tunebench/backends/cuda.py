@@ -133,8 +133,48 @@ def code_flags(variant: Variant) -> list[str]:
 def copy_flags(variant: Variant) -> tuple[str, ...]:
     """The flags of a build of the template's copy in the build cache: the variant's, and ``-I``
     each folder a computed include reads from (see
-    :attr:`~tunebench.kernel.Variant.computed_include_dirs`; nvcc has no ``-iquote``)."""
-    return (*variant.build_flags, *(f"-I{d}" for d in variant.computed_include_dirs))
+    :attr:`~tunebench.kernel.Variant.computed_include_dirs`; nvcc has no ``-iquote``), spelt as
+    nvcc takes it (:func:`option_path`)."""
+    return (*variant.build_flags, *(f"-I{option_path(d)}" for d in variant.computed_include_dirs))
+
+
+#: What nvcc, or the shell it runs its host compiler in, misreads in a path written bare as the
+#: value of one of nvcc's own options (``-I``, ``-include``, ``-isystem``): a comma, at which
+#: nvcc splits the value into a list (``\\,`` is no escape), and a backslash or backquote, which
+#: that shell reads as an escape or a command (nvcc writes the value there in double quotes).
+_MISREAD = re.compile(r"[,\\`]")
+
+
+def option_path(path: str | Path) -> str:
+    """``path`` as the value of one of nvcc's own options, as nvcc takes it: where it holds a
+    character of :data:`_MISREAD`, in double quotes, inside which nvcc splits at no comma, each
+    backslash and backquote escaped for the shell (``-I"/home/u/proj,v2/inc"``); as it is
+    otherwise, so that a plain path's flags, which the compile cache keys on, stay the same.
+    Written bare, a project under ``proj,v2/`` was the folders ``/home/u/proj`` and ``v2/inc`` to
+    nvcc, and no build found a header. nvcc takes no ``'`` or ``"`` in such a path however it is
+    written (it refuses a ``"``, and gives its shell a ``'`` escaped, which that reads as ``\\'``),
+    nor a final backslash (which escapes the closing quote)."""
+    path = str(path)
+    if not _MISREAD.search(path):
+        return path
+    return '"' + re.sub(r"[\\`]", lambda found: "\\" + found.group(), path) + '"'
+
+
+def option_list(value: str) -> list[tuple[int, str, str]]:
+    """The paths of the value of one of nvcc's own options, as nvcc reads its list (``-Ia,b``:
+    the folders a and b): each word between commas outside double quotes, with where it starts,
+    as written and as the path it reads, its quotes gone and the shell's escapes of a backslash
+    and a backquote read (see :func:`option_path`, which it reads back). Split at every comma,
+    ``-I"/proj,v2/inc"`` was two folders, neither of them the one nvcc searches."""
+    words, start, quoted = [], 0, False
+    for i, char in enumerate(value):
+        if char == '"' and value[i - 1:i] != "\\":
+            quoted = not quoted
+        elif char == "," and not quoted:
+            words.append((start, value[start:i]))
+            start = i + 1
+    words.append((start, value[start:]))
+    return [(start, word, re.sub(r"\\([\\`])", r"\1", re.sub(r'(?<!\\)"', "", word))) for start, word in words]
 
 
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
