@@ -34,9 +34,8 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
-                                     folder_header, header_hashes, header_place, long_option, named_locally,
-                                     option_values, overridden, own_include_dirs, preprocess, read_locally,
-                                     unreadable)
+                                     folder_header, header_hashes, header_place, long_option, option_values,
+                                     overridden, own_include_dirs, preprocess, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -1404,9 +1403,8 @@ class Variant:
         it, for each file its flags name, a comment holding the hash of its content (its own
         headers inlined), and one for each header its header folders give it (``-I``, left to the
         compiler to include), the compiler finds on its own include path (CPATH, C_INCLUDE_PATH:
-        see :func:`~tunebench.backends.base.own_include_dirs`; those of /usr/local/include it
-        reads, see :meth:`_read_locally`; the system's and the toolkit's headers are the
-        compiler's, named apart), or a computed include may read (see
+        see :func:`~tunebench.backends.base.own_include_dirs`; the system's and the toolkit's
+        headers are the compiler's, named apart), or a computed include may read (see
         :attr:`computed_include_dirs`):
         an edited file is another source, so
         it is built and measured again, and a #line naming it says where the edit lies. Read
@@ -1488,16 +1486,11 @@ class Variant:
                             **_computed({file: self._anchored(file, own) for file in sources}, self._searched(),
                                         self.space.values, self.path.parent)[0]}
             else:
-                copied = ()
                 text, read, inputs, computed, texts = self._expanded(own, sources)
                 if computed:  # the copy's build searches their folders for every include it reads (see
                     # computed_include_dirs): read again, searched so; the files it inlines, which hold the
                     # computed includes, are the same whatever it searches, so the folders are too
-                    copied = tuple(computed)
-                    text, read, inputs, computed, texts = self._expanded(own, sources, copied)
-                local = self._read_locally(text, texts, read)
-                if local:  # hashed as the headers of the include folders are: read again with them
-                    text, read, inputs, computed, texts = self._expanded(own, sources, copied, local)
+                    text, read, inputs, computed, texts = self._expanded(own, sources, tuple(computed))
         except OSError as e:
             if kept is None:
                 raise unreadable(e) from None
@@ -1509,15 +1502,13 @@ class Variant:
                                   now)
         return self.__dict__["_kept"][:2]
 
-    def _expanded(self, own: tuple[Path, ...], sources: list[Path], copied: tuple[Path, ...] = (),
-                  local: tuple[Path, ...] = ()
+    def _expanded(self, own: tuple[Path, ...], sources: list[Path], copied: tuple[Path, ...] = ()
                   ) -> tuple[str, dict[Path, bool], dict[Path, str], dict[Path, None], dict[str, str]]:
         """(template text, the files read with whether each is anchored, :attr:`input_sources`, the
         folders of the computed includes, :attr:`file_texts`) of the template as it lies, the
         headers left to the compiler found as a build of its copy finds them, told the folders
         ``copied`` of its computed includes (see :attr:`computed_include_dirs`): gcc searches them
-        for every quoted include, nvcc for every include; and the headers ``local`` it reads of
-        its own folders (see :meth:`_read_locally`), by their absolute paths. Searched as in place, an ordinary
+        for every quoted include, nvcc for every include. Searched as in place, an ordinary
         ``#include "scale.h"`` hashed an -I folder's header where the build read the template
         folder's: an edit of the one built kept the source hash, and its trials."""
         read, library, inputs, texts = {}, {}, {}, {}
@@ -1563,8 +1554,6 @@ class Variant:
         for header, anchored in (*beside.items(), *in_library.items()):
             if header.name not in names and not header.is_symlink() or header.resolve() not in done:
                 library.setdefault(header, anchored)
-        found = {f.resolve() for f in (*read, *library)}  # CPATH=/usr/local/include hashed them already
-        library.update((header, True) for header in local if header.resolve() not in found)
         # the compiler reads each where it lies, or may: edited, another source
         for header, anchored in library.items():
             read.setdefault(header, anchored)
@@ -1576,40 +1565,6 @@ class Variant:
                 f'#line 1 "{self._named(header, top, own, anchored)}"\n/* built with this header of '
                 f"the include folders: sha256 {digest} */\n")
         return text, read, inputs, computed, texts
-
-    def _read_locally(self, text: str, texts: Mapping[str, str], read: Iterable[Path]) -> tuple[Path, ...]:
-        """The headers of :data:`~tunebench.backends.base.LOCAL_INCLUDE_DIRS` (/usr/local/include) a
-        build of the expanded ``text`` reads from the project (see
-        :func:`~tunebench.backends.base.read_locally`; ``read``: the files hashed), as the target's
-        compiler lists them (its -H) for the space's first valid config: found in no folder the
-        flags or CPATH name, such a header was in no text the source hash covered, and an upgraded
-        library (``make install`` again) had the old one's trials reused and its builds served.
-        Asked only where one of those folders holds a header of a name an include of the text, of
-        a file it keeps as its hash, or an -include flag gives, that the system's folders do not
-        (see :func:`~tunebench.backends.base.shadowed`): no preprocessor runs for a template that
-        can read none (the shipped ones, a stray stdint.h there or not), and a text is read again
-        only once its files' stamps change. Where no preprocessor is there (a CUDA runtime without
-        the toolkit) or it fails, those headers the includes name are hashed: the same set for a
-        template that reads them all, unconditionally and at its top. nvcc reads it for its
-        default architecture, not the device's (the hash is one on every machine): a header read
-        under ``__CUDA_ARCH__ >= 900`` alone is not hashed, as the README says."""
-        names = {*self._compilers_files, *(m.group(1) or m.group(2) for t in (text, *texts.values())
-                                           for m in map(INCLUDE.match, _code(t.split("\n"))) if m)}
-        named = named_locally(names)
-        if not named:
-            return ()
-        from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
-        as_read = dataclasses.replace(self, text=text)  # read as a recorded template is: not expanded again
-        try:  # a first value may break a constraint (an #error under it): the first config built
-            config = self.space.config(self.space.enumerate()[0][0])
-        except SpaceError:  # no valid config: the space's check says so
-            return named
-        reading = (cpu if self.launch is None else cuda).preprocessing(as_read, config)
-        said: list[str] = []
-        listing = ("-v",) if self.launch is None else ("-Xcompiler", "-v")  # its search list, for read_locally
-        if reading is None or _preprocessed(as_read, [*reading[1], *listing], reading[2], {}, said) is None:
-            return named
-        return read_locally(said[0], self.origin or Path.cwd(), {f.resolve() for f in read})
 
     def baseline(self, shape: tuple, dtype: str) -> dict:
         """The heuristic config for a shape (and the task's ``dtype``, where the heuristic has a
@@ -2505,8 +2460,14 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
     headers: dict[str, str | None] = {}  # every header the runs read, with its hash
 
     def preprocessed(config: Mapping) -> str | None:
-        """The config's template as the preprocessor reads it, a failure noted (see above)."""
-        text = _preprocessed(variant, *preprocessing(variant, config)[1:], headers)
+        """The config's template as the preprocessor reads it, a failure noted (see above); nvcc's
+        temporary files in a folder of their own (see :func:`~tunebench.backends.cache.compiler_temp`)."""
+        command, source = preprocessing(variant, config)[1:]
+        try:
+            with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
+                text = preprocess(command, source, variant.origin, tmp, headers)
+        except OSError:  # no folder for it (a full disk): it judges nothing
+            text = None
         failed.append(text is None)
         return text
 
@@ -2520,21 +2481,6 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
                 sorted(read)))
     return BuildCache().verdict(f"{name}-constant-params", key, judged, still=lambda kept: (
         header_hashes(kept["headers"]) == kept["headers"]))["why"]
-
-
-def _preprocessed(variant: Variant, command: list[str], source: str, headers: dict[str, str | None],
-                  stderr: list[str] | None = None) -> str | None:
-    """What the target's preprocessor ``command`` makes of ``source`` from the variant's folder,
-    each header it reads added to ``headers``, what it says on stderr to ``stderr`` (see
-    :func:`~tunebench.backends.base.preprocess`);
-    nvcc's temporary files in a folder of their own (see
-    :func:`~tunebench.backends.cache.compiler_temp`). None where it fails, or finds no folder for
-    them (a full disk): it judges nothing."""
-    try:
-        with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
-            return preprocess(command, source, variant.origin, tmp, headers, stderr)
-    except OSError:
-        return None
 
 
 def kernels_in(name: str, value: Any) -> list[Kernel]:

@@ -13,7 +13,6 @@ import math
 import os
 import re
 import subprocess
-import sysconfig
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -533,71 +532,6 @@ PATH_ENV = {"c": ("CPATH", "C_INCLUDE_PATH"), "c++": ("CPATH", "CPLUS_INCLUDE_PA
 INCLUDE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 #: A header whose folder is a toolchain's (libc's, CUDA's), not a user's: see :func:`own_include_dirs`.
 TOOLCHAIN_HEADERS = ("stdlib.h", "cuda_runtime.h")
-#: The folders of the compiler's own include path, named by no flag nor variable, that hold what a
-#: user installed (a header-only library, CUTLASS; a ``make install`` of their own helpers): the
-#: FHS's /usr/local/include, which gcc, clang and nvcc's host compiler search by default and no
-#: package manager writes. The others of that path are the toolchain's (gcc's or clang's own
-#: folder, CUDA's) or the system's (/usr/include), whose headers change with the compiler or the
-#: libc, which the records name apart. A header of it is hashed only where the project reaches it
-#: (see :func:`read_locally`), and never one of a name the system's folders hold too: gcc's and
-#: clang's stdint.h ``#include_next`` one there, and gcc reads a string.h there ahead of glibc's,
-#: so a stray libc header there moved the shipped templates' hashes, which key the records.
-LOCAL_INCLUDE_DIRS = (Path("/usr/local/include"),)
-
-
-#: The system's header folders, which hold the libc's headers (see :func:`shadowed`): known
-#: without asking a compiler, as a machine with no compiler (a CUDA runtime, no toolkit) hashes
-#: the shipped templates too.
-SYSTEM_INCLUDE_DIRS = (Path("/usr/include"), *((Path("/usr/include", m),) if (m := sysconfig.get_config_var(
-    "MULTIARCH")) else ()))
-
-
-def local_name(path: Path) -> str | None:
-    """The name an include gives a header of :data:`LOCAL_INCLUDE_DIRS` by (``cutlass/gemm.h``),
-    None for a file of no such folder."""
-    return next((path.relative_to(d).as_posix() for d in LOCAL_INCLUDE_DIRS if path.is_relative_to(d)), None)
-
-
-def shadowed(name: str, system: Iterable[Path] = SYSTEM_INCLUDE_DIRS) -> bool:
-    """Whether a folder of ``system`` (the system's and the toolchain's) holds a header of that
-    name too: one there of a libc's or a compiler's name is the system's business (a stray
-    stdint.h, string.h), as :data:`TOOLCHAIN_HEADERS` makes a CPATH folder the toolchain's."""
-    return any((folder / name).is_file() for folder in system if folder not in LOCAL_INCLUDE_DIRS)
-
-
-def named_locally(names: Iterable[str]) -> tuple[Path, ...]:
-    """The headers of :data:`LOCAL_INCLUDE_DIRS` an include of one of ``names`` may read there: of
-    no name the system's folders hold (see :func:`shadowed`)."""
-    return tuple(folder / name for folder in LOCAL_INCLUDE_DIRS for name in sorted(names)
-                 if (folder / name).is_file() and not shadowed(name))
-
-
-#: The compiler's include search list in its -v output on stderr: the quoted one's and the angle one's.
-_SEARCH_LIST = re.compile(r'^#include "\.\.\." search starts here:\n(.*?)^End of search list\.',
-                          re.MULTILINE | re.DOTALL)
-
-
-def read_locally(stderr: str, cwd: Path, project: Collection[Path]) -> tuple[Path, ...]:
-    """The headers of :data:`LOCAL_INCLUDE_DIRS` a preprocessor run listed (its -H tree and -v
-    search list on ``stderr``, run in ``cwd``) as read from the project: included by the text
-    itself (a top-level line), by a file of ``project`` (the hashed headers, resolved) or by such
-    a header, of no name another folder of the search list holds (see :func:`shadowed`). One a
-    toolchain's or the system's header reaches (gcc's stdint.h's ``#include_next``) is not."""
-    listed = _SEARCH_LIST.search(stderr)
-    system = [Path(line.strip()) for line in (listed.group(1) if listed else "").splitlines()
-              if line.startswith(" ")]
-    found: dict[Path, None] = {}
-    ours: list[bool] = []  # per depth of the tree above the line: whether that header is the project's
-    for dots, name in _HEADER_READ.findall(stderr):
-        path = Path(os.path.normpath(Path(cwd, name)))
-        depth = len(dots)
-        reached = depth == 1 or len(ours) >= depth - 1 and ours[depth - 2]
-        del ours[depth - 1:]
-        local = local_name(path)
-        if local is not None and reached and not shadowed(local, (*system, *SYSTEM_INCLUDE_DIRS)):
-            found[path] = None
-        ours.append(path in found or path.resolve() in project)
-    return tuple(found)
 
 
 def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple[Path, ...]:
@@ -609,8 +543,8 @@ def own_include_dirs(lang: str, variables: Sequence[str] | None = None) -> tuple
     kernel served the old one's trials); such a folder is searched ahead of the compiler's own.
     Left out: /usr/local/include, which gcc searches after its own folder (its stdint.h, omp.h)
     and clang before it, so a stray header there would be hashed on that machine alone, perhaps
-    never read (the shipped CUDA templates' stdint.h): those of its headers the project reaches
-    are hashed as its compiler lists them (see :data:`LOCAL_INCLUDE_DIRS`); a relative entry (an empty one too),
+    never read (the shipped CUDA templates' stdint.h):
+    its headers are the machine's, as /usr/include's are; a relative entry (an empty one too),
     which the compiler reads from the folder it runs in, the build's; one named in no UTF-8, which a template's text
     (UTF-8, as it is read) cannot name; a toolchain's folder put on the path (one holding a
     :data:`TOOLCHAIN_HEADERS` file: CPATH=/usr/local/cuda/include, as module systems set it),
@@ -684,18 +618,17 @@ def option_values(flags: Sequence[str], short: str) -> list[str]:
 
 
 #: A line of the compiler's -H list on stderr: a dot per level of inclusion, then the header read.
-_HEADER_READ = re.compile(r"^(\.+) (.+)$", re.MULTILINE)
+_HEADER_READ = re.compile(r"^\.+ (.+)$", re.MULTILINE)
 
 
 def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None = None,
-               headers: dict[str, str | None] | None = None, stderr: list[str] | None = None) -> str | None:
+               headers: dict[str, str | None] | None = None) -> str | None:
     """What a preprocessor's ``command`` (reading the source from its stdin, run in ``cwd``, with
     ``tmp`` its TMPDIR where given) makes of ``text``; None where it fails or is not there: it
     judges nothing then. ``headers``, where given, gets each header the run read (listed by the
     compiler's -H, in ``command``) with :func:`header_hashes`': one found on the compiler's own
     include path (CPATH, /usr/local/include, CUDA's include folder) is in no text tunebench reads.
-    ``stderr``, where given, gets what the run said there (see :func:`read_locally`). Its output
-    is read as file names are (a header's folder may be named in no UTF-8)."""
+    Its output is read as file names are (a header's folder may be named in no UTF-8)."""
     try:
         done = subprocess.run(command, input=text, capture_output=True, text=True, errors="surrogateescape", cwd=cwd,
                               env=None if tmp is None else {**os.environ, "TMPDIR": tmp})
@@ -704,9 +637,7 @@ def preprocess(command: list[str], text: str, cwd: Path | None, tmp: str | None 
     if done.returncode != 0:
         return None
     if headers is not None:
-        headers.update(header_hashes(str(Path(cwd or Path.cwd(), n)) for _, n in _HEADER_READ.findall(done.stderr)))
-    if stderr is not None:
-        stderr.append(done.stderr)
+        headers.update(header_hashes(str(Path(cwd or Path.cwd(), n)) for n in _HEADER_READ.findall(done.stderr)))
     return done.stdout
 
 
