@@ -2359,6 +2359,8 @@ def test_a_folder_an_include_flag_names_is_a_declaration_error_naming_the_suite_
     ("cuda", ("-Xcompiler", "-include", "-Xcompiler", "../inc/"),
      "flag -Xcompiler -include -Xcompiler ../inc/ names a folder",
      "(-Xcompiler -include -Xcompiler ../inc/<header>.h)"),
+    # a folder whose name holds a comma, searched by nvcc's own -I: in the quotes nvcc reads one folder in
+    ("cuda", ("-include", '"../in,c/"'), "names a folder", 'search it for the template\'s #include lines with -I"../in,c"'),
 ])
 def test_a_folder_error_names_the_flags_as_written_and_suggests_a_spelling_the_compiler_takes(
         tmp_path, monkeypatch, target, flags, written, hint):
@@ -2366,7 +2368,7 @@ def test_a_folder_error_names_the_flags_as_written_and_suggests_a_spelling_the_c
     tunebench reads it or by the flag alone: "flag -I ../nope" of ``--include-path ../nope``,
     "flag ../a,inc" of ``-I ../a,inc``, "flag -fPIC,-include,../inc/" without its -Xcompiler,
     whose suggestion, "-fPIC,-include,../inc/<header>.h", nvcc refuses."""
-    for folder in ("proj/suites", "proj/a", "proj/inc", "build"):
+    for folder in ("proj/suites", "proj/a", "proj/inc", "proj/in,c", "build"):
         (tmp_path / folder).mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "build")
     variant = Variant(source="k.cu" if target == "cuda" else "k.c", entry="k", space=Space({"tile": [1]}),

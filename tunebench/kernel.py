@@ -1240,9 +1240,13 @@ class Variant:
         where = f" ({found})" if found else ""
         header = as_written(self.flags, named,
                             f"{spelt(self.flags, named, folder, self.launch is not None)}/<header>.h")
+        searched = folder
+        if self.launch is not None:  # nvcc's -I takes a list: spelt as it reads one folder
+            from tunebench.backends.cuda import option_path  # a floor below
+            searched = option_path(folder)
         raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names a "
                           f"folder{where}, and {named.option} reads one file ahead of the template: name a header in "
-                          f"it ({header}), or search it for the template's #include lines with -I{folder}")
+                          f"it ({header}), or search it for the template's #include lines with -I{searched}")
 
     def _local(self, given: str) -> Path | None:
         """The file an -include/-imacros flag names, where it is the project's; None where the
