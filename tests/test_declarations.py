@@ -2380,6 +2380,24 @@ def test_a_folder_error_names_the_flags_as_written_and_suggests_a_spelling_the_c
     assert hint is None or hint in str(raised.value)
 
 
+@pytest.mark.parametrize("project", ["it's", 'q"x'])
+def test_a_cuda_folder_in_a_path_nvcc_takes_no_spelling_of_is_one_error_naming_it(tmp_path, project):
+    """nvcc takes no ' or " in the path of one of its own options, however it is written: every
+    config's build failed ("Stray '\"' character", or a header not found), and where a header of
+    the name lay on another folder of the search, gcc skipped the folder and built that one."""
+    root = tmp_path / project
+    for folder in ("suites", "inc"):
+        (root / folder).mkdir(parents=True)
+    cuda = Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                   flags=("-I../inc",), origin=root / "suites", launch=lambda c, shape: (1, 32))
+    with pytest.raises(tunebench.KernelError, match=rf"variant k\.cu: {re.escape(str(root / 'inc'))}: nvcc takes no"):
+        cuda.check_folders()
+    cpu = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                  flags=("-I../inc",), origin=root / "suites")
+    cpu.check_folders()  # gcc takes it as it is
+    assert cpu.build_flags == (f"-I{root / 'inc'}",)
+
+
 def test_a_kept_verdict_on_a_suspect_param_is_read_without_working_out_its_settings_again(tmp_path, monkeypatch):
     """The settings of the other params a suspect is preprocessed under (each pair of their later
     values beyond 64 combinations: 0.26 s for 4 params of 32 values, 0.46 s for 6) were worked out

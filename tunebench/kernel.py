@@ -1202,7 +1202,8 @@ class Variant:
         for the target a run builds alone: another target's folder (a submodule a CPU-only CI does
         not check out) is that machine's. A folder given whole may be another machine's (a
         toolkit's), and is not checked. A folder an ``-include`` names (see :meth:`_included_folder`) is
-        an error too."""
+        an error too, as is a path nvcc takes no spelling of (see
+        :func:`~tunebench.backends.cuda.option_path`)."""
         base = self.origin or Path.cwd()
         for named, found in zip(self._named_paths, self._paths):
             if named.kind == "include":
@@ -1216,6 +1217,10 @@ class Variant:
             raise KernelError(f"variant {self.source}: flag {as_written(self.flags, named)} names no folder: {found} "
                               f"does not exist (a folder in flags is taken from the declaring file's folder, {base})"
                               f"{hint}")
+        try:  # a path nvcc takes no spelling of: one error, not every config's build
+            self.build_flags  # spelt for the compiler here
+        except KernelError as e:
+            raise KernelError(f"variant {self.source}: {e}") from None
 
     def _included_folder(self, named: Named) -> None:
         """A :class:`KernelError` where an ``-include`` or ``-imacros`` flag names a folder by a path

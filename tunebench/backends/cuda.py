@@ -153,8 +153,12 @@ def option_path(path: str | Path) -> str:
     Written bare, a project under ``proj,v2/`` was the folders ``/home/u/proj`` and ``v2/inc`` to
     nvcc, and no build found a header. nvcc takes no ``'`` or ``"`` in such a path however it is
     written (it refuses a ``"``, and gives its shell a ``'`` escaped, which that reads as ``\\'``),
-    nor a final backslash (which escapes the closing quote)."""
+    nor a final backslash (which escapes the closing quote): a :class:`KernelError` naming it, where
+    the build said "Stray '\"' character", or built from another folder's header of the name."""
     path = str(path)
+    if "'" in path or '"' in path or path.endswith("\\"):
+        raise KernelError(f"{path}: nvcc takes no ' or \" in the path of a folder or file of its own options, nor one "
+                          f"ending in a backslash, however it is written: move the project to a folder named without them")
     if not _MISREAD.search(path):
         return path
     return '"' + re.sub(r"[\\`]", lambda found: "\\" + found.group(), path) + '"'
