@@ -457,6 +457,43 @@ def test_a_candidate_that_kills_the_first_device_and_the_next_is_their_crash_and
         workers.trial(comparison)
 
 
+@pytest.fixture
+def death_info_missed(monkeypatch):
+    """The driver's Ray, started after this, waits for no lost actor's death cause: it calls every
+    device lost "unavailable", as where a busy head tells it the cause too late (or a user's
+    RAY_timeout_ms_task_wait_for_death_info is short). Ask for it before ``holding``."""
+    monkeypatch.setenv("RAY_timeout_ms_task_wait_for_death_info", "0")
+
+
+@pytest.mark.parametrize("sent", ["first", "other"])
+def test_a_candidate_that_kills_both_devices_is_their_crash_where_ray_calls_them_only_unavailable(
+        death_info_missed, holding, sent):
+    """Where Ray's error did not say that the device's process died, only that the actor was
+    "unavailable" (as of a host lost), no death was charged: a candidate that kills its worker's
+    parent took every device of the cluster, on the first device (a tune's own trials) as on
+    another (the ones it measures ahead), instead of being recorded crashed."""
+    workers, held, pids, job = holding
+    result = workers.trial(job(killer=1)) if sent == "first" else workers.submit(job(killer=1)).result(timeout=300)
+    assert result["status"] == "crashed", result.get("error")
+    assert result["error"].startswith("the cluster's devices died 2 times"), result["error"]
+    assert workers._lost == {0, 1}
+
+
+def test_a_job_whose_devices_are_ray_killed_is_not_charged_where_ray_calls_them_only_unavailable(
+        death_info_missed, holding):
+    """A device lost to ray.kill, which Ray may call only "unavailable" too, is no doing of the job
+    it ran: asked again, Ray says ray.kill killed it."""
+    from tunebench.workers import WorkerError
+
+    workers, held, pids, job = holding
+    sent = workers.submit(job(held=1, id=1))
+    for index in (1, 0):  # moved to the first device once the other is lost
+        running(held.parent, pids[index], 1)
+        ray.kill(workers.devices[index])
+    with pytest.raises(WorkerError, match="every device of the cluster was lost"):
+        sent.result(timeout=300)
+
+
 @pytest.mark.parametrize("cluster", [3], indirect=True)
 def test_a_job_sent_to_devices_that_died_idle_is_not_charged_their_deaths(holding):
     """Two devices whose processes died before a job reached them (Ray says SYSTEM_ERROR of each):
@@ -788,7 +825,7 @@ def test_a_job_whose_move_raises_resolves_its_future_with_that_error(holding, mo
     sent = workers.submit(job(held=1, killer=1, id=1))  # on the other device, which it kills once let go
     running(held.parent, pids[1], 1)
 
-    def head_lost(ready, error):
+    def head_lost(index, ready, error):
         raise ConnectionError("the Ray head is gone")
 
     monkeypatch.setattr(workers, "_charged", head_lost)

@@ -26,8 +26,11 @@ says the actor's own process died while its host lives on, as it ran the job (se
 :meth:`ClusterWorkers._charged`), the job's candidate may have killed it (its worker's parent, as
 ``kill(getppid(), ...)`` does): a job in which :data:`~tunebench.records.DEATHS` devices died so
 is that candidate's crash, as a local run records one that killed runs, rather than every device
-lost to it. A host lost, or ``ray.kill``, is no job's doing: the job moves on. A comparison's
-devices are never charged (see :meth:`ClusterWorkers.trial`).
+lost to it. Where Ray's driver calls the actor only "unavailable" (it did not get the death's cause
+in time, as from a busy head), the device is asked again until Ray says how it died, for
+:data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on. A host lost, or
+``ray.kill``, is no job's doing: the job moves on. A comparison's devices are never charged (see
+:meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ PROCESS_DIED = "The actor is dead because its worker process has died. Worker ex
 #: that cause (see :meth:`ClusterWorkers._charged`). Where the driver's Ray starts, and its
 #: environment does not set it.
 DEATH_INFO_MS = 10_000
+#: The longest a device that Ray called "unavailable" is asked again how it died (a ready sent to
+#: a dead actor fails with its death cause, once the driver's Ray has it): beyond DEATH_INFO_MS (a
+#: busy head, or a user's setting of it, missed), and short of the time the head takes to declare
+#: a lost host dead, since a job waits this long before it moves on from a host lost.
+DEATH_CAUSE_S = 30.0
 #: The longest a device's ready may take to be answered once Ray said its process died: its answer,
 #: or the death's, is there by then.
 READY_S = 60.0
@@ -317,6 +325,8 @@ class ClusterWorkers:
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
+        # Ray's error to a job whose device it did not hear the death of in time (see _death); older Rays have none
+        self._unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
         self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
@@ -419,7 +429,7 @@ class ClusterWorkers:
                 return index, self._ray.get(answer)
             except self._ray.exceptions.RayActorError as error:
                 self._lost.add(index)
-                if job is not None and (deaths := deaths + self._charged(ready, error)) >= DEATHS:
+                if job is not None and (deaths := deaths + self._charged(index, ready, error)) >= DEATHS:
                     return None, _crashed(deaths, began)
             except self._ray.exceptions.RayTaskError as error:
                 raise self._unwrapped(error) from None
@@ -433,21 +443,42 @@ class ClusterWorkers:
         with self._sending:
             return device.ready.remote(), call(device)
 
-    def _charged(self, ready, error: BaseException) -> bool:
-        """Whether the loss of a device, Ray's ``error`` to the job it was sent, is the job's
-        doing (see DEATHS): Ray says the actor's own process died while its host lives on
-        (:data:`PROCESS_DIED`), and the device answered the ``ready`` sent just before the job,
-        so that it died running it. Not a host lost or ``ray.kill``, which Ray tells apart, nor a
-        death before the job reached the device: killed by the job ahead of it, or with the rest
-        of its host, it answers neither (a job moved to a device its host's death took too counted
-        that one death twice)."""
-        if PROCESS_DIED not in str(error):
+    def _charged(self, index: int, ready, error: BaseException) -> bool:
+        """Whether the loss of device ``index``, Ray's ``error`` to the job it was sent, is the
+        job's doing (see DEATHS): Ray says the actor's own process died while its host lives on
+        (:data:`PROCESS_DIED`), in ``error`` or, where that called the actor only "unavailable",
+        when asked again (see :meth:`_death`), and the device answered the ``ready`` sent just
+        before the job, so that it died running it. Not a host lost or ``ray.kill``, which Ray
+        tells apart, nor a death before the job reached the device: killed by the job ahead of
+        it, or with the rest of its host, it answers neither (a job moved to a device its host's
+        death took too counted that one death twice)."""
+        if PROCESS_DIED not in str(error) and not isinstance(error, self._unavailable):
             return False
         try:
             self._ray.get(ready, timeout=READY_S)
         except self._ray.exceptions.RayError:  # answered by the death too (or, past READY_S, by nothing)
             return False
-        return True
+        return PROCESS_DIED in self._death(index, error)
+
+    def _death(self, index: int, error: BaseException) -> str:
+        """Ray's word on how device ``index`` died: ``error``'s, or where that calls the actor only
+        "unavailable" (the driver's Ray did not get its death's cause in time, see DEATH_INFO_MS),
+        the error to a ready sent it since, asked again until one says, for DEATH_CAUSE_S at most
+        (a host lost stays "unavailable" until the head declares it dead); nothing where none
+        said in time, or the device answered (it was not dead after all)."""
+        deadline = time.monotonic() + DEATH_CAUSE_S
+        while isinstance(error, self._unavailable):
+            if time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.1)  # not a loop of refused connections while the head has yet to say
+            try:
+                self._ray.get(self.devices[index].ready.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                return ""
+            except self._ray.exceptions.GetTimeoutError:
+                return ""
+            except self._ray.exceptions.RayActorError as again:
+                error = again
+        return str(error)
 
     def _others(self) -> list[int]:
         """The devices besides the first that have nothing in flight."""
@@ -483,19 +514,20 @@ class ClusterWorkers:
             elif isinstance(error, self._ray.exceptions.RayActorError):
                 self._lost.add(index)
                 # off the thread of Ray's that runs this: it may answer the ready that _charged waits for
-                threading.Thread(target=self._moved, args=(job, result, deaths, began, ready, error),
+                threading.Thread(target=self._moved, args=(job, result, deaths, began, index, ready, error),
                                  daemon=True).start()
             else:
                 result.set_exception(self._unwrapped(error))
         answer.future().add_done_callback(settle)
 
-    def _moved(self, job: TrialJob, result: Future, deaths: int, began: float, ready, error: BaseException) -> None:
-        """A job whose device was lost: its crash where that device is the DEATHS-th that died in
+    def _moved(self, job: TrialJob, result: Future, deaths: int, began: float, index: int, ready,
+               error: BaseException) -> None:
+        """A job whose device ``index`` was lost: its crash where that device is the DEATHS-th that died in
         it, else measured again where the final rounds run. Whatever this raises is the job's
         result (every device lost, Ray's error, a bug): in this thread it would leave the future
         unresolved, and the tune waiting on it for good."""
         try:
-            deaths += self._charged(ready, error)
+            deaths += self._charged(index, ready, error)
             if deaths >= DEATHS:
                 result.set_result(_crashed(deaths, began))
                 return
