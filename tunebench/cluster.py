@@ -9,7 +9,7 @@ records, so no filesystem is shared. The actors receive the suites' and template
 driver and import it from a temporary folder, removed with its workers' folder of inputs (see
 :mod:`tunebench.prepared`) when the actor ends, however it ends (by the next device started on
 that host, where what removes them was killed too): a host needs tunebench and Ray
-(``pip install 'ray>=2.9'``) and its compilers, not the project. All devices must share one
+(``pip install 'ray>=2.11'``) and its compilers, not the project. All devices must share one
 fingerprint, since records are kept per device: a cluster of mixed devices is refused, naming
 what it found.
 
@@ -72,8 +72,10 @@ PROCESS_DIED = "The actor is dead because its worker process has died. Worker ex
 DEATH_INFO_MS = 10_000
 #: The longest a device that Ray called "unavailable" is asked again how it died (a ready sent to
 #: a dead actor fails with its death cause, once the driver's Ray has it): beyond DEATH_INFO_MS (a
-#: busy head, or a user's setting of it, missed), and short of the time the head takes to declare
-#: a lost host dead, since a job waits this long before it moves on from a host lost.
+#: busy head, or a user's setting of it, missed), and beyond the time the head takes to declare a
+#: lost host dead (12-14 s seen with a raylet killed), which a job waits before it moves on from a
+#: host lost. A device alive after all (a transient error) answers once its job ahead is done,
+#: which may be all of this time; it is lost for the run, as any device Ray raised an error of.
 DEATH_CAUSE_S = 30.0
 #: The longest a device's ready may take to be answered once Ray said its process died: its answer,
 #: or the death's, is there by then.
@@ -294,7 +296,11 @@ class ClusterWorkers:
         try:
             import ray
         except ImportError:
-            raise WorkerError("--tune-cluster needs Ray: pip install 'ray>=2.9'") from None
+            raise WorkerError("--tune-cluster needs Ray: pip install 'ray>=2.11'") from None
+        if not hasattr(ray.exceptions, "ActorUnavailableError"):  # where a death's cause is missed: see _death
+            raise WorkerError(f"--tune-cluster needs Ray 2.11 or later (this is {ray.__version__}): an earlier Ray "
+                              f"says no cause of a device's death it missed, so a candidate that kills its device "
+                              f"would take every device of the cluster: pip install 'ray>=2.11'")
         self._ray = ray
         if not ray.is_initialized():
             os.environ.setdefault("RAY_timeout_ms_task_wait_for_death_info", str(DEATH_INFO_MS))
@@ -325,8 +331,8 @@ class ClusterWorkers:
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
-        # Ray's error to a job whose device it did not hear the death of in time (see _death); older Rays have none
-        self._unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+        # Ray's error to a job whose device it did not hear the death of in time (see _death)
+        self._unavailable = ray.exceptions.ActorUnavailableError
         self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with

@@ -91,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: one per core)")
     group.addoption("--tune-cluster", default=None, metavar="ADDRESS",
                     help="measure on every device of a Ray cluster: ray://HOST:PORT, or auto for the "
-                         "cluster this machine is part of (pip install 'ray>=2.9')")
+                         "cluster this machine is part of (pip install 'ray>=2.11')")
     group.addoption("--tune-cluster-cpus", type=positive(int), default=1, metavar="N",
                     help="cores of one device of the cpu target on a cluster (default: 1)")
     group.addoption("--tune-retry-failed", action="store_true",
