@@ -2908,8 +2908,7 @@ def test_a_cuda_flags_folder_quoted_for_nvcc_is_the_one_folder_nvcc_searches(tmp
         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
 
     def declared():
-        return Variant(source="k.cu", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
-                       flags=('-I"../a,b"',), launch=lambda c, shape: (1, 32), origin=tmp_path / "suites")
+        return scaling_variant(tmp_path / "suites", ('-I"../a,b"',))
 
     variant = declared()
     assert variant.include_dirs == (tmp_path / "a,b",)
