@@ -899,6 +899,36 @@ def test_a_computed_include_of_a_macro_naming_a_header_of_a_header_folder_of_the
     assert_recorded_build_scales("computed_macro_folder_gate_test", variant, text, texts, {"tile": 1})
 
 
+def assert_define_names_the_header(tmp_path: Path, monkeypatch, flags: tuple[str, ...], header: str) -> None:
+    """The CUDA variant of ``flags`` whose template's ``#include K_IMPL`` (of the default "other.h")
+    nvcc reads as inc/``header``: built scaling by 3, its source hash following an edit of that
+    header and none of inc/unread.h, and the gate's build of the recorded template reading it as tuned."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for where in (str(Path("inc", header).parent), "suites", "build"):
+        (tmp_path / where).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")
+    (tmp_path / "inc" / header).write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "inc" / "unread.h").write_text("#define FACTOR 7.0f\n")
+    (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
+    (tmp_path / "suites" / "k.cu").write_text(
+        '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n#include K_IMPL\n'
+        'extern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return scaling_variant(tmp_path / "suites", flags)
+
+    def scales_by_3(variant):
+        return scales_by(tmp_path / "build", variant, "3.0f")
+
+    variant = declared()
+    text, texts = variant.template, variant.file_texts
+    assert scales_by_3(variant)
+    assert_hash_follows(declared, variant, tmp_path / "inc" / header, tmp_path / "inc" / "unread.h")
+    assert scales_by_3(recorded_build(declared, text, texts))
+
+
 @pytest.mark.parametrize("flags", [
     ("-I../inc", '-DUNUSED=1,K_IMPL="impls/impl.h"'),
     ("-I../inc", "-D", 'UNUSED=1,K_IMPL="impls/impl.h"'),
@@ -921,30 +951,7 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     quotes, its value named no header, and every header of the folders was hashed (an edit of
     inc/unread.h, which no build reads, measured it again). The gate's build of the recorded
     template reads it as tuned."""
-    if not shutil.which("nvcc"):
-        pytest.skip("nvcc is not on PATH")
-    for where in ("inc/impls", "suites", "build"):
-        (tmp_path / where).mkdir(parents=True)
-    monkeypatch.chdir(tmp_path / "build")
-    (tmp_path / "inc" / "impls" / "impl.h").write_text("#define FACTOR 3.0f\n")
-    (tmp_path / "inc" / "unread.h").write_text("#define FACTOR 7.0f\n")
-    (tmp_path / "suites" / "other.h").write_text("#define FACTOR 5.0f\n")
-    (tmp_path / "suites" / "k.cu").write_text(
-        '#ifndef K_IMPL\n#define K_IMPL "other.h"\n#endif\n#include K_IMPL\n'
-        'extern "C" __global__ void k(const float *x, float *y, int n)\n'
-        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
-
-    def declared():
-        return scaling_variant(tmp_path / "suites", flags)
-
-    def scales_by_3(variant):
-        return scales_by(tmp_path / "build", variant, "3.0f")
-
-    variant = declared()
-    text, texts = variant.template, variant.file_texts
-    assert scales_by_3(variant)
-    assert_hash_follows(declared, variant, tmp_path / "inc" / "impls" / "impl.h", tmp_path / "inc" / "unread.h")
-    assert scales_by_3(recorded_build(declared, text, texts))
+    assert_define_names_the_header(tmp_path, monkeypatch, flags, "impls/impl.h")
 
 
 def test_a_computed_include_of_a_header_read_in_place_skips_an_iquote_folder_that_is_not_there(tmp_path):
