@@ -954,6 +954,24 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     assert_define_names_the_header(tmp_path, monkeypatch, flags, "impls/impl.h")
 
 
+@pytest.mark.parametrize("flags, header", [
+    (("-I../inc", '-DK_IMPL="impls,v2/impl.h"'), "impls,v2/impl.h"),
+    (("-I../inc", "--define-macro", 'UNUSED="a,b",K_IMPL="impls,v2/impl.h"'), "impls,v2/impl.h"),
+    (("-I../inc", r'-DK_IMPL=\"impls/impl.h\"'), "impls/impl.h"),  # nvcc's escapes: "impls/impl.h"
+    (("-I../inc", r'-DK_IMPL=\"impls\,v2/impl.h\"'), "impls,v2/impl.h"),  # \, is a comma, no split
+])
+def test_an_nvcc_define_list_splits_at_no_comma_inside_double_quotes_and_reads_its_escapes(
+        tmp_path, monkeypatch, flags, header):
+    """nvcc splits -D's list at no comma inside double quotes, and keeps them:
+    ``-DK_IMPL="impls,v2/impl.h"`` is the one macro, the header's name (``nvcc --dryrun``: ``-D
+    "K_IMPL=\\"impls,v2/impl.h\\""``); a backslash escapes the character after it, dropped.
+    Split at every comma and read without the escapes, K_IMPL was ``"impls`` or
+    ``\\"impls/impl.h\\"``, which named no header: the header nvcc read, in a subfolder, was
+    unhashed (an edit kept the source hash, and its trials), and every header of the folders was
+    hashed instead."""
+    assert_define_names_the_header(tmp_path, monkeypatch, flags, header)
+
+
 def test_a_computed_include_of_a_header_read_in_place_skips_an_iquote_folder_that_is_not_there(tmp_path):
     """A header of the flags' -I folder holding ``#include K_IMPL`` of a value the hash cannot
     name, beside an -iquote folder of another machine's (absolute, not checked): the variant

@@ -681,7 +681,8 @@ def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False
     """Each macro the ``files`` ``#define`` (their text files) or the ``flags`` define (``-D``,
     ``--define-macro`` and gcc's abbreviations of it, ``--def``: see
     :func:`~tunebench.backends.base.option_values`; nvcc's ``-D=K``, and where ``nvcc`` reads the
-    flags, each of a list, ``-DA=1,K_IMPL="impl.h"``, two macros to it; the preprocessor's own,
+    flags, each of a list, ``-DA=1,K_IMPL="impl.h"``, two macros to it, as it reads them (see
+    :func:`~tunebench.backends.cuda.macro_list`); the preprocessor's own,
     ``-Wp,-DK=1``, see :func:`preprocessor_words`, or nvcc's host compiler's, ``-Xcompiler -DK=1``,
     see :func:`compiler_words`: ``1`` where given no value),
     with every value it is given, as written (a function-like macro's with its parameters): the
@@ -701,8 +702,9 @@ def _definitions(files: Iterable[Path], flags: Sequence[str], nvcc: bool = False
     # its value '"impl.h"' named no header, and every header of every folder was hashed)
     own = [flag if not nvcc or compiler_value(flags, k) is None else "" for k, flag in enumerate(flags)]
     defined = [given.removeprefix("=") for given in option_values(own, "-D")]
-    if nvcc:  # -DA=1,B=2
-        defined = [word for given in defined for _, word in _comma_words(given)]
+    if nvcc:  # -DA=1,B=2; -DK_IMPL="impls/a,b.h", one
+        from tunebench.backends.cuda import macro_list  # nvcc's reading: a floor below
+        defined = [macro for given in defined for macro in macro_list(given)]
     for given in (*defined, *(given.removeprefix("=") for given in option_values(words, "-D"))):
         if given:
             name, equals, value = given.partition("=")

@@ -181,6 +181,29 @@ def option_list(value: str) -> list[tuple[int, str, str]]:
     return [(start, word, re.sub(r"\\([\\`])", r"\1", re.sub(r'(?<!\\)"', "", word))) for start, word in words]
 
 
+def macro_list(value: str) -> list[str]:
+    """The macros of the value of nvcc's own -D (``-DA=1,B=2``: two), each as nvcc gives it its
+    host compiler's preprocessor (``nvcc --dryrun``): split at each comma outside double quotes,
+    which it keeps (``-DK_IMPL="impls/a,b.h"``: one macro, the string ``"impls/a,b.h"``), a
+    backslash escaping the character after it, given without the backslash (``-DK_IMPL=\\"a.h\\"``:
+    ``"a.h"``; ``\\,`` a comma, no split); none of an empty word. Its -I list it reads otherwise
+    (see :func:`option_list`: no escape, the quotes gone). Split at every comma, the macro was
+    ``"impls/a`` and named no header: the header nvcc read was unhashed."""
+    macros, word, quoted, escaped = [], "", False, False
+    for char in value:
+        if escaped:
+            word, escaped = word + char, False
+        elif char == "\\":
+            escaped = True
+        elif char == "," and not quoted:
+            macros.append(word)
+            word = ""
+        else:
+            quoted ^= char == '"'
+            word += char
+    return [macro for macro in (*macros, word) if macro]
+
+
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
     """The command compiling ``{src}`` to the cubin ``{out}`` for ``arch`` (``sm_90``)."""
     return [nvcc(), "--cubin", f"-arch={arch}", *NVCC_OPTIONS, *flags, "-o", "{out}", "{src}"]
