@@ -188,7 +188,8 @@ def macro_list(value: str) -> list[str]:
     backslash escaping the character after it, given without the backslash (``-DK_IMPL=\\"a.h\\"``:
     ``"a.h"``; ``\\,`` a comma, no split); none of an empty word. Its -I list it reads otherwise
     (see :func:`option_list`: no escape, the quotes gone). Split at every comma, the macro was
-    ``"impls/a`` and named no header: the header nvcc read was unhashed."""
+    ``"impls/a`` and named no header: the header nvcc read was unhashed. The shell nvcc hands the
+    line to is not followed: a ``$VAR``, a backquote or ``\\\\`` in a macro is read as written."""
     macros, word, quoted, escaped = [], "", False, False
     for char in value:
         if escaped:
