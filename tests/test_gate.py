@@ -762,6 +762,49 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     fails_as_tuned(pytester, "include/sub/extra.h")
 
 
+def include_project(pytester, headers: str) -> Path:
+    """The chain kernel given -Iinclude, whose chain_extra.h ``headers`` includes (or none),
+    tuned; its template then given an ``#include`` of a header new to the folder: its records."""
+    (pytester.path / "include").mkdir()
+    (pytester.path / "include" / "chain_extra.h").write_text("#define EXTRA 0\n")
+    source = pytester.path / "chain.c"
+    source.write_text(headers + CHAIN_C.replace("#define EXTRA 0\n", "") if headers else CHAIN_C)
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]}))', 'Space({"reps": [1, 2]}), flags=("-Iinclude",))'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (pytester.path / "include" / "chain_new.h").write_text("/* helpers to come */\n")
+    source.write_text('#include "chain_new.h"\n' + source.read_text())
+    (path,) = (pytester.path / "records").glob("*.json")
+    return path
+
+
+@pytest.mark.parametrize("headers", ['#include "chain_extra.h"\n', ""], ids=["a header tuned", "none tuned"])
+def test_a_header_only_todays_template_includes_is_no_file_the_recorded_build_reads_as_tuned(pytester, headers):
+    """The template given an ``#include`` of a header new to its -I folder: only today's source
+    names it, and every file the recorded template reads is as tuned, yet the gate said it was
+    "built with  as tuned (the records keep its text)" and judged "best against the recorded
+    source ( as tuned)": a list of no files, in the CI's one-line failure too."""
+    path = include_project(pytester, headers)
+    out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
+    assert re.search(r"^the template changed since the record \(\w+ -> \w+: chain.c, include/chain_new.h edited\); "
+                     r"today's build is compared with the recorded one$", out, re.MULTILINE), out
+    assert re.search(r"^[A-Z]+ +best against the recorded source on \(2048,\): ", out, re.MULTILINE), out
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert [v["what"] for v in gate["verdicts"]] == ["best/baseline", "best against the recorded source"]
+
+
+def test_records_that_keep_a_headers_hash_alone_are_not_said_to_keep_one_of_a_header_new_since(pytester):
+    """Records from before file texts were kept, the -I folder's header edited and the template
+    given an ``#include`` of a new one: the gate said the records keep only "the hashes of
+    include/chain_extra.h, include/chain_new.h as tuned", a header the tune never read."""
+    path = include_project(pytester, '#include "chain_extra.h"\n')
+    TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
+    (pytester.path / "include" / "chain_extra.h").write_text("#define EXTRA 30\n")
+    out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
+    assert ("chain.c, include/chain_extra.h, include/chain_new.h edited); the records keep only the hash of "
+            "include/chain_extra.h as tuned, so the recorded source cannot be built again" in out), out
+
+
 def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch):
     """The template unchanged, a header the compiler finds through CPATH (no flag names its

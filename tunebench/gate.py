@@ -379,7 +379,6 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         built = dataclasses.replace(variant, flags=tune_flags) if tune_flags is not None else variant
         unkept = _unkept(built, recorded_text) if recorded_text else []
         kept = _kept_texts(store, recorded_text, variant.path.name, unkept) if unkept else None
-        unkept = [file for file in unkept if kept is None or file in kept]  # not one today's source alone names
         as_tuned = f" ({', '.join(unkept)} as tuned)" if kept is not None else ""
         why = ("the recorded source is not in the records, so it is" if not recorded_text else
                f"the records keep only the hash{'es' if len(unkept) > 1 else ''} of {', '.join(unkept)} as tuned, "
@@ -590,11 +589,16 @@ def _unkept(built: Variant, text: str) -> list[str]:
     """The files the recorded template ``text`` keeps as their hash alone that its build, with
     the flags of ``built`` (the tune's, or the variant's), would read otherwise today (see
     :func:`~tunebench.kernel.unkept_files`): a file of the flags edited since the tune. One of
-    the flags gone fails that build, which says so."""
+    the flags gone fails that build, which says so. A file only today's source names (a header
+    its new ``#include`` reads, one found in another CPATH folder today) is none the recorded
+    build reads (it reads the tune's copy of the other, searched ahead of it): named, the gate
+    said the recorded build was "built with  as tuned", or that the records keep only its hash."""
     try:
-        return unkept_files(text, built.template, built.path.name)
+        found = unkept_files(text, built.template, built.path.name)
     except KernelError:
         return []
+    hashed = hashed_files(text, built.path.name)
+    return [file for file in found if file in hashed]
 
 
 def _texts_remedy(kernel: Kernel, store: RecordStore, check: dict | None, unkept: list[str]) -> str:
@@ -614,11 +618,9 @@ def _kept_texts(store: RecordStore, text: str, template: str, unkept: list[str])
     by the path it names them by (from the folder of ``template``), for its build to read as
     tuned wherever it is built (see :func:`~tunebench.kernel.kept_variant`: a cluster's device is
     another host). None where the records keep no text of a file of ``unkept`` (records from
-    before kept none): the build would read today's. A file only today's source names (a header
-    found in another CPATH folder today) is none the recorded build reads: it reads the tune's
-    copy, searched ahead of it."""
+    before kept none): the build would read today's."""
     hashes, texts = hashed_files(text, template), store.file_texts()
-    if any(file in hashes and hashes[file] not in texts for file in unkept):
+    if any(hashes[file] not in texts for file in unkept):
         return None
     return {file: texts[digest] for file, digest in hashes.items() if digest in texts}
 
