@@ -310,6 +310,21 @@ def test_unsampled_candidates_print_nothing_and_each_task_one_progress_line(proj
     assert listed.stdout.str().count(" UNSAMPLED") == 8
 
 
+def test_a_run_that_measured_nothing_prints_one_line_per_task_saying_its_trials_came_from_the_records(
+        project, pytester):
+    """Run again, a finished tune printed the first reused trial's line, "1/6 trials, best ...
+    unconfirmed, about 22 s left" (a time from the trials' recorded cost), in a run of 0.2 s."""
+    project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    again = pytester.runpytest("suites", *TUNE)
+    again.assert_outcomes(passed=12, deselected=2)
+    progress = [line for line in again.stdout.lines if line.startswith("tunebench axpb[")]
+    assert [line.split(":")[0] for line in progress] == ["tunebench axpb[small-float32]",
+                                                         "tunebench axpb[large-float32]"], progress
+    assert all(re.search(r": 5/5 trials, all from the records, .* ms\b.*, done$", line) and " s left" not in line
+               for line in progress), progress
+
+
 def test_a_tune_without_pytests_capture_plugin_shows_its_progress(project, pytester):
     """-p no:capture leaves no capture manager: the first progress line raised AttributeError,
     which failed the task."""

@@ -3,7 +3,11 @@
 On a terminal, a task's line (trials done of the budget, the best so far against the heuristic,
 the time left) is redrawn in place as trials finish and stays once the task is done; elsewhere
 (CI logs, pipes) a plain line is written at most every :data:`PLAIN_EVERY_S` seconds and once at
-the end. ``-q`` keeps only the summary. A candidate the budget left unsampled reports no letter:
+the end. A task that has measured nothing yet in this run (its trials so far from the records: a
+tune run again or resumed) has no progress to show, and a time left from what those trials cost
+when measured would be stale: its line comes with its first measured trial, or at its end, saying
+its trials came from the records. ``-q`` keeps only the summary. A candidate the budget left
+unsampled reports no letter:
 thousands of them would bury the progress and the summary (``-vv`` lists them).
 """
 
@@ -34,6 +38,8 @@ class Progress:
     def __call__(self, task, done: bool) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or self.config.get_verbosity() < 0:
+            return
+        if not done and not task.new and not task.waiting:  # every trial so far from the records
             return
         now = time.monotonic()
         tty = reporter.isatty

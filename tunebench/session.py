@@ -630,7 +630,8 @@ class Task:
         return [(space.key(c), score) for c, score in related if space.contains(c)]
 
     def progress_line(self) -> str:
-        """Trials done of the budget, the best so far (the summary's estimator) and the time left."""
+        """Trials done of the budget (all from the records, where this run measured none), the best
+        so far (the summary's estimator) and the time left."""
         if self.waiting:
             return (f"tunebench {self.label}: another run is tuning this task: waiting for it, to resume "
                     f"from what it records")
@@ -655,7 +656,8 @@ class Task:
             left = by_trials if left is None else min(left, by_trials)
         when = "done" if self.done else f"about {left:.0f} s left" if left is not None and done < budget else \
             "the final round"
-        return f"tunebench {self.label}: {done}/{budget} trials, {found}, {when}"
+        recorded = ", all from the records" if done and not self.new else ""
+        return f"tunebench {self.label}: {done}/{budget} trials{recorded}, {found}, {when}"
 
     def estimate(self, outcome: Outcome) -> float | None:
         """The bucket objective from whatever samples there are (early-stopped ones too)."""
