@@ -36,7 +36,9 @@ lookup_module = importlib.import_module("tunebench.lookup")
 @pytest.fixture
 def deployed(tmp_path, monkeypatch):
     """The shipped suites, templates and this device's records, as a framework ships them, in a
-    process that has declared no kernel yet (as a framework's own)."""
+    process that has declared no kernel yet and served no shape outside every bucket (as a
+    framework's own)."""
+    monkeypatch.setattr(lookup_module, "_FIRST_OUTSIDE", {})
     declared = dict(REGISTRY)
     REGISTRY.clear()
     yield ship(tmp_path)
@@ -555,7 +557,8 @@ def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warni
     """warnings.catch_warnings swaps process-wide state: two threads inside it at once left every
     later warning of the process recorded and never shown."""
     monkeypatch.setattr(lookup_module, "warnings", types.SimpleNamespace(warn=warnings.warn))  # warn, nothing else
-    with pytest.warns(tunebench.ShapeOutsideBuckets, match=r"kernel 'layernorm': a shape outside every bucket"):
+    with pytest.warns(tunebench.ShapeOutsideBuckets,
+                      match=r"kernel 'layernorm' float32: shape \(0, 8192\) lies outside every bucket"):
         tunebench.best("layernorm", (0, 8192), DEVICE, records=deployed / "records")
 
 
@@ -1253,20 +1256,30 @@ def test_a_legacy_records_file_named_as_the_device_is_served_with_its_caveat_onc
     assert known.source == "tuned" and "legacy" not in (known.note or "")
 
 
-def test_shapes_outside_every_bucket_are_warned_once_per_bucket_not_once_per_shape(deployed):
-    """Each shape was in the warning's words, so Python's filters, which say a warning once per
-    line and text, said one per shape (3001 entries in the caller's registry for 3000 shapes);
-    the shape stays in Choice.warnings."""
+def test_shapes_outside_every_bucket_launched_are_warned_once_per_bucket_naming_the_first(deployed):
+    """A launch through apply() was warned "a shape outside every bucket is served by the nearest,
+    'few_rows' (lookup().warnings names the shape)", naming no shape: a framework holds no lookup()
+    answer. Each shape's own text would be said for each by Python's filters, which say a warning
+    once per line and text (3001 entries in the caller's registry for 3000 shapes): the warning
+    names the first shape of its bucket, and Choice.warnings each shape."""
     records = deployed / "records"
+    layernorm = tunebench.tuned("layernorm", device=DEVICE, records=records)
+    launch = layernorm.apply(shape=lambda x: x.shape, dtype=lambda x: x.dtype)(lambda x, **config: config)
+    shapes = [shape for i in range(40) for shape in ((0, 8192 + i), (4096 + i, 0))]  # nearest few_rows, narrow
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        for cols in range(8192, 8192 + 40):
-            tunebench.best("layernorm", (0, cols), DEVICE, records=records)
+        for shape in shapes:
+            launch(np.empty(shape, np.float32))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        buckets = {tunebench.lookup("layernorm", (0, cols), DEVICE, records=records).bucket for cols in (8192, 8231)}
-        assert "(0, 8200)" in tunebench.lookup("layernorm", (0, 8200), DEVICE, records=records).warnings[0]
-    assert len(caught) == len(buckets) and all("(0, 8" not in str(w.message) for w in caught)
+        answers = [tunebench.lookup("layernorm", s, DEVICE, dtype="float32", records=records) for s in shapes]
+    assert all(a.warnings == [f"shape {a.shape} lies outside every bucket; using the nearest, Bucket({a.bucket!r}, "
+                              f"{'S=1..15, R=1..' if a.bucket == 'few_rows' else 'S=16.., R=1..2048'})"]
+               for a in answers), [a.warnings for a in answers[:2]]
+    assert [str(w.message) for w in caught] == [
+        f"kernel 'layernorm' float32: {a.warnings[0]} (the first shape so served in this process: this warning names "
+        f"no other, lookup().warnings names each)" for a in answers[:2]]
+    assert all(w.filename == __file__ for w in caught)
 
 
 def test_a_launch_while_the_records_are_read_again_is_answered_from_the_old_ones_without_waiting(deployed,

@@ -105,7 +105,7 @@ def _warnings_said() -> Iterator[list]:
         warnings.simplefilter("always", UserWarning)  # each of tunebench's, however often the same line asks
         for said_by_the_command in (UntunedWarning, LegacyRecordsWarning):  # a framework's word for its notes
             warnings.simplefilter("ignore", said_by_the_command)
-        warnings.simplefilter("ignore", ShapeOutsideBuckets)  # its "lookup().warnings" is a caller's: best says the shape
+        warnings.simplefilter("ignore", ShapeOutsideBuckets)  # best says it of the shape asked, in its own words
         try:
             yield caught
         finally:

@@ -1564,15 +1564,22 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
     return dict(shared_answer(kernel, shape, device, dtype=dtype, records=records, suites=suites).config)
 
 
+#: The first shape of this process served outside every bucket, as :attr:`Choice.warnings` says
+#: it, per kernel, dtype and the nearest bucket serving it (see :func:`_warn_outside`).
+_FIRST_OUTSIDE: dict[tuple[str, str, str], str] = {}
+
+
 def _warn_outside(choice: Choice) -> None:
-    """Warn of a shape outside every bucket in words naming the kernel and the bucket serving it,
-    not the shape (:attr:`Choice.warnings` does): Python's filters then say it once per caller's
-    line and bucket, where a warning per shape was said for each (3000 shapes, 3001 entries in
-    the caller's ``__warningregistry__``)."""
+    """Warn of a shape outside every bucket naming the kernel, the dtype, the bucket serving it and
+    the first shape it so served in this process (:attr:`Choice.warnings` names each): one text per
+    bucket, which Python's filters say once per caller's line, where each shape's own text was said
+    for each (3000 shapes, 3001 entries in the caller's ``__warningregistry__``). A framework
+    launching through apply() holds no answer to read the shape from."""
     if choice.warnings:
-        warnings.warn(ShapeOutsideBuckets(f"kernel {choice.kernel!r}: a shape outside every bucket is served by the "
-                                          f"nearest, {choice.bucket!r} (lookup().warnings names the shape)"),
-                      stacklevel=_caller())
+        first = _FIRST_OUTSIDE.setdefault((choice.kernel, choice.dtype, choice.bucket), choice.warnings[0])
+        warnings.warn(ShapeOutsideBuckets(f"kernel {choice.kernel!r} {choice.dtype}: {first} (the first shape so "
+                                          f"served in this process: this warning names no other, lookup().warnings "
+                                          f"names each)"), stacklevel=_caller())
 
 
 def judged_by(task: Mapping, decl: Kernel | None) -> tuple[Bucket, str, str | None]:
