@@ -558,7 +558,7 @@ def test_a_lookup_outside_every_bucket_warns_without_touching_the_processs_warni
     later warning of the process recorded and never shown."""
     monkeypatch.setattr(lookup_module, "warnings", types.SimpleNamespace(warn=warnings.warn))  # warn, nothing else
     with pytest.warns(tunebench.ShapeOutsideBuckets,
-                      match=r"kernel 'layernorm' float32: shape \(0, 8192\) lies outside every bucket"):
+                      match=rf"kernel 'layernorm' float32 on {DEVICE}: shape \(0, 8192\) lies outside every bucket"):
         tunebench.best("layernorm", (0, 8192), DEVICE, records=deployed / "records")
 
 
@@ -1277,9 +1277,59 @@ def test_shapes_outside_every_bucket_launched_are_warned_once_per_bucket_naming_
                               f"{'S=1..15, R=1..' if a.bucket == 'few_rows' else 'S=16.., R=1..2048'})"]
                for a in answers), [a.warnings for a in answers[:2]]
     assert [str(w.message) for w in caught] == [
-        f"kernel 'layernorm' float32: {a.warnings[0]} (the first shape so served in this process: this warning names "
-        f"no other, lookup().warnings names each)" for a in answers[:2]]
+        f"kernel 'layernorm' float32 on {DEVICE}: {a.warnings[0]} (the first shape so served in this process: this "
+        f"warning names no other, lookup().warnings names each)" for a in answers[:2]]
     assert all(w.filename == __file__ for w in caught)
+
+
+def outside_warnings(caught: list) -> list[str]:
+    """What the ShapeOutsideBuckets warnings caught say, in order."""
+    return [str(w.message).split(" (the first shape")[0] for w in caught
+            if issubclass(w.category, tunebench.ShapeOutsideBuckets)]
+
+
+def test_a_shape_outside_every_bucket_on_two_devices_is_warned_with_each_ones_own_shape_and_bucket(deployed):
+    """Buckets are the target's: the first shape was kept per kernel, dtype and bucket name, so a
+    process serving a kernel on its CPU and its GPU warned a GPU launch of the CPU's first shape
+    and the CPU's ranges, a shape the GPU never served."""
+    suite = deployed / "suites" / "test_row_reduce.py"
+    cpu, cuda = suite.read_text().split("cuda=cuda_variant(")
+    cuda = cuda.replace("S=(1, 7)", "S=(1, 3)").replace("(4, 1048576)", "(2, 1048576)").replace("S=(8, None)", "S=(4, None)")
+    suite.write_text(f"{cpu}cuda=cuda_variant({cuda}")  # the GPU's few_rows narrower than the CPU's
+    gpu = "cuda-nvidia-h200-sm90-132sm-00b1c7"
+    shutil.copy(ROOT / "records" / f"{gpu}.json", deployed / "records")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for device, shape in ((DEVICE, (5, 0)), (gpu, (2, 0))):
+            tunebench.best("row_reduce", shape, device, records=deployed / "records", suites=deployed / "suites")
+    assert outside_warnings(caught) == [
+        f"kernel 'row_reduce' float32 on {DEVICE}: shape (5, 0) lies outside every bucket; using the nearest, "
+        f"Bucket('few_rows', S=1..7, R=1..)",
+        f"kernel 'row_reduce' float32 on {gpu}: shape (2, 0) lies outside every bucket; using the nearest, "
+        f"Bucket('few_rows', S=1..3, R=1..)"]
+
+
+def test_a_shape_outside_every_bucket_after_the_records_are_read_again_with_other_ranges_names_the_new_ones(
+        deployed, monkeypatch):
+    """Without a declaration the buckets are the records': read again with other ranges while a
+    framework runs, its warning kept quoting the first shape and the ranges of the records before."""
+    monkeypatch.setattr(lookup_module, "REFRESH_S", 0.0)
+    records, suites = deployed / "records", deployed / "no suites"
+    suites.mkdir()
+    path = records / f"{DEVICE}.json"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tunebench.best("row_reduce", (5, 0), DEVICE, records=records, suites=suites)
+        data = json.loads(path.read_text())  # row_reduce tuned since with few_rows S=1..3, the others from S=4
+        for task in data["tasks"].values():
+            if task["kernel"] == "row_reduce":
+                few = task["bucket"] == "few_rows"
+                task["range"]["ranges"]["S"] = [1, 3] if few else [4, None]
+                task["range"]["shapes"] = [[2, 262144]] if few else task["range"]["shapes"]
+        path.write_text(json.dumps(data))
+        tunebench.best("row_reduce", (2, 0), DEVICE, records=records, suites=suites)
+    assert outside_warnings(caught)[-1] == (f"kernel 'row_reduce' float32 on {DEVICE}: shape (2, 0) lies outside every "
+                                            f"bucket; using the nearest, Bucket('few_rows', S=1..3, R=1..)")
 
 
 def test_a_launch_while_the_records_are_read_again_is_answered_from_the_old_ones_without_waiting(deployed,

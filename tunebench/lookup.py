@@ -1565,21 +1565,25 @@ def best(kernel: str | Kernel, shape: Sequence[int], device: str | None = None, 
 
 
 #: The first shape of this process served outside every bucket, as :attr:`Choice.warnings` says
-#: it, per kernel, dtype and the nearest bucket serving it (see :func:`_warn_outside`).
-_FIRST_OUTSIDE: dict[tuple[str, str, str], str] = {}
+#: it, per device, kernel, dtype and the nearest bucket serving it with its ranges (see
+#: :func:`_warn_outside`).
+_FIRST_OUTSIDE: dict[tuple[str, str, str, str], str] = {}
 
 
 def _warn_outside(choice: Choice) -> None:
-    """Warn of a shape outside every bucket naming the kernel, the dtype, the bucket serving it and
-    the first shape it so served in this process (:attr:`Choice.warnings` names each): one text per
-    bucket, which Python's filters say once per caller's line, where each shape's own text was said
-    for each (3000 shapes, 3001 entries in the caller's ``__warningregistry__``). A framework
-    launching through apply() holds no answer to read the shape from."""
+    """Warn of a shape outside every bucket naming the kernel, the dtype, the device, the bucket
+    serving it and the first shape it so served in this process (:attr:`Choice.warnings` names
+    each): one text per device and bucket, which Python's filters say once per caller's line, where
+    each shape's own text was said for each (3000 shapes, 3001 entries in the caller's
+    ``__warningregistry__``). A framework launching through apply() holds no answer to read the
+    shape from. The bucket is kept with its ranges, which are the target's (or the records', read
+    again with others): kept by its name, a GPU's launch was told a CPU's shape and ranges."""
     if choice.warnings:
-        first = _FIRST_OUTSIDE.setdefault((choice.kernel, choice.dtype, choice.bucket), choice.warnings[0])
-        warnings.warn(ShapeOutsideBuckets(f"kernel {choice.kernel!r} {choice.dtype}: {first} (the first shape so "
-                                          f"served in this process: this warning names no other, lookup().warnings "
-                                          f"names each)"), stacklevel=_caller())
+        nearest = choice.warnings[0].removeprefix(f"shape {choice.shape} ")  # the bucket and its ranges, not the shape
+        first = _FIRST_OUTSIDE.setdefault((choice.device, choice.kernel, choice.dtype, nearest), choice.warnings[0])
+        warnings.warn(ShapeOutsideBuckets(f"kernel {choice.kernel!r} {choice.dtype} on {choice.device}: {first} (the "
+                                          f"first shape so served in this process: this warning names no other, "
+                                          f"lookup().warnings names each)"), stacklevel=_caller())
 
 
 def judged_by(task: Mapping, decl: Kernel | None) -> tuple[Bucket, str, str | None]:
