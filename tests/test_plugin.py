@@ -325,6 +325,44 @@ def test_a_run_that_measured_nothing_prints_one_line_per_task_saying_its_trials_
                for line in progress), progress
 
 
+def test_a_resumed_run_that_measured_nothing_says_so_when_a_final_round_begins(project, pytester):
+    """A tune stopped before its final rounds and resumed (on a GPU machine lent afresh: rounds of
+    88-116 s a task) printed no line until each task's end: a log cut short by a timeout in a round
+    named no task in progress."""
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    db = records(root)
+    db.drop_table("checks")  # every trial recorded, no final round yet
+    db.close()
+    again = pytester.runpytest("suites", *TUNE)
+    again.assert_outcomes(passed=12, deselected=2)
+    progress = [line for line in again.stdout.lines if line.startswith("tunebench axpb[")]
+    assert [re.sub(r", best .* ms .*,", ", best ...,", line) for line in progress] == [
+        f"tunebench axpb[{bucket}-float32]: 5/5 trials, all from the records, best ..., {when}"
+        for bucket in ("small", "large") for when in ("the final round", "done")], progress
+
+
+def test_a_run_that_measured_nothing_says_so_when_it_measures_the_records_pick_again_for_its_round(
+        twice_project, pytester):
+    """The pick of the latest final round, which this run's search did not ask and whose trials
+    cannot stand for it any more, is measured again before the round: in a run that had measured
+    nothing, that and the round went without a line too."""
+    pytester.runpytest("suites", *TUNE, "-k", "small and (baseline or reps:1)").assert_outcomes(passed=3,
+                                                                                                deselected=7)
+    (path,) = (twice_project / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    (check,) = [c for c in data["checks"].values() if c["kind"] == "tune"]
+    pick = check["shapes"][0]["best"]
+    data["trials"] = {i: t for i, t in data["trials"].items() if t["config"] != pick}  # its trials gone
+    path.write_text(json.dumps(data))
+    again = pytester.runpytest("suites", *TUNE, "-k", f"small and (baseline or reps:1-pad:{1 - pick['pad']})")
+    again.assert_outcomes(passed=2, deselected=8)
+    progress = [line for line in again.stdout.lines if line.startswith("tunebench twice[")]
+    assert [re.sub(r", best .* ms .*,", ", best ...,", line) for line in progress] == [
+        "tunebench twice[small-float32]: 1/1 trials, all from the records, best ..., the final round",
+        "tunebench twice[small-float32]: 1/1 trials, best ..., done"], progress
+
+
 def test_a_tune_without_pytests_capture_plugin_shows_its_progress(project, pytester):
     """-p no:capture leaves no capture manager: the first progress line raised AttributeError,
     which failed the task."""

@@ -5,9 +5,9 @@ the time left) is redrawn in place as trials finish and stays once the task is d
 (CI logs, pipes) a plain line is written at most every :data:`PLAIN_EVERY_S` seconds and once at
 the end. A task that has measured nothing yet in this run (its trials so far from the records: a
 tune run again or resumed) has no progress to show, and a time left from what those trials cost
-when measured would be stale: its line comes with its first measured trial, or at its end, saying
-its trials came from the records. ``-q`` keeps only the summary. A candidate the budget left
-unsampled reports no letter:
+when measured would be stale: its line comes with its first measured trial, when its final round
+begins, or at its end, saying its trials came from the records. ``-q`` keeps only the summary. A
+candidate the budget left unsampled reports no letter:
 thousands of them would bury the progress and the summary (``-vv`` lists them).
 """
 
@@ -39,7 +39,7 @@ class Progress:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or self.config.get_verbosity() < 0:
             return
-        if not done and not task.new and not task.waiting:  # every trial so far from the records
+        if not done and not task.new and not task.waiting and not task.rounding:  # all so far from the records
             return
         now = time.monotonic()
         tty = reporter.isatty

@@ -298,12 +298,22 @@ class Task:
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
         self.waiting = False  # another run holds the task's lock
+        self.rounding = False  # in its final round, begun having measured nothing, which its line says (_rounding)
         self.ended = False  # the search and its final round ran to their end (not interrupted)
 
     def _waiting(self) -> None:
         """Another run holds this task's lock: say so rather than hang without a word."""
         self.waiting = True
         self.tuner.progress(self, False)
+
+    def _rounding(self) -> None:
+        """Its final round begins: say so where this run measured nothing, whose line waits for a
+        measured trial (see :mod:`tunebench.progress`). A tune stopped before its rounds, resumed on
+        a machine lent afresh, showed no line for a round's whole time (88-116 s a task on a GPU),
+        and a log cut short there named no task in progress."""
+        if not self.new and not self.rounding:
+            self.rounding = True
+            self.tuner.progress(self, False)
 
     @cached_property
     def compiler(self) -> str | None:
@@ -485,6 +495,7 @@ class Task:
             return
         self.tuner.busy = None
         self._confirm()
+        self.rounding = False
         self.tuner.busy = self.busy = self.untimed()
         self.tuner.progress(self, True)
 
@@ -504,6 +515,8 @@ class Task:
                            for s, c in chosen.items()):
             return
         key = self.variant.space.key(chosen[self.bucket.shapes[0]])
+        if key not in self.outcomes and any(self._reusable(c, s) is None for s, c in chosen.items()):
+            self._rounding()  # measured again for the round
         # asked by this search too, it still meets the finalists, however its trial ranks now
         self.recalled = (key, self.outcomes[key] if key in self.outcomes else self._evaluate(chosen))
 
@@ -527,6 +540,7 @@ class Task:
         t = self.tuner
         check = self._latest_confirmation()
         if t.fresh or not self._judged(check, configs):
+            self._rounding()
             self._build_finalists(configs)
             check = final_round(t.store, t.workers, self.kernel, self.variant, t.target, self.dtype, self.bucket,
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
@@ -654,8 +668,8 @@ class Task:
         if done and done < budget:
             by_trials = self.elapsed() / done * (budget - done)
             left = by_trials if left is None else min(left, by_trials)
-        when = "done" if self.done else f"about {left:.0f} s left" if left is not None and done < budget else \
-            "the final round"
+        when = "the final round" if self.rounding else "done" if self.done else \
+            f"about {left:.0f} s left" if left is not None and done < budget else "the final round"
         recorded = ", all from the records" if done and not self.new else ""
         return f"tunebench {self.label}: {done}/{budget} trials{recorded}, {found}, {when}"
 
