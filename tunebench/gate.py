@@ -62,7 +62,8 @@ from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
-from tunebench.records import EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores
+from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores,
+                               verdict_text)
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -127,9 +128,7 @@ class Verdict:
                 "outcome": self.outcome}
 
     def line(self) -> str:
-        spread = f"{min(self.ratios):.3f}-{max(self.ratios):.3f}" if len(self.ratios) > 1 else ""
-        return (f"{self.outcome.upper():9} {self.what} on {self.shape}: {self.median:.3f}x "
-                f"({len(self.ratios)} processes{': ' + spread if spread else ''}; limit {self.limit:.3f}x)")
+        return f"{self.outcome.upper():9} {verdict_text(self.doc())}"
 
 
 @dataclass

@@ -36,6 +36,7 @@ import math
 import os
 import re
 import stat
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -106,6 +107,16 @@ def config_key(config: Mapping) -> tuple:
 def config_text(config: Mapping) -> str:
     """A config as people read it, in every message and table: ``vec:8 unroll:4``."""
     return " ".join(f"{k}:{v}" for k, v in config.items())
+
+
+def verdict_text(verdict: Mapping) -> str:
+    """A gate verdict as the records keep it, in the gate's words without its outcome: ``best/baseline
+    on (2048,): 1.202x (7 processes: 1.042-1.286; limit 1.100x)``. The gate's lines and the report's
+    read alike."""
+    ratios = verdict["ratios"]
+    spread = f": {min(ratios):.3f}-{max(ratios):.3f}" if len(ratios) > 1 else ""
+    return (f"{verdict['what']} on {tuple(verdict['shape'])}: {statistics.median(ratios):.3f}x "
+            f"({len(ratios)} processes{spread}; limit {verdict['limit']:.3f}x)")
 
 
 def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> tuple:

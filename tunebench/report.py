@@ -17,6 +17,7 @@ import html
 import io
 import math
 import os
+import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -38,7 +39,8 @@ from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, heuristic_failed,  # noqa: E402
                               judged_by, latest_confirmation, lookup, project, tune_command)
-from tunebench.records import RecordsError, RecordStore, config_key, config_text, records_files, stores  # noqa: E402
+from tunebench.records import (RecordsError, RecordStore, config_key, config_text, records_files, stores,  # noqa: E402
+                               verdict_text)
 
 
 @dataclass
@@ -430,6 +432,13 @@ def history(view: TaskView) -> list[tuple[dict, float]]:
     return points
 
 
+def through_the_noise(gate: dict | None) -> list[dict]:
+    """The verdicts of a gate run kept as ``noisy``: a slowdown measured beyond its limit in every
+    process of a machine too busy to judge it. The run is a skip, which the report showed as any
+    other ("skip at 0b02385"), and a 1.20x slowdown the noise hid went unseen."""
+    return [v for v in (gate or {}).get("verdicts", []) if v["outcome"] == "noisy"]
+
+
 def revision(check: dict) -> str:
     """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
     measured is in no commit, and a regression it found was credited to one that never held it."""
@@ -542,9 +551,16 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
                      str(v.statuses.get("early_stopped", 0)),
-                     f"{gate['outcome']}{' (nothing to measure)' if idle else ''} at {revision(gate)}" if gate else
-                     "-"])
+                     _gate_text(gate, idle) if gate else "-"])
     return rows
+
+
+def _gate_text(gate: dict, idle: bool) -> str:
+    """A row's last gate: its outcome, and a slowdown it kept as noisy (a skip, never a pass), at its commit."""
+    noisy = [statistics.median(v["ratios"]) for v in through_the_noise(gate)]
+    outcome = (f"noisy: {max(noisy):.2f}x slower" if noisy and gate["outcome"] == "skip" else
+               f"{gate['outcome']}{' (nothing to measure)' if idle else ''}")
+    return f"{outcome} at {revision(gate)}"
 
 
 HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
@@ -557,13 +573,21 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "range); * where the records hold no final round's times (none ran, or one from before they were kept) "
          "and the trials' are shown. The best config is what best() "
          "serves; the last gate, the latest gate run of it since its tune and the commit it ran at (an older "
-         "commit's where a later gate measured nothing on this device).")
+         "commit's where a later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run "
+         "was skipped as too noisy but measured a slowdown through the noise (its check's median ratio, listed "
+         "below the table).")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
           "reference, tolerance, outputs), by every run, the heuristic's included; failed trials: the trials (one "
           "per config and shape) that failed, by status; early trials: the trials stopped once clearly slower than "
           "the best so far, as the search means to (trials, not configs: a config stopped on two shapes counts twice).")
+
+
+#: The heading of the tasks whose latest gate run measured a slowdown through the noise, and what it means.
+NOISY = "Slowdowns measured through the noise (latest gate run: kept as noisy, neither a failure nor a pass)"
+NOISY_WHY = ("The machine was too busy for the gate to judge these checks, though every process measured the best "
+             "slower and their median is beyond the limit: gate again on a quiet machine before trusting its speed.")
 
 
 LEGACY = ("These records were made before the microarchitecture was fingerprinted: the gate never runs on "
@@ -777,6 +801,15 @@ def write(records: Path, out: Path, compare: str | None = None,
                 body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
                     f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
                     f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
+            noisy = [v for v in views if gated and through_the_noise(v.last_gate)]
+            if noisy:
+                md += [f"### {NOISY}", "", NOISY_WHY, ""] + [
+                    f"- **{v.label}** (at {revision(v.last_gate)}): "
+                    f"{'; '.join(map(verdict_text, through_the_noise(v.last_gate)))}" for v in noisy] + [""]
+                body += [f"<h3>{html.escape(NOISY)}</h3><p>{html.escape(NOISY_WHY)}</p><ul>"] + [
+                    f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
+                    f"{html.escape('; '.join(map(verdict_text, through_the_noise(v.last_gate))))}</li>"
+                    for v in noisy] + ["</ul>"]
             if gone:  # not rows of the table, which says what best() serves
                 md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
                 body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
