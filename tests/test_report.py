@@ -51,8 +51,10 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     pngs = sorted(p.rsplit("-", 1)[-1] for p in written if p.endswith(".png"))
     assert pngs == ["convergence.png", "distribution.png", "history.png", "speedup.png"]
     md = (out / "report.md").read_text()
-    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| [\d.]+x\*?( \([\d.]+-[\d.]+\))? \| "
-                     r"(vec:\S+ unroll:\S+ mode:0|the heuristic) \| - \| \d \| pass( \(nothing to measure\))? at \S+ \|", md), md
+    # a range beside a tuned pick's speedup only: a kept heuristic's round measured the winner it turned down
+    assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| ([\d.]+x\*?( \([\d.]+-[\d.]+\))? \| "
+                     r"vec:\S+ unroll:\S+ mode:0|1\.00x\*? \| the heuristic( \(its final round turned down a winner "
+                     r"measured at [\d.]+-[\d.]+x\))?) \| - \| \d \| pass( \(nothing to measure\))? at \S+ \|", md), md
     assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
     page = (out / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
@@ -1123,3 +1125,38 @@ def test_a_slowdown_the_gate_measured_through_the_noise_is_shown_not_a_bare_skip
     page = (pytester.path / "r" / "report.html").read_text()
     assert f"<td>noisy: {ratio:.2f}x slower at ?</td>" in page
     assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1])}</li>" in page
+
+
+def test_a_kept_heuristics_speedup_has_no_range_of_the_winner_its_final_round_turned_down(pytester, monkeypatch):
+    """A round whose winner's lead shrank below 5 % in its fresh processes kept the heuristic, and the
+    row read "1.00x (1.01-1.07) | the heuristic": the range of the winner it turned down, beside the
+    heuristic's 1.00x."""
+    import tunebench.final_round
+    from tests.test_gate import CHAIN_C, CHAIN_SUITE
+
+    real = tunebench.final_round.compare
+    shrank = [0.96, 0.97, 0.98, 0.95, 0.99]  # the winner against the heuristic, met alone: 3 % ahead
+
+    def reference(workers, kernel, shape, dtype, arms, *args, **kwargs):
+        found = real(workers, kernel, shape, dtype, arms, *args, **kwargs)
+        if [label for label, _, _ in arms] == ["best", "baseline"]:
+            for objective, ratio in zip(found.objectives, shrank):
+                objective["best"] = objective["baseline"] * ratio
+        return found
+
+    monkeypatch.setattr(tunebench.final_round, "compare", reference)
+    pytester.path.joinpath("chain.c").write_text(CHAIN_C)
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    (check,) = TinyDB(path).table("checks").all()
+    assert check["winner"] is None and check["shapes"][0]["ratios"] == pytest.approx(shrank)  # the winner's range
+    assert main(["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
+                 "--out", str(pytester.path / "r")]) == 0
+    md = (pytester.path / "r" / "report.md").read_text()
+    (row,) = [line for line in md.splitlines() if line.startswith("| chain |")]
+    best_ms, heuristic_ms, speedup, config = row.split(" | ")[4:8]
+    assert best_ms == heuristic_ms and speedup == "1.00x", row
+    assert config == "the heuristic (its final round turned down a winner measured at 1.01-1.05x)", row
+    assert ("- **chain[all-float32]**: the final round kept it: the winner's lead shrank below 5% when measured "
+            "again in fresh processes (best/baseline 0.970x over the bucket)\n") in md

@@ -64,6 +64,7 @@ class TaskView:
     served: Choice | None = None  # what best() serves on the bucket's first shape, where it answers
     spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the final round's processes
     changed: str | None = None  # what of its declaration changed since its tune, which best() does not say
+    turned_down: tuple[float, float] | None = None  # that range of the winner a round that kept the heuristic refused
 
     @property
     def label(self) -> str:
@@ -178,6 +179,10 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         statuses: dict[str, int] = defaultdict(int)
         for t in mine:
             statuses[t["status"]] += 1
+        # a round that kept the heuristic measured its winner against it, and turned it down: that
+        # range is the winner's, not the kept heuristic's (1.00x (1.01-1.07) read as its own)
+        spread = _spread(check, bucket) if check else None
+        kept = check is not None and check.get("winner", 0) is None
         views.append(TaskView(
             task["kernel"], task["target"], task["dtype"], bucket, source_hash, objectives,
             bucket.objective(base) if all(base.get(s) is not None for s in bucket.shapes) else None,
@@ -187,7 +192,8 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
                          bucket=task["bucket"]),
             config_key(check["shapes"][0]["best"]) if check else None, confirmed_ms(check, bucket) if check else None,
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
-            _spread(check, bucket) if check else None, _changed(task, kernels.get(task["kernel"]), store.path.parent)))
+            None if kept else spread, _changed(task, kernels.get(task["kernel"]), store.path.parent),
+            turned_down=spread if kept else None))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -547,7 +553,9 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
                      f"{best_ms:.4g}{mark}" if best_ms else "-", f"{base_ms:.4g}{mark}" if base_ms else "-",
                      f"{v.speedup:.2f}x{mark}" + (f" ({v.spread[0]:.2f}-{v.spread[1]:.2f})" if v.spread and v.confirmed
                                                   and v.serves_final else "") if v.speedup else "-",
-                     "the heuristic" if v.heuristic_best else config_text(served) if served else "-",
+                     ("the heuristic" + (f" (its final round turned down a winner measured at {v.turned_down[0]:.2f}-"
+                                         f"{v.turned_down[1]:.2f}x)" if v.turned_down and v.serves_final else "")
+                      if v.heuristic_best else config_text(served) if served else "-"),
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
                      str(v.statuses.get("early_stopped", 0)),
@@ -570,12 +578,12 @@ HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "spee
 TIMES = ("Times are the bucket objective: the weighted geometric mean of the median times on the bucket's "
          "representative shapes, as the final round measured them (in fresh processes, under every buffer "
          "placement), the speedup's range over those processes in brackets (none from records older than the "
-         "range); * where the records hold no final round's times (none ran, or one from before they were kept) "
-         "and the trials' are shown. The best config is what best() "
-         "serves; the last gate, the latest gate run of it since its tune and the commit it ran at (an older "
-         "commit's where a later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run "
-         "was skipped as too noisy but measured a slowdown through the noise (its check's median ratio, listed "
-         "below the table).")
+         "range, nor beside a heuristic the round kept: the range it measured is of the winner it turned down, "
+         "which the best config gives); * where the records hold no final round's times (none ran, or one from "
+         "before they were kept) and the trials' are shown. The best config is what best() serves; the last "
+         "gate, the latest gate run of it since its tune and the commit it ran at (an older commit's where a "
+         "later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run was skipped as too "
+         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table).")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
