@@ -2294,6 +2294,36 @@ def test_a_recorded_template_builds_a_header_of_the_compilers_own_include_path_a
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name, flags, include, tuned", [
+    ("later_dir", ("-I../a", "-I../b"), '"scale.h"', "b"),  # an -I folder after another
+    ("quoted_dir", ("-iquote", "../a", "-I../b"), '"scale.h"', "b"),  # a quoted include's, ahead of every -I one
+    ("system_dir", ("-I../a", "-isystem", "../b"), "<scale.h>", "b"),  # a system's, after every -I folder
+    ("cpath", ("-I../a",), "<scale.h>", "cpath"),  # CPATH's, after the flags' -I folders
+    ("sibling", ("-I../a", "-I../b", "-I../c"), '"pick.h"', "c"),  # b/pick.h's "scale.h", found in c
+    ("computed", ("-iquote", "../a"), "IMPL", "suites"),  # a computed include's, beside the template
+])
+def test_a_header_new_since_the_tune_in_a_folder_searched_ahead_of_the_tunes_leaves_the_recorded_build_as_tuned(
+        tmp_path, monkeypatch, name, flags, include, tuned):
+    """A header of the name the tune read, added since to a folder the compiler searches ahead of
+    the one the tune read it from (a/scale.h): each folder's copy of the records' texts was
+    searched just ahead of that folder, so the recorded build read the new header, and the gate
+    passed a slower one as the recorded build "with b/scale.h as tuned". It reads the copy."""
+    project = tmp_path / "proj"
+    for folder in ("a", "b", "c", "cpath", "suites"):
+        (project / folder).mkdir(parents=True)
+    (project / "b" / "pick.h").write_text('#include "scale.h"\n')
+    (project / tuned / "scale.h").write_text("#define FACTOR 3.0f\n")
+    (project / "suites" / "k.c").write_text(f"#include {include}\nvoid k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    monkeypatch.setenv("CPATH", str(project / "cpath"))
+    config = {"IMPL": '"scale.h"'} if include == "IMPL" else {"tile": 1}
+    tuned = Variant(source="k.c", entry="k", space=Space({param: [value] for param, value in config.items()}),
+                    heuristic=lambda shape: config, flags=flags, origin=project / "suites")
+    text, texts = tuned.template, tuned.file_texts
+    (project / "a" / "scale.h").write_text("#define FACTOR 5.0f\n")
+    assert_recorded_build_scales(f"shadowed_{name}_test", tuned, text, texts, config)
+
+
 def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):
     """The template and its local headers were read with their newlines as Python reads text,
     a header of an include folder by its bytes: a checkout with core.autocrlf (or ``eol=crlf``)
@@ -2916,6 +2946,35 @@ def test_a_cuda_project_in_a_folder_whose_name_nvcc_misreads_builds_and_builds_a
     assert sorted(kept) == ["../inc/cfg.h", "../inc/scale.h", "impls/impl.h"]
     recorded = kept_variant(dataclasses.replace(declared(), text=text), kept)  # the gate's, as tuned
     assert scales_by_3(recorded)
+
+
+@pytest.mark.parametrize("flags, include", [
+    (("-I../a,../b",), "<cfg.h>"),  # nvcc's list
+    (("--compiler-options", "-I../a", "-I../b"), "<cfg.h>"),  # its host compiler's, searched ahead of nvcc's own
+    (("-I../a", "-isystem", "../b"), "<cfg.h>"),  # a system's, after every -I folder
+    (("-Xcompiler", "-iquote,../a", "-I../b"), '"cfg.h"'),  # its host compiler's quoted chain, ahead of every -I
+])
+def test_a_header_new_since_the_tune_in_a_folder_nvcc_searches_ahead_of_the_tunes_leaves_the_recorded_build_as_tuned(
+        tmp_path, monkeypatch, flags, include):
+    """nvcc's build of the recorded template read a cfg.h added since to a folder searched ahead
+    of the one the tune read it from: each folder's copy was searched just ahead of that folder.
+    It reads the copy."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    for folder in ("proj/a", "proj/b", "proj/suites", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")
+    (tmp_path / "proj" / "b" / "cfg.h").write_text("#define FACTOR 3.0f\n")
+    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+        f'#include {include}\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return scaling_variant(tmp_path / "proj" / "suites", flags)
+
+    text, texts = declared().template, declared().file_texts
+    (tmp_path / "proj" / "a" / "cfg.h").write_text("#define FACTOR 5.0f\n")
+    assert scales_by(tmp_path / "build", recorded_build(declared, text, texts), "3.0f")
 
 
 def test_a_cuda_flags_folder_quoted_for_nvcc_is_the_one_folder_nvcc_searches(tmp_path, monkeypatch):

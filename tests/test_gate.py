@@ -671,12 +671,12 @@ def test_a_split_kernels_recorded_template_is_built_with_its_flags_source_files_
     assert "best against the recorded source" in [v["what"] for v in gate["verdicts"]]
 
 
-def fails_as_tuned(pytester, edited: str) -> None:
-    """The gate fails best against the recorded template built with the last of the ``edited``
-    files as the records keep it."""
+def fails_as_tuned(pytester, edited: str, kept: str | None = None) -> None:
+    """The gate fails best against the recorded template built with ``kept`` (the last of the
+    ``edited`` files where not given) as the records keep it."""
     result = pytester.runpytest("test_chain.py", *GATE, "-rA")
     result.assert_outcomes(failed=1)
-    out, kept = result.stdout.str(), edited.split(", ")[-1]
+    out, kept = result.stdout.str(), kept or edited.split(", ")[-1]
     assert (f"{edited} edited); today's build is compared with the recorded one, built with {kept} as tuned (the "
             f"records keep its text)" in out), out
     assert re.search(rf"FAIL +best against the recorded source \({re.escape(kept)} as tuned\) on \(2048,\): 1\.",
@@ -760,6 +760,51 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
     extra.write_text("#define EXTRA 30\n")
     fails_as_tuned(pytester, "include/sub/extra.h")
+
+
+def tune_with_header(pytester, include: str, flags: str) -> None:
+    """The chain kernel, its EXTRA given by ``include`` (``"chain_extra.h"``) and its build by
+    ``flags`` (``"-Iinclude"``), tuned."""
+    pytester.path.joinpath("chain.c").write_text(f"#include {include}\n" + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]}))', f'Space({{"reps": [1, 2]}}), flags=({flags}))'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize("moved", [False, True], ids=["beside the tune's", "the tune's deleted"])
+def test_a_slower_header_new_in_an_include_folder_searched_ahead_of_the_tunes_fails_against_the_recorded_template(
+        pytester, tmp_path, monkeypatch, moved):
+    """A header of the name the tune read from include/b, 15 % slower, added since to include/a,
+    which the compiler searches first (b's kept, or deleted: moved to a): the records' copy of
+    b's was searched just ahead of b, so the recorded build read a's too, and the gate passed at
+    1.00x, "built with include/b/chain_extra.h as tuned". The copy is searched ahead of every
+    folder of the build: the gate fails naming b's header."""
+    a, b = pytester.path / "include" / "a", pytester.path / "include" / "b"
+    a.mkdir(parents=True)
+    b.mkdir()
+    (b / "chain_extra.h").write_text("#define EXTRA 0\n")
+    tune_with_header(pytester, '"chain_extra.h"', '"-Iinclude/a", "-Iinclude/b"')
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    (a / "chain_extra.h").write_text("#define EXTRA 30\n")
+    if moved:
+        (b / "chain_extra.h").unlink()
+    fails_as_tuned(pytester, "include/a/chain_extra.h, include/b/chain_extra.h")
+
+
+def test_a_slower_header_new_in_an_include_folder_of_the_flags_fails_against_the_recorded_one_of_cpath(
+        pytester, tmp_path, monkeypatch):
+    """Tuned with <chain_extra.h> found through CPATH, a 15 % slower one added since to the
+    flags' -I folder, which the compiler searches ahead of CPATH: the copy of CPATH's folder was
+    searched after the flags' folders, so the recorded build read the new one too, and the gate
+    passed at 1.000x, "built with cpath/chain_extra.h as tuned". It fails naming CPATH's."""
+    (pytester.path / "include").mkdir()
+    (pytester.path / "cpath").mkdir()
+    (pytester.path / "cpath" / "chain_extra.h").write_text("#define EXTRA 0\n")
+    monkeypatch.setenv("CPATH", str(pytester.path / "cpath"))
+    tune_with_header(pytester, "<chain_extra.h>", '"-Iinclude",')
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    (pytester.path / "include" / "chain_extra.h").write_text("#define EXTRA 30\n")
+    fails_as_tuned(pytester, "cpath/chain_extra.h, include/chain_extra.h", kept="cpath/chain_extra.h")
 
 
 def include_project(pytester, headers: str) -> Path:

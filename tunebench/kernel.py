@@ -330,7 +330,13 @@ def spelt(flags: Sequence[str], named: Named, path: str | Path, nvcc: bool = Fal
             from tunebench.backends.cuda import option_path  # nvcc's spelling: a floor below
             return option_path(path)
         return path
-    return re.sub(r'[\\,"]', lambda found: "\\" + found.group(), shlex.quote(path))
+    return compiler_word(path)
+
+
+def compiler_word(path: str | Path) -> str:
+    """``path`` as written in an -Xcompiler's words (see :func:`spelt`): quoted for the shell nvcc
+    runs its host compiler in, each comma, backslash and double quote escaped for nvcc."""
+    return re.sub(r'[\\,"]', lambda found: "\\" + found.group(), shlex.quote(str(path)))
 
 
 def as_written(flags: Sequence[str], named: Named, text: str | None = None) -> str:
@@ -940,53 +946,61 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     """``built`` as it builds reading ``texts`` (the records' texts of files edited since the
     tune, by path from its template's folder) in their place: each written to a folder of this
     host's compile cache at its own path (a cluster's device has not the driver's), a file of the
-    flags named there, each header folder's copy searched ahead of it (a header including
-    ``"sub/x.h"`` finds the copy; a CUDA variant's ahead of it in its flag, which nvcc reads as a
-    list, ``-I/copy,/inc``, and splits at its commas for its host compiler, ``-Xcompiler
-    -I/copy,-I/inc``: the flag repeated for the copy, ``-Ia,b``'s repeated its other folder,
-    relative to the build's working folder), as is each computed include's folder's (see
-    :attr:`Variant.kept`; made where no copy lies in it, for its ``"../impls/a.h"``), and each
-    folder the tune's compiler found a header in of its own (CPATH: see :func:`_own_folders`),
-    whose copy, an -I folder, is searched ahead of every folder of the compiler's own; an
-    ``-include`` file the compiler found along its include path is named by its copy's path (gcc
-    looks in its working folder ahead of every folder); a file a "../" reaches through a linked
-    folder is copied where that "../" leads from the copy too (see :func:`_through_links`). The
-    folder is named by the texts: written once."""
+    flags named there, and each header folder's copy searched ahead of every folder of the build
+    (see :func:`_copies_first`; a header including ``"sub/x.h"`` or a sibling finds the copy), as
+    is each computed include's folder's (made where no copy lies in it, for its
+    ``"../impls/a.h"``) and that of each folder the tune's compiler found a header in of its own
+    (CPATH: see :func:`_own_folders`); an ``-include`` file the compiler found along its include
+    path is named by its copy's path (gcc looks in its working folder ahead of every folder); a
+    file a "../" reaches through a linked folder is copied where that "../" leads from the copy
+    too (see :func:`_through_links`). The folder is named by the texts: written once."""
     name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
     copies = {_where(built, file): text for file, text in texts.items()}
     folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
-    copied = {}  # each path the flags name whose copy is kept: the copy
+    copied = {}  # each file the flags name whose copy is kept: the copy
     for p, named in zip(built._paths, built._named_paths):
+        if named.kind not in ("file", "include"):
+            continue
         path = p if p is not None else Path(named.given)
         if named.kind == "include" and named.given in built._compilers_files:  # named bare, the build's working
             path = _compilers_file(built, named.given, copies)  # folder's file of the name was read ahead of the copy
         copy = folder / path.relative_to(path.anchor) if path is not None and path.is_absolute() else None
-        if named.kind != "system" and copy is not None and copy.exists():
+        if copy is not None and copy.exists():
             copied[named] = copy
-    listed = built.launch is not None  # nvcc reads a folder flag's value as a list: "-Icopy,dir"
     written = written_flags(built.flags, [  # each file by its copy where kept, else as the build names it
-        (named, f"{spelt(built.flags, named, copied[named], listed)},{_again(built.flags, named)}"
-                f"{spelt(built.flags, named, p, listed)}"
-         if listed and named.kind == "dir" and named in copied
-         else spelt(built.flags, named, copied[named] if named in copied and named.kind != "dir" else p, listed))
+        (named, spelt(built.flags, named, copied.get(named, p), built.launch is not None))
         for p, named in zip(built._paths, built._named_paths)
         if named.kind != "system" and (p is not None or named in copied)])
-    for named, copy in copied.items():
-        if named.kind == "dir" and not listed:  # "-Icopy -Idir", or "-I copy -I dir"
-            written[named.flag][:0] = [named.before + str(copy) + named.after, *built.flags[named.first:named.flag]]
-    flags = [flag for each in written for flag in each]
-    from tunebench.backends.cuda import option_path  # nvcc's spelling: a floor below
-    flags += [f"-I{option_path(copy) if listed else copy}" for own in _own_folders(built, copies)
-              for copy in [folder / own.relative_to(own.anchor)]]
-    return dataclasses.replace(built, flags=tuple(flags), kept=folder)
+    flags = (*_copies_first(built, folder, copies), *(flag for each in written for flag in each))
+    return dataclasses.replace(built, flags=flags)
 
 
-def _again(flags: Sequence[str], named: Named) -> str:
-    """What a folder's kept copy, written ahead of it in its flag after a comma, is followed by
-    for the folder to be searched still (see :func:`kept_variant`): nothing in nvcc's own list
-    (``-I/copy,/inc``), its option in its host compiler's words, which nvcc splits at the comma
-    (``-Xcompiler -I/copy,-I/inc``: "/inc" alone was an input file to gcc)."""
-    return named.option if compiler_value(flags, named.flag) is not None else ""
+def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> tuple[str, ...]:
+    """The flags that search the copy in ``folder`` of each header folder of the tune's build
+    that holds one (see :func:`kept_variant`) ahead of every folder of the build, in the order
+    the tune's build searched them. Each copy searched just ahead of its own folder, a header of
+    the name the tune read, added since to a folder searched earlier (``-Ia -Ib``, b's x.h read,
+    then an x.h in a; one in the flags' -I folder, CPATH's read), was read in its place, and the
+    gate passed a slower one as the recorded build "with b/x.h as tuned". An -I copy of each
+    folder an angle include searches (the flags' -I folders, CPATH's, the flags' -isystem ones,
+    whose copies are a user's folders: gcc searches no system folder ahead of an -I one), and,
+    where quoted includes search folders of their own (-iquote, a CPU variant's computed
+    includes': see :attr:`Variant.computed_include_dirs`), an -iquote copy of those and then of
+    every other. nvcc's host compiler, which preprocesses the device code, is given them as
+    -Xcompiler words, which it reads ahead of nvcc's own -I folders. The tune's own folders are
+    the records' (see :func:`_own_folders`), after those of today that it shares."""
+    computed = built.computed_include_dirs
+    quoted = built._quoted(computed)
+    bracketed = (*built._searched(computed), *_own_folders(built, copies))
+
+    def kept(folders: Iterable[Path]) -> list[Path]:
+        return [copy for d in dict.fromkeys(folders) for copy in [folder / d.relative_to(d.anchor)] if copy.is_dir()]
+
+    ahead = [*(("-iquote", copy) for copy in (kept((*quoted, *bracketed)) if quoted else ())),
+             *(("-I", copy) for copy in kept(bracketed))]
+    if built.launch is None:
+        return tuple(option + str(copy) for option, copy in ahead)
+    return ("-Xcompiler", ",".join(option + compiler_word(copy) for option, copy in ahead)) if ahead else ()
 
 
 def _through_links(copies: Mapping[Path, str]) -> dict[Path, str]:
@@ -1136,7 +1150,6 @@ class Variant:
     arch_specific: bool = False
     origin: Path | None = field(default=None, compare=False)
     text: str | None = None  # a recorded version of the template, used instead of the file
-    kept: Path | None = None  # the folder of the records' copies of its files (see kept_variant)
 
     def __new__(cls, *args, **kwargs):
         refuse_ported("a Variant", kwargs, KernelError)  # grid_div_x=, restrictions=: else Python's bare TypeError
@@ -1446,14 +1459,10 @@ class Variant:
         looks for it beside the file holding the include, which a build of a copy elsewhere must
         be told. The headers it may read are hashed with the template (see :func:`_computed`). A
         recorded template's are those of the files its text inlines (:func:`_computed_in`) and of
-        the source files its flags build with it, each searched after its copy where the records'
-        copies are :attr:`kept` (see :func:`kept_variant`)."""
+        the source files its flags build with it (the records' copies of each are searched ahead
+        of them: see :func:`kept_variant`)."""
         self._read()
-        found = self.__dict__.get("_computed", ())
-        if self.kept is None:
-            return found
-        return tuple(d for folder in found for d in (self.kept / folder.relative_to(folder.anchor), folder)
-                     if d.is_dir())
+        return self.__dict__.get("_computed", ())
 
     @property
     def file_texts(self) -> dict[str, str]:
