@@ -589,9 +589,11 @@ def _unkept(built: Variant, text: str) -> list[str]:
     the flags of ``built`` (the tune's, or the variant's), would read otherwise today (see
     :func:`~tunebench.kernel.unkept_files`): a file of the flags edited since the tune. One of
     the flags gone fails that build, which says so. A file only today's source names (a header
-    its new ``#include`` reads, one found in another CPATH folder today) is none the recorded
-    build reads (it reads the tune's copy of the other, searched ahead of it): named, the gate
-    said the recorded build was "built with  as tuned", or that the records keep only its hash."""
+    its new ``#include`` reads, one of the name found in a folder searched earlier today: another
+    CPATH folder, an -I folder ahead of the tune's) is none the recorded build reads (it reads
+    the tune's copy of the other, searched ahead of every folder of its build: see
+    :func:`~tunebench.kernel.kept_variant`): named, the gate said the recorded build was "built
+    with  as tuned", or that the records keep only its hash."""
     try:
         found = unkept_files(text, built.template, built.path.name)
     except KernelError:
