@@ -51,7 +51,7 @@ def axpb(tmp_path):
 def assert_recorded_build_scales(name: str, tuned: Variant, text: str, texts: dict, config: dict) -> None:
     """The gate's build of the recorded template (``text`` as tuned, its files' ``texts``; see
     :func:`kept_variant`) computes ``y = 3 * x``, as tuned, whatever the files read today."""
-    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.c").items()}
+    kept = {file: texts[digest] for file, digest in hashed_files(text, "k.c").items() if digest in texts}
     recorded = kept_variant(dataclasses.replace(tuned, text=text), kept)
     got, want = run_once(CpuBackend(), scaling(name, recorded, 3.0, 9), recorded, config, n=9)
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -2322,6 +2322,35 @@ def test_a_header_new_since_the_tune_in_a_folder_searched_ahead_of_the_tunes_lea
     text, texts = tuned.template, tuned.file_texts
     (project / "a" / "scale.h").write_text("#define FACTOR 5.0f\n")
     assert_recorded_build_scales(f"shadowed_{name}_test", tuned, text, texts, config)
+
+
+@pytest.mark.parametrize("untexted", ["latin-1", "past the budget"])
+def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_its_name_with_a_text(
+        tmp_path, untexted):
+    """a/scale.h, read by the tune through ``<scale.h>`` (``-I../a -I../b``), has no text in the
+    records (not UTF-8; or past their budget, a vendored library's), and b/scale.h, of its name,
+    read by b/pick.h's "scale.h" beside it, has one: b's copy alone was searched ahead of every
+    folder, so the recorded build read it for ``<scale.h>`` too, and scaled by 5. a's is copied
+    as it lies, its bytes still hashing as recorded."""
+    project = tmp_path / "proj"
+    for folder in ("a", "b", "suites"):
+        (project / folder).mkdir(parents=True)
+    (project / "a" / "scale.h").write_bytes(b"/* (c) M\xfcller */\n#define FACTOR 3.0f\n" if untexted == "latin-1"
+                                            else b"#define FACTOR 3.0f\n")
+    (project / "b" / "scale.h").write_text("#ifndef FACTOR\n#define FACTOR 5.0f\n#endif\n")
+    (project / "b" / "pick.h").write_text('#include "scale.h"\n')
+    (project / "suites" / "k.c").write_text("#include <scale.h>\n#include <pick.h>\n"
+                                            "void k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"tile": 1}
+    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
+                    flags=("-I../a", "-I../b"), origin=project / "suites")
+    text, texts = tuned.template, tuned.file_texts
+    digest = hashed_files(text, "k.c")["../a/scale.h"]
+    assert (digest in texts) == (untexted != "latin-1")
+    texts = {d: t for d, t in texts.items() if d != digest}  # as the records keep them
+    assert_recorded_build_scales(f"untexted_{untexted.replace(' ', '_').replace('-', '')}_test", tuned, text, texts,
+                                 config)
 
 
 def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):

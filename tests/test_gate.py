@@ -807,6 +807,29 @@ def test_a_slower_header_new_in_an_include_folder_of_the_flags_fails_against_the
     fails_as_tuned(pytester, "cpath/chain_extra.h, include/chain_extra.h", kept="cpath/chain_extra.h")
 
 
+def test_a_slower_helper_fails_against_the_recorded_template_whose_header_the_records_keep_no_text_of(
+        pytester, tmp_path, monkeypatch):
+    """include/a/chain_extra.h (Latin-1: the records keep no text of it) read by the tune through
+    ``<chain_extra.h>`` ahead of include/b's of its name, which b/helper.h's "chain_extra.h"
+    reads beside it; helper.h then made 15 % slower: only b's header had a copy, searched ahead
+    of every folder, so the recorded build read b's slower EXTRA for ``<chain_extra.h>`` too,
+    and the gate passed at 1.000x. a's is copied as it lies (it hashes as recorded): it fails."""
+    a, b = pytester.path / "include" / "a", pytester.path / "include" / "b"
+    a.mkdir(parents=True)
+    b.mkdir()
+    (a / "chain_extra.h").write_bytes(b"/* (c) M\xfcller */\n#define EXTRA 0\n")
+    (b / "chain_extra.h").write_text("#ifndef EXTRA\n#define EXTRA 30\n#endif\n")
+    (b / "helper.h").write_text('#include "chain_extra.h"\n#define EXTRA2 0\n')
+    pytester.path.joinpath("chain.c").write_text("#include <chain_extra.h>\n#include <helper.h>\n" + CHAIN_C.replace(
+        "#define EXTRA 0\n", "").replace("k < EXTRA;", "k < EXTRA + EXTRA2;"))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE).replace(
+        'Space({"reps": [1, 2]}))', 'Space({"reps": [1, 2]}), flags=("-Iinclude/a", "-Iinclude/b"))'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    (b / "helper.h").write_text('#include "chain_extra.h"\n#define EXTRA2 30\n')
+    fails_as_tuned(pytester, "include/b/helper.h")
+
+
 def include_project(pytester, headers: str) -> Path:
     """The chain kernel given -Iinclude, whose chain_extra.h ``headers`` includes (or none),
     tuned; its template then given an ``#include`` of a header new to the folder: its records."""

@@ -953,10 +953,15 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     (CPATH: see :func:`_own_folders`); an ``-include`` file the compiler found along its include
     path is named by its copy's path (gcc looks in its working folder ahead of every folder); a
     file a "../" reaches through a linked folder is copied where that "../" leads from the copy
-    too (see :func:`_through_links`). The folder is named by the texts: written once."""
-    name = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
+    too (see :func:`_through_links`). Each other file the template hashes is copied as it lies
+    where it still hashes as recorded (see :func:`_untexted`). The folder is named by what it
+    holds: written once."""
     copies = {_where(built, file): text for file, text in texts.items()}
-    folder = BuildCache().copies({**copies, **_through_links(copies)}, name, built.computed_include_dirs)
+    copies.update(_untexted(built, texts))
+    written = {**copies, **_through_links(copies)}
+    name = hashlib.sha256(json.dumps({str(path): text for path, text in written.items()},
+                                     sort_keys=True).encode()).hexdigest()[:16]
+    folder = BuildCache().copies(written, name, built.computed_include_dirs)
     copied = {}  # each file the flags name whose copy is kept: the copy
     for p, named in zip(built._paths, built._named_paths):
         if named.kind not in ("file", "include"):
@@ -973,6 +978,28 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
         if named.kind != "system" and (p is not None or named in copied)])
     flags = (*_copies_first(built, folder, copies), *(flag for each in written for flag in each))
     return dataclasses.replace(built, flags=flags)
+
+
+def _untexted(built: Variant, texts: Mapping[str, str]) -> dict[Path, str]:
+    """Each file the template ``built`` keeps as its hash alone whose text the records do not keep
+    (one not UTF-8, one past :data:`~tunebench.records.FILE_TEXT_BYTES`: a vendored library's),
+    as it lies, by its path, where its bytes still hash as recorded (as "surrogateescape" reads
+    them; one that does not is a file :func:`unkept_files` names, and the recorded source is not
+    built). Without its copy, a header of its name with a copy in a folder the tune searched later
+    was read in its place (``-Ia -Ib``: ``<x.h>`` read a's, b/y.h's "x.h" b's, whose copy alone,
+    searched ahead of every folder, was then read for both)."""
+    found = {}
+    for file, digest in hashed_files(built.template, built.path.name).items():
+        path = _where(built, file)
+        if file in texts or path.suffix in BINARY_SUFFIXES:
+            continue
+        try:
+            content = path.read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(content.replace(b"\r\n", b"\n")).hexdigest()[:16] == digest:  # as it was hashed
+            found[path] = content.decode("utf-8", "surrogateescape")
+    return found
 
 
 def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> tuple[str, ...]:

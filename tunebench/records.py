@@ -685,12 +685,13 @@ def _whole_lines(f, block: int = 1 << 16) -> int:
     return 0
 
 
-def write_atomic(path: Path, text: str, stamp: str) -> None:
+def write_atomic(path: Path, text: str, stamp: str, errors: str = "strict") -> None:
     """``path`` holds ``text`` whole, or as it was: a reader never sees it torn or empty (a killed
-    write, a full disk); ``stamp`` names the copy written beside it first."""
+    write, a full disk); ``stamp`` names the copy written beside it first. ``errors`` as
+    :meth:`str.encode`'s: "surrogateescape" writes back the bytes a text read so holds."""
     tmp = path.with_name(f"{path.name}.{stamp}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors=errors)
         os.replace(tmp, path)
     except OSError:  # a full disk: no empty file left behind
         tmp.unlink(missing_ok=True)

@@ -286,8 +286,10 @@ class BuildCache:
     def copies(self, texts: Mapping[Path, str], name: str, folders: Iterable[Path] = ()) -> Path:
         """A folder of the cache, ``kept/<name>``, holding each text at its file's absolute path
         below it: a build reads files as they were (the records' texts of a helper or a header
-        edited since), their relative paths as they are. Each is written once, whole, so gates
-        running at once read the same files, and their builds are cached under one name. Each of
+        edited since), their relative paths as they are; a text holding a file's bytes as
+        "surrogateescape" reads them (one not UTF-8) is written as those bytes. Each is written
+        once, whole, so gates running at once read the same files, and their builds are cached
+        under one name. Each of
         ``folders`` is there too, empty where no text lies in it: a name the compiler looks for
         from it, "../common/x.h", leads through it to a copy only where it is."""
         folder = self.root / "kept" / name
@@ -298,7 +300,7 @@ class BuildCache:
                 copy = folder / path.relative_to(path.anchor)
                 if not copy.exists():
                     copy.parent.mkdir(parents=True, exist_ok=True)
-                    write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}")
+                    write_atomic(copy, text, f"{os.getpid()}-{time.monotonic_ns()}", "surrogateescape")
         return folder
 
     @contextlib.contextmanager
