@@ -2353,6 +2353,35 @@ def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_i
                                  config)
 
 
+@pytest.mark.parametrize("flags, cpath", [
+    (("-isystem", "../vendor"), None),
+    (("-idirafter", "../vendor"), None),
+    ((), "C_INCLUDE_PATH"),  # read as an -isystem folder (CPATH's as an -I one: a header that warns fails the tune)
+])
+def test_a_system_folders_header_that_warns_builds_as_recorded_under_werror(tmp_path, monkeypatch, flags, cpath):
+    """The copy of a system folder's header is searched from an -I folder (ahead of every folder of
+    the build): one that warns under ``-Wall -Werror``, as the tune's build of it did not, failed
+    the recorded build ("unused variable"), and the gate compared nothing with it. The copy is
+    marked a system header, its lines numbered as the file's."""
+    project = tmp_path / "proj"
+    (project / "vendor").mkdir(parents=True)
+    (project / "suites").mkdir()
+    (project / "vendor" / "scale.h").write_text("#define FACTOR 3.0f\n"
+                                                "static inline float unused_helper(float v) { int w; return v; }\n")
+    (project / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    if cpath:
+        monkeypatch.setenv(cpath, str(project / "vendor"))
+    config = {"tile": 1}
+    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
+                    flags=(*flags, "-Wall", "-Werror"), origin=project / "suites")
+    run_once(CpuBackend(), scaling("system_werror_tuned_test", tuned, 3.0, 9), tuned, config, n=9)
+    assert_recorded_build_scales("system_werror_test", tuned, tuned.template, tuned.file_texts, config)
+    recorded = kept_variant(tuned, {"../vendor/scale.h": "#define FACTOR 3.0f\n#error line two\n"})
+    with pytest.raises(CompileError, match=r"vendor/scale\.h:2:\d+: error: #error line two"):
+        run_once(CpuBackend(), scaling("system_werror_line_test", recorded, 3.0, 9), recorded, config, n=9)
+
+
 def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):
     """The template and its local headers were read with their newlines as Python reads text,
     a header of an include folder by its bytes: a checkout with core.autocrlf (or ``eol=crlf``)
@@ -3004,6 +3033,35 @@ def test_a_header_new_since_the_tune_in_a_folder_nvcc_searches_ahead_of_the_tune
     text, texts = declared().template, declared().file_texts
     (tmp_path / "proj" / "a" / "cfg.h").write_text("#define FACTOR 5.0f\n")
     assert scales_by(tmp_path / "build", recorded_build(declared, text, texts), "3.0f")
+
+
+def test_an_isystem_folders_header_that_warns_builds_as_recorded_by_nvcc_under_werror(tmp_path, monkeypatch):
+    """nvcc's host compiler read the copy of an -isystem folder's header from an -I folder: one
+    that warns under ``-Werror all-warnings`` failed the recorded build. It is a system header."""
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc is not on PATH")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "cache"))
+    for folder in ("proj/b", "proj/suites", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "build")
+    (tmp_path / "proj" / "b" / "cfg.h").write_text("__device__ inline int f() { int unused; return 0; }\n"
+                                                   "#define FACTOR 3.0f\n")
+    (tmp_path / "proj" / "suites" / "k.cu").write_text(
+        '#include <cfg.h>\nextern "C" __global__ void k(const float *x, float *y, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = FACTOR * x[i];\n}\n")
+
+    def declared():
+        return scaling_variant(tmp_path / "proj" / "suites", ("-isystem", "../b", "-Werror", "all-warnings"))
+
+    def builds(variant: Variant) -> subprocess.CompletedProcess:
+        (tmp_path / "build" / "k.cu").write_text(cuda.source(variant, {"tile": 1}, "float32"))
+        return subprocess.run([cuda.nvcc(), "--cubin", "-arch=sm_90", *cuda.copy_flags(variant), "k.cu",
+                               "-o", "k.cubin"], capture_output=True, text=True)
+
+    text, texts = declared().template, declared().file_texts
+    assert builds(declared()).returncode == 0
+    recorded = builds(recorded_build(declared, text, texts))
+    assert recorded.returncode == 0, recorded.stderr
 
 
 def test_a_cuda_flags_folder_quoted_for_nvcc_is_the_one_folder_nvcc_searches(tmp_path, monkeypatch):

@@ -954,11 +954,12 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     path is named by its copy's path (gcc looks in its working folder ahead of every folder); a
     file a "../" reaches through a linked folder is copied where that "../" leads from the copy
     too (see :func:`_through_links`). Each other file the template hashes is copied as it lies
-    where it still hashes as recorded (see :func:`_untexted`). The folder is named by what it
-    holds: written once."""
+    where it still hashes as recorded (see :func:`_untexted`), and a copy of a system folder's
+    header is marked one (see :func:`_as_system`). The folder is named by what it holds: written
+    once."""
     copies = {_where(built, file): text for file, text in texts.items()}
     copies.update(_untexted(built, texts))
-    written = {**copies, **_through_links(copies)}
+    written = {path: _as_system(built, path, text) for path, text in {**copies, **_through_links(copies)}.items()}
     name = hashlib.sha256(json.dumps({str(path): text for path, text in written.items()},
                                      sort_keys=True).encode()).hexdigest()[:16]
     folder = BuildCache().copies(written, name, built.computed_include_dirs)
@@ -1002,6 +1003,26 @@ def _untexted(built: Variant, texts: Mapping[str, str]) -> dict[Path, str]:
     return found
 
 
+#: What a copy of a system folder's header begins with: gcc, clang and nvcc's host compiler read it
+#: as a system header (no warning of it), its lines numbered as the file's (the source line gcc
+#: quotes under a diagnostic is the copy's of that number, two above it).
+SYSTEM_HEADER = "#pragma GCC system_header\n#line 1\n"
+
+
+def _as_system(built: Variant, path: Path, text: str) -> str:
+    """``text``, the copy of ``path``, marked a system header (:data:`SYSTEM_HEADER`) where the
+    tune's build read it from a system folder (the deepest folder of its search holding it is one
+    of :meth:`Variant._system_searched`: -isystem, -idirafter, C_INCLUDE_PATH, not CPATH): the
+    copy is searched from an -I folder (see :func:`_copies_first`), so a header that warns under
+    ``-Wall -Werror`` failed the recorded build, and the gate compared nothing with it. A file
+    the flags name (an input source is no header) is left as it is."""
+    system = built._system_searched()
+    computed = built.computed_include_dirs
+    folders = (*system, *built._quoted(computed), *built._searched(computed), built.path.parent.resolve())
+    holding = max((d for d in folders if path.is_relative_to(d)), key=lambda d: len(d.parts), default=None)
+    return SYSTEM_HEADER + text if holding in system and path not in built.flag_files else text
+
+
 def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> tuple[str, ...]:
     """The flags that search the copy in ``folder`` of each header folder of the tune's build
     that holds one (see :func:`kept_variant`) ahead of every folder of the build, in the order
@@ -1009,8 +1030,9 @@ def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> t
     the name the tune read, added since to a folder searched earlier (``-Ia -Ib``, b's x.h read,
     then an x.h in a; one in the flags' -I folder, CPATH's read), was read in its place, and the
     gate passed a slower one as the recorded build "with b/x.h as tuned". An -I copy of each
-    folder an angle include searches (the flags' -I folders, CPATH's, the flags' -isystem ones,
-    whose copies are a user's folders: gcc searches no system folder ahead of an -I one), and,
+    folder an angle include searches (the flags' -I folders, CPATH's, the flags' -isystem and
+    -idirafter ones, whose copies are -I folders, gcc searching no system folder ahead of an -I
+    one: their headers' copies are marked system headers, see :func:`_as_system`), and,
     where quoted includes search folders of their own (-iquote, a CPU variant's computed
     includes': see :attr:`Variant.computed_include_dirs`), an -iquote copy of those and then of
     every other. nvcc's host compiler, which preprocesses the device code, is given them as
