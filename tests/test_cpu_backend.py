@@ -2353,20 +2353,22 @@ def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_i
                                  config)
 
 
-@pytest.mark.parametrize("flags, cpath", [
-    (("-isystem", "../vendor"), None),
-    (("-idirafter", "../vendor"), None),
-    ((), "C_INCLUDE_PATH"),  # read as an -isystem folder (CPATH's as an -I one: a header that warns fails the tune)
+@pytest.mark.parametrize("flags, cpath, bom", [
+    (("-isystem", "../vendor"), None, ""),
+    (("-idirafter", "../vendor"), None, ""),
+    ((), "C_INCLUDE_PATH", ""),  # read as an -isystem folder (CPATH's as an -I one: a header that warns fails the tune)
+    (("-isystem", "../vendor"), None, "\ufeff"),  # a UTF-8 BOM: the mark ahead of it was a "stray '#'"
 ])
-def test_a_system_folders_header_that_warns_builds_as_recorded_under_werror(tmp_path, monkeypatch, flags, cpath):
+def test_a_system_folders_header_that_warns_builds_as_recorded_under_werror(tmp_path, monkeypatch, flags, cpath, bom):
     """The copy of a system folder's header is searched from an -I folder (ahead of every folder of
     the build): one that warns under ``-Wall -Werror``, as the tune's build of it did not, failed
     the recorded build ("unused variable"), and the gate compared nothing with it. The copy is
-    marked a system header, its lines numbered as the file's."""
+    marked a system header, its lines numbered as the file's, after the BOM of one that begins
+    with one."""
     project = tmp_path / "proj"
     (project / "vendor").mkdir(parents=True)
     (project / "suites").mkdir()
-    (project / "vendor" / "scale.h").write_text("#define FACTOR 3.0f\n"
+    (project / "vendor" / "scale.h").write_text(bom + "#define FACTOR 3.0f\n"
                                                 "static inline float unused_helper(float v) { int w; return v; }\n")
     (project / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
                                             "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
@@ -2377,9 +2379,25 @@ def test_a_system_folders_header_that_warns_builds_as_recorded_under_werror(tmp_
                     flags=(*flags, "-Wall", "-Werror"), origin=project / "suites")
     run_once(CpuBackend(), scaling("system_werror_tuned_test", tuned, 3.0, 9), tuned, config, n=9)
     assert_recorded_build_scales("system_werror_test", tuned, tuned.template, tuned.file_texts, config)
-    recorded = kept_variant(tuned, {"../vendor/scale.h": "#define FACTOR 3.0f\n#error line two\n"})
+    recorded = kept_variant(tuned, {"../vendor/scale.h": bom + "#define FACTOR 3.0f\n#error line two\n"})
     with pytest.raises(CompileError, match=r"vendor/scale\.h:2:\d+: error: #error line two"):
         run_once(CpuBackend(), scaling("system_werror_line_test", recorded, 3.0, 9), recorded, config, n=9)
+
+
+def test_a_source_file_of_the_flags_in_a_system_folder_builds_as_recorded_under_werror(tmp_path):
+    """A source file the flags name is no header, wherever it lies: its copy, from an -isystem
+    folder, marked a system header failed the recorded build under ``-Werror`` ("#pragma
+    system_header ignored outside include file"). It is copied as it is."""
+    project = tmp_path / "proj"
+    (project / "vendor").mkdir(parents=True)
+    (project / "suites").mkdir()
+    (project / "vendor" / "factor.c").write_text("float factor(void) { return 3.0f; }\n")
+    (project / "suites" / "k.c").write_text("float factor(void);\nvoid k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = factor() * x[i];\n}\n")
+    config = {"tile": 1}
+    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
+                    flags=("-isystem", "../vendor", "../vendor/factor.c", "-Werror"), origin=project / "suites")
+    assert_recorded_build_scales("system_flags_file_test", tuned, tuned.template, tuned.file_texts, config)
 
 
 def test_a_checkout_with_crlf_line_endings_is_the_same_source(tmp_path):

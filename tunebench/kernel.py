@@ -1015,12 +1015,16 @@ def _as_system(built: Variant, path: Path, text: str) -> str:
     of :meth:`Variant._system_searched`: -isystem, -idirafter, C_INCLUDE_PATH, not CPATH): the
     copy is searched from an -I folder (see :func:`_copies_first`), so a header that warns under
     ``-Wall -Werror`` failed the recorded build, and the gate compared nothing with it. A file
-    the flags name (an input source is no header) is left as it is."""
+    the flags name (an input source is no header) is left as it is. A UTF-8 BOM stays first: the
+    mark ahead of it was a "stray '#'" to gcc, clang and nvcc."""
     system = built._system_searched()
     computed = built.computed_include_dirs
     folders = (*system, *built._quoted(computed), *built._searched(computed), built.path.parent.resolve())
     holding = max((d for d in folders if path.is_relative_to(d)), key=lambda d: len(d.parts), default=None)
-    return SYSTEM_HEADER + text if holding in system and path not in built.flag_files else text
+    if holding not in system or path in built.flag_files:
+        return text
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    return bom + SYSTEM_HEADER + text[len(bom):]
 
 
 def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> tuple[str, ...]:
