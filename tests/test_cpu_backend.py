@@ -2353,6 +2353,32 @@ def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_i
                                  config)
 
 
+def test_a_header_the_records_keep_no_text_of_is_left_where_it_lies_where_no_copy_has_its_name(tmp_path):
+    """vendor/factor.h, past the records' budget (a vendored library's), has a name no kept text
+    has, so no copy is read in its place: copied too, every header of a vendored library was
+    written and scanned for each edit of one of them (seconds per build, megabytes per edit).
+    The recorded build reads it where it lies, as tuned."""
+    project = tmp_path / "proj"
+    (project / "vendor").mkdir(parents=True)
+    (project / "suites").mkdir()
+    (project / "vendor" / "scale.h").write_text('#include "factor.h"\n#define FACTOR (3.0f * ONE)\n')
+    (project / "vendor" / "factor.h").write_text("#define ONE 1.0f\n")
+    (project / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"tile": 1}
+    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
+                    flags=("-isystem", "../vendor"), origin=project / "suites")
+    text, texts = tuned.template, tuned.file_texts
+    digest = hashed_files(text, "k.c")["../vendor/factor.h"]
+    texts = {d: t for d, t in texts.items() if d != digest}  # past the budget, as the records keep them
+    recorded = kept_variant(dataclasses.replace(tuned, text=text),
+                            {file: texts[d] for file, d in hashed_files(text, "k.c").items() if d in texts})
+    copied = {path.name for flag in recorded.flags if flag.startswith("-I")
+              for path in Path(flag[2:]).rglob("*") if path.is_file()}
+    assert copied == {"scale.h"}
+    assert_recorded_build_scales("untexted_left_test", tuned, text, texts, config)
+
+
 @pytest.mark.parametrize("flags, cpath, bom", [
     (("-isystem", "../vendor"), None, ""),
     (("-idirafter", "../vendor"), None, ""),

@@ -958,8 +958,8 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     header is marked one (see :func:`_as_system`). The folder is named by what it holds: written
     once."""
     copies = {_where(built, file): text for file, text in texts.items()}
-    copies.update(_untexted(built, texts))
-    written = {path: _as_system(built, path, text) for path, text in {**copies, **_through_links(copies)}.items()}
+    copies.update(_untexted(built, texts, copies))
+    written = _as_system(built, {**copies, **_through_links(copies)})
     name = hashlib.sha256(json.dumps({str(path): text for path, text in written.items()},
                                      sort_keys=True).encode()).hexdigest()[:16]
     folder = BuildCache().copies(written, name, built.computed_include_dirs)
@@ -981,18 +981,22 @@ def kept_variant(built: Variant, texts: Mapping[str, str]) -> Variant:
     return dataclasses.replace(built, flags=flags)
 
 
-def _untexted(built: Variant, texts: Mapping[str, str]) -> dict[Path, str]:
+def _untexted(built: Variant, texts: Mapping[str, str], copies: Mapping[Path, str]) -> dict[Path, str]:
     """Each file the template ``built`` keeps as its hash alone whose text the records do not keep
-    (one not UTF-8, one past :data:`~tunebench.records.FILE_TEXT_BYTES`: a vendored library's),
-    as it lies, by its path, where its bytes still hash as recorded (as "surrogateescape" reads
-    them; one that does not is a file :func:`unkept_files` names, and the recorded source is not
-    built). Without its copy, a header of its name with a copy in a folder the tune searched later
-    was read in its place (``-Ia -Ib``: ``<x.h>`` read a's, b/y.h's "x.h" b's, whose copy alone,
-    searched ahead of every folder, was then read for both)."""
+    (one not UTF-8, one past :data:`~tunebench.records.FILE_TEXT_BYTES`: a vendored library's)
+    and that has the name of one of ``copies`` (the kept texts'), as it lies, by its path, where
+    its bytes still hash as recorded (as "surrogateescape" reads them; one that does not is a file
+    :func:`unkept_files` names, and the recorded source is not built). Without its copy, a header
+    of its name with a copy in a folder the tune searched later was read in its place (``-Ia
+    -Ib``: ``<x.h>`` read a's, b/y.h's "x.h" b's, whose copy alone, searched ahead of every
+    folder, was then read for both). A copy is read in place of a file of another name by no
+    include, so those are left where they lie: copied too, a vendored library's were written
+    and scanned whole for each edit of one header (seconds per build, megabytes per edit)."""
+    names = {path.name for path in copies}
     found = {}
     for file, digest in hashed_files(built.template, built.path.name).items():
         path = _where(built, file)
-        if file in texts or path.suffix in BINARY_SUFFIXES:
+        if file in texts or path.name not in names or path.suffix in BINARY_SUFFIXES:
             continue
         try:
             content = path.read_bytes()
@@ -1009,22 +1013,25 @@ def _untexted(built: Variant, texts: Mapping[str, str]) -> dict[Path, str]:
 SYSTEM_HEADER = "#pragma GCC system_header\n#line 1\n"
 
 
-def _as_system(built: Variant, path: Path, text: str) -> str:
-    """``text``, the copy of ``path``, marked a system header (:data:`SYSTEM_HEADER`) where the
-    tune's build read it from a system folder (the deepest folder of its search holding it is one
-    of :meth:`Variant._system_searched`: -isystem, -idirafter, C_INCLUDE_PATH, not CPATH): the
-    copy is searched from an -I folder (see :func:`_copies_first`), so a header that warns under
+def _as_system(built: Variant, copies: Mapping[Path, str]) -> dict[Path, str]:
+    """``copies`` (texts by the path they copy), each marked a system header
+    (:data:`SYSTEM_HEADER`) where the tune's build read it from a system folder (the deepest folder
+    of its search holding it is one of :meth:`Variant._system_searched`: -isystem, -idirafter,
+    C_INCLUDE_PATH, not CPATH; the folders found once for all copies): the copy is searched from an -I folder (see :func:`_copies_first`), so a header that warns under
     ``-Wall -Werror`` failed the recorded build, and the gate compared nothing with it. A file
     the flags name (an input source is no header) is left as it is. A UTF-8 BOM stays first: the
     mark ahead of it was a "stray '#'" to gcc, clang and nvcc."""
     system = built._system_searched()
     computed = built.computed_include_dirs
     folders = (*system, *built._quoted(computed), *built._searched(computed), built.path.parent.resolve())
-    holding = max((d for d in folders if path.is_relative_to(d)), key=lambda d: len(d.parts), default=None)
-    if holding not in system or path in built.flag_files:
-        return text
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    return bom + SYSTEM_HEADER + text[len(bom):]
+
+    def marked(path: Path, text: str) -> str:
+        holding = max((d for d in folders if path.is_relative_to(d)), key=lambda d: len(d.parts), default=None)
+        if holding not in system or path in built.flag_files:
+            return text
+        bom = "\ufeff" if text.startswith("\ufeff") else ""
+        return bom + SYSTEM_HEADER + text[len(bom):]
+    return {path: marked(path, text) for path, text in copies.items()}
 
 
 def _copies_first(built: Variant, folder: Path, copies: Mapping[Path, str]) -> tuple[str, ...]:
