@@ -274,6 +274,35 @@ def test_a_reference_that_takes_the_config_is_given_each_configs_in_trials_arms_
     assert given.read_text().splitlines() == ["16", "100"]
 
 
+@pytest.mark.usefixtures("quiet_verdicts")
+def test_an_arm_built_into_anothers_machine_code_is_not_measured_and_one_arm_left_is_measured_once(tmp_path):
+    """The gate's recorded build of the best, its template edited since in a comment alone, is
+    today's machine code: measured against it, it gave a ratio of noise alone. The worker leaves
+    it out and measures the other arms; where one is left, one process measures it (verified,
+    with nothing to compare it with). A recorded build of other code is measured."""
+    from tunebench.compare import compare
+
+    kernel = block_scan_kernel("block_scan_same_code", tmp_path, block_scan)
+    template = kernel.variant("cpu").template
+    commented = {"text": "/* the scan as tuned */\n" + template}
+    other = {"text": template.replace("{\n", "{\n    volatile int unread = 1;\n", 1)}
+    best, baseline = ("best", {"BLOCK": 100}, None), ("baseline", {"BLOCK": 16}, None)
+    workers = Workers("cpu")
+    try:
+        def compared(*arms):
+            return compare(workers, "block_scan_same_code", (1000,), "float32", arms, 2, drop_same=("recorded", "best"))
+
+        alone = compared(best, ("recorded", {"BLOCK": 100}, commented))
+        beside = compared(best, baseline, ("recorded", {"BLOCK": 100}, commented))
+        measured = compared(best, baseline, ("recorded", {"BLOCK": 100}, other))
+    finally:
+        workers.close()
+    assert (alone.same_code, alone.labels, len(alone.objectives)) == (("recorded", "best"), ("best",), 1)
+    assert (beside.same_code, beside.labels) == (("recorded", "best"), ("best", "baseline"))
+    assert [set(o) for o in beside.objectives] == [{"best", "baseline"}] * 2
+    assert (measured.same_code, [set(o) for o in measured.objectives]) == (None, [{"best", "baseline", "recorded"}] * 2)
+
+
 def test_a_reference_that_alone_takes_the_config_is_run_on_the_shapes_arguments_built_once(tmp_path, monkeypatch):
     """Only the reference taking the config, the args builder's inputs were built again for every
     config (on a GPU, hundreds of MB and seconds a trial), and configs were not verified on the

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tunebench.interference import machine_signals
 from tunebench.measure import MeasureSettings, objective_ms
@@ -76,6 +76,9 @@ class Comparison:
     samples: list[dict] = field(default_factory=list)  # per process: placement -> arm -> ms samples
     disturbed: list[str] = field(default_factory=list)  # why processes stayed disturbed
     failure: dict | None = None  # the first failed arm: status, arm (label), error
+    #: (arm, other): ``arm`` was built into ``other``'s machine code, so it was not measured and
+    #: left :attr:`labels` (see :class:`~tunebench.workers.CompareJob`)
+    same_code: tuple[str, str] | None = None
 
     def ratios(self, label: str, to: str) -> list[float]:
         """Per process: ``label``'s time over ``to``'s."""
@@ -88,25 +91,37 @@ class Comparison:
 
 def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple[str, dict, dict | None]],
             processes: int, budget_s: float = 1.0, rounds: int = 30,
-            into: Comparison | None = None, retries: int = RETRIES) -> Comparison:
+            into: Comparison | None = None, retries: int = RETRIES,
+            drop_same: tuple[str, str] | None = None) -> Comparison:
     """Measure ``arms`` (label, config, the variant's fields built otherwise for it or None: see
     :class:`~tunebench.workers.CompareJob`) interleaved on ``shape`` in
     ``processes`` fresh workers, each time for ``rounds`` rounds, fewer where they would take
     more than ``budget_s`` seconds of calls (a slow kernel: see the worker's job); ``into``
     adds the processes to an earlier comparison of the same arms; ``retries`` of a disturbed
     process (none where the machine is known to be busy, nor once a process stayed disturbed:
-    the comparison cannot be clean then, and its figures need not wait)."""
+    the comparison cannot be clean then, and its figures need not wait). ``drop_same``: (arm,
+    other), ``arm`` measured only where its build holds other code than ``other``'s; where it
+    holds the same, the comparison goes on without it (:attr:`Comparison.same_code`), and a
+    single arm left is measured in one process: there is nothing to compare it with."""
     found = into or Comparison(tuple(label for label, _, _ in arms))
-    job = CompareJob(kernel, tuple(shape), dtype, tuple(arms), rounds, MeasureSettings(), budget_s)
+    arms = tuple(arm for arm in arms if arm[0] in found.labels)  # not one dropped before
+    job = CompareJob(kernel, tuple(shape), dtype, arms, rounds, MeasureSettings(), budget_s,
+                     drop_same if drop_same and set(drop_same) <= set(found.labels) else None)
     for _ in range(processes):
         result = undisturbed(workers, job, fresh=True, retries=0 if found.disturbed else retries)
         if result["status"] != "ok":
             found.failure = {k: result.get(k) for k in ("status", "arm", "error")}
             return found
+        if "same_code" in result:
+            found.same_code = tuple(result["same_code"])
+            found.labels = tuple(label for label in found.labels if label != found.same_code[0])
+            job = replace(job, arms=tuple(a for a in job.arms if a[0] in found.labels), drop_same=None)
         by_arm = {label: {p: arms_samples[label] for p, arms_samples in result["samples"].items()}
                   for label in found.labels}
         found.objectives.append({label: objective_ms(s) for label, s in by_arm.items()})
         found.samples.append(result["samples"])
         if result.get("verdict") == "disturbed":
             found.disturbed.append("; ".join(result.get("interference", [])))
+        if found.same_code and len(found.labels) == 1:
+            break
     return found

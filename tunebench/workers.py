@@ -45,6 +45,7 @@ import numpy as np
 from tunebench import interference
 from tunebench.backends import compiler, create
 from tunebench.backends.base import Build, BuildEnvironmentError, CompileError, ResourceError, Runner
+from tunebench.backends.machine_code import same_code
 from tunebench.backends.process_state import ProcessState, descendants, release_pools
 from tunebench.dtypes import is_float, numpy_dtype
 from tunebench.kernel import REGISTRY, KernelError, Variant, kept_variant
@@ -89,7 +90,10 @@ class CompareJob:
     the records' texts of the files it reads edited since, by path from the template's folder
     (written where the job is built: see :func:`_arm_variant`), or None).
     The rounds are sized to ``budget_s`` of calls (after the warm-up tells how long a call
-    takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer."""
+    takes), between :data:`MIN_ROUNDS` and ``rounds``: slow kernels get fewer. ``drop_same``:
+    two arms, (arm, other), of which ``arm`` is not measured where its build holds the machine
+    code of ``other``'s (:func:`~tunebench.backends.machine_code.same_code`): the result then
+    names them as ``same_code``, and has no samples of ``arm``."""
 
     kernel: str
     shape: tuple
@@ -98,6 +102,7 @@ class CompareJob:
     rounds: int
     settings: MeasureSettings
     budget_s: float = 1.0
+    drop_same: tuple[str, str] | None = None
 
 
 #: The fewest rounds of a comparison, however slow the kernel.
@@ -520,7 +525,8 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
     """Every arm built, then under each placement loaded, verified and sampled interleaved;
     the first arm that fails is the result (its status, error and label). ``samples`` is
     placement -> arm label -> ms. Arms share the shape's arguments, unless the args builder takes
-    the config: then each arm has its config's."""
+    the config: then each arm has its config's. An arm whose build holds the code of another
+    (see :attr:`CompareJob.drop_same`) is built alone."""
     given = {}
     for label, config, _ in job.arms:
         try:
@@ -538,6 +544,9 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         except ResourceError as e:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
     _built(conn, [(b.handle.name, b.cached) for _, _, b in builds.values()])
+    same = job.drop_same is not None and same_code(*(builds[label][2].handle for label in job.drop_same))
+    if same:  # measured against each other, the same code gives a ratio of noise alone
+        del builds[job.drop_same[0]]
     samples, threads, throttling = {}, [], interference.Throttling()
     for index, placement in enumerate(backend.placements):
         runners = {}
@@ -574,7 +583,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
             # with them): no later job uses them, as every comparison runs in a worker of its own (compare.compare)
             backend.drop_inputs()
     return {"status": "ok", "samples": samples, "threads": max(filter(None, threads), default=None),
-            "throttling": throttling.conditions()}
+            "throttling": throttling.conditions(), **({"same_code": list(job.drop_same)} if same else {})}
 
 
 #: The signals of a memory fault, and what may have caused one (see :mod:`tunebench.backends.memory`).
