@@ -873,6 +873,39 @@ def test_records_that_keep_a_headers_hash_alone_are_not_said_to_keep_one_of_a_he
             "include/chain_extra.h as tuned, so the recorded source cannot be built again" in out), out
 
 
+def test_a_comment_edited_in_a_header_is_not_measured_against_the_recorded_build_and_passes_saying_so(
+        pytester, tmp_path, monkeypatch):
+    """A comment edited in a header: today's build of the best and its build as recorded were the
+    same machine code, measured against each other all the same, and one process read 1.097x
+    against the 1.100x limit (a comment read 1.26-1.32x on a busy machine: docs/ci.md). Their
+    check passes unmeasured, saying so, and the records keep it; a constant changed in the header
+    after that builds other code, which is measured again."""
+    header = pytester.path / "chain.h"
+    header.write_text("/* the chain's constants */\n#define EXTRA 0\n")
+    pytester.path.joinpath("chain.c").write_text('#include "chain.h"\n' + CHAIN_C.replace("#define EXTRA 0\n", ""))
+    pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))  # a CI's, without the tune's builds
+    header.write_text("/* the chain's constants, as tuned */\n#define EXTRA 0\n")
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert re.search(r"PASS +best against the recorded source on \(2048,\): not measured, today's build is the "
+                     r"recorded one's machine code\n", out), out
+    assert ("today's build of the recorded best [reps:1] on (2048,) is the machine code of its build as recorded: "
+            "what changed since the tune (chain.h edited) changed no code" in out), out
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert [v for v in gate["verdicts"] if v["what"] == "best against the recorded source"] == [
+        {"what": "best against the recorded source", "shape": [2048], "ratios": [], "limit": 1.1, "outcome": "pass",
+         "unmeasured": "today's build is the recorded one's machine code"}]
+    (measured,) = gate["shapes"]
+    assert measured["objectives"] and all(set(o) == {"best", "baseline"} for o in measured["objectives"])
+    header.write_text(header.read_text().replace("#define EXTRA 0", "#define EXTRA 1"))  # one more step: other code
+    out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
+    assert re.search(r"best against the recorded source on \(2048,\): \d+\.\d+x \(\d processes", out), out
+
+
 def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch):
     """The template unchanged, a header the compiler finds through CPATH (no flag names its

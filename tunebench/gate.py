@@ -18,7 +18,10 @@ template, the tune's flags); every check is made on the per-process ratios:
   slower slows every config alike, which only this check shows. Where the records keep its
   hash alone (records from before), the recorded build is left out: built with today's copy,
   it is not the recorded build (a helper's slowdown was held to itself, and its build cached
-  as the tune's).
+  as the tune's). Where the two builds hold the same machine code (an edit of comments or
+  whitespace: see :mod:`~tunebench.backends.machine_code`), the check is not measured, as their
+  ratio would be noise alone (one process read 1.097x against a 1.100x limit): it passes saying
+  so, its verdict without ratios.
 - **best/baseline against the tuning-time ratios** (template unchanged): the final round of the
   tune measured the same ratio in several fresh processes, and the trials minutes before it.
   Where today's ratio is beyond the highest of them by the threshold, the verdict says
@@ -117,15 +120,18 @@ class Verdict:
     ratios: list[float]
     limit: float  # the ratio beyond which the check fails
     outcome: str  # "pass", "fail", "ambiguous", or "drift", "noisy" or "unsure" (informative, never a failure)
+    #: Why a check passed unmeasured, without ratios: two builds of one config that hold the same machine code
+    unmeasured: str = ""
 
     @property
-    def median(self) -> float:
-        return statistics.median(self.ratios)
+    def median(self) -> float | None:
+        """The median ratio; None where the check was not measured (see :attr:`unmeasured`)."""
+        return statistics.median(self.ratios) if self.ratios else None
 
     def doc(self) -> dict:
         """The verdict as the records keep it (its ratio, :attr:`median`, is worked out again)."""
         return {"what": self.what, "shape": list(self.shape), "ratios": self.ratios, "limit": self.limit,
-                "outcome": self.outcome}
+                "outcome": self.outcome, **({"unmeasured": self.unmeasured} if self.unmeasured else {})}
 
     def line(self) -> str:
         return f"{self.outcome.upper():9} {verdict_text(self.doc())}"
@@ -371,7 +377,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     tune_flags = tuple(task["flags"]) if tuned_flags and task.get("flags") is not None else None
     setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
     check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
-    recorded_text, kept, as_tuned = None, None, ""
+    recorded_text, kept, as_tuned, edited = None, None, "", []
     if recorded_hash != variant.source_hash:
         recorded_text = store.source(recorded_hash)
         edited = changed_files(recorded_text, variant.template, variant.path.name) if recorded_text else []
@@ -466,7 +472,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         while len(arms) > 1 or changed or unconfirmed or recorded_hash != variant.source_hash:
             try:
                 comp = compare(workers, kernel.name, shape, dtype, arms,
-                               settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries)
+                               settings.processes if len(arms) > 1 else 1, settings.budget_s, retries=retries,
+                               drop_same=("recorded", "best"))
             except KernelError as e:  # the arguments fit no arm's build: today's fault, unless only the record's
                 if "recorded" not in result.configs[shape]:
                     raise
@@ -485,6 +492,16 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             del result.configs[shape]["recorded"]
         if comp is None:
             continue
+        if comp.same_code:  # one config built into the same code twice: a measurement could tell noise alone
+            arms = tuple(arm for arm in arms if arm[0] in comp.labels)
+            result.verdicts.append(Verdict(against, shape, [], 1 + settings.threshold, "pass",
+                                           "today's build is the recorded one's machine code"))
+            since = [f"{', '.join(edited)} edited" if edited else "the template edited"] if recorded_text else []
+            since += [f"the flags [{tuned_flags[0]}] -> [{tuned_flags[1]}]"] if tune_flags is not None else []
+            result.notes.append(f"today's build of the {_arm_name('best', result.configs[shape])} on {shape} is the "
+                                f"machine code of its build as recorded: what changed since the tune "
+                                f"({'; '.join(since)}) changed no code (comments, whitespace or the like), so the two "
+                                f"are not measured against each other, as their ratio would be noise alone")
         if len(arms) == 1 and not comp.failure:
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")

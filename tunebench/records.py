@@ -112,7 +112,9 @@ def config_text(config: Mapping) -> str:
 def verdict_text(verdict: Mapping) -> str:
     """A gate verdict as the records keep it, in the gate's words without its outcome: ``best/baseline
     on (2048,): 1.202x (7 processes: 1.042-1.286; limit 1.100x)``. The gate's lines and the report's
-    read alike."""
+    read alike. One not measured (its builds the same machine code) says why in their place."""
+    if verdict.get("unmeasured"):
+        return f"{verdict['what']} on {tuple(verdict['shape'])}: not measured, {verdict['unmeasured']}"
     ratios = verdict["ratios"]
     spread = f": {min(ratios):.3f}-{max(ratios):.3f}" if len(ratios) > 1 else ""
     return (f"{verdict['what']} on {tuple(verdict['shape'])}: {statistics.median(ratios):.3f}x "
