@@ -498,10 +498,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                            "today's build is the recorded one's machine code"))
             since = [f"{', '.join(edited)} edited" if edited else "the template edited"] if recorded_text else []
             since += [f"the flags [{tuned_flags[0]}] -> [{tuned_flags[1]}]"] if tune_flags is not None else []
-            result.notes.append(f"today's build of the {_arm_name('best', result.configs[shape])} on {shape} is the "
-                                f"machine code of its build as recorded: what changed since the tune "
-                                f"({'; '.join(since)}) changed no code (comments, whitespace or the like), so the two "
-                                f"are not measured against each other, as their ratio would be noise alone")
+            name = _arm_name('best', result.configs[shape])
+            result.notes.append(f"today's build of the {name} on {shape} is the machine code of its build as "
+                                f"recorded: what changed since the tune ({'; '.join(since)}) left the {name}'s machine "
+                                f"code on {shape} as built from the recorded source, so the two are not measured "
+                                f"against each other, as their ratio would be noise alone")
         if len(arms) == 1 and not comp.failure:
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
