@@ -907,6 +907,31 @@ def test_a_comment_edited_in_a_header_is_not_measured_against_the_recorded_build
     assert re.search(r"best against the recorded source on \(2048,\): \d+\.\d+x \(\d processes", out), out
 
 
+def test_a_best_that_is_the_heuristic_built_into_its_recorded_code_is_measured_alone_and_kept(
+        pytester, tmp_path, monkeypatch):
+    """The best the heuristic, its template edited in a comment: the recorded arm dropped left the
+    best alone, measured, and then left out of the run's results: the records kept no time of it
+    (``objectives`` empty, no ``best_ms``), the terminal said "nothing to measure" and the
+    benchmark JSON held nothing. Its time is kept as when the two were measured, with its raw note."""
+    pytester.path.joinpath("chain.c").write_text(CHAIN_C)
+    pytester.path.joinpath("test_chain.py").write_text(
+        textwrap.dedent(CHAIN_SUITE).replace('Space({"reps": [1, 2]})', 'Space({"reps": [2]})'))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=2)
+    (path,) = (pytester.path / "records").glob("*.json")
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
+    pytester.path.joinpath("chain.c").write_text("/* a comment */\n" + CHAIN_C)
+    out = pytester.path / "gate.json"
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=1)
+    text = result.stdout.str()
+    assert "not measured, today's build is the recorded one's machine code" in text, text
+    assert "nothing to measure" not in text and "raw, not interleaved: best on (2048,) now" in text, text
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    (shape,) = gate["shapes"]
+    assert [set(o) for o in shape["objectives"]] == [{"best"}] * 3 and shape["best_ms"] > 0
+    assert [b["name"] for b in json.loads(out.read_text())["benchmarks"]] == ["best@2048"]
+
+
 def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch):
     """The template unchanged, a header the compiler finds through CPATH (no flag names its

@@ -101,8 +101,9 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
     process (none where the machine is known to be busy, nor once a process stayed disturbed:
     the comparison cannot be clean then, and its figures need not wait). ``drop_same``: (arm,
     other), ``arm`` measured only where its build holds other code than ``other``'s; where it
-    holds the same, the comparison goes on without it (:attr:`Comparison.same_code`), and a
-    single arm left is measured in one process: there is nothing to compare it with."""
+    holds the same, the comparison goes on without it (:attr:`Comparison.same_code`), a single
+    arm left too, in every process: the gate keeps its time (the records' ``best_ms``, the
+    report's history) as it did when the two were measured."""
     found = into or Comparison(tuple(label for label, _, _ in arms))
     arms = tuple(arm for arm in arms if arm[0] in found.labels)  # not one dropped before
     job = CompareJob(kernel, tuple(shape), dtype, arms, rounds, MeasureSettings(), budget_s,
@@ -122,6 +123,4 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
         found.samples.append(result["samples"])
         if result.get("verdict") == "disturbed":
             found.disturbed.append("; ".join(result.get("interference", [])))
-        if found.same_code and len(found.labels) == 1:
-            break
     return found

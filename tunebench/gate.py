@@ -503,7 +503,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                 f"recorded: what changed since the tune ({'; '.join(since)}) left the {name}'s machine "
                                 f"code on {shape} as built from the recorded source, so the two are not measured "
                                 f"against each other, as their ratio would be noise alone")
-        if len(arms) == 1 and not comp.failure:
+        if len(arms) == 1 and not comp.failure and not comp.same_code:
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
             continue
@@ -535,7 +535,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                 f"call from Python (about {call_overhead_us():.2g} µs here), so the threshold applies "
                                 f"to the call, not the kernel: a slower kernel reads as a smaller ratio (give the "
                                 f"bucket a larger representative shape)")
-        if comp.disturbed:
+        if comp.disturbed and verdicts:  # the best alone (its recorded build the same code) has nothing to judge
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = trusted(verdicts, comp)
         result.verdicts += verdicts
