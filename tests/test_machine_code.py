@@ -117,9 +117,14 @@ def test_a_line_added_ahead_of_an_openmp_loop_is_other_code_for_clang_alone(tmp_
 
 
 def test_nothing_is_the_same_code_where_it_cannot_be_told(tmp_path, monkeypatch):
-    """No ELF file, or no pyelftools (the GPU image): nothing is compared, and the gate measures."""
+    """No ELF file, one cut short (its headers or sections past its end: pyelftools raised), or no
+    pyelftools (the GPU image): nothing is compared, and the gate measures."""
     recorded, today = builds(tmp_path, "gcc", SAME["a comment edited"])
     assert not same_code(tmp_path / "project" / "scale.c", tmp_path / "project" / "scale.c")
+    for size in (100, 5000):
+        cut = tmp_path / f"cut{size}.so"
+        cut.write_bytes(recorded.read_bytes()[:size])
+        assert not same_code(cut, cut)
     monkeypatch.setitem(sys.modules, "elftools.elf.elffile", None)  # its import raises ImportError
     assert not same_code(recorded, today)
     assert not same_code(recorded, recorded)

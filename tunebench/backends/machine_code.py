@@ -29,8 +29,8 @@ SHF_ALLOC = 0x2
 
 def same_code(a: Path, b: Path) -> bool:
     """Whether the ELF files ``a`` and ``b`` (two shared libraries, two cubins) hold the same code;
-    False where that cannot be told: either is not ELF, or pyelftools is not installed (then
-    nothing is compared, and the builds are measured)."""
+    False where that cannot be told: either is not ELF (nor a whole one: cut short), or pyelftools
+    is not installed (then nothing is compared, and the builds are measured)."""
     try:
         code = _code(a)
         return code is not None and code == _code(b)
@@ -40,23 +40,23 @@ def same_code(a: Path, b: Path) -> bool:
 
 def _code(path: Path) -> tuple | None:
     """What of an ELF file decides what its code does when run (see the module docstring); None
-    where it is not an ELF file."""
+    where it is not one, or not a whole one."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     with open(path, "rb") as f:
-        try:
+        try:  # a truncated file fails where its headers or sections are read, past its end
             elf = ELFFile(f)
+            library = elf["e_type"] == "ET_DYN"
+            header = tuple(_plain(elf.header[key]) for key in HEADER)
+            segments = tuple(_plain(s.header) for s in elf.iter_segments())
+            sections = tuple((s.name, _plain({k: v for k, v in s.header.items() if k not in ("sh_name", "sh_offset")}),
+                              b"" if s["sh_type"] == "SHT_NOBITS" else s.data())
+                             for s in elf.iter_sections()
+                             if s.name not in IGNORED and not s.name.startswith(DEBUG_PREFIXES)
+                             and (not library or s["sh_flags"] & SHF_ALLOC))
         except ELFError:
             return None
-        library = elf["e_type"] == "ET_DYN"
-        header = tuple(_plain(elf.header[key]) for key in HEADER)
-        segments = tuple(_plain(s.header) for s in elf.iter_segments())
-        sections = tuple((s.name, _plain({k: v for k, v in s.header.items() if k not in ("sh_name", "sh_offset")}),
-                          b"" if s["sh_type"] == "SHT_NOBITS" else s.data())
-                         for s in elf.iter_sections()
-                         if s.name not in IGNORED and not s.name.startswith(DEBUG_PREFIXES)
-                         and (not library or s["sh_flags"] & SHF_ALLOC))
     return header, segments, sections
 
 
