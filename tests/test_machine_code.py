@@ -18,15 +18,22 @@ from tunebench.buckets import Bucket, Buckets
 from tunebench.kernel import Kernel, Variant
 from tunebench.space import Space
 
-#: A header of constants in each section that holds them: ``LANES`` in the code (.text), ``weights``
-#: in .rodata, ``gain`` in .data, ``warm`` in the init array.
+#: A header of constants in each section that holds them: ``LANES`` and ``SKEW`` in the code (.text),
+#: ``weights`` in .rodata, ``gain`` in .data, ``carry`` in .tdata, ``warm`` and the ordered ``first``
+#: and ``then`` in the init arrays, ``CURVE`` a libm function called by name (.dynstr).
 HEADER = """\
 /* scale.h: the constants of the scale kernel */
+#include <math.h>
 #define LANES 8
+#define SKEW 1000
+#define CURVE expf
 static const float weights[5] = {0.5f, 0.25f, 0.125f, 0.0625f, 3.0f};
 float gain = 1.0f;
 static float scratch[64];
+static __thread float carry[4] = {1.0f, 2.0f, 3.0f, 4.0f};
 __attribute__((constructor)) static void warm(void) { scratch[1] = gain; }
+__attribute__((constructor(200))) static void first(void) { gain = gain * 2.0f; }
+__attribute__((constructor(300))) static void then(void) { gain = gain + 1.0f; }
 """
 TEMPLATE = """\
 #include "scale.h"
@@ -36,7 +43,7 @@ void scale(const real *x, real *y, int n)
 #pragma omp parallel for
     for (int i = 0; i < n; i += LANES)
         for (int l = 0; l < LANES && i + l < n; ++l)
-            y[i + l] = x[i + l] * weights[(i + l) % 5] * gain + scratch[l % 64];
+            y[i + l] = CURVE(x[i + l]) * weights[(i + l + SKEW) % 5] * gain + scratch[l % 64] + carry[l % 4];
 }
 """
 
@@ -51,6 +58,10 @@ OTHER = {
     ".rodata": lambda h: h.replace("3.0f}", "3.5f}"),
     ".data": lambda h: h.replace("gain = 1.0f", "gain = 1.5f"),
     ".text": lambda h: h.replace("#define LANES 8", "#define LANES 4"),
+    ".text, of the same size": lambda h: h.replace("#define SKEW 1000", "#define SKEW 1001"),
+    "a libm function called for another (.dynstr alone)": lambda h: h.replace("#define CURVE expf", "#define CURVE logf"),
+    "a __thread initialiser (.tdata)": lambda h: h.replace("3.0f, 4.0f}", "3.0f, 5.0f}"),
+    "two constructors' order": lambda h: h.replace("(200)", "(250)").replace("(300)", "(200)").replace("(250)", "(300)"),
     "the init array": lambda h: h + "__attribute__((constructor)) static void again(void) { gain = gain * 2 - 1; }\n",
 }
 
@@ -147,16 +158,18 @@ extern "C" __global__ void __launch_bounds__(128) scale(const TB_DTYPE *x, TB_DT
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("flags", [(), ("-lineinfo",)])
-@pytest.mark.parametrize("edit, same", [
-    (lambda h: h.replace("constants */", "constants, as tuned */"), True),
-    (lambda h: "/* a line added */\n" + h.replace("#define FACTOR", "#define  FACTOR"), True),
-    (lambda h: h.replace("2.0f", "3.0f"), False),  # the code's constant
-    (lambda h: h.replace("0.25f", "0.5f"), False),  # constant memory's
-], ids=["comment", "whitespace", "code", "constant memory"])
+@pytest.mark.parametrize("edit, kernel_edit, same", [
+    (lambda h: h.replace("constants */", "constants, as tuned */"), None, True),
+    (lambda h: "/* a line added */\n" + h.replace("#define FACTOR", "#define  FACTOR"), None, True),
+    (lambda h: h, lambda k: "/* a line added */\n\n" + k, True),  # the kernel's lines moved: -lineinfo's alone
+    (lambda h: h.replace("2.0f", "3.0f"), None, False),  # the code's constant
+    (lambda h: h.replace("0.25f", "0.5f"), None, False),  # constant memory's
+], ids=["comment", "whitespace", "kernel lines moved", "code", "constant memory"])
 def test_cubins_of_a_header_edited_in_comments_hold_the_same_code_and_of_a_constant_changed_other_code(
-        tmp_path, flags, edit, same):
-    """A cubin is read whole by the driver: its debug sections aside (-lineinfo's), nvcc's cubins
-    of the same code are alike, whatever the edit of the comments or the folder."""
+        tmp_path, flags, edit, kernel_edit, same):
+    """A cubin is read whole by the driver: its debug sections aside (-lineinfo's, which name the
+    kernel's lines), nvcc's cubins of the same code are alike, whatever the edit of the comments
+    or the folder."""
     from tunebench.backends.cuda import CudaCompiler
 
     (tmp_path / "scale.cuh").write_text(SCALE_CUH)
@@ -171,6 +184,7 @@ def test_cubins_of_a_header_edited_in_comments_hold_the_same_code_and_of_a_const
     kernel, tuned = declared()
     recorded = dataclasses.replace(tuned, text=tuned.template)
     (tmp_path / "scale.cuh").write_text(edit(SCALE_CUH))
+    (tmp_path / "scale.cu").write_text(kernel_edit(SCALE_CU) if kernel_edit else SCALE_CU)
     kernel, today = declared()
     here, there = (CudaCompiler("sm_90", BuildCache(tmp_path / folder)) for folder in ("cache", "another"))
     assert same_code(here.build(kernel, recorded, {"u": 1}, "float32").handle,
