@@ -492,10 +492,11 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             del result.configs[shape]["recorded"]
         if comp is None:
             continue
+        unmeasured = []  # after the measured checks of the shape, as they are listed where it is measured
         if comp.same_code:  # one config built into the same code twice: a measurement could tell noise alone
             arms = tuple(arm for arm in arms if arm[0] in comp.labels)
-            result.verdicts.append(Verdict(against, shape, [], 1 + settings.threshold, "pass",
-                                           "today's build is the recorded one's machine code"))
+            unmeasured.append(Verdict(against, shape, [], 1 + settings.threshold, "pass",
+                                      "today's build is the recorded one's machine code"))
             since = [f"{', '.join(edited)} edited" if edited else "the template edited"] if recorded_text else []
             since += [f"the flags [{tuned_flags[0]}] -> [{tuned_flags[1]}]"] if tune_flags is not None else []
             name = _arm_name('best', result.configs[shape])
@@ -538,7 +539,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if comp.disturbed and verdicts:  # the best alone (its recorded build the same code) has nothing to judge
             noisy.append(f"on {shape}: {comp.disturbed[0]}")
             verdicts = trusted(verdicts, comp)
-        result.verdicts += verdicts
+        result.verdicts += verdicts + unmeasured
         if as_recorded is not None:  # its recorded time, under the names it was tuned with
             result.notes.append(_raw(store, kernel.name, recorded_hash, shape, dtype,
                                      {p: as_recorded[p] for p in tuned}, comp, entry))
