@@ -1160,3 +1160,45 @@ def test_a_kept_heuristics_speedup_has_no_range_of_the_winner_its_final_round_tu
     assert config == "the heuristic (its final round turned down a winner measured at 1.01-1.05x)", row
     assert ("- **chain[all-float32]**: the final round kept it: the winner's lead shrank below 5% when measured "
             "again in fresh processes (best/baseline 0.970x over the bucket)\n") in md
+
+
+def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_tuned, monkeypatch):
+    """A gate that failed at 1.14x, its ratio measured interleaved, was drawn at its raw time, 6.5 ms,
+    below its tune's 7.15 ms: a red cross on a line going down. And a slowdown a skipped gate measured
+    through the noise had no point at all."""
+    import tunebench.gate
+    from tunebench.report import plot_history
+
+    real = tunebench.gate.compare
+
+    def quicker(*args, **kwargs):  # a day this machine runs every call faster than when it tuned
+        found = real(*args, **kwargs)
+        found.objectives[:] = [{arm: ms * 0.6 for arm, ms in o.items()} for o in found.objectives]
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", quicker)
+    pytester, path = chain_tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    _disturbed(monkeypatch, tunebench.gate)
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(skipped=1)
+    tune, failed, noisy = TinyDB(path).table("checks").all()
+    assert (failed["outcome"], noisy["outcome"]) == ("fail", "skip")
+    tuned = tune["shapes"][0]["confirmed_ms"][0]
+    judged = [tuned * statistics.median(next(v["ratios"] for v in gate["verdicts"] if v["outcome"] == outcome))
+              for gate, outcome in ((failed, "fail"), (noisy, "noisy"))]
+    (view,) = task_views(RecordStore(path))
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    drawn = list(ax.lines[0].get_ydata())
+    assert drawn[:2] == pytest.approx([tuned, judged[0]]) and judged[0] > 1.1 * tuned  # failed: above, as its verdict
+    assert drawn == pytest.approx([tuned, *judged])  # the noisy run too
+    line, cross, diamond = ax.lines
+    assert list(cross.get_ydata()) == pytest.approx(judged[:1])
+    assert list(diamond.get_ydata()) == pytest.approx(judged[1:])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed",
+                                                                   "gate run too noisy, slower through it"]
+    assert ax.figure.get_suptitle() == (
+        "time of the best config across commits, d\nfinal rounds: the time each published; gate runs: their tune's "
+        "time x the median of the ratios the gate judged, interleaved in each process (the failing check's, else "
+        "against the build as tuned, else against the heuristic), not their raw time, which drifts with the machine")

@@ -4,8 +4,9 @@ the record store alone (every task describes its bucket and baseline there).
 Per device: a table of tuned against heuristic per (kernel, bucket, dtype) the suites declare (the
 others named apart), the latest gate
 verdicts, and four figures: the speedup of each task, its time history across commits (gate runs
-and tuning confirmations, regressions marked), tuning convergence (best so far against trial)
-and the distribution of its successful trials. ``compare`` adds what changed since a git revision.
+and tuning confirmations, regressions and slowdowns measured through the noise marked), tuning
+convergence (best so far against trial) and the distribution of its successful trials. ``compare``
+adds what changed since a git revision.
 """
 
 from __future__ import annotations
@@ -359,15 +360,20 @@ def _convergence(trials: list[dict], objectives: dict[tuple, float]) -> list[flo
 
 
 def _check_ms(check: dict, bucket: Bucket) -> float | None:
-    """The best config's time in a check (bucket objective of its per-shape medians over fresh
-    processes: a final round's as it publishes them, see :func:`~tunebench.lookup.final_ms`;
-    records from before them kept the samples instead); None where the check measured other shapes
-    than the bucket's today (its representative shapes changed since): another objective's time."""
+    """The best config's time in a final round (bucket objective of its per-shape medians over fresh
+    processes, as it publishes them, see :func:`~tunebench.lookup.final_ms`; records from before
+    them kept the samples instead); None where the round measured other shapes than the bucket's
+    today (its representative shapes changed since): another objective's time."""
+    medians = _tuned_ms(check)
+    return bucket.objective(medians) if medians and set(medians) == set(bucket.shapes) else None
+
+
+def _tuned_ms(check: dict) -> dict[tuple, float] | None:
+    """A final round's published time of its pick per shape (see :func:`_check_ms`), None where a
+    shape has none."""
     medians = {}
     for entry in check["shapes"]:
-        if "best_ms" in entry:
-            medians[tuple(entry["shape"])] = entry["best_ms"]
-        elif check.get("winner") is not None and "confirmed_ms" in entry:  # met alone with the heuristic: published
+        if check.get("winner") is not None and "confirmed_ms" in entry:  # met alone with the heuristic: published
             medians[tuple(entry["shape"])] = entry["confirmed_ms"][0]
         elif check.get("winner") is not None and "finalist_ms" in entry:
             medians[tuple(entry["shape"])] = entry["finalist_ms"][check["winner"]]
@@ -378,7 +384,37 @@ def _check_ms(check: dict, bucket: Bucket) -> float | None:
             medians[tuple(entry["shape"])] = samples[len(samples) // 2]
         else:
             return None
-    return bucket.objective(medians) if set(medians) == set(bucket.shapes) else None
+    return medians
+
+
+def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> float | None:
+    """A gate run's time of the best as its verdict judged it: on each shape, ``tune``'s time times
+    the median ratio of the gate's check there (the one that failed or was kept as noisy, else the
+    best against its build as tuned, else against the heuristic, at the heuristic's tuned time:
+    where it is the same config). Its raw time drifts with the machine: a failed gate's 6.5 ms sat
+    below its tune's 7.15 ms, its verdict 1.14x slower. None where no check measured against the
+    tune's configs."""
+    best = _tuned_ms(tune) if tune else None
+    medians = {}
+    for shape in bucket.shapes:
+        entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if best else None
+        if entry is None:
+            return None
+        measured = next((e.get("configs", {}) for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
+        heuristic = (entry["confirmed_ms"][1] if tune.get("winner") is not None and "confirmed_ms" in entry else
+                     entry.get("baseline_ms")) if measured.get("baseline") == entry.get("baseline") else None
+        # each check with the tune's time of what it held the best to
+        judged = [(v, best[shape] if v["what"].startswith("best against the ") else heuristic)
+                  for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape
+                  and (v["what"] == "best/baseline" or v["what"].startswith("best against the "))]
+        judged = [(v, ms) for v, ms in judged if ms]
+        if not judged:
+            return None
+        verdict, ms = min(judged, key=lambda j: (j[0]["outcome"] not in ("fail", "noisy"),
+                                                 j[0]["what"] == "best/baseline"))
+        # the median over its processes; records from before per-process ratios kept the median alone
+        medians[shape] = ms * (statistics.median(verdict["ratios"]) if "ratios" in verdict else verdict["median"])
+    return bucket.objective(medians)
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -386,7 +422,7 @@ def _grid(n: int, title: str):
     cols = min(3, max(n, 1))
     rows = math.ceil(max(n, 1) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
-    fig.suptitle(title)
+    fig.suptitle(title, wrap=True)
     for ax in axes.flat[n:]:
         ax.axis("off")
     return fig, list(axes.flat)
@@ -423,15 +459,17 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
 
 
 def history(view: TaskView) -> list[tuple[dict, float]]:
-    """(check, ms of the best config) of every final round and gate run that has a time, and of
-    every failed gate run, which may have none (a wrong result, a crash): at the time before it.
-    A round or gate run that other load disturbed (skipped as too noisy) is no point: its times
-    are the load's."""
-    points, last = [], None
+    """(check, ms of the best config) of every final round and gate run that has a time (a gate
+    run's as its verdict judged it, from its tune's: see :func:`_gate_ms`), and of every failed
+    gate run, which may have none (a wrong result, a crash): at the time before it. A round or
+    gate run that other load disturbed (skipped as too noisy) is no point: its times are the
+    load's; but a slowdown a skipped gate run measured through the noise is (a point of its own)."""
+    points, last, tune = [], None, None
     for c in view.checks:
-        if c.get("disturbed") or c.get("outcome") == "skip":
+        if c.get("disturbed") or (c.get("outcome") == "skip" and not through_the_noise(c)):
             continue
-        ms = _check_ms(c, view.bucket)
+        tune = c if c["kind"] == "tune" else tune
+        ms = _check_ms(c, view.bucket) if c["kind"] == "tune" else _gate_ms(c, tune, view.bucket)
         if ms is not None or c.get("outcome") == "fail":
             points.append((c, ms if ms is not None else last or 0.0))
             last = ms if ms is not None else last
@@ -452,15 +490,18 @@ def revision(check: dict) -> str:
 
 
 def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
-    fig, axes = _grid(len(views), f"time of the best config across commits, {device}")
+    fig, axes = _grid(len(views), f"time of the best config across commits, {device}\n{HISTORY}")
     for ax, v in zip(axes, views):
         points = history(v)
         xs = range(len(points))
         ax.plot(xs, [ms for _, ms in points], marker="o", color="tab:blue")
-        failed = [(x, ms) for x, (c, ms) in zip(xs, points) if c.get("outcome") == "fail"]
-        if failed:
-            ax.plot(*zip(*failed), linestyle="none", marker="X", markersize=12, color="tab:red",
-                    label="gate run failed")
+        for outcome, marker, color, label in (("fail", "X", "tab:red", "gate run failed"),
+                                              ("skip", "D", "tab:orange", "gate run too noisy, slower through it")):
+            marked = [(x, ms) for x, (c, ms) in zip(xs, points) if c.get("outcome") == outcome]
+            if marked:
+                ax.plot(*zip(*marked), linestyle="none", marker=marker, markersize=12 if marker == "X" else 8,
+                        color=color, label=label)
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         many = len(points) > 6  # labels side by side ran into one another
         ax.set_xticks(list(xs), [f"{revision(c)}\n{c['kind']}" for c, _ in points],
@@ -470,8 +511,14 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
         if points:  # from zero: a change of a few per cent must not look like a cliff
             ax.set_ylim(0, 1.15 * max(ms for _, ms in points))
         else:
-            _empty(ax, "no data: no confirmation or gate run recorded")
+            _empty(ax, "no data: no final round or gate verdict with a time recorded")
     return _save(fig, path)
+
+
+#: What the history's points are, under its title.
+HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios the gate "
+           "judged, interleaved in each process (the failing check's, else against the build as tuned, else against "
+           "the heuristic), not their raw time, which drifts with the machine")
 
 
 def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
