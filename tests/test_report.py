@@ -1202,3 +1202,16 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time of the best config across commits, d\nfinal rounds: the time each published; gate runs: their tune's "
         "time x the median of the ratios the gate judged, interleaved in each process (the failing check's, else "
         "against the build as tuned, else against the heuristic), not their raw time, which drifts with the machine")
+
+
+def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):
+    """Two gate runs at one commit (a user's failure and the pass after its fix) were both labelled
+    "0b02385+dirty gate"."""
+    from tunebench.report import plot_history
+
+    pytester, path = chain_tuned
+    for _ in range(2):
+        pytester.runpytest("test_chain.py", *GATE)
+    (view,) = task_views(RecordStore(path))
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["?\ntune", "?\ngate #1", "?\ngate #2"]

@@ -504,7 +504,7 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         many = len(points) > 6  # labels side by side ran into one another
-        ax.set_xticks(list(xs), [f"{revision(c)}\n{c['kind']}" for c, _ in points],
+        ax.set_xticks(list(xs), _run_labels([c for c, _ in points]),
                       fontsize=6 if many else 7, rotation=60 if many else 0)
         ax.set_title(v.label, fontsize=9)
         ax.set_ylabel("ms")
@@ -513,6 +513,17 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
         else:
             _empty(ax, "no data: no final round or gate verdict with a time recorded")
     return _save(fig, path)
+
+
+def _run_labels(checks: list[dict]) -> list[str]:
+    """Each run's commit and kind, numbered in order where runs share them: two gate runs at one
+    commit were both "0b02385+dirty gate", the failed one and the one that passed after."""
+    labels = [f"{revision(c)}\n{c['kind']}" for c in checks]
+    shared, seen = Counter(labels), Counter()
+    for i, label in enumerate(labels):
+        seen[label] += 1
+        labels[i] += f" #{seen[label]}" if shared[label] > 1 else ""
+    return labels
 
 
 #: What the history's points are, under its title.
