@@ -251,12 +251,12 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     tune = {"kind": "tune", "winner": None, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 2.0}]}
     failed = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
-    assert history(view) == [(tune, 2.0), (failed, 2.0)]
+    assert history(view) == [(tune, 2.0, False), (failed, 2.0, False)]
     # a gate skipped as too noisy and a disturbed final round are no points: an 80x cliff was the load's
     noisy = {"kind": "gate", "outcome": "skip", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
     busy = {**tune, "disturbed": True, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 160.0}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
-    assert history(view) == [(tune, 2.0), (failed, 2.0)]
+    assert history(view) == [(tune, 2.0, False), (failed, 2.0, False)]
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
     assert _rows([view])[0][-1] == "fail at ?"  # it read "fail (nothing to measure)": the best crashed
 
@@ -426,7 +426,8 @@ def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
     ax = _drawn(monkeypatch, plot_history, [view])[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["118cbb7\ntune", "118cbb7+dirty\ngate"]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed"]
+    # no verdict recorded to scale its time by: its own, hollow
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed", "raw time (no verdict to scale)"]
     from tunebench.report import revision
     assert revision({"git_commit": None}) == "?"  # no git: no commit to name
 
@@ -678,7 +679,7 @@ def test_a_check_of_the_buckets_former_shapes_is_no_point_of_its_history():
     new = {"kind": "tune", "winner": None, "shapes": [{"shape": [64, 16384], "best": {}, "baseline_ms": 0.08}]}
     assert _check_ms(old, bucket) is None
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[old, new])
-    assert [(c, pytest.approx(ms)) for c, ms in history(view)] == [(new, 0.08)]
+    assert [(c, pytest.approx(ms)) for c, ms, _ in history(view)] == [(new, 0.08)]
 
 
 def test_a_gate_run_of_the_buckets_former_shapes_is_not_its_last_gate():
@@ -1198,10 +1199,12 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
     assert list(diamond.get_ydata()) == pytest.approx(judged[1:])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed",
                                                                    "gate run too noisy, slower through it"]
-    assert ax.figure.get_suptitle() == (
-        "time of the best config across commits, d\nfinal rounds: the time each published; gate runs: their tune's "
-        "time x the median of the ratios the gate judged, interleaved in each process (the failing check's, else "
-        "against the build as tuned, else against the heuristic), not their raw time, which drifts with the machine")
+    assert " ".join(ax.figure.get_suptitle().split()) == (
+        "time of the best config across commits, d final rounds: the time each published; gate runs: their tune's "
+        "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
+        "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
+        "the machine; hollow: a gate run's raw time, where that check has no time of its tune to scale (another "
+        "pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time)")
 
 
 def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):
@@ -1215,3 +1218,73 @@ def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monk
     (view,) = task_views(RecordStore(path))
     ax = _drawn(monkeypatch, plot_history, [view])[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["?\ntune", "?\ngate #1", "?\ngate #2"]
+
+
+def _scaled(verdict: dict, tuned_ms: float) -> float:
+    """A gate run's point as its verdict ``verdict`` judged it: ``tuned_ms`` times its median ratio."""
+    return tuned_ms * statistics.median(verdict["ratios"])
+
+
+def test_a_gate_run_is_drawn_at_the_check_that_decided_it(chain_tuned, monkeypatch):
+    """A gate whose pick lost its lead to the heuristic fails on best/baseline while the best against
+    its build as tuned passes: it is drawn from the failing check, at the heuristic's tuned time; a
+    run where both pass, from the check against the build as tuned, at the pick's."""
+    import tunebench.gate
+    from tunebench.report import plot_history
+
+    pytester, path = chain_tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "/* a comment: the best is measured against its build as tuned */\n")
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    real = tunebench.gate.compare
+
+    def quicker_heuristic(*args, **kwargs):  # today's heuristic 3x faster than it tuned: the lead is lost
+        found = real(*args, **kwargs)
+        found.objectives[:] = [{arm: ms * (0.3 if arm == "baseline" else 1) for arm, ms in o.items()}
+                               for o in found.objectives]
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", quicker_heuristic)
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    tune, passed, failed = TinyDB(path).table("checks").all()
+    verdicts = {(gate["outcome"], v["what"]): v for gate in (passed, failed) for v in gate["verdicts"]}
+    against = "best against the recorded source"
+    assert (verdicts["fail", "best/baseline"]["outcome"], verdicts["fail", against]["outcome"]) == ("fail", "pass")
+    assert (verdicts["pass", "best/baseline"]["outcome"], verdicts["pass", against]["outcome"]) == ("pass", "pass")
+    best_ms, heuristic_ms = tune["shapes"][0]["confirmed_ms"]
+    (view,) = task_views(RecordStore(path))
+    drawn = list(_drawn(monkeypatch, plot_history, [view])[0].lines[0].get_ydata())
+    assert drawn == pytest.approx([best_ms, _scaled(verdicts["pass", against], best_ms),
+                                   _scaled(verdicts["fail", "best/baseline"], heuristic_ms)], rel=1e-9)
+
+
+def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tuned, monkeypatch):
+    """A gate run after the heuristic changed since the tune judged best/baseline against another
+    heuristic than the tune timed: it was no point, the history empty of it. And a gate run of
+    another pick than the preceding tune's (a merged branch's tune between) was drawn at that
+    tune's time (1.0 ms read as 3.0). Both are drawn at their raw time, hollow."""
+    from tunebench.report import plot_history
+
+    pytester, path = chain_tuned
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 3}').replace("[1, 2]", "[1, 2, 3]"))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "/* a comment: the best is measured against its build as tuned */\n")
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, gate, against = TinyDB(path).table("checks").all()
+    assert gate["shapes"][0]["configs"]["baseline"] != tune["shapes"][0]["baseline"]
+    (judged,) = [v for v in against["verdicts"] if v["what"] == "best against the recorded source"]
+    (view,) = task_views(RecordStore(path), pytester.path)
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    line, hollow = ax.lines
+    best_ms = tune["shapes"][0]["confirmed_ms"][0]
+    assert list(line.get_ydata()) == pytest.approx([best_ms, gate["shapes"][0]["best_ms"], _scaled(judged, best_ms)])
+    assert list(hollow.get_ydata()) == pytest.approx([gate["shapes"][0]["best_ms"]])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["raw time (no verdict to scale)"]
+    merged = {**tune, "shapes": [{**tune["shapes"][0], "best": {"reps": 2}, "confirmed_ms": [
+        3 * ms for ms in tune["shapes"][0]["confirmed_ms"]]}]}  # another branch's pick, tuned between
+    ax = _drawn(monkeypatch, plot_history, [dataclasses.replace(view, checks=[tune, merged, against])])[0]
+    line, hollow = ax.lines
+    assert list(line.get_ydata()) == pytest.approx([best_ms, 3 * best_ms, against["shapes"][0]["best_ms"]])
+    assert list(hollow.get_ydata()) == pytest.approx([against["shapes"][0]["best_ms"]])

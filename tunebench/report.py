@@ -379,42 +379,62 @@ def _tuned_ms(check: dict) -> dict[tuple, float] | None:
             medians[tuple(entry["shape"])] = entry["finalist_ms"][check["winner"]]
         elif "winner" in check and "baseline_ms" in entry:
             medians[tuple(entry["shape"])] = entry["baseline_ms"]
-        elif entry.get("samples", {}).get("best"):
-            samples = sorted(entry["samples"]["best"])
-            medians[tuple(entry["shape"])] = samples[len(samples) // 2]
+        elif _sampled_ms(entry) is not None:
+            medians[tuple(entry["shape"])] = _sampled_ms(entry)
         else:
             return None
     return medians
 
 
+def _sampled_ms(entry: dict) -> float | None:
+    """The best config's median sample in a check's entry for a shape: records from before
+    published times kept the samples instead."""
+    samples = sorted(entry.get("samples", {}).get("best") or [])
+    return samples[len(samples) // 2] if samples else None
+
+
 def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> float | None:
     """A gate run's time of the best as its verdict judged it: on each shape, ``tune``'s time times
-    the median ratio of the gate's check there (the one that failed or was kept as noisy, else the
-    best against its build as tuned, else against the heuristic, at the heuristic's tuned time:
-    where it is the same config). Its raw time drifts with the machine: a failed gate's 6.5 ms sat
-    below its tune's 7.15 ms, its verdict 1.14x slower. None where no check measured against the
-    tune's configs."""
+    the median ratio of the check that decided it there (the one that failed or was kept as noisy,
+    else the best against its build as tuned, else against the heuristic). Its raw time drifts with
+    the machine: a failed gate's 6.5 ms sat below its tune's 7.15 ms, its verdict 1.14x slower.
+    None where that check has no tuned time to scale (see :func:`_raw_ms`): the best against its
+    build of another config than the tune's pick (a merged branch's), against another heuristic
+    (changed since the tune), a check from before (against the tuning-time ratio), or a tune
+    with no time of the shape."""
     best = _tuned_ms(tune) if tune else None
     medians = {}
     for shape in bucket.shapes:
         entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if best else None
-        if entry is None:
+        verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape]
+        if entry is None or not verdicts:
             return None
+        verdict = min(verdicts, key=lambda v: (v["outcome"] not in ("fail", "noisy"),
+                                               not v["what"].startswith("best against the "),
+                                               v["what"] != "best/baseline"))
         measured = next((e.get("configs", {}) for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
-        heuristic = (entry["confirmed_ms"][1] if tune.get("winner") is not None and "confirmed_ms" in entry else
-                     entry.get("baseline_ms")) if measured.get("baseline") == entry.get("baseline") else None
-        # each check with the tune's time of what it held the best to
-        judged = [(v, best[shape] if v["what"].startswith("best against the ") else heuristic)
-                  for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape
-                  and (v["what"] == "best/baseline" or v["what"].startswith("best against the "))]
-        judged = [(v, ms) for v, ms in judged if ms]
-        if not judged:
+        if verdict["what"].startswith("best against the ") and measured.get("best") == entry.get("best"):
+            ms = best[shape]
+        elif verdict["what"] == "best/baseline" and measured.get("baseline") == entry.get("baseline"):
+            ms = entry["confirmed_ms"][1] if tune.get("winner") is not None and "confirmed_ms" in entry else \
+                entry.get("baseline_ms")
+        else:
+            ms = None
+        if not ms:
             return None
-        verdict, ms = min(judged, key=lambda j: (j[0]["outcome"] not in ("fail", "noisy"),
-                                                 j[0]["what"] == "best/baseline"))
         # the median over its processes; records from before per-process ratios kept the median alone
         medians[shape] = ms * (statistics.median(verdict["ratios"]) if "ratios" in verdict else verdict["median"])
     return bucket.objective(medians)
+
+
+def _raw_ms(gate: dict, bucket: Bucket) -> float | None:
+    """A gate run's own time of the best (its median per shape, records from before kept the
+    samples), where :func:`_gate_ms` has none to scale: dropped, a passing run after a heuristic
+    change left its history empty. None where it measured other shapes than the bucket's today."""
+    medians = {}
+    for entry in gate["shapes"]:
+        medians[tuple(entry["shape"])] = entry["best_ms"] if "best_ms" in entry else _sampled_ms(entry)
+    return bucket.objective(medians) if set(medians) == set(bucket.shapes) and None not in medians.values() else None
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -458,9 +478,10 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
     return _save(fig, path)
 
 
-def history(view: TaskView) -> list[tuple[dict, float]]:
-    """(check, ms of the best config) of every final round and gate run that has a time (a gate
-    run's as its verdict judged it, from its tune's: see :func:`_gate_ms`), and of every failed
+def history(view: TaskView) -> list[tuple[dict, float, bool]]:
+    """(check, ms of the best config, whether that is a gate run's raw time) of every final round
+    and gate run that has a time (a gate run's as its verdict judged it, from its tune's: see
+    :func:`_gate_ms`; else its raw time, see :func:`_raw_ms`), and of every failed
     gate run, which may have none (a wrong result, a crash): at the time before it. A round or
     gate run that other load disturbed (skipped as too noisy) is no point: its times are the
     load's; but a slowdown a skipped gate run measured through the noise is (a point of its own)."""
@@ -469,9 +490,10 @@ def history(view: TaskView) -> list[tuple[dict, float]]:
         if c.get("disturbed") or (c.get("outcome") == "skip" and not through_the_noise(c)):
             continue
         tune = c if c["kind"] == "tune" else tune
-        ms = _check_ms(c, view.bucket) if c["kind"] == "tune" else _gate_ms(c, tune, view.bucket)
+        scaled = _check_ms(c, view.bucket) if c["kind"] == "tune" else _gate_ms(c, tune, view.bucket)
+        ms = scaled if scaled is not None or c["kind"] == "tune" else _raw_ms(c, view.bucket)
         if ms is not None or c.get("outcome") == "fail":
-            points.append((c, ms if ms is not None else last or 0.0))
+            points.append((c, ms if ms is not None else last or 0.0, scaled is None and ms is not None))
             last = ms if ms is not None else last
     return points
 
@@ -494,24 +516,29 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
     for ax, v in zip(axes, views):
         points = history(v)
         xs = range(len(points))
-        ax.plot(xs, [ms for _, ms in points], marker="o", color="tab:blue")
+        ax.plot(xs, [ms for _, ms, _ in points], marker="o", color="tab:blue")
         for outcome, marker, color, label in (("fail", "X", "tab:red", "gate run failed"),
                                               ("skip", "D", "tab:orange", "gate run too noisy, slower through it")):
-            marked = [(x, ms) for x, (c, ms) in zip(xs, points) if c.get("outcome") == outcome]
+            marked = [(x, ms) for x, (c, ms, _) in zip(xs, points) if c.get("outcome") == outcome]
             if marked:
                 ax.plot(*zip(*marked), linestyle="none", marker=marker, markersize=12 if marker == "X" else 8,
                         color=color, label=label)
+        raw = [(x, ms) for x, (_, ms, unscaled) in zip(xs, points) if unscaled]
+        if raw:  # hollow: not on the scale of the points its verdicts put beside it
+            ax.plot(*zip(*raw), linestyle="none", marker="o", markersize=8, color="tab:blue", markerfacecolor="white",
+                    label="raw time (no verdict to scale)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         many = len(points) > 6  # labels side by side ran into one another
-        ax.set_xticks(list(xs), _run_labels([c for c, _ in points]),
+        ax.set_xticks(list(xs), _run_labels([c for c, _, _ in points]),
                       fontsize=6 if many else 7, rotation=60 if many else 0)
         ax.set_title(v.label, fontsize=9)
         ax.set_ylabel("ms")
         if points:  # from zero: a change of a few per cent must not look like a cliff
-            ax.set_ylim(0, 1.15 * max(ms for _, ms in points))
-        else:
-            _empty(ax, "no data: no final round or gate verdict with a time recorded")
+            ax.set_ylim(0, 1.15 * max(ms for _, ms, _ in points))
+        else:  # "no ... recorded" was untrue of runs kept of other shapes, or skipped
+            _empty(ax, f"no data: none of its {len(v.checks)} final rounds and gate runs\ntimed today's shapes "
+                       f"undisturbed" if v.checks else "no data: no final round or gate run recorded")
     return _save(fig, path)
 
 
@@ -527,9 +554,11 @@ def _run_labels(checks: list[dict]) -> list[str]:
 
 
 #: What the history's points are, under its title.
-HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios the gate "
-           "judged, interleaved in each process (the failing check's, else against the build as tuned, else against "
-           "the heuristic), not their raw time, which drifts with the machine")
+HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios of the "
+           "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
+           "else against the heuristic), not their raw time, which drifts with the machine; hollow: a gate run's raw "
+           "time, where that check has no time of its tune to scale (another pick or heuristic than the tune's, a "
+           "check against the tuning-time ratio, a tune without a time)")
 
 
 def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
