@@ -69,8 +69,8 @@ chain = Kernel(
 """
 
 
-@pytest.fixture
-def tuned(pytester):
+def tune_chain(pytester):
+    """The chain kernel tuned in ``pytester``'s folder: (pytester, its records file)."""
     pytester.path.joinpath("chain.c").write_text(CHAIN_C)
     pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
@@ -78,6 +78,11 @@ def tuned(pytester):
     (check,) = TinyDB(path).table("checks").all()  # the confirmation: best against baseline
     assert check["kind"] == "tune" and check["shapes"][0]["best"] == {"reps": 1}
     return pytester, path
+
+
+@pytest.fixture
+def tuned(pytester):
+    return tune_chain(pytester)
 
 
 GATE = ("-p", "no:cacheprovider", "--tune-target", "cpu", "-W", "ignore::pytest.PytestAssertRewriteWarning")

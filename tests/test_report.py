@@ -18,8 +18,7 @@ import pytest
 
 import tunebench.kernel
 from tests.conftest import ascii_locale
-from tests.test_gate import GATE
-from tests.test_gate import tuned as chain_tuned  # noqa: F401 - a fixture: a chain kernel tuned
+from tests.test_gate import GATE, tune_chain
 from tests.test_plugin import TUNE
 from tests.test_records_safety import SLOW_C, SLOW_SUITE, killed_with_9
 from tunebench.buckets import Bucket
@@ -34,6 +33,12 @@ from tunebench.report import _before, _changes, _check_ms, _rows, _spread, recor
 #: stops and a gate skips, as documented, and the report has none of the rows these tests read. A
 #: busy machine's records are planted where a test is about them.
 pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
+
+@pytest.fixture
+def chain_tuned(pytester):
+    """The chain kernel of the gate's tests, tuned."""
+    return tune_chain(pytester)
 
 
 def git(root, *args):
@@ -1225,6 +1230,11 @@ def _scaled(verdict: dict, tuned_ms: float) -> float:
     return tuned_ms * statistics.median(verdict["ratios"])
 
 
+#: An edit of the chain's template that builds other code, not slower: the best is measured against its
+#: build as tuned (a comment builds the same code, which the gate does not measure)
+EDITED = "int chain_edited(void) { return 1; }\n"
+
+
 def test_a_gate_run_is_drawn_at_the_check_that_decided_it(chain_tuned, monkeypatch):
     """A gate whose pick lost its lead to the heuristic fails on best/baseline while the best against
     its build as tuned passes: it is drawn from the failing check, at the heuristic's tuned time; a
@@ -1234,7 +1244,7 @@ def test_a_gate_run_is_drawn_at_the_check_that_decided_it(chain_tuned, monkeypat
 
     pytester, path = chain_tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text() + "/* a comment: the best is measured against its build as tuned */\n")
+    source.write_text(source.read_text() + EDITED)
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
     real = tunebench.gate.compare
 
@@ -1258,6 +1268,26 @@ def test_a_gate_run_is_drawn_at_the_check_that_decided_it(chain_tuned, monkeypat
                                    _scaled(verdicts["fail", "best/baseline"], heuristic_ms)], rel=1e-9)
 
 
+def test_a_gate_run_whose_check_against_the_build_as_tuned_passed_unmeasured_is_drawn_from_the_measured_one(
+        chain_tuned, monkeypatch):
+    """A comment added to the template: today's build of the best is its build as tuned, a check
+    passed unmeasured, with no ratio (the report's history stopped on its median of none). The
+    run is drawn from best/baseline, at the heuristic's tuned time, and the report is written."""
+    from tunebench.report import plot_history
+
+    pytester, path = chain_tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text() + "/* a comment: the same machine code */\n")
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, gate = TinyDB(path).table("checks").all()
+    verdicts = {v["what"]: v for v in gate["verdicts"]}
+    assert verdicts["best against the recorded source"]["ratios"] == []
+    (view,) = task_views(RecordStore(path))
+    drawn = list(_drawn(monkeypatch, plot_history, [view])[0].lines[0].get_ydata())
+    assert drawn == pytest.approx([tune["shapes"][0]["confirmed_ms"][0],
+                                   _scaled(verdicts["best/baseline"], tune["shapes"][0]["confirmed_ms"][1])], rel=1e-9)
+
+
 def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tuned, monkeypatch):
     """A gate run after the heuristic changed since the tune judged best/baseline against another
     heuristic than the tune timed: it was no point, the history empty of it. And a gate run of
@@ -1270,7 +1300,7 @@ def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tune
     suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 3}').replace("[1, 2]", "[1, 2, 3]"))
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text() + "/* a comment: the best is measured against its build as tuned */\n")
+    source.write_text(source.read_text() + EDITED)
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
     tune, gate, against = TinyDB(path).table("checks").all()
     assert gate["shapes"][0]["configs"]["baseline"] != tune["shapes"][0]["baseline"]

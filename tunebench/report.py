@@ -402,12 +402,12 @@ def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> float | None:
     None where that check has no tuned time to scale (see :func:`_raw_ms`): the best against its
     build of another config than the tune's pick (a merged branch's), against another heuristic
     (changed since the tune), a check from before (against the tuning-time ratio), or a tune
-    with no time of the shape."""
+    with no time of the shape. A check passed unmeasured (the same machine code) has no ratio."""
     best = _tuned_ms(tune) if tune else None
     medians = {}
     for shape in bucket.shapes:
         entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if best else None
-        verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape]
+        verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape and not v.get("unmeasured")]
         if entry is None or not verdicts:
             return None
         verdict = min(verdicts, key=lambda v: (v["outcome"] not in ("fail", "noisy"),
@@ -442,12 +442,14 @@ def _raw_ms(gate: dict, bucket: Bucket) -> float | None:
 def _grid(n: int, title: str):
     cols = min(3, max(n, 1))
     rows = math.ceil(max(n, 1) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
     # tight_layout leaves room for the caption's height, not for its distance from the top (2 % of a
     # tall figure's), nor for lines matplotlib wraps as it draws: the first row's titles ran under it.
-    # Wrapped here (about 9 characters an inch), 0.1 in from the top.
-    lines = (textwrap.fill(line, int(9 * 4.6 * cols), break_on_hyphens=False) for line in title.split("\n"))
-    fig.suptitle("\n".join(lines), y=1 - 0.1 / (3.2 * rows))
+    # Wrapped here (about 9 characters an inch), 0.1 in from the top, the figure taller by its lines
+    # (one panel under a caption of six lines had no room left: tight_layout gave up).
+    lines = "\n".join(textwrap.fill(line, int(9 * 4.6 * cols), break_on_hyphens=False) for line in title.split("\n"))
+    height = 3.2 * rows + 0.2 * (lines.count("\n") + 1)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, height), squeeze=False)
+    fig.suptitle(lines, y=1 - 0.1 / height)
     for ax in axes.flat[n:]:
         ax.axis("off")
     return fig, list(axes.flat)
