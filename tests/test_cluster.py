@@ -555,6 +555,58 @@ def test_a_job_whose_host_is_lost_is_not_charged_where_ray_calls_its_device_only
     assert workers._lost == {lost}
 
 
+@pytest.fixture
+def keepalive(monkeypatch):
+    """The cluster's Ray and the driver's, started after this, ping every connection each second and
+    drop one unanswered for 3 s (Ray's default: minutes): a device stopped that long is
+    "unavailable" to the driver, as one behind a network's brief outage is. Ask for it before
+    ``holding``."""
+    monkeypatch.setenv("RAY_grpc_client_keepalive_time_ms", "1000")  # a server takes pings as often as its client sends
+    monkeypatch.setenv("RAY_grpc_client_keepalive_timeout_ms", "3000")
+
+
+def _until(condition, what: str) -> None:
+    """Wait until ``condition()`` holds (two minutes at most, a bound: no timing), else fail saying ``what``."""
+    deadline = time.monotonic() + 120
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition(), what
+
+
+@pytest.mark.parametrize("sent", ["first", "other"])
+def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothing(
+        death_info_missed, keepalive, losses, holding, sent):
+    """A device stopped for seconds as it ran a job (SIGSTOP, then SIGCONT: a stalled host, a
+    network's brief outage), which Ray calls "unavailable", was asked how it died behind the job it
+    still ran: no answer came in DEATH_CAUSE_S, 30 s that the tune's own call waited where it was
+    the first device, and the device, alive, was lost for the run."""
+    workers, held, pids, job = holding
+    index = 0 if sent == "first" else 1
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the first device's job is the tune's own call
+        result = pool.submit(workers.trial, job(held=1, id=1)) if index == 0 else workers.submit(job(held=1, id=1))
+        try:
+            running(held.parent, pids[index], 1)
+            os.kill(pids[index], signal.SIGSTOP)
+            try:
+                _until(lambda: index in workers._lost, "the stopped device's job got no error from Ray")
+            finally:
+                os.kill(pids[index], signal.SIGCONT)
+            _until(lambda: index not in workers._lost, "the device, asked again as its job still runs, was not kept")
+        finally:
+            held.unlink()  # the job let go, however this ends: the pool waits for the call
+        assert result.result(timeout=300)["status"] == "ok"
+    assert losses == [("ActorUnavailableError", False)]  # judged once, charged nothing
+    held.touch()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        again = pool.submit(workers.trial, job(held=1, id=2)) if index == 0 else workers.submit(job(held=1, id=2))
+        try:
+            running(held.parent, pids[index], 2)  # on the device kept
+        finally:
+            held.unlink()
+        assert again.result(timeout=300)["status"] == "ok"
+    assert workers._lost == set()
+
+
 def test_a_ray_without_a_word_for_a_missed_death_is_refused_naming_the_version_it_needs(monkeypatch):
     """Before 2.11, Ray's error to a job whose device's death cause it missed said no cause at all,
     and the candidate that killed its device took every device of the cluster."""

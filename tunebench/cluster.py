@@ -28,9 +28,10 @@ says the actor's own process died while its host lives on, as it ran the job (se
 is that candidate's crash, as a local run records one that killed runs, rather than every device
 lost to it. Where Ray's driver calls the actor only "unavailable" (it did not get the death's cause
 in time, as from a busy head), the device is asked again until Ray says how it died, for
-:data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on. A host lost, or
-``ray.kill``, is no job's doing: the job moves on. A comparison's devices are never charged (see
-:meth:`ClusterWorkers.trial`).
+:data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on; one that answers
+(only briefly unreachable: asked on a thread of its own, beside the job it still runs, see
+:data:`ASKED`) is kept, and its job measured again. A host lost, or ``ray.kill``, is no job's
+doing: the job moves on. A comparison's devices are never charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -74,9 +75,12 @@ DEATH_INFO_MS = 10_000
 #: a dead actor fails with its death cause, once the driver's Ray has it): beyond DEATH_INFO_MS (a
 #: busy head, or a user's setting of it, missed), and beyond the time the head takes to declare a
 #: lost host dead (12-14 s seen with a raylet killed), which a job waits before it moves on from a
-#: host lost. A device alive after all (a transient error) answers once its job ahead is done,
-#: which may be all of this time; it is lost for the run, as any device Ray raised an error of.
+#: host lost. A device alive after all (only briefly unreachable) answers at once (see ASKED).
 DEATH_CAUSE_S = 30.0
+#: The devices' concurrency group of those asks: a thread of its own, beside the one that runs the
+#: jobs in the order sent, so that a device alive after all answers while it still runs the job
+#: whose answer Ray lost, not once that job is done (up to DEATH_CAUSE_S, its caller waiting).
+ASKED = "asked"
 #: The longest a device's ready may take to be answered once Ray said its process died: its answer,
 #: or the death's, is there by then.
 READY_S = 60.0
@@ -254,7 +258,8 @@ class Device:
 
     def ready(self) -> None:
         """Nothing: asked just before each job, its answer says that the device was alive as the
-        job began (see :meth:`ClusterWorkers._charged`)."""
+        job began (see :meth:`ClusterWorkers._charged`); asked in ASKED, that a device Ray called
+        "unavailable" lives on (see :meth:`ClusterWorkers._death`)."""
 
     def fingerprint(self) -> dict:
         from tunebench.backends import fingerprint
@@ -317,7 +322,8 @@ class ClusterWorkers:
         if count < 1:
             raise WorkerError(f"the Ray cluster at {address} has no {'CPU' if cpu else 'GPU'} for a "
                               f"{target} device: {resources}")
-        actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1)(Device)
+        actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1,
+                           concurrency_groups={ASKED: 1})(Device)
         self.devices = [actor.remote(target, timeout, cpus_per_device if cpu else None) for _ in range(count)]
         self.root = root
         self._loaded = False
@@ -469,16 +475,19 @@ class ClusterWorkers:
     def _death(self, index: int, error: BaseException) -> str:
         """Ray's word on how device ``index`` died: ``error``'s, or where that calls the actor only
         "unavailable" (the driver's Ray did not get its death's cause in time, see DEATH_INFO_MS),
-        the error to a ready sent it since, asked again until one says, for DEATH_CAUSE_S at most
-        (a host lost stays "unavailable" until the head declares it dead); nothing where none
-        said in time, or the device answered (it was not dead after all)."""
+        the error to a ready sent it since (in ASKED), asked again until one says, for
+        DEATH_CAUSE_S at most (a host lost stays "unavailable" until the head declares it dead);
+        nothing where none said in time, or the device answered: it was not dead after all, only
+        briefly unreachable, and is no longer lost."""
         deadline = time.monotonic() + DEATH_CAUSE_S
         while isinstance(error, self._unavailable):
             if time.monotonic() >= deadline:
                 return ""
             time.sleep(0.1)  # not a loop of refused connections while the head has yet to say
             try:
-                self._ray.get(self.devices[index].ready.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                self._ray.get(self.devices[index].ready.options(concurrency_group=ASKED).remote(),
+                              timeout=max(0.0, deadline - time.monotonic()))
+                self._lost.discard(index)
                 return ""
             except self._ray.exceptions.GetTimeoutError:
                 return ""
