@@ -258,8 +258,16 @@ class Device:
 
     def ready(self) -> None:
         """Nothing: asked just before each job, its answer says that the device was alive as the
-        job began (see :meth:`ClusterWorkers._charged`); asked in ASKED, that a device Ray called
-        "unavailable" lives on (see :meth:`ClusterWorkers._death`)."""
+        job began (see :meth:`ClusterWorkers._charged`)."""
+
+    def alive(self) -> None:
+        """Nothing: asked in ASKED, beside the job it runs, its answer says that a device Ray
+        called "unavailable" lives on (see :meth:`ClusterWorkers._death`)."""
+
+    # What @ray.method(concurrency_group=ASKED) sets, without Ray, which only --tune-cluster needs: on
+    # the method, not a call's options, which Ray Client refuses ("Invalid option keyword"), and
+    # here, where a Ray Client server imports the class, not only on the driver's.
+    alive.__ray_concurrency_group__ = ASKED
 
     def fingerprint(self) -> dict:
         from tunebench.backends import fingerprint
@@ -475,7 +483,7 @@ class ClusterWorkers:
     def _death(self, index: int, error: BaseException) -> str:
         """Ray's word on how device ``index`` died: ``error``'s, or where that calls the actor only
         "unavailable" (the driver's Ray did not get its death's cause in time, see DEATH_INFO_MS),
-        the error to a ready sent it since (in ASKED), asked again until one says, for
+        the error to an ``alive`` sent it since (in ASKED), asked again until one says, for
         DEATH_CAUSE_S at most (a host lost stays "unavailable" until the head declares it dead);
         nothing where none said in time, or the device answered: it was not dead after all, only
         briefly unreachable, and is no longer lost."""
@@ -485,8 +493,7 @@ class ClusterWorkers:
                 return ""
             time.sleep(0.1)  # not a loop of refused connections while the head has yet to say
             try:
-                self._ray.get(self.devices[index].ready.options(concurrency_group=ASKED).remote(),
-                              timeout=max(0.0, deadline - time.monotonic()))
+                self._ray.get(self.devices[index].alive.remote(), timeout=max(0.0, deadline - time.monotonic()))
                 self._lost.discard(index)
                 return ""
             except self._ray.exceptions.GetTimeoutError:
