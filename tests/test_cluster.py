@@ -573,6 +573,16 @@ def _until(condition, what: str) -> None:
     assert condition(), what
 
 
+def _unreachable(workers, pid: int, index: int) -> None:
+    """Device ``index`` (of ``pid``) stopped until Ray calls it unavailable (a network's brief
+    outage, a stalled host; see ``keepalive``), then let go on."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _until(lambda: index in workers._lost, "the stopped device's job got no error from Ray")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 @pytest.mark.parametrize("sent", ["first", "other"])
 def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothing(
         death_info_missed, keepalive, losses, holding, sent):
@@ -586,11 +596,7 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
         result = pool.submit(workers.trial, job(held=1, id=1)) if index == 0 else workers.submit(job(held=1, id=1))
         try:
             running(held.parent, pids[index], 1)
-            os.kill(pids[index], signal.SIGSTOP)
-            try:
-                _until(lambda: index in workers._lost, "the stopped device's job got no error from Ray")
-            finally:
-                os.kill(pids[index], signal.SIGCONT)
+            _unreachable(workers, pids[index], index)
             _until(lambda: index not in workers._lost, "the device, asked again as its job still runs, was not kept")
         finally:
             held.unlink()  # the job let go, however this ends: the pool waits for the call
@@ -604,6 +610,47 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
         finally:
             held.unlink()
         assert again.result(timeout=300)["status"] == "ok"
+    assert workers._lost == set()
+
+
+def test_a_device_unreachable_twice_as_it_runs_a_job_is_kept_both_times(
+        death_info_missed, keepalive, losses, holding):
+    """The job sent the first device again, once it was kept, waits behind the one it still runs:
+    unreachable again, its ready failed too ("unavailable"), and the device, alive, was lost for
+    the run without being asked."""
+    workers, held, pids, job = holding
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the first device's job is the tune's own call
+        result = pool.submit(workers.trial, job(held=1, id=1))
+        try:
+            running(held.parent, pids[0], 1)
+            for outage in ("first", "second"):
+                _unreachable(workers, pids[0], 0)
+                _until(lambda: 0 not in workers._lost, f"the device was not kept after its {outage} outage")
+        finally:
+            held.unlink()
+        assert result.result(timeout=300)["status"] == "ok"
+    assert losses == [("ActorUnavailableError", False)] * 2  # charged nothing
+    assert workers._lost == set()
+
+
+def test_a_device_unreachable_as_a_job_is_sent_it_is_kept_and_charged_nothing(
+        death_info_missed, keepalive, losses, holding):
+    """A device stopped as a job was sent it failed the ready sent before the job too, and was
+    lost for the run without being asked: the job moves to the first device, the device is kept."""
+    workers, held, pids, job = holding
+    os.kill(pids[1], signal.SIGSTOP)
+    try:
+        sent = workers.submit(job(held=1, id=1))
+        assert workers._busy[1] is sent
+        _until(lambda: 1 in workers._lost, "the stopped device's job got no error from Ray")
+    finally:
+        os.kill(pids[1], signal.SIGCONT)
+    try:
+        _until(lambda: 1 not in workers._lost, "the device, unreachable as its job was sent, was not kept")
+    finally:
+        held.unlink()
+    assert sent.result(timeout=300)["status"] == "ok"
+    assert losses == [("ActorUnavailableError", False)]
     assert workers._lost == set()
 
 

@@ -29,9 +29,10 @@ is that candidate's crash, as a local run records one that killed runs, rather t
 lost to it. Where Ray's driver calls the actor only "unavailable" (it did not get the death's cause
 in time, as from a busy head), the device is asked again until Ray says how it died, for
 :data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on; one that answers
-(only briefly unreachable: asked on a thread of its own, beside the job it still runs, see
-:data:`ASKED`) is kept, and its job measured again. A host lost, or ``ray.kill``, is no job's
-doing: the job moves on. A comparison's devices are never charged (see :meth:`ClusterWorkers.trial`).
+(only briefly unreachable, as it ran the job or as the job was sent it: asked on a thread of its
+own, beside the job it still runs, see :data:`ASKED`) is kept, and its job measured again. A host
+lost, or ``ray.kill``, is no job's doing: the job moves on. A comparison's devices are never
+charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -471,11 +472,16 @@ class ClusterWorkers:
         before the job, so that it died running it. Not a host lost or ``ray.kill``, which Ray
         tells apart, nor a death before the job reached the device: killed by the job ahead of
         it, or with the rest of its host, it answers neither (a job moved to a device its host's
-        death took too counted that one death twice)."""
+        death took too counted that one death twice). A device unreachable as the job was sent
+        (its ready "unavailable" too) is asked all the same whether it lives on (see
+        :meth:`_death`), and never charged."""
         if PROCESS_DIED not in str(error) and not isinstance(error, self._unavailable):
             return False
         try:
             self._ray.get(ready, timeout=READY_S)
+        except self._unavailable as unreachable:
+            self._death(index, unreachable)
+            return False
         except self._ray.exceptions.RayError:  # answered by the death too (or, past READY_S, by nothing)
             return False
         return PROCESS_DIED in self._death(index, error)
