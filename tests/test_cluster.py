@@ -654,6 +654,29 @@ def test_a_device_unreachable_as_a_job_is_sent_it_is_kept_and_charged_nothing(
     assert workers._lost == set()
 
 
+def test_a_device_unreachable_more_than_kept_times_as_it_runs_a_job_is_lost_and_its_job_moves_on(
+        death_info_missed, keepalive, losses, holding, monkeypatch):
+    """A device whose connection keeps dropping, kept each time, had its job sent it again and
+    again for good: past KEPT times since it last answered a job, it is lost for the run."""
+    from tunebench import cluster
+
+    monkeypatch.setattr(cluster, "KEPT", 1)
+    workers, held, pids, job = holding
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        result = pool.submit(workers.trial, job(held=1, id=1))
+        try:
+            running(held.parent, pids[0], 1)
+            _unreachable(workers, pids[0], 0)
+            _until(lambda: 0 not in workers._lost, "the device was not kept after its first outage")
+            _unreachable(workers, pids[0], 0)
+            running(held.parent, pids[1], 1)  # moved on
+        finally:
+            held.unlink()
+        assert result.result(timeout=300)["status"] == "ok"
+    assert losses == [("ActorUnavailableError", False)] * 2
+    assert workers._lost == {0}
+
+
 def test_a_ray_without_a_word_for_a_missed_death_is_refused_naming_the_version_it_needs(monkeypatch):
     """Before 2.11, Ray's error to a job whose device's death cause it missed said no cause at all,
     and the candidate that killed its device took every device of the cluster."""

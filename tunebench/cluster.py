@@ -30,9 +30,9 @@ lost to it. Where Ray's driver calls the actor only "unavailable" (it did not ge
 in time, as from a busy head), the device is asked again until Ray says how it died, for
 :data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on; one that answers
 (only briefly unreachable, as it ran the job or as the job was sent it: asked on a thread of its
-own, beside the job it still runs, see :data:`ASKED`) is kept, and its job measured again. A host
-lost, or ``ray.kill``, is no job's doing: the job moves on. A comparison's devices are never
-charged (see :meth:`ClusterWorkers.trial`).
+own, beside the job it still runs, see :data:`ASKED`) is kept, :data:`KEPT` times at most since it
+last answered a job, and its job measured again. A host lost, or ``ray.kill``, is no job's
+doing: the job moves on. A comparison's devices are never charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -82,6 +82,10 @@ DEATH_CAUSE_S = 30.0
 #: jobs in the order sent, so that a device alive after all answers while it still runs the job
 #: whose answer Ray lost, not once that job is done (up to DEATH_CAUSE_S, its caller waiting).
 ASKED = "asked"
+#: How many times a device is kept (see ASKED) since it last answered a job: each time, its job is
+#: sent again, so one whose connection keeps dropping would have it sent for good; past this it is
+#: lost for the run, as any device Ray raised an error of.
+KEPT = 3
 #: The longest a device's ready may take to be answered once Ray said its process died: its answer,
 #: or the death's, is there by then.
 READY_S = 60.0
@@ -346,6 +350,7 @@ class ClusterWorkers:
         self._builds: list[dict[str, bool]] = [{} for _ in self.devices]
         self._busy: list[Future | None] = [None] * len(self.devices)
         self._lost: set[int] = set()  # devices whose host (or actor) died: no job goes there again
+        self._kept = [0] * len(self.devices)  # times each was kept since it last answered a job (see KEPT)
         # Ray's error to a job whose device it did not hear the death of in time (see _death)
         self._unavailable = ray.exceptions.ActorUnavailableError
         self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
@@ -364,6 +369,7 @@ class ClusterWorkers:
 
     def _collect(self, index: int, answer: tuple[dict, dict[str, bool]]) -> dict:
         result, self._builds[index] = answer
+        self._kept[index] = 0
         return result
 
     def _load(self, kernel_name: str) -> None:
@@ -492,7 +498,8 @@ class ClusterWorkers:
         the error to an ``alive`` sent it since (in ASKED), asked again until one says, for
         DEATH_CAUSE_S at most (a host lost stays "unavailable" until the head declares it dead);
         nothing where none said in time, or the device answered: it was not dead after all, only
-        briefly unreachable, and is no longer lost."""
+        briefly unreachable, and is no longer lost, unless kept KEPT times since it last answered
+        a job."""
         deadline = time.monotonic() + DEATH_CAUSE_S
         while isinstance(error, self._unavailable):
             if time.monotonic() >= deadline:
@@ -500,7 +507,9 @@ class ClusterWorkers:
             time.sleep(0.1)  # not a loop of refused connections while the head has yet to say
             try:
                 self._ray.get(self.devices[index].alive.remote(), timeout=max(0.0, deadline - time.monotonic()))
-                self._lost.discard(index)
+                self._kept[index] += 1
+                if self._kept[index] <= KEPT:
+                    self._lost.discard(index)
                 return ""
             except self._ray.exceptions.GetTimeoutError:
                 return ""
