@@ -2324,6 +2324,16 @@ def test_a_header_new_since_the_tune_in_a_folder_searched_ahead_of_the_tunes_lea
     assert_recorded_build_scales(f"shadowed_{name}_test", tuned, text, texts, config)
 
 
+def factor_kernel(project: Path, includes: str, flags: tuple) -> tuple[Variant, dict]:
+    """suites/k.c of ``project``, which scales by the FACTOR its ``includes`` define, built with
+    ``flags``: its variant and its one config."""
+    (project / "suites" / "k.c").write_text(includes + "void k(const float *x, float *y, int n)\n"
+                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
+    config = {"tile": 1}
+    return Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
+                   flags=flags, origin=project / "suites"), config
+
+
 @pytest.mark.parametrize("untexted", ["latin-1", "past the budget"])
 def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_its_name_with_a_text(
         tmp_path, untexted):
@@ -2339,12 +2349,7 @@ def test_a_header_the_records_keep_no_text_of_is_read_as_tuned_ahead_of_one_of_i
                                             else b"#define FACTOR 3.0f\n")
     (project / "b" / "scale.h").write_text("#ifndef FACTOR\n#define FACTOR 5.0f\n#endif\n")
     (project / "b" / "pick.h").write_text('#include "scale.h"\n')
-    (project / "suites" / "k.c").write_text("#include <scale.h>\n#include <pick.h>\n"
-                                            "void k(const float *x, float *y, int n)\n"
-                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
-    config = {"tile": 1}
-    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
-                    flags=("-I../a", "-I../b"), origin=project / "suites")
+    tuned, config = factor_kernel(project, "#include <scale.h>\n#include <pick.h>\n", ("-I../a", "-I../b"))
     text, texts = tuned.template, tuned.file_texts
     digest = hashed_files(text, "k.c")["../a/scale.h"]
     assert (digest in texts) == (untexted != "latin-1")
@@ -2363,11 +2368,7 @@ def test_a_header_the_records_keep_no_text_of_is_left_where_it_lies_where_no_cop
     (project / "suites").mkdir()
     (project / "vendor" / "scale.h").write_text('#include "factor.h"\n#define FACTOR (3.0f * ONE)\n')
     (project / "vendor" / "factor.h").write_text("#define ONE 1.0f\n")
-    (project / "suites" / "k.c").write_text("#include <scale.h>\nvoid k(const float *x, float *y, int n)\n"
-                                            "{\n    for (int i = 0; i < n; ++i) y[i] = FACTOR * x[i];\n}\n")
-    config = {"tile": 1}
-    tuned = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: config,
-                    flags=("-isystem", "../vendor"), origin=project / "suites")
+    tuned, config = factor_kernel(project, "#include <scale.h>\n", ("-isystem", "../vendor"))
     text, texts = tuned.template, tuned.file_texts
     digest = hashed_files(text, "k.c")["../vendor/factor.h"]
     texts = {d: t for d, t in texts.items() if d != digest}  # past the budget, as the records keep them
