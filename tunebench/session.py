@@ -19,6 +19,7 @@ shape without that many in a row (a small budget) fails as such a stop does (see
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import statistics
@@ -668,8 +669,9 @@ class Task:
         if done and done < budget:
             by_trials = self.elapsed() / done * (budget - done)
             left = by_trials if left is None else min(left, by_trials)
+        # none left (the time budget spent by the trial just done): the search stops, its final round comes
         when = "the final round" if self.rounding else "done" if self.done else \
-            f"about {left:.0f} s left" if left is not None and done < budget else "the final round"
+            f"about {math.ceil(left)} s left" if left is not None and left > 0 and done < budget else "the final round"
         recorded = ", all from the records" if done and not self.new else ""
         return f"tunebench {self.label}: {done}/{budget} trials{recorded}, {found}, {when}"
 
