@@ -959,6 +959,9 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     (("-I../inc", "--define-macro", 'UNUSED="a,b",K_IMPL="impls,v2/impl.h"'), "impls,v2/impl.h"),
     (("-I../inc", r'-DK_IMPL=\"impls/impl.h\"'), "impls/impl.h"),  # nvcc's escapes: "impls/impl.h"
     (("-I../inc", r'-DK_IMPL=\"impls\,v2/impl.h\"'), "impls,v2/impl.h"),  # \, is a comma, no split
+    # its host compiler's -D, whose value nvcc reads so too: gcc -DK_IMPL='"impls,v2/impl.h"'
+    (("-I../inc", "-Xcompiler", """-DK_IMPL='"impls,v2/impl.h"'"""), "impls,v2/impl.h"),
+    (("-I../inc", "-Xcompiler", """-DUNUSED="a,b",-DK_IMPL='"impls,v2/impl.h"'"""), "impls,v2/impl.h"),
 ])
 def test_an_nvcc_define_list_splits_at_no_comma_inside_double_quotes_and_reads_its_escapes(
         tmp_path, monkeypatch, flags, header):

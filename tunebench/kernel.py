@@ -301,14 +301,18 @@ def compiler_value(flags: Sequence[str], i: int) -> int | None:
 
 
 def compiler_reads(word: str) -> str:
-    """A word of :func:`compiler_words` as the host compiler reads it: nvcc drops the backslash of
-    each escape (``\\"`` is ``"``) and gives a comma as a space, then the shell it runs the
-    compiler in reads its quotes (``-DK_IMPL='"impl.h"'``, the spelling that builds, is
-    ``-DK_IMPL="impl.h"``; ``-include,"../inc/cfg.h"``'s file is ``../inc/cfg.h``); as written where
-    the shell would not read it as one word. Read as written, the macro named no header, and one
-    in a subfolder (``'"impls/a.h"'``) was hashed by none, and a quoted file or folder was none."""
+    """A word of :func:`compiler_words` as the host compiler reads it: nvcc reads it as its own
+    lists (see :func:`~tunebench.backends.cuda.macro_list`: the backslash of each escape dropped,
+    ``\\"`` is ``"``, no split inside double quotes) and gives each comma it splits at as a
+    space, then the shell it runs the compiler in reads its quotes (``-DK_IMPL='"impl.h"'``, the
+    spelling that builds, is ``-DK_IMPL="impl.h"``; ``-include,"../inc/cfg.h"``'s file is
+    ``../inc/cfg.h``; ``-DX="a,b"`` is X ``a,b``, ``nvcc --dryrun``: ``gcc -DX="a,b"``); as written
+    where the shell would not read it as one word. Read as written, the macro named no header, and
+    one in a subfolder (``'"impls/a.h"'``) was hashed by none, and a quoted file or folder was none;
+    read with every comma a space, ``'"impls,v2/a.h"'`` named no header either."""
+    from tunebench.backends.cuda import macro_list  # nvcc's reading: a floor below
     try:
-        read = shlex.split(re.sub(r"\\(.)|,", lambda found: found.group(1) or " ", word))
+        read = shlex.split(" ".join(macro_list(word)))
     except ValueError:  # a quote its word does not close
         return word
     return read[0] if len(read) == 1 else word

@@ -186,7 +186,9 @@ def macro_list(value: str) -> list[str]:
     host compiler's preprocessor (``nvcc --dryrun``): split at each comma outside double quotes,
     which it keeps (``-DK_IMPL="impls/a,b.h"``: one macro, the string ``"impls/a,b.h"``), a
     backslash escaping the character after it, given without the backslash (``-DK_IMPL=\\"a.h\\"``:
-    ``"a.h"``; ``\\,`` a comma, no split); none of an empty word. Its -I list it reads otherwise
+    ``"a.h"``; ``\\,`` a comma, no split); none of an empty word. An -Xcompiler's value it reads
+    so too, and writes its words into its host compiler's command line between spaces (see
+    :func:`tunebench.kernel.compiler_reads`). Its -I list it reads otherwise
     (see :func:`option_list`: no escape, the quotes gone). Split at every comma, the macro was
     ``"impls/a`` and named no header: the header nvcc read was unhashed. The shell nvcc hands the
     line to is not followed: a ``$VAR``, a backquote or ``\\\\`` in a macro is read as written."""
