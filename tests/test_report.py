@@ -26,7 +26,7 @@ from tunebench.cli import main
 from tunebench.lookup import confirmed_ms, lookup
 from tinydb import TinyDB
 
-from tunebench.records import RecordsError, RecordStore, config_key, config_text
+from tunebench.records import RecordsError, RecordStore, config_key, config_text, verdict_text
 from tunebench.report import _before, _changes, _check_ms, _rows, _spread, records_at, task_views
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
@@ -1088,14 +1088,15 @@ def test_a_row_whose_declaration_changed_since_its_tune_says_so_and_how_to_tune_
                             "suites/test_axpb.py --tune` tunes the task again")
 
 
-def _disturbed(monkeypatch, module):
-    """Every process of ``module``'s comparisons judged disturbed by other load, as the monitor
-    reads a busy machine (the measurements are real)."""
+def _disturbed(monkeypatch, module, shapes=None):
+    """Every process of ``module``'s comparisons (on ``shapes``, where given) judged disturbed by
+    other load, as the monitor reads a busy machine (the measurements are real)."""
     real = module.compare
 
-    def disturbed(*args, **kwargs):
-        found = real(*args, **kwargs)
-        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
+    def disturbed(workers, kernel, shape, *args, **kwargs):
+        found = real(workers, kernel, shape, *args, **kwargs)
+        if shapes is None or shape in shapes:
+            found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
         return found
 
     monkeypatch.setattr(module, "compare", disturbed)
@@ -1131,6 +1132,43 @@ def test_a_slowdown_the_gate_measured_through_the_noise_is_shown_not_a_bare_skip
     page = (pytester.path / "r" / "report.html").read_text()
     assert f"<td>noisy: {ratio:.2f}x slower at ?</td>" in page
     assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1])}</li>" in page
+
+
+def _tune_two_shapes(pytester):
+    """The chain kernel of the gate's tests over two shapes, tuned: (pytester, its records file)."""
+    from tests.test_gate import CHAIN_C, CHAIN_SUITE
+
+    pytester.path.joinpath("chain.c").write_text(CHAIN_C)
+    pytester.path.joinpath("test_chain.py").write_text(
+        textwrap.dedent(CHAIN_SUITE).replace("shapes=[(2048,)]", "shapes=[(2048,), (4096,)]"))
+    pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
+    (path,) = (pytester.path / "records").glob("*.json")
+    return pytester, path
+
+
+def test_a_failed_gates_check_kept_as_noisy_is_listed_once_with_its_failure(pytester, monkeypatch):
+    """A gate that failed on one shape and measured the slowdown through the noise on the other
+    was listed under Regressions and again under "Slowdowns measured through the noise (...
+    neither a failure nor a pass)": of a failure. Its noisy check is listed with the failure."""
+    import tunebench.gate
+
+    pytester, path = _tune_two_shapes(pytester)
+    _disturbed(monkeypatch, tunebench.gate, shapes=[(4096,)])
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
+    (noisy,) = [v for v in gate["verdicts"] if v["outcome"] == "noisy"]
+    assert gate["outcome"] == "fail" and noisy["shape"] == [4096]
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(pytester.path / "r")]) == 0
+    md = (pytester.path / "r" / "report.md").read_text()
+    assert "### Slowdowns measured through the noise" not in md, md
+    listed = (f"- **chain[all-float32]** (at ?): {gate['reason']}; also slower through the noise (the machine too "
+              f"busy to judge it): {verdict_text(noisy)}\n")
+    assert f"### Regressions (latest gate run)\n\n{listed}" in md, md
+    page = (pytester.path / "r" / "report.html").read_text()
+    assert "Slowdowns measured through the noise" not in page
+    assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1].strip())}</li>" in page
 
 
 def test_a_kept_heuristics_speedup_has_no_range_of_the_winner_its_final_round_turned_down(pytester, monkeypatch):

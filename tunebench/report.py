@@ -512,6 +512,15 @@ def through_the_noise(gate: dict | None) -> list[dict]:
     return [v for v in (gate or {}).get("verdicts", []) if v["outcome"] == "noisy"]
 
 
+def failure_text(gate: dict) -> str:
+    """A failed gate run's reason, with the slowdowns it measured through the noise beside its
+    failure (another shape's, a busy process's): listed apart too, under a heading that says
+    "neither a failure nor a pass", a failed task read as two findings, one of them no failure."""
+    noisy = through_the_noise(gate)
+    return gate["reason"] + (f"; also slower through the noise (the machine too busy to judge it): "
+                             f"{'; '.join(map(verdict_text, noisy))}" if noisy else "")
+
+
 def revision(check: dict) -> str:
     """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
     measured is in no commit, and a regression it found was credited to one that never held it."""
@@ -899,11 +908,11 @@ def write(records: Path, out: Path, compare: str | None = None,
             failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
             if failing:
                 md += ["### Regressions (latest gate run)", ""] + [
-                    f"- **{v.label}** (at {revision(v.last_gate)}): {v.last_gate['reason']}" for v in failing] + [""]
+                    f"- **{v.label}** (at {revision(v.last_gate)}): {failure_text(v.last_gate)}" for v in failing] + [""]
                 body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
                     f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
-                    f"{html.escape(v.last_gate['reason'])}</li>" for v in failing] + ["</ul>"]
-            noisy = [v for v in views if gated and through_the_noise(v.last_gate)]
+                    f"{html.escape(failure_text(v.last_gate))}</li>" for v in failing] + ["</ul>"]
+            noisy = [v for v in views if gated and through_the_noise(v.last_gate) and v.last_gate["outcome"] != "fail"]
             if noisy:
                 md += [f"### {NOISY}", "", NOISY_WHY, ""] + [
                     f"- **{v.label}** (at {revision(v.last_gate)}): "
