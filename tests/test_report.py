@@ -1246,8 +1246,9 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time of the best config across commits, d final rounds: the time each published; gate runs: their tune's "
         "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
         "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
-        "the machine; hollow: a gate run's raw time, where that check has no time of its tune to scale (another "
-        "pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time)")
+        "the machine; hollow: a gate run's raw time on a shape where that check has no time of its tune to scale "
+        "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time), "
+        "its other shapes scaled")
 
 
 def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):
@@ -1356,3 +1357,40 @@ def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tune
     line, hollow = ax.lines
     assert list(line.get_ydata()) == pytest.approx([best_ms, 3 * best_ms, against["shapes"][0]["best_ms"]])
     assert list(hollow.get_ydata()) == pytest.approx([against["shapes"][0]["best_ms"]])
+
+
+def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_drawn_raw_on_the_others_alone(pytester, monkeypatch):
+    """A heuristic changed since the tune on one shape of two: the gate's best/baseline there
+    measured another heuristic than the tune timed, and the whole run was drawn at its raw time,
+    the verdict of its other shape unused. That shape is drawn from its verdict, the other at its
+    raw time, and the point hollow."""
+    import tunebench.gate
+    from tunebench.report import plot_history
+
+    real = tunebench.gate.compare
+
+    def quicker(*args, **kwargs):  # a day this machine runs every call faster than when it tuned
+        found = real(*args, **kwargs)
+        found.objectives[:] = [{arm: ms * 0.6 for arm, ms in o.items()} for o in found.objectives]
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", quicker)
+    pytester, path = _tune_two_shapes(pytester)
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 3 if shape[0] > 3000 else 2}')
+                     .replace("[1, 2]", "[1, 2, 3]"))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, gate = TinyDB(path).table("checks").all()
+    tuned, measured = ({tuple(e["shape"]): e for e in check["shapes"]} for check in (tune, gate))
+    assert measured[2048,]["configs"]["baseline"] == tuned[2048,]["baseline"] == {"reps": 2}
+    assert measured[4096,]["configs"]["baseline"] != tuned[4096,]["baseline"]
+    (judged,) = [v for v in gate["verdicts"] if v["what"] == "best/baseline" and v["shape"] == [2048]]
+    (view,) = task_views(RecordStore(path), pytester.path)
+    ms = view.bucket.objective({(2048,): _scaled(judged, tuned[2048,]["confirmed_ms"][1]),
+                                (4096,): measured[4096,]["best_ms"]})
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    line, hollow = ax.lines
+    assert list(line.get_ydata()) == pytest.approx([_check_ms(tune, view.bucket), ms])
+    assert list(hollow.get_ydata()) == pytest.approx([ms])
+    raw = view.bucket.objective({shape: entry["best_ms"] for shape, entry in measured.items()})
+    assert raw < 0.9 * ms  # the run's raw time on both shapes, the machine quicker that day

@@ -372,19 +372,19 @@ def _check_ms(check: dict, bucket: Bucket) -> float | None:
 def _tuned_ms(check: dict) -> dict[tuple, float] | None:
     """A final round's published time of its pick per shape (see :func:`_check_ms`), None where a
     shape has none."""
-    medians = {}
-    for entry in check["shapes"]:
-        if check.get("winner") is not None and "confirmed_ms" in entry:  # met alone with the heuristic: published
-            medians[tuple(entry["shape"])] = entry["confirmed_ms"][0]
-        elif check.get("winner") is not None and "finalist_ms" in entry:
-            medians[tuple(entry["shape"])] = entry["finalist_ms"][check["winner"]]
-        elif "winner" in check and "baseline_ms" in entry:
-            medians[tuple(entry["shape"])] = entry["baseline_ms"]
-        elif _sampled_ms(entry) is not None:
-            medians[tuple(entry["shape"])] = _sampled_ms(entry)
-        else:
-            return None
-    return medians
+    medians = {tuple(entry["shape"]): _entry_ms(check, entry) for entry in check["shapes"]}
+    return None if None in medians.values() else medians
+
+
+def _entry_ms(check: dict, entry: dict) -> float | None:
+    """A final round's published time of its pick in its entry for a shape (see :func:`_tuned_ms`)."""
+    if check.get("winner") is not None and "confirmed_ms" in entry:  # met alone with the heuristic: published
+        return entry["confirmed_ms"][0]
+    if check.get("winner") is not None and "finalist_ms" in entry:
+        return entry["finalist_ms"][check["winner"]]
+    if "winner" in check and "baseline_ms" in entry:
+        return entry["baseline_ms"]
+    return _sampled_ms(entry)
 
 
 def _sampled_ms(entry: dict) -> float | None:
@@ -394,48 +394,59 @@ def _sampled_ms(entry: dict) -> float | None:
     return samples[len(samples) // 2] if samples else None
 
 
-def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> float | None:
-    """A gate run's time of the best as its verdict judged it: on each shape, ``tune``'s time times
-    the median ratio of the check that decided it there (the one that failed or was kept as noisy,
+def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> tuple[float, bool] | None:
+    """A gate run's time of the best as its verdicts judged it (see :func:`_scaled_ms`) and whether
+    it holds a raw time: on each shape its tune's time scaled, else its own raw time there (see
+    :func:`_raw_ms`). Judged as a whole, one shape with no time to scale (a heuristic changed
+    on that shape alone) drew the run at its raw time on every shape, which drifts with the
+    machine. None where a shape has neither."""
+    medians, raw = {}, False
+    for shape in bucket.shapes:
+        ms = _scaled_ms(gate, tune, shape)
+        if ms is None:
+            ms, raw = _raw_ms(gate, shape), True
+        if ms is None:
+            return None
+        medians[shape] = ms
+    return bucket.objective(medians), raw
+
+
+def _scaled_ms(gate: dict, tune: dict | None, shape: tuple) -> float | None:
+    """A gate run's time of the best on ``shape`` as its verdict judged it there: ``tune``'s time
+    times the median ratio of the check that decided it (the one that failed or was kept as noisy,
     else the best against its build as tuned, else against the heuristic). Its raw time drifts with
     the machine: a failed gate's 6.5 ms sat below its tune's 7.15 ms, its verdict 1.14x slower.
-    None where that check has no tuned time to scale (see :func:`_raw_ms`): the best against its
-    build of another config than the tune's pick (a merged branch's), against another heuristic
-    (changed since the tune), a check from before (against the tuning-time ratio), or a tune
-    with no time of the shape. A check passed unmeasured (the same machine code) has no ratio."""
-    best = _tuned_ms(tune) if tune else None
-    medians = {}
-    for shape in bucket.shapes:
-        entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if best else None
-        verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape and not v.get("unmeasured")]
-        if entry is None or not verdicts:
-            return None
-        verdict = min(verdicts, key=lambda v: (v["outcome"] not in ("fail", "noisy"),
-                                               not v["what"].startswith("best against the "),
-                                               v["what"] != "best/baseline"))
-        measured = next((e.get("configs", {}) for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
-        if verdict["what"].startswith("best against the ") and measured.get("best") == entry.get("best"):
-            ms = best[shape]
-        elif verdict["what"] == "best/baseline" and measured.get("baseline") == entry.get("baseline"):
-            ms = entry["confirmed_ms"][1] if tune.get("winner") is not None and "confirmed_ms" in entry else \
-                entry.get("baseline_ms")
-        else:
-            ms = None
-        if not ms:
-            return None
-        # the median over its processes; records from before per-process ratios kept the median alone
-        medians[shape] = ms * (statistics.median(verdict["ratios"]) if "ratios" in verdict else verdict["median"])
-    return bucket.objective(medians)
+    None where that check has no tuned time to scale: the best against its build of another
+    config than the tune's pick (a merged branch's), against another heuristic (changed since the
+    tune), a check from before (against the tuning-time ratio), or a tune with no time of the
+    shape. A check passed unmeasured (the same machine code) has no ratio."""
+    entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if tune else None
+    verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape and not v.get("unmeasured")]
+    if entry is None or not verdicts:
+        return None
+    verdict = min(verdicts, key=lambda v: (v["outcome"] not in ("fail", "noisy"),
+                                           not v["what"].startswith("best against the "),
+                                           v["what"] != "best/baseline"))
+    measured = next((e.get("configs", {}) for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
+    if verdict["what"].startswith("best against the ") and measured.get("best") == entry.get("best"):
+        ms = _entry_ms(tune, entry)
+    elif verdict["what"] == "best/baseline" and measured.get("baseline") == entry.get("baseline"):
+        ms = entry["confirmed_ms"][1] if tune.get("winner") is not None and "confirmed_ms" in entry else \
+            entry.get("baseline_ms")
+    else:
+        ms = None
+    if not ms:
+        return None
+    # the median over its processes; records from before per-process ratios kept the median alone
+    return ms * (statistics.median(verdict["ratios"]) if "ratios" in verdict else verdict["median"])
 
 
-def _raw_ms(gate: dict, bucket: Bucket) -> float | None:
-    """A gate run's own time of the best (its median per shape, records from before kept the
-    samples), where :func:`_gate_ms` has none to scale: dropped, a passing run after a heuristic
-    change left its history empty. None where it measured other shapes than the bucket's today."""
-    medians = {}
-    for entry in gate["shapes"]:
-        medians[tuple(entry["shape"])] = entry["best_ms"] if "best_ms" in entry else _sampled_ms(entry)
-    return bucket.objective(medians) if set(medians) == set(bucket.shapes) and None not in medians.values() else None
+def _raw_ms(gate: dict, shape: tuple) -> float | None:
+    """A gate run's own time of the best on ``shape`` (its median, records from before kept the
+    samples), where :func:`_scaled_ms` has none to scale: dropped, a passing run after a heuristic
+    change left its history empty. None where it did not measure the shape."""
+    entry = next((e for e in gate["shapes"] if tuple(e["shape"]) == shape), None)
+    return None if entry is None else entry["best_ms"] if "best_ms" in entry else _sampled_ms(entry)
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -486,9 +497,9 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
 
 
 def history(view: TaskView) -> list[tuple[dict, float, bool]]:
-    """(check, ms of the best config, whether that is a gate run's raw time) of every final round
-    and gate run that has a time (a gate run's as its verdict judged it, from its tune's: see
-    :func:`_gate_ms`; else its raw time, see :func:`_raw_ms`), and of every failed
+    """(check, ms of the best config, whether that holds a gate run's raw time) of every final
+    round and gate run that has a time (a gate run's as its verdicts judged it, from its tune's,
+    else its raw time, shape by shape: see :func:`_gate_ms`), and of every failed
     gate run, which may have none (a wrong result, a crash): at the time before it. A round or
     gate run that other load disturbed (skipped as too noisy) is no point: its times are the
     load's; but a slowdown a skipped gate run measured through the noise is (a point of its own)."""
@@ -497,10 +508,10 @@ def history(view: TaskView) -> list[tuple[dict, float, bool]]:
         if c.get("disturbed") or (c.get("outcome") == "skip" and not through_the_noise(c)):
             continue
         tune = c if c["kind"] == "tune" else tune
-        scaled = _check_ms(c, view.bucket) if c["kind"] == "tune" else _gate_ms(c, tune, view.bucket)
-        ms = scaled if scaled is not None or c["kind"] == "tune" else _raw_ms(c, view.bucket)
+        ms, raw = (_check_ms(c, view.bucket), False) if c["kind"] == "tune" else \
+            _gate_ms(c, tune, view.bucket) or (None, False)
         if ms is not None or c.get("outcome") == "fail":
-            points.append((c, ms if ms is not None else last or 0.0, scaled is None and ms is not None))
+            points.append((c, ms if ms is not None else last or 0.0, raw))
             last = ms if ms is not None else last
     return points
 
@@ -540,7 +551,7 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
                 ax.plot(*zip(*marked), linestyle="none", marker=marker, markersize=12 if marker == "X" else 8,
                         color=color, label=label)
         raw = [(x, ms) for x, (_, ms, unscaled) in zip(xs, points) if unscaled]
-        if raw:  # hollow: not on the scale of the points its verdicts put beside it
+        if raw:  # hollow: not on the scale of the points its verdicts put beside it, on a shape or more (see HISTORY)
             ax.plot(*zip(*raw), linestyle="none", marker="o", markersize=8, color="tab:blue", markerfacecolor="white",
                     label="raw time (no verdict to scale)")
         if ax.get_legend_handles_labels()[0]:
@@ -573,8 +584,8 @@ def _run_labels(checks: list[dict]) -> list[str]:
 HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios of the "
            "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
            "else against the heuristic), not their raw time, which drifts with the machine; hollow: a gate run's raw "
-           "time, where that check has no time of its tune to scale (another pick or heuristic than the tune's, a "
-           "check against the tuning-time ratio, a tune without a time)")
+           "time on a shape where that check has no time of its tune to scale (another pick or heuristic than the "
+           "tune's, a check against the tuning-time ratio, a tune without a time), its other shapes scaled")
 
 
 def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
