@@ -17,7 +17,7 @@ FLOORS = {
     3: ["measure", "workers", "prepared", "compare", "cluster", "builds", "interference", "replay"],
     4: ["strategies", "report", "summary", "lookup", "apply", "export", "kernel", "c_constraint", "benchmark_json"],
     5: ["backends", "records", "records_merge", "space", "buckets", "device", "stats", "dtypes", "user_code",
-        "owned", "ported", "stamps"],  # foundations
+        "owned", "ported", "stamps", "comments"],  # foundations
 }
 FLOOR_OF = {module: floor for floor, modules in FLOORS.items() for module in modules}
 

@@ -1,0 +1,45 @@
+"""A text's code as gcc lexes it: comments and whitespace out, everything else in."""
+
+import pytest
+
+from tunebench.comments import code_of
+
+BASE = """\
+#define N 4 /* a block */
+// one line
+const char *s = "/* kept */ // kept";
+char c = '"';
+int f(int a) { return a + N; }
+"""
+
+
+@pytest.mark.parametrize("edited", [
+    BASE.replace("/* a block */", "/* a block,\n   of four */"),  # a comment over two lines
+    "\n\n" + BASE.replace("int f", "   int   f") + "\n   \n",  # blank lines, indentation, a run of blanks for one
+    BASE.replace("// one line", "/* one line \\\n   spliced */"),  # a splice in a comment
+])
+def test_comments_and_whitespace_are_no_code(edited):
+    assert code_of(BASE, "c") is not None and code_of(edited, "c") == code_of(BASE, "c")
+
+
+@pytest.mark.parametrize("edited", [
+    BASE.replace("/* kept */", "/* kept! */"),  # a comment's text in a string is the string's
+    BASE.replace("char c = '\"';", "char c = '\\'';"),
+    BASE.replace("#define N 4", "#define N 8"),
+    "#pragma once\n" + BASE,  # a directive gcc would run on a main file: text all the same
+    BASE.replace('"/* kept */ // kept"', '"a \\\n/* b */"'),  # spliced: the comment is in the string
+    BASE.replace("a + N", "a+N"),  # blanks between tokens count (as gcc keeps them): another source
+])
+def test_code_edited_is_other_code(edited):
+    assert code_of(edited, "c") is not None and code_of(edited, "c") != code_of(BASE, "c")
+
+
+def test_a_raw_strings_text_and_its_splices_are_code():
+    raw = 'auto r = R"x(a /* b */ \\\nc)x";\n'
+    assert code_of(raw, "c++") != code_of(raw.replace("/* b */", "/* d */"), "c++")
+    assert code_of(raw, "c++") != code_of(raw.replace("\\\n", ""), "c++")
+
+
+def test_a_text_gcc_refuses_is_no_code():
+    assert code_of("#frobnicate\nint x;\n", "c") is None
+    assert code_of("int x; /* never closed\n", "c") is None

@@ -1,0 +1,47 @@
+"""A C or C++ text's code: what is left once gcc's own lexer has taken out its comments and
+whitespace. Two versions of a template with the same code build the same kernel (their line
+numbers apart), so a trial of one stands for the other (see :func:`~tunebench.kernel.comment_edits`).
+
+gcc lexes the text as already preprocessed (``-fpreprocessed -E -P``): its string and character
+literals, raw strings and ``//`` and ``/* */`` comments as the compiler reads them, no macro
+expanded and no header read. Each line is indented by one space first, so that gcc runs no
+directive (it would drop a ``#define``, and a ``#pragma once``, as of a main file): each stays
+text to compare. That mode splices no lines, so the text is lexed twice, as written and with its
+lines spliced (a ``\\`` at a line's end joins the next, in a comment or a string too), and both
+must be the same: spliced alone, a raw string's splices (which it keeps) would be lost.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+
+#: A line splice, as gcc takes one: a backslash, blanks (gcc warns of them), the end of the line.
+_SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
+
+
+@functools.lru_cache(maxsize=256)
+def code_of(text: str, language: str) -> tuple[str, str] | None:
+    """``text``'s code as written and with its lines spliced (see the module), each line with its
+    comments taken out and its blanks at either end, blank lines dropped; ``language``: ``c`` or
+    ``c++``. Blanks between the tokens of a line count (gcc keeps one where there were any),
+    as do line breaks, and a ``//`` comment's line that a splice continues (as written, it is
+    code). None where gcc is not on the PATH or refuses the text (an unknown directive, an
+    unterminated comment): no two texts are then known to be the same code."""
+    found = tuple(_lexed(each, language) for each in (text, _SPLICE.sub("", text)))
+    return None if None in found else found
+
+
+def _lexed(text: str, language: str) -> str | None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    indented = "\n".join(" " + line for line in text.split("\n"))  # a directive lexed, never run
+    done = subprocess.run([gcc, "-fpreprocessed", "-E", "-P", "-x", language, "-"], capture_output=True,
+                          input=indented.encode("utf-8", "surrogateescape"))
+    if done.returncode:
+        return None
+    lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
+    return "\n".join(line.strip() for line in lines if line.strip())
