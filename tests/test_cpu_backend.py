@@ -19,7 +19,8 @@ from tunebench import compile_check
 from tunebench.backends import compiler, cpu, cuda
 from tunebench.backends.cpu import CpuBackend, libraries_last, missing_entry
 from tunebench.buckets import Bucket, Buckets
-from tunebench.kernel import Kernel, KernelError, Variant, changed_files, hashed_files, inline_includes, kept_variant
+from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comment_edits, hashed_files, inline_includes,
+                              kept_variant)
 from tunebench.measure import MeasureSettings, measure
 from tunebench.space import Space
 
@@ -1499,6 +1500,36 @@ def test_a_header_of_an_include_folder_is_hashed_and_found_from_the_suites_folde
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (tmp_path / "include" / "mylib" / "scale.h").write_text("#define MYLIB_SCALE 4.0f\n")
     assert declared()[0].source_hash != before
+
+
+def test_headers_edited_in_their_comments_alone_are_named_where_the_records_keep_their_texts(tmp_path):
+    """The template (its #line markers moved), an inlined header and a header of an include
+    folder, compared by its texts: without the earlier text (records from before texts
+    were kept), or with a macro's value edited, it is another source (see comment_edits)."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "scale.h").write_text("#define SCALE 3.0f /* three */\n")
+    (tmp_path / "local.h").write_text("/* local */\n#define LOCAL 1\n")
+    (tmp_path / "k.c").write_text('#include "local.h"\n#include <scale.h>\n'
+                                  "void k(const float *x, float *y, int n)\n"
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = LOCAL * SCALE * x[i];\n}\n")
+
+    def read() -> Variant:
+        return Variant(source=tmp_path / "k.c", entry="k", space=Space({"tile": [1]}),
+                       heuristic=lambda shape: {"tile": 1}, flags=(f"-I{tmp_path / 'include'}",))
+
+    before = read()
+    tuned, texts = before.template, dict(before.file_texts)  # read now: as the records keep them
+    (tmp_path / "local.h").write_text("/* local,\n   on two lines */\n\n#define LOCAL 1 // one\n")
+    (tmp_path / "include" / "scale.h").write_text("#define SCALE 3.0f /* three, as floats */\n")
+    (tmp_path / "k.c").write_text("// k: y = x scaled\n" + (tmp_path / "k.c").read_text())  # moves the #line markers
+    after = read()
+    assert after.source_hash != before.source_hash
+    header = str(tmp_path / "include" / "scale.h")
+    assert comment_edits(tuned, after.template, "k.c", {**texts, **after.file_texts}, "c") == sorted([header, "k.c", "local.h"])
+    assert comment_edits(tuned, after.template, "k.c", after.file_texts, "c") is None
+    (tmp_path / "include" / "scale.h").write_text("#define SCALE 3.5f /* three, as floats */\n")
+    edited = read()
+    assert comment_edits(tuned, edited.template, "k.c", {**texts, **edited.file_texts}, "c") is None
 
 
 def test_a_stray_header_of_usr_local_include_is_no_part_of_a_templates_source(tmp_path, monkeypatch):

@@ -40,6 +40,7 @@ from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
 from tunebench.buckets import Buckets
+from tunebench.comments import code_of
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.ported import refuse_ported
@@ -928,6 +929,34 @@ def changed_files(before: str, after: str, template: str) -> list[str]:
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
 
 
+def comment_edits(before: str, after: str, template: str, texts: Mapping[str, str], language: str) -> list[str] | None:
+    """The files (see :func:`changed_files`) whose comments or whitespace alone changed between
+    two expanded sources, where no code did (see :func:`~tunebench.comments.code_of`): the same
+    files, each kept as its hash alone compared by its text in ``texts`` (by hash: the records'
+    and today's), the rest as the expanded text. A #line marker's number is left out (tunebench's,
+    and one of the template's own written as they are), as a comment line moves it, and
+    ``__LINE__`` with it: the code a trial ran is the same, its line numbers apart. None where code changed, or a changed file's text is not in ``texts``
+    (records from before they were kept, a binary file), or gcc cannot lex one: another source."""
+    edited = changed_files(before, after, template)
+    if not edited or _by_file(before, template).keys() != _by_file(after, template).keys():
+        return None
+    old, new = hashed_files(before, template), hashed_files(after, template)
+    apart = [file for file in edited if file in old or file in new]
+    if any(old.get(file) not in texts or new.get(file) not in texts for file in apart):
+        return None
+    for a, b in [(before, after), *((texts[old[file]], texts[new[file]]) for file in apart)]:
+        found = code_of(_unnumbered(a), language)
+        if found is None or found != code_of(_unnumbered(b), language):
+            return None
+    return edited
+
+
+def _unnumbered(text: str) -> str:
+    """An expanded source with each #line marker's number left out: the file it names stays."""
+    return "\n".join(f'#line "{mark.group(1)}"' if (mark := _LINE_MARK.match(line)) else line
+                     for line in text.split("\n"))
+
+
 def unkept_files(before: str, after: str, template: str) -> list[str]:
     """The files that either expanded source keeps as its hash alone (a file of the flags, a
     header of the include folders: see :attr:`Variant.template`) and the other does not, or
@@ -1700,6 +1729,13 @@ def _required(fn: Callable, name: str) -> bool:
     return inspect.signature(fn).parameters[name].default is inspect.Parameter.empty
 
 
+def declaration_hash(declaration: Mapping[str, str]) -> str:
+    """A short hash of a declaration's parts (see :meth:`Kernel.setup_hash`): also of one as an
+    earlier source of today's code declared it, whose trials count as today's (see
+    :func:`comment_edits`)."""
+    return hashlib.sha256(json.dumps(declaration, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def code_hash(fn: Any, seen: set | None = None) -> str:
     """A short hash of what a Python callable computes: its source as Python parses it, and,
     followed through the names it reads, its closure and its defaults, the same of the functions
@@ -2447,8 +2483,7 @@ class Kernel:
 
     def setup_hash(self, variant: Variant, dtype: str, recorded: Mapping[str, str] | None = None) -> str:
         """A short hash of :meth:`declaration`, kept with each trial and final round."""
-        return hashlib.sha256(json.dumps(self.declaration(variant, dtype, recorded),
-                                         sort_keys=True).encode()).hexdigest()[:16]
+        return declaration_hash(self.declaration(variant, dtype, recorded))
 
     @staticmethod
     def retargeted(variant: Variant, task: Mapping[str, Any]) -> str | None:

@@ -1158,6 +1158,10 @@ class RecordStore:
         found = [d["text"] for d in self._db.table("sources").all() if d["source_hash"] == source_hash]
         return found[0] if found else None
 
+    def sources(self, kernel: str) -> dict[str, str]:
+        """The kernel's kept template versions' texts, by source hash, oldest first."""
+        return {d["source_hash"]: d["text"] for d in self._db.table("sources").all() if d["kernel"] == kernel}
+
     def file_texts(self) -> dict[str, str]:
         """Every file text the kept sources hold, by its hash (see :meth:`put_source`)."""
         return {digest: content for doc in self._db.table("sources").all()
