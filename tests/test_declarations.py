@@ -272,6 +272,44 @@ def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(
     assert "reused:" not in fresh.stdout.str()
 
 
+#: A header of AXPB_C's: its comments, a string and a token for a test to edit.
+AXPB_H = """\
+/* the kernel's name, for a debugger */
+static const char axpb_name[] = "axpb"; // not "axpy"
+"""
+
+
+def test_comments_edited_in_a_header_or_the_template_keep_the_trials_and_code_edited_tunes_again(project, pytester):
+    """Only comments or whitespace edited, in a header or the template, build the same kernel:
+    the trials of the earlier source are kept as today's (none measured again), and the summary
+    names the file; a string or a token edited tunes again, naming it too."""
+    root = project()
+    template, header = root / "kernels" / "axpb.c", root / "kernels" / "axpb.h"
+    header.write_text(AXPB_H)
+    template.write_text('#include "axpb.h"\n' + AXPB_C)
+
+    def tuned(edit: Path, old: str, new: str) -> tuple[str, list[dict]]:
+        """The run after ``old`` is replaced by ``new`` in ``edit``, and its source's trials."""
+        assert old in edit.read_text()
+        edit.write_text(edit.read_text().replace(old, new))
+        result = pytester.runpytest("suites", *TUNE, "-k", "small")
+        source = records(root).table("tasks").all()[0]["source_hash"]
+        return result.stdout.str(), [t for t in records(root).table("trials").all() if t["source_hash"] == source]
+
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    first = records(root).table("trials").all()
+    out, trials = tuned(header, "for a debugger */", "for a debugger,\n   and a core dump */")
+    assert [t.get("kept_from") for t in trials] == [first[0]["source_hash"]] * len(first)  # none measured
+    assert (f"axpb[small-float32]: only comments or whitespace changed in axpb.h since the last tune: its "
+            f"{len(first)} trials are kept") in out
+    out, kept = tuned(template, "    int i = 0;\n", "\n        int i = 0;  \n\n")
+    assert [t.get("kept_from") for t in kept] == [trials[0]["source_hash"]] * len(first)
+    assert "only comments or whitespace changed in axpb.c since the last tune" in out
+    out, again = tuned(header, '"axpb"', '"axpb "')  # a blank in a string is code
+    assert again and not any("kept_from" in t for t in again)
+    assert "axpb[small-float32]: the template (axpb.h edited) changed since the last tune: measured again" in out
+
+
 def test_a_template_that_does_not_compile_stops_its_task_with_one_message(project, pytester):
     """Run again, it stops on the error recorded, which it says (it was taken for a fresh build's:
     a header installed since changed nothing, unsaid), and how to build it again."""

@@ -627,7 +627,7 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
         pytester.runpytest("test_slow.py", *TUNE, "--tune-strategy", "brute_force").assert_outcomes(passed=3)
     (path,) = (pytester.path / "records").glob("*.json")
     assert [c["shapes"][0]["best"] for c in TinyDB(path).table("checks").all()] == [{"pause": 1, "tag": 0}]
-    pytester.path.joinpath("slow.c").write_text(SLOW_C + "/* edited */\n")  # every trial is measured again
+    pytester.path.joinpath("slow.c").write_text(SLOW_C + "int edited;\n")  # code: every trial is measured again
     pytester.path.joinpath("test_slow.py").write_text(suite.replace('"pause": [1, 3]', '"pause": [3, 1]'))
     monkeypatch.setattr(tunebench.interference, "verdict", lambda samples, conditions: {
         "conditions": dict(conditions), "verdict": "disturbed", "interference": ["a planted disturbance"]})

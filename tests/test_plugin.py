@@ -1310,8 +1310,8 @@ def test_a_rerun_whose_search_does_not_ask_the_recorded_pick_still_meets_it(twic
     latest = [c for c in records(root).table("checks").all() if c["kind"] == "tune"][-1]
     assert first.config in latest["shapes"][0]["finalists"] and latest["winner"] is not None
     assert tunebench.lookup(kernel, (4096,), records=root / "records").config == first.config
-    with open(root / "twice.c", "a") as f:  # an edit: the pick is measured again on the new template
-        f.write("/* edited */\n")
+    with open(root / "twice.c", "a") as f:  # an edit of code: the pick is measured again on the new template
+        f.write("int edited;\n")
     assert pytester.runpytest("suites", *TUNE, "-k", "small and not reps:1").ret == 0
     edited = [c for c in records(root).table("checks").all() if c["kind"] == "tune"][-1]
     assert edited["source_hash"] != latest["source_hash"] and first.config in edited["shapes"][0]["finalists"]

@@ -37,7 +37,8 @@ from tunebench.buckets import Bucket
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now, round_builds
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
-from tunebench.kernel import Kernel, KernelError, Variant, hashed_files
+from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comment_edits, declaration_hash,
+                              hashed_files)
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import READS_OUTPUT, MeasureSettings
 from tunebench.records import DEATHS, FAILED, RecordStore, config_key, config_text
@@ -296,6 +297,8 @@ class Task:
         self._reused: set[tuple] = set()  # trials taken from the records instead of measured, each once
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
+        self.tuned_source: str | None = None  # the source hash the task's last tune recorded
+        self.kept = 0  # trials of an earlier source of today's code recorded as today's (see earlier)
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
         self.waiting = False  # another run holds the task's lock
@@ -324,6 +327,25 @@ class Task:
         (at collection the devices have not every suite yet)."""
         return self.tuner.workers.compiler(self.kernel.name, self.variant)
 
+    @cached_property
+    def earlier(self) -> dict[str, tuple[str, list[str]]]:
+        """The kernel's earlier sources in the records whose code is today's (their comments or
+        whitespace apart, see :func:`~tunebench.kernel.comment_edits`), newest first, each with the
+        setup hash its trials were recorded under where the rest of the declaration is today's, and
+        the files whose comments changed since: its trials count as today's, kept, not measured
+        again (a comment edited cost hours of tuning on a GPU). Read once a trial is not recorded
+        for today's source, so a run that reuses them all lexes nothing; of every version, not the
+        last tune's alone: a run cut short keeps the rest of them when resumed."""
+        template, store = self.variant.template, self.tuner.store
+        texts = {**store.file_texts(), **self.variant.file_texts}
+        found = {}
+        for source, text in reversed(store.sources(self.kernel.name).items()):
+            edited = None if source == self.variant.source_hash else comment_edits(
+                text, template, self.variant.path.name, texts, self.variant.language)
+            if edited:
+                found[source] = (declaration_hash({**self.declaration, "template": source}), edited)
+        return found
+
     def heuristic_kept(self) -> int:
         """On how many of the bucket's shapes the records hold the heuristic's trial: a task
         interrupted in its heuristic's own trials has no baseline outcome to count them by."""
@@ -348,7 +370,14 @@ class Task:
             return "tuned last by a tunebench that kept no compiler to reuse a trial by: measured again"
         if not self.changed:
             return None
-        what = f"the {', '.join(self.changed)} changed since the last tune"
+        if self.changed == ["template"] and self.tuned_source in self.earlier:
+            return (f"only comments or whitespace changed in {', '.join(self.earlier[self.tuned_source][1])} since "
+                    f"the last tune: " + (f"its {self.kept} trials are kept" if self.kept else "measured again"))
+        tuned = self.tuner.store.source(self.tuned_source) if "template" in self.changed else None
+        edited = changed_files(tuned, self.variant.template, self.variant.path.name) if tuned else []
+        parts = [f"template ({', '.join(edited)} edited)" if part == "template" and edited else part
+                 for part in self.changed]
+        what = f"the {', '.join(parts)} changed since the last tune"
         if self.reused:
             return f"{what}: {self.reused} trials recorded with this declaration before were reused"
         return f"{what}: measured again"
@@ -443,6 +472,7 @@ class Task:
             self.setup_hash = self.kernel.setup_hash(self.variant, self.dtype, recorded["declaration"])
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
+        self.tuned_source = recorded.get("source_hash")
         if Kernel.retargeted(self.variant, recorded):
             self.changed.append("entry")
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
@@ -718,6 +748,11 @@ class Task:
         for shape, config in configs.items():
             t = self.tuner
             doc = self._reusable(config, shape)
+            if doc is not None and doc["source_hash"] != self.variant.source_hash:  # of today's code: kept as today's
+                doc = {**doc, "source_hash": self.variant.source_hash, "setup_hash": self.setup_hash,
+                       "kept_from": doc["source_hash"]}
+                t.store.add(doc)
+                self.kept += 1
             if doc is not None:
                 reused = (shape, config_key(config))
                 if (self.label, *reused) not in t.measured and reused not in self._reused:  # the heuristic's: once
@@ -735,10 +770,14 @@ class Task:
 
     def _reusable(self, config: dict, shape: tuple) -> dict | None:
         """The recorded trial of this config on this shape, where it may stand for a measurement:
-        recorded for this declaration, earlier in this run or else undisturbed, not failed where
-        failures are retried, and not at all under --tune-fresh."""
+        recorded for this declaration (or an earlier source of today's code: see :attr:`earlier`),
+        earlier in this run or else undisturbed, not failed where failures are retried, and not at
+        all under --tune-fresh."""
         t = self.tuner
         doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config, self.setup_hash)
+        if doc is None and not t.fresh:  # one of an earlier source of today's code, where one is recorded
+            doc = next(filter(None, (t.store.lookup(self.kernel.name, source, shape, self.dtype, config, setup)
+                                     for source, (setup, _) in self.earlier.items())), None)
         if doc is None or (self.label, shape, config_key(config)) in t.measured:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
