@@ -1177,8 +1177,9 @@ def test_a_task_whose_heuristic_failed_to_build_is_not_said_to_be_stopped_by_a_b
      "today's build of the recorded best ?reps:1? takes 1.* the time of its build as tuned on (2048,): fix what the "
      "change slowed; only where the slowdown is meant, `pytest test_chain.py --tune` and commit the records, which "
      "makes the slower code the reference"),
-    # the pick alone slower, by the change: it loses its lead too, but a re-tune would make the slower code the reference
-    ("(reps == 1 ? 3000 : 0)", "best/baseline",
+    # the pick alone slower, by the change: it loses its lead too, but a re-tune would make the slower code the
+    # reference, so the failure leads with the slowdown against its build as tuned, as its advice does
+    ("(reps == 1 ? 3000 : 0)", "best against the recorded source",
      "today's build of the recorded best ?reps:1? takes *x the time of its build as tuned on (2048,): fix what the "
      "change slowed*"),
 ])
@@ -1193,7 +1194,7 @@ def test_a_regression_names_the_config_how_much_slower_and_what_to_do(tuned, ext
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*regression: {what} on (2048,)*", fix])
     gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
-    assert fnmatch.fnmatchcase(gate["reason"], f"FAIL {what} on *; {fix}")  # the report's Regressions line
+    assert fnmatch.fnmatchcase(gate["reason"], f"*FAIL {what} on *; {fix}")  # the report's Regressions line
 
 
 def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_the_rename(tmp_path, declared_apart):
@@ -1267,3 +1268,17 @@ def test_a_recorded_best_that_crashes_says_best_still_serves_it_and_the_tune_tha
                                  "makes it fail, or `pytest suites/test_twice.py --tune` records its failure*"])
     pytester.runpytest("suites/test_twice.py", *TUNE, "-k", "small")  # the command named: reps:1's items fail
     assert lookup("twice", (4096,), records=records, suites=suites).config["reps"] != 1
+
+
+def test_a_failure_headline_leads_with_the_slowdown_against_the_build_as_tuned_as_its_advice_does():
+    """With both checks failing, the one line a CI's report shows said "regression: best/baseline on
+    (4, 65536): 1.150x", the milder check that asks for a re-tune, while the advice beside it said
+    today's build took 1.49x the time of its build as tuned and not to re-tune (layernorm, its
+    one-pass configs made to read each row three times more)."""
+    from tunebench.gate import GateResult, Verdict
+
+    lost = Verdict("best/baseline", (4, 65536), [1.08, 1.15, 1.21], 1.1, "fail")
+    slowed = Verdict("best against the recorded source", (4, 65536), [1.39, 1.49, 1.55], 1.1, "fail")
+    assert GateResult("fail", verdicts=[lost, slowed]).headline() == (
+        "regression: best against the recorded source on (4, 65536): 1.490x (3 processes: 1.390-1.550; limit "
+        "1.100x) (and 1 more FAIL lines)")

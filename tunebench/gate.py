@@ -149,14 +149,15 @@ class GateResult:
     def headline(self) -> str:
         """A failure in one line: all a CI's test report (JUnit's message, pytest's short summary)
         and the gate's summary show of it, so it names the check, the shape, the ratio and the limit."""
-        fails = [v.line().split(maxsplit=1)[1] for v in self.verdicts if v.outcome == "fail"]
-        if not fails:  # why nothing could be compared: a crash, a wrong result
+        failed = [v for v in self.verdicts if v.outcome == "fail"]
+        if not failed:  # why nothing could be compared: a crash, a wrong result
             return self.reason
         # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"
-        retold = all(v.what == "best/baseline" for v in self.verdicts if v.outcome == "fail") and any(
+        retold = all(v.what == "best/baseline" for v in failed) and any(
             n.startswith("the heuristic changed since the tune") for n in self.notes)
         what = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else "regression"
-        return f"{what}: {fails[0]}" + (f" (and {len(fails) - 1} more FAIL lines)" if len(fails) > 1 else "")
+        lead = _leading(failed).line().split(maxsplit=1)[1]  # the failure the advice is about
+        return f"{what}: {lead}" + (f" (and {len(failed) - 1} more FAIL lines)" if len(failed) > 1 else "")
 
 
 def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor: float, final: bool) -> Verdict:
@@ -577,12 +578,20 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
 
 
+def _leading(failures: list[Verdict]) -> Verdict:
+    """The failure a failing item leads with, in its advice and its one line: today's build slower
+    than its build as tuned where that failed too (the change's to fix, see :func:`_fix`), else the
+    first. Led by best/baseline, the line a CI's report shows named the milder slowdown, a re-tune's
+    to settle, beside advice about the other."""
+    return next((v for v in failures if v.what.startswith("best against the ")), failures[0])
+
+
 def _fix(failures: list[Verdict], against: str, configs: dict[tuple, dict], kernel: Kernel, store: RecordStore) -> str:
     """What a failure asks of the pull request, with which config and how much slower. Slower than
     its build as tuned is the change's to fix, first of all (where the pick lost its lead too):
     a re-tune would record the slower code as the reference, and the gate passes it from then on.
     A pick that no longer leads the heuristic alone is the tune's to replace."""
-    failed = next((v for v in failures if v.what == against), failures[0])
+    failed = _leading(failures)
     command = kernel.tune_command(store.path.parent)
     best = _arm_name("best", configs[failed.shape])
     if failed.what == against:
