@@ -1394,3 +1394,31 @@ def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_drawn_raw_on_the_other
     assert list(hollow.get_ydata()) == pytest.approx([ms])
     raw = view.bucket.objective({shape: entry["best_ms"] for shape, entry in measured.items()})
     assert raw < 0.9 * ms  # the run's raw time on both shapes, the machine quicker that day
+
+
+def test_a_template_the_gate_measured_slower_through_the_noise_is_not_said_to_want_a_tune_alone():
+    """layernorm made to read each row three times more, gated beside two spinning processes: its
+    latest gate, a skip, measured today's build 1.51x its build as tuned in every process, and the
+    report's note said only that `pytest suites/test_layernorm.py --tune` tunes the new template,
+    which makes the slower code the reference the gate then passes."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("few_rows", N=(1, None), shapes=[(8,)])
+    served = Choice({"vec": 8}, "tuned", "layernorm", (8,), "float32", "few_rows", True, "d",
+                    note="tuned with an earlier layernorm.c: `pytest suites/test_layernorm.py --tune` tunes this one")
+    tune = {"kind": "tune", "shapes": [{"shape": [8], "best": {"vec": 8}}]}
+
+    def gate(what):
+        return {"kind": "gate", "outcome": "skip", "shapes": [{"shape": [8], "configs": {"best": {"vec": 8}}}],
+                "verdicts": [{"what": what, "shape": [8], "ratios": [1.39, 1.51, 1.53], "limit": 1.1,
+                              "outcome": "noisy"}]}
+
+    view = TaskView("layernorm", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, served=served,
+                    checks=[tune, gate("best against the recorded source")])
+    assert view.notes[1:] == ["but its latest gate, too busy to judge it, measured today's build slower than its build "
+                              "as tuned in every process: gate again on a quiet machine before a tune; a tune now "
+                              "would make the slower code the reference, and the gate would pass it"]
+    # a pick measured behind the heuristic through the noise is the tune's to settle
+    view = dataclasses.replace(view, checks=[tune, gate("best/baseline")])
+    assert view.notes == [served.note]

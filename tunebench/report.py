@@ -124,17 +124,22 @@ class TaskView:
     def notes(self) -> list[str]:
         """What best() says of its answer (a template changed since the tune, a pick no final round
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
-        the latest gate found the changed template slower, that a tune must not come first."""
+        the latest gate found the changed template slower (or, too busy to judge, measured it so),
+        that a tune must not come first."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
-        slowed = gate.get("outcome") == "fail" and any(
-            v["outcome"] == "fail" and v["what"].startswith("best against the ")  # its recorded source or flags
-            for v in gate.get("verdicts", []))
+        against = [v["outcome"] for v in gate.get("verdicts", [])
+                   if v["what"].startswith("best against the ")]  # its recorded source or flags
         # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
-        held = ("but its latest gate found today's build slower than its build as tuned: fix that first; a "
-                "tune now would make the slower code the reference, and the gate would pass it"
-                ) if slowed else None
+        tail = "a tune now would make the slower code the reference, and the gate would pass it"
+        if gate.get("outcome") == "fail" and "fail" in against:
+            held = f"but its latest gate found today's build slower than its build as tuned: fix that first; {tail}"
+        elif "noisy" in against:  # a skip, too busy to judge, that measured the slowdown in every process all the same
+            held = (f"but its latest gate, too busy to judge it, measured today's build slower than its build as tuned "
+                    f"in every process: gate again on a quiet machine before a tune; {tail}")
+        else:
+            held = None
         return [n for n in (*said, self.changed, held) if n]
 
     @property
