@@ -963,6 +963,8 @@ def test_each_macro_an_nvcc_define_gives_names_the_header_its_computed_include_r
     # its host compiler's -D, whose value nvcc reads so too: gcc -DK_IMPL='"impls,v2/impl.h"'
     (("-I../inc", "-Xcompiler", """-DK_IMPL='"impls,v2/impl.h"'"""), "impls,v2/impl.h"),
     (("-I../inc", "-Xcompiler", """-DUNUSED="a,b",-DK_IMPL='"impls,v2/impl.h"'"""), "impls,v2/impl.h"),
+    # \\ is a backslash to nvcc, the " after it opens its quotes: gcc -DK_IMPL=\"impls,v2/impl.h\"
+    (("-I../inc", "-Xcompiler", r'-DK_IMPL=\\"impls,v2/impl.h\\"'), "impls,v2/impl.h"),
 ])
 def test_an_nvcc_define_list_splits_at_no_comma_inside_double_quotes_and_reads_its_escapes(
         tmp_path, monkeypatch, flags, header):

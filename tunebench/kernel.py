@@ -265,15 +265,16 @@ def compiler_words(flags: Sequence[str]) -> list[tuple[int, int, str]]:
 
 def _compiler_split(value: str) -> list[tuple[int, str]]:
     """The words of an -Xcompiler's value, each as written with where in it it starts: split at
-    each comma nvcc sees unescaped (``\\,`` it gives as a comma, dropping the backslash of each
-    escape), which it gives the shell as a space, and at each space the shell sees outside its
-    quotes. Split at every comma and space, ``-include,'../my inc/cfg.h'`` was read as a file
-    ``'../my`` and a word ``inc/cfg.h'``, where gcc reads the file ``../my inc/cfg.h``."""
+    each comma nvcc splits its lists at (see :func:`~tunebench.backends.cuda.list_characters`: none
+    inside its double quotes, ``\\,`` a comma), which it gives the shell as a space, and at each
+    space the shell sees outside its quotes. Split at every comma and space,
+    ``-include,'../my inc/cfg.h'`` was read as a file ``'../my`` and a word ``inc/cfg.h'``, where
+    gcc reads the file ``../my inc/cfg.h``."""
+    from tunebench.backends.cuda import list_characters  # nvcc's reading: a floor below
     words: list[tuple[int, str]] = []
-    start, quote, escaped, i = None, "", False, 0
-    while i < len(value):
-        char, width = (value[i + 1], 2) if value[i] == "\\" and i + 1 < len(value) else (value[i], 1)
-        char = " " if char == "," and width == 1 else char  # what the shell gets of it
+    start, quote, escaped = None, "", False
+    for i, char, split in list_characters(value):
+        char = " " if split else char  # what the shell gets of it
         if escaped or quote == "'" and char != "'" or quote == '"' and char not in '"\\':
             escaped = False
         elif char == "\\":  # the shell's escape (written \\ to nvcc): the character after it is the word's
@@ -284,10 +285,8 @@ def _compiler_split(value: str) -> list[tuple[int, str]]:
             if start is not None:
                 words.append((start, value[start:i]))
             start = None
-            i += width
             continue
         start = i if start is None else start
-        i += width
     return words + ([(start, value[start:])] if start is not None else [])
 
 

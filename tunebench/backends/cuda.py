@@ -35,7 +35,7 @@ import subprocess
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,19 +192,33 @@ def macro_list(value: str) -> list[str]:
     (see :func:`option_list`: no escape, the quotes gone). Split at every comma, the macro was
     ``"impls/a`` and named no header: the header nvcc read was unhashed. The shell nvcc hands the
     line to is not followed: a ``$VAR``, a backquote or ``\\\\`` in a macro is read as written."""
-    macros, word, quoted, escaped = [], "", False, False
-    for char in value:
-        if escaped:
-            word, escaped = word + char, False
-        elif char == "\\":
-            escaped = True
-        elif char == "," and not quoted:
+    macros, word = [], ""
+    for _, char, split in list_characters(value):
+        if split:
             macros.append(word)
             word = ""
         else:
-            quoted ^= char == '"'
             word += char
     return [macro for macro in (*macros, word) if macro]
+
+
+def list_characters(value: str) -> Iterator[tuple[int, str, bool]]:
+    """The characters of a list nvcc reads (its -D's value, an -Xcompiler's), each with where it
+    is written and whether nvcc splits the list at it: a comma outside double quotes; a backslash
+    escapes the character after it (``\\"`` no quote, ``\\,`` no split), given without the
+    backslash. The one rule of :func:`macro_list` and :func:`tunebench.kernel.compiler_words`:
+    with a copy of it that missed the quotes, ``-Xcompiler -DK_IMPL=\\\\"impls,v2/a.h\\\\"`` was
+    split at a comma nvcc keeps, and the header nvcc read was unhashed."""
+    quoted, escaped = False, False
+    for i, char in enumerate(value):
+        if escaped:
+            yield i - 1, char, False
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            yield i, char, char == "," and not quoted
+            quoted ^= char == '"'
 
 
 def nvcc_command(arch: str, flags: tuple[str, ...] = ()) -> list[str]:
