@@ -1,9 +1,11 @@
 """The terminal while tuning: one live line per task and nothing for unsampled candidates.
 
 On a terminal, a task's line (trials done of the budget, the best so far against the heuristic,
-the time left) is redrawn in place as trials finish and stays once the task is done; elsewhere
-(CI logs, pipes) a plain line is written at most every :data:`PLAIN_EVERY_S` seconds and once at
-the end. A task that has measured nothing yet in this run (its trials so far from the records: a
+the time left) is redrawn in place as trials finish, at most every :data:`REDRAW_EVERY_S`
+seconds, and stays once the task is done; elsewhere (CI logs, pipes) a plain line is written at
+most every :data:`PLAIN_EVERY_S` seconds and once at the end. The line saying a task's final
+round begins is drawn at once, on both: held back, the last trial's time left stood through the
+round. A task that has measured nothing yet in this run (its trials so far from the records: a
 tune run again or resumed) has no progress to show, and a time left from what those trials cost
 when measured would be stale: its line comes with its first measured trial, when its final round
 begins, or at its end, saying its trials came from the records. ``-q`` keeps only the summary. A
@@ -33,7 +35,7 @@ class Progress:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self._last: dict[object, float] = {}
+        self._last: dict[object, tuple[float, bool]] = {}  # task -> when its line was drawn, in its final round or not
 
     def __call__(self, task, done: bool) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -43,9 +45,10 @@ class Progress:
             return
         now = time.monotonic()
         tty = reporter.isatty
-        if not done and now - self._last.get(task, -float("inf")) < (REDRAW_EVERY_S if tty else PLAIN_EVERY_S):
+        drawn, rounding = self._last.get(task, (-float("inf"), False))
+        if not done and rounding == task.rounding and now - drawn < (REDRAW_EVERY_S if tty else PLAIN_EVERY_S):
             return
-        self._last[task] = now
+        self._last[task] = (now, task.rounding)
         line = task.progress_line()
         capture = self.config.pluginmanager.get_plugin("capturemanager")  # none under -p no:capture
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():

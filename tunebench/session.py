@@ -302,7 +302,7 @@ class Task:
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
         self.waiting = False  # another run holds the task's lock
-        self.rounding = False  # in its final round, begun having measured nothing, which its line says (_rounding)
+        self.rounding = False  # in its final round, which its line says (_rounding)
         self.ended = False  # the search and its final round ran to their end (not interrupted)
 
     def _waiting(self) -> None:
@@ -311,11 +311,12 @@ class Task:
         self.tuner.progress(self, False)
 
     def _rounding(self) -> None:
-        """Its final round begins: say so where this run measured nothing, whose line waits for a
-        measured trial (see :mod:`tunebench.progress`). A tune stopped before its rounds, resumed on
-        a machine lent afresh, showed no line for a round's whole time (88-116 s a task on a GPU),
-        and a log cut short there named no task in progress."""
-        if not self.new and not self.rounding:
+        """Its final round begins: say so at once (see :mod:`tunebench.progress`), where this run
+        measured nothing too, whose line waits for a measured trial. A tune stopped before its
+        rounds, resumed on a machine lent afresh, showed no line for a round's whole time (88-116 s
+        a task on a GPU), and a log cut short there named no task in progress; a terminal, whose
+        line is redrawn at most every 0.2 s, kept a time left through the round."""
+        if not self.rounding:
             self.rounding = True
             self.tuner.progress(self, False)
 
