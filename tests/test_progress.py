@@ -12,12 +12,12 @@ from tunebench.replay import Replay
 from tunebench.session import Budget, Tuner
 
 
-def replay_task(tmp_path, budget):
-    """A task over a replay cache's nine configs, each trial costing 3 s, under ``budget``."""
+def replay_task(tmp_path, budget, costs=True):
+    """A task over a replay cache's nine configs under ``budget``, each trial costing 3 s, or
+    nothing where not ``costs`` (a cache recording no compile_time or benchmark_time)."""
     ms = {(b, t): 1.0 + b / 100 + t / 10 for b in (32, 64, 128) for t in (1, 2, 4)}
-    cache = {f"{b},{t}": {"block": b, "tile": t, "time": m, "times": [m] * 3,
-                          "compile_time": 2000.0, "benchmark_time": 1000.0}  # 3 s a trial
-             for (b, t), m in ms.items()}
+    cost = {"compile_time": 2000.0, "benchmark_time": 1000.0} if costs else {}
+    cache = {f"{b},{t}": {"block": b, "tile": t, "time": m, "times": [m] * 3, **cost} for (b, t), m in ms.items()}
     path = tmp_path / "cache.json"
     path.write_text(json.dumps({"device_name": "Test GPU", "kernel_name": "vector_add", "problem_size": [1024],
                                 "tune_params_keys": ["block", "tile"],
@@ -63,6 +63,19 @@ def test_a_task_stopped_by_its_time_budget_says_its_final_round_comes_not_a_time
     times = [line.rsplit(", ", 1)[1] for line in lines]
     assert all(not t.startswith("about ") or int(t.split()[1]) > 0 for t in times), times
     assert times[-2:] == ["the final round", "done"], times
+
+
+def test_a_task_whose_trials_cost_no_time_counts_its_trials_left_not_its_final_round(tmp_path):
+    """Trials that cost no time (a replay cache without their cost) left no positive time
+    estimate, and every line of the search, 1/6 trials on, said "the final round"."""
+    task = replay_task(tmp_path, Budget(trials=6), costs=False)
+    lines = []
+    task.tuner.progress = lambda task, done: lines.append(task.progress_line())
+    task.run()
+    assert task.stop_reason == "budget of 6 trials spent" and task.elapsed() == 0.0
+    times = [line.rsplit(", ", 1)[1] for line in lines]
+    assert times == ["5 trials left", "4 trials left", "3 trials left", "2 trials left", "1 trial left",
+                     "the final round", "the final round", "done"], times
 
 
 def test_a_terminal_shows_the_final_round_while_it_runs_not_the_last_drawn_trials_time_left(tmp_path, monkeypatch):

@@ -700,9 +700,12 @@ class Task:
         if done and done < budget:
             by_trials = self.elapsed() / done * (budget - done)
             left = by_trials if left is None else min(left, by_trials)
-        # none left (the time budget spent by the trial just done): the search stops, its final round comes
-        when = "the final round" if self.rounding else "done" if self.done else \
-            f"about {math.ceil(left)} s left" if left is not None and left > 0 and done < budget else "the final round"
+        # its budget spent (by the trial just done): the search stops, its final round comes; no time
+        # estimate where its trials cost none (a replay cache that records no time), a count instead
+        spent = done >= budget or seconds is not None and self.elapsed() >= seconds  # as search() stops
+        trials_left = f"{budget - done} trial{'s' if budget - done != 1 else ''} left"
+        when = "the final round" if self.rounding else "done" if self.done else "the final round" if spent else \
+            f"about {math.ceil(left)} s left" if left else trials_left
         recorded = ", all from the records" if done and not self.new else ""
         return f"tunebench {self.label}: {done}/{budget} trials{recorded}, {found}, {when}"
 
