@@ -1102,6 +1102,20 @@ def _disturbed(monkeypatch, module, shapes=None):
     monkeypatch.setattr(module, "compare", disturbed)
 
 
+def _quicker(monkeypatch):
+    """A day this machine runs every call of the gate's comparisons faster (0.6x) than when it tuned."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+
+    def quicker(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.objectives[:] = [{arm: ms * 0.6 for arm, ms in o.items()} for o in found.objectives]
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", quicker)
+
+
 def test_a_slowdown_the_gate_measured_through_the_noise_is_shown_not_a_bare_skip(chain_tuned, monkeypatch):
     """A gate skipped as too noisy that measured 1.20x in every process: the README says it is kept so
     that a slowdown the noise hid is seen, and the report said "skip at b215933", listed it nowhere,
@@ -1213,14 +1227,7 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
     import tunebench.gate
     from tunebench.report import plot_history
 
-    real = tunebench.gate.compare
-
-    def quicker(*args, **kwargs):  # a day this machine runs every call faster than when it tuned
-        found = real(*args, **kwargs)
-        found.objectives[:] = [{arm: ms * 0.6 for arm, ms in o.items()} for o in found.objectives]
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", quicker)
+    _quicker(monkeypatch)
     pytester, path = chain_tuned
     source = pytester.path / "chain.c"
     source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
@@ -1364,17 +1371,9 @@ def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_drawn_raw_on_the_other
     measured another heuristic than the tune timed, and the whole run was drawn at its raw time,
     the verdict of its other shape unused. That shape is drawn from its verdict, the other at its
     raw time, and the point hollow."""
-    import tunebench.gate
     from tunebench.report import plot_history
 
-    real = tunebench.gate.compare
-
-    def quicker(*args, **kwargs):  # a day this machine runs every call faster than when it tuned
-        found = real(*args, **kwargs)
-        found.objectives[:] = [{arm: ms * 0.6 for arm, ms in o.items()} for o in found.objectives]
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", quicker)
+    _quicker(monkeypatch)
     pytester, path = _tune_two_shapes(pytester)
     suite = pytester.path / "test_chain.py"
     suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 3 if shape[0] > 3000 else 2}')
