@@ -256,14 +256,40 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     tune = {"kind": "tune", "winner": None, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 2.0}]}
     failed = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
-    assert history(view) == [(tune, 2.0, False), (failed, 2.0, False)]
+    assert history(view) == [(tune, 2.0, ""), (failed, 2.0, "")]
     # a gate skipped as too noisy and a disturbed final round are no points: an 80x cliff was the load's
     noisy = {"kind": "gate", "outcome": "skip", "shapes": [{"shape": [8], "configs": {}, "objectives": []}]}
     busy = {**tune, "disturbed": True, "shapes": [{"shape": [8], "best": {}, "baseline_ms": 160.0}]}
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
-    assert history(view) == [(tune, 2.0, False), (failed, 2.0, False)]
+    assert history(view) == [(tune, 2.0, ""), (failed, 2.0, "")]
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
     assert _rows([view])[0][-1] == "fail at ?"  # it read "fail (nothing to measure)": the best crashed
+
+
+def test_a_gate_runs_shapes_with_no_verdict_to_scale_take_the_days_drift_on_the_others():
+    """The drift a gate run's shapes scaled by their verdicts measured (scaled over raw time, a
+    geometric mean) scales its shapes that have none: a point on the tune's scale, partly
+    estimated; where no shape has a verdict to scale, its raw time."""
+    from tunebench.report import ESTIMATED, RAW, TaskView, history
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,), (16,), (32,)])
+    tune = {"kind": "tune", "winner": None,
+            "shapes": [{"shape": [n], "best": {}, "baseline_ms": ms} for n, ms in ((8, 2.0), (16, 4.0), (32, 8.0))]}
+    raw = {8: 1.0, 16: 2.5, 32: 4.0}  # a quicker day's
+    shapes = [{"shape": [n], "configs": {"best": {}}, "best_ms": ms} for n, ms in raw.items()]
+    against = "best against the recorded source"
+    scaled = {8: 1.1, 16: 1.0}  # the ratios of the checks that decided shapes 8 and 16: 32 has none
+    gate = {"kind": "gate", "outcome": "pass", "shapes": shapes, "verdicts": [
+        {"shape": [n], "what": against, "outcome": "pass", "ratios": [ratio]} for n, ratio in scaled.items()]}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, gate])
+    drift = math.sqrt(2.0 * 1.1 / raw[8] * 4.0 * 1.0 / raw[16])
+    ms = bucket.objective({(8,): 2.0 * 1.1, (16,): 4.0 * 1.0, (32,): raw[32] * drift})
+    assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
+        (tune, 4.0, ""), (gate, ms, ESTIMATED)]
+    unjudged = {**gate, "verdicts": []}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, unjudged])
+    assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
+        (tune, 4.0, ""), (unjudged, bucket.objective({(n,): ms for n, ms in raw.items()}), RAW)]
 
 
 def test_a_served_heuristic_without_a_time_shows_none_not_a_candidates_under_its_name():
@@ -1253,9 +1279,10 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time of the best config across commits, d final rounds: the time each published; gate runs: their tune's "
         "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
         "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
-        "the machine; hollow: a gate run's raw time on a shape where that check has no time of its tune to scale "
-        "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time), "
-        "its other shapes scaled")
+        "the machine; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
+        "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time); "
+        "a hollow square, partly estimated: on the shapes with none, its raw time times the day's drift on the "
+        "others (their scaled over their raw time, a geometric mean)")
 
 
 def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):
@@ -1366,12 +1393,15 @@ def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tune
     assert list(hollow.get_ydata()) == pytest.approx([against["shapes"][0]["best_ms"]])
 
 
-def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_drawn_raw_on_the_others_alone(pytester, monkeypatch):
+def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_estimated_on_the_others_by_the_days_drift(
+        pytester, monkeypatch):
     """A heuristic changed since the tune on one shape of two: the gate's best/baseline there
     measured another heuristic than the tune timed, and the whole run was drawn at its raw time,
-    the verdict of its other shape unused. That shape is drawn from its verdict, the other at its
-    raw time, and the point hollow."""
-    from tunebench.report import plot_history
+    the verdict of its other shape unused. Then at its raw time on that shape alone, the other
+    scaled: on neither scale (the true point times the day's drift to that shape's weight), its
+    legend "raw time". That shape is its raw time times the drift the other's verdict measured
+    (scaled over raw time), and the point a hollow square, "partly estimated"."""
+    from tunebench.report import ESTIMATED, plot_history
 
     _quicker(monkeypatch)
     pytester, path = _tune_two_shapes(pytester)
@@ -1385,12 +1415,15 @@ def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_drawn_raw_on_the_other
     assert measured[4096,]["configs"]["baseline"] != tuned[4096,]["baseline"]
     (judged,) = [v for v in gate["verdicts"] if v["what"] == "best/baseline" and v["shape"] == [2048]]
     (view,) = task_views(RecordStore(path), pytester.path)
-    ms = view.bucket.objective({(2048,): _scaled(judged, tuned[2048,]["confirmed_ms"][1]),
-                                (4096,): measured[4096,]["best_ms"]})
+    scaled = _scaled(judged, tuned[2048,]["confirmed_ms"][1])
+    drift = scaled / measured[2048,]["best_ms"]
+    ms = view.bucket.objective({(2048,): scaled, (4096,): measured[4096,]["best_ms"] * drift})
     ax = _drawn(monkeypatch, plot_history, [view])[0]
     line, hollow = ax.lines
     assert list(line.get_ydata()) == pytest.approx([_check_ms(tune, view.bucket), ms])
     assert list(hollow.get_ydata()) == pytest.approx([ms])
+    assert (hollow.get_marker(), hollow.get_markerfacecolor()) == ("s", "white")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [ESTIMATED]
     raw = view.bucket.objective({shape: entry["best_ms"] for shape, entry in measured.items()})
     assert raw < 0.9 * ms  # the run's raw time on both shapes, the machine quicker that day
 

@@ -399,21 +399,25 @@ def _sampled_ms(entry: dict) -> float | None:
     return samples[len(samples) // 2] if samples else None
 
 
-def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> tuple[float, bool] | None:
-    """A gate run's time of the best as its verdicts judged it (see :func:`_scaled_ms`) and whether
-    it holds a raw time: on each shape its tune's time scaled, else its own raw time there (see
-    :func:`_raw_ms`). Judged as a whole, one shape with no time to scale (a heuristic changed
-    on that shape alone) drew the run at its raw time on every shape, which drifts with the
-    machine. None where a shape has neither."""
-    medians, raw = {}, False
-    for shape in bucket.shapes:
-        ms = _scaled_ms(gate, tune, shape)
-        if ms is None:
-            ms, raw = _raw_ms(gate, shape), True
-        if ms is None:
-            return None
-        medians[shape] = ms
-    return bucket.objective(medians), raw
+def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> tuple[float, str] | None:
+    """A gate run's time of the best as its verdicts judged it and what its point is: "" where
+    its tune's time is scaled on every shape (see :func:`_scaled_ms`); :data:`ESTIMATED` where
+    some shapes have none to scale, each taken at its raw time (see :func:`_raw_ms`) times the
+    day's drift, the geometric mean of scaled over raw time on the shapes that have both;
+    :data:`RAW`, its raw time on every shape, where none has. Raw on some shapes and scaled on the
+    others, the point was on neither scale: the objective, a geometric mean over the shapes, was
+    the true point times the drift to the weight of the raw shapes. None otherwise (a shape with
+    neither, or no shape with both to measure the drift on and one without a raw time)."""
+    scaled = {shape: _scaled_ms(gate, tune, shape) for shape in bucket.shapes}
+    if None not in scaled.values():
+        return bucket.objective(scaled), ""
+    raw = {shape: _raw_ms(gate, shape) for shape in bucket.shapes}
+    both = [shape for shape in bucket.shapes if scaled[shape] is not None and raw[shape]]
+    if both and all(scaled[shape] is not None or raw[shape] for shape in bucket.shapes):
+        drift = statistics.geometric_mean([scaled[shape] / raw[shape] for shape in both])
+        return bucket.objective({shape: raw[shape] * drift if scaled[shape] is None else scaled[shape]
+                                 for shape in bucket.shapes}), ESTIMATED
+    return (bucket.objective(raw), RAW) if all(raw.values()) else None
 
 
 def _scaled_ms(gate: dict, tune: dict | None, shape: tuple) -> float | None:
@@ -501,10 +505,10 @@ def plot_speedup(views: list[TaskView], path: Path, device: str) -> Path:
     return _save(fig, path)
 
 
-def history(view: TaskView) -> list[tuple[dict, float, bool]]:
-    """(check, ms of the best config, whether that holds a gate run's raw time) of every final
-    round and gate run that has a time (a gate run's as its verdicts judged it, from its tune's,
-    else its raw time, shape by shape: see :func:`_gate_ms`), and of every failed
+def history(view: TaskView) -> list[tuple[dict, float, str]]:
+    """(check, ms of the best config, "" or what a gate run's point holds other than its tune's
+    time as its verdicts scaled it: :data:`ESTIMATED` or :data:`RAW`) of every final round and
+    gate run that has a time (see :func:`_gate_ms`), and of every failed
     gate run, which may have none (a wrong result, a crash): at the time before it. A round or
     gate run that other load disturbed (skipped as too noisy) is no point: its times are the
     load's; but a slowdown a skipped gate run measured through the noise is (a point of its own)."""
@@ -513,10 +517,10 @@ def history(view: TaskView) -> list[tuple[dict, float, bool]]:
         if c.get("disturbed") or (c.get("outcome") == "skip" and not through_the_noise(c)):
             continue
         tune = c if c["kind"] == "tune" else tune
-        ms, raw = (_check_ms(c, view.bucket), False) if c["kind"] == "tune" else \
-            _gate_ms(c, tune, view.bucket) or (None, False)
+        ms, unscaled = (_check_ms(c, view.bucket), "") if c["kind"] == "tune" else \
+            _gate_ms(c, tune, view.bucket) or (None, "")
         if ms is not None or c.get("outcome") == "fail":
-            points.append((c, ms if ms is not None else last or 0.0, raw))
+            points.append((c, ms if ms is not None else last or 0.0, unscaled))
             last = ms if ms is not None else last
     return points
 
@@ -555,10 +559,11 @@ def plot_history(views: list[TaskView], path: Path, device: str) -> Path:
             if marked:
                 ax.plot(*zip(*marked), linestyle="none", marker=marker, markersize=12 if marker == "X" else 8,
                         color=color, label=label)
-        raw = [(x, ms) for x, (_, ms, unscaled) in zip(xs, points) if unscaled]
-        if raw:  # hollow: not on the scale of the points its verdicts put beside it, on a shape or more (see HISTORY)
-            ax.plot(*zip(*raw), linestyle="none", marker="o", markersize=8, color="tab:blue", markerfacecolor="white",
-                    label="raw time (no verdict to scale)")
+        for label, marker in ((RAW, "o"), (ESTIMATED, "s")):  # hollow: not its verdicts' scaling alone (see HISTORY)
+            hollow = [(x, ms) for x, (_, ms, unscaled) in zip(xs, points) if unscaled == label]
+            if hollow:
+                ax.plot(*zip(*hollow), linestyle="none", marker=marker, markersize=8, color="tab:blue",
+                        markerfacecolor="white", label=label)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         many = len(points) > 6  # labels side by side ran into one another
@@ -589,8 +594,14 @@ def _run_labels(checks: list[dict]) -> list[str]:
 HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios of the "
            "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
            "else against the heuristic), not their raw time, which drifts with the machine; hollow: a gate run's raw "
-           "time on a shape where that check has no time of its tune to scale (another pick or heuristic than the "
-           "tune's, a check against the tuning-time ratio, a tune without a time), its other shapes scaled")
+           "time, where that check has no time of its tune to scale on any shape (another pick or heuristic than the "
+           "tune's, a check against the tuning-time ratio, a tune without a time); a hollow square, partly estimated: "
+           "on the shapes with none, its raw time times the day's drift on the others (their scaled over their raw "
+           "time, a geometric mean)")
+#: A hollow point's legend: a gate run's raw time on every shape, none scaled by its verdicts (see :func:`_gate_ms`).
+RAW = "raw time (no verdict to scale)"
+#: A hollow square's: some shapes scaled by its verdicts, the others by the day's drift on them (see :func:`_gate_ms`).
+ESTIMATED = "partly estimated: some shapes by the day's drift"
 
 
 def plot_convergence(views: list[TaskView], path: Path, device: str) -> Path:
