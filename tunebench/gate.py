@@ -152,11 +152,14 @@ class GateResult:
         failed = [v for v in self.verdicts if v.outcome == "fail"]
         if not failed:  # why nothing could be compared: a crash, a wrong result
             return self.reason
-        # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"
-        retold = all(v.what == "best/baseline" for v in failed) and any(
-            n.startswith("the heuristic changed since the tune") for n in self.notes)
+        leading = _leading(failed)  # the failure the advice is about
+        # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"; nor a call
+        # to tune beside a slowdown measured through the noise, which a tune would record (see _fix)
+        retold = (all(v.what == "best/baseline" for v in failed)
+                  and any(n.startswith("the heuristic changed since the tune") for n in self.notes)
+                  and _held_back(self.verdicts, leading.shape) is None)
         what = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else "regression"
-        lead = _leading(failed).line().split(maxsplit=1)[1]  # the failure the advice is about
+        lead = leading.line().split(maxsplit=1)[1]
         return f"{what}: {lead}" + (f" (and {len(failed) - 1} more FAIL lines)" if len(failed) > 1 else "")
 
 
@@ -566,7 +569,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                          f"again, on a quieter machine, or with more processes (gate_max_processes)")
     if failed:
         result.outcome = "fail"
-        result.notes.insert(0, _fix(failed, against, result.configs, kernel, store))
+        result.notes.insert(0, _fix(result.verdicts, against, result.configs, kernel, store))
         result.reason = "; ".join([*(" ".join(v.line().split()) for v in failed), result.notes[0]])
     elif noisy:
         result.outcome = "skip"
@@ -586,20 +589,37 @@ def _leading(failures: list[Verdict]) -> Verdict:
     return next((v for v in failures if v.what.startswith("best against the ")), failures[0])
 
 
-def _fix(failures: list[Verdict], against: str, configs: dict[tuple, dict], kernel: Kernel, store: RecordStore) -> str:
-    """What a failure asks of the pull request, with which config and how much slower. Slower than
-    its build as tuned is the change's to fix, first of all (where the pick lost its lead too):
-    a re-tune would record the slower code as the reference, and the gate passes it from then on.
-    A pick that no longer leads the heuristic alone is the tune's to replace."""
-    failed = _leading(failures)
+def _held_back(verdicts: list[Verdict], shape: tuple) -> Verdict | None:
+    """A check of today's build against its build as tuned that :func:`trusted` kept as noisy (on
+    ``shape`` where one is): every process measured it slower, too noisy to fail. A tune would
+    record that build as the reference, so a failure beside it asks for a quiet gate first."""
+    noisy = [v for v in verdicts if v.what.startswith("best against the ") and v.outcome == "noisy"]
+    return next((v for v in noisy if v.shape == shape), noisy[0] if noisy else None)
+
+
+def _fix(verdicts: list[Verdict], against: str, configs: dict[tuple, dict], kernel: Kernel,
+         store: RecordStore) -> str:
+    """What a failure among ``verdicts`` asks of the pull request, with which config and how much
+    slower. Slower than its build as tuned is the change's to fix, first of all (where the pick
+    lost its lead too): a re-tune would record the slower code as the reference, and the gate
+    passes it from then on. A pick that no longer leads the heuristic alone is the tune's to
+    replace, unless its build was measured slower than as tuned through the noise (see
+    :func:`_held_back`): then a quiet gate comes first."""
+    failed = _leading([v for v in verdicts if v.outcome == "fail"])
     command = kernel.tune_command(store.path.parent)
     best = _arm_name("best", configs[failed.shape])
     if failed.what == against:
         return (f"today's build of the {best} takes {failed.median:.2f}x the time of its build as tuned on "
                 f"{failed.shape}: fix what the change slowed; only where the slowdown is meant, `{command}` and "
                 f"commit the records, which makes the slower code the reference")
-    return (f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads: "
-            f"`{command}` picks again, and commit the records")
+    lost = f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads"
+    noisy = _held_back(verdicts, failed.shape)
+    if noisy is not None:
+        return (f"{lost}; but today's build of the {_arm_name('best', configs[noisy.shape])} takes "
+                f"{noisy.median:.2f}x the time of its build as tuned on {noisy.shape}, a slowdown measured through "
+                f"the noise in every process: gate again on a quiet machine before a tune, which would make the "
+                f"slower code the reference")
+    return f"{lost}: `{command}` picks again, and commit the records"
 
 
 def _still_served(kernel: Kernel, store: RecordStore, task: dict, setup: str) -> str:
