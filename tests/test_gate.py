@@ -1233,8 +1233,14 @@ def test_a_lost_lead_beside_a_slowdown_against_the_build_as_tuned_kept_as_noisy_
     assert "regression: best/baseline on (2048,): 1.300x" in out  # the one line: the failure the advice is about
     assert main(["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
                  "--out", str(pytester.path / "r")]) == 0
-    regressions = (pytester.path / "r" / "report.md").read_text().split("### Regressions")[1].split("###")[0]
+    md = (pytester.path / "r" / "report.md").read_text()
+    regressions = md.split("### Regressions")[1].split("###")[0]
     assert advice in regressions and "picks again" not in regressions, regressions
+    # and the notes say of that gate what it did: it failed, not "too busy to judge"
+    notes = md.split("### Notes")[1].split("###")[0]
+    assert ("- **chain[all-float32]**: but its latest gate failed, and measured today's build slower than its build as "
+            "tuned through the noise: gate again on a quiet machine before a tune; a tune now would make the slower "
+            "code the reference, and the gate would pass it") in notes, notes
 
 
 def test_a_heuristic_that_beats_the_pick_beside_a_noisy_slowdown_against_the_build_as_tuned_is_no_call_to_tune():

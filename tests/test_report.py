@@ -1454,3 +1454,22 @@ def test_a_template_the_gate_measured_slower_through_the_noise_is_not_said_to_wa
     # a pick measured behind the heuristic through the noise is the tune's to settle
     view = dataclasses.replace(view, checks=[tune, gate("best/baseline")])
     assert view.notes == [served.note]
+
+
+def test_a_failed_gate_that_measured_the_template_slower_through_the_noise_is_not_noted_as_too_busy_to_judge():
+    """A pick that lost its lead in every process, failed, beside today's build measured 1.5x its build
+    as tuned through the noise: the note said "its latest gate, too busy to judge it", of a gate
+    that judged and failed, beside a Regressions line that reads the failure."""
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(8, None), shapes=[(2048,)])
+    gate = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [2048], "configs": {"best": {"reps": 1}}}],
+            "verdicts": [{"what": "best/baseline", "shape": [2048], "ratios": [1.3, 1.3, 1.3], "limit": 1.1,
+                          "outcome": "fail"},
+                         {"what": "best against the recorded source", "shape": [2048], "ratios": [1.2, 1.5, 2.5],
+                          "limit": 1.1, "outcome": "noisy"}]}
+    view = TaskView("chain", "cpu", "float32", bucket, "h", {}, None, {}, [], {},
+                    checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
+    assert view.notes == ["but its latest gate failed, and measured today's build slower than its build as tuned "
+                          "through the noise: gate again on a quiet machine before a tune; a tune now would make the "
+                          "slower code the reference, and the gate would pass it"]

@@ -124,22 +124,26 @@ class TaskView:
     def notes(self) -> list[str]:
         """What best() says of its answer (a template changed since the tune, a pick no final round
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
-        the latest gate found the changed template slower (or, too busy to judge, measured it so),
-        that a tune must not come first."""
+        the latest gate found the changed template slower (or measured it so through noise too heavy
+        to judge that check), that a tune must not come first."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
         against = [v["outcome"] for v in gate.get("verdicts", [])
                    if v["what"].startswith("best against the ")]  # its recorded source or flags
         # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
-        tail = "a tune now would make the slower code the reference, and the gate would pass it"
-        if gate.get("outcome") == "fail" and "fail" in against:
-            held = f"but its latest gate found today's build slower than its build as tuned: fix that first; {tail}"
-        elif "noisy" in against:  # a skip, too busy to judge, that measured the slowdown in every process all the same
-            held = (f"but its latest gate, too busy to judge it, measured today's build slower than its build as tuned "
-                    f"in every process: gate again on a quiet machine before a tune; {tail}")
+        failed = gate.get("outcome") == "fail"
+        if failed and "fail" in against:
+            seen, first = "its latest gate found today's build slower than its build as tuned", "fix that first"
+        elif "noisy" in against:  # measured slower in every process, which the noise kept from a verdict
+            seen = ("its latest gate failed, and measured today's build slower than its build as tuned through the "
+                    "noise" if failed else  # on another check
+                    "its latest gate, too busy to judge it, measured today's build slower than its build as tuned in "
+                    "every process")
+            first = "gate again on a quiet machine before a tune"
         else:
-            held = None
+            return [n for n in (*said, self.changed) if n]
+        held = f"but {seen}: {first}; a tune now would make the slower code the reference, and the gate would pass it"
         return [n for n in (*said, self.changed, held) if n]
 
     @property
