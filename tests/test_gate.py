@@ -1259,6 +1259,52 @@ def test_a_heuristic_that_beats_the_pick_beside_a_noisy_slowdown_against_the_bui
         "regression: best/baseline on (2048,): 1.300x (3 processes: 1.300-1.300; limit 1.100x)")
 
 
+def test_a_noisy_gate_of_a_template_edited_again_since_is_not_said_of_todays_build(tuned, monkeypatch):
+    """A noisy skip measured the template's edit 1.5x its build as tuned in every process, and the
+    template was edited again, not gated since: the report's note said that gate "measured today's
+    build slower", of code it never measured. Reported in a process of its own, which reads
+    today's template afresh."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+
+    def disturbed(*args, **kwargs):
+        found = real(*args, **kwargs)
+        if "recorded" in found.labels:
+            for objective, against in zip(found.objectives, [1.4, 1.5, 1.6, 1.5, 1.5, 1.5, 1.5]):
+                objective.update(baseline=1.0, best=1.0, recorded=1.0 / against)
+        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    pytester, path = tuned
+    source = pytester.path / "chain.c"
+    text = source.read_text()
+    source.write_text(text.replace("#define EXTRA 0", "#define EXTRA 1"))
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"]):
+        subprocess.run(["git", *command], cwd=pytester.path, check=True, capture_output=True)  # the commit gated
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(skipped=1)
+    gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
+    assert [v["outcome"] for v in gate["verdicts"] if v["what"] == "best against the recorded source"] == ["noisy"]
+    assert not gate["git_dirty"]
+    report = [sys.executable, "-m", "tunebench.cli", "report", "--records", str(pytester.path / "records"),
+              "--suites", str(pytester.path), "--out", str(pytester.path / "r")]
+
+    def notes() -> str:
+        subprocess.run(report, cwd=pytester.path, check=True, capture_output=True)
+        return (pytester.path / "r" / "report.md").read_text().split("### Notes")[1].split("###")[0]
+
+    gated = ("but its latest gate, too busy to judge it, measured today's build slower than its build as tuned in "
+             "every process: gate again on a quiet machine before a tune")
+    assert gated in notes()
+    source.write_text(text.replace("#define EXTRA 0", "#define EXTRA 2"))  # edited again, not gated since
+    said = notes()
+    assert "today's build slower" not in said, said
+    assert (f"but its latest gate, too busy to judge it, measured an earlier source's build (at "
+            f"{gate['git_commit'][:7]}) slower than its build as tuned in every process: gate today's build before a "
+            f"tune, which would make it the reference") in said, said
+
+
 def test_a_gate_beside_its_gpus_records_under_an_earlier_id_names_the_file_and_the_rename(tmp_path, declared_apart):
     """A GPU's records file named while ids hashed the driver: a runner with another driver read
     "it was never tuned here", neither the file nor the command that renames it said."""

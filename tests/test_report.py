@@ -1473,3 +1473,22 @@ def test_a_failed_gate_that_measured_the_template_slower_through_the_noise_is_no
     assert view.notes == ["but its latest gate failed, and measured today's build slower than its build as tuned "
                           "through the noise: gate again on a quiet machine before a tune; a tune now would make the "
                           "slower code the reference, and the gate would pass it"]
+
+
+def test_a_failed_gate_of_a_template_edited_again_since_is_noted_of_the_source_it_measured():
+    """A gate failed a template's edit against its build as tuned, and the template was edited again
+    since: the note said the gate "found today's build slower", of code it never measured."""
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(8, None), shapes=[(2048,)])
+    gate = {"kind": "gate", "outcome": "fail", "source_hash": "gated", "git_commit": "0b02385aa", "git_dirty": False,
+            "shapes": [{"shape": [2048], "configs": {"best": {"reps": 1}}}],
+            "verdicts": [{"what": "best against the recorded source", "shape": [2048], "ratios": [1.4, 1.5, 1.6],
+                          "limit": 1.1, "outcome": "fail"}]}
+    view = TaskView("chain", "cpu", "float32", bucket, "tuned", {}, None, {}, [], {}, today_source="gated",
+                    checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
+    assert view.notes == ["but its latest gate found today's build slower than its build as tuned: fix that first; a "
+                          "tune now would make the slower code the reference, and the gate would pass it"]
+    view = dataclasses.replace(view, today_source="edited since")
+    assert view.notes == ["but its latest gate found an earlier source's build (at 0b02385) slower than its build as "
+                          "tuned: gate today's build before a tune, which would make it the reference"]

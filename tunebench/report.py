@@ -39,8 +39,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
-from tunebench.lookup import (Choice, _load_once, _measured, _times, confirmed_ms, heuristic_failed,  # noqa: E402
-                              judged_by, latest_confirmation, lookup, project, tune_command)
+from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
+                              heuristic_failed, judged_by, latest_confirmation, lookup, project, tune_command)
 from tunebench.records import (RecordsError, RecordStore, config_key, config_text, records_files, stores,  # noqa: E402
                                verdict_text)
 
@@ -67,6 +67,7 @@ class TaskView:
     spread: tuple[float, float] | None = None  # the speedup's lowest and highest over the final round's processes
     changed: str | None = None  # what of its declaration changed since its tune, which best() does not say
     turned_down: tuple[float, float] | None = None  # that range of the winner a round that kept the heuristic refused
+    today_source: str | None = None  # the template's hash as a suite declares it today (None: the records alone)
 
     @property
     def label(self) -> str:
@@ -125,7 +126,8 @@ class TaskView:
         """What best() says of its answer (a template changed since the tune, a pick no final round
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
         the latest gate found the changed template slower (or measured it so through noise too heavy
-        to judge that check), that a tune must not come first."""
+        to judge that check), that a tune must not come first: said of an earlier source where the
+        template changed again since that gate, which did not measure today's build."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
@@ -134,16 +136,21 @@ class TaskView:
         # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
         failed = gate.get("outcome") == "fail"
         if failed and "fail" in against:
-            seen, first = "its latest gate found today's build slower than its build as tuned", "fix that first"
+            seen, first = "its latest gate found {} slower than its build as tuned", "fix that first"
         elif "noisy" in against:  # measured slower in every process, which the noise kept from a verdict
-            seen = ("its latest gate failed, and measured today's build slower than its build as tuned through the "
-                    "noise" if failed else  # on another check
-                    "its latest gate, too busy to judge it, measured today's build slower than its build as tuned in "
-                    "every process")
+            seen = ("its latest gate failed, and measured {} slower than its build as tuned through the noise" if failed
+                    else "its latest gate, too busy to judge it, measured {} slower than its build as tuned in every "
+                    "process")  # failed: on another check
             first = "gate again on a quiet machine before a tune"
         else:
             return [n for n in (*said, self.changed) if n]
-        held = f"but {seen}: {first}; a tune now would make the slower code the reference, and the gate would pass it"
+        if self.today_source in (None, gate.get("source_hash")):
+            build, then = "today's build", (f"{first}; a tune now would make the slower code the reference, and the "
+                                            f"gate would pass it")
+        else:  # the template changed again since that gate: what it measured is no longer today's build
+            build = f"an earlier source's build (at {revision(gate)})"
+            then = "gate today's build before a tune, which would make it the reference"
+        held = f"but {seen.format(build)}: {then}"
         return [n for n in (*said, self.changed, held) if n]
 
     @property
@@ -169,7 +176,8 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
     suites_dir = project(store.path.parent, suites)[1]
     kernels = _load_once(suites_dir)[1] if suites_dir.exists() else {}
     for task in store.tasks():
-        bucket, today, setup_hash = judged_by(task, kernels.get(task["kernel"]))  # as best() reads the task
+        decl = kernels.get(task["kernel"])
+        bucket, today, setup_hash = judged_by(task, decl)  # as best() reads the task
         # the template of the final round best() reads: today's where one judged it (a template edited back
         # to one tuned before), else the latest tune's, which it serves until today's is tuned
         check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, today, setup_hash,
@@ -203,8 +211,8 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
                          bucket=task["bucket"]),
             config_key(check["shapes"][0]["best"]) if check else None, confirmed_ms(check, bucket) if check else None,
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
-            None if kept else spread, _changed(task, kernels.get(task["kernel"]), store.path.parent),
-            turned_down=spread if kept else None))
+            None if kept else spread, _changed(task, decl, store.path.parent), turned_down=spread if kept else None,
+            today_source=_source_now(decl.variant(task["target"]) if decl is not None else None)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
