@@ -292,6 +292,27 @@ def test_a_gate_runs_shapes_with_no_verdict_to_scale_take_the_days_drift_on_the_
         (tune, 4.0, ""), (unjudged, bucket.objective({(n,): ms for n, ms in raw.items()}), RAW)]
 
 
+def test_an_old_gate_run_with_no_shape_both_scaled_and_timed_is_drawn_hollow_not_dropped():
+    """An old gate run (kept before every compared shape had a time) scaled on one shape, which has
+    no raw time, and timed on the other, which its verdict cannot scale (against a heuristic changed
+    since the tune): no shape measures the day's drift, and the passing run left the history. Its
+    scaled and raw times are drawn, hollow."""
+    from tunebench.report import RAW, TaskView, history
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,), (16,)])
+    tune = {"kind": "tune", "winner": None, "shapes": [
+        {"shape": [n], "best": {"b": 1}, "baseline": {"b": 1}, "baseline_ms": ms} for n, ms in ((8, 2.0), (16, 4.0))]}
+    gate = {"kind": "gate", "outcome": "pass", "shapes": [
+        {"shape": [8], "configs": {"best": {"b": 1}}},  # no best_ms, no samples: an old record
+        {"shape": [16], "configs": {"best": {"b": 1}, "baseline": {"b": 3}}, "best_ms": 3.0}],  # another heuristic
+        "verdicts": [{"shape": [8], "what": "best against the recorded source", "outcome": "pass", "ratios": [1.1]},
+                     {"shape": [16], "what": "best/baseline", "outcome": "pass", "ratios": [0.8]}]}
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, gate])
+    assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
+        (tune, bucket.objective({(8,): 2.0, (16,): 4.0}), ""),
+        (gate, bucket.objective({(8,): 2.0 * 1.1, (16,): 3.0}), RAW)]
+
+
 def test_a_served_heuristic_without_a_time_shows_none_not_a_candidates_under_its_name():
     """Its final round disturbed and its own trial too: the row showed the trials' best, 0.7567 ms,
     as the heuristic's."""
@@ -1280,9 +1301,10 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
         "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
         "the machine; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
-        "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time); "
-        "a hollow square, partly estimated: on the shapes with none, its raw time times the day's drift on the "
-        "others (their scaled over their raw time, a geometric mean)")
+        "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) "
+        "or on none that has a raw time too (an old record: those scaled beside the others raw); a hollow square, "
+        "partly estimated: on the shapes with none, its raw time times the day's drift on the others (their scaled "
+        "over their raw time, a geometric mean)")
 
 
 def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):

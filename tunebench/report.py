@@ -418,18 +418,23 @@ def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> tuple[float, str]
     day's drift, the geometric mean of scaled over raw time on the shapes that have both;
     :data:`RAW`, its raw time on every shape, where none has. Raw on some shapes and scaled on the
     others, the point was on neither scale: the objective, a geometric mean over the shapes, was
-    the true point times the drift to the weight of the raw shapes. None otherwise (a shape with
-    neither, or no shape with both to measure the drift on and one without a raw time)."""
+    the true point times the drift to the weight of the raw shapes. Where no shape has both to
+    measure the drift on and one has no raw time (an old record's, kept before every compared shape
+    had one), that mix is all there is, a hollow point too (:data:`RAW`): dropped, a passing run
+    left the history. None where a shape has neither."""
     scaled = {shape: _scaled_ms(gate, tune, shape) for shape in bucket.shapes}
     if None not in scaled.values():
         return bucket.objective(scaled), ""
     raw = {shape: _raw_ms(gate, shape) for shape in bucket.shapes}
+    if not all(scaled[shape] is not None or raw[shape] for shape in bucket.shapes):
+        return None
     both = [shape for shape in bucket.shapes if scaled[shape] is not None and raw[shape]]
-    if both and all(scaled[shape] is not None or raw[shape] for shape in bucket.shapes):
+    if both:
         drift = statistics.geometric_mean([scaled[shape] / raw[shape] for shape in both])
         return bucket.objective({shape: raw[shape] * drift if scaled[shape] is None else scaled[shape]
                                  for shape in bucket.shapes}), ESTIMATED
-    return (bucket.objective(raw), RAW) if all(raw.values()) else None
+    return bucket.objective(raw if all(raw.values()) else
+                            {shape: raw[shape] or scaled[shape] for shape in bucket.shapes}), RAW
 
 
 def _scaled_ms(gate: dict, tune: dict | None, shape: tuple) -> float | None:
@@ -607,10 +612,12 @@ HISTORY = ("final rounds: the time each published; gate runs: their tune's time 
            "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
            "else against the heuristic), not their raw time, which drifts with the machine; hollow: a gate run's raw "
            "time, where that check has no time of its tune to scale on any shape (another pick or heuristic than the "
-           "tune's, a check against the tuning-time ratio, a tune without a time); a hollow square, partly estimated: "
+           "tune's, a check against the tuning-time ratio, a tune without a time) or on none that has a raw time too "
+           "(an old record: those scaled beside the others raw); a hollow square, partly estimated: "
            "on the shapes with none, its raw time times the day's drift on the others (their scaled over their raw "
            "time, a geometric mean)")
-#: A hollow point's legend: a gate run's raw time on every shape, none scaled by its verdicts (see :func:`_gate_ms`).
+#: A hollow point's legend: a gate run's raw time on every shape, none scaled by its verdicts, or where no shape has
+#: both, each one's raw time else its scaled one (see :func:`_gate_ms`).
 RAW = "raw time (no verdict to scale)"
 #: A hollow square's: some shapes scaled by its verdicts, the others by the day's drift on them (see :func:`_gate_ms`).
 ESTIMATED = "partly estimated: some shapes by the day's drift"
