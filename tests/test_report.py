@@ -1300,7 +1300,8 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time of the best config across commits, d final rounds: the time each published; gate runs: their tune's "
         "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
         "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
-        "the machine; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
+        "the machine, and on a shape they left unmeasured (the pick today's heuristic, the template the tune's) the "
+        "tune's time; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
         "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) "
         "or on none that has a raw time too (an old record: those scaled beside the others raw); a hollow square, "
         "partly estimated: on the shapes with none, its raw time times the day's drift on the others (their scaled "
@@ -1448,6 +1449,36 @@ def test_a_gate_run_is_scaled_on_each_shape_it_can_be_and_estimated_on_the_other
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [ESTIMATED]
     raw = view.bucket.objective({shape: entry["best_ms"] for shape, entry in measured.items()})
     assert raw < 0.9 * ms  # the run's raw time on both shapes, the machine quicker that day
+
+
+def test_a_gate_run_that_left_a_shape_unmeasured_as_tuned_is_drawn_there_at_the_tunes_time(pytester, monkeypatch):
+    """A heuristic changed since the tune to the adopted pick on one shape: the gate measures the best
+    alone there against nothing (no time, no verdict), and the passing run left the history; so did
+    a run that measured no shape (the pick the heuristic on each, the template unchanged), as every
+    passing gate run of a task whose round kept the heuristic does. Such a shape's build is the
+    tune's: it is drawn at the tune's time, the others as their verdicts scaled them."""
+    from tunebench.report import history
+
+    pytester, path = _tune_two_shapes(pytester)
+    suite = pytester.path / "test_chain.py"
+    tuned_suite = suite.read_text()
+    suite.write_text(tuned_suite.replace('{"reps": 2}', '{"reps": 1 if shape[0] > 3000 else 2}'))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    suite.write_text(tuned_suite.replace('{"reps": 2}', '{"reps": 1}'))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, one, none = TinyDB(path).table("checks").all()
+    tuned = {tuple(e["shape"]): e for e in tune["shapes"]}
+    assert tune["winner"] is not None and tuned[4096,]["best"] == {"reps": 1}
+    assert [(e["configs"], e["objectives"], "best_ms" in e) for e in one["shapes"][1:] + none["shapes"]] == [
+        ({"best": {"reps": 1}}, [], False)] * 3  # unmeasured on 4096, then on both
+    assert {tuple(v["shape"]) for v in one["verdicts"]} == {(2048,)} and none["verdicts"] == []
+    (judged,) = [v for v in one["verdicts"] if v["what"] == "best/baseline"]
+    (view,) = task_views(RecordStore(path), pytester.path)
+    tuned_ms = _check_ms(tune, view.bucket)
+    ms = view.bucket.objective({(2048,): _scaled(judged, tuned[2048,]["confirmed_ms"][1]),
+                                (4096,): tuned[4096,]["confirmed_ms"][0]})
+    assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
+        (tune, tuned_ms, ""), (one, ms, ""), (none, tuned_ms, "")]
 
 
 def test_a_template_the_gate_measured_slower_through_the_noise_is_not_said_to_want_a_tune_alone():

@@ -445,8 +445,11 @@ def _scaled_ms(gate: dict, tune: dict | None, shape: tuple) -> float | None:
     None where that check has no tuned time to scale: the best against its build of another
     config than the tune's pick (a merged branch's), against another heuristic (changed since the
     tune), a check from before (against the tuning-time ratio), or a tune with no time of the
-    shape. A check passed unmeasured (the same machine code) has no ratio."""
+    shape. A check passed unmeasured (the same machine code) has no ratio. A shape the run left
+    unmeasured as tuned is the tune's time (see :func:`_as_tuned`)."""
     entry = next((e for e in tune["shapes"] if tuple(e["shape"]) == shape), None) if tune else None
+    if entry is not None and _as_tuned(gate, tune, entry):
+        return _entry_ms(tune, entry) or None
     verdicts = [v for v in gate.get("verdicts", []) if tuple(v["shape"]) == shape and not v.get("unmeasured")]
     if entry is None or not verdicts:
         return None
@@ -465,6 +468,20 @@ def _scaled_ms(gate: dict, tune: dict | None, shape: tuple) -> float | None:
         return None
     # the median over its processes; records from before per-process ratios kept the median alone
     return ms * (statistics.median(verdict["ratios"]) if "ratios" in verdict else verdict["median"])
+
+
+def _as_tuned(gate: dict, tune: dict, entry: dict) -> bool:
+    """Whether a gate run that did not fail left the shape of the tune's ``entry`` unmeasured, as
+    the gate does where the pick is today's heuristic there and its template is the tune's: the
+    best alone, nothing to measure it against (no verdict, no time). Its build there is the
+    tune's, so its time is the tune's: dropped, every passing run of a task whose round kept the
+    heuristic left the history, and so did a run on a heuristic changed since to the pick on one
+    shape. A failed run's may be the shape its best crashed on."""
+    shape = tuple(entry["shape"])
+    measured = next((e for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
+    return (gate.get("outcome") != "fail" and gate.get("source_hash") == tune.get("source_hash")
+            and measured.get("configs") == {"best": entry.get("best")} and not measured.get("objectives")
+            and "best_ms" not in measured and not any(tuple(v["shape"]) == shape for v in gate.get("verdicts", [])))
 
 
 def _raw_ms(gate: dict, shape: tuple) -> float | None:
@@ -610,7 +627,8 @@ def _run_labels(checks: list[dict]) -> list[str]:
 #: What the history's points are, under its title.
 HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios of the "
            "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
-           "else against the heuristic), not their raw time, which drifts with the machine; hollow: a gate run's raw "
+           "else against the heuristic), not their raw time, which drifts with the machine, and on a shape they left "
+           "unmeasured (the pick today's heuristic, the template the tune's) the tune's time; hollow: a gate run's raw "
            "time, where that check has no time of its tune to scale on any shape (another pick or heuristic than the "
            "tune's, a check against the tuning-time ratio, a tune without a time) or on none that has a raw time too "
            "(an old record: those scaled beside the others raw); a hollow square, partly estimated: "
