@@ -310,6 +310,22 @@ def test_comments_edited_in_a_header_or_the_template_keep_the_trials_and_code_ed
     assert "axpb[small-float32]: the template (axpb.h edited) changed since the last tune: measured again" in out
 
 
+def test_a_comment_edit_that_breaks_the_build_keeps_no_trial_and_stops_as_the_build_fails(project, pytester):
+    """Under -Werror a comment edited may not build (a ``/*`` within a comment: -Werror=comment):
+    no trial of the earlier source is kept as today's (every one said ok, and the tune, the gate
+    and a tune again passed), and the task stops on the heuristic's compile error, as it did
+    before trials were kept."""
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-Wall", "-Werror"),'))
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    template = root / "kernels" / "axpb.c"
+    template.write_text(template.read_text().replace("    int i = 0;\n", "    int i = 0; /* the index /* of x */\n"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(result, "axpb.c does not compile for the heuristic's config [vec:2 unroll:1 mode:0], so the task "
+                        "stops:") == 1
+    assert said(result, '"/*" within comment [-Werror=comment]') == 1
+    assert not any("kept_from" in t for t in records(root).table("trials").all())
+
+
 def test_a_template_that_does_not_compile_stops_its_task_with_one_message(project, pytester):
     """Run again, it stops on the error recorded, which it says (it was taken for a fresh build's:
     a header installed since changed nothing, unsaid), and how to build it again."""

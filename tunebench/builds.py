@@ -43,13 +43,15 @@ class Ahead:
         self._builds: dict[tuple, Future] = {}
 
     def build(self, kernel: Kernel, variant: Variant, dtype: str, configs: list[dict], now: dict,
-              waiting: Callable[[], None] = lambda: None) -> None:
+              waiting: Callable[[], None] = lambda: None) -> BaseException | None:
         """Start compiling ``configs``; return once ``now`` (the config about to be measured) is
         built, and, where builds compete with measurements, once every one started is, calling
         ``waiting`` every :data:`~tunebench.interference.MARK_S` meanwhile (the workers read the
-        machine: see :meth:`~tunebench.workers.Workers.mark`)."""
+        machine: see :meth:`~tunebench.workers.Workers.mark`). Returns why ``now`` did not build
+        (the compiler's refusal, a resource refusal, or what kept it from compiling), None where it
+        built or the target builds nothing."""
         if self.backend is None:
-            return
+            return None
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="tunebench-build")
         for config in [now, *configs]:
@@ -62,21 +64,25 @@ class Ahead:
             waiting()
         if not beside:
             self.close()  # its threads end: the worker is forked from one thread
+        return current.exception() or current.result()
 
-    def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> None:
+    def _compile(self, kernel: Kernel, variant: Variant, dtype: str, config: dict) -> Exception | None:
+        """Build one config into the compile cache; the compiler's or the resources' refusal of it,
+        None where it built."""
         try:
-            build = self.backend.build(kernel, variant, config, dtype)
+            build, refused = self.backend.build(kernel, variant, config, dtype), None
         except CompileError as e:
             if e.cached:  # an earlier run's verdict: nothing compiled now
-                return
-            build = None  # the error is cached too: the worker reports it
-        except ResourceError:
-            build = None
+                return e
+            build, refused = None, e  # the error is cached too: the worker reports it
+        except ResourceError as e:
+            build, refused = None, e
         if build is None or not build.cached:
             with self._count:
                 self.compiled += 1
                 if build is not None:
                     self.artefacts.add(build.handle.name)
+        return refused
 
     def close(self) -> None:
         if self._pool is not None:

@@ -336,7 +336,8 @@ class Task:
         the files whose comments changed since: its trials count as today's, kept, not measured
         again (a comment edited cost hours of tuning on a GPU). Read once a trial is not recorded
         for today's source, so a run that reuses them all lexes nothing; of every version, not the
-        last tune's alone: a run cut short keeps the rest of them when resumed."""
+        last tune's alone: a run cut short keeps the rest of them when resumed. Empty where today's
+        source does not build for the heuristic's config (see :attr:`_refusal`)."""
         template, store = self.variant.template, self.tuner.store
         texts = {**store.file_texts(), **self.variant.file_texts}
         found = {}
@@ -345,7 +346,27 @@ class Task:
                 text, template, self.variant.path.name, texts, self.variant.language)
             if edited:
                 found[source] = (declaration_hash({**self.declaration, "template": source}), edited)
-        return found
+        return {} if found and self._refusal else found  # one that does not build: its heuristic's trial says so
+
+    @cached_property
+    def _refusal(self) -> tuple[dict, BaseException] | None:
+        """The heuristic's config that today's source does not build for, and why (see
+        :meth:`~tunebench.builds.Ahead.build`), built as the tune's first trial is, into the
+        compile cache: a comment edited may break the build (a ``/*`` in a comment under
+        ``-Werror=comment``, a ``??/`` under ``-Wtrigraphs``), and no trial of an earlier source is
+        kept as today's then (see :attr:`earlier`). A cluster's driver builds it too, replay nothing."""
+        t = self.tuner
+        ahead = t.ahead or Ahead(t.target, t.fingerprint, workers=1)
+        configs = {config_key(c): c for c in (self.variant.baseline(s, self.dtype) for s in self.bucket.shapes)}
+        try:
+            for config in configs.values():
+                why = ahead.build(self.kernel, self.variant, self.dtype, [], now=config)
+                if why is not None:
+                    return config, why
+            return None
+        finally:
+            if ahead is not t.ahead:
+                ahead.close()
 
     def heuristic_kept(self) -> int:
         """On how many of the bucket's shapes the records hold the heuristic's trial: a task
