@@ -511,9 +511,7 @@ class Task:
             config = self.baseline.configs[shape]
             recorded = ("" if (self.label, shape, config_key(config)) in self.tuner.measured else
                         " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)")
-            raise KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
-                              f"heuristic's config [{config_text(config)}]{recorded}, so the task stops:\n"
-                              f"{self.baseline.trials[shape]['error']}")
+            raise self._uncompiled(config, self.baseline.trials[shape]["error"], recorded)
         # described once the heuristic ran on every shape: a declaration error (an args builder, a
         # reference at fault) raises first, and the records keep the last description that worked
         store.put_task({**self._description(), "warm_from": warm_from})
@@ -601,6 +599,11 @@ class Task:
                                 self.baseline.clean_times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None, self.compiler, self.dirty)
         self.check = check
+        # a round that found the heuristic's config refused (its trials built it: a library linked
+        # removed since) leaves no heuristic to stay: the task stops as on a first build refused
+        refused = self._refusal if check.get("problem") and not (self.baseline and self.baseline.failure) else None
+        if refused and isinstance(refused[1], backends.CompileError):
+            raise self._uncompiled(refused[0], str(refused[1]))
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
@@ -608,6 +611,11 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _uncompiled(self, config: dict, error: str, recorded: str = "") -> KernelError:
+        """The task's stop where the heuristic's config does not compile: no candidate would build."""
+        return KernelError(f"kernel {self.kernel.name!r}: {self.variant.path.name} does not compile for the "
+                           f"heuristic's config [{config_text(config)}]{recorded}, so the task stops:\n{error}")
 
     def _build_finalists(self, configs: list[dict]) -> None:
         """The final round's builds, compiled together on the host's cores before its workers
