@@ -43,3 +43,21 @@ def test_a_raw_strings_text_and_its_splices_are_code():
 def test_a_text_gcc_refuses_is_no_code():
     assert code_of("#frobnicate\nint x;\n", "c") is None
     assert code_of("int x; /* never closed\n", "c") is None
+
+
+#: A raw string over lines: its indentation, blank lines and blanks at a line's end are its text.
+RAW = 'const char *s = R"x(\n    a\n\n)x";\n'
+
+
+@pytest.mark.parametrize("edited", [
+    RAW.replace("    a", "        a"),  # sizeof s 4 bytes more
+    RAW.replace("a\n\n", "a\n"),
+    RAW.replace("    a", "    a  "),
+])
+def test_a_raw_strings_lines_are_its_text(edited):
+    assert code_of(edited, "c++") is not None and code_of(edited, "c++") != code_of(RAW, "c++")
+
+
+def test_blanks_and_comments_around_a_raw_string_are_no_code():
+    edited = "\n  " + RAW.replace(";", "; // s") + "/* t */\n"
+    assert code_of(RAW, "c++") is not None and code_of(edited, "c++") == code_of(RAW, "c++")

@@ -20,6 +20,9 @@ import subprocess
 
 #: A line splice, as gcc takes one: a backslash, blanks (gcc warns of them), the end of the line.
 _SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
+#: The opening of a raw string: its prefix (not the end of a longer name), its delimiter (up to 16
+#: characters, no blank, parenthesis or backslash) between ``"`` and ``(``.
+_RAW_STRING = re.compile(r'(?<![\w$])(?:u8|[uUL])?R"([^\s()\\]{0,16})\(')
 
 
 @functools.lru_cache(maxsize=256)
@@ -28,8 +31,9 @@ def code_of(text: str, language: str) -> tuple[str, str] | None:
     comments taken out and its blanks at either end, blank lines dropped; ``language``: ``c`` or
     ``c++``. Blanks between the tokens of a line count (gcc keeps one where there were any),
     as do line breaks, and a ``//`` comment's line that a splice continues (as written, it is
-    code). None where gcc is not on the PATH or refuses the text (an unknown directive, an
-    unterminated comment): no two texts are then known to be the same code."""
+    code), and a raw string's text, its line breaks and blanks too. None where gcc is not on the
+    PATH or refuses the text (an unknown directive, an unterminated comment): no two texts are
+    then known to be the same code."""
     found = tuple(_lexed(each, language) for each in (text, _SPLICE.sub("", text)))
     return None if None in found else found
 
@@ -43,5 +47,25 @@ def _lexed(text: str, language: str) -> str | None:
                           input=indented.encode("utf-8", "surrogateescape"))
     if done.returncode:
         return None
-    lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
+    return _code(done.stdout.decode("utf-8", "surrogateescape"))
+
+
+def _code(lexed: str) -> str | None:
+    """gcc's output, each line's blanks at either end and blank lines out, but a raw string's text
+    kept whole, which gcc keeps as written: its indentation and blank lines are characters of the
+    string (``R"(\\n  a\\n)"`` is two bytes longer than ``R"(\\na\\n)"``). None where a raw
+    string is not closed."""
+    pieces, at = [], 0  # each the lines of the text between raw strings, or a raw string as one
+    while (raw := _RAW_STRING.search(lexed, at)) is not None:
+        end = lexed.find(f'){raw[1]}"', raw.end())
+        if end < 0:
+            return None
+        end += len(raw[1]) + 2
+        pieces += [lexed[at:raw.start()].split("\n"), [lexed[raw.start():end]]]
+        at = end
+    pieces.append(lexed[at:].split("\n"))
+    lines = [""]
+    for piece in pieces:  # a raw string joins the lines it lies between
+        lines[-1] += piece[0]
+        lines += piece[1:]
     return "\n".join(line.strip() for line in lines if line.strip())
