@@ -61,3 +61,18 @@ def test_a_raw_strings_lines_are_its_text(edited):
 def test_blanks_and_comments_around_a_raw_string_are_no_code():
     edited = "\n  " + RAW.replace(";", "; // s") + "/* t */\n"
     assert code_of(RAW, "c++") is not None and code_of(edited, "c++") == code_of(RAW, "c++")
+
+
+@pytest.mark.parametrize("directive", [
+    "#include <sys//types.h>", "# include_next <sys/*x*/types.h>", "#import <sys//types.h>",
+    "#if __has_include( <sys//types.h> )\n#endif",
+])
+def test_a_header_name_holding_a_comments_opening_is_no_code_known(directive):
+    """gcc's lexer, running no directive, took <sys//types.h>'s // for a comment: the template
+    including <sys//stat.h> instead was the same code."""
+    assert code_of(directive + "\nint x;\n", "c") is None
+
+
+def test_a_comment_after_a_header_name_is_no_code():
+    assert code_of("#include <sys/types.h> // a\n", "c") is not None
+    assert code_of("#include <sys/types.h> // a\n", "c") == code_of("#include <sys/types.h> /* b */\n", "c")

@@ -23,6 +23,11 @@ _SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
 #: The opening of a raw string: its prefix (not the end of a longer name), its delimiter (up to 16
 #: characters, no blank, parenthesis or backslash) between ``"`` and ``(``.
 _RAW_STRING = re.compile(r'(?<![\w$])(?:u8|[uUL])?R"([^\s()\\]{0,16})\(')
+#: A header name in angle brackets holding ``//`` or ``/*`` (``#include <sys//types.h>``), of an
+#: #include, #include_next, #import or import, or of __has_include: the compiler reads it whole,
+#: gcc's lexer, with no directive run, as a comment from there, the rest of the name lost.
+_COMMENT_IN_HEADER_NAME = re.compile(r"\b(?:include(?:_next)?|import|__has_include(?:_next)?\s*\()"
+                                     r"\s*<[^>\n]*(?://|/\*)")
 
 
 @functools.lru_cache(maxsize=256)
@@ -32,9 +37,13 @@ def code_of(text: str, language: str) -> tuple[str, str] | None:
     ``c++``. Blanks between the tokens of a line count (gcc keeps one where there were any),
     as do line breaks, and a ``//`` comment's line that a splice continues (as written, it is
     code), and a raw string's text, its line breaks and blanks too. None where gcc is not on the
-    PATH or refuses the text (an unknown directive, an unterminated comment): no two texts are
-    then known to be the same code."""
-    found = tuple(_lexed(each, language) for each in (text, _SPLICE.sub("", text)))
+    PATH or refuses the text (an unknown directive, an unterminated comment), or would lex it
+    otherwise than the compiler (a ``//`` in a header name): no two texts are then known to be
+    the same code."""
+    texts = (text, _SPLICE.sub("", text))
+    if any(_COMMENT_IN_HEADER_NAME.search(each) for each in texts):
+        return None
+    found = tuple(_lexed(each, language) for each in texts)
     return None if None in found else found
 
 
