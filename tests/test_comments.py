@@ -2,7 +2,8 @@
 
 import pytest
 
-from tunebench.comments import code_of
+from tunebench.comments import code_of, lexed_alike
+from tunebench.kernel import comment_edits
 
 BASE = """\
 #define N 4 /* a block */
@@ -76,3 +77,23 @@ def test_a_header_name_holding_a_comments_opening_is_no_code_known(directive):
 def test_a_comment_after_a_header_name_is_no_code():
     assert code_of("#include <sys/types.h> // a\n", "c") is not None
     assert code_of("#include <sys/types.h> // a\n", "c") == code_of("#include <sys/types.h> /* b */\n", "c")
+
+
+def test_a_trigraph_is_no_code_known():
+    """``??/`` ends a // comment: under -std=c11 (an ISO standard, -ansi, -trigraphs) a backslash,
+    which splices the next line into the comment; gcc's lexer, in its GNU standard, reads no
+    trigraph, and took the two for the same code."""
+    text = "int y = 1;\n// note\ny = 2;\n"
+    assert code_of(text, "c") is not None and code_of(text.replace("// note", "// note ??/"), "c") is None
+
+
+@pytest.mark.parametrize("flags", [("-ansi",), ("-O2", "-std=c89"), ("--std", "c90"), ("--std=iso9899:199409",)])
+def test_a_line_comment_under_c90_is_no_comment_known(flags):
+    """In C90 ``//`` starts no comment: ``4 //**/ 2`` is 4 / 2, and 4 under gcc's default."""
+    before, after = "int b = 4 //**/ 2\n;\n", "int b = 4 //**/ 3\n;\n"
+    assert comment_edits(before, after, "k.c", {}, "c", ()) == ["k.c"]
+    assert comment_edits(before, after, "k.c", {}, "c", flags) is None
+
+
+def test_other_standards_read_line_comments():
+    assert lexed_alike(("-std=c99", "-O2")) and lexed_alike(("-std=gnu89",)) and lexed_alike(("-std=c++98",))

@@ -1527,11 +1527,12 @@ def test_headers_edited_in_their_comments_alone_are_named_where_the_records_keep
     after = read()
     assert after.source_hash != before.source_hash
     header = str(tmp_path / "include" / "scale.h")
-    assert comment_edits(tuned, after.template, "k.c", {**texts, **after.file_texts}, "c") == sorted([header, "k.c", "local.h"])
-    assert comment_edits(tuned, after.template, "k.c", after.file_texts, "c") is None
+    assert comment_edits(tuned, after.template, "k.c", {**texts, **after.file_texts}, "c", after.flags) == sorted(
+        [header, "k.c", "local.h"])
+    assert comment_edits(tuned, after.template, "k.c", after.file_texts, "c", after.flags) is None
     (tmp_path / "include" / "scale.h").write_text("#define SCALE 3.5f /* three, as floats */\n")
     edited = read()
-    assert comment_edits(tuned, edited.template, "k.c", {**texts, **edited.file_texts}, "c") is None
+    assert comment_edits(tuned, edited.template, "k.c", {**texts, **edited.file_texts}, "c", edited.flags) is None
 
 
 def test_a_stray_header_of_usr_local_include_is_no_part_of_a_templates_source(tmp_path, monkeypatch):

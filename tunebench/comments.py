@@ -17,6 +17,7 @@ import functools
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 #: A line splice, as gcc takes one: a backslash, blanks (gcc warns of them), the end of the line.
 _SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
@@ -28,6 +29,15 @@ _RAW_STRING = re.compile(r'(?<![\w$])(?:u8|[uUL])?R"([^\s()\\]{0,16})\(')
 #: gcc's lexer, with no directive run, as a comment from there, the rest of the name lost.
 _COMMENT_IN_HEADER_NAME = re.compile(r"\b(?:include(?:_next)?|import|__has_include(?:_next)?\s*\()"
                                      r"\s*<[^>\n]*(?://|/\*)")
+#: A trigraph, which an ISO standard (``-std=c11``, ``-ansi``) or ``-trigraphs`` reads and gcc's
+#: lexer, in its GNU standard, does not: ``??/`` is a backslash, at a ``//`` comment's end a splice
+#: that continues the comment over the next line.
+_TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
+#: What gcc's lexer reads otherwise than the compiler (see above): a text holding one is not lexed.
+_MISREAD = (_COMMENT_IN_HEADER_NAME, _TRIGRAPH)
+#: The C standards in which ``//`` starts no comment (C90, as ``-ansi`` is in C), where
+#: ``a //**/ b`` is ``a / b``.
+_C90 = ("c89", "c90", "iso9899:1990", "iso9899:199409")
 
 
 @functools.lru_cache(maxsize=256)
@@ -38,13 +48,24 @@ def code_of(text: str, language: str) -> tuple[str, str] | None:
     as do line breaks, and a ``//`` comment's line that a splice continues (as written, it is
     code), and a raw string's text, its line breaks and blanks too. None where gcc is not on the
     PATH or refuses the text (an unknown directive, an unterminated comment), or would lex it
-    otherwise than the compiler (a ``//`` in a header name): no two texts are then known to be
-    the same code."""
+    otherwise than the compiler (a ``//`` in a header name, a trigraph): no two texts are then
+    known to be the same code."""
     texts = (text, _SPLICE.sub("", text))
-    if any(_COMMENT_IN_HEADER_NAME.search(each) for each in texts):
+    if any(misread.search(each) for misread in _MISREAD for each in texts):
         return None
     found = tuple(_lexed(each, language) for each in texts)
     return None if None in found else found
+
+
+def lexed_alike(flags: Sequence[str]) -> bool:
+    """Whether a build with ``flags`` reads comments as :func:`code_of` lexes them: not under C90
+    (``-ansi``, ``-std=c89``, ``--std c90``...; see :data:`_C90`), where ``//`` starts none."""
+    for before, flag in zip(("", *flags), flags):
+        option, _, standard = flag.partition("=")
+        if flag in ("-ansi", "--ansi") or (option in ("-std", "--std") and standard in _C90) \
+                or (before == "--std" and flag in _C90):
+            return False
+    return True
 
 
 def _lexed(text: str, language: str) -> str | None:

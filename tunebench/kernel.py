@@ -40,7 +40,7 @@ from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
 from tunebench.buckets import Buckets
-from tunebench.comments import code_of
+from tunebench.comments import code_of, lexed_alike
 from tunebench.dtypes import kind, numpy_dtype, significand_bits
 from tunebench.records import config_text
 from tunebench.ported import refuse_ported
@@ -928,16 +928,18 @@ def changed_files(before: str, after: str, template: str) -> list[str]:
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
 
 
-def comment_edits(before: str, after: str, template: str, texts: Mapping[str, str], language: str) -> list[str] | None:
+def comment_edits(before: str, after: str, template: str, texts: Mapping[str, str], language: str,
+                  flags: Sequence[str]) -> list[str] | None:
     """The files (see :func:`changed_files`) whose comments or whitespace alone changed between
     two expanded sources, where no code did (see :func:`~tunebench.comments.code_of`): the same
     files, each kept as its hash alone compared by its text in ``texts`` (by hash: the records'
     and today's), the rest as the expanded text. A #line marker's number is left out (tunebench's,
     and one of the template's own written as they are), as a comment line moves it, and
     ``__LINE__`` with it: the code a trial ran is the same, its line numbers apart. None where code changed, or a changed file's text is not in ``texts``
-    (records from before they were kept, a binary file), or gcc cannot lex one: another source."""
+    (records from before they were kept, a binary file), or gcc cannot lex one, or the build's
+    ``flags`` read comments otherwise (see :func:`~tunebench.comments.lexed_alike`): another source."""
     edited = changed_files(before, after, template)
-    if not edited or _by_file(before, template).keys() != _by_file(after, template).keys():
+    if not edited or not lexed_alike(flags) or _by_file(before, template).keys() != _by_file(after, template).keys():
         return None
     old, new = hashed_files(before, template), hashed_files(after, template)
     apart = [file for file in edited if file in old or file in new]

@@ -343,7 +343,7 @@ class Task:
         found = {}
         for source, text in reversed(store.sources(self.kernel.name).items()):
             edited = None if source == self.variant.source_hash else comment_edits(
-                text, template, self.variant.path.name, texts, self.variant.language)
+                text, template, self.variant.path.name, texts, self.variant.language, self.variant.flags)
             if edited:
                 found[source] = (declaration_hash({**self.declaration, "template": source}), edited)
         return {} if found and self._refusal else found  # one that does not build: its heuristic's trial says so
