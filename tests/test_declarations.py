@@ -310,6 +310,22 @@ def test_comments_edited_in_a_header_or_the_template_keep_the_trials_and_code_ed
     assert "axpb[small-float32]: the template (axpb.h edited) changed since the last tune: measured again" in out
 
 
+def test_a_comment_edit_undone_says_its_trials_were_reused_not_measured_again(project, pytester):
+    """The comment taken out again: every trial is today's source's own, recorded by the first tune,
+    none kept and none measured; the summary said "measured again"."""
+    root = project()
+    template = root / "kernels" / "axpb.c"
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    first = records(root).table("trials").all()
+    template.write_text("// a comment\n" + AXPB_C)
+    assert f"its {len(first)} trials are kept" in pytester.runpytest("suites", *TUNE, "-k", "small").stdout.str()
+    template.write_text(AXPB_C)
+    undone = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(undone, f"axpb[small-float32]: only comments or whitespace changed in axpb.c since the last tune: "
+                        f"{len(first)} trials recorded with this declaration before were reused") == 1
+    assert said(undone, "measured again") == 0
+
+
 def test_a_comment_edit_that_breaks_the_build_keeps_no_trial_and_stops_as_the_build_fails(project, pytester):
     """Under -Werror a comment edited may not build (a ``/*`` within a comment: -Werror=comment):
     no trial of the earlier source is kept as today's (every one said ok, and the tune, the gate

@@ -393,14 +393,17 @@ class Task:
         if not self.changed:
             return None
         if self.changed == ["template"] and self.tuned_source in self.earlier:
-            return (f"only comments or whitespace changed in {', '.join(self.earlier[self.tuned_source][1])} since "
-                    f"the last tune: " + (f"its {self.kept} trials are kept" if self.kept else "measured again"))
-        tuned = self.tuner.store.source(self.tuned_source) if "template" in self.changed else None
-        edited = changed_files(tuned, self.variant.template, self.variant.path.name) if tuned else []
-        parts = [f"template ({', '.join(edited)} edited)" if part == "template" and edited else part
-                 for part in self.changed]
-        what = f"the {', '.join(parts)} changed since the last tune"
-        if self.reused:
+            what = f"only comments or whitespace changed in {', '.join(self.earlier[self.tuned_source][1])} since " \
+                   f"the last tune"
+            if self.kept:
+                return f"{what}: its {self.kept} trials are kept"
+        else:
+            tuned = self.tuner.store.source(self.tuned_source) if "template" in self.changed else None
+            edited = changed_files(tuned, self.variant.template, self.variant.path.name) if tuned else []
+            parts = [f"template ({', '.join(edited)} edited)" if part == "template" and edited else part
+                     for part in self.changed]
+            what = f"the {', '.join(parts)} changed since the last tune"
+        if self.reused:  # a change undone (a comment edit too): trials recorded for today's source before
             return f"{what}: {self.reused} trials recorded with this declaration before were reused"
         return f"{what}: measured again"
 
