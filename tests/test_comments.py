@@ -2,6 +2,7 @@
 
 import pytest
 
+from tunebench import comments
 from tunebench.comments import code_of, lexed_alike
 from tunebench.kernel import comment_edits
 
@@ -97,3 +98,16 @@ def test_a_line_comment_under_c90_is_no_comment_known(flags):
 
 def test_other_standards_read_line_comments():
     assert lexed_alike(("-std=c99", "-O2")) and lexed_alike(("-std=gnu89",)) and lexed_alike(("-std=c++98",))
+
+
+def test_each_text_is_lexed_once_however_many_versions_are_compared(monkeypatch):
+    """A kernel of 300 versions, each compared with today's for each of its tasks: an lru_cache of
+    256 texts lexed them all again for every task (7 s a task); a text with no line to splice was
+    lexed twice, as written and spliced, to the same."""
+    lexed = []
+    monkeypatch.setattr(comments, "_lexed", lambda text, language: lexed.append(text) or text)
+    versions = [f"int version_{i}; /* lexed once */\n" for i in range(300)]
+    for _task in range(2):
+        for text in versions:
+            code_of(text, "c")
+    assert len(lexed) == len(versions)

@@ -7,13 +7,14 @@ literals, raw strings and ``//`` and ``/* */`` comments as the compiler reads th
 expanded and no header read. Each line is indented by one space first, so that gcc runs no
 directive (it would drop a ``#define``, and a ``#pragma once``, as of a main file): each stays
 text to compare. That mode splices no lines, so the text is lexed twice, as written and with its
-lines spliced (a ``\\`` at a line's end joins the next, in a comment or a string too), and both
-must be the same: spliced alone, a raw string's splices (which it keeps) would be lost.
+lines spliced (a ``\\`` at a line's end joins the next, in a comment or a string too; once where it
+has none), and both must be the same: spliced alone, a raw string's splices (which it keeps) would
+be lost.
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import re
 import shutil
 import subprocess
@@ -38,9 +39,12 @@ _MISREAD = (_COMMENT_IN_HEADER_NAME, _TRIGRAPH)
 #: The C standards in which ``//`` starts no comment (C90, as ``-ansi`` is in C), where
 #: ``a //**/ b`` is ``a / b``.
 _C90 = ("c89", "c90", "iso9899:1990", "iso9899:199409")
+#: What :func:`code_of` found, by the hash of the text and its language: each text is lexed once in
+#: a process, however many tasks compare it (an lru_cache of 256 texts, compared in turn with each
+#: version of a kernel of 300, lexed them all again for each task: 7 s a task).
+_FOUND: dict[tuple[str, str], tuple[str, str] | None] = {}
 
 
-@functools.lru_cache(maxsize=256)
 def code_of(text: str, language: str) -> tuple[str, str] | None:
     """``text``'s code as written and with its lines spliced (see the module), each line with its
     comments taken out and its blanks at either end, blank lines dropped; ``language``: ``c`` or
@@ -50,10 +54,18 @@ def code_of(text: str, language: str) -> tuple[str, str] | None:
     PATH or refuses the text (an unknown directive, an unterminated comment), or would lex it
     otherwise than the compiler (a ``//`` in a header name, a trigraph): no two texts are then
     known to be the same code."""
-    texts = (text, _SPLICE.sub("", text))
-    if any(misread.search(each) for misread in _MISREAD for each in texts):
+    key = (hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), language)
+    if key not in _FOUND:
+        _FOUND[key] = _code_of(text, language)
+    return _FOUND[key]
+
+
+def _code_of(text: str, language: str) -> tuple[str, str] | None:
+    spliced = _SPLICE.sub("", text)
+    if any(misread.search(each) for misread in _MISREAD for each in (text, spliced)):
         return None
-    found = tuple(_lexed(each, language) for each in texts)
+    written = _lexed(text, language)
+    found = (written, written if spliced == text else _lexed(spliced, language))  # none to splice: lexed once
     return None if None in found else found
 
 
