@@ -29,6 +29,7 @@ from tests.test_plugin import TUNE, records
 from tests.test_records_safety import SLOW_C
 from tests.test_records_safety import SLOW_SUITE as SLOW_RECORDED
 from tunebench import apply as apply_module
+from tunebench import comments
 from tunebench.backends import base, cpu, cuda
 from tunebench.backends.cpu import CpuBackend
 from tunebench.compile_check import reference_problems
@@ -308,6 +309,25 @@ def test_comments_edited_in_a_header_or_the_template_keep_the_trials_and_code_ed
     out, again = tuned(header, '"axpb"', '"axpb "')  # a blank in a string is code
     assert again and not any("kept_from" in t for t in again)
     assert "axpb[small-float32]: the template (axpb.h edited) changed since the last tune: measured again" in out
+
+
+def test_a_comment_edit_lexes_the_version_whose_trials_it_keeps_alone(project, pytester, monkeypatch):
+    """Every version in the records was lexed once a trial was not recorded for today's source,
+    for each task: a kernel of 300 versions took seconds a task. The newest version holding the
+    trial asked for is lexed, and no other once its code is today's."""
+    root = project()
+    template = root / "kernels" / "axpb.c"
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    for i in range(3):  # three versions more, of other code
+        template.write_text(template.read_text() + f"int version_{i};\n")
+        pytester.runpytest("suites", *TUNE, "-k", "small")
+    lexed, lex = [], comments._lexed
+    monkeypatch.setattr(comments, "_FOUND", {})  # a run of its own: nothing lexed yet
+    monkeypatch.setattr(comments, "_lexed", lambda text, language: lexed.append(text) or lex(text, language))
+    template.write_text("// a comment\n" + template.read_text())
+    out = pytester.runpytest("suites", *TUNE, "-k", "small").stdout.str()
+    assert "only comments or whitespace changed in axpb.c since the last tune: its 5 trials are kept" in out
+    assert len(lexed) == 2  # today's text and the last tune's, each with no line to splice
 
 
 def test_a_comment_edit_undone_says_its_trials_were_reused_not_measured_again(project, pytester):

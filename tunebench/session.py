@@ -299,6 +299,7 @@ class Task:
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.tuned_source: str | None = None  # the source hash the task's last tune recorded
         self.kept = 0  # trials of an earlier source of today's code recorded as today's (see earlier)
+        self._edited: dict[str | None, list[str] | None] = {}  # earlier()'s answers, by source
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
         self.waiting = False  # another run holds the task's lock
@@ -329,24 +330,34 @@ class Task:
         return self.tuner.workers.compiler(self.kernel.name, self.variant)
 
     @cached_property
-    def earlier(self) -> dict[str, tuple[str, list[str]]]:
-        """The kernel's earlier sources in the records whose code is today's (their comments or
-        whitespace apart, see :func:`~tunebench.kernel.comment_edits`), newest first, each with the
-        setup hash its trials were recorded under where the rest of the declaration is today's, and
-        the files whose comments changed since: its trials count as today's, kept, not measured
-        again (a comment edited cost hours of tuning on a GPU). Read once a trial is not recorded
-        for today's source, so a run that reuses them all lexes nothing; of every version, not the
-        last tune's alone: a run cut short keeps the rest of them when resumed. Empty where today's
-        source does not build for the heuristic's config (see :attr:`_refusal`)."""
-        template, store = self.variant.template, self.tuner.store
-        texts = {**store.file_texts(), **self.variant.file_texts}
-        found = {}
-        for source, text in reversed(store.sources(self.kernel.name).items()):
-            edited = None if source == self.variant.source_hash else comment_edits(
-                text, template, self.variant.path.name, texts, self.variant.language, self.variant.flags)
-            if edited:
-                found[source] = (declaration_hash({**self.declaration, "template": source}), edited)
-        return {} if found and self._refusal else found  # one that does not build: its heuristic's trial says so
+    def _earlier_sources(self) -> list[tuple[str, str]]:
+        """The kernel's other sources in the records, newest first, each with the setup hash its
+        trials were recorded under where the rest of the declaration is today's (see :meth:`earlier`)."""
+        return [(source, declaration_hash({**self.declaration, "template": source}))
+                for source in reversed(self.tuner.store.sources(self.kernel.name)) if source != self.variant.source_hash]
+
+    def earlier(self, source: str | None) -> list[str] | None:
+        """The files whose comments or whitespace alone changed since ``source``, an earlier source
+        of the kernel in the records, where its code is today's (see
+        :func:`~tunebench.kernel.comment_edits`): its trials count as today's, kept, not measured
+        again (a comment edited cost hours of tuning on a GPU); of every version, not the last
+        tune's alone: a run cut short keeps the rest of them when resumed. None where its code is
+        another, or today's source does not build for the heuristic's config (see
+        :attr:`_refusal`). Each source is lexed once, and only once a trial of it would be kept or
+        the summary names the last tune's: a run that reuses today's own trials lexes nothing, one
+        after a comment edit the version it keeps (a kernel of 300 versions lexed them all)."""
+        if source not in self._edited:
+            text = self.tuner.store.source(source) if source else None
+            edited = text and comment_edits(text, self.variant.template, self.variant.path.name, self._kept_texts,
+                                            self.variant.language, self.variant.flags)
+            self._edited[source] = edited if edited and not self._refusal else None
+        return self._edited[source]
+
+    @cached_property
+    def _kept_texts(self) -> dict[str, str]:
+        """Every file text the records keep, and today's, by hash: a header kept as its hash alone
+        is compared by them (see :func:`~tunebench.kernel.comment_edits`)."""
+        return {**self.tuner.store.file_texts(), **self.variant.file_texts}
 
     @cached_property
     def _refusal(self) -> tuple[dict, BaseException] | None:
@@ -354,7 +365,7 @@ class Task:
         :meth:`~tunebench.builds.Ahead.build`), built as the tune's first trial is, into the
         compile cache: a comment edited may break the build (a ``/*`` in a comment under
         ``-Werror=comment``, a ``??/`` under ``-Wtrigraphs``), and no trial of an earlier source is
-        kept as today's then (see :attr:`earlier`). A cluster's driver builds it too, replay nothing."""
+        kept as today's then (see :meth:`earlier`). A cluster's driver builds it too, replay nothing."""
         t = self.tuner
         ahead = t.ahead or Ahead(t.target, t.fingerprint, workers=1)
         configs = {config_key(c): c for c in (self.variant.baseline(s, self.dtype) for s in self.bucket.shapes)}
@@ -392,8 +403,8 @@ class Task:
             return "tuned last by a tunebench that kept no compiler to reuse a trial by: measured again"
         if not self.changed:
             return None
-        if self.changed == ["template"] and self.tuned_source in self.earlier:
-            what = f"only comments or whitespace changed in {', '.join(self.earlier[self.tuned_source][1])} since " \
+        if self.changed == ["template"] and self.earlier(self.tuned_source):
+            what = f"only comments or whitespace changed in {', '.join(self.earlier(self.tuned_source))} since " \
                    f"the last tune"
             if self.kept:
                 return f"{what}: its {self.kept} trials are kept"
@@ -806,14 +817,13 @@ class Task:
 
     def _reusable(self, config: dict, shape: tuple) -> dict | None:
         """The recorded trial of this config on this shape, where it may stand for a measurement:
-        recorded for this declaration (or an earlier source of today's code: see :attr:`earlier`),
+        recorded for this declaration (or an earlier source of today's code: see :meth:`earlier`),
         earlier in this run or else undisturbed, not failed where failures are retried, and not at
         all under --tune-fresh."""
         t = self.tuner
         doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config, self.setup_hash)
         if doc is None and not t.fresh:  # one of an earlier source of today's code, where one is recorded
-            doc = next(filter(None, (t.store.lookup(self.kernel.name, source, shape, self.dtype, config, setup)
-                                     for source, (setup, _) in self.earlier.items())), None)
+            doc = self._kept_trial(config, shape)
         if doc is None or (self.label, shape, config_key(config)) in t.measured:
             return doc
         if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
@@ -834,6 +844,15 @@ class Task:
             if any(list(t) != verified[n][1:] for n, t in zip(self.kernel.outputs, today)):
                 return None  # a tolerance that applies to an output of another dtype than the task's changed
         return doc
+
+    def _kept_trial(self, config: dict, shape: tuple) -> dict | None:
+        """The trial of this config on this shape recorded for the newest earlier source of
+        today's code (see :meth:`earlier`), if any: a source is lexed only where it holds one."""
+        for source, setup in self._earlier_sources:
+            doc = self.tuner.store.lookup(self.kernel.name, source, shape, self.dtype, config, setup)
+            if doc is not None and self.earlier(source):
+                return doc
+        return None
 
     def _recorded(self, config: dict) -> bool:
         """Whether the records hold a trial of ``config`` to reuse on every shape of the bucket:
