@@ -27,7 +27,8 @@ from tunebench.lookup import confirmed_ms, lookup
 from tinydb import TinyDB
 
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, verdict_text
-from tunebench.report import _before, _changes, _check_ms, _rows, _spread, records_at, task_views
+from tunebench.report import (_before, _changes, _check_ms, _rows, _spread, history, records_at, revision, task_views,
+                              through_the_noise)
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
 #: stops and a gate skips, as documented, and the report has none of the rows these tests read. A
@@ -1545,3 +1546,71 @@ def test_a_failed_gate_of_a_template_edited_again_since_is_noted_of_the_source_i
     view = dataclasses.replace(view, today_source="edited since")
     assert view.notes == ["but its latest gate found an earlier source's build (at 0b02385) slower than its build as "
                           "tuned: gate today's build before a tune, which would make it the reference"]
+
+
+def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_the_row_and_the_regression(
+        chain_tuned, monkeypatch):
+    """A CI's gate failed quietly at a commit, and its rerun minutes later, beside other load, was
+    skipped as too noisy: the row read "noisy: 1.47x slower" and no Regressions section listed the
+    failure, which a run that could not judge had hidden. The judged run decides; the skip is named."""
+    import tunebench.gate
+
+    pytester, path = chain_tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "slower")
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
+    with monkeypatch.context() as m:
+        _disturbed(m, tunebench.gate)
+        pytester.runpytest("test_chain.py", *GATE).assert_outcomes(skipped=1)
+    failed, skipped = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert (failed["outcome"], skipped["outcome"]) == ("fail", "skip")
+    assert failed["git_commit"] == skipped["git_commit"] and not skipped["git_dirty"]
+    at = revision(failed)
+    (noisy,) = through_the_noise(skipped)
+    later = f"; a later run at it could not judge (noisy: {statistics.median(noisy['ratios']):.2f}x slower)"
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(pytester.path / "r")]) == 0
+    md = (pytester.path / "r" / "report.md").read_text()
+    (row,) = [line for line in md.splitlines() if line.startswith("| chain |")]
+    assert row.endswith(f" | fail at {at}{later} |"), row
+    assert f"### Regressions (latest gate run)\n\n- **chain[all-float32]** (at {at}): {failed['reason']}" in md, md
+    assert "### Slowdowns measured through the noise" not in md
+    page = (pytester.path / "r" / "report.html").read_text()
+    assert f"<td>{html.escape(f'fail at {at}{later}')}</td>" in page
+    assert f"<li><b>chain[all-float32]</b> (at {at}): {html.escape(failed['reason'])}</li>" in page
+    # the history plots both runs, as before: the failure, and the slowdown measured through the noise
+    (view,) = task_views(RecordStore(path))
+    assert [c["outcome"] for c, _, _ in history(view) if c["kind"] == "gate"] == ["fail", "skip"]
+
+
+def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_judged_one_the_row():
+    """A pass stays the row beside a later unsure pass or noisy skip at its commit; a skip at another
+    commit, or of a dirty tree (which may hold other code from run to run), is the latest gate still."""
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+
+    def run(outcome, commit="a" * 40, dirty=False, verdict="pass"):
+        return {"kind": "gate", "outcome": outcome, "git_commit": commit, "git_dirty": dirty, "source_hash": "h",
+                "shapes": [{"shape": [8], "configs": {}}],
+                "verdicts": [{"what": "best/baseline", "shape": [8], "ratios": [1.3, 1.4, 1.5], "limit": 1.1,
+                              "outcome": verdict}]}
+
+    def row(*checks):
+        view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=list(checks))
+        return view.last_gate, _rows([view])[0][-1]
+
+    passed, noisy, unsure = run("pass"), run("skip", verdict="noisy"), run("pass", verdict="unsure")
+    assert row(passed, noisy) == (passed, "pass at aaaaaaa; a later run at it could not judge (noisy: 1.40x slower)")
+    assert row(passed, unsure, noisy) == (passed, "pass at aaaaaaa; 2 later runs at it could not judge (noisy: "
+                                                  "1.40x slower)")
+    failed = run("fail", verdict="fail")
+    assert row(failed, unsure) == (failed, "fail at aaaaaaa; a later run at it could not judge (unsure)")
+    elsewhere = run("skip", commit="b" * 40, verdict="noisy")
+    assert row(failed, elsewhere) == (elsewhere, "noisy: 1.40x slower at bbbbbbb")
+    dirty = run("skip", dirty=True, verdict="noisy")
+    assert row(run("fail", dirty=True, verdict="fail"), dirty) == (dirty, "noisy: 1.40x slower at aaaaaaa+dirty")
+    outside = run("skip", commit=None, verdict="noisy")  # outside a git checkout: nothing says the code is the same
+    assert row(run("fail", commit=None, verdict="fail"), outside) == (outside, "noisy: 1.40x slower at ?")

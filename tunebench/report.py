@@ -155,18 +155,54 @@ class TaskView:
 
     @property
     def last_gate(self) -> dict | None:
-        """The latest gate run of what is served now: one before the latest tune judged an earlier
-        pick, one that measured another config judged another pick (a merged branch's), and one of
-        other shapes judged the bucket before its representative shapes changed (today's gate skips it)."""
+        """The latest gate run of what is served now that judged it: a run that could not judge
+        (skipped as too noisy, or unsure) does not replace one that did at the same commit before it
+        (see :attr:`unjudged`). A quiet failure rerun beside other load read "noisy: 1.52x slower",
+        and no Regressions section listed it."""
+        runs = self._gate_runs()
+        for run in runs:
+            if not _same_code(run, runs[0]):
+                break
+            if _judged(run):
+                return run
+        return runs[0] if runs else None
+
+    @property
+    def unjudged(self) -> list[dict]:
+        """The gate runs after :attr:`last_gate`, at its commit, that could not judge it, newest first."""
+        runs, last = self._gate_runs(), self.last_gate
+        return runs[:runs.index(last)] if last is not None else []
+
+    def _gate_runs(self) -> list[dict]:
+        """The gate runs of what is served now, newest first: not one before the latest tune (it
+        judged an earlier pick), one that measured another config (it judged another pick, a merged
+        branch's), or one of other shapes (it judged the bucket before its representative shapes
+        changed; today's gate skips it)."""
         tunes = [i for i, c in enumerate(self.checks) if c["kind"] == "tune" and not c.get("disturbed")]
         served = self.served_config  # checks are in the order made (a merge sorts them by time)
         shapes = set(self.bucket.shapes)
+        found = []
         for check in reversed([c for c in self.checks[tunes[-1] + 1 if tunes else 0:] if c["kind"] == "gate"
                                and {tuple(e["shape"]) for e in c.get("shapes", [])} in (set(), shapes)]):
             measured = [e.get("configs", {}).get("best") for e in check.get("shapes", [])]
             if served is None or self.heuristic_best or all(m in (None, served) for m in measured):
-                return check
-        return None
+                found.append(check)
+        return found
+
+
+def _judged(gate: dict) -> bool:
+    """Whether a gate run judged what it measured: a failure, or a pass that settled every check
+    (not one skipped as too noisy, nor a pass with a check unsure)."""
+    return gate["outcome"] == "fail" or (gate["outcome"] == "pass" and all(
+        v["outcome"] != "unsure" for v in gate.get("verdicts", [])))
+
+
+def _same_code(one: dict, other: dict) -> bool:
+    """Whether two gate runs measured the same code: one commit, clean in both (a dirty tree may
+    hold other code from one run to the next), and one template."""
+    return (bool(one.get("git_commit")) and one.get("git_commit") == other.get("git_commit")
+            and not one.get("git_dirty") and not other.get("git_dirty")
+            and one.get("source_hash") == other.get("source_hash"))
 
 
 def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]:
@@ -726,16 +762,26 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
                      ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())
                                if k not in ("ok", "early_stopped")) or "-",
                      str(v.statuses.get("early_stopped", 0)),
-                     _gate_text(gate, idle) if gate else "-"])
+                     _gate_text(gate, idle, v.unjudged) if gate else "-"])
     return rows
 
 
-def _gate_text(gate: dict, idle: bool) -> str:
-    """A row's last gate: its outcome, and a slowdown it kept as noisy (a skip, never a pass), at its commit."""
+def _gate_text(gate: dict, idle: bool, unjudged: list[dict]) -> str:
+    """A row's last gate: its outcome at its commit, and the later runs there that could not judge
+    it (see :attr:`TaskView.last_gate`), the latest's outcome."""
+    text = f"{_outcome(gate, idle)} at {revision(gate)}"
+    if unjudged:
+        later = "a later run" if len(unjudged) == 1 else f"{len(unjudged)} later runs"
+        latest = _outcome(unjudged[0]) if unjudged[0]["outcome"] == "skip" else "unsure"
+        text += f"; {later} at it could not judge ({latest})"
+    return text
+
+
+def _outcome(gate: dict, idle: bool = False) -> str:
+    """A gate run's outcome, and a slowdown it kept as noisy (a skip, never a pass)."""
     noisy = [statistics.median(v["ratios"]) for v in through_the_noise(gate)]
-    outcome = (f"noisy: {max(noisy):.2f}x slower" if noisy and gate["outcome"] == "skip" else
-               f"{gate['outcome']}{' (nothing to measure)' if idle else ''}")
-    return f"{outcome} at {revision(gate)}"
+    return (f"noisy: {max(noisy):.2f}x slower" if noisy and gate["outcome"] == "skip" else
+            f"{gate['outcome']}{' (nothing to measure)' if idle else ''}")
 
 
 HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "speedup", "best config",
@@ -750,7 +796,9 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "before they were kept) and the trials' are shown. The best config is what best() serves; the last "
          "gate, the latest gate run of it since its tune and the commit it ran at (an older commit's where a "
          "later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run was skipped as too "
-         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table).")
+         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table); a "
+         "run that could not judge (skipped as too noisy, or unsure) after one that did at the same commit does "
+         "not replace it, and is named after it.")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
