@@ -573,11 +573,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.reason = "; ".join([*(" ".join(v.line().split()) for v in failed), result.notes[0]])
     elif noisy:
         result.outcome = "skip"
-        result.reason = (f"machine too noisy to gate ({'; '.join(noisy)}): "
-                         f"{remedy('; '.join(noisy), 'run the gate on a quiet machine', target)}")
+        seen = "; ".join(noisy)
+        busy = remedy(seen, "run the gate on a quiet machine", target)
+        # a slowdown the noise hid is no verdict, and no secret either: it leads, then why it was not judged, then
+        # what was seen (after every arm's samples, 1300-1800 characters in, "not gated (--gate-strict): machine too
+        # noisy ..." was rerun as a flaky job)
         through = [_through_the_noise(v, result.comparisons[v.shape]) for v in result.verdicts if v.outcome == "noisy"]
-        if through:  # a slowdown the noise hid is no verdict, and no secret either
-            result.reason += "; " + "; ".join(through)
+        result.reason = ("; ".join([*through, f"machine too noisy to gate: {busy} ({seen})"]) if through else
+                         f"machine too noisy to gate ({seen}): {busy}")
     return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
 
 
@@ -731,15 +734,15 @@ def trusted(verdicts: list[Verdict], comp: Comparison) -> list[Verdict]:
 
 
 def _through_the_noise(verdict: Verdict, comp: Comparison) -> str:
-    """A failing check that :func:`trusted` kept as ``noisy``, as a skip's reason says it: every
-    process measured the slowdown (a failure's verdict), and why it does not fail. A skip that
-    ended "measured through the noise: NOISY ..." was read as noise, not as a 2x slowdown seen in
-    all three processes."""
+    """A failing check that :func:`trusted` kept as ``noisy``, as a skip's reason says it: the
+    check and its ratio first, then that every process measured it (a failure's verdict), and why
+    it does not fail. A skip that ended "measured through the noise: NOISY ..." was read as noise,
+    not as a 2x slowdown seen in all three processes."""
     why = ("every process stayed disturbed, and a load can bias such a ratio alike in all of them"
            if len(comp.disturbed) == len(comp.objectives) else
            "it clears its limit by less than the spread of the processes")
-    return (f"a slowdown measured through the noise in every process, not a failure as {why}: "
-            f"{' '.join(verdict.line().split()[1:])}")
+    return (f"slower through the noise: {' '.join(verdict.line().split()[1:])}, measured in every process; "
+            f"not a failure, as {why}")
 
 
 def _final_ms(entry: dict, config: dict) -> float | None:
