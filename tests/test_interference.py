@@ -641,3 +641,61 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
     shapes = {(t["config"]["pause"], tuple(t["shape"])) for t in RecordStore(path).trials()
               if t.get("verdict") == "disturbed"}
     assert (1, (1000,)) in shapes  # the pick's trial that stopped it, kept
+
+
+def _planted_trials(monkeypatch, verdicts: dict) -> tuple[list, list]:
+    """Each trial's verdict taken in turn from ``verdicts`` (shape: "disturbed" or "clean", clean
+    once they run out; a disturbed one with a busy machine's readings, so its retries are the
+    usual three), every comparison's clean: (the shapes measured, in order, one per attempt; the
+    retries' pauses), none of them waited."""
+    import tunebench.workers
+    from tunebench.workers import TrialJob
+
+    trial = tunebench.workers.Workers.trial
+    measured, pauses = [], []
+
+    def planted(self, job):
+        result = trial(self, job)
+        if isinstance(job, TrialJob) and result.get("samples"):
+            measured.append(tuple(job.shape))
+            left = verdicts.get(tuple(job.shape), [])
+            if (left.pop(0) if left else "clean") == "disturbed":
+                result.update(verdict="disturbed", interference=["other processes took 90% of the CPU time"],
+                              conditions={**result.get("conditions", {}), "others_cpu": 0.9, "cores": 2, "threads": 1})
+                return result
+        if "verdict" in result:
+            result.update(verdict="clean", interference=[])
+        return result
+
+    monkeypatch.setattr(tunebench.workers.Workers, "trial", planted)
+    monkeypatch.setattr(tunebench.workers.Workers, "pause", lambda self, seconds: pauses.append(seconds))
+    return measured, pauses
+
+
+def test_once_a_task_stopped_on_the_busy_machine_the_next_measures_one_trial_once_before_it_stops(
+        twice_project, pytester, monkeypatch):
+    """Six tasks on a busy runner took 180 s to stop: each after a trial retried with its pauses,
+    the machine known busy since the first stopped. The next task measures its trial once and
+    stops, saying so."""
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20, (20000,): ["disturbed"] * 20})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "-rs")
+    assert measured == [(4096,)] * 12 + [(20000,)]  # three trials after their three retries each; then one, once
+    assert pauses == [0.5, 1.0, 2.0] * 3
+    result.stdout.fnmatch_lines([
+        "stopped, disturbed: 2 of 2 tasks (twice?small-float32?, twice?large-float32?); * quiet); 1 of them at a trial "
+        "measured once, without retries or pauses, as an earlier task had stopped so; their trials are kept*",
+        "SKIPPED [[]1[]] *: stopped: the machine is busy (other processes took 90% of the CPU time); its trial stayed "
+        "disturbed, measured once without retries or pauses, as an earlier task of this run stopped disturbed. *"
+        "(the run failed once for a busy machine, above)"])
+
+
+def test_a_task_after_a_busy_stop_goes_on_once_a_trial_comes_out_clean_and_retries_as_on_any_machine(
+        twice_project, pytester, monkeypatch):
+    """The machine quiet again by the next task: its first trial, measured once, comes out clean,
+    and a later trial disturbed once is retried, not taken for the busy machine of before."""
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20, (20000,): ["clean", "disturbed"]})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
+    assert pauses == [0.5, 1.0, 2.0] * 3 + [0.5]
+    assert measured[12:] == [(20000,)] * 5  # the heuristic's, a candidate's twice, the two others'
+    result.stdout.fnmatch_lines(["stopped, disturbed: 1 of 2 tasks (twice?small-float32?); * quiet); their trials "
+                                 "are kept*"])

@@ -13,8 +13,11 @@ A trial the worker judges disturbed by other load (:mod:`tunebench.interference`
 again after a pause (:func:`tunebench.compare.undisturbed`); one that stays disturbed is
 recorded as such, never counts as a time, and is measured again by the next run. When
 :data:`BUSY_STRIKES` trials in a row stay disturbed, the task stops with what was seen: a tune
-of a busy machine records noise, not picks. A search that timed no config undisturbed on every
-shape without that many in a row (a small budget) fails as such a stop does (see :meth:`Task.untimed`).
+of a busy machine records noise, not picks. The tasks after it measure each trial once, without
+the retries and their pauses (the machine is known to be busy), and stop at the first that stays
+disturbed, until a trial comes out clean (six tasks took 180 s to stop, each after its retries). A search
+that timed no config undisturbed on every shape without that many in a row (a small budget) fails
+as such a stop does (see :meth:`Task.untimed`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 from tunebench import __version__, backends
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
-from tunebench.compare import undisturbed
+from tunebench.compare import RETRIES, undisturbed
 from tunebench.final_round import final_round, now, round_builds
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
 from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comment_edits, declaration_hash,
@@ -59,8 +62,8 @@ NOISY_SPREAD = 0.25
 #: shape's inputs and reference, loading the candidate, verifying it (before and after its timed
 #: calls), timing it.
 PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
-#: Trials in a row that stay disturbed after their retries before a task stops (one once a task
-#: of the run has stopped so: the machine is known to be busy).
+#: Trials in a row that stay disturbed after their retries before a task stops (one, measured
+#: once, once a task of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
 #: The statuses a config's build decides: its compile error, and a refusal of what it built (on a
@@ -91,19 +94,26 @@ class TaskFailed(RuntimeError):
     """The task this candidate belongs to failed earlier in the run (its error was shown once)."""
 
 
-def stopped(doc: dict, strikes: int, retries: int) -> str:
+def stopped(doc: dict, strikes: int, retries: int, known: bool = False) -> str:
     """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last, or
-    the latest a quota throttled)."""
+    the latest a quota throttled); ``known``: an earlier task of the run stopped so, and the trial
+    was measured once (see :data:`BUSY_STRIKES`)."""
     seen = "; ".join(doc.get("interference", []))
+
+    def how(state: str) -> str:
+        if known:
+            return (f"its trial stayed {state}, measured once without retries or pauses, as an earlier task of this "
+                    f"run stopped disturbed")
+        return f"{strikes} trial(s) in a row stayed {state} after {retries} retries"
+
     if doc.get("conditions", {}).get("throttled"):  # no quieter moment comes: the limit is the container's
-        return (f"stopped: {QUOTA_REASON} throttled the measurements ({seen}); {strikes} trial(s) in a row stayed "
-                f"disturbed after {retries} retries. Times measured under it would be noise: "
-                f"{quota_remedy(doc['target'])}")
+        return (f"stopped: {QUOTA_REASON} throttled the measurements ({seen}); {how('disturbed')}. Times measured "
+                f"under it would be noise: {quota_remedy(doc['target'])}")
     if machine_signals(doc.get("conditions", {})):
-        return (f"stopped: the machine is busy ({seen}); {strikes} trial(s) in a row stayed disturbed after "
-                f"{retries} retries. Times measured now would be noise: tune when the machine is quiet")
+        return (f"stopped: the machine is busy ({seen}); {how('disturbed')}. Times measured now would be noise: "
+                f"tune when the machine is quiet")
     return (f"stopped: the samples kept changing speed while the machine's own readings were quiet ({seen}); "
-            f"{strikes} trial(s) in a row stayed so after {retries} retries: the host changing speed (another "
+            f"{how('so')}: the host changing speed (another "
             f"VM's load, invisible here), or a kernel whose calls run at two speeds (every other call slow, say). "
             f"Times measured now would not hold: tune again later, and where it persists on a quiet machine, "
             f"look at the kernel's own timing")
@@ -289,6 +299,7 @@ class Task:
         self.busy_by = ""  # the item whose run of the task the busy machine stopped: it fails saying so
         self.new = 0  # trials measured and recorded by this run (those of a config a busy stop cut short too)
         self.cut_short: dict | None = None  # the trial a busy stop ended at: recorded, its config in no outcome
+        self.probed = False  # stopped at a trial measured once, an earlier task having stopped on the busy machine
         self.declaration = kernel.declaration(variant, dtype)
         # the commit names what was measured only where it holds the kernel's own files too
         self.dirty = tuner.dirty if not tuner.commit or tuner.dirty else untracked(
@@ -870,9 +881,11 @@ class Task:
                 return {**self._document(config, shape), "status": "crashed", "cost_s": 0.0, "retries": 0,
                         "error": f"{_died(deaths)}: recorded as crashed, not measured again (--tune-retry-failed "
                                  f"measures it)"}
+        busy = bool(t.busy)  # an earlier task stopped on the busy machine: one measurement tells whether it still is
         try:
             result = ahead.result() if ahead is not None else undisturbed(
-                t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)))
+                t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)),
+                retries=0 if busy else RETRIES)
         except WorkerKilled as e:  # the candidate's doing or not, a death of this run at it (see DEATHS)
             if ahead is None and t.store.killed(e.signal):
                 raise WorkerKilled(f"{e}, and records the config crashed where it is killed so in {DEATHS} runs in a "
@@ -901,15 +914,16 @@ class Task:
             t.noisy += doc["spread"] > NOISY_SPREAD
         if doc.get("verdict") != "disturbed":
             self.strikes, self.throttled = 0, None
+            t.busy = None  # quiet again: the trials after it are retried as on any machine
         else:
             self.strikes += 1
             if doc.get("conditions", {}).get("throttled"):
                 self.throttled = doc
-        if self.strikes >= (1 if t.busy else BUSY_STRIKES):
+        if self.strikes >= (1 if busy else BUSY_STRIKES):
             t.store.add(doc)
             self.new += 1  # recorded, and measured now, though no outcome holds it
-            self.cut_short = doc
-            raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"]))
+            self.cut_short, self.probed = doc, busy
+            raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"], busy))
         return doc
 
     def _build_key(self, config: dict) -> str | None:
