@@ -1245,6 +1245,44 @@ def test_a_lost_lead_beside_a_slowdown_against_the_build_as_tuned_kept_as_noisy_
             "code the reference, and the gate would pass it") in notes, notes
 
 
+def test_a_crash_beside_a_noisy_slowdown_against_the_build_as_tuned_asks_for_a_quiet_gate_first(pytester, monkeypatch):
+    """Today's build of the pick 1.5x its build as tuned on one shape, in every process but through
+    the noise, and the pick crashing on the other: the failure said "fix what makes it fail, or
+    `pytest test_chain.py --tune` records its failure and picks another", and never the slowdown,
+    while the report's note said not to tune. The failure says it too."""
+    import tunebench.gate
+    from tests.test_report import _tune_two_shapes
+
+    real = tunebench.gate.compare
+
+    def planted(workers, name, shape, *args, **kwargs):
+        found = real(workers, name, shape, *args, **kwargs)
+        if shape == (2048,) and "recorded" in found.labels:
+            for objective, against in zip(found.objectives, [1.4, 1.5, 1.6, 1.5, 1.5, 1.5, 1.5]):
+                objective.update(baseline=2.0, best=1.0, recorded=1.0 / against)
+            found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
+        if shape == (4096,):
+            found.failure = {"arm": "best", "status": "crash", "error": "planted: signal 11"}
+        return found
+
+    pytester, path = _tune_two_shapes(pytester)
+    monkeypatch.setattr(tunebench.gate, "compare", planted)
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 1"))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rf")
+    result.assert_outcomes(failed=1)
+    gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
+    assert [(v["what"], v["outcome"]) for v in gate["verdicts"]] == [
+        ("best/baseline", "pass"), ("best against the recorded source", "noisy")]
+    held = ("but today's build of the recorded best [reps:1] takes 1.50x the time of its build as tuned on (2048,), a "
+            "slowdown measured through the noise in every process: gate again on a quiet machine before a tune, which "
+            "would make the slower code the reference")
+    assert gate["reason"].startswith("the recorded best [reps:1] on (4096,) ended crash: planted: signal 11; ")
+    assert gate["reason"].endswith(f"records its failure and picks another, and commit the records; {held}"), \
+        gate["reason"]
+    assert held in " ".join(result.stdout.str().split())  # the failure's one line: its reason
+
+
 def test_a_heuristic_that_beats_the_pick_beside_a_noisy_slowdown_against_the_build_as_tuned_is_no_call_to_tune():
     """The one line of a heuristic changed since the tune that beats the pick says "(tune again)":
     beside today's build measured slower than its build as tuned through the noise, a tune would

@@ -525,6 +525,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                  f"{f['status']}: {f['error']}")
                 if f["arm"] == "best" and best[shape] != variant.baseline(shape, dtype):
                     result.reason += "; " + _still_served(kernel, store, task, setup)
+                held = _held_back(result.verdicts, shape)  # an earlier shape's, measured through the noise
+                if held is not None:
+                    result.reason += "; but " + _held_back_text(held, result.configs)
                 return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
             final = len(comp.objectives) >= settings.max_processes
             verdicts = checks(comp, shape, settings.threshold, ref, final, against)
@@ -618,11 +621,16 @@ def _fix(verdicts: list[Verdict], against: str, configs: dict[tuple, dict], kern
     lost = f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads"
     noisy = _held_back(verdicts, failed.shape)
     if noisy is not None:
-        return (f"{lost}; but today's build of the {_arm_name('best', configs[noisy.shape])} takes "
-                f"{noisy.median:.2f}x the time of its build as tuned on {noisy.shape}, a slowdown measured through "
-                f"the noise in every process: gate again on a quiet machine before a tune, which would make the "
-                f"slower code the reference")
+        return f"{lost}; but {_held_back_text(noisy, configs)}"
     return f"{lost}: `{command}` picks again, and commit the records"
+
+
+def _held_back_text(noisy: Verdict, configs: dict[tuple, dict]) -> str:
+    """What a :func:`_held_back` check asks beside advice to tune (a lost lead, a crash's "picks
+    another"): the report's note says not to tune, and so does the gate."""
+    return (f"today's build of the {_arm_name('best', configs[noisy.shape])} takes {noisy.median:.2f}x the time of "
+            f"its build as tuned on {noisy.shape}, a slowdown measured through the noise in every process: gate "
+            f"again on a quiet machine before a tune, which would make the slower code the reference")
 
 
 def _still_served(kernel: Kernel, store: RecordStore, task: dict, setup: str) -> str:
