@@ -1299,6 +1299,30 @@ def test_a_heuristic_that_beats_the_pick_beside_a_noisy_slowdown_against_the_bui
         "regression: best/baseline on (2048,): 1.300x (3 processes: 1.300-1.300; limit 1.100x)")
 
 
+def test_a_lost_lead_beside_an_unsure_slowdown_against_the_build_as_tuned_asks_for_no_tune():
+    """The pick 1.30x the heuristic's time, and today's build of it 1.5x its build as tuned in six
+    processes of seven (unsure, 0.98x in one): the advice said "`pytest test_chain.py --tune` picks
+    again", and the one line of a heuristic changed since "(tune again)", which would make the
+    slower code the reference. As beside a noisy slowdown, a quiet gate comes first."""
+    from types import SimpleNamespace
+    from tunebench.gate import GateResult, Verdict, _fix
+
+    against = "best against the recorded source"
+    lost = Verdict("best/baseline", (2048,), [1.3, 1.3, 1.3], 1.1, "fail")
+    unsure = Verdict(against, (2048,), [0.98, 1.5, 1.5, 1.6, 1.5, 1.5, 1.5], 1.1, "unsure")
+    configs = {(2048,): {"best": {"reps": 1}, "baseline": {"reps": 2}, "recorded": {"reps": 1}}}
+    kernel = SimpleNamespace(tune_command=lambda root: "pytest test_chain.py --tune")
+    store = SimpleNamespace(path=Path("records/cpu.json"))
+    assert _fix([lost, unsure], against, configs, kernel, store) == (
+        "the recorded best [reps:1] takes 1.30x the heuristic's time on (2048,), so it no longer leads; but today's "
+        "build of the recorded best [reps:1] takes 1.50x the time of its build as tuned on (2048,), its median over "
+        "the processes, though not every one saw it slower (unsure): gate again on a quiet machine before a tune, "
+        "which would make the slower code the reference")
+    notes = ["the heuristic changed since the tune on (2048,) ([reps:2] -> [reps:3]): the best is measured against "
+             "today's, and not against the tuning-time ratios; `pytest test_chain.py --tune` tunes against it"]
+    assert GateResult("fail", verdicts=[lost, unsure], notes=notes).headline().startswith("regression: best/baseline")
+
+
 def test_a_noisy_gate_of_a_template_edited_again_since_is_not_said_of_todays_build(tuned, monkeypatch):
     """A noisy skip measured the template's edit 1.5x its build as tuned in every process, and the
     template was edited again, not gated since: the report's note said that gate "measured today's

@@ -525,7 +525,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                  f"{f['status']}: {f['error']}")
                 if f["arm"] == "best" and best[shape] != variant.baseline(shape, dtype):
                     result.reason += "; " + _still_served(kernel, store, task, setup)
-                held = _held_back(result.verdicts, shape)  # an earlier shape's, measured through the noise
+                held = _held_back(result.verdicts, shape)  # an earlier shape's, slower without a failure
                 if held is not None:
                     result.reason += "; but " + _held_back_text(held, result.configs)
                 return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
@@ -596,11 +596,14 @@ def _leading(failures: list[Verdict]) -> Verdict:
 
 
 def _held_back(verdicts: list[Verdict], shape: tuple) -> Verdict | None:
-    """A check of today's build against its build as tuned that :func:`trusted` kept as noisy (on
-    ``shape`` where one is): every process measured it slower, too noisy to fail. A tune would
-    record that build as the reference, so a failure beside it asks for a quiet gate first."""
-    noisy = [v for v in verdicts if v.what.startswith("best against the ") and v.outcome == "noisy"]
-    return next((v for v in noisy if v.shape == shape), noisy[0] if noisy else None)
+    """A check of today's build against its build as tuned that measured it slower without a
+    failure (on ``shape`` where one is): one :func:`trusted` kept as noisy (every process slower,
+    too noisy to fail), or one unsure (its median beyond the limit, not every process slower). A
+    tune would record that build as the reference, so a failure beside it asks for a quiet gate
+    first."""
+    held = [v for v in verdicts if v.what.startswith("best against the ")
+            and v.outcome in ("noisy", "unsure")]
+    return next((v for v in held if v.shape == shape), held[0] if held else None)
 
 
 def _fix(verdicts: list[Verdict], against: str, configs: dict[tuple, dict], kernel: Kernel,
@@ -609,7 +612,7 @@ def _fix(verdicts: list[Verdict], against: str, configs: dict[tuple, dict], kern
     slower. Slower than its build as tuned is the change's to fix, first of all (where the pick
     lost its lead too): a re-tune would record the slower code as the reference, and the gate
     passes it from then on. A pick that no longer leads the heuristic alone is the tune's to
-    replace, unless its build was measured slower than as tuned through the noise (see
+    replace, unless its build was measured slower than as tuned through the noise, or unsure (see
     :func:`_held_back`): then a quiet gate comes first."""
     failed = _leading([v for v in verdicts if v.outcome == "fail"])
     command = kernel.tune_command(store.path.parent)
@@ -619,18 +622,20 @@ def _fix(verdicts: list[Verdict], against: str, configs: dict[tuple, dict], kern
                 f"{failed.shape}: fix what the change slowed; only where the slowdown is meant, `{command}` and "
                 f"commit the records, which makes the slower code the reference")
     lost = f"the {best} takes {failed.median:.2f}x the heuristic's time on {failed.shape}, so it no longer leads"
-    noisy = _held_back(verdicts, failed.shape)
-    if noisy is not None:
-        return f"{lost}; but {_held_back_text(noisy, configs)}"
+    held = _held_back(verdicts, failed.shape)
+    if held is not None:
+        return f"{lost}; but {_held_back_text(held, configs)}"
     return f"{lost}: `{command}` picks again, and commit the records"
 
 
-def _held_back_text(noisy: Verdict, configs: dict[tuple, dict]) -> str:
+def _held_back_text(held: Verdict, configs: dict[tuple, dict]) -> str:
     """What a :func:`_held_back` check asks beside advice to tune (a lost lead, a crash's "picks
     another"): the report's note says not to tune, and so does the gate."""
-    return (f"today's build of the {_arm_name('best', configs[noisy.shape])} takes {noisy.median:.2f}x the time of "
-            f"its build as tuned on {noisy.shape}, a slowdown measured through the noise in every process: gate "
-            f"again on a quiet machine before a tune, which would make the slower code the reference")
+    seen = ("a slowdown measured through the noise in every process" if held.outcome == "noisy" else
+            "its median over the processes, though not every one saw it slower (unsure)")
+    return (f"today's build of the {_arm_name('best', configs[held.shape])} takes {held.median:.2f}x the time of "
+            f"its build as tuned on {held.shape}, {seen}: gate again on a quiet machine before a tune, which would "
+            f"make the slower code the reference")
 
 
 def _still_served(kernel: Kernel, store: RecordStore, task: dict, setup: str) -> str:
