@@ -1548,6 +1548,27 @@ def test_a_failed_gate_of_a_template_edited_again_since_is_noted_of_the_source_i
                           "tuned: gate today's build before a tune, which would make it the reference"]
 
 
+def test_a_failed_gate_of_a_template_reverted_since_to_its_source_as_tuned_is_noted_as_not_in_todays_build():
+    """A gate run outside git failed a template's edit against its build as tuned, and the edit was
+    reverted since: the note asked to "gate today's build before a tune", of the build as tuned,
+    and said the gate ran "(at ?)"."""
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(8, None), shapes=[(2048,)])
+    gate = {"kind": "gate", "outcome": "fail", "source_hash": "gated", "git_commit": None, "git_dirty": None,
+            "shapes": [{"shape": [2048], "configs": {"best": {"reps": 1}}}],
+            "verdicts": [{"what": "best against the recorded source", "shape": [2048], "ratios": [1.4, 1.5, 1.6],
+                          "limit": 1.1, "outcome": "fail"}]}
+    view = TaskView("chain", "cpu", "float32", bucket, "tuned", {}, None, {}, [], {}, today_source="tuned",
+                    checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
+    assert view.notes == ["its latest gate found an earlier source's build (outside git) slower than its build as "
+                          "tuned, but the template is back to its source as tuned: that slowdown is not in today's "
+                          "build"]
+    view = dataclasses.replace(view, today_source="edited since")
+    assert view.notes == ["but its latest gate found an earlier source's build (outside git) slower than its build as "
+                          "tuned: gate today's build before a tune, which would make it the reference"]
+
+
 def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_the_row_and_the_regression(
         chain_tuned, monkeypatch):
     """A CI's gate failed quietly at a commit, and its rerun minutes later, beside other load, was

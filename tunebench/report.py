@@ -127,7 +127,8 @@ class TaskView:
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
         the latest gate found the changed template slower (or measured it so through noise too heavy
         to judge that check), that a tune must not come first: said of an earlier source where the
-        template changed again since that gate, which did not measure today's build."""
+        template changed again since that gate, which did not measure today's build, and that its
+        slowdown is not in today's build where the template is back to its source as tuned."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
@@ -148,9 +149,12 @@ class TaskView:
             build, then = "today's build", (f"{first}; a tune now would make the slower code the reference, and the "
                                             f"gate would pass it")
         else:  # the template changed again since that gate: what it measured is no longer today's build
-            build = f"an earlier source's build (at {revision(gate)})"
+            build = f"an earlier source's build ({f'at {revision(gate)}' if gate.get('git_commit') else 'outside git'})"
             then = "gate today's build before a tune, which would make it the reference"
-        held = f"but {seen.format(build)}: {then}"
+        # reverted since to the source as tuned: that gate's slowdown is gone, and best()'s "tunes this one" too
+        reverted = self.today_source == self.source_hash != gate.get("source_hash")
+        held = (f"{seen.format(build)}, but the template is back to its source as tuned: that slowdown is not in "
+                f"today's build" if reverted else f"but {seen.format(build)}: {then}")
         return [n for n in (*said, self.changed, held) if n]
 
     @property
