@@ -644,10 +644,10 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
 
 
 def _planted_trials(monkeypatch, verdicts: dict) -> tuple[list, list]:
-    """Each trial's verdict taken in turn from ``verdicts`` (shape: "disturbed" or "clean", clean
-    once they run out; a disturbed one with a busy machine's readings, so its retries are the
-    usual three), every comparison's clean: (the shapes measured, in order, one per attempt; the
-    retries' pauses), none of them waited."""
+    """Each trial's verdict taken in turn from ``verdicts`` (shape: "disturbed", "timeout" or
+    "clean", clean once they run out; a disturbed one with a busy machine's readings, so its
+    retries are the usual three; a timeout with no samples and no verdict), every comparison's
+    clean: (the shapes measured, in order, one per attempt; the retries' pauses), none of them waited."""
     import tunebench.workers
     from tunebench.workers import TrialJob
 
@@ -659,10 +659,15 @@ def _planted_trials(monkeypatch, verdicts: dict) -> tuple[list, list]:
         if isinstance(job, TrialJob) and result.get("samples"):
             measured.append(tuple(job.shape))
             left = verdicts.get(tuple(job.shape), [])
-            if (left.pop(0) if left else "clean") == "disturbed":
+            kind = left.pop(0) if left else "clean"
+            if kind == "disturbed":
                 result.update(verdict="disturbed", interference=["other processes took 90% of the CPU time"],
                               conditions={**result.get("conditions", {}), "others_cpu": 0.9, "cores": 2, "threads": 1})
                 return result
+            if kind == "timeout":
+                for key in ("verdict", "interference", "placements"):
+                    result.pop(key, None)
+                return {**result, "status": "timeout", "error": "timed out after 10 s", "samples": []}
         if "verdict" in result:
             result.update(verdict="clean", interference=[])
         return result
@@ -699,3 +704,19 @@ def test_a_task_after_a_busy_stop_goes_on_once_a_trial_comes_out_clean_and_retri
     assert measured[12:] == [(20000,)] * 5  # the heuristic's, a candidate's twice, the two others'
     result.stdout.fnmatch_lines(["stopped, disturbed: 1 of 2 tasks (twice?small-float32?); * quiet); their trials "
                                  "are kept*"])
+
+
+def test_a_trial_that_measured_nothing_after_a_busy_stop_does_not_end_the_busy_state(
+        twice_project, pytester, monkeypatch):
+    """A timeout (a crash, a compile error) has no samples and no verdict: it says nothing of the
+    machine. Taken for a trial that came out clean, it sent the disturbed trials after it back to
+    their retries and pauses, and the task on the busy machine went on."""
+    with monkeypatch.context() as quiet:  # the large task's heuristic recorded: the next run measures candidates
+        _planted_trials(quiet, {})
+        pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "1", "-k", "large")
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20,
+                                                     (20000,): ["timeout"] + ["disturbed"] * 20})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
+    assert measured == [(4096,)] * 12 + [(20000,)] * 2  # the timeout, then a trial measured once
+    assert pauses == [0.5, 1.0, 2.0] * 3
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])

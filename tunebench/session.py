@@ -912,9 +912,10 @@ class Task:
             t.fixed_s += doc["measure_s"] + fixed_rest_s(doc.get("placements") or {"": samples})
             doc["spread"] = spread(samples)
             t.noisy += doc["spread"] > NOISY_SPREAD
+        if doc.get("verdict") == "clean":  # not a timeout or a crash: with no samples, they say nothing of the machine
+            t.busy = None  # quiet again: the trials after it are retried as on any machine
         if doc.get("verdict") != "disturbed":
             self.strikes, self.throttled = 0, None
-            t.busy = None  # quiet again: the trials after it are retried as on any machine
         else:
             self.strikes += 1
             if doc.get("conditions", {}).get("throttled"):
