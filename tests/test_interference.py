@@ -720,3 +720,32 @@ def test_a_trial_that_measured_nothing_after_a_busy_stop_does_not_end_the_busy_s
     assert measured == [(4096,)] * 12 + [(20000,)] * 2  # the timeout, then a trial measured once
     assert pauses == [0.5, 1.0, 2.0] * 3
     result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])
+
+
+def test_on_a_cluster_a_task_after_a_busy_stop_measures_its_trial_once_not_ahead_with_retries(
+        twice_project, pytester, monkeypatch):
+    """A cluster measures the candidates ahead on its idle devices, each with the usual retries
+    and pauses: one stopped the task after a busy stop, whose reason said it was measured once.
+    While the machine is known busy nothing is measured ahead."""
+    from concurrent.futures import Future
+
+    import tunebench.workers
+    with monkeypatch.context() as quiet:  # the large task's heuristic recorded: the next run measures candidates
+        _planted_trials(quiet, {})
+        pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "--tune-trials", "2", "-k", "large")
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 50, (20000,): ["disturbed"] * 50})
+    ahead = []
+
+    def submit(self, job):  # as a device of the cluster measures it: undisturbed, with its retries
+        ahead.append(tuple(job.shape))
+        future = Future()
+        future.set_result(undisturbed(self, job))
+        return future
+
+    monkeypatch.setattr(tunebench.workers.Workers, "submit", submit, raising=False)
+    monkeypatch.setattr(tunebench.workers.Workers, "devices", [0, 1], raising=False)
+    monkeypatch.setattr(tunebench.workers.Workers, "idle", lambda self: 1, raising=False)
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
+    assert (4096,) in ahead and (20000,) not in ahead
+    assert measured[-1:] == [(20000,)] and measured.count((20000,)) == 1  # measured once, here
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])

@@ -698,9 +698,11 @@ class Task:
 
     def _speculate(self, strategy) -> None:
         """On a cluster, measure the candidates the strategy will ask next on the idle devices;
-        their results wait until it asks (see :mod:`tunebench.cluster`)."""
+        their results wait until it asks (see :mod:`tunebench.cluster`). None while the machine is
+        known busy (:data:`BUSY_STRIKES`): a device retries a trial with its pauses, where the task
+        measures it once."""
         workers, space = self.tuner.workers, self.variant.space
-        if not hasattr(workers, "submit"):
+        if not hasattr(workers, "submit") or self.tuner.busy:
             return
         for key in strategy.upcoming(len(workers.devices)):
             config = space.config(key)
