@@ -644,10 +644,11 @@ def test_a_busy_stop_after_the_search_while_the_records_pick_is_measured_again_i
 
 
 def _planted_trials(monkeypatch, verdicts: dict) -> tuple[list, list]:
-    """Each trial's verdict taken in turn from ``verdicts`` (shape: "disturbed", "timeout" or
-    "clean", clean once they run out; a disturbed one with a busy machine's readings, so its
-    retries are the usual three; a timeout with no samples and no verdict), every comparison's
-    clean: (the shapes measured, in order, one per attempt; the retries' pauses), none of them waited."""
+    """Each trial's verdict taken in turn from ``verdicts`` (shape: "disturbed", "samples",
+    "timeout" or "clean", clean once they run out; a disturbed one with a busy machine's readings,
+    so its retries are the usual three; "samples" disturbed by its samples alone, the machine's
+    readings quiet; a timeout with no samples and no verdict), every comparison's clean: (the
+    shapes measured, in order, one per attempt; the retries' pauses), none of them waited."""
     import tunebench.workers
     from tunebench.workers import TrialJob
 
@@ -663,6 +664,11 @@ def _planted_trials(monkeypatch, verdicts: dict) -> tuple[list, list]:
             if kind == "disturbed":
                 result.update(verdict="disturbed", interference=["other processes took 90% of the CPU time"],
                               conditions={**result.get("conditions", {}), "others_cpu": 0.9, "cores": 2, "threads": 1})
+                return result
+            if kind == "samples":
+                result.update(verdict="disturbed", interference=["two modes: 21 samples up to 0.06 ms, 9 from 4.1 ms"],
+                              conditions={**result.get("conditions", {}), "others_cpu": 0.0, "steal": 0.0,
+                                          "steal_usual": 0.0, "throttled": 0, "cores": 2, "threads": 1})
                 return result
             if kind == "timeout":
                 for key in ("verdict", "interference", "placements"):
@@ -749,3 +755,26 @@ def test_on_a_cluster_a_task_after_a_busy_stop_measures_its_trial_once_not_ahead
     assert (4096,) in ahead and (20000,) not in ahead
     assert measured[-1:] == [(20000,)] and measured.count((20000,)) == 1  # measured once, here
     result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])
+
+
+def test_after_a_busy_stop_a_trial_disturbed_by_its_samples_alone_is_retried(twice_project, pytester, monkeypatch):
+    """Samples that change speed while the machine's readings are quiet pass in seconds: the
+    machine known busy, one such trial stopped the whole task, where its retry came out clean."""
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20, (20000,): ["samples"]})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
+    assert pauses == [0.5, 1.0, 2.0] * 3 + [0.5]
+    assert measured[12:14] == [(20000,)] * 2  # the heuristic's, disturbed, then clean
+    result.stdout.fnmatch_lines(["stopped, disturbed: 1 of 2 tasks (twice?small-float32?); * quiet); their trials "
+                                 "are kept*"])
+
+
+def test_after_a_busy_stop_trials_that_stay_disturbed_by_their_samples_stop_as_on_any_machine(
+        twice_project, pytester, monkeypatch):
+    """Retried so, three in a row that stay disturbed stop the task, saying after how many
+    retries, not that a trial was measured once."""
+    _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20, (20000,): ["samples"] * 50})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "-rs")
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; their trials are kept*",
+                                 "SKIPPED [[]1[]] *: stopped: the samples kept changing speed while the machine's own "
+                                 "readings were quiet (two modes: *); 3 trial(s) in a row stayed so after * retries: *"])
+    assert "without retries or pauses" not in result.stdout.str()

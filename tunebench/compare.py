@@ -39,11 +39,13 @@ PATIENCE_S = 32.0
 
 
 def undisturbed(workers, job: TrialJob | CompareJob, fresh: bool = False,
-                sleep: Callable[[float], None] | None = None, retries: int = RETRIES) -> dict:
+                sleep: Callable[[float], None] | None = None, retries: int = RETRIES, known_busy: bool = False) -> dict:
     """The job's result, measured again while the worker judges it disturbed (``retries`` more
     times, and on up to PATIENCE_S of pauses where only the samples show it); ``fresh``: every
-    attempt in a fresh worker process. The last attempt's result, with ``retries`` (how many
-    were made) and ``cost_s`` (all of them)."""
+    attempt in a fresh worker process; ``known_busy``: the machine is known to be busy, so an
+    attempt that shows other load (:func:`machine_signals`) is the last, where one disturbed by its
+    samples alone (which passes in seconds) is retried. The last attempt's result, with
+    ``retries`` (how many were made) and ``cost_s`` (all of them)."""
     cost, paused, attempt = 0.0, 0.0, 0
     while True:
         if fresh:
@@ -51,8 +53,8 @@ def undisturbed(workers, job: TrialJob | CompareJob, fresh: bool = False,
         result = workers.trial(job)
         cost += result.get("cost_s", 0.0)
         pause = BACKOFF_S * 2**attempt
-        if result.get("verdict") != "disturbed" or not (attempt < retries or _host_only(result, retries,
-                                                                                          paused + pause)):
+        if result.get("verdict") != "disturbed" or (known_busy and machine_signals(result.get("conditions", {}))) \
+                or not (attempt < retries or _host_only(result, retries, paused + pause)):
             break
         (sleep or workers.pause)(pause)  # looked up now: a test may stub it
         paused, attempt = paused + pause, attempt + 1

@@ -13,9 +13,10 @@ A trial the worker judges disturbed by other load (:mod:`tunebench.interference`
 again after a pause (:func:`tunebench.compare.undisturbed`); one that stays disturbed is
 recorded as such, never counts as a time, and is measured again by the next run. When
 :data:`BUSY_STRIKES` trials in a row stay disturbed, the task stops with what was seen: a tune
-of a busy machine records noise, not picks. The tasks after it measure each trial once, without
-the retries and their pauses (the machine is known to be busy), and stop at the first that stays
-disturbed, until a trial comes out clean (six tasks took 180 s to stop, each after its retries). A search
+of a busy machine records noise, not picks. The tasks after it measure each trial once where
+the machine shows other load, without the retries and their pauses (the machine is known to be
+busy), and stop at the first that does, until a trial comes out clean (six tasks took 180 s to
+stop, each after its retries); a trial disturbed by its samples alone is retried as before. A search
 that timed no config undisturbed on every shape without that many in a row (a small budget) fails
 as such a stop does (see :meth:`Task.untimed`).
 """
@@ -37,7 +38,7 @@ from pathlib import Path
 from tunebench import __version__, backends
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
-from tunebench.compare import RETRIES, undisturbed
+from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now, round_builds
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
 from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comment_edits, declaration_hash,
@@ -63,7 +64,7 @@ NOISY_SPREAD = 0.25
 #: calls), timing it.
 PHASES = ("compile_time_s", "prepare_s", "load_s", "verify_s", "measure_s")
 #: Trials in a row that stay disturbed after their retries before a task stops (one, measured
-#: once, once a task of the run has stopped so: the machine is known to be busy).
+#: once as it showed other load, once a task of the run has stopped so: the machine is known to be busy).
 BUSY_STRIKES = 3
 
 #: The statuses a config's build decides: its compile error, and a refusal of what it built (on a
@@ -887,7 +888,7 @@ class Task:
         try:
             result = ahead.result() if ahead is not None else undisturbed(
                 t.workers, TrialJob(self.kernel.name, config, shape, self.dtype, t.settings, self._incumbent(shape)),
-                retries=0 if busy else RETRIES)
+                known_busy=busy)
         except WorkerKilled as e:  # the candidate's doing or not, a death of this run at it (see DEATHS)
             if ahead is None and t.store.killed(e.signal):
                 raise WorkerKilled(f"{e}, and records the config crashed where it is killed so in {DEATHS} runs in a "
@@ -922,11 +923,12 @@ class Task:
             self.strikes += 1
             if doc.get("conditions", {}).get("throttled"):
                 self.throttled = doc
-        if self.strikes >= (1 if busy else BUSY_STRIKES):
+        once = busy and not result["retries"]  # the machine known busy, its load seen at once: no more strikes
+        if self.strikes >= (1 if once else BUSY_STRIKES):
             t.store.add(doc)
             self.new += 1  # recorded, and measured now, though no outcome holds it
-            self.cut_short, self.probed = doc, busy
-            raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"], busy))
+            self.cut_short, self.probed = doc, once
+            raise MachineBusy(stopped(self.throttled or doc, self.strikes, result["retries"], once))
         return doc
 
     def _build_key(self, config: dict) -> str | None:
