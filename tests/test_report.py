@@ -1301,8 +1301,8 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "time of the best config across commits, d final rounds: the time each published; gate runs: their tune's "
         "time x the median of the ratios of the check that decided them, interleaved in each process (the failing "
         "one, else against the build as tuned, else against the heuristic), not their raw time, which drifts with "
-        "the machine, and on a shape they left unmeasured (the pick today's heuristic, the template the tune's) the "
-        "tune's time; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
+        "the machine, and on a shape they left unmeasured (the pick today's heuristic, the template and declaration the "
+        "tune's) the tune's time; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
         "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) "
         "or on none that has a raw time too (an old record: those scaled beside the others raw); a hollow square, "
         "partly estimated: on the shapes with none, its raw time times the day's drift on the others (their scaled "
@@ -1480,6 +1480,33 @@ def test_a_gate_run_that_left_a_shape_unmeasured_as_tuned_is_drawn_there_at_the_
                                 (4096,): tuned[4096,]["confirmed_ms"][0]})
     assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
         (tune, tuned_ms, ""), (one, ms, ""), (none, tuned_ms, "")]
+
+
+def test_a_gate_run_that_verified_the_best_alone_under_a_changed_declaration_is_not_drawn_at_the_tunes_time(
+        pytester):
+    """The pick today's heuristic on every shape and the args builder changed since the tune (4x
+    the elements): the gate verified the best alone in one process and kept no time, and the
+    history drew the run at the tune's time, solid, where the best now takes about 4x that. A
+    shape left unmeasured is the tune's build only under the tune's declaration too; a run
+    recorded without its declaration's hash cannot tell, and is not drawn there either."""
+    pytester, path = _tune_two_shapes(pytester)
+    suite = pytester.path / "test_chain.py"
+    tuned_suite = suite.read_text()
+    args = 'rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])'
+    assert args in " ".join(tuned_suite.split())
+    suite.write_text(tuned_suite.replace('{"reps": 2}', '{"reps": 1}').replace("shape[0]", "4 * shape[0]"))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, changed = TinyDB(path).table("checks").all()
+    assert changed["source_hash"] == tune["source_hash"] and changed["setup_hash"] != tune["setup_hash"]
+    assert [(e["configs"], e["objectives"], "best_ms" in e) for e in changed["shapes"]] == [
+        ({"best": {"reps": 1}}, [], False)] * 2  # verified alone on both shapes, no time kept
+    (view,) = task_views(RecordStore(path), pytester.path)
+    assert [c for c, _, _ in history(view)] == [tune]
+    unhashed = {k: v for k, v in changed.items() if k != "setup_hash"}
+    unchanged = {**changed, "setup_hash": tune["setup_hash"]}
+    view = dataclasses.replace(view, checks=[tune, unhashed, unchanged])
+    assert [(c, pytest.approx(ms)) for c, ms, _ in history(view)] == [
+        (tune, _check_ms(tune, view.bucket)), (unchanged, _check_ms(tune, view.bucket))]
 
 
 def test_a_template_the_gate_measured_slower_through_the_noise_is_not_said_to_want_a_tune_alone():

@@ -528,7 +528,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                 held = _held_back(result.verdicts, shape)  # an earlier shape's, slower without a failure
                 if held is not None:
                     result.reason += "; but " + _held_back_text(held, result.configs)
-                return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
+                return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
             final = len(comp.objectives) >= settings.max_processes
             verdicts = checks(comp, shape, settings.threshold, ref, final, against)
             if final or all(v.outcome != "ambiguous" for v in verdicts):
@@ -584,7 +584,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         through = [_through_the_noise(v, result.comparisons[v.shape]) for v in result.verdicts if v.outcome == "noisy"]
         result.reason = ("; ".join([*through, f"machine too noisy to gate: {busy} ({seen})"]) if through else
                          f"machine too noisy to gate ({seen}): {busy}")
-    return _recorded(store, result, kernel, variant, target, dtype, bucket, commit, dirty)
+    return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
 
 
 def _leading(failures: list[Verdict]) -> Verdict:
@@ -814,14 +814,16 @@ def _raw(store: RecordStore, kernel: str, source_hash: str, shape: tuple, dtype:
 
 
 def _recorded(store: RecordStore, result: GateResult, kernel: Kernel, variant: Variant, target: str,
-              dtype: str, bucket: Bucket, commit: str | None, dirty: bool | None) -> GateResult:
+              dtype: str, bucket: Bucket, setup: str, commit: str | None, dirty: bool | None) -> GateResult:
     """Keep the gate run in the records, for the report's history across commits (not on a
-    read-only checkout: the plugin says so)."""
+    read-only checkout: the plugin says so), with ``setup``, the declaration's hash its trials and
+    final rounds carry: a shape it left unmeasured is its tune's build only where that is the
+    tune's (an args builder changed since, the gate verified the best alone and kept no time)."""
     if store.read_only or store.unwritten:
         return result
     doc = {
         "kernel": kernel.name, "target": target, "dtype": dtype, "bucket": bucket.name, "kind": "gate",
-        "source_hash": variant.source_hash, "outcome": result.outcome, "reason": result.reason,
+        "source_hash": variant.source_hash, "setup_hash": setup, "outcome": result.outcome, "reason": result.reason,
         "shapes": [{"shape": list(s), "configs": result.configs.get(s, {}),
                     "objectives": result.comparisons[s].objectives if s in result.comparisons else [],
                     **({"best_ms": result.comparisons[s].median("best")} if s in result.comparisons else {})}

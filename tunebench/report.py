@@ -516,10 +516,13 @@ def _as_tuned(gate: dict, tune: dict, entry: dict) -> bool:
     best alone, nothing to measure it against (no verdict, no time). Its build there is the
     tune's, so its time is the tune's: dropped, every passing run of a task whose round kept the
     heuristic left the history, and so did a run on a heuristic changed since to the pick on one
-    shape. A failed run's may be the shape its best crashed on."""
+    shape. Only where its declaration's hash is the tune's too: an args builder changed since, the
+    gate verifies the best alone too, and a run recorded without that hash cannot tell. A failed
+    run's may be the shape its best crashed on (its record does not say which)."""
     shape = tuple(entry["shape"])
     measured = next((e for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
     return (gate.get("outcome") != "fail" and gate.get("source_hash") == tune.get("source_hash")
+            and gate.get("setup_hash") is not None and gate.get("setup_hash") == tune.get("setup_hash")
             and measured.get("configs") == {"best": entry.get("best")} and not measured.get("objectives")
             and "best_ms" not in measured and not any(tuple(v["shape"]) == shape for v in gate.get("verdicts", [])))
 
@@ -668,9 +671,10 @@ def _run_labels(checks: list[dict]) -> list[str]:
 HISTORY = ("final rounds: the time each published; gate runs: their tune's time x the median of the ratios of the "
            "check that decided them, interleaved in each process (the failing one, else against the build as tuned, "
            "else against the heuristic), not their raw time, which drifts with the machine, and on a shape they left "
-           "unmeasured (the pick today's heuristic, the template the tune's) the tune's time; hollow: a gate run's raw "
-           "time, where that check has no time of its tune to scale on any shape (another pick or heuristic than the "
-           "tune's, a check against the tuning-time ratio, a tune without a time) or on none that has a raw time too "
+           "unmeasured (the pick today's heuristic, the template and declaration the tune's) the tune's time; hollow: "
+           "a gate run's raw time, where that check has no time of its tune to scale on any shape (another pick or "
+           "heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) or on none that "
+           "has a raw time too "
            "(an old record: those scaled beside the others raw); a hollow square, partly estimated: "
            "on the shapes with none, its raw time times the day's drift on the others (their scaled over their raw "
            "time, a geometric mean)")
