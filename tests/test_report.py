@@ -480,7 +480,7 @@ def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_
     ax = _drawn(monkeypatch, plot_history, [view])[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["118cbb7\ntune", "118cbb7+dirty\ngate"]
     # no verdict recorded to scale its time by: its own, hollow
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed", "raw time (no verdict to scale)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed", "raw time on shapes without a scaled one"]
     from tunebench.report import revision
     assert revision({"git_commit": None}) == "?"  # no git: no commit to name
 
@@ -1304,9 +1304,9 @@ def test_a_gate_runs_point_in_the_history_is_the_time_its_verdict_judged(chain_t
         "the machine, and on a shape they left unmeasured (the pick today's heuristic, the template and declaration the "
         "tune's) the tune's time; hollow: a gate run's raw time, where that check has no time of its tune to scale on any shape "
         "(another pick or heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) "
-        "or on none that has a raw time too (an old record: those scaled beside the others raw); a hollow square, "
-        "partly estimated: on the shapes with none, its raw time times the day's drift on the others (their scaled "
-        "over their raw time, a geometric mean)")
+        "or on none that has a raw time too (shapes left unmeasured, or untimed in an old record, beside the others "
+        "raw); a hollow square, partly estimated: on the shapes with none, its raw time times the day's drift on the "
+        "others (their scaled over their raw time, a geometric mean)")
 
 
 def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monkeypatch):
@@ -1408,7 +1408,7 @@ def test_a_gate_run_with_no_verdict_to_scale_is_drawn_at_its_raw_time(chain_tune
     best_ms = tune["shapes"][0]["confirmed_ms"][0]
     assert list(line.get_ydata()) == pytest.approx([best_ms, gate["shapes"][0]["best_ms"], _scaled(judged, best_ms)])
     assert list(hollow.get_ydata()) == pytest.approx([gate["shapes"][0]["best_ms"]])
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["raw time (no verdict to scale)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["raw time on shapes without a scaled one"]
     merged = {**tune, "shapes": [{**tune["shapes"][0], "best": {"reps": 2}, "confirmed_ms": [
         3 * ms for ms in tune["shapes"][0]["confirmed_ms"]]}]}  # another branch's pick, tuned between
     ax = _drawn(monkeypatch, plot_history, [dataclasses.replace(view, checks=[tune, merged, against])])[0]
@@ -1480,6 +1480,28 @@ def test_a_gate_run_that_left_a_shape_unmeasured_as_tuned_is_drawn_there_at_the_
                                 (4096,): tuned[4096,]["confirmed_ms"][0]})
     assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)] == [
         (tune, tuned_ms, ""), (one, ms, ""), (none, tuned_ms, "")]
+
+
+def test_a_gate_run_left_unmeasured_as_tuned_on_one_shape_and_unscaled_on_the_other_is_drawn_hollow(
+        pytester, monkeypatch):
+    """The heuristic changed since the tune to the pick on 4096 (left unmeasured, at the tune's
+    time) and to another config on 2048 (no verdict to scale, its raw time): no shape has both,
+    and today's gate records that mix, which the caption and legend put down to an old record."""
+    from tunebench.report import RAW, plot_history
+
+    pytester, path = _tune_two_shapes(pytester)
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('{"reps": 2}', '{"reps": 1 if shape[0] > 3000 else 3}'))
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    tune, gate = TinyDB(path).table("checks").all()
+    raw, as_tuned = gate["shapes"]
+    assert "best_ms" in raw and "best_ms" not in as_tuned
+    (view,) = task_views(RecordStore(path), pytester.path)
+    ms = view.bucket.objective({(2048,): raw["best_ms"], (4096,): tune["shapes"][1]["confirmed_ms"][0]})
+    assert [(c, pytest.approx(drawn), what) for c, drawn, what in history(view)][1:] == [(gate, ms, RAW)]
+    ax = _drawn(monkeypatch, plot_history, [view])[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["raw time on shapes without a scaled one"]
+    assert "old record:" not in ax.figure.get_suptitle()
 
 
 def test_a_gate_run_that_verified_the_best_alone_under_a_changed_declaration_is_not_drawn_at_the_tunes_time(

@@ -459,9 +459,10 @@ def _gate_ms(gate: dict, tune: dict | None, bucket: Bucket) -> tuple[float, str]
     :data:`RAW`, its raw time on every shape, where none has. Raw on some shapes and scaled on the
     others, the point was on neither scale: the objective, a geometric mean over the shapes, was
     the true point times the drift to the weight of the raw shapes. Where no shape has both to
-    measure the drift on and one has no raw time (an old record's, kept before every compared shape
-    had one), that mix is all there is, a hollow point too (:data:`RAW`): dropped, a passing run
-    left the history. None where a shape has neither."""
+    measure the drift on and one has no raw time (a shape left unmeasured as tuned, at the tune's
+    time, or an old record's, kept before every compared shape had one), that mix is all there is,
+    a hollow point too (:data:`RAW`): dropped, a passing run left the history. None where a shape
+    has neither."""
     scaled = {shape: _scaled_ms(gate, tune, shape) for shape in bucket.shapes}
     if None not in scaled.values():
         return bucket.objective(scaled), ""
@@ -674,13 +675,13 @@ HISTORY = ("final rounds: the time each published; gate runs: their tune's time 
            "unmeasured (the pick today's heuristic, the template and declaration the tune's) the tune's time; hollow: "
            "a gate run's raw time, where that check has no time of its tune to scale on any shape (another pick or "
            "heuristic than the tune's, a check against the tuning-time ratio, a tune without a time) or on none that "
-           "has a raw time too "
-           "(an old record: those scaled beside the others raw); a hollow square, partly estimated: "
-           "on the shapes with none, its raw time times the day's drift on the others (their scaled over their raw "
-           "time, a geometric mean)")
+           "has a raw time too (shapes left unmeasured, or untimed in an old record, beside the others raw); a "
+           "hollow square, partly estimated: on the shapes with none, its raw time times the day's drift on the "
+           "others (their scaled over their raw time, a geometric mean)")
 #: A hollow point's legend: a gate run's raw time on every shape, none scaled by its verdicts, or where no shape has
-#: both, each one's raw time else its scaled one (see :func:`_gate_ms`).
-RAW = "raw time (no verdict to scale)"
+#: both, each one's raw time else its scaled one (the tune's time where it left the shape unmeasured as tuned; see
+#: :func:`_gate_ms`).
+RAW = "raw time on shapes without a scaled one"
 #: A hollow square's: some shapes scaled by its verdicts, the others by the day's drift on them (see :func:`_gate_ms`).
 ESTIMATED = "partly estimated: some shapes by the day's drift"
 
