@@ -1578,6 +1578,31 @@ def test_a_failed_gate_that_measured_the_template_slower_through_the_noise_is_no
                           "slower code the reference, and the gate would pass it"]
 
 
+def test_a_gate_unsure_of_the_template_against_its_build_as_tuned_holds_back_a_tune_as_the_gate_does():
+    """Today's build 1.4x its build as tuned by its median, one process of three not slower
+    (unsure), beside a lost lead that failed: the gate said to gate again on a quiet machine
+    before a tune, and the report's note said only what best() says, which reads "tunes this
+    one". Passed, unsure, it held back nothing either."""
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(8, None), shapes=[(2048,)])
+    unsure = {"what": "best against the recorded source", "shape": [2048], "ratios": [1.0, 1.4, 1.5], "limit": 1.1,
+              "outcome": "unsure"}
+    lost = {"what": "best/baseline", "shape": [2048], "ratios": [1.3, 1.3, 1.3], "limit": 1.1, "outcome": "fail"}
+    gate = {"kind": "gate", "outcome": "fail", "shapes": [{"shape": [2048], "configs": {"best": {"reps": 1}}}],
+            "verdicts": [lost, unsure]}
+    view = TaskView("chain", "cpu", "float32", bucket, "h", {}, None, {}, [], {},
+                    checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
+    assert view.notes == ["but its latest gate failed, and measured today's build slower than its build as tuned by "
+                          "its median, though not every process saw it slower: gate again on a quiet machine before "
+                          "a tune; a tune now would make the slower code the reference, and the gate would pass it"]
+    view = dataclasses.replace(view, checks=[view.checks[0], {**gate, "outcome": "pass", "verdicts": [unsure]}])
+    assert view.notes == ["but its latest gate was unsure: it measured today's build slower than its build as tuned "
+                          "by its median, though not every process saw it slower: gate again on a quiet machine "
+                          "before a tune; a tune now would make the slower code the reference, and the gate would "
+                          "pass it"]
+
+
 def test_a_failed_gate_of_a_template_edited_again_since_is_noted_of_the_source_it_measured():
     """A gate failed a template's edit against its build as tuned, and the template was edited again
     since: the note said the gate "found today's build slower", of code it never measured."""

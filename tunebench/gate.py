@@ -65,8 +65,8 @@ from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
-from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, stores,
-                               verdict_text)
+from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, holds_back,
+                               stores, verdict_text)
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -154,7 +154,8 @@ class GateResult:
             return self.reason
         leading = _leading(failed)  # the failure the advice is about
         # a heuristic changed since the tune that now beats the pick: no slowdown, and no "regression"; nor a call
-        # to tune beside a slowdown measured through the noise, which a tune would record (see _fix)
+        # to tune beside a slowdown of the build as tuned without a failure (through the noise, or unsure), which a
+        # tune would record (see _held_back)
         retold = (all(v.what == "best/baseline" for v in failed)
                   and any(n.startswith("the heuristic changed since the tune") for n in self.notes)
                   and _held_back(self.verdicts, leading.shape) is None)
@@ -596,13 +597,9 @@ def _leading(failures: list[Verdict]) -> Verdict:
 
 
 def _held_back(verdicts: list[Verdict], shape: tuple) -> Verdict | None:
-    """A check of today's build against its build as tuned that measured it slower without a
-    failure (on ``shape`` where one is): one :func:`trusted` kept as noisy (every process slower,
-    too noisy to fail), or one unsure (its median beyond the limit, not every process slower). A
-    tune would record that build as the reference, so a failure beside it asks for a quiet gate
-    first."""
-    held = [v for v in verdicts if v.what.startswith("best against the ")
-            and v.outcome in ("noisy", "unsure")]
+    """A check that holds back a tune (see :func:`~tunebench.records.holds_back`), on ``shape``
+    where one is: a failure beside it asks for a quiet gate first."""
+    held = [v for v in verdicts if holds_back(v.what, v.outcome)]
     return next((v for v in held if v.shape == shape), held[0] if held else None)
 
 

@@ -121,6 +121,14 @@ def verdict_text(verdict: Mapping) -> str:
             f"({len(ratios)} processes{spread}; limit {verdict['limit']:.3f}x)")
 
 
+def holds_back(what: str, outcome: str) -> bool:
+    """Whether a gate check measured today's build slower than its build as tuned without a
+    failure: kept as noisy (every process slower, too noisy to fail), or unsure (its median beyond
+    the limit, not every process slower). A tune would record that build as the reference, so the
+    gate and the report's note both ask for a quiet gate first."""
+    return what.startswith("best against the ") and outcome in ("noisy", "unsure")
+
+
 def trial_key(kernel: str, source_hash: str, shape, dtype: str, config: Mapping) -> tuple:
     return kernel, source_hash, tuple(shape), dtype, config_key(config)
 

@@ -41,8 +41,8 @@ from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
                               heuristic_failed, judged_by, latest_confirmation, lookup, project, tune_command)
-from tunebench.records import (RecordsError, RecordStore, config_key, config_text, records_files, stores,  # noqa: E402
-                               verdict_text)
+from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back,  # noqa: E402
+                               records_files, stores, verdict_text)
 
 
 @dataclass
@@ -125,24 +125,30 @@ class TaskView:
     def notes(self) -> list[str]:
         """What best() says of its answer (a template changed since the tune, a pick no final round
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
-        the latest gate found the changed template slower (or measured it so through noise too heavy
-        to judge that check), that a tune must not come first: said of an earlier source where the
-        template changed again since that gate, which did not measure today's build, and that its
+        the latest gate found the changed template slower (or measured it so without a failure,
+        through noise too heavy to judge that check, or unsure: the gate's rule, see
+        :func:`~tunebench.records.holds_back`), that a tune must not come first: said of an earlier
+        source where the template changed again since that gate, which did not measure today's build, and that its
         slowdown is not in today's build where the template is back to its source as tuned."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
         gate = self.last_gate or {}
-        against = [v["outcome"] for v in gate.get("verdicts", [])
-                   if v["what"].startswith("best against the ")]  # its recorded source or flags
+        verdicts = gate.get("verdicts", [])
+        against = [v["outcome"] for v in verdicts if v["what"].startswith("best against the ")]  # its source or flags
+        holding = [v["outcome"] for v in verdicts if holds_back(v["what"], v["outcome"])]
         # beside best()'s "tunes this one", which a pull request that slowed its template took, and passed the gate
         failed = gate.get("outcome") == "fail"
         if failed and "fail" in against:
             seen, first = "its latest gate found {} slower than its build as tuned", "fix that first"
-        elif "noisy" in against:  # measured slower in every process, which the noise kept from a verdict
-            seen = ("its latest gate failed, and measured {} slower than its build as tuned through the noise" if failed
-                    else "its latest gate, too busy to judge it, measured {} slower than its build as tuned in every "
-                    "process")  # failed: on another check
+        elif holding:  # failed: on another check
             first = "gate again on a quiet machine before a tune"
+            if "noisy" in holding:  # measured slower in every process, which the noise kept from a verdict
+                seen = ("its latest gate failed, and measured {} slower than its build as tuned through the noise"
+                        if failed else "its latest gate, too busy to judge it, measured {} slower than its build as "
+                        "tuned in every process")
+            else:  # unsure: its median beyond the limit, not every process slower
+                seen = (f"its latest gate {'failed, and' if failed else 'was unsure: it'} measured {{}} slower than "
+                        f"its build as tuned by its median, though not every process saw it slower")
         else:
             return [n for n in (*said, self.changed) if n]
         if self.today_source in (None, gate.get("source_hash")):
