@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUIET_CONFTEST, ascii_locale
+from tests.conftest import AXPB_SUITE, QUIET_CONFTEST, ascii_locale
 from tests.test_gate import GATE, split_project
 from tests.test_plugin import TUNE
 from tests.test_records_safety import KILLER_C, SLOW_SUITE
@@ -1026,3 +1026,60 @@ def test_a_job_whose_move_raises_resolves_its_future_with_that_error(holding, mo
     held.unlink()
     with pytest.raises(ConnectionError, match="the Ray head is gone"):
         sent.result(timeout=120)  # a bound, not a timing: without it a lost future hangs the test
+
+
+@pytest.fixture
+def libfoo(tmp_path_factory, monkeypatch):
+    """A library the flags may link (``-lfoo``), on the paths of the cluster started after it."""
+    lib = tmp_path_factory.mktemp("lib")
+    (lib / "foo.c").write_text("int foo(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib / "libfoo.so", lib / "foo.c"], check=True)
+    monkeypatch.setenv("LIBRARY_PATH", str(lib))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    return lib
+
+
+def test_a_round_disturbed_on_a_cluster_stops_no_task_whose_driver_does_not_build_the_heuristic(
+        libfoo, project, pytester, cluster, monkeypatch, tmp_path, compile_cache):
+    """The hosts link the library the flags name; the driver, another host, has none. A final
+    round that stayed disturbed (planted in the driver alone) judged nothing, and the driver's own
+    build of the heuristic's config, refused, stopped the task ("does not compile") though every
+    device built and measured it: only the round's own compile error stops it."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
+    args = ("suites", *TUNE, "-k", "small", "--tune-cluster", cluster)
+    assert pytester.runpytest_subprocess(*args).ret == 0
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # the tune stopped before its final round
+    path.write_text(json.dumps(data))
+    monkeypatch.delenv("LIBRARY_PATH")  # the driver's: it has no libfoo, nor the hosts' compile cache
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "driver-cache"))
+    (pytester.path / "conftest.py").write_text(QUIET_CONFTEST + textwrap.dedent('''
+        import tunebench.final_round as fr
+        judged = fr._unusable
+        def _unusable(comp, shape, configs):
+            problem, disturbed = judged(comp, shape, configs)
+            return (problem, disturbed) if problem else (f"the machine stayed disturbed on {shape}: planted", True)
+        fr._unusable = _unusable
+    '''))
+    result = pytester.runpytest_subprocess(*args)
+    assert "does not compile" not in result.stdout.str()
+    assert result.ret == 0, result.stdout.str()[-2000:]
+
+
+def test_a_comment_edit_keeps_no_trial_on_a_cluster(project, pytester, cluster, monkeypatch, compile_cache):
+    """The driver's build of today's source said whether a comment edit's trials were kept, though
+    the devices build it, with their own compiler and libraries: a kept trial is recorded ok under
+    today's source, so a cluster keeps none and measures them again."""
+    root = project()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    args = ("suites", *TUNE, "-k", "small", "--tune-cluster", cluster)
+    assert pytester.runpytest_subprocess(*args).ret == 0
+    template = root / "kernels" / "axpb.c"
+    template.write_text("// a comment\n" + template.read_text())
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == 0
+    assert "the template (axpb.c edited) changed since the last tune: measured again" in result.stdout.str()
+    (path,) = (root / "records").glob("*.json")
+    assert not any("kept_from" in t for t in json.loads(path.read_text())["trials"].values())

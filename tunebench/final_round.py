@@ -113,6 +113,8 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
             at_fault = unique[int(comp.failure["arm"])] if comp.failure and comp.failure.get("arm") else None
             if at_fault is None or (at_fault == baseline and not baseline_failure):
                 failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
+                if at_fault is not None:  # the heuristic's own (its trials built it): the task may stop on it
+                    entry["baseline_failed"] = {k: comp.failure[k] for k in ("status", "error")}
                 break
             # a finalist dropped, the others measured again: a round that then stays disturbed judged nothing,
             # and the earlier round's pick stands, unless it is the config that failed now

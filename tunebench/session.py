@@ -38,6 +38,7 @@ from pathlib import Path
 from tunebench import __version__, backends
 from tunebench.builds import Ahead
 from tunebench.buckets import Bucket
+from tunebench.cluster import ClusterWorkers
 from tunebench.compare import undisturbed
 from tunebench.final_round import final_round, now, round_builds
 from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, remedy
@@ -355,14 +356,17 @@ class Task:
         again (a comment edited cost hours of tuning on a GPU); of every version, not the last
         tune's alone: a run cut short keeps the rest of them when resumed. None where its code is
         another, or today's source does not build for the heuristic's config (see
-        :attr:`_refusal`). Each source is lexed once, and only once a trial of it would be kept or
+        :attr:`_refusal`), and on a cluster, where the driver's own build says nothing of the
+        devices' (their toolchain, their libraries): a kept trial is recorded ok under today's
+        source, which a device might not build, so nothing is kept there. Each source is lexed once, and only once a trial of it would be kept or
         the summary names the last tune's: a run that reuses today's own trials lexes nothing, one
         after a comment edit the version it keeps (a kernel of 300 versions lexed them all)."""
         if source not in self._edited:
             text = self.tuner.store.source(source) if source else None
             edited = text and comment_edits(text, self.variant.template, self.variant.path.name, self._kept_texts,
                                             self.variant.language, self.variant.flags)
-            self._edited[source] = edited if edited and not self._refusal else None
+            here = not isinstance(self.tuner.workers, ClusterWorkers)
+            self._edited[source] = edited if edited and here and not self._refusal else None
         return self._edited[source]
 
     @cached_property
@@ -377,7 +381,7 @@ class Task:
         :meth:`~tunebench.builds.Ahead.build`), built as the tune's first trial is, into the
         compile cache: a comment edited may break the build (a ``/*`` in a comment under
         ``-Werror=comment``, a ``??/`` under ``-Wtrigraphs``), and no trial of an earlier source is
-        kept as today's then (see :meth:`earlier`). A cluster's driver builds it too, replay nothing."""
+        kept as today's then (see :meth:`earlier`). Replay builds nothing; a cluster never asks it."""
         t = self.tuner
         ahead = t.ahead or Ahead(t.target, t.fingerprint, workers=1)
         configs = {config_key(c): c for c in (self.variant.baseline(s, self.dtype) for s in self.bucket.shapes)}
@@ -625,11 +629,12 @@ class Task:
                                 self.baseline.clean_times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None, self.compiler, self.dirty)
         self.check = check
-        # a round that found the heuristic's config refused (its trials built it: a library linked
-        # removed since) leaves no heuristic to stay: the task stops as on a first build refused
-        refused = self._refusal if check.get("problem") and not (self.baseline and self.baseline.failure) else None
-        if refused and isinstance(refused[1], backends.CompileError):
-            raise self._uncompiled(refused[0], str(refused[1]))
+        # a round whose build of the heuristic's config was refused (its trials built it: a library
+        # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused
+        refused = next((e for e in check["shapes"] if e.get("baseline_failed", {}).get("status") == "compile_error"),
+                       None)
+        if refused:
+            raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"])
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
