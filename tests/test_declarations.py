@@ -389,6 +389,32 @@ def test_a_heuristic_that_no_longer_builds_stops_its_task_in_the_final_round_too
     assert said(result, "the heuristic stays") == 0
 
 
+def test_a_final_round_stopped_on_a_cached_compile_error_says_how_to_build_it_again(project, pytester, monkeypatch,
+                                                                                    tmp_path, compile_cache):
+    """The library installed again after a round stopped on its link error: the next round was
+    served the compile cache's error and stopped without the hint a first build's stop gives."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
+                   check=True)
+    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
+    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # the tune stopped before its final round
+    path.write_text(json.dumps(data))
+    shutil.rmtree(compile_cache)
+    monkeypatch.delenv("LIBRARY_PATH")
+    first = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(first, "so the task stops") == 1 and said(first, "--tune-retry-failed") == 0  # built now
+    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(again, "does not compile for the heuristic's config [vec:2 unroll:1 mode:0] (as an earlier tune "
+                       "recorded it, not built again: --tune-retry-failed builds it), so the task stops:") == 1
+
+
 def test_a_template_that_does_not_compile_stops_its_task_with_one_message(project, pytester):
     """Run again, it stops on the error recorded, which it says (it was taken for a fresh build's:
     a header installed since changed nothing, unsaid), and how to build it again."""

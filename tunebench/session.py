@@ -54,6 +54,8 @@ from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import OUTSIDE_KILLS, TrialJob, WorkerKilled
 
+#: What a task's stop on the heuristic's compile error adds where an earlier run's verdict served it.
+RECORDED_REFUSAL = " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)"
 #: The fastest outcomes of a search that meet again, interleaved, in its final round.
 FINALISTS = 4
 #: A fixed protocol takes this many samples: what the summary's saved time is measured against.
@@ -539,8 +541,7 @@ class Task:
         if self.baseline.status == "compile_error":  # the template itself: no candidate would build
             shape = next(s for s, d in self.baseline.trials.items() if d["status"] == "compile_error")
             config = self.baseline.configs[shape]
-            recorded = ("" if (self.label, shape, config_key(config)) in self.tuner.measured else
-                        " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)")
+            recorded = "" if (self.label, shape, config_key(config)) in self.tuner.measured else RECORDED_REFUSAL
             raise self._uncompiled(config, self.baseline.trials[shape]["error"], recorded)
         # described once the heuristic ran on every shape: a declaration error (an args builder, a
         # reference at fault) raises first, and the records keep the last description that worked
@@ -633,8 +634,10 @@ class Task:
         # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused
         refused = next((e for e in check["shapes"] if e.get("baseline_failed", {}).get("status") == "compile_error"),
                        None)
-        if refused:
-            raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"])
+        if refused:  # the compile cache's error (a library installed since builds nothing) says how to build it
+            why = t.ahead.build(self.kernel, self.variant, self.dtype, [], now=refused["baseline"]) if t.ahead else None
+            raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"],
+                                   RECORDED_REFUSAL if getattr(why, "cached", False) else "")
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
