@@ -68,6 +68,9 @@ def test_blanks_and_comments_around_a_raw_string_are_no_code():
 @pytest.mark.parametrize("directive", [
     "#include <sys//types.h>", "# include_next <sys/*x*/types.h>", "#import <sys//types.h>",
     "#if __has_include( <sys//types.h> )\n#endif",
+    # a comment before the header name: <sys//stat.h> read as the same code as <sys//types.h>
+    "#include /* x */ <sys//types.h>", "#if __has_include(/**/<sys//types.h>)\n#endif",
+    "const unsigned char d[] = {\n#embed <data//a.bin>\n};",
 ])
 def test_a_header_name_holding_a_comments_opening_is_no_code_known(directive):
     """gcc's lexer, running no directive, took <sys//types.h>'s // for a comment: the template
