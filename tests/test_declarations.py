@@ -346,6 +346,22 @@ def test_a_comment_edit_undone_says_its_trials_were_reused_not_measured_again(pr
     assert said(undone, "measured again") == 0
 
 
+def test_a_comment_edit_undone_compiles_nothing_on_a_machine_lent_afresh(project, pytester, compile_cache):
+    """Nothing is kept where the edit is undone (today's own trials are reused), yet its summary,
+    naming the comment edit, built the heuristic's config: a finished task run again with an
+    empty compile cache compiled it."""
+    root = project()
+    template = root / "kernels" / "axpb.c"
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    template.write_text("// a comment\n" + AXPB_C)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    template.write_text(AXPB_C)
+    shutil.rmtree(compile_cache)
+    undone = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert said(undone, "only comments or whitespace changed in axpb.c since the last tune") == 1
+    assert said(undone, "builds: 0 compiled") == 1, undone.stdout.str()[-1500:]
+
+
 def test_a_comment_edit_that_breaks_the_build_keeps_no_trial_and_stops_as_the_build_fails(project, pytester):
     """Under -Werror a comment edited may not build (a ``/*`` within a comment: -Werror=comment):
     no trial of the earlier source is kept as today's (every one said ok, and the tune, the gate

@@ -355,10 +355,10 @@ class Task:
         """The files whose comments or whitespace alone changed since ``source``, an earlier source
         of the kernel in the records, where its code is today's (see
         :func:`~tunebench.kernel.comment_edits`): its trials count as today's, kept, not measured
-        again (a comment edited cost hours of tuning on a GPU); of every version, not the last
-        tune's alone: a run cut short keeps the rest of them when resumed. None where its code is
-        another, or today's source does not build for the heuristic's config (see
-        :attr:`_refusal`), and on a cluster, where the driver's own build says nothing of the
+        again (a comment edited cost hours of tuning on a GPU), once today's source builds for the
+        heuristic's config (see :meth:`_kept_trial`); of every version, not the last tune's alone:
+        a run cut short keeps the rest of them when resumed. None where its code is another, and
+        on a cluster, where the driver's own build says nothing of the
         devices' (their toolchain, their libraries): a kept trial is recorded ok under today's
         source, which a device might not build, so nothing is kept there. Each source is lexed once, and only once a trial of it would be kept or
         the summary names the last tune's: a run that reuses today's own trials lexes nothing, one
@@ -368,7 +368,7 @@ class Task:
             edited = text and comment_edits(text, self.variant.template, self.variant.path.name, self._kept_texts,
                                             self.variant.language, self.variant.flags)
             here = not isinstance(self.tuner.workers, ClusterWorkers)
-            self._edited[source] = edited if edited and here and not self._refusal else None
+            self._edited[source] = edited if edited and here else None
         return self._edited[source]
 
     @cached_property
@@ -383,7 +383,7 @@ class Task:
         :meth:`~tunebench.builds.Ahead.build`), built as the tune's first trial is, into the
         compile cache: a comment edited may break the build (a ``/*`` in a comment under
         ``-Werror=comment``, a ``??/`` under ``-Wtrigraphs``), and no trial of an earlier source is
-        kept as today's then (see :meth:`earlier`). Replay builds nothing; a cluster never asks it."""
+        kept as today's then (see :meth:`_kept_trial`). Replay builds nothing; a cluster never asks it."""
         t = self.tuner
         ahead = t.ahead or Ahead(t.target, t.fingerprint, workers=1)
         configs = {config_key(c): c for c in (self.variant.baseline(s, self.dtype) for s in self.bucket.shapes)}
@@ -869,10 +869,12 @@ class Task:
 
     def _kept_trial(self, config: dict, shape: tuple) -> dict | None:
         """The trial of this config on this shape recorded for the newest earlier source of
-        today's code (see :meth:`earlier`), if any: a source is lexed only where it holds one."""
+        today's code (see :meth:`earlier`), if any: a source is lexed only where it holds one, and
+        today's built for the heuristic's config (:attr:`_refusal`) only where one would be kept (a
+        finished task run again compiles nothing, its summary naming a comment edit undone too)."""
         for source, setup in self._earlier_sources:
             doc = self.tuner.store.lookup(self.kernel.name, source, shape, self.dtype, config, setup)
-            if doc is not None and self.earlier(source):
+            if doc is not None and self.earlier(source) and not self._refusal:
                 return doc
         return None
 
