@@ -378,12 +378,9 @@ def test_a_comment_edit_that_breaks_the_build_keeps_no_trial_and_stops_as_the_bu
     assert not any("kept_from" in t for t in records(root).table("trials").all())
 
 
-def test_a_heuristic_that_no_longer_builds_stops_its_task_in_the_final_round_too(project, pytester, monkeypatch,
-                                                                                 tmp_path, compile_cache):
-    """The library the flags link removed since a tune that stopped before its final round, resumed
-    on a machine lent afresh: the trials say ok, and the round found the heuristic's config refused.
-    The summary said "the heuristic stays", which builds not at all, and the run passed; it stops
-    as a first build refused does."""
+def _unlinked_before_its_round(project, pytester, monkeypatch, tmp_path, compile_cache):
+    """A tune of a suite whose flags link -lfoo, stopped before its final round (its checks gone),
+    resumed on a machine lent afresh (no compile cache) where the library is no longer found."""
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
@@ -398,6 +395,15 @@ def test_a_heuristic_that_no_longer_builds_stops_its_task_in_the_final_round_too
     path.write_text(json.dumps(data))
     shutil.rmtree(compile_cache)
     monkeypatch.delenv("LIBRARY_PATH")
+
+
+def test_a_heuristic_that_no_longer_builds_stops_its_task_in_the_final_round_too(project, pytester, monkeypatch,
+                                                                                 tmp_path, compile_cache):
+    """The library the flags link removed since a tune that stopped before its final round, resumed
+    on a machine lent afresh: the trials say ok, and the round found the heuristic's config refused.
+    The summary said "the heuristic stays", which builds not at all, and the run passed; it stops
+    as a first build refused does."""
+    _unlinked_before_its_round(project, pytester, monkeypatch, tmp_path, compile_cache)
     result = pytester.runpytest("suites", *TUNE, "-k", "small")
     result.assert_outcomes(failed=1, skipped=5, deselected=8)
     assert said(result, "axpb.c does not compile for the heuristic's config [vec:2 unroll:1 mode:0], so the task "
@@ -409,20 +415,7 @@ def test_a_final_round_stopped_on_a_cached_compile_error_says_how_to_build_it_ag
                                                                                     tmp_path, compile_cache):
     """The library installed again after a round stopped on its link error: the next round was
     served the compile cache's error and stopped without the hint a first build's stop gives."""
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
-                   check=True)
-    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
-    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
-    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
-    assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
-    (path,) = (root / "records").glob("*.json")
-    data = json.loads(path.read_text())
-    data["checks"] = {}  # the tune stopped before its final round
-    path.write_text(json.dumps(data))
-    shutil.rmtree(compile_cache)
-    monkeypatch.delenv("LIBRARY_PATH")
+    _unlinked_before_its_round(project, pytester, monkeypatch, tmp_path, compile_cache)
     first = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert said(first, "so the task stops") == 1 and said(first, "--tune-retry-failed") == 0  # built now
     monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
