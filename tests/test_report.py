@@ -1509,8 +1509,9 @@ def test_a_gate_run_that_verified_the_best_alone_under_a_changed_declaration_is_
     """The pick today's heuristic on every shape and the args builder changed since the tune (4x
     the elements): the gate verified the best alone in one process and kept no time, and the
     history drew the run at the tune's time, solid, where the best now takes about 4x that. A
-    shape left unmeasured is the tune's build only under the tune's declaration too; a run
-    recorded without its declaration's hash cannot tell, and is not drawn there either."""
+    shape left unmeasured is the tune's build only under the tune's declaration too. A run
+    recorded before gate records kept that hash is taken as the tune's, as the gate takes it:
+    dropped, every committed record's passing runs left the history."""
     pytester, path = _tune_two_shapes(pytester)
     suite = pytester.path / "test_chain.py"
     tuned_suite = suite.read_text()
@@ -1528,7 +1529,8 @@ def test_a_gate_run_that_verified_the_best_alone_under_a_changed_declaration_is_
     unchanged = {**changed, "setup_hash": tune["setup_hash"]}
     view = dataclasses.replace(view, checks=[tune, unhashed, unchanged])
     assert [(c, pytest.approx(ms)) for c, ms, _ in history(view)] == [
-        (tune, _check_ms(tune, view.bucket)), (unchanged, _check_ms(tune, view.bucket))]
+        (tune, _check_ms(tune, view.bucket)), (unhashed, _check_ms(tune, view.bucket)),
+        (unchanged, _check_ms(tune, view.bucket))]
 
 
 def test_a_template_the_gate_measured_slower_through_the_noise_is_not_said_to_want_a_tune_alone():

@@ -524,12 +524,14 @@ def _as_tuned(gate: dict, tune: dict, entry: dict) -> bool:
     tune's, so its time is the tune's: dropped, every passing run of a task whose round kept the
     heuristic left the history, and so did a run on a heuristic changed since to the pick on one
     shape. Only where its declaration's hash is the tune's too: an args builder changed since, the
-    gate verifies the best alone too, and a run recorded without that hash cannot tell. A failed
-    run's may be the shape its best crashed on (its record does not say which)."""
+    gate verifies the best alone too. A run recorded before gate records kept that hash (every
+    record committed before it) is taken as the tune's, as the gate took the tune's own missing
+    hash; dropped, such runs left the history. A failed run's may be the shape its best crashed
+    on (its record does not say which)."""
     shape = tuple(entry["shape"])
     measured = next((e for e in gate["shapes"] if tuple(e["shape"]) == shape), {})
     return (gate.get("outcome") != "fail" and gate.get("source_hash") == tune.get("source_hash")
-            and gate.get("setup_hash") is not None and gate.get("setup_hash") == tune.get("setup_hash")
+            and gate.get("setup_hash", tune.get("setup_hash")) == tune.get("setup_hash")
             and measured.get("configs") == {"best": entry.get("best")} and not measured.get("objectives")
             and "best_ms" not in measured and not any(tuple(v["shape"]) == shape for v in gate.get("verdicts", [])))
 
