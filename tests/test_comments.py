@@ -71,11 +71,23 @@ def test_blanks_and_comments_around_a_raw_string_are_no_code():
     # a comment before the header name: <sys//stat.h> read as the same code as <sys//types.h>
     "#include /* x */ <sys//types.h>", "#if __has_include(/**/<sys//types.h>)\n#endif",
     "const unsigned char d[] = {\n#embed <data//a.bin>\n};",
+    "/* a */ #include <sys//types.h>", "%:include <sys//types.h>", "import <sys//types.h>;",
 ])
 def test_a_header_name_holding_a_comments_opening_is_no_code_known(directive):
     """gcc's lexer, running no directive, took <sys//types.h>'s // for a comment: the template
     including <sys//stat.h> instead was the same code."""
     assert code_of(directive + "\nint x;\n", "c") is None
+
+
+@pytest.mark.parametrize("line", [
+    "embed[i] = (i < n) ? 1 : 0; // clamp", "int include = n < m; /* m */", "x = import < y; // y",
+])
+def test_a_line_of_code_naming_a_directive_is_lexed(line):
+    """A line of code, not a directive's, with ``<`` and a comment after a name such as ``embed``:
+    taken for a header name, such a template re-tuned on every comment edit."""
+    text = f"int f(int *embed, int include, int import, int y, int i, int n, int m, int x) {{\n{line}\nreturn 0; }}\n"
+    assert code_of(text, "c") is not None
+    assert code_of(text, "c") == code_of(text.replace("return 0;", "return 0; /* edited */"), "c")
 
 
 def test_a_comment_after_a_header_name_is_no_code():

@@ -25,12 +25,15 @@ _SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
 #: The opening of a raw string: its prefix (not the end of a longer name), its delimiter (up to 16
 #: characters, no blank, parenthesis or backslash) between ``"`` and ``(``.
 _RAW_STRING = re.compile(r'(?<![\w$])(?:u8|[uUL])?R"([^\s()\\]{0,16})\(')
-#: A header name in angle brackets holding ``//`` or ``/*`` (``#include <sys//types.h>``) on the
-#: line of an #include, #include_next, #import or import, #embed or __has_include, wherever it
-#: lies on it (``#include /* x */ <sys//types.h>``): the compiler reads it whole, gcc's lexer,
-#: with no directive run, as a comment from there, the rest of the name lost.
-_COMMENT_IN_HEADER_NAME = re.compile(r"\b(?:include(?:_next)?|import|embed|__has_include(?:_next)?)\b"
-                                     r"[^\n]*<[^>\n]*(?://|/\*)")
+#: A header name in angle brackets holding ``//`` or ``/*`` (``#include <sys//types.h>``) on a
+#: directive's line (``#`` or ``%:`` first, after blanks and ``/* */`` comments) that names an
+#: #include, #include_next, #import, #embed or __has_include, or on a C++ ``import``'s, wherever
+#: it lies on it (``#include /* x */ <sys//types.h>``): the compiler reads it whole, gcc's lexer,
+#: with no directive run, as a comment from there, the rest of the name lost. Only there: a line of
+#: code such as ``embed[i] = (i < n) ? 1 : 0; // clamp`` would make every edit of its text re-tune.
+_COMMENT_IN_HEADER_NAME = re.compile(
+    r"^[ \t]*(?:/\*.*?\*/[ \t]*)*(?:(?:#|%:)[^\n]*\b(?:include(?:_next)?|import|embed|__has_include(?:_next)?)\b"
+    r"|(?:export[ \t]+)?import\b)[^\n]*<[^>\n]*(?://|/\*)", re.MULTILINE)
 #: A trigraph, which an ISO standard (``-std=c11``, ``-ansi``) or ``-trigraphs`` reads and gcc's
 #: lexer, in its GNU standard, does not: ``??/`` is a backslash, at a ``//`` comment's end a splice
 #: that continues the comment over the next line.
