@@ -694,7 +694,7 @@ def test_once_a_task_stopped_on_the_busy_machine_the_next_measures_one_trial_onc
     assert pauses == [0.5, 1.0, 2.0] * 3
     result.stdout.fnmatch_lines([
         "stopped, disturbed: 2 of 2 tasks (twice?small-float32?, twice?large-float32?); * quiet); 1 of them at a trial "
-        "measured once, without retries or pauses, as an earlier task had stopped so; their trials are kept*",
+        "not retried once it showed other load, as an earlier task had stopped so; their trials are kept*",
         "SKIPPED [[]1[]] *: stopped: the machine is busy (other processes took 90% of the CPU time); its trial stayed "
         "disturbed, measured once without retries or pauses, as an earlier task of this run stopped disturbed. *"
         "(the run failed once for a busy machine, above)"])
@@ -712,6 +712,27 @@ def test_a_task_after_a_busy_stop_goes_on_once_a_trial_comes_out_clean_and_retri
                                  "are kept*"])
 
 
+def test_a_task_served_from_its_records_after_a_busy_stop_does_not_end_the_busy_state(
+        twice_project, pytester, monkeypatch):
+    """A task whose tune the records hold whole measures no trial, and says nothing of the machine:
+    its search's end cleared the busy state all the same, and the task after it went back to its
+    retries and pauses on the busy machine."""
+    suite = twice_project / "suites" / "test_twice.py"
+    text = suite.read_text().replace('shapes=[(20000,)])', 'shapes=[(20000,)]), Bucket("huge", N=(30000, None), '
+                                     'shapes=[(40000,)])').replace("N=(4097, None)", "N=(4097, 29999)")
+    assert "huge" in text and "4097, 29999" in text
+    suite.write_text(text)
+    with monkeypatch.context() as quiet:  # the large task tuned whole: served from its records next
+        _planted_trials(quiet, {})
+        pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "-k", "large").assert_outcomes(passed=5)
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20, (40000,): ["disturbed"] * 20})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
+    assert measured == [(4096,)] * 12 + [(40000,)]  # nothing of the large task's; the huge one's trial, once
+    assert pauses == [0.5, 1.0, 2.0] * 3
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 3 tasks *; 1 of them at a trial not retried once it "
+                                 "showed other load, *"])
+
+
 def test_a_trial_that_measured_nothing_after_a_busy_stop_does_not_end_the_busy_state(
         twice_project, pytester, monkeypatch):
     """A timeout (a crash, a compile error) has no samples and no verdict: it says nothing of the
@@ -725,7 +746,7 @@ def test_a_trial_that_measured_nothing_after_a_busy_stop_does_not_end_the_busy_s
     result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
     assert measured == [(4096,)] * 12 + [(20000,)] * 2  # the timeout, then a trial measured once
     assert pauses == [0.5, 1.0, 2.0] * 3
-    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial not retried once it showed other load, *"])
 
 
 def test_on_a_cluster_a_task_after_a_busy_stop_measures_its_trial_once_not_ahead_with_retries(
@@ -754,7 +775,7 @@ def test_on_a_cluster_a_task_after_a_busy_stop_measures_its_trial_once_not_ahead
     result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force")
     assert (4096,) in ahead and (20000,) not in ahead
     assert measured[-1:] == [(20000,)] and measured.count((20000,)) == 1  # measured once, here
-    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial measured once, *"])
+    result.stdout.fnmatch_lines(["stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial not retried once it showed other load, *"])
 
 
 def test_after_a_busy_stop_a_trial_disturbed_by_its_samples_alone_is_retried(twice_project, pytester, monkeypatch):
@@ -766,6 +787,22 @@ def test_after_a_busy_stop_a_trial_disturbed_by_its_samples_alone_is_retried(twi
     assert measured[12:14] == [(20000,)] * 2  # the heuristic's, disturbed, then clean
     result.stdout.fnmatch_lines(["stopped, disturbed: 1 of 2 tasks (twice?small-float32?); * quiet); their trials "
                                  "are kept*"])
+
+
+def test_after_a_busy_stop_a_trial_whose_retry_shows_other_load_stops_the_task(twice_project, pytester, monkeypatch):
+    """The machine known busy, a trial disturbed by its samples alone is retried, and the retry
+    showed other processes' load: counted as one strike of three, the task went on measuring
+    noise, each of its trials retried so."""
+    measured, pauses = _planted_trials(monkeypatch, {(4096,): ["disturbed"] * 20,
+                                                     (20000,): ["samples", "disturbed"] * 20})
+    result = pytester.runpytest("suites", *TUNE, "--tune-strategy", "brute_force", "-rs")
+    assert measured[12:] == [(20000,)] * 2  # the heuristic's, disturbed in its samples, then by the load: stopped
+    assert pauses == [0.5, 1.0, 2.0] * 3 + [0.5]
+    result.stdout.fnmatch_lines([
+        "stopped, disturbed: 2 of 2 tasks *; 1 of them at a trial not retried once it showed other load, *",
+        "SKIPPED [[]1[]] *: stopped: the machine is busy (other processes took 90% of the CPU time); its trial stayed "
+        "disturbed, its other load seen at retry 1 of a disturbance in its samples alone, not retried further, as an "
+        "earlier task of this run stopped disturbed. *"])
 
 
 def test_after_a_busy_stop_trials_that_stay_disturbed_by_their_samples_stop_as_on_any_machine(

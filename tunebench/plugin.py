@@ -494,10 +494,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"left_behind is in the records)", yellow=True)
     busy = [t for t in ran if t.busy]
     if busy:  # named: a task the machine stopped shows few configs or none, and a later one may have run
-        probed = sum(t.probed for t in busy)  # the machine known busy: no retries, no pauses
+        probed = sum(t.probed for t in busy)  # the machine known busy: other load seen, no more retries
         terminalreporter.write_line(
             f"stopped, disturbed: {len(busy)} of {len(ran)} tasks ({some([t.label for t in busy])}); the first "
             f"failure above says by what (a busy machine, or samples that changed speed while the machine looked "
-            f"quiet)" + (f"; {probed} of them at a trial measured once, without retries or pauses, as an earlier "
+            f"quiet)" + (f"; {probed} of them at a trial not retried once it showed other load, as an earlier "
                          f"task had stopped so" if probed else "")
             + "; their trials are kept, and a later tune resumes them", red=True)

@@ -101,13 +101,14 @@ class TaskFailed(RuntimeError):
 def stopped(doc: dict, strikes: int, retries: int, known: bool = False) -> str:
     """Why a task stopped after ``strikes`` trials in a row stayed disturbed (``doc``, the last, or
     the latest a quota throttled); ``known``: an earlier task of the run stopped so, and the trial
-    was measured once (see :data:`BUSY_STRIKES`)."""
+    was not retried once it showed other load (see :data:`BUSY_STRIKES`)."""
     seen = "; ".join(doc.get("interference", []))
 
     def how(state: str) -> str:
         if known:
-            return (f"its trial stayed {state}, measured once without retries or pauses, as an earlier task of this "
-                    f"run stopped disturbed")
+            measured = ("measured once without retries or pauses" if not retries else
+                        f"its other load seen at retry {retries} of a disturbance in its samples alone, not retried further")
+            return f"its trial stayed {state}, {measured}, as an earlier task of this run stopped disturbed"
         return f"{strikes} trial(s) in a row stayed {state} after {retries} retries"
 
     if doc.get("conditions", {}).get("throttled"):  # no quieter moment comes: the limit is the container's
@@ -575,10 +576,11 @@ class Task:
         except MachineBusy as e:
             self.tuner.busy = self.stop_reason = self.busy = str(e)
             return
-        self.tuner.busy = None
         self._confirm()
         self.rounding = False
-        self.tuner.busy = self.busy = self.untimed()
+        self.busy = self.untimed()
+        # a clean trial alone says the machine is quiet again (see _measure): a task served from its records says nothing
+        self.tuner.busy = self.busy or self.tuner.busy
         self.tuner.progress(self, True)
 
     def _recall(self) -> None:
@@ -933,7 +935,9 @@ class Task:
             self.strikes += 1
             if doc.get("conditions", {}).get("throttled"):
                 self.throttled = doc
-        once = busy and not result["retries"]  # the machine known busy, its load seen at once: no more strikes
+        # the machine known busy and other load seen, at once or at the retry of a disturbance in the samples
+        # alone: no more strikes (counted one, the task went on after a busy stop, its trials measured as noise)
+        once = busy and bool(machine_signals(doc.get("conditions", {})))
         if self.strikes >= (1 if once else BUSY_STRIKES):
             t.store.add(doc)
             self.new += 1  # recorded, and measured now, though no outcome holds it
