@@ -378,15 +378,20 @@ def test_a_comment_edit_that_breaks_the_build_keeps_no_trial_and_stops_as_the_bu
     assert not any("kept_from" in t for t in records(root).table("trials").all())
 
 
-def _unlinked_before_its_round(project, pytester, monkeypatch, tmp_path, compile_cache):
-    """A tune of a suite whose flags link -lfoo, stopped before its final round (its checks gone),
-    resumed on a machine lent afresh (no compile cache) where the library is no longer found."""
+def _libfoo(tmp_path, monkeypatch) -> None:
+    """libfoo.so built into ``tmp_path``/lib, which the compiler's and the loader's paths name."""
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
                    check=True)
     monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+
+
+def _unlinked_before_its_round(project, pytester, monkeypatch, tmp_path, compile_cache):
+    """A tune of a suite whose flags link -lfoo, stopped before its final round (its checks gone),
+    resumed on a machine lent afresh (no compile cache) where the library is no longer found."""
+    _libfoo(tmp_path, monkeypatch)
     root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
     assert pytester.runpytest("suites", *TUNE, "-k", "small").ret == 0
     (path,) = (root / "records").glob("*.json")
@@ -449,12 +454,7 @@ def test_a_retry_builds_a_failed_config_again_where_what_fixed_it_lies_outside_i
     root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
     result = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3")
     assert said(result, "does not compile for the heuristic's config") == 1  # no libfoo to link
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "foo.c").write_text("int foo(void) { return 1; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "lib" / "libfoo.so", tmp_path / "lib" / "foo.c"],
-                   check=True)
-    monkeypatch.setenv("LIBRARY_PATH", str(tmp_path / "lib"))
-    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+    _libfoo(tmp_path, monkeypatch)
     retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "3", "--tune-retry-failed")
     assert said(retried, "does not compile") == 0 and retried.parseoutcomes().get("failed", 0) == 0, \
         retried.stdout.str()[-2000:]
