@@ -606,10 +606,14 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         again = pool.submit(workers.trial, job(held=1, id=2)) if index == 0 else workers.submit(job(held=1, id=2))
         try:
-            running(held.parent, pids[index], 2)  # on the device kept
+            _until(lambda: any((held.parent / f"running-{pid}-2").exists() for pid in pids), "the next job ran nowhere")
         finally:
             held.unlink()
         assert again.result(timeout=300)["status"] == "ok"
+    on = [i for i, pid in enumerate(pids) if (held.parent / f"running-{pid}-2").exists()]
+    # on the device kept; or, as Ray says an actor back from an outage may be at its next call, unavailable
+    # again (seen once on a loaded 2-core CI runner): the job moved on, the device kept again, charged nothing
+    assert on == [index] or losses == [("ActorUnavailableError", False)] * 2, (on, losses)
     assert workers._lost == set()
 
 
