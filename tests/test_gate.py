@@ -586,6 +586,34 @@ def test_a_slowdown_not_every_process_saw_passes_as_unsure_and_says_so(tuned, mo
     assert [v["outcome"] for v in gate["verdicts"] if v["what"] == "best/baseline"] == ["unsure"]
 
 
+def test_an_unsure_slowdown_under_load_names_its_ratio_in_the_skip(tuned, monkeypatch):
+    """Under load, a check left unsure (its median beyond the limit, not every process slower) was
+    a skip that said only "machine too noisy to gate (...)": whether it was 1.02x or 1.8x, the user
+    could not tell. Its ratio leads, as an unsure pass's does."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+
+    def split(*args, **kwargs):
+        found = real(*args, **kwargs)
+        for i, objective in enumerate(found.objectives):
+            objective["best"] = objective["baseline"] * (0.98 if i == 0 else 1.3)
+        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", split)
+    pytester, path = tuned
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(skipped=1)
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    (unsure,) = [v for v in gate["verdicts"] if v["outcome"] == "unsure"]
+    assert gate["reason"].startswith(
+        f"unsure: {verdict_text(unsure)}: the median is beyond the limit, but not every process saw the best "
+        f"slower, so it does not fail; machine too noisy to gate: run the gate on a quiet machine (on (2048,): "
+        f"other processes took 90% of the CPU time)"), gate["reason"]
+    assert verdict_text(unsure).startswith("best/baseline on (2048,): 1.300x (7 processes: 0.980-1.300; ")
+
+
 def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tuned):
     """With the best the heuristic, dropping the recorded build that failed left nothing to
     measure: a template that gives wrong results passed, saying its source was not recorded."""

@@ -568,9 +568,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     failed = [v for v in result.verdicts if v.outcome == "fail"]
     unsure = [v for v in result.verdicts if v.outcome == "unsure"]
     if unsure and not failed and not noisy:  # a pass, said with what it could not settle
-        result.reason = (f"unsure: {'; '.join(' '.join(v.line().split()[1:]) for v in unsure)}: the median is beyond "
-                         f"the limit, but not every process saw the best slower, so it does not fail; run the gate "
-                         f"again, on a quieter machine, or with more processes (gate_max_processes)")
+        result.reason = (f"{_unsure_text(unsure)}; run the gate again, on a quieter machine, or with more processes "
+                         f"(gate_max_processes)")
     if failed:
         result.outcome = "fail"
         result.notes.insert(0, _fix(result.verdicts, against, result.configs, kernel, store))
@@ -579,11 +578,12 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.outcome = "skip"
         seen = "; ".join(noisy)
         busy = remedy(seen, "run the gate on a quiet machine", target)
-        # a slowdown the noise hid is no verdict, and no secret either: it leads, then why it was not judged, then
-        # what was seen (after every arm's samples, 1300-1800 characters in, "not gated (--gate-strict): machine too
-        # noisy ..." was rerun as a flaky job)
+        # a slowdown the noise hid, or an unsure one, is no verdict, and no secret either: it leads, with its ratio,
+        # then why it was not judged, then what was seen (after every arm's samples, 1300-1800 characters in, "not
+        # gated (--gate-strict): machine too noisy ..." was rerun as a flaky job)
         through = [_through_the_noise(v, result.comparisons[v.shape]) for v in result.verdicts if v.outcome == "noisy"]
-        result.reason = ("; ".join([*through, f"machine too noisy to gate: {busy} ({seen})"]) if through else
+        measured = [*through, _unsure_text(unsure)] if unsure else through
+        result.reason = ("; ".join([*measured, f"machine too noisy to gate: {busy} ({seen})"]) if measured else
                          f"machine too noisy to gate ({seen}): {busy}")
     return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
 
@@ -753,6 +753,13 @@ def _through_the_noise(verdict: Verdict, comp: Comparison) -> str:
            "it clears its limit by less than the spread of the processes")
     return (f"slower through the noise: {' '.join(verdict.line().split()[1:])}, measured in every process; "
             f"not a failure, as {why}")
+
+
+def _unsure_text(unsure: list[Verdict]) -> str:
+    """Checks left ``unsure``, each with its ratio and the processes' range: under load, a skip that
+    said only "machine too noisy" left 1.02x and 1.8x alike."""
+    return (f"unsure: {'; '.join(verdict_text(v.doc()) for v in unsure)}: the median is beyond the limit, but not "
+            f"every process saw the best slower, so it does not fail")
 
 
 def _final_ms(entry: dict, config: dict) -> float | None:
