@@ -614,6 +614,36 @@ def test_an_unsure_slowdown_under_load_names_its_ratio_in_the_skip(tuned, monkey
     assert verdict_text(unsure).startswith("best/baseline on (2048,): 1.300x (7 processes: 0.980-1.300; ")
 
 
+def test_a_noisy_skip_that_measured_no_slowdown_leads_with_that_then_the_advice(tuned, monkeypatch):
+    """A busy runner's skip of unchanged code gave every arm's sample details, 700-2800 characters,
+    before the advice, and never said it had measured no slowdown. That leads, saying why it is
+    not a pass, then the advice, then what was seen."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+    details = []
+
+    def disturbed(*args, **kwargs):  # as a worker names what disturbed each placement's arms
+        found = real(*args, **kwargs)
+        seen = "; ".join(["other processes took 92% of the CPU time"] + [
+            f"{placement} {arm}: 9 of 30 samples 0.91-8.1 ms above the fast ones, in multiples of a 4 ms scheduler "
+            f"tick; {placement} {arm}: two modes: 21 samples up to 0.0631 ms, 9 from 4.102 ms"
+            for placement in ("staggered", "packed") for arm in found.labels])
+        details.append(seen)
+        found.disturbed[:] = [seen] * len(found.objectives)
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    pytester, path = tuned
+    result = pytester.runpytest("test_chain.py", *GATE)
+    result.assert_outcomes(skipped=1)
+    (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
+    assert not [v for v in gate["verdicts"] if v["outcome"] in ("noisy", "unsure", "fail")], gate["verdicts"]
+    assert gate["reason"] == (
+        f"no slowdown beyond its limit measured through the noise, but skipped, not passed, as the noise could "
+        f"hide one; machine too noisy to gate: run the gate on a quiet machine (on (2048,): {details[0]})")
+
+
 def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tuned):
     """With the best the heuristic, dropping the recorded build that failed left nothing to
     measure: a template that gives wrong results passed, saying its source was not recorded."""

@@ -578,13 +578,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         result.outcome = "skip"
         seen = "; ".join(noisy)
         busy = remedy(seen, "run the gate on a quiet machine", target)
-        # a slowdown the noise hid, or an unsure one, is no verdict, and no secret either: it leads, with its ratio,
-        # then why it was not judged, then what was seen (after every arm's samples, 1300-1800 characters in, "not
-        # gated (--gate-strict): machine too noisy ..." was rerun as a flaky job)
+        # what was measured leads, then the advice, then what was seen (after every arm's samples, 700-2800
+        # characters, "not gated (--gate-strict): machine too noisy ..." was rerun as a flaky job): a slowdown the
+        # noise hid, or an unsure one, with its ratio; else that none was seen, and why that is no pass
         through = [_through_the_noise(v, result.comparisons[v.shape]) for v in result.verdicts if v.outcome == "noisy"]
         measured = [*through, _unsure_text(unsure)] if unsure else through
-        result.reason = ("; ".join([*measured, f"machine too noisy to gate: {busy} ({seen})"]) if measured else
-                         f"machine too noisy to gate ({seen}): {busy}")
+        result.reason = "; ".join([*(measured or ["no slowdown beyond its limit measured through the noise, but "
+                                                  "skipped, not passed, as the noise could hide one"]),
+                                   f"machine too noisy to gate: {busy} ({seen})"])
     return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
 
 
