@@ -580,11 +580,16 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         busy = remedy(seen, "run the gate on a quiet machine", target)
         # what was measured leads, then the advice, then what was seen (after every arm's samples, 700-2800
         # characters, "not gated (--gate-strict): machine too noisy ..." was rerun as a flaky job): a slowdown the
-        # noise hid, or an unsure one, with its ratio; else that none was seen, and why that is no pass
+        # noise hid, or an unsure one, with its ratio; else that no check failed (naming a DRIFT beyond its own
+        # limit, so the lead stays true beside that line), and why that is no verdict (true of a skip and of a
+        # --gate-strict failure alike)
         through = [_through_the_noise(v, result.comparisons[v.shape]) for v in result.verdicts if v.outcome == "noisy"]
         measured = [*through, _unsure_text(unsure)] if unsure else through
-        result.reason = "; ".join([*(measured or ["no slowdown beyond its limit measured through the noise, but "
-                                                  "skipped, not passed, as the noise could hide one"]),
+        drift = [v for v in result.verdicts if v.outcome == "drift"]  # a note beyond its own limit, never a failure
+        drifted = (f" ({' and '.join(f'{v.what} on {v.shape}' for v in drift)} drifted beyond "
+                   f"{'its limit' if len(drift) == 1 else 'their limits'}, a note, never a failure)" if drift else "")
+        result.reason = "; ".join([*(measured or [f"no check failed its limit through the noise{drifted}, but not "
+                                                  f"judged, as the noise could hide a failure"]),
                                    f"machine too noisy to gate: {busy} ({seen})"])
     return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
 
@@ -752,15 +757,17 @@ def _through_the_noise(verdict: Verdict, comp: Comparison) -> str:
     why = ("every process stayed disturbed, and a load can bias such a ratio alike in all of them"
            if len(comp.disturbed) == len(comp.objectives) else
            "it clears its limit by less than the spread of the processes")
-    return (f"slower through the noise: {' '.join(verdict.line().split()[1:])}, measured in every process; "
+    return (f"slower through the noise: {verdict_text(verdict.doc())}, measured in every process; "
             f"not a failure, as {why}")
 
 
 def _unsure_text(unsure: list[Verdict]) -> str:
     """Checks left ``unsure``, each with its ratio and the processes' range: under load, a skip that
     said only "machine too noisy" left 1.02x and 1.8x alike."""
-    return (f"unsure: {'; '.join(verdict_text(v.doc()) for v in unsure)}: the median is beyond the limit, but not "
-            f"every process saw the best slower, so it does not fail")
+    tail = ("the median is beyond the limit, but not every process saw the best slower, so it does not fail"
+            if len(unsure) == 1 else
+            "each median is beyond its limit, but not every process saw the best slower, so they do not fail")
+    return f"unsure: {' and '.join(verdict_text(v.doc()) for v in unsure)}: {tail}"
 
 
 def _final_ms(entry: dict, config: dict) -> float | None:
