@@ -562,20 +562,54 @@ def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_juni
     assert "NOISY     best against the recorded source on (2048,)" in prop.get("value")
 
 
-def test_a_slowdown_not_every_process_saw_passes_as_unsure_and_says_so(tuned, monkeypatch):
-    """A median 1.3x beyond the 1.1x limit, where one process of seven saw the best faster, read
-    PASS as any pass did, in the terminal and the records."""
+def _planted_ratios(monkeypatch, best, recorded=None, disturbed=False) -> None:
+    """The gate's comparisons measured, then process ``i``'s best planted at ``best(i)`` times its
+    baseline, and its build as tuned at ``1 / recorded(i)`` of that best where given; every
+    process disturbed by other load where ``disturbed``: a verdict's ratios, set, on a real run."""
     import tunebench.gate
 
     real = tunebench.gate.compare
 
-    def split(*args, **kwargs):
+    def planted(*args, **kwargs):
         found = real(*args, **kwargs)
         for i, objective in enumerate(found.objectives):
-            objective["best"] = objective["baseline"] * (0.98 if i == 0 else 1.3)
+            objective["best"] = objective["baseline"] * best(i)
+            if recorded is not None:
+                objective["recorded"] = objective["best"] / recorded(i)
+        if disturbed:
+            found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
         return found
 
-    monkeypatch.setattr(tunebench.gate, "compare", split)
+    monkeypatch.setattr(tunebench.gate, "compare", planted)
+
+
+def _disturbed_at_length(monkeypatch, machine: str) -> list[str]:
+    """The gate's comparisons measured, then every process disturbed as a busy runner's worker
+    names it: ``machine``'s reading, then each placement's arms' sample details (the 700-2800
+    characters a reason once led with). The texts, one per comparison, as they are made."""
+    import tunebench.gate
+
+    real = tunebench.gate.compare
+    details = []
+
+    def disturbed(*args, **kwargs):
+        found = real(*args, **kwargs)
+        seen = "; ".join([machine] + [
+            f"{placement} {arm}: 9 of 30 samples 0.91-8.1 ms above the fast ones, in multiples of a 4 ms scheduler "
+            f"tick; {placement} {arm}: two modes: 21 samples up to 0.0631 ms, 9 from 4.102 ms"
+            for placement in ("staggered", "packed") for arm in found.labels])
+        details.append(seen)
+        found.disturbed[:] = [seen] * len(found.objectives)
+        return found
+
+    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    return details
+
+
+def test_a_slowdown_not_every_process_saw_passes_as_unsure_and_says_so(tuned, monkeypatch):
+    """A median 1.3x beyond the 1.1x limit, where one process of seven saw the best faster, read
+    PASS as any pass did, in the terminal and the records."""
+    _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3)
     pytester, path = tuned
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(passed=1)
@@ -590,18 +624,7 @@ def test_an_unsure_slowdown_under_load_names_its_ratio_in_the_skip(tuned, monkey
     """Under load, a check left unsure (its median beyond the limit, not every process slower) was
     a skip that said only "machine too noisy to gate (...)": whether it was 1.02x or 1.8x, the user
     could not tell. Its ratio leads, as an unsure pass's does."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-
-    def split(*args, **kwargs):
-        found = real(*args, **kwargs)
-        for i, objective in enumerate(found.objectives):
-            objective["best"] = objective["baseline"] * (0.98 if i == 0 else 1.3)
-        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", split)
+    _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3, disturbed=True)
     pytester, path = tuned
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(skipped=1)
@@ -618,22 +641,7 @@ def test_a_noisy_skip_that_measured_no_slowdown_leads_with_that_then_the_advice(
     """A busy runner's skip of unchanged code gave every arm's sample details, 700-2800 characters,
     before the advice, and never said it had measured no slowdown. That leads, saying why it is
     not a pass, then the advice, then what was seen."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-    details = []
-
-    def disturbed(*args, **kwargs):  # as a worker names what disturbed each placement's arms
-        found = real(*args, **kwargs)
-        seen = "; ".join(["other processes took 92% of the CPU time"] + [
-            f"{placement} {arm}: 9 of 30 samples 0.91-8.1 ms above the fast ones, in multiples of a 4 ms scheduler "
-            f"tick; {placement} {arm}: two modes: 21 samples up to 0.0631 ms, 9 from 4.102 ms"
-            for placement in ("staggered", "packed") for arm in found.labels])
-        details.append(seen)
-        found.disturbed[:] = [seen] * len(found.objectives)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    details = _disturbed_at_length(monkeypatch, "other processes took 92% of the CPU time")
     pytester, path = tuned
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(skipped=1)
@@ -647,18 +655,7 @@ def test_a_noisy_skip_that_measured_no_slowdown_leads_with_that_then_the_advice(
 def test_a_noisy_skip_with_a_drift_beyond_its_limit_names_it_beside_no_failure(tuned, monkeypatch):
     """Best/baseline 0.9x against tuning-time ratios about 0.5x (a DRIFT line) under load: the skip
     led "no slowdown beyond its limit measured through the noise", untrue beside that line."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-
-    def drifted(*args, **kwargs):
-        found = real(*args, **kwargs)
-        for objective in found.objectives:
-            objective["best"] = objective["baseline"] * 0.9
-        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", drifted)
+    _planted_ratios(monkeypatch, lambda i: 0.9, disturbed=True)
     pytester, path = tuned
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(skipped=1)
@@ -673,19 +670,7 @@ def test_a_noisy_skip_with_a_drift_beyond_its_limit_names_it_beside_no_failure(t
 
 def test_a_noisy_skip_names_a_slowdown_through_the_noise_then_an_unsure_check(tuned, monkeypatch):
     """Both kinds in one skip: the slowdown through the noise, then the unsure check, then the advice."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-
-    def both(*args, **kwargs):
-        found = real(*args, **kwargs)
-        for i, objective in enumerate(found.objectives):
-            objective["best"] = objective["baseline"] * (0.98 if i == 0 else 1.3)
-            objective["recorded"] = objective["best"] / 2
-        found.disturbed[:] = ["other processes took 90% of the CPU time"] * len(found.objectives)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", both)
+    _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3, recorded=lambda i: 2, disturbed=True)
     pytester, path = tuned
     source = pytester.path / "chain.c"
     source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
@@ -704,18 +689,7 @@ def test_a_noisy_skip_names_a_slowdown_through_the_noise_then_an_unsure_check(tu
 
 def test_two_unsure_checks_are_named_as_one_clause(tuned, monkeypatch):
     """Two unsure checks were joined with "; ", the reason's own separator, under a singular tail."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-
-    def split(*args, **kwargs):
-        found = real(*args, **kwargs)
-        for i, objective in enumerate(found.objectives):
-            objective["best"] = objective["baseline"] * (0.98 if i == 0 else 1.3)
-            objective["recorded"] = objective["best"] / (0.98 if i == 0 else 1.3)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", split)
+    _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3, recorded=lambda i: 0.98 if i == 0 else 1.3)
     pytester, path = tuned
     source = pytester.path / "chain.c"
     source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
@@ -1605,23 +1579,8 @@ def test_a_noisy_skips_one_line_leads_with_the_slowdown_measured_through_the_noi
     character 1300-1800): under --gate-strict, "not gated (--gate-strict): machine too noisy", a
     failure a reviewer reruns as a flaky job. The slowdown leads, then why it was not judged, then
     what was seen."""
-    import tunebench.gate
-
-    real = tunebench.gate.compare
-    details = []
-
-    def disturbed(*args, **kwargs):  # as a worker names what disturbed each placement's arms
-        found = real(*args, **kwargs)
-        seen = "; ".join(["other processes took 92% of the CPU time (1.8 of 2 cores, 1 core left free by the "
-                          "kernel's threads)"] + [
-            f"{placement} {arm}: 9 of 30 samples 0.91-8.1 ms above the fast ones, in multiples of a 4 ms scheduler "
-            f"tick; {placement} {arm}: two modes: 21 samples up to 0.0631 ms, 9 from 4.102 ms"
-            for placement in ("staggered", "packed") for arm in found.labels])
-        details.append(seen)
-        found.disturbed[:] = [seen] * len(found.objectives)
-        return found
-
-    monkeypatch.setattr(tunebench.gate, "compare", disturbed)
+    details = _disturbed_at_length(monkeypatch, "other processes took 92% of the CPU time (1.8 of 2 cores, 1 core "
+                                                "left free by the kernel's threads)")
     pytester, path = tuned
     source = pytester.path / "chain.c"
     source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
