@@ -1707,6 +1707,9 @@ def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_jud
     assert row(failed, unsure) == (failed, "fail at aaaaaaa; a later run at it could not judge (unsure)")
     elsewhere = run("skip", commit="b" * 40, verdict="noisy")
     assert row(failed, elsewhere) == (elsewhere, "noisy: 1.40x slower at bbbbbbb")
+    # other code gated between them (a skip at another commit) leaves the failure at this one the row
+    assert row(failed, elsewhere, noisy) == (failed, "fail at aaaaaaa; a later run at it could not judge (noisy: "
+                                                     "1.40x slower)")
     dirty = run("skip", dirty=True, verdict="noisy")
     assert row(run("fail", dirty=True, verdict="fail"), dirty) == (dirty, "noisy: 1.40x slower at aaaaaaa+dirty")
     outside = run("skip", commit=None, verdict="noisy")  # outside a git checkout: nothing says the code is the same

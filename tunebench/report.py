@@ -167,21 +167,17 @@ class TaskView:
     def last_gate(self) -> dict | None:
         """The latest gate run of what is served now that judged it: a run that could not judge
         (skipped as too noisy, or unsure) does not replace one that did at the same commit before it
-        (see :attr:`unjudged`). A quiet failure rerun beside other load read "noisy: 1.52x slower",
-        and no Regressions section listed it."""
+        (see :attr:`unjudged`), even with runs of other code between them (a branch gated meanwhile).
+        A quiet failure rerun beside other load read "noisy: 1.52x slower", and no Regressions
+        section listed it."""
         runs = self._gate_runs()
-        for run in runs:
-            if not _same_code(run, runs[0]):
-                break
-            if _judged(run):
-                return run
-        return runs[0] if runs else None
+        return next((run for run in runs if _same_code(run, runs[0]) and _judged(run)), runs[0] if runs else None)
 
     @property
     def unjudged(self) -> list[dict]:
         """The gate runs after :attr:`last_gate`, at its commit, that could not judge it, newest first."""
         runs, last = self._gate_runs(), self.last_gate
-        return runs[:runs.index(last)] if last is not None else []
+        return [run for run in runs[:runs.index(last)] if _same_code(run, last)] if last is not None else []
 
     def _gate_runs(self) -> list[dict]:
         """The gate runs of what is served now, newest first: not one before the latest tune (it
