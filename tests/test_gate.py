@@ -1570,7 +1570,9 @@ def test_a_failure_headline_leads_with_the_slowdown_against_the_build_as_tuned_a
     slowed = Verdict("best against the recorded source", (4, 65536), [1.39, 1.49, 1.55], 1.1, "fail")
     assert GateResult("fail", verdicts=[lost, slowed]).headline() == (
         "regression: best against the recorded source on (4, 65536): 1.490x (3 processes: 1.390-1.550; limit "
-        "1.100x) (and 1 more FAIL lines)")
+        "1.100x) (and 1 more FAIL line)")
+    other = Verdict("best/baseline", (8, 65536), [1.12, 1.15, 1.18], 1.1, "fail")
+    assert GateResult("fail", verdicts=[lost, slowed, other]).headline().endswith("(and 2 more FAIL lines)")
 
 
 def test_a_noisy_skips_one_line_leads_with_the_slowdown_measured_through_the_noise(tuned, monkeypatch):

@@ -161,7 +161,8 @@ class GateResult:
                   and _held_back(self.verdicts, leading.shape) is None)
         what = "the heuristic, changed since the tune, now beats the tuned pick (tune again)" if retold else "regression"
         lead = leading.line().split(maxsplit=1)[1]
-        return f"{what}: {lead}" + (f" (and {len(failed) - 1} more FAIL lines)" if len(failed) > 1 else "")
+        more = len(failed) - 1
+        return f"{what}: {lead}" + (f" (and {more} more FAIL line{'s' if more > 1 else ''})" if more else "")
 
 
 def judge(ratios: Sequence[float], what: str, shape: tuple, limit: float, floor: float, final: bool) -> Verdict:
