@@ -1575,7 +1575,7 @@ def test_a_failed_gate_that_measured_the_template_slower_through_the_noise_is_no
                           "limit": 1.1, "outcome": "noisy"}]}
     view = TaskView("chain", "cpu", "float32", bucket, "h", {}, None, {}, [], {},
                     checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
-    assert view.notes == ["but its latest gate failed, and measured today's build slower than its build as tuned "
+    assert view.notes == ["its latest gate failed, and measured today's build slower than its build as tuned "
                           "through the noise: gate again on a quiet machine before a tune; a tune now would make the "
                           "slower code the reference, and the gate would pass it"]
 
@@ -1595,11 +1595,11 @@ def test_a_gate_unsure_of_the_template_against_its_build_as_tuned_holds_back_a_t
             "verdicts": [lost, unsure]}
     view = TaskView("chain", "cpu", "float32", bucket, "h", {}, None, {}, [], {},
                     checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
-    assert view.notes == ["but its latest gate failed, and measured today's build slower than its build as tuned by "
+    assert view.notes == ["its latest gate failed, and measured today's build slower than its build as tuned by "
                           "its median, though not every process saw it slower: gate again on a quiet machine before "
                           "a tune; a tune now would make the slower code the reference, and the gate would pass it"]
     view = dataclasses.replace(view, checks=[view.checks[0], {**gate, "outcome": "pass", "verdicts": [unsure]}])
-    assert view.notes == ["but its latest gate was unsure: it measured today's build slower than its build as tuned "
+    assert view.notes == ["its latest gate was unsure: it measured today's build slower than its build as tuned "
                           "by its median, though not every process saw it slower: gate again on a quiet machine "
                           "before a tune; a tune now would make the slower code the reference, and the gate would "
                           "pass it"]
@@ -1617,10 +1617,15 @@ def test_a_failed_gate_of_a_template_edited_again_since_is_noted_of_the_source_i
                           "limit": 1.1, "outcome": "fail"}]}
     view = TaskView("chain", "cpu", "float32", bucket, "tuned", {}, None, {}, [], {}, today_source="gated",
                     checks=[{"kind": "tune", "shapes": [{"shape": [2048], "best": {"reps": 1}}]}, gate])
-    assert view.notes == ["but its latest gate found today's build slower than its build as tuned: fix that first; a "
+    assert view.notes == ["its latest gate found today's build slower than its build as tuned: fix that first; a "
                           "tune now would make the slower code the reference, and the gate would pass it"]
+    # "but" answers a note before it, and no note opens on it (nothing before it said anything)
+    changed = "the reference changed since the tune"
+    assert dataclasses.replace(view, changed=changed).notes == [
+        changed, "but its latest gate found today's build slower than its build as tuned: fix that first; a tune now "
+        "would make the slower code the reference, and the gate would pass it"]
     view = dataclasses.replace(view, today_source="edited since")
-    assert view.notes == ["but its latest gate found an earlier source's build (at 0b02385) slower than its build as "
+    assert view.notes == ["its latest gate found an earlier source's build (at 0b02385) slower than its build as "
                           "tuned: gate today's build before a tune, which would make it the reference"]
 
 
@@ -1641,7 +1646,7 @@ def test_a_failed_gate_of_a_template_reverted_since_to_its_source_as_tuned_is_no
                           "tuned, but the template is back to its source as tuned: that slowdown is not in today's "
                           "build"]
     view = dataclasses.replace(view, today_source="edited since")
-    assert view.notes == ["but its latest gate found an earlier source's build (outside git) slower than its build as "
+    assert view.notes == ["its latest gate found an earlier source's build (outside git) slower than its build as "
                           "tuned: gate today's build before a tune, which would make it the reference"]
 
 

@@ -160,8 +160,10 @@ class TaskView:
         # reverted since to the source as tuned: that gate's slowdown is gone, and best()'s "tunes this one" too
         reverted = self.today_source == self.source_hash != gate.get("source_hash")
         held = (f"{seen.format(build)}, but the template is back to its source as tuned: that slowdown is not in "
-                f"today's build" if reverted else f"but {seen.format(build)}: {then}")
-        return [n for n in (*said, self.changed, held) if n]
+                f"today's build" if reverted else f"{seen.format(build)}: {then}")
+        before = [n for n in (*said, self.changed) if n]
+        # "but" answers the note before it (best()'s "tunes this one"): first, it opens on nothing
+        return [*before, f"but {held}" if before and not reverted else held]
 
     @property
     def last_gate(self) -> dict | None:
