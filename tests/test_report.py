@@ -1233,6 +1233,26 @@ def test_a_failed_gates_check_kept_as_noisy_is_listed_once_with_its_failure(pyte
     assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1].strip())}</li>" in page
 
 
+def test_a_failures_slowdown_through_the_noise_its_advice_names_is_not_appended_again():
+    """A pick that lost its lead failed, and the gate's advice named its build measured 1.50x its
+    build as tuned through the noise (hold back the tune): the Regressions line named that check
+    again after it, "also slower through the noise: best against the recorded source ...". A
+    slowdown through the noise the reason does not name is still appended."""
+    from tunebench.gate import Verdict, _held_back_text
+    from tunebench.report import failure_text
+
+    lost = Verdict("best/baseline", (2048,), [1.3, 1.3, 1.3], 1.1, "fail")
+    held = Verdict("best against the recorded source", (2048,), [1.4, 1.5, 1.6], 1.1, "noisy")
+    configs = {(2048,): {"best": {"reps": 1}}}
+    reason = (f"{' '.join(lost.line().split())}; the recorded best [reps:1] takes 1.30x the heuristic's time on "
+              f"(2048,), so it no longer leads; but {_held_back_text(held, configs)}")
+    gate = {"kind": "gate", "outcome": "fail", "reason": reason, "verdicts": [lost.doc(), held.doc()]}
+    assert failure_text(gate) == reason
+    other = Verdict("best/baseline", (4096,), [1.2, 1.3, 1.4], 1.1, "noisy")
+    assert failure_text({**gate, "verdicts": [*gate["verdicts"], other.doc()]}) == (
+        f"{reason}; also slower through the noise (the machine too busy to judge it): {verdict_text(other.doc())}")
+
+
 def test_a_kept_heuristics_speedup_has_no_range_of_the_winner_its_final_round_turned_down(pytester, monkeypatch):
     """A round whose winner's lead shrank below 5 % in its fresh processes kept the heuristic, and the
     row read "1.00x (1.01-1.07) | the heuristic": the range of the winner it turned down, beside the

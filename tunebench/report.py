@@ -619,8 +619,11 @@ def through_the_noise(gate: dict | None) -> list[dict]:
 def failure_text(gate: dict) -> str:
     """A failed gate run's reason, with the slowdowns it measured through the noise beside its
     failure (another shape's, a busy process's): listed apart too, under a heading that says
-    "neither a failure nor a pass", a failed task read as two findings, one of them no failure."""
-    noisy = through_the_noise(gate)
+    "neither a failure nor a pass", a failed task read as two findings, one of them no failure. One
+    its reason names already (the slowdown of the build as tuned that holds back the tune its advice
+    asks for, "takes 1.50x the time of its build as tuned on (2048,)") is not named twice."""
+    noisy = [v for v in through_the_noise(gate) if f"{statistics.median(v['ratios']):.2f}x the time of its build as "
+             f"tuned on {tuple(v['shape'])}" not in gate["reason"]]
     return gate["reason"] + (f"; also slower through the noise (the machine too busy to judge it): "
                              f"{'; '.join(map(verdict_text, noisy))}" if noisy else "")
 
