@@ -27,8 +27,8 @@ from tunebench.lookup import confirmed_ms, lookup
 from tinydb import TinyDB
 
 from tunebench.records import RecordsError, RecordStore, config_key, config_text, verdict_text
-from tunebench.report import (_before, _changes, _check_ms, _rows, _spread, history, records_at, revision, task_views,
-                              through_the_noise)
+from tunebench.report import (NOISY, NOISY_WHY, _before, _changes, _check_ms, _rows, _spread, history, records_at,
+                              revision, task_views, through_the_noise)
 
 #: Every measurement of these tests' runs is judged clean (quiet_verdicts): beside other load a tune
 #: stops and a gate skips, as documented, and the report has none of the rows these tests read. A
@@ -1705,6 +1705,40 @@ def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_
     # the history plots both runs, as before: the failure, and the slowdown measured through the noise
     (view,) = task_views(RecordStore(path))
     assert [c["outcome"] for c, _, _ in history(view) if c["kind"] == "gate"] == ["fail", "skip"]
+
+
+def test_a_noisy_skip_after_a_pass_at_the_same_commit_has_its_slowdown_listed_below_the_table(
+        chain_tuned, monkeypatch):
+    """A gate passed at a commit, and its rerun there beside other load measured 1.5x through the
+    noise: the row named "noisy: 1.50x slower" after the pass, and the list below the table, which
+    the legend points to for it, left it out. The pass stays the row; the slowdown is listed."""
+    import tunebench.gate
+
+    pytester, path = chain_tuned
+    source = pytester.path / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "slower")
+    _disturbed(monkeypatch, tunebench.gate)
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(skipped=1)
+    checks = TinyDB(path).table("checks")
+    *earlier, skipped = checks.all()
+    (noisy,) = through_the_noise(skipped)
+    # the quiet run before it at that commit, which passed: its verdicts within the limit
+    passed = {**skipped, "outcome": "pass", "reason": "", "verdicts": [{**noisy, "outcome": "pass",
+                                                                        "ratios": [1.0, 1.0, 1.0]}]}
+    checks.truncate()
+    checks.insert_multiple([*earlier, passed, skipped])
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(pytester.path / "r")]) == 0
+    md = (pytester.path / "r" / "report.md").read_text()
+    at, ratio = revision(skipped), statistics.median(noisy["ratios"])
+    (row,) = [line for line in md.splitlines() if line.startswith("| chain |")]
+    assert row.endswith(f" | pass at {at}; a later run at it could not judge (noisy: {ratio:.2f}x slower) |"), row
+    listed = f"- **chain[all-float32]** (at {at}): {verdict_text(noisy)}\n"
+    assert f"### {NOISY}\n\n{NOISY_WHY}\n\n{listed}" in md, md
+    page = (pytester.path / "r" / "report.html").read_text()
+    assert f"<li><b>chain[all-float32]</b> (at {at}): {html.escape(verdict_text(noisy))}</li>" in page
 
 
 def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_judged_one_the_row():

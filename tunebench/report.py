@@ -795,6 +795,16 @@ def _gate_text(gate: dict, idle: bool, unjudged: list[dict]) -> str:
     return text
 
 
+def _named_noisy(view: TaskView) -> dict | None:
+    """The gate run whose slowdown through the noise the row names ("noisy: 1.20x slower"), to be
+    listed below the table: the last gate, or the latest run after it that could not judge (a pass
+    then a noisy skip at its commit named the skip's slowdown in the row alone). None beside a
+    failure, which Regressions lists with its own."""
+    last = view.last_gate
+    run = (view.unjudged or [last])[0]
+    return run if last and last["outcome"] != "fail" and run["outcome"] == "skip" and through_the_noise(run) else None
+
+
 def _outcome(gate: dict, idle: bool = False) -> str:
     """A gate run's outcome, and a slowdown it kept as noisy (a skip, never a pass)."""
     noisy = [statistics.median(v["ratios"]) for v in through_the_noise(gate)]
@@ -814,9 +824,9 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "before they were kept) and the trials' are shown. The best config is what best() serves; the last "
          "gate, the latest gate run of it since its tune and the commit it ran at (an older commit's where a "
          "later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run was skipped as too "
-         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table); a "
-         "run that could not judge (skipped as too noisy, or unsure) after one that did at the same commit does "
-         "not replace it, and is named after it.")
+         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table unless "
+         "a failure at that commit stands, which Regressions lists); a run that could not judge (skipped as too "
+         "noisy, or unsure) after one that did at the same commit does not replace it, and is named after it.")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
@@ -1042,15 +1052,15 @@ def write(records: Path, out: Path, compare: str | None = None,
                 body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
                     f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
                     f"{html.escape(failure_text(v.last_gate))}</li>" for v in failing] + ["</ul>"]
-            noisy = [v for v in views if gated and through_the_noise(v.last_gate) and v.last_gate["outcome"] != "fail"]
+            noisy = [(v, run) for v in views if gated and (run := _named_noisy(v))]
             if noisy:
                 md += [f"### {NOISY}", "", NOISY_WHY, ""] + [
-                    f"- **{v.label}** (at {revision(v.last_gate)}): "
-                    f"{'; '.join(map(verdict_text, through_the_noise(v.last_gate)))}" for v in noisy] + [""]
+                    f"- **{v.label}** (at {revision(run)}): {'; '.join(map(verdict_text, through_the_noise(run)))}"
+                    for v, run in noisy] + [""]
                 body += [f"<h3>{html.escape(NOISY)}</h3><p>{html.escape(NOISY_WHY)}</p><ul>"] + [
-                    f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
-                    f"{html.escape('; '.join(map(verdict_text, through_the_noise(v.last_gate))))}</li>"
-                    for v in noisy] + ["</ul>"]
+                    f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(run))}): "
+                    f"{html.escape('; '.join(map(verdict_text, through_the_noise(run))))}</li>"
+                    for v, run in noisy] + ["</ul>"]
             if gone:  # not rows of the table, which says what best() serves
                 md += ["### Recorded, but no suite declares them (no row)", ""] + [f"- {line}" for line in gone] + [""]
                 body += ["<h3>Recorded, but no suite declares them (no row)</h3><ul>"] + [
