@@ -1253,6 +1253,33 @@ def test_a_failures_slowdown_through_the_noise_its_advice_names_is_not_appended_
         f"{reason}; also slower through the noise (the machine too busy to judge it): {verdict_text(other.doc())}")
 
 
+def test_a_noisy_skip_after_a_failure_at_its_commit_has_its_slowdown_on_the_regressions_line():
+    """A failure, then a noisy skip at its commit: the row read "fail at ...; a later run at it could not
+    judge (noisy: 1.70x slower)", and the skip's slowdown was named nowhere below the table, though the
+    legend says Regressions lists it. It follows the failure's reason there, once."""
+    from tunebench.report import TaskView, failure_text
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+
+    def run(outcome, verdict, ratios):
+        return {"kind": "gate", "outcome": outcome, "git_commit": "a" * 40, "git_dirty": False, "source_hash": "h",
+                "reason": "regression: best/baseline", "shapes": [{"shape": [8], "configs": {}}],
+                "verdicts": [{"what": "best/baseline", "shape": [8], "ratios": ratios, "limit": 1.1,
+                              "outcome": verdict}]}
+
+    failed, skip = run("fail", "fail", [1.3, 1.4, 1.5]), run("skip", "noisy", [1.6, 1.7, 1.8])
+    view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[failed, skip])
+    assert view.last_gate is failed and view.unjudged == [skip]
+    text = failure_text(view.last_gate, view.unjudged)
+    assert text == (f"regression: best/baseline; a later run at it, too busy to judge, measured it slower through "
+                    f"the noise: {verdict_text(skip['verdicts'][0])}")
+    assert text.count("1.700x") == 1
+    # one the failure's own text names already is not named again
+    again = {**failed, "verdicts": [*failed["verdicts"], skip["verdicts"][0]]}
+    assert failure_text(again, [skip]).count("1.700x") == 1
+    assert failure_text(failed) == "regression: best/baseline"
+
+
 def test_a_kept_heuristics_speedup_has_no_range_of_the_winner_its_final_round_turned_down(pytester, monkeypatch):
     """A round whose winner's lead shrank below 5 % in its fresh processes kept the heuristic, and the
     row read "1.00x (1.01-1.07) | the heuristic": the range of the winner it turned down, beside the
@@ -1697,11 +1724,14 @@ def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_
     md = (pytester.path / "r" / "report.md").read_text()
     (row,) = [line for line in md.splitlines() if line.startswith("| chain |")]
     assert row.endswith(f" | fail at {at}{later} |"), row
-    assert f"### Regressions (latest gate run)\n\n- **chain[all-float32]** (at {at}): {failed['reason']}" in md, md
+    # the skip's slowdown, named in the row, follows the failure there (the legend sends a reader to it)
+    listed = (f"{failed['reason']}; a later run at it, too busy to judge, measured it slower through the noise: "
+              f"{verdict_text(noisy)}")
+    assert f"### Regressions (latest gate run)\n\n- **chain[all-float32]** (at {at}): {listed}\n" in md, md
     assert "### Slowdowns measured through the noise" not in md
     page = (pytester.path / "r" / "report.html").read_text()
     assert f"<td>{html.escape(f'fail at {at}{later}')}</td>" in page
-    assert f"<li><b>chain[all-float32]</b> (at {at}): {html.escape(failed['reason'])}</li>" in page
+    assert f"<li><b>chain[all-float32]</b> (at {at}): {html.escape(listed)}</li>" in page
     # the history plots both runs, as before: the failure, and the slowdown measured through the noise
     (view,) = task_views(RecordStore(path))
     assert [c["outcome"] for c, _, _ in history(view) if c["kind"] == "gate"] == ["fail", "skip"]
@@ -1748,9 +1778,9 @@ def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_jud
 
     bucket = Bucket("all", N=(1, None), shapes=[(8,)])
 
-    def run(outcome, commit="a" * 40, dirty=False, verdict="pass"):
-        return {"kind": "gate", "outcome": outcome, "git_commit": commit, "git_dirty": dirty, "source_hash": "h",
-                "shapes": [{"shape": [8], "configs": {}}],
+    def run(outcome, commit="a" * 40, dirty=False, verdict="pass", src="h", setup=None):
+        return {"kind": "gate", "outcome": outcome, "git_commit": commit, "git_dirty": dirty, "source_hash": src,
+                "setup_hash": setup, "reason": "regression", "shapes": [{"shape": [8], "configs": {}}],
                 "verdicts": [{"what": "best/baseline", "shape": [8], "ratios": [1.3, 1.4, 1.5], "limit": 1.1,
                               "outcome": verdict}]}
 
@@ -1769,6 +1799,15 @@ def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_jud
     # other code gated between them (a skip at another commit) leaves the failure at this one the row
     assert row(failed, elsewhere, noisy) == (failed, "fail at aaaaaaa; a later run at it could not judge (noisy: "
                                                      "1.40x slower)")
+    # ... but a quiet pass of the same template at another commit since is the latest judgement: the failure
+    # before it stays behind it
+    assert row(failed, run("pass", commit="d" * 40), noisy) == (noisy, "noisy: 1.40x slower at aaaaaaa")
+    # a pass of another template between them is other code: passed over
+    assert row(failed, run("pass", commit="d" * 40, src="other"), noisy)[0] is failed
+    # nor does a skip at that commit with another declaration (setup_hash) leave the failure the row
+    other_setup = run("skip", verdict="noisy", setup="s2")
+    assert row(run("fail", verdict="fail", setup="s1"), other_setup) == (other_setup, "noisy: 1.40x slower at "
+                                                                                      "aaaaaaa")
     dirty = run("skip", dirty=True, verdict="noisy")
     assert row(run("fail", dirty=True, verdict="fail"), dirty) == (dirty, "noisy: 1.40x slower at aaaaaaa+dirty")
     outside = run("skip", commit=None, verdict="noisy")  # outside a git checkout: nothing says the code is the same

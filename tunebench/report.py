@@ -171,9 +171,18 @@ class TaskView:
         (skipped as too noisy, or unsure) does not replace one that did at the same commit before it
         (see :attr:`unjudged`), even with runs of other code between them (a branch gated meanwhile).
         A quiet failure rerun beside other load read "noisy: 1.52x slower", and no Regressions
-        section listed it."""
+        section listed it. Passed over are runs that could not judge and runs of another template: a
+        judged run of this one (the newest run's, or today's) at another commit stops the walk, as a
+        later quiet pass at another commit must not bring back an older failure at this one."""
         runs = self._gate_runs()
-        return next((run for run in runs if _same_code(run, runs[0]) and _judged(run)), runs[0] if runs else None)
+        newest = runs[0] if runs else {}
+        templates = {newest.get("source_hash"), self.today_source or newest.get("source_hash")}
+        for run in runs:
+            if _judged(run) and _same_code(run, runs[0]):
+                return run
+            if _judged(run) and run.get("source_hash") in templates:
+                break
+        return runs[0] if runs else None
 
     @property
     def unjudged(self) -> list[dict]:
@@ -207,10 +216,12 @@ def _judged(gate: dict) -> bool:
 
 def _same_code(one: dict, other: dict) -> bool:
     """Whether two gate runs measured the same code: one commit, clean in both (a dirty tree may
-    hold other code from one run to the next), and one template."""
+    hold other code from one run to the next), one template, and one declaration (its setup_hash:
+    records older than it have none in either)."""
     return (bool(one.get("git_commit")) and one.get("git_commit") == other.get("git_commit")
             and not one.get("git_dirty") and not other.get("git_dirty")
-            and one.get("source_hash") == other.get("source_hash"))
+            and one.get("source_hash") == other.get("source_hash")
+            and one.get("setup_hash") == other.get("setup_hash"))
 
 
 def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]:
@@ -616,16 +627,24 @@ def through_the_noise(gate: dict | None) -> list[dict]:
     return [v for v in (gate or {}).get("verdicts", []) if v["outcome"] == "noisy"]
 
 
-def failure_text(gate: dict) -> str:
+def failure_text(gate: dict, unjudged: list[dict] = ()) -> str:
     """A failed gate run's reason, with the slowdowns it measured through the noise beside its
     failure (another shape's, a busy process's): listed apart too, under a heading that says
     "neither a failure nor a pass", a failed task read as two findings, one of them no failure. One
     its reason names already (the slowdown of the build as tuned that holds back the tune its advice
-    asks for, "takes 1.50x the time of its build as tuned on (2048,)") is not named twice."""
-    noisy = [v for v in through_the_noise(gate) if f"{statistics.median(v['ratios']):.2f}x the time of its build as "
-             f"tuned on {tuple(v['shape'])}" not in gate["reason"]]
-    return gate["reason"] + (f"; also slower through the noise (the machine too busy to judge it): "
+    asks for, "takes 1.50x the time of its build as tuned on (2048,)") is not named twice. The
+    slowdown of the latest run after it at its commit that could not judge (``unjudged``, newest
+    first), a skip the row names ("noisy: 1.70x slower"), follows: it was named nowhere below the table."""
+    def unnamed(run: dict, text: str) -> list[dict]:
+        return [v for v in through_the_noise(run) if f"{statistics.median(v['ratios']):.2f}x the time of its "
+                f"build as tuned on {tuple(v['shape'])}" not in text and verdict_text(v) not in text]
+
+    noisy = unnamed(gate, gate["reason"])
+    text = gate["reason"] + (f"; also slower through the noise (the machine too busy to judge it): "
                              f"{'; '.join(map(verdict_text, noisy))}" if noisy else "")
+    later = unnamed(unjudged[0], text) if unjudged and unjudged[0]["outcome"] == "skip" else []
+    return text + (f"; a later run at it, too busy to judge, measured it slower through the noise: "
+                   f"{'; '.join(map(verdict_text, later))}" if later else "")
 
 
 def revision(check: dict) -> str:
@@ -799,7 +818,7 @@ def _named_noisy(view: TaskView) -> dict | None:
     """The gate run whose slowdown through the noise the row names ("noisy: 1.20x slower"), to be
     listed below the table: the last gate, or the latest run after it that could not judge (a pass
     then a noisy skip at its commit named the skip's slowdown in the row alone). None beside a
-    failure, which Regressions lists with its own."""
+    failure, which Regressions lists with its own and this one (see :func:`failure_text`)."""
     last = view.last_gate
     run = (view.unjudged or [last])[0]
     return run if last and last["outcome"] != "fail" and run["outcome"] == "skip" and through_the_noise(run) else None
@@ -824,9 +843,10 @@ TIMES = ("Times are the bucket objective: the weighted geometric mean of the med
          "before they were kept) and the trials' are shown. The best config is what best() serves; the last "
          "gate, the latest gate run of it since its tune and the commit it ran at (an older commit's where a "
          "later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run was skipped as too "
-         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table unless "
-         "a failure at that commit stands, which Regressions lists); a run that could not judge (skipped as too "
-         "noisy, or unsure) after one that did at the same commit does not replace it, and is named after it.")
+         "noisy but measured a slowdown through the noise (its check's median ratio, listed below the table: under "
+         "Regressions, beside the failure, where a failure at that commit stands); a run that could not judge "
+         "(skipped as too noisy, or unsure) after one that did at the same commit does not replace it, and is "
+         "named after it.")
 
 
 LEGEND = ("configs: every config measured on the bucket's shapes with this source and declaration (args builder, "
@@ -1048,10 +1068,10 @@ def write(records: Path, out: Path, compare: str | None = None,
             failing = [v for v in views if gated and v.last_gate and v.last_gate["outcome"] == "fail"]
             if failing:
                 md += ["### Regressions (latest gate run)", ""] + [
-                    f"- **{v.label}** (at {revision(v.last_gate)}): {failure_text(v.last_gate)}" for v in failing] + [""]
+                    f"- **{v.label}** (at {revision(v.last_gate)}): {failure_text(v.last_gate, v.unjudged)}" for v in failing] + [""]
                 body += ["<h3>Regressions (latest gate run)</h3><ul>"] + [
                     f"<li><b>{html.escape(v.label)}</b> (at {html.escape(revision(v.last_gate))}): "
-                    f"{html.escape(failure_text(v.last_gate))}</li>" for v in failing] + ["</ul>"]
+                    f"{html.escape(failure_text(v.last_gate, v.unjudged))}</li>" for v in failing] + ["</ul>"]
             noisy = [(v, run) for v in views if gated and (run := _named_noisy(v))]
             if noisy:
                 md += [f"### {NOISY}", "", NOISY_WHY, ""] + [
