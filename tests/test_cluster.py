@@ -1087,3 +1087,28 @@ def test_a_comment_edit_keeps_no_trial_on_a_cluster(project, pytester, cluster, 
     assert "the template (axpb.c edited) changed since the last tune: measured again" in result.stdout.str()
     (path,) = (root / "records").glob("*.json")
     assert not any("kept_from" in t for t in json.loads(path.read_text())["trials"].values())
+
+
+def test_a_final_round_on_a_cluster_stopped_on_a_cached_compile_error_says_how_to_build_it_again(
+        libfoo, project, pytester, cluster, monkeypatch, compile_cache):
+    """The library the flags link removed from the hosts, lent afresh (no compile cache), before a
+    round, and installed again after it stopped on the link error: the next round's device was
+    served the compile cache's error, and the stop said nothing of --tune-retry-failed (the
+    driver, which builds nothing ahead on a cluster, asked no build of its own)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
+    args = ("suites", *TUNE, "-k", "small", "--tune-cluster", cluster)
+    assert pytester.runpytest_subprocess(*args).ret == 0
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    data["checks"] = {}  # the tune stopped before its final round
+    path.write_text(json.dumps(data))
+    library = libfoo / "libfoo.so"
+    library.rename(libfoo / "libfoo.so.aside")
+    shutil.rmtree(compile_cache)
+    first = pytester.runpytest_subprocess(*args)
+    assert "so the task stops" in first.stdout.str() and "earlier tune" not in first.stdout.str()  # built now
+    (libfoo / "libfoo.so.aside").rename(library)
+    again = pytester.runpytest_subprocess(*args).stdout.str()
+    assert ("does not compile for the heuristic's config [vec:2 unroll:1 mode:0] (as an earlier tune recorded it, "
+            "not built again: --tune-retry-failed builds it), so the task stops:") in again, again[-2000:]

@@ -77,7 +77,7 @@ class Comparison:
     objectives: list[dict[str, float]] = field(default_factory=list)  # per process: arm -> ms
     samples: list[dict] = field(default_factory=list)  # per process: placement -> arm -> ms samples
     disturbed: list[str] = field(default_factory=list)  # why processes stayed disturbed
-    failure: dict | None = None  # the first failed arm: status, arm (label), error
+    failure: dict | None = None  # the first failed arm: status, arm (label), error, cached (a compile error's)
     #: (arm, other): ``arm`` was built into ``other``'s machine code, so it was not measured and
     #: left :attr:`labels` (see :class:`~tunebench.workers.CompareJob`)
     same_code: tuple[str, str] | None = None
@@ -113,7 +113,7 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
     for _ in range(processes):
         result = undisturbed(workers, job, fresh=True, retries=0 if found.disturbed else retries)
         if result["status"] != "ok":
-            found.failure = {k: result.get(k) for k in ("status", "arm", "error")}
+            found.failure = {k: result.get(k) for k in ("status", "arm", "error", "cached")}
             return found
         if "same_code" in result:
             found.same_code = tuple(result["same_code"])

@@ -115,6 +115,8 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
                 failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
                 if at_fault is not None:  # the heuristic's own (its trials built it): the task may stop on it
                     entry["baseline_failed"] = {k: comp.failure[k] for k in ("status", "error")}
+                    if comp.failure.get("cached"):  # the compile cache's error: what a cluster's stop says of it
+                        entry["baseline_failed"]["cached"] = True
                 break
             # a finalist dropped, the others measured again: a round that then stays disturbed judged nothing,
             # and the earlier round's pick stands, unless it is the config that failed now

@@ -636,10 +636,13 @@ class Task:
         # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused
         refused = next((e for e in check["shapes"] if e.get("baseline_failed", {}).get("status") == "compile_error"),
                        None)
-        if refused:  # the compile cache's error (a library installed since builds nothing) says how to build it
-            why = t.ahead.build(self.kernel, self.variant, self.dtype, [], now=refused["baseline"]) if t.ahead else None
+        if refused:  # the compile cache's error (a library installed since builds nothing) says how to build it:
+            # asked of the builds ahead, which filled the cache before the round; a cluster's device, which
+            # built it in the round, said so itself
+            cached = (getattr(t.ahead.build(self.kernel, self.variant, self.dtype, [], now=refused["baseline"]),
+                              "cached", False) if t.ahead else refused["baseline_failed"].get("cached", False))
             raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"],
-                                   RECORDED_REFUSAL if getattr(why, "cached", False) else "")
+                                   RECORDED_REFUSAL if cached else "")
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary
             return  # says so; the run does not fail: fresh processes on a 2-core VM show two modes by chance)
         chosen = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
