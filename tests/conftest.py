@@ -114,9 +114,12 @@ twice = Kernel(
 
 @pytest.fixture(autouse=True)
 def compile_cache(tmp_path_factory, monkeypatch):
-    """Every test compiles into its own cache, so none sees another's builds."""
+    """Every test compiles into its own cache, so none sees another's builds, and none inherits
+    the run start or --tune-retry-failed an earlier test's tune set in this process."""
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("TUNEBENCH_CACHE", str(path))
+    monkeypatch.setattr("tunebench.backends.cache.RUN_SINCE", None)
+    monkeypatch.setattr("tunebench.backends.cache.REFUSALS_SINCE", None)
     return path
 
 

@@ -1092,23 +1092,31 @@ def test_a_comment_edit_keeps_no_trial_on_a_cluster(project, pytester, cluster, 
 def test_a_final_round_on_a_cluster_stopped_on_a_cached_compile_error_says_how_to_build_it_again(
         libfoo, project, pytester, cluster, monkeypatch, compile_cache):
     """The library the flags link removed from the hosts, lent afresh (no compile cache), before a
-    round, and installed again after it stopped on the link error: the next round's device was
-    served the compile cache's error, and the stop said nothing of --tune-retry-failed (the
-    driver, which builds nothing ahead on a cluster, asked no build of its own)."""
+    round of two tasks sharing the heuristic's config: both stop on the link error, neither as "an
+    earlier tune recorded it" (the second task's device was served the error the first's built in
+    this run). The library installed again, the next round's stop, served the cached error, says
+    --tune-retry-failed builds it, and records no "cached"; --tune-retry-failed then builds it on
+    the devices (the driver's flag carried to them), and the run passes."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     root = project(suite=AXPB_SUITE.replace('entry="axpb",', 'entry="axpb", flags=("-lfoo",),'))
-    args = ("suites", *TUNE, "-k", "small", "--tune-cluster", cluster)
+    args = ("suites", *TUNE, "--tune-cluster", cluster)
     assert pytester.runpytest_subprocess(*args).ret == 0
     (path,) = (root / "records").glob("*.json")
     data = json.loads(path.read_text())
-    data["checks"] = {}  # the tune stopped before its final round
+    data["checks"] = {}  # the tunes stopped before their final rounds
     path.write_text(json.dumps(data))
     library = libfoo / "libfoo.so"
     library.rename(libfoo / "libfoo.so.aside")
     shutil.rmtree(compile_cache)
-    first = pytester.runpytest_subprocess(*args)
-    assert "so the task stops" in first.stdout.str() and "earlier tune" not in first.stdout.str()  # built now
+    first = pytester.runpytest_subprocess(*args).stdout.str()
+    stops = [line for line in first.splitlines() if "so the task stops" in line]
+    assert len(stops) == 2 and not any("earlier tune" in line for line in stops), first[-3000:]  # built now
     (libfoo / "libfoo.so.aside").rename(library)
-    again = pytester.runpytest_subprocess(*args).stdout.str()
+    again = pytester.runpytest_subprocess(*args, "-k", "small").stdout.str()
     assert ("does not compile for the heuristic's config [vec:2 unroll:1 mode:0] (as an earlier tune recorded it, "
             "not built again: --tune-retry-failed builds it), so the task stops:") in again, again[-2000:]
+    refusals = [e["baseline_failed"] for c in json.loads(path.read_text())["checks"].values() for e in c["shapes"]
+                if "baseline_failed" in e]
+    assert refusals and not any("cached" in r for r in refusals), refusals
+    retried = pytester.runpytest_subprocess(*args, "-k", "small", "--tune-retry-failed")
+    assert retried.ret == 0, retried.stdout.str()[-3000:]

@@ -231,9 +231,13 @@ def _code(folder: Path, seen: frozenset = frozenset()):
 class Device:
     """One device of the cluster (the body of a Ray actor): a worker process on its host."""
 
-    def __init__(self, target: str, timeout: float, threads: int | None):
+    def __init__(self, target: str, timeout: float, threads: int | None, retry_failed: bool = False):
+        """``retry_failed``: the driver's ``--tune-retry-failed``, applied here (this device's
+        process, on its host's clock) to the compile errors its host's cache holds."""
         if threads:
             os.environ["OMP_NUM_THREADS"] = str(threads)
+        from tunebench.backends.cache import retry_refusals
+        retry_refusals(retry_failed)  # before the worker is forked, which builds the candidates
         from tunebench.workers import Workers
         self.workers = Workers(target, timeout=timeout)
         self.target = target
@@ -309,8 +313,9 @@ class ClusterWorkers:
     plus :meth:`submit` for measuring on the other devices at once."""
 
     def __init__(self, address: str, target: str, root: Path, timeout: float = 10.0,
-                 cpus_per_device: int = 1):
-        """``target``: cpu, cuda, or auto (cuda where the cluster has GPUs)."""
+                 cpus_per_device: int = 1, retry_failed: bool = False):
+        """``target``: cpu, cuda, or auto (cuda where the cluster has GPUs). ``retry_failed``:
+        ``--tune-retry-failed``, which each device applies to its own host's compile cache."""
         try:
             import ray
         except ImportError:
@@ -337,7 +342,8 @@ class ClusterWorkers:
                               f"{target} device: {resources}")
         actor = ray.remote(num_cpus=cpus_per_device if cpu else 1, num_gpus=0 if cpu else 1,
                            concurrency_groups={ASKED: 1})(Device)
-        self.devices = [actor.remote(target, timeout, cpus_per_device if cpu else None) for _ in range(count)]
+        self.devices = [actor.remote(target, timeout, cpus_per_device if cpu else None, retry_failed)
+                        for _ in range(count)]
         self.root = root
         self._loaded = False
         prints = ray.get([d.fingerprint.remote() for d in self.devices])

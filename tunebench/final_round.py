@@ -79,7 +79,8 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
                 bucket: Bucket, finalists: list[dict[tuple, dict]], commit: str | None,
                 setup_hash: str | None = None, trial_ms: list[dict[tuple, float]] | None = None,
                 baseline_trial_ms: dict[tuple, float] | None = None, baseline_failure: str | None = None,
-                compiler: str | None = None, dirty: bool | None = None) -> dict:
+                compiler: str | None = None, dirty: bool | None = None,
+                served: set[tuple] | None = None) -> dict:
     """Measure the finalists (shape -> config each) and the baseline, pick and confirm the
     winner (see the module docstring); the round is recorded as a ``checks`` document
     (``kind: tune``) and returned. ``trial_ms`` are the finalists' times by their trials (shape ->
@@ -87,7 +88,9 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     config failed in its trials (a wrong result, a crash): then it is no competitor, and the
     fastest finalist is adopted without a lead over it. ``compiler``: what built them (see
     :func:`tunebench.backends.compiler`), kept with the round: another's round judged other code.
-    ``dirty``: whether the tree held uncommitted changes (the report marks the round so)."""
+    ``dirty``: whether the tree held uncommitted changes (the report marks the round so).
+    ``served``: where given, the shapes whose heuristic's config a worker refused with a compile
+    error cached before this run are added to it (what a cluster's stop says; not recorded)."""
     entries, problem, disturbed, failed = [], None, False, False
     dropped: set[tuple] = set()  # finalists that failed in the round: judged no further
     earlier = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup_hash,
@@ -115,8 +118,8 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
                 failed = failed or comp.failure is not None  # a config that fails says something, disturbed or not
                 if at_fault is not None:  # the heuristic's own (its trials built it): the task may stop on it
                     entry["baseline_failed"] = {k: comp.failure[k] for k in ("status", "error")}
-                    if comp.failure.get("cached"):  # the compile cache's error: what a cluster's stop says of it
-                        entry["baseline_failed"]["cached"] = True
+                    if comp.failure.get("cached") and served is not None:  # an earlier run's: said, not recorded
+                        served.add(shape)
                 break
             # a finalist dropped, the others measured again: a round that then stays disturbed judged nothing,
             # and the earlier round's pick stands, unless it is the config that failed now

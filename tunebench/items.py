@@ -65,7 +65,8 @@ def measuring(config: pytest.Config):
     cluster = config.getoption("tune_cluster")
     if cluster:  # the devices are the cluster's: this machine needs no GPU of its own
         workers = ClusterWorkers(cluster, requested, config.rootpath, timeout=config.getoption("tune_timeout"),
-                                 cpus_per_device=config.getoption("tune_cluster_cpus"))
+                                 cpus_per_device=config.getoption("tune_cluster_cpus"),
+                                 retry_failed=config.getoption("tune_retry_failed"))
         return workers.target, workers.fingerprint, _store(config, records, workers.fingerprint), workers
     target, why_not_cuda = resolve(requested)
     if requested == "cuda":

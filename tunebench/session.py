@@ -623,6 +623,7 @@ class Task:
             return
         t = self.tuner
         check = self._latest_confirmation()
+        served: set[tuple] = set()  # the shapes whose heuristic a device refused with an earlier run's error
         if t.fresh or not self._judged(check, configs):
             self._rounding()
             self._build_finalists(configs)
@@ -630,7 +631,8 @@ class Task:
                                 configs, t.commit, self.setup_hash, [o.times for _, o in finalists],
                                 # a heuristic's trial other load disturbed is no reference for the trials' lead
                                 self.baseline.clean_times if self.baseline else None,
-                                self.baseline.failure if self.baseline else None, self.compiler, self.dirty)
+                                self.baseline.failure if self.baseline else None, self.compiler, self.dirty,
+                                served)
         self.check = check
         # a round whose build of the heuristic's config was refused (its trials built it: a library
         # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused
@@ -640,7 +642,7 @@ class Task:
             # asked of the builds ahead, which filled the cache before the round; a cluster's device, which
             # built it in the round, said so itself
             cached = (getattr(t.ahead.build(self.kernel, self.variant, self.dtype, [], now=refused["baseline"]),
-                              "cached", False) if t.ahead else refused["baseline_failed"].get("cached", False))
+                              "cached", False) if t.ahead else tuple(refused["shape"]) in served)
             raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"],
                                    RECORDED_REFUSAL if cached else "")
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary

@@ -37,7 +37,8 @@ class KernelError(ValueError):
 
 class CompileError(RuntimeError):
     """The compiler rejected a candidate; ``str()`` is an excerpt of its message, ``cached``
-    whether the compile cache held it (compiled by an earlier run)."""
+    whether the compile cache held it from before this run (compiled by an earlier run: one this
+    run compiled, for another task or on another device, is not)."""
 
     def __init__(self, message: str, cached: bool = False):
         super().__init__(message)

@@ -201,15 +201,21 @@ def cache_key(tag: str, source: str) -> str:
 #: Where set (seconds since the epoch), a compile error cached before it is compiled again, not
 #: served (see :func:`retry_refusals`).
 REFUSALS_SINCE: float | None = None
+#: Where set (seconds since the epoch, this host's clock), when this process's tune began: a
+#: compile error cached since is this run's own, not "as an earlier tune recorded it" (see
+#: :attr:`~tunebench.backends.base.CompileError.cached`).
+RUN_SINCE: float | None = None
 
 
 def retry_refusals(retry: bool) -> None:
     """Whether compile errors cached before now are compiled again (``--tune-retry-failed``), set
-    by each tune in the tuning process before it forks its workers. A refusal is cached under the
-    whole command, and what fixed it may lie outside it (a library installed, a header of a system
-    folder): served again, the retry built nothing."""
-    global REFUSALS_SINCE
-    REFUSALS_SINCE = time.time() if retry else None
+    by each tune in the tuning process before it forks its workers, and by each cluster device in
+    its own process, on its own host's clock. A refusal is cached under the whole command, and what
+    fixed it may lie outside it (a library installed, a header of a system folder): served again,
+    the retry built nothing. Now is also when the run began (:data:`RUN_SINCE`)."""
+    global REFUSALS_SINCE, RUN_SINCE
+    RUN_SINCE = time.time()
+    REFUSALS_SINCE = RUN_SINCE if retry else None
 
 
 class BuildCache:
@@ -235,11 +241,12 @@ class BuildCache:
             self.reused += 1
             return out, 0.0, True
         with self._writing():
-            cached = err.read_text(encoding="utf-8") if err.exists() and (
-                REFUSALS_SINCE is None or err.stat().st_mtime >= REFUSALS_SINCE) else None
+            written = err.stat().st_mtime if err.exists() else None
+            cached = err.read_text(encoding="utf-8") if written is not None and (
+                REFUSALS_SINCE is None or written >= REFUSALS_SINCE) else None
         if cached is not None and not any(_machine(p, cached) for p in (_KILLED, _EXHAUSTED, _ENVIRONMENT)):
-            self.reused += 1
-            raise CompileError(cached, cached=True)
+            self.reused += 1  # an earlier run's verdict, or this run's own (another task's, another device's)
+            raise CompileError(cached, cached=RUN_SINCE is None or written < RUN_SINCE)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
         with self._writing():
