@@ -1179,6 +1179,24 @@ def test_defines_per_launch_makes_an_answers_flags_once_and_gives_each_caller_it
     assert len(handle._defines) == 2  # one per shape, the latest answer's: a server's records change every second
 
 
+def test_flags_per_launch_are_made_once_per_dtype_and_template_and_each_caller_gets_its_own(tmp_path, monkeypatch):
+    """flags(), which the README's launch loop calls per launch, made its list afresh each time
+    (30-50 µs of paths and link probes, more than config() and defines() together): kept per
+    dtype, made again for an edited template (it may compute in TB_DTYPE now: another link flag)."""
+    template, unasked, _, handle = searched_div(tmp_path, monkeypatch, lambda unasked: DIV_C.replace(
+        "MARKER", "") + unasked)
+    made = []
+    monkeypatch.setattr(cpu, "code_flags", lambda *args: made.append(args) or ["-O3", "-made"])
+    flags = [handle.flags() for _ in range(3)]
+    assert flags[0] == flags[2] == ["-O3", "-made"] and flags[0] is not flags[2] and len(made) == 1
+    flags[0].clear()  # the caller's own
+    assert handle.flags() == flags[1] and len(made) == 1
+    assert handle.flags(np.float32) == handle.flags("float32") == flags[1] and len(made) == 1  # its declared dtypes
+    assert handle.flags(np.float64) == handle.flags("float64") == flags[1] and len(made) == 2  # named alike, once
+    template.write_text(DIV_C.replace("MARKER", "") + unasked + "\n")
+    assert handle.flags() == flags[1] and len(made) == 3
+
+
 def test_source_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
     """source(), which a framework building a template with a `// tunebench: params` line calls
     per launch, searched the whole template for the line at every call (80-130 µs a call against

@@ -45,6 +45,9 @@ class Tuned:
         #: the flags of an answer already made are the same list, until the records, the template or the
         #: declaration change (another answer, which takes its place)
         self._defines: dict[tuple, tuple] = {}
+        #: (device, dtypes) -> (the declaration, its template's hash, the flags): asked per launch (the
+        #: README's loop does), they were made afresh each time, 30-50 us of paths and probes
+        self._flags: dict[tuple, tuple] = {}
 
     def config(self, shape: Sequence[int], dtype=None) -> dict:
         """The best config for ``shape`` in ``dtype`` (default: the handle's), a copy: the caller
@@ -114,11 +117,18 @@ class Tuned:
                                                       "its declaration, which no suite found declares: pass suites="))
         dtype = dtype if dtype is not None else self.dtype
         try:
-            if target == "cuda":
-                return cuda.code_flags(variant)
-            return cpu.code_flags(variant, variant.dtypes if dtype is None else [dtype_name(dtype, decl.name)])
+            dtypes = variant.dtypes if dtype is None else (dtype_name(dtype, decl.name),)
+            source = variant.source_hash  # an edited template may compute in TB_DTYPE now: another link flag
+            kept = self._flags.get((device, dtypes))
+            if kept is not None and kept[0] is decl and kept[1] == source:
+                return list(kept[2])
+            found = cuda.code_flags(variant) if target == "cuda" else cpu.code_flags(variant, dtypes)
         except (BuildEnvironmentError, KernelError) as e:  # the link probe kept from running, a template not shipped
             raise type(e)(f"kernel {decl.name!r}: its flags are not known: {e}") from None
+        if len(self._flags) >= MAX_ANSWERS:
+            self._flags.clear()
+        self._flags[(device, dtypes)] = decl, source, found
+        return list(found)
 
     def source(self, shape: Sequence[int], dtype=None) -> str:
         """The template as tunebench compiles it for ``shape``'s config on the device's target:
