@@ -461,6 +461,18 @@ def test_a_retry_builds_a_failed_config_again_where_what_fixed_it_lies_outside_i
     assert (root / "records").is_dir()
 
 
+def test_a_run_after_a_retrying_tune_in_one_process_retries_no_refusal(project, pytester):
+    """A gate run after a tune with --tune-retry-failed in the same process (an IDE's runner) kept
+    that tune's flag, and compiled again every error the compile cache held from before it."""
+    from tunebench.backends import cache
+
+    project()
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "1", "--tune-retry-failed")
+    assert cache.REFUSALS_SINCE is not None
+    pytester.runpytest("suites", "-k", "small", "-p", "no:cacheprovider")
+    assert cache.REFUSALS_SINCE is None and cache.RUN_SINCE is not None
+
+
 def test_overlapping_buckets_are_one_collection_error_naming_both_and_the_range(project, pytester):
     project(suite=AXPB_SUITE.replace('Bucket("large", N=(4097, None)', 'Bucket("large", N=(4000, None)'))
     result = pytester.runpytest("suites", *TUNE)

@@ -72,7 +72,7 @@ class Ahead:
         try:
             build, refused = self.backend.build(kernel, variant, config, dtype), None
         except CompileError as e:
-            if e.cached:  # an earlier run's verdict: nothing compiled now
+            if e.cached:  # the cache's verdict (an earlier run's, or another's since): nothing compiled now
                 return e
             build, refused = None, e  # the error is cached too: the worker reports it
         except ResourceError as e:

@@ -138,6 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[UNAVAILABLE] = {}
     config.stash[SEEN] = {}
     config.stash[REPLAYED] = None
+    retry_refusals(False)  # this run's start: a tune before it in this process (an IDE's, pytester's) set its own
     if not config.getoption("tune"):
         gate_ini(config)  # a bad setting is one line now, not a traceback per gate item
         gate_records(config)

@@ -642,7 +642,7 @@ class Task:
             # asked of the builds ahead, which filled the cache before the round; a cluster's device, which
             # built it in the round, said so itself
             cached = (getattr(t.ahead.build(self.kernel, self.variant, self.dtype, [], now=refused["baseline"]),
-                              "cached", False) if t.ahead else tuple(refused["shape"]) in served)
+                              "earlier", False) if t.ahead else tuple(refused["shape"]) in served)
             raise self._uncompiled(refused["baseline"], refused["baseline_failed"]["error"],
                                    RECORDED_REFUSAL if cached else "")
         if check.get("disturbed"):  # it judged nothing: an earlier round's pick, if any, stands (the summary

@@ -540,7 +540,7 @@ def _compare(backend, job: CompareJob, prepared: tuple, conn, watched) -> dict:
         try:
             builds[label] = (arm_variant, config, backend.build(kernel, arm_variant, config, job.dtype))
         except CompileError as e:  # whether an earlier run's verdict served it: on a cluster no build ahead says so
-            return {"status": "compile_error", "arm": label, "error": str(e), "cached": e.cached}
+            return {"status": "compile_error", "arm": label, "error": str(e), "cached": e.earlier}
         except ResourceError as e:
             return {"status": "pruned_resources", "arm": label, "error": str(e)}
     _built(conn, [(b.handle.name, b.cached) for _, _, b in builds.values()])

@@ -37,12 +37,13 @@ class KernelError(ValueError):
 
 class CompileError(RuntimeError):
     """The compiler rejected a candidate; ``str()`` is an excerpt of its message, ``cached``
-    whether the compile cache held it from before this run (compiled by an earlier run: one this
-    run compiled, for another task or on another device, is not)."""
+    whether the compile cache served it (nothing compiled now), ``earlier`` whether it was cached
+    before this run began (an earlier tune's verdict, which a message may call so: one this run
+    compiled, for another task or on another device, or another job sharing the cache, is not)."""
 
-    def __init__(self, message: str, cached: bool = False):
+    def __init__(self, message: str, cached: bool = False, earlier: bool = False):
         super().__init__(message)
-        self.cached = cached
+        self.cached, self.earlier = cached, earlier
 
 
 class BuildEnvironmentError(RuntimeError):

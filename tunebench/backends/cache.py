@@ -203,7 +203,7 @@ def cache_key(tag: str, source: str) -> str:
 REFUSALS_SINCE: float | None = None
 #: Where set (seconds since the epoch, this host's clock), when this process's tune began: a
 #: compile error cached since is this run's own, not "as an earlier tune recorded it" (see
-#: :attr:`~tunebench.backends.base.CompileError.cached`).
+#: :attr:`~tunebench.backends.base.CompileError.earlier`).
 RUN_SINCE: float | None = None
 
 
@@ -246,7 +246,7 @@ class BuildCache:
                 REFUSALS_SINCE is None or written >= REFUSALS_SINCE) else None
         if cached is not None and not any(_machine(p, cached) for p in (_KILLED, _EXHAUSTED, _ENVIRONMENT)):
             self.reused += 1  # an earlier run's verdict, or this run's own (another task's, another device's)
-            raise CompileError(cached, cached=RUN_SINCE is None or written < RUN_SINCE)
+            raise CompileError(cached, cached=True, earlier=RUN_SINCE is None or written < RUN_SINCE)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
         src = self.root / f"{name}-{key}{src_suffix}"
         with self._writing():

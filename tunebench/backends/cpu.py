@@ -658,7 +658,7 @@ class CpuBackend(Backend):
                                                    lambda src, out: run_compiler(
                                                        command, src, out, source_inputs(variant, config, dtype)))
         except CompileError as e:
-            raise CompileError(explain(variant, config, str(e)), cached=e.cached) from None
+            raise CompileError(explain(variant, config, str(e)), cached=e.cached, earlier=e.earlier) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,

@@ -521,7 +521,7 @@ class CudaCompiler:
             refused = resource_refusal(str(e))
             if refused:
                 raise ResourceError(refused) from None
-            raise CompileError(explain_build(variant, config, str(e)), cached=e.cached) from None
+            raise CompileError(explain_build(variant, config, str(e)), cached=e.cached, earlier=e.earlier) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached, dtype=dtype)
 
     def parameter_types(self, kernel: Kernel, variant: Variant, config: Mapping, dtype: str,
