@@ -1668,6 +1668,39 @@ def test_a_timer_or_a_signals_handling_a_candidate_leaves_is_named_and_its_worke
     assert second != first
 
 
+def test_the_signal_glibc_installs_at_a_processes_first_thread_is_no_candidates_doing(tmp_path):
+    """A tune with OMP_NUM_THREADS=1 (numpy's BLAS then starts no thread, nor does the tuning
+    process before it forks its worker): the worker's first trial starts its first thread, where
+    glibc installs its own handler of signal 33 (SIGSETXID), which no program can change, and every
+    task's first trial said its candidate changed that signal's handling, its worker replaced."""
+    (tmp_path / "double.c").write_text(DOUBLE_C.replace("    for (int i = 0;", "#pragma omp parallel for\n    for (int i = 0;"))
+    script = textwrap.dedent(f"""
+        import json
+        import numpy as np
+        from tunebench import Bucket, Buckets, Kernel, Space, Variant
+        from tunebench.measure import MeasureSettings
+        from tunebench.workers import TrialJob, Workers
+        Kernel("double_team", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+               args=lambda shape, dtype, rng: {{"x": rng.random(shape[0], dtype=np.float32),
+                                               "y": np.empty(shape[0], dtype), "n": np.int32(shape[0])}},
+               reference=lambda x, n: 2.0 * x, outputs=["y"],
+               cpu=Variant(source={str(tmp_path / "double.c")!r}, entry="double_it", space=Space({{"step": [1, 2]}}),
+                           heuristic=lambda shape: {{"step": 1}}))
+        workers = Workers("cpu", timeout=5.0)
+        try:
+            print(json.dumps([workers.trial(TrialJob("double_team", {{"step": step}}, (1000,), "float32",
+                                                     MeasureSettings(repeats=3))) for step in (1, 2)]))
+        finally:
+            workers.close()
+        """)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["status"] for r in results] == ["ok", "ok"] and not any(r.get("left_behind") for r in results), results
+
+
 def test_every_worker_of_a_cpu_tune_is_forked_from_a_process_of_one_thread(project, pytester):
     """Python 3.12 warned at every fork of a worker, dozens of times a tune, of a possible deadlock:
     the build pool's idle threads were alive, and the watchdog of the worker's first message had
