@@ -143,6 +143,24 @@ def test_kill_9_loses_at_most_the_trial_in_flight_and_a_rerun_resumes(pytester):
     assert new == total - kept  # the rerun measured only what the killed run had not recorded
 
 
+def test_committing_the_records_folder_whole_stages_the_records_alone(pytester):
+    """The README says to commit the folder whole (`git add records/`): in a project whose own
+    .gitignore did not name them, that staged the run's locks with the records. The folder says itself what is no record; a user's own .gitignore there is kept."""
+    pytester.path.joinpath("slow.c").write_text(SLOW_C)
+    pytester.path.joinpath("test_slow.py").write_text(textwrap.dedent(SLOW_SUITE))
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    assert pytester.runpytest("test_slow.py", *TUNE, "--tune-trials", "2").ret == 0
+    records = pytester.path / "records"
+    assert list((records / ".locks").iterdir())
+    subprocess.run(["git", "add", "records/"], cwd=pytester.path, check=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=pytester.path, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert sorted(staged) == ["records/.gitignore", *(f"records/{p.name}" for p in records.glob("*.json"))], staged
+    (records / ".gitignore").write_text("# the user's own\n")
+    assert pytester.runpytest("test_slow.py", *TUNE, "--tune-trials", "2").ret == 0
+    assert (records / ".gitignore").read_text() == "# the user's own\n"
+
+
 def test_an_interrupted_tunes_fastest_trial_is_neither_served_nor_gated_until_a_final_round_confirms_it(pytester):
     """Ctrl-C in the search: its trials are kept, but only a final round may make a pick."""
     pytester.path.joinpath("slow.c").write_text(SLOW_C)
@@ -384,7 +402,7 @@ def test_a_full_disk_is_one_error_naming_the_file_and_loses_nothing(tmp_path):
     assert journal.startswith(f"{store.journal}: records cannot be written (File too large); every record written "
                               f"before is kept: free space there (or pass --tune-records DIR)"), journal
     assert file.startswith(f"{store.path}: records cannot be written (File too large)"), file
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".journal", ".locks", store.path.name]  # no partial copy
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".gitignore", ".journal", ".locks", store.path.name]  # no partial copy
     again = RecordStore.for_device(tmp_path, FINGERPRINT)
     assert [t["config"] for t in again.trials()] == [{"vec": 1}]
 

@@ -234,6 +234,25 @@ def _unwritten(path: Path, error: OSError) -> NotWritable:
                        f"before is kept: {fix} (or pass --tune-records DIR) and run again")
 
 
+#: What a run keeps beside the records that is no record: its locks, its journal of trials not
+#: yet folded in, the lookup's index, a file midway through its replacement.
+TRANSIENTS = (".locks/", ".journal/", ".index/", ".*.tmp")
+
+
+def ignore_transients(folder: Path) -> None:
+    """A ``.gitignore`` in the records folder naming :data:`TRANSIENTS`, where it has none: the
+    README says to commit the folder whole (``git add records/``), which staged a user's lock
+    files with the records. Left as it is where there is one (the user's own); nothing where the
+    folder cannot be written (a read-only checkout is still read)."""
+    ignore = folder / ".gitignore"
+    if ignore.exists():
+        return
+    try:
+        ignore.write_text("# kept by tunebench beside the records, never committed\n" + "\n".join(TRANSIENTS) + "\n")
+    except OSError:
+        pass
+
+
 def companions(path: Path) -> tuple[Path, Path]:
     """A records file's archive and journal: beside the file itself, where ``path`` is a link
     into a shared store, whichever path a run or a lookup reaches it by."""
@@ -888,6 +907,7 @@ class RecordStore:
     def _lock_file(self, name: str) -> Path:
         locks = self.real.parent / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
+        ignore_transients(self.real.parent)
         return locks / f"{self.real.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.lock"
 
     @contextlib.contextmanager
