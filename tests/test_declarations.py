@@ -1209,6 +1209,15 @@ def test_flags_per_launch_are_made_once_per_dtype_and_template_and_each_caller_g
     assert handle.flags() == flags[1] and len(made) == 3
 
 
+def test_flags_of_a_variant_whose_dtypes_are_a_list(tmp_path, monkeypatch):
+    """A declaration may give its dtypes as a list: kept per dtypes, its flags() raised "unhashable"."""
+    searched_div(tmp_path, monkeypatch, lambda unasked: DIV_C.replace("MARKER", "") + unasked)
+    suite = tmp_path / "suites" / "test_div.py"
+    suite.write_text(DIV_SUITE.replace('entry="scale",', 'entry="scale", dtypes=["float32", "float64"],'))
+    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    assert handle.flags() == handle.flags() and "-O3" in handle.flags()
+
+
 def test_source_searches_a_template_for_its_params_line_once_per_text_and_follows_its_edits(tmp_path, monkeypatch):
     """source(), which a framework building a template with a `// tunebench: params` line calls
     per launch, searched the whole template for the line at every call (80-130 µs a call against

@@ -117,7 +117,7 @@ class Tuned:
                                                       "its declaration, which no suite found declares: pass suites="))
         dtype = dtype if dtype is not None else self.dtype
         try:
-            dtypes = variant.dtypes if dtype is None else (dtype_name(dtype, decl.name),)
+            dtypes = tuple(variant.dtypes) if dtype is None else (dtype_name(dtype, decl.name),)
             source = variant.source_hash  # an edited template may compute in TB_DTYPE now: another link flag
             kept = self._flags.get((device, dtypes))
             if kept is not None and kept[0] is decl and kept[1] == source:

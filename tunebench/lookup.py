@@ -52,7 +52,7 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice,
                               kernels_in, project_root, reached, tune_options)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
-                               config_text, ignore_transients, orphaned, records_files, stores)
+                               config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
 from tunebench.stamps import racy
 
@@ -742,7 +742,6 @@ class _Directory:
             try:
                 if stamp is not None:
                     index.parent.mkdir(exist_ok=True)
-                    ignore_transients(self.path)
                     tmp = index.with_name(f".{index.name}.{os.getpid()}")
                     tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
                     os.replace(tmp, index)

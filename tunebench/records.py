@@ -243,12 +243,14 @@ def ignore_transients(folder: Path) -> None:
     """A ``.gitignore`` in the records folder naming :data:`TRANSIENTS`, where it has none: the
     README says to commit the folder whole (``git add records/``), which staged a user's lock
     files with the records. Left as it is where there is one (the user's own); nothing where the
-    folder cannot be written (a read-only checkout is still read)."""
+    folder cannot be written (a read-only checkout is still read), nor a torn one where the disk is
+    full (kept as a user's own, it was never repaired)."""
     ignore = folder / ".gitignore"
     if ignore.exists():
         return
     try:
-        ignore.write_text("# kept by tunebench beside the records, never committed\n" + "\n".join(TRANSIENTS) + "\n")
+        write_atomic(ignore, "# kept by tunebench beside the records, never committed\n" + "\n".join(TRANSIENTS) + "\n",
+                     f"{os.getpid()}.tmp")
     except OSError:
         pass
 

@@ -201,16 +201,17 @@ def cache_key(tag: str, source: str) -> str:
 #: Where set (seconds since the epoch), a compile error cached before it is compiled again, not
 #: served (see :func:`retry_refusals`).
 REFUSALS_SINCE: float | None = None
-#: Where set (seconds since the epoch, this host's clock), when this process's tune began: a
-#: compile error cached since is this run's own, not "as an earlier tune recorded it" (see
-#: :attr:`~tunebench.backends.base.CompileError.earlier`).
+#: Where set (seconds since the epoch, this host's clock), when this process's pytest run (a tune
+#: or a gate) or a cluster device began: a compile error cached since is this run's own, not "as an
+#: earlier tune recorded it" (see :attr:`~tunebench.backends.base.CompileError.earlier`).
 RUN_SINCE: float | None = None
 
 
 def retry_refusals(retry: bool) -> None:
     """Whether compile errors cached before now are compiled again (``--tune-retry-failed``), set
-    by each tune in the tuning process before it forks its workers, and by each cluster device in
-    its own process, on its own host's clock. A refusal is cached under the whole command, and what
+    at each pytest run's start (none: a tune before it in the process asked its own), by each tune
+    in the tuning process before it forks its workers, and by each cluster device in its own
+    process, on its own host's clock. A refusal is cached under the whole command, and what
     fixed it may lie outside it (a library installed, a header of a system folder): served again,
     the retry built nothing. Now is also when the run began (:data:`RUN_SINCE`)."""
     global REFUSALS_SINCE, RUN_SINCE

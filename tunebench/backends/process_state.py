@@ -94,10 +94,11 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-#: The signals glibc keeps for itself (SIGCANCEL, SIGSETXID, below the first real-time signal it
-#: lends): no program's sigaction can change them, and glibc installs its handler of SIGSETXID at
-#: a process's first thread, which with OMP_NUM_THREADS=1 a worker's first trial starts.
-GLIBC_SIGNALS = range(signal.SIGSYS + 1, signal.SIGRTMIN)
+#: The signals the C library keeps for itself (glibc's SIGCANCEL and SIGSETXID, musl's three, from
+#: 32 up to the first real-time signal it lends): no program's sigaction can change them, and glibc
+#: installs its handler of SIGSETXID at a process's first thread, which with OMP_NUM_THREADS=1 a
+#: worker's first trial starts.
+LIBC_SIGNALS = range(32, signal.SIGRTMIN)
 #: The interval timers a process may arm, and the signal each sends.
 TIMERS = ((signal.ITIMER_REAL, "SIGALRM"), (signal.ITIMER_VIRTUAL, "SIGVTALRM"), (signal.ITIMER_PROF, "SIGPROF"))
 
@@ -238,7 +239,7 @@ class ProcessState:
                          f"of its worker (replaced)")
         now = _signals()
         changed = sorted({n + 1 for k, mask in masks.items() for n in range(64)
-                          if (mask ^ now.get(k, mask)) >> n & 1 and n + 1 not in GLIBC_SIGNALS})
+                          if (mask ^ now.get(k, mask)) >> n & 1 and n + 1 not in LIBC_SIGNALS})
         if changed:
             found.append(f"the handling of {', '.join(map(_name, changed))} changed (ignored, caught or blocked) for "
                          f"every later candidate of its worker (replaced)")
