@@ -1209,9 +1209,11 @@ def test_flags_per_launch_are_made_once_per_dtype_and_template_and_each_caller_g
     assert handle.flags() == flags[1] and len(made) == 3
 
 
-def test_flags_of_a_variant_whose_dtypes_are_a_list(tmp_path, monkeypatch):
+def test_flags_of_a_variant_whose_dtypes_are_a_list(tmp_path):
     """A declaration may give its dtypes as a list: kept per dtypes, its flags() raised "unhashable"."""
-    searched_div(tmp_path, monkeypatch, lambda unasked: DIV_C.replace("MARKER", "") + unasked)
+    for folder in ("suites", "records"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "suites" / "div.c").write_text(DIV_C.replace("MARKER", f"/* {tmp_path.name} */"))
     suite = tmp_path / "suites" / "test_div.py"
     suite.write_text(DIV_SUITE.replace('entry="scale",', 'entry="scale", dtypes=["float32", "float64"],'))
     handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
