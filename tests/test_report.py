@@ -1697,6 +1697,16 @@ def test_a_failed_gate_of_a_template_reverted_since_to_its_source_as_tuned_is_no
                           "tuned: gate today's build before a tune, which would make it the reference"]
 
 
+def _slowed_and_committed(root) -> None:
+    """The chain project's template made 1.5x slower (300/200), committed in a repository of its own:
+    its gate runs are at one clean commit."""
+    source = root / "chain.c"
+    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
+    git(root, "init", "-q")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "slower")
+
+
 def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_the_row_and_the_regression(
         chain_tuned, monkeypatch):
     """A CI's gate failed quietly at a commit, and its rerun minutes later, beside other load, was
@@ -1705,11 +1715,7 @@ def test_a_noisy_skip_after_a_failed_gate_at_the_same_commit_leaves_the_failure_
     import tunebench.gate
 
     pytester, path = chain_tuned
-    source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
-    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "slower")
+    _slowed_and_committed(pytester.path)
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
     with monkeypatch.context() as m:
         _disturbed(m, tunebench.gate)
@@ -1745,11 +1751,7 @@ def test_a_noisy_skip_after_a_pass_at_the_same_commit_has_its_slowdown_listed_be
     import tunebench.gate
 
     pytester, path = chain_tuned
-    source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 100"))  # 300/200
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
-    git(pytester.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "slower")
+    _slowed_and_committed(pytester.path)
     _disturbed(monkeypatch, tunebench.gate)
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(skipped=1)
     checks = TinyDB(path).table("checks")
