@@ -1251,6 +1251,11 @@ def test_a_failures_slowdown_through_the_noise_its_advice_names_is_not_appended_
     other = Verdict("best/baseline", (4096,), [1.2, 1.3, 1.4], 1.1, "noisy")
     assert failure_text({**gate, "verdicts": [*gate["verdicts"], other.doc()]}) == (
         f"{reason}; also slower through the noise (the machine too busy to judge it): {verdict_text(other.doc())}")
+    # a later skip's own measurement, 1.502x, which reads "1.50x" as the advice did of the failure's: named
+    skipped = Verdict("best against the recorded source", (2048,), [1.501, 1.502, 1.531], 1.1, "noisy")
+    assert failure_text(gate, [{**gate, "outcome": "skip", "verdicts": [skipped.doc()]}]) == (
+        f"{reason}; a later run at it, too busy to judge, measured it slower through the noise: "
+        f"{verdict_text(skipped.doc())}")
 
 
 def test_a_noisy_skip_after_a_failure_at_its_commit_has_its_slowdown_on_the_regressions_line():
