@@ -52,6 +52,10 @@ def test_a_tune_measures_every_valid_candidate_and_records_every_trial(project, 
         "*axpb*small*float32*5*5*1*0*GB/s*x*",
         "*axpb*large*float32*5*10*1*0*GB/s*x*",
         "*builds: 5 compiled (*), 0 from the compile cache*",  # both buckets and the final round load them again
+        "best ms, baseline ms: the weighted geometric mean of the median times on the bucket's shapes, *",
+        "configs: the candidates this run weighed *",  # a line per column: all of them in one was 560 characters
+        "failed, early: how many candidates failed, *",
+        "new: trials measured now, one per config and shape; desel: candidates deselected *",
     ])
     db = records(root)
     trials = db.table("trials").all()

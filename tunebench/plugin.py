@@ -351,6 +351,17 @@ def _records_of(store) -> str:
     return f"no records file for this device in {store.path.parent} yet"
 
 
+#: What the tune summary's columns mean, below it.
+LEGEND = (
+    "best ms, baseline ms: the weighted geometric mean of the median times on the bucket's shapes, from the "
+    "final round (fresh processes, every buffer placement; * where none confirmed it)",
+    "configs: the candidates this run weighed (the heuristic's own config among them where the search asked it: "
+    "measured once, as the baseline)",
+    "failed, early: how many candidates failed, or were stopped once clearly slower than the best so far",
+    "new: trials measured now, one per config and shape; desel: candidates deselected for breaking a constraint",
+)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     config.stash[SUMMARY] = True
     for run in (config.stash.get(TUNER, None), config.stash.get(GATE, None)):
@@ -470,13 +481,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     where = spent(tuner.trials_s, tuner.phases)
     if where:
         terminalreporter.write_line(where)
-    terminalreporter.write_line(
-        "time: the weighted geometric mean of the median times on the bucket's shapes, from the final "
-        "round (fresh processes, every buffer placement; * where none confirmed it); configs: the candidates "
-        "this run weighed (the heuristic's own config among them where the search asked it: measured once, "
-        "as the baseline; failed, early: how many failed, or stopped once clearly "
-        "slower than the best so far); new: trials measured now, one per config and shape; desel: "
-        "candidates deselected for breaking a constraint")
+    for legend in LEGEND:  # a line per column: one line of them all was 560 characters
+        terminalreporter.write_line(legend)
     disturbed = sum(r["disturbed"] for r in rows)
     # which tasks: the table's rows show no such column, and a config left out of a final round was unsaid
     whose = some([f"{t.label} {r['disturbed']}" for t, r in zip(ran, rows) if r["disturbed"]])
