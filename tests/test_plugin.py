@@ -983,7 +983,7 @@ def test_gate_items_that_ran_and_ended_without_a_verdict_are_reached_and_a_skip_
         "            item.add_marker(pytest.mark.tunebench_gate(threshold=-5))\n")
     result = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
     result.assert_outcomes(failed=1, skipped=1)
-    result.stdout.fnmatch_lines(["gated 0 of 2 tasks; the others were not measured (--gate-strict, *"])
+    result.stdout.fnmatch_lines(["gated 0 of 2 tasks: 2 were not measured (--gate-strict, *"])
     assert "not reached" not in result.stdout.str()
     (pytester.path / "conftest.py").write_text(
         "import pytest\n"
@@ -1038,15 +1038,15 @@ def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(p
     gate = ("suites", "-p", "no:cacheprovider", "--tune-target", "cpu")
     lenient = pytester.runpytest(*gate)
     assert lenient.ret == 0
-    lenient.stdout.fnmatch_lines(["gated 0 of 2 tasks; the others were not measured (--gate-strict, *"])
+    lenient.stdout.fnmatch_lines(["gated 0 of 2 tasks: 2 were not measured (--gate-strict, *"])
     strict = pytester.runpytest(*gate, "--gate-strict")
     strict.assert_outcomes(failed=2)
     strict.stdout.fnmatch_lines(["*not gated (--gate-strict): nothing recorded for axpb small float32 on this device*"])
     strict.stdout.fnmatch_lines(["FAIL  axpb::small-float32?gate?  nothing recorded*",  # as pytest says, not SKIP
-                                 "*gated 0 of 2 tasks; the others were not measured, and --gate-strict fails them"])
+                                 "*gated 0 of 2 tasks: 2 were not measured, and --gate-strict fails them"])
     stopped = pytester.runpytest(*gate, "--gate-strict", "-x")  # "gated 0 of 1 tasks": the one reached alone
     stopped.assert_outcomes(failed=1)
-    stopped.stdout.fnmatch_lines(["*gated 0 of 2 tasks; 1 was not measured, and --gate-strict fails them; 1 was not "
+    stopped.stdout.fnmatch_lines(["*gated 0 of 2 tasks: 1 was not measured, and --gate-strict fails them; 1 was not "
                                   "reached: the run stopped first (-x, --maxfail, an interrupt)"])
     (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ngate_strict = true\n")
     pytester.runpytest(*gate).assert_outcomes(failed=2)

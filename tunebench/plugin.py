@@ -395,16 +395,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         unreached = sum(not r for r in reached)  # -x, --maxfail: "gated 3 of 3 tasks" read as the whole suite
         unmeasured = max(len(results), len(reached) - unreached) - len(gated)  # skipped, or errored before a verdict
         if unmeasured or unreached:
-            said = [f"gated {len(gated) - idle} of {len(gated) + unmeasured + unreached} tasks"
-                    + (f" ({idle} more passed with nothing to measure)" if idle else "")]
+            # each count named: "gated 0 of 2 tasks (1 more passed ...); the others were ..." left "more" and
+            # "the others" to be worked out
+            said = [f"{idle} passed with nothing to measure"] if idle else []
             if unmeasured:
-                said.append(("the others were" if not unreached else f"{unmeasured} {_were(unmeasured)}")
-                            + " not measured" + (", and --gate-strict fails them" if strict(config) else
-                                                 " (--gate-strict, or gate_strict = true, fails them instead)"))
+                said.append(f"{unmeasured} {_were(unmeasured)} not measured"
+                            + (", and --gate-strict fails them" if strict(config) else
+                               " (--gate-strict, or gate_strict = true, fails them instead)"))
             if unreached:
                 said.append(f"{unreached} {_were(unreached)} not reached: the run stopped first (-x, --maxfail, an "
                             f"interrupt)")
-            terminalreporter.write_line("; ".join(said), yellow=True)
+            terminalreporter.write_line(
+                f"gated {len(gated) - idle} of {len(gated) + unmeasured + unreached} tasks: {'; '.join(said)}",
+                yellow=True)
     tuner = config.stash.get(TUNER, None)
     if tuner is None:
         return
