@@ -565,6 +565,13 @@ def keepalive(monkeypatch):
     monkeypatch.setenv("RAY_grpc_client_keepalive_timeout_ms", "3000")
 
 
+def uncharged(losses: list[tuple[str, bool]]) -> bool:
+    """Whether every loss Ray reported was an outage, charged to no job. How many there were is
+    Ray's to say: an actor back from an outage "may raise ActorUnavailableError if it's still
+    unreachable" at its next call, which may be the job sent it again at once once it was kept."""
+    return bool(losses) and set(losses) == {("ActorUnavailableError", False)}
+
+
 def _until(condition, what: str) -> None:
     """Wait until ``condition()`` holds (two minutes at most, a bound: no timing), else fail saying ``what``."""
     deadline = time.monotonic() + 120
@@ -601,7 +608,7 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
         finally:
             held.unlink()  # the job let go, however this ends: the pool waits for the call
         assert result.result(timeout=300)["status"] == "ok"
-    assert losses == [("ActorUnavailableError", False)]  # judged once, charged nothing
+    assert uncharged(losses), losses
     held.touch()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         again = pool.submit(workers.trial, job(held=1, id=2)) if index == 0 else workers.submit(job(held=1, id=2))
@@ -613,7 +620,7 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
     on = [i for i, pid in enumerate(pids) if (held.parent / f"running-{pid}-2").exists()]
     # on the device kept; or, as Ray says an actor back from an outage may be at its next call, unavailable
     # again (seen once on a loaded 2-core CI runner): the job moved on, the device kept again, charged nothing
-    assert on == [index] or losses == [("ActorUnavailableError", False)] * 2, (on, losses)
+    assert on == [index] or (len(losses) > 1 and uncharged(losses)), (on, losses)
     assert workers._lost == set()
 
 
@@ -633,7 +640,7 @@ def test_a_device_unreachable_twice_as_it_runs_a_job_is_kept_both_times(
         finally:
             held.unlink()
         assert result.result(timeout=300)["status"] == "ok"
-    assert losses == [("ActorUnavailableError", False)] * 2  # charged nothing
+    assert len(losses) >= 2 and uncharged(losses), losses
     assert workers._lost == set()
 
 
@@ -654,7 +661,7 @@ def test_a_device_unreachable_as_a_job_is_sent_it_is_kept_and_charged_nothing(
     finally:
         held.unlink()
     assert sent.result(timeout=300)["status"] == "ok"
-    assert losses == [("ActorUnavailableError", False)]
+    assert uncharged(losses), losses
     assert workers._lost == set()
 
 
@@ -671,13 +678,15 @@ def test_a_device_unreachable_more_than_kept_times_as_it_runs_a_job_is_lost_and_
         try:
             running(held.parent, pids[0], 1)
             _unreachable(workers, pids[0], 0)
-            _until(lambda: 0 not in workers._lost, "the device was not kept after its first outage")
-            _unreachable(workers, pids[0], 0)
+            # kept; unless the job, sent it again at once, found it unavailable once more (see uncharged)
+            _until(lambda: 0 not in workers._lost or len(losses) > 1, "the device was not kept after its first outage")
+            if len(losses) == 1:
+                _unreachable(workers, pids[0], 0)
             running(held.parent, pids[1], 1)  # moved on
         finally:
             held.unlink()
         assert result.result(timeout=300)["status"] == "ok"
-    assert losses == [("ActorUnavailableError", False)] * 2
+    assert len(losses) >= 2 and uncharged(losses), losses
     assert workers._lost == {0}
 
 
