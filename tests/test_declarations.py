@@ -264,8 +264,8 @@ def test_a_changed_reference_is_measured_again_and_failed_trials_are_not_reused(
     assert "changed since" not in third.stdout.str()
     suite.write_text(suite.read_text().replace("(a * x.astype(np.float64) + b) * 1", "a * x.astype(np.float64) + b"))
     undone = pytester.runpytest("suites", *TUNE, "-k", "small")  # the first run's trials serve again
-    undone.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the last tune: * trials "
-                                 "recorded with this declaration before were reused*"])
+    undone.stdout.fnmatch_lines(["*axpb?small-float32?: the reference changed since the last tune, back to the "
+                                 "declaration tuned on ????-??-??: its * trials were reused"])
     failed = [t for t in records(root).table("trials").all() if t["status"] == "wrong_result"]
     retried = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-retry-failed")
     retried.stdout.fnmatch_lines([f"*axpb*small*float32*{len(failed)}*"])  # the failed ones measured anew
@@ -341,8 +341,10 @@ def test_a_comment_edit_undone_says_its_trials_were_reused_not_measured_again(pr
     assert f"its {len(first)} trials are kept" in pytester.runpytest("suites", *TUNE, "-k", "small").stdout.str()
     template.write_text(AXPB_C)
     undone = pytester.runpytest("suites", *TUNE, "-k", "small")
-    assert said(undone, f"axpb[small-float32]: only comments or whitespace changed in axpb.c since the last tune: "
-                        f"{len(first)} trials recorded with this declaration before were reused") == 1
+    undone.stdout.fnmatch_lines([f"axpb[[]small-float32[]]: only comments or whitespace changed in axpb.c since the "
+                                 f"last tune, back to the declaration tuned on ????-??-??: its {len(first)} trials "
+                                 f"were reused"])
+    assert said(undone, "back to the declaration tuned") == 1
     assert said(undone, "measured again") == 0
 
 

@@ -109,6 +109,12 @@ def config_text(config: Mapping) -> str:
     return " ".join(f"{k}:{v}" for k, v in config.items())
 
 
+def revision(check: Mapping) -> str:
+    """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
+    measured is in no commit, and a regression it found was credited to one that never held it."""
+    return f"{(check.get('git_commit') or '?')[:7]}{'+dirty' if check.get('git_dirty') else ''}"
+
+
 def verdict_text(verdict: Mapping) -> str:
     """A gate verdict as the records keep it, in the gate's words without its outcome: ``best/baseline
     on (2048,): 1.202x (7 processes: 1.042-1.286; limit 1.100x)``. The gate's lines and the report's

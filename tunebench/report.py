@@ -41,7 +41,7 @@ from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
                               heuristic_failed, judged_by, latest_confirmation, lookup, project, tune_command)
-from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back,  # noqa: E402
+from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back, revision,  # noqa: E402
                                records_files, stores, verdict_text)
 
 
@@ -645,12 +645,6 @@ def failure_text(gate: dict, unjudged: list[dict] = ()) -> str:
         if unjudged and unjudged[0]["outcome"] == "skip" else []
     return text + (f"; a later run at it, too busy to judge, measured it slower through the noise: "
                    f"{'; '.join(map(verdict_text, later))}" if later else "")
-
-
-def revision(check: dict) -> str:
-    """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
-    measured is in no commit, and a regression it found was credited to one that never held it."""
-    return f"{(check.get('git_commit') or '?')[:7]}{'+dirty' if check.get('git_dirty') else ''}"
 
 
 def plot_history(views: list[TaskView], path: Path, device: str) -> Path:

@@ -46,7 +46,7 @@ from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comme
                               hashed_files)
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
 from tunebench.measure import READS_OUTPUT, MeasureSettings
-from tunebench.records import DEATHS, FAILED, RecordStore, config_key, config_text
+from tunebench.records import DEATHS, FAILED, RecordStore, config_key, config_text, revision
 from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -434,6 +434,14 @@ class Task:
                      for part in self.changed]
             what = f"the {', '.join(parts)} changed since the last tune"
         if self.reused:  # a change undone (a comment edit too): trials recorded for today's source before
+            back = self.tuner.store.checks(kind="tune", kernel=self.kernel.name, target=self.tuner.target,
+                                           dtype=self.dtype, bucket=self.bucket.name,
+                                           source_hash=self.variant.source_hash, setup_hash=self.setup_hash)
+            if back:  # a revert: "changed since the last tune" alone read as new code measured afresh
+                then = back[-1]
+                when = (f"at {revision(then)}" if then.get("git_commit") else
+                        f"on {then['timestamp'][:10]}" if then.get("timestamp") else "before")
+                return f"{what}, back to the declaration tuned {when}: its {self.reused} trials were reused"
             return f"{what}: {self.reused} trials recorded with this declaration before were reused"
         return f"{what}: measured again"
 
