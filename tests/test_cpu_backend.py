@@ -2650,6 +2650,20 @@ def test_a_pragma_hint_leaves_the_other_hints_of_a_compile_error(tmp_path):
     assert "param 'f' is #defined, and the error is where its name is read: rename it" in said
 
 
+def test_an_error_gcc_places_at_the_params_defines_names_the_template_line_that_expands_them(tmp_path, compile_cache):
+    """A ``;`` missing before ``TB_UNROLL(n)``: gcc's error named only "<tunebench params>:4", a
+    file the user never wrote, and the template's line was in a note further down."""
+    (tmp_path / "k.c").write_text("void k(float *y, int n)\n{\n    int s = 0\n    TB_UNROLL(U)\n"
+                                  "    for (int i = 0; i < n; ++i) y[i] = 2 * y[i];\n}\n")
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({"U": [4]}), heuristic=lambda shape: {"U": 4})
+    with pytest.raises(CompileError) as error:
+        CpuBackend().build(scaling("unroll_after_a_missing_semicolon", variant, 2.0, 9), variant, {"U": 4}, "float32")
+    said = str(error.value)
+    assert re.search(r"^<tunebench params>:(\d+):\d+: error: ", said, re.MULTILINE), said
+    assert re.search(r"\(tunebench: the error at <tunebench params>:\d+ \(the #define lines tunebench writes for the "
+                     r"params, TB_DTYPE and TB_UNROLL\) is in k\.c line 4, where it expands TB_UNROLL\)", said), said
+
+
 def test_a_kernel_tuner_c_templates_block_size_z_left_undefined_says_what_to_write(tmp_path, compile_cache):
     """Kernel Tuner #defines block_size_z in every build, C ones too; gcc said only 'undeclared'."""
     (tmp_path / "k.c").write_text("void k(float *y) { y[0] = block_size_x * block_size_z; }\n")

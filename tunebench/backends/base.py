@@ -768,6 +768,7 @@ def explain(variant: Variant, config: Mapping, error: str, gpu: bool = False) ->
     a param. ``gpu``: the build is the CUDA target's (a grid is the launch's there)."""
     name, hints = variant.path.name, []
     noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
+    noted += _expanded_at(error, name)
     try:
         lines = variant.path.read_text(encoding="utf-8", errors="replace").splitlines() if variant.text is None else variant.text.splitlines()
     except OSError:
@@ -809,6 +810,22 @@ def explain(variant: Variant, config: Mapping, error: str, gpu: bool = False) ->
     hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
               if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
+
+
+def _expanded_at(error: str, name: str) -> list[str]:
+    """The template's line behind each gcc error it places at a ``#define`` of the params (a ``;``
+    missing before ``TB_UNROLL(n)`` is "<tunebench params>:4:23: error: expected ';' before
+    '#pragma'"), read from gcc's "in expansion of macro" notes under it: the line named first is
+    not one the user wrote. The first three: the rest are most likely the first's consequences."""
+    hints = []
+    for block in re.split(r"(?m)^(?=\S[^:\n]*:\d+:\d+: (?:fatal )?error: )", error):
+        head = re.match(rf"{re.escape(PARAMS_FILE)}:(\d+):\d+: (?:fatal )?error: ", block)
+        sites = re.findall(rf"^{re.escape(name)}:(\d+):\d+: note: in expansion of macro .(\w+).", block, re.MULTILINE)
+        if head and sites:  # the last note is the outermost expansion: the template's own line
+            line, macro = sites[-1]
+            hints.append(f"the error at {PARAMS_FILE}:{head.group(1)} (the #define lines tunebench writes for the "
+                         f"params, TB_DTYPE and TB_UNROLL) is in {name} line {line}, where it expands {macro}")
+    return hints[:3]
 
 
 def _kernel_tuner_define(name: str, gpu: bool) -> list[str]:
