@@ -538,6 +538,10 @@ def test_a_records_file_linked_into_a_shared_store_is_written_through_the_link_a
     with linked.task_lock("k[all-float32]"):
         assert RecordStore.for_device(shared, FINGERPRINT).leftover == []  # not a killed run's, by either path
     assert len(RecordStore.for_device(shared, FINGERPRINT).leftover) == 1  # it ended without folding
+    linked.compact()
+    assert _Directory(records).summary(store.path.stem) is not None
+    # the lookup's index beside the file, as its journal and the .gitignore naming them are: none in the link's folder
+    assert (shared / ".index").is_dir() and not (records / ".index").exists()
 
 
 #: A candidate (tag 3) that kills the tuning run itself, as a kernel sending its parent a signal does.

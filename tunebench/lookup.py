@@ -720,7 +720,9 @@ class _Directory:
         path = self.path / f"{device}.json"
         if not path.exists():
             return None
-        index = self.path / ".index" / f"{device}.v{INDEX_FORMAT}.json"  # an older tunebench keeps its own
+        # beside the file itself, as its journal and the .gitignore naming .index/ are: a link's folder had it
+        # unignored; an older tunebench keeps its own
+        index = Path(os.path.realpath(path)).parent / ".index" / f"{device}.v{INDEX_FORMAT}.json"
         stamps = self._stamps(device)
         stamp = None if stamps is None else [list(s) for s in stamps]
         try:
