@@ -314,7 +314,9 @@ class Task:
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.tuned_source: str | None = None  # the source hash the task's last tune recorded
+        self.tuned_before: dict | None = None  # the latest final round of today's declaration before this run
         self.kept = 0  # trials of an earlier source of today's code recorded as today's (see earlier)
+        self.kept_round = False  # its final round too (see _kept_round)
         self._edited: dict[str | None, list[str] | None] = {}  # earlier()'s answers, by source
         self.undeclared = False  # tuned by a tunebench that kept no declaration: its trials are measured again
         self.unbuilt = False  # tuned by a tunebench that kept no compiler: its trials are measured again
@@ -426,7 +428,9 @@ class Task:
             what = f"only comments or whitespace changed in {', '.join(self.earlier(self.tuned_source))} since " \
                    f"the last tune"
             if self.kept:
-                return f"{what}: its {self.kept} trials are kept"
+                return f"{what}: its {self.kept} trials are kept{', and its final round' if self.kept_round else ''}"
+            if self.kept_round:  # its trials kept by a run stopped before its round
+                what += " (its final round kept)"
         else:
             tuned = self.tuner.store.source(self.tuned_source) if "template" in self.changed else None
             edited = changed_files(tuned, self.variant.template, self.variant.path.name) if tuned else []
@@ -434,11 +438,8 @@ class Task:
                      for part in self.changed]
             what = f"the {', '.join(parts)} changed since the last tune"
         if self.reused:  # a change undone (a comment edit too): trials recorded for today's source before
-            back = self.tuner.store.checks(kind="tune", kernel=self.kernel.name, target=self.tuner.target,
-                                           dtype=self.dtype, bucket=self.bucket.name,
-                                           source_hash=self.variant.source_hash, setup_hash=self.setup_hash)
-            if back:  # a revert: "changed since the last tune" alone read as new code measured afresh
-                then = back[-1]
+            then = self.tuned_before
+            if then:  # a revert: "changed since the last tune" alone read as new code measured afresh
                 when = (f"at {revision(then)}" if then.get("git_commit") else
                         f"on {then['timestamp'][:10]}" if then.get("timestamp") else "before")
                 return f"{what}, back to the declaration tuned {when}: its {self.reused} trials were reused"
@@ -536,6 +537,9 @@ class Task:
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
         self.tuned_source = recorded.get("source_hash")
+        self.tuned_before = next(reversed(store.checks(  # before this run records its own (see why_again)
+            kind="tune", kernel=self.kernel.name, target=self.tuner.target, dtype=self.dtype, bucket=self.bucket.name,
+            source_hash=self.variant.source_hash, setup_hash=self.setup_hash)), None)
         if Kernel.retargeted(self.variant, recorded):
             self.changed.append("entry")
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
@@ -631,6 +635,8 @@ class Task:
             return
         t = self.tuner
         check = self._latest_confirmation()
+        if not t.fresh and not self._judged(check, configs):
+            check = self._kept_round(check, configs) or check
         served: set[tuple] = set()  # the shapes whose heuristic a device refused with an earlier run's error
         if t.fresh or not self._judged(check, configs):
             self._rounding()
@@ -660,6 +666,23 @@ class Task:
             self.final = (None, self.baseline)  # no finalist led the heuristic in every process
         else:
             self.final = next((f for f, c in zip(finalists, configs) if c == chosen), finalists[0])
+
+    def _kept_round(self, check: dict | None, configs: list[dict]) -> dict | None:
+        """``check``, the latest final round, recorded again as today's (``kept_from`` naming its
+        source) where it is of an earlier version of today's code (see :meth:`earlier`) and judged
+        these finalists: their trials were kept, and a comment edited measured the round again, its
+        fresh processes the longest part of a tune resumed (minutes on a GPU). Kept as a trial is:
+        its figures, commit and timestamp are the measurement's."""
+        if check is None or (check["source_hash"], check.get("setup_hash")) not in self._earlier_sources \
+                or not self.earlier(check["source_hash"]) or self._refusal:
+            return None
+        kept = {**check, "source_hash": self.variant.source_hash, "setup_hash": self.setup_hash,
+                "kept_from": check["source_hash"]}
+        if not self._judged(kept, configs):
+            return None
+        self.tuner.store.add_check(kept)
+        self.kept_round = True
+        return kept
 
     def _uncompiled(self, config: dict, error: str, recorded: str = "") -> KernelError:
         """The task's stop where the heuristic's config does not compile: no candidate would build."""
