@@ -2664,6 +2664,22 @@ def test_an_error_gcc_places_at_the_params_defines_names_the_template_line_that_
                      r"params, TB_DTYPE and TB_UNROLL\) is in k\.c line 4, where it expands TB_UNROLL\)", said), said
 
 
+def test_a_warnings_macro_notes_are_left_out_of_a_compile_error_with_the_warning(tmp_path, compile_cache):
+    """A param read as a name on line 3 (an error), one overflowing a char on line 4 (gcc's
+    -Woverflow warning): the error kept the warning's "in expansion of macro" note, so its hint
+    named line 4, and the rename hint blamed BIG, which is no name there."""
+    (tmp_path / "k.c").write_text("void k(float *y, int n)\n{\n    float U = 2;\n    char c = BIG;\n"
+                                  "    for (int i = 0; i < n; ++i) y[i] = 2 * y[i] + c;\n}\n")
+    config = {"U": 4, "BIG": 1000}
+    variant = Variant(source=tmp_path / "k.c", entry="k", space=Space({p: [v] for p, v in config.items()}),
+                      heuristic=lambda shape: config)
+    with pytest.raises(CompileError) as error:
+        CpuBackend().build(scaling("a_warning_after_an_error", variant, 2.0, 9), variant, config, "float32")
+    said = str(error.value)
+    assert "k.c:3:11: note: in expansion of macro 'U'" in said.replace("\u2018", "'").replace("\u2019", "'"), said
+    assert "BIG" not in said and "is in k.c line 3, where it expands U)" in said, said
+
+
 def test_a_kernel_tuner_c_templates_block_size_z_left_undefined_says_what_to_write(tmp_path, compile_cache):
     """Kernel Tuner #defines block_size_z in every build, C ones too; gcc said only 'undeclared'."""
     (tmp_path / "k.c").write_text("void k(float *y) { y[0] = block_size_x * block_size_z; }\n")

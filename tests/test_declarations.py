@@ -308,7 +308,9 @@ def test_comments_edited_in_a_header_or_the_template_keep_the_trials_and_code_ed
     rounds = [c for c in records(root).table("checks").all() if c["kind"] == "tune"]
     assert rounds[:-1] == [measured] and rounds[-1] == {**measured, "source_hash": trials[0]["source_hash"],
                                                         "setup_hash": trials[0]["setup_hash"],
-                                                        "kept_from": measured["source_hash"]}
+                                                        "kept_from": measured["source_hash"],
+                                                        "timestamp": rounds[-1]["timestamp"]}
+    assert rounds[-1]["timestamp"] >= measured["timestamp"]  # recorded by this run, at its commit
     out, kept = tuned(template, "    int i = 0;\n", "\n        int i = 0;  \n\n")
     assert [t.get("kept_from") for t in kept] == [trials[0]["source_hash"]] * len(first)
     assert "only comments or whitespace changed in axpb.c since the last tune" in out
@@ -2014,7 +2016,9 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
     gate.stdout.fnmatch_lines([f"*the compiler (othercc 99.1 -> {gcc}) changed since the tune: the gate measures "
                                f"with today's*"])
-    pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again
+    back = pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again: its trials reused, no declaration "back"
+    back.stdout.fnmatch_lines(["*axpb?small-float32?: the compiler changed since the last tune: * trials recorded with "
+                               "this declaration before were reused"])
     monkeypatch.setattr(cpu, "CC", shutil.which("gcc"))  # the same gcc by its path: no change
     same = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert "compiler changed" not in same.stdout.str()

@@ -1046,7 +1046,7 @@ def test_a_strict_gate_fails_what_it_cannot_measure_and_says_how_much_it_gated(p
                                  "*gated 0 of 2 tasks: 2 were not measured, and --gate-strict fails them"])
     stopped = pytester.runpytest(*gate, "--gate-strict", "-x")  # "gated 0 of 1 tasks": the one reached alone
     stopped.assert_outcomes(failed=1)
-    stopped.stdout.fnmatch_lines(["*gated 0 of 2 tasks: 1 was not measured, and --gate-strict fails them; 1 was not "
+    stopped.stdout.fnmatch_lines(["*gated 0 of 2 tasks: 1 was not measured, and --gate-strict fails it; 1 was not "
                                   "reached: the run stopped first (-x, --maxfail, an interrupt)"])
     (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ngate_strict = true\n")
     pytester.runpytest(*gate).assert_outcomes(failed=2)

@@ -324,6 +324,10 @@ def _were(n: int) -> str:
     return "was" if n == 1 else "were"
 
 
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
 def _leftover(terminalreporter, run) -> None:
     """Trials a run left in the journal, killed or unable to write the file (a full disk), folded
     by this one: where they were measured at another commit, they now sit in this checkout's
@@ -400,8 +404,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             said = [f"{idle} passed with nothing to measure"] if idle else []
             if unmeasured:
                 said.append(f"{unmeasured} {_were(unmeasured)} not measured"
-                            + (", and --gate-strict fails them" if strict(config) else
-                               " (--gate-strict, or gate_strict = true, fails them instead)"))
+                            + (f", and --gate-strict fails {_them(unmeasured)}" if strict(config) else
+                               f" (--gate-strict, or gate_strict = true, fails {_them(unmeasured)} instead)"))
             if unreached:
                 said.append(f"{unreached} {_were(unreached)} not reached: the run stopped first (-x, --maxfail, an "
                             f"interrupt)")

@@ -438,7 +438,7 @@ class Task:
                      for part in self.changed]
             what = f"the {', '.join(parts)} changed since the last tune"
         if self.reused:  # a change undone (a comment edit too): trials recorded for today's source before
-            then = self.tuned_before
+            then = self.tuned_before if set(self.changed) - {"compiler", "entry"} else None  # not the declaration's
             if then:  # a revert: "changed since the last tune" alone read as new code measured afresh
                 when = (f"at {revision(then)}" if then.get("git_commit") else
                         f"on {then['timestamp'][:10]}" if then.get("timestamp") else "before")
@@ -537,9 +537,10 @@ class Task:
         self.changed = [part for part, value in recorded.get("declaration", {}).items()
                         if self.declaration.get(part) != value]
         self.tuned_source = recorded.get("source_hash")
-        self.tuned_before = next(reversed(store.checks(  # before this run records its own (see why_again)
+        self.tuned_before = next((c for c in reversed(store.checks(  # before this run records its own (see why_again)
             kind="tune", kernel=self.kernel.name, target=self.tuner.target, dtype=self.dtype, bucket=self.bucket.name,
-            source_hash=self.variant.source_hash, setup_hash=self.setup_hash)), None)
+            source_hash=self.variant.source_hash, setup_hash=self.setup_hash))
+            if backends.built_by(c.get("compiler"), self.compiler) and not Kernel.retargeted(self.variant, c)), None)
         if Kernel.retargeted(self.variant, recorded):
             self.changed.append("entry")
         if backends.built_otherwise(recorded.get("compiler"), self.compiler):
@@ -671,13 +672,16 @@ class Task:
         """``check``, the latest final round, recorded again as today's (``kept_from`` naming its
         source) where it is of an earlier version of today's code (see :meth:`earlier`) and judged
         these finalists: their trials were kept, and a comment edited measured the round again, its
-        fresh processes the longest part of a tune resumed (minutes on a GPU). Kept as a trial is:
-        its figures, commit and timestamp are the measurement's."""
+        fresh processes the longest part of a tune resumed (minutes on a GPU). Its figures are the
+        measurement's; its commit and time this run's, which holds today's code: the history's axis
+        of commits ran back to the old one, and a revert to today's was said "tuned at" a commit
+        that never held it."""
         if check is None or (check["source_hash"], check.get("setup_hash")) not in self._earlier_sources \
                 or not self.earlier(check["source_hash"]) or self._refusal:
             return None
         kept = {**check, "source_hash": self.variant.source_hash, "setup_hash": self.setup_hash,
-                "kept_from": check["source_hash"]}
+                "kept_from": check["source_hash"], "git_commit": self.tuner.commit, "git_dirty": self.dirty,
+                "timestamp": now()}
         if not self._judged(kept, configs):
             return None
         self.tuner.store.add_check(kept)

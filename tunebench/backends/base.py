@@ -816,15 +816,27 @@ def _expanded_at(error: str, name: str) -> list[str]:
     """The template's line behind each gcc error it places at a ``#define`` of the params (a ``;``
     missing before ``TB_UNROLL(n)`` is "<tunebench params>:4:23: error: expected ';' before
     '#pragma'"), read from gcc's "in expansion of macro" notes under it: the line named first is
-    not one the user wrote. The first three: the rest are most likely the first's consequences."""
+    not one the user wrote. Only the notes right under the error are its own (the compile cache's
+    excerpt drops warnings, whose notes then follow it too). The first three: the rest are most
+    likely the first's consequences."""
     hints = []
-    for block in re.split(r"(?m)^(?=\S[^:\n]*:\d+:\d+: (?:fatal )?error: )", error):
-        head = re.match(rf"{re.escape(PARAMS_FILE)}:(\d+):\d+: (?:fatal )?error: ", block)
-        sites = re.findall(rf"^{re.escape(name)}:(\d+):\d+: note: in expansion of macro .(\w+).", block, re.MULTILINE)
-        if head and sites:  # the last note is the outermost expansion: the template's own line
-            line, macro = sites[-1]
+    expansion = re.compile(r"^\S[^:\n]*:\d+:\d+: note: in expansion of macro .(\w+).")
+    lines = error.splitlines()
+    for i, text in enumerate(lines):
+        head = re.match(rf"{re.escape(PARAMS_FILE)}:(\d+):\d+: (?:fatal )?error: ", text)
+        if not head:
+            continue
+        site = None  # the last note of the run under it is the outermost expansion: the template's own line
+        for note in lines[i + 1:]:
+            if note[:1].isspace():  # gcc's quote of a line and its caret
+                continue
+            if not expansion.match(note):
+                break
+            at = re.match(rf"{re.escape(name)}:(\d+):\d+: ", note)
+            site = (at.group(1), expansion.match(note).group(1)) if at else site
+        if site:
             hints.append(f"the error at {PARAMS_FILE}:{head.group(1)} (the #define lines tunebench writes for the "
-                         f"params, TB_DTYPE and TB_UNROLL) is in {name} line {line}, where it expands {macro}")
+                         f"params, TB_DTYPE and TB_UNROLL) is in {name} line {site[0]}, where it expands {site[1]}")
     return hints[:3]
 
 

@@ -96,10 +96,17 @@ def excerpt(message: str, lines: int = 12) -> str:
     reference`` included), nvcc's temporary files named alike every run (``<its ptx>``), so that
     the same error reads the same in every config."""
     message = NVCC_TEMP.sub(r"<its \1>", message)
-    wanted = [ln for ln in message.splitlines() if "error" in ln.lower() or "in expansion of macro" in ln
-              or "undefined reference" in ln] \
-        or message.splitlines()
-    return "\n".join(wanted[:lines]).strip()
+    wanted, owned = [], False  # a macro's notes go with their own line: a warning's, left out, take theirs along
+    for ln in message.splitlines():
+        if "in expansion of macro" in ln:
+            if owned:
+                wanted.append(ln)
+        elif "error" in ln.lower() or "undefined reference" in ln:
+            wanted.append(ln)
+            owned = True
+        elif not ln[:1].isspace():  # another line of gcc's own (a warning, its note), not a quote of the source
+            owned = False
+    return "\n".join((wanted or message.splitlines())[:lines]).strip()
 
 
 class CompilerKilled(BuildEnvironmentError):
