@@ -16,6 +16,11 @@ import pytest
 # imported when it ends, and matplotlib 3.11 imported again beside its compiled parts (which stay)
 # is two matplotlibs ("'Figure' object has no attribute 'items'" from a second test's report).
 importlib.import_module("tunebench.report")
+# ml_dtypes too, where installed (PyTorch's deps bring it): its compiled part registers bfloat16 with
+# numpy once per process, and imported again after pytester dropped it, it raised "DType bfloat16
+# appears already registered?" (the tests of test_declarations.py after its PyTorch test, run alone).
+with contextlib.suppress(ImportError):
+    importlib.import_module("ml_dtypes")
 
 #: A tiny kernel, y = a * x + b, whose ``mode`` param plants faults: 1 writes a wrong answer,
 #: 2 does not compile. ``vec`` and ``unroll`` only change the loop's shape.

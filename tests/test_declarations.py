@@ -2016,9 +2016,7 @@ def test_a_trial_built_by_another_compiler_is_measured_again_and_the_summary_say
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small", "-rA")
     gate.stdout.fnmatch_lines([f"*the compiler (othercc 99.1 -> {gcc}) changed since the tune: the gate measures "
                                f"with today's*"])
-    back = pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again: its trials reused, no declaration "back"
-    back.stdout.fnmatch_lines(["*axpb?small-float32?: the compiler changed since the last tune: * trials recorded with "
-                               "this declaration before were reused"])
+    pytester.runpytest("suites", *TUNE, "-k", "small")  # gcc again
     monkeypatch.setattr(cpu, "CC", shutil.which("gcc"))  # the same gcc by its path: no change
     same = pytester.runpytest("suites", *TUNE, "-k", "small")
     assert "compiler changed" not in same.stdout.str()
