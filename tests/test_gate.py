@@ -153,7 +153,7 @@ def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
     # and the gate's summary, the one screen a reviewer reads: its line said only "FAIL  chain::all-float32[gate]"
     assert result.stdout.str().count("best against the recorded source on (2048,)") == 4
     result.stdout.fnmatch_lines(["FAIL  chain::all-float32?gate?  regression: best against the recorded source on "
-                                 "(2048,): 1.*x (3 processes: *; limit 1.100x)"])
+                                 "(2048,): 1.*x (* processes: *; limit 1.100x)"])  # 3, or 7 where 3 did not settle it
     result.stdout.fnmatch_lines(["FAILED test_chain.py::chain::all-float32?gate? - regression: best against the "
                                  "recorded source on (2048,): 1.*"])  # what a CI's test report shows
     gate = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"][-1]
