@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AXPB_SUITE, QUIET_CONFTEST, ascii_locale, said
-from tests.test_gate import GATE, split_project
+from tests.test_gate import GATE, SLOWER, split_project
 from tests.test_plugin import TUNE
 from tests.test_records_safety import KILLER_C, SLOW_SUITE
 from tunebench.kernel import KernelError
@@ -551,7 +551,7 @@ def test_a_job_whose_host_is_lost_is_not_charged_where_ray_calls_its_device_only
         running(held.parent, pids[1 - lost], 1)  # moved on
         held.unlink()
         assert sent.result(timeout=300)["status"] == "ok"
-    assert losses == [("ActorUnavailableError", False)]
+    assert uncharged(losses), losses
     assert workers._lost == {lost}
 
 
@@ -1026,12 +1026,12 @@ def test_a_device_builds_the_recorded_template_with_the_records_text_of_a_helper
         pytester, cluster, monkeypatch, tmp_path):
     """The gate's recorded build named the helper's copy in the driver's compile cache, which a
     device on another host has not: "the file of flags ... not found", the recorded build was
-    left out, and a helper made 15 % slower passed. The job carries the records' text, and the
+    left out, and a helper made slower passed. The job carries the records' text, and the
     device writes the copy where it builds."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one core per device, as each cluster device has
     _, helper = split_project(pytester)
-    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     pytester.makeconftest(ANOTHER_HOST)
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "driver"))
     result = pytester.runpytest_subprocess("test_chain.py", *GATE, "-rA", "--tune-cluster", cluster)

@@ -1,4 +1,4 @@
-"""The gate on the CPU target: two runs with nothing changed pass, a kernel made 15 % slower fails,
+"""The gate on the CPU target: two runs with nothing changed pass, a kernel made slower fails,
 a best config that fell behind the heuristic fails, and pytest-benchmark reads its measurements."""
 
 import fnmatch
@@ -48,6 +48,12 @@ void chain(const real *x, real *y, int n)
         }
 }
 """
+
+#: EXTRA for a kernel made slower: 300/200, every config 1.5x its time, well past the 1.10x limit
+#: however a busy CI runner moves the ratio (1.15x, EXTRA 30, read 1.086-1.160 there over 7
+#: processes, and a gate that settles so near its limit may pass). How small a slowdown the gate
+#: catches, quiet and busy, is bench/gate.py's to measure (docs/gate-*.json), not a unit test's.
+SLOWER = 100
 
 CHAIN_SUITE = """\
 import numpy as np
@@ -137,11 +143,11 @@ def test_a_heuristic_changed_since_the_tune_is_named_and_not_held_to_the_old_one
     assert [v["what"] for v in gate["verdicts"]] == ["best/baseline"]
 
 
-def test_a_kernel_made_15_percent_slower_fails(tuned, monkeypatch):
+def test_a_kernel_made_slower_fails(tuned, monkeypatch):
     monkeypatch.setenv("CI", "true")  # where pytest's short summary repeats failures whole
     pytester, path = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
@@ -167,7 +173,7 @@ def test_a_template_the_gate_found_slower_is_not_said_in_the_report_to_want_a_tu
     more; an author who took the note hid the slowdown from every later gate."""
     pytester, _ = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
     report = ["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
               "--out", str(pytester.path / "r")]
@@ -179,7 +185,7 @@ def test_a_template_the_gate_found_slower_is_not_said_in_the_report_to_want_a_tu
         r"- \*\*chain\[all-float32\]\*\*: but its latest gate found today's build slower than its build as tuned: "
         r"fix that first; a tune now would make the slower code the reference, and the gate would pass it", notes), notes
     # a template changed and gated as fast as the one tuned is the tune's to take up
-    source.write_text(source.read_text().replace("#define EXTRA 30", "#define EXTRA 0 /* as tuned */"))
+    source.write_text(source.read_text().replace(f"#define EXTRA {SLOWER}", "#define EXTRA 0 /* as tuned */"))
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
     assert main(report) == 0
     assert "its latest gate found" not in (pytester.path / "r" / "report.md").read_text()
@@ -195,7 +201,7 @@ def test_a_slowed_template_counted_unchanged_since_a_revision_is_named_beside_th
                     ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tuned"]):
         subprocess.run(["git", *command], cwd=pytester.path, check=True, capture_output=True)
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(failed=1)
     assert main(["report", "--records", str(pytester.path / "records"), "--suites", str(pytester.path),
                  "--out", str(pytester.path / "r"), "--compare", "HEAD"]) == 0
@@ -211,7 +217,7 @@ def test_a_rerun_gate_item_is_one_task_in_the_summary(tuned):
     pytest.importorskip("pytest_rerunfailures")
     pytester, path = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     result = pytester.runpytest("test_chain.py", *GATE, "--reruns", "1", "--junitxml", "gate.xml")
     assert result.parseoutcomes() == {"failed": 1, "rerun": 1}
     assert result.stdout.str().count("FAIL  chain::all-float32[gate]") == 1, result.stdout.str()
@@ -536,7 +542,7 @@ def test_flags_changed_since_a_tune_that_kept_only_their_text_are_named_where_th
 
 
 def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_junit_report(tuned, monkeypatch):
-    """A gate skipped as too noisy said only that: a 15 % slowdown it had measured beyond its limit
+    """A gate skipped as too noisy said only that: a slowdown it had measured beyond its limit
     was in the records alone, not in the terminal nor the CI's report."""
     import tunebench.gate
 
@@ -550,7 +556,7 @@ def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_juni
     monkeypatch.setattr(tunebench.gate, "compare", disturbed)
     pytester, _ = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     result = pytester.runpytest("test_chain.py", *GATE, "-rs", "--junitxml", "gate.xml")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*slower through the noise: best against the recorded source on (2048,): 1.*"
@@ -672,7 +678,7 @@ def test_a_noisy_skip_names_a_slowdown_through_the_noise_then_an_unsure_check(tu
     _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3, recorded=lambda i: 2, disturbed=True)
     pytester, path = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(skipped=1)
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
@@ -691,7 +697,7 @@ def test_two_unsure_checks_are_named_as_one_clause(tuned, monkeypatch):
     _planted_ratios(monkeypatch, lambda i: 0.98 if i == 0 else 1.3, recorded=lambda i: 0.98 if i == 0 else 1.3)
     pytester, path = tuned
     source = pytester.path / "chain.c"
-    source.write_text(source.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    source.write_text(source.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     result = pytester.runpytest("test_chain.py", *GATE)
     result.assert_outcomes(passed=1)
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
@@ -719,7 +725,7 @@ def test_a_changed_template_is_verified_though_its_recorded_build_fails_today(tu
 
 @pytest.mark.parametrize("heuristic, extra, outcome, line", [
     (2, 0, "passed", "PASS * best against the recorded source on (2048,): *"),
-    (2, 30, "failed", "*regression: best against the recorded source on (2048,): 1.*"),  # 230/200
+    (2, SLOWER, "failed", "*regression: best against the recorded source on (2048,): 1.*"),
     (1, 0, "passed", "*the recorded template reads reps, which today's config on (2048,) does not name, and today's "
                      "[[]passes:1[]] is not the config as tuned [[]reps:2[]] with params removed or one renamed: which "
                      "of its values they stand for cannot be told*"),  # renamed and given another value
@@ -806,13 +812,13 @@ def fails_as_tuned(pytester, edited: str, kept: str | None = None) -> None:
                      out), out
 
 
-def test_a_helper_made_15_percent_slower_fails_against_the_recorded_template_built_with_its_recorded_text(split):
+def test_a_helper_made_slower_fails_against_the_recorded_template_built_with_its_recorded_text(split):
     """The records kept the helper's hash alone: built with today's helper, the recorded build
-    was not the tune's, and was left out, so a helper made 15 % slower (every config alike)
+    was not the tune's, and was left out, so a helper made slower (every config alike)
     passed. The records keep its text: the recorded build reads it as tuned, and the gate fails
     naming the helper."""
     pytester, path, helper = split
-    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))  # 230/200
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     fails_as_tuned(pytester, "chain.c, src/helper.c")
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     assert [v["outcome"] for v in gate["verdicts"] if v["what"] == "best against the recorded source "
@@ -820,7 +826,7 @@ def test_a_helper_made_15_percent_slower_fails_against_the_recorded_template_bui
 
 
 def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_once_it_is_edited(split):
-    """Records from before file texts were kept: built with today's helper, made 15 % slower, the
+    """Records from before file texts were kept: built with today's helper, made slower, the
     recorded build was today's, and passed at 1.000x, "compared with the recorded one". It is left
     out, the records kept as they were, and the note says how to get the texts (it did not): a tune
     on the commit that tuned it, which the final round names."""
@@ -828,7 +834,7 @@ def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_
     TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
     TinyDB(path).table("checks").update({"git_commit": "0123456789abcdef0123"})
     before = {t: TinyDB(path).table(t).all() for t in ("sources", "trials", "tasks")}
-    helper.write_text(helper.read_text().replace("#define EXTRA 0", "#define EXTRA 30"))
+    helper.write_text(helper.read_text().replace("#define EXTRA 0", f"#define EXTRA {SLOWER}"))
     out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
     assert ("chain.c, src/helper.c edited); the records keep only the hash of src/helper.c as tuned, so the recorded "
             "source cannot be built again, and is not compared with today's build, and only the baseline comparison "
@@ -842,12 +848,12 @@ def test_records_that_keep_a_helpers_hash_alone_leave_the_recorded_template_out_
 
 def test_a_re_tune_of_the_unchanged_template_gives_records_from_before_the_helpers_text(split, monkeypatch):
     """Records committed before file texts were kept: a re-tune of the template as tuned added
-    nothing to its source, so the recorded build stayed out and a helper made 15 % slower kept
+    nothing to its source, so the recorded build stayed out and a helper made slower kept
     passing. The re-tune keeps the helper's text (not one of another hash, as an edit read after
     the template gives), and the gate fails naming it."""
     pytester, path, helper = split
     source, tuned, slower = pytester.path / "chain.c", helper.read_text(), helper.read_text().replace(
-        "#define EXTRA 0", "#define EXTRA 30")
+        "#define EXTRA 0", f"#define EXTRA {SLOWER}")
     edited = source.read_text()
     TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
     source.write_text(edited.replace("/* a comment */\n", ""))  # the template as tuned
@@ -864,10 +870,10 @@ def test_a_re_tune_of_the_unchanged_template_gives_records_from_before_the_helpe
     result.assert_outcomes(failed=1)
 
 
-def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_the_recorded_template(
+def test_a_header_of_the_include_folders_made_slower_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch):
     """The template unchanged, a header an -I folder gives it (through another one, by a path
-    relative to that one) made every config 15 % slower: only its hash was kept, so the recorded
+    relative to that one) made every config slower: only its hash was kept, so the recorded
     template was not built again and the gate passed. Built with the headers as the records keep
     them, searched ahead of today's, it fails naming the header."""
     extra = pytester.path / "include" / "sub" / "extra.h"
@@ -881,7 +887,7 @@ def test_a_header_of_the_include_folders_made_15_percent_slower_fails_against_th
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
     (path,) = (pytester.path / "records").glob("*.json")
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
-    extra.write_text("#define EXTRA 30\n")
+    extra.write_text(f"#define EXTRA {SLOWER}\n")
     fails_as_tuned(pytester, "include/sub/extra.h")
 
 
@@ -897,7 +903,7 @@ def tune_with_header(pytester, include: str, flags: str) -> None:
 @pytest.mark.parametrize("moved", [False, True], ids=["beside the tune's", "the tune's deleted"])
 def test_a_slower_header_new_in_an_include_folder_searched_ahead_of_the_tunes_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch, moved):
-    """A header of the name the tune read from include/b, 15 % slower, added since to include/a,
+    """A header of the name the tune read from include/b, slower, added since to include/a,
     which the compiler searches first (b's kept, or deleted: moved to a): the records' copy of
     b's was searched just ahead of b, so the recorded build read a's too, and the gate passed at
     1.00x, "built with include/b/chain_extra.h as tuned". The copy is searched ahead of every
@@ -908,7 +914,7 @@ def test_a_slower_header_new_in_an_include_folder_searched_ahead_of_the_tunes_fa
     (b / "chain_extra.h").write_text("#define EXTRA 0\n")
     tune_with_header(pytester, '"chain_extra.h"', '"-Iinclude/a", "-Iinclude/b"')
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
-    (a / "chain_extra.h").write_text("#define EXTRA 30\n")
+    (a / "chain_extra.h").write_text(f"#define EXTRA {SLOWER}\n")
     if moved:
         (b / "chain_extra.h").unlink()
     fails_as_tuned(pytester, "include/a/chain_extra.h, include/b/chain_extra.h")
@@ -916,7 +922,7 @@ def test_a_slower_header_new_in_an_include_folder_searched_ahead_of_the_tunes_fa
 
 def test_a_slower_header_new_in_an_include_folder_of_the_flags_fails_against_the_recorded_one_of_cpath(
         pytester, tmp_path, monkeypatch):
-    """Tuned with <chain_extra.h> found through CPATH, a 15 % slower one added since to the
+    """Tuned with <chain_extra.h> found through CPATH, a slower one added since to the
     flags' -I folder, which the compiler searches ahead of CPATH: the copy of CPATH's folder was
     searched after the flags' folders, so the recorded build read the new one too, and the gate
     passed at 1.000x, "built with cpath/chain_extra.h as tuned". It fails naming CPATH's."""
@@ -926,7 +932,7 @@ def test_a_slower_header_new_in_an_include_folder_of_the_flags_fails_against_the
     monkeypatch.setenv("CPATH", str(pytester.path / "cpath"))
     tune_with_header(pytester, "<chain_extra.h>", '"-Iinclude",')
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
-    (pytester.path / "include" / "chain_extra.h").write_text("#define EXTRA 30\n")
+    (pytester.path / "include" / "chain_extra.h").write_text(f"#define EXTRA {SLOWER}\n")
     fails_as_tuned(pytester, "cpath/chain_extra.h, include/chain_extra.h", kept="cpath/chain_extra.h")
 
 
@@ -934,14 +940,14 @@ def test_a_slower_helper_fails_against_the_recorded_template_whose_header_the_re
         pytester, tmp_path, monkeypatch):
     """include/a/chain_extra.h (Latin-1: the records keep no text of it) read by the tune through
     ``<chain_extra.h>`` ahead of include/b's of its name, which b/helper.h's "chain_extra.h"
-    reads beside it; helper.h then made 15 % slower: only b's header had a copy, searched ahead
+    reads beside it; helper.h then made slower: only b's header had a copy, searched ahead
     of every folder, so the recorded build read b's slower EXTRA for ``<chain_extra.h>`` too,
     and the gate passed at 1.000x. a's is copied as it lies (it hashes as recorded): it fails."""
     a, b = pytester.path / "include" / "a", pytester.path / "include" / "b"
     a.mkdir(parents=True)
     b.mkdir()
     (a / "chain_extra.h").write_bytes(b"/* (c) M\xfcller */\n#define EXTRA 0\n")
-    (b / "chain_extra.h").write_text("#ifndef EXTRA\n#define EXTRA 30\n#endif\n")
+    (b / "chain_extra.h").write_text(f"#ifndef EXTRA\n#define EXTRA {SLOWER}\n#endif\n")
     (b / "helper.h").write_text('#include "chain_extra.h"\n#define EXTRA2 0\n')
     pytester.path.joinpath("chain.c").write_text("#include <chain_extra.h>\n#include <helper.h>\n" + CHAIN_C.replace(
         "#define EXTRA 0\n", "").replace("k < EXTRA;", "k < EXTRA + EXTRA2;"))
@@ -949,7 +955,7 @@ def test_a_slower_helper_fails_against_the_recorded_template_whose_header_the_re
         'Space({"reps": [1, 2]}))', 'Space({"reps": [1, 2]}), flags=("-Iinclude/a", "-Iinclude/b"))'))
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
-    (b / "helper.h").write_text('#include "chain_extra.h"\n#define EXTRA2 30\n')
+    (b / "helper.h").write_text(f'#include "chain_extra.h"\n#define EXTRA2 {SLOWER}\n')
     fails_as_tuned(pytester, "include/b/helper.h")
 
 
@@ -990,7 +996,7 @@ def test_records_that_keep_a_headers_hash_alone_are_not_said_to_keep_one_of_a_he
     include/chain_extra.h, include/chain_new.h as tuned", a header the tune never read."""
     path = include_project(pytester, '#include "chain_extra.h"\n')
     TinyDB(path).table("sources").update(lambda doc: doc.pop("files"))
-    (pytester.path / "include" / "chain_extra.h").write_text("#define EXTRA 30\n")
+    (pytester.path / "include" / "chain_extra.h").write_text(f"#define EXTRA {SLOWER}\n")
     out = pytester.runpytest("test_chain.py", *GATE, "-rA").stdout.str()
     assert ("chain.c, include/chain_extra.h, include/chain_new.h edited); the records keep only the hash of "
             "include/chain_extra.h as tuned, so the recorded source cannot be built again" in out), out
@@ -1055,10 +1061,10 @@ def test_a_best_that_is_the_heuristic_built_into_its_recorded_code_is_measured_a
     assert [b["name"] for b in json.loads(out.read_text())["benchmarks"]] == ["best@2048"]
 
 
-def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_recorded_template(
+def test_a_header_found_through_cpath_made_slower_fails_against_the_recorded_template(
         pytester, tmp_path, monkeypatch):
     """The template unchanged, a header the compiler finds through CPATH (no flag names its
-    folder) made every config 15 % slower: it was in no text the source hash covered, so the gate
+    folder) made every config slower: it was in no text the source hash covered, so the gate
     saw the template as tuned and built today's header for both arms. Hashed, and built as the
     records keep it (searched ahead of CPATH), it fails naming the header."""
     extra = pytester.path / "cpath" / "chain_extra.h"
@@ -1069,17 +1075,17 @@ def test_a_header_found_through_cpath_made_15_percent_slower_fails_against_the_r
     pytester.path.joinpath("test_chain.py").write_text(textwrap.dedent(CHAIN_SUITE))
     pytester.runpytest("test_chain.py", *TUNE).assert_outcomes(passed=3)
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
-    extra.write_text("#define EXTRA 30\n")
+    extra.write_text(f"#define EXTRA {SLOWER}\n")
     fails_as_tuned(pytester, "cpath/chain_extra.h")  # the project's: named as its files are
 
 
-def test_a_header_of_another_cpath_folder_than_the_tunes_made_15_percent_slower_fails_against_the_recorded_one(
+def test_a_header_of_another_cpath_folder_than_the_tunes_made_slower_fails_against_the_recorded_one(
         pytester, tmp_path, monkeypatch):
-    """Tuned with CPATH=mylib/1.2/include, gated with 1.3's, whose header is 15 % slower: the
+    """Tuned with CPATH=mylib/1.2/include, gated with 1.3's, whose header is slower: the
     recorded build was told today's CPATH folders, so it read 1.3's header too and the gate
     passed (or, where the records keep texts, said they keep only hashes and advised a tune).
     Built from the records' names, it reads the tune's copy and fails naming the header."""
-    for version, extra in (("1.2", 0), ("1.3", 30)):
+    for version, extra in (("1.2", 0), ("1.3", SLOWER)):
         (tmp_path / "mylib" / version / "include").mkdir(parents=True)
         (tmp_path / "mylib" / version / "include" / "chain_extra.h").write_text(f"#define EXTRA {extra}\n")
     monkeypatch.setenv("CPATH", str(tmp_path / "mylib" / "1.2" / "include"))
@@ -1098,11 +1104,11 @@ def test_a_header_of_another_cpath_folder_than_the_tunes_made_15_percent_slower_
                      out), out
 
 
-def test_a_header_a_computed_include_reads_beside_the_template_made_15_percent_slower_fails_against_the_recorded_one(
+def test_a_header_a_computed_include_reads_beside_the_template_made_slower_fails_against_the_recorded_one(
         pytester, tmp_path, monkeypatch):
     """``#include IMPL`` (a param naming ``"extra.h"``, beside the template): the recorded
     template's build was told no folder to find it in, and failed ("extra.h: No such file or
-    directory"), so it was left out and the header made every config 15 % slower passed. Its
+    directory"), so it was left out and the header made every config slower passed. Its
     folder's copy of the records' text is searched ahead of it: the gate fails naming it."""
     pytester.path.joinpath("extra.h").write_text("#define EXTRA 0\n")
     pytester.path.joinpath("chain.c").write_text("#include IMPL\n" + CHAIN_C.replace("#define EXTRA 0\n", ""))
@@ -1113,7 +1119,7 @@ def test_a_header_a_computed_include_reads_beside_the_template_made_15_percent_s
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))
     source = pytester.path / "chain.c"
     source.write_text(source.read_text() + "/* a comment */\n")
-    pytester.path.joinpath("extra.h").write_text("#define EXTRA 30\n")
+    pytester.path.joinpath("extra.h").write_text(f"#define EXTRA {SLOWER}\n")
     fails_as_tuned(pytester, "chain.c, extra.h")
 
 
@@ -1123,7 +1129,7 @@ def test_a_clone_at_another_depth_gates_a_helper_given_absolute_as_tuned_and_cat
     that includes a header of its own: the header was named from the template's folder in the
     helper's hash, so a clone at another depth, gated on the records of the first, said on
     unchanged code that the helper was edited since the tune (and left out the tuning-time
-    ratios). Named by its absolute path, it is the same source there; its header made 15 % slower
+    ratios). Named by its absolute path, it is the same source there; its header made slower
     still fails against the recorded template."""
     outside = pytester.path / "opt"
     outside.mkdir()
@@ -1146,7 +1152,7 @@ def test_a_clone_at_another_depth_gates_a_helper_given_absolute_as_tuned_and_cat
     out = result.stdout.str()
     assert "changed since the record" not in out, out
     assert re.search(r"PASS +best/baseline against the tuning-time ratios", out), out
-    (outside / "extra.h").write_text("#define EXTRA 30\n")
+    (outside / "extra.h").write_text(f"#define EXTRA {SLOWER}\n")
     fails_as_tuned(pytester, str(outside / "helper.h"))
 
 
@@ -1291,7 +1297,7 @@ def test_a_task_whose_heuristic_failed_to_build_is_not_said_to_be_stopped_by_a_b
 
 
 @pytest.mark.parametrize("extra, what, fix", [
-    ("30", "best against the recorded source",  # every config 15 % slower: the change's to fix, not a re-tune's
+    (SLOWER, "best against the recorded source",  # every config slower: the change's to fix, not a re-tune's
      "today's build of the recorded best ?reps:1? takes 1.* the time of its build as tuned on (2048,): fix what the "
      "change slowed; only where the slowdown is meant, `pytest test_chain.py --tune` and commit the records, which "
      "makes the slower code the reference"),
