@@ -640,6 +640,33 @@ def test_a_device_briefly_unreachable_as_it_runs_a_job_is_kept_and_charged_nothi
     assert workers._lost == set()
 
 
+def test_a_kept_device_gets_no_job_ahead_until_it_is_done_with_the_one_that_moved_on(
+        death_info_missed, keepalive, losses, holding):
+    """A device kept after an outage still runs the job that moved to the first device, its answer
+    lost: counted idle as soon as the moved job was measured, it was sent the next candidate
+    ahead, which waited behind the old one (its worker behind on it, as a stalled host's is)."""
+    from tests.test_records_safety import _children
+
+    workers, held, pids, job = holding
+    sent = workers.submit(job(held=1, id=1))
+    running(held.parent, pids[1], 1)
+    _unreachable(workers, pids[1], 1)
+    _until(lambda: 1 not in workers._lost, "the device, asked again as its job still runs, was not kept")
+    behind = _children(pids[1])  # its worker, held in the job
+    assert behind, f"the device of pid {pids[1]} has no worker process"
+    for pid in behind:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        held.unlink()
+        assert sent.result(timeout=300)["status"] == "ok"  # measured on the first device
+        assert workers.idle() == 0
+    finally:
+        for pid in behind:
+            os.kill(pid, signal.SIGCONT)
+    _until(lambda: workers.idle() == 1, "the kept device, done with the job that moved on, was not idle again")
+    assert uncharged(losses), losses
+
+
 def test_a_device_unreachable_twice_as_it_runs_a_job_is_kept_both_times(
         death_info_missed, keepalive, losses, holding):
     """The job sent the first device again, once it was kept, waits behind the one it still runs:

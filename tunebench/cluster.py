@@ -31,8 +31,9 @@ in time, as from a busy head), the device is asked again until Ray says how it d
 :data:`DEATH_CAUSE_S` at most, which a host lost costs its job before it moves on; one that answers
 (only briefly unreachable, as it ran the job or as the job was sent it: asked on a thread of its
 own, beside the job it still runs, see :data:`ASKED`) is kept, :data:`KEPT` times at most since it
-last answered a job, and its job measured again. A host lost, or ``ray.kill``, is no job's
-doing: the job moves on. A comparison's devices are never charged (see :meth:`ClusterWorkers.trial`).
+last answered a job, and its job measured again; it gets no candidate ahead until it is done with
+the run whose answer was lost. A host lost, or ``ray.kill``, is no job's doing: the job moves
+on. A comparison's devices are never charged (see :meth:`ClusterWorkers.trial`).
 """
 
 from __future__ import annotations
@@ -574,6 +575,8 @@ class ClusterWorkers:
             if deaths >= DEATHS:
                 result.set_result(_crashed(deaths, began))
                 return
+            if index not in self._lost:  # kept: busy with the run whose answer Ray lost until its queue's next answers
+                self._busy[index] = self.devices[index].ready.remote().future()
             self._send(self._first(), job, result, deaths, began)
         except BaseException as failed:  # noqa: BLE001 - whatever it is, the job's result
             result.set_exception(self._unwrapped(failed))
