@@ -49,11 +49,12 @@ void chain(const real *x, real *y, int n)
 }
 """
 
-#: EXTRA for a kernel made slower: 300/200, every config 1.5x its time, well past the 1.10x limit
+#: EXTRA for a kernel made slower: 270/200, every config 1.35x its time, well past the 1.10x limit
 #: however a busy CI runner moves the ratio (1.15x, EXTRA 30, read 1.086-1.160 there over 7
-#: processes, and a gate that settles so near its limit may pass). How small a slowdown the gate
-#: catches, quiet and busy, is bench/gate.py's to measure (docs/gate-*.json), not a unit test's.
-SLOWER = 100
+#: processes, and a gate that settles so near its limit may pass), and short of the 1.5x at which
+#: the gate takes the heuristic's time as another machine's (gate.OTHER_MACHINE). How small a
+#: slowdown the gate catches, quiet and busy, is bench/gate.py's to measure (docs/gate-*.json).
+SLOWER = 70
 
 CHAIN_SUITE = """\
 import numpy as np

@@ -575,11 +575,29 @@ class ClusterWorkers:
             if deaths >= DEATHS:
                 result.set_result(_crashed(deaths, began))
                 return
-            if index not in self._lost:  # kept: busy with the run whose answer Ray lost until its queue's next answers
-                self._busy[index] = self.devices[index].ready.remote().future()
             self._send(self._first(), job, result, deaths, began)
         except BaseException as failed:  # noqa: BLE001 - whatever it is, the job's result
             result.set_exception(self._unwrapped(failed))
+            return
+        if index not in self._lost:  # kept: busy with the run whose answer Ray lost (and the job, if sent it again)
+            self._busy[index] = busy = Future()
+            self._finished(index)
+            busy.set_result(None)
+
+    def _finished(self, index: int) -> None:
+        """Wait until device ``index`` is done with every call sent it so far (the next one answers),
+        or is lost; asked again where Ray calls it unavailable once more, as it may once an outage
+        is over, for DEATH_CAUSE_S at most."""
+        device, deadline = self.devices[index], time.monotonic() + DEATH_CAUSE_S
+        while True:
+            try:
+                return self._ray.get(device.ready.remote())
+            except self._unavailable:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.1)
+            except self._ray.exceptions.RayError:
+                return
 
     def _unwrapped(self, error: BaseException) -> BaseException:
         """A device's :class:`WorkerError` as its Workers raised it, the one line a local run says,
