@@ -1456,6 +1456,16 @@ def test_a_task_whose_every_config_and_heuristic_give_a_wrong_result_points_at_t
                                  "config, or, where all miss by little, its tolerance (Kernel(tolerance=*"])
 
 
+def test_configs_that_failed_otherwise_leave_the_hint_that_the_reference_is_at_fault(project, pytester):
+    """A user's space with a config that crashes or does not build: every one that ran gave a
+    wrong result, and the summary said nothing of the reference."""
+    project(modes=(0, 2), suite=AXPB_SUITE.replace("a * x.astype(np.float64) + b", "a * x.astype(np.float64) + b + 1e-3"))
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config that ran to a result (4 and the heuristic's; "
+                                 "5 more: compile_error) gave a wrong result, the heuristic's: *; the reference is "
+                                 "more likely at fault than every config*"])
+
+
 def test_a_task_whose_every_config_reads_its_poisoned_output_says_so_not_the_reference(project, pytester):
     """A kernel that adds into its output (a split-K GEMM's partial sums, Triton's reset_to_zero)
     declared as a plain output: every config got NaN from the poison, and the summary blamed the
@@ -1731,3 +1741,23 @@ def test_a_mock_or_a_proxy_that_passes_for_a_dict_at_a_modules_level_is_no_table
             assert CONFIG is not None
     """)
     pytester.runpytest("test_mocked.py").assert_outcomes(passed=1)
+
+
+def test_a_task_run_again_on_another_search_path_measures_no_candidate_past_its_budget(project, pytester):
+    """Run again, a search whose values differ (a trial the records held disturbed, measured anew)
+    takes another path: it measured a whole budget of other candidates, and a task tuned with
+    --tune-trials 8 held 12. Another seed's path stands for it here."""
+    root = project()
+
+    def candidates() -> list[int]:
+        """Per bucket, the configs recorded besides the heuristic's (measured as the baseline)."""
+        found: dict[str, set] = {}
+        for t in recorded_trials(root):
+            if t["config"] != {"vec": 2, "unroll": 1, "mode": 0}:
+                found.setdefault(t["bucket"], set()).add(json.dumps(t["config"], sort_keys=True))
+        return sorted(map(len, found.values()))
+
+    for seed in ("0", "1", "2", "3"):
+        again = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "--tune-strategy", "random",
+                                   "--tune-seed", seed)
+        assert max(candidates()) <= 2, f"seed {seed}: {again.stdout.str()}"

@@ -134,6 +134,32 @@ def test_a_time_budget_ends_the_search_once_spent(strategy):
     assert reason == "budget of 3 s spent" and len(clock) == 3
 
 
+def test_candidates_measured_before_count_toward_the_trial_budget_on_another_path():
+    """Asked one more past the budget, the search evaluates those measured before that it did not
+    ask (served from records, no cost) and stops; measured ones it asks cost nothing of it."""
+    valid, _ = SMALL.enumerate()
+    before = [valid[-1], valid[-2], valid[-3]]
+    order = [before[0], valid[0], valid[1]]  # another path than the run that measured them
+
+    class Fixed(get("random")):
+        def ask(self):
+            return order.pop(0) if order else None
+
+    evaluated = []
+
+    def evaluate(key):
+        evaluated.append(key)
+        return 1.0
+
+    reason = search(Fixed(SMALL, valid, random.Random(0)), evaluate, trials=3, measured=before)
+    assert reason == "budget of 3 trials spent, with those an earlier run measured"
+    assert evaluated == [before[0], before[2], before[1]]  # the rest in the candidates' order
+    evaluated.clear()
+    order[:] = [before[0], valid[0], valid[1]]
+    assert search(Fixed(SMALL, valid, random.Random(0)), evaluate, trials=3, measured=before[:1]) \
+        == "budget of 3 trials spent" and evaluated == [before[0], valid[0], valid[1]]  # a budget left: resumed
+
+
 @pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes", "hybrid"])
 def test_warm_start_measures_the_best_warm_config_first(strategy):
     recording = Replay(FILES[0]).recording()

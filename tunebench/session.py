@@ -455,17 +455,23 @@ class Task:
 
     @property
     def all_wrong(self) -> str | None:
-        """Where every config measured, the heuristic's included, gave a wrong result: the
+        """Where every config that ran to a result, the heuristic's included, gave a wrong one: the
         reference or its tolerance is more likely at fault than every config, unless the heuristic's
-        result says the kernel reads an output not declared inout."""
+        result says the kernel reads an output not declared inout. Configs that failed otherwise (a
+        crash, a build refused) say nothing of the reference: a space with some hid the hint."""
         outcomes = self.once(self.outcomes.values()) if self.baseline is not None else []
-        if len(outcomes) < 2 or any(o.status != "wrong_result" for o in outcomes):
+        wrong = [o for o in outcomes if o.status == "wrong_result"]
+        if len(wrong) < 2 or self.baseline.status != "wrong_result" or \
+                any(o.status in ("ok", "early_stopped") for o in outcomes):
             return None
         blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it "
                   "unwritten" if READS_OUTPUT in self.baseline.error else "the reference is more likely at fault than every config, or, where all miss by little, its "
                        "tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
-        return (f"every config measured ({len(outcomes) - 1} and the heuristic's) gave a wrong result, the "
-                f"heuristic's: {self.baseline.error}; {blamed}")
+        others = sorted({o.status for o in outcomes if o not in wrong})
+        counted = (f"every config measured ({len(wrong) - 1} and the heuristic's)" if not others else
+                   f"every config that ran to a result ({len(wrong) - 1} and the heuristic's; "
+                   f"{len(outcomes) - len(wrong)} more: {', '.join(others)})")
+        return f"{counted} gave a wrong result, the heuristic's: {self.baseline.error}; {blamed}"
 
     @property
     def heuristic_strays(self) -> str | None:
@@ -582,7 +588,7 @@ class Task:
         try:
             try:
                 self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
-                                          spent=self.elapsed)
+                                          spent=self.elapsed, measured=self._measured_before())
             finally:
                 self._settle()
             self._recall()  # may measure the records' pick again: a busy stop there is the search's too
@@ -595,6 +601,16 @@ class Task:
         # a clean trial alone says the machine is quiet again (see _measure): a task served from its records says nothing
         self.tuner.busy = self.busy or self.tuner.busy
         self.tuner.progress(self, True)
+
+    def _measured_before(self) -> list[tuple]:
+        """The candidates the records hold trials of to reuse on every shape, the heuristic's
+        alone apart (measured as the baseline, asked or not): the trial budget counts them
+        however this run's search goes (see :func:`search`), as the README's "at most N
+        candidates" promises of a task run again."""
+        space, candidates = self.variant.space, set(self.candidates)
+        configs = {config_key(d["config"]): d["config"] for d in self.tuner.store.trials(
+            kernel=self.kernel.name, dtype=self.dtype) if not d.get("baseline") and space.contains(d["config"])}
+        return [space.key(c) for c in configs.values() if space.key(c) in candidates and self._recorded(c)]
 
     def _recall(self) -> None:
         """The config the latest final round adopted, for this source or an earlier one, from its

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -81,13 +81,21 @@ def positions(space: Space, keys: Sequence[tuple]) -> np.ndarray:
 
 
 def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, trials: int | None = None,
-           seconds: float | None = None, spent: Callable[[], float] = lambda: 0.0) -> str:
+           seconds: float | None = None, spent: Callable[[], float] = lambda: 0.0,
+           measured: Collection[tuple] = ()) -> str:
     """Ask, evaluate and tell until the budget or the strategy ends; returns why it ended.
 
     ``evaluate(key)`` measures a candidate once (a revisit is told the remembered result and
     costs nothing); ``spent()`` is the time the search has cost so far, in seconds.
+    ``measured``: the candidates an earlier run measured, which ``evaluate`` serves from its
+    records at no cost. They count toward ``trials`` whether asked or not: a search run again
+    takes another path where a value differs (a trial the records hold disturbed, measured
+    anew), and it must not measure a whole budget of other candidates. Where it asks one more
+    past the budget, the earlier ones it did not ask are evaluated instead, so that the results
+    hold every candidate measured.
     """
     seen: dict[tuple, float | None] = {}
+    measured = set(measured)
     revisits = 0
     while True:
         if trials is not None and len(seen) >= trials:
@@ -101,6 +109,10 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
             revisits += 1
             if revisits > 10 * len(strategy.candidates) + 100:
                 return f"strategy {strategy.name} only revisits measured candidates"
+        elif trials is not None and key not in measured and len(measured | seen.keys()) >= trials:
+            for earlier in [k for k in strategy.candidates if k in measured and k not in seen]:
+                seen[earlier] = evaluate(earlier)
+            return f"budget of {trials} trials spent, with those an earlier run measured"
         else:
             seen[key] = evaluate(key)
         strategy.tell(key, seen[key])
