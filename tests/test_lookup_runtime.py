@@ -228,6 +228,21 @@ def test_a_process_started_while_the_file_is_half_written_answers_from_the_index
     assert again[0] == first[0] and f"{path}: corrupted records file" in again[1] and "last read whole" in again[1]
 
 
+def test_the_index_a_lookup_writes_is_ignored_by_git_where_the_records_came_without_a_gitignore(deployed):
+    """A framework that vendors the records file alone: its first lookup's records/.index showed
+    as untracked in git (only a tune or gate wrote the .gitignore naming it)."""
+    records = deployed / "records"
+    subprocess.run(["git", "init", "-q", str(deployed)], check=True)
+    asked = ("import sys, tunebench, tunebench.stamps\n"
+             "tunebench.stamps.RACY_S = 0.0  # the records copied just now taken as settled, to be indexed\n"
+             "tunebench.best('layernorm', (300, 8192), sys.argv[2], records=sys.argv[1])\n")
+    subprocess.run([sys.executable, "-c", asked, str(records), DEVICE], check=True)
+    assert list((records / ".index").glob(f"{DEVICE}.v*.json"))
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=deployed,
+                               capture_output=True, text=True, check=True).stdout
+    assert f"?? records/{DEVICE}.json" in untracked and ".index" not in untracked
+
+
 def test_a_records_file_unreadable_from_the_start_raises_naming_it_without_parsing_it_per_call(deployed, monkeypatch):
     path = deployed / "records" / f"{DEVICE}.json"
     path.write_text('{"trials": {"1": ')

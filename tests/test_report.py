@@ -60,7 +60,7 @@ def test_report_writes_markdown_html_with_embedded_images_and_the_plots(project,
     # a range beside a tuned pick's speedup only: a kept heuristic's round measured the winner it turned down
     assert re.search(r"\| axpb \| small \| float32 \| 5 \| [\d.]+ \| [\d.]+ \| ([\d.]+x\*?( \([\d.]+-[\d.]+\))? \| "
                      r"vec:\S+ unroll:\S+ mode:0|1\.00x\*? \| the heuristic( \(its final round turned down a winner "
-                     r"measured at [\d.]+-[\d.]+x\))?) \| - \| \d \| pass( \(nothing to measure\))? at \S+ \|", md), md
+                     r"measured at [\d.]+-[\d.]+x\))?) \| - \| \d \| pass( \(nothing to measure\))? at (\S+|no commit) \|", md), md
     assert all(f"]({p.rsplit('/', 1)[-1]})" in md for p in written if p.endswith(".png"))
     page = (out / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
@@ -241,7 +241,7 @@ def test_a_gate_run_before_the_latest_tune_is_not_the_last_gate_of_what_is_serve
     pytester.runpytest("suites", *GATE, "-k", "small").assert_outcomes(passed=1, deselected=1)
     capsys.readouterr()
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
-    assert re.search(r"\| axpb \| small \| float32 \|.*\| pass( \(nothing to measure\))? at \S+ \|$",
+    assert re.search(r"\| axpb \| small \| float32 \|.*\| pass( \(nothing to measure\))? at (\S+|no commit) \|$",
                      (root / "r" / "report.md").read_text(), re.MULTILINE)
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-fresh")  # a new final round, not gated since
     assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
@@ -264,7 +264,7 @@ def test_the_history_shows_a_failed_gate_run_that_measured_no_time():
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, busy, noisy, failed])
     assert history(view) == [(tune, 2.0, ""), (failed, 2.0, "")]
     view = TaskView("k", "cpu", "float32", bucket, "h", {}, None, {}, [], {}, checks=[tune, failed])
-    assert _rows([view])[0][-1] == "fail at ?"  # it read "fail (nothing to measure)": the best crashed
+    assert _rows([view])[0][-1] == "fail at no commit"  # it read "fail (nothing to measure)": the best crashed
 
 
 def test_a_gate_runs_shapes_with_no_verdict_to_scale_take_the_days_drift_on_the_others():
@@ -482,7 +482,7 @@ def test_the_history_marks_runs_made_with_uncommitted_changes_and_names_its_red_
     # no verdict recorded to scale its time by: its own, hollow
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gate run failed", "raw time on shapes without a scaled one"]
     from tunebench.report import revision
-    assert revision({"git_commit": None}) == "?"  # no git: no commit to name
+    assert revision({"git_commit": None}) == "no commit"  # no git: no commit to name
 
 
 def _tuned_store(*checks):
@@ -1183,8 +1183,8 @@ def test_a_slowdown_the_gate_measured_through_the_noise_is_shown_not_a_bare_skip
     assert main(["report", "--records", str(pytester.path / "records"), "--out", str(pytester.path / "r")]) == 0
     md = (pytester.path / "r" / "report.md").read_text()
     (row,) = [line for line in md.splitlines() if line.startswith("| chain |")]
-    assert row.endswith(f" | noisy: {ratio:.2f}x slower at ? |"), row
-    listed = (f"- **chain[all-float32]** (at ?): best against the recorded source on (2048,): {ratio:.3f}x "
+    assert row.endswith(f" | noisy: {ratio:.2f}x slower at no commit |"), row
+    listed = (f"- **chain[all-float32]** (at no commit): best against the recorded source on (2048,): {ratio:.3f}x "
               f"({n} processes: {low:.3f}-{high:.3f}; limit 1.100x)")
     assert ("### Slowdowns measured through the noise (latest gate run: kept as noisy, neither a failure nor a "
             "pass)\n\nThe machine was too busy for the gate to judge these checks, though every process measured "
@@ -1192,8 +1192,8 @@ def test_a_slowdown_the_gate_measured_through_the_noise_is_shown_not_a_bare_skip
             f"its speed.\n\n{listed}\n") in md, md
     assert "### Regressions" not in md  # a skip is no failure
     page = (pytester.path / "r" / "report.html").read_text()
-    assert f"<td>noisy: {ratio:.2f}x slower at ?</td>" in page
-    assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1])}</li>" in page
+    assert f"<td>noisy: {ratio:.2f}x slower at no commit</td>" in page
+    assert f"<li><b>chain[all-float32]</b> (at no commit): {html.escape(listed.split(': ', 1)[1])}</li>" in page
 
 
 def _tune_two_shapes(pytester):
@@ -1225,12 +1225,12 @@ def test_a_failed_gates_check_kept_as_noisy_is_listed_once_with_its_failure(pyte
     assert main(["report", "--records", str(pytester.path / "records"), "--out", str(pytester.path / "r")]) == 0
     md = (pytester.path / "r" / "report.md").read_text()
     assert "### Slowdowns measured through the noise" not in md, md
-    listed = (f"- **chain[all-float32]** (at ?): {gate['reason']}; also slower through the noise (the machine too "
+    listed = (f"- **chain[all-float32]** (at no commit): {gate['reason']}; also slower through the noise (the machine too "
               f"busy to judge it): {verdict_text(noisy)}\n")
     assert f"### Regressions (latest gate run)\n\n{listed}" in md, md
     page = (pytester.path / "r" / "report.html").read_text()
     assert "Slowdowns measured through the noise" not in page
-    assert f"<li><b>chain[all-float32]</b> (at ?): {html.escape(listed.split(': ', 1)[1].strip())}</li>" in page
+    assert f"<li><b>chain[all-float32]</b> (at no commit): {html.escape(listed.split(': ', 1)[1].strip())}</li>" in page
 
 
 def test_a_failures_slowdown_through_the_noise_its_advice_names_is_not_appended_again():
@@ -1371,7 +1371,7 @@ def test_gate_runs_at_one_commit_are_told_apart_in_the_history(chain_tuned, monk
         pytester.runpytest("test_chain.py", *GATE)
     (view,) = task_views(RecordStore(path))
     ax = _drawn(monkeypatch, plot_history, [view])[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["?\ntune", "?\ngate #1", "?\ngate #2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["no commit\ntune", "no commit\ngate #1", "no commit\ngate #2"]
 
 
 def _scaled(verdict: dict, tuned_ms: float) -> float:
@@ -1818,4 +1818,4 @@ def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_jud
     dirty = run("skip", dirty=True, verdict="noisy")
     assert row(run("fail", dirty=True, verdict="fail"), dirty) == (dirty, "noisy: 1.40x slower at aaaaaaa+dirty")
     outside = run("skip", commit=None, verdict="noisy")  # outside a git checkout: nothing says the code is the same
-    assert row(run("fail", commit=None, verdict="fail"), outside) == (outside, "noisy: 1.40x slower at ?")
+    assert row(run("fail", commit=None, verdict="fail"), outside) == (outside, "noisy: 1.40x slower at no commit")

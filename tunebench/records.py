@@ -111,8 +111,11 @@ def config_text(config: Mapping) -> str:
 
 def revision(check: Mapping) -> str:
     """The commit a check ran at, "+dirty" where the tree held uncommitted changes then: what it
-    measured is in no commit, and a regression it found was credited to one that never held it."""
-    return f"{(check.get('git_commit') or '?')[:7]}{'+dirty' if check.get('git_dirty') else ''}"
+    measured is in no commit, and a regression it found was credited to one that never held it.
+    "no commit" outside git or before a repository's first commit (a report read "fail at ?")."""
+    if not check.get("git_commit"):
+        return "no commit"
+    return f"{check['git_commit'][:7]}{'+dirty' if check.get('git_dirty') else ''}"
 
 
 def verdict_text(verdict: Mapping) -> str:
