@@ -1462,7 +1462,7 @@ def test_configs_that_failed_otherwise_leave_the_hint_that_the_reference_is_at_f
     project(modes=(0, 2), suite=AXPB_SUITE.replace("a * x.astype(np.float64) + b", "a * x.astype(np.float64) + b + 1e-3"))
     result = pytester.runpytest("suites", *TUNE, "-k", "small")
     result.stdout.fnmatch_lines(["axpb[[]small-float32]: every config that ran to a result (4 and the heuristic's; "
-                                 "5 more: compile_error) gave a wrong result, the heuristic's: *; the reference is "
+                                 "5 others did not: compile_error) gave a wrong result, the heuristic's: *; the reference is "
                                  "more likely at fault than every config*"])
 
 

@@ -470,7 +470,7 @@ class Task:
         others = sorted({o.status for o in outcomes if o not in wrong})
         counted = (f"every config measured ({len(wrong) - 1} and the heuristic's)" if not others else
                    f"every config that ran to a result ({len(wrong) - 1} and the heuristic's; "
-                   f"{len(outcomes) - len(wrong)} more: {', '.join(others)})")
+                   f"{len(outcomes) - len(wrong)} others did not: {', '.join(others)})")
         return f"{counted} gave a wrong result, the heuristic's: {self.baseline.error}; {blamed}"
 
     @property
@@ -603,14 +603,16 @@ class Task:
         self.tuner.progress(self, True)
 
     def _measured_before(self) -> list[tuple]:
-        """The candidates the records hold trials of to reuse on every shape, the heuristic's
-        alone apart (measured as the baseline, asked or not): the trial budget counts them
-        however this run's search goes (see :func:`search`), as the README's "at most N
-        candidates" promises of a task run again."""
+        """The candidates the records hold trials of on this bucket's shapes, to reuse on every
+        one, the heuristic's apart (measured as the baseline, asked or not; another bucket's search
+        may have asked it): the trial budget counts them however this run's search goes (see
+        :func:`search`), as the README's "at most N candidates" promises of a task run again."""
         space, candidates = self.variant.space, set(self.candidates)
+        heuristic = {config_key(c) for c in self.baseline.configs.values()} if self.baseline else set()
         configs = {config_key(d["config"]): d["config"] for d in self.tuner.store.trials(
-            kernel=self.kernel.name, dtype=self.dtype) if not d.get("baseline") and space.contains(d["config"])}
-        return [space.key(c) for c in configs.values() if space.key(c) in candidates and self._recorded(c)]
+            kernel=self.kernel.name, dtype=self.dtype) if tuple(d["shape"]) in self.bucket.shapes}
+        return [space.key(c) for key, c in configs.items() if key not in heuristic and space.contains(c)
+                and space.key(c) in candidates and self._recorded(c)]
 
     def _recall(self) -> None:
         """The config the latest final round adopted, for this source or an earlier one, from its

@@ -91,8 +91,8 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
     records at no cost. They count toward ``trials`` whether asked or not: a search run again
     takes another path where a value differs (a trial the records hold disturbed, measured
     anew), and it must not measure a whole budget of other candidates. Where it asks one more
-    past the budget, the earlier ones it did not ask are evaluated instead, so that the results
-    hold every candidate measured.
+    past the budget, earlier ones it did not ask are evaluated instead, up to ``trials`` (a budget
+    lowered since holds fewer), so that the results hold the candidates the budget paid for.
     """
     seen: dict[tuple, float | None] = {}
     measured = set(measured)
@@ -110,7 +110,7 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
             if revisits > 10 * len(strategy.candidates) + 100:
                 return f"strategy {strategy.name} only revisits measured candidates"
         elif trials is not None and key not in measured and len(measured | seen.keys()) >= trials:
-            for earlier in [k for k in strategy.candidates if k in measured and k not in seen]:
+            for earlier in [k for k in strategy.candidates if k in measured and k not in seen][:trials - len(seen)]:
                 seen[earlier] = evaluate(earlier)
             return f"budget of {trials} trials spent, with those an earlier run measured"
         else:
