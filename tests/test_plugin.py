@@ -1761,3 +1761,16 @@ def test_a_task_run_again_on_another_search_path_measures_no_candidate_past_its_
         again = pytester.runpytest("suites", *TUNE, "--tune-trials", "2", "--tune-strategy", "random",
                                    "--tune-seed", seed)
         assert max(candidates()) <= 2, f"seed {seed}: {again.stdout.str()}"
+
+
+def test_a_first_tune_counts_no_candidate_that_another_bucket_measured_toward_its_budget(project, pytester):
+    """Another bucket's search asked this bucket's heuristic config: counted as measured before,
+    it took one of the budget's candidates on the task's first run (review)."""
+    root = project(suite=AXPB_SUITE.replace('heuristic=lambda shape: {"vec": 2, "unroll": 1, "mode": 0}',
+                                            'heuristic=lambda shape: {"vec": 2 if shape[0] <= 4096 else 4, '
+                                            '"unroll": 1, "mode": 0}'))
+    pytester.runpytest("suites", *TUNE, "-k", "large", "--tune-strategy", "brute_force")
+    small = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2", "--tune-strategy", "brute_force")
+    measured = {json.dumps(t["config"], sort_keys=True) for t in recorded_trials(root)
+                if t["bucket"] == "small" and t["config"] != {"vec": 2, "unroll": 1, "mode": 0}}
+    assert len(measured) == 2, small.stdout.str()

@@ -158,6 +158,10 @@ def test_candidates_measured_before_count_toward_the_trial_budget_on_another_pat
     order[:] = [before[0], valid[0], valid[1]]
     assert search(Fixed(SMALL, valid, random.Random(0)), evaluate, trials=3, measured=before[:1]) \
         == "budget of 3 trials spent" and evaluated == [before[0], valid[0], valid[1]]  # a budget left: resumed
+    evaluated.clear()
+    order[:] = [valid[0]]  # a budget lowered below what the records hold: it evaluated all 3 of them
+    search(Fixed(SMALL, valid, random.Random(0)), evaluate, trials=2, measured=before)
+    assert evaluated == [before[2], before[1]]
 
 
 @pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes", "hybrid"])

@@ -52,7 +52,7 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice,
                               kernels_in, project_root, reached, tune_options)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
-                               config_text, ignore_transients, orphaned, records_files, stores)
+                               config_text, orphaned, records_files, stores)
 from tunebench.space import SpaceError, closest
 from tunebench.stamps import racy
 
@@ -742,9 +742,10 @@ class _Directory:
                     self._last_read.setdefault(device, indexed)
                 raise
             try:
-                if stamp is not None:  # ignored by git as a run's transients are: a lookup may be the first to write
-                    ignore_transients(index.parent.parent)  # (records vendored without the .gitignore a run writes)
+                if stamp is not None:
                     index.parent.mkdir(exist_ok=True)
+                    if not (index.parent / ".gitignore").exists():  # records vendored without the one a run writes:
+                        (index.parent / ".gitignore").write_text("*\n")  # a lookup's index showed in git status
                     tmp = index.with_name(f".{index.name}.{os.getpid()}")
                     tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
                     os.replace(tmp, index)
