@@ -153,6 +153,7 @@ def test_a_ray_cluster_tunes_a_suite_with_the_records_of_a_local_run(project, py
     assert remote.ret == local.ret
     assert remote_trials == local_trials and remote_device == local_device
     assert "(0 ahead" in remote.stdout.str()  # the devices built; the driver compiled nothing
+    assert "made ahead on other devices" not in remote.stdout.str()  # none past the budget: the search never asks
     # from an empty cache: what one device compiled and another then found there is this run's build
     assert int(re.search(r"builds: (\d+) compiled \(0 ahead, on 0 cores\), 0 from the compile cache",
                          remote.stdout.str()).group(1)) > 0

@@ -52,7 +52,7 @@ from tunebench.dtypes import numpy_dtype
 from tunebench.kernel import (INI_FILES, REGISTRY, Kernel, KernelError, Variant, declared_twice,
                               kernels_in, project_root, reached, tune_options)
 from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, bulk, companions, config_key,
-                               config_text, orphaned, records_files, stores)
+                               config_text, orphaned, records_files, stores, write_atomic)
 from tunebench.space import SpaceError, closest
 from tunebench.stamps import racy
 
@@ -744,13 +744,15 @@ class _Directory:
             try:
                 if stamp is not None:
                     index.parent.mkdir(exist_ok=True)
-                    if not (index.parent / ".gitignore").exists():  # records vendored without the one a run writes:
-                        (index.parent / ".gitignore").write_text("*\n")  # a lookup's index showed in git status
                     tmp = index.with_name(f".{index.name}.{os.getpid()}")
                     tmp.write_text(json.dumps({"stamp": stamp, "format": INDEX_FORMAT, "summary": found.data()}))
                     os.replace(tmp, index)
             except OSError:
                 pass  # a read-only checkout: answer from memory only
+        ignore = index.parent / ".gitignore"  # itself and all it holds: records vendored without the one a run
+        if index.parent.is_dir() and not ignore.exists():  # writes showed it in git status
+            with contextlib.suppress(OSError):  # a read-only checkout
+                write_atomic(ignore, "*\n", f"{os.getpid()}.tmp")
         self._last_read[device] = found
         return found
 

@@ -968,6 +968,15 @@ class RecordStore:
                     self._index.setdefault((*own[:-1], ANY), doc)
         return self._index.get(key)
 
+    def recorded_configs(self, kernel: str, source_hash: str, dtype: str, shapes) -> list[tuple]:
+        """The config keys (:func:`config_key`) of the trials held for this kernel, template and
+        dtype on any of ``shapes``, first recorded first: a task's candidates measured before,
+        read from the index, not copied trial by trial as :meth:`trials` does; the archive's (the
+        oldest, past the file's cap) apart, as lookups leave them until one misses."""
+        shapes = {tuple(s) for s in shapes}
+        return list(dict.fromkeys(k[4] for k in self._index if k[:2] == (kernel, source_hash) and k[3] == dtype
+                                  and k[2] in shapes))
+
     def add(self, doc: Mapping) -> None:
         missing = [k for k in TRIAL_KEYS if k not in doc]
         if missing:

@@ -312,6 +312,7 @@ class Task:
         self.setup_hash = kernel.setup_hash(variant, dtype)
         self._reused: set[tuple] = set()  # trials taken from the records instead of measured, each once
         self._inflight: dict[tuple, Future] = {}  # (shape, config key) -> measured on another device
+        self._before: set[tuple] = set()  # candidates an earlier run measured (see _measured_before)
         self.changed: list[str] = []  # the parts of the declaration changed since the task's last tune
         self.tuned_source: str | None = None  # the source hash the task's last tune recorded
         self.tuned_before: dict | None = None  # the latest final round of today's declaration before this run
@@ -521,8 +522,9 @@ class Task:
         """What the time budget counts: the wall time since the task began (builds, pauses on
         a busy machine, recording and all, as a user's clock does; the final round apart), or on
         the replay target, whose trials take no time, the recorded cost of its trials; and the
-        recorded cost of the trials taken from the records, as the trial budget counts them: a
-        tune resumed, or run again, spends what is left of its budget, not a whole one more."""
+        recorded cost of the trials taken from the records: a tune resumed, or run again on the
+        same search path, spends what is left of its budget, not a whole one more (another path
+        takes fewer of them; the trial budget counts them all, see :meth:`_measured_before`)."""
         if isinstance(self.tuner.workers, Replay):
             return self.spent_s + self.reused_s
         return (time.monotonic() - self.began if self.began is not None else 0.0) + self.reused_s
@@ -574,7 +576,7 @@ class Task:
 
         def evaluate(key: tuple) -> float | None:
             config = space.config(key)
-            self._speculate(strategy)
+            self._speculate(strategy, key)
             if self.tuner.ahead is not None and not self._recorded(config):
                 upcoming = [c for c in map(space.config, strategy.upcoming(self.tuner.ahead.size))
                             if not self._recorded(c)]
@@ -587,8 +589,10 @@ class Task:
         budget = self.tuner.budget
         try:
             try:
+                measured = self._measured_before()
+                self._before = set(measured)
                 self.stop_reason = search(strategy, evaluate, trials=budget.trials, seconds=budget.seconds,
-                                          spent=self.elapsed, measured=self._measured_before())
+                                          spent=self.elapsed, measured=measured)
             finally:
                 self._settle()
             self._recall()  # may measure the records' pick again: a busy stop there is the search's too
@@ -603,15 +607,19 @@ class Task:
         self.tuner.progress(self, True)
 
     def _measured_before(self) -> list[tuple]:
-        """The candidates the records hold trials of on this bucket's shapes, to reuse on every
-        one, the heuristic's apart (measured as the baseline, asked or not; another bucket's search
-        may have asked it): the trial budget counts them however this run's search goes (see
-        :func:`search`), as the README's "at most N candidates" promises of a task run again."""
+        """The candidates the records hold trials of for today's template on this bucket's shapes,
+        to reuse on every one, in the order first recorded, the heuristic's apart (measured as the
+        baseline, asked or not; another bucket's search may have asked it): the trial budget counts
+        them however this run's search goes (see :func:`search`), as the README's "at most N
+        candidates" promises of a task run again. None without a trial budget."""
+        if self.tuner.budget.trials is None:
+            return []
         space, candidates = self.variant.space, set(self.candidates)
         heuristic = {config_key(c) for c in self.baseline.configs.values()} if self.baseline else set()
-        configs = {config_key(d["config"]): d["config"] for d in self.tuner.store.trials(
-            kernel=self.kernel.name, dtype=self.dtype) if tuple(d["shape"]) in self.bucket.shapes}
-        return [space.key(c) for key, c in configs.items() if key not in heuristic and space.contains(c)
+        heuristic = heuristic if len(heuristic) == 1 else set()  # one per shape: each a candidate like another
+        found = self.tuner.store.recorded_configs(self.kernel.name, self.variant.source_hash, self.dtype,
+                                                  self.bucket.shapes)
+        return [space.key(c) for c in map(dict, found) if config_key(c) not in heuristic and space.contains(c)
                 and space.key(c) in candidates and self._recorded(c)]
 
     def _recall(self) -> None:
@@ -765,15 +773,20 @@ class Task:
         return all(c[tuple(e["shape"])] in e.get("finalists", []) for e in check["shapes"] for c in configs) and (
             picked in configs or (self.baseline is not None and picked == self.baseline.configs))
 
-    def _speculate(self, strategy) -> None:
-        """On a cluster, measure the candidates the strategy will ask next on the idle devices;
-        their results wait until it asks (see :mod:`tunebench.cluster`). None while the machine is
-        known busy (:data:`BUSY_STRIKES`): a device retries a trial with its pauses, where the task
-        measures it once."""
-        workers, space = self.tuner.workers, self.variant.space
+    def _speculate(self, strategy, now: tuple) -> None:
+        """On a cluster, measure the candidates the strategy will ask next (after ``now``) on the
+        idle devices; their results wait until it asks (see :mod:`tunebench.cluster`). None while
+        the machine is known busy (:data:`BUSY_STRIKES`): a device retries a trial with its pauses,
+        where the task measures it once; none past the trial budget, which the search never asks."""
+        workers, space, trials = self.tuner.workers, self.variant.space, self.tuner.budget.trials
         if not hasattr(workers, "submit") or self.tuner.busy:
             return
+        left = None if trials is None else trials - len(self._before.union(self.outcomes, [now]))
         for key in strategy.upcoming(len(workers.devices)):
+            if left is not None and key not in self._before and key not in self.outcomes:
+                if left <= 0:
+                    continue
+                left -= 1
             config = space.config(key)
             for shape in self.bucket.shapes:
                 slot = (shape, config_key(config))

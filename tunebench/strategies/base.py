@@ -87,15 +87,17 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
 
     ``evaluate(key)`` measures a candidate once (a revisit is told the remembered result and
     costs nothing); ``spent()`` is the time the search has cost so far, in seconds.
-    ``measured``: the candidates an earlier run measured, which ``evaluate`` serves from its
-    records at no cost. They count toward ``trials`` whether asked or not: a search run again
-    takes another path where a value differs (a trial the records hold disturbed, measured
-    anew), and it must not measure a whole budget of other candidates. Where it asks one more
-    past the budget, earlier ones it did not ask are evaluated instead, up to ``trials`` (a budget
-    lowered since holds fewer), so that the results hold the candidates the budget paid for.
+    ``measured``: the candidates an earlier run measured, in the order it did, which ``evaluate``
+    serves from its records at no cost. They count toward ``trials`` whether asked or not: a
+    search run again takes another path where a value differs (a trial the records hold
+    disturbed, measured anew), and it must not measure a whole budget of other candidates. Where
+    it asks one more past the budget, earlier ones it did not ask are evaluated instead, first
+    measured first, up to ``trials`` (a budget lowered since holds fewer), so that the results
+    hold the candidates the budget paid for.
     """
     seen: dict[tuple, float | None] = {}
-    measured = set(measured)
+    known = set(measured)
+    counted = len(known)  # of known and seen together, kept as they grow (a replay's budget runs to thousands)
     revisits = 0
     while True:
         if trials is not None and len(seen) >= trials:
@@ -109,10 +111,11 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
             revisits += 1
             if revisits > 10 * len(strategy.candidates) + 100:
                 return f"strategy {strategy.name} only revisits measured candidates"
-        elif trials is not None and key not in measured and len(measured | seen.keys()) >= trials:
-            for earlier in [k for k in strategy.candidates if k in measured and k not in seen][:trials - len(seen)]:
+        elif trials is not None and key not in known and counted >= trials:
+            for earlier in [k for k in dict.fromkeys(measured) if k not in seen][:trials - len(seen)]:
                 seen[earlier] = evaluate(earlier)
             return f"budget of {trials} trials spent, with those an earlier run measured"
         else:
+            counted += key not in known
             seen[key] = evaluate(key)
         strategy.tell(key, seen[key])
