@@ -468,7 +468,7 @@ class Task:
         blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it "
                   "unwritten" if READS_OUTPUT in self.baseline.error else "the reference is more likely at fault than every config, or, where all miss by little, its "
                        "tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
-        others = sorted({o.status for o in outcomes if o not in wrong})
+        others = sorted({o.status for o in outcomes} - {"wrong_result"})
         counted = (f"every config measured ({len(wrong) - 1} and the heuristic's)" if not others else
                    f"every config that ran to a result ({len(wrong) - 1} and the heuristic's; "
                    f"{len(outcomes) - len(wrong)} others did not: {', '.join(others)})")
