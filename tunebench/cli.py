@@ -333,7 +333,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     at = ", ".join(f"{f:.3f} after {b} trials" for b, f in summary["fraction_at"].items())
     print(f"median fraction of the optimum: {at}")
     for target, t in summary["trials_to"].items():
-        median = "not reached by half the seeds" if t["median"] is None else f"median {t['median']:g} trials"
+        median = "not reached by the median seed" if t["median"] is None else f"median {t['median']:g} trials"
         print(f"to {target} of the optimum: {median} ({t['reached']} of {args.seeds} seeds reached it)")
     return 0
 

@@ -362,7 +362,7 @@ LEGEND = (
     "configs: the candidates this run weighed (the heuristic's own config among them where the search asked it: "
     "measured once, as the baseline)",
     "failed, early: how many candidates failed, or were stopped once clearly slower than the best so far",
-    "new: trials measured now, one per config and shape; desel: candidates deselected for breaking a constraint",
+    "new: trials measured now, one per config and shape; desel: candidates deselected for breaking a constraint (replaying a records file: or not in it)",
 )
 
 

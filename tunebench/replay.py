@@ -149,11 +149,14 @@ def _number(value) -> bool:
 
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
-    # Kernel Tuner 1.5 marks a failure in "__error__", without a time; before, "time" held the marker,
-    # and its own reader takes a marker from any field (its texts looked up at C speed first: most hold none)
-    marker = None
-    if not KERNEL_TUNER_FAILURES.keys().isdisjoint(filter(str.__instancecheck__, doc.values())):
-        marker = next(v for v in (doc.get("__error__"), *doc.values()) if isinstance(v, str) and v in KERNEL_TUNER_FAILURES)
+    # Kernel Tuner 1.5 marks a failure in "__error__", without a time; before, "time" held the marker.
+    # Where there is no number in "time", a marker in any field fails it, as Kernel Tuner's reader turns
+    # each into an error (its texts looked up at C speed first: most hold none); where there is one, a
+    # marker elsewhere (a note, a metric of the user's) does not: Kernel Tuner judges a config by its objective
+    marker = error if isinstance(error := doc.get("__error__"), str) and error in KERNEL_TUNER_FAILURES else None
+    if marker is None and not _number(doc.get("time")) and \
+            not KERNEL_TUNER_FAILURES.keys().isdisjoint(filter(str.__instancecheck__, doc.values())):
+        marker = next(v for v in doc.values() if isinstance(v, str) and v in KERNEL_TUNER_FAILURES)
     if marker is None and "time" not in doc:
         raise ReplayError(f"{path}: cache entry {key!r} has no 'time' and no failure marker "
                           f"({', '.join(KERNEL_TUNER_FAILURES)})")
@@ -269,8 +272,9 @@ def _entry_key(path: Path, names: list[str], value, listed: Mapping[str, set], c
         raise ReplayError(f"{path}: cache entry {cache_key!r} gives {outside}={doc[outside]!r}, which is not "
                           f"among its 'tune_params' values")
     if ",".join(str(doc[n]) for n in names) != cache_key and not _same_key(cache_key, [doc[n] for n in names]):
-        raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params of another key, "
-                          f"{','.join(str(doc[n]) for n in names)!r}: one would replace the other")
+        raise ReplayError(f"{path}: cache entry {cache_key!r} holds the params "
+                          f"{','.join(str(doc[n]) for n in names)!r}, which its key does not spell: "
+                          f"which config it measured is unknown")
     return key
 
 
@@ -345,10 +349,25 @@ def _ordered(values: set) -> list:
         return sorted(values, key=repr)
 
 
+class _Twice(Exception):
+    """A key given twice in one JSON object with different values (see :func:`_unique`)."""
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys differ, or that repeats one with the same value: a cache two runs
+    appended the same config to, with two times, had its optimum taken from whichever came last."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        twice = next((k, v) for k, v in pairs if found[k] != v)  # StopIteration where each repeats its value
+        raise _Twice(twice[0])
+    return found
+
+
 def _json(path: Path) -> object:
     """The file's JSON, gunzipped first where it starts with gzip's magic bytes; a Kernel Tuner
     cache left open by an interrupted run is closed first, as Kernel Tuner itself reads it (its
-    entries are appended, each followed by a comma)."""
+    entries are appended, each followed by a comma). A key given twice with different values in
+    one object (a cache entry, a field) is an error naming it."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -364,14 +383,18 @@ def _json(path: Path) -> object:
         raise ReplayError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from None
     del raw  # freed before the parse, beside which it held as much again as the text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        error = e
-    text = text.strip().removesuffix(",")
-    try:
-        return json.loads(text + "}\n}")
-    except json.JSONDecodeError:
-        raise ReplayError(f"{path}: not JSON ({error})") from None
+        try:
+            return json.loads(text, object_pairs_hook=_unique)
+        except json.JSONDecodeError as e:
+            error = e
+        text = text.strip().removesuffix(",")
+        try:
+            return json.loads(text + "}\n}", object_pairs_hook=_unique)
+        except json.JSONDecodeError:
+            raise ReplayError(f"{path}: not JSON ({error})") from None
+    except _Twice as e:
+        raise ReplayError(f"{path}: {e.args[0]!r} is given twice in one object, with different values (a cache entry "
+                          f"two runs wrote, say): one would silently replace the other; keep the one you mean") from None
 
 
 @lru_cache(maxsize=8)
@@ -587,14 +610,18 @@ TARGETS = (0.95, 0.99)
 def convergence(traces: list[list[float]], budget: int) -> dict:
     """The summary of several seeds' traces (see :func:`simulate`): the median fraction of the
     optimum after each budget in :data:`BUDGETS` below ``budget`` and after ``budget``, and for each target the
-    median number of trials to reach it (a seed that never did counts as never; None when
-    half of them never did) with how many seeds reached it. A trace shorter than the budget (the
-    strategy ran out of candidates) keeps its last fraction."""
+    median number of trials to reach it and stay there to the budget (a seed that never did counts
+    as never; None when half of them never did) with how many seeds reached it: under noise an
+    incumbent measured faster by chance can fall below a target the seed had reached, and a seed
+    counted then would end below it. A trace shorter than the budget (the strategy ran out of
+    candidates) keeps its last fraction."""
     at = {str(b): statistics.median(t[min(b, len(t)) - 1] if t else 0.0 for t in traces)
           for b in sorted({*(b for b in BUDGETS if b < budget), budget})}
     trials_to = {}
     for target in TARGETS:
-        reached = [next((n for n, f in enumerate(t, 1) if f >= target), math.inf) for t in traces]
+        # the trial after the last one below the target, where the last one is not
+        reached = [next((n + 1 for n in range(len(t), 0, -1) if t[n - 1] < target), 1) if t and t[-1] >= target
+                   else math.inf for t in traces]
         median = statistics.median(reached)
         trials_to[str(target)] = {"median": None if median == math.inf else median,
                                   "reached": sum(n < math.inf for n in reached)}
