@@ -34,6 +34,7 @@ from tunebench.strategies.base import Strategy, positions
 
 class Annealing(Strategy):
     name = "annealing"
+    ranges = {"temperature": (0, None), "cooling": (0, 1), "jump": (0, 1), "patience": (1, None)}
 
     def __init__(self, *args, temperature: float = 0.1, cooling: float = 0.97, jump: float = 0.5,
                  patience: int = 20, **kwargs):

@@ -25,6 +25,9 @@ from tunebench.space import Space
 
 class Strategy(ABC):
     name: ClassVar[str]
+    #: option -> (lowest, highest) value it may take, None where unbounded: a value outside searched
+    #: on, nonsense (a negative temperature takes every slower step), where it did not fail
+    ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {}
 
     def __init__(self, space: Space, candidates: Sequence[tuple], rng: random.Random,
                  warm: Sequence[tuple[tuple, float]] = ()):

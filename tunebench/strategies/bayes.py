@@ -102,6 +102,10 @@ def log_expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.
     return out
 
 
+#: The ranges of the options of warm data and refits, which ``hybrid`` shares.
+WARM_RANGES = {"warm_trials": (0, None), "warm_points": (0, None), "warm_noise": (0, None), "refit": (0, None)}
+
+
 def refit_due(fitted_at: int, points: int, growth: float) -> bool:
     """Whether the hyperparameters are fitted (again) to ``points`` points, the last fit having
     had ``fitted_at``: first, then whenever the data has grown by ``growth``, up to ``FIT_POINTS``."""
@@ -267,6 +271,7 @@ class GaussianProcess:
 
 class Bayes(Strategy):
     name = "bayes"
+    ranges = {"initial": (0, None), **WARM_RANGES}
 
     def __init__(self, *args, initial: int = 2, warm_trials: int = 3, warm_points: int = 40,
                  warm_noise: float = 0.3, refit: float = 0.15, **kwargs):

@@ -38,6 +38,7 @@ RETRIES = 10
 
 class Genetic(Strategy):
     name = "genetic"
+    ranges = {"population": (1, None), "mutation": (0, 1)}
 
     def __init__(self, *args, population: int = 10, mutation: float = 0.1, **kwargs):
         super().__init__(*args, **kwargs)

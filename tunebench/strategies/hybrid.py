@@ -76,7 +76,8 @@ import math
 import numpy as np
 
 from tunebench.strategies.base import Strategy, numeric, positions
-from tunebench.strategies.bayes import GaussianProcess, log_expected_improvement, positive, refit_due, warm_points
+from tunebench.strategies.bayes import (WARM_RANGES, GaussianProcess, log_expected_improvement, positive, refit_due,
+                                        warm_points)
 
 
 #: Runners-up of a global choice kept for :meth:`Hybrid.upcoming`.
@@ -171,6 +172,7 @@ def _twos(values) -> np.ndarray | None:
 
 class Hybrid(Strategy):
     name = "hybrid"
+    ranges = {"initial": (0, None), "local": (0, None), "elite": (1, None), "clip": (0, 1), **WARM_RANGES}
 
     def __init__(self, *args, initial: int = 5, local: int = 4, elite: int = 1, clip: float = 0.3,
                  warm_trials: int = 3, warm_points: int = 40, warm_noise: float = 0.3, refit: float = 0.15,
