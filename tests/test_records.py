@@ -17,7 +17,7 @@ from tests.test_plugin import TUNE
 from tunebench import records_merge
 from tunebench.buckets import Bucket
 from tunebench.records import (FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id, measured_time,
-                               measured_times, stores)
+                               measured_times, stores, unmerged)
 from tunebench.stamps import racy
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
@@ -614,6 +614,55 @@ def test_a_merge_whose_side_cannot_be_read_names_the_side_and_file_not_gits_temp
     said = merged.stdout + merged.stderr
     assert f"records/{store.path.name}, theirs (the branch merged in): trial 2 lacks status" in said, said
     assert "do not add it as it is" in said and ".merge_file" not in said, said
+
+
+def test_a_records_file_a_merge_driver_could_not_start_on_is_refused_and_merged_again(tmp_path):
+    """A driver git could not start (the README's path to a virtual environment moved) left ours
+    in the file without a conflict marker: it read as records, and added and committed so, theirs'
+    trials were lost without a word."""
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
+                              capture_output=True, text=True)
+
+    store = RecordStore.for_device(tmp_path / "records", FINGERPRINT)
+    store.add(trial({"vec": 1}, timestamp="2026-11-01T00:00:00+00:00"))
+    store.compact()
+    (tmp_path / ".gitattributes").write_text("records/*.json merge=tunebench\n")
+    git("init", "-q", "-b", "main")
+    git("config", "merge.tunebench.driver", f"'{tmp_path}/gone/.venv/bin/tunebench' merge-records %O %A %B %P")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    for branch, vec in (("theirs", 2), ("main", 3)):
+        git("checkout", "-q", "-B", branch)
+        store.add(trial({"vec": vec}, timestamp=f"2026-11-0{vec}T00:00:00+00:00"))
+        store.compact()
+        git("commit", "-qam", branch)
+        git("checkout", "-q", "main")
+    assert git("merge", "theirs", "-m", "merge").returncode != 0
+    assert "<<<<<<<" not in store.path.read_text()  # ours alone, read as records
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 3]
+    why = unmerged(tmp_path / "records")
+    assert list(why) == [store.path.resolve()]
+    assert "git holds it unmerged, one side's records alone" in why[store.path.resolve()]
+    from tunebench import report  # matplotlib's import: in this test alone
+    with pytest.raises(RecordsError, match="git holds it unmerged"):  # its only records file: no report of ours alone
+        report.write(tmp_path / "records", tmp_path / "report")
+    # the driver set up again, merged again as the refusal says
+    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B %P")
+    again, merge_command = why[store.path.resolve()].split("in its folder: `", 1)[1].split("`, or: ", 1)
+    done = subprocess.run(["bash", "-c", again.rstrip("`")], cwd=tmp_path / "records", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3]
+    git("add", "records")
+    assert unmerged(tmp_path / "records") == {}
+    # committed as git left it, ours alone: the commands merge the merge commit's parents
+    git("checkout", "-q", "HEAD", "--", f"records/{store.path.name}")
+    git("commit", "-qam", "merge")
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 3]
+    done = subprocess.run(["bash", "-c", merge_command], cwd=tmp_path / "records", capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3]
 
 
 CONFLICTED = '{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n'

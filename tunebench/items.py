@@ -23,7 +23,7 @@ from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root, reached
 from tunebench.lookup import project
 from tunebench.progress import UNSAMPLED
-from tunebench.records import NotWritable, RecordsError, RecordStore, config_key
+from tunebench.records import NotWritable, RecordsError, RecordStore, config_key, unmerged
 from tunebench.replay import Replay, ReplayError
 from tunebench.session import Task, TaskFailed, git_state
 from tunebench.space import SpaceError
@@ -152,7 +152,10 @@ def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path, Path]
 
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:
     """This device's store; the gate reads one it cannot write (a read-only checkout), and its
-    runs go unrecorded. A tune starts no file beside an orphaned archive (see :func:`orphaned`)."""
+    runs go unrecorded. A tune starts no file beside an orphaned archive (see :func:`orphaned`),
+    and neither runs where git holds a records file unmerged (see :func:`unmerged`)."""
+    for why in unmerged(records).values():
+        raise RecordsError(why)
     try:
         store = RecordStore.for_device(records, fp)
     except NotWritable:

@@ -37,6 +37,7 @@ import os
 import re
 import stat
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -519,16 +520,41 @@ def _merge_command(name: str) -> str:
     tunebench's merge driver, from where git keeps them: its index stages while the file is
     unmerged, HEAD and MERGE_HEAD once it is added, else the parents of the commit that last
     changed it (a merge committed as it was: the fix the driver asks of a branch whose file
-    cannot be read, and a commit empties the stages). Where ours or theirs is not found, they
+    cannot be read, and a commit empties the stages), a merge that kept ours alone included
+    (``--full-history``: git's log leaves out a merge whose file is one parent's). Where ours or theirs is not found, they
     say so and stop before overwriting the file."""
     return (f"if [ -n \"$(git ls-files -u -- {name})\" ]; then set -- :1: :2: :3:; elif git rev-parse -q --verify "
             f"MERGE_HEAD >/dev/null; then set -- \"$(git merge-base HEAD MERGE_HEAD):\" HEAD: MERGE_HEAD:; else "
-            f"c=$(git log -1 --format=%H -- {name}); set -- \"$(git merge-base $c^1 $c^2 2>/dev/null):\" $c^1: $c^2:; "
+            f"c=$(git log -1 --full-history --format=%H -- {name}); set -- \"$(git merge-base $c^1 $c^2 2>/dev/null):\" $c^1: $c^2:; "
             f"fi; d=$(mktemp -d); i=0; for s in \"$@\"; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
             f"|| : > $d/$i.json; done; if [ -s $d/2.json ] && [ -s $d/3.json ]; then tunebench merge-records "
             f"$d/1.json $d/2.json $d/3.json && cp $d/2.json {name}; else echo \"{name}: no merge of it found, neither "
             f"under way nor the commit that last changed it: merge its two sides' versions with tunebench "
             f"merge-records BASE OURS THEIRS\" >&2; false; fi")
+
+
+def unmerged(directory: str | Path) -> dict[Path, str]:
+    """Each records file under ``directory`` that git holds unmerged, with what to do: where the
+    merge driver could not start (a virtual environment moved) git leaves ours in place with no
+    conflict marker, so it reads as records; added and committed so, theirs' measurements were lost
+    without a word. Asked of git once per tune, gate or report, never by a lookup. Empty outside git."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return {}
+    try:
+        listed = subprocess.run(["git", "ls-files", "-u", "-z", "--full-name", "--", "."], cwd=directory,
+                                capture_output=True, check=True).stdout
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
+                             check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    paths = {(Path(os.fsdecode(top)) / os.fsdecode(entry.split(b"\t", 1)[1])).resolve()
+             for entry in listed.split(b"\0") if entry}
+    return {path: f"{path}: git holds it unmerged, one side's records alone whatever it shows (a merge under way "
+                  f"whose merge driver could not start, or refused: git's output says which); committed so, "
+                  f"the other side's measurements are lost. With the driver set up (see the README's Records), "
+                  f"merge it again in its folder: `git checkout -m -- {path.name}`, or: {_merge_command(path.name)}"
+            for path in sorted(paths) if path.parent.resolve() == directory.resolve() and path.suffix == ".json"}
 
 
 class _Repeats(dict):

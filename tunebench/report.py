@@ -42,7 +42,7 @@ from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
                               heuristic_failed, judged_by, latest_confirmation, lookup, project, tune_command)
 from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back, revision,  # noqa: E402
-                               records_files, stores, verdict_text)
+                               records_files, stores, unmerged, verdict_text)
 
 
 @dataclass
@@ -1017,8 +1017,9 @@ def write(records: Path, out: Path, compare: str | None = None,
     each device's :func:`unfolded` trials and its :func:`damaged` lines, for the terminal too;
     ``threshold``: the gate's, beyond which ``compare`` flags a lead that moved."""
     out.mkdir(parents=True, exist_ok=True)
-    unreadable, notes, broken = [], [], []
-    found = stores(records, unreadable, skip_damaged=True)
+    conflicted = unmerged(records)
+    unreadable, notes, broken = list(conflicted.values()), [], []
+    found = [s for s in stores(records, unreadable, skip_damaged=True) if s.path.resolve() not in conflicted]
     if not found:
         raise RecordsError(unreadable[0]) if unreadable else FileNotFoundError(f"no records file under {records}")
     try:
