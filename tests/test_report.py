@@ -525,6 +525,25 @@ def test_a_tuned_pick_timed_then_and_not_now_is_a_row_flagged_dropped():
     assert _changes(_before(TUNED, [then]), [kept])[0][0][-2:] == ["same config, nothing timed now", ""]
 
 
+def test_a_task_tuned_again_on_a_slower_template_is_flagged_where_its_lead_held():
+    """A template made 1.5x slower and tuned again slows its heuristic alike: its lead held, and
+    the row read as a re-tune of unchanged code whose time drifted between the runs."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("all", N=(1, None), shapes=[(8,)])
+    then = TaskView("k", "cpu", "float32", bucket, "h1", {}, None, {}, [], {}, confirmed=(1.0, 1.32),
+                    served=Choice({"vec": 8}, "tuned", "k", (8,), "float32", "all", True, "d", 1.0, 1.32))
+    slower = dataclasses.replace(then.served, objective_ms=1.35, baseline_ms=1.9)  # 1.32x -> 1.41x
+    retuned = dataclasses.replace(then, served=slower)
+    edited = dataclasses.replace(retuned, source_hash="h2")
+    assert [r[-2:] for r in _changes(_before(TUNED, [then]), [retuned])[0]] == [["same config", ""]]
+    assert [r[-2:] for r in _changes(_before(TUNED, [then]), [edited])[0]] == [
+        ["same config, template changed", "**slower, template changed**"]]
+    quicker = dataclasses.replace(edited, served=dataclasses.replace(then.served, objective_ms=0.9, baseline_ms=1.2))
+    assert [r[-2:] for r in _changes(_before(TUNED, [then]), [quicker])[0]] == [["same config, template changed", ""]]
+
+
 def test_compare_flags_by_the_projects_gate_threshold(tmp_path, monkeypatch, capsys):
     """The column said "lead moved beyond 10%" in a project whose gate fails at 50%."""
     from tunebench.lookup import Choice

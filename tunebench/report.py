@@ -885,7 +885,9 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
     way round, or that is gone since (its bucket, dtype or kernel no longer declared or recorded) or
     has no time now, and how many tasks did not change. A row is flagged where its lead over the heuristic moved
     beyond ``threshold``: the two are measured in one run, and times of separate runs drift by as
-    much (by its time only where a lead is unknown); * marks a figure no final round confirmed."""
+    much (by its time only where a lead is unknown, or where the task was tuned again on another
+    template: a slowdown of the template slows the heuristic too, and leaves the lead as it was);
+    * marks a figure no final round confirmed."""
     before = dict(before)
     rows, same, notable = [], 0, threshold
     for v in views:
@@ -902,6 +904,8 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
         what = "same config" if now == then else (
             f"{'the heuristic' if was.heuristic_best else config_text(then)} -> "
             f"{'the heuristic' if v.heuristic_best or now is None else config_text(now)}")
+        edited = was.source_hash != v.source_hash  # tuned again on another template: both of its arms slow alike
+        what += ", template changed" if edited else ""
         if now is None or now_ms is None:  # a pick timed then and none now (its shapes or space changed since)
             dropped = not was.heuristic_best and (now is None or v.heuristic_best)
             rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), "-", _lead(was, v),
@@ -916,6 +920,8 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
         # the words of what moved: a best 42 % faster whose heuristic got faster still read **slower**
         worse, better = ("**lead shrank**", "lead grew") if lead else ("**slower**", "faster")
         flag = worse if moved > notable else better if moved < -notable else ""
+        if not flag and edited and change > notable:  # a slower template's lead over its own heuristic held
+            flag = "**slower, template changed**"
         shown = change if round(change, 2) else 0.0  # under half a per cent: +0%, never -0%
         rows.append([v.kernel, v.bucket.name, v.dtype, _ms(then_ms, was), f"{_ms(now_ms, v)} ({shown:+.0%})",
                      _lead(was, v), what, flag])
