@@ -17,7 +17,7 @@ from tests.test_plugin import TUNE
 from tunebench import records_merge
 from tunebench.buckets import Bucket
 from tunebench.records import (FORMAT, AtomicJSONStorage, RecordsError, RecordStore, device_id, measured_time,
-                               measured_times, stores, unmerged)
+                               measured_times, orphaned, stores, unmerged)
 from tunebench.stamps import racy
 
 FINGERPRINT = {"target": "cpu", "name": "Test CPU 9000", "machine": "x86_64", "threads": 2}
@@ -663,6 +663,23 @@ def test_a_records_file_a_merge_driver_could_not_start_on_is_refused_and_merged_
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
     assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3]
+
+
+def test_an_archive_whose_records_file_was_renamed_names_the_file_that_holds_them(tmp_path):
+    """`git mv` of a records file alone, committed: the gate said to restore the old name with
+    `git checkout HEAD -- ...`, which no commit held any more, and named no other file."""
+    store = RecordStore.for_device(tmp_path / "records", FINGERPRINT)
+    store.add(trial({"vec": 1}))
+    store.compact()
+    archive = store.path.with_name(f"{store.path.stem}.archive.jsonl")
+    archive.write_text(json.dumps(trial({"vec": 2})) + "\n")
+    assert orphaned(store.path) is None
+    moved = store.path.with_name("cpu-test-cpu-9000-2t-000000.json")
+    store.path.rename(moved)
+    assert orphaned(store.path) == (
+        f"{archive.resolve()} is left from {store.path.name}, which is not there: its trials are not read. "
+        f"{moved.name} holds this device's records under another name: name it {store.path.name} again "
+        f"(`git mv {moved} {store.path}`, or `mv` outside git)")
 
 
 CONFLICTED = '{"trials": {\n<<<<<<< HEAD\n  "1": {}\n=======\n  "1": {}\n>>>>>>> other\n}}\n'

@@ -294,7 +294,7 @@ def test_an_archive_left_after_its_records_file_is_deleted_is_read_by_nothing_an
     path.unlink()
     left = (f"{archive} is left from {path.name}, which is not there: its trials are not read. If {path.name} was "
             f"deleted to tune anew, delete the archive too (`git rm {archive}`, or `rm` outside git); else restore "
-            f"{path.name} (`git checkout HEAD -- {path}`)")
+            f"{path.name} (`git checkout HEAD -- {path}`, where the last commit holds it)")
     served = tunebench.lookup("twice", (4096,), records=root / "records", suites=root / "suites")
     assert served.source == "heuristic" and left in served.note, served.note
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small", "-rs")

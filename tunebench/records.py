@@ -279,9 +279,23 @@ def orphaned(path: Path) -> str | None:
     archive = companions(path)[0]
     if os.path.exists(path) or not archive.exists():
         return None
+    renamed = next((p for p in records_files(Path(path).parent) if _device_of(p) == Path(path).stem), None)
+    if renamed is not None:  # `git mv` of the file alone: restoring the old name from git failed
+        return (f"{archive} is left from {Path(path).name}, which is not there: its trials are not read. "
+                f"{renamed.name} holds this device's records under another name: name it {Path(path).name} "
+                f"again (`git mv {renamed} {path}`, or `mv` outside git)")
     return (f"{archive} is left from {Path(path).name}, which is not there: its trials are not read. If "
             f"{Path(path).name} was deleted to tune anew, delete the archive too (`git rm {archive}`, or `rm` outside "
-            f"git); else restore {Path(path).name} (`git checkout HEAD -- {path}`)")
+            f"git); else restore {Path(path).name} (`git checkout HEAD -- {path}`, where the last commit holds it)")
+
+
+def _device_of(path: Path) -> str | None:
+    """The device id a records file's device table names, None where it cannot be read."""
+    try:
+        recorded = next(iter(json.loads(path.read_bytes()).get("device", {}).values()), None)
+        return device_id(recorded) if isinstance(recorded, dict) else None
+    except Exception:  # noqa: BLE001 - any file it cannot read names no device: only a hint is looked for
+        return None
 
 
 #: Lock files held by this process: a forked worker closes its copies (see :func:`_held`).
