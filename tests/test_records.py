@@ -525,6 +525,51 @@ def test_two_branches_that_each_tuned_merge_their_records_through_the_merge_driv
     gate.assert_outcomes(passed=2), gate.stdout.str()[-3000:]  # the merged records gate both buckets
 
 
+def test_a_tune_and_a_gate_refuse_this_devices_records_file_git_holds_unmerged_not_anothers(twice_project, pytester,
+                                                                                          quiet_verdicts):
+    """A merge driver git could not start left ours alone in the file with no marker: the gate
+    gated it and a tune appended to it as this device's records, which a commit then kept so."""
+    root = twice_project
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root,
+                              capture_output=True, text=True)
+
+    def both_sides_change(change):
+        git("checkout", "-qb", "theirs")
+        change(2)
+        git("commit", "-qam", "theirs")
+        git("checkout", "-q", "main")
+        change(3)
+        git("commit", "-qam", "ours")
+        assert git("merge", "theirs", "-m", "merge").returncode != 0
+
+    (root / ".gitignore").write_text("records/.*/\n__pycache__/\n")
+    (root / ".gitattributes").write_text("records/*.json merge=tunebench\n")
+    git("init", "-q", "-b", "main")
+    git("config", "merge.tunebench.driver", f"'{root}/moved/.venv/bin/tunebench' merge-records %O %A %B %P")
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    other = RecordStore.for_device(root / "records", FINGERPRINT)  # another device's file beside it
+    other.add(trial({"vec": 1}))
+    other.compact()
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    both_sides_change(lambda vec: (other.add(trial({"vec": vec})), other.compact()))
+    assert list(unmerged(root / "records")) == [other.path.resolve()]
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    gate.assert_outcomes(passed=1)  # another device's file is not this run's
+    git("merge", "--abort")
+    git("branch", "-D", "theirs")
+    both_sides_change(lambda trials: pytester.runpytest("suites", *TUNE, "-k", "large", "--tune-trials", str(trials)))
+    (path,) = (p for p in unmerged(root / "records") if p != other.path.resolve())
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    assert gate.ret == pytest.ExitCode.INTERRUPTED
+    gate.stdout.fnmatch_lines([f"*{path}: git holds it unmerged, one side's records alone*"])
+    tune = pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert tune.ret == pytest.ExitCode.USAGE_ERROR
+    tune.stderr.fnmatch_lines([f"*{path}: git holds it unmerged, one side's records alone*"])
+
+
 def digest(text):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -655,14 +700,25 @@ def test_a_records_file_a_merge_driver_could_not_start_on_is_refused_and_merged_
     assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3]
     git("add", "records")
     assert unmerged(tmp_path / "records") == {}
-    # committed as git left it, ours alone: the commands merge the merge commit's parents
+    # committed as git left it, ours alone; then a branch forked before it that never touched the
+    # records merged (its file differs from the merge's: git's full history names that merge last),
+    # and a trial added: the commands merge theirs of the merge that lost it into the file as it is
     git("checkout", "-q", "HEAD", "--", f"records/{store.path.name}")
     git("commit", "-qam", "merge")
-    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 3]
+    git("checkout", "-q", "-b", "docs", "HEAD~2")
+    (tmp_path / "README").write_text("docs\n")
+    git("add", "README")
+    git("commit", "-qm", "docs")
+    git("checkout", "-q", "main")
+    assert git("merge", "docs", "-m", "merge docs").returncode == 0
+    store.add(trial({"vec": 4}, timestamp="2026-11-04T00:00:00+00:00"))
+    store.compact()
+    git("commit", "-qam", "later")
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 3, 4]
     done = subprocess.run(["bash", "-c", merge_command], cwd=tmp_path / "records", capture_output=True, text=True,
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
-    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3]
+    assert sorted(t["config"]["vec"] for t in RecordStore(store.path).trials()) == [1, 2, 3, 4]
 
 
 def test_an_archive_whose_records_file_was_renamed_names_the_file_that_holds_them(tmp_path):

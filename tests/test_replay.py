@@ -120,6 +120,17 @@ def test_a_time_that_ran_is_no_failure_for_a_marker_in_another_field(tmp_path):
     assert replay.trial(job({"block": 64, "tile": 2}, (1024,), kernel="vector_add"))["status"] == "pruned_resources"
 
 
+def test_a_cache_entry_written_twice_alike_replays(tmp_path):
+    """Only a key repeated with another value is refused: one repeated alike raised a TypeError
+    out of the JSON reader."""
+    text = json.dumps(well_formed())
+    entry = text.split('"cache": {', 1)[1].split("}, ", 1)[0] + "}"
+    path = tmp_path / "cache.json"
+    path.write_text(text.replace('"cache": {', '"cache": {' + entry + ", ", 1))
+    assert text.count(entry) == 1 and path.read_text().count(entry) == 2
+    assert Replay(path).recording().optimum == 1.5
+
+
 def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
     path = kernel_tuner_cache(tmp_path / "cache.json", [
         ({"block": 32, "tile": 1}, 1.5), ({"block": 32, "tile": 2}, "InvalidConfig"),

@@ -1,6 +1,7 @@
 """Every strategy: budgets, seeds, termination, constraints and warm start, on replayed GPU spaces
 (../shared/replay), on small spaces, and end to end on the CPU target."""
 
+import inspect
 import math
 import random
 import re
@@ -504,6 +505,16 @@ def test_an_option_outside_its_range_is_refused_before_the_tune_naming_the_range
     with pytest.raises(ValueError) as refused:
         strategy_options(name, [setting])
     assert str(refused.value) == f"--tune-strategy-option {setting}: {said}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_option_of_a_strategy_has_its_range(name):
+    """An option without one is taken unchecked: the ranges replaced a trial search that caught
+    any value the strategy could not search with."""
+    strategy = get(name)
+    options = {p.name for p in inspect.signature(strategy.__init__).parameters.values()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert options == set(strategy.ranges)
 
 
 @pytest.mark.parametrize("name", ["annealing", "genetic", "bayes", "hybrid"])

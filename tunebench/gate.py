@@ -249,7 +249,7 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel.name, dtype, bucket,
                                                                       task["source_hash"]).values()):
         return (f"nothing to gate for {what}: its tune ended before its final round (interrupted, or the machine "
-                f"too busy), or its round's check is gone from the records (removed by hand: `git log -p` of the file "
+                f"too busy), or its round's check is gone from the records (removed by hand: `git log -p -- {store.path}` "
                 f"shows it), so no pick is confirmed and best() serves the heuristic; `{command}` resumes the tune")
     shapes = set(bucket.shapes)
     triage = store.triage()

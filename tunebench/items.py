@@ -18,6 +18,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 from tunebench import benchmark_json
 from tunebench.backends import cuda_status, fingerprint, resolve
 from tunebench.buckets import Bucket
+from tunebench.device import device_id
 from tunebench.cluster import ClusterWorkers
 from tunebench.gate import GateRun, GateSettings, gate
 from tunebench.kernel import Kernel, KernelError, Variant, from_here, pin_templates, project_root, reached
@@ -153,8 +154,10 @@ def placing_options(config: pytest.Config) -> tuple[tuple[str, ...], Path, Path]
 def _store(config: pytest.Config, records, fp: dict) -> RecordStore:
     """This device's store; the gate reads one it cannot write (a read-only checkout), and its
     runs go unrecorded. A tune starts no file beside an orphaned archive (see :func:`orphaned`),
-    and neither runs where git holds a records file unmerged (see :func:`unmerged`)."""
-    for why in unmerged(records).values():
+    and neither runs where git holds this device's file unmerged (see :func:`unmerged`; another
+    device's is not this run's, as in :func:`~tunebench.records.stores`)."""
+    why = unmerged(records).get((Path(records) / f"{device_id(fp)}.json").resolve())
+    if why:
         raise RecordsError(why)
     try:
         store = RecordStore.for_device(records, fp)

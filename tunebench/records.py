@@ -532,18 +532,23 @@ def _files_problem(files) -> str | None:
 def _merge_command(name: str) -> str:
     """Shell commands, run in a records file's folder, that merge its three versions with
     tunebench's merge driver, from where git keeps them: its index stages while the file is
-    unmerged, HEAD and MERGE_HEAD once it is added, else the parents of the commit that last
-    changed it (a merge committed as it was: the fix the driver asks of a branch whose file
-    cannot be read, and a commit empties the stages), a merge that kept ours alone included
-    (``--full-history``: git's log leaves out a merge whose file is one parent's). Where ours or theirs is not found, they
-    say so and stop before overwriting the file."""
+    unmerged, HEAD and MERGE_HEAD once it is added, else, once committed (the fix the driver asks
+    of a branch whose file cannot be read, and a commit empties the stages), the newest merge whose
+    branch merged in had changed the file since their base (``--full-history``: git's log leaves
+    out a merge whose file is one parent's, the one a driver git could not start committed; a later
+    merge of a branch that never touched the file is no such merge): its parents where it is the
+    last commit to change the file, else HEAD's file and its branch's, so that what was committed
+    since stays. Where ours or theirs is not found, they say so and stop before overwriting the file."""
     return (f"if [ -n \"$(git ls-files -u -- {name})\" ]; then set -- :1: :2: :3:; elif git rev-parse -q --verify "
             f"MERGE_HEAD >/dev/null; then set -- \"$(git merge-base HEAD MERGE_HEAD):\" HEAD: MERGE_HEAD:; else "
-            f"c=$(git log -1 --full-history --format=%H -- {name}); set -- \"$(git merge-base $c^1 $c^2 2>/dev/null):\" $c^1: $c^2:; "
+            f"c=; for m in $(git log --full-history --merges --format=%H -- {name}); do b=$(git merge-base $m^1 $m^2); "
+            f"if [ \"$(git rev-parse -q --verify $m^2:./{name})\" != \"$(git rev-parse -q --verify $b:./{name})\" ]; then "
+            f"c=$m; break; fi; done; o=HEAD; if [ -n \"$c\" ] && [ $c = \"$(git log -1 --full-history --format=%H -- "
+            f"{name})\" ]; then o=$c^1; fi; set -- \"$(git merge-base $c^1 $c^2 2>/dev/null):\" $o: $c^2:; "
             f"fi; d=$(mktemp -d); i=0; for s in \"$@\"; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
             f"|| : > $d/$i.json; done; if [ -s $d/2.json ] && [ -s $d/3.json ]; then tunebench merge-records "
             f"$d/1.json $d/2.json $d/3.json && cp $d/2.json {name}; else echo \"{name}: no merge of it found, neither "
-            f"under way nor the commit that last changed it: merge its two sides' versions with tunebench "
+            f"under way nor a commit's whose branch had changed it: merge its two sides' versions with tunebench "
             f"merge-records BASE OURS THEIRS\" >&2; false; fi")
 
 

@@ -358,8 +358,9 @@ def _unique(pairs: list[tuple[str, object]]) -> dict:
     appended the same config to, with two times, had its optimum taken from whichever came last."""
     found = dict(pairs)
     if len(found) != len(pairs):
-        twice = next((k, v) for k, v in pairs if found[k] != v)  # StopIteration where each repeats its value
-        raise _Twice(twice[0])
+        twice = next((k for k, v in pairs if found[k] is not v and found[k] != v), None)
+        if twice is not None:
+            raise _Twice(twice)
     return found
 
 
