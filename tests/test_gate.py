@@ -333,12 +333,12 @@ def test_a_slowdown_kept_as_noisy_says_every_process_saw_it_and_why_it_does_not_
     assert verdict.outcome == "noisy"
     assert _through_the_noise(verdict, comp) == (
         "slower through the noise: best against the recorded source on (8,): 1.600x (3 processes: 1.200-2.400; "
-        "limit 1.100x), measured in every process; not a failure, as every process stayed disturbed, and a load "
+        "limit 1.100x), measured in every process; no verdict, as every process stayed disturbed, and a load "
         "can bias such a ratio alike in all of them")
     comp.disturbed.pop()  # a process came out clean: the spread of the three is what holds it back
     assert _through_the_noise(verdict, comp) == (
         "slower through the noise: best against the recorded source on (8,): 1.600x (3 processes: 1.200-2.400; "
-        "limit 1.100x), measured in every process; not a failure, as it clears its limit by less than the spread "
+        "limit 1.100x), measured in every process; no verdict, as it clears its limit by less than the spread "
         "of the processes")
 
 
@@ -561,7 +561,7 @@ def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_juni
     result = pytester.runpytest("test_chain.py", *GATE, "-rs", "--junitxml", "gate.xml")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*slower through the noise: best against the recorded source on (2048,): 1.*"
-                                 "measured in every process; not a failure, as every process stayed disturbed, and a "
+                                 "measured in every process; no verdict, as every process stayed disturbed, and a "
                                  "load can bias such a ratio alike in all of them; machine too noisy to gate: run the "
                                  "gate on a quiet machine (on (2048,): other processes took 90% of the CPU time)"])
     (prop,) = ElementTree.parse(pytester.path / "gate.xml").iter("property")
@@ -686,7 +686,7 @@ def test_a_noisy_skip_names_a_slowdown_through_the_noise_then_an_unsure_check(tu
     (noisy,) = [v for v in gate["verdicts"] if v["outcome"] == "noisy"]
     (unsure,) = [v for v in gate["verdicts"] if v["outcome"] == "unsure"]
     assert gate["reason"] == (
-        f"slower through the noise: {verdict_text(noisy)}, measured in every process; not a failure, as every "
+        f"slower through the noise: {verdict_text(noisy)}, measured in every process; no verdict, as every "
         f"process stayed disturbed, and a load can bias such a ratio alike in all of them; unsure: "
         f"{verdict_text(unsure)}: the median is beyond the limit, but not every process saw the best slower, so it "
         f"does not fail; machine too noisy to gate: run the gate on a quiet machine (on (2048,): other processes "
@@ -1597,7 +1597,7 @@ def test_a_noisy_skips_one_line_leads_with_the_slowdown_measured_through_the_noi
     (gate,) = [c for c in TinyDB(path).table("checks").all() if c["kind"] == "gate"]
     (noisy,) = [v for v in gate["verdicts"] if v["outcome"] == "noisy"]
     slower = f"slower through the noise: {verdict_text(noisy)}"
-    assert gate["reason"].startswith(f"{slower}, measured in every process; not a failure, as every process "
+    assert gate["reason"].startswith(f"{slower}, measured in every process; no verdict, as every process "
                                      f"stayed disturbed, and a load can bias such a ratio alike in all of them; "
                                      f"machine too noisy to gate: run the gate on a quiet machine (on (2048,): "), gate
     assert gate["reason"].endswith(f"{details[0]})") and len(details[0]) > 700

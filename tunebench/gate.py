@@ -760,7 +760,7 @@ def _through_the_noise(verdict: Verdict, comp: Comparison) -> str:
            if len(comp.disturbed) == len(comp.objectives) else
            "it clears its limit by less than the spread of the processes")
     return (f"slower through the noise: {verdict_text(verdict.doc())}, measured in every process; "
-            f"not a failure, as {why}")
+            f"no verdict, as {why}")
 
 
 def _unsure_text(unsure: list[Verdict]) -> str:
