@@ -1763,6 +1763,29 @@ def test_a_task_run_again_on_another_search_path_measures_no_candidate_past_its_
         assert max(candidates()) <= 2, f"seed {seed}: {again.stdout.str()}"
 
 
+def test_a_candidate_other_load_disturbed_is_measured_again_by_a_run_on_another_search_path(project, pytester):
+    """A run again whose search took another path (other buckets' warm data changed) spent its
+    budget on the candidates the records held clean and the heuristic's config: the one that
+    stayed disturbed was never measured again, though the README says a later run measures it."""
+    root = project()
+    pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2", "--tune-strategy", "brute_force")
+    (path,) = (root / "records").glob("*.json")
+    data = json.loads(path.read_text())
+    heuristic = {"vec": 2, "unroll": 1, "mode": 0}
+    ids = [i for i, t in data["trials"].items() if t["bucket"] == "small" and t["config"] != heuristic]
+    disturbed = data["trials"][ids[-1]]["config"]  # (vec 1, unroll 2): the second brute force measured
+    for i in ids:
+        if data["trials"][i]["config"] == disturbed:
+            data["trials"][i]["verdict"] = "disturbed"
+    for seed in ("0", "1", "2"):  # random's paths, each of another first candidate than brute force's
+        path.write_text(json.dumps(data))
+        again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2", "--tune-strategy", "random",
+                                   "--tune-seed", seed)
+        small = [t for t in recorded_trials(root) if t["bucket"] == "small" and t["config"] != heuristic]
+        assert len({json.dumps(t["config"], sort_keys=True) for t in small}) == 2, again.stdout.str()
+        assert [t["verdict"] for t in small if t["config"] == disturbed] == ["clean"], again.stdout.str()
+
+
 def test_a_first_tune_counts_no_candidate_that_another_bucket_measured_toward_its_budget(project, pytester):
     """Another bucket's search asked this bucket's heuristic config: counted as measured before,
     it took one of the budget's candidates on the task's first run (review)."""

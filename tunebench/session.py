@@ -608,11 +608,14 @@ class Task:
 
     def _measured_before(self) -> list[tuple]:
         """The candidates the records hold trials of for today's template on this bucket's shapes,
-        to reuse on every one, in the order first recorded, the heuristic's apart (measured as the
-        baseline, asked or not; another bucket's search may have asked it): the trial budget counts
-        them however this run's search goes (see :func:`search`), as the README's "at most N
-        candidates" promises of a task run again. None without a trial budget."""
-        if self.tuner.budget.trials is None:
+        to reuse on every one, or that other load disturbed there, in the order first recorded, the
+        heuristic's apart (measured as the baseline, asked or not; another bucket's search may have
+        asked it): the trial budget counts them however this run's search goes (see :func:`search`),
+        as the README's "at most N candidates" promises of a task run again, and one disturbed is
+        measured again where the search takes it up, as the README's interference section promises:
+        left out, a run on another path spent the budget elsewhere, and never measured it again.
+        None without a trial budget, or under --tune-fresh (a search anew)."""
+        if self.tuner.budget.trials is None or self.tuner.fresh:
             return []
         space, candidates = self.variant.space, set(self.candidates)
         heuristic = {config_key(c) for c in self.baseline.configs.values()} if self.baseline else set()
@@ -620,7 +623,14 @@ class Task:
         found = self.tuner.store.recorded_configs(self.kernel.name, self.variant.source_hash, self.dtype,
                                                   self.bucket.shapes)
         return [space.key(c) for c in map(dict, found) if config_key(c) not in heuristic and space.contains(c)
-                and space.key(c) in candidates and self._recorded(c)]
+                and space.key(c) in candidates and all(self._reusable(c, s) is not None or self._disturbed(c, s)
+                                                       for s in self.bucket.shapes)]
+
+    def _disturbed(self, config: dict, shape: tuple) -> bool:
+        """Whether today's template's trial of this config on this shape stayed disturbed by other load."""
+        doc = self.tuner.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config,
+                                      self.setup_hash)
+        return doc is not None and doc.get("verdict") == "disturbed"
 
     def _recall(self) -> None:
         """The config the latest final round adopted, for this source or an earlier one, from its

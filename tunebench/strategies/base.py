@@ -91,7 +91,7 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
     ``evaluate(key)`` measures a candidate once (a revisit is told the remembered result and
     costs nothing); ``spent()`` is the time the search has cost so far, in seconds.
     ``measured``: the candidates an earlier run measured, in the order it did, which ``evaluate``
-    serves from its records at no cost. They count toward ``trials`` whether asked or not: a
+    serves from its records at no cost (or measures again, where other load disturbed them). They count toward ``trials`` whether asked or not: a
     search run again takes another path where a value differs (a trial the records hold
     disturbed, measured anew), and it must not measure a whole budget of other candidates. Where
     it asks one more past the budget, earlier ones it did not ask are evaluated instead, first
