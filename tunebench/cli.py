@@ -359,7 +359,7 @@ def parser() -> argparse.ArgumentParser:
                         "else the nearest folder upwards with an ini file and records/)")
     b.add_argument("--suites", default=None,
                    help="where the kernel is declared, for its buckets and heuristic (default: suites/ under "
-                        "the project root)")
+                        "the project root; beside the folder --records gives, where it is given)")
     b.add_argument("--device", default=None,
                    help="device id (a records file name); default: this machine's")
     b.add_argument("--json", action="store_true", help="print one JSON object")
@@ -369,7 +369,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--out", type=out_folder, default="export", help="where to write (default: export)")
     e.add_argument("--device", default=None, help="device id (a records file name); default: this machine's")
     e.add_argument("--records", default=None, help="record store directory (default: records/ under the project root)")
-    e.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root)")
+    e.add_argument("--suites", default=None, help="where the suites are (default: suites/ under the project root; "
+                                                  "beside the folder --records gives, where it is given)")
     e.add_argument("--prefix", default="tb", help="names the header's functions <prefix>_<kernel>_<dtype>: another "
                                                   "per device, for one program that includes several (default: tb)")
     e.set_defaults(run=cmd_export)
@@ -390,7 +391,8 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="write report.md, report.html and PNG plots from the records")
     r.add_argument("--records", help="record store directory (default: the project's records/)")
     r.add_argument("--suites", default=None, help="where the suites are, for what best() serves and says (default: "
-                                                  "suites/ under the project root)")
+                                                  "suites/ under the project root; beside the folder --records "
+                                                  "gives, where it is given)")
     r.add_argument("--out", type=out_folder, default="report", help="where to write (default: report)")
     r.add_argument("--compare", metavar="REV", help="also show what changed since this git revision")
     r.set_defaults(run=cmd_report)
