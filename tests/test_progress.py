@@ -98,3 +98,30 @@ def test_a_terminal_shows_the_final_round_while_it_runs_not_the_last_drawn_trial
     assert task.stop_reason == "budget of 10 s spent"
     assert [line.rsplit(", ", 1)[1] for line in shown] == ["the final round"], shown
     assert terminal.line.endswith(", done"), terminal.line
+
+
+class Log:
+    """pytest's terminal reporter writing to a CI log (not a terminal): ``lines`` as written."""
+
+    isatty = False
+
+    def __init__(self):
+        self.lines = []
+
+    def write_line(self, line):
+        self.lines.append(line)
+
+
+def test_a_log_gets_no_line_the_same_as_the_tasks_last_one(tmp_path, monkeypatch):
+    """A final round longer than the plain line's 10 s wrote "..., the final round" twice, word
+    for word, in a CI log."""
+    monkeypatch.setattr(tunebench.progress, "PLAIN_EVERY_S", 0.0)  # each call may write: a line per trial and more
+    task = replay_task(tmp_path, Budget(seconds=10.0))
+    log = Log()
+    pytest_config = SimpleNamespace(get_verbosity=lambda: 0, pluginmanager=SimpleNamespace(
+        get_plugin=lambda name: log if name == "terminalreporter" else None))
+    progress = task.tuner.progress = Progress(pytest_config)
+    task.run()
+    progress(task, False)  # the round's line asked again, with nothing new to say
+    assert log.lines and all(a != b for a, b in zip(log.lines, log.lines[1:])), log.lines
+    assert log.lines[-1].endswith(", done"), log.lines

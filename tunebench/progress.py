@@ -5,7 +5,7 @@ the time left) is redrawn in place as trials finish, at most every :data:`REDRAW
 seconds, and stays once the task is done; elsewhere (CI logs, pipes) a plain line is written at
 most every :data:`PLAIN_EVERY_S` seconds and once at the end. The line saying a task's final
 round begins is drawn at once, on both: held back, the last trial's time left stood through the
-round. A task that has measured nothing yet in this run (its trials so far from the records: a
+round. A plain line the same as the task's last is not written again. A task that has measured nothing yet in this run (its trials so far from the records: a
 tune run again or resumed) has no progress to show, and a time left from what those trials cost
 when measured would be stale: its line comes with its first measured trial, when its final round
 begins, or at its end, saying its trials came from the records. ``-q`` keeps only the summary. A
@@ -35,7 +35,8 @@ class Progress:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self._last: dict[object, tuple[float, bool]] = {}  # task -> when its line was drawn, in its final round or not
+        # task -> when its line was drawn, in its final round or not, and the line
+        self._last: dict[object, tuple[float, bool, str]] = {}
 
     def __call__(self, task, done: bool) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -45,11 +46,13 @@ class Progress:
             return
         now = time.monotonic()
         tty = reporter.isatty
-        drawn, rounding = self._last.get(task, (-float("inf"), False))
+        drawn, rounding, said = self._last.get(task, (-float("inf"), False, ""))
         if not done and rounding == task.rounding and now - drawn < (REDRAW_EVERY_S if tty else PLAIN_EVERY_S):
             return
-        self._last[task] = (now, task.rounding)
         line = task.progress_line()
+        if not tty and line == said:  # a final round longer than PLAIN_EVERY_S wrote its line again, word for word
+            return
+        self._last[task] = (now, task.rounding, line)
         capture = self.config.pluginmanager.get_plugin("capturemanager")  # none under -p no:capture
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             if tty:
