@@ -1784,6 +1784,14 @@ def test_a_candidate_other_load_disturbed_is_measured_again_by_a_run_on_another_
         small = [t for t in recorded_trials(root) if t["bucket"] == "small" and t["config"] != heuristic]
         assert len({json.dumps(t["config"], sort_keys=True) for t in small}) == 2, again.stdout.str()
         assert [t["verdict"] for t in small if t["config"] == disturbed] == ["clean"], again.stdout.str()
+    for i in ids:  # another compiler's build, which no budget counts, clean or not: not measured again unasked
+        if data["trials"][i]["config"] == disturbed:
+            data["trials"][i]["compiler"] = "another compiler 1.0"
+    path.write_text(json.dumps(data))
+    again = pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-trials", "2", "--tune-strategy", "random",
+                               "--tune-seed", "0")
+    small = [t for t in recorded_trials(root) if t["bucket"] == "small" and t["config"] == disturbed]
+    assert [t["compiler"] for t in small] == ["another compiler 1.0"], again.stdout.str()
 
 
 def test_a_first_tune_counts_no_candidate_that_another_bucket_measured_toward_its_budget(project, pytester):

@@ -122,6 +122,6 @@ def test_a_log_gets_no_line_the_same_as_the_tasks_last_one(tmp_path, monkeypatch
         get_plugin=lambda name: log if name == "terminalreporter" else None))
     progress = task.tuner.progress = Progress(pytest_config)
     task.run()
-    progress(task, False)  # the round's line asked again, with nothing new to say
+    progress(task, False)  # its "..., done" line asked again, with nothing new to say
     assert log.lines and all(a != b for a, b in zip(log.lines, log.lines[1:])), log.lines
     assert log.lines[-1].endswith(", done"), log.lines

@@ -164,6 +164,17 @@ def test_candidates_measured_before_count_toward_the_trial_budget_on_another_pat
     order[:] = [valid[0]]  # a budget lowered below what the records hold: it evaluated all 3 of them
     search(Fixed(SMALL, valid, random.Random(0)), evaluate, trials=2, measured=before)
     assert evaluated == before[:2]
+    # those measured before that other load disturbed are measured again at their cost, within the time budget
+    evaluated.clear()
+    clock = [0.0]
+    order[:] = [valid[0], valid[1]]
+
+    def measured_again(key):
+        clock[0] += 10.0
+        return evaluate(key)
+    reason = search(Fixed(SMALL, valid, random.Random(0)), measured_again, trials=3, seconds=15.0,
+                    spent=lambda: clock[0], measured=before)
+    assert reason == "budget of 15 s spent" and evaluated == before[:2], (reason, evaluated)
 
 
 @pytest.mark.parametrize("strategy", ["annealing", "genetic", "bayes", "hybrid"])

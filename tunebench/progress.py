@@ -5,12 +5,13 @@ the time left) is redrawn in place as trials finish, at most every :data:`REDRAW
 seconds, and stays once the task is done; elsewhere (CI logs, pipes) a plain line is written at
 most every :data:`PLAIN_EVERY_S` seconds and once at the end. The line saying a task's final
 round begins is drawn at once, on both: held back, the last trial's time left stood through the
-round. A plain line the same as the task's last is not written again. A task that has measured nothing yet in this run (its trials so far from the records: a
-tune run again or resumed) has no progress to show, and a time left from what those trials cost
-when measured would be stale: its line comes with its first measured trial, when its final round
-begins, or at its end, saying its trials came from the records. ``-q`` keeps only the summary. A
-candidate the budget left unsampled reports no letter:
-thousands of them would bury the progress and the summary (``-vv`` lists them).
+round. A plain line the same as the task's last is not written again. A task that has measured
+nothing yet in this run (its trials so far from the records: a tune run again or resumed) has no
+progress to show, and a time left from what those trials cost when measured would be stale: its
+line comes with its first measured trial, when its final round begins, or at its end, saying its
+trials came from the records. ``-q`` keeps only the summary. A candidate the budget left
+unsampled reports no letter: thousands of them would bury the progress and the summary (``-vv``
+lists them).
 """
 
 from __future__ import annotations

@@ -623,14 +623,8 @@ class Task:
         found = self.tuner.store.recorded_configs(self.kernel.name, self.variant.source_hash, self.dtype,
                                                   self.bucket.shapes)
         return [space.key(c) for c in map(dict, found) if config_key(c) not in heuristic and space.contains(c)
-                and space.key(c) in candidates and all(self._reusable(c, s) is not None or self._disturbed(c, s)
-                                                       for s in self.bucket.shapes)]
-
-    def _disturbed(self, config: dict, shape: tuple) -> bool:
-        """Whether today's template's trial of this config on this shape stayed disturbed by other load."""
-        doc = self.tuner.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config,
-                                      self.setup_hash)
-        return doc is not None and doc.get("verdict") == "disturbed"
+                and space.key(c) in candidates
+                and all(self._reusable(c, s, disturbed=True) is not None for s in self.bucket.shapes)]
 
     def _recall(self) -> None:
         """The config the latest final round adopted, for this source or an earlier one, from its
@@ -920,10 +914,11 @@ class Task:
             trials[shape] = doc
         return Outcome(dict(configs), trials)
 
-    def _reusable(self, config: dict, shape: tuple) -> dict | None:
+    def _reusable(self, config: dict, shape: tuple, disturbed: bool = False) -> dict | None:
         """The recorded trial of this config on this shape, where it may stand for a measurement:
         recorded for this declaration (or an earlier source of today's code: see :meth:`earlier`),
-        earlier in this run or else undisturbed, not failed where failures are retried, and not at
+        earlier in this run or else undisturbed (``disturbed``: or not, as the budget counts one
+        disturbed, see :meth:`_measured_before`), not failed where failures are retried, and not at
         all under --tune-fresh."""
         t = self.tuner
         doc = t.store.lookup(self.kernel.name, self.variant.source_hash, shape, self.dtype, config, self.setup_hash)
@@ -931,7 +926,8 @@ class Task:
             doc = self._kept_trial(config, shape)
         if doc is None or (self.label, shape, config_key(config)) in t.measured:
             return doc
-        if t.fresh or doc.get("verdict") == "disturbed" or (t.retry_failed and doc["status"] in FAILED):
+        if t.fresh or (doc.get("verdict") == "disturbed" and not disturbed) or \
+                (t.retry_failed and doc["status"] in FAILED):
             return None
         if not backends.built_by(doc.get("compiler"), self.compiler) or Kernel.retargeted(self.variant, doc):
             return None  # another compiler's build, or another function of the template

@@ -91,7 +91,8 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
     ``evaluate(key)`` measures a candidate once (a revisit is told the remembered result and
     costs nothing); ``spent()`` is the time the search has cost so far, in seconds.
     ``measured``: the candidates an earlier run measured, in the order it did, which ``evaluate``
-    serves from its records at no cost (or measures again, where other load disturbed them). They count toward ``trials`` whether asked or not: a
+    serves from its records at no cost (or measures again, where other load disturbed them: the
+    time budget holds for those). They count toward ``trials`` whether asked or not: a
     search run again takes another path where a value differs (a trial the records hold
     disturbed, measured anew), and it must not measure a whole budget of other candidates. Where
     it asks one more past the budget, earlier ones it did not ask are evaluated instead, first
@@ -116,6 +117,8 @@ def search(strategy: Strategy, evaluate: Callable[[tuple], float | None], *, tri
                 return f"strategy {strategy.name} only revisits measured candidates"
         elif trials is not None and key not in known and counted >= trials:
             for earlier in [k for k in dict.fromkeys(measured) if k not in seen][:trials - len(seen)]:
+                if seconds is not None and spent() >= seconds:  # one disturbed before is measured again, at its cost
+                    return f"budget of {seconds:g} s spent"
                 seen[earlier] = evaluate(earlier)
             return f"budget of {trials} trials spent, with those an earlier run measured"
         else:
