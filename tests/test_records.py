@@ -630,21 +630,27 @@ def test_a_merge_keeps_the_file_texts_of_either_sides_sources(tmp_path):
     assert RecordStore(path).file_texts() == {digest(t): t for t in ("a\n", "b\n", "c\n")}
 
 
+def committed_records(root, driver):
+    """(git in ``root``, a records file of one trial committed there with ``driver`` as its merge driver)."""
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root,
+                              capture_output=True, text=True)
+
+    store = RecordStore.for_device(root / "records", FINGERPRINT)
+    store.add(trial({"vec": 1}, timestamp="2026-11-01T00:00:00+00:00"))
+    store.compact()
+    (root / ".gitattributes").write_text("records/*.json merge=tunebench\n")
+    git("init", "-q", "-b", "main")
+    git("config", "merge.tunebench.driver", driver)
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    return git, store
+
+
 def test_a_merge_whose_side_cannot_be_read_names_the_side_and_file_not_gits_temporary_copy(tmp_path):
     """It said ".merge_file_4skosm: trial 2 lacks status" and left ours alone in the file, where a
     `git add` drops theirs' trials without a word."""
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
-                              capture_output=True, text=True)
-
-    store = RecordStore.for_device(tmp_path / "records", FINGERPRINT)
-    store.add(trial({"vec": 1}, timestamp="2026-11-01T00:00:00+00:00"))
-    store.compact()
-    (tmp_path / ".gitattributes").write_text("records/*.json merge=tunebench\n")
-    git("init", "-q", "-b", "main")
-    git("config", "merge.tunebench.driver", f"{sys.executable} -m tunebench.cli merge-records %O %A %B %P")
-    git("add", "-A")
-    git("commit", "-qm", "base")
+    git, store = committed_records(tmp_path, f"{sys.executable} -m tunebench.cli merge-records %O %A %B %P")
     git("checkout", "-qb", "broken")
     data = json.loads(store.path.read_text())
     data["trials"]["2"] = {k: v for k, v in trial({"vec": 2}).items() if k != "status"}
@@ -665,18 +671,7 @@ def test_a_records_file_a_merge_driver_could_not_start_on_is_refused_and_merged_
     """A driver git could not start (the README's path to a virtual environment moved) left ours
     in the file without a conflict marker: it read as records, and added and committed so, theirs'
     trials were lost without a word."""
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
-                              capture_output=True, text=True)
-
-    store = RecordStore.for_device(tmp_path / "records", FINGERPRINT)
-    store.add(trial({"vec": 1}, timestamp="2026-11-01T00:00:00+00:00"))
-    store.compact()
-    (tmp_path / ".gitattributes").write_text("records/*.json merge=tunebench\n")
-    git("init", "-q", "-b", "main")
-    git("config", "merge.tunebench.driver", f"'{tmp_path}/gone/.venv/bin/tunebench' merge-records %O %A %B %P")
-    git("add", "-A")
-    git("commit", "-qm", "base")
+    git, store = committed_records(tmp_path, f"'{tmp_path}/gone/.venv/bin/tunebench' merge-records %O %A %B %P")
     for branch, vec in (("theirs", 2), ("main", 3)):
         git("checkout", "-q", "-B", branch)
         store.add(trial({"vec": vec}, timestamp=f"2026-11-0{vec}T00:00:00+00:00"))
