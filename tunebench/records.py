@@ -548,7 +548,7 @@ def _merge_command(name: str) -> str:
             f"fi; d=$(mktemp -d); i=0; for s in \"$@\"; do i=$((i+1)); git show $s./{name} > $d/$i.json 2>/dev/null "
             f"|| : > $d/$i.json; done; if [ -s $d/2.json ] && [ -s $d/3.json ]; then tunebench merge-records "
             f"$d/1.json $d/2.json $d/3.json && cp $d/2.json {name}; else echo \"{name}: no merge of it found, neither "
-            f"under way nor a commit's whose branch had changed it: merge its two sides' versions with tunebench "
+            f"under way nor committed by a merge whose branch had changed it: merge its two sides' versions with tunebench "
             f"merge-records BASE OURS THEIRS\" >&2; false; fi")
 
 
