@@ -191,6 +191,37 @@ def test_a_finished_cuda_task_resumed_with_an_empty_compile_cache_runs_no_compil
 
 
 @needs_nvcc
+def test_builds_ahead_stop_at_the_trial_budget(tmp_path, monkeypatch):
+    """The host builds the candidates the strategy will ask next, as many as it has cores: at a
+    task's end, past the trial budget, those were never measured (on a GPU host of 16 cores, up to
+    15 nvcc builds for each task). Of 8 candidates and a budget of 3, 3 are built beside the
+    heuristic's, whatever the pool's size."""
+    from tunebench.builds import Ahead
+    from tunebench.records import RecordStore
+    from tunebench.session import Budget, Tuner
+
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "scale.cu").write_text(SCALE_CU)
+    kernel = Kernel("scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
+                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
+                    cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale",
+                                 space=Space({"broken": [0], "step": [1, 2, 3, 4, 5, 6, 7, 8]}),
+                                 heuristic=lambda shape: {"broken": 0, "step": 8},
+                                 launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+    variant = kernel.variant("cuda")
+    device = {"target": "cuda", "name": "NVIDIA Test", "compute_capability": "9.0", "sm_count": 1}
+    workers, ahead = BuildingWorkers("sm_90"), Ahead("cuda", device, workers=8)
+    tuner = Tuner("cuda", device, RecordStore.for_device(tmp_path / "records", device), workers, root=tmp_path,
+                  ahead=ahead, strategy="brute_force", budget=Budget(trials=3))
+    (bucket,) = kernel.buckets
+    task = tuner.task(kernel, variant, "float32", bucket)
+    task.candidates = variant.space.enumerate()[0]
+    task.run()
+    assert len(task.outcomes) == 3
+    assert len(ahead.artefacts | set(workers.builds)) == 4
+
+
+@needs_nvcc
 def test_a_cuda_compile_error_says_what_nvcc_said_and_is_compiled_once(tmp_path):
     kernel = scale_kernel(tmp_path)
     compiler = CudaCompiler("sm_90", BuildCache(tmp_path / "cache"))

@@ -578,7 +578,7 @@ class Task:
             config = space.config(key)
             self._speculate(strategy, key)
             if self.tuner.ahead is not None and not self._recorded(config):
-                upcoming = [c for c in map(space.config, strategy.upcoming(self.tuner.ahead.size))
+                upcoming = [c for c in map(space.config, self._upcoming(strategy, key, self.tuner.ahead.size))
                             if not self._recorded(c)]
                 self.tuner.ahead.build(self.kernel, self.variant, self.dtype, upcoming, now=config,
                                        waiting=self.tuner.workers.mark)
@@ -782,15 +782,10 @@ class Task:
         idle devices; their results wait until it asks (see :mod:`tunebench.cluster`). None while
         the machine is known busy (:data:`BUSY_STRIKES`): a device retries a trial with its pauses,
         where the task measures it once; none past the trial budget, which the search never asks."""
-        workers, space, trials = self.tuner.workers, self.variant.space, self.tuner.budget.trials
+        workers, space = self.tuner.workers, self.variant.space
         if not hasattr(workers, "submit") or self.tuner.busy:
             return
-        left = None if trials is None else trials - len(self._before.union(self.outcomes, [now]))
-        for key in strategy.upcoming(len(workers.devices)):
-            if left is not None and key not in self._before and key not in self.outcomes:
-                if left <= 0:
-                    continue
-                left -= 1
+        for key in self._upcoming(strategy, now, len(workers.devices)):
             config = space.config(key)
             for shape in self.bucket.shapes:
                 slot = (shape, config_key(config))
@@ -799,6 +794,23 @@ class Task:
                 if slot not in self._inflight and self._reusable(config, shape) is None:
                     self._inflight[slot] = workers.submit(TrialJob(
                         self.kernel.name, config, shape, self.dtype, self.tuner.settings, self._incumbent(shape)))
+
+    def _upcoming(self, strategy, now: tuple, n: int) -> list[tuple]:
+        """Up to ``n`` candidates the strategy will ask after ``now`` that the trial budget still
+        pays for, counted as :func:`~tunebench.strategies.base.search` counts (those measured before
+        too): a device's measurement or a build ahead spent past it is spent on a candidate never
+        asked (at a task's end, a GPU host's 16 nvcc builds)."""
+        trials = self.tuner.budget.trials
+        paid = self._before.union(self.outcomes, [now])
+        left = None if trials is None else trials - len(paid)
+        keys = []
+        for key in strategy.upcoming(n):
+            if left is not None and key not in paid:
+                if left <= 0:
+                    continue
+                left -= 1
+            keys.append(key)
+        return keys
 
     def _settle(self) -> None:
         """Wait for what the devices still measure for a strategy that did not ask for it, and
