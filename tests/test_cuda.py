@@ -50,13 +50,15 @@ extern "C" __global__ void scale(const TB_DTYPE *x, TB_DTYPE *y, int n)
 """
 
 
-def scale_kernel(tmp_path, launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))) -> Kernel:
+def scale_kernel(tmp_path, launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,)),
+                 values: dict | None = None, heuristic: dict | None = None) -> Kernel:
+    """``scale.cu`` over ``values`` (a space of ``broken`` alone by default), one bucket of one shape."""
     (tmp_path / "scale.cu").write_text(SCALE_CU)
     return Kernel(
         "scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
         args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
-        cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale", space=Space({"broken": [0, 1]}),
-                     heuristic=lambda shape: {"broken": 0}, dtypes=("float32", "float16"),
+        cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale", space=Space(values or {"broken": [0, 1]}),
+                     heuristic=lambda shape: heuristic or {"broken": 0}, dtypes=("float32", "float16"),
                      launch=launch))
 
 
@@ -161,13 +163,7 @@ def test_a_finished_cuda_task_resumed_with_an_empty_compile_cache_runs_no_compil
     from tunebench.records import RecordStore
     from tunebench.session import Tuner
 
-    (tmp_path / "scale.cu").write_text(SCALE_CU)
-    kernel = Kernel("scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
-                    cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale",
-                                 space=Space({"broken": [0, 1], "step": [1, 2, 3]}),
-                                 heuristic=lambda shape: {"broken": 0, "step": 3},
-                                 launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+    kernel = scale_kernel(tmp_path, values={"broken": [0, 1], "step": [1, 2, 3]}, heuristic={"broken": 0, "step": 3})
     variant = kernel.variant("cuda")
     device = {"target": "cuda", "name": "NVIDIA Test", "compute_capability": "9.0", "sm_count": 1}
     runs = []
@@ -201,13 +197,8 @@ def test_builds_ahead_stop_at_the_trial_budget(tmp_path, monkeypatch):
     from tunebench.session import Budget, Tuner
 
     monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "cache"))
-    (tmp_path / "scale.cu").write_text(SCALE_CU)
-    kernel = Kernel("scale", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(1000,)])]),
-                    args=lambda shape, dtype, rng: {}, reference=lambda: None, outputs=["y"],
-                    cuda=Variant(source=str(tmp_path / "scale.cu"), entry="scale",
-                                 space=Space({"broken": [0], "step": [1, 2, 3, 4, 5, 6, 7, 8]}),
-                                 heuristic=lambda shape: {"broken": 0, "step": 8},
-                                 launch=lambda config, shape: (((shape[0] + 127) // 128,), (128,))))
+    kernel = scale_kernel(tmp_path, values={"broken": [0], "step": [1, 2, 3, 4, 5, 6, 7, 8]},
+                          heuristic={"broken": 0, "step": 8})
     variant = kernel.variant("cuda")
     device = {"target": "cuda", "name": "NVIDIA Test", "compute_capability": "9.0", "sm_count": 1}
     workers, ahead = BuildingWorkers("sm_90"), Ahead("cuda", device, workers=8)
