@@ -965,6 +965,27 @@ def test_trials_are_kept_with_the_compiler_of_the_devices_that_built_them(increm
         ray.shutdown()
 
 
+def test_a_moved_jobs_thread_that_outlives_the_run_sends_nothing_once_closed(incremented, cluster, monkeypatch):
+    """A job moved off a lost device is sent again, and its kept device waited for, in a thread of
+    its own, which may outlive the run: a call sent after Ray's shutdown started a new local Ray,
+    and printed a thread's traceback."""
+    from concurrent.futures import Future
+
+    from tunebench.cluster import ClusterWorkers
+    from tunebench.measure import MeasureSettings
+    from tunebench.workers import TrialJob, WorkerError
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    workers = ClusterWorkers(cluster, "cpu", incremented)
+    workers.close()
+    ray.shutdown()
+    assert workers._finished(0) is None
+    moved = Future()
+    with pytest.raises(WorkerError, match="the cluster's devices were closed"):
+        workers._send(0, TrialJob("inc_cluster", {"step": 1}, (1000,), "float32", MeasureSettings()), moved)
+    assert not ray.is_initialized()
+
+
 def test_a_device_gets_an_object_file_the_flags_link_as_its_bytes(incremented):
     """Only text was sent: a device could not find the helper.o the flags name, and every config
     would fail to link there."""

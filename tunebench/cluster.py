@@ -361,6 +361,7 @@ class ClusterWorkers:
         # Ray's error to a job whose device it did not hear the death of in time (see _death)
         self._unavailable = ray.exceptions.ActorUnavailableError
         self._sending = threading.Lock()  # a call and the ready asked just before it, sent together (see _start)
+        self._closed = False  # no call is sent once set (a moved job's thread may outlive the run)
         self._unimported: dict[str, str] = {}  # suite, relative to the root -> why the devices cannot import it
         self._compilers: dict[str, str | None] = {}  # kernel -> what the devices build it with
 
@@ -473,8 +474,10 @@ class ClusterWorkers:
         in the device's queue, which it runs in the order sent (a call that another thread sends it
         goes before both or after), so that the ready's answer says the device lived until the
         call began."""
-        device = self.devices[index]
         with self._sending:
+            if self._closed:  # Ray may be shut down since, where a call starts a new local Ray
+                raise WorkerError("--tune-cluster: the cluster's devices were closed")
+            device = self.devices[index]
             return device.ready.remote(), call(device)
 
     def _charged(self, index: int, ready, error: BaseException) -> bool:
@@ -588,10 +591,12 @@ class ClusterWorkers:
         """Wait until device ``index`` is done with every call sent it so far (the next one answers),
         or is lost; asked again where Ray calls it unavailable once more, as it may once an outage
         is over, for DEATH_CAUSE_S at most."""
-        device, deadline = self.devices[index], time.monotonic() + DEATH_CAUSE_S
+        deadline = time.monotonic() + DEATH_CAUSE_S
         while True:
             try:
-                return self._ray.get(device.ready.remote())
+                return self._ray.get(self._start(index, lambda device: None)[0])
+            except WorkerError:  # closed: its run is over
+                return
             except self._unavailable:
                 if time.monotonic() >= deadline:
                     return
@@ -607,6 +612,8 @@ class ClusterWorkers:
         return error
 
     def close(self) -> None:
+        with self._sending:
+            self._closed = True
         try:  # each device cleans up (after a job still in flight: not for long, on Ctrl-C); a lost one has none
             self._ray.wait([d.close.remote() for d in self.devices], num_returns=len(self.devices), timeout=5)
         except Exception:  # noqa: BLE001 - Ray's errors of a lost actor: it is killed below all the same
