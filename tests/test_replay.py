@@ -150,6 +150,39 @@ def test_kernel_tuner_failure_markers_become_statuses(tmp_path):
     assert replay.recording().optimum == 1.5
 
 
+def test_a_time_written_as_a_number_s_text_is_that_number(tmp_path):
+    """A cache another tool wrote with "1.5" for 1.5 replayed that config as crashed."""
+    data = well_formed()
+    data["cache"]["32,1"].update(time="1.5")
+    data["cache"]["64,1"] = cache_entry({"block": 64, "tile": 1}, " 2e0 ", note="InvalidConfig")
+    data["cache"]["64,2"].update(time="nan")
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    replay = Replay(path)
+    assert replay.recording().objectives == pytest.approx({(32, 1): 1.5, (64, 1): 2.0, (64, 2): None})
+    assert replay.trial(job({"block": 64, "tile": 2}, (1024,), kernel="vector_add"))["status"] == "crashed"
+
+
+@pytest.mark.parametrize("time", [0, 0.0, -1.5, "0"], ids=["0", "0.0", "-1.5", "text 0"])
+def test_a_time_of_zero_or_less_fails_that_config_and_the_rest_replays(time, tmp_path, capsys):
+    """One such entry refused the whole file: no recorded time is 0, so it is no measurement."""
+    data = well_formed()
+    data["cache"]["64,1"] = cache_entry({"block": 64, "tile": 1}, time)
+    data["cache"]["32,2"] = cache_entry({"block": 32, "tile": 2}, time)
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(data))
+    with pytest.warns(replay_module.ReplayWarning) as said:
+        replay = Replay(path)
+    assert [str(w.message) for w in said] == [
+        f"{path}: 2 cache entries give a 'time' of 0 or less, not a measurement: replayed as failed (crashed)"]
+    assert replay.recording().optimum == 1.5 and len(replay.recording().candidates) == 4
+    answer = replay.trial(job({"block": 64, "tile": 1}, (1024,), kernel="vector_add"))
+    assert (answer["status"], answer["error"], answer["samples"]) == ("crashed", replay_module.UNMEASURED, [])
+    path.write_text(json.dumps({**data, "kernel_name": "again"}))  # another file: not the cached load
+    assert main(["replay", str(path), "--budget", "4", "--seeds", "1"]) == 0
+    assert capsys.readouterr().err.count(f"warning: {path}: 2 cache entries give a 'time' of 0 or less") == 1
+
+
 def test_the_objective_is_the_caches_time_even_where_its_runs_disagree(tmp_path):
     """The hub's RTX 2080 Ti caches record a ``time`` up to 1000 times their runs' mean: the
     runs give the spread, ``time`` the objective that Kernel Tuner and the hub rank by."""
@@ -479,8 +512,7 @@ MALFORMED = {
     "param missing": (broken(lambda d: d["cache"]["32,1"].pop("tile")), "lacks the tunable param 'tile'"),
     "object as a value": (broken(lambda d: d["cache"]["32,1"].update(tile={"a": 1})), "JSON object"),
     "time missing": (broken(lambda d: d["cache"]["32,1"].pop("time")), "has no 'time'"),
-    "time not a number": (broken(lambda d: d["cache"]["32,1"].update(time=[1.5])), "neither a positive number"),
-    "time negative": (broken(lambda d: d["cache"]["32,1"].update(time=-1.5)), "neither a positive number"),
+    "time not a number": (broken(lambda d: d["cache"]["32,1"].update(time=[1.5])), "neither a number"),
     "times not numbers": (broken(lambda d: d["cache"]["32,1"].update(times=[1.4, "x"])), "'times' that is not"),
     "compile time text": (broken(lambda d: d["cache"]["32,1"].update(compile_time="1 s")), "non-numeric"),
     "no config listed": (broken(lambda d: d["tune_params"].update(block=[128])),

@@ -62,6 +62,9 @@ KERNEL_TUNER_FAILURES = {
 #: a failure marker: too many resources requested for launch, too much shared memory, too many
 #: threads per block. Read as a time, it passed as a config that ran, slowest by 1e20 ms.
 KERNEL_TUNER_SKIPPED = 1e20
+#: The error of a config whose recorded ``time`` is 0 or less: no measurement (a timer that
+#: read nothing), so that config failed, not the whole file.
+UNMEASURED = "a recorded time of 0 or less, not a measurement"
 #: Kernel Tuner caches do not record the element type; both shipped ones time float32 kernels.
 KERNEL_TUNER_DTYPE = "float32"
 #: The one bucket of a Kernel Tuner cache, over its ``problem_size``.
@@ -147,20 +150,36 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _time(doc: Mapping):
+    """An entry's ``time``, a string that spells a finite number read as that number: a cache
+    written by another tool took "1.5" for a crashed config (Kernel Tuner's own reader keeps it
+    a string, which its search then cannot compare)."""
+    time = doc.get("time")
+    if isinstance(time, str) and time not in KERNEL_TUNER_FAILURES:
+        try:
+            number = float(time)
+        except ValueError:
+            return time
+        return number if math.isfinite(number) else time
+    return time
+
+
 def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
-    """A cache entry as a run: a number in ``time`` ran; a string is a failure marker."""
+    """A cache entry as a run: a number in ``time`` ran, but for one of 0 or less (no measurement:
+    a failed config, :data:`UNMEASURED`); a string is a failure marker."""
     # Kernel Tuner 1.5 marks a failure in "__error__", without a time; before, "time" held the marker.
     # Where there is no number in "time", a marker in any field fails it, as Kernel Tuner's reader turns
     # each into an error (its texts looked up at C speed first: most hold none); where there is one, a
     # marker elsewhere (a note, a metric of the user's) does not: Kernel Tuner judges a config by its objective
     marker = error if isinstance(error := doc.get("__error__"), str) and error in KERNEL_TUNER_FAILURES else None
-    if marker is None and not _number(doc.get("time")) and \
+    given = _time(doc)
+    if marker is None and not _number(given) and \
             not KERNEL_TUNER_FAILURES.keys().isdisjoint(filter(str.__instancecheck__, doc.values())):
         marker = next(v for v in doc.values() if isinstance(v, str) and v in KERNEL_TUNER_FAILURES)
     if marker is None and "time" not in doc:
         raise ReplayError(f"{path}: cache entry {key!r} has no 'time' and no failure marker "
                           f"({', '.join(KERNEL_TUNER_FAILURES)})")
-    time = marker or doc["time"]
+    time = marker or given
     costs = [doc.get("compile_time") or 0, doc.get("benchmark_time") or 0]
     if not all(map(_number, costs)):
         raise ReplayError(f"{path}: cache entry {key!r} has a non-numeric 'compile_time' or 'benchmark_time'")
@@ -171,8 +190,10 @@ def _kernel_tuner_run(path: Path, key: str, doc: Mapping) -> Run:
     if time == KERNEL_TUNER_SKIPPED:
         return Run("pruned_resources", (), compile_s, measure_s,
                    error="Kernel Tuner before 0.4.2: time 1e20 (skipped as beyond the device's resources)")
+    if _number(time) and time <= 0:
+        return Run("crashed", (), compile_s, measure_s, error=UNMEASURED)
     if not measured_time(time):
-        raise ReplayError(f"{path}: cache entry {key!r} has a 'time' that is neither a positive number nor a "
+        raise ReplayError(f"{path}: cache entry {key!r} has a 'time' that is neither a number nor a "
                           f"failure marker: {time!r}")
     runs = doc.get("times") or [time]
     if not isinstance(runs, list) or not measured_times(runs):
@@ -231,6 +252,7 @@ def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
     listed = {n: {v for v in vs if not isinstance(v, dict)} for n, vs in values.items()}
     runs: dict[tuple, dict[tuple, Run]] = {}
     listed_in_order = [listed[n] for n in names]
+    unmeasured = 0
     for cache_key in list(cache):  # each entry's document freed once its run is made, not held beside them all
         doc = cache.pop(cache_key)
         # an entry whose values are listed as they are and spell its key passes at C speed; any
@@ -243,9 +265,14 @@ def _kernel_tuner(path: Path, data: dict) -> list[Recording]:
             plain = False
         if not plain:
             key = _entry_key(path, names, value, listed, cache_key, doc)
-        runs[key] = {shape: _kernel_tuner_run(path, cache_key, doc)}
+        run = _kernel_tuner_run(path, cache_key, doc)
+        unmeasured += run.error is UNMEASURED
+        runs[key] = {shape: run}
     if not runs:
         raise ReplayError(f"{path}: the Kernel Tuner cache holds no entry")
+    if unmeasured:
+        warnings.warn(f"{path}: {unmeasured} cache {'entry gives' if unmeasured == 1 else 'entries give'} a 'time' "
+                      f"of 0 or less, not a measurement: replayed as failed (crashed)", ReplayWarning, stacklevel=2)
     # dims N0..Nk-1, else of a prefix no param's name takes (a param N0 was an INTERNALERROR: rename the param;
     # params taking all four prefixes, a StopIteration)
     prefixes = itertools.chain(("N", "dim", "size", "problem_size_dim"), (f"N{'_' * k}" for k in itertools.count(1)))
