@@ -750,18 +750,20 @@ def test_a_kernel_tuner_param_named_config_replays_and_unrecorded_configs_stay_o
     assert space.broken({param: 32, "tile": 2}, (1024,), ["N0"]) == ["is not one of the space's known configs"]
 
 
-def test_a_kernel_tuner_param_named_shape_is_refused_in_one_line_naming_the_file(tmp_path):
-    """It has the name of the shape, which a suite's constraints read: the collection of the
-    replayed suite raised it as an INTERNALERROR."""
+def test_a_kernel_tuner_param_named_shape_replays_on_the_target_as_on_the_command(pytester, capsys):
+    """The target refused it as a name a constraint could not tell from the shape's, where
+    ``tunebench replay`` took it: a recorded space has no constraint to read it."""
     data = well_formed()
     data["tune_params_keys"] = ["shape", "tile"]
     data["tune_params"] = {"shape": [32, 64], "tile": [1, 2]}
     data["cache"] = {k: {("shape" if n == "block" else n): v for n, v in e.items()} for k, e in data["cache"].items()}
-    path = tmp_path / "cache.json"
+    path = pytester.path / "cache.json"
     path.write_text(json.dumps(data))
-    assert simulate(path, "random", 2)[-1] == 1.0  # a search needs no shape
-    with pytest.raises(ReplayError, match=re.escape(f"{path}: param 'shape' has the name of the shape")):
-        Replay(path).kernel()
+    assert main(["replay", str(path), "--budget", "2", "--seeds", "1"]) == 0, capsys.readouterr().err
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    (records,) = Path(result.stdout.str().split("records in ")[1].split()[0]).parent.glob("*.json")
+    assert {config["shape"] for config in (t["config"] for t in RecordStore(records).trials())} == {32, 64}
 
 
 def test_a_kernel_tuner_param_of_many_values_loads_each_value_once_per_entry(tmp_path, monkeypatch):

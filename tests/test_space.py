@@ -141,6 +141,15 @@ def test_a_constraint_on_dims_is_checked_against_them_naming_the_fault():
     Space({"vec": [1, 2]}, constraints=[lambda N, vec: N % vec == 0]).check_dims(["N"])
 
 
+def test_a_param_named_shape_is_refused_only_where_a_constraint_names_it():
+    """Only a constraint reads the shape by its name: a space without one (a replayed cache's)
+    was refused all the same."""
+    Space({"shape": [1, 2], "vec": [1, 2]}, constraints=[lambda c: c["shape"] <= c["vec"]]).check_dims(["N"])
+    with pytest.raises(SpaceError, match=r"param 'shape' has the name of the shape: constraint <lambda> at "
+                                         r"test_space.py:\d+, naming it, could not tell which it reads"):
+        Space({"shape": [1, 2], "vec": [1, 2]}, constraints=[lambda shape, vec: shape <= vec]).check_dims(["N"])
+
+
 def test_holds_answers_alike_when_asked_again_and_refuses_a_value_no_space_holds():
     space = Space({"a": [1, 2], "b": ["x", "y"]}, [lambda a, b: a == 1 or b == "x"])
     asked = [{"a": 1, "b": "y"}, {"a": 2, "b": "y"}, {"a": 3, "b": "x"}, {"a": 2, "b": "x"}]

@@ -379,14 +379,19 @@ class Space:
 
     def check_dims(self, dims: Sequence[str]) -> None:
         """Refuse a shaped constraint that names neither a param, ``shape`` nor one of ``dims``,
-        and one that reads a dim alone (it would be taken for a whole-config constraint); and a
-        param named as a dim, or ``shape``: a constraint naming it would read one of the two unsaid."""
+        and one that reads a dim alone (it would be taken for a whole-config constraint); a
+        param named as a dim: a constraint naming it would read one of the two unsaid; and a param
+        named ``shape`` that a constraint names, for the same reason. Only a constraint reads the
+        shape by that name, so a space without one (a replayed Kernel Tuner cache's) keeps it."""
         names, _, constraints = self._check()
-        clash = [n for n in names if n in dims or n == "shape"]
+        clash = [n for n in names if n in dims]
         if clash:
-            raise SpaceError(f"param {clash[0]!r} has the name of " + ("the shape" if clash[0] == "shape" else
-                             f"the dim {clash[0]!r} (dims are {list(dims)})") + ": a constraint naming it could "
-                             "not tell which it reads; rename the param")
+            raise SpaceError(f"param {clash[0]!r} has the name of the dim {clash[0]!r} (dims are {list(dims)}): a "
+                             f"constraint naming it could not tell which it reads; rename the param")
+        reader = next((c for c in constraints if "shape" in (c.params or ())), None)
+        if "shape" in names and reader is not None:
+            raise SpaceError(f"param 'shape' has the name of the shape: {reader.label}, naming it, could not tell "
+                             f"which it reads; rename the param")
         for c in constraints:
             if c.params is None and c.argument in dims:
                 raise SpaceError(f"{c.label} reads only the dim {c.argument!r}, no param: it cannot tell configs "
