@@ -1849,12 +1849,14 @@ def test_a_header_the_template_includes_that_defines_a_param_again_is_a_declarat
                     said and os.path.join(folder, said), flags=(f"-I{tmp_path / 'inc'}",))
 
 
-def _check_template(tmp_path, name: str, template: str, params: dict, said: str | None, flags=()) -> None:
-    """Declare a kernel over ``template`` (axpb.c) and ``params``, and check it for the cpu
-    target: it passes where ``said`` is None, else fails saying it."""
+def _check_template(tmp_path, name: str, template: str, params: dict, said: str | None, flags=(),
+                    heuristic=None) -> None:
+    """Declare a kernel over ``template`` (axpb.c) and ``params`` (its heuristic: each param's
+    first value, else ``heuristic``), and check it for the cpu target: it passes where ``said``
+    is None, else fails saying it."""
     (tmp_path / "axpb.c").write_text(template)
     variant = tunebench.Variant(source=tmp_path / "axpb.c", entry="axpb",
-                                heuristic=lambda shape: {n: v[0] for n, v in params.items()},
+                                heuristic=heuristic or (lambda shape: {n: v[0] for n, v in params.items()}),
                                 space=tunebench.Space(params), flags=flags)
     kernel = tunebench.Kernel(name, buckets=tunebench.Buckets(["N"], [tunebench.Bucket("all", N=(1, None),
                                                                                        shapes=[(8,)])]),
@@ -1905,6 +1907,25 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
     """``#ifdef USE_X`` over a bool param, ``#if ALGO == naive`` over names no #define gives: gcc
     says nothing, every config built one code, and the tune reported the param changes nothing."""
     _check_template(tmp_path, "constant", template, {"fast": [False, True], "algo": ["naive", "blocked"]}, said)
+
+
+@pytest.mark.parametrize("template, flags, said", [
+    ("#define naive 0\n#define blocked 1\n#if METHOD == naive\nint k(void) { return 1; }\n#endif\n", (),
+     "the heuristic gives param 'METHOD' the value 'fast', outside the space (naive, blocked), which axpb.c line 3 "
+     "compares in #if, but no #define gives 'fast': in #if it is 0, so the baseline builds another config than it "
+     "names; #define fast or give one of the space's values"),
+    # a name the template or the build flags #define is the heuristic's to give
+    ("#define naive 0\n#define blocked 1\n#define fast 2\n#if METHOD == naive\n#endif\n", (), None),
+    ("#define naive 0\n#define blocked 1\n#if METHOD == naive\n#endif\n", ("-Dfast=2",), None),
+    ("#define naive 0\n#define blocked 1\n#ifdef METHOD\n#endif\nint k(void) { return 0; }\n", (), None),
+])
+def test_a_heuristic_value_outside_the_space_that_if_reads_as_0_is_a_declaration_error(tmp_path, template, flags,
+                                                                                       said):
+    """``METHOD: "fast"`` where the space holds naive and blocked and the template #defines
+    those alone: the baseline built as naive (``0 == 0``), unsaid, as the space's values are
+    checked and the heuristic's were not."""
+    _check_template(tmp_path, "methods", template, {"METHOD": ["naive", "blocked"]}, said, flags=flags,
+                    heuristic=lambda shape: {"METHOD": "fast"})
 
 
 @pytest.mark.parametrize("template, said", [

@@ -35,7 +35,7 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
                                      folder_header, header_hashes, header_place, long_option, option_values,
-                                     overridden, own_include_dirs, preprocess, unreadable)
+                                     overridden, own_include_dirs, preprocess, undefined_heuristic_value, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -2395,14 +2395,18 @@ class Kernel:
             why = dtype_problem(target, dtype, variant)
             if why:
                 raise KernelError(why)
+        heuristic = []
         for bucket in buckets:
             for shape in bucket.shapes:
                 for dtype in variant.dtypes:
                     try:
-                        variant.baseline(shape, dtype)
+                        heuristic.append(variant.baseline(shape, dtype))
                     except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
                         raise KernelError(f"the {target} variant: {e}") from None
                     self._work(shape, dtype)
+        why = undefined_heuristic_value(variant, heuristic) if target in ("cpu", "cuda") else None
+        if why:  # the replay target builds nothing
+            raise KernelError(f"kernel {self.name!r}, the {target} variant: {why}")
 
     def _launched_alike(self, variant: Variant, param: str) -> bool:
         """Whether the CUDA variant's launch is one whatever the param's value (the others at their

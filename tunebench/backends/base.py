@@ -428,16 +428,13 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
                                  f"is #defined as 0): every config builds the same code; test its value, #if {param}"))
     named = {n: vs for n, vs in values.items() if len(vs) > 1 and all(isinstance(v, str) and v.isidentifier()
                                                                        for v in vs)}
-    defined = {d for _, _, _, directive, rest in directives if directive == "define"
-               for d in re.findall(r"^\w+", rest)}
-    for _, file, number, directive, rest in directives:
-        words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", _condition(rest))))
-        for param in sorted(words & set(named) - {p for p, _ in found}) if directive in ("if", "elif") else ():
-            if not set(named[param]) & defined:
-                shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
-                found.append((param, f"{file} line {number} compares param {param!r} in #if, but none of its values "
-                                     f"({', '.join(named[param])}) is a macro it #defines: in #if each is 0, so every "
-                                     f"config builds the same code; #define them ({shown}) or give ints"))
+    defined = _defined_in_directives(directives)
+    for file, number, param in _compared_in_if(directives, set(named)):
+        if param not in dict(found) and not set(named[param]) & defined:
+            shown = ", ".join(f"#define {v} {i}" for i, v in enumerate(named[param]))
+            found.append((param, f"{file} line {number} compares param {param!r} in #if, but none of its values "
+                                 f"({', '.join(named[param])}) is a macro it #defines: in #if each is 0, so every "
+                                 f"config builds the same code; #define them ({shown}) or give ints"))
     read = set(re.findall(r"\b[A-Za-z_]\w*\b", "\n".join((code, *map(without_comments, variant.file_texts.values())))))
     for param in sorted(n for n, vs in values.items() if len(vs) > 1 and n not in read and n not in dict(found)):
         meant = closest(param, sorted(read - set(values)), cutoff=0.8)  # misspelt: the template reads a near name
@@ -446,6 +443,42 @@ def constant_suspects(variant: Variant, values: Mapping[str, tuple]) -> list[tup
                                  f"reads, which read {meant!r}: every config builds the same code; name the param "
                                  f"as the template reads it"))
     return found
+
+
+def _defined_in_directives(directives: Iterable[tuple]) -> set[str]:
+    """The names the directives (see :func:`_directives`) #define."""
+    return {d for _, _, _, directive, rest in directives if directive == "define" for d in re.findall(r"^\w+", rest)}
+
+
+def _compared_in_if(directives: Iterable[tuple], params: Collection[str]) -> list[tuple[str, int, str]]:
+    """(file, line, param) of each of ``params`` that an ``#if`` or ``#elif`` reads as a value,
+    not only tests for being defined."""
+    found = []
+    for _, file, number, directive, rest in directives:
+        if directive in ("if", "elif"):
+            words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"defined\(\w+\)", "", _condition(rest))))
+            found += [(file, number, param) for param in sorted(words & set(params))]
+    return found
+
+
+def undefined_heuristic_value(variant: Variant, configs: Iterable[Mapping[str, Any]]) -> str | None:
+    """Where a heuristic config (of ``configs``) gives a param that the template compares in
+    ``#if`` a name outside the space's values that neither its directives nor the build flags
+    #define: in #if it is 0, so the baseline silently builds as whichever value is 0 (None where
+    none does). The space's own values are :func:`constant_suspects`'s to judge."""
+    values = variant.space.values
+    directives = list(_directives(variant))
+    defined = _defined_in_directives(directives) | {
+        given.removeprefix("=").partition("=")[0] for given in option_values(variant.build_flags, "-D")}
+    given = {(n, v) for config in configs for n, v in config.items()
+             if isinstance(v, str) and v.isidentifier() and v not in values[n] and v not in defined}
+    for file, number, param in _compared_in_if(directives, {n for n, _ in given}):
+        value = min(v for n, v in given if n == param)
+        return (f"the heuristic gives param {param!r} the value {value!r}, outside the space "
+                f"({', '.join(map(str, values[param]))}), which {file} line {number} compares in #if, but no #define "
+                f"gives {value!r}: in #if it is 0, so the baseline builds another config than it names; "
+                f"#define {value} or give one of the space's values")
+    return None
 
 
 #: The most settings of the params a template's directives read that a suspect is preprocessed
