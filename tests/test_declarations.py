@@ -1093,6 +1093,24 @@ def test_a_template_placing_its_params_after_its_headers_is_built_from_its_sourc
     assert done.returncode == 0, done.stderr
 
 
+def test_the_template_built_in_a_dtype_its_kernel_does_not_declare_is_refused_naming_them(tmp_path):
+    """``defines(shape, dtype=float64)`` of a float32 kernel gave ``-DTB_DTYPE=double``, a build
+    the template may not support; its config, the heuristic's, is still served, warned."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "records").mkdir()
+    (tmp_path / "suites" / "div.c").write_text(DIV_C.replace("MARKER", ""))
+    (tmp_path / "suites" / "test_div.py").write_text(DIV_SUITE)
+    handle = tunebench.tuned("div_scale", device="cpu-test", records=tmp_path / "records", suites=tmp_path / "suites")
+    said = re.escape("kernel 'div_scale': dtype 'float64' is not among the dtypes it declares for the cpu target "
+                     "(float32): its template is not built in it")
+    with pytest.warns(tunebench.UntunedWarning, match="float64 is not among the dtypes div_scale declares"):
+        assert handle.config((100,), np.float64) == {"div": 4, "broken": 0}
+    for build in (handle.defines, handle.source):
+        with pytest.raises(ValueError, match=said):
+            build((100,), dtype=np.float64)
+    assert "-DTB_DTYPE=float" in handle.defines((100,), dtype="float32")
+
+
 def test_an_array_or_a_tensor_given_for_its_dtype_is_refused_naming_the_kernel(tmp_path):
     """A launch path passing ``x`` where it meant ``x.dtype``: a tensor, hashable unlike a numpy
     array, failed as "dtype tensor([[...]]) is not a numpy dtype", its every row in the message,

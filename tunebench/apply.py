@@ -156,12 +156,19 @@ class Tuned:
     @staticmethod
     def _target(choice, decl: Kernel | None) -> tuple:
         """(the answer's target, that target's backend module, the kernel's variant for it where
-        the declaration is known)."""
+        the declaration is known). A dtype the variant does not declare is refused: its config is
+        the heuristic's (as :meth:`config` serves it, warned), but the template built in that
+        dtype (``-DTB_DTYPE=double`` of a float32 kernel) is one it may not support."""
         target = choice.device.split("-", 1)[0]
         backend = cuda if target == "cuda" else cpu
         if choice.dtype not in backend.CTYPES:
             raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} has no C type on the {target} target")
-        return target, backend, decl.variant(target) if decl else None
+        variant = decl.variant(target) if decl else None
+        if variant is not None and choice.dtype not in variant.dtypes:
+            raise ValueError(f"kernel {choice.kernel!r}: dtype {choice.dtype!r} is not among the dtypes it declares "
+                             f"for the {target} target ({', '.join(variant.dtypes)}): its template is not built in "
+                             f"it; declare it (dtypes=) to tune it, or ask in one of those")
+        return target, backend, variant
 
     def apply(self, shape: Callable[..., Sequence[int]], dtype: Callable[..., Any] | None = None) -> Callable:
         """A decorator: the function is called with its own arguments and the config for the
