@@ -83,6 +83,17 @@ def test_best_reports_bad_input_with_a_clear_error(project, pytester, capsys, mo
     assert "does not have dims N" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given, said", [
+    ("-1,5", "argument --shape: dim -1 of '-1,5' is below 0: a shape's dims are integers of 0 or more, such as 2,4096"),
+    ("4,a", "argument --shape: dim 'a' of '4,a' is not an integer: a shape's dims are integers of 0 or more"),
+])
+def test_best_names_the_dim_of_a_shape_it_cannot_take(given, said, capsys):
+    """It said "expected a shape such as 2,4096", naming no dim at fault."""
+    with pytest.raises(SystemExit) as exited:
+        main(["best", "axpb", f"--shape={given}"])
+    assert exited.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_best_without_records_gives_the_heuristic(project, capsys, monkeypatch):
     """A kernel's name alone is answered by the declaration this process registered last (see
     :func:`tunebench.lookup.declaration`): after an earlier test's tune of its own axpb, in this

@@ -88,13 +88,19 @@ def _lexists(path: Path) -> bool:
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(v) for v in text.replace("x", ",").split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a shape such as 2,4096, got {text!r}") from None
-    if not shape or any(v < 0 for v in shape):
-        raise argparse.ArgumentTypeError(f"expected a shape such as 2,4096, got {text!r}")
-    return shape
+    """A shape's dims from ``2,4096`` (or ``2x4096``); an error names the dim at fault, where it
+    said only that the whole text was no shape."""
+    dims = text.replace("x", ",").split(",")
+    for dim in dims:
+        try:
+            value = int(dim)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"dim {dim!r} of {text!r} is not an integer: a shape's dims are "
+                                             f"integers of 0 or more, such as 2,4096") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"dim {value} of {text!r} is below 0: a shape's dims are integers of 0 "
+                                             f"or more, such as 2,4096")
+    return tuple(map(int, dims))
 
 
 @contextlib.contextmanager
