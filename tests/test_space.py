@@ -148,6 +148,8 @@ def test_a_param_named_shape_is_refused_only_where_a_constraint_names_it():
     with pytest.raises(SpaceError, match=r"param 'shape' has the name of the shape: constraint <lambda> at "
                                          r"test_space.py:\d+, naming it, could not tell which it reads"):
         Space({"shape": [1, 2], "vec": [1, 2]}, constraints=[lambda shape, vec: shape <= vec]).check_dims(["N"])
+    with pytest.raises(SpaceError, match=r"param 'shape' has the name of the shape: constraint <lambda> at "):
+        Space({"shape": [1, 2], "vec": [1, 2]}, constraints=[lambda shape: shape <= 1]).check_dims(["N"])
 
 
 def test_holds_answers_alike_when_asked_again_and_refuses_a_value_no_space_holds():

@@ -175,7 +175,7 @@ class Constraint:
         typo = difflib.get_close_matches(arg_names[0], names, n=1, cutoff=0.8) if arg_names else []
         self.shaped: tuple[str, ...] = ()  # the names read beside params: "shape" or dims
         self.argument = arg_names[0] if arg_names else None
-        if arg_names == ["shape"]:  # called with nothing, it raised at the first config it judged
+        if arg_names == ["shape"] and "shape" not in names:  # called with nothing, it raised at the first config it judged
             raise SpaceError(f"{self.label} reads the shape alone, no param: it holds for every config or for none; "
                              f"name the params it bounds (lambda shape, {names[0] if names else 'p'}: ...); params "
                              f"are {list(names)}")
