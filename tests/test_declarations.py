@@ -1936,14 +1936,26 @@ def test_a_template_whose_if_cannot_tell_a_params_values_apart_is_a_declaration_
     ("#define naive 0\n#define blocked 1\n#define fast 2\n#if METHOD == naive\n#endif\n", (), None),
     ("#define naive 0\n#define blocked 1\n#if METHOD == naive\n#endif\n", ("-Dfast=2",), None),
     ("#define naive 0\n#define blocked 1\n#ifdef METHOD\n#endif\nint k(void) { return 0; }\n", (), None),
+    # one a header through -I or -include #defines, which the directives alone do not show (a review's refusals)
+    ('#include "methods.h"\n#if METHOD == naive\nint k(void) { return 1; }\n#endif\n', ("-IINC",), None),
+    ("#if METHOD == naive\nint k(void) { return 1; }\n#endif\n", ("-include", "INC/methods.h"), None),
 ])
 def test_a_heuristic_value_outside_the_space_that_if_reads_as_0_is_a_declaration_error(tmp_path, template, flags,
                                                                                        said):
     """``METHOD: "fast"`` where the space holds naive and blocked and the template #defines
     those alone: the baseline built as naive (``0 == 0``), unsaid, as the space's values are
     checked and the heuristic's were not."""
-    _check_template(tmp_path, "methods", template, {"METHOD": ["naive", "blocked"]}, said, flags=flags,
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "methods.h").write_text("#define naive 0\n#define blocked 1\n#define fast 2\n")
+    _check_template(tmp_path, "methods", template, {"METHOD": ["naive", "blocked"]}, said,
+                    flags=tuple(f.replace("INC", str(tmp_path / "inc")) for f in flags),
                     heuristic=lambda shape: {"METHOD": "fast"})
+
+
+def test_a_heuristic_value_the_compiler_defines_is_the_heuristics_to_give(tmp_path):
+    """A built-in macro (``__STDC__``, 1 in C) is a value #if reads as the compiler defines it."""
+    _check_template(tmp_path, "builtin", "#define naive 0\n#define blocked 1\n#if METHOD == naive\nint k(void) { return 1; }\n#endif\n",
+                    {"METHOD": ["naive", "blocked"]}, None, heuristic=lambda shape: {"METHOD": "__STDC__"})
 
 
 @pytest.mark.parametrize("template, said", [

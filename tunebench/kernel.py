@@ -35,7 +35,7 @@ from _pytest.config.findpaths import load_config_dict_from_file  # what pytest i
 from tunebench.backends.base import (COMPUTED_INCLUDE, INCLUDE, INCLUDE_ENV, PATH_ENV, KernelError, bare_include,
                                      constant_param, constant_settings, constant_suspects, directive_names,
                                      folder_header, header_hashes, header_place, long_option, option_values,
-                                     overridden, own_include_dirs, preprocess, undefined_heuristic_value, unreadable)
+                                     overridden, own_include_dirs, preprocess, undefined_heuristic_values, unreadable)
 from tunebench.backends.cache import BuildCache, compiler_temp
 from tunebench.backends.launch import (keywords, kernel_tuner_launch, launch_of, stray_parameter, takes,
                                        takes_keyword)
@@ -2404,9 +2404,13 @@ class Kernel:
                     except KernelError as e:  # a kernel's other variant has a heuristic of its own: say which
                         raise KernelError(f"the {target} variant: {e}") from None
                     self._work(shape, dtype)
-        why = undefined_heuristic_value(variant, heuristic) if target in ("cpu", "cuda") else None
-        if why:  # the replay target builds nothing
-            raise KernelError(f"kernel {self.name!r}, the {target} variant: {why}")
+        if target in ("cpu", "cuda"):  # the replay target builds nothing
+            from tunebench.backends import cpu, cuda  # the targets' preprocessors: a floor below
+
+            preprocessing = {"cpu": cpu.preprocessing, "cuda": cuda.preprocessing}[target]
+            for config, value, why in undefined_heuristic_values(variant, heuristic):
+                if _undefined(variant, config, value, preprocessing):
+                    raise KernelError(f"kernel {self.name!r}, the {target} variant: {why}")
 
     def _launched_alike(self, variant: Variant, param: str) -> bool:
         """Whether the CUDA variant's launch is one whatever the param's value (the others at their
@@ -2605,6 +2609,24 @@ def _constant_param(name: str, variant: Variant, suspects: list[tuple[str, str]]
                 sorted(read)))
     return BuildCache().verdict(f"{name}-constant-params", key, judged, still=lambda kept: (
         header_hashes(kept["headers"]) == kept["headers"]))["why"]
+
+
+def _undefined(variant: Variant, config: Mapping, name: str,
+               preprocessing: Callable[[Variant, Mapping], tuple[str, list[str], str] | None]) -> bool:
+    """Whether ``name`` is no macro at the end of the config's template, as the target's
+    preprocessor reads it: a header through -I or -include, or a built-in, may define it. False
+    where the preprocessor cannot run: it judges nothing then."""
+    how = preprocessing(variant, config)
+    if how is None:
+        return False
+    _, command, source = how
+    mark = f"tunebench_undefined_{name}"
+    try:
+        with compiler_temp(command, Path(tempfile.gettempdir()), "tunebench-nvcc-") as tmp:
+            text = preprocess(command, f"{source}\n#ifndef {name}\n{mark}\n#endif\n", variant.origin, tmp)
+    except OSError:  # no folder for it (a full disk)
+        return False
+    return text is not None and mark in text
 
 
 def kernels_in(name: str, value: Any) -> list[Kernel]:

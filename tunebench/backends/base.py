@@ -461,24 +461,30 @@ def _compared_in_if(directives: Iterable[tuple], params: Collection[str]) -> lis
     return found
 
 
-def undefined_heuristic_value(variant: Variant, configs: Iterable[Mapping[str, Any]]) -> str | None:
+def undefined_heuristic_values(variant: Variant, configs: Iterable[Mapping[str, Any]]) -> list[tuple[dict, str, str]]:
     """Where a heuristic config (of ``configs``) gives a param that the template compares in
-    ``#if`` a name outside the space's values that neither its directives nor the build flags
-    #define: in #if it is 0, so the baseline silently builds as whichever value is 0 (None where
-    none does). The space's own values are :func:`constant_suspects`'s to judge."""
+    ``#if`` a name outside the space's values that neither its directives nor the build's -D flags
+    #define: (the config, the value, what is said of it), each value once. Suspects alone: a header
+    found through -I or -include, or the compiler's built-ins, may define it, which the target's
+    preprocessor tells (see :meth:`tunebench.kernel.Kernel.check`). Undefined, in #if it is 0, so
+    the baseline silently builds as whichever value is 0. The space's own values are
+    :func:`constant_suspects`'s to judge."""
     values = variant.space.values
     directives = list(_directives(variant))
     defined = _defined_in_directives(directives) | {
         given.removeprefix("=").partition("=")[0] for given in option_values(variant.build_flags, "-D")}
-    given = {(n, v) for config in configs for n, v in config.items()
-             if isinstance(v, str) and v.isidentifier() and v not in values[n] and v not in defined}
-    for file, number, param in _compared_in_if(directives, {n for n, _ in given}):
-        value = min(v for n, v in given if n == param)
-        return (f"the heuristic gives param {param!r} the value {value!r}, outside the space "
+    found: dict[str, tuple[dict, str, str]] = {}
+    for config in configs:
+        given = {n: v for n, v in config.items()
+                 if isinstance(v, str) and v.isidentifier() and v not in values[n] and v not in defined}
+        for file, number, param in _compared_in_if(directives, set(given)):
+            value = given[param]
+            found.setdefault(value, (dict(config), value, (
+                f"the heuristic gives param {param!r} the value {value!r}, outside the space "
                 f"({', '.join(map(str, values[param]))}), which {file} line {number} compares in #if, but no #define "
                 f"gives {value!r}: in #if it is 0, so the baseline builds another config than it names; "
-                f"#define {value} or give one of the space's values")
-    return None
+                f"#define {value} or give one of the space's values")))
+    return list(found.values())
 
 
 #: The most settings of the params a template's directives read that a suspect is preprocessed
