@@ -16,6 +16,7 @@ from tunebench.compare import Comparison
 from tunebench.final_round import MIN_GAIN, _lead_kept, _no_lead, _unusable
 from tunebench.lookup import latest_confirmation, lookup
 from tunebench.records import RecordStore, config_text
+from tunebench.summary import brief
 
 
 def two_shapes():
@@ -533,3 +534,15 @@ def test_a_final_round_judges_a_winner_not_ahead_in_every_process_where_it_is_no
                            {(4096,): [0.45, 1.22, 0.6, 0.5, 0.55], (8192,): [1.3] * 5}, earlier=case != "first tune")
     assert not doc.get("disturbed") and served == H and doc["winner"] is None, doc
     assert "did not lead the heuristic in every fresh process on" in doc["reason"], doc
+
+
+def test_a_round_that_stayed_disturbed_is_said_with_its_first_signs_and_a_count_of_the_rest():
+    """best()'s answer named every process's signs, each buffer placement's apart: 1.8 KB of them
+    before the one line that says what to do."""
+    signs = ["other processes took 68% of the CPU time"] + [f"staggered {i}: two modes" for i in range(24)]
+    problem = f"the machine stayed disturbed on (256, 256): {'; '.join(signs)}"
+    assert brief(problem) == ("the machine stayed disturbed on (256, 256): other processes took 68% of the CPU time; "
+                              "staggered 0: two modes; and 23 more signs (in the records' final round)")
+    assert brief("the machine stayed disturbed on (4096,): other processes took 90% of the CPU time") == \
+        "the machine stayed disturbed on (4096,): other processes took 90% of the CPU time"
+    assert brief("on (8,) the config [vec:2] ended crashed: a; b; c") == "on (8,) the config [vec:2] ended crashed: a; b; c"

@@ -42,6 +42,7 @@ from tunebench.compare import Comparison, compare
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import latest_confirmation
 from tunebench.records import RecordStore, config_key, config_text
+from tunebench.summary import DISTURBED
 
 FINAL_PROCESSES = 3
 REFERENCE_PROCESSES = 5
@@ -182,7 +183,7 @@ def _unusable(comp: Comparison, shape: tuple, configs: dict[str, dict]) -> tuple
         which = f"the config [{config_text(configs[f['arm']])}]" if f.get("arm") in configs else "a config"
         return f"on {shape} {which} ended {f['status']}: {f['error']}", False
     if comp.disturbed:
-        return f"the machine stayed disturbed on {shape}: {comp.disturbed[0]}", True
+        return f"{DISTURBED}{shape}: {comp.disturbed[0]}", True
     return None, False
 
 

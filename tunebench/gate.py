@@ -67,6 +67,7 @@ from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, cha
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
 from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, holds_back,
                                stores, verdict_text)
+from tunebench.summary import brief
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
 #: machine is not the one that tuned the records.
@@ -244,7 +245,7 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing to gate for {what}: the bucket's representative shapes changed since its final round, "
                 f"which judged {', '.join(map(str, judged[-1]))}; `{command}` tunes it again")
     if rounds and rounds[-1].get("disturbed"):
-        return (f"nothing to gate for {what}: its final round confirmed nothing ({rounds[-1]['problem']}), so best() "
+        return (f"nothing to gate for {what}: its final round confirmed nothing ({brief(rounds[-1]['problem'])}), so best() "
                 f"serves the heuristic; `{command}` on a quieter machine tunes it again")
     if task and any(len(t) == len(bucket.shapes) for t in shape_times(store, kernel.name, dtype, bucket,
                                                                       task["source_hash"]).values()):

@@ -55,6 +55,7 @@ from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, b
                                config_text, orphaned, records_files, stores, write_atomic)
 from tunebench.space import SpaceError, closest
 from tunebench.stamps import racy
+from tunebench.summary import brief
 
 
 @dataclass
@@ -360,7 +361,7 @@ def _no_round(store: Summary, task: dict | None, kernel: str, target: str, dtype
     busy = store.unjudged(kernel, target, dtype, bucket)
     return (f"the bucket's representative shapes changed since its final round, which judged "
             f"{', '.join(map(str, judged))}" if judged else
-            f"its final round confirmed nothing: {busy}" if busy else
+            f"its final round confirmed nothing: {brief(busy)}" if busy else
             "its tune ended before one: interrupted, or the machine too busy" if task else
             "no tune of this bucket ran: its shapes' trials were measured for another bucket")
 

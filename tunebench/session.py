@@ -53,6 +53,7 @@ from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import OUTSIDE_KILLS, TrialJob, WorkerKilled
+from tunebench.summary import brief
 
 #: What a task's stop on the heuristic's compile error adds where an earlier run's verdict served it.
 RECORDED_REFUSAL = " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)"
@@ -1174,7 +1175,7 @@ class Task:
                     f"ran: {self._kept()}; a run selecting them tunes it")
         check = self.check or {}
         if check.get("disturbed"):
-            return (f"the final round confirmed nothing ({check['problem']}): {self._kept()}; "
+            return (f"the final round confirmed nothing ({brief(check['problem'])}): {self._kept()}; "
                     f"{remedy(check['problem'], 'tune again on a quieter machine', self.tuner.target)}")
         if check.get("problem"):
             return f"the final round could not confirm a pick ({check['problem']}): the heuristic stays"

@@ -66,6 +66,24 @@ def _s(seconds: float) -> str:
 NAMED = 6
 
 
+#: Signs of other load a line names of a final round that stayed disturbed, before it counts the rest.
+SIGNS = 2
+#: How a final round's problem begins where other load kept it from judging (see final_round._unusable).
+DISTURBED = "the machine stayed disturbed on "
+
+
+def brief(problem: str) -> str:
+    """A final round's problem as a line says it: where the machine stayed disturbed, its first
+    :data:`SIGNS` signs and how many more (best()'s answer gave every process's, staggered and
+    malloc placements each, 1.8 KB of it); the records keep them all."""
+    where, colon, signs = problem.partition(": ")
+    listed = signs.split("; ")
+    if not problem.startswith(DISTURBED) or not colon or len(listed) <= SIGNS:
+        return problem
+    rest = len(listed) - SIGNS
+    return f"{where}: {'; '.join(listed[:SIGNS])}; and {rest} more sign{'s' if rest > 1 else ''} (in the records' final round)"
+
+
 def some(names: Sequence[str]) -> str:
     """The first :data:`NAMED` names and how many more: the table above shows every row."""
     rest = len(names) - NAMED
