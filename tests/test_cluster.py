@@ -980,6 +980,8 @@ def test_a_moved_jobs_thread_that_outlives_the_run_sends_nothing_once_closed(inc
     workers.close()
     ray.shutdown()
     assert workers._finished(0) is None
+    with pytest.raises(WorkerError, match="the cluster's devices were closed"):  # asked whether it lives, once lost
+        workers._death(0, workers._unavailable("unreachable", None))
     moved = Future()
     with pytest.raises(WorkerError, match="the cluster's devices were closed"):
         workers._send(0, TrialJob("inc_cluster", {"step": 1}, (1000,), "float32", MeasureSettings()), moved)

@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from tunebench.compare import undisturbed
 from tunebench.kernel import BINARY_SUFFIXES, REGISTRY, KernelError
@@ -474,11 +475,15 @@ class ClusterWorkers:
         in the device's queue, which it runs in the order sent (a call that another thread sends it
         goes before both or after), so that the ready's answer says the device lived until the
         call began."""
+        return self._call(index, lambda device: (device.ready.remote(), call(device)))
+
+    def _call(self, index: int, send: Callable) -> Any:
+        """``send(device)`` of device ``index``, unless the devices were closed: Ray may be shut down
+        since, where a call starts a new local Ray (a moved job's thread may outlive the run)."""
         with self._sending:
-            if self._closed:  # Ray may be shut down since, where a call starts a new local Ray
+            if self._closed:
                 raise WorkerError("--tune-cluster: the cluster's devices were closed")
-            device = self.devices[index]
-            return device.ready.remote(), call(device)
+            return send(self.devices[index])
 
     def _charged(self, index: int, ready, error: BaseException) -> bool:
         """Whether the loss of device ``index``, Ray's ``error`` to the job it was sent, is the
@@ -491,7 +496,7 @@ class ClusterWorkers:
         death took too counted that one death twice). A device unreachable as the job was sent
         (its ready "unavailable" too) is asked all the same whether it lives on (see
         :meth:`_death`), and never charged."""
-        if PROCESS_DIED not in str(error) and not isinstance(error, self._unavailable):
+        if PROCESS_DIED not in str(error) and not isinstance(error, self._unavailable) or self._closed:
             return False
         try:
             self._ray.get(ready, timeout=READY_S)
@@ -516,7 +521,8 @@ class ClusterWorkers:
                 return ""
             time.sleep(0.1)  # not a loop of refused connections while the head has yet to say
             try:
-                self._ray.get(self.devices[index].alive.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                self._ray.get(self._call(index, lambda device: device.alive.remote()),
+                              timeout=max(0.0, deadline - time.monotonic()))
                 self._kept[index] += 1
                 if self._kept[index] <= KEPT:
                     self._lost.discard(index)
