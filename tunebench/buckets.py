@@ -30,10 +30,17 @@ Shape = tuple[int, ...]
 
 
 class Bucket:
-    """``Bucket("long_rows", S=(1, 64), R=(1025, None), shapes=[(8, 16384)], weight=2.0)``."""
+    """``Bucket("long_rows", S=(1, 64), R=(1025, None), shapes=[(8, 16384)], weight=2.0)``.
+
+    ``verify``: shapes of the bucket a pick's result is verified on (against the reference) and
+    never timed. A pick is served on every shape of its bucket, but measured, so verified, only
+    on the representative ones: a tile that drops the last column where a dim is no multiple of
+    it was right on 256 and served, wrong, on 300. A finalist that fails on one is not adopted,
+    and the gate fails a recorded pick that does."""
 
     def __init__(self, name: str, *, shapes: Sequence[Sequence[int]], weight: float = 1.0,
-                 shape_weights: Sequence[float] | None = None, **ranges: tuple[int, int | None]):
+                 shape_weights: Sequence[float] | None = None, verify: Sequence[Sequence[int]] = (),
+                 **ranges: tuple[int, int | None]):
         if not name or not all(ch.isalnum() or ch in "_." for ch in name):
             raise BucketError(f"bucket name {name!r}: use letters, digits, '_' and '.' only")
         self.name = name
@@ -42,6 +49,11 @@ class Bucket:
         self.shapes: list[Shape] = [_shape(name, s) for s in shapes]
         if not self.shapes:
             raise BucketError(f"bucket {name!r} has no representative shape")
+        self.verify: list[Shape] = list(dict.fromkeys(_shape(name, s, "verify") for s in verify))
+        timed = next((s for s in self.verify if s in self.shapes), None)
+        if timed is not None:
+            raise BucketError(f"bucket {name!r}: verify shape {timed} is a representative shape, verified already "
+                              f"where it is timed")
         if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not weight > 0:
             raise BucketError(f"bucket {name!r}: weight must be a number > 0, got {weight!r}")
         self.weight = float(weight)
@@ -75,12 +87,12 @@ class Bucket:
         """The bucket as plain data, as records keep it."""
         return {"name": self.name, "ranges": {d: list(r) for d, r in self.ranges.items()},
                 "weight": self.weight, "shapes": [list(s) for s in self.shapes],
-                "shape_weights": self.shape_weights}
+                "shape_weights": self.shape_weights, **({"verify": [list(s) for s in self.verify]} if self.verify else {})}
 
     @classmethod
     def from_description(cls, doc: Mapping) -> Bucket:
         return cls(doc["name"], shapes=doc["shapes"], weight=doc["weight"],
-                   shape_weights=doc["shape_weights"],
+                   shape_weights=doc["shape_weights"], verify=doc.get("verify", ()),
                    **{d: tuple(r) for d, r in doc["ranges"].items()})
 
     def __repr__(self):
@@ -105,16 +117,16 @@ def _whole(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _shape(bucket: str, given) -> Shape:
-    """A representative shape as a tuple of ints; a bare int is a shape of one dim. A fractional
-    dim is refused: int() made (1024, 682.7) the shape (1024, 682) without a word (a whole float,
-    ``1e4``, is the int it equals)."""
+def _shape(bucket: str, given, kind: str = "representative") -> Shape:
+    """A representative (or verify) shape as a tuple of ints; a bare int is a shape of one dim. A
+    fractional dim is refused: int() made (1024, 682.7) the shape (1024, 682) without a word (a
+    whole float, ``1e4``, is the int it equals)."""
     try:
         dims = (given,) if _whole(given) else tuple(given)
     except TypeError:
         dims = None
     if dims is None or not all(_whole(v) or isinstance(v, float) and v.is_integer() for v in dims):
-        raise BucketError(f"bucket {bucket!r}: representative shape {given!r} is no tuple of ints")
+        raise BucketError(f"bucket {bucket!r}: {kind} shape {given!r} is no tuple of ints")
     return tuple(map(int, dims))
 
 
@@ -143,11 +155,12 @@ class Buckets:
                 raise BucketError(
                     f"bucket {b.name!r} gives ranges for {sorted(b.ranges)}, the dims are {list(self.dims)}{hint}")
             b.ranges = {d: b.ranges[d] for d in self.dims}
-            for s in b.shapes:
-                if len(s) != len(self.dims):
-                    raise BucketError(f"bucket {b.name!r}: shape {s} does not have dims {''.join(self.dims)}")
-                if not b.contains(s):
-                    raise BucketError(f"bucket {b.name!r}: representative shape {s} lies outside it")
+            for kind, shapes in (("representative", b.shapes), ("verify", b.verify)):
+                for s in shapes:
+                    if len(s) != len(self.dims):
+                        raise BucketError(f"bucket {b.name!r}: shape {s} does not have dims {''.join(self.dims)}")
+                    if not b.contains(s):
+                        raise BucketError(f"bucket {b.name!r}: {kind} shape {s} lies outside it")
         for i, a in enumerate(self.buckets):
             for b in self.buckets[i + 1:]:
                 if all(_overlap(a.ranges[d], b.ranges[d]) for d in self.dims):

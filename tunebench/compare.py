@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from tunebench.interference import machine_signals
 from tunebench.measure import MeasureSettings, objective_ms
-from tunebench.workers import CompareJob, TrialJob
+from tunebench.workers import MIN_ROUNDS, CompareJob, TrialJob
 
 #: Measurements of a disturbed machine are repeated this many times, after pauses of
 #: BACKOFF_S, twice that, four times that ...
@@ -36,6 +36,8 @@ BACKOFF_S = 0.5
 #: seconds. (With the retries alone, a final-round process stayed disturbed in 3 of 7 quiet tunes
 #: of every suite, and its bucket confirmed nothing; 0 of 3 after.)
 PATIENCE_S = 32.0
+#: Seconds of calls a verification (see :func:`verified`) times at most: its times are not read.
+VERIFY_BUDGET_S = 0.05
 
 
 def undisturbed(workers, job: TrialJob | CompareJob, fresh: bool = False,
@@ -126,3 +128,14 @@ def compare(workers, kernel: str, shape: tuple, dtype: str, arms: Sequence[tuple
         if result.get("verdict") == "disturbed":
             found.disturbed.append("; ".join(result.get("interference", [])))
     return found
+
+
+def verified(workers, kernel: str, shape: tuple, dtype: str, config: dict) -> dict | None:
+    """How ``config`` failed on ``shape`` (its ``status`` and ``error``: a wrong result, a crash),
+    None where it ran right: run as a comparison's one arm, so under every buffer placement, its
+    result verified against the reference and its few timed rounds not read. What a bucket's
+    verify shapes ask of a pick (see :class:`~tunebench.buckets.Bucket`): nothing timed, so other
+    load is no reason to run it again."""
+    result = workers.trial(CompareJob(kernel, tuple(shape), dtype, (("0", config, None),), MIN_ROUNDS,
+                                      MeasureSettings(), VERIFY_BUDGET_S))
+    return None if result["status"] == "ok" else {k: result.get(k) for k in ("status", "error")}

@@ -38,9 +38,9 @@ import statistics
 
 from tunebench import __version__
 from tunebench.buckets import Bucket
-from tunebench.compare import Comparison, compare
+from tunebench.compare import Comparison, compare, verified
 from tunebench.kernel import Kernel, Variant
-from tunebench.lookup import latest_confirmation
+from tunebench.lookup import fits, latest_confirmation
 from tunebench.records import RecordStore, config_key, config_text
 from tunebench.summary import DISTURBED
 
@@ -97,6 +97,14 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     earlier = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup_hash,
                                   variant.entry)
     picked = {(tuple(e["shape"]), config_key(e["best"])) for e in earlier["shapes"]} if earlier else set()
+    checked = bucket.verify if target != "replay" else []  # a recording holds the representative shapes alone
+    unverified = _unverified(workers, kernel, variant, target, dtype, checked, [f[bucket.shapes[0]] for f in finalists])
+    dropped.update(config_key(u["config"]) for u in unverified)
+    failed = any(key == config_key(u["config"]) for _, key in picked for u in unverified)  # the earlier pick: no longer
+    if unverified and all(config_key(f[bucket.shapes[0]]) in dropped for f in finalists):
+        u = unverified[0]
+        problem = f"every finalist failed on a verify shape: [{config_text(u['config'])}] on {tuple(u['shape'])} " \
+                  f"ended {u['status']}: {u['error']}"
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
         configs = [f[shape] for f in finalists]
@@ -155,6 +163,7 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
            **({"compiler": compiler} if compiler else {}), "entry": variant.entry,  # another function's round is not this one's
+           **({"verify": [list(s) for s in checked], "unverified": unverified} if checked else {}),
            **({"disturbed": True} if disturbed and not failed else {}),  # judged nothing: an earlier pick stands
            "reason": problem or why_not or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
@@ -162,6 +171,24 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
            "git_commit": commit, "git_dirty": dirty, "timestamp": now(), "tunebench_version": __version__}
     store.add_check(doc)
     return doc
+
+
+def _unverified(workers, kernel: Kernel, variant: Variant, target: str, dtype: str, shapes: list[tuple],
+                configs: list[dict]) -> list[dict]:
+    """Each of ``configs`` that fails on one of the verify ``shapes`` (see
+    :class:`~tunebench.buckets.Bucket`), with the first it fails on: best() serves a pick there,
+    where no trial ran it. A shape whose constraints it breaks is not served it, nor verified."""
+    if not shapes:
+        return []
+    dims = kernel.buckets_for(target).dims
+    found = []
+    for config in {config_key(c): c for c in configs}.values():
+        for shape in shapes:
+            failure = verified(workers, kernel.name, shape, dtype, config) if fits(variant, config, shape, dims) else None
+            if failure:
+                found.append({"shape": list(shape), "config": config, **failure})
+                break
+    return found
 
 
 def _fastest(bucket: Bucket, entries: list[dict], count: int) -> int | None:

@@ -58,7 +58,7 @@ from tunebench import __version__, backends
 from tunebench.backends import cpuinfo, quota
 from tunebench.backends.cpu import SHORT_CALL_MS, call_overhead_us
 from tunebench.buckets import Bucket
-from tunebench.compare import RETRIES, Comparison, compare
+from tunebench.compare import RETRIES, Comparison, compare, verified
 from tunebench.device import threads_apart, threads_on
 from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
@@ -432,6 +432,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     picks = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else {}  # the config as tuned
     untold = False  # a shape's recorded template reads params whose values today's config cannot tell
     failing = rules if check and check.get("baseline_failure") else {}
+    unverified = _unverified(workers, kernel, variant, target, dtype, bucket, best, dims)
+    if unverified:  # a round that verified no finalist there is measured again by a tune, its trials reused
+        fix = (_still_served(kernel, store, task, setup) if check and {tuple(s) for s in check.get("verify", [])}
+               >= set(bucket.verify) else f"best() still serves it until the task is tuned again: "
+               f"`{kernel.tune_command(store.path.parent)}` verifies its finalists there and adopts none that "
+               f"fails, and commit the records")
+        result.outcome, result.reason = "fail", f"{unverified}; {fix}"
+        return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
         # a param removed alone, or one renamed that kept its value, is the same rule: the recorded template
@@ -595,6 +603,22 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                                   f"judged, as the noise could hide a failure"]),
                                    f"machine too noisy to gate: {busy} ({seen})"])
     return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
+
+
+def _unverified(workers, kernel: Kernel, variant: Variant, target: str, dtype: str, bucket: Bucket,
+                best: dict[tuple, dict], dims: Sequence[str]) -> str | None:
+    """How the recorded pick fails on a verify shape of the bucket (see
+    :class:`~tunebench.buckets.Bucket`), where best() serves it unmeasured: today's template or
+    declaration may break it there, or its round predates the shape. The heuristic, served where no
+    config was adopted, is the suite's own rule: not the tune's to verify."""
+    pick = best[bucket.shapes[0]]
+    if target == "replay" or best == {s: variant.baseline(s, dtype) for s in bucket.shapes}:
+        return None
+    for shape in bucket.verify:
+        failure = verified(workers, kernel.name, shape, dtype, pick) if fits(variant, pick, shape, dims) else None
+        if failure:
+            return f"the best [{config_text(pick)}] on verify shape {shape} ended {failure['status']}: {failure['error']}"
+    return None
 
 
 def _leading(failures: list[Verdict]) -> Verdict:

@@ -36,7 +36,7 @@ from tunebench.kernel import (Kernel, KernelError, KernelTableWarning, declared_
                               table_entries)
 from tunebench.measure import MeasureSettings
 from tunebench.progress import SUMMARY, Progress, report_teststatus
-from tunebench.records import RecordsError
+from tunebench.records import RecordsError, config_text
 from tunebench.space import SpaceError
 from tunebench.session import FIXED_REPEATS, NOISY_SPREAD, Budget, Tuner, refused_checkout
 from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -452,6 +452,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if tuner.discarded:
         terminalreporter.write_line(f"cluster: {tuner.discarded} measurements made ahead on other devices were "
                                     f"never asked for by the strategy, and dropped")
+    unverified = [f"{t.label} [{config_text(u['config'])}] on {tuple(u['shape'])}: {u['status']}"
+                  for t in ran for u in (t.check or {}).get("unverified", [])]
+    if unverified:  # fast where timed, wrong where served unmeasured: the template's fault, which the table hides
+        terminalreporter.write_line(f"verify shapes: {len(unverified)} finalist{'s' if len(unverified) != 1 else ''} "
+                                    f"failed on a bucket's verify shape, and none is adopted: {'; '.join(unverified)} "
+                                    f"(each error is in the records' final round)", yellow=True)
     pruned = [f"{t.label} {r['pruned']}" for t, r in zip(ran, rows) if r["pruned"]]
     if pruned:  # among the configs weighed, in neither failed nor early: a space mostly beyond the device shows
         terminalreporter.write_line(f"pruned: configs beyond the device's resources (shared memory, registers, "

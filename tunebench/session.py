@@ -764,8 +764,10 @@ class Task:
         beside the trials' fastest, must not make a re-run that measured nothing new measure the
         round again and flip its pick), and its pick is one of them or the heuristic. A round that
         could not measure judged nothing, nor one that took a heuristic failing now for a competitor,
-        nor one against a heuristic that has changed since (its figures were that one's)."""
+        nor one against a heuristic that has changed since (its figures were that one's), nor one
+        that did not verify them on every verify shape the bucket has today."""
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
+                and ({tuple(s) for s in check.get("verify", [])} >= set(self.bucket.verify) or self.tuner.target == "replay")
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
                 and backends.built_by(check.get("compiler"), self.compiler)  # else it judged other code

@@ -1,0 +1,120 @@
+"""A bucket's verify shapes: a pick is served on every shape of its bucket, and measured only on
+its representative ones; a config wrong where a dim is no multiple of its step was served so."""
+
+import importlib
+import json
+
+import pytest
+
+import tunebench
+from tests.test_plugin import TUNE
+from tunebench.buckets import Bucket, BucketError, Buckets
+
+pytestmark = pytest.mark.usefixtures("quiet_verdicts")
+
+#: ``tail`` 0 leaves the elements past the last multiple of 8 unwritten: right on every
+#: representative shape, wrong on 4095.
+TAIL_C = """\
+typedef TB_DTYPE real;
+void twice(const real *x, real *y, int n)
+{
+    int end = tail ? n : n & ~7;
+    for (int r = 0; r < 8 * reps; ++r) {
+        for (int i = 0; i < end; ++i) y[i] = 2 * x[i] + r * 0;
+        __asm__ volatile("" ::: "memory");
+    }
+}
+"""
+
+TAIL_SUITE = """\
+import numpy as np
+from tunebench import Bucket, Buckets, Kernel, Space, Variant
+
+twice = Kernel(
+    "twice", buckets=Buckets(["N"], [Bucket("small", N=(1, 4096), shapes=[(4096,)]VERIFY),
+                                     Bucket("large", N=(4097, None), shapes=[(20000,)])]),
+    args=lambda shape, dtype, rng: {"x": rng.random(shape[0], dtype=np.float32), "y": np.empty(shape[0], dtype),
+                                    "n": np.int32(shape[0])},
+    reference=lambda x, n: 2.0 * x, outputs=["y"],
+    cpu=Variant(source="twice.c", entry="twice", heuristic=lambda shape: {"reps": 4, "tail": 1},
+                space=Space({"reps": [1, 4], "tail": [0, 1]}, constraints=[CONSTRAINT])),
+)
+"""
+
+
+@pytest.fixture
+def tail_project(pytester):
+    """The twice kernel with a tail param; ``write(verify, constraint)`` writes its suite."""
+    root = pytester.path
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (root / "suites").mkdir()
+    (root / "twice.c").write_text(TAIL_C)
+
+    def write(verify: bool, constraint: str = "lambda reps, tail: True"):
+        (root / "suites" / "test_twice.py").write_text(
+            TAIL_SUITE.replace("VERIFY", ", verify=[(4095,)]" if verify else "").replace("CONSTRAINT", constraint)
+            .replace('source="twice.c"', f'source="{root / "twice.c"}"'))
+        return root
+    return write
+
+
+def small_round(root) -> dict:
+    (path,) = (root / "records").glob("*.json")
+    rounds = [c for c in json.loads(path.read_text())["checks"].values()
+              if c.get("kind") == "tune" and c["bucket"] == "small"]
+    return rounds[-1]
+
+
+def test_a_finalist_wrong_on_a_verify_shape_is_not_adopted(tail_project, pytester):
+    root = tail_project(verify=True)
+    result = pytester.runpytest("suites", *TUNE, "-k", "small")
+    result.stdout.fnmatch_lines(["*verify shapes: * failed on a bucket's verify shape, and none is adopted: "
+                                 "twice?small-float32? [[]reps:1 tail:0[]] on (4095,): wrong_result*"])
+    check = small_round(root)
+    assert check["verify"] == [[4095]]
+    assert {json.dumps(u["config"], sort_keys=True) for u in check["unverified"]} >= {'{"reps": 1, "tail": 0}'}
+    assert all(u["status"] == "wrong_result" and u["shape"] == [4095] for u in check["unverified"])
+    asked = {"records": root / "records", "suites": root / "suites"}
+    served = tunebench.lookup("twice", (4095,), **asked)
+    assert served.source == "tuned" and served.config == {"reps": 1, "tail": 1}
+
+
+def test_the_gate_fails_a_pick_wrong_on_a_verify_shape_added_since_and_a_tune_then_drops_it(tail_project, pytester,
+                                                                                               monkeypatch):
+    """Tuned before the bucket had a verify shape, the pick drops the tail: the gate runs it there,
+    and a tune measures the final round again, as its round verified nothing."""
+    monkeypatch.setattr(importlib.import_module("tunebench.lookup"), "REFRESH_S", 0.0)  # as a new process reads them
+    only_fast_is_wrong = "lambda reps, tail: reps == 4 or tail == 0"
+    root = tail_project(verify=False, constraint=only_fast_is_wrong)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    asked = {"records": root / "records", "suites": root / "suites"}
+    assert tunebench.lookup("twice", (4095,), **asked).config == {"reps": 1, "tail": 0}
+    tail_project(verify=True, constraint=only_fast_is_wrong)
+    gated = pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small")
+    gated.assert_outcomes(failed=1)
+    gated.stdout.fnmatch_lines(["FAIL  twice::small-float32?gate?  the best [[]reps:1 tail:0[]] on verify shape (4095,) "
+                                "ended wrong_result: output 'y': 7 of 4095 values off*; best() still serves it until "
+                                "the task is tuned again: `pytest suites/test_twice.py --tune` verifies its finalists "
+                                "there and adopts none that fails, and commit the records"])
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert small_round(root)["unverified"][0]["config"] == {"reps": 1, "tail": 0}
+    assert tunebench.lookup("twice", (4095,), **asked).config == {"reps": 4, "tail": 1}
+    pytester.runpytest("suites", "-p", "no:cacheprovider", "-k", "small").assert_outcomes(passed=1)
+
+
+def test_verify_shapes_lie_in_their_bucket_apart_from_its_representative_ones():
+    with pytest.raises(BucketError, match=r"^bucket 'small': verify shape \(5000,\) lies outside it$"):
+        Buckets(["N"], [Bucket("small", N=(1, 4096), shapes=[(4096,)], verify=[(5000,)])])
+    with pytest.raises(BucketError, match=r"^bucket 'small': verify shape \(4096,\) is a representative shape"):
+        Bucket("small", N=(1, 4096), shapes=[(4096,)], verify=[4096])
+    with pytest.raises(BucketError, match=r"^bucket 'small': verify shape 'a' is no tuple of ints$"):
+        Bucket("small", N=(1, 4096), shapes=[(4096,)], verify=["a"])
+
+
+def test_a_bucket_without_verify_shapes_is_described_as_before():
+    """Records keep a bucket's description: one without verify shapes reads as records made
+    before them did, and one with them reads back whole."""
+    plain = Bucket("small", N=(1, 4096), shapes=[(4096,)])
+    assert "verify" not in plain.describe()
+    checked = Bucket("small", N=(1, 4096), shapes=[(4096,)], verify=[4095, (17,)])
+    assert Bucket.from_description(checked.describe()).verify == [(4095,), (17,)]
