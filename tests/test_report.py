@@ -1838,3 +1838,23 @@ def test_only_a_run_that_could_not_judge_at_the_same_clean_commit_leaves_the_jud
     assert row(run("fail", dirty=True, verdict="fail"), dirty) == (dirty, "noisy: 1.40x slower at aaaaaaa+dirty")
     outside = run("skip", commit=None, verdict="noisy")  # outside a git checkout: nothing says the code is the same
     assert row(run("fail", commit=None, verdict="fail"), outside) == (outside, "noisy: 1.40x slower at no commit")
+
+
+def test_a_hand_edit_of_the_heuristics_time_or_the_trials_is_a_change_though_the_best_is_the_same():
+    """A hand edit doubled the heuristic's recorded time (a faked 2.48x from 1.24x) and another
+    removed the served config's trial: with the best's config and time the same, both read
+    "unchanged"."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
+    configs = {config_key({"vec": 8}): {"vec": 8}, config_key({"vec": 2}): {"vec": 2}}
+    then = TaskView("softmax", "cpu", "float32", bucket, "h", {}, None, {"ok": 7}, [], configs, confirmed=(1.054, 1.306),
+                    served=Choice({"vec": 8}, "tuned", "softmax", (8,), "float32", "wide", True, "d", 1.054, 1.306))
+    faked = dataclasses.replace(then, served=dataclasses.replace(then.served, baseline_ms=2.612))
+    rows, same = _changes(_before(TUNED, [then]), [faked])
+    assert same == 0 and [r[5:7] for r in rows] == [["1.24x -> 2.48x", "same config, heuristic 1.306 -> 2.612 ms"]]
+    removed = dataclasses.replace(then, statuses={"ok": 5}, configs={config_key({"vec": 2}): {"vec": 2}})
+    assert [r[6] for r in _changes(_before(TUNED, [then]), [removed])[0]] == [
+        "same config, 2 trials removed, the served config's trials removed"]
+    assert _changes(_before(TUNED, [then]), [then]) == ([], 1)

@@ -887,7 +887,8 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
     beyond ``threshold``: the two are measured in one run, and times of separate runs drift by as
     much (by its time only where a lead is unknown, or where the task was tuned again on another
     template: a slowdown of the template slows the heuristic too, and leaves the lead as it was);
-    * marks a figure no final round confirmed."""
+    * marks a figure no final round confirmed. A task whose best is the same is a row too where
+    :func:`_edits` finds its heuristic's time, its lead or its trials changed."""
     before = dict(before)
     rows, same, notable = [], 0, threshold
     for v in views:
@@ -912,7 +913,9 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
                          f"{what}, nothing timed now", "**dropped**" if dropped else ""])
             continue
         change = now_ms / then_ms - 1
-        if now == then and round(change, 2) == 0:  # the table's figures: a change it would show as +0%
+        edits = _edits(was, v, timed=bool(round(change, 2)))
+        what += "".join(f", {e}" for e in edits)
+        if now == then and round(change, 2) == 0 and not edits:  # the table's figures: a change it would show as +0%
             same += 1
             continue
         lead = bool(was.speedup and v.speedup)
@@ -931,6 +934,27 @@ def _changes(before: dict[tuple, TaskView], views: list[TaskView],
                      f"gone: {'the heuristic' if not tuned else config_text(was.served_config)} then, no row now",
                      "**dropped**" if tuned else ""])
     return rows, same
+
+
+def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
+    """What changed of a task beside its best's config and time (``timed``: that time changed, as
+    its row shows, with the lead beside it), as the table would show it (not +0%): its heuristic's
+    time, else its lead, trials removed (records only grow: fewer is a hand edit or a lost merge)
+    and the served config's own trials gone. A hand edit that doubled the heuristic's time (a faked
+    2.48x from 1.24x) read as unchanged, its best's config and time the same."""
+    edits = []
+    base_then, base_now = was.times[1], now.times[1]
+    if not timed and base_then and base_now and round(base_now / base_then - 1, 2):
+        edits.append(f"heuristic {base_then:.4g} -> {base_now:.4g} ms")
+    elif not timed and was.speedup and now.speedup and round(was.speedup / now.speedup - 1, 2):
+        edits.append(f"speedup {was.speedup:.2f}x -> {now.speedup:.2f}x")
+    if was.source_hash == now.source_hash:  # one template's trials: another's are another count
+        removed = sum(was.statuses.values()) - sum(now.statuses.values())
+        edits += [f"{removed} trial{'s' if removed != 1 else ''} removed"] if removed > 0 else []
+        served = now.served_config
+        if served is not None and config_key(served) in was.configs and config_key(served) not in now.configs:
+            edits.append("the served config's trials removed")
+    return edits
 
 
 def _ms(ms: float | None, view: TaskView) -> str:
