@@ -1858,3 +1858,22 @@ def test_a_hand_edit_of_the_heuristics_time_or_the_trials_is_a_change_though_the
     assert [r[6] for r in _changes(_before(TUNED, [then]), [removed])[0]] == [
         "same config, 2 trials removed, the served config's trials removed"]
     assert _changes(_before(TUNED, [then]), [then]) == ([], 1)
+
+
+def test_a_speedup_its_final_rounds_range_does_not_hold_shows_no_range_and_says_why():
+    """A hand edit of the heuristic's recorded time showed 2.48x (1.24-1.40): the speedup is of the
+    round's times, the range of its processes' ratios, which the edit left as they were."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
+    view = TaskView("softmax", "cpu", "float32", bucket, "h", {}, None, {"ok": 7}, [], {}, confirmed=(1.054, 1.306),
+                    spread=(1.24, 1.40),
+                    served=Choice({"vec": 8}, "tuned", "softmax", (8,), "float32", "wide", True, "d", 1.054, 1.306))
+    assert _rows([view])[0][6] == "1.24x (1.24-1.40)" and view.notes == []
+    faked = dataclasses.replace(view, served=dataclasses.replace(view.served, baseline_ms=2.612))
+    assert _rows([faked])[0][6] == "2.48x"
+    assert faked.notes == ["its speedup, 2.48x, lies outside the range its final round's processes measured "
+                           "(1.24-1.40): the speedup is of the times the round recorded, the range of its processes' "
+                           "ratios, and a round records the two alike, so one of them was edited since (by hand, or "
+                           "a merge): the table shows no range"]

@@ -122,6 +122,27 @@ class TaskView:
         return (best[1] if best else None), self.baseline_ms
 
     @property
+    def shown_spread(self) -> tuple[float, float] | None:
+        """The range the table shows beside the speedup: the final round's of what is served, where
+        it holds the speedup as shown. The two come from the round's records apart (the speedup
+        from its published times, the range from its processes' ratios), and a hand edit of the
+        times alone showed 2.48x (1.24-1.40)."""
+        if not (self.spread and self.confirmed and self.serves_final and self.speedup):
+            return None
+        low, high = (round(x, 2) for x in self.spread)
+        return self.spread if low <= round(self.speedup, 2) <= high else None
+
+    @property
+    def apart(self) -> str | None:
+        """Why the table shows no range beside a speedup its final round's range does not hold."""
+        if self.shown_spread or not (self.spread and self.confirmed and self.serves_final and self.speedup):
+            return None
+        return (f"its speedup, {self.speedup:.2f}x, lies outside the range its final round's processes measured "
+                f"({self.spread[0]:.2f}-{self.spread[1]:.2f}): the speedup is of the times the round recorded, the "
+                f"range of its processes' ratios, and a round records the two alike, so one of them was edited since "
+                f"(by hand, or a merge): the table shows no range")
+
+    @property
     def notes(self) -> list[str]:
         """What best() says of its answer (a template changed since the tune, a pick no final round
         confirmed, why the heuristic stayed), what else of the declaration changed since, and where
@@ -132,6 +153,7 @@ class TaskView:
         slowdown is not in today's build where the template is back to its source as tuned."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
+        said.append(self.apart)
         gate = self.last_gate or {}
         verdicts = gate.get("verdicts", [])
         against = [v["outcome"] for v in verdicts if v["what"].startswith("best against the ")]  # its source or flags
@@ -785,8 +807,8 @@ def _rows(views: list[TaskView]) -> list[list[str]]:
             e.get("objectives") for e in gate.get("shapes", []))  # a fail is never idle: a crash measures nothing
         rows.append([v.kernel, v.bucket.name, v.dtype, str(len(v.configs)),
                      f"{best_ms:.4g}{mark}" if best_ms else "-", f"{base_ms:.4g}{mark}" if base_ms else "-",
-                     f"{v.speedup:.2f}x{mark}" + (f" ({v.spread[0]:.2f}-{v.spread[1]:.2f})" if v.spread and v.confirmed
-                                                  and v.serves_final else "") if v.speedup else "-",
+                     f"{v.speedup:.2f}x{mark}" + (f" ({v.shown_spread[0]:.2f}-{v.shown_spread[1]:.2f})"
+                                                  if v.shown_spread else "") if v.speedup else "-",
                      ("the heuristic" + (f" (its final round turned down a winner measured at {v.turned_down[0]:.2f}-"
                                          f"{v.turned_down[1]:.2f}x)" if v.turned_down and v.serves_final else "")
                       if v.heuristic_best else config_text(served) if served else "-"),
@@ -832,8 +854,8 @@ HEAD = ["kernel", "bucket", "dtype", "configs", "best ms", "heuristic ms", "spee
 TIMES = ("Times are the bucket objective: the weighted geometric mean of the median times on the bucket's "
          "representative shapes, as the final round measured them (in fresh processes, under every buffer "
          "placement), the speedup's range over those processes in brackets (none from records older than the "
-         "range, nor beside a heuristic the round kept: the range it measured is of the winner it turned down, "
-         "which the best config gives); * where the records hold no final round's times (none ran, or one from "
+         "range, nor where it does not hold the speedup, which the notes say, nor beside a heuristic the round "
+         "kept: the range it measured is of the winner it turned down, which the best config gives); * where the records hold no final round's times (none ran, or one from "
          "before they were kept) and the trials' are shown. The best config is what best() serves; the last "
          "gate, the latest gate run of it since its tune and the commit it ran at (an older commit's where a "
          "later gate measured nothing on this device), \"noisy: 1.20x slower\" where that run was skipped as too "
