@@ -1877,3 +1877,21 @@ def test_a_speedup_its_final_rounds_range_does_not_hold_shows_no_range_and_says_
                            "(1.24-1.40): the speedup is of the times the round recorded, the range of its processes' "
                            "ratios, and a round records the two alike, so one of them was edited since (by hand, or "
                            "a merge): the table shows no range"]
+
+
+def test_a_task_added_by_hand_with_another_buckets_range_is_named_as_undeclared_not_a_second_row(project, pytester):
+    """A task copied by hand from bucket large's, renamed huge, its range left as large's: it was a
+    second row of large, and "new task" under --compare, where no suite declares a bucket huge."""
+    from tunebench.report import undeclared
+
+    root = project()
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    (path,) = (root / "records").glob("*.json")
+    doc = json.loads(path.read_text())
+    large = next(t for t in doc["tasks"].values() if t["bucket"] == "large")
+    doc["tasks"]["99"] = {**large, "bucket": "huge"}
+    path.write_text(json.dumps(doc))
+    views, gone = undeclared(task_views(RecordStore(path)), root / "records", None)
+    assert sorted(v.bucket.name for v in views) == ["large", "small"]
+    assert [line.split(":")[0] for line in gone] == ["axpb huge float32"]
+    assert gone[0].endswith("declares the bucket: best() serves none of them, and an export leaves them out")

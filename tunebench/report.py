@@ -255,6 +255,9 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
     for task in store.tasks():
         decl = kernels.get(task["kernel"])
         bucket, today, setup_hash = judged_by(task, decl)  # as best() reads the task
+        if bucket.name != task["bucket"]:  # a task added by hand, its range another bucket's: its own name, as the
+            # records key it (it read as a second row of that bucket, and no suite was said not to declare it)
+            bucket = Bucket.from_description({**bucket.describe(), "name": task["bucket"]})
         # the template of the final round best() reads: today's where one judged it (a template edited back
         # to one tuned before), else the latest tune's, which it serves until today's is tuned
         check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, today, setup_hash,
