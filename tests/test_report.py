@@ -1895,3 +1895,20 @@ def test_a_task_added_by_hand_with_another_buckets_range_is_named_as_undeclared_
     assert sorted(v.bucket.name for v in views) == ["large", "small"]
     assert [line.split(":")[0] for line in gone] == ["axpb huge float32"]
     assert gone[0].endswith("declares the bucket: best() serves none of them, and an export leaves them out")
+
+
+def test_a_buckets_range_or_shapes_changed_since_the_revision_is_a_change_of_its_task():
+    """A pull request capped bucket wide at R<=16384: best() serves another bucket on the shapes
+    that left it, and the task, its best the same, read unchanged."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    wide = Bucket("wide", S=(16, None), R=(4097, None), shapes=[(256, 8192)])
+    then = TaskView("softmax", "cpu", "float32", wide, "h", {}, None, {"ok": 7}, [], {}, confirmed=(1.0, 1.3),
+                    served=Choice({"vec": 8}, "tuned", "softmax", (256, 8192), "float32", "wide", True, "d", 1.0, 1.3))
+    capped = dataclasses.replace(then, bucket=Bucket("wide", S=(16, None), R=(4097, 16384), shapes=[(256, 8192)]))
+    rows, same = _changes(_before(TUNED, [then]), [capped])
+    assert same == 0 and [r[6] for r in rows] == ["same config, range R 4097.. -> 4097..16384"]
+    moved = dataclasses.replace(then, bucket=Bucket("wide", S=(16, None), R=(4097, None), shapes=[(256, 16384)]))
+    assert [r[6] for r in _changes(_before(TUNED, [then]), [moved])[0]] == [
+        "same config, shapes (256, 8192) -> (256, 16384)"]

@@ -965,7 +965,8 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
     """What changed of a task beside its best's config and time (``timed``: that time changed, as
     its row shows, with the lead beside it), as the table would show it (not +0%): its heuristic's
     time, else its lead, trials removed (records only grow: fewer is a hand edit or a lost merge)
-    and the served config's own trials gone. A hand edit that doubled the heuristic's time (a faked
+    and the served config's own trials gone, and the bucket's range or representative shapes
+    (best() serves another bucket on shapes that left it). A hand edit that doubled the heuristic's time (a faked
     2.48x from 1.24x) read as unchanged, its best's config and time the same."""
     edits = []
     base_then, base_now = was.times[1], now.times[1]
@@ -973,6 +974,11 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
         edits.append(f"heuristic {base_then:.4g} -> {base_now:.4g} ms")
     elif not timed and was.speedup and now.speedup and round(was.speedup / now.speedup - 1, 2):
         edits.append(f"speedup {was.speedup:.2f}x -> {now.speedup:.2f}x")
+    edits += [f"range {d} {_bounds(was.bucket.ranges.get(d))} -> {_bounds(now.bucket.ranges.get(d))}"
+              for d in dict.fromkeys([*was.bucket.ranges, *now.bucket.ranges])
+              if was.bucket.ranges.get(d) != now.bucket.ranges.get(d)]
+    if list(was.bucket.shapes) != list(now.bucket.shapes):
+        edits.append(f"shapes {', '.join(map(str, was.bucket.shapes))} -> {', '.join(map(str, now.bucket.shapes))}")
     if was.source_hash == now.source_hash:  # one template's trials: another's are another count
         removed = sum(was.statuses.values()) - sum(now.statuses.values())
         edits += [f"{removed} trial{'s' if removed != 1 else ''} removed"] if removed > 0 else []
@@ -980,6 +986,11 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
         if served is not None and config_key(served) in was.configs and config_key(served) not in now.configs:
             edits.append("the served config's trials removed")
     return edits
+
+
+def _bounds(bounds: tuple | None) -> str:
+    """A dim's range as a bucket's repr writes it (``4097..``: no upper bound), ``-`` where none."""
+    return "-" if bounds is None else f"{bounds[0]}..{'' if bounds[1] is None else bounds[1]}"
 
 
 def _ms(ms: float | None, view: TaskView) -> str:
