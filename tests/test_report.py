@@ -1912,3 +1912,12 @@ def test_a_buckets_range_or_shapes_changed_since_the_revision_is_a_change_of_its
     moved = dataclasses.replace(then, bucket=Bucket("wide", S=(16, None), R=(4097, None), shapes=[(256, 16384)]))
     assert [r[6] for r in _changes(_before(TUNED, [then]), [moved])[0]] == [
         "same config, shapes (256, 8192) -> (256, 16384)"]
+
+
+def test_the_device_this_machine_is_is_reported_first(tmp_path, monkeypatch):
+    """A reviewer of several devices' records read another device's first, its own last."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("TUNEBENCH_DEVICE", "cuda-nvidia-h200-sm90-132sm-00b1c7")
+    assert main(["report", "--records", str(root / "records"), "--out", str(tmp_path)]) == 0
+    sections = (tmp_path / "report.md").read_text().split("\n## ")
+    assert sections[1].startswith("cuda-nvidia-h200-sm90-132sm-00b1c7\n")

@@ -40,7 +40,8 @@ from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
-                              heuristic_failed, judged_by, latest_confirmation, lookup, project, tune_command)
+                              heuristic_failed, judged_by, latest_confirmation, lookup, project, this_device,
+                              tune_command)
 from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back, revision,  # noqa: E402
                                records_files, stores, unmerged, verdict_text)
 
@@ -1102,7 +1103,8 @@ def write(records: Path, out: Path, compare: str | None = None,
             f"<li>{html.escape(e)}</li>" for e in unreadable] + ["</ul>"]
     with records_at(compare, records, root) if compare else contextlib.nullcontext() as then:
         then_suites = _suites_at(then, records, suites)
-        for store in sorted(found, key=lambda s: not microarchitecture_known(s.fingerprint or {})):  # legacy last
+        here = _here()  # this machine's device first: a reviewer of several devices' records read another's first
+        for store in sorted(found, key=lambda s: (s.device != here, not microarchitecture_known(s.fingerprint or {}))):
             views, gone = undeclared(task_views(store, suites), records, suites)
             device = store.device
             fp = store.fingerprint or {}
@@ -1206,6 +1208,15 @@ def write(records: Path, out: Path, compare: str | None = None,
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}"
         "</style></head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
     return [out / "report.md", out / "report.html", *written], unreadable, notes, broken
+
+
+def _here() -> str | None:
+    """This machine's device id (``$TUNEBENCH_DEVICE``'s where set, as best() reads it), None where
+    it cannot be fingerprinted: the report is the records', wherever it is made."""
+    try:
+        return this_device()
+    except Exception:  # noqa: BLE001 - no backend to fingerprint here: the devices keep their order
+        return None
 
 
 def _suites_at(then: Path | None, records: Path, suites: Path | None) -> Path | None:
