@@ -37,22 +37,23 @@ twice = Kernel(
                                     "n": np.int32(shape[0])},
     reference=lambda x, n: 2.0 * x, outputs=["y"],
     cpu=Variant(source="twice.c", entry="twice", heuristic=lambda shape: {"reps": 4, "tail": 1},
-                space=Space({"reps": [1, 4], "tail": [0, 1]}, constraints=[CONSTRAINT])),
+                space=Space({"reps": REPS, "tail": [0, 1]}, constraints=[CONSTRAINT])),
 )
 """
 
 
 @pytest.fixture
 def tail_project(pytester):
-    """The twice kernel with a tail param; ``write(verify, constraint)`` writes its suite."""
+    """The twice kernel with a tail param; ``write(verify, constraint, reps)`` writes its suite."""
     root = pytester.path
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     (root / "suites").mkdir()
     (root / "twice.c").write_text(TAIL_C)
 
-    def write(verify: bool, constraint: str = "lambda reps, tail: True"):
+    def write(verify: bool, constraint: str = "lambda reps, tail: True", reps=(1, 4)):
         (root / "suites" / "test_twice.py").write_text(
             TAIL_SUITE.replace("VERIFY", ", verify=[(4095,)]" if verify else "").replace("CONSTRAINT", constraint)
+            .replace("REPS", repr(list(reps)))
             .replace('source="twice.c"', f'source="{root / "twice.c"}"'))
         return root
     return write
@@ -77,6 +78,30 @@ def test_a_finalist_wrong_on_a_verify_shape_is_not_adopted(tail_project, pyteste
     asked = {"records": root / "records", "suites": root / "suites"}
     served = tunebench.lookup("twice", (4095,), **asked)
     assert served.source == "tuned" and served.config == {"reps": 1, "tail": 1}
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")  # no round ran: nothing to say of one
+    assert "verify shapes:" not in again.stdout.str() and small_round(root) == check
+
+
+def test_a_config_whose_constraints_do_not_hold_on_a_verify_shape_is_no_candidate(tail_project, pytester):
+    """best() serves another config where the pick's constraints do not hold: the best recorded
+    that does, which no round verified (a review's: reps:2 tail:0, wrong there, was served on it)."""
+    root = tail_project(verify=True, reps=(1, 2, 4),
+                        constraint="lambda reps, tail, N: (reps == 2) == (tail == 0) and (reps != 1 or N % 8 == 0)")
+    result = pytester.runpytest("suites", *TUNE, "-k", "small", "-v")
+    assert "reps:1" not in result.stdout.str()  # deselected: it holds on 4096 alone
+    assert [u["config"] for u in small_round(root)["unverified"]] == [{"reps": 2, "tail": 0}]
+    served = tunebench.lookup("twice", (4095,), records=root / "records", suites=root / "suites")
+    assert served.config == {"reps": 4, "tail": 1}
+
+
+def test_every_finalist_but_the_heuristic_wrong_on_a_verify_shape_is_the_rounds_reason(tail_project, pytester):
+    root = tail_project(verify=True, reps=(1, 2, 4), constraint="lambda reps, tail: tail == 0")
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    check = small_round(root)
+    assert check["winner"] is None and check["problem"].startswith(
+        "every finalist but the heuristic's own config failed on a verify shape: [reps:")
+    served = tunebench.lookup("twice", (4095,), records=root / "records", suites=root / "suites")
+    assert served.source == "heuristic" and "failed on a verify shape" in served.reason
 
 
 def test_the_gate_fails_a_pick_wrong_on_a_verify_shape_added_since_and_a_tune_then_drops_it(tail_project, pytester,

@@ -101,10 +101,11 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     unverified = _unverified(workers, kernel, variant, target, dtype, checked, [f[bucket.shapes[0]] for f in finalists])
     dropped.update(config_key(u["config"]) for u in unverified)
     failed = any(key == config_key(u["config"]) for _, key in picked for u in unverified)  # the earlier pick: no longer
-    if unverified and all(config_key(f[bucket.shapes[0]]) in dropped for f in finalists):
-        u = unverified[0]
-        problem = f"every finalist failed on a verify shape: [{config_text(u['config'])}] on {tuple(u['shape'])} " \
-                  f"ended {u['status']}: {u['error']}"
+    rule = {s: variant.baseline(s, dtype) for s in bucket.shapes}
+    if unverified and all(config_key(f[bucket.shapes[0]]) in dropped or f == rule for f in finalists):
+        u, but = unverified[0], " but the heuristic's own config" if rule in finalists else ""
+        problem = f"every finalist{but} failed on a verify shape: [{config_text(u['config'])}] on " \
+                  f"{tuple(u['shape'])} ended {u['status']}: {u['error']}"
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
         configs = [f[shape] for f in finalists]
@@ -177,14 +178,17 @@ def _unverified(workers, kernel: Kernel, variant: Variant, target: str, dtype: s
                 configs: list[dict]) -> list[dict]:
     """Each of ``configs`` that fails on one of the verify ``shapes`` (see
     :class:`~tunebench.buckets.Bucket`), with the first it fails on: best() serves a pick there,
-    where no trial ran it. A shape whose constraints it breaks is not served it, nor verified."""
+    where no trial ran it. One whose constraints do not hold there (a pick recorded before the
+    shape was added: no candidate since) fails it too: best() would serve another config there,
+    unverified."""
     if not shapes:
         return []
     dims = kernel.buckets_for(target).dims
     found = []
     for config in {config_key(c): c for c in configs}.values():
         for shape in shapes:
-            failure = verified(workers, kernel.name, shape, dtype, config) if fits(variant, config, shape, dims) else None
+            failure = verified(workers, kernel.name, shape, dtype, config) if fits(variant, config, shape, dims) else {
+                "status": "outside_constraints", "error": "the space's constraints do not hold for it there"}
             if failure:
                 found.append({"shape": list(shape), "config": config, **failure})
                 break

@@ -615,7 +615,10 @@ def _unverified(workers, kernel: Kernel, variant: Variant, target: str, dtype: s
     if target == "replay" or best == {s: variant.baseline(s, dtype) for s in bucket.shapes}:
         return None
     for shape in bucket.verify:
-        failure = verified(workers, kernel.name, shape, dtype, pick) if fits(variant, pick, shape, dims) else None
+        if not fits(variant, pick, shape, dims):  # recorded before the shape was added: no candidate since
+            return (f"the best [{config_text(pick)}] breaks a constraint on verify shape {shape}, where best() serves "
+                    f"another config, unverified")
+        failure = verified(workers, kernel.name, shape, dtype, pick)
         if failure:
             return f"the best [{config_text(pick)}] on verify shape {shape} ended {failure['status']}: {failure['error']}"
     return None

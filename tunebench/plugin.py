@@ -453,7 +453,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(f"cluster: {tuner.discarded} measurements made ahead on other devices were "
                                     f"never asked for by the strategy, and dropped")
     unverified = [f"{t.label} [{config_text(u['config'])}] on {tuple(u['shape'])}: {u['status']}"
-                  for t in ran for u in (t.check or {}).get("unverified", [])]
+                  for t in ran for u in t.unverified]
     if unverified:  # fast where timed, wrong where served unmeasured: the template's fault, which the table hides
         terminalreporter.write_line(f"verify shapes: {len(unverified)} finalist{'s' if len(unverified) != 1 else ''} "
                                     f"failed on a bucket's verify shape, and none is adopted: {'; '.join(unverified)} "

@@ -297,6 +297,7 @@ class Task:
         self.began: float | None = None  # monotonic time the search began
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
+        self.unverified: list[dict] = []  # the finalists a round of this run found failing on a verify shape
         self.strikes = 0  # trials in a row that stayed disturbed
         # the latest of them a quota throttled: the stop names the quota, which no quieter moment lifts,
         # though other load disturbed the last one too
@@ -679,6 +680,7 @@ class Task:
                                 self.baseline.clean_times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None, self.compiler, self.dirty,
                                 served)
+            self.unverified = check.get("unverified", [])
         self.check = check
         # a round whose build of the heuristic's config was refused (its trials built it: a library
         # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused

@@ -301,15 +301,19 @@ class Space:
 
     def fitting(self, keys: Sequence[tuple], bucket, dims: Sequence[str]) -> list[tuple]:
         """The keys whose shaped constraints hold on every representative shape of ``bucket``
-        (a candidate is tried only there); a :class:`SpaceError` where none does."""
+        (a candidate is tried only there) and on every verify shape (its pick is verified there,
+        and best() would serve another config, unverified, where it did not hold); a
+        :class:`SpaceError` where none does."""
         if not self.shaped:
             return list(keys)
-        fits = [k for k in keys if all(self.holds_for(k, s, dims) for s in bucket.shapes)]
+        shapes = [*bucket.shapes, *bucket.verify]
+        fits = [k for k in keys if all(self.holds_for(k, s, dims) for s in shapes)]
         if not fits:
             index = {n: i for i, n in enumerate(self.names)}
-            at = [{"shape": tuple(s), **dict(zip(dims, s))} for s in bucket.shapes]
+            at = [{"shape": tuple(s), **dict(zip(dims, s))} for s in shapes]
+            listed = ", ".join([*map(str, bucket.shapes), *(f"verify shape {s}" for s in bucket.verify)])
             raise SpaceError(f"no config satisfies the constraints on every shape of bucket {bucket.name!r} "
-                             f"({', '.join(map(str, bucket.shapes))}): " + _blamed(
+                             f"({listed}): " + _blamed(
                                  self.shaped_constraints, (next(i for a in at for i, c in enumerate(
                                      self.shaped_constraints) if not self._holds(c, index, k, a)) for k in keys)))
         return fits
