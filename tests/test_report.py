@@ -1921,3 +1921,27 @@ def test_the_device_this_machine_is_is_reported_first(tmp_path, monkeypatch):
     assert main(["report", "--records", str(root / "records"), "--out", str(tmp_path)]) == 0
     sections = (tmp_path / "report.md").read_text().split("\n## ")
     assert sections[1].startswith("cuda-nvidia-h200-sm90-132sm-00b1c7\n")
+
+
+def test_a_template_edited_in_a_comment_alone_is_said_so_where_its_gate_found_the_same_machine_code(
+        chain_tuned, monkeypatch, tmp_path):
+    """A slowed kernel and a comment's edit were each told best()'s "`--tune` tunes this one": a
+    reviewer could not tell the two apart, though the gate had found the comment's build the
+    machine code of the build as tuned."""
+    pytester, _ = chain_tuned
+    monkeypatch.chdir(pytester.path)
+    monkeypatch.setenv("TUNEBENCH_CACHE", str(tmp_path / "fresh"))  # a CI's, without the tune's builds
+    chain = pytester.path / "chain.c"
+    chain.write_text("/* a comment */\n" + chain.read_text())
+    pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(tmp_path / "r"),
+                 "--suites", str(pytester.path)]) == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "what changed since is comments or whitespace, and the pick holds" in md, md
+    assert "tunes this one" not in md, md
+    chain.write_text(chain.read_text().replace("/* a comment */\n", "").replace("#define EXTRA 0", "#define EXTRA 1"))
+    pytester.runpytest("test_chain.py", *GATE)
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(tmp_path / "s"),
+                 "--suites", str(pytester.path)]) == 0
+    md = (tmp_path / "s" / "report.md").read_text()
+    assert "comments or whitespace" not in md and "tunes this one" in md, md

@@ -65,8 +65,8 @@ from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
-from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, NotWritable, RecordStore, config_text, holds_back,
-                               stores, verdict_text)
+from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, SAME_MACHINE_CODE, NotWritable, RecordStore,
+                               config_text, holds_back, stores, verdict_text)
 from tunebench.summary import brief
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
@@ -512,7 +512,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         if comp.same_code:  # one config built into the same code twice: a measurement could tell noise alone
             arms = tuple(arm for arm in arms if arm[0] in comp.labels)
             unmeasured.append(Verdict(against, shape, [], 1 + settings.threshold, "pass",
-                                      "today's build is the recorded one's machine code"))
+                                      SAME_MACHINE_CODE))
             since = [f"{', '.join(edited)} edited" if edited else "the template edited"] if recorded_text else []
             since += [f"the flags [{tuned_flags[0]}] -> [{tuned_flags[1]}]"] if tune_flags is not None else []
             name = _arm_name('best', result.configs[shape])

@@ -119,6 +119,11 @@ def revision(check: Mapping) -> str:
     return f"{check['git_commit'][:7]}{'+dirty' if check.get('git_dirty') else ''}"
 
 
+#: Why a gate's check of today's build against the build as tuned passed unmeasured: the two hold
+#: the same machine code (a comment or whitespace edited), and their ratio would be noise alone.
+SAME_MACHINE_CODE = "today's build is the recorded one's machine code"
+
+
 def verdict_text(verdict: Mapping) -> str:
     """A gate verdict as the records keep it, in the gate's words without its outcome: ``best/baseline
     on (2048,): 1.202x (7 processes: 1.042-1.286; limit 1.100x)``. The gate's lines and the report's

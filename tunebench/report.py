@@ -42,8 +42,12 @@ from tunebench.kernel import Kernel, KernelError  # noqa: E402
 from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times, confirmed_ms,  # noqa: E402
                               heuristic_failed, judged_by, latest_confirmation, lookup, project, this_device,
                               tune_command)
-from tunebench.records import (RecordsError, RecordStore, config_key, config_text, holds_back, revision,  # noqa: E402
-                               records_files, stores, unmerged, verdict_text)
+from tunebench.records import (SAME_MACHINE_CODE, RecordsError, RecordStore, config_key, config_text,  # noqa: E402
+                               holds_back, records_files, revision, stores, unmerged, verdict_text)
+
+
+#: How best()'s note on a pick tuned with an earlier template ends (see lookup's ``_ranking``).
+TUNES_THIS_ONE = "and the gate checks the config on it"
 
 
 @dataclass
@@ -154,6 +158,8 @@ class TaskView:
         slowdown is not in today's build where the template is back to its source as tuned."""
         said = [] if self.served is None else [self.served.note, self.served.reason
                                                if self.served.source == "heuristic" else None]
+        if self.same_code:  # best()'s "tunes this one" beside it read as a slowed kernel's
+            said[0] = self.same_code + said[0][said[0].index(TUNES_THIS_ONE) + len(TUNES_THIS_ONE):]
         said.append(self.apart)
         gate = self.last_gate or {}
         verdicts = gate.get("verdicts", [])
@@ -187,6 +193,23 @@ class TaskView:
         before = [n for n in (*said, self.changed) if n]
         # "but" answers the note before it (best()'s "tunes this one"): first, it opens on nothing
         return [*before, f"but {held}" if before and not reverted else held]
+
+    @property
+    def same_code(self) -> str | None:
+        """Where best() serves a pick tuned with an earlier template and the latest gate, of
+        today's, found its build the machine code of the build as tuned on every shape: what is
+        said in place of best()'s "tunes this one", which a comment's edit and a slowed kernel
+        alike were told."""
+        gate = self.last_gate or {}
+        against = [v for v in gate.get("verdicts", []) if v["what"].startswith("best against the ")]
+        if not (self.served and self.served.note and self.served.note.startswith("tuned with an earlier")
+                and TUNES_THIS_ONE in self.served.note
+                and against and gate.get("source_hash") == self.today_source
+                and all(v.get("unmeasured") == SAME_MACHINE_CODE for v in against)):
+            return None
+        return (f"tuned with an earlier template, and today's builds of the pick are its machine code as tuned, by "
+                f"its latest gate (at {revision(gate)}): what changed since is comments or whitespace, and the pick "
+                f"holds; a tune keeps its trials and records its round under today's template")
 
     @property
     def last_gate(self) -> dict | None:
