@@ -1945,3 +1945,20 @@ def test_a_template_edited_in_a_comment_alone_is_said_so_where_its_gate_found_th
                  "--suites", str(pytester.path)]) == 0
     md = (tmp_path / "s" / "report.md").read_text()
     assert "comments or whitespace" not in md and "tunes this one" in md, md
+
+
+def test_a_latest_final_round_that_confirmed_nothing_is_said_beside_an_earlier_rounds_figures(chain_tuned, tmp_path):
+    """A re-tune whose round stayed disturbed left the row with the round before's figures,
+    unmarked and unsaid, as if the re-tune had confirmed them."""
+    pytester, path = chain_tuned
+    checks = TinyDB(path).table("checks")
+    (round_,) = checks.all()
+    signs = "; ".join(f"staggered {i}: two modes" for i in range(6))
+    checks.insert({**round_, "disturbed": True, "winner": None, "git_commit": None,
+                   "problem": f"the machine stayed disturbed on (2048,): {signs}"})
+    assert main(["report", "--records", str(pytester.path / "records"), "--out", str(tmp_path / "r"),
+                 "--suites", str(pytester.path)]) == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert ("its latest final round (at no commit) confirmed nothing (the machine stayed disturbed on (2048,): "
+            "staggered 0: two modes; staggered 1: two modes; and 4 more signs (in the records' final round)): the "
+            "figures are an earlier round's") in md, md

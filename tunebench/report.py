@@ -44,6 +44,7 @@ from tunebench.lookup import (Choice, _load_once, _measured, _source_now, _times
                               tune_command)
 from tunebench.records import (SAME_MACHINE_CODE, RecordsError, RecordStore, config_key, config_text,  # noqa: E402
                                holds_back, records_files, revision, stores, unmerged, verdict_text)
+from tunebench.summary import brief  # noqa: E402
 
 
 #: How best()'s note on a pick tuned with an earlier template ends (see lookup's ``_ranking``).
@@ -160,7 +161,7 @@ class TaskView:
                                                if self.served.source == "heuristic" else None]
         if self.same_code:  # best()'s "tunes this one" beside it read as a slowed kernel's
             said[0] = self.same_code + said[0][said[0].index(TUNES_THIS_ONE) + len(TUNES_THIS_ONE):]
-        said.append(self.apart)
+        said += [self.apart, self.unconfirmed_since]
         gate = self.last_gate or {}
         verdicts = gate.get("verdicts", [])
         against = [v["outcome"] for v in verdicts if v["what"].startswith("best against the ")]  # its source or flags
@@ -193,6 +194,16 @@ class TaskView:
         before = [n for n in (*said, self.changed) if n]
         # "but" answers the note before it (best()'s "tunes this one"): first, it opens on nothing
         return [*before, f"but {held}" if before and not reverted else held]
+
+    @property
+    def unconfirmed_since(self) -> str | None:
+        """Where the task's latest final round confirmed nothing (other load), and an earlier one's
+        figures are shown: a re-tune that confirmed nothing showed them unmarked, as if it had."""
+        rounds = [c for c in self.checks if c.get("kind") == "tune"]
+        if not (rounds and rounds[-1].get("disturbed") and self.confirmed):
+            return None
+        return (f"its latest final round (at {revision(rounds[-1])}) confirmed nothing ({brief(rounds[-1]['problem'])}): "
+                f"the figures are an earlier round's")
 
     @property
     def same_code(self) -> str | None:
