@@ -1850,11 +1850,12 @@ def test_a_hand_edit_of_the_heuristics_time_or_the_trials_is_a_change_though_the
     bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
     configs = {config_key({"vec": 8}): {"vec": 8}, config_key({"vec": 2}): {"vec": 2}}
     then = TaskView("softmax", "cpu", "float32", bucket, "h", {}, None, {"ok": 7}, [], configs, confirmed=(1.054, 1.306),
-                    served=Choice({"vec": 8}, "tuned", "softmax", (8,), "float32", "wide", True, "d", 1.054, 1.306))
+                    served=Choice({"vec": 8}, "tuned", "softmax", (8,), "float32", "wide", True, "d", 1.054, 1.306),
+                    recorded=7)
     faked = dataclasses.replace(then, served=dataclasses.replace(then.served, baseline_ms=2.612))
     rows, same = _changes(_before(TUNED, [then]), [faked])
     assert same == 0 and [r[5:7] for r in rows] == [["1.24x -> 2.48x", "same config, heuristic 1.306 -> 2.612 ms"]]
-    removed = dataclasses.replace(then, statuses={"ok": 5}, configs={config_key({"vec": 2}): {"vec": 2}})
+    removed = dataclasses.replace(then, statuses={"ok": 5}, configs={config_key({"vec": 2}): {"vec": 2}}, recorded=5)
     assert [r[6] for r in _changes(_before(TUNED, [then]), [removed])[0]] == [
         "same config, 2 trials removed, the served config's trials removed"]
     assert _changes(_before(TUNED, [then]), [then]) == ([], 1)
@@ -1876,7 +1877,7 @@ def test_a_speedup_its_final_rounds_range_does_not_hold_shows_no_range_and_says_
     assert faked.notes == ["its speedup, 2.48x, lies outside the range its final round's processes measured "
                            "(1.24-1.40): the speedup is of the times the round recorded, the range of its processes' "
                            "ratios, and a round records the two alike, so one of them was edited since (by hand, or "
-                           "a merge): the table shows no range"]
+                           "in a merge conflict resolved by hand): the table shows no range"]
 
 
 def test_a_task_added_by_hand_with_another_buckets_range_is_named_as_undeclared_not_a_second_row(project, pytester):
@@ -1890,11 +1891,28 @@ def test_a_task_added_by_hand_with_another_buckets_range_is_named_as_undeclared_
     doc = json.loads(path.read_text())
     large = next(t for t in doc["tasks"].values() if t["bucket"] == "large")
     doc["tasks"]["99"] = {**large, "bucket": "huge"}
+    doc["tasks"]["98"] = {**large, "bucket": "large-copy"}  # no name a bucket may take: the report stopped on it
     path.write_text(json.dumps(doc))
     views, gone = undeclared(task_views(RecordStore(path)), root / "records", None)
     assert sorted(v.bucket.name for v in views) == ["large", "small"]
-    assert [line.split(":")[0] for line in gone] == ["axpb huge float32"]
+    assert sorted(line.split(":")[0] for line in gone) == ["axpb huge float32", "axpb large-copy float32"]
     assert gone[0].endswith("declares the bucket: best() serves none of them, and an export leaves them out")
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r")]) == 0
+
+
+def test_a_shape_dropped_from_a_bucket_and_tuned_again_removed_no_trial(project, pytester):
+    """The row counts the trials on today's shapes: a shape dropped since, and the task tuned again
+    without it, read as trials removed by hand."""
+    root = project()
+    commit(root, "no records")
+    pytester.runpytest("suites", *TUNE).assert_outcomes(passed=12, deselected=2)
+    commit(root, "tuned")
+    suite = root / "suites" / "test_axpb.py"
+    suite.write_text(suite.read_text().replace("shapes=[(20000,), (50000,)]", "shapes=[(20000,)]"))
+    pytester.runpytest("suites", *TUNE)
+    assert main(["report", "--records", str(root / "records"), "--out", str(root / "r"), "--compare", "HEAD"]) == 0
+    changes = (root / "r" / "report.md").read_text().split("### Changes since HEAD")[1]
+    assert "shapes (20000,), (50000,) -> (20000,)" in changes and "removed" not in changes, changes
 
 
 def test_a_buckets_range_or_shapes_changed_since_the_revision_is_a_change_of_its_task():

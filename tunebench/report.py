@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import dataclasses
 import html
 import io
@@ -74,6 +75,7 @@ class TaskView:
     changed: str | None = None  # what of its declaration changed since its tune, which best() does not say
     turned_down: tuple[float, float] | None = None  # that range of the winner a round that kept the heuristic refused
     today_source: str | None = None  # the template's hash as a suite declares it today (None: the records alone)
+    recorded: int = 0  # the trials the records hold of its bucket and template, on any shape and declaration
 
     @property
     def label(self) -> str:
@@ -146,7 +148,7 @@ class TaskView:
         return (f"its speedup, {self.speedup:.2f}x, lies outside the range its final round's processes measured "
                 f"({self.spread[0]:.2f}-{self.spread[1]:.2f}): the speedup is of the times the round recorded, the "
                 f"range of its processes' ratios, and a round records the two alike, so one of them was edited since "
-                f"(by hand, or a merge): the table shows no range")
+                f"(by hand, or in a merge conflict resolved by hand): the table shows no range")
 
     @property
     def notes(self) -> list[str]:
@@ -291,8 +293,10 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
         decl = kernels.get(task["kernel"])
         bucket, today, setup_hash = judged_by(task, decl)  # as best() reads the task
         if bucket.name != task["bucket"]:  # a task added by hand, its range another bucket's: its own name, as the
-            # records key it (it read as a second row of that bucket, and no suite was said not to declare it)
-            bucket = Bucket.from_description({**bucket.describe(), "name": task["bucket"]})
+            # records key it (it read as a second row of that bucket, and no suite was said not to declare it); a
+            # copy renamed, as a key no bucket may take (large-copy) stopped the report
+            bucket = copy.copy(bucket)
+            bucket.name = task["bucket"]
         # the template of the final round best() reads: today's where one judged it (a template edited back
         # to one tuned before), else the latest tune's, which it serves until today's is tuned
         check = latest_confirmation(store, task["kernel"], task["target"], task["dtype"], bucket, today, setup_hash,
@@ -327,7 +331,9 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
             config_key(check["shapes"][0]["best"]) if check else None, confirmed_ms(check, bucket) if check else None,
             frozenset(config_key(b["config"]) for b in task["baseline"]), _served(store, task, bucket, suites),
             None if kept else spread, _changed(task, decl, store.path.parent), turned_down=spread if kept else None,
-            today_source=_source_now(decl.variant(task["target"]) if decl is not None else None)))
+            today_source=_source_now(decl.variant(task["target"]) if decl is not None else None),
+            recorded=sum(t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"] and t["source_hash"] == source_hash
+                         and t.get("bucket") == task["bucket"] for t in trials)))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -1015,10 +1021,13 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
     if list(was.bucket.shapes) != list(now.bucket.shapes):
         edits.append(f"shapes {', '.join(map(str, was.bucket.shapes))} -> {', '.join(map(str, now.bucket.shapes))}")
     if was.source_hash == now.source_hash:  # one template's trials: another's are another count
-        removed = sum(was.statuses.values()) - sum(now.statuses.values())
+        # all of them, as records only grow: the row's own (today's shapes and declaration) read a shape dropped
+        # since, and tuned again without it, as trials removed
+        removed = was.recorded - now.recorded
         edits += [f"{removed} trial{'s' if removed != 1 else ''} removed"] if removed > 0 else []
         served = now.served_config
-        if served is not None and config_key(served) in was.configs and config_key(served) not in now.configs:
+        if served is not None and config_key(served) in was.configs and config_key(served) not in now.configs \
+                and was.bucket.shapes == now.bucket.shapes:
             edits.append("the served config's trials removed")
     return edits
 
