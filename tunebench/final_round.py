@@ -42,6 +42,7 @@ from tunebench.compare import Comparison, compare, verified
 from tunebench.kernel import Kernel, Variant
 from tunebench.lookup import fits, latest_confirmation
 from tunebench.records import RecordStore, config_key, config_text
+from tunebench.replay import Replay
 from tunebench.summary import DISTURBED
 
 FINAL_PROCESSES = 3
@@ -97,15 +98,21 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
     earlier = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup_hash,
                                   variant.entry)
     picked = {(tuple(e["shape"]), config_key(e["best"])) for e in earlier["shapes"]} if earlier else set()
-    checked = bucket.verify if target != "replay" else []  # a recording holds the representative shapes alone
+    # a replay (a Kernel Tuner cache, or records replayed) holds the representative shapes alone
+    checked = [] if isinstance(workers, Replay) else bucket.verify
     unverified = _unverified(workers, kernel, variant, target, dtype, checked, [f[bucket.shapes[0]] for f in finalists])
     dropped.update(config_key(u["config"]) for u in unverified)
     failed = any(key == config_key(u["config"]) for _, key in picked for u in unverified)  # the earlier pick: no longer
     rule = {s: variant.baseline(s, dtype) for s in bucket.shapes}
+    refused = None  # why no finalist is adopted, where every one but the heuristic's failed on a verify shape: a verdict
     if unverified and all(config_key(f[bucket.shapes[0]]) in dropped or f == rule for f in finalists):
         u, but = unverified[0], " but the heuristic's own config" if rule in finalists else ""
-        problem = f"every finalist{but} failed on a verify shape: [{config_text(u['config'])}] on " \
+        refused = f"every finalist{but} failed on a verify shape: [{config_text(u['config'])}] on " \
                   f"{tuple(u['shape'])} ended {u['status']}: {u['error']}"
+    # the heuristic's own, where no config is adopted served there as on the bucket's shapes: said, not judged
+    wrong_rule = [u for s in checked for u in _unverified(workers, kernel, variant, target, dtype, [s],
+                                                          [variant.baseline(s, dtype)])
+                  if u["status"] != "outside_constraints"][:1]  # a heuristic outside the space is said apart
     for shape in bucket.shapes:
         baseline = variant.baseline(shape, dtype)
         configs = [f[shape] for f in finalists]
@@ -164,9 +171,10 @@ def final_round(store: RecordStore, workers, kernel: Kernel, variant: Variant, t
            "source_hash": variant.source_hash, "setup_hash": setup_hash, "shapes": entries, "winner": winner,
            "problem": problem, **({"baseline_failure": baseline_failure} if baseline_failure else {}),
            **({"compiler": compiler} if compiler else {}), "entry": variant.entry,  # another function's round is not this one's
-           **({"verify": [list(s) for s in checked], "unverified": unverified} if checked else {}),
+           **({"verify": [list(s) for s in checked], "unverified": unverified, "heuristic_unverified": wrong_rule}
+              if checked else {}),
            **({"disturbed": True} if disturbed and not failed else {}),  # judged nothing: an earlier pick stands
-           "reason": problem or why_not or (
+           "reason": problem or why_not or refused or (
                f"the heuristic's config fails ({baseline_failure}): the fastest finalist is adopted without a lead "
                f"over it" if baseline_failure else "" if winner is not None else _no_lead(bucket, entries)),
            "git_commit": commit, "git_dirty": dirty, "timestamp": now(), "tunebench_version": __version__}

@@ -67,6 +67,7 @@ from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, cha
 from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
 from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, SAME_MACHINE_CODE, NotWritable, RecordStore,
                                config_text, holds_back, stores, verdict_text)
+from tunebench.replay import Replay
 from tunebench.summary import brief
 
 #: The heuristic's time today over its recorded time beyond which (or below whose inverse) the
@@ -432,7 +433,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     picks = {tuple(e["shape"]): e["best"] for e in check["shapes"]} if check else {}  # the config as tuned
     untold = False  # a shape's recorded template reads params whose values today's config cannot tell
     failing = rules if check and check.get("baseline_failure") else {}
-    unverified = _unverified(workers, kernel, variant, target, dtype, bucket, best, dims)
+    unverified = _unverified(workers, kernel, variant, dtype, bucket, best, dims)
     if unverified:  # a round that verified no finalist there is measured again by a tune, its trials reused
         fix = (_still_served(kernel, store, task, setup) if check and {tuple(s) for s in check.get("verify", [])}
                >= set(bucket.verify) else f"best() still serves it until the task is tuned again: "
@@ -605,14 +606,14 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     return _recorded(store, result, kernel, variant, target, dtype, bucket, setup, commit, dirty)
 
 
-def _unverified(workers, kernel: Kernel, variant: Variant, target: str, dtype: str, bucket: Bucket,
-                best: dict[tuple, dict], dims: Sequence[str]) -> str | None:
+def _unverified(workers, kernel: Kernel, variant: Variant, dtype: str, bucket: Bucket, best: dict[tuple, dict],
+                dims: Sequence[str]) -> str | None:
     """How the recorded pick fails on a verify shape of the bucket (see
     :class:`~tunebench.buckets.Bucket`), where best() serves it unmeasured: today's template or
     declaration may break it there, or its round predates the shape. The heuristic, served where no
     config was adopted, is the suite's own rule: not the tune's to verify."""
     pick = best[bucket.shapes[0]]
-    if target == "replay" or best == {s: variant.baseline(s, dtype) for s in bucket.shapes}:
+    if isinstance(workers, Replay) or best == {s: variant.baseline(s, dtype) for s in bucket.shapes}:
         return None
     for shape in bucket.verify:
         if not fits(variant, pick, shape, dims):  # recorded before the shape was added: no candidate since

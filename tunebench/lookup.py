@@ -457,7 +457,8 @@ class Summary:
             finals[(check["kernel"], check["target"], check["dtype"], check["bucket"], shapes)].append({
                 "source_hash": check["source_hash"], "setup_hash": check.get("setup_hash"), "entry": check.get("entry"),
                 "entries": [[e["shape"], e["best"], *ms, e["baseline"]] for e, ms in zip(check["shapes"], measured)],
-                "reason": check.get("reason") or ""})
+                "reason": check.get("reason") or "", "unverified": [u["config"] for u in check.get("unverified", [])],
+                "heuristic_unverified": check.get("heuristic_unverified", [])})
         trials = store.triage()
         def row(d):
             return [d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["stats"]["median"],
@@ -510,6 +511,13 @@ class Summary:
         """shape -> the heuristic's config as the task's latest final round measured it."""
         found = self._final(kernel, target, dtype, bucket, today)
         return {tuple(e[0]): e[4] for e in found["entries"]} if found else None
+
+    def unverified(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> tuple[set, list]:
+        """(the config keys the task's latest final round found failing on a verify shape, where the
+        heuristic's own config failed there): best() serves none of those configs, on no shape of
+        the bucket (one its pick's constraints exclude took the best recorded that fit)."""
+        found = self._final(kernel, target, dtype, bucket, today) or {}
+        return {config_key(c) for c in found.get("unverified", [])}, found.get("heuristic_unverified", [])
 
     def final_reason(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> str:
         """Why the latest final round of the task kept the heuristic, or took no lead over it."""
@@ -812,7 +820,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 16
+INDEX_FORMAT = 17
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -1324,7 +1332,10 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
         choice.baseline_ms = bucket.objective(got)
     today = (source_hash, setup, entry)  # the round read: of today's template, declaration and entry where recorded
     final = usable.final(name, target, dtype, bucket, today) if usable and declared else None  # as ranked
-    order = sorted(ranked, key=ranked.get)
+    unverified, wrong_rule = usable.unverified(name, target, dtype, bucket, today) if usable and declared else (set(), [])
+    # a config the round found wrong on a verify shape is served nowhere: a shape the pick's constraints exclude
+    # took the best recorded config that fit, which was one
+    order = [k for k in sorted(ranked, key=ranked.get) if k not in unverified]
     # the trials' fastest as the tune's summary names it: a config stopped early on one of several
     # shapes counts by its samples there, and may lead the bucket; never one slower than order[0],
     # served where no final round ran if it is not refused here
@@ -1392,6 +1403,12 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
                      if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir,
                                                          source_hash, bool(times))
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
+    if wrong_rule and not adopt:  # served though the round found it failing on a verify shape: said
+        u = wrong_rule[0]
+        choice.note = "; ".join(filter(None, (choice.note, (
+            f"the heuristic's config [{config_text(_declared(variant, config_key(u['config'])))}] ended {u['status']} "
+            f"on verify shape {tuple(u['shape'])} in the final round: it is served, as no finalist was adopted in its "
+            f"place; fix the heuristic or the template"))))
     faster = [k for k in order if k not in adopt and (choice.baseline_ms is None or ranked[k] < choice.baseline_ms)]
     served = (adopt[:1] + faster)[:RANKED] if adopt else []
     choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))

@@ -454,10 +454,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                                     f"never asked for by the strategy, and dropped")
     unverified = [f"{t.label} [{config_text(u['config'])}] on {tuple(u['shape'])}: {u['status']}"
                   for t in ran for u in t.unverified]
+    rules = [f"{t.label} [{config_text(u['config'])}] on {tuple(u['shape'])}: {u['status']}"
+             for t in ran for u in t.rule_unverified]
     if unverified:  # fast where timed, wrong where served unmeasured: the template's fault, which the table hides
         terminalreporter.write_line(f"verify shapes: {len(unverified)} finalist{'s' if len(unverified) != 1 else ''} "
-                                    f"failed on a bucket's verify shape, and none is adopted: {'; '.join(unverified)} "
-                                    f"(each error is in the records' final round)", yellow=True)
+                                    f"failed on a bucket's verify shape, and {'is' if len(unverified) == 1 else 'are'} "
+                                    f"not adopted: {'; '.join(unverified)} (each error is in the records' final round)",
+                                    yellow=True)
+    if rules:  # served where no finalist is adopted, as the suite's rule: not the tune's to drop, but said
+        terminalreporter.write_line(f"verify shapes: the heuristic's config failed on a bucket's verify shape, and is "
+                                    f"served where no config is adopted: {'; '.join(rules)}", yellow=True)
     pruned = [f"{t.label} {r['pruned']}" for t, r in zip(ran, rows) if r["pruned"]]
     if pruned:  # among the configs weighed, in neither failed nor early: a space mostly beyond the device shows
         terminalreporter.write_line(f"pruned: configs beyond the device's resources (shared memory, registers, "

@@ -1020,6 +1020,9 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
               if was.bucket.ranges.get(d) != now.bucket.ranges.get(d)]
     if list(was.bucket.shapes) != list(now.bucket.shapes):
         edits.append(f"shapes {', '.join(map(str, was.bucket.shapes))} -> {', '.join(map(str, now.bucket.shapes))}")
+    if was.bucket.verify != now.bucket.verify:  # a pick then wrong on one may be another now: said beside its time
+        edits.append(f"verify shapes {', '.join(map(str, was.bucket.verify)) or 'none'} -> "
+                     f"{', '.join(map(str, now.bucket.verify)) or 'none'}")
     if was.source_hash == now.source_hash:  # one template's trials: another's are another count
         # all of them, as records only grow: the row's own (today's shapes and declaration) read a shape dropped
         # since, and tuned again without it, as trials removed

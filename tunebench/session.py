@@ -298,6 +298,7 @@ class Task:
         self.final: tuple[tuple | None, Outcome] | None = None  # the final round's winner
         self.check: dict | None = None  # the final round's record
         self.unverified: list[dict] = []  # the finalists a round of this run found failing on a verify shape
+        self.rule_unverified: list[dict] = []  # the heuristic's config, where that round found it failing on one
         self.strikes = 0  # trials in a row that stayed disturbed
         # the latest of them a quota throttled: the stop names the quota, which no quieter moment lifts,
         # though other load disturbed the last one too
@@ -680,7 +681,7 @@ class Task:
                                 self.baseline.clean_times if self.baseline else None,
                                 self.baseline.failure if self.baseline else None, self.compiler, self.dirty,
                                 served)
-            self.unverified = check.get("unverified", [])
+            self.unverified, self.rule_unverified = check.get("unverified", []), check.get("heuristic_unverified", [])
         self.check = check
         # a round whose build of the heuristic's config was refused (its trials built it: a library
         # linked removed since) leaves no heuristic to stay: the task stops as on a first build refused
@@ -769,7 +770,8 @@ class Task:
         nor one against a heuristic that has changed since (its figures were that one's), nor one
         that did not verify them on every verify shape the bucket has today."""
         if not (check and check["source_hash"] == self.variant.source_hash and "winner" in check
-                and ({tuple(s) for s in check.get("verify", [])} >= set(self.bucket.verify) or self.tuner.target == "replay")
+                and ({tuple(s) for s in check.get("verify", [])} >= set(self.bucket.verify)
+                     or isinstance(self.tuner.workers, Replay))  # a replay verifies nothing
                 and check.get("setup_hash") == self.setup_hash and not check.get("problem")
                 and bool(check.get("baseline_failure")) == bool(self.baseline and self.baseline.failure)
                 and backends.built_by(check.get("compiler"), self.compiler)  # else it judged other code
