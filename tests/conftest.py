@@ -193,13 +193,20 @@ def project(pytester):
     return write
 
 
-@pytest.fixture
-def twice_project(pytester):
-    """A project whose tuned config is plainly faster than its heuristic (see TWICE_C)."""
+def twice_root(pytester, template: str):
+    """pytester's folder as a project whose kernel file twice.c holds ``template``, its suites/
+    folder empty for a suite to be written into."""
     root = pytester.path
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     (root / "suites").mkdir()
-    (root / "twice.c").write_text(TWICE_C)
+    (root / "twice.c").write_text(template)
+    return root
+
+
+@pytest.fixture
+def twice_project(pytester):
+    """A project whose tuned config is plainly faster than its heuristic (see TWICE_C)."""
+    root = twice_root(pytester, TWICE_C)
     (root / "suites" / "test_twice.py").write_text(TWICE_SUITE.replace('source="twice.c"', f'source="{root / "twice.c"}"'))
     return root
 

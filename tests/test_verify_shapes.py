@@ -7,6 +7,7 @@ import json
 import pytest
 
 import tunebench
+from tests.conftest import twice_root
 from tests.test_plugin import TUNE
 from tunebench.buckets import Bucket, BucketError, Buckets
 
@@ -45,10 +46,7 @@ twice = Kernel(
 @pytest.fixture
 def tail_project(pytester):
     """The twice kernel with a tail param; ``write(verify, constraint, reps, heuristic)`` writes its suite."""
-    root = pytester.path
-    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-    (root / "suites").mkdir()
-    (root / "twice.c").write_text(TAIL_C)
+    root = twice_root(pytester, TAIL_C)
 
     def write(verify: bool, constraint: str = "lambda reps, tail: True", reps=(1, 4), heuristic=None):
         (root / "suites" / "test_twice.py").write_text(
