@@ -147,13 +147,15 @@ def test_a_bucket_without_verify_shapes_is_described_as_before():
 
 def test_a_config_found_wrong_on_a_verify_shape_is_served_on_no_shape_of_the_bucket(tail_project, pytester):
     """On 4094 the pick's constraints do not hold, and best() serves the best recorded config that
-    fits there: it took reps:2 tail:0, which the round had found wrong on 4095 (a user's test)."""
+    fits there: it took reps:2 tail:0, which the round had found wrong on 4095 (a user's test).
+    Which right one it serves there (reps:2 tail:1, or the heuristic where its trial read no
+    faster) the calls' noise decides: a few microseconds each."""
     root = tail_project(verify=True, reps=(1, 2, 4), constraint="lambda reps, tail, N: reps != 1 or N % 3 != 2")
     pytester.runpytest("suites", *TUNE, "-k", "small", "--tune-repeats", "10")  # every config ranked: none stopped early
     assert {"reps": 2, "tail": 0} in [u["config"] for u in small_round(root)["unverified"]]
     asked = {"records": root / "records", "suites": root / "suites"}
     assert tunebench.lookup("twice", (4096,), **asked).config == {"reps": 1, "tail": 1}
-    assert tunebench.lookup("twice", (4094,), **asked).config == {"reps": 2, "tail": 1}
+    assert tunebench.lookup("twice", (4094,), **asked).config["tail"] == 1
 
 
 def test_a_heuristic_wrong_on_a_verify_shape_is_said_where_it_is_served(tail_project, pytester):
