@@ -1847,6 +1847,25 @@ def test_a_cuda_computed_include_searches_an_i_folder_of_the_flags_the_include_p
     assert_hash_follows(declared, variant, folders[reads] / "scale.h",
                         *(folder / "scale.h" for name, folder in folders.items() if name != reads))
 
+def test_a_c_template_declaring_extern_c_is_refused_with_the_hint_that_it_is_cxx(tmp_path):
+    """A Kernel Tuner C kernel (lang="C" builds with g++, in extern "C") ported as a ``.c`` file:
+    gcc's only word was "expected identifier or '(' before string constant"."""
+    (tmp_path / "k.c").write_text('extern "C" void k(const float *x, float *y, int n)\n'
+                                  "{\n    for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n}\n")
+    variant = Variant(source="k.c", entry="k", space=Space({"tile": [1]}), heuristic=lambda shape: {"tile": 1},
+                      origin=tmp_path)
+    kernel = Kernel("extern_c_in_c_test", buckets=Buckets(["N"], [Bucket("all", N=(1, None), shapes=[(9,)])]),
+                    args=lambda shape, dtype, rng: {"x": rng.random(9, dtype), "y": np.empty(9, dtype),
+                                                    "n": np.int32(9)},
+                    reference=lambda x, n: 2 * x, outputs=["y"], cpu=variant)
+    with pytest.raises(CompileError) as refused:
+        CpuBackend(BuildCache(tmp_path / "cache")).build(kernel, variant, {"tile": 1}, "float32")
+    said = str(refused.value)
+    assert "k.c:1:" in said and "error:" in said  # the compiler's own message kept
+    assert ('(tunebench: k.c is compiled as C, and extern "C" is C++ (Kernel Tuner\'s lang="C" builds with g++): '
+            'name the template .cpp, or give it flags=("-x", "c++"))') in said
+
+
 def test_a_c_template_read_as_cxx_by_its_flags_is_built_as_c_by_gcc(tmp_path):
     """``flags=("-x", "c++")`` on a ``.c`` template has gcc read it as C++ (cc1plus, which searches
     CPLUS_INCLUDE_PATH), and that alone: taken for a C++ template, its build ran g++ with

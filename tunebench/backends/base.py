@@ -808,10 +808,7 @@ def explain(variant: Variant, config: Mapping, error: str, gpu: bool = False) ->
     name, hints = variant.path.name, []
     noted = _bare_includes(variant, config, error)  # hints whatever the error: a bare #include's, a #pragma's
     noted += _expanded_at(error, name)
-    try:
-        lines = variant.path.read_text(encoding="utf-8", errors="replace").splitlines() if variant.text is None else variant.text.splitlines()
-    except OSError:
-        lines = []
+    lines = template_lines(variant)
     for number in map(int, re.findall(rf"{re.escape(name)}(?::|\()(\d+)", error)):
         pragma = _UNROLL_BY_NAME.match(lines[number - 1]) if 0 < number <= len(lines) else None
         if pragma and pragma.group(1) in config:  # nvcc: identifier "ITEMS" is undefined
@@ -849,6 +846,15 @@ def explain(variant: Variant, config: Mapping, error: str, gpu: bool = False) ->
     hints += [f"param {p!r} is #defined, and the error is where its name is read: rename it" for p in config
               if re.search(rf"in expansion of macro .{re.escape(p)}.", error) and not hints]
     return error + "".join(f"\n(tunebench: {h})" for h in dict.fromkeys(noted + hints))
+
+
+def template_lines(variant: Variant) -> list[str]:
+    """The template's own lines (its recorded text where it has one), which a compiler's error
+    numbers as the template's; none where the file cannot be read."""
+    try:
+        return variant.path.read_text(encoding="utf-8", errors="replace").splitlines() if variant.text is None else variant.text.splitlines()
+    except OSError:
+        return []
 
 
 def _expanded_at(error: str, name: str) -> list[str]:

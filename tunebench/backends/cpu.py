@@ -44,6 +44,7 @@ from tunebench.backends.base import (
     preprocess,
     render,
     render_inputs,
+    template_lines,
 )
 from tunebench.backends.cache import BuildCache, cache_key, run_compiler
 from tunebench.backends.cpuinfo import identify, thread_count
@@ -88,6 +89,8 @@ ARITHMETIC = {"bfloat16": "__bf16 tb_probe(__bf16 a, float b, double c)\n"
 #: conversions, which it calls where -march has no instructions for them: clang on Debian links
 #: gcc 12's libgcc, without ``__truncsfbf2`` and ``__truncdfbf2``; compiler-rt's builtins have them.
 COMPILER_RT = ("--rtlib=compiler-rt",)
+#: C++'s linkage declaration, which C has no such syntax for (see :func:`cxx_in_c`).
+_EXTERN_C = re.compile(r'\bextern\s+"C"')
 
 
 class _Complex(ctypes.Structure):
@@ -248,6 +251,20 @@ def missing_entry(variant: Variant, functions: Mapping[str, Any] | None, config:
         hint += " (it is static, which keeps a function to its file: drop static from its definition)"
     said = f"{variant.path.name} exports no function {variant.entry!r}{hint}"
     return said if functions is None else f"{said}; it exports: {', '.join(sorted(functions)) or 'none'}"
+
+
+def cxx_in_c(variant: Variant, error: str) -> str:
+    """The hint for a template compiled as C whose line the error names holds ``extern "C"``: a
+    Kernel Tuner C kernel (its lang="C" builds with g++, in extern "C") ported as a ``.c`` file,
+    which gcc refuses with no more than "expected identifier or '(' before string constant"."""
+    if read_as(variant) != "c":
+        return ""
+    lines, name = template_lines(variant), re.escape(variant.path.name)
+    numbers = map(int, re.findall(rf"{name}(?::|\()(\d+)", error))
+    if not any(_EXTERN_C.search(lines[n - 1]) for n in numbers if 0 < n <= len(lines)):
+        return ""
+    return (f'\n(tunebench: {variant.path.name} is compiled as C, and extern "C" is C++ (Kernel Tuner\'s lang="C" '
+            f'builds with g++): name the template .cpp, or give it flags=("-x", "c++"))')
 
 
 def copy_flags(variant: Variant) -> tuple[str, ...]:
@@ -658,7 +675,8 @@ class CpuBackend(Backend):
                                                    lambda src, out: run_compiler(
                                                        command, src, out, source_inputs(variant, config, dtype)))
         except CompileError as e:
-            raise CompileError(explain(variant, config, str(e)), cached=e.cached, earlier=e.earlier) from None
+            said = explain(variant, config, str(e)) + cxx_in_c(variant, str(e))
+            raise CompileError(said, cached=e.cached, earlier=e.earlier) from None
         return Build(handle=path, compile_time_s=seconds, cached=cached)
 
     def load(self, build: Build, kernel: Kernel, variant: Variant, config: Mapping, shape: tuple,
