@@ -421,6 +421,17 @@ def test_the_plugin_tunes_a_kernel_tuner_cache_as_a_suite_of_its_own(pytester):
     assert not (pytester.path / "records").exists()  # a replay never writes into the project's records
 
 
+def test_a_users_suite_beside_a_replayed_kernel_tuner_cache_is_skipped_saying_why(pytester, project):
+    """"kernel axpb has no replay variant" named a term no page defines: the user's suites read as
+    lacking something the cache needed, where the cache is a suite of its own."""
+    project()
+    path = pytester.path / "cache.json"
+    path.write_text(json.dumps(well_formed()))
+    result = pytester.runpytest("suites", "--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider", "-rs")
+    result.stdout.fnmatch_lines(["SKIPPED * kernel axpb has no replay variant: a Kernel Tuner cache replays as a "
+                                 "suite of its own (kernel vector_add), not through this kernel's suites"])
+
+
 def test_the_summary_counts_the_configs_pruned_as_beyond_the_devices_resources(pytester):
     """Among the configs weighed, in neither failed nor early: 95 % of a space pruned looked healthy."""
     path = pytester.path / "cache.json"

@@ -247,6 +247,16 @@ class Suite(pytest.Collector):
         skip or a failure of its items names, rather than a line of tunebench."""
         return str(self.path), self.kernel.declared_line if self._declared_here else None
 
+    def _no_variant(self, target: str) -> str:
+        """Why this kernel has nothing to run on ``target``: a replayed Kernel Tuner cache's one
+        variant is its own suite's, which a user read as a variant their suite lacked."""
+        said = f"kernel {self.kernel.name} has no {target} variant"
+        replayed = self.config.stash[REPLAYED]
+        if target == "replay" and replayed is not None:
+            said += (f": a Kernel Tuner cache replays as a suite of its own (kernel {replayed.name}), not through "
+                     f"this kernel's suites")
+        return said
+
     def collect(self):
         if self.refused:
             raise SuiteError(f"suite {self.nodeid}: {self.refused}")
@@ -264,7 +274,7 @@ class Suite(pytest.Collector):
         run = self.config.stash[TUNER] if tuning else _gate_run(self.config)
         # a target of no variant here is said too: --tune-target cuda on CPU-only suites collected nothing, unsaid
         items = [Unavailable.from_parent(self, name=t, reason=why, asked=asked) if self.kernel.variant(t) else
-                 Unavailable.from_parent(self, name=t, reason=f"kernel {self.kernel.name} has no {t} variant")
+                 Unavailable.from_parent(self, name=t, reason=self._no_variant(t))
                  for t, (why, asked) in self.config.stash[UNAVAILABLE].items() if asked or self.kernel.variant(t)]
         try:  # every target's declaration, though this machine runs one: a typo fails here, not on the GPU box
             for name, declared in self.kernel.variants.items():
@@ -276,8 +286,7 @@ class Suite(pytest.Collector):
         target = run.target
         variant = self.kernel.variant(target)
         if variant is None:
-            return items + [Unavailable.from_parent(
-                self, name=target, reason=f"kernel {self.kernel.name} has no {target} variant")]
+            return items + [Unavailable.from_parent(self, name=target, reason=self._no_variant(target))]
         try:
             variant.check_folders()
             if not tuning:
