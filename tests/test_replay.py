@@ -432,6 +432,22 @@ def test_a_users_suite_beside_a_replayed_kernel_tuner_cache_is_skipped_saying_wh
                                  "suite of its own (kernel vector_add), not through this kernel's suites"])
 
 
+def test_the_summary_says_a_replays_records_are_in_a_temporary_folder_unless_tune_records(pytester):
+    """Without --tune-records a replay's records go to a fresh temporary folder each run, which
+    piled up in /tmp with no word of where, or why there."""
+    path = pytester.path / "cache.json"
+    path.write_text(json.dumps(well_formed()))
+    result = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "-p", "no:cacheprovider")
+    line = next(x for x in result.outlines if x.startswith("records: this replay's"))
+    folder = Path(line.split(", ")[1])
+    assert folder.name.startswith("tunebench-replay-") and list(folder.glob("*.json"))
+    assert line == (f"records: this replay's are in a temporary folder of its own, {folder}, which nothing removes; "
+                    f"--tune-records DIR keeps them there instead")
+    kept = pytester.runpytest("--tune", "--tune-target", f"replay:{path}", "--tune-records",
+                              str(pytester.path / "records"), "-p", "no:cacheprovider")
+    assert kept.ret == 0 and not [x for x in kept.outlines if x.startswith("records: this replay's")]
+
+
 def test_the_summary_counts_the_configs_pruned_as_beyond_the_devices_resources(pytester):
     """Among the configs weighed, in neither failed nor early: 95 % of a space pruned looked healthy."""
     path = pytester.path / "cache.json"

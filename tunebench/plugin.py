@@ -479,6 +479,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if reused:
         terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "
                                     f"(--tune-fresh measures them again, --tune-retry-failed the failed ones)")
+    if isinstance(tuner.workers, Replay) and not config.getoption("tune_records"):  # a folder of its own, unsaid
+        terminalreporter.write_line(f"records: this replay's are in a temporary folder of its own, "
+                                    f"{tuner.store.path.parent}, which nothing removes; --tune-records DIR keeps them "
+                                    f"there instead")
     for task in ran:
         for note in (task.why_again, task.unconfirmed(), task.heuristic_strays, task.all_wrong):
             if note:
