@@ -2261,8 +2261,19 @@ def test_kernel_tuners_arguments_are_named_with_what_takes_their_place(pytester)
     """)
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*KernelError: a Kernel takes no answer=, atol=: Kernel Tuner's answer= is reference= "
-                                 "of the Kernel*; atol= is tolerance={dtype: (rtol, atol)} of the Kernel, in <module> "
-                                 "at test_port.py:4"])
+                                 "of the Kernel*; atol= is tolerance={dtype: (rtol, atol)} of the Kernel, where Kernel "
+                                 "Tuner's answer check was numpy.allclose, which holds numpy's rtol 1e-5 as well as the "
+                                 "atol (1e-6 unless given): tolerance={'float32': (1e-5, atol)} checks as it did, in "
+                                 "<module> at test_port.py:4"])
+
+
+def test_kernel_tuners_iterations_is_named_with_the_option_for_repeats():
+    """Kernel Tuner's iterations= (the runs a config is timed over) was told only as "a run's
+    choice", naming no option: a fixed count of samples is --tune-repeats."""
+    with pytest.raises(tunebench.KernelError, match=r"^a Variant takes no iterations=: Kernel Tuner's iterations= is "
+                                                    r"--tune-repeats N on the command line, a fixed N samples per trial"):
+        tunebench.Variant(source="k.cu", entry="k", space=tunebench.Space({"u": [1]}),
+                          heuristic=lambda shape: {"u": 1}, iterations=7)
 
 
 def test_a_template_path_holding_braces_is_a_path_not_code(tmp_path):

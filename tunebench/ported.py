@@ -30,14 +30,18 @@ KERNEL_TUNER_ARGUMENTS = {
               "the Kernel lists",
     "verify": "reference= of the Kernel taking config (reference(x, config)) where the right output depends on "
               "the config, with tolerance={dtype: (rtol, atol)}",
-    "atol": "tolerance={dtype: (rtol, atol)} of the Kernel",
+    "atol": "tolerance={dtype: (rtol, atol)} of the Kernel, where Kernel Tuner's answer check was numpy.allclose, "
+            "which holds numpy's rtol 1e-5 as well as the atol (1e-6 unless given): tolerance={'float32': (1e-5, "
+            "atol)} checks as it did",
+    "iterations": "--tune-repeats N on the command line, a fixed N samples per trial (without it a trial samples "
+                  "until its median is pinned)",
     "lang": "the Kernel's variant for the target, cuda=Variant(...) or cpu=Variant(...)",
     "compiler_options": "flags=(...) of the Variant",
     "defines": "a param of the space with its one value, or flags=('-DNAME=value',) of the Variant",
     **dict.fromkeys(("cmem_args", "smem_args", "texmem_args"),
                     "an argument of the entry, given by args=: tunebench fills no __constant__ or texture memory "
                     "from the host"),
-    **dict.fromkeys(("strategy", "strategy_options", "iterations", "cache", "metrics", "objective",
+    **dict.fromkeys(("strategy", "strategy_options", "cache", "metrics", "objective",
                      "objective_higher_is_better", "device", "platform", "compiler", "observers", "quiet",
                      "verbose", "simulation_mode", "log"), _RUN),
 }
