@@ -182,6 +182,16 @@ def test_a_string_constraint_as_kernel_tuner_writes_its_restrictions_is_refused_
     assert str(refused.value) == "constraint 'tile %% 2 ==' is not callable (strings are not evaluated)"
 
 
+def test_several_string_constraints_are_each_named_in_the_refusal():
+    """Kernel Tuner's restrictions are often several strings: the refusal named the first alone, and
+    the next was found only once it was rewritten."""
+    with pytest.raises(SpaceError) as refused:
+        Space({"a": [1, 2], "b": [1, 2]}, constraints=["a <= b", lambda a: a > 0, "a * b <= 2"]).validate()
+    assert str(refused.value) == ("constraint 'a <= b' is not callable (strings are not evaluated): write it as "
+                                  "lambda a, b: a <= b; constraint 'a * b <= 2' is not callable (strings are not "
+                                  "evaluated): write it as lambda a, b: a * b <= 2")
+
+
 def test_a_string_constraints_lambda_reads_a_param_named_as_a_builtin_and_not_a_name_it_binds():
     """A param named max or len was left out of the offered lambda, which then read the builtin,
     and a comprehension's variable was offered as a param."""

@@ -152,16 +152,20 @@ def _as_lambda(text: Any, names: Collection[str]) -> str | None:
     return f"lambda {', '.join(dict.fromkeys(n.id for n in read))}: {text.strip()}" if read else None
 
 
+def _uncallable(given: Any, names: Collection[str]) -> str:
+    """Why a constraint that is no function is refused, with the lambda a string of the params
+    means (see :func:`_as_lambda`)."""
+    meant = _as_lambda(given, names)
+    return f"constraint {given!r} is not callable (strings are not evaluated)" + (
+        f": write it as {meant}" if meant else "")
+
+
 class Constraint:
     """One constraint: the callable, the params it reads (``None``: the whole config, under the
     name of its one ``argument``), the other names it reads (``shape`` or dims: a shaped
     constraint) and a label."""
 
     def __init__(self, fn: Callable[..., Any], names: Sequence[str]):
-        if not callable(fn):
-            meant = _as_lambda(fn, names)
-            raise SpaceError(f"constraint {fn!r} is not callable (strings are not evaluated)"
-                             + (f": write it as {meant}" if meant else ""))
         self.fn = fn
         code = getattr(fn, "__code__", None)
         where = f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else ""
@@ -287,6 +291,9 @@ class Space:
                                      f"and the system's (redefining one changes what a header or #if reads)")
             values = {name: _values(name, spec) for name, spec in self._spec.items()}
             names = tuple(values)
+            uncallable = [_uncallable(fn, names) for fn in self._constraint_fns if not callable(fn)]
+            if uncallable:  # each one: a port of Kernel Tuner's restrictions was told of the first alone
+                raise SpaceError("; ".join(uncallable))
             constraints = [Constraint(fn, names) for fn in self._constraint_fns]
             self._checked = (names, values, constraints)
         return self._checked
