@@ -33,6 +33,7 @@ import numpy as np
 from tunebench.backends.base import Runner, poison_value, same_bytes
 from tunebench.interference import BusyThreads, Throttling
 from tunebench.stats import median_ci
+from tunebench.summary import READS_OUTPUT
 
 
 @dataclass(frozen=True)
@@ -165,11 +166,6 @@ def verify(runner: Runner, expected: Sequence[np.ndarray], names: Sequence[str],
             return Measurement("wrong_result", error=wrong + _reads_output(runner, names, pattern, wrong),
                                max_error=max_error)
     return Measurement("ok", max_error=max_error)
-
-
-#: What a wrong result's error says where the output it names is read by the kernel (see
-#: :func:`_reads_output`): then the declaration, not the reference, is at fault.
-READS_OUTPUT = "depends on what it held before the call"
 
 
 def _reads_output(runner: Runner, names: Sequence[str], pattern: int, wrong: str) -> str:

@@ -45,7 +45,7 @@ from tunebench.interference import QUOTA_REASON, machine_signals, quota_remedy, 
 from tunebench.kernel import (Kernel, KernelError, Variant, changed_files, comment_edits, declaration_hash,
                               hashed_files)
 from tunebench.lookup import confirmed_ms, fits, latest_confirmation, related_results
-from tunebench.measure import READS_OUTPUT, MeasureSettings
+from tunebench.measure import MeasureSettings
 from tunebench.records import DEATHS, FAILED, RecordStore, config_key, config_text, revision
 from tunebench.replay import Replay
 from tunebench.stats import median_ci, spread, summarize
@@ -53,7 +53,7 @@ from tunebench.strategies import DEFAULT as DEFAULT_STRATEGY
 from tunebench.strategies import get as get_strategy
 from tunebench.strategies.base import search
 from tunebench.workers import OUTSIDE_KILLS, TrialJob, WorkerKilled
-from tunebench.summary import brief
+from tunebench.summary import all_wrong, brief
 
 #: What a task's stop on the heuristic's compile error adds where an earlier run's verdict served it.
 RECORDED_REFUSAL = " (as an earlier tune recorded it, not built again: --tune-retry-failed builds it)"
@@ -459,23 +459,11 @@ class Task:
 
     @property
     def all_wrong(self) -> str | None:
-        """Where every config that ran to a result, the heuristic's included, gave a wrong one: the
-        reference or its tolerance is more likely at fault than every config, unless the heuristic's
-        result says the kernel reads an output not declared inout. Configs that failed otherwise (a
-        crash, a build refused) say nothing of the reference: a space with some hid the hint."""
-        outcomes = self.once(self.outcomes.values()) if self.baseline is not None else []
-        wrong = [o for o in outcomes if o.status == "wrong_result"]
-        if len(wrong) < 2 or self.baseline.status != "wrong_result" or \
-                any(o.status in ("ok", "early_stopped") for o in outcomes):
+        """Where every config that ran to a result gave a wrong one (see :func:`~tunebench.summary.all_wrong`)."""
+        if self.baseline is None:
             return None
-        blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it "
-                  "unwritten" if READS_OUTPUT in self.baseline.error else "the reference is more likely at fault than every config, or, where all miss by little, its "
-                       "tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
-        others = sorted({o.status for o in outcomes} - {"wrong_result"})
-        counted = (f"every config measured ({len(wrong) - 1} and the heuristic's)" if not others else
-                   f"every config that ran to a result ({len(wrong) - 1} and the heuristic's; "
-                   f"{len(outcomes) - len(wrong)} others did not: {', '.join(others)})")
-        return f"{counted} gave a wrong result, the heuristic's: {self.baseline.error}; {blamed}"
+        others = self.once(self.outcomes.values())[1:]
+        return all_wrong((self.baseline.status, self.baseline.error), [o.status for o in others])
 
     @property
     def heuristic_strays(self) -> str | None:

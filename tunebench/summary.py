@@ -84,6 +84,32 @@ def brief(problem: str) -> str:
     return f"{where}: {'; '.join(listed[:SIGNS])}; and {rest} more sign{'s' if rest > 1 else ''} (in the records' final round)"
 
 
+#: What a wrong result's error says where the output it names is read by the kernel (see
+#: :func:`tunebench.measure._reads_output`): then the declaration, not the reference, is at fault.
+READS_OUTPUT = "depends on what it held before the call"
+
+
+def all_wrong(heuristic: tuple[str, str | None], others: Sequence[str]) -> str | None:
+    """Where every config that ran to a result, the heuristic's included, gave a wrong one: the
+    reference or its tolerance is more likely at fault than every config, unless the heuristic's
+    result says the kernel reads an output not declared inout. ``heuristic`` is its (status,
+    error), ``others`` the other configs' statuses. Configs that failed otherwise (a crash, a
+    build refused) say nothing of the reference: a space with some hid the hint. The tune's
+    summary, best() and the gate say it alike: a re-tune under the same declaration changes nothing."""
+    status, error = heuristic
+    wrong = sum(s == "wrong_result" for s in others)
+    if not wrong or status != "wrong_result" or any(s in ("ok", "early_stopped") for s in others):
+        return None
+    blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it unwritten"
+              if READS_OUTPUT in error else "the reference is more likely at fault than every config, or, where all "
+              "miss by little, its tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
+    kinds = sorted(set(others) - {"wrong_result"})
+    counted = (f"every config measured ({wrong} and the heuristic's)" if not kinds else
+               f"every config that ran to a result ({wrong} and the heuristic's; "
+               f"{len(others) - wrong} others did not: {', '.join(kinds)})")
+    return f"{counted} gave a wrong result, the heuristic's: {error}; {blamed}"
+
+
 def some(names: Sequence[str]) -> str:
     """The first :data:`NAMED` names and how many more: the table above shows every row."""
     rest = len(names) - NAMED
