@@ -786,9 +786,31 @@ def test_a_heuristic_that_failed_when_tuned_is_served_with_a_note_that_says_so(t
     wrong_everywhere(root, pytester)
     served = best_json(root)
     assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 1})
-    assert re.search(r"the heuristic's config ended wrong_result when tuned on \(4096,\), and no config that "
-                     r"verified is served for \(4096,\): apply your own rule there, or `pytest .*--tune` tunes the "
-                     r"bucket", served["note"] or ""), served["note"]
+    assert re.search(r"every config measured \(\d+ and the heuristic's\) gave a wrong result, the heuristic's: .*; the "
+                     r"reference is more likely at fault than every config", served["note"] or ""), served["note"]
+    assert "--tune" not in served["note"]  # a tune again under the same declaration fails alike
+
+
+def test_a_pick_that_fails_under_todays_declaration_is_not_served_and_all_failing_blames_the_reference(
+        twice_project, pytester):
+    """The reference changed so that every config failed, the earlier round's pick too: best()
+    still served that pick as tuned, and the gate failed it, each time suggesting `--tune
+    --tune-fresh`, which recorded the same failures."""
+    root = twice_project
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert best_json(root)["source"] == "tuned"
+    suite = root / "suites" / "test_twice.py"
+    suite.write_text(suite.read_text().replace("reference=lambda x, n: 2.0 * x,", "reference=lambda x, n: 2.0 * x + 1,"))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    served = best_json(root)
+    assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 0}), served
+    assert re.search(r"the final round's pick \[reps:1 pad:.\] ended wrong_result on \(4096,\) under today's "
+                     r"declaration", served["reason"] or ""), served["reason"]
+    blamed = "the reference is more likely at fault than every config"
+    assert blamed in (served["note"] or ""), served["note"]
+    gate = pytester.runpytest("suites", "-p", "no:cacheprovider", "--tune-target", "cpu", "-k", "small")
+    gate.assert_outcomes(failed=1)
+    assert said(gate, blamed) and not said(gate, "--tune"), gate.stdout.str()
 
 
 def test_a_heuristic_that_failed_under_an_earlier_declaration_is_not_said_to_fail_once_it_verifies(twice_project,
@@ -798,7 +820,7 @@ def test_a_heuristic_that_failed_under_an_earlier_declaration_is_not_said_to_fai
     (a trial of the earlier declaration), telling a framework to apply its own rule."""
     root = twice_project
     suite = wrong_everywhere(root, pytester, reps="[4]")
-    assert "ended wrong_result" in (best_json(root)["note"] or "")
+    assert "gave a wrong result" in (best_json(root)["note"] or "")
     suite.write_text(suite.read_text().replace('outputs=["y"],', 'outputs=["y"], tolerance={"float32": (0.0, 1.5)},'))
     untried = best_json(root)  # nothing measured under today's declaration yet: the failure recorded is all there is
     assert "ended wrong_result" in (untried["note"] or ""), untried["note"]
@@ -806,6 +828,25 @@ def test_a_heuristic_that_failed_under_an_earlier_declaration_is_not_said_to_fai
     served = best_json(root)
     assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 1}), served
     assert "ended wrong_result" not in (served["note"] or ""), served["note"]
+
+
+def test_a_failure_of_a_declaration_restored_since_is_not_said_of_todays(twice_project, pytester):
+    """The reference broken and tuned (every config failed), restored and tuned (its trials reused),
+    then the flags changed and the pick constrained away: best() said the heuristic "ended
+    wrong_result", a trial of the broken declaration, though it verified under the restored one."""
+    root = twice_project
+    suite = root / "suites" / "test_twice.py"
+    original = suite.read_text()
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite.write_text(original.replace("reference=lambda x, n: 2.0 * x,", "reference=lambda x, n: 2.0 * x + 1,"))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite.write_text(original)
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    suite.write_text(original.replace('entry="twice",', 'entry="twice", flags=("-O1",),').replace(
+        'Space({"reps": [1, 4], "pad": [0, 1]})', 'Space({"reps": [1, 4], "pad": [0, 1]}, constraints=[lambda reps, pad: reps != 1])'))
+    served = best_json(root)
+    assert (served["source"], served["config"]) == ("heuristic", {"reps": 4, "pad": 0}), served
+    assert "wrong_result" not in (served["note"] or ""), served["note"]
 
 
 def test_a_confirmed_pick_whose_trials_are_gone_is_still_served_with_its_final_round_figures(twice_project, pytester):

@@ -64,9 +64,9 @@ from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
-from tunebench.lookup import fits, heuristic_failed, latest_confirmation, shape_times
+from tunebench.lookup import Summary, failed_under, fits, heuristic_failed, latest_confirmation, shape_times
 from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, SAME_MACHINE_CODE, NotWritable, RecordStore,
-                               config_text, holds_back, stores, verdict_text)
+                               config_key, config_text, holds_back, stores, verdict_text)
 from tunebench.replay import Replay
 from tunebench.summary import brief
 
@@ -226,13 +226,20 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     the tune's day measured against a faster rule since failed the gate."""
     variant = kernel.variant(target)
     task = next(iter(store.tasks(kernel=kernel.name, target=target, dtype=dtype, bucket=bucket.name)), {})
-    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash,
-                                kernel.setup_hash(variant, dtype, task.get("declaration")), variant.entry)
+    setup = kernel.setup_hash(variant, dtype, task.get("declaration"))
+    check = latest_confirmation(store, kernel.name, target, dtype, bucket, variant.source_hash, setup, variant.entry)
     if check is None:
         return None
+    rules = {tuple(e["shape"]): variant.baseline(tuple(e["shape"]), dtype) for e in check["shapes"]}
     if "winner" in check and check["winner"] is None:
-        return {tuple(e["shape"]): variant.baseline(tuple(e["shape"]), dtype) for e in check["shapes"]}, check["source_hash"]
-    return {tuple(e["shape"]): e["best"] for e in check["shapes"]}, check["source_hash"]
+        return rules, check["source_hash"]
+    picks = {tuple(e["shape"]): e["best"] for e in check["shapes"]}
+    if check.get("setup_hash", setup) != setup:  # a round of an earlier declaration: its pick may fail under today's
+        failed, _ = failed_under(Summary.of(store), kernel.name, dtype, bucket, variant.source_hash, setup,
+                                 list(rules.values()))
+        if any(config_key(c) in failed for c in picks.values()):  # best() serves the heuristic
+            return rules, check["source_hash"]
+    return picks, check["source_hash"]
 
 
 def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str) -> str:
@@ -538,6 +545,10 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
                                  f"{f['status']}: {f['error']}")
                 if f["arm"] == "best" and best[shape] != variant.baseline(shape, dtype):
                     result.reason += "; " + _still_served(kernel, store, task, setup)
+                elif f["arm"] == "best":  # the heuristic, served: where every config failed too, no tune helps
+                    wrong = failed_under(Summary.of(store), kernel.name, dtype, bucket, variant.source_hash, setup,
+                                         [variant.baseline(s, dtype) for s in bucket.shapes])[1]
+                    result.reason += f"; {wrong}" if wrong else ""
                 held = _held_back(result.verdicts, shape)  # an earlier shape's, slower without a failure
                 if held is not None:
                     result.reason += "; but " + _held_back_text(held, result.configs)

@@ -55,7 +55,7 @@ from tunebench.records import (FAILED, NewerFormat, RecordsError, RecordStore, b
                                config_text, orphaned, records_files, stores, write_atomic)
 from tunebench.space import SpaceError, closest
 from tunebench.stamps import racy
-from tunebench.summary import brief
+from tunebench.summary import all_wrong, brief
 
 
 @dataclass
@@ -467,8 +467,8 @@ class Summary:
         early = [row(d) for d in trials.latest if d["status"] == "early_stopped" and d.get("verdict") != "disturbed"
                  and d.get("stats")]  # stats are optional but for ok (trial_problem): none, no time to rank
         disturbed = [[d["kernel"], d["dtype"], d["shape"]] for d in trials.unsettled]
-        failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"], d.get("setup_hash")]
-                  for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
+        failed = [[d["kernel"], d["dtype"], d["source_hash"], d["shape"], d["config"], d["status"], d.get("setup_hash"),
+                   d.get("error")] for d in trials.latest if d["status"] not in ("ok", "early_stopped")]
         return cls({"fingerprint": store.fingerprint, "tasks": store.tasks(), "rows": rows, "early": early,
                     "disturbed": disturbed,
                     "failed": failed, "unjudged": unjudged, "finals": [[list(k), v] for k, v in finals.items()]})
@@ -541,24 +541,45 @@ class Summary:
         return next((t["source_hash"] for t in self._tasks if (t["kernel"], t["target"], t["dtype"], t["bucket"])
                      == (kernel, target, dtype, bucket.name)), None)
 
-    def failure(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None, setup_hash: str | None,
-                config: dict) -> tuple[tuple, str] | None:
-        """(shape, status) of a failed trial of ``config`` on the bucket's shapes under the declaration
-        ``setup_hash``, if one is recorded: one that failed under a reference or tolerance since
-        corrected is no failure of today's. Where nothing of today's declaration is measured on them
-        (edited, not tuned since), the latest failure recorded stands, as :meth:`ranked` ranks."""
+    def failure(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+                declarations: Sequence[str | None], config: dict) -> tuple[tuple, str] | None:
+        """(shape, status) of a failed trial of ``config`` on the bucket's shapes under the first of
+        ``declarations`` (setup hashes: today's, then the task's as last tuned) with anything
+        recorded on them: one that failed under a reference or tolerance since corrected, or
+        restored since, is no failure of today's. Where none has (records from before declarations
+        were kept), the latest failure recorded stands."""
         shapes, key = set(bucket.shapes), config_key(config)
         failed = [f for f in self._failed if (f[0], f[1]) == (kernel, dtype) and f[2] in (source_hash, None)
                   and tuple(f[3]) in shapes]
-        today = setup_hash is not None and (any(setup == setup_hash for *_, setup in failed) or any(
-            (r[0], r[1]) == (kernel, dtype) and r[6] == setup_hash and tuple(r[3]) in shapes for r in self._rows))
-        return next(((tuple(shape), status) for _, _, _, shape, c, status, setup in failed
-                     if config_key(c) == key and (not today or setup in (setup_hash, None))), None)
+        held = next((setup for setup in declarations if setup is not None and (
+            any(f[6] == setup for f in failed) or any((r[0], r[1]) == (kernel, dtype) and r[6] == setup
+                                                      and tuple(r[3]) in shapes for r in self._rows))), None)
+        return next(((tuple(shape), status) for _, _, _, shape, c, status, setup, _ in failed
+                     if config_key(c) == key and (held is None or setup in (held, None))), None)
+
+    def verdicts(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+                 setup_hash: str | None) -> dict[tuple, tuple[str, str | None, tuple | None]]:
+        """config key -> (status, error, shape) of its trials on the bucket's shapes under the
+        declaration ``setup_hash``: its failure where one failed, else ok or early_stopped. A round
+        of an earlier declaration (a tolerance tightened since) may have picked a config these say
+        fails today."""
+        if setup_hash is None:
+            return {}
+        shapes, found = set(bucket.shapes), {}
+        for rows, status in ((self._early, "early_stopped"), (self._rows, "ok")):
+            for r in rows:
+                if (r[0], r[1]) == (kernel, dtype) and r[2] in (source_hash, None) and tuple(r[3]) in shapes \
+                        and r[6] == setup_hash:
+                    found[config_key(r[4])] = (status, None, None)
+        for k, d, h, shape, config, status, setup, error in self._failed:
+            if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes and setup == setup_hash:
+                found[config_key(config)] = (status, error, tuple(shape))
+        return found
 
     def failures(self, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None) -> dict[str, int]:
         """status -> configs of this source whose latest trial on one of the bucket's shapes failed so."""
         shapes, found = set(bucket.shapes), defaultdict(set)
-        for k, d, h, shape, config, status, _ in self._failed:
+        for k, d, h, shape, config, status, *_ in self._failed:
             if (k, d) == (kernel, dtype) and h in (source_hash, None) and tuple(shape) in shapes:
                 found[status].add(config_key(config))
         return {status: len(configs) for status, configs in sorted(found.items())}
@@ -820,7 +841,7 @@ RANKED = 8
 FAR_OCTAVES = 3
 #: The layout of the index files, part of their name: tunebench versions sharing a records folder
 #: never read each other's.
-INDEX_FORMAT = 17
+INDEX_FORMAT = 18
 #: Seconds between checks that the records files are unchanged.
 REFRESH_S = 1.0
 #: Answers kept in all (shapes differ from call to call in a framework).
@@ -1268,6 +1289,7 @@ class _Ranking:
     target: str
     records_dir: Path
     suites_dir: Path
+    all_wrong: str | None  # every config that ran under today's declaration gave a wrong result (see summary.all_wrong)
 
 
 def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, variant: Variant | None, name: str,
@@ -1333,14 +1355,17 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
     today = (source_hash, setup, entry)  # the round read: of today's template, declaration and entry where recorded
     final = usable.final(name, target, dtype, bucket, today) if usable and declared else None  # as ranked
     unverified, wrong_rule = usable.unverified(name, target, dtype, bucket, today) if usable and declared else (set(), [])
+    failed_today, everything_wrong = failed_under(usable, name, dtype, bucket, source_hash, setup or tuned_as,
+                                                  baseline) if usable and declared else ({}, None)
     # a config the round found wrong on a verify shape is served nowhere: a shape the pick's constraints exclude
     # took the best recorded config that fit, which was one
-    order = [k for k in sorted(ranked, key=ranked.get) if k not in unverified]
+    order = [k for k in sorted(ranked, key=ranked.get) if k not in unverified and k not in failed_today]
     # the trials' fastest as the tune's summary names it: a config stopped early on one of several
     # shapes counts by its samples there, and may lead the bucket; never one slower than order[0],
     # served where no final round ran if it is not refused here
     by_trials = {**(_in_space(variant, usable.ranked(name, dtype, bucket, source_hash, tuned_as, entry, early=True)[0])
                     if usable and declared else {}), **ranked}
+    by_trials = {k: v for k, v in by_trials.items() if k not in failed_today}
     fastest = min(by_trials, key=by_trials.get, default=None)
     picked = None  # the final round's pick, where one was made: None for the heuristic
     key = config_key(next(iter(final.values()))) if final else None
@@ -1348,7 +1373,14 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
     judged = store.final_baseline(name, target, dtype, bucket, today) if final else None  # the heuristic it measured
     kept = final is not None and final == judged  # the round kept the heuristic of its day
     retold = final is not None and variant is not None and judged != dict(zip(bucket.shapes, baseline))
-    if final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
+    if final and not kept and key in failed_today:  # a round of an earlier declaration picked it
+        status, _, shape = failed_today[key]
+        unconfirmed = (f"the final round's pick [{config_text(_declared(variant, key))}] ended {status} on {shape} "
+                       f"under today's declaration, and no final round of today's judged another config, so no "
+                       f"other is served" + ("" if everything_wrong else
+                                             f"; `{tune_command(decl, records_dir)}` tunes it again"))
+        final, order = None, []
+    elif final and not kept and variant is not None and not variant.space.holds(dict(key)):  # taken out since
         unconfirmed = (f"the final round's pick [{config_text(_declared(variant, key))}] is no longer in the space, and no final "
                        f"round judged another config, so no other is served; "
                        f"`{tune_command(decl, records_dir)}` tunes it again")
@@ -1414,7 +1446,21 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
     choice.ranked = _ranked_configs(tuple(tuple((n, type(v), v) for n, v in k) for k in served))
     return _Ranking(choice, variant, _source_now(variant), decl, store, usable, task, bucket, adopt, served,
                     picked, ranked, store.confirmed(name, target, dtype, bucket, today) if final is not None else None,
-                    retold, judged, source_hash, setup, tuned_as, target, records_dir, suites_dir)
+                    retold, judged, source_hash, setup, tuned_as, target, records_dir, suites_dir, everything_wrong)
+
+
+def failed_under(store: Summary, kernel: str, dtype: str, bucket: Bucket, source_hash: str | None,
+                 setup_hash: str | None, baseline: Sequence[dict]) -> tuple[dict, str | None]:
+    """(config key -> (status, error, shape) of each config whose trial on the bucket's shapes
+    failed under the declaration ``setup_hash``, what it says where every config that ran so
+    failed, the heuristic's ``baseline`` included): best() serves none of them, though a round of
+    an earlier declaration (a tolerance tightened since) picked one, and the gate gates what it
+    serves; where all gave a wrong result, a tune again under the same declaration changes nothing."""
+    verdicts = store.verdicts(kernel, dtype, bucket, source_hash, setup_hash)
+    rules = {config_key(c) for c in baseline}
+    rule = next((verdicts[k] for k in rules if k in verdicts), None)
+    everything = all_wrong(rule[:2], [v[0] for k, v in verdicts.items() if k not in rules]) if rule else None
+    return {k: v for k, v in verdicts.items() if v[0] in FAILED}, everything
 
 
 def _for_shape(ranking: _Ranking, shape: tuple, inside: bool, dims: Sequence[str]) -> Choice:
@@ -1477,9 +1523,9 @@ def _for_shape(ranking: _Ranking, shape: tuple, inside: bool, dims: Sequence[str
         if broken:  # today's rule strays where no candidate may: say so, it may be why it is slow or wrong
             choice.note = "; ".join(filter(None, (choice.note, f"the heuristic's config is outside the space "
                                                                f"for {shape}: {'; '.join(broken)}")))
-        failed = usable.failure(name, dtype, bucket, r.source_hash, r.setup or r.tuned_as, choice.config) if usable else None
+        failed = usable.failure(name, dtype, bucket, r.source_hash, (r.setup, r.tuned_as), choice.config) if usable else None
         if failed:  # served as today's rule, but known not to work: a framework must not launch it blind
-            choice.note = "; ".join(filter(None, (choice.note, (
+            choice.note = "; ".join(filter(None, (choice.note, r.all_wrong or (
                 f"the heuristic's config ended {failed[1]} when tuned on {failed[0]}, and no config that verified "
                 f"is served for {shape}: apply your own rule there, or `{decl.tune_command(records_dir)}` tunes the bucket"))))
     elif decl is not None:
