@@ -101,7 +101,7 @@ def all_wrong(heuristic: tuple[str, str | None], others: Sequence[str]) -> str |
     if not wrong or status != "wrong_result" or any(s in ("ok", "early_stopped") for s in others):
         return None
     blamed = ("likely not the reference: the heuristic's config reads that output or leaves part of it unwritten"
-              if READS_OUTPUT in error else "the reference is more likely at fault than every config, or, where all "
+              if READS_OUTPUT in (error or "") else "the reference is more likely at fault than every config, or, where all "
               "miss by little, its tolerance (Kernel(tolerance={dtype: (rtol, atol)}))")
     kinds = sorted(set(others) - {"wrong_result"})
     counted = (f"every config measured ({wrong} and the heuristic's)" if not kinds else
