@@ -498,6 +498,20 @@ def test_flags_that_slow_every_config_alike_fail_against_the_best_built_with_the
     pytester.runpytest("test_chain.py", *GATE).assert_outcomes(passed=1)
 
 
+def test_flags_changed_since_a_round_that_kept_the_heuristic_hold_it_to_its_build_with_the_tunes_flags(tuned):
+    """With no heuristic arm beside the pick (it is the heuristic), the gate read the heuristic's
+    time to hold best/baseline to the tuning-time ratios: KeyError 'baseline' (user test hFL)."""
+    pytester, path = tuned
+    checks_table = TinyDB(path).table("checks")
+    (check,) = checks_table.all()  # as a round that kept the heuristic: best() serves today's
+    checks_table.update({"winner": None, "shapes": [{**e, "best": e["baseline"]} for e in check["shapes"]]})
+    _declare_flags(pytester, '("-O0",)')
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(failed=1)
+    assert re.search(r"FAIL +best against the tune's flags on \(2048,\): [\d.]+x", result.stdout.str())
+    assert "best/baseline" not in result.stdout.str()
+
+
 def test_the_tunes_flags_are_built_again_as_declared_a_quoted_define_whole(pytester):
     """Kept as one joined text, a define of a string with a space came back as two words (a
     false FAIL: the record's build did not compile)."""

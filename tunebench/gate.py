@@ -532,7 +532,8 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
             result.notes.append(f"the {_arm_name('best', result.configs[shape])} on {shape} verified under "
                                 f"today's declaration; nothing to measure it against")
             continue
-        ref = reference.get(shape) if recorded_text is None and not retold else None
+        # the tuning-time ratios are best/baseline: none to hold where the heuristic is no arm (the pick, or failed)
+        ref = reference.get(shape) if recorded_text is None and not retold and "baseline" in comp.labels else None
         entry = next((e for e in check["shapes"] if tuple(e["shape"]) == shape), {}) if check else {}
         if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype, baseline, comp,
                                                           result, entry, tuned_flags):
