@@ -556,6 +556,25 @@ def test_flags_changed_since_a_tune_that_kept_only_their_text_are_named_where_th
                      r"\S+ --tune`", " ".join(result.stdout.str().split()))
 
 
+def test_a_compiler_changed_since_the_tune_is_named_first_where_the_heuristic_is_far_from_its_time(tuned):
+    """Tuned with clang, gated with gcc: every config 2.2x slower passes best/baseline, as it
+    should, but the note blamed another host, a driver or OS update (user test hFL). Here the
+    recorded times are made a quarter of today's, as another compiler's would be."""
+    pytester, path = tuned
+    db = TinyDB(path)
+    db.table("tasks").update({"compiler": "othercc 99.1"})
+    (check,) = db.table("checks").all()
+    quarter = {k: [t / 4 for t in v] if isinstance(v, list) else v / 4 for e in check["shapes"] for k, v in e.items()
+               if k in ("confirmed_ms", "baseline_ms")}
+    assert quarter, check["shapes"]
+    db.table("checks").update({"shapes": [{**e, **quarter} for e in check["shapes"]]})
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    assert re.search(r"the heuristic takes [\d.]+x its recorded time on \(2048,\): the compiler changed since the tune "
+                     r"\(othercc 99\.1 -> [^)]+\), which may build every config slower alike, a change best/baseline "
+                     r"cannot show; or this machine", " ".join(result.stdout.str().split())), result.stdout.str()
+
+
 def test_a_slowdown_measured_through_the_noise_is_named_by_the_skip_and_the_junit_report(tuned, monkeypatch):
     """A gate skipped as too noisy said only that: a slowdown it had measured beyond its limit
     was in the records alone, not in the terminal nor the CI's report."""

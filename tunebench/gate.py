@@ -384,8 +384,9 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
     changed = [part for part in kernel.changed_since(variant, dtype, task.get("declaration"))
                if part != "template"]  # the template has its own note below
     compiler = backends.compiler(target, variant)
-    if backends.built_otherwise(task.get("compiler"), compiler):  # gcc for clang: every config's code
-        changed.append(f"compiler ({task['compiler']} -> {compiler})")
+    compilers = (task["compiler"], compiler) if backends.built_otherwise(task.get("compiler"), compiler) else None
+    if compilers:  # gcc for clang: every config's code
+        changed.append(f"compiler ({compilers[0]} -> {compilers[1]})")
     tuned_flags = (task["declaration"]["flags"], today["flags"]) if "flags" in changed else None
     # the best built as recorded: the recorded template (its headers inlined, so no -I folder of the tune's is
     # read), with the tune's flags as declared where they changed (records from before those were kept hold only
@@ -536,7 +537,7 @@ def gate(store: RecordStore, workers, kernel: Kernel, variant: Variant, target: 
         ref = reference.get(shape) if recorded_text is None and not retold and "baseline" in comp.labels else None
         entry = next((e for e in check["shapes"] if tuple(e["shape"]) == shape), {}) if check else {}
         if ref and not comp.failure and not _same_machine(store, kernel, recorded_hash, shape, dtype, baseline, comp,
-                                                          result, entry, tuned_flags):
+                                                          result, entry, tuned_flags, compilers):
             ref = None
         while True:
             if comp.failure:
@@ -836,21 +837,24 @@ def _recorded_ms(store: RecordStore, kernel: str, source_hash: str, shape: tuple
 
 
 def _same_machine(store: RecordStore, kernel: Kernel, source_hash: str, shape: tuple, dtype: str, baseline: dict,
-                  comp: Comparison, result: GateResult, entry: dict, flags: tuple[str, str] | None) -> bool:
+                  comp: Comparison, result: GateResult, entry: dict, flags: tuple[str, str] | None,
+                  compilers: tuple[str, str] | None) -> bool:
     """Whether the heuristic's time today is near its recorded one; if not, say so, naming the
-    flags where they changed since the tune (``flags``: the tune's and today's): a build slower for every
-    config alike passes best/baseline (-O0 made both 6.8x slower, and the note blamed the host)."""
+    compiler and the flags where they changed since the tune (``compilers``, ``flags``: the tune's
+    and today's) ahead of the host: a build slower for every config alike passes best/baseline
+    (-O0 made both 6.8x slower, gcc for clang 2x, and the note blamed the host)."""
     then = _recorded_ms(store, kernel.name, source_hash, shape, dtype, baseline, entry)
     if not then:
         return True
     ratio = comp.median("baseline") / then
     if 1 / OTHER_MACHINE <= ratio <= OTHER_MACHINE:
         return True
+    rebuilt = ([f"the compiler changed since the tune ({compilers[0]} -> {compilers[1]})"] if compilers else []) + (
+        [f"the variant's flags changed since the tune ([{flags[0]}] -> [{flags[1]}])"] if flags is not None else [])
     result.notes.append(
         f"the heuristic takes {ratio:.2f}x its recorded time on {shape}: "
-        + (f"the variant's flags changed since the tune ([{flags[0]}] -> [{flags[1]}]), "
-           f"which may build every config {'slower' if ratio > 1 else 'faster'} alike, a change best/baseline "
-           f"cannot show; or " if flags is not None else "")
+        + (f"{' and '.join(rebuilt)}, which may build every config {'slower' if ratio > 1 else 'faster'} alike, a "
+           f"change best/baseline cannot show; or " if rebuilt else "")
         + f"this machine matches the records' fingerprint but measures {'slower' if ratio > 1 else 'faster'} than "
         f"when they were tuned (another host of the type, a driver or OS update, or other load on one of the two "
         f"runs: on the tune's where today is faster), so best/baseline is not compared with the tuning-time "
