@@ -1861,6 +1861,24 @@ def test_a_hand_edit_of_the_heuristics_time_or_the_trials_is_a_change_though_the
     assert _changes(_before(TUNED, [then]), [then]) == ([], 1)
 
 
+def test_a_compiler_changed_since_the_revision_is_named_first_beside_the_time_it_moved():
+    """Retuned with clang-19, every time read -64% beside the tune's own changes, the compiler
+    named nowhere in the report (user test hFL). Records from before it was kept name none."""
+    from tunebench.lookup import Choice
+    from tunebench.report import TaskView
+
+    bucket = Bucket("wide", N=(1, None), shapes=[(8,)])
+    then = TaskView("softmax", "cpu", "float32", bucket, "h", {}, None, {"ok": 7}, [], {}, confirmed=(1.0, 1.2),
+                    served=Choice({"vec": 8}, "tuned", "softmax", (8,), "float32", "wide", True, "d", 1.0, 1.2),
+                    recorded=7, compiler="gcc 12.2.0")
+    clang = dataclasses.replace(then, served=dataclasses.replace(then.served, objective_ms=0.36, baseline_ms=0.43),
+                                compiler="clang 19.1.7")
+    (row,), _ = _changes(_before(TUNED, [then]), [clang])
+    assert row[4:7] == ["0.36 (-64%)", "1.20x -> 1.19x", "same config, compiler gcc 12.2.0 -> clang 19.1.7"]
+    unkept = dataclasses.replace(then, compiler=None)
+    assert _changes(_before(TUNED, [unkept]), [then]) == ([], 1)
+
+
 def test_a_speedup_its_final_rounds_range_does_not_hold_shows_no_range_and_says_why():
     """A hand edit of the heuristic's recorded time showed 2.48x (1.24-1.40): the speedup is of the
     round's times, the range of its processes' ratios, which the edit left as they were."""

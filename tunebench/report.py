@@ -37,6 +37,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from tunebench.backends import built_otherwise  # noqa: E402
 from tunebench.buckets import Bucket  # noqa: E402
 from tunebench.device import describe, microarchitecture_known  # noqa: E402
 from tunebench.kernel import Kernel, KernelError  # noqa: E402
@@ -76,6 +77,7 @@ class TaskView:
     turned_down: tuple[float, float] | None = None  # that range of the winner a round that kept the heuristic refused
     today_source: str | None = None  # the template's hash as a suite declares it today (None: the records alone)
     recorded: int = 0  # the trials the records hold of its bucket and template, on any shape and declaration
+    compiler: str | None = None  # what built its latest tune's trials (None: records from before it was kept)
 
     @property
     def label(self) -> str:
@@ -333,7 +335,7 @@ def task_views(store: RecordStore, suites: Path | None = None) -> list[TaskView]
             None if kept else spread, _changed(task, decl, store.path.parent), turned_down=spread if kept else None,
             today_source=_source_now(decl.variant(task["target"]) if decl is not None else None),
             recorded=sum(t["kernel"] == task["kernel"] and t["dtype"] == task["dtype"] and t["source_hash"] == source_hash
-                         and t.get("bucket") == task["bucket"] for t in trials)))
+                         and t.get("bucket") == task["bucket"] for t in trials), compiler=task.get("compiler")))
     return sorted(views, key=lambda v: (v.kernel, v.dtype, v.bucket.name))
 
 
@@ -1008,8 +1010,9 @@ def _edits(was: TaskView, now: TaskView, timed: bool) -> list[str]:
     time, else its lead, trials removed (records only grow: fewer is a hand edit or a lost merge)
     and the served config's own trials gone, and the bucket's range or representative shapes
     (best() serves another bucket on shapes that left it). A hand edit that doubled the heuristic's time (a faked
-    2.48x from 1.24x) read as unchanged, its best's config and time the same."""
-    edits = []
+    2.48x from 1.24x) read as unchanged, its best's config and time the same. A compiler changed
+    since comes first: it moves every config's time (clang's -64% read as the tune's gain)."""
+    edits = [f"compiler {was.compiler} -> {now.compiler}"] if built_otherwise(was.compiler, now.compiler) else []
     base_then, base_now = was.times[1], now.times[1]
     if not timed and base_then and base_now and round(base_now / base_then - 1, 2):
         edits.append(f"heuristic {base_then:.4g} -> {base_now:.4g} ms")
