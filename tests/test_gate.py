@@ -1258,6 +1258,26 @@ def test_a_renamed_bucket_skips_naming_its_recorded_name(tuned):
 
 
 
+def test_a_renamed_kernel_skips_and_is_served_naming_its_recorded_name(tuned, monkeypatch):
+    """A kernel renamed since its tune (same template, target and dtype) skipped as "never tuned
+    here", and best() said nothing is recorded: a full retune, without a word of its old records."""
+    from tunebench.kernel import REGISTRY
+    pytester, path = tuned
+    monkeypatch.delitem(REGISTRY, "chain")  # the tune's declaration, in this process: a CI's gate never saw it
+    suite = pytester.path / "test_chain.py"
+    suite.write_text(suite.read_text().replace('chain = Kernel(\n    "chain"', 'chain = Kernel(\n    "chain2"'))
+    result = pytester.runpytest("test_chain.py", *GATE, "-rs")
+    result.assert_outcomes(skipped=1)
+    said = ("it is recorded as kernel 'chain', of the same template (chain.c), target and dtype, which no suite "
+            "declares: renamed? best() serves the heuristic for chain2 until you name it 'chain' again, or "
+            "`pytest test_chain.py --tune` tunes it under its new name (no trial of 'chain' is reused)")
+    result.stdout.fnmatch_lines([f"*nothing recorded for chain2 all float32 on this device, *: {said}*"])
+    assert "never tuned" not in result.stdout.str()
+    import tunebench
+    choice = tunebench.lookup("chain2", (2048,), records=path.parent, suites=pytester.path)
+    assert choice.source == "heuristic" and choice.reason == f"nothing is recorded for chain2 in float32: {said}"
+
+
 def test_a_renamed_bucket_whose_shape_holds_a_disturbed_trial_skips_naming_its_recorded_name(tuned):
     """A renamed bucket whose shape held one trial other load had disturbed, as a busy run leaves
     one: the skip said "its 1 trial that ran was measured only while other load disturbed the

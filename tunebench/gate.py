@@ -64,7 +64,8 @@ from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
-from tunebench.lookup import Summary, failed_under, fits, heuristic_failed, latest_confirmation, shape_times
+from tunebench.lookup import (Summary, failed_under, fits, heuristic_failed, kernel_renamed, latest_confirmation, project,
+                              shape_times)
 from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, SAME_MACHINE_CODE, NotWritable, RecordStore,
                                config_key, config_text, holds_back, stores, verdict_text)
 from tunebench.replay import Replay
@@ -295,13 +296,18 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
         return (f"nothing recorded for {what}: it is recorded as bucket {former!r} with the same range and shapes: "
                 f"renamed? best() serves the heuristic for it until you name it {former!r} again, or run "
                 f"`{command}` here to record it under its new name")
+    target = store.device.split("-", 1)[0]  # another target's records are another kernel's code: not named
+    records_dir = store.path.parent
+    if not store.tasks(kernel=kernel.name, target=target, dtype=dtype):
+        recorded_as = kernel_renamed(store.tasks(), kernel, target, dtype, records_dir, project(records_dir)[1])
+        if recorded_as:
+            return f"nothing recorded for {what}: {recorded_as}"
     unread: list[str] = []
     readable = stores(store.path.parent, unread)
     card = f"{store.path.parent / store.device.rpartition('-')[0]}-"  # this card's file under an earlier id
     renamed = next((e for e in unread if e.startswith(card) and EARLIER_NAME in e), None)
     if renamed:  # a driver's version in the id, which this run's driver does not match: "never tuned here"
         return f"nothing recorded for {what}: {renamed}"
-    target = store.device.split("-", 1)[0]  # another target's records are another kernel's code: not named
     others = [s for s in readable
               if s.path != store.path and s.tasks(kernel=kernel.name, target=target, bucket=bucket.name, dtype=dtype)]
     threads = [s for s in others if threads_apart(store.fingerprint or {}, s.fingerprint or {})]

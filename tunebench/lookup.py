@@ -317,9 +317,11 @@ def tune_command(decl: Kernel | None, records_dir: Path) -> str:
 
 
 def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, target: str, dtype: str,
-                      bucket: Bucket, records_dir: Path, source_hash: str | None = None, timed: bool = False) -> str:
-    """Why a bucket has nothing to serve: no trial, only trials other load disturbed, or trials
-    of representative shapes it no longer has (a shape added since: no config has a time on it)."""
+                      bucket: Bucket, records_dir: Path, suites_dir: Path, source_hash: str | None = None,
+                      timed: bool = False) -> str:
+    """Why a bucket has nothing to serve: no trial, only trials other load disturbed, trials of
+    representative shapes it no longer has (a shape added since: no config has a time on it), or
+    trials under the kernel's name before a rename."""
     judged = store.reshaped(kernel, target, dtype, bucket) if store else None
     if judged:
         return (f"the bucket's representative shapes changed since its final round, which judged "
@@ -336,6 +338,11 @@ def _nothing_recorded(decl: Kernel | None, store: Summary | None, kernel: str, t
     if failures:
         return (f"every config recorded on this bucket failed ({failed}), "
                 f"so none is served; each trial's error is in the records (`tunebench report` lists them)")
+    untuned = store is not None and decl is not None and not any(
+        (t["target"], t["dtype"]) == (target, dtype) for t in store.tasks(kernel))
+    renamed = kernel_renamed(store.tasks(), decl, target, dtype, records_dir, suites_dir) if untuned else None
+    if renamed:
+        return f"nothing is recorded for {kernel} in {dtype}: {renamed}"
     if not disturbed:  # the dtype named: a dtype never tuned read as a bucket never reached
         others = sorted({t["dtype"] for t in (store.tasks(kernel) if store else [])
                          if t["target"] == target and t["bucket"] == bucket.name and t["dtype"] != dtype})
@@ -1433,7 +1440,7 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
                           f"param renamed, added or removed since, or a value taken out): "
                           f"`{tune_command(decl, records_dir)}` measures today's"
                      if recorded and not ranked else _nothing_recorded(decl, store, name, target, dtype, bucket, records_dir,
-                                                         source_hash, bool(times))
+                                                         suites_dir, source_hash, bool(times))
                      + (_other_threads(folder, device, store, name, dtype, bucket.name) if store else ""))
     if wrong_rule and not adopt:  # served though the round found it failing on a verify shape: said
         u = wrong_rule[0]
@@ -1737,6 +1744,25 @@ def heuristic_failed(trials: list[dict]) -> str | None:
     latest = {tuple(t["shape"]): t for t in trials if t.get("baseline")}
     return next((f"the heuristic's config [{config_text(t['config'])}] ended {t['status']} on {shape}"
                  for shape, t in latest.items() if t["status"] in FAILED), None)
+
+
+def kernel_renamed(tasks: list[dict], decl: Kernel, target: str, dtype: str, records_dir: Path,
+                   suites_dir: Path) -> str | None:
+    """Where ``tasks`` hold today's template for this target and dtype under a kernel no suite
+    declares, that it looks renamed and what to do: records are kept by kernel name, so a renamed
+    kernel read as never tuned, and its users retuned from scratch without knowing why."""
+    variant = decl.variant(target)
+    if variant is None:
+        return None
+    declared = set(REGISTRY) | set(_load_once(suites_dir)[1] if suites_dir.is_dir() else ())
+    former = next((t["kernel"] for t in tasks if t["kernel"] != decl.name and t["kernel"] not in declared
+                   and (t["target"], t["dtype"], t["source_hash"]) == (target, dtype, variant.source_hash)), None)
+    if former is None:
+        return None
+    return (f"it is recorded as kernel {former!r}, of the same template ({variant.path.name}), target and dtype, "
+            f"which no suite declares: renamed? best() serves the heuristic for {decl.name} until you name it "
+            f"{former!r} again, or `{decl.tune_command(records_dir)}` tunes it under its new name (no trial of "
+            f"{former!r} is reused)")
 
 
 def _measured(trials: list[dict], kernel: str, dtype: str, source_hash: str | None) -> list[tuple]:
