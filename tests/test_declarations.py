@@ -338,6 +338,17 @@ def test_a_comment_edit_lexes_the_version_whose_trials_it_keeps_alone(project, p
     assert len(lexed) == 2  # today's text and the last tune's, each with no line to splice
 
 
+def test_a_comment_edit_keeping_one_trial_says_it_in_the_singular(project, pytester):
+    """A space of the heuristic's config alone on one shape keeps one trial: the line said "its 1
+    trials are kept"."""
+    root = project(suite=AXPB_SUITE.replace('{"vec": [1, 2, 4], "unroll": (1, 2)', '{"vec": [2], "unroll": (1,)'))
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    assert len(records(root).table("trials").all()) == 1
+    (root / "kernels" / "axpb.c").write_text("// a comment\n" + AXPB_C)
+    out = pytester.runpytest("suites", *TUNE, "-k", "small").stdout.str()
+    assert "only comments or whitespace changed in axpb.c since the last tune: its 1 trial is kept" in out, out
+
+
 def test_a_comment_edit_undone_says_its_trials_were_reused_not_measured_again(project, pytester):
     """The comment taken out again: every trial is today's source's own, recorded by the first tune,
     none kept and none measured; the summary said "measured again"."""

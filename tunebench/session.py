@@ -432,7 +432,8 @@ class Task:
             what = f"only comments or whitespace changed in {', '.join(self.earlier(self.tuned_source))} since " \
                    f"the last tune"
             if self.kept:
-                return f"{what}: its {self.kept} trials are kept{', and its final round' if self.kept_round else ''}"
+                kept = f"its {self.kept} trials are kept" if self.kept > 1 else "its 1 trial is kept"
+                return f"{what}: {kept}{', and its final round' if self.kept_round else ''}"
             if self.kept_round:  # its trials kept by a run stopped before its round
                 what += " (its final round kept)"
         else:
