@@ -169,6 +169,28 @@ def test_a_final_round_that_stays_disturbed_keeps_the_earlier_pick_and_its_figur
     assert [c.get("disturbed", False) for c in RecordStore(path).checks(kind="tune")] == [False, True]
 
 
+@pytest.mark.parametrize("edited, old, new, mark", [
+    ("twice.c", "r * 0;", "r * 0 + 0;", "earlier template"),
+    ("suites/test_twice.py", "reference=lambda x, n: 2.0 * x,", "reference=lambda x, n: 2.0 * x + 0.0,",
+     "earlier declaration")])
+def test_a_disturbed_round_after_an_edit_marks_the_served_pick_as_the_earlier_versions(
+        twice_project, pytester, monkeypatch, quiet_verdicts, edited, old, new, mark):
+    """The row and its line showed the pick and figures of a round of the template (or declaration)
+    before an edit, unmarked, as if today's had been measured so."""
+    pytester.runpytest("suites", *TUNE, "-k", "small")
+    before = lookup("twice", (4096,), records=twice_project / "records", suites=twice_project / "suites")
+    path = twice_project / edited
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    busy_rounds(monkeypatch)
+    again = pytester.runpytest("suites", *TUNE, "-k", "small")
+    (row,) = [line for line in again.stdout.lines if line.startswith("twice ")]
+    assert f" {config_text(before.config)} ({mark}) " in row, row
+    again.stdout.fnmatch_lines([f"tunebench twice[[]small-float32[]]: */* trials, {config_text(before.config)} "
+                                f"({mark}) still served (* ms, *x the heuristic): no final round confirmed the "
+                                f"trials' fastest (* ms), done"])
+
+
 def test_a_disturbed_round_after_a_param_is_renamed_shows_the_heuristic_served_not_the_old_pick(
         twice_project, pytester, monkeypatch, quiet_verdicts):
     """The row and its line showed the earlier round's pick, of a param the space no longer has, as

@@ -750,6 +750,15 @@ class Task:
                 and all(self.variant.space.holds(e["best"]) and fits(self.variant, e["best"], tuple(e["shape"]), dims)
                         for e in check["shapes"]))
 
+    def _of(self, check: dict) -> str:
+        """Which earlier version a served round judged, where not today's (see :func:`preferred`):
+        its pick and figures, shown unmarked, read as measured on today's template."""
+        if check["source_hash"] != self.variant.source_hash:
+            return " (earlier template)"
+        if check.get("setup_hash") not in (None, self.setup_hash):  # a tunebench that kept none: not known
+            return " (earlier declaration)"
+        return ""
+
     def _judged(self, check: dict | None, configs: list[dict]) -> bool:
         """Whether the latest final round already judged these finalists, for this source and
         declaration: each was among its finalists (a subset: the config it adopted, recalled
@@ -1111,7 +1120,7 @@ class Task:
         if check.get("disturbed") or check.get("problem") or unjudged:
             earlier = self._latest_confirmation() if check.get("disturbed") or unjudged else None
             if self._served(earlier):
-                served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"]))
+                served = " | ".join(dict.fromkeys(config_text(e["best"]) for e in earlier["shapes"])) + self._of(earlier)
                 confirmed = confirmed_ms(earlier, self.bucket)
                 best_ms, base_ms = confirmed if confirmed else (None, base_ms)
             else:
