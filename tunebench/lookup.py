@@ -1754,9 +1754,11 @@ def kernel_renamed(tasks: list[dict], decl: Kernel, target: str, dtype: str, rec
     variant = decl.variant(target)
     if variant is None:
         return None
-    declared = set(REGISTRY) | set(_load_once(suites_dir)[1] if suites_dir.is_dir() else ())
-    former = next((t["kernel"] for t in tasks if t["kernel"] != decl.name and t["kernel"] not in declared
-                   and (t["target"], t["dtype"], t["source_hash"]) == (target, dtype, variant.source_hash)), None)
+    alike = {t["kernel"] for t in tasks if t["kernel"] != decl.name and t["kernel"] not in REGISTRY
+             and (t["target"], t["dtype"], t["source_hash"]) == (target, dtype, variant.source_hash)}
+    # the suites imported only where a name is to be ruled out: a lookup imports none for a kernel it knows
+    declared = _load_once(suites_dir)[1] if alike and suites_dir.is_dir() else {}
+    former = min(alike - declared.keys(), default=None)
     if former is None:
         return None
     return (f"it is recorded as kernel {former!r}, of the same template ({variant.path.name}), target and dtype, "
