@@ -477,7 +477,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"read smaller than they are; more work per call (larger shapes) tunes them", yellow=True)
     reused = sum(t.reused for t in ran)
     if reused:
-        terminalreporter.write_line(f"reused: {reused} trials came from the records, measured by an earlier run "
+        terminalreporter.write_line(f"reused: {reused} trial{'s' if reused != 1 else ''} came from the records, measured by an earlier run "
                                     f"(--tune-fresh measures them again, --tune-retry-failed the failed ones)")
     if isinstance(tuner.workers, Replay) and not config.getoption("tune_records"):  # a folder of its own, unsaid
         terminalreporter.write_line(f"records: this replay's are in a temporary folder of its own, "

@@ -443,12 +443,13 @@ class Task:
                      for part in self.changed]
             what = f"the {', '.join(parts)} changed since the last tune"
         if self.reused:  # a change undone (a comment edit too): trials recorded for today's source before
+            count = f"{self.reused} trials were" if self.reused != 1 else "1 trial was"
             then = self.tuned_before if set(self.changed) - {"compiler", "entry"} else None  # not the declaration's
             if then:  # a revert: "changed since the last tune" alone read as new code measured afresh
                 when = (f"at {revision(then)}" if then.get("git_commit") else
                         f"on {then['timestamp'][:10]}" if then.get("timestamp") else "before")
-                return f"{what}, back to the declaration tuned {when}: its {self.reused} trials were reused"
-            return f"{what}: {self.reused} trials recorded with this declaration before were reused"
+                return f"{what}, back to the declaration tuned {when}: its {count} reused"
+            return f"{what}: {count} recorded with this declaration before, and reused"
         return f"{what}: measured again"
 
     def once(self, outcomes) -> list[Outcome]:
