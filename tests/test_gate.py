@@ -1278,6 +1278,63 @@ def test_a_renamed_kernel_skips_and_is_served_naming_its_recorded_name(tuned, mo
     assert choice.source == "heuristic" and choice.reason == f"nothing is recorded for chain2 in float32: {said}"
 
 
+def test_a_kernel_sharing_a_template_with_another_declared_one_is_not_called_renamed(tuned, monkeypatch):
+    """Two kernels of one template, the gate run on the new one's suite alone: the other's name,
+    declared by a suite beside it that this run did not collect, read as "which no suite declares:
+    renamed?"; and a suite that failed to import may declare it too."""
+    from tunebench.kernel import REGISTRY
+    pytester, path = tuned
+    monkeypatch.delitem(REGISTRY, "chain")  # a CI's gate process of test_chain2.py alone never declared it
+    pytester.path.joinpath("test_chain2.py").write_text(
+        textwrap.dedent(CHAIN_SUITE).replace('chain = Kernel(\n    "chain"', 'chain2 = Kernel(\n    "chain2"'))
+    result = pytester.runpytest("test_chain2.py", *GATE, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*nothing recorded for chain2 all float32 on this device*"])
+    assert "renamed?" not in result.stdout.str()
+    suite = pytester.path / "test_chain.py"
+    suite.write_text("import no_such_optional_dependency\n" + suite.read_text())
+    import tunebench
+    choice = tunebench.lookup("chain2", (2048,), records=path.parent, suites=pytester.path)
+    assert choice.source == "heuristic" and "renamed?" not in choice.reason, choice.reason
+
+
+def test_a_pick_whose_later_trial_failed_under_the_rounds_own_declaration_is_served_and_gated_alike(tuned):
+    """A --tune-fresh stopped on a busy machine after its pick's trial timed out, under the
+    declaration its final round judged: best() served the heuristic ("no final round of today's
+    judged another config") while the gate passed the pick. The round's verdict stands in both."""
+    pytester, path = tuned
+    db = TinyDB(path)
+    db.table("trials").update({"status": "timeout", "error": "timed out", "stats": None},
+                              lambda t: t["config"] == {"reps": 1})
+    db.close()
+    import tunebench
+    choice = tunebench.lookup("chain", (2048,), records=path.parent, suites=pytester.path)
+    assert choice.source == "tuned" and choice.config == {"reps": 1}, choice
+    result = pytester.runpytest("test_chain.py", *GATE, "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*best/baseline on (2048,)*"])
+
+
+def test_every_config_wrong_blames_the_reference_only_where_each_heuristic_config_that_ran_was_wrong():
+    """A heuristic of one config per shape, one verified and one wrong: which of the two was read
+    depended on a set's order, so the reference was blamed in some processes and not others."""
+    from tunebench.lookup import failed_under
+    from tunebench.records import config_key
+    right, wrong, other = {"reps": 2}, {"reps": 4}, {"reps": 1}
+
+    bad = ("wrong_result", "max error 3", (64,))
+
+    class Recorded:  # the Summary's verdicts under one declaration
+        def __init__(self, verdicts):
+            self.verdicts = lambda *_: {config_key(c): v for c, v in verdicts}
+    recorded = Recorded([(right, ("ok", None, None)), (wrong, bad), (other, bad)])
+    for baseline in ([right, wrong], [wrong, right]):
+        failed, everything = failed_under(recorded, "k", "float32", None, "s", "h", baseline)
+        assert everything is None and set(failed) == {config_key(wrong), config_key(other)}
+    _, everything = failed_under(Recorded([(wrong, bad), (other, bad)]), "k", "float32", None, "s", "h", [wrong, wrong])
+    assert everything.startswith("every config measured (1 and the heuristic's) gave a wrong result"), everything
+
+
 def test_a_renamed_bucket_whose_shape_holds_a_disturbed_trial_skips_naming_its_recorded_name(tuned):
     """A renamed bucket whose shape held one trial other load had disturbed, as a busy run leaves
     one: the skip said "its 1 trial that ran was measured only while other load disturbed the

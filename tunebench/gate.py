@@ -243,6 +243,17 @@ def recorded_best(store: RecordStore, kernel: Kernel, target: str, dtype: str,
     return picks, check["source_hash"]
 
 
+def _suites_of(kernel: Kernel, records_dir: Path) -> Path:
+    """The folder of suites a renamed kernel's old name is looked for in: the project's suites
+    beside its records where the kernel is declared there, else the folder that declares it (the
+    run may have collected one suite of several: the others are read too)."""
+    suites = project(records_dir)[1]
+    declared = kernel.declared_in
+    if declared is None or suites.is_dir() and suites.resolve() in declared.parents:
+        return suites
+    return declared.parent
+
+
 def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str) -> str:
     """Why there is nothing to gate, naming this device and those that have records of the kernel."""
     task = next(iter(store.tasks(kernel=kernel.name, bucket=bucket.name, dtype=dtype)), None)
@@ -299,7 +310,7 @@ def not_recorded(store: RecordStore, kernel: Kernel, bucket: Bucket, dtype: str)
     target = store.device.split("-", 1)[0]  # another target's records are another kernel's code: not named
     records_dir = store.path.parent
     if not store.tasks(kernel=kernel.name, target=target, dtype=dtype):
-        recorded_as = kernel_renamed(store.tasks(), kernel, target, dtype, records_dir, project(records_dir)[1])
+        recorded_as = kernel_renamed(store.tasks(), kernel, target, dtype, records_dir, _suites_of(kernel, records_dir))
         if recorded_as:
             return f"nothing recorded for {what}: {recorded_as}"
     unread: list[str] = []

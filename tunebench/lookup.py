@@ -514,6 +514,11 @@ class Summary:
             return None
         return {tuple(shape): config for shape, config, *_ in found["entries"]}
 
+    def final_declaration(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> str | None:
+        """The setup hash of the declaration the task's latest final round judged under (None: a
+        round from before declarations were kept)."""
+        return (self._final(kernel, target, dtype, bucket, today) or {}).get("setup_hash")
+
     def final_baseline(self, kernel: str, target: str, dtype: str, bucket: Bucket, today: tuple) -> dict | None:
         """shape -> the heuristic's config as the task's latest final round measured it."""
         found = self._final(kernel, target, dtype, bucket, today)
@@ -1380,7 +1385,10 @@ def _ranking(folder: _Directory, store: Summary | None, decl: Kernel | None, var
     judged = store.final_baseline(name, target, dtype, bucket, today) if final else None  # the heuristic it measured
     kept = final is not None and final == judged  # the round kept the heuristic of its day
     retold = final is not None and variant is not None and judged != dict(zip(bucket.shapes, baseline))
-    if final and not kept and key in failed_today:  # a round of an earlier declaration picked it
+    # a round of an earlier declaration picked a config that fails under today's (a tolerance tightened since);
+    # one of today's judged it as the gate does (a later trial's timeout on a busy machine is no verdict)
+    earlier_round = final and usable.final_declaration(name, target, dtype, bucket, today) not in (None, setup)
+    if final and not kept and key in failed_today and earlier_round:
         status, _, shape = failed_today[key]
         unconfirmed = (f"the final round's pick [{config_text(_declared(variant, key))}] ended {status} on {shape} "
                        f"under today's declaration, and no final round of today's judged another config, so no "
@@ -1464,8 +1472,10 @@ def failed_under(store: Summary, kernel: str, dtype: str, bucket: Bucket, source
     an earlier declaration (a tolerance tightened since) picked one, and the gate gates what it
     serves; where all gave a wrong result, a tune again under the same declaration changes nothing."""
     verdicts = store.verdicts(kernel, dtype, bucket, source_hash, setup_hash)
-    rules = {config_key(c) for c in baseline}
-    rule = next((verdicts[k] for k in rules if k in verdicts), None)
+    rules = list(dict.fromkeys(config_key(c) for c in baseline))  # the shapes' order: the same in every process
+    said = [verdicts[k] for k in rules if k in verdicts]
+    # a heuristic of several configs blames the reference only where each of them that ran was wrong
+    rule = said[0] if said and all(v[0] == "wrong_result" for v in said) else None
     everything = all_wrong(rule[:2], [v[0] for k, v in verdicts.items() if k not in rules]) if rule else None
     return {k: v for k, v in verdicts.items() if v[0] in FAILED}, everything
 
@@ -1756,10 +1766,12 @@ def kernel_renamed(tasks: list[dict], decl: Kernel, target: str, dtype: str, rec
         return None
     alike = {t["kernel"] for t in tasks if t["kernel"] != decl.name and t["kernel"] not in REGISTRY
              and (t["target"], t["dtype"], t["source_hash"]) == (target, dtype, variant.source_hash)}
+    if not alike or not suites_dir.is_dir():  # no suites read: "no suite declares" would be a guess
+        return None
     # the suites imported only where a name is to be ruled out: a lookup imports none for a kernel it knows
-    declared = _load_once(suites_dir)[1] if alike and suites_dir.is_dir() else {}
+    failed, declared = _load_once(suites_dir)
     former = min(alike - declared.keys(), default=None)
-    if former is None:
+    if former is None or failed:  # a suite that failed to import may declare it
         return None
     return (f"it is recorded as kernel {former!r}, of the same template ({variant.path.name}), target and dtype, "
             f"which no suite declares: renamed? best() serves the heuristic for {decl.name} until you name it "
