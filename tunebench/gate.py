@@ -64,7 +64,7 @@ from tunebench.final_round import BUDGET_S, now
 from tunebench.interference import remedy
 from tunebench.kernel import (BINARY_SUFFIXES, Kernel, KernelError, Variant, changed_files, hashed_files,
                               unkept_files)
-from tunebench.lookup import (Summary, failed_under, fits, heuristic_failed, kernel_renamed, latest_confirmation, project,
+from tunebench.lookup import (Summary, failed_under, fits, heuristic_failed, kernel_renamed, latest_confirmation,
                               shape_times)
 from tunebench.records import (EARLIER_NAME, FILE_TEXT_BYTES, SAME_MACHINE_CODE, NotWritable, RecordStore,
                                config_key, config_text, holds_back, stores, verdict_text)
@@ -247,7 +247,7 @@ def _suites_of(kernel: Kernel, records_dir: Path) -> Path:
     """The folder of suites a renamed kernel's old name is looked for in: the project's suites
     beside its records where the kernel is declared there, else the folder that declares it (the
     run may have collected one suite of several: the others are read too)."""
-    suites = project(records_dir)[1]
+    suites = records_dir.parent / "suites"  # as lookup.project has it, without its refusal of a folder not made yet
     declared = kernel.declared_in
     if declared is None or suites.is_dir() and suites.resolve() in declared.parents:
         return suites
